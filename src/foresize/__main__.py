@@ -1,0 +1,3 @@
+from foresize.cli import main
+
+main()

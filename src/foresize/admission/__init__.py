@@ -1,0 +1,1 @@
+"""AdmissionReview decisions (pure) and the HTTPS webhook server."""

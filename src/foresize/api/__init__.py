@@ -1,0 +1,1 @@
+"""The public API: CRD types (pydantic), quantities, CRD schema generation, validation."""

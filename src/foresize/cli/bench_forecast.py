@@ -1,0 +1,1 @@
+"""`foresize bench forecast` (not yet built)."""

@@ -1,0 +1,1 @@
+"""`foresize bench plan` (not yet built)."""

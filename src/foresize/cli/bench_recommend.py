@@ -1,0 +1,1 @@
+"""`foresize bench recommend` (not yet built)."""

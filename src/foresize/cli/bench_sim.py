@@ -1,0 +1,1 @@
+"""`foresize bench sim` (not yet built)."""

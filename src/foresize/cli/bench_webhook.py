@@ -1,0 +1,1 @@
+"""`foresize bench webhook` (not yet built)."""

@@ -1,0 +1,1 @@
+"""`foresize manifests` (not yet built)."""

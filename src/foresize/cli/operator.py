@@ -1,0 +1,1 @@
+"""`foresize operator` (not yet built)."""

@@ -1,0 +1,1 @@
+"""`foresize recommend` (not yet built)."""

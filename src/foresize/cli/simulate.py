@@ -1,0 +1,1 @@
+"""`foresize simulate` (not yet built)."""

@@ -1,0 +1,1 @@
+"""`foresize webhook` (not yet built)."""

@@ -1,0 +1,1 @@
+"""Forecasting models and backtest-based model selection (vectorised numpy, no I/O)."""

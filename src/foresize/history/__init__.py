@@ -1,0 +1,1 @@
+"""Usage history: SQLite store, Prometheus and metrics-server readers, trace loaders."""

@@ -1,0 +1,1 @@
+"""Predictive replicas and the */scale decision (pure)."""

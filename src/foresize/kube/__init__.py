@@ -1,0 +1,1 @@
+"""The kube shell: the same core against a real Kubernetes API server."""

@@ -1,0 +1,1 @@
+"""Enrol, unenrol and revert, pause, templates, DaemonSet seeding (pure planning)."""

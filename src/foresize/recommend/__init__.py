@@ -1,0 +1,1 @@
+"""Forecast -> recommendation: modes, buffer, bounds, limits, rounding, OOM floor (pure)."""

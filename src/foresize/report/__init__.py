@@ -1,0 +1,1 @@
+"""HTML reports and plots."""

@@ -1,0 +1,1 @@
+"""The sim shell: a discrete-event simulated cluster with Kubernetes semantics."""

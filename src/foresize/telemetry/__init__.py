@@ -1,0 +1,1 @@
+"""Prometheus metrics, Kubernetes events, structured logging."""

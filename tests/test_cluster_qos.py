@@ -1,0 +1,98 @@
+"""QoS class and scheduler charge follow qos.go and component-helpers exactly."""
+
+from foresize.api.quantity import GIB, MIB
+from foresize.cluster.model import (
+    POD_RESIZE_PENDING,
+    REASON_DEFERRED,
+    REASON_INFEASIBLE,
+    Container,
+    ContainerStatus,
+    Pod,
+    PodCondition,
+    ResourceRequirements,
+)
+from foresize.cluster.qos import pod_charge, pod_qos_class, qos_class_of
+
+
+def c(name="app", req=None, lim=None, restart_policy=None) -> Container:
+    return Container(
+        name, ResourceRequirements(dict(req or {}), dict(lim or {})), {}, restart_policy
+    )
+
+
+def test_best_effort_when_nothing_set():
+    assert qos_class_of([c()]) == "BestEffort"
+    # Non-compute resources do not count.
+    assert qos_class_of([c(req={"ephemeral-storage": 1})]) == "BestEffort"
+
+
+def test_guaranteed_needs_cpu_and_memory_limits_equal_to_requests_everywhere():
+    g = {"cpu": 500, "memory": GIB}
+    assert qos_class_of([c(req=g, lim=g)]) == "Guaranteed"
+    # Requests default to limits.
+    assert qos_class_of([c(lim=g)]) == "Guaranteed"
+    # An init container without limits makes the pod Burstable.
+    assert qos_class_of([c(req=g, lim=g), c("init", req={"cpu": 100})]) == "Burstable"
+    # Only a CPU limit: Burstable.
+    assert qos_class_of([c(req={"cpu": 500}, lim={"cpu": 500})]) == "Burstable"
+    # Requests below limits: Burstable.
+    assert qos_class_of([c(req={"cpu": 250, "memory": GIB}, lim=g)]) == "Burstable"
+
+
+def test_guaranteed_compares_pod_wide_sums_like_qos_go():
+    # Per container unequal but sums equal: qos.go still says Guaranteed.
+    a = c("a", req={"cpu": 300, "memory": GIB}, lim={"cpu": 200, "memory": GIB})
+    b = c("b", req={"cpu": 100, "memory": GIB}, lim={"cpu": 200, "memory": GIB})
+    assert qos_class_of([a, b]) == "Guaranteed"
+
+
+def _running(containers, statuses, conditions=()):
+    return Pod(
+        "ns",
+        "p",
+        containers=containers,
+        container_statuses=statuses,
+        phase="Running",
+        conditions=list(conditions),
+        node_name="n1",
+    )
+
+
+def test_charge_is_max_of_spec_allocated_actual():
+    spec = c(req={"cpu": 800, "memory": 512 * MIB})
+    st = ContainerStatus(
+        "app",
+        allocated={"cpu": 500, "memory": 1024 * MIB},
+        resources=ResourceRequirements({"cpu": 500, "memory": 768 * MIB}),
+    )
+    deferred = PodCondition(POD_RESIZE_PENDING, reason=REASON_DEFERRED)
+    pod = _running([spec], [st], [deferred])
+    assert pod_charge(pod) == {"cpu": 800, "memory": 1024 * MIB}
+
+
+def test_charge_leaves_spec_out_when_infeasible():
+    spec = c(req={"cpu": 8000})
+    st = ContainerStatus(
+        "app", allocated={"cpu": 500}, resources=ResourceRequirements({"cpu": 500})
+    )
+    pod = _running([spec], [st], [PodCondition(POD_RESIZE_PENDING, reason=REASON_INFEASIBLE)])
+    assert pod_charge(pod) == {"cpu": 500}
+
+
+def test_charge_init_containers_peak_and_sidecars_add():
+    app = c("app", req={"cpu": 100})
+    sidecar = c("side", req={"cpu": 50}, restart_policy="Always")
+    init = c("init", req={"cpu": 1000})
+    pod = Pod("ns", "p", containers=[app], init_containers=[sidecar, init], phase="Running")
+    # max(100 + 50, 1000 + 50)
+    assert pod_charge(pod) == {"cpu": 1050}
+    pod.init_containers = [init, sidecar]
+    # init runs before the sidecar: max(150, 1000)
+    assert pod_charge(pod) == {"cpu": 1000}
+
+
+def test_terminal_pods_are_not_charged():
+    pod = _running([c(req={"cpu": 100})], [])
+    pod.phase = "Succeeded"
+    assert pod_charge(pod) == {}
+    assert pod_qos_class(pod) == "Burstable"
