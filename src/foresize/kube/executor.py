@@ -1,0 +1,376 @@
+"""The kube shell's executor: every core `Action` as the exact API call it stands for.
+
+- `ResizePod`: PATCH `pods/{name}/resize` with a JSON patch of container resources. The
+  patch tests each container's name at its index first, so a pod whose containers moved
+  is refused (422) rather than resized in the wrong container. The resize subresource
+  drops every other field, so labels/annotations go in a separate `PatchPodMetadata`.
+- `PatchPodMetadata`: merge patch on the pod.
+- `EvictPod`: POST `pods/{name}/eviction` with a `policy/v1` Eviction (PDBs apply).
+- `PatchScale`: merge patch on `{kind}/{name}/scale`.
+- `RestartWorkload`: the template annotation `kubectl.kubernetes.io/restartedAt` (what
+  `kubectl rollout restart` writes); Argo Rollouts use their own `spec.restartAt`.
+- `WriteTargetStatus`: merge patch on the Foresize object's status subresource.
+- `EmitEvent`: a core/v1 Event.
+
+Answers are mapped to `ActionResult` with the API server's code, reason, causes and
+`retryAfterSeconds`, so the core reacts the same way in both shells. The executor also
+enforces what the server version requires (no in-place resize before 1.33; memory-limit
+decreases on 1.33 only with RestartContainer) by answering as that API server would,
+without sending a patch it would refuse.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from foresize.api.quantity import format_quantity
+from foresize.cluster.actions import (
+    Action,
+    ActionResult,
+    EmitEvent,
+    EvictPod,
+    PatchPodMetadata,
+    PatchScale,
+    ResizePod,
+    RestartWorkload,
+    WriteTargetStatus,
+)
+from foresize.cluster.model import Pod
+from foresize.kube import version as kver
+from foresize.kube.api import JSON, JSON_PATCH, MERGE_PATCH, ApiResponse, KubeApi
+from foresize.kube.convert import format_time, pod_from
+
+log = logging.getLogger(__name__)
+
+GROUP = "foresize.io"
+VERSION = "v1"
+RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
+COMPONENT = "foresize"
+
+# Foresize kind -> (plural, namespaced)
+FORESIZE_RESOURCES = {
+    "AIScaleTarget": ("aiscaletargets", True),
+    "DaemonSetAutoscaler": ("daemonsetautoscalers", True),
+    "ClusterAIScaleTemplate": ("clusteraiscaletemplates", False),
+}
+# Workload kind -> API path prefix and plural.
+WORKLOAD_PATHS = {
+    "Deployment": ("/apis/apps/v1", "deployments"),
+    "StatefulSet": ("/apis/apps/v1", "statefulsets"),
+    "DaemonSet": ("/apis/apps/v1", "daemonsets"),
+    "ReplicaSet": ("/apis/apps/v1", "replicasets"),
+    "Rollout": ("/apis/argoproj.io/v1alpha1", "rollouts"),
+}
+INVOLVED_API_VERSIONS = {
+    "Pod": "v1",
+    "Node": "v1",
+    **{k: "apps/v1" for k in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet")},
+    "Rollout": "argoproj.io/v1alpha1",
+    **{k: f"{GROUP}/{VERSION}" for k in FORESIZE_RESOURCES},
+}
+
+
+def pod_path(namespace: str, name: str, sub: str = "") -> str:
+    base = f"/api/v1/namespaces/{namespace}/pods/{name}"
+    return f"{base}/{sub}" if sub else base
+
+
+def workload_path(namespace: str, kind: str, name: str, sub: str = "") -> str:
+    if kind not in WORKLOAD_PATHS:
+        raise ValueError(f"unsupported workload kind {kind!r}")
+    prefix, plural = WORKLOAD_PATHS[kind]
+    base = f"{prefix}/namespaces/{namespace}/{plural}/{name}"
+    return f"{base}/{sub}" if sub else base
+
+
+def foresize_path(kind: str, namespace: str, name: str, sub: str = "") -> str:
+    plural, namespaced = FORESIZE_RESOURCES[kind]
+    ns = f"/namespaces/{namespace}" if namespaced else ""
+    base = f"/apis/{GROUP}/{VERSION}{ns}/{plural}/{name}"
+    return f"{base}/{sub}" if sub else base
+
+
+def resize_patch(pod: Pod, action: ResizePod) -> list[dict[str, Any]]:
+    """The JSON patch (RFC 6902) for `action` against the pod's current container order.
+
+    Each container is pinned with a `test` of its name; each amount is `add` (which in JSON
+    patch also replaces an existing member), creating a missing requests/limits map first.
+    """
+    ops: list[dict[str, Any]] = []
+    for change in action.containers:
+        index, field, container = _locate(pod, change.name)
+        base = f"/spec/{field}/{index}"
+        ops.append({"op": "test", "path": f"{base}/name", "value": change.name})
+        current = container.resources
+        for section, amounts, existing in (
+            ("requests", change.requests, current.requests),
+            ("limits", change.limits, current.limits),
+        ):
+            if not amounts:
+                continue
+            if not existing:
+                ops.append(
+                    {
+                        "op": "add",
+                        "path": f"{base}/resources/{section}",
+                        "value": {r: format_quantity(r, v) for r, v in sorted(amounts.items())},
+                    }
+                )
+                continue
+            for resource, amount in sorted(amounts.items()):
+                ops.append(
+                    {
+                        "op": "add",
+                        "path": f"{base}/resources/{section}/{resource}",
+                        "value": format_quantity(resource, amount),
+                    }
+                )
+    return ops
+
+
+def _locate(pod: Pod, name: str) -> tuple[int, str, Any]:
+    for i, c in enumerate(pod.containers):
+        if c.name == name:
+            return i, "containers", c
+    for i, c in enumerate(pod.init_containers):
+        if c.name == name and c.is_sidecar:
+            return i, "initContainers", c
+    raise LookupError(f"pod {pod.key} has no container {name!r} that can be resized")
+
+
+def result_from(resp: ApiResponse) -> ActionResult:
+    """An API answer -> `ActionResult` (Status reason, message, causes, retryAfterSeconds)."""
+    if resp.ok:
+        return ActionResult(ok=True, code=resp.code)
+    body = resp.body if isinstance(resp.body, dict) else {}
+    details = body.get("details") or {}
+    # StatusCause's Go field `Type` is serialised as "reason" in JSON; the core names it "type".
+    causes = tuple(
+        {
+            "type": str(c.get("reason") or c.get("type") or ""),
+            "message": str(c.get("message") or ""),
+            "field": str(c.get("field") or ""),
+        }
+        for c in details.get("causes") or []
+        if isinstance(c, dict)
+    )
+    retry = details.get("retryAfterSeconds")
+    if retry is None:
+        header = resp.headers.get("retry-after") or resp.headers.get("Retry-After")
+        if header and header.isdigit():
+            retry = int(header)
+    return ActionResult(
+        ok=False,
+        code=resp.code,
+        reason=str(body.get("reason") or ""),
+        message=str(body.get("message") or ""),
+        causes=causes,
+        retry_after_seconds=float(retry) if retry is not None else None,
+    )
+
+
+class KubeExecutor:
+    """Applies core actions to a real API server (implements AsyncClusterPort.apply)."""
+
+    def __init__(
+        self,
+        api: KubeApi,
+        *,
+        server_version: tuple[int, int] = (1, 35),
+        pod_lookup: Callable[[str, str], Pod | None] | None = None,
+        clock: Callable[[], float] = time.time,
+        instance: str | None = None,
+    ) -> None:
+        self.api = api
+        self.server_version = server_version
+        self._pod_lookup = pod_lookup
+        self._clock = clock
+        self.instance = instance or os.environ.get("POD_NAME") or os.uname().nodename
+        # target key -> clock time before which no eviction is sent (after a 429).
+        self.evictions_deferred_until: dict[str, float] = {}
+
+    async def detect_server_version(self) -> tuple[int, int]:
+        from foresize.kube.convert import parse_server_version
+
+        self.server_version = parse_server_version(await self.api.server_version())
+        return self.server_version
+
+    async def apply(self, action: Action) -> ActionResult:
+        try:
+            match action:
+                case ResizePod():
+                    return await self._resize(action)
+                case PatchPodMetadata():
+                    return await self._metadata(action)
+                case EvictPod():
+                    return await self._evict(action)
+                case PatchScale():
+                    return await self._scale(action)
+                case RestartWorkload():
+                    return await self._restart(action)
+                case WriteTargetStatus():
+                    return await self._status(action)
+                case EmitEvent():
+                    return await self._event(action)
+        except (LookupError, ValueError) as exc:
+            return ActionResult(ok=False, code=0, reason="Unsupported", message=str(exc))
+        except Exception as exc:  # network errors: the core retries on its next pass
+            log.warning("API call for %s failed: %s", type(action).__name__, exc)
+            return ActionResult(ok=False, code=0, reason="ConnectionError", message=str(exc))
+        return ActionResult(ok=False, code=0, reason="Unsupported", message=repr(action))
+
+    async def apply_all(self, actions: list[Action]) -> list[tuple[Action, ActionResult]]:
+        """Apply in order. After a 429 on an eviction, later evictions of the same target are
+        not sent until its `retryAfterSeconds` (default 10 s) has passed: they are answered
+        as deferred, and the planner picks those pods up again on a later pass."""
+        return [(a, await self.apply_guarded(a)) for a in actions]
+
+    async def apply_guarded(self, action: Action) -> ActionResult:
+        if isinstance(action, EvictPod):
+            key = action.target or f"{action.namespace}/{action.name}"
+            until = self.evictions_deferred_until.get(key)
+            now = self._clock()
+            if until is not None and now < until:
+                return ActionResult(
+                    ok=False,
+                    code=429,
+                    reason="TooManyRequests",
+                    message=f"eviction deferred: target {key} was refused by a disruption "
+                    f"budget; retrying after {until - now:.0f}s",
+                    retry_after_seconds=until - now,
+                )
+            result = await self.apply(action)
+            if result.code == 429:
+                wait = result.retry_after_seconds if result.retry_after_seconds else 10.0
+                self.evictions_deferred_until[key] = now + wait
+            elif result.ok:
+                self.evictions_deferred_until.pop(key, None)
+            return result
+        return await self.apply(action)
+
+    # ------------------------------------------------------------------ actions
+    async def _current_pod(self, namespace: str, name: str) -> Pod | None:
+        pod = self._pod_lookup(namespace, name) if self._pod_lookup else None
+        if pod is not None:
+            return pod
+        resp = await self.api.request("GET", pod_path(namespace, name))
+        return pod_from(resp.body) if resp.ok and isinstance(resp.body, dict) else None
+
+    async def _resize(self, action: ResizePod) -> ActionResult:
+        refusal = kver.in_place_refusal(self.server_version)
+        if refusal:
+            return ActionResult(ok=False, code=404, reason="NotFound", message=refusal)
+        pod = await self._current_pod(action.namespace, action.name)
+        if pod is None:
+            return ActionResult(
+                ok=False,
+                code=404,
+                reason="NotFound",
+                message=f"pod {action.namespace}/{action.name}",
+            )
+        for change in action.containers:
+            why = kver.memory_limit_change_refused(self.server_version, pod, change)
+            if why:
+                return ActionResult(
+                    ok=False,
+                    code=422,
+                    reason="Invalid",
+                    message=f"Pod {action.name!r} is invalid: {why}",
+                    causes=({"type": "FieldValueForbidden", "message": why},),
+                )
+        patch = resize_patch(pod, action)
+        resp = await self.api.request(
+            "PATCH", pod_path(action.namespace, action.name, "resize"), patch, JSON_PATCH
+        )
+        return result_from(resp)
+
+    async def _metadata(self, action: PatchPodMetadata) -> ActionResult:
+        meta: dict[str, Any] = {}
+        if action.annotations:
+            meta["annotations"] = dict(action.annotations)
+        if action.labels:
+            meta["labels"] = dict(action.labels)
+        if not meta:
+            return ActionResult(ok=True, code=200, message="nothing to patch")
+        resp = await self.api.request(
+            "PATCH", pod_path(action.namespace, action.name), {"metadata": meta}, MERGE_PATCH
+        )
+        return result_from(resp)
+
+    async def _evict(self, action: EvictPod) -> ActionResult:
+        body: dict[str, Any] = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": action.name, "namespace": action.namespace},
+        }
+        if action.grace_period_seconds is not None:
+            body["deleteOptions"] = {"gracePeriodSeconds": action.grace_period_seconds}
+        resp = await self.api.request(
+            "POST", pod_path(action.namespace, action.name, "eviction"), body, JSON
+        )
+        return result_from(resp)
+
+    async def _scale(self, action: PatchScale) -> ActionResult:
+        resp = await self.api.request(
+            "PATCH",
+            workload_path(action.namespace, action.kind, action.name, "scale"),
+            {"spec": {"replicas": int(action.replicas)}},
+            MERGE_PATCH,
+        )
+        return result_from(resp)
+
+    async def _restart(self, action: RestartWorkload) -> ActionResult:
+        stamp = format_time(action.restarted_at)
+        if action.kind == "Rollout":
+            body: dict[str, Any] = {"spec": {"restartAt": stamp}}
+        else:
+            body = {"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: stamp}}}}}
+        resp = await self.api.request(
+            "PATCH", workload_path(action.namespace, action.kind, action.name), body, MERGE_PATCH
+        )
+        return result_from(resp)
+
+    async def _status(self, action: WriteTargetStatus) -> ActionResult:
+        if action.kind not in FORESIZE_RESOURCES:
+            raise ValueError(f"status of kind {action.kind!r} is not Foresize's to write")
+        resp = await self.api.request(
+            "PATCH",
+            foresize_path(action.kind, action.namespace, action.name, "status"),
+            {"status": action.status},
+            MERGE_PATCH,
+        )
+        return result_from(resp)
+
+    async def _event(self, action: EmitEvent) -> ActionResult:
+        now = format_time(self._clock())
+        namespace = action.namespace or "default"
+        involved: dict[str, Any] = {
+            "apiVersion": INVOLVED_API_VERSIONS.get(action.kind, "v1"),
+            "kind": action.kind,
+            "name": action.name,
+        }
+        if action.namespace:
+            involved["namespace"] = action.namespace
+        if action.uid:
+            involved["uid"] = action.uid
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{action.name}.", "namespace": namespace},
+            "involvedObject": involved,
+            "reason": action.reason,
+            "message": action.message[:1024],
+            "type": action.type,
+            "source": {"component": COMPONENT},
+            "reportingComponent": f"{GROUP}/operator",
+            "reportingInstance": self.instance,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        resp = await self.api.request("POST", f"/api/v1/namespaces/{namespace}/events", body, JSON)
+        return result_from(resp)

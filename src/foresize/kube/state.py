@@ -1,0 +1,109 @@
+"""The kube shell's in-memory picture of the cluster, kept current from watch events.
+
+Kopf's watch handlers call `ClusterState.apply_event` with the raw object; the control
+loop calls `snapshot(now)` to get a `ClusterSnapshot` for the planners. Objects are
+converted once on arrival and replaced (never mutated) on each event, so a snapshot
+handed to the planners stays consistent while new events keep arriving.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from foresize.cluster.model import (
+    HorizontalPodAutoscaler,
+    Node,
+    Pod,
+    PodDisruptionBudget,
+    Workload,
+)
+from foresize.cluster.snapshot import ClusterSnapshot
+from foresize.kube import convert
+
+log = logging.getLogger(__name__)
+
+FORESIZE_KINDS = ("AIScaleTarget", "DaemonSetAutoscaler", "ClusterAIScaleTemplate")
+PAUSE_CONFIGMAP = "foresize-pause"  # ConfigMap in the operator namespace; data.paused == "true"
+
+Key = tuple[str, str]  # (namespace, name)
+
+
+def _key(obj: dict[str, Any]) -> Key:
+    meta = obj.get("metadata") or {}
+    return meta.get("namespace", "") or "", meta.get("name", "")
+
+
+class ClusterState:
+    """Pods, nodes, PDBs, HPAs, workloads and Foresize objects as last seen on the watches."""
+
+    def __init__(self, target_parser: Callable[[str, dict[str, Any]], Any] | None = None) -> None:
+        self.pods: dict[Key, Pod] = {}
+        self.nodes: dict[str, Node] = {}
+        self.pdbs: dict[Key, PodDisruptionBudget] = {}
+        self.hpas: dict[Key, HorizontalPodAutoscaler] = {}
+        self.workloads: dict[str, Workload] = {}
+        # Foresize objects: kind -> key -> parsed model (or the raw dict if no parser).
+        self.foresize: dict[str, dict[Key, Any]] = {k: {} for k in FORESIZE_KINDS}
+        self.raw_foresize: dict[str, dict[Key, dict[str, Any]]] = {k: {} for k in FORESIZE_KINDS}
+        self.server_version: tuple[int, int] = (1, 35)
+        self.paused = False
+        self.events_seen = 0
+        self._target_parser = target_parser
+
+    # ----------------------------------------------------------------- updates
+    def apply_event(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
+        """Apply one watch event (`ADDED`/`MODIFIED`/`DELETED`, or None for a listing)."""
+        self.events_seen += 1
+        deleted = event_type == "DELETED"
+        key = _key(obj)
+        if kind == "Pod":
+            self._put(self.pods, key, None if deleted else convert.pod_from(obj))
+        elif kind == "Node":
+            self._put(self.nodes, key[1], None if deleted else convert.node_from(obj))
+        elif kind == "PodDisruptionBudget":
+            self._put(self.pdbs, key, None if deleted else convert.pdb_from(obj))
+        elif kind == "HorizontalPodAutoscaler":
+            self._put(self.hpas, key, None if deleted else convert.hpa_from(obj))
+        elif kind in convert.WORKLOAD_KINDS:
+            wkey = f"{kind}/{key[0]}/{key[1]}"
+            self._put(self.workloads, wkey, None if deleted else convert.workload_from(kind, obj))
+        elif kind in FORESIZE_KINDS:
+            self._put(self.raw_foresize[kind], key, None if deleted else obj)
+            parsed = None
+            if not deleted:
+                parsed = self._target_parser(kind, obj) if self._target_parser else obj
+            self._put(self.foresize[kind], key, parsed)
+        elif kind == "ConfigMap" and key[1] == PAUSE_CONFIGMAP:
+            data = obj.get("data") or {}
+            self.paused = (not deleted) and str(data.get("paused", "")).lower() == "true"
+        else:
+            log.debug("ignoring watch event for kind %s", kind)
+
+    @staticmethod
+    def _put(store: dict, key: Any, value: Any) -> None:
+        if value is None:
+            store.pop(key, None)
+        else:
+            store[key] = value
+
+    # ----------------------------------------------------------------- reads
+    def pod(self, namespace: str, name: str) -> Pod | None:
+        return self.pods.get((namespace, name))
+
+    def snapshot(self, now: float) -> ClusterSnapshot:
+        """A consistent point-in-time view for the planners (objects are shared, read-only)."""
+        return ClusterSnapshot(
+            now=now,
+            nodes=dict(self.nodes),
+            pods=list(self.pods.values()),
+            workloads=dict(self.workloads),
+            pdbs=list(self.pdbs.values()),
+            hpas=list(self.hpas.values()),
+            targets=[t for t in self.foresize["AIScaleTarget"].values() if t is not None],
+            daemonset_autoscalers=list(self.foresize["DaemonSetAutoscaler"].values()),
+            templates=list(self.foresize["ClusterAIScaleTemplate"].values()),
+            server_version=self.server_version,
+            paused=self.paused,
+        )
