@@ -1,0 +1,266 @@
+"""TLS for the webhook server: a self-signed CA and a serving certificate generated with
+`cryptography`, the webhook configurations (with `caBundle` filled from that CA), and
+an `ssl.SSLContext` from certificate files.
+
+cert-manager (in the chart) is the production alternative; this is for `foresize webhook
+--self-signed`, the operator's default, tests and the benchmark.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import datetime as dt
+import ipaddress
+import ssl
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from foresize.errors import ForesizeError
+
+SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
+
+
+@dataclass(frozen=True, slots=True)
+class CertBundle:
+    ca_pem: bytes
+    cert_pem: bytes  # serving certificate
+    key_pem: bytes  # serving key (PKCS8, unencrypted)
+
+    def write(self, directory: Path) -> tuple[Path, Path, Path]:
+        """Write ca.crt, tls.crt, tls.key (key readable by the owner only)."""
+        directory.mkdir(parents=True, exist_ok=True)
+        ca, crt, key = directory / "ca.crt", directory / "tls.crt", directory / "tls.key"
+        ca.write_bytes(self.ca_pem)
+        crt.write_bytes(self.cert_pem)
+        key.touch(mode=0o600)
+        key.write_bytes(self.key_pem)
+        return ca, crt, key
+
+
+def service_dns_names(service: str, namespace: str) -> list[str]:
+    return [
+        service,
+        f"{service}.{namespace}",
+        f"{service}.{namespace}.svc",
+        f"{service}.{namespace}.svc.cluster.local",
+    ]
+
+
+def generate_self_signed(
+    hosts: Iterable[str] = ("localhost", "127.0.0.1"),
+    *,
+    now: dt.datetime | None = None,
+    days: int = 365,
+) -> CertBundle:
+    """A fresh CA and a serving certificate for `hosts` (DNS names or IP addresses)."""
+    now = now or dt.datetime.now(dt.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "foresize-webhook-ca")])
+    ca_cert = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(
+            x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    hosts = list(hosts)
+    sans: list[x509.GeneralName] = []
+    for h in hosts:
+        try:
+            sans.append(x509.IPAddress(ipaddress.ip_address(h)))
+        except ValueError:
+            sans.append(x509.DNSName(h))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(
+            x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0] if hosts else "foresize")])
+        )
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=days))
+        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    return CertBundle(
+        ca_pem=ca_cert.public_bytes(serialization.Encoding.PEM),
+        cert_pem=cert.public_bytes(serialization.Encoding.PEM),
+        key_pem=key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        ),
+    )
+
+
+def server_ssl_context(cert_file: Path | str, key_file: Path | str) -> ssl.SSLContext:
+    """A TLS server context from PEM files; a clear error naming the file if unusable."""
+    for path in (cert_file, key_file):
+        if not Path(path).is_file():
+            raise ForesizeError(f"{path}: no such certificate/key file")
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        ctx.load_cert_chain(str(cert_file), str(key_file))
+    except (ssl.SSLError, OSError) as exc:
+        raise ForesizeError(
+            f"{cert_file} / {key_file}: cannot load certificate and key ({exc})"
+        ) from exc
+    return ctx
+
+
+def client_ssl_context(ca_pem: bytes) -> ssl.SSLContext:
+    """A client context trusting only `ca_pem` (tests, benchmark)."""
+    ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cadata=ca_pem.decode())
+    return ctx
+
+
+def webhook_configurations(
+    *,
+    service: str = "foresize-webhook",
+    namespace: str = "foresize-system",
+    port: int = 443,
+    ca_pem: bytes | None = None,
+    timeout_seconds: int = 3,
+) -> list[dict[str, Any]]:
+    """The Mutating- and ValidatingWebhookConfiguration for Foresize (DESIGN.md §4.3):
+    failurePolicy Ignore, 3 s timeout, system namespaces excluded."""
+    ns_selector = {
+        "matchExpressions": [
+            {
+                "key": "kubernetes.io/metadata.name",
+                "operator": "NotIn",
+                "values": list(SYSTEM_NAMESPACES),
+            }
+        ]
+    }
+
+    def hook(
+        name: str, path: str, rules: list[dict[str, Any]], *, side_effects: str = "None"
+    ) -> dict[str, Any]:
+        h: dict[str, Any] = {
+            "name": name,
+            "admissionReviewVersions": ["v1"],
+            "sideEffects": side_effects,
+            "failurePolicy": "Ignore",
+            "timeoutSeconds": timeout_seconds,
+            "namespaceSelector": copy.deepcopy(ns_selector),
+            "rules": rules,
+            "clientConfig": {
+                "service": {"name": service, "namespace": namespace, "path": path, "port": port}
+            },
+        }
+        return h
+
+    mutating = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": "foresize"},
+        "webhooks": [
+            {
+                **hook(
+                    "pods.foresize.io",
+                    "/mutate-pods",
+                    [
+                        {
+                            "apiGroups": [""],
+                            "apiVersions": ["v1"],
+                            "operations": ["CREATE"],
+                            "resources": ["pods"],
+                        }
+                    ],
+                ),
+                # Another webhook changing the pod must not make us run twice.
+                "reinvocationPolicy": "Never",
+            },
+            hook(
+                "scale.foresize.io",
+                "/mutate-scale",
+                [
+                    {
+                        "apiGroups": ["apps"],
+                        "apiVersions": ["v1"],
+                        "operations": ["UPDATE"],
+                        "resources": ["deployments/scale", "statefulsets/scale"],
+                    },
+                    {
+                        "apiGroups": ["argoproj.io"],
+                        "apiVersions": ["v1alpha1"],
+                        "operations": ["UPDATE"],
+                        "resources": ["rollouts/scale"],
+                    },
+                ],
+            ),
+        ],
+    }
+    validating = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "foresize"},
+        "webhooks": [
+            hook(
+                "aiscaletargets.foresize.io",
+                "/validate-targets",
+                [
+                    {
+                        "apiGroups": ["foresize.io"],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": ["aiscaletargets"],
+                    }
+                ],
+            )
+        ],
+    }
+    docs = [mutating, validating]
+    return inject_ca_bundle(docs, ca_pem) if ca_pem else docs
+
+
+def inject_ca_bundle(manifests: Iterable[dict[str, Any]], ca_pem: bytes) -> list[dict[str, Any]]:
+    """Copies of the manifests with every webhook's clientConfig.caBundle set to `ca_pem`
+    (base64, as the API expects). Other objects pass through unchanged."""
+    bundle = base64.b64encode(ca_pem).decode()
+    out = []
+    for doc in manifests:
+        doc = copy.deepcopy(doc)
+        if doc.get("kind") in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+            for wh in doc.get("webhooks") or ():
+                wh.setdefault("clientConfig", {})["caBundle"] = bundle
+        out.append(doc)
+    return out

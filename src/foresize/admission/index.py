@@ -1,0 +1,152 @@
+"""What the webhooks look things up in: targets by workload, selector targets by namespace,
+DaemonSetAutoscalers by DaemonSet, the controller chain, and the cluster-wide pause flag.
+
+Built once from a `ClusterSnapshot` (plus optional suggestion/prediction overrides the
+planners hold in memory) and then only read, so one index serves many concurrent
+requests without locking. Rebuild it when the snapshot changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+
+from foresize.admission.targets import TargetView, dsa_view, target_view
+from foresize.cluster.model import OwnerRef, Pod, Suggestion, Workload
+from foresize.cluster.snapshot import ClusterSnapshot, labels_match
+
+# Labels a ReplicaSet's pods carry whose value is the suffix of the ReplicaSet's name.
+_HASH_LABELS = ("pod-template-hash", "rollouts-pod-template-hash")
+
+
+@dataclass(slots=True)
+class AdmissionIndex:
+    targets: list[TargetView] = field(default_factory=list)
+    dsas: list[TargetView] = field(default_factory=list)
+    workloads: dict[str, Workload] = field(default_factory=dict)  # key kind/ns/name
+    paused: bool = False
+    by_ref: dict[tuple[str, str, str], TargetView] = field(default_factory=dict)
+    by_daemonset: dict[tuple[str, str], TargetView] = field(default_factory=dict)
+    selector_targets: dict[str, list[TargetView]] = field(default_factory=dict)
+
+    @classmethod
+    def build(
+        cls,
+        targets: Iterable[object] = (),
+        *,
+        daemonset_autoscalers: Iterable[object] = (),
+        workloads: Mapping[str, Workload] | None = None,
+        paused: bool = False,
+        suggestions: Mapping[str, Suggestion] | None = None,
+        oom_floors: Mapping[str, Mapping[str, int]] | None = None,
+        predictions: Mapping[str, int] | None = None,
+        dsa_suggestions: Mapping[str, Suggestion] | None = None,
+    ) -> AdmissionIndex:
+        """Index targets (API models, manifest dicts or `TargetView`s). The mappings are
+        keyed by "namespace/name" of the target and override what its status says."""
+        index = cls(workloads=dict(workloads or {}), paused=paused)
+        for obj in targets:
+            view = target_view(obj)
+            overrides: dict[str, object] = {}
+            if suggestions and view.key in suggestions:
+                overrides["suggestion"] = suggestions[view.key]
+            if oom_floors and view.key in oom_floors:
+                overrides["oom_floor"] = dict(oom_floors[view.key])
+            if predictions and view.key in predictions:
+                overrides["predicted_replicas"] = predictions[view.key]
+            if overrides:
+                view = replace(view, **overrides)
+            index.targets.append(view)
+            if view.ref_kind and view.ref_name:
+                index.by_ref[(view.ref_kind, view.namespace, view.ref_name)] = view
+            elif view.selector:
+                index.selector_targets.setdefault(view.namespace, []).append(view)
+        for obj in daemonset_autoscalers:
+            view = dsa_view(obj)
+            if dsa_suggestions and view.key in dsa_suggestions:
+                view = replace(view, suggestion=dsa_suggestions[view.key])
+            index.dsas.append(view)
+            index.by_daemonset[(view.namespace, view.ref_name)] = view
+        return index
+
+    @classmethod
+    def from_snapshot(
+        cls,
+        snapshot: ClusterSnapshot,
+        *,
+        suggestions: Mapping[str, Suggestion] | None = None,
+        oom_floors: Mapping[str, Mapping[str, int]] | None = None,
+        predictions: Mapping[str, int] | None = None,
+        dsa_suggestions: Mapping[str, Suggestion] | None = None,
+    ) -> AdmissionIndex:
+        return cls.build(
+            snapshot.targets,
+            daemonset_autoscalers=snapshot.daemonset_autoscalers,
+            workloads=snapshot.workloads,
+            paused=snapshot.paused,
+            suggestions=suggestions,
+            oom_floors=oom_floors,
+            predictions=predictions,
+            dsa_suggestions=dsa_suggestions,
+        )
+
+    # -- owner chain ---------------------------------------------------------------------
+
+    def top_owner_ref(
+        self, namespace: str, owner: OwnerRef | Workload | None, labels: Mapping[str, str]
+    ) -> tuple[str, str] | None:
+        """(kind, name) of the top controller: ReplicaSet -> Deployment/Rollout.
+
+        A ReplicaSet the index does not know (the kube shell need not list them all) is
+        resolved from its name: `<deployment>-<pod-template-hash>`."""
+        if owner is None:
+            return None
+        if isinstance(owner, Workload):
+            if owner.kind == "ReplicaSet" and owner.owner is not None:
+                return owner.owner.kind, owner.owner.name
+            if owner.kind != "ReplicaSet":
+                return owner.kind, owner.name
+            kind, name = owner.kind, owner.name
+        else:
+            kind, name = owner.kind, owner.name
+        if kind != "ReplicaSet":
+            return kind, name
+        rs = self.workloads.get(f"ReplicaSet/{namespace}/{name}")
+        if rs is not None and rs.owner is not None:
+            return rs.owner.kind, rs.owner.name
+        for label in _HASH_LABELS:
+            suffix = labels.get(label)
+            if suffix and name.endswith("-" + suffix):
+                parent = name[: -len(suffix) - 1]
+                kind = "Rollout" if label.startswith("rollouts") else "Deployment"
+                return kind, parent
+        return "ReplicaSet", name
+
+    # -- lookups -------------------------------------------------------------------------
+
+    def target_for(self, kind: str, namespace: str, name: str) -> TargetView | None:
+        return self.by_ref.get((kind, namespace, name))
+
+    def target_for_pod(
+        self, pod: Pod, owner: OwnerRef | Workload | None = None
+    ) -> TargetView | None:
+        """The AIScaleTarget or DaemonSetAutoscaler that governs `pod`, if any.
+
+        A scaleTargetRef target wins over a selector target; among selector targets the
+        oldest-listed wins (the validating webhook rejects overlaps where it can)."""
+        ref = self.top_owner_ref(
+            pod.namespace, owner if owner is not None else pod.owner, pod.labels
+        )
+        if ref is not None:
+            kind, name = ref
+            if kind == "DaemonSet":
+                dsa = self.by_daemonset.get((pod.namespace, name))
+                if dsa is not None:
+                    return dsa
+            view = self.by_ref.get((kind, pod.namespace, name))
+            if view is not None:
+                return view
+        for view in self.selector_targets.get(pod.namespace, ()):
+            if view.selector and labels_match(view.selector, pod.labels):
+                return view
+        return None

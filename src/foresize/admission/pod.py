@@ -1,0 +1,211 @@
+"""The pod admission decision (pure): which resources a new pod gets, and whether the
+webhook marks it `foresize.io/managed: "true"`.
+
+One function, `decide_pod`, serves both the HTTPS webhook (through `review.py`, which
+turns the decision into a JSON patch) and the simulated cluster (through `mutate_pod`),
+so simulations exercise exactly the logic a real cluster runs.
+
+Rules (DESIGN.md §4.3, seed 003):
+- Only at CREATE (the callers only ask then); in-place resizes never come through here.
+- Only for a target in vertical autonomous mode (or a DaemonSetAutoscaler in autonomous
+  scale mode) with a suggestion or an OOM floor; never while the cluster is paused.
+- The QoS class of the pod never changes, and the set of resource keys each container
+  declares never changes: Foresize only rewrites CPU/memory values the template already
+  declares. Keeping the key set is what makes a later revert to the template possible
+  in place (the API refuses to remove a request or limit from a running pod).
+- The annotation is added only when a value actually changed; it is never removed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+
+from foresize.admission.index import AdmissionIndex
+from foresize.admission.targets import ContainerPolicy, ResourcePolicy, TargetView
+from foresize.api.quantity import CPU, MEMORY, format_quantity
+from foresize.cluster.model import (
+    Container,
+    ContainerSuggestion,
+    OwnerRef,
+    Pod,
+    QoSClass,
+    ResourceRequirements,
+    Workload,
+)
+from foresize.cluster.qos import effective_requests, qos_class_of
+from foresize.cluster.snapshot import ClusterSnapshot
+
+MANAGED_ANNOTATION = "foresize.io/managed"
+MANAGED_VALUE = "true"
+
+
+@dataclass(slots=True)
+class PodDecision:
+    """New resources for the containers that change (by name), and warnings to return."""
+
+    target: TargetView | None = None
+    containers: dict[str, ResourceRequirements] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.containers)
+
+
+def _bounded(value: int, policy: ResourcePolicy | None) -> int:
+    if policy is None:
+        return value
+    if policy.upper is not None and value > policy.upper:
+        value = policy.upper
+    if policy.lower is not None and value < policy.lower:
+        value = policy.lower
+    return value
+
+
+def size_container(
+    container: Container,
+    policy: ContainerPolicy,
+    suggestion: ContainerSuggestion | None,
+    oom_floor: int | None,
+    qos: QoSClass,
+) -> ResourceRequirements:
+    """The container's resources after applying the suggestion (a new object; equal to
+    the old one when nothing applies)."""
+    out = container.resources.copy()
+    declared = effective_requests(container)
+    for resource in (CPU, MEMORY):
+        current = declared.get(resource)
+        if current is None:
+            # Not declared by the template: adding it would change the key set (and
+            # possibly the QoS class) and could never be reverted in place.
+            continue
+        wanted = suggestion.requests.get(resource) if suggestion is not None else None
+        if resource == MEMORY and oom_floor:
+            wanted = max(wanted if wanted is not None else current, oom_floor)
+        if wanted is None:
+            continue
+        rpolicy = policy.for_resource(resource)
+        request = _bounded(int(wanted), rpolicy)
+        limit = container.resources.limits.get(resource)
+        if qos == "Guaranteed":
+            out.requests[resource] = request
+            out.limits[resource] = request
+            continue
+        if limit is not None:
+            if rpolicy is not None and rpolicy.limit_ratio is not None:
+                limit = math.ceil(request * rpolicy.limit_ratio)
+            elif suggestion is not None and resource in suggestion.limits:
+                limit = max(suggestion.limits[resource], request)
+            # Without a ratio the limit stays; a request never exceeds it.
+            request = min(request, limit)
+            out.limits[resource] = limit
+        out.requests[resource] = request
+    return out
+
+
+def _same(a: ResourceRequirements, b: ResourceRequirements) -> bool:
+    return a.requests == b.requests and a.limits == b.limits
+
+
+def decide_pod(
+    pod: Pod,
+    owner: OwnerRef | Workload | None,
+    index: AdmissionIndex,
+    now: float,
+) -> PodDecision:
+    """Decide a new pod's resources. `owner` is the controller creating it (a Workload, an
+    OwnerRef, or None to use `pod.owner`)."""
+    decision = PodDecision()
+    if index.paused:
+        return decision
+    target = index.target_for_pod(pod, owner)
+    if target is None:
+        return decision
+    decision.target = target
+    if not target.vertical_autonomous or target.deleting:
+        return decision
+    suggestion = target.suggestion
+    if suggestion is None and not target.oom_floor:
+        return decision
+    qos = qos_class_of([*pod.containers, *pod.init_containers])
+    if qos == "BestEffort":
+        decision.warnings.append(
+            f"foresize: pod is BestEffort; {target.kind} {target.key} leaves its resources "
+            "unset (the QoS class is never changed)"
+        )
+        return decision
+    new_containers: dict[str, ResourceRequirements] = {}
+    for container in pod.containers:
+        policy = target.policy_for(container.name)
+        if policy is None:
+            continue
+        csug = suggestion.for_container(container.name) if suggestion is not None else None
+        floor = target.oom_floor.get(container.name) or target.oom_floor.get("*")
+        resized = size_container(container, policy, csug, floor, qos)
+        if not _same(resized, container.resources):
+            new_containers[container.name] = resized
+    if not new_containers:
+        return decision
+    after = [Container(c.name, new_containers.get(c.name, c.resources)) for c in pod.containers]
+    new_qos = qos_class_of([*after, *pod.init_containers])
+    if new_qos != qos:
+        decision.warnings.append(
+            f"foresize: suggestion of {target.kind} {target.key} would change the pod's QoS "
+            f"class from {qos} to {new_qos}; resources left as the template sets them"
+        )
+        return decision
+    decision.containers = new_containers
+    return decision
+
+
+def apply_decision(pod: Pod, decision: PodDecision) -> Pod:
+    """A copy of `pod` with the decision applied (resources and the managed annotation)."""
+    if not decision.changed:
+        return pod
+    containers = [
+        Container(
+            c.name,
+            decision.containers[c.name].copy()
+            if c.name in decision.containers
+            else c.resources.copy(),
+            dict(c.resize_policy),
+            c.restart_policy,
+        )
+        for c in pod.containers
+    ]
+    annotations = dict(pod.annotations)
+    annotations[MANAGED_ANNOTATION] = MANAGED_VALUE
+    return dataclasses.replace(pod, containers=containers, annotations=annotations)
+
+
+def mutate_pod(
+    pod: Pod,
+    owner: OwnerRef | Workload | None,
+    snapshot_or_index: ClusterSnapshot | AdmissionIndex,
+    now: float,
+) -> tuple[Pod, bool]:
+    """The admission hook for core objects: the same decision as the HTTPS webhook.
+    Returns the (possibly new) pod and whether its resources changed."""
+    index = (
+        snapshot_or_index
+        if isinstance(snapshot_or_index, AdmissionIndex)
+        else AdmissionIndex.from_snapshot(snapshot_or_index)
+    )
+    decision = decide_pod(pod, owner, index, now)
+    return apply_decision(pod, decision), decision.changed
+
+
+def describe_change(before: ResourceRequirements, after: ResourceRequirements) -> str:
+    """`cpu 100m->250m, memory 128Mi->256Mi` for events and logs."""
+    parts = []
+    for kind, old, new in (
+        ("req", before.requests, after.requests),
+        ("lim", before.limits, after.limits),
+    ):
+        for resource in (CPU, MEMORY):
+            if old.get(resource) != new.get(resource) and resource in new:
+                o = format_quantity(resource, old[resource]) if resource in old else "-"
+                parts.append(f"{resource} {kind} {o}->{format_quantity(resource, new[resource])}")
+    return ", ".join(parts)

@@ -1,0 +1,392 @@
+"""A flat, read-only view of a Foresize object (AIScaleTarget or DaemonSetAutoscaler) with
+exactly the fields admission, lifecycle and horizontal decisions need.
+
+The API models (`foresize.api.types`) are the source of truth; this module reads them
+(or the equivalent plain manifest dicts, e.g. a YAML file loaded by `foresize webhook
+--state`) tolerantly, so the decision code depends on a small stable shape rather than
+on every detail of the CRD types. Quantities become canonical ints, durations float
+seconds, modes their normalised names.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from foresize.api.quantity import CPU, MEMORY, to_canonical
+from foresize.cluster.model import ContainerSuggestion, Suggestion
+
+AUTONOMOUS = "autonomous"
+RECOMMENDATION = "recommendation"
+OBSERVE = "observe"
+
+_MODE_ALIASES = {
+    "auto": AUTONOMOUS,
+    "autonomous": AUTONOMOUS,
+    "recommend": RECOMMENDATION,
+    "rec": RECOMMENDATION,
+    "recommendation": RECOMMENDATION,
+    "observe": OBSERVE,
+    "observation": OBSERVE,
+}
+
+# Normalised kinds of a scaleTargetRef.
+_KIND_ALIASES = {
+    "deployment": "Deployment",
+    "statefulset": "StatefulSet",
+    "rollout": "Rollout",
+    "argo rollout": "Rollout",
+    "argorollout": "Rollout",
+    "daemonset": "DaemonSet",
+    "replicaset": "ReplicaSet",
+}
+
+UPDATE_MODES = ("initial", "recreate", "in_place", "in_place_or_recreate")
+RECREATE_MODES = frozenset({"recreate", "in_place_or_recreate"})
+
+_SENTINEL = object()
+
+
+def get(obj: Any, *names: str, default: Any = None) -> Any:
+    """First present attribute or mapping key among `names` (pydantic model or dict)."""
+    if obj is None:
+        return default
+    for name in names:
+        if isinstance(obj, Mapping):
+            value = obj.get(name, _SENTINEL)
+        else:
+            value = getattr(obj, name, _SENTINEL)
+        if value is not _SENTINEL and value is not None:
+            return value
+    return default
+
+
+def normalise_mode(value: Any) -> str:
+    if value is None:
+        return ""
+    text = str(getattr(value, "value", value)).strip().lower()
+    return _MODE_ALIASES.get(text, text)
+
+
+def normalise_kind(value: Any) -> str:
+    if not value:
+        return ""
+    text = str(value).strip()
+    return _KIND_ALIASES.get(text.lower(), text)
+
+
+_DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+
+
+def duration_seconds(value: Any, default: float) -> float:
+    """Float seconds from a number or a duration string (`15m`, `1h30m`, `8d`)."""
+    if value is None:
+        return default
+    if isinstance(value, int | float):
+        return float(value)
+    if hasattr(value, "total_seconds"):
+        return float(value.total_seconds())
+    text = str(value).strip()
+    pos = 0
+    total = 0.0
+    for match in _DURATION_RE.finditer(text):
+        if match.start() != pos:
+            break
+        total += float(match[1]) * _DURATION_UNITS[match[2]]
+        pos = match.end()
+    if pos != len(text) or not text:
+        raise ValueError(f"not a duration: {value!r} (expected e.g. 15m, 1h, 8d)")
+    return total
+
+
+def quantity(resource: str, value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    return to_canonical(resource, value)
+
+
+@dataclass(frozen=True, slots=True)
+class ResourcePolicy:
+    """Bounds and limit ratio for one resource of one container."""
+
+    lower: int | None = None
+    upper: int | None = None
+    limit_ratio: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerPolicy:
+    name: str  # a container name or "*"
+    cpu: ResourcePolicy | None = None
+    memory: ResourcePolicy | None = None
+
+    def for_resource(self, resource: str) -> ResourcePolicy | None:
+        return self.cpu if resource == CPU else self.memory if resource == MEMORY else None
+
+
+@dataclass(slots=True)
+class TargetView:
+    """What the decisions need to know about one AIScaleTarget or DaemonSetAutoscaler."""
+
+    kind: str  # "AIScaleTarget" | "DaemonSetAutoscaler"
+    namespace: str
+    name: str
+    uid: str = ""
+    ref_kind: str = ""  # Deployment | StatefulSet | Rollout | DaemonSet ("" for selector)
+    ref_name: str = ""
+    selector: dict[str, str] | None = None
+    vertical_mode: str = ""
+    horizontal_mode: str = ""
+    update_mode: str = "recreate"
+    containers: tuple[ContainerPolicy, ...] = ()
+    min_replicas: int | None = None
+    max_replicas: int | None = None
+    multiple_of: int | None = None
+    allowed_replicas: tuple[int, ...] = ()
+    suggestion: Suggestion | None = None
+    oom_floor: dict[str, int] = field(default_factory=dict)  # container -> memory bytes
+    predicted_replicas: int | None = None
+    prediction_until: float | None = None  # the prediction is stale after this time
+    deleting: bool = False
+    finalizers: tuple[str, ...] = ()
+    # DaemonSetAutoscaler only.
+    percentile: float = 90.0
+    observation_window: float = 8 * 86400.0
+    min_observation_window: float = 3 * 3600.0
+    scale_interval: float = 15 * 60.0
+    source: Any = None  # the object this view was read from
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def vertical_autonomous(self) -> bool:
+        return self.vertical_mode == AUTONOMOUS
+
+    @property
+    def horizontal_autonomous(self) -> bool:
+        return self.horizontal_mode == AUTONOMOUS
+
+    @property
+    def permits_recreation(self) -> bool:
+        return self.update_mode in RECREATE_MODES
+
+    def policy_for(self, container: str) -> ContainerPolicy | None:
+        """The container's policy: an exact name wins over `*`. With no `containers` list
+        at all every container is managed without bounds."""
+        if not self.containers:
+            return ContainerPolicy(name="*")
+        star = None
+        for p in self.containers:
+            if p.name == container:
+                return p
+            if p.name == "*":
+                star = p
+        return star
+
+
+def _resource_policy(resource: str, obj: Any) -> ResourcePolicy | None:
+    if obj is None:
+        return None
+    limit = get(obj, "limit")
+    ratio = get(limit, "ratio") if limit is not None else get(obj, "limit_ratio", "limitRatio")
+    return ResourcePolicy(
+        lower=quantity(resource, get(obj, "lowerbound", "lower_bound", "lowerBound")),
+        upper=quantity(resource, get(obj, "upperbound", "upper_bound", "upperBound")),
+        limit_ratio=float(ratio) if ratio is not None else None,
+    )
+
+
+def container_policies(items: Iterable[Any] | None) -> tuple[ContainerPolicy, ...]:
+    out = []
+    for item in items or ():
+        out.append(
+            ContainerPolicy(
+                name=str(get(item, "name", default="*")),
+                cpu=_resource_policy(CPU, get(item, "cpu")),
+                memory=_resource_policy(MEMORY, get(item, "memory")),
+            )
+        )
+    return tuple(out)
+
+
+def _resource_map(values: Any) -> dict[str, int]:
+    if not values:
+        return {}
+    items = values.items() if isinstance(values, Mapping) else dict(values).items()
+    out = {}
+    for name, v in items:
+        q = quantity(str(name), v)
+        if q is not None:
+            out[str(name)] = q
+    return out
+
+
+def suggestion_from(obj: Any) -> Suggestion | None:
+    """A `Suggestion` from `status.vertical` (or an equivalent dict / Suggestion)."""
+    if obj is None:
+        return None
+    if isinstance(obj, Suggestion):
+        return obj
+    containers_obj = get(obj, "containers", default=None)
+    if not containers_obj:
+        return None
+    containers: dict[str, ContainerSuggestion] = {}
+    if isinstance(containers_obj, Mapping):
+        pairs = list(containers_obj.items())
+    else:
+        pairs = [(get(c, "name", default="*"), c) for c in containers_obj]
+    for name, c in pairs:
+        if isinstance(c, ContainerSuggestion):
+            containers[str(name)] = c
+            continue
+        containers[str(name)] = ContainerSuggestion(
+            name=str(name),
+            requests=_resource_map(get(c, "requests")),
+            limits=_resource_map(get(c, "limits")),
+        )
+    return Suggestion(
+        uid=str(get(obj, "suggestion_uid", "suggestionUID", "uid", default="")),
+        created_at=float(get(obj, "created_at", "createdAt", "time", default=0.0) or 0.0),
+        containers=containers,
+        window_start=float(get(obj, "window_start", "windowStart", default=0.0) or 0.0),
+        window_end=float(get(obj, "window_end", "windowEnd", default=0.0) or 0.0),
+    )
+
+
+def _oom_floor(status: Any) -> dict[str, int]:
+    floor = get(status, "oom_floor", "oomFloor", "oom")
+    if floor is None:
+        return {}
+    containers = get(floor, "containers", default=floor)
+    out: dict[str, int] = {}
+    if isinstance(containers, Mapping):
+        for name, v in containers.items():
+            mem = get(v, "memory", default=v) if not isinstance(v, int | str) else v
+            q = quantity(MEMORY, mem)
+            if q:
+                out[str(name)] = q
+    else:
+        for c in containers or ():
+            q = quantity(MEMORY, get(c, "memory", "floor"))
+            if q:
+                out[str(get(c, "name", default="*"))] = q
+    return out
+
+
+def _metadata(obj: Any) -> tuple[str, str, str, bool, tuple[str, ...]]:
+    meta = get(obj, "metadata", default={})
+    finalizers = tuple(get(meta, "finalizers", default=()) or ())
+    deleting = get(meta, "deletion_timestamp", "deletionTimestamp") is not None
+    return (
+        str(get(meta, "namespace", default="default")),
+        str(get(meta, "name", default="")),
+        str(get(meta, "uid", default="")),
+        deleting,
+        finalizers,
+    )
+
+
+def _selector(obj: Any) -> dict[str, str] | None:
+    if obj is None:
+        return None
+    labels = get(obj, "matchLabels", "match_labels", default=None)
+    if labels is None and isinstance(obj, Mapping):
+        labels = obj
+    return {str(k): str(v) for k, v in dict(labels or {}).items()} or None
+
+
+def target_view(obj: Any) -> TargetView:
+    """Read an AIScaleTarget (API model or manifest dict) into a `TargetView`."""
+    if isinstance(obj, TargetView):
+        return obj
+    namespace, name, uid, deleting, finalizers = _metadata(obj)
+    spec = get(obj, "spec", default={})
+    status = get(obj, "status", default={})
+    ref = get(spec, "scaleTargetRef", "scale_target_ref")
+    vertical = get(spec, "vertical")
+    horizontal = get(spec, "horizontal")
+    update_policy = get(vertical, "update_policy", "updatePolicy")
+    h_status = get(status, "horizontal")
+    predicted = get(h_status, "replicas", "predicted_replicas", "predictedReplicas")
+    allowed = get(horizontal, "allowedReplicas", "allowed_replicas", default=()) or ()
+    until = get(h_status, "window_end", "windowEnd", "valid_until", "validUntil")
+    return TargetView(
+        kind="AIScaleTarget",
+        namespace=namespace,
+        name=name,
+        uid=uid,
+        ref_kind=normalise_kind(get(ref, "kind")),
+        ref_name=str(get(ref, "name", default="")),
+        selector=_selector(get(spec, "selector")),
+        vertical_mode=normalise_mode(get(vertical, "mode")),
+        horizontal_mode=normalise_mode(get(horizontal, "mode")),
+        update_mode=str(
+            getattr(
+                get(update_policy, "update_mode", "updateMode", default="recreate"),
+                "value",
+                get(update_policy, "update_mode", "updateMode", default="recreate"),
+            )
+        ),
+        containers=container_policies(get(vertical, "containers")),
+        min_replicas=_int_or_none(get(horizontal, "minReplicas", "min_replicas")),
+        max_replicas=_int_or_none(get(horizontal, "maxReplicas", "max_replicas")),
+        multiple_of=_int_or_none(get(horizontal, "multipleOf", "multiple_of")),
+        allowed_replicas=tuple(sorted(int(x) for x in allowed)),
+        suggestion=suggestion_from(get(status, "vertical")),
+        oom_floor=_oom_floor(status),
+        predicted_replicas=_int_or_none(predicted),
+        prediction_until=float(until) if isinstance(until, int | float) else None,
+        deleting=deleting,
+        finalizers=finalizers,
+        source=obj,
+    )
+
+
+def dsa_view(obj: Any) -> TargetView:
+    """Read a DaemonSetAutoscaler (API model or manifest dict) into a `TargetView`."""
+    if isinstance(obj, TargetView):
+        return obj
+    namespace, name, uid, deleting, finalizers = _metadata(obj)
+    spec = get(obj, "spec", default={})
+    status = get(obj, "status", default={})
+    ref = get(spec, "scaleTargetRef", "scale_target_ref")
+    suggestion = suggestion_from(get(status, "suggestion", "vertical", default=None))
+    return TargetView(
+        kind="DaemonSetAutoscaler",
+        namespace=namespace,
+        name=name,
+        uid=uid,
+        ref_kind="DaemonSet",
+        ref_name=str(get(ref, "name", default="")),
+        vertical_mode=normalise_mode(get(spec, "scaleMode", "scale_mode", default=AUTONOMOUS)),
+        update_mode="in_place",
+        containers=container_policies(get(spec, "containers")),
+        suggestion=suggestion,
+        deleting=deleting,
+        finalizers=finalizers,
+        percentile=float(get(spec, "percentile", default=90.0)),
+        observation_window=duration_seconds(
+            get(spec, "observationWindow", "observation_window"), 8 * 86400.0
+        ),
+        min_observation_window=duration_seconds(
+            get(spec, "minObservationWindow", "min_observation_window"), 3 * 3600.0
+        ),
+        scale_interval=duration_seconds(get(spec, "scaleInterval", "scale_interval"), 900.0),
+        source=obj,
+    )
+
+
+def _int_or_none(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return int(value)
