@@ -9,8 +9,10 @@ canonicalises a quantity (a request is never silently made smaller).
 
 from __future__ import annotations
 
+import math
+import operator
 import re
-from decimal import ROUND_CEILING, Decimal, InvalidOperation
+from decimal import ROUND_CEILING, Decimal, InvalidOperation, localcontext
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -37,28 +39,56 @@ class QuantityError(ValueError):
     """A string that is not a Kubernetes quantity."""
 
 
+# Kubernetes refuses quantities above 2^63-1 in magnitude; so do we. Bounding the digits and
+# the exponent keeps every product below exact (no rounding by Decimal's 28-digit default
+# context) and keeps `1e999999999` from becoming a Decimal overflow.
+MAX_QUANTITY = Decimal(2**63 - 1)
+_MAX_DIGITS = 64
+_MAX_EXPONENT = 64
+_PRECISION = 200
+
+
+def _checked(value: Decimal, original: object) -> Decimal:
+    if abs(value) > MAX_QUANTITY:
+        raise QuantityError(f"quantity too large: {original!r} (at most 2^63-1)")
+    return value
+
+
 def parse_quantity(value: str | int | float | Decimal) -> Decimal:
     """Parse a Kubernetes quantity (`100m`, `1.5`, `512Mi`, `1G`, `1e3`) into an exact Decimal."""
     if isinstance(value, bool):
         raise QuantityError(f"not a quantity: {value!r}")
-    if isinstance(value, int | Decimal):
-        return Decimal(value)
+    if isinstance(value, int):
+        return _checked(Decimal(value), value)
+    if isinstance(value, Decimal):
+        if not value.is_finite():
+            raise QuantityError(f"not a quantity: {value!r}")
+        return _checked(value, value)
     if isinstance(value, float):
-        return Decimal(repr(value))
+        if not math.isfinite(value):
+            raise QuantityError(f"not a quantity: {value!r}")
+        return _checked(Decimal(repr(value)), value)
     text = str(value).strip()
     match = _QUANTITY_RE.match(text)
     if not match:
         raise QuantityError(f"not a quantity: {value!r} (expected e.g. 100m, 1.5, 512Mi, 1G)")
+    if len(match["num"]) > _MAX_DIGITS:
+        raise QuantityError(f"not a quantity: {value!r} (more than {_MAX_DIGITS} digits)")
     try:
         number = Decimal(match["num"])
     except InvalidOperation as exc:  # pragma: no cover - the regex already guards this
         raise QuantityError(f"not a quantity: {value!r}") from exc
-    if match["exp"]:
-        return number * (Decimal(10) ** int(match["exp"][1:]))
-    suffix = match["suffix"] or ""
-    if suffix in _BINARY:
-        return number * _BINARY[suffix]
-    return number * _DECIMAL[suffix]
+    with localcontext() as ctx:
+        ctx.prec = _PRECISION
+        if match["exp"]:
+            exponent = int(match["exp"][1:])
+            if abs(exponent) > _MAX_EXPONENT:
+                raise QuantityError(f"quantity out of range: {value!r}")
+            return _checked(number.scaleb(exponent), value)
+        suffix = match["suffix"] or ""
+        if suffix in _BINARY:
+            return _checked(number * _BINARY[suffix], value)
+        return _checked(number * _DECIMAL[suffix], value)
 
 
 def _ceil_int(value: Decimal) -> int:
@@ -67,7 +97,9 @@ def _ceil_int(value: Decimal) -> int:
 
 def cpu_millis(value: str | int | float | Decimal) -> int:
     """CPU quantity -> integer millicores (rounded up to 1m, as the API server does)."""
-    return _ceil_int(parse_quantity(value) * 1000)
+    with localcontext() as ctx:
+        ctx.prec = _PRECISION
+        return _ceil_int(parse_quantity(value) * 1000)
 
 
 def to_bytes(value: str | int | float | Decimal) -> int:
@@ -80,8 +112,17 @@ def to_canonical(resource: str, value: str | int | float | Decimal) -> int:
     return cpu_millis(value) if resource == CPU else to_bytes(value)
 
 
+def _whole(amount: int | float | Decimal) -> int:
+    """An int-like amount (int, numpy int, integral float) as int; fractions round up."""
+    try:
+        return operator.index(amount)  # type: ignore[arg-type]
+    except TypeError:
+        return _ceil_int(parse_quantity(amount))
+
+
 def format_cpu(millis: int) -> str:
     """Millicores -> the shortest exact quantity string (`250m`, `2`)."""
+    millis = _whole(millis)
     if millis % 1000 == 0:
         return str(millis // 1000)
     return f"{millis}m"
@@ -89,6 +130,7 @@ def format_cpu(millis: int) -> str:
 
 def format_bytes(amount: int) -> str:
     """Bytes -> the shortest exact quantity string, binary suffixes preferred (`512Mi`)."""
+    amount = _whole(amount)
     if amount == 0:
         return "0"
     for suffix in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"):
