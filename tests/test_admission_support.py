@@ -56,14 +56,14 @@ def target_manifest(
         spec["horizontal"] = h
     status: dict[str, Any] = {}
     if suggestion is not None:
-        status["vertical"] = {
-            "suggestion_uid": f"{name}-s1",
+        status["vertical_suggestion"] = {
+            "uid": f"{name}-s1",
             "containers": [{"name": c, **v} for c, v in suggestion.items()],
         }
     if predicted is not None:
-        status["horizontal"] = {"replicas": predicted}
+        status["horizontal_suggestion"] = {"replicas": predicted}
     if oom_floor is not None:
-        status["oom_floor"] = {"containers": oom_floor}
+        status["oom_floors"] = [{"container": c, "memory": m} for c, m in oom_floor.items()]
     return {
         "apiVersion": "foresize.io/v1",
         "kind": "AIScaleTarget",

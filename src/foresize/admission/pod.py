@@ -142,7 +142,7 @@ def decide_pod(
         if policy is None:
             continue
         csug = suggestion.for_container(container.name) if suggestion is not None else None
-        floor = target.oom_floor.get(container.name) or target.oom_floor.get("*")
+        floor = target.oom_floor_for(container.name, now)
         resized = size_container(container, policy, csug, floor, qos)
         if not _same(resized, container.resources):
             new_containers[container.name] = resized

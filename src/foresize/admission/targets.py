@@ -151,6 +151,7 @@ class TargetView:
     allowed_replicas: tuple[int, ...] = ()
     suggestion: Suggestion | None = None
     oom_floor: dict[str, int] = field(default_factory=dict)  # container -> memory bytes
+    oom_floor_until: dict[str, float] = field(default_factory=dict)  # container -> expiry
     predicted_replicas: int | None = None
     prediction_until: float | None = None  # the prediction is stale after this time
     deleting: bool = False
@@ -177,6 +178,16 @@ class TargetView:
     @property
     def permits_recreation(self) -> bool:
         return self.update_mode in RECREATE_MODES
+
+    def oom_floor_for(self, container: str, now: float) -> int | None:
+        """The container's OOM memory floor still in force at `now`, if any."""
+        for name in (container, "*"):
+            floor = self.oom_floor.get(name)
+            if floor:
+                until = self.oom_floor_until.get(name)
+                if until is None or until >= now:
+                    return floor
+        return None
 
     def policy_for(self, container: str) -> ContainerPolicy | None:
         """The container's policy: an exact name wins over `*`. With no `containers` list
@@ -252,33 +263,40 @@ def suggestion_from(obj: Any) -> Suggestion | None:
             requests=_resource_map(get(c, "requests")),
             limits=_resource_map(get(c, "limits")),
         )
+    window = get(obj, "forecast_window", "forecastWindow")
     return Suggestion(
-        uid=str(get(obj, "suggestion_uid", "suggestionUID", "uid", default="")),
-        created_at=float(get(obj, "created_at", "createdAt", "time", default=0.0) or 0.0),
+        uid=str(get(obj, "uid", "suggestion_uid", "suggestionUID", default="")),
+        created_at=_seconds(get(obj, "created_at", "createdAt")),
         containers=containers,
-        window_start=float(get(obj, "window_start", "windowStart", default=0.0) or 0.0),
-        window_end=float(get(obj, "window_end", "windowEnd", default=0.0) or 0.0),
+        window_start=_seconds(get(window, "start", default=get(obj, "window_start"))),
+        window_end=_seconds(get(window, "end", default=get(obj, "window_end"))),
     )
 
 
-def _oom_floor(status: Any) -> dict[str, int]:
-    floor = get(status, "oom_floor", "oomFloor", "oom")
-    if floor is None:
-        return {}
-    containers = get(floor, "containers", default=floor)
-    out: dict[str, int] = {}
-    if isinstance(containers, Mapping):
-        for name, v in containers.items():
-            mem = get(v, "memory", default=v) if not isinstance(v, int | str) else v
-            q = quantity(MEMORY, mem)
-            if q:
-                out[str(name)] = q
-    else:
-        for c in containers or ():
-            q = quantity(MEMORY, get(c, "memory", "floor"))
-            if q:
-                out[str(get(c, "name", default="*"))] = q
-    return out
+def _seconds(value: Any) -> float:
+    """Epoch seconds from a float or an RFC 3339 string (manifest files)."""
+    if value is None:
+        return 0.0
+    if isinstance(value, int | float):
+        return float(value)
+    from foresize.api.types import parse_timestamp
+
+    return parse_timestamp(value)
+
+
+def _oom_floors(status: Any) -> tuple[dict[str, int], dict[str, float]]:
+    """status.oom_floors ([{container, memory, until}]) -> floors and their expiry."""
+    floors: dict[str, int] = {}
+    until: dict[str, float] = {}
+    for entry in get(status, "oom_floors", "oomFloors", default=()) or ():
+        name = str(get(entry, "container", "name", default="*"))
+        q = quantity(MEMORY, get(entry, "memory"))
+        if q:
+            floors[name] = max(q, floors.get(name, 0))
+            end = get(entry, "until")
+            if end is not None:
+                until[name] = _seconds(end)
+    return floors, until
 
 
 def _metadata(obj: Any) -> tuple[str, str, str, bool, tuple[str, ...]]:
@@ -314,10 +332,11 @@ def target_view(obj: Any) -> TargetView:
     vertical = get(spec, "vertical")
     horizontal = get(spec, "horizontal")
     update_policy = get(vertical, "update_policy", "updatePolicy")
-    h_status = get(status, "horizontal")
-    predicted = get(h_status, "replicas", "predicted_replicas", "predictedReplicas")
+    h_status = get(status, "horizontal_suggestion", "horizontal")
+    predicted = get(h_status, "replicas")
     allowed = get(horizontal, "allowedReplicas", "allowed_replicas", default=()) or ()
-    until = get(h_status, "window_end", "windowEnd", "valid_until", "validUntil")
+    until = get(get(h_status, "forecast_window"), "end")
+    floors, floors_until = _oom_floors(status)
     return TargetView(
         kind="AIScaleTarget",
         namespace=namespace,
@@ -328,22 +347,17 @@ def target_view(obj: Any) -> TargetView:
         selector=_selector(get(spec, "selector")),
         vertical_mode=normalise_mode(get(vertical, "mode")),
         horizontal_mode=normalise_mode(get(horizontal, "mode")),
-        update_mode=str(
-            getattr(
-                get(update_policy, "update_mode", "updateMode", default="recreate"),
-                "value",
-                get(update_policy, "update_mode", "updateMode", default="recreate"),
-            )
-        ),
+        update_mode=str(get(update_policy, "update_mode", "updateMode", default="recreate")),
         containers=container_policies(get(vertical, "containers")),
         min_replicas=_int_or_none(get(horizontal, "minReplicas", "min_replicas")),
         max_replicas=_int_or_none(get(horizontal, "maxReplicas", "max_replicas")),
         multiple_of=_int_or_none(get(horizontal, "multipleOf", "multiple_of")),
         allowed_replicas=tuple(sorted(int(x) for x in allowed)),
-        suggestion=suggestion_from(get(status, "vertical")),
-        oom_floor=_oom_floor(status),
+        suggestion=suggestion_from(get(status, "vertical_suggestion", "vertical")),
+        oom_floor=floors,
+        oom_floor_until=floors_until,
         predicted_replicas=_int_or_none(predicted),
-        prediction_until=float(until) if isinstance(until, int | float) else None,
+        prediction_until=_seconds(until) if until is not None else None,
         deleting=deleting,
         finalizers=finalizers,
         source=obj,
@@ -358,7 +372,7 @@ def dsa_view(obj: Any) -> TargetView:
     spec = get(obj, "spec", default={})
     status = get(obj, "status", default={})
     ref = get(spec, "scaleTargetRef", "scale_target_ref")
-    suggestion = suggestion_from(get(status, "suggestion", "vertical", default=None))
+    suggestion = suggestion_from(get(status, "suggestion", default=None))
     return TargetView(
         kind="DaemonSetAutoscaler",
         namespace=namespace,
@@ -366,7 +380,7 @@ def dsa_view(obj: Any) -> TargetView:
         uid=uid,
         ref_kind="DaemonSet",
         ref_name=str(get(ref, "name", default="")),
-        vertical_mode=normalise_mode(get(spec, "scaleMode", "scale_mode", default=AUTONOMOUS)),
+        vertical_mode=normalise_mode(get(spec, "scaleMode", "scale_mode", default=RECOMMENDATION)),
         update_mode="in_place",
         containers=container_policies(get(spec, "containers")),
         suggestion=suggestion,

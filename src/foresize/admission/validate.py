@@ -258,6 +258,7 @@ def validate_target(obj: Mapping[str, Any] | Any, index: AdmissionIndex | None =
             errors.append(
                 "spec.horizontal.allowedReplicas: exclusive with spec.horizontal.multipleOf"
             )
+    errors.extend(_model_errors(obj, errors))
     if index is not None and ref is not None:
         kind = normalise_kind(get(ref, "kind"))
         other = index.target_for(kind, namespace, str(get(ref, "name", default="")))
@@ -267,6 +268,27 @@ def validate_target(obj: Mapping[str, Any] | Any, index: AdmissionIndex | None =
                 f"by AIScaleTarget {other.key}"
             )
     return errors
+
+
+def _model_errors(obj: Any, found: list[str]) -> list[str]:
+    """What the API model itself refuses (the same words the CLI uses), minus problems
+    already reported above with a more precise path."""
+    if not isinstance(obj, Mapping):
+        return []
+    from pydantic import ValidationError
+
+    from foresize.api.types import AIScaleTarget, format_validation_error
+
+    data = {k: v for k, v in obj.items() if k != "status"}
+    try:
+        AIScaleTarget.model_validate(data)
+    except ValidationError as exc:
+        lines = format_validation_error(exc).splitlines()
+        covered = {f.split(":", 1)[0] for f in found}
+        return [
+            line for line in lines if not any(c.startswith(line.split(":", 1)[0]) for c in covered)
+        ]
+    return []
 
 
 def _valid_int_or_percent(value: Any) -> bool:

@@ -1,0 +1,314 @@
+"""The pure pod, scale and target decisions (no server): owner chains, QoS, bounds, limits,
+OOM floors, pause, DaemonSet seeding, and parity between the JSON path and mutate_pod."""
+
+from __future__ import annotations
+
+from foresize.admission.index import AdmissionIndex
+from foresize.admission.pod import MANAGED_ANNOTATION, decide_pod, mutate_pod
+from foresize.admission.review import pod_from_json, review_pod, review_scale
+from foresize.admission.validate import cron_error, validate_target
+from foresize.api.quantity import GIB, MIB
+from foresize.api.types import parse_daemonset_autoscaler, parse_target
+from foresize.cluster.model import (
+    Container,
+    OwnerRef,
+    Pod,
+    PodTemplate,
+    ResourceRequirements,
+    Workload,
+)
+from foresize.cluster.qos import pod_qos_class
+from foresize.cluster.snapshot import ClusterSnapshot
+from test_admission_support import (
+    apply_patch,
+    decode_patch,
+    pod_json,
+    review,
+    scale_review,
+    target_manifest,
+)
+
+SUG = {"app": {"requests": {"cpu": "250m", "memory": "256Mi"}}}
+
+
+def pod(containers, *, owner=OwnerRef("ReplicaSet", "web-5d9f8"), labels=None, ns="shop") -> Pod:
+    return Pod(
+        namespace=ns,
+        name="web-5d9f8-abcde",
+        labels=labels if labels is not None else {"app": "web", "pod-template-hash": "5d9f8"},
+        owner=owner,
+        containers=containers,
+    )
+
+
+def c(name="app", req=None, lim=None) -> Container:
+    return Container(name, ResourceRequirements(dict(req or {}), dict(lim or {})))
+
+
+def idx(*targets, **kw) -> AdmissionIndex:
+    return AdmissionIndex.build([parse_target(t) for t in targets], **kw)
+
+
+def test_targets_built_by_tests_are_valid_api_objects():
+    # The manifests double as API objects: the index reads the pydantic models.
+    t = parse_target(target_manifest(suggestion=SUG, oom_floor={"app": "300Mi"}))
+    index = AdmissionIndex.build([t])
+    view = index.targets[0]
+    assert view.vertical_autonomous and view.suggestion.for_container("app").requests == {
+        "cpu": 250,
+        "memory": 256 * MIB,
+    }
+    assert view.oom_floor == {"app": 300 * MIB}
+
+
+def test_replicaset_chain_via_snapshot_workloads():
+    rs = Workload(
+        "ReplicaSet", "shop", "web-abc", owner=OwnerRef("Deployment", "web"), template=PodTemplate()
+    )
+    index = idx(target_manifest(suggestion=SUG), workloads={rs.key: rs})
+    p = pod(
+        [c(req={"cpu": 100, "memory": 128 * MIB})],
+        owner=OwnerRef("ReplicaSet", "web-abc"),
+        labels={},
+    )
+    d = decide_pod(p, None, index, 0.0)
+    assert d.changed and d.containers["app"].requests == {"cpu": 250, "memory": 256 * MIB}
+    # Without the workloads the unknown ReplicaSet is not guessed without a hash label.
+    assert not decide_pod(p, None, idx(target_manifest(suggestion=SUG)), 0.0).changed
+
+
+def test_statefulset_rollout_and_selector_targets():
+    index = idx(
+        target_manifest("db", kind="StatefulSet", ref="db", suggestion=SUG),
+        target_manifest("ro", kind="Rollout", ref="ro", suggestion=SUG),
+        target_manifest("sel", ref=None, selector={"tier": "batch"}, suggestion=SUG),
+    )
+    base = {"cpu": 100, "memory": 128 * MIB}
+    sts = pod([c(req=base)], owner=OwnerRef("StatefulSet", "db"), labels={})
+    assert decide_pod(sts, None, index, 0).target.name == "db"
+    ro = pod(
+        [c(req=base)],
+        owner=OwnerRef("ReplicaSet", "ro-7f6c"),
+        labels={"rollouts-pod-template-hash": "7f6c"},
+    )
+    assert decide_pod(ro, None, index, 0).target.name == "ro"
+    job = pod([c(req=base)], owner=OwnerRef("Job", "nightly"), labels={"tier": "batch"})
+    d = decide_pod(job, None, index, 0)
+    assert d.target.name == "sel" and d.changed
+    # Another namespace's pod with the same labels is not selected.
+    other = pod([c(req=base)], owner=None, labels={"tier": "batch"}, ns="other")
+    assert decide_pod(other, None, index, 0).target is None
+
+
+def test_guaranteed_pod_stays_guaranteed():
+    index = idx(target_manifest(suggestion=SUG))
+    g = {"cpu": 500, "memory": GIB}
+    p = pod([c(req=g, lim=g)])
+    new, changed = mutate_pod(p, None, index, 0)
+    assert changed and pod_qos_class(new) == "Guaranteed"
+    assert (
+        new.containers[0].resources.requests
+        == new.containers[0].resources.limits
+        == {
+            "cpu": 250,
+            "memory": 256 * MIB,
+        }
+    )
+
+
+def test_limit_ratio_applies_only_where_a_limit_is_declared():
+    containers = [
+        {
+            "name": "*",
+            "cpu": {"lowerbound": "10m", "limit": {"ratio": 2}},
+            "memory": {"lowerbound": "16Mi", "limit": {"ratio": 1.5}},
+        }
+    ]
+    index = idx(target_manifest(suggestion=SUG, containers=containers))
+    p = pod([c(req={"cpu": 100, "memory": 128 * MIB}, lim={"memory": 512 * MIB})])
+    new, changed = mutate_pod(p, None, index, 0)
+    res = new.containers[0].resources
+    assert changed
+    assert res.requests == {"cpu": 250, "memory": 256 * MIB}
+    assert res.limits == {"memory": 384 * MIB}  # no cpu limit added: the key set is kept
+    assert pod_qos_class(new) == "Burstable"
+
+
+def test_request_never_exceeds_an_existing_limit_without_ratio():
+    index = idx(target_manifest(suggestion={"app": {"requests": {"cpu": "2", "memory": "256Mi"}}}))
+    p = pod([c(req={"cpu": 100, "memory": 128 * MIB}, lim={"cpu": 1000})])
+    new, _ = mutate_pod(p, None, index, 0)
+    assert new.containers[0].resources.requests["cpu"] == 1000
+    assert new.containers[0].resources.limits == {"cpu": 1000}
+
+
+def test_undeclared_resources_are_not_added():
+    index = idx(target_manifest(suggestion=SUG))
+    p = pod([c(req={"cpu": 100})])
+    new, changed = mutate_pod(p, None, index, 0)
+    assert changed and new.containers[0].resources.requests == {"cpu": 250}
+
+
+def test_best_effort_pod_is_left_alone_with_a_warning():
+    index = idx(target_manifest(suggestion=SUG))
+    d = decide_pod(pod([c()]), None, index, 0)
+    assert not d.changed and "BestEffort" in d.warnings[0]
+
+
+def test_burstable_never_becomes_guaranteed():
+    # cpu and memory limits declared; the suggestion would set requests == limits.
+    sug = {"app": {"requests": {"cpu": "1", "memory": "1Gi"}}}
+    index = idx(target_manifest(suggestion=sug))
+    p = pod([c(req={"cpu": 500, "memory": 512 * MIB}, lim={"cpu": 1000, "memory": GIB})])
+    d = decide_pod(p, None, index, 0)
+    assert not d.changed and "QoS" in d.warnings[0]
+
+
+def test_bounds_clamp_the_suggestion():
+    containers = [
+        {
+            "name": "app",
+            "cpu": {"lowerbound": "300m", "upperbound": "1"},
+            "memory": {"lowerbound": "16Mi", "upperbound": "200Mi"},
+        }
+    ]
+    index = idx(target_manifest(suggestion=SUG, containers=containers))
+    new, _ = mutate_pod(pod([c(req={"cpu": 100, "memory": 128 * MIB})]), None, index, 0)
+    assert new.containers[0].resources.requests == {"cpu": 300, "memory": 200 * MIB}
+
+
+def test_container_not_listed_is_not_managed():
+    containers = [{"name": "app", "cpu": {"lowerbound": "10m"}}]
+    sug = {"*": {"requests": {"cpu": "250m"}}}
+    index = idx(target_manifest(suggestion=sug, containers=containers))
+    p = pod([c("app", req={"cpu": 100}), c("sidecar", req={"cpu": 100})])
+    new, _ = mutate_pod(p, None, index, 0)
+    assert [x.resources.requests["cpu"] for x in new.containers] == [250, 100]
+
+
+def test_oom_floor_raises_memory_even_without_suggestion():
+    index = idx(target_manifest(suggestion=None, oom_floor={"app": "600Mi"}))
+    new, changed = mutate_pod(pod([c(req={"cpu": 100, "memory": 128 * MIB})]), None, index, 0)
+    assert changed and new.containers[0].resources.requests == {"cpu": 100, "memory": 600 * MIB}
+
+
+def test_paused_cluster_and_deleting_target_leave_template_values():
+    p = pod([c(req={"cpu": 100, "memory": 128 * MIB})])
+    assert not decide_pod(p, None, idx(target_manifest(suggestion=SUG), paused=True), 0).changed
+    t = target_manifest(suggestion=SUG)
+    t["metadata"]["deletionTimestamp"] = "2026-11-29T08:00:00Z"
+    t["metadata"]["finalizers"] = ["foresize.io/revert"]
+    assert not decide_pod(p, None, idx(t), 0).changed
+
+
+def test_mutate_pod_accepts_a_snapshot_and_a_replicaset_workload_owner():
+    rs = Workload("ReplicaSet", "shop", "web-abc", owner=OwnerRef("Deployment", "web"))
+    snap = ClusterSnapshot(
+        now=0, workloads={rs.key: rs}, targets=[parse_target(target_manifest(suggestion=SUG))]
+    )
+    p = pod([c(req={"cpu": 100, "memory": 128 * MIB})], owner=None, labels={})
+    new, changed = mutate_pod(p, rs, snap, 0)
+    assert changed and new.annotations[MANAGED_ANNOTATION] == "true"
+    assert p.annotations == {} and p.containers[0].resources.requests["cpu"] == 100  # not mutated
+
+
+def test_json_path_and_mutate_pod_agree():
+    index = idx(
+        target_manifest(
+            suggestion={"app": {"requests": {"cpu": "333m", "memory": "300Mi"}, "limits": {}}},
+            containers=[
+                {
+                    "name": "*",
+                    "cpu": {"lowerbound": "10m"},
+                    "memory": {"lowerbound": "1Mi", "limit": {"ratio": 2}},
+                }
+            ],
+        )
+    )
+    obj = pod_json()
+    out = review_pod(review(obj), index, 0.0)
+    patched = apply_patch(obj, decode_patch(out))
+    via_json = pod_from_json(patched, "shop")
+    via_core, changed = mutate_pod(pod_from_json(obj, "shop"), None, index, 0.0)
+    assert changed
+    assert via_json.containers[0].resources == via_core.containers[0].resources
+    assert via_json.annotations == via_core.annotations == {MANAGED_ANNOTATION: "true"}
+
+
+def test_daemonset_pod_seeded_from_dsa_suggestion():
+    dsa = parse_daemonset_autoscaler(
+        {
+            "apiVersion": "foresize.io/v1",
+            "kind": "DaemonSetAutoscaler",
+            "metadata": {"name": "agent", "namespace": "mon"},
+            "spec": {
+                "scaleTargetRef": {"name": "node-agent"},
+                "scaleMode": "autonomous",
+                "containers": [
+                    {"name": "*", "cpu": {"lowerbound": "20m"}, "memory": {"lowerbound": "32Mi"}}
+                ],
+            },
+            "status": {
+                "suggestion": {
+                    "uid": "d1",
+                    "containers": [
+                        {"name": "agent", "requests": {"cpu": "50m", "memory": "100Mi"}}
+                    ],
+                }
+            },
+        }
+    )
+    index = AdmissionIndex.build([], daemonset_autoscalers=[dsa])
+    p = pod(
+        [c("agent", req={"cpu": 200, "memory": 256 * MIB})],
+        owner=OwnerRef("DaemonSet", "node-agent"),
+        ns="mon",
+    )
+    new, changed = mutate_pod(p, None, index, 0)
+    assert changed and new.containers[0].resources.requests == {"cpu": 50, "memory": 100 * MIB}
+
+
+def test_scale_decision_rounding_and_bounds():
+    index = idx(
+        target_manifest(
+            "front",
+            ref="front",
+            vmode=None,
+            hmode="autonomous",
+            predicted=7,
+            min_replicas=2,
+            max_replicas=10,
+            multiple_of=4,
+        )
+    )
+    out = review_scale(scale_review("front", 3), index, 0.0)
+    assert (
+        apply_patch(scale_review("front", 3)["request"]["object"], decode_patch(out))["spec"][
+            "replicas"
+        ]
+        == 8
+    )
+    # The prediction is capped by maxReplicas (multiple of 4 under 10 = 8); a higher write stays.
+    assert decode_patch(review_scale(scale_review("front", 12), index, 0.0)) is None
+
+
+def test_validation_messages_name_fields():
+    assert cron_error("*/5 * * * *") is None
+    assert "hour" in cron_error("0 25 * * *")
+    bad = target_manifest("x", vmode="autonomous", hmode="autonomous")
+    bad["spec"]["model"] = {"forecast_cron": "0 99 * * *", "forecast_blocks": "10m"}
+    bad["spec"]["vertical"]["containers"] = [
+        {"name": "app", "cpu": {"lowerbound": "10m"}},
+        {"name": "app", "memory": {"lowerbound": "1Gi", "upperbound": "1Mi"}},
+    ]
+    errors = validate_target(bad)
+    text = "\n".join(errors)
+    assert "spec.model.forecast_cron" in text
+    assert "spec.horizontal.mode: only one of vertical and horizontal" in text
+    assert "spec.vertical.containers[1].name" in text
+    assert "spec.vertical.containers[1].memory.upperbound" in text
+    # Another target already scales the same Deployment: only the webhook can see that.
+    index = idx(target_manifest("first", ref="web"))
+    dup = validate_target(target_manifest("second", ref="web"), index)
+    assert dup and dup[0].startswith("spec.scaleTargetRef") and "shop/first" in dup[0]
+    assert validate_target(target_manifest("first", ref="web"), index) == []
