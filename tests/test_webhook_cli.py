@@ -1,0 +1,136 @@
+"""`foresize webhook` as a process: self-signed TLS, caBundle written into the webhook
+configurations, state loaded from a file, graceful exit on SIGTERM; and the state file's
+errors naming the document and field."""
+
+from __future__ import annotations
+
+import base64
+import json
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from foresize.admission.certs import generate_self_signed, inject_ca_bundle, webhook_configurations
+from foresize.admission.state_file import load_state_file
+from foresize.errors import ForesizeError
+from test_admission_support import pod_json, review, target_manifest
+
+SUG = {"app": {"requests": {"cpu": "250m", "memory": "256Mi"}}}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_ca_bundle_is_written_into_every_webhook():
+    bundle = generate_self_signed(["foresize-webhook.foresize-system.svc"])
+    docs = webhook_configurations(ca_pem=bundle.ca_pem)
+    hooks = [h for d in docs for h in d["webhooks"]]
+    assert {h["clientConfig"]["service"]["path"] for h in hooks} == {
+        "/mutate-pods",
+        "/mutate-scale",
+        "/validate-targets",
+    }
+    for h in hooks:
+        assert base64.b64decode(h["clientConfig"]["caBundle"]) == bundle.ca_pem
+        assert h["failurePolicy"] == "Ignore" and h["timeoutSeconds"] == 3
+        assert "kube-system" in h["namespaceSelector"]["matchExpressions"][0]["values"]
+    # Other documents pass through untouched; the input is not modified.
+    plain = webhook_configurations()
+    mixed = inject_ca_bundle([*plain, {"kind": "Service", "metadata": {"name": "x"}}], b"CA")
+    assert "caBundle" not in plain[0]["webhooks"][0]["clientConfig"]
+    assert mixed[-1] == {"kind": "Service", "metadata": {"name": "x"}}
+
+
+def test_state_file_errors_name_document_and_field(tmp_path: Path):
+    bad = target_manifest(suggestion=SUG)
+    bad["spec"]["vertical"]["containers"][0]["cpu"]["lowerbound"] = "lots"
+    f = tmp_path / "state.yaml"
+    f.write_text(yaml.safe_dump_all([target_manifest("ok", ref="ok"), bad]))
+    with pytest.raises(ForesizeError) as err:
+        load_state_file(f)
+    assert "document 2" in str(err.value) and "spec.vertical.containers[0].cpu.lowerbound" in str(
+        err.value
+    )
+    f.write_text("kind: ConfigMap\n")
+    with pytest.raises(ForesizeError, match=r"document 1.*ConfigMap"):
+        load_state_file(f)
+
+
+def test_webhook_command_serves_https_from_a_state_file(tmp_path: Path):
+    state = tmp_path / "state.yaml"
+    state.write_text(yaml.safe_dump_all([target_manifest(suggestion=SUG)]))
+    port = free_port()
+    tls = tmp_path / "tls"
+    config = tmp_path / "webhooks.yaml"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "foresize",
+            "webhook",
+            "--self-signed",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--state",
+            str(state),
+            "--cert-dir",
+            str(tls),
+            "--webhook-config",
+            str(config),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        ctx = None
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if (tls / "ca.crt").exists() and ctx is None:
+                time.sleep(0.05)
+                ctx = ssl.create_default_context(cafile=str(tls / "ca.crt"))
+            if ctx is not None:
+                try:
+                    with urllib.request.urlopen(
+                        f"https://127.0.0.1:{port}/readyz", context=ctx, timeout=2
+                    ) as r:
+                        if r.status == 200:
+                            break
+                except OSError:
+                    pass
+            assert proc.poll() is None, proc.stderr.read().decode()
+            time.sleep(0.1)
+        else:
+            pytest.fail("webhook did not become ready")
+        req = urllib.request.Request(
+            f"https://127.0.0.1:{port}/mutate-pods",
+            data=json.dumps(review(pod_json())).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(req, context=ctx, timeout=5) as r:
+            out = json.loads(r.read())
+        ops = json.loads(base64.b64decode(out["response"]["patch"]))
+        assert ops[0]["value"]["requests"]["cpu"] == "250m"
+        docs = list(yaml.safe_load_all(config.read_text()))
+        ca = (tls / "ca.crt").read_bytes()
+        assert base64.b64decode(docs[0]["webhooks"][0]["clientConfig"]["caBundle"]) == ca
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            rc = proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+    assert rc == 0
