@@ -1,0 +1,172 @@
+"""Foresize's Prometheus metrics and the `/metrics` endpoint.
+
+The names and labels below are an interface: the alerts in the shipped PrometheusRule
+(`foresize manifests monitoring`, the Helm chart) query them. Change them only together.
+
+| metric | type | labels |
+|---|---|---|
+| foresize_resizes_total | counter | target, resource, direction, outcome |
+| foresize_evictions_total | counter | target, outcome |
+| foresize_stalled_pods | gauge | target |
+| foresize_breaker_open | gauge (0/1) | target |
+| foresize_recommendation | gauge | target, container, resource, kind (request/limit) |
+| foresize_provisioning_ratio | gauge | target, resource |
+| foresize_oom_kills_total | counter | target, container |
+| foresize_node_charge_gap | gauge | node, resource |
+| foresize_webhook_duration_seconds | histogram | (none) |
+| foresize_loop_duration_seconds | histogram | (none) |
+
+Outcomes: `success` (2xx), `deferred` (429: a PodDisruptionBudget or the API server's
+rate limit said "later"), `rejected` (any other 4xx: 422 invalid, 403 NodeCapacity, 404
+gone), `error` (5xx, or the API server could not be reached). Directions: `up`, `down`.
+Units: cpu in cores, memory in bytes (Prometheus base units).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+METRIC_NAMES = (
+    "foresize_resizes_total",
+    "foresize_evictions_total",
+    "foresize_stalled_pods",
+    "foresize_breaker_open",
+    "foresize_recommendation",
+    "foresize_provisioning_ratio",
+    "foresize_oom_kills_total",
+    "foresize_node_charge_gap",
+    "foresize_webhook_duration_seconds",
+    "foresize_loop_duration_seconds",
+)
+
+WEBHOOK_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 3.0)
+LOOP_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+def outcome_of(code: int, ok: bool) -> str:
+    """HTTP answer -> the `outcome` label."""
+    if ok:
+        return "success"
+    if code == 429:
+        return "deferred"
+    if 400 <= code < 500:
+        return "rejected"
+    return "error"
+
+
+def base_units(resource: str, amount: int) -> float:
+    """Canonical int (millicores / bytes) -> Prometheus base unit (cores / bytes)."""
+    return amount / 1000.0 if resource == "cpu" else float(amount)
+
+
+class ForesizeMetrics:
+    """The metric families on their own registry (one per operator; tests make fresh ones)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        # prometheus_client appends `_total` to counter names itself.
+        self.resizes = Counter(
+            "foresize_resizes",
+            "In-place resizes sent to pods/resize, by outcome of the API call.",
+            ["target", "resource", "direction", "outcome"],
+            registry=r,
+        )
+        self.evictions = Counter(
+            "foresize_evictions",
+            "Evictions sent through the Eviction API, by outcome.",
+            ["target", "outcome"],
+            registry=r,
+        )
+        self.stalled = Gauge(
+            "foresize_stalled_pods",
+            "Pods of the target whose in-place resize is stalled (Deferred, Infeasible, Error).",
+            ["target"],
+            registry=r,
+        )
+        self.breaker = Gauge(
+            "foresize_breaker_open",
+            "1 while the target's eviction circuit breaker is open (or half open), else 0.",
+            ["target"],
+            registry=r,
+        )
+        self.recommendation = Gauge(
+            "foresize_recommendation",
+            "The latest recommendation per container (cores or bytes).",
+            ["target", "container", "resource", "kind"],
+            registry=r,
+        )
+        self.provisioning = Gauge(
+            "foresize_provisioning_ratio",
+            "Sum of the target's pods' requests divided by their usage (1 = exactly sized).",
+            ["target", "resource"],
+            registry=r,
+        )
+        self.oom_kills = Counter(
+            "foresize_oom_kills",
+            "OOM kills seen on the target's containers.",
+            ["target", "container"],
+            registry=r,
+        )
+        self.node_charge_gap = Gauge(
+            "foresize_node_charge_gap",
+            "Per node: the scheduler's charge (max of spec, allocated, actual requests) minus "
+            "the sum of spec requests (cores or bytes). Non-zero while resizes are in flight.",
+            ["node", "resource"],
+            registry=r,
+        )
+        self.webhook_duration = Histogram(
+            "foresize_webhook_duration_seconds",
+            "Time to answer an AdmissionReview.",
+            buckets=WEBHOOK_BUCKETS,
+            registry=r,
+        )
+        self.loop_duration = Histogram(
+            "foresize_loop_duration_seconds",
+            "Duration of one control-loop pass (snapshot, plan, apply).",
+            buckets=LOOP_BUCKETS,
+            registry=r,
+        )
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+    # -------------------------------------------------------------- aiohttp glue
+    def webhook_middleware(self) -> Any:
+        """An aiohttp middleware timing every admission request into the histogram."""
+        from aiohttp import web
+
+        histogram = self.webhook_duration
+
+        @web.middleware
+        async def timed(request: web.Request, handler: Any) -> web.StreamResponse:
+            if request.method != "POST":
+                return await handler(request)
+            start = time.perf_counter()
+            try:
+                return await handler(request)
+            finally:
+                histogram.observe(time.perf_counter() - start)
+
+        return timed
+
+    def aiohttp_app(self) -> Any:
+        """A tiny aiohttp application serving GET /metrics (and /healthz)."""
+        from aiohttp import web
+
+        async def metrics(_: web.Request) -> web.Response:
+            return web.Response(
+                body=self.exposition(), headers={"Content-Type": CONTENT_TYPE_LATEST}
+            )
+
+        async def healthz(_: web.Request) -> web.Response:
+            return web.Response(text="ok")
+
+        app = web.Application()
+        app.router.add_get("/metrics", metrics)
+        app.router.add_get("/healthz", healthz)
+        return app
