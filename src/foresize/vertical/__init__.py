@@ -1,2 +1,24 @@
 """The disruption worker (pure planning): in-place resize, stall fallback, batching,
-circuit breaker, capacity guard."""
+circuit breaker, capacity guard.
+
+Entry points: `plan(snapshot, now, state, config, suggestions)` -> (actions, new state),
+`on_result(state, action, result, now, config)` -> new state, and `execute(...)` which
+applies a pass's actions in order through a callable and feeds the results back.
+"""
+
+from foresize.vertical.planner import execute, on_result, plan, stall_reason
+from foresize.vertical.policy import TargetPolicy, WorkerConfig, batch_size, policy_of
+from foresize.vertical.state import TargetState, WorkerState
+
+__all__ = [
+    "TargetPolicy",
+    "TargetState",
+    "WorkerConfig",
+    "WorkerState",
+    "batch_size",
+    "execute",
+    "on_result",
+    "plan",
+    "policy_of",
+    "stall_reason",
+]

@@ -1,0 +1,221 @@
+"""From a suggestion to the exact resources one pod should have, without breaking rules the
+API server enforces (QoS class may not change, limits are not added, a request never
+exceeds its limit), and the change measured the ways the worker needs: is it worth doing
+(hysteresis), which way it goes, what it costs the node in the scheduler's charge.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from foresize.cluster.actions import ContainerResize
+from foresize.cluster.model import (
+    COMPUTE_RESOURCES,
+    RESTART_CONTAINER,
+    Container,
+    Pod,
+    ResourceMap,
+    ResourceRequirements,
+    Suggestion,
+)
+from foresize.cluster.qos import container_charge, pod_qos_class, qos_class_of, resize_infeasible
+from foresize.vertical.policy import Threshold
+
+
+@dataclass(slots=True)
+class PodChange:
+    """What one pod needs to reach its target resources."""
+
+    containers: tuple[ContainerResize, ...]  # full desired resources of changed containers
+    changed: frozenset[str]  # resources whose value changes (requests or limits)
+    direction: str  # up | down | mixed
+    significant: bool  # beyond the target's scaling_behavior thresholds
+    restarts: bool  # a changed resource has resizePolicy RestartContainer
+    signature: str
+    problem: str | None = None  # why it cannot be done in place (e.g. QoS change)
+
+
+def _apply(container: Container, requests: ResourceMap, limits: ResourceMap) -> Container:
+    return Container(
+        container.name,
+        ResourceRequirements(requests, limits),
+        container.resize_policy,
+        container.restart_policy,
+    )
+
+
+def desired_containers(
+    pod: Pod, suggestion: Suggestion, skip: frozenset[str] | set[str]
+) -> tuple[list[Container], str | None]:
+    """The pod's containers with the suggestion applied; a problem string if not allowed."""
+    guaranteed = pod_qos_class(pod) == "Guaranteed"
+    out: list[Container] = []
+    for c in pod.containers:
+        s = suggestion.for_container(c.name)
+        if s is None:
+            out.append(c)
+            continue
+        req = dict(c.resources.requests)
+        lim = dict(c.resources.limits)
+        for r, v in s.requests.items():
+            if r in COMPUTE_RESOURCES and r not in skip:
+                req[r] = v
+        for r, v in s.limits.items():
+            # Limits are only changed where the pod already has one: adding a limit is a
+            # policy decision the user makes through limit.ratio in the template.
+            if r in COMPUTE_RESOURCES and r not in skip and r in lim:
+                lim[r] = v
+        for r in COMPUTE_RESOURCES:
+            if r not in req or r not in lim:
+                continue
+            if guaranteed:
+                # Guaranteed must stay requests == limits.
+                lim[r] = req[r]
+            elif req[r] > lim[r]:
+                # Without a limit ratio a request never exceeds the existing limit.
+                req[r] = lim[r]
+        out.append(_apply(c, req, lim))
+    before = pod_qos_class(pod)
+    after = qos_class_of([*out, *pod.init_containers])
+    if after != before:
+        return out, f"the change would move the pod from QoS {before} to {after}"
+    return out, None
+
+
+def pod_change(
+    pod: Pod,
+    suggestion: Suggestion,
+    skip: frozenset[str] | set[str],
+    scale_up: Threshold,
+    scale_down: Threshold,
+    only: tuple[str, ...] | None = None,
+) -> PodChange | None:
+    """The change from the pod's spec to its target, or None when the spec already matches.
+
+    `only` restricts the change to these resources (recreate mode: recreate_resources).
+    """
+    desired, problem = desired_containers(pod, suggestion, skip)
+    changed: set[str] = set()
+    ups = downs = 0
+    significant = False
+    restarts = False
+    resizes: list[ContainerResize] = []
+    for cur, new in zip(pod.containers, desired, strict=True):
+        if cur is new:
+            continue
+        c_changed: set[str] = set()
+        for r in COMPUTE_RESOURCES:
+            if only is not None and r not in only:
+                continue
+            a, b = cur.resources.requests.get(r), new.resources.requests.get(r)
+            la, lb = cur.resources.limits.get(r), new.resources.limits.get(r)
+            if a != b:
+                c_changed.add(r)
+                a0, b0 = a or 0, b or 0
+                if b0 > a0:
+                    ups += 1
+                    significant = significant or scale_up.significant(r, a0, b0)
+                else:
+                    downs += 1
+                    significant = significant or scale_down.significant(r, a0, b0)
+            if la != lb:
+                c_changed.add(r)
+                la0, lb0 = la or 0, lb or 0
+                th = scale_up if lb0 > la0 else scale_down
+                significant = significant or th.significant(r, la0, lb0)
+        if not c_changed:
+            continue
+        changed |= c_changed
+        if any(cur.resize_policy.get(r) == RESTART_CONTAINER for r in c_changed):
+            restarts = True
+        # Resources outside `only` keep their current values in the patch.
+        req = dict(cur.resources.requests)
+        lim = dict(cur.resources.limits)
+        for r in c_changed:
+            if r in new.resources.requests:
+                req[r] = new.resources.requests[r]
+            if r in new.resources.limits:
+                lim[r] = new.resources.limits[r]
+        resizes.append(ContainerResize(cur.name, req, lim))
+    if not changed:
+        return None
+    direction = "mixed" if ups and downs else ("up" if ups else "down")
+    sig = ";".join(
+        f"{c.name}[{sorted(c.requests.items())}|{sorted(c.limits.items())}]" for c in resizes
+    )
+    return PodChange(
+        tuple(resizes), frozenset(changed), direction, significant, restarts, sig, problem
+    )
+
+
+def charge_delta(pod: Pod, change: PodChange) -> ResourceMap:
+    """How much more the scheduler would charge the node once the new spec is written.
+
+    The charge is max(spec, allocated, actual) per container, so an upsize costs its
+    increase at once and a downsize frees nothing until the kubelet has actuated it."""
+    infeasible = resize_infeasible(pod)
+    by_name = {c.name: c for c in change.containers}
+    delta: ResourceMap = {}
+    for c in pod.containers:
+        cr = by_name.get(c.name)
+        if cr is None:
+            continue
+        status = pod.status_of(c.name)
+        before = container_charge(c, status, infeasible=infeasible)
+        after = container_charge(
+            _apply(c, dict(cr.requests), dict(cr.limits)), status, infeasible=False
+        )
+        for r in set(before) | set(after):
+            d = after.get(r, 0) - before.get(r, 0)
+            if d:
+                delta[r] = delta.get(r, 0) + d
+    return delta
+
+
+def allocated_containers(pod: Pod) -> tuple[ContainerResize, ...]:
+    """The resources the kubelet has allocated/actuated: what a released resize goes back to."""
+    out = []
+    for c in pod.containers:
+        st = pod.status_of(c.name)
+        req = dict(c.resources.requests)
+        lim = dict(c.resources.limits)
+        if st is not None:
+            for r, v in st.allocated.items():
+                if r in req:
+                    req[r] = v
+            for r, v in st.resources.limits.items():
+                if r in lim:
+                    lim[r] = v
+        out.append(ContainerResize(c.name, req, lim))
+    return tuple(out)
+
+
+def resize_in_flight(pod: Pod) -> bool:
+    """The spec asks for something the kubelet has not (yet) allocated."""
+    for c in pod.containers:
+        st = pod.status_of(c.name)
+        if st is None:
+            continue
+        for r, v in c.resources.requests.items():
+            if r in COMPUTE_RESOURCES and st.allocated.get(r, v) != v:
+                return True
+        for r, v in c.resources.limits.items():
+            if r in COMPUTE_RESOURCES and st.resources.limits.get(r, v) != v:
+                return True
+    return False
+
+
+def matches_suggestion(
+    pod: Pod, suggestion: Suggestion, skip: frozenset[str] | set[str], tolerance: float
+) -> bool:
+    """Does a (new) pod's spec carry the suggested requests? Used for the circuit breaker."""
+    desired, _ = desired_containers(pod, suggestion, skip)
+    for cur, new in zip(pod.containers, desired, strict=True):
+        for r in COMPUTE_RESOURCES:
+            want = new.resources.requests.get(r)
+            have = cur.resources.requests.get(r)
+            if want is None:
+                continue
+            if have is None or abs(have - want) > tolerance * max(want, 1):
+                return False
+    return True

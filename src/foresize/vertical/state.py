@@ -1,0 +1,219 @@
+"""The disruption worker's memory between planning passes, serialisable into target status.
+
+Everything the worker must not forget across an operator restart lives here: when each
+stall was first seen (so a restart does not reset the `stall_timeout` clock), when the last
+batch went out, PDB back-off, evictions awaiting a verdict, and the circuit breaker. The
+shell writes `TargetState.to_status()` into the target's status (key `disruption`) through
+`WriteTargetStatus`, and a fresh worker rebuilds its state from there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+STATUS_KEY = "disruption"
+
+# As in the API's CircuitBreakerStatus.state.
+CLOSED = "closed"
+OPEN = "open"
+HALF_OPEN = "half_open"
+
+
+@dataclass(slots=True)
+class StallRecord:
+    pod: str  # pod name, for status readers
+    first_seen: float
+    reason: str  # Deferred | Infeasible | Error | Refused
+
+
+@dataclass(slots=True)
+class PendingEviction:
+    pod: str
+    uid: str
+    at: float
+    suggestion_uid: str
+    probe: bool = False
+
+
+@dataclass(slots=True)
+class BreakerState:
+    suggestion_uid: str = ""
+    state: str = CLOSED
+    no_progress: int = 0  # consecutive no-progress cycles
+    openings: int = 0  # times opened for this suggestion (drives the back-off)
+    next_probe_at: float | None = None
+    total_openings: int = 0  # for reports: never reset
+    opened_at: float | None = None
+    backoff: float | None = None
+
+    def to_status(self) -> dict[str, Any]:
+        """Shaped like the API's `status.circuit_breaker` (CircuitBreakerStatus)."""
+        return {
+            "state": self.state,
+            "suggestion_uid": self.suggestion_uid,
+            "no_progress_cycles": self.no_progress,
+            "opened_at": self.opened_at,
+            "retry_at": self.next_probe_at,
+            "backoff": self.backoff,
+            "openings": self.openings,
+            "total_openings": self.total_openings,
+        }
+
+    @classmethod
+    def from_status(cls, d: dict[str, Any]) -> BreakerState:
+        return cls(
+            suggestion_uid=str(d.get("suggestion_uid") or ""),
+            state=str(d.get("state") or CLOSED),
+            no_progress=int(d.get("no_progress_cycles") or 0),
+            openings=int(d.get("openings") or 0),
+            next_probe_at=d.get("retry_at"),
+            total_openings=int(d.get("total_openings") or 0),
+            opened_at=d.get("opened_at"),
+            backoff=d.get("backoff"),
+        )
+
+
+@dataclass(slots=True)
+class TargetState:
+    stalls: dict[str, StallRecord] = field(default_factory=dict)  # pod uid -> record
+    last_batch_at: float | None = None
+    evict_retry_at: float | None = None  # PDB said no (429): no evictions before this
+    blocked_pods: dict[str, float] = field(default_factory=dict)  # uid -> until (500)
+    refused: dict[str, str] = field(default_factory=dict)  # uid -> desired sig refused (422/403)
+    released: dict[str, str] = field(default_factory=dict)  # uid -> desired sig released
+    pending_evictions: list[PendingEviction] = field(default_factory=list)
+    judged: list[str] = field(default_factory=list)  # pod uids already given a verdict
+    breaker: BreakerState = field(default_factory=BreakerState)
+    resized: int = 0
+    evicted: int = 0
+    stall_fallbacks: int = 0
+    stalls_seen: int = 0
+    # Event de-duplication: what we last reported per topic, so a persistent condition is
+    # announced once, not every pass.
+    reported: dict[str, str] = field(default_factory=dict)
+    # Not persisted: the last status written, to skip identical writes; events recorded by
+    # `on_result` for the shell to send; pod name -> uid of pods acted on in this pass.
+    last_status: dict[str, Any] | None = None
+    outbox: list[Any] = field(default_factory=list)
+    inflight: dict[str, str] = field(default_factory=dict)
+
+    def clone(self) -> TargetState:
+        return TargetState(
+            stalls={k: StallRecord(v.pod, v.first_seen, v.reason) for k, v in self.stalls.items()},
+            last_batch_at=self.last_batch_at,
+            evict_retry_at=self.evict_retry_at,
+            blocked_pods=dict(self.blocked_pods),
+            refused=dict(self.refused),
+            released=dict(self.released),
+            pending_evictions=[
+                PendingEviction(p.pod, p.uid, p.at, p.suggestion_uid, p.probe)
+                for p in self.pending_evictions
+            ],
+            judged=list(self.judged),
+            breaker=BreakerState(
+                self.breaker.suggestion_uid,
+                self.breaker.state,
+                self.breaker.no_progress,
+                self.breaker.openings,
+                self.breaker.next_probe_at,
+                self.breaker.total_openings,
+                self.breaker.opened_at,
+                self.breaker.backoff,
+            ),
+            resized=self.resized,
+            evicted=self.evicted,
+            stall_fallbacks=self.stall_fallbacks,
+            stalls_seen=self.stalls_seen,
+            reported=dict(self.reported),
+            last_status=self.last_status,
+            outbox=list(self.outbox),
+            inflight=dict(self.inflight),
+        )
+
+    def to_status(self) -> dict[str, Any]:
+        """The persisted part, as a JSON-able dict (camelCase, like the rest of status)."""
+        return {
+            "stalls": {
+                uid: {"pod": r.pod, "firstSeen": r.first_seen, "reason": r.reason}
+                for uid, r in sorted(self.stalls.items())
+            },
+            "lastBatchTime": self.last_batch_at,
+            "evictionRetryTime": self.evict_retry_at,
+            "blockedPods": dict(sorted(self.blocked_pods.items())),
+            "refusedResizes": dict(sorted(self.refused.items())),
+            "releasedResizes": dict(sorted(self.released.items())),
+            "pendingEvictions": [
+                {
+                    "pod": p.pod,
+                    "uid": p.uid,
+                    "time": p.at,
+                    "suggestionUID": p.suggestion_uid,
+                    "probe": p.probe,
+                }
+                for p in self.pending_evictions
+            ],
+            "judgedPods": list(self.judged),
+            "circuitBreaker": self.breaker.to_status(),
+            "counters": {
+                "resized": self.resized,
+                "evicted": self.evicted,
+                "stallFallbacks": self.stall_fallbacks,
+                "stallsSeen": self.stalls_seen,
+            },
+            "reported": dict(sorted(self.reported.items())),
+        }
+
+    @classmethod
+    def from_status(cls, d: dict[str, Any] | None) -> TargetState:
+        if not d:
+            return cls()
+        counters = d.get("counters") or {}
+        return cls(
+            stalls={
+                uid: StallRecord(str(r.get("pod", "")), float(r["firstSeen"]), str(r["reason"]))
+                for uid, r in (d.get("stalls") or {}).items()
+            },
+            last_batch_at=d.get("lastBatchTime"),
+            evict_retry_at=d.get("evictionRetryTime"),
+            blocked_pods={k: float(v) for k, v in (d.get("blockedPods") or {}).items()},
+            refused=dict(d.get("refusedResizes") or {}),
+            released=dict(d.get("releasedResizes") or {}),
+            pending_evictions=[
+                PendingEviction(
+                    str(p["pod"]),
+                    str(p["uid"]),
+                    float(p["time"]),
+                    str(p.get("suggestionUID", "")),
+                    bool(p.get("probe", False)),
+                )
+                for p in d.get("pendingEvictions") or []
+            ],
+            judged=[str(u) for u in d.get("judgedPods") or []],
+            breaker=BreakerState.from_status(d.get("circuitBreaker") or {}),
+            resized=int(counters.get("resized", 0)),
+            evicted=int(counters.get("evicted", 0)),
+            stall_fallbacks=int(counters.get("stallFallbacks", 0)),
+            stalls_seen=int(counters.get("stallsSeen", 0)),
+            reported=dict(d.get("reported") or {}),
+        )
+
+
+@dataclass(slots=True)
+class WorkerState:
+    """Per-target state, keyed by "namespace/name" of the target."""
+
+    targets: dict[str, TargetState] = field(default_factory=dict)
+
+    def copy(self) -> WorkerState:
+        # Shallow: the planner clones a TargetState before changing it.
+        return WorkerState(dict(self.targets))
+
+    def to_status(self, key: str) -> dict[str, Any]:
+        ts = self.targets.get(key)
+        return (ts or TargetState()).to_status()
+
+    @classmethod
+    def from_statuses(cls, statuses: dict[str, dict[str, Any] | None]) -> WorkerState:
+        """Rebuild from {target key: the target's status `disruption` dict}."""
+        return cls({k: TargetState.from_status(v) for k, v in statuses.items() if v})

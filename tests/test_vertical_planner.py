@@ -1,0 +1,665 @@
+"""Unit tests of the disruption worker's planner on hand-built snapshots (no simulator)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from foresize.api.quantity import MIB
+from foresize.api.types import parse_target
+from foresize.cluster.actions import (
+    ActionResult,
+    EmitEvent,
+    EvictPod,
+    ResizePod,
+    WriteTargetStatus,
+)
+from foresize.cluster.model import (
+    Container,
+    ContainerStatus,
+    ContainerSuggestion,
+    HorizontalPodAutoscaler,
+    HPAMetric,
+    Node,
+    OwnerRef,
+    Pod,
+    PodCondition,
+    ResourceRequirements,
+    Suggestion,
+    Workload,
+)
+from foresize.cluster.snapshot import ClusterSnapshot
+from foresize.vertical import WorkerConfig, WorkerState, batch_size, execute, on_result, plan
+from foresize.vertical.policy import policy_of
+from foresize.vertical.state import STATUS_KEY, TargetState
+
+KEY = "default/web"
+
+
+def target(update_mode: str = "in_place", name: str = "web", **vertical: Any) -> Any:
+    disruption = vertical.pop("disruption", {})
+    spec: dict[str, Any] = {
+        "mode": vertical.pop("mode", "autonomous"),
+        "update_policy": {"update_mode": update_mode},
+        "disruption": disruption,
+        **vertical,
+    }
+    return parse_target(
+        {
+            "apiVersion": "foresize.io/v1",
+            "kind": "AIScaleTarget",
+            "metadata": {"name": name, "namespace": "default", "uid": f"t-{name}"},
+            "spec": {"scaleTargetRef": {"kind": "Deployment", "name": name}, "vertical": spec},
+        }
+    )
+
+
+def pod(
+    name: str,
+    node: str = "n1",
+    cpu: int = 100,
+    mem: int = 100 * MIB,
+    *,
+    owner: str = "web",
+    limits: dict[str, int] | None = None,
+    alloc: dict[str, int] | None = None,
+    priority: int = 0,
+    ready: bool = True,
+    conditions: list[PodCondition] | None = None,
+    generation: int = 1,
+    observed: int = 1,
+    created: float = 0.0,
+    resize_policy: dict[str, str] | None = None,
+    terminating: bool = False,
+    oom_at: float | None = None,
+) -> Pod:
+    req = {"cpu": cpu, "memory": mem}
+    allocated = dict(alloc or req)
+    lim = dict(limits or {})
+    conds = [PodCondition("Ready", "True" if ready else "False"), *(conditions or [])]
+    return Pod(
+        namespace="default",
+        name=name,
+        uid=f"uid-{name}",
+        labels={"app": owner},
+        owner=OwnerRef("Deployment", owner),
+        node_name=node,
+        priority=priority,
+        containers=[
+            Container("app", ResourceRequirements(req, lim), resize_policy=resize_policy or {})
+        ],
+        phase="Running",
+        conditions=conds,
+        container_statuses=[
+            ContainerStatus(
+                "app",
+                allocated=allocated,
+                resources=ResourceRequirements(dict(allocated), lim),
+                last_termination_reason="OOMKilled" if oom_at is not None else None,
+                last_termination_time=oom_at,
+            )
+        ],
+        generation=generation,
+        observed_generation=observed,
+        creation_time=created,
+        deletion_time=5.0 if terminating else None,
+    )
+
+
+def deferred(msg: str = "") -> PodCondition:
+    return PodCondition("PodResizePending", "True", "Deferred", msg)
+
+
+def error() -> PodCondition:
+    return PodCondition("PodResizeInProgress", "True", "Error", "memory limit below usage")
+
+
+def snap(
+    pods: list[Pod],
+    targets: list[Any],
+    *,
+    replicas: dict[str, int] | None = None,
+    nodes: dict[str, int] | None = None,
+    hpas: list[HorizontalPodAutoscaler] | None = None,
+    labels: dict[str, dict[str, str]] | None = None,
+) -> ClusterSnapshot:
+    owners = {p.owner.name for p in pods if p.owner} | {policy_of(t).ref_name for t in targets}
+    replicas = replicas or {}
+    labels = labels or {}
+    wls = {
+        f"Deployment/default/{o}": Workload(
+            "Deployment",
+            "default",
+            o,
+            replicas=replicas.get(o, sum(1 for p in pods if p.owner and p.owner.name == o)),
+            labels=labels.get(o, {}),
+        )
+        for o in owners
+    }
+    node_cpu = nodes or {"n1": 64000, "n2": 64000}
+    return ClusterSnapshot(
+        now=0.0,
+        nodes={
+            n: Node(n, allocatable={"cpu": c, "memory": 256 * 1024 * MIB})
+            for n, c in node_cpu.items()
+        },
+        pods=pods,
+        workloads=wls,
+        hpas=hpas or [],
+        targets=targets,
+    )
+
+
+def sugg(cpu: int = 200, mem: int = 200 * MIB, uid: str = "s1", limits: dict | None = None) -> dict:
+    return {
+        KEY: Suggestion(
+            uid, 0.0, {"*": ContainerSuggestion("*", {"cpu": cpu, "memory": mem}, limits or {})}
+        )
+    }
+
+
+def of(actions: list, kind: type) -> list:
+    return [a for a in actions if isinstance(a, kind)]
+
+
+def names(actions: list, kind: type) -> list[str]:
+    return sorted(a.name for a in of(actions, kind))
+
+
+def apply_ok(action: Any) -> ActionResult:
+    return ActionResult(ok=True, code=201 if isinstance(action, EvictPod) else 200)
+
+
+# --------------------------------------------------------------------------- modes
+
+
+def test_initial_mode_never_touches_running_pods() -> None:
+    s = snap([pod(f"p{i}") for i in range(5)], [target("initial")])
+    actions, _ = plan(s, 100.0, WorkerState(), suggestions=sugg())
+    assert not of(actions, ResizePod) and not of(actions, EvictPod)
+
+
+def test_recommendation_mode_changes_nothing() -> None:
+    s = snap([pod("p0")], [target("in_place", mode="recommendation")])
+    actions, _ = plan(s, 100.0, WorkerState(), suggestions=sugg())
+    assert not of(actions, ResizePod)
+
+
+def test_in_place_resizes_to_the_suggestion_in_a_batch() -> None:
+    pods = [pod(f"p{i}") for i in range(10)]
+    pods.append(pod("done", cpu=200, mem=200 * MIB))
+    s = snap(pods, [target("in_place")])
+    actions, _ = plan(s, 100.0, WorkerState(), suggestions=sugg())
+    resizes = of(actions, ResizePod)
+    # 20% of 11 replicas rounded up = 3; the pod already at the suggestion is left alone.
+    assert len(resizes) == 3
+    assert "done" not in names(actions, ResizePod)
+    assert resizes[0].containers[0].requests == {"cpu": 200, "memory": 200 * MIB}
+    assert not of(actions, EvictPod)
+    # every change is recorded on the pod and the target
+    kinds = {(e.kind, e.reason) for e in of(actions, EmitEvent)}
+    assert ("Pod", "Resizing") in kinds and ("AIScaleTarget", "Resizing") in kinds
+
+
+def test_recreate_evicts_only_pods_whose_recreate_resources_differ() -> None:
+    pods = [
+        pod("cpu-only", cpu=100, mem=200 * MIB),  # only cpu differs: waits for turnover
+        pod("mem", cpu=200, mem=100 * MIB),
+    ]
+    s = snap(pods, [target("recreate", disruption={"max_disrupted": 5})])
+    actions, _ = plan(s, 100.0, WorkerState(), suggestions=sugg())
+    assert names(actions, EvictPod) == ["mem"]
+    assert not of(actions, ResizePod)
+
+
+def test_guaranteed_pod_keeps_requests_equal_to_limits() -> None:
+    g = pod("g", limits={"cpu": 100, "memory": 100 * MIB})
+    s = snap([g], [target("in_place")])
+    actions, _ = plan(s, 100.0, WorkerState(), suggestions=sugg())
+    (r,) = of(actions, ResizePod)
+    assert r.containers[0].requests == r.containers[0].limits == {"cpu": 200, "memory": 200 * MIB}
+
+
+def test_request_never_exceeds_existing_limit() -> None:
+    b = pod("b", limits={"cpu": 150})
+    s = snap([b], [target("in_place")])
+    actions, _ = plan(s, 100.0, WorkerState(), suggestions=sugg())
+    (r,) = of(actions, ResizePod)
+    assert r.containers[0].requests["cpu"] == 150
+
+
+def test_hysteresis_threshold_skips_small_changes() -> None:
+    t = target("in_place", scaling_behavior={"scale_up": {"type": "percent", "percent": 150}})
+    s = snap([pod("p0")], [t])
+    actions, _ = plan(s, 100.0, WorkerState(), suggestions=sugg())  # +100% < 150%
+    assert not of(actions, ResizePod)
+
+
+# --------------------------------------------------------------------------- stalls
+
+
+def test_in_place_never_evicts_a_stalled_pod() -> None:
+    p = pod(
+        "p0",
+        cpu=200,
+        mem=200 * MIB,
+        alloc={"cpu": 100, "memory": 100 * MIB},
+        conditions=[deferred()],
+    )
+    s = snap([p], [target("in_place")])
+    state = WorkerState()
+    events = 0
+    for t in range(0, 3600, 30):
+        actions, state = plan(s, float(t), state, suggestions=sugg())
+        assert not of(actions, EvictPod) and not of(actions, ResizePod)
+        events += sum(1 for e in of(actions, EmitEvent) if e.reason == "ResizeStalled")
+    assert events == 1  # announced once, not every pass
+    assert state.targets[KEY].stalls["uid-p0"].first_seen == 0.0
+
+
+def stalled_pair() -> list[Pod]:
+    return [
+        pod(
+            "stuck",
+            cpu=200,
+            mem=200 * MIB,
+            alloc={"cpu": 200, "memory": 300 * MIB},
+            conditions=[error()],
+        ),
+        pod("fine", cpu=200, mem=200 * MIB),  # already resized: never evicted
+    ]
+
+
+def test_in_place_or_recreate_evicts_only_stalled_pods_after_stall_timeout() -> None:
+    s = snap(stalled_pair(), [target("in_place_or_recreate", disruption={"max_disrupted": 2})])
+    state = WorkerState()
+    actions, state = plan(s, 1000.0, state, suggestions=sugg())
+    assert not of(actions, EvictPod)
+    actions, state = plan(s, 1119.0, state, suggestions=sugg())  # 1m59s
+    assert not of(actions, EvictPod)
+    actions, state = plan(s, 1120.0, state, suggestions=sugg())  # 2m
+    assert names(actions, EvictPod) == ["stuck"]
+
+
+def test_stall_clock_survives_an_operator_restart_through_status() -> None:
+    t = target("in_place_or_recreate")
+    s = snap(stalled_pair(), [t])
+    actions, _ = plan(s, 1000.0, WorkerState(), suggestions=sugg())
+    (st,) = of(actions, WriteTargetStatus)
+    # The shell merges the status into the object; the operator then restarts.
+    t2 = t.model_copy(deep=True)
+    t2.status = t2.status.model_validate({**t2.status.model_dump(), **st.status})
+    s2 = snap(stalled_pair(), [t2])
+    actions, fresh = plan(s2, 1100.0, WorkerState(), suggestions=sugg())
+    assert fresh.targets[KEY].stalls["uid-stuck"].first_seen == 1000.0
+    actions, fresh = plan(s2, 1120.0, fresh, suggestions=sugg())
+    assert names(actions, EvictPod) == ["stuck"]
+
+
+def test_state_round_trips_through_status_dict() -> None:
+    ts = TargetState()
+    ts.stalls["u"] = __import__("foresize.vertical.state", fromlist=["StallRecord"]).StallRecord(
+        "p", 12.0, "Deferred"
+    )
+    ts.last_batch_at = 5.0
+    ts.breaker.state, ts.breaker.no_progress, ts.breaker.next_probe_at = "open", 3, 99.0
+    back = TargetState.from_status(ts.to_status())
+    assert back.to_status() == ts.to_status()
+
+
+def test_conditions_are_re_read_each_pass() -> None:
+    t = target("in_place_or_recreate")
+    stuck = stalled_pair()
+    state = WorkerState()
+    _, state = plan(snap(stuck, [t]), 0.0, state, suggestions=sugg())
+    # The kubelet error was transient: gone on the next pass.
+    cleared = [
+        pod("stuck", cpu=200, mem=200 * MIB, alloc={"cpu": 200, "memory": 300 * MIB}),
+        stuck[1],
+    ]
+    _, state = plan(snap(cleared, [t]), 60.0, state, suggestions=sugg())
+    assert "uid-stuck" not in state.targets[KEY].stalls
+    # It comes back: a new clock, so no eviction 2 minutes after the first sighting.
+    actions, state = plan(snap(stuck, [t]), 100.0, state, suggestions=sugg())
+    actions, state = plan(snap(stuck, [t]), 125.0, state, suggestions=sugg())
+    assert not of(actions, EvictPod)
+    actions, state = plan(snap(stuck, [t]), 220.0, state, suggestions=sugg())
+    assert names(actions, EvictPod) == ["stuck"]
+
+
+def test_conditions_of_an_older_generation_are_not_a_stall() -> None:
+    p = pod(
+        "p0",
+        cpu=200,
+        mem=200 * MIB,
+        alloc={"cpu": 100, "memory": 100 * MIB},
+        conditions=[deferred()],
+        generation=3,
+        observed=2,
+    )
+    _, state = plan(snap([p], [target("in_place")]), 0.0, WorkerState(), suggestions=sugg())
+    assert not state.targets[KEY].stalls
+
+
+# --------------------------------------------------------------------------- budget
+
+
+def test_batch_size_rounding() -> None:
+    assert batch_size("20%", 10) == 2
+    assert batch_size("20%", 11) == 3
+    assert batch_size("20%", 1) == 1
+    assert batch_size("20%", 0) == 1
+    assert batch_size(3, 10) == 3
+
+
+def test_not_ready_and_terminating_pods_count_against_the_batch() -> None:
+    pods = [pod(f"p{i}") for i in range(8)]
+    pods.append(pod("sick", ready=False))
+    s = snap(pods, [target("in_place")], replicas={"web": 10})
+    actions, _ = plan(s, 0.0, WorkerState(), suggestions=sugg())
+    assert len(of(actions, ResizePod)) == 1  # 2 allowed, 1 already not Ready
+    pods.append(pod("leaving", terminating=True))
+    actions, _ = plan(snap(pods, [target("in_place")]), 0.0, WorkerState(), suggestions=sugg())
+    assert len(of(actions, ResizePod)) == 0
+
+
+def test_in_flight_resizes_count_and_batches_are_an_interval_apart() -> None:
+    t = target("in_place")
+    pods = [pod(f"p{i}") for i in range(10)]
+    actions, state = plan(snap(pods, [t]), 0.0, WorkerState(), suggestions=sugg())
+    first = names(actions, ResizePod)
+    assert len(first) == 2
+    # The kubelet has not actuated them yet: spec changed, allocated not.
+    pods = [
+        pod(p.name, cpu=200, mem=200 * MIB, alloc={"cpu": 100, "memory": 100 * MIB}, generation=2)
+        if p.name in first
+        else p
+        for p in pods
+    ]
+    actions, state = plan(snap(pods, [t]), 70.0, state, suggestions=sugg())
+    assert not of(actions, ResizePod)  # both still rolling: the batch is full
+    pods = [pod(p.name, cpu=200, mem=200 * MIB) if p.name in first else p for p in pods]
+    actions, state = plan(snap(pods, [t]), 75.0, state, suggestions=sugg())
+    assert len(of(actions, ResizePod)) == 2
+    actions, state = plan(snap(pods, [t]), 100.0, state, suggestions=sugg())
+    assert not of(actions, ResizePod)  # only 25 s since the last batch
+
+
+def test_restart_container_resize_pending_counts_as_disrupted() -> None:
+    def pods_with(policy: dict[str, str]) -> list[Pod]:
+        out = [pod(f"p{i}") for i in range(9)]
+        out.append(
+            pod(
+                "stuck",
+                cpu=200,
+                mem=200 * MIB,
+                alloc={"cpu": 100, "memory": 100 * MIB},
+                conditions=[deferred()],
+                resize_policy=policy,
+            )
+        )
+        return out
+
+    t = target("in_place")
+    actions, _ = plan(snap(pods_with({}), [t]), 0.0, WorkerState(), suggestions=sugg())
+    assert len(of(actions, ResizePod)) == 2
+    actions, _ = plan(
+        snap(pods_with({"memory": "RestartContainer"}), [t]), 0.0, WorkerState(), suggestions=sugg()
+    )
+    assert len(of(actions, ResizePod)) == 1
+
+
+def test_oom_memory_upsize_skips_the_pacing() -> None:
+    t = target("in_place")
+    pods = [pod("p0", cpu=200), pod("oom", cpu=200, ready=False, oom_at=90.0)]
+    state = WorkerState({KEY: TargetState(last_batch_at=80.0)})
+    actions, _ = plan(snap(pods, [t]), 100.0, state, suggestions=sugg())
+    assert names(actions, ResizePod) == ["oom"]
+
+
+# --------------------------------------------------------------------------- eviction results
+
+
+def test_pdb_429_stops_evictions_of_the_target_until_retry_after() -> None:
+    t = target("recreate", disruption={"max_disrupted": 3, "interval": "1s"})
+    pods = [pod(f"p{i}") for i in range(3)]
+    s = snap(pods, [t])
+    actions, state = plan(s, 0.0, WorkerState(), suggestions=sugg())
+    assert len(of(actions, EvictPod)) == 3
+    sent: list[str] = []
+
+    def apply(a: Any) -> ActionResult:
+        if isinstance(a, EvictPod):
+            sent.append(a.name)
+            return ActionResult(
+                False,
+                429,
+                "TooManyRequests",
+                "would violate PDB",
+                ({"type": "DisruptionBudget"},),
+                retry_after_seconds=45,
+            )
+        return ActionResult(True)
+
+    state, done = execute(actions, apply, state, s, 0.0)
+    assert sent == ["p0"]  # the rest of the target's evictions were not sent
+    assert any(isinstance(a, EmitEvent) and a.reason == "EvictionDeferred" for a, _ in done)
+    actions, state = plan(s, 30.0, state, suggestions=sugg())
+    assert not of(actions, EvictPod)
+    actions, state = plan(s, 60.0, state, suggestions=sugg())
+    assert of(actions, EvictPod)
+
+
+def test_multiple_pdbs_500_blocks_that_pod_and_is_reported() -> None:
+    t = target("recreate", disruption={"max_disrupted": 1, "interval": "1s"})
+    pods = [pod("p0"), pod("p1")]
+    s = snap(pods, [t])
+    actions, state = plan(s, 0.0, WorkerState(), suggestions=sugg())
+    (ev,) = of(actions, EvictPod)
+    state = on_result(
+        state, ev, ActionResult(False, 500, "InternalError", "more than one PDB"), 0.0
+    )
+    actions, state = plan(s, 10.0, state, suggestions=sugg())
+    assert any(e.reason == "EvictionFailed" for e in of(actions, EmitEvent))
+    assert names(actions, EvictPod) == ["p1"]  # p0 is not hot-looped
+    actions, state = plan(s, 20.0, state, suggestions=sugg())
+    assert "p0" not in names(actions, EvictPod)
+
+
+def test_resize_refused_422_goes_straight_to_fallback() -> None:
+    for mode, expect_evict in (("in_place_or_recreate", True), ("in_place", False)):
+        t = target(mode, disruption={"interval": "1s"})
+        s = snap([pod("p0")], [t])
+        actions, state = plan(s, 0.0, WorkerState(), suggestions=sugg())
+        (rz,) = of(actions, ResizePod)
+        state = on_result(state, rz, ActionResult(False, 422, "Invalid", "QoS"), 0.0)
+        actions, state = plan(s, 5.0, state, suggestions=sugg())
+        assert bool(of(actions, EvictPod)) is expect_evict, mode
+        assert not of(actions, ResizePod)  # the refused patch is not re-sent
+
+
+def test_resize_refused_403_node_capacity_evicts() -> None:
+    t = target("in_place_or_recreate", disruption={"interval": "1s"})
+    s = snap([pod("p0")], [t])
+    actions, state = plan(s, 0.0, WorkerState(), suggestions=sugg())
+    (rz,) = of(actions, ResizePod)
+    res = ActionResult(False, 403, "Forbidden", "too big", ({"type": "NodeCapacity"},))
+    state = on_result(state, rz, res, 0.0)
+    actions, _ = plan(s, 5.0, state, suggestions=sugg())
+    assert names(actions, EvictPod) == ["p0"]
+
+
+# --------------------------------------------------------------------------- circuit breaker
+
+
+def test_circuit_breaker_opens_backs_off_probes_and_closes() -> None:
+    t = target("recreate", disruption={"max_disrupted": 1, "interval": "1s"})
+    cfg = WorkerConfig()
+    state = WorkerState()
+    now = 0.0
+    gen = 0
+    current = pod("p-0")
+    history: list[tuple[float, str]] = []
+
+    def cycle(stale: bool) -> bool:
+        """One pass; if it evicts, the pod is replaced (stale or right). Returns evicted?"""
+        nonlocal state, current, gen, now
+        actions, state = plan(snap([current], [t]), now, state, cfg, suggestions=sugg())
+        evs = of(actions, EvictPod)
+        if evs:
+            state, _ = execute(actions, apply_ok, state, snap([current], [t]), now, cfg)
+            gen += 1
+            now += 5
+            current = (
+                pod(f"p-{gen}", created=now)
+                if stale
+                else pod(f"p-{gen}", cpu=200, mem=200 * MIB, created=now)
+            )
+        history.append((now, state.targets[KEY].breaker.state))
+        now += 5
+        return bool(evs)
+
+    evictions = [cycle(stale=True) for _ in range(4)]
+    assert evictions == [True, True, True, False]
+    b = state.targets[KEY].breaker
+    assert b.state == "open" and b.backoff == 60.0
+    # No evictions during the back-off.
+    opened = b.opened_at
+    while now < opened + 60:
+        assert not cycle(stale=True)
+    # One probe; it comes back stale: reopen with twice the back-off.
+    assert cycle(stale=True)
+    assert not cycle(stale=True)
+    b = state.targets[KEY].breaker
+    assert b.state == "open" and b.backoff == 120.0 and b.total_openings == 2
+    while now < b.opened_at + 120:
+        assert not cycle(stale=True)
+    # The admission hook is back: the probe's pod comes back right and closes it.
+    assert cycle(stale=False)
+    cycle(stale=False)
+    assert state.targets[KEY].breaker.state == "closed"
+
+
+def test_breaker_backoff_is_capped_at_one_hour() -> None:
+    cfg = WorkerConfig()
+    assert min(cfg.breaker_base_backoff * 2**10, cfg.breaker_max_backoff) == 3600.0
+
+
+# --------------------------------------------------------------------------- capacity guard
+
+
+def test_capacity_guard_admits_upsizes_by_priority_and_holds_the_rest() -> None:
+    # n1: 1000m allocatable, two pods at 400m each: 200m free; each wants +200m.
+    pods = [pod("low", cpu=400, priority=0), pod("high", cpu=400, priority=100)]
+    for mode, fallback in (("in_place", None), ("in_place_or_recreate", "low")):
+        t = target(mode, disruption={"max_disrupted": 2})
+        s = snap(pods, [t], nodes={"n1": 1000, "n2": 4000})
+        actions, _ = plan(s, 0.0, WorkerState(), suggestions=sugg(cpu=600, mem=100 * MIB))
+        assert names(actions, ResizePod) == ["high"], mode
+        if fallback is None:
+            assert not of(actions, EvictPod)
+            waiting = [e for e in of(actions, EmitEvent) if e.reason == "ResizeWaitingForCapacity"]
+            assert {e.kind for e in waiting} == {"Pod", "AIScaleTarget"}
+            (st,) = of(actions, WriteTargetStatus)
+            assert st.status["pods_waiting_for_capacity"] == 1
+        else:
+            assert names(actions, EvictPod) == [fallback]
+
+
+def test_without_the_guard_every_upsize_is_sent() -> None:
+    pods = [pod("low", cpu=400), pod("high", cpu=400, priority=100)]
+    s = snap(pods, [target("in_place", disruption={"max_disrupted": 2})], nodes={"n1": 1000})
+    actions, _ = plan(
+        s,
+        0.0,
+        WorkerState(),
+        WorkerConfig(capacity_guard=False),
+        suggestions=sugg(cpu=600, mem=100 * MIB),
+    )
+    assert names(actions, ResizePod) == ["high", "low"]
+
+
+def test_no_eviction_when_no_node_has_room() -> None:
+    pods = [pod("a", cpu=500), pod("b", cpu=500)]
+    s = snap(
+        pods, [target("in_place_or_recreate", disruption={"max_disrupted": 2})], nodes={"n1": 1000}
+    )
+    actions, _ = plan(s, 0.0, WorkerState(), suggestions=sugg(cpu=2000, mem=100 * MIB))
+    assert not of(actions, EvictPod) and not of(actions, ResizePod)
+
+
+def test_downsizes_go_first_and_release_deferred_after() -> None:
+    t = target("in_place", disruption={"max_disrupted": 1, "release_deferred_after": "5m"})
+    big = pod("big", cpu=900)
+    s = snap([big, pod("small", cpu=50)], [t], nodes={"n1": 2000})
+    actions, _ = plan(s, 0.0, WorkerState(), suggestions=sugg(cpu=200, mem=100 * MIB))
+    assert names(actions, ResizePod) == ["big"]  # the downsize, before the upsize
+    # A Deferred upsize (lost a race with the scheduler) is released after 5 minutes.
+    held = pod("held", cpu=600, alloc={"cpu": 100, "memory": 100 * MIB}, conditions=[deferred()])
+    s = snap([held], [t], nodes={"n1": 700})
+    state = WorkerState()
+    actions, state = plan(s, 0.0, state, suggestions=sugg(cpu=600, mem=100 * MIB))
+    assert not of(actions, ResizePod)
+    actions, state = plan(s, 299.0, state, suggestions=sugg(cpu=600, mem=100 * MIB))
+    assert not of(actions, ResizePod)
+    actions, state = plan(s, 300.0, state, suggestions=sugg(cpu=600, mem=100 * MIB))
+    (rz,) = of(actions, ResizePod)
+    assert rz.containers[0].requests["cpu"] == 100 and rz.reason == "release-deferred"
+
+
+def test_deferred_is_held_by_default() -> None:
+    held = pod("held", cpu=600, alloc={"cpu": 100, "memory": 100 * MIB}, conditions=[deferred()])
+    s = snap([held], [target("in_place")], nodes={"n1": 700})
+    state = WorkerState()
+    for now in (0.0, 600.0, 7200.0):
+        actions, state = plan(s, now, state, suggestions=sugg(cpu=600, mem=100 * MIB))
+        assert not of(actions, ResizePod)
+
+
+# --------------------------------------------------------------------------- HPA and exclusion
+
+
+def hpa_on_cpu() -> HorizontalPodAutoscaler:
+    return HorizontalPodAutoscaler(
+        "default", "web", "Deployment", "web", 1, 10, [HPAMetric("Resource", "cpu", 70)]
+    )
+
+
+def test_hpa_resource_is_left_alone_and_said_so() -> None:
+    s = snap([pod("p0")], [target("in_place")], hpas=[hpa_on_cpu()])
+    actions, _ = plan(s, 0.0, WorkerState(), suggestions=sugg())
+    (rz,) = of(actions, ResizePod)
+    assert rz.containers[0].requests == {"cpu": 100, "memory": 200 * MIB}
+    assert any(e.reason == "HPAResourceLeftAlone" for e in of(actions, EmitEvent))
+    (st,) = of(actions, WriteTargetStatus)
+    assert any("cpu" in n for n in st.status["vertical_notes"])
+    s = snap([pod("p0")], [target("in_place", hpa_resource_policy="override")], hpas=[hpa_on_cpu()])
+    actions, _ = plan(s, 0.0, WorkerState(), suggestions=sugg())
+    (rz,) = of(actions, ResizePod)
+    assert rz.containers[0].requests["cpu"] == 200
+
+
+def test_label_selector_excludes_workloads() -> None:
+    s = snap([pod("p0")], [target("in_place")], labels={"web": {"foresize.io/skip": "yes"}})
+    cfg = WorkerConfig(exclude_selector={"foresize.io/skip": "yes"})
+    actions, _ = plan(s, 0.0, WorkerState(), cfg, suggestions=sugg())
+    assert not of(actions, ResizePod)
+    assert any(e.reason == "Excluded" for e in of(actions, EmitEvent))
+    actions, _ = plan(s, 0.0, WorkerState(), suggestions=sugg())
+    assert of(actions, ResizePod)
+
+
+# --------------------------------------------------------------------------- status
+
+
+def test_status_counts_and_breaker_written_only_when_changed() -> None:
+    s = snap([pod("p0")], [target("in_place")])
+    actions, state = plan(s, 0.0, WorkerState(), suggestions=sugg())
+    state, _ = execute(actions, apply_ok, state, s, 0.0)
+    done = snap([pod("p0", cpu=200, mem=200 * MIB)], [target("in_place")])
+    actions, state = plan(done, 100.0, state, suggestions=sugg())
+    (st,) = of(actions, WriteTargetStatus)
+    assert st.status["pods_resized"] == 1
+    assert st.status["circuit_breaker"]["state"] == "closed"
+    assert STATUS_KEY in st.status
+    actions, state = plan(done, 200.0, state, suggestions=sugg())
+    assert not of(actions, WriteTargetStatus)
