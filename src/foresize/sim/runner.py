@@ -1,0 +1,41 @@
+"""Run a scenario under a policy and return its summary (used by `foresize simulate`,
+`foresize bench sim` and end-to-end tests)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from foresize.sim.cluster import SimCluster
+from foresize.sim.policies import get_policy
+from foresize.sim.scenario import Scenario
+
+
+def build(
+    scenario: Scenario, *, policy: str = "static", seed: int | None = None, step: float = 60.0
+) -> SimCluster:
+    """A fresh simulated cluster for `scenario` with `policy` installed."""
+    sim = SimCluster(scenario, seed=seed, step=step)
+    get_policy(policy)(sim)
+    return sim
+
+
+def simulate(
+    scenario: Scenario,
+    *,
+    duration: float,
+    policy: str = "static",
+    seed: int | None = None,
+    step: float = 60.0,
+    progress: Callable[[float], None] | None = None,
+    chunk: float = 3600.0,
+) -> tuple[SimCluster, dict[str, Any]]:
+    """Run `scenario` for `duration` seconds; `progress(now)` is called every `chunk`."""
+    sim = build(scenario, policy=policy, seed=seed, step=step)
+    t = 0.0
+    while t < duration:
+        t = min(duration, t + chunk)
+        sim.run_until(t)
+        if progress is not None:
+            progress(t)
+    return sim, sim.summary(policy=policy)

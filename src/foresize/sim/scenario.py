@@ -1,0 +1,646 @@
+"""Scenario files: the YAML description of a simulated cluster.
+
+A scenario lists nodes, workloads (Deployment, StatefulSet, DaemonSet, Job) with their
+containers, requests/limits and usage generators, PodDisruptionBudgets, HPAs and priority
+classes. Every mistake is reported as a `ForesizeError` naming the file, the path inside it
+(e.g. `workloads[2].containers[0].requests.cpu`) and the problem. See docs/simulator.md for
+the format; `foresize simulate --scenario demo` uses the built-in `scenarios/demo.yaml`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from foresize.api.quantity import QuantityError, parse_quantity, to_canonical
+from foresize.errors import ForesizeError
+from foresize.sim.usage import GENERATOR_KINDS, GeneratorSpec, load_trace
+
+WORKLOAD_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "Job")
+_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0, None: 1.0}
+
+
+def parse_duration(value: Any) -> float:
+    """`90`, `90s`, `15m`, `1h`, `7d`, `1w`, `1.5h` -> seconds. Raises ValueError."""
+    if isinstance(value, bool):
+        raise ValueError(f"not a duration: {value!r}")
+    if isinstance(value, int | float):
+        if value < 0:
+            raise ValueError(f"negative duration: {value!r}")
+        return float(value)
+    m = _DURATION_RE.match(str(value))
+    if not m:
+        raise ValueError(f"not a duration: {value!r} (expected e.g. 30s, 15m, 1h, 7d)")
+    return float(m.group(1)) * _UNITS[m.group(2)]
+
+
+@dataclass(slots=True)
+class NodeSpec:
+    name: str
+    cpu: int  # millicores allocatable
+    memory: int  # bytes allocatable
+    capacity_cpu: int
+    capacity_memory: int
+    labels: dict[str, str] = field(default_factory=dict)
+    add_at: float = 0.0  # seconds into the run at which the node joins
+
+
+@dataclass(slots=True)
+class ContainerSpec:
+    name: str
+    requests: dict[str, int] = field(default_factory=dict)
+    limits: dict[str, int] = field(default_factory=dict)
+    resize_policy: dict[str, str] = field(default_factory=dict)
+    cpu: GeneratorSpec = field(default_factory=GeneratorSpec)
+    memory: GeneratorSpec = field(default_factory=GeneratorSpec)
+
+
+@dataclass(slots=True)
+class WorkloadSpec:
+    kind: str
+    name: str
+    namespace: str = "default"
+    replicas: int = 1
+    labels: dict[str, str] = field(default_factory=dict)
+    priority: int = 0
+    containers: list[ContainerSpec] = field(default_factory=list)
+    readiness_delay: float = 10.0
+    termination_grace: float = 30.0
+    load_shared: bool = False  # demand is spread over the ready replicas (HPA-driven tiers)
+    jitter: float = 0.1  # per-replica variation of the usage level
+    # Job only
+    completions: int = 1
+    parallelism: int = 1
+    run_time: float = 3600.0
+    every: float | None = None  # rerun the Job on this period (a CronJob)
+
+
+@dataclass(slots=True)
+class PDBSpec:
+    name: str
+    namespace: str
+    selector: dict[str, str]
+    min_available: int | str | None = None
+    max_unavailable: int | str | None = None
+
+
+@dataclass(slots=True)
+class HPASpec:
+    name: str
+    namespace: str
+    target_kind: str
+    target_name: str
+    min_replicas: int
+    max_replicas: int
+    metrics: list[tuple[str, int]]  # (resource, target utilisation percent)
+
+
+@dataclass(slots=True)
+class Scenario:
+    name: str
+    source: str
+    nodes: list[NodeSpec] = field(default_factory=list)
+    workloads: list[WorkloadSpec] = field(default_factory=list)
+    pdbs: list[PDBSpec] = field(default_factory=list)
+    hpas: list[HPASpec] = field(default_factory=list)
+    seed: int | None = None
+    hpa_sync_period: float = 15.0
+    description: str = ""
+
+
+class _Ctx:
+    """Error reporting: every problem names the file and the path inside it."""
+
+    def __init__(self, source: str, base_dir: Path | None) -> None:
+        self.source = source
+        self.base_dir = base_dir
+
+    def fail(self, path: str, problem: str) -> ForesizeError:
+        where = f"{self.source}: {path}" if path else self.source
+        return ForesizeError(f"{where}: {problem}")
+
+    def mapping(self, value: Any, path: str) -> dict[str, Any]:
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise self.fail(path, f"expected a mapping, got {type(value).__name__}")
+        return value
+
+    def seq(self, value: Any, path: str) -> list[Any]:
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise self.fail(path, f"expected a list, got {type(value).__name__}")
+        return value
+
+    def known(self, value: dict[str, Any], allowed: set[str], path: str) -> None:
+        for key in value:
+            if key not in allowed:
+                prefix = f"{path}." if path else ""
+                raise self.fail(
+                    f"{prefix}{key}", f"unknown field (allowed: {', '.join(sorted(allowed))})"
+                )
+
+    def string(self, value: Any, path: str, *, required: bool = True, default: str = "") -> str:
+        if value is None:
+            if required:
+                raise self.fail(path, "required field is missing")
+            return default
+        if not isinstance(value, str | int) or isinstance(value, bool) or str(value) == "":
+            raise self.fail(path, f"expected a non-empty string, got {value!r}")
+        return str(value)
+
+    def integer(self, value: Any, path: str, default: int, *, minimum: int = 0) -> int:
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(path, f"expected an integer, got {value!r}")
+        if value < minimum:
+            raise self.fail(path, f"must be at least {minimum}, got {value}")
+        return value
+
+    def number(
+        self, value: Any, path: str, default: float, *, minimum: float | None = 0.0
+    ) -> float:
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise self.fail(path, f"expected a number, got {value!r}")
+        if minimum is not None and value < minimum:
+            raise self.fail(path, f"must be at least {minimum}, got {value}")
+        return float(value)
+
+    def duration(self, value: Any, path: str, default: float) -> float:
+        if value is None:
+            return default
+        try:
+            return parse_duration(value)
+        except ValueError as exc:
+            raise self.fail(path, str(exc)) from None
+
+    def quantity(self, resource: str, value: Any, path: str) -> int:
+        if isinstance(value, bool) or value is None:
+            raise self.fail(path, f"expected a quantity, got {value!r}")
+        try:
+            amount = to_canonical(resource, value)
+        except QuantityError as exc:
+            raise self.fail(path, str(exc)) from None
+        if amount < 0:
+            raise self.fail(path, f"must not be negative, got {value!r}")
+        return amount
+
+    def amount(self, resource: str, value: Any, path: str) -> float:
+        """A usage level: cpu in cores (float), memory in bytes (float)."""
+        if isinstance(value, bool) or value is None:
+            raise self.fail(path, f"expected a quantity, got {value!r}")
+        try:
+            q = float(parse_quantity(value))
+        except QuantityError as exc:
+            raise self.fail(path, str(exc)) from None
+        if q < 0:
+            raise self.fail(path, f"must not be negative, got {value!r}")
+        return q
+
+    def labels(self, value: Any, path: str) -> dict[str, str]:
+        out = {}
+        for k, v in self.mapping(value, path).items():
+            out[str(k)] = self.string(v, f"{path}.{k}")
+        return out
+
+
+_GEN_FIELDS = {
+    "generator",
+    "base",
+    "amplitude",
+    "peak_hour",
+    "weekend_factor",
+    "noise",
+    "spike_probability",
+    "spike_factor",
+    "growth_per_hour",
+    "max",
+    "file",
+    "scale",
+    "step",
+    "offset",
+    "select",
+}
+
+
+def _generator(ctx: _Ctx, resource: str, raw: Any, path: str, default_base: float) -> GeneratorSpec:
+    if raw is None:
+        return GeneratorSpec("constant", base=default_base)
+    if isinstance(raw, str | int | float) and not isinstance(raw, bool):
+        return GeneratorSpec("constant", base=ctx.amount(resource, raw, path))
+    m = ctx.mapping(raw, path)
+    ctx.known(m, _GEN_FIELDS, path)
+    kind = ctx.string(m.get("generator"), f"{path}.generator", required=False, default="constant")
+    kind = {"memory_leak": "leak", "growth": "leak", "daily": "diurnal"}.get(kind, kind)
+    if kind not in GENERATOR_KINDS:
+        raise ctx.fail(
+            f"{path}.generator", f"unknown generator {kind!r} (one of {', '.join(GENERATOR_KINDS)})"
+        )
+    g = GeneratorSpec(kind)
+    if kind == "trace":
+        if "file" not in m:
+            raise ctx.fail(f"{path}.file", "required for generator trace")
+        file = Path(ctx.string(m["file"], f"{path}.file"))
+        if not file.is_absolute() and ctx.base_dir is not None:
+            file = ctx.base_dir / file
+        if not file.exists():
+            raise ctx.fail(f"{path}.file", f"no such file: {file}")
+        select = {str(k): str(v) for k, v in ctx.mapping(m.get("select"), f"{path}.select").items()}
+        try:
+            g.trace = load_trace(file, resource, select=select)
+        except ForesizeError as exc:
+            raise ctx.fail(f"{path}.file", str(exc)) from None
+        g.trace_scale = ctx.number(m.get("scale"), f"{path}.scale", 1.0)
+        g.trace_step = ctx.duration(m.get("step"), f"{path}.step", 60.0)
+        if g.trace_step <= 0:
+            raise ctx.fail(f"{path}.step", "must be positive")
+        g.trace_offset = ctx.duration(m.get("offset"), f"{path}.offset", 0.0)
+    else:
+        if "base" not in m:
+            raise ctx.fail(f"{path}.base", f"required for generator {kind}")
+        g.base = ctx.amount(resource, m["base"], f"{path}.base")
+    g.amplitude = ctx.number(
+        m.get("amplitude"), f"{path}.amplitude", 0.6 if kind in ("diurnal", "weekly") else 0.0
+    )
+    if g.amplitude > 1:
+        raise ctx.fail(
+            f"{path}.amplitude", f"must be at most 1 (a fraction of base), got {g.amplitude}"
+        )
+    g.peak_hour = ctx.number(m.get("peak_hour"), f"{path}.peak_hour", 14.0)
+    if g.peak_hour >= 24:
+        raise ctx.fail(f"{path}.peak_hour", f"must be below 24, got {g.peak_hour}")
+    g.weekend_factor = ctx.number(
+        m.get("weekend_factor"), f"{path}.weekend_factor", 0.5 if kind == "weekly" else 1.0
+    )
+    g.noise = ctx.number(m.get("noise"), f"{path}.noise", 0.0)
+    g.spike_probability = ctx.number(
+        m.get("spike_probability"), f"{path}.spike_probability", 0.02 if kind == "spiky" else 0.0
+    )
+    if g.spike_probability > 1:
+        raise ctx.fail(f"{path}.spike_probability", "must be at most 1")
+    g.spike_factor = ctx.number(
+        m.get("spike_factor"), f"{path}.spike_factor", 3.0 if kind == "spiky" else 1.0
+    )
+    if "growth_per_hour" in m:
+        g.growth_per_second = (
+            ctx.amount(resource, m["growth_per_hour"], f"{path}.growth_per_hour") / 3600.0
+        )
+    elif kind == "leak":
+        raise ctx.fail(f"{path}.growth_per_hour", "required for generator leak")
+    g.cap = ctx.amount(resource, m["max"], f"{path}.max") if "max" in m else math.inf
+    return g
+
+
+def _resources(ctx: _Ctx, raw: Any, path: str) -> dict[str, int]:
+    out = {}
+    for name, value in ctx.mapping(raw, path).items():
+        out[str(name)] = ctx.quantity(str(name), value, f"{path}.{name}")
+    return out
+
+
+_CONTAINER_FIELDS = {"name", "requests", "limits", "resize_policy", "usage"}
+
+
+def _container(ctx: _Ctx, raw: Any, path: str) -> ContainerSpec:
+    m = ctx.mapping(raw, path)
+    ctx.known(m, _CONTAINER_FIELDS, path)
+    c = ContainerSpec(ctx.string(m.get("name"), f"{path}.name"))
+    c.requests = _resources(ctx, m.get("requests"), f"{path}.requests")
+    c.limits = _resources(ctx, m.get("limits"), f"{path}.limits")
+    for res in ("cpu", "memory"):
+        req, lim = c.requests.get(res), c.limits.get(res)
+        if req is not None and lim is not None and req > lim:
+            raise ctx.fail(
+                f"{path}.requests.{res}", f"must be less than or equal to the {res} limit"
+            )
+    for res, pol in ctx.mapping(m.get("resize_policy"), f"{path}.resize_policy").items():
+        if res not in ("cpu", "memory"):
+            raise ctx.fail(
+                f"{path}.resize_policy.{res}", "only cpu and memory have a resize policy"
+            )
+        if pol not in ("NotRequired", "RestartContainer"):
+            raise ctx.fail(
+                f"{path}.resize_policy.{res}",
+                f"must be NotRequired or RestartContainer, got {pol!r}",
+            )
+        c.resize_policy[str(res)] = str(pol)
+    usage = ctx.mapping(m.get("usage"), f"{path}.usage")
+    ctx.known(usage, {"cpu", "memory"}, f"{path}.usage")
+    # Without a generator a container uses half its request: a quiet, static workload.
+    c.cpu = _generator(
+        ctx, "cpu", usage.get("cpu"), f"{path}.usage.cpu", c.requests.get("cpu", 0) / 2000.0
+    )
+    c.memory = _generator(
+        ctx,
+        "memory",
+        usage.get("memory"),
+        f"{path}.usage.memory",
+        c.requests.get("memory", 0) / 2.0,
+    )
+    return c
+
+
+_WORKLOAD_FIELDS = {
+    "kind",
+    "name",
+    "namespace",
+    "replicas",
+    "labels",
+    "priority",
+    "priority_class",
+    "containers",
+    "readiness_delay",
+    "termination_grace",
+    "load_shared",
+    "jitter",
+    "completions",
+    "parallelism",
+    "run_time",
+    "every",
+}
+
+
+def _budget_value(ctx: _Ctx, value: Any, path: str) -> int | str:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if isinstance(value, str) and re.fullmatch(r"\d+%", value):
+        return value
+    raise ctx.fail(
+        path, f"expected a non-negative integer or a percentage like '25%', got {value!r}"
+    )
+
+
+def parse_scenario(data: Any, source: str, base_dir: Path | None = None) -> Scenario:
+    """Validate a loaded YAML document and build the Scenario."""
+    ctx = _Ctx(source, base_dir)
+    top = ctx.mapping(data, "")
+    ctx.known(
+        top,
+        {
+            "name",
+            "description",
+            "seed",
+            "hpa_sync_period",
+            "nodes",
+            "workloads",
+            "pdbs",
+            "hpas",
+            "priority_classes",
+        },
+        "",
+    )
+    sc = Scenario(
+        name=ctx.string(top.get("name"), "name", required=False, default=Path(source).stem),
+        source=source,
+    )
+    sc.description = str(top.get("description") or "")
+    if top.get("seed") is not None:
+        sc.seed = ctx.integer(top.get("seed"), "seed", 0)
+    sc.hpa_sync_period = ctx.duration(top.get("hpa_sync_period"), "hpa_sync_period", 15.0)
+    if sc.hpa_sync_period <= 0:
+        raise ctx.fail("hpa_sync_period", "must be positive")
+    classes: dict[str, int] = {}
+    for k, v in ctx.mapping(top.get("priority_classes"), "priority_classes").items():
+        classes[str(k)] = ctx.integer(v, f"priority_classes.{k}", 0, minimum=-(2**31))
+
+    seen_nodes: set[str] = set()
+    for i, raw in enumerate(ctx.seq(top.get("nodes"), "nodes")):
+        path = f"nodes[{i}]"
+        m = ctx.mapping(raw, path)
+        ctx.known(
+            m,
+            {
+                "name",
+                "count",
+                "cpu",
+                "memory",
+                "capacity_cpu",
+                "capacity_memory",
+                "labels",
+                "add_at",
+            },
+            path,
+        )
+        name = ctx.string(m.get("name"), f"{path}.name")
+        count = ctx.integer(m.get("count"), f"{path}.count", 1, minimum=1)
+        if "cpu" not in m:
+            raise ctx.fail(f"{path}.cpu", "required field is missing")
+        if "memory" not in m:
+            raise ctx.fail(f"{path}.memory", "required field is missing")
+        cpu = ctx.quantity("cpu", m["cpu"], f"{path}.cpu")
+        mem = ctx.quantity("memory", m["memory"], f"{path}.memory")
+        cap_cpu = (
+            ctx.quantity("cpu", m["capacity_cpu"], f"{path}.capacity_cpu")
+            if "capacity_cpu" in m
+            else cpu
+        )
+        cap_mem = (
+            ctx.quantity("memory", m["capacity_memory"], f"{path}.capacity_memory")
+            if "capacity_memory" in m
+            else mem
+        )
+        labels = ctx.labels(m.get("labels"), f"{path}.labels")
+        add_at = ctx.duration(m.get("add_at"), f"{path}.add_at", 0.0)
+        for j in range(count):
+            node_name = name if count == 1 else f"{name}-{j}"
+            if node_name in seen_nodes:
+                raise ctx.fail(f"{path}.name", f"duplicate node name {node_name!r}")
+            seen_nodes.add(node_name)
+            sc.nodes.append(NodeSpec(node_name, cpu, mem, cap_cpu, cap_mem, dict(labels), add_at))
+    if not sc.nodes:
+        raise ctx.fail("nodes", "a scenario needs at least one node")
+
+    seen_wl: set[tuple[str, str, str]] = set()
+    for i, raw in enumerate(ctx.seq(top.get("workloads"), "workloads")):
+        path = f"workloads[{i}]"
+        m = ctx.mapping(raw, path)
+        ctx.known(m, _WORKLOAD_FIELDS, path)
+        kind = ctx.string(m.get("kind"), f"{path}.kind", required=False, default="Deployment")
+        if kind not in WORKLOAD_KINDS:
+            raise ctx.fail(
+                f"{path}.kind", f"unknown kind {kind!r} (one of {', '.join(WORKLOAD_KINDS)})"
+            )
+        w = WorkloadSpec(kind=kind, name=ctx.string(m.get("name"), f"{path}.name"))
+        if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", w.name):
+            raise ctx.fail(f"{path}.name", f"not a valid Kubernetes name: {w.name!r}")
+        w.namespace = ctx.string(
+            m.get("namespace"), f"{path}.namespace", required=False, default="default"
+        )
+        key = (w.kind, w.namespace, w.name)
+        if key in seen_wl:
+            raise ctx.fail(f"{path}.name", f"duplicate workload {kind}/{w.namespace}/{w.name}")
+        seen_wl.add(key)
+        w.replicas = ctx.integer(m.get("replicas"), f"{path}.replicas", 1)
+        w.labels = ctx.labels(m.get("labels"), f"{path}.labels") or {"app": w.name}
+        if "priority_class" in m:
+            pc = ctx.string(m["priority_class"], f"{path}.priority_class")
+            if pc not in classes:
+                raise ctx.fail(
+                    f"{path}.priority_class",
+                    f"unknown priority class {pc!r} (define it under priority_classes)",
+                )
+            w.priority = classes[pc]
+        w.priority = ctx.integer(
+            m.get("priority"), f"{path}.priority", w.priority, minimum=-(2**31)
+        )
+        w.readiness_delay = ctx.duration(m.get("readiness_delay"), f"{path}.readiness_delay", 10.0)
+        w.termination_grace = ctx.duration(
+            m.get("termination_grace"), f"{path}.termination_grace", 30.0
+        )
+        w.load_shared = bool(m.get("load_shared", False))
+        w.jitter = ctx.number(m.get("jitter"), f"{path}.jitter", 0.1)
+        if w.jitter >= 1:
+            raise ctx.fail(f"{path}.jitter", "must be below 1")
+        w.completions = ctx.integer(m.get("completions"), f"{path}.completions", 1, minimum=1)
+        w.parallelism = ctx.integer(m.get("parallelism"), f"{path}.parallelism", 1, minimum=1)
+        w.run_time = ctx.duration(m.get("run_time"), f"{path}.run_time", 3600.0)
+        if "every" in m:
+            w.every = ctx.duration(m["every"], f"{path}.every", 0.0)
+            if w.every <= 0:
+                raise ctx.fail(f"{path}.every", "must be positive")
+        containers = ctx.seq(m.get("containers"), f"{path}.containers")
+        if not containers:
+            raise ctx.fail(f"{path}.containers", "a workload needs at least one container")
+        names: set[str] = set()
+        for j, rc in enumerate(containers):
+            c = _container(ctx, rc, f"{path}.containers[{j}]")
+            if c.name in names:
+                raise ctx.fail(
+                    f"{path}.containers[{j}].name", f"duplicate container name {c.name!r}"
+                )
+            names.add(c.name)
+            w.containers.append(c)
+        sc.workloads.append(w)
+
+    for i, raw in enumerate(ctx.seq(top.get("pdbs"), "pdbs")):
+        path = f"pdbs[{i}]"
+        m = ctx.mapping(raw, path)
+        ctx.known(m, {"name", "namespace", "selector", "min_available", "max_unavailable"}, path)
+        selector = ctx.labels(m.get("selector"), f"{path}.selector")
+        if not selector:
+            raise ctx.fail(f"{path}.selector", "required (matchLabels)")
+        has_min, has_max = "min_available" in m, "max_unavailable" in m
+        if has_min == has_max:
+            raise ctx.fail(path, "exactly one of min_available and max_unavailable is required")
+        sc.pdbs.append(
+            PDBSpec(
+                ctx.string(m.get("name"), f"{path}.name"),
+                ctx.string(
+                    m.get("namespace"), f"{path}.namespace", required=False, default="default"
+                ),
+                selector,
+                _budget_value(ctx, m["min_available"], f"{path}.min_available")
+                if has_min
+                else None,
+                _budget_value(ctx, m["max_unavailable"], f"{path}.max_unavailable")
+                if has_max
+                else None,
+            )
+        )
+
+    for i, raw in enumerate(ctx.seq(top.get("hpas"), "hpas")):
+        path = f"hpas[{i}]"
+        m = ctx.mapping(raw, path)
+        ctx.known(
+            m, {"name", "namespace", "target", "min_replicas", "max_replicas", "metrics"}, path
+        )
+        target = ctx.mapping(m.get("target"), f"{path}.target")
+        ctx.known(target, {"kind", "name"}, f"{path}.target")
+        t_kind = ctx.string(
+            target.get("kind"), f"{path}.target.kind", required=False, default="Deployment"
+        )
+        t_name = ctx.string(target.get("name"), f"{path}.target.name")
+        namespace = ctx.string(
+            m.get("namespace"), f"{path}.namespace", required=False, default="default"
+        )
+        if (t_kind, namespace, t_name) not in seen_wl:
+            raise ctx.fail(
+                f"{path}.target", f"no workload {t_kind}/{namespace}/{t_name} in this scenario"
+            )
+        if t_kind not in ("Deployment", "StatefulSet"):
+            raise ctx.fail(f"{path}.target.kind", "an HPA scales a Deployment or a StatefulSet")
+        lo = ctx.integer(m.get("min_replicas"), f"{path}.min_replicas", 1, minimum=1)
+        hi = ctx.integer(m.get("max_replicas"), f"{path}.max_replicas", 0, minimum=1)
+        if "max_replicas" not in m:
+            raise ctx.fail(f"{path}.max_replicas", "required field is missing")
+        if lo > hi:
+            raise ctx.fail(f"{path}.min_replicas", f"must not exceed max_replicas ({hi})")
+        metrics = []
+        for j, rm in enumerate(ctx.seq(m.get("metrics"), f"{path}.metrics")):
+            mp = f"{path}.metrics[{j}]"
+            mm = ctx.mapping(rm, mp)
+            ctx.known(mm, {"resource", "target_utilization"}, mp)
+            res = ctx.string(mm.get("resource"), f"{mp}.resource")
+            if res not in ("cpu", "memory"):
+                raise ctx.fail(f"{mp}.resource", f"must be cpu or memory, got {res!r}")
+            util = ctx.integer(
+                mm.get("target_utilization"), f"{mp}.target_utilization", 0, minimum=1
+            )
+            if "target_utilization" not in mm:
+                raise ctx.fail(f"{mp}.target_utilization", "required field is missing")
+            metrics.append((res, util))
+        if not metrics:
+            raise ctx.fail(f"{path}.metrics", "an HPA needs at least one metric")
+        sc.hpas.append(
+            HPASpec(
+                ctx.string(m.get("name"), f"{path}.name"),
+                namespace,
+                t_kind,
+                t_name,
+                lo,
+                hi,
+                metrics,
+            )
+        )
+    return sc
+
+
+def load_scenario(name_or_path: str | Path) -> Scenario:
+    """Load a built-in scenario by name (`demo`) or a scenario YAML file by path."""
+    text: str
+    base_dir: Path | None
+    candidate = Path(name_or_path)
+    builtin = resources.files("foresize.sim").joinpath("scenarios", f"{name_or_path}.yaml")
+    if candidate.suffix in (".yaml", ".yml") or candidate.exists():
+        try:
+            text = candidate.read_text()
+        except OSError as exc:
+            raise ForesizeError(
+                f"{candidate}: cannot read scenario: {exc.strerror or exc}"
+            ) from exc
+        source, base_dir = str(candidate), candidate.parent
+    elif builtin.is_file():
+        text = builtin.read_text()
+        source, base_dir = f"<built-in scenario {name_or_path}>", None
+    else:
+        raise ForesizeError(
+            f"{name_or_path}: no such scenario file, and not a built-in scenario "
+            f"(built-in: {', '.join(builtin_scenarios())})"
+        )
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        raise ForesizeError(
+            f"{source}{line}: not valid YAML: {getattr(exc, 'problem', exc)}"
+        ) from None
+    return parse_scenario(data, source, base_dir)
+
+
+def builtin_scenarios() -> list[str]:
+    folder = resources.files("foresize.sim").joinpath("scenarios")
+    return sorted(
+        p.name.removesuffix(".yaml") for p in folder.iterdir() if p.name.endswith(".yaml")
+    )

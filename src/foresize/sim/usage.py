@@ -1,0 +1,288 @@
+"""Vectorised container usage: generator parameters and per-container state in numpy arrays.
+
+Every running container of the simulated cluster owns a *slot*: one index into a set of
+parallel arrays (generator parameters, requests and limits in force, last usage, counters).
+One usage step for all containers is a handful of numpy operations, never a Python loop
+per pod.
+
+A generator is a set of parameters of one formula, so that all kinds evaluate together:
+
+    level  = trace[t] * trace_scale                       if the slot replays a trace
+           = base * (1 + amplitude * cos(2π (t - peak) / 1 day)) * weekend factor   otherwise
+    value  = (level * replica jitter * load share + growth * (t - container start))
+             * (1 + noise * N(0, 1)) * (spike_factor if U < spike_probability else 1)
+
+`constant`, `diurnal`, `weekly`, `spiky`, `leak` (slow growth, reset when the container
+restarts) and `trace` are parameter presets of that formula. CPU is in cores, memory in
+bytes (floats inside the simulator; canonical ints at the ClusterPort boundary).
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from foresize.errors import ForesizeError
+
+DAY = 86400.0
+WEEK = 7 * DAY
+GENERATOR_KINDS = ("constant", "diurnal", "weekly", "spiky", "leak", "trace")
+
+
+@dataclass(slots=True)
+class GeneratorSpec:
+    """Parameters of one resource's usage generator (cpu: cores, memory: bytes)."""
+
+    kind: str = "constant"
+    base: float = 0.0
+    amplitude: float = 0.0  # daily swing as a fraction of base
+    peak_hour: float = 14.0  # hour of day of the daily peak
+    weekend_factor: float = 1.0  # multiplier on Saturday and Sunday (day 5 and 6)
+    noise: float = 0.0  # relative standard deviation per step
+    spike_probability: float = 0.0
+    spike_factor: float = 1.0
+    growth_per_second: float = 0.0  # slow growth since the container started (leak)
+    cap: float = math.inf  # growth never takes the value above this
+    trace: np.ndarray | None = None  # replayed values (already in cores / bytes)
+    trace_step: float = 60.0
+    trace_scale: float = 1.0
+    trace_offset: float = 0.0  # seconds into the trace at simulated time 0
+
+
+def load_trace(path: Path, resource: str, *, select: dict[str, str] | None = None) -> np.ndarray:
+    """Read a usage trace: `ts,value` CSV, or the canonical CSV
+    (`timestamp, namespace, workload, pod, container, cpu_cores, memory_bytes`; rows matching
+    `select` are averaged per timestamp). `.gz` files are read transparently. Returns the
+    values in time order; the caller knows the step."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rt", newline="") as fh:
+            reader = csv.reader(fh)
+            header = [h.strip() for h in next(reader, [])]
+            rows = list(reader)
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise ForesizeError(f"{path}: cannot read trace: {exc}") from exc
+    if not header:
+        raise ForesizeError(f"{path}: empty trace file")
+    cols = {h: i for i, h in enumerate(header)}
+    sums: dict[float, list[float]] = {}
+    if "value" in cols and "ts" in cols:
+        ts_col, val_col = cols["ts"], cols["value"]
+        filters: list[tuple[int, str]] = []
+    elif "timestamp" in cols:
+        ts_col = cols["timestamp"]
+        name = "cpu_cores" if resource == "cpu" else "memory_bytes"
+        if name not in cols:
+            raise ForesizeError(f"{path}: canonical trace has no {name} column")
+        val_col = cols[name]
+        filters = []
+        for key, want in (select or {}).items():
+            if key not in cols:
+                raise ForesizeError(f"{path}: select on unknown column {key!r}")
+            filters.append((cols[key], str(want)))
+    else:
+        raise ForesizeError(
+            f"{path}: unknown trace format (expected a `ts,value` header or the canonical "
+            "`timestamp,namespace,workload,pod,container,cpu_cores,memory_bytes`)"
+        )
+    for lineno, row in enumerate(rows, start=2):
+        if not row or all(not c.strip() for c in row):
+            continue
+        if any(row[i] != want for i, want in filters):
+            continue
+        try:
+            ts = float(row[ts_col])
+            val = float(row[val_col])
+        except (ValueError, IndexError) as exc:
+            raise ForesizeError(f"{path}:{lineno}: not a number: {row!r}") from exc
+        sums.setdefault(ts, []).append(val)
+    if not sums:
+        raise ForesizeError(f"{path}: no usable rows")
+    return np.array([sum(v) / len(v) for _, v in sorted(sums.items())], dtype=np.float64)
+
+
+class UsageState:
+    """The parallel per-container arrays and the vectorised step."""
+
+    # Float parameter arrays per resource (suffix _c: cpu, _m: memory).
+    _PARAMS = (
+        "base",
+        "amp",
+        "peak",
+        "weekend",
+        "noise",
+        "spike_p",
+        "spike_f",
+        "growth",
+        "cap",
+        "tr_scale",
+        "tr_offset",
+        "tr_step",
+    )
+
+    def __init__(self, capacity: int = 64) -> None:
+        self.capacity = 0
+        self.size = 0  # slots ever handed out (high-water mark)
+        self.free: list[int] = []
+        self.trace_flat = np.zeros(0)
+        self._trace_chunks: list[np.ndarray] = []
+        self._trace_ids: dict[int, tuple[int, int]] = {}
+        self._arrays: dict[str, np.ndarray] = {}
+        self._grow(capacity)
+
+    def _new(self, name: str, dtype: type, fill: float | int | bool) -> None:
+        self._arrays[name] = np.full(self.capacity, fill, dtype=dtype)
+
+    def _grow(self, new_capacity: int) -> None:
+        old = self._arrays
+        old_cap = self.capacity
+        self.capacity = new_capacity
+        self._arrays = {}
+        for p in self._PARAMS:
+            for r in ("c", "m"):
+                fill = math.inf if p == "cap" else (1.0 if p in ("weekend", "spike_f") else 0.0)
+                self._new(f"{p}_{r}", np.float64, fill)
+                self._new(f"tr_start_{r}", np.int64, 0)
+                self._new(f"tr_len_{r}", np.int64, 0)
+        for name, fill in (
+            ("cpu_req", 0.0),
+            ("cpu_lim", math.inf),
+            ("mem_req", 0.0),
+            ("mem_lim", math.inf),
+            ("started", 0.0),
+            ("jitter", 1.0),
+            ("share_ref", 0.0),
+            ("cpu_demand", 0.0),
+            ("cpu_used", 0.0),
+            ("mem", 0.0),
+            ("throttled_s", 0.0),
+            ("down_until", -math.inf),  # crash back-off: the container is not running
+        ):
+            self._new(name, np.float64, fill)
+        self._new("active", np.bool_, False)
+        self._new("wl", np.int64, 0)
+        self._new("node", np.int64, 0)
+        for name, arr in old.items():
+            self._arrays[name][:old_cap] = arr
+        for name, arr in self._arrays.items():
+            setattr(self, name, arr)
+
+    def _trace_ref(self, trace: np.ndarray) -> tuple[int, int]:
+        ref = self._trace_ids.get(id(trace))
+        if ref is None:
+            start = int(self.trace_flat.size)
+            self.trace_flat = np.concatenate([self.trace_flat, trace.astype(np.float64)])
+            self._trace_chunks.append(trace)  # keep alive so id() stays unique
+            ref = (start, int(trace.size))
+            self._trace_ids[id(trace)] = ref
+        return ref
+
+    def allocate(self) -> int:
+        if self.free:
+            slot = self.free.pop()
+        else:
+            if self.size >= self.capacity:
+                self._grow(max(64, self.capacity * 2))
+            slot = self.size
+            self.size += 1
+        return slot
+
+    def release(self, slot: int) -> None:
+        self.active[slot] = False
+        self.cpu_demand[slot] = self.cpu_used[slot] = self.mem[slot] = 0.0
+        self.free.append(slot)
+        # Keep the free list ordered so slot reuse is deterministic and compact.
+        self.free.sort(reverse=True)
+
+    def set_generator(self, slot: int, resource: str, g: GeneratorSpec) -> None:
+        r = "c" if resource == "cpu" else "m"
+        a = self._arrays
+        a[f"base_{r}"][slot] = g.base
+        a[f"amp_{r}"][slot] = g.amplitude
+        a[f"peak_{r}"][slot] = g.peak_hour * 3600.0
+        a[f"weekend_{r}"][slot] = g.weekend_factor
+        a[f"noise_{r}"][slot] = g.noise
+        a[f"spike_p_{r}"][slot] = g.spike_probability
+        a[f"spike_f_{r}"][slot] = g.spike_factor
+        a[f"growth_{r}"][slot] = g.growth_per_second
+        a[f"cap_{r}"][slot] = g.cap
+        if g.trace is not None and g.trace.size:
+            start, length = self._trace_ref(g.trace)
+            a[f"tr_start_{r}"][slot] = start
+            a[f"tr_len_{r}"][slot] = length
+            a[f"tr_scale_{r}"][slot] = g.trace_scale
+            a[f"tr_offset_{r}"][slot] = g.trace_offset
+            a[f"tr_step_{r}"][slot] = g.trace_step
+        else:
+            a[f"tr_len_{r}"][slot] = 0
+
+    def _eval(
+        self,
+        r: str,
+        t: float,
+        idx: np.ndarray,
+        share: np.ndarray,
+        rng: np.random.Generator,
+    ) -> np.ndarray:
+        a = self._arrays
+        base = a[f"base_{r}"][idx]
+        day_phase = (t - a[f"peak_{r}"][idx]) * (2.0 * math.pi / DAY)
+        level = base * (1.0 + a[f"amp_{r}"][idx] * np.cos(day_phase))
+        if ((t // DAY) % 7) >= 5:
+            level = level * a[f"weekend_{r}"][idx]
+        tr_len = a[f"tr_len_{r}"][idx]
+        has_trace = tr_len > 0
+        if has_trace.any():
+            ti = np.nonzero(has_trace)[0]
+            pos = (t + a[f"tr_offset_{r}"][idx[ti]]) // a[f"tr_step_{r}"][idx[ti]]
+            flat = a[f"tr_start_{r}"][idx[ti]] + (pos.astype(np.int64) % tr_len[ti])
+            level[ti] = self.trace_flat[flat] * a[f"tr_scale_{r}"][idx[ti]]
+        value = level * a["jitter"][idx] * share
+        growth = a[f"growth_{r}"][idx]
+        if growth.any():
+            grown = value + growth * (t - a["started"][idx])
+            value = np.where(
+                growth > 0, np.minimum(grown, np.maximum(a[f"cap_{r}"][idx], value)), value
+            )
+        noise = a[f"noise_{r}"][idx]
+        if noise.any():
+            value = value * np.maximum(0.0, 1.0 + noise * rng.standard_normal(idx.size))
+        spike_p = a[f"spike_p_{r}"][idx]
+        if spike_p.any():
+            hit = rng.random(idx.size) < spike_p
+            value = np.where(hit, value * a[f"spike_f_{r}"][idx], value)
+        return np.maximum(value, 0.0)
+
+    def step(
+        self, t: float, idx: np.ndarray, share: np.ndarray, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Evaluate CPU demand (cores) and memory (bytes) of slots `idx` at time `t`."""
+        cpu = self._eval("c", t, idx, share, rng)
+        mem = self._eval("m", t, idx, np.ones_like(share), rng)
+        return cpu, mem
+
+
+@dataclass(slots=True)
+class WorkloadAccounting:
+    """Per-workload totals accumulated by the simulator (the summary's rows)."""
+
+    cpu_requested_core_s: float = 0.0
+    cpu_used_core_s: float = 0.0
+    cpu_demand_core_s: float = 0.0
+    memory_requested_byte_s: float = 0.0
+    memory_used_byte_s: float = 0.0
+    oom_kills: int = 0
+    throttled_seconds: float = 0.0
+    evictions: int = 0
+    resizes: int = 0
+    stalls: int = 0
+    breaker_openings: int = 0
+    preemptions: int = 0
+    pending_pod_s: float = 0.0
+    restarts: int = 0
+    extra: dict[str, float] = field(default_factory=dict)
