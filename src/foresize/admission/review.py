@@ -11,6 +11,7 @@ problems it found in the object.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 from collections.abc import Callable
 from typing import Any
@@ -19,7 +20,7 @@ from foresize.admission.index import AdmissionIndex
 from foresize.admission.pod import MANAGED_ANNOTATION, MANAGED_VALUE, decide_pod
 from foresize.admission.scale import RESOURCE_KINDS, decide_scale
 from foresize.admission.validate import validate_target
-from foresize.api.quantity import format_quantity, parse_resource_map
+from foresize.api.quantity import format_quantity, to_canonical
 from foresize.cluster.model import (
     Container,
     OwnerRef,
@@ -99,17 +100,32 @@ def guarded(fn: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
 # -- pods ------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=4096)
+def _canonical(resource: str, value: str | int | float) -> int:
+    # Pods of one workload repeat the same few quantity strings: parse each once.
+    return to_canonical(resource, value)
+
+
+def _compute_map(values: Any) -> dict[str, int]:
+    if not values:
+        return {}
+    if not isinstance(values, dict):
+        raise ReviewError("resources.requests/limits is not a map")
+    out = {}
+    for name in _COMPUTE:
+        v = values.get(name)
+        if v is not None:
+            out[name] = _canonical(name, v if isinstance(v, str | int | float) else str(v))
+    return out
+
+
 def _container(obj: dict[str, Any]) -> Container:
     res = obj.get("resources") or {}
     return Container(
         name=str(obj.get("name", "")),
         resources=ResourceRequirements(
-            requests=parse_resource_map(
-                {k: v for k, v in (res.get("requests") or {}).items() if k in _COMPUTE}
-            ),
-            limits=parse_resource_map(
-                {k: v for k, v in (res.get("limits") or {}).items() if k in _COMPUTE}
-            ),
+            requests=_compute_map(res.get("requests")),
+            limits=_compute_map(res.get("limits")),
         ),
         restart_policy=obj.get("restartPolicy"),
     )

@@ -1,1 +1,81 @@
-"""`foresize bench webhook` (not yet built)."""
+"""`foresize bench webhook`: latency of the real HTTPS webhook server on loopback."""
+
+from __future__ import annotations
+
+import typer
+
+
+def register(app: typer.Typer, bench_app: typer.Typer) -> None:
+    @bench_app.command("webhook")
+    def bench_webhook(
+        rate: float = typer.Option(200.0, help="Reference rate (requests/s)."),
+        duration: float = typer.Option(3.0, help="Seconds per measurement at --rate."),
+        repeats: int = typer.Option(3, help="Measurements at --rate (median reported)."),
+        max_rate: float = typer.Option(6400.0, help="Highest rate the ramp tries."),
+        ramp_duration: float = typer.Option(2.0, help="Seconds per ramp step."),
+        targets: int = typer.Option(1000, help="Autonomous targets in the server's index."),
+        budget: float = typer.Option(60.0, help="Upper bound on the whole run (seconds)."),
+        as_json: bool = typer.Option(False, "--json", help="Print JSON only."),
+    ) -> None:
+        """Pod AdmissionReviews from a concurrent load generator against the real server
+        (own process, self-signed TLS): p50/p99 at --rate, the highest rate with p99 under
+        10 ms, and the same server's no-op review (the floor)."""
+        import json
+
+        from foresize.admission.bench import run_bench
+        from foresize.errors import ForesizeError
+
+        for name, value in (("rate", rate), ("duration", duration), ("repeats", repeats)):
+            if value <= 0:
+                raise ForesizeError(f"--{name} must be positive")
+        result = run_bench(
+            rate=rate,
+            duration=duration,
+            repeats=repeats,
+            max_rate=max_rate,
+            ramp_duration=ramp_duration,
+            n_targets=targets,
+            budget=budget,
+        )
+        data = result.to_json()
+        if as_json:
+            typer.echo(json.dumps(data))
+            return
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title=f"webhook latency on loopback ({targets} autonomous targets)")
+        for col in ("endpoint", "rate/s", "requests", "errors", "p50 ms", "p99 ms"):
+            table.add_column(col, justify="right" if col != "endpoint" else "left")
+        table.add_row(
+            "/mutate-pods",
+            f"{rate:g}",
+            str(data["requests"]),
+            str(data["errors"]),
+            f"{data['p50_ms']:.2f}",
+            f"{data['p99_ms']:.2f}",
+        )
+        table.add_row(
+            "/noop (floor)",
+            f"{rate:g}",
+            "",
+            "",
+            f"{data['noop']['p50_ms']:.2f}",
+            f"{data['noop']['p99_ms']:.2f}",
+        )
+        for step in data["ramp"]:
+            table.add_row(
+                "  ramp",
+                f"{step['rate']:g}",
+                f"(achieved {step['achieved_rate']:g}/s)",
+                str(step["errors"]),
+                f"{step['p50_ms']:.2f}",
+                f"{step['p99_ms']:.2f}",
+            )
+        console = Console()
+        console.print(table)
+        goal = "met" if data["p99_ms"] < 5.0 else "NOT met"
+        console.print(
+            f"highest rate with p99 < 10 ms: {data['max_rate_p99_under_10ms']:g}/s; "
+            f"goal p99 < 5 ms at {rate:g}/s: {goal}; patched share {data['patched_share']:.0%}"
+        )
