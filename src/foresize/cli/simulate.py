@@ -1,1 +1,146 @@
-"""`foresize simulate` (not yet built)."""
+"""`foresize simulate`: run a scenario on the simulated cluster and summarise it."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import typer
+
+from foresize.errors import ForesizeError
+
+_COLUMNS = (
+    ("workload", "name", "{}"),
+    ("cpu req\ncore·h", "cpu_requested_core_hours", "{:.1f}"),
+    ("cpu used\ncore·h", "cpu_used_core_hours", "{:.1f}"),
+    ("cpu\nslack", "cpu_slack_pct", "{:.0f}%"),
+    ("mem req\nGiB·h", "memory_requested_gib_hours", "{:.1f}"),
+    ("mem used\nGiB·h", "memory_used_gib_hours", "{:.1f}"),
+    ("mem\nslack", "memory_slack_pct", "{:.0f}%"),
+    ("OOM\nkills", "oom_kills", "{}"),
+    ("throttled\ns", "throttled_seconds", "{:.0f}"),
+    ("evic-\ntions", "evictions", "{}"),
+    ("re-\nsizes", "resizes", "{}"),
+    ("stalls", "stalls", "{}"),
+    ("preemp-\ntions", "preemptions", "{}"),
+    ("pending\npod·h", "pending_pod_hours", "{:.2f}"),
+)
+
+
+def _slack(req: float, used: float) -> float:
+    return 100.0 * (req - used) / req if req > 0 else 0.0
+
+
+def render_summary(summary: dict[str, Any]) -> None:
+    """Print the per-workload summary table (rich) to stdout."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(
+        title=(
+            f"scenario {summary['scenario']} · policy {summary['policy']} · "
+            f"{summary['duration_hours']:.1f} simulated hours · seed {summary['seed']}"
+        ),
+        title_justify="left",
+    )
+    for header, _, _ in _COLUMNS:
+        table.add_column(header, justify="left" if header == "workload" else "right")
+    rows = [*summary["workloads"], {"name": "TOTAL", **summary["totals"]}]
+    for i, row in enumerate(rows):
+        row = dict(row)
+        row["cpu_slack_pct"] = _slack(row["cpu_requested_core_hours"], row["cpu_used_core_hours"])
+        row["memory_slack_pct"] = _slack(
+            row["memory_requested_gib_hours"], row["memory_used_gib_hours"]
+        )
+        table.add_row(
+            *(fmt.format(row.get(key, 0)) for _, key, fmt in _COLUMNS),
+            end_section=i == len(rows) - 2,
+        )
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=170)  # piped: do not squeeze the table to 80 columns
+    console.print(table)
+
+
+def register(app: typer.Typer, bench_app: typer.Typer) -> None:
+    @app.command("simulate")
+    def simulate_cmd(
+        scenario: str = typer.Option(
+            "demo",
+            "--scenario",
+            "-s",
+            help="Built-in scenario name (demo) or path to a scenario YAML file.",
+        ),
+        duration: str = typer.Option(
+            "7d", "--duration", "-d", help="Simulated time to run, e.g. 90m, 12h, 7d."
+        ),
+        seed: int | None = typer.Option(
+            None, "--seed", help="Random seed (default: the scenario's seed, else 0)."
+        ),
+        step: str = typer.Option(
+            "60s", "--step", help="Usage sampling step of the simulation, e.g. 30s, 60s, 5m."
+        ),
+        policy: str = typer.Option(
+            "static",
+            "--policy",
+            "-p",
+            help="Sizing policy: static (requests as written; the only one built in here). "
+            "Other parts register more (e.g. foresize, vpa).",
+        ),
+        as_json: bool = typer.Option(
+            False, "--json", help="Print the summary as JSON on stdout instead of a table."
+        ),
+        no_progress: bool = typer.Option(
+            False, "--no-progress", help="Do not draw the progress bar on stderr."
+        ),
+    ) -> None:
+        """Run a scenario on the simulated cluster and summarise requested vs used CPU and
+        memory, slack, OOM kills, throttling, evictions, resizes, stalls, preemptions and
+        pending pods per workload."""
+        from foresize.sim.policies import get_policy
+        from foresize.sim.runner import simulate
+        from foresize.sim.scenario import load_scenario, parse_duration
+
+        try:
+            total = parse_duration(duration)
+        except ValueError as exc:
+            raise ForesizeError(f"--duration: {exc}") from None
+        try:
+            step_s = parse_duration(step)
+        except ValueError as exc:
+            raise ForesizeError(f"--step: {exc}") from None
+        if total <= 0:
+            raise ForesizeError("--duration: must be positive")
+        if step_s <= 0:
+            raise ForesizeError("--step: must be positive")
+        get_policy(policy)  # fail early on an unknown policy
+        sc = load_scenario(scenario)
+
+        if no_progress or not sys.stderr.isatty():
+            _, summary = simulate(sc, duration=total, policy=policy, seed=seed, step=step_s)
+        else:
+            from rich.console import Console
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+            with Progress(
+                TextColumn("[bold]simulating[/] {task.description}"),
+                BarColumn(),
+                TextColumn("{task.completed:.0f}/{task.total:.0f} h"),
+                TimeElapsedColumn(),
+                console=Console(stderr=True),
+                transient=True,
+            ) as progress:
+                task = progress.add_task(sc.name, total=total / 3600.0)
+                _, summary = simulate(
+                    sc,
+                    duration=total,
+                    policy=policy,
+                    seed=seed,
+                    step=step_s,
+                    progress=lambda now: progress.update(task, completed=now / 3600.0),
+                )
+        if as_json:
+            print(json.dumps(summary, indent=2, sort_keys=False))
+        else:
+            render_summary(summary)
