@@ -663,3 +663,25 @@ def test_status_counts_and_breaker_written_only_when_changed() -> None:
     assert STATUS_KEY in st.status
     actions, state = plan(done, 200.0, state, suggestions=sugg())
     assert not of(actions, WriteTargetStatus)
+
+
+def test_fast_charge_equals_the_scheduler_charge() -> None:
+    from foresize.cluster.qos import pod_charge
+    from foresize.vertical.planner import fast_charge
+
+    cases = [
+        pod("a"),
+        pod("b", cpu=300, alloc={"cpu": 100, "memory": 400 * MIB}, conditions=[deferred()]),
+        pod(
+            "c",
+            cpu=300,
+            alloc={"cpu": 100, "memory": 100 * MIB},
+            conditions=[PodCondition("PodResizePending", "True", "Infeasible")],
+        ),
+        pod("d", limits={"cpu": 500}),
+    ]
+    side = pod("e")
+    side.init_containers = [Container("init", ResourceRequirements({"cpu": 900}, {}))]
+    cases.append(side)
+    for p in cases:
+        assert fast_charge(p) == pod_charge(p), p.name

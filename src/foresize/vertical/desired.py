@@ -44,17 +44,42 @@ def _apply(container: Container, requests: ResourceMap, limits: ResourceMap) -> 
     )
 
 
+def _unchanged(
+    c: Container,
+    requests: ResourceMap,
+    limits: ResourceMap,
+    skip: frozenset[str] | set[str],
+    guaranteed: bool,
+) -> bool:
+    """Fast path: the suggestion already equals the container's spec (the common case)."""
+    cur_req, cur_lim = c.resources.requests, c.resources.limits
+    for r, v in requests.items():
+        if r in COMPUTE_RESOURCES and r not in skip and cur_req.get(r) != v:
+            return False
+        if guaranteed and r in cur_lim and cur_lim[r] != v and r not in skip:
+            return False
+    for r, v in limits.items():
+        if r in COMPUTE_RESOURCES and r not in skip and r in cur_lim and cur_lim[r] != v:
+            return False
+    return True
+
+
 def desired_containers(
     pod: Pod, suggestion: Suggestion, skip: frozenset[str] | set[str]
 ) -> tuple[list[Container], str | None]:
-    """The pod's containers with the suggestion applied; a problem string if not allowed."""
-    guaranteed = pod_qos_class(pod) == "Guaranteed"
+    """The pod's containers with the suggestion applied; a problem string if not allowed.
+
+    A container left as it is comes back as the same object (callers test `is`)."""
+    before = pod_qos_class(pod)
+    guaranteed = before == "Guaranteed"
     out: list[Container] = []
+    touched = False
     for c in pod.containers:
         s = suggestion.for_container(c.name)
-        if s is None:
+        if s is None or _unchanged(c, s.requests, s.limits, skip, guaranteed):
             out.append(c)
             continue
+        touched = True
         req = dict(c.resources.requests)
         lim = dict(c.resources.limits)
         for r, v in s.requests.items():
@@ -75,7 +100,14 @@ def desired_containers(
                 # Without a limit ratio a request never exceeds the existing limit.
                 req[r] = lim[r]
         out.append(_apply(c, req, lim))
-    before = pod_qos_class(pod)
+    if not touched:
+        return out, None
+    if before == "Burstable" and any(
+        "cpu" not in c.resources.limits or "memory" not in c.resources.limits
+        for c in (*out, *pod.init_containers)
+    ):
+        # Without every limit it cannot become Guaranteed, and it keeps its requests.
+        return out, None
     after = qos_class_of([*out, *pod.init_containers])
     if after != before:
         return out, f"the change would move the pod from QoS {before} to {after}"

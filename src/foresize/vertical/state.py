@@ -204,10 +204,13 @@ class WorkerState:
     """Per-target state, keyed by "namespace/name" of the target."""
 
     targets: dict[str, TargetState] = field(default_factory=dict)
+    # Not persisted: parsed target policies by uid, reused while metadata.generation (which
+    # the API server bumps on every spec change) stays the same.
+    policies: dict[str, tuple[int, Any]] = field(default_factory=dict)
 
     def copy(self) -> WorkerState:
         # Shallow: the planner clones a TargetState before changing it.
-        return WorkerState(dict(self.targets))
+        return WorkerState(dict(self.targets), self.policies)
 
     def to_status(self, key: str) -> dict[str, Any]:
         ts = self.targets.get(key)
