@@ -1,1 +1,51 @@
-"""`foresize bench sim` (not yet built)."""
+"""`foresize bench sim`: simulator speed on a 50-node, 2,000-pod cluster (BENCHMARK.md)."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+
+from foresize.errors import ForesizeError
+
+
+def register(app: typer.Typer, bench_app: typer.Typer) -> None:
+    @bench_app.command("sim")
+    def bench_sim_cmd(
+        duration: str = typer.Option(
+            "7d",
+            "--duration",
+            "-d",
+            help="Simulated time per run (the goal: a week in under 30 s of wall time).",
+        ),
+        runs: int = typer.Option(3, "--runs", help="Number of runs; the median is reported."),
+        nodes: int = typer.Option(50, "--nodes", help="Nodes in the benchmark cluster."),
+        pods: int = typer.Option(2000, "--pods", help="Pods in the benchmark cluster."),
+        step: str = typer.Option("60s", "--step", help="Usage step of the simulation."),
+        as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    ) -> None:
+        """Time the simulated cluster: simulated hours per wall second (median of runs)."""
+        from foresize.sim.bench import run_bench
+        from foresize.sim.scenario import parse_duration
+
+        try:
+            hours = parse_duration(duration) / 3600.0
+            step_s = parse_duration(step)
+        except ValueError as exc:
+            raise ForesizeError(f"--duration/--step: {exc}") from None
+        if hours <= 0 or step_s <= 0 or runs < 1 or nodes < 1 or pods < nodes:
+            raise ForesizeError(
+                "--duration and --step must be positive, --runs >= 1, --pods >= --nodes >= 1"
+            )
+        result = run_bench(hours=hours, runs=runs, nodes=nodes, pods=pods, step=step_s)
+        if as_json:
+            print(json.dumps(result, indent=2))
+            return
+        print(
+            f"sim bench: {result['nodes']} nodes, {result['pods']} pods, step {step_s:g}s, "
+            f"{hours:g} simulated h x {runs} runs\n"
+            f"  wall seconds (median): {result['wall_seconds_median']}  "
+            f"(runs: {', '.join(str(w) for w in result['wall_seconds'])})\n"
+            f"  simulated hours per wall second: {result['simulated_hours_per_wall_second']}\n"
+            f"  a simulated week takes ~{result['projected_week_wall_seconds']} s"
+        )

@@ -203,6 +203,7 @@ class SimCluster:
         }
         self.counters: dict[str, dict[str, int]] = {}
         self._wl_ready = np.zeros(8)
+        self._hpa_metrics: dict[str, np.ndarray] | None = None
         for spec in scenario.nodes:
             if spec.add_at <= 0:
                 self._add_node(spec, log=False)
@@ -843,6 +844,7 @@ class SimCluster:
             s.ready = True
         meta.ready = True
         self._wl_ready[meta.wl_index] += 1
+        self.usage.ready[meta.slots] = True
         if meta.top is not None:
             st = self.wl_state[meta.top]
             if st.rollout or st.spec.kind == "StatefulSet" or st.spec.kind == "DaemonSet":
@@ -860,6 +862,7 @@ class SimCluster:
         if meta.ready:
             meta.ready = False
             self._wl_ready[meta.wl_index] -= 1
+            self.usage.ready[meta.slots] = False
 
     def _delete_pod(self, key: str, grace: float, reason: str) -> None:
         """Graceful deletion: terminating now, gone after the grace period."""
@@ -959,34 +962,53 @@ class SimCluster:
                 r = reserved.setdefault(nom, [0, 0])
                 r[0] += ch.get(CPU, 0)
                 r[1] += ch.get(MEMORY, 0)
+        names = self._node_names
+        alloc = np.array(
+            [
+                [self.nodes[n].allocatable.get(CPU, 0), self.nodes[n].allocatable.get(MEMORY, 0)]
+                for n in names
+            ],
+            dtype=np.float64,
+        )
+        free_all = alloc - np.array([self._node_charge[n] for n in names], dtype=np.float64)
+        usable = np.array([self.nodes[n].ready and not self.nodes[n].unschedulable for n in names])
+        res_arr = np.zeros_like(free_all)
+        for n, r in reserved.items():
+            res_arr[self._node_index[n]] += r
+        scale = np.maximum(alloc, 1.0)
         for key in order:
             pod = self.pods[key]
             meta = self.meta[key]
             ch = pod_charge(pod)
             charge = (ch.get(CPU, 0), ch.get(MEMORY, 0))
             best: tuple[float, str] | None = None
-            for node in self._candidate_nodes(key):
-                free = list(self._free(node))
-                r = reserved.get(node)
-                if r is not None and meta.nominated_node != node:
-                    free[0] -= r[0]
-                    free[1] -= r[1]
-                if not self._fits(charge, (free[0], free[1])):
-                    continue
-                alloc = self.nodes[node].allocatable
+            free = free_all - res_arr
+            if meta.nominated_node is not None:
+                free[self._node_index[meta.nominated_node]] += res_arr[
+                    self._node_index[meta.nominated_node]
+                ]
+            if meta.pinned_node is not None:
+                mask = np.zeros(len(names), dtype=bool)
+                pi = self._node_index.get(meta.pinned_node)
+                if pi is not None:
+                    mask[pi] = self.nodes[meta.pinned_node].ready
+            else:
+                mask = usable.copy()
+            mask &= (free[:, 0] >= charge[0]) & (free[:, 1] >= charge[1])
+            if mask.any():
                 # LeastAllocated: prefer the node with the most room left after placing.
-                score = (
-                    (free[0] - charge[0]) / max(1, alloc.get(CPU, 1))
-                    + (free[1] - charge[1]) / max(1, alloc.get(MEMORY, 1))
-                ) / 2
-                if best is None or score > best[0]:
-                    best = (score, node)
+                score = ((free - np.array(charge)) / scale).mean(axis=1)
+                score[~mask] = -np.inf
+                bi = int(np.argmax(score))
+                best = (float(score[bi]), names[bi])
+                free_all[bi] -= charge
             if best is not None:
                 if meta.nominated_node is not None:
                     r = reserved.get(meta.nominated_node)
                     if r is not None:
                         r[0] -= charge[0]
                         r[1] -= charge[1]
+                        res_arr[self._node_index[meta.nominated_node]] -= charge
                 self._bind(key, best[1])
                 continue
             if meta.nominated_node is not None:
@@ -1135,6 +1157,18 @@ class SimCluster:
             u.mem[idx] = mem
             for obs in self._observers:
                 obs(t, keys, used, mem)
+            if self.hpas:
+                # What the metrics API reports for Ready pods, per workload (HPA input).
+                wl, rdy = u.wl[idx], u.ready[idx]
+                n = self._acc["cpu_req"].size
+                self._hpa_metrics = {
+                    CPU: np.stack(
+                        [np.bincount(wl, used * rdy, n), np.bincount(wl, u.cpu_req[idx] * rdy, n)]
+                    ),
+                    MEMORY: np.stack(
+                        [np.bincount(wl, mem * rdy, n), np.bincount(wl, u.mem_req[idx] * rdy, n)]
+                    ),
+                }
             oom = mem > u.mem_lim[idx]
             if oom.any():
                 for s in idx[oom].tolist():
@@ -1442,29 +1476,14 @@ class SimCluster:
         wl = self.workloads.get(wkey)
         if st is None or wl is None:
             return
-        u = self.usage
-        slots = [
-            sl
-            for k in st.pods
-            if k in self.meta and self.meta[k].ready and self.pods[k].deletion_time is None
-            for sl in self.meta[k].slots
-        ]
-        ready_pods = sum(
-            1
-            for k in st.pods
-            if k in self.meta and self.meta[k].ready and self.pods[k].deletion_time is None
-        )
-        if not slots or ready_pods == 0:
+        ready_pods = int(self._wl_ready[st.index])
+        if self._hpa_metrics is None or ready_pods <= 0:
             return
-        sl = np.array(slots)
         current = wl.replicas
         proposal = 0
-        reasons = []
+        reasons: list[str] = []
         for resource, target in s.metrics:
-            if resource == CPU:
-                use, req = u.cpu_used[sl].sum(), u.cpu_req[sl].sum()
-            else:
-                use, req = u.mem[sl].sum(), u.mem_req[sl].sum()
+            use, req = self._hpa_metrics[resource][:, st.index]
             if req <= 0:
                 continue
             util = 100.0 * use / req
@@ -1495,7 +1514,7 @@ class SimCluster:
                 "SuccessfulRescale",
                 f"New size: {desired}; reason: {reasons[0] if reasons else ''}",
                 previous=current,
-                replicas=wl.replicas,
+                replicas=self.workloads[wkey].replicas,
             )
 
     def _set_replicas(self, wkey: str, replicas: int, *, source: str) -> int:

@@ -165,6 +165,7 @@ class UsageState:
         ):
             self._new(name, np.float64, fill)
         self._new("active", np.bool_, False)
+        self._new("ready", np.bool_, False)  # the pod is Ready (HPA metrics count it)
         self._new("wl", np.int64, 0)
         self._new("node", np.int64, 0)
         for name, arr in old.items():
@@ -194,6 +195,7 @@ class UsageState:
 
     def release(self, slot: int) -> None:
         self.active[slot] = False
+        self.ready[slot] = False
         self.cpu_demand[slot] = self.cpu_used[slot] = self.mem[slot] = 0.0
         self.free.append(slot)
         # Keep the free list ordered so slot reuse is deterministic and compact.
