@@ -1,0 +1,74 @@
+"""Helpers shared by the simulator tests (and a check that they build what they say)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from foresize.sim.cluster import SimCluster
+from foresize.sim.scenario import parse_scenario
+
+
+def container(
+    name: str = "app",
+    req: dict[str, Any] | None = None,
+    lim: dict[str, Any] | None = None,
+    cpu: Any = "10m",
+    memory: Any = "10Mi",
+    **extra: Any,
+) -> dict[str, Any]:
+    c: dict[str, Any] = {
+        "name": name,
+        "requests": req if req is not None else {"cpu": "500m", "memory": "512Mi"},
+        "limits": lim if lim is not None else {"cpu": "1", "memory": "1Gi"},
+        "usage": {"cpu": cpu, "memory": memory},
+    }
+    c.update(extra)
+    return c
+
+
+def workload(name: str, replicas: int = 1, kind: str = "Deployment", **kw: Any) -> dict[str, Any]:
+    w: dict[str, Any] = {
+        "kind": kind,
+        "name": name,
+        "namespace": "default",
+        "replicas": replicas,
+        "readiness_delay": "5s",
+        "termination_grace": "10s",
+        "jitter": 0,
+        "containers": [container()],
+    }
+    w.update(kw)
+    return w
+
+
+def make_sim(
+    workloads: list[dict[str, Any]],
+    *,
+    nodes: int = 1,
+    cpu: str = "2",
+    memory: str = "8Gi",
+    seed: int = 1,
+    settle: float = 30.0,
+    **top: Any,
+) -> SimCluster:
+    data = {
+        "name": "test",
+        "nodes": [{"name": "n", "count": nodes, "cpu": cpu, "memory": memory}],
+        "workloads": workloads,
+        **top,
+    }
+    sim = SimCluster(parse_scenario(data, "<test>"), seed=seed)
+    if settle:
+        sim.run(settle)
+    return sim
+
+
+def pods_of(sim: SimCluster, name: str, kind: str = "Deployment") -> list:
+    return sim.pods_of(kind, "default", name)
+
+
+def test_helpers_build_a_running_cluster():
+    sim = make_sim([workload("a", 2)], nodes=2)
+    pods = pods_of(sim, "a")
+    assert len(pods) == 2 and all(p.phase == "Running" and p.ready for p in pods)
+    assert {p.node_name for p in pods} == {"n-0", "n-1"}  # LeastAllocated spreads them
