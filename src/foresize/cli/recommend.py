@@ -1,1 +1,341 @@
-"""`foresize recommend` (not yet built)."""
+"""`foresize recommend`: one-shot, read-only recommendations from usage history.
+
+    foresize recommend --prometheus http://prometheus:9090 [--namespace shop] [--format json]
+    foresize recommend --traces ../shared/traces/bitbrains-rnd-2013-07 --trace-format bitbrains
+
+Nothing is installed and nothing in the cluster changes (what KRR offers, with Foresize's
+forecasts): history is read (PromQL range queries, or trace files), every workload/
+container is put on the 5-minute model grid (max per bucket), and the recommender's forecast
+of the maximum usage over the next horizon is taken at the mode's quantile, plus buffer,
+rounded up (CPU 1m, memory 1Mi). Containers with recent OOM kills get the OOM-remediation
+floor (1.2 x the peak working set before the kill). Both sources go through the same code,
+so the same samples give the same recommendations.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import typer
+
+from foresize.errors import ForesizeError
+
+FORMATS = ("table", "json", "yaml")
+
+
+@dataclass(slots=True)
+class Recommendation:
+    namespace: str
+    workload: str
+    container: str
+    cpu_request: str | None
+    memory_request: str | None
+    cpu_millicores: int | None
+    memory_bytes: int | None
+    cpu_peak_cores: float | None
+    memory_peak_bytes: int | None
+    history_hours: float
+    samples: int
+    enough_data: bool
+    oom_kills: int = 0
+    throttled_share: float | None = None
+    cpu_model: str = ""
+    memory_model: str = ""
+
+
+def parse_when(value: str | None, now: float, field: str) -> float | None:
+    """`now`, epoch seconds, RFC 3339, or a duration before now (`2d`, `90m`)."""
+    if value is None:
+        return None
+    text = value.strip()
+    if text == "now":
+        return now
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    from foresize.kube.convert import parse_time
+
+    if "T" in text or (len(text) == 10 and text[4] == "-"):
+        stamp = parse_time(text if "T" in text else text + "T00:00:00Z")
+        if stamp is not None:
+            return stamp
+    try:
+        return now - parse_span(text)
+    except ForesizeError:
+        raise ForesizeError(
+            f"{field}: {value!r} is not a time (use now, epoch seconds, RFC 3339 or a "
+            "duration back from now such as 2d)"
+        ) from None
+
+
+def parse_span(text: str) -> float:
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+    total, num = 0.0, ""
+    for ch in text.strip():
+        if ch.isdigit() or ch == ".":
+            num += ch
+        elif ch in units and num:
+            total += float(num) * units[ch]
+            num = ""
+        else:
+            raise ForesizeError(f"{text!r} is not a duration (e.g. 14d, 90m, 1h30m)")
+    if num or total <= 0:
+        raise ForesizeError(f"{text!r} is not a duration (e.g. 14d, 90m, 1h30m)")
+    return total
+
+
+def recommend_series(
+    series: list[Any],
+    *,
+    mode: str = "balanced",
+    buffer_percentage: float = 0.0,
+    percentile_value: float | None = None,
+    min_lookback: float = 86400.0,
+    oom_kills: dict[Any, list[float]] | None = None,
+    throttling: dict[Any, tuple[Any, Any]] | None = None,
+    stabilization: float = 3600.0,
+) -> list[Recommendation]:
+    """Recommendations for TraceSeries through the recommender's forecast and rules."""
+    import numpy as np
+
+    from foresize.api.quantity import CPU, MEMORY, format_bytes, format_cpu
+    from foresize.forecast.models import MODELS, ForecastConfig
+    from foresize.forecast.select import forecast_max
+    from foresize.recommend.core import OOM_FACTOR, mode_quantile, round_up
+    from foresize.recommend.replay import prepare
+
+    series = [s for s in series if s.timestamps.size]
+    if not series:
+        return []
+    cfg = ForecastConfig()
+    data = prepare(series, cfg.step)
+    end_time = data.start + (data.shape[1] - 1) * cfg.step
+    out_values: dict[str, Any] = {}
+    models: dict[str, Any] = {}
+    for res, y, scale in ((CPU, data.cpu, 1.0), (MEMORY, data.memory, 1.0)):
+        if y is None:
+            continue
+        q = mode_quantile(mode, res, percentile_value)
+        fc = forecast_max(y * scale, np.array([q]), cfg)
+        vals = fc.values[:, 0] * (1.0 + buffer_percentage / 100.0)
+        # Float noise (a rate computed from counters is exact only to ~1e-14) must not push
+        # a whole millicore over the next one when rounding up: snap to 1e-6 units first.
+        out_values[res] = round_up(res, np.round(vals, 6))
+        models[res] = np.asarray(MODELS, dtype=object)[fc.model[:, 0]]
+    rows: list[Recommendation] = []
+    oom_kills = oom_kills or {}
+    throttling = throttling or {}
+    for i, s in enumerate(series):
+        cpu_col = data.cpu[i]
+        mem_col = data.memory[i] if data.memory is not None else None
+        have = np.isfinite(cpu_col) | (np.isfinite(mem_col) if mem_col is not None else False)
+        samples = int(have.sum())
+        first = int(np.argmax(have)) if samples else data.shape[1]
+        history = (data.shape[1] - first) * cfg.step / 3600.0
+        cpu_m = out_values[CPU][i] if CPU in out_values else math.nan
+        mem_b = out_values[MEMORY][i] if MEMORY in out_values else math.nan
+        kills = [t for t in oom_kills.get(s.key, []) if t <= end_time + cfg.step]
+        if kills and mem_col is not None and np.isfinite(mem_col).any():
+            # OOM remediation: a kill within the stabilization window floors memory at
+            # 1.2 x the peak working set seen up to the kill.
+            recent = [t for t in kills if t >= end_time - stabilization]
+            if recent:
+                upto = int(min((recent[-1] - data.start) // cfg.step, data.shape[1] - 1))
+                peak = (
+                    np.nanmax(mem_col[: upto + 1])
+                    if np.isfinite(mem_col[: upto + 1]).any()
+                    else math.nan
+                )
+                if math.isfinite(peak):
+                    mem_b = float(
+                        np.fmax(mem_b, round_up(MEMORY, np.array([peak * OOM_FACTOR]))[0])
+                    )
+        throttled = throttling.get(s.key)
+        share = None
+        if throttled is not None and len(throttled[1]):
+            share = float(np.nanmean(throttled[1]))
+        rows.append(
+            Recommendation(
+                namespace=s.key.namespace,
+                workload=s.key.workload,
+                container=s.key.container,
+                cpu_request=format_cpu(int(cpu_m)) if math.isfinite(cpu_m) else None,
+                memory_request=format_bytes(int(mem_b)) if math.isfinite(mem_b) else None,
+                cpu_millicores=int(cpu_m) if math.isfinite(cpu_m) else None,
+                memory_bytes=int(mem_b) if math.isfinite(mem_b) else None,
+                cpu_peak_cores=(
+                    round(float(np.nanmax(cpu_col)) / 1000.0, 6)
+                    if np.isfinite(cpu_col).any()
+                    else None
+                ),
+                memory_peak_bytes=(
+                    int(np.nanmax(mem_col))
+                    if mem_col is not None and np.isfinite(mem_col).any()
+                    else None
+                ),
+                history_hours=round(history, 2),
+                samples=samples,
+                enough_data=history * 3600.0 >= min_lookback,
+                oom_kills=len(kills),
+                throttled_share=share,
+                cpu_model=str(models[CPU][i]) if CPU in models else "",
+                memory_model=str(models[MEMORY][i]) if MEMORY in models else "",
+            )
+        )
+    return rows
+
+
+def _trim(series: list[Any], start: float | None, end: float | None, step: float) -> list[Any]:
+    """Keep samples in [start, end + step): the buckets a range query over [start, end] has."""
+    import numpy as np
+
+    out = []
+    for s in series:
+        keep = np.ones(s.timestamps.size, dtype=bool)
+        if start is not None:
+            keep &= s.timestamps >= start
+        if end is not None:
+            keep &= s.timestamps < end + step
+        if keep.any():
+            s.timestamps = s.timestamps[keep]
+            s.cpu = s.cpu[keep]
+            for name in ("memory", "cpu_capacity", "memory_capacity"):
+                arr = getattr(s, name)
+                if arr is not None:
+                    setattr(s, name, arr[keep])
+            out.append(s)
+    return out
+
+
+def render(rows: list[Recommendation], fmt: str, source: str) -> str:
+    data = [asdict(r) for r in rows]
+    if fmt == "json":
+        return json.dumps({"source": source, "recommendations": data}, indent=2)
+    if fmt == "yaml":
+        import yaml
+
+        return yaml.safe_dump({"source": source, "recommendations": data}, sort_keys=False)
+    from io import StringIO
+
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"Foresize recommendations ({source})")
+    for col in (
+        "namespace",
+        "workload",
+        "container",
+        "cpu request",
+        "memory request",
+        "cpu peak",
+        "memory peak",
+        "history",
+        "oom",
+        "note",
+    ):
+        table.add_column(col)
+    from foresize.api.quantity import format_bytes
+
+    for r in rows:
+        note = "" if r.enough_data else "not enough history for autonomous mode"
+        table.add_row(
+            r.namespace,
+            r.workload,
+            r.container,
+            r.cpu_request or "-",
+            r.memory_request or "-",
+            f"{r.cpu_peak_cores:.3f}" if r.cpu_peak_cores is not None else "-",
+            format_bytes(r.memory_peak_bytes) if r.memory_peak_bytes else "-",
+            f"{r.history_hours:.1f}h",
+            str(r.oom_kills),
+            note,
+        )
+    buf = StringIO()
+    Console(file=buf, width=160, force_terminal=False, color_system=None).print(table)
+    return buf.getvalue()
+
+
+def register(app: typer.Typer, bench_app: typer.Typer) -> None:
+    @app.command("recommend")
+    def recommend(
+        prometheus: str = typer.Option(None, "--prometheus", help="Prometheus base URL."),
+        traces: str = typer.Option(None, "--traces", help="Trace file or folder instead."),
+        trace_format: str = typer.Option(
+            "canonical", "--trace-format", help="bitbrains|crane|google2011|canonical"
+        ),
+        namespace: list[str] = typer.Option(
+            None, "--namespace", "-n", help="Only these namespaces (repeatable)."
+        ),
+        fmt: str = typer.Option("table", "--format", "-f", help="table|json|yaml"),
+        lookback: str = typer.Option("14d", "--lookback", help="History to read before --end."),
+        start: str = typer.Option(None, "--start", help="Start of history (overrides --lookback)."),
+        end: str = typer.Option("now", "--end", help="End of history: now, epoch, RFC 3339."),
+        step: float = typer.Option(300.0, "--step", help="Query resolution in seconds."),
+        mode: str = typer.Option(
+            "balanced",
+            "--mode",
+            help="undershoot|cost_optimized|balanced|assurance_optimized|overshoot|percentile",
+        ),
+        percentile: float = typer.Option(None, "--percentile", help="With --mode percentile."),
+        buffer: float = typer.Option(0.0, "--buffer", help="forecast_buffer_percentage."),
+        min_lookback: str = typer.Option(
+            "24h", "--min-lookback", help="History needed for autonomous mode."
+        ),
+    ) -> None:
+        """One-shot, read-only recommendations from Prometheus history (or trace files)."""
+        import asyncio
+
+        if fmt not in FORMATS:
+            raise ForesizeError(f"--format: must be one of {', '.join(FORMATS)}, not {fmt!r}")
+        if (prometheus is None) == (traces is None):
+            raise ForesizeError("give exactly one of --prometheus URL or --traces PATH")
+        try:
+            from foresize.recommend.core import mode_quantile
+
+            mode_quantile(mode, "cpu", percentile)
+        except ValueError as exc:
+            raise ForesizeError(f"--mode: {exc}") from None
+        now = time.time()
+        t_end = parse_when(end, now, "--end")
+        t_start = parse_when(start, now, "--start") if start else t_end - parse_span(lookback)
+        if t_start >= t_end:
+            raise ForesizeError(f"--start {start or lookback} is not before --end {end}")
+        oom: dict = {}
+        throttling: dict = {}
+        if prometheus:
+            from foresize.history.prometheus import PrometheusReader
+
+            history = asyncio.run(
+                PrometheusReader(prometheus).read(t_start, t_end, step, namespace or None)
+            )
+            series, oom, throttling = history.series, history.oom_kills, history.throttling
+            source = prometheus
+        else:
+            from foresize.history.traces import load_traces
+
+            series, report = load_traces(traces, trace_format)
+            series = _trim(
+                series, t_start if start else None, t_end if end != "now" else None, step
+            )
+            if namespace:
+                series = [s for s in series if s.key.namespace in namespace]
+            source = traces
+            print(f"read {report.summary()}", file=sys.stderr)
+        rows = recommend_series(
+            series,
+            mode=mode,
+            buffer_percentage=buffer,
+            percentile_value=percentile,
+            min_lookback=parse_span(min_lookback),
+            oom_kills=oom,
+            throttling=throttling,
+        )
+        if not rows:
+            print("no container usage found in the given range", file=sys.stderr)
+        print(render(rows, fmt, source))
