@@ -83,7 +83,7 @@ _DURATION_UNITS = {
     "d": Decimal(86400),
 }
 _DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h|d)")
-DURATION_PATTERN = r"^(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h|d))+)$"
+DURATION_PATTERN = r"^(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h|d))+)$"
 """The schema pattern for a duration string (Go `time.ParseDuration` syntax plus `d`)."""
 
 _DURATION_HINT = "must be a duration like 60s, 15m, 1h30m or 8d"
@@ -175,7 +175,7 @@ PositiveDuration = Annotated[
 # --------------------------------------------------------------------------------------
 
 QUANTITY_PATTERN = (
-    r"^[+]?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE][+]?[0-9]+))?$"
+    r"^[+]?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE][+-]?[0-9]+))?$"
 )
 _QUANTITY_SCHEMA = {
     "anyOf": [{"type": "integer"}, {"type": "string", "pattern": QUANTITY_PATTERN}],
@@ -576,6 +576,8 @@ class ModelOverride(_Base):
     def _own_rules(self) -> ModelOverride:
         if self.forecast_interval is not None and self.forecast_cron is not None:
             raise ValueError("forecast_interval and forecast_cron are mutually exclusive")
+        if self.percentile_value is not None and self.mode not in (None, "percentile"):
+            raise ValueError("percentile_value is only allowed when mode is percentile")
         if (
             self.min_lookback_to_scale is not None
             and self.min_lookback_to_scale < MIN_LOOKBACK_FLOOR
@@ -1041,6 +1043,8 @@ class _Object(BaseModel):
 
 
 class AIScaleTarget(_Object):
+    """Forecast-driven vertical and/or horizontal scaling of one workload (or pod selector)."""
+
     KIND: ClassVar[str] = AIScaleTargetKind
     spec: AIScaleTargetSpec
     status: AIScaleTargetStatus = Field(default_factory=AIScaleTargetStatus)
@@ -1085,6 +1089,8 @@ class DaemonSetAutoscalerStatus(_Open):
 
 
 class DaemonSetAutoscaler(_Object):
+    """Seeds and resizes the pods of one DaemonSet from a percentile of their usage."""
+
     KIND: ClassVar[str] = DaemonSetAutoscalerKind
     spec: DaemonSetAutoscalerSpec
     status: DaemonSetAutoscalerStatus = Field(default_factory=DaemonSetAutoscalerStatus)
@@ -1177,6 +1183,8 @@ class ClusterAIScaleTemplateStatus(_Open):
 
 
 class ClusterAIScaleTemplate(_Object):
+    """Creates AIScaleTargets for workloads selected by label across namespaces."""
+
     KIND: ClassVar[str] = ClusterAIScaleTemplateKind
     spec: ClusterAIScaleTemplateSpec
     status: ClusterAIScaleTemplateStatus = Field(default_factory=ClusterAIScaleTemplateStatus)

@@ -1,1 +1,500 @@
-"""`foresize manifests` (not yet built)."""
+"""`foresize manifests [all|crds|rbac|operator|webhooks|monitoring]`: the install objects.
+
+`foresize manifests | kubectl apply -f -` installs Foresize; the Helm chart in
+deploy/helm/foresize renders the same objects (a test renders both and compares them).
+
+Interface for the operator (names it can rely on; also set as environment variables on its
+container):
+- namespace `foresize-system`, ServiceAccount `foresize`;
+- Service `foresize-webhook` (port 443 -> container port `webhook` 8443, HTTPS, serving
+  /mutate-pods, /mutate-scale, /validate-targets, /healthz, /readyz) and port `metrics`
+  8080 (HTTP /metrics);
+- webhook configurations named `foresize` (Mutating and Validating) with no caBundle: the
+  operator keeps its CA and serving certificate in the Secret `foresize-webhook-tls` (created
+  by whichever replica starts first) and patches the caBundle in; the chart can instead use
+  cert-manager (`certManager.enabled`);
+- Leases `foresize-shard-<i>` and the pause ConfigMap `foresize-pause` in its namespace.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import typer
+
+SECTIONS = ("all", "crds", "rbac", "operator", "webhooks", "monitoring")
+
+NAME = "foresize"
+DEFAULT_NAMESPACE = "foresize-system"
+WEBHOOK_SERVICE = "foresize-webhook"
+TLS_SECRET = "foresize-webhook-tls"
+PAUSE_CONFIGMAP = "foresize-pause"
+WEBHOOK_PORT = 8443
+METRICS_PORT = 8080
+SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
+
+
+def default_image() -> str:
+    from foresize import __version__
+
+    return f"foresize/foresize:{__version__}"
+
+
+def _labels(component: str | None = None) -> dict[str, str]:
+    labels = {
+        "app.kubernetes.io/name": NAME,
+        "app.kubernetes.io/instance": NAME,
+        "app.kubernetes.io/part-of": NAME,
+    }
+    if component:
+        labels["app.kubernetes.io/component"] = component
+    return labels
+
+
+def _selector() -> dict[str, str]:
+    return {"app.kubernetes.io/name": NAME, "app.kubernetes.io/instance": NAME}
+
+
+def _meta(name: str, namespace: str | None = None, component: str | None = None) -> dict:
+    meta: dict[str, Any] = {"name": name}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    meta["labels"] = _labels(component)
+    return meta
+
+
+# --------------------------------------------------------------------------------------
+# RBAC
+# --------------------------------------------------------------------------------------
+
+
+def _rule(groups: list[str], resources: list[str], verbs: list[str], **extra: Any) -> dict:
+    return {"apiGroups": groups, "resources": resources, "verbs": verbs, **extra}
+
+
+READ = ["get", "list", "watch"]
+
+
+def cluster_role_rules() -> list[dict[str, Any]]:
+    """Least privilege: what the operator reads, and exactly the writes it makes."""
+    return [
+        # Pods: watched; resized in place; their metadata patched (annotations); evicted.
+        _rule([""], ["pods"], [*READ, "patch"]),
+        _rule([""], ["pods/resize"], ["patch"]),
+        _rule([""], ["pods/eviction"], ["create"]),
+        _rule([""], ["nodes", "namespaces"], READ),
+        _rule([""], ["events"], ["create", "patch"]),
+        _rule(["events.k8s.io"], ["events"], ["create", "patch"]),
+        # Workloads: owner chains and templates; restart (template annotation) on revert.
+        _rule(["apps"], ["replicasets", "daemonsets"], READ),
+        _rule(["apps"], ["deployments", "statefulsets"], [*READ, "patch"]),
+        _rule(["argoproj.io"], ["rollouts"], [*READ, "patch"]),
+        # Replicas (horizontal autonomous mode).
+        _rule(["apps"], ["deployments/scale", "statefulsets/scale"], ["get", "patch", "update"]),
+        _rule(["argoproj.io"], ["rollouts/scale"], ["get", "patch", "update"]),
+        _rule(["policy"], ["poddisruptionbudgets"], READ),
+        _rule(["autoscaling"], ["horizontalpodautoscalers"], READ),
+        _rule(["metrics.k8s.io"], ["pods", "nodes"], ["get", "list"]),
+        # Foresize's own kinds: templates create and remove targets; finalizers need update.
+        _rule(
+            ["foresize.io"],
+            ["aiscaletargets"],
+            [*READ, "create", "update", "patch", "delete"],
+        ),
+        _rule(
+            ["foresize.io"],
+            ["daemonsetautoscalers", "clusteraiscaletemplates"],
+            [*READ, "update", "patch"],
+        ),
+        _rule(
+            ["foresize.io"],
+            [
+                "aiscaletargets/status",
+                "daemonsetautoscalers/status",
+                "clusteraiscaletemplates/status",
+            ],
+            ["get", "update", "patch"],
+        ),
+        _rule(
+            ["foresize.io"],
+            [
+                "aiscaletargets/finalizers",
+                "daemonsetautoscalers/finalizers",
+                "clusteraiscaletemplates/finalizers",
+            ],
+            ["update"],
+        ),
+        # The CRDs are watched by Kopf to find its resources.
+        _rule(["apiextensions.k8s.io"], ["customresourcedefinitions"], READ),
+        # Only its own webhook configurations, to write the caBundle.
+        _rule(
+            ["admissionregistration.k8s.io"],
+            ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],
+            ["get", "update", "patch"],
+            resourceNames=[NAME],
+        ),
+    ]
+
+
+def role_rules() -> list[dict[str, Any]]:
+    """Rights inside the operator's own namespace only."""
+    return [
+        _rule(["coordination.k8s.io"], ["leases"], [*READ, "create", "update", "patch"]),
+        _rule([""], ["configmaps"], READ),
+        # `create` cannot be limited by name; get/update only on the TLS secret.
+        _rule([""], ["secrets"], ["create"]),
+        _rule([""], ["secrets"], ["get", "update", "patch"], resourceNames=[TLS_SECRET]),
+    ]
+
+
+def rbac(namespace: str) -> list[dict[str, Any]]:
+    subject = [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}]
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": _meta(NAME, namespace, "operator"),
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": _meta(NAME, component="operator"),
+            "rules": cluster_role_rules(),
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": _meta(NAME, component="operator"),
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": NAME,
+            },
+            "subjects": copy.deepcopy(subject),
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": _meta(NAME, namespace, "operator"),
+            "rules": role_rules(),
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": _meta(NAME, namespace, "operator"),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME},
+            "subjects": copy.deepcopy(subject),
+        },
+    ]
+
+
+# --------------------------------------------------------------------------------------
+# The operator
+# --------------------------------------------------------------------------------------
+
+
+def operator(namespace: str, image: str, replicas: int = 2) -> list[dict[str, Any]]:
+    env = [
+        {
+            "name": "FORESIZE_NAMESPACE",
+            "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}},
+        },
+        {"name": "FORESIZE_POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "FORESIZE_WEBHOOK_SERVICE", "value": WEBHOOK_SERVICE},
+        {"name": "FORESIZE_WEBHOOK_CONFIGURATION", "value": NAME},
+        {"name": "FORESIZE_TLS_SECRET", "value": TLS_SECRET},
+        {"name": "FORESIZE_PAUSE_CONFIGMAP", "value": PAUSE_CONFIGMAP},
+        {"name": "FORESIZE_WEBHOOK_PORT", "value": str(WEBHOOK_PORT)},
+        {"name": "FORESIZE_METRICS_PORT", "value": str(METRICS_PORT)},
+    ]
+    probe = {"httpGet": {"path": "/healthz", "port": "webhook", "scheme": "HTTPS"}}
+    container = {
+        "name": "operator",
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "args": ["operator"],
+        "env": env,
+        "ports": [
+            {"name": "webhook", "containerPort": WEBHOOK_PORT, "protocol": "TCP"},
+            {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
+        ],
+        "readinessProbe": {
+            "httpGet": {"path": "/readyz", "port": "webhook", "scheme": "HTTPS"},
+            "periodSeconds": 5,
+        },
+        "livenessProbe": {**probe, "periodSeconds": 10, "failureThreshold": 6},
+        "resources": {
+            "requests": {"cpu": "100m", "memory": "256Mi"},
+            "limits": {"memory": "1Gi"},
+        },
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "volumeMounts": [
+            {"name": "data", "mountPath": "/var/lib/foresize"},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],
+    }
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _meta(NAME, namespace, "operator"),
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": _selector()},
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
+            "template": {
+                "metadata": {"labels": _labels("operator")},
+                "spec": {
+                    "serviceAccountName": NAME,
+                    "securityContext": {
+                        "runAsNonRoot": True,
+                        "runAsUser": 65532,
+                        "fsGroup": 65532,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
+                    "terminationGracePeriodSeconds": 30,
+                    "affinity": {
+                        "podAntiAffinity": {
+                            "preferredDuringSchedulingIgnoredDuringExecution": [
+                                {
+                                    "weight": 100,
+                                    "podAffinityTerm": {
+                                        "topologyKey": "kubernetes.io/hostname",
+                                        "labelSelector": {"matchLabels": _selector()},
+                                    },
+                                }
+                            ]
+                        }
+                    },
+                    "containers": [container],
+                    "volumes": [
+                        {"name": "data", "emptyDir": {}},
+                        {"name": "tmp", "emptyDir": {}},
+                    ],
+                },
+            },
+        },
+    }
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(WEBHOOK_SERVICE, namespace, "operator"),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": _selector(),
+            "ports": [
+                {"name": "webhook", "port": 443, "targetPort": "webhook", "protocol": "TCP"},
+                {
+                    "name": "metrics",
+                    "port": METRICS_PORT,
+                    "targetPort": "metrics",
+                    "protocol": "TCP",
+                },
+            ],
+        },
+    }
+    pdb = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": _meta(NAME, namespace, "operator"),
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": _selector()}},
+    }
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(namespace)},
+        deployment,
+        service,
+        pdb,
+    ]
+
+
+# --------------------------------------------------------------------------------------
+# Webhooks
+# --------------------------------------------------------------------------------------
+
+
+def webhooks(namespace: str) -> list[dict[str, Any]]:
+    """The admission part's configurations (paths, rules, failurePolicy Ignore, 3 s), with
+    the operator's own namespace excluded as well as the system ones."""
+    from foresize.admission.certs import webhook_configurations
+
+    docs = webhook_configurations(service=WEBHOOK_SERVICE, namespace=namespace, port=443)
+    excluded = [*SYSTEM_NAMESPACES, namespace]
+    for doc in docs:
+        doc["metadata"] = _meta(NAME, component="webhook")
+        for hook in doc["webhooks"]:
+            hook["failurePolicy"] = "Ignore"
+            hook["timeoutSeconds"] = 3
+            hook["namespaceSelector"] = {
+                "matchExpressions": [
+                    {
+                        "key": "kubernetes.io/metadata.name",
+                        "operator": "NotIn",
+                        "values": list(dict.fromkeys(excluded)),
+                    }
+                ]
+            }
+    return docs
+
+
+# --------------------------------------------------------------------------------------
+# Monitoring
+# --------------------------------------------------------------------------------------
+
+
+def alert_rules() -> list[dict[str, Any]]:
+    """Alerts over the metrics `foresize.telemetry.metrics` exports."""
+    return [
+        {
+            "alert": "ForesizeResizeChurn",
+            "expr": (
+                'sum by (target, resource) (increase(foresize_resizes_total{outcome="success",'
+                'direction="up"}[1h])) > 3 and sum by (target, resource) '
+                '(increase(foresize_resizes_total{outcome="success",direction="down"}[1h])) > 3'
+            ),
+            "for": "15m",
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "Foresize resizes {{ $labels.target }} up and down repeatedly",
+                "description": (
+                    "{{ $labels.resource }} of {{ $labels.target }} was resized up and down "
+                    "more than 3 times each in the last hour: raise the hysteresis "
+                    "(vertical.scaling_behavior) or the forecast horizon."
+                ),
+            },
+        },
+        {
+            "alert": "ForesizeResizeRejected",
+            "expr": (
+                "sum by (target) (increase(foresize_resizes_total"
+                '{outcome=~"rejected|error"}[30m])) > 0'
+            ),
+            "for": "5m",
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "The API server refuses Foresize's resizes of {{ $labels.target }}",
+                "description": "Resizes were rejected (422/403) or failed in the last 30 minutes.",
+            },
+        },
+        {
+            "alert": "ForesizeResizeStalled",
+            "expr": "max by (target) (foresize_stalled_pods) > 0",
+            "for": "10m",
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "{{ $value }} pods of {{ $labels.target }} have stalled resizes",
+                "description": (
+                    "In-place resizes stay Deferred, Infeasible or in error for 10 minutes; "
+                    "under in_place they wait, under in_place_or_recreate they are evicted."
+                ),
+            },
+        },
+        {
+            "alert": "ForesizeCircuitBreakerOpen",
+            "expr": "max by (target) (foresize_breaker_open) > 0",
+            "for": "1m",
+            "labels": {"severity": "critical"},
+            "annotations": {
+                "summary": "Foresize stopped evicting pods of {{ $labels.target }}",
+                "description": (
+                    "Evicted pods came back without the suggested resources three times in a "
+                    "row (is the admission webhook reachable?). Evictions are paused."
+                ),
+            },
+        },
+        {
+            "alert": "ForesizeSchedulerChargeDivergence",
+            "expr": 'max by (node) (foresize_node_charge_gap{resource="cpu"}) > 0.5',
+            "for": "15m",
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "Scheduler charges {{ $labels.node }} {{ $value }} CPU beyond spec",
+                "description": (
+                    "The scheduler's charge (max of spec, allocated, actual) exceeds the sum "
+                    "of spec requests: resizes that have not landed hold node capacity."
+                ),
+            },
+        },
+        {
+            "alert": "ForesizeSchedulerChargeDivergenceMemory",
+            "expr": 'max by (node) (foresize_node_charge_gap{resource="memory"}) > 1073741824',
+            "for": "15m",
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "Scheduler charges {{ $labels.node }} over 1 GiB memory beyond spec",
+                "description": (
+                    "The scheduler's charge exceeds the sum of spec memory requests by more "
+                    "than 1 GiB for 15 minutes."
+                ),
+            },
+        },
+    ]
+
+
+def monitoring(namespace: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "apiVersion": "monitoring.coreos.com/v1",
+            "kind": "PrometheusRule",
+            "metadata": _meta(NAME, namespace, "monitoring"),
+            "spec": {"groups": [{"name": "foresize", "rules": alert_rules()}]},
+        },
+        {
+            "apiVersion": "monitoring.coreos.com/v1",
+            "kind": "ServiceMonitor",
+            "metadata": _meta(NAME, namespace, "monitoring"),
+            "spec": {
+                "selector": {"matchLabels": _labels("operator")},
+                "namespaceSelector": {"matchNames": [namespace]},
+                "endpoints": [{"port": "metrics", "path": "/metrics", "interval": "30s"}],
+            },
+        },
+    ]
+
+
+def build(
+    section: str = "all",
+    *,
+    namespace: str = DEFAULT_NAMESPACE,
+    image: str | None = None,
+    replicas: int = 2,
+) -> list[dict[str, Any]]:
+    """The objects of one section (or all of them, CRDs first)."""
+    from foresize.api.crd import all_crds
+    from foresize.errors import ForesizeError
+
+    if section not in SECTIONS:
+        raise ForesizeError(f"unknown section {section!r}: choose one of {', '.join(SECTIONS)}")
+    if replicas < 1:
+        raise ForesizeError("--replicas must be at least 1")
+    parts = {
+        "crds": all_crds,
+        "rbac": lambda: rbac(namespace),
+        "operator": lambda: operator(namespace, image or default_image(), replicas),
+        "webhooks": lambda: webhooks(namespace),
+        "monitoring": lambda: monitoring(namespace),
+    }
+    if section == "all":
+        return [doc for name in SECTIONS[1:] for doc in parts[name]()]
+    return parts[section]()
+
+
+def register(app: typer.Typer, bench_app: typer.Typer) -> None:
+    @app.command("manifests")
+    def manifests(
+        section: str = typer.Argument(
+            "all", help="What to print: all, crds, rbac, operator, webhooks or monitoring."
+        ),
+        namespace: str = typer.Option(DEFAULT_NAMESPACE, help="Namespace of the operator."),
+        image: str = typer.Option("", help="Operator image (default foresize/foresize:VERSION)."),
+        replicas: int = typer.Option(2, help="Operator replicas."),
+    ) -> None:
+        """Print the install manifests as YAML (`foresize manifests | kubectl apply -f -`)."""
+        import yaml
+
+        docs = build(section, namespace=namespace, image=image or None, replicas=replicas)
+        typer.echo(yaml.safe_dump_all(docs, sort_keys=False), nl=False)

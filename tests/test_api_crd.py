@@ -1,0 +1,580 @@
+"""The generated CRDs: valid for Kubernetes 1.33-1.35, structural, and they accept and refuse
+the same objects as the pydantic models, with errors naming the field.
+
+Custom resources are checked the way the API server does it: schema defaults applied, the
+openAPIV3Schema checked (jsonschema), then every CEL rule evaluated (cel-expr-python, the
+CEL reference runtime; Kubernetes uses cel-go with the same standard library)."""
+
+from __future__ import annotations
+
+import copy
+import re
+from functools import cache
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+from cel_expr_python import cel
+from typer.testing import CliRunner
+
+from foresize.api import crd as crdgen
+from foresize.api.types import KINDS, parse_object
+from foresize.errors import ForesizeError
+
+K8S_VERSIONS = ("1.33.0", "1.34.0", "1.35.0")
+
+
+@cache
+def schema_of(kind: str) -> dict[str, Any]:
+    """(Read-only: cached.)"""
+    return crdgen.crd(kind)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+
+
+# ---- an API-server-like check of a custom resource -------------------------------------
+
+
+def apply_defaults(schema: dict[str, Any], obj: Any) -> Any:
+    """Structural defaulting: missing properties with a default get it, recursively."""
+    if isinstance(obj, dict) and "properties" in schema:
+        for name, sub in schema["properties"].items():
+            if name not in obj and "default" in sub:
+                obj[name] = copy.deepcopy(sub["default"])
+            if name in obj:
+                obj[name] = apply_defaults(sub, obj[name])
+    elif isinstance(obj, dict) and isinstance(schema.get("additionalProperties"), dict):
+        for key in obj:
+            obj[key] = apply_defaults(schema["additionalProperties"], obj[key])
+    elif isinstance(obj, list) and "items" in schema:
+        obj = [apply_defaults(schema["items"], item) for item in obj]
+    return obj
+
+
+@cache
+def _env() -> Any:
+    return cel.NewEnv(variables={"self": cel.Type.DYN})
+
+
+@cache
+def compile_rule(rule: str) -> Any:
+    return _env().compile(rule)
+
+
+def cel_errors(schema: dict[str, Any], obj: Any, path: str) -> list[str]:
+    errors: list[str] = []
+    if isinstance(obj, dict):
+        for rule in schema.get("x-kubernetes-validations", []):
+            result = compile_rule(rule["rule"]).eval(data={"self": obj})
+            if result.value() is not True:
+                where = path + rule.get("fieldPath", "")
+                errors.append(f"{where}: {rule['message']}")
+        for name, sub in schema.get("properties", {}).items():
+            if name in obj:
+                errors += cel_errors(sub, obj[name], f"{path}.{name}")
+    elif isinstance(obj, list) and "items" in schema:
+        for i, item in enumerate(obj):
+            errors += cel_errors(schema["items"], item, f"{path}[{i}]")
+    return errors
+
+
+def api_server_errors(obj: dict[str, Any]) -> list[str]:
+    schema = schema_of(obj["kind"])
+    obj = apply_defaults(schema, copy.deepcopy(obj))
+    validator = jsonschema.Draft4Validator(schema, format_checker=jsonschema.FormatChecker())
+    errors = []
+    for error in validator.iter_errors(obj):
+        path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+        errors.append(f"{path.lstrip('.')}: {error.message}")
+    if errors:  # the API server stops at schema errors before running CEL
+        return errors
+    return cel_errors(schema, obj, "")
+
+
+# ---- examples ------------------------------------------------------------------------
+
+
+def ast(spec: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    base = {"scaleTargetRef": {"kind": "Deployment", "name": "web"}}
+    base.update(spec)
+    return {
+        "apiVersion": "foresize.io/v1",
+        "kind": "AIScaleTarget",
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": base,
+        **extra,
+    }
+
+
+def dsa(spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "foresize.io/v1",
+        "kind": "DaemonSetAutoscaler",
+        "metadata": {"name": "agent", "namespace": "mon"},
+        "spec": {"scaleTargetRef": {"name": "node-agent"}, **spec},
+    }
+
+
+def astt(spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "foresize.io/v1",
+        "kind": "ClusterAIScaleTemplate",
+        "metadata": {"name": "fleet"},
+        "spec": {"selector": {"matchLabels": {"tier": "web"}}, **spec},
+    }
+
+
+VALID = {
+    "minimal": ast({}),
+    "full": ast(
+        {
+            "model": {
+                "forecast_blocks": "1h",
+                "forecast_interval": "15m",
+                "mode": "assurance_optimized",
+                "forecast_buffer_percentage": 10,
+                "min_lookback_to_scale": "3h",
+                "metrics": {"memory": {"mode": "percentile", "percentile_value": 99.5}},
+            },
+            "vertical": {
+                "mode": "auto",
+                "model": {"forecast_buffer_percentage": 5},
+                "containers": [
+                    {
+                        "name": "app",
+                        "cpu": {"lowerbound": "100m", "upperbound": 4, "limit": {"ratio": 2}},
+                        "memory": {"lowerbound": "128Mi", "upperbound": "8Gi"},
+                    },
+                    {"name": "*", "memory": {"lowerbound": 33554432}},
+                ],
+                "update_policy": {
+                    "update_mode": "in_place_or_recreate",
+                    "recreate_resources": ["cpu", "memory"],
+                },
+                "disruption": {
+                    "max_disrupted": 2,
+                    "interval": "30s",
+                    "stall_timeout": "3m",
+                    "release_deferred_after": "10m",
+                },
+                "oom_remediation": {"enabled": True, "stabilization_window": "2h"},
+                "scaling_behavior": {
+                    "scale_up": {"type": "percent", "percent": 5},
+                    "scale_down": {"type": "absolute", "absolute": {"cpu": "50m"}},
+                },
+                "hpa_resource_policy": "override",
+            },
+            "horizontal": {
+                "mode": "recommendation",
+                "model": {"forecast_interval": "30m", "mode": "overshoot"},
+                "minReplicas": 2,
+                "maxReplicas": 20,
+                "allowedReplicas": [2, 4, 8, 16, 20],
+                "scaling_behavior": {"scale_down": {"type": "absolute", "absolute": 2}},
+            },
+        }
+    ),
+    "selector": {
+        "apiVersion": "foresize.io/v1",
+        "kind": "AIScaleTarget",
+        "metadata": {"name": "batch", "namespace": "jobs"},
+        "spec": {
+            "selector": {"matchExpressions": [{"key": "app", "operator": "In", "values": ["x"]}]},
+            "vertical": {"mode": "observe", "update_policy": {"update_mode": "in_place"}},
+        },
+    },
+    "cron_and_days": ast(
+        {
+            "model": {"forecast_blocks": "2d", "forecast_cron": "0 */6 * * *"},
+            "vertical": {"model": {"mode": "percentile", "percentile_value": 90}},
+        }
+    ),
+    "rollout_horizontal_auto": ast(
+        {
+            "scaleTargetRef": {
+                "apiVersion": "argoproj.io/v1alpha1",
+                "kind": "Rollout",
+                "name": "r",
+            },
+            "horizontal": {"mode": "autonomous", "multipleOf": 3},
+            "vertical": {"mode": "rec"},
+        }
+    ),
+    "dsa": dsa({"scaleMode": "auto", "containers": [{"name": "*", "cpu": {"lowerbound": "10m"}}]}),
+    "dsa_windows": dsa({"observationWindow": "8d", "minObservationWindow": "6h"}),
+    "template": astt(
+        {
+            "conflictResolution": "override",
+            "includedNamespaces": ["shop", "payments"],
+            "template": {
+                "metadata": {"labels": {"team": "a"}},
+                "spec": {"vertical": {"mode": "autonomous"}},
+            },
+        }
+    ),
+}
+
+# name -> (object, a word the error must name). Schema-level problems first, then CEL ones.
+INVALID = {
+    "bad_mode": (ast({"vertical": {"mode": "yolo"}}), "vertical.mode"),
+    "max_disrupted_zero": (
+        ast({"vertical": {"disruption": {"max_disrupted": 0}}}),
+        "disruption.max_disrupted",
+    ),
+    "max_disrupted_text": (
+        ast({"vertical": {"disruption": {"max_disrupted": "many"}}}),
+        "disruption.max_disrupted",
+    ),
+    "bad_duration": (
+        ast({"vertical": {"disruption": {"stall_timeout": "soon"}}}),
+        "disruption.stall_timeout",
+    ),
+    "unitless_duration": (ast({"model": {"forecast_blocks": "15"}}), "model.forecast_blocks"),
+    "bad_update_mode": (
+        ast({"vertical": {"update_policy": {"update_mode": "sometimes"}}}),
+        "update_policy.update_mode",
+    ),
+    "bad_recreate_resource": (
+        ast({"vertical": {"update_policy": {"recreate_resources": ["disk"]}}}),
+        "update_policy.recreate_resources",
+    ),
+    "missing_lowerbound": (
+        ast({"vertical": {"containers": [{"name": "app", "cpu": {"upperbound": "1"}}]}}),
+        "lowerbound",
+    ),
+    "bad_quantity": (
+        ast({"vertical": {"containers": [{"name": "app", "memory": {"lowerbound": "lots"}}]}}),
+        "containers[0].memory.lowerbound",
+    ),
+    "bad_container_name": (
+        ast({"vertical": {"containers": [{"name": "App_1"}]}}),
+        "containers[0].name",
+    ),
+    "low_limit_ratio": (
+        ast(
+            {
+                "vertical": {
+                    "containers": [
+                        {"name": "a", "cpu": {"lowerbound": "1", "limit": {"ratio": 0.5}}}
+                    ]
+                }
+            }
+        ),
+        "limit.ratio",
+    ),
+    "bad_kind": (ast({"scaleTargetRef": {"kind": "Job", "name": "j"}}), "scaleTargetRef.kind"),
+    "zero_min_replicas": (ast({"horizontal": {"minReplicas": 0}}), "horizontal.minReplicas"),
+    "empty_allowed_replicas": (
+        ast({"horizontal": {"allowedReplicas": []}}),
+        "horizontal.allowedReplicas",
+    ),
+    "percentile_out_of_range": (
+        ast({"model": {"mode": "percentile", "percentile_value": 150}}),
+        "model.percentile_value",
+    ),
+    "bad_cron": (ast({"model": {"forecast_cron": "hourly"}}), "model.forecast_cron"),
+    "bad_hpa_policy": (
+        ast({"vertical": {"hpa_resource_policy": "maybe"}}),
+        "vertical.hpa_resource_policy",
+    ),
+    "negative_buffer": (
+        ast({"model": {"forecast_buffer_percentage": -5}}),
+        "model.forecast_buffer_percentage",
+    ),
+    "dsa_percentile": (dsa({"percentile": 0}), "spec.percentile"),
+    "template_conflict": (astt({"conflictResolution": "merge"}), "spec.conflictResolution"),
+    "template_namespace": (astt({"excludedNamespaces": ["Bad_NS"]}), "excludedNamespaces[0]"),
+    # Cross-field rules: CEL in the CRD, model validators in pydantic.
+    "ref_and_selector": (
+        ast({"selector": {"matchLabels": {"a": "b"}}}),
+        "exactly one of scaleTargetRef or selector",
+    ),
+    "neither_ref_nor_selector": (
+        {
+            "apiVersion": "foresize.io/v1",
+            "kind": "AIScaleTarget",
+            "metadata": {"name": "x", "namespace": "y"},
+            "spec": {"vertical": {}},
+        },
+        "exactly one of scaleTargetRef or selector",
+    ),
+    "selector_with_horizontal": (
+        {
+            "apiVersion": "foresize.io/v1",
+            "kind": "AIScaleTarget",
+            "metadata": {"name": "x", "namespace": "y"},
+            "spec": {"selector": {"matchLabels": {"a": "b"}}, "horizontal": {}},
+        },
+        "horizontal needs scaleTargetRef",
+    ),
+    "cron_and_interval": (
+        ast({"model": {"forecast_interval": "5m", "forecast_cron": "*/5 * * * *"}}),
+        "forecast_interval and forecast_cron are mutually exclusive",
+    ),
+    "interval_over_blocks": (
+        ast({"model": {"forecast_blocks": "15m", "forecast_interval": "1h"}}),
+        "forecast_interval must not exceed forecast_blocks",
+    ),
+    "override_interval_over_blocks": (
+        ast({"vertical": {"model": {"forecast_interval": "1h"}}}),
+        "vertical.model (merged with model): forecast_interval",
+    ),
+    "override_interval_over_its_blocks": (
+        ast({"horizontal": {"model": {"forecast_blocks": "5m", "forecast_interval": "10m"}}}),
+        "forecast_interval must not exceed forecast_blocks",
+    ),
+    "percentile_without_value": (
+        ast({"model": {"mode": "percentile"}}),
+        "percentile_value is required when mode is percentile",
+    ),
+    "value_without_percentile": (
+        ast({"model": {"percentile_value": 90}}),
+        "percentile_value is",
+    ),
+    "override_value_without_percentile": (
+        ast({"vertical": {"model": {"mode": "balanced", "percentile_value": 90}}}),
+        "percentile_value is only allowed when mode is percentile",
+    ),
+    "metric_percentile_without_value": (
+        ast({"model": {"metrics": {"cpu": {"mode": "percentile"}}}}),
+        "percentile_value is required when mode is percentile",
+    ),
+    "min_over_max": (
+        ast({"horizontal": {"minReplicas": 5, "maxReplicas": 3}}),
+        "minReplicas",
+    ),
+    "multiple_and_allowed": (
+        ast({"horizontal": {"multipleOf": 2, "allowedReplicas": [2, 4]}}),
+        "multipleOf and allowedReplicas are mutually exclusive",
+    ),
+    "both_autonomous": (
+        ast({"vertical": {"mode": "auto"}, "horizontal": {"mode": "autonomous"}}),
+        "only one of vertical.mode and horizontal.mode may be autonomous",
+    ),
+    "short_lookback": (
+        ast({"model": {"min_lookback_to_scale": "2h"}}),
+        "min_lookback_to_scale must be at least 3h",
+    ),
+    "threshold_without_value": (
+        ast({"vertical": {"scaling_behavior": {"scale_up": {"type": "absolute"}}}}),
+        "absolute is required when type is absolute",
+    ),
+    "dsa_windows_reversed": (
+        dsa({"observationWindow": "2h", "minObservationWindow": "3h"}),
+        "minObservationWindow must not exceed observationWindow",
+    ),
+    "template_in_and_ex": (
+        astt({"includedNamespaces": ["a"], "excludedNamespaces": ["b"]}),
+        "includedNamespaces and excludedNamespaces are mutually exclusive",
+    ),
+    "template_both_autonomous": (
+        astt(
+            {"template": {"spec": {"vertical": {"mode": "auto"}, "horizontal": {"mode": "auto"}}}}
+        ),
+        "only one of vertical.mode and horizontal.mode may be autonomous",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(VALID))
+def test_valid_examples_pass_schema_cel_and_models(name):
+    obj = VALID[name]
+    assert api_server_errors(obj) == []
+    model = parse_object(copy.deepcopy(obj), f"{name}.yaml")
+    # What the models write back is valid for the API server too.
+    assert api_server_errors(model.to_kube()) == []
+
+
+@pytest.mark.parametrize("name", sorted(INVALID))
+def test_invalid_examples_are_refused_by_crd_and_models_naming_the_field(name):
+    obj, names = INVALID[name]
+    errors = api_server_errors(obj)
+    assert errors, f"{name}: the CRD accepted it"
+    assert any(names in e for e in errors), errors
+    with pytest.raises(ForesizeError) as info:
+        parse_object(copy.deepcopy(obj), f"{name}.yaml")
+    # The model's message names the same fields (every schema field name the CRD's did).
+    fields = _field_names(schema_of(obj["kind"]))
+    named = [w for w in re.findall(r"[A-Za-z_]\w*", names) if w in fields]
+    assert named, names
+    for word in named:
+        assert word in str(info.value), str(info.value)
+
+
+def _field_names(node: Any) -> set[str]:
+    found: set[str] = set()
+    if isinstance(node, dict):
+        found |= set(node.get("properties", {}))
+        for value in node.values():
+            found |= _field_names(value)
+    elif isinstance(node, list):
+        for value in node:
+            found |= _field_names(value)
+    return found
+
+
+def test_schema_defaults_equal_model_defaults():
+    for obj in (
+        ast({"vertical": {}, "horizontal": {}}),
+        ast({"vertical": {"containers": [{"name": "a"}], "disruption": {}}}),
+        dsa({}),
+        astt({"template": {"spec": {"vertical": {}}}}),
+    ):
+        defaulted = apply_defaults(schema_of(obj["kind"]), copy.deepcopy(obj))
+        assert defaulted != obj  # the schema did fill something in
+        assert parse_object(defaulted) == parse_object(obj)
+
+
+def test_every_cross_field_rule_has_a_cel_rule():
+    messages = {r["message"] for kind in KINDS for r in _walk_rules(schema_of(kind))}
+    for needed in (
+        "exactly one of scaleTargetRef or selector must be set",
+        "forecast_interval and forecast_cron are mutually exclusive",
+        "forecast_interval must not exceed forecast_blocks",
+        "percentile_value is required when mode is percentile and only allowed then",
+        "minReplicas must not exceed maxReplicas",
+        "multipleOf and allowedReplicas are mutually exclusive",
+        "only one of vertical.mode and horizontal.mode may be autonomous",
+    ):
+        assert needed in messages
+
+
+def _walk_rules(node: Any) -> list[dict[str, Any]]:
+    found = []
+    if isinstance(node, dict):
+        found += node.get("x-kubernetes-validations", [])
+        for value in node.values():
+            found += _walk_rules(value)
+    elif isinstance(node, list):
+        for value in node:
+            found += _walk_rules(value)
+    return found
+
+
+# ---- the CRD objects themselves --------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+def test_crds_pass_kubernetes_validate_strict(version):
+    for doc in crdgen.all_crds():
+        kubernetes_validate.validate(doc, version, strict=True)
+
+
+def test_crd_names_scope_status_and_columns():
+    by_kind = {c["spec"]["names"]["kind"]: c for c in crdgen.all_crds()}
+    assert set(by_kind) == {"AIScaleTarget", "DaemonSetAutoscaler", "ClusterAIScaleTemplate"}
+    expected = {
+        "AIScaleTarget": ("ast", "Namespaced", "aiscaletargets.foresize.io"),
+        "DaemonSetAutoscaler": ("dsa", "Namespaced", "daemonsetautoscalers.foresize.io"),
+        "ClusterAIScaleTemplate": ("astt", "Cluster", "clusteraiscaletemplates.foresize.io"),
+    }
+    for kind, (short, scope, name) in expected.items():
+        c = by_kind[kind]
+        assert c["metadata"]["name"] == name and c["spec"]["group"] == "foresize.io"
+        assert c["spec"]["names"]["shortNames"] == [short] and c["spec"]["scope"] == scope
+        (version,) = c["spec"]["versions"]
+        assert version["name"] == "v1" and version["served"] and version["storage"]
+        assert version["subresources"] == {"status": {}}
+        cols = {col["name"]: col["jsonPath"] for col in version["additionalPrinterColumns"]}
+        assert cols["Age"] == ".metadata.creationTimestamp"
+    cols = by_kind["AIScaleTarget"]["spec"]["versions"][0]["additionalPrinterColumns"]
+    assert {c["jsonPath"] for c in cols} >= {
+        ".spec.scaleTargetRef.name",
+        ".spec.vertical.mode",
+        ".spec.horizontal.mode",
+        ".status.hasEnoughDataToScale",
+    }
+
+
+_FORBIDDEN_KEYS = {"$ref", "$defs", "allOf", "oneOf", "const", "title", "nullable"}
+
+
+def _check_structural(node: dict[str, Any], path: str, problems: list[str]) -> None:
+    bad = _FORBIDDEN_KEYS & set(node)
+    if bad:
+        problems.append(f"{path}: {sorted(bad)}")
+    if node.get("x-kubernetes-int-or-string"):
+        if node.get("anyOf") != [{"type": "integer"}, {"type": "string"}] or "type" in node:
+            problems.append(f"{path}: malformed int-or-string")
+    else:
+        if "anyOf" in node:
+            problems.append(f"{path}: anyOf outside int-or-string")
+        if "type" not in node:
+            problems.append(f"{path}: no type")
+    if "properties" in node and "additionalProperties" in node:
+        problems.append(f"{path}: properties with additionalProperties")
+    if isinstance(node.get("additionalProperties"), bool):
+        problems.append(f"{path}: boolean additionalProperties")
+    if "default" in node:
+        try:
+            jsonschema.Draft4Validator(node).validate(node["default"])
+        except jsonschema.ValidationError as exc:
+            problems.append(f"{path}: default does not validate: {exc.message}")
+    for name, sub in node.get("properties", {}).items():
+        _check_structural(sub, f"{path}.{name}", problems)
+    if isinstance(node.get("items"), dict):
+        _check_structural(node["items"], f"{path}[]", problems)
+    if isinstance(node.get("additionalProperties"), dict):
+        _check_structural(node["additionalProperties"], f"{path}{{}}", problems)
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_schemas_are_structural(kind):
+    problems: list[str] = []
+    _check_structural(schema_of(kind), kind, problems)
+    assert problems == []
+
+
+def _rules_with_nodes(node: dict[str, Any], path: str = ""):
+    for rule in node.get("x-kubernetes-validations", []):
+        yield path, node, rule
+    for name, sub in node.get("properties", {}).items():
+        yield from _rules_with_nodes(sub, f"{path}.{name}")
+    if isinstance(node.get("items"), dict):
+        yield from _rules_with_nodes(node["items"], f"{path}[]")
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_cel_rules_compile_and_stay_cheap(kind):
+    """Every rule compiles with the CEL standard library alone (no Kubernetes-only
+    functions), iterates no list, and reads only bounded strings, so its estimated cost is a
+    small constant."""
+    count = 0
+    for path, node, rule in _rules_with_nodes(schema_of(kind)):
+        count += 1
+        compile_rule(rule["rule"])
+        assert not re.search(r"\.(all|exists|exists_one|map|filter)\(", rule["rule"]), path
+        for ref in set(re.findall(r"self((?:\.[A-Za-z_]\w*)+)", rule["rule"])):
+            target = node
+            for part in ref.strip(".").split("."):
+                if part == "matches":  # a method call, not a field
+                    break
+                target = target["properties"][part]
+            if target.get("type") == "string":
+                assert "maxLength" in target or "enum" in target, f"{path}: {ref} unbounded"
+        if "fieldPath" in rule:
+            target = node
+            for part in rule["fieldPath"].strip(".").split("."):
+                target = target["properties"][part]
+        assert len(rule["rule"]) < 1000
+    assert count >= 1
+
+
+def test_cel_duration_rules_skip_day_units_and_models_check_them():
+    # CEL's duration() is Go syntax; `2d` is skipped there and caught by the models.
+    obj = ast({"model": {"forecast_blocks": "1h", "forecast_interval": "2d"}})
+    assert api_server_errors(obj) == []
+    with pytest.raises(ForesizeError, match="must not exceed forecast_blocks"):
+        parse_object(obj)
+
+
+# ---- the CLI --------------------------------------------------------------------------
+
+
+def test_manifests_crds_prints_the_crds():
+    from foresize.cli import app
+
+    result = CliRunner().invoke(app, ["manifests", "crds"])
+    assert result.exit_code == 0, result.output
+    docs = [d for d in yaml.safe_load_all(result.output) if d]
+    assert docs == crdgen.all_crds()
