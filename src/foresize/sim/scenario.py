@@ -530,7 +530,8 @@ def parse_scenario(data: Any, source: str, base_dir: Path | None = None) -> Scen
         selector = ctx.labels(m.get("selector"), f"{path}.selector")
         if not selector:
             raise ctx.fail(f"{path}.selector", "required (matchLabels)")
-        has_min, has_max = "min_available" in m, "max_unavailable" in m
+        has_min = m.get("min_available") is not None
+        has_max = m.get("max_unavailable") is not None
         if has_min == has_max:
             raise ctx.fail(path, "exactly one of min_available and max_unavailable is required")
         sc.pdbs.append(
