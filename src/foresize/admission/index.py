@@ -23,7 +23,8 @@ _HASH_LABELS = ("pod-template-hash", "rollouts-pod-template-hash")
 class AdmissionIndex:
     targets: list[TargetView] = field(default_factory=list)
     dsas: list[TargetView] = field(default_factory=list)
-    workloads: dict[str, Workload] = field(default_factory=dict)  # key kind/ns/name
+    # key kind/ns/name; read only (may be a live mapping owned by the shell).
+    workloads: Mapping[str, Workload] = field(default_factory=dict)
     paused: bool = False
     by_ref: dict[tuple[str, str, str], TargetView] = field(default_factory=dict)
     by_daemonset: dict[tuple[str, str], TargetView] = field(default_factory=dict)
@@ -44,7 +45,7 @@ class AdmissionIndex:
     ) -> AdmissionIndex:
         """Index targets (API models, manifest dicts or `TargetView`s). The mappings are
         keyed by "namespace/name" of the target and override what its status says."""
-        index = cls(workloads=dict(workloads or {}), paused=paused)
+        index = cls(workloads=workloads if workloads is not None else {}, paused=paused)
         for obj in targets:
             view = target_view(obj)
             overrides: dict[str, object] = {}

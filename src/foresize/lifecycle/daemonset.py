@@ -1,0 +1,167 @@
+"""DaemonSetAutoscaler (pure): size a DaemonSet's containers from a percentile of their
+observed usage, seed new pods at admission, and resize running ones in place.
+
+- `dsa_suggestion`: per container, the `percentile` (default 90) of all samples of all
+  the DaemonSet's pods within `observationWindow` (8 d); nothing until the observations
+  span `minObservationWindow` (3 h). CPU rounds up to 1m, memory up to 1Mi, then bounds.
+- Seeding: the suggestion goes into the admission index (`AdmissionIndex.build(...,
+  dsa_suggestions=...)` or the DSA's `status.suggestion`) and the pod webhook applies it
+  to each new DaemonSet pod, including pods for nodes added later, with the same sizing
+  code as AIScaleTargets (bounds, limit ratio, QoS kept) and the managed annotation.
+- `plan_dsa`: every `scaleInterval` (15 m) the running pods that differ are resized in
+  place (`ResizePod`); a resize the API server would refuse (QoS change) is skipped.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from foresize.admission.pod import size_container
+from foresize.admission.targets import AUTONOMOUS, TargetView, dsa_view
+from foresize.api.quantity import CPU, MEMORY, MIB
+from foresize.cluster.actions import Action, ContainerResize, ResizePod, WriteTargetStatus
+from foresize.cluster.model import ContainerSuggestion, Suggestion
+from foresize.cluster.qos import pod_qos_class
+from foresize.cluster.snapshot import ClusterSnapshot
+from foresize.cluster.validation import check_resize
+
+
+@dataclass(slots=True)
+class ContainerSamples:
+    """Usage samples of one container name across the DaemonSet's pods."""
+
+    times: np.ndarray  # float seconds
+    cpu_cores: np.ndarray
+    memory_bytes: np.ndarray
+
+
+def dsa_suggestion(
+    dsa: TargetView | object,
+    usage: Mapping[str, ContainerSamples],
+    now: float,
+    *,
+    first_seen: float | None = None,
+) -> Suggestion | None:
+    """The percentile suggestion, or None before `minObservationWindow` of data.
+
+    `first_seen` is when observation started (defaults to the oldest sample)."""
+    view = dsa if isinstance(dsa, TargetView) else dsa_view(dsa)
+    containers: dict[str, ContainerSuggestion] = {}
+    start = now - view.observation_window
+    for name, s in sorted(usage.items()):
+        t = np.asarray(s.times, dtype=float)
+        if t.size == 0:
+            continue
+        began = first_seen if first_seen is not None else float(t.min())
+        if now - began < view.min_observation_window:
+            continue
+        keep = (t >= start) & (t <= now)
+        if not keep.any():
+            continue
+        cpu = float(np.percentile(np.asarray(s.cpu_cores, dtype=float)[keep], view.percentile))
+        mem = float(np.percentile(np.asarray(s.memory_bytes, dtype=float)[keep], view.percentile))
+        requests = {
+            CPU: max(1, math.ceil(cpu * 1000 - 1e-9)),
+            MEMORY: max(MIB, math.ceil(mem / MIB - 1e-9) * MIB),
+        }
+        policy = view.policy_for(name)
+        if policy is None:
+            continue
+        for resource in (CPU, MEMORY):
+            rp = policy.for_resource(resource)
+            if rp is not None:
+                if rp.upper is not None:
+                    requests[resource] = min(requests[resource], rp.upper)
+                if rp.lower is not None:
+                    requests[resource] = max(requests[resource], rp.lower)
+        containers[name] = ContainerSuggestion(name, requests)
+    if not containers:
+        return None
+    return Suggestion(
+        uid=f"{view.namespace}/{view.name}@{int(now)}",
+        created_at=now,
+        containers=containers,
+        window_start=start,
+        window_end=now + view.scale_interval,
+    )
+
+
+@dataclass(slots=True)
+class DsaPlan:
+    actions: list[Action] = field(default_factory=list)
+    resized: list[str] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+def plan_dsa(
+    snapshot: ClusterSnapshot,
+    dsa: TargetView | object,
+    suggestion: Suggestion | None,
+    now: float,
+) -> DsaPlan:
+    """In-place resizes bringing the DaemonSet's running pods to `suggestion` (call it
+    every `scaleInterval`). Nothing while paused, outside autonomous mode or without a
+    suggestion."""
+    view = dsa if isinstance(dsa, TargetView) else dsa_view(dsa)
+    plan = DsaPlan()
+    if snapshot.paused or view.vertical_mode != AUTONOMOUS or suggestion is None or view.deleting:
+        return plan
+    ds = snapshot.workload("DaemonSet", view.namespace, view.ref_name)
+    if ds is None:
+        return plan
+    for pod in snapshot.pods_of(ds):
+        if pod.terminating or pod.phase in ("Succeeded", "Failed"):
+            continue
+        qos = pod_qos_class(pod)
+        if qos == "BestEffort":
+            continue
+        changes = []
+        for c in pod.containers:
+            policy = view.policy_for(c.name)
+            sug = suggestion.for_container(c.name)
+            if policy is None or sug is None:
+                continue
+            new = size_container(c, policy, sug, None, qos)
+            if new.requests != c.resources.requests or new.limits != c.resources.limits:
+                changes.append(ContainerResize(c.name, dict(new.requests), dict(new.limits)))
+        if not changes:
+            continue
+        action = ResizePod(
+            pod.namespace,
+            pod.name,
+            tuple(changes),
+            target=view.key,
+            reason="DaemonSetAutoscaler",
+            direction=_direction(pod, changes),
+        )
+        refused = check_resize(pod, action)
+        if refused is not None:
+            plan.skipped[pod.key] = refused.message
+            continue
+        plan.resized.append(pod.key)
+        plan.actions.append(action)
+    if plan.resized or plan.skipped:
+        plan.actions.append(
+            WriteTargetStatus(
+                view.namespace,
+                view.name,
+                {"pods_resized_last": len(plan.resized), "pods_skipped": dict(plan.skipped)},
+                kind="DaemonSetAutoscaler",
+            )
+        )
+    return plan
+
+
+def _direction(pod, changes: list[ContainerResize]) -> str:
+    ups = downs = 0
+    for ch in changes:
+        cur = pod.container(ch.name)
+        for name, qty in ch.requests.items():
+            old = cur.resources.requests.get(name, 0) if cur is not None else 0
+            ups += qty > old
+            downs += qty < old
+    return "mixed" if ups and downs else "up" if ups else "down"
