@@ -90,6 +90,49 @@ def dsa_suggestion(
     )
 
 
+class UsageWindow:
+    """Usage samples per (namespace, DaemonSet, container), trimmed to a time window.
+
+    Fed by the shell (the simulator's usage observer, or metrics-server polls); chunks
+    are kept as numpy arrays and concatenated on read."""
+
+    def __init__(self, window: float = 8 * 86400.0) -> None:
+        self.window = window
+        self._chunks: dict[
+            tuple[str, str, str], list[tuple[np.ndarray, np.ndarray, np.ndarray]]
+        ] = {}
+        self.first_seen: dict[tuple[str, str], float] = {}
+
+    def add(
+        self,
+        namespace: str,
+        daemonset: str,
+        container: str,
+        t: float,
+        cpu: np.ndarray,
+        mem: np.ndarray,
+    ) -> None:
+        """Samples taken at time `t` (one per pod of the DaemonSet)."""
+        cpu = np.atleast_1d(np.asarray(cpu, dtype=float))
+        mem = np.atleast_1d(np.asarray(mem, dtype=float))
+        self.first_seen.setdefault((namespace, daemonset), t)
+        chunks = self._chunks.setdefault((namespace, daemonset, container), [])
+        chunks.append((np.full(cpu.shape, t), cpu, mem))
+        while chunks and chunks[0][0][0] < t - self.window:
+            chunks.pop(0)
+
+    def samples(self, namespace: str, daemonset: str) -> dict[str, ContainerSamples]:
+        out = {}
+        for (ns, ds, container), chunks in self._chunks.items():
+            if ns == namespace and ds == daemonset and chunks:
+                out[container] = ContainerSamples(
+                    np.concatenate([c[0] for c in chunks]),
+                    np.concatenate([c[1] for c in chunks]),
+                    np.concatenate([c[2] for c in chunks]),
+                )
+        return out
+
+
 @dataclass(slots=True)
 class DsaPlan:
     actions: list[Action] = field(default_factory=list)

@@ -1,0 +1,145 @@
+"""DaemonSetAutoscaler: the percentile suggestion (pure), and on the simulated cluster:
+nothing before minObservationWindow, running pods resized in place every scaleInterval,
+new pods (including one for a node added later) seeded at admission."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from foresize.admission.pod import MANAGED_ANNOTATION
+from foresize.admission.sim_hook import install, install_daemonset_autoscaling
+from foresize.api.quantity import MIB
+from foresize.api.types import parse_daemonset_autoscaler
+from foresize.lifecycle.daemonset import ContainerSamples, dsa_suggestion
+from foresize.sim.cluster import SimCluster
+from foresize.sim.scenario import parse_scenario
+
+H = 3600.0
+
+
+def dsa(mode="autonomous", **spec):
+    return parse_daemonset_autoscaler(
+        {
+            "apiVersion": "foresize.io/v1",
+            "kind": "DaemonSetAutoscaler",
+            "metadata": {"name": "agent", "namespace": "mon"},
+            "spec": {
+                "scaleTargetRef": {"name": "agent"},
+                "scaleMode": mode,
+                "containers": [
+                    {"name": "*", "cpu": {"lowerbound": "10m"}, "memory": {"lowerbound": "32Mi"}}
+                ],
+                **spec,
+            },
+        }
+    )
+
+
+def test_percentile_over_the_observation_window_and_nothing_before_the_minimum():
+    d = dsa(percentile=90, observationWindow="8d", minObservationWindow="3h")
+    t = np.arange(0, 10 * 86400, 300.0)
+    cpu = np.where(t < 2 * 86400, 5.0, (t % 3600) / 3600.0)  # old huge values fall out
+    mem = np.full(t.shape, 100.5 * MIB)
+    usage = {"agent": ContainerSamples(t, cpu, mem)}
+    now = float(t[-1])
+    s = dsa_suggestion(d, usage, now)
+    inside = t >= now - 8 * 86400
+    expected = int(np.ceil(np.percentile(cpu[inside], 90) * 1000 - 1e-9))
+    assert s.containers["agent"].requests == {"cpu": expected, "memory": 101 * MIB}
+    # Two hours of data: below minObservationWindow, no suggestion at all.
+    short = {"agent": ContainerSamples(t[:24], cpu[:24], mem[:24])}
+    assert dsa_suggestion(d, short, float(t[23])) is None
+    # Bounds apply: a tiny usage is raised to the lowerbound.
+    tiny = {"agent": ContainerSamples(t, np.full(t.shape, 0.001), np.full(t.shape, 1.0))}
+    assert dsa_suggestion(d, tiny, now).containers["agent"].requests == {
+        "cpu": 10,
+        "memory": 32 * MIB,
+    }
+
+
+def scenario():
+    return parse_scenario(
+        {
+            "name": "dsa",
+            "seed": 9,
+            "nodes": [
+                {"name": "n", "count": 2, "cpu": "4", "memory": "16Gi"},
+                {"name": "late", "cpu": "4", "memory": "16Gi", "add_at": "5h"},
+            ],
+            "workloads": [
+                {
+                    "kind": "DaemonSet",
+                    "name": "agent",
+                    "namespace": "mon",
+                    "readiness_delay": "5s",
+                    "containers": [
+                        {
+                            "name": "agent",
+                            "requests": {"cpu": "200m", "memory": "256Mi"},
+                            "limits": {"memory": "512Mi"},
+                            "usage": {
+                                "cpu": {"generator": "constant", "base": "60m", "noise": 0.1},
+                                "memory": {"generator": "constant", "base": "100Mi", "noise": 0.02},
+                            },
+                        }
+                    ],
+                }
+            ],
+        },
+        "test",
+    )
+
+
+def agent_pods(sim):
+    return [p for p in sim.pods_of("DaemonSet", "mon", "agent") if not p.terminating]
+
+
+def test_daemonset_pods_resized_in_place_and_new_node_pod_seeded():
+    sim = SimCluster(scenario(), seed=9)
+    hook = install(sim)
+    sim.daemonset_autoscalers = [dsa()]
+    loop = install_daemonset_autoscaling(sim, hook)
+    sim.run_until(2 * H)
+    pods = agent_pods(sim)
+    original = {p.name: p.uid for p in pods}
+    assert len(pods) == 2
+    # Under minObservationWindow (3h): nothing suggested, nothing resized.
+    assert not hook.dsa_suggestions and not sim.events.query("ResizeRequested")
+    assert all(p.containers[0].resources.requests["cpu"] == 200 for p in pods)
+
+    sim.run_until(4 * H)
+    sug = hook.dsa_suggestions["mon/agent"].containers["agent"].requests
+    assert 60 <= sug["cpu"] <= 90 and 100 * MIB <= sug["memory"] <= 110 * MIB
+    pods = agent_pods(sim)
+    assert {p.name: p.uid for p in pods} == original  # in place
+    for p in pods:
+        res = p.containers[0].resources
+        assert res.requests == sug and res.limits == {"memory": 512 * MIB}
+        assert MANAGED_ANNOTATION not in p.annotations  # in-place resizes never annotate
+    # Re-planned every scaleInterval (15m), not every check.
+    runs = {round(e.time) for e in sim.events.query("ResizeRequested")}
+    assert all(r % 900 == 0 for r in runs)
+
+    sim.run_until(5 * H + 120)
+    late = [p for p in agent_pods(sim) if p.name not in original]
+    assert len(late) == 1 and late[0].node_name == "late"
+    current = hook.dsa_suggestions["mon/agent"].containers["agent"].requests
+    assert late[0].containers[0].resources.requests == current
+    assert late[0].annotations[MANAGED_ANNOTATION] == "true"
+    assert loop.last_run
+
+
+def test_recommendation_mode_dsa_neither_seeds_nor_resizes():
+    sim = SimCluster(scenario(), seed=9)
+    hook = install(sim)
+    sim.daemonset_autoscalers = [dsa("recommendation")]
+    install_daemonset_autoscaling(sim, hook)
+    sim.run_until(5 * H + 120)
+    assert hook.dsa_suggestions  # it still computes what it would do
+    assert not sim.events.query("ResizeRequested")
+    pods = agent_pods(sim)
+    assert len(pods) == 3
+    assert all(
+        p.containers[0].resources.requests == {"cpu": 200, "memory": 256 * MIB} for p in pods
+    )
+    assert all(MANAGED_ANNOTATION not in p.annotations for p in pods)
