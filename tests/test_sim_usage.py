@@ -188,3 +188,35 @@ def test_usage_observer_gets_vectors_for_all_running_containers():
     assert {k.workload for k in keys} == {"Deployment/a", "StatefulSet/b"}
     assert ContainerKey("default", "StatefulSet/b", "b-0", "app") in keys
     assert np.allclose(cpu, 0.01) and np.allclose(mem, 10 * MIB)
+
+
+def test_trace_replay_of_a_real_bitbrains_vm():
+    from pathlib import Path
+
+    trace = Path(__file__).resolve().parents[1] / "../shared/traces/bitbrains-rnd-2013-07/1.csv.gz"
+    data = {
+        "nodes": [{"name": "n", "cpu": "8", "memory": "32Gi"}],
+        "workloads": [
+            workload(
+                "vm",
+                containers=[
+                    container(
+                        req={"cpu": "2", "memory": "8Gi"},
+                        lim={},
+                        cpu={"generator": "trace", "file": str(trace), "format": "bitbrains"},
+                        memory={"generator": "trace", "file": str(trace), "format": "bitbrains"},
+                    )
+                ],
+            )
+        ],
+    }
+    from foresize.sim.cluster import SimCluster
+
+    sc = parse_scenario(data, "<real trace>")
+    gen = sc.workloads[0].containers[0].cpu
+    assert gen.trace_step == 300 and gen.trace is not None and gen.trace.size > 1000
+    sim = SimCluster(sc, seed=0)
+    cpu_seen = []
+    sim.on_usage(lambda now, keys, cpu, mem: cpu_seen.extend(cpu.tolist()))
+    sim.run(6 * 3600)
+    assert len(set(cpu_seen)) > 10  # it follows the trace, not a constant

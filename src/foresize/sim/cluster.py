@@ -1296,6 +1296,17 @@ class SimCluster:
                     return False
         return True
 
+    def _is_downsize_of_actual(self, pod: Pod) -> bool:
+        """Whether applying the spec lowers some request in force (frees capacity)."""
+        for c in pod.containers:
+            st = pod.status_of(c.name)
+            want = effective_requests(c)
+            if st is not None and any(
+                want.get(r, 0) < st.resources.requests.get(r, 0) for r in (CPU, MEMORY)
+            ):
+                return True
+        return False
+
     def _set_condition(self, pod: Pod, type_: str, reason: str, message: str) -> None:
         cond = pod.condition(type_)
         if cond is None:
@@ -1391,6 +1402,7 @@ class SimCluster:
                 assert s is not None
                 s.allocated = dict(req)
             self._clear_condition(pod, POD_RESIZE_PENDING)
+        downsize = self._is_downsize_of_actual(pod)
         # Actuation: all or nothing. A memory limit below live usage cannot be set.
         u = self.usage
         for i, (s, (_, lim)) in enumerate(zip(statuses, desired, strict=True)):
@@ -1463,6 +1475,11 @@ class SimCluster:
             waited_seconds=self.now - (meta.resize_requested_at or self.now),
         )
         meta.resize_requested_at = None
+        if downsize:
+            # Freed capacity: the kubelet retries the node's other pending resizes and the
+            # scheduler its pending pods.
+            self.at(self.now, self._kubelet_sync, node.name)
+            self._queue_schedule()
 
     # ------------------------------------------------------------------ HPA
     def _hpa_sync(self, hkey: str) -> None:

@@ -231,6 +231,8 @@ _GEN_FIELDS = {
     "step",
     "offset",
     "select",
+    "format",
+    "series",
 }
 
 
@@ -257,12 +259,17 @@ def _generator(ctx: _Ctx, resource: str, raw: Any, path: str, default_base: floa
         if not file.exists():
             raise ctx.fail(f"{path}.file", f"no such file: {file}")
         select = {str(k): str(v) for k, v in ctx.mapping(m.get("select"), f"{path}.select").items()}
+        fmt = m.get("format")
+        g.trace_step = ctx.duration(m.get("step"), f"{path}.step", 60.0)
         try:
-            g.trace = load_trace(file, resource, select=select)
+            if fmt is None:
+                g.trace = load_trace(file, resource, select=select)
+            else:
+                series = ctx.integer(m.get("series"), f"{path}.series", 0)
+                g.trace, g.trace_step = _history_trace(file, str(fmt), resource, series)
         except ForesizeError as exc:
             raise ctx.fail(f"{path}.file", str(exc)) from None
         g.trace_scale = ctx.number(m.get("scale"), f"{path}.scale", 1.0)
-        g.trace_step = ctx.duration(m.get("step"), f"{path}.step", 60.0)
         if g.trace_step <= 0:
             raise ctx.fail(f"{path}.step", "must be positive")
         g.trace_offset = ctx.duration(m.get("offset"), f"{path}.offset", 0.0)
@@ -300,6 +307,29 @@ def _generator(ctx: _Ctx, resource: str, raw: Any, path: str, default_base: floa
         raise ctx.fail(f"{path}.growth_per_hour", "required for generator leak")
     g.cap = ctx.amount(resource, m["max"], f"{path}.max") if "max" in m else math.inf
     return g
+
+
+def _history_trace(path: Path, fmt: str, resource: str, series: int) -> tuple[Any, float]:
+    """A public-format trace (bitbrains, crane, google2011, canonical) read by the history
+    readers, resampled onto its median step with gaps interpolated."""
+    import numpy as np
+
+    from foresize.history.traces import load_traces
+
+    found, _ = load_traces(path, fmt)
+    if series >= len(found):
+        raise ForesizeError(f"{path}: has {len(found)} series, no series {series}")
+    s = found[series]
+    values = s.cpu if resource == "cpu" else s.memory
+    if values is None:
+        raise ForesizeError(f"{path}: no {resource} readings in this format")
+    ok = np.isfinite(values)
+    if ok.sum() < 2:
+        raise ForesizeError(f"{path}: fewer than two {resource} readings")
+    ts = s.timestamps[ok]
+    step = float(np.median(np.diff(ts)))
+    grid = np.arange(ts[0], ts[-1] + step / 2, step)
+    return np.interp(grid, ts, values[ok]), step
 
 
 def _resources(ctx: _Ctx, raw: Any, path: str) -> dict[str, int]:

@@ -1,0 +1,490 @@
+"""The Foresize operator on the simulated cluster: the shell that runs the real core.
+
+`SimOperator` wires itself into a `SimCluster` the way the kube shell wires itself into a
+real API server:
+
+- a usage observer (`sim.on_usage`) feeds the recommender's in-memory history (samples of
+  a pod's first 2 minutes are left out, and so are samples of a container that is down);
+- every `recommend_interval` (and at once after an OOM kill) the recommender turns that
+  history into per-container requests; the operator makes them a `Suggestion` per target
+  (limits kept proportional to the template, so the QoS class never changes; a change
+  smaller than the hysteresis keeps the previous value) and publishes it to the admission
+  hook;
+- every `loop_interval` it takes a snapshot, runs the vertical planner
+  (`foresize.vertical.plan`) and applies the actions through `sim.apply`, feeding the
+  results back (`foresize.vertical.execute`);
+- the admission helper's pod hook (`foresize.admission.sim_hook`) gives recreated pods the
+  suggested resources (a minimal stand-in hook is used if that module is missing); it can
+  be switched off (`operator.admission.enabled = False`).
+
+`restart()` drops the worker's in-memory state as an operator restart would: the state
+is rebuilt from what the worker wrote into the targets' status.
+
+Recommenders are pluggable (`Recommender`): `ForesizeRecommender` (forecasts of the max
+over the horizon, `foresize.forecast` / `foresize.recommend`), `VPARecommender` (the VPA
+reference of BENCHMARK.md) and `FixedRecommender` (fixed requests, for tests).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from foresize.api.quantity import CPU, MEMORY, MIB
+from foresize.cluster.model import ContainerSuggestion, Pod, Suggestion, Workload
+from foresize.vertical import WorkerConfig, WorkerState, execute, plan
+from foresize.vertical.state import STATUS_KEY
+
+NEW_POD_EXCLUSION = 120.0
+"""DESIGN §4.1: the first 2 minutes of a new pod are not history (start-up spikes)."""
+DEFAULT_MIN_LOOKBACK = 86400.0
+"""The API default of `min_lookback_to_scale` (24 h): no autonomous action before."""
+
+
+class Recommender(Protocol):
+    """What the operator needs from a recommender (amounts canonical: millicores, bytes)."""
+
+    def observe(
+        self, now: float, series: np.ndarray, cpu_m: np.ndarray, mem: np.ndarray
+    ) -> None: ...
+
+    def recommend(self, now: float, series: list[int]) -> dict[int, tuple[float, float]]: ...
+
+    def on_oom(self, now: float, series: int, request: float, usage: float) -> None: ...
+
+
+@dataclass(slots=True)
+class SeriesInfo:
+    namespace: str
+    workload: str  # Kind/name
+    container: str
+    first_seen: float
+
+
+class FixedRecommender:
+    """Fixed requests per container name ("*" for any): tests and hand-made sizings."""
+
+    def __init__(self, requests: dict[str, tuple[float, float]]) -> None:
+        self.requests = dict(requests)
+        self.names: dict[int, str] = {}
+
+    def observe(self, now: float, series: np.ndarray, cpu_m: np.ndarray, mem: np.ndarray) -> None:
+        return None
+
+    def recommend(self, now: float, series: list[int]) -> dict[int, tuple[float, float]]:
+        out = {}
+        for s in series:
+            name = self.names.get(s, "")
+            value = self.requests.get(name, self.requests.get("*"))
+            if value is not None:
+                out[s] = value
+        return out
+
+    def on_oom(self, now: float, series: int, request: float, usage: float) -> None:
+        return None
+
+
+# --------------------------------------------------------------------------- VPA reference
+
+
+class VPARecommender:
+    """The Kubernetes VPA recommender with its documented defaults (BENCHMARK.md):
+    decaying histograms (24 h half-life, buckets 5% apart); target = p90 x 1.15; memory
+    from daily peaks (8 days); OOM bump to max(usage + 100 MiB, usage x 1.2); minimums
+    25 millicores / 250 MiB. (Its 10% change threshold is the operator's hysteresis.)"""
+
+    HALF_LIFE = 86400.0
+    RATIO = 1.05
+    CPU_FIRST = 1.0  # millicores: the first bucket starts here
+    MEM_FIRST = 1.0 * MIB
+    N_BUCKETS = 300  # 1.05**300 ~ 2.3e6: 1m .. 2300 cores, 1Mi .. 2.2Ti
+    MARGIN = 1.15
+    PERCENTILE = 0.9
+    MIN_CPU = 25.0
+    MIN_MEM = 250.0 * MIB
+    MEMORY_WINDOW_DAYS = 8
+    DAY = 86400.0
+
+    def __init__(self, capacity: int = 64) -> None:
+        self.cpu_hist = np.zeros((capacity, self.N_BUCKETS))
+        # Completed days: (day, per-series peak); the last MEMORY_WINDOW_DAYS are kept.
+        self.mem_days: list[tuple[int, np.ndarray]] = []
+        self.day_peak = np.zeros(capacity)
+        self.day = 0
+        self.oom_floor = np.zeros(capacity)
+        self.seen = np.zeros(capacity, dtype=bool)
+
+    def _grow(self, n: int) -> None:
+        cap = self.cpu_hist.shape[0]
+        if n <= cap:
+            return
+        new = max(n, cap * 2)
+        hist = np.zeros((new, self.N_BUCKETS))
+        hist[:cap] = self.cpu_hist
+        self.cpu_hist = hist
+        for name in ("day_peak", "oom_floor", "seen"):
+            old = getattr(self, name)
+            arr = np.zeros(new, dtype=old.dtype)
+            arr[:cap] = old
+            setattr(self, name, arr)
+
+    def _bucket(self, v: np.ndarray, first: float) -> np.ndarray:
+        b = np.floor(np.log(np.maximum(v, first) / first) / math.log(self.RATIO))
+        return np.clip(b.astype(np.int64), 0, self.N_BUCKETS - 1)
+
+    def _weight(self, t: float) -> float:
+        # Weights grow as 2^(t / half-life) (VPA's reference-time trick): older samples
+        # count relatively less without touching the stored histogram.
+        return 2.0 ** (t / self.HALF_LIFE)
+
+    def observe(self, now: float, series: np.ndarray, cpu_m: np.ndarray, mem: np.ndarray) -> None:
+        if series.size == 0:
+            return
+        self._grow(int(series.max()) + 1)
+        day = int(now // self.DAY)
+        if day != self.day:
+            self.mem_days.append((self.day, self.day_peak.copy()))
+            self.mem_days = self.mem_days[-self.MEMORY_WINDOW_DAYS :]
+            self.day_peak = np.zeros_like(self.day_peak)
+            self.day = day
+        np.add.at(self.cpu_hist, (series, self._bucket(cpu_m, self.CPU_FIRST)), self._weight(now))
+        np.maximum.at(self.day_peak, series, mem)
+        self.seen[series] = True
+
+    def _percentile(self, hist: np.ndarray, first: float) -> np.ndarray:
+        total = hist.sum(axis=1)
+        cum = np.cumsum(hist, axis=1)
+        idx = np.clip((cum < (self.PERCENTILE * total)[:, None]).sum(axis=1), 0, self.N_BUCKETS - 1)
+        # The bucket's end (start of the next one), as VPA reports it.
+        return np.where(total > 0, first * self.RATIO ** (idx + 1), np.nan)
+
+    def _memory_hist(self) -> np.ndarray:
+        n = self.day_peak.size
+        hist = np.zeros((n, self.N_BUCKETS))
+        rows = np.arange(n)
+        for day, peaks in [*self.mem_days, (self.day, self.day_peak)]:
+            p = np.zeros(n)
+            p[: peaks.size] = peaks[:n]
+            has = p > 0
+            if has.any():
+                np.add.at(
+                    hist,
+                    (rows[has], self._bucket(p[has], self.MEM_FIRST)),
+                    self._weight(day * self.DAY),
+                )
+        return hist
+
+    def recommend(self, now: float, series: list[int]) -> dict[int, tuple[float, float]]:
+        if not series:
+            return {}
+        self._grow(max(series) + 1)
+        cpu = np.fmax(self._percentile(self.cpu_hist, self.CPU_FIRST) * self.MARGIN, self.MIN_CPU)
+        mem = self._percentile(self._memory_hist(), self.MEM_FIRST) * self.MARGIN
+        mem = np.fmax(np.fmax(mem, self.MIN_MEM), self.oom_floor)
+        return {s: (float(cpu[s]), float(mem[s])) for s in series if self.seen[s]}
+
+    def on_oom(self, now: float, series: int, request: float, usage: float) -> None:
+        self._grow(series + 1)
+        bump = max(usage + 100 * MIB, usage * 1.2)
+        self.oom_floor[series] = max(self.oom_floor[series], bump)
+
+
+# --------------------------------------------------------------------------- admission
+
+
+class MinimalAdmission:
+    """Stand-in pod hook (used only when `foresize.admission.sim_hook` is missing): gives a
+    new pod of a target its current suggestion, QoS class preserved."""
+
+    def __init__(self, sim: Any, operator: SimOperator) -> None:
+        self.sim = sim
+        self.op = operator
+        self.enabled = True
+        self.suggestions: dict[str, Suggestion] = {}
+
+    def admit(self, pod: Pod, workload: Workload | None, now: float) -> Pod:
+        from foresize.vertical.desired import desired_containers
+
+        if not self.enabled or workload is None:
+            return pod
+        top = workload
+        if workload.kind == "ReplicaSet" and workload.owner is not None:
+            top = self.sim.workloads.get(
+                f"{workload.owner.kind}/{workload.namespace}/{workload.owner.name}", workload
+            )
+        sugg = self.suggestions.get(f"{top.namespace}/{top.name}")
+        if sugg is None:
+            return pod
+        containers, problem = desired_containers(pod, sugg, frozenset())
+        if problem is None:
+            pod.containers = containers
+        return pod
+
+
+def _install_admission(sim: Any, operator: SimOperator) -> Any:
+    try:
+        from foresize.admission.sim_hook import install
+    except ImportError:
+        hook = MinimalAdmission(sim, operator)
+        sim.admission_hook = hook.admit
+        return hook
+    return install(sim, scale=False)
+
+
+# --------------------------------------------------------------------------- the operator
+
+
+@dataclass(slots=True)
+class OperatorOptions:
+    update_mode: str = "in_place_or_recreate"
+    loop_interval: float = 15.0
+    recommend_interval: float = 900.0  # forecast_interval default = forecast_blocks (15 m)
+    min_lookback: float = DEFAULT_MIN_LOOKBACK
+    kinds: tuple[str, ...] = ("Deployment", "StatefulSet")
+    # Hysteresis (scaling_behavior): up 5%, down 10%, the recommender's defaults.
+    scale_up_percent: float = 5.0
+    scale_down_percent: float = 10.0
+    min_cpu: int = 10
+    min_memory: int = 32 * MIB
+    admission: bool = True
+    disruption: dict[str, Any] = field(default_factory=dict)
+    hpa_resource_policy: str = "leave"
+    worker: WorkerConfig = field(default_factory=WorkerConfig)
+    targets: list[str] | None = None  # workload keys Kind/ns/name; None = all of `kinds`
+
+
+class SimOperator:
+    """The Foresize operator (recommender + vertical worker + admission) on a SimCluster."""
+
+    def __init__(
+        self, sim: Any, recommender: Recommender, options: OperatorOptions | None = None
+    ) -> None:
+        self.sim = sim
+        self.rec = recommender
+        self.opt = options or OperatorOptions()
+        self.state = WorkerState()
+        self.series: dict[tuple[str, str, str], int] = {}
+        self.info: list[SeriesInfo] = []
+        self.suggestions: dict[str, Suggestion] = {}
+        self.targets: dict[str, Any] = {}  # target key -> AIScaleTarget
+        self.target_series: dict[str, dict[str, int]] = {}  # target -> container -> series
+        self.template: dict[str, dict[str, tuple[dict[str, int], dict[str, int]]]] = {}
+        self.last_recommend = -math.inf
+        self.oom_seen: dict[tuple[str, str], float] = {}
+        self.admission: Any = None
+        self.passes = 0
+        self.record_actions = False
+        self.applied: list[tuple[float, Any, Any]] = []
+
+    # ------------------------------------------------------------------ wiring
+    def install(self) -> SimOperator:
+        from foresize.api.types import parse_target
+
+        sim = self.sim
+        for key, wl in list(sim.workloads.items()):
+            if wl.kind not in self.opt.kinds:
+                continue
+            if self.opt.targets is not None and key not in self.opt.targets:
+                continue
+            vertical: dict[str, Any] = {
+                "mode": "autonomous",
+                "update_policy": {"update_mode": self.opt.update_mode},
+                "hpa_resource_policy": self.opt.hpa_resource_policy,
+            }
+            if self.opt.disruption:
+                vertical["disruption"] = dict(self.opt.disruption)
+            target = parse_target(
+                {
+                    "apiVersion": "foresize.io/v1",
+                    "kind": "AIScaleTarget",
+                    "metadata": {
+                        "name": wl.name,
+                        "namespace": wl.namespace,
+                        "uid": f"ast-{wl.namespace}-{wl.name}",
+                        "generation": 1,
+                    },
+                    "spec": {
+                        "scaleTargetRef": {"kind": wl.kind, "name": wl.name},
+                        "vertical": vertical,
+                    },
+                },
+                source=f"simulated target for {key}",
+            )
+            tkey = f"{wl.namespace}/{wl.name}"
+            self.targets[tkey] = target
+            sim.targets.append(target)
+            self.template[tkey] = {
+                c.name: (dict(c.resources.requests), dict(c.resources.limits))
+                for c in wl.template.containers
+            }
+            self.target_series[tkey] = {
+                c.name: self._series(wl.namespace, f"{wl.kind}/{wl.name}", c.name, 0.0)
+                for c in wl.template.containers
+            }
+        if self.opt.admission:
+            self.admission = _install_admission(sim, self)
+        sim.on_usage(self._observe)
+        sim.every(self.opt.loop_interval, self._tick)
+        return self
+
+    def restart(self) -> None:
+        """An operator restart: the worker's memory is gone; the targets' status remains."""
+        self.state = WorkerState()
+
+    def set_suggestion(self, target_key: str, suggestion: Suggestion) -> None:
+        """Publish a suggestion (to the worker and the admission hook)."""
+        self.suggestions[target_key] = suggestion
+        if self.admission is not None:
+            self.admission.suggestions[target_key] = suggestion
+
+    def _series(self, ns: str, workload: str, container: str, now: float) -> int:
+        k = (ns, workload, container)
+        idx = self.series.get(k)
+        if idx is None:
+            idx = len(self.info)
+            self.series[k] = idx
+            self.info.append(SeriesInfo(ns, workload, container, now))
+            if isinstance(self.rec, FixedRecommender):
+                self.rec.names[idx] = container
+        return idx
+
+    # ------------------------------------------------------------------ history
+    def _observe(self, now: float, keys: np.ndarray, cpu: np.ndarray, mem: np.ndarray) -> None:
+        pods = self.sim.pods
+        idx: list[int] = []
+        keep: list[int] = []
+        for i, k in enumerate(keys):
+            if not k.workload or mem[i] <= 0:  # bare pod, or the container is down
+                continue
+            pod = pods.get(f"{k.namespace}/{k.pod}")
+            if pod is None or pod.start_time is None or now - pod.start_time < NEW_POD_EXCLUSION:
+                continue
+            s = self.series.get((k.namespace, k.workload, k.container))
+            if s is None:
+                s = self._series(k.namespace, k.workload, k.container, now)
+            idx.append(s)
+            keep.append(i)
+        if idx:
+            sel = np.asarray(keep)
+            self.rec.observe(
+                now, np.asarray(idx), np.asarray(cpu)[sel] * 1000.0, np.asarray(mem)[sel]
+            )
+
+    # ------------------------------------------------------------------ the loop
+    def _tick(self, sim: Any, now: float) -> None:
+        snap = sim.snapshot()
+        oom = self._ooms(snap)
+        if oom or now - self.last_recommend >= self.opt.recommend_interval:
+            self._recommend(now)
+        for key, target in self.targets.items():
+            # A restarted worker rebuilds its memory from the target's status.
+            if key not in self.state.targets:
+                ns, name = key.split("/", 1)
+                status = sim.target_status.get(("AIScaleTarget", ns, name), {})
+                if STATUS_KEY in status:
+                    t2 = target.model_copy(deep=True)
+                    t2.status = t2.status.model_validate(dict(status))
+                    snap.targets = [t2 if t is target else t for t in snap.targets]
+        actions, self.state = plan(snap, now, self.state, self.opt.worker, self.suggestions)
+        apply = sim.apply
+        if self.record_actions:
+
+            def apply(action: Any) -> Any:
+                res = sim.apply(action)
+                self.applied.append((now, action, res))
+                return res
+
+        self.state, _ = execute(actions, apply, self.state, snap, now, self.opt.worker)
+        self.passes += 1
+
+    def _ooms(self, snap: Any) -> bool:
+        """OOM kills since the last pass go to the recommender at once (DESIGN §4.1)."""
+        found = False
+        for pod in snap.pods:
+            for st in pod.container_statuses:
+                if st.last_termination_reason != "OOMKilled" or st.last_termination_time is None:
+                    continue
+                k = (pod.uid, st.name)
+                if self.oom_seen.get(k) == st.last_termination_time:
+                    continue
+                self.oom_seen[k] = st.last_termination_time
+                owner = snap.top_owner(pod)
+                c = pod.container(st.name)
+                if owner is None or c is None:
+                    continue
+                s = self.series.get((pod.namespace, f"{owner.kind}/{owner.name}", st.name))
+                if s is None:
+                    continue
+                req = float(c.resources.requests.get(MEMORY, 0))
+                usage = float(c.resources.limits.get(MEMORY, req))  # killed at its limit
+                self.rec.on_oom(st.last_termination_time, s, req, usage)
+                found = True
+        return found
+
+    def _recommend(self, now: float) -> None:
+        self.last_recommend = now
+        all_series = sorted({s for m in self.target_series.values() for s in m.values()})
+        recs = self.rec.recommend(now, all_series)
+        for tkey, cmap in self.target_series.items():
+            prev = self.suggestions.get(tkey)
+            containers: dict[str, ContainerSuggestion] = {}
+            for cname, s in cmap.items():
+                r = recs.get(s)
+                if r is None or not all(math.isfinite(v) for v in r):
+                    continue
+                if now - self.info[s].first_seen < self.opt.min_lookback:
+                    continue  # hasEnoughDataToScale is false: no autonomous action yet
+                containers[cname] = self._container_suggestion(tkey, cname, r, prev)
+            if not containers:
+                continue
+            uid = hashlib.sha1(
+                repr(
+                    sorted((n, sorted(c.requests.items())) for n, c in containers.items())
+                ).encode()
+            ).hexdigest()[:12]
+            if prev is not None and prev.uid == uid:
+                continue
+            self.set_suggestion(
+                tkey, Suggestion(uid, now, containers, now, now + self.opt.recommend_interval)
+            )
+
+    def _container_suggestion(
+        self, tkey: str, cname: str, rec: tuple[float, float], prev: Suggestion | None
+    ) -> ContainerSuggestion:
+        treq, tlim = self.template[tkey][cname]
+        want = {
+            CPU: max(self.opt.min_cpu, math.ceil(rec[0])),
+            MEMORY: max(self.opt.min_memory, math.ceil(rec[1] / MIB) * MIB),
+        }
+        old = prev.containers.get(cname) if prev is not None else None
+        requests: dict[str, int] = {}
+        for r, v in want.items():
+            if r not in treq:
+                continue  # never add a request the template does not declare (QoS)
+            cur = old.requests.get(r, treq[r]) if old is not None else treq[r]
+            d = v - cur
+            th = self.opt.scale_up_percent if d > 0 else self.opt.scale_down_percent
+            requests[r] = v if abs(d) * 100.0 >= th * cur else cur
+        # Limits proportional to the template, so the QoS class stays what it was.
+        limits = {
+            r: max(requests[r], math.ceil(requests[r] * tlim[r] / treq[r]))
+            for r in tlim
+            if r in requests and treq.get(r)
+        }
+        if MEMORY in limits:
+            limits[MEMORY] = math.ceil(limits[MEMORY] / MIB) * MIB
+        return ContainerSuggestion(cname, requests, limits)
+
+
+# --------------------------------------------------------------------------- policies
+
+
+def install_vpa(sim: Any) -> SimOperator:
+    """`--policy vpa`: the VPA reference recommender through the same worker. VPA's
+    updater acts on a 10% move of its target in either direction."""
+    opts = OperatorOptions(scale_up_percent=10.0, scale_down_percent=10.0)
+    return SimOperator(sim, VPARecommender(), opts).install()
