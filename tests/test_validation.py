@@ -126,3 +126,16 @@ def test_several_errors_are_listed_in_brackets():
     assert res is not None
     assert res.message.startswith('Pod "p" is invalid: [') and res.message.endswith("]")
     assert len(res.causes) == 2
+
+
+def test_resize_policy_and_container_renames_are_refused():
+    from foresize.cluster.validation import validate_resize_spec
+
+    p = pod(**BURSTABLE)
+    changed = Container("app", p.containers[0].resources.copy(), {"memory": "RestartContainer"})
+    errs = validate_resize_spec(p, [changed], [])
+    assert [str(e) for e in errs] == ["spec: Forbidden: only cpu and memory resources are mutable"]
+    renamed = Container("other", p.containers[0].resources.copy())
+    assert [str(e) for e in validate_resize_spec(p, [renamed], [])] == [
+        "spec: Forbidden: only cpu and memory resources are mutable"
+    ]
