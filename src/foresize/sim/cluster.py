@@ -678,7 +678,10 @@ class SimCluster:
             init_containers=tmpl.init_containers,
             restart_policy="OnFailure" if spec.kind == "Job" else "Always",
         )
-        pod.labels["controller-revision-hash"] = str(st.revision)
+        if spec.kind == "Deployment":
+            pod.labels["pod-template-hash"] = st.rs_name.rsplit("-", 1)[1]
+        elif spec.kind in ("StatefulSet", "DaemonSet"):
+            pod.labels["controller-revision-hash"] = f"{spec.name}-{st.revision}"
         meta = PodMeta(
             top=key,
             owner_key=f"{owner.kind}/{wl.namespace}/{owner.name}" if owner else None,
