@@ -16,6 +16,7 @@ errors and the rate actually achieved. Every phase is bounded in time and count.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import multiprocessing as mp
 import random
@@ -54,6 +55,7 @@ class BenchResult:
     targets: int
     ramp: list[dict[str, float]] = field(default_factory=list)
     patched_share: float = 0.0
+    handler_us: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -67,6 +69,7 @@ class BenchResult:
             "targets": self.targets,
             "patched_share": round(self.patched_share, 3),
             "ramp": self.ramp,
+            "handler_us": {k: round(v, 1) for k, v in self.handler_us.items()},
         }
 
 
@@ -177,6 +180,25 @@ def review_bodies(n_targets: int, count: int, seed: int = 11) -> list[bytes]:
     return bodies
 
 
+def handler_cost(n_targets: int, count: int = 2000) -> dict[str, float]:
+    """Median microseconds per review of the pure handlers (JSON decode, decision, JSON
+    encode; no HTTP, no TLS), median of 5 passes: what the server spends of its own."""
+    from foresize.admission.review import review_noop, review_pod
+
+    index = synthetic_index(n_targets)
+    bodies = review_bodies(n_targets, count)
+    out = {}
+    for name, fn in (("pod", review_pod), ("noop", review_noop)):
+        runs = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            for b in bodies:
+                json.dumps(fn(json.loads(b), index, 0.0))
+            runs.append((time.perf_counter() - t0) / len(bodies) * 1e6)
+        out[name] = statistics.median(runs)
+    return out
+
+
 def _serve(cert: str, key: str, n_targets: int, ready: Any, stop: Any) -> None:
     """Child process: the real server (create_app + WebhookServer) on an ephemeral port."""
     from foresize.admission.certs import server_ssl_context
@@ -192,6 +214,8 @@ def _serve(cert: str, key: str, n_targets: int, ready: Any, stop: Any) -> None:
             ssl_context=server_ssl_context(cert, key),
         )
         port = await server.start()
+        gc.collect()
+        gc.freeze()  # the index is long-lived: keep it out of every collection
         ready.send(port)
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, stop.wait)
@@ -278,6 +302,10 @@ async def _client(
     bodies = review_bodies(n_targets, 2000)
     base = f"https://127.0.0.1:{port}"
     deadline = time.monotonic() + budget
+    # The load generator's own GC pauses would show up as server latency.
+    gc.collect()
+    gc.freeze()
+    gc.disable()
     connector = aiohttp.TCPConnector(ssl=client_ssl_context(ca_pem), limit=256)
     async with aiohttp.ClientSession(connector=connector) as session:
         # Warm up: TLS handshakes, connection pool, server caches.
@@ -312,6 +340,8 @@ async def _client(
                 lo = best = max(best, mid)
             else:
                 hi = mid
+    gc.enable()
+    gc.unfreeze()
     total_patched = sum(p.patched for p in pod_runs)
     total_ok = sum(p.requests - p.errors for p in pod_runs)
     return BenchResult(
@@ -367,7 +397,7 @@ def run_bench(
             if not parent.poll(30):
                 raise RuntimeError("benchmark server did not start")
             port = parent.recv()
-            return asyncio.run(
+            result = asyncio.run(
                 _client(
                     port,
                     bundle.ca_pem,
@@ -380,6 +410,8 @@ def run_bench(
                     budget=budget,
                 )
             )
+            result.handler_us = handler_cost(n_targets)
+            return result
         finally:
             stop.set()
             proc.join(10)

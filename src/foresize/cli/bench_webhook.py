@@ -79,3 +79,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             f"highest rate with p99 < 10 ms: {data['max_rate_p99_under_10ms']:g}/s; "
             f"goal p99 < 5 ms at {rate:g}/s: {goal}; patched share {data['patched_share']:.0%}"
         )
+        console.print(
+            f"handler alone (decode, decide, encode; no HTTP/TLS): pod "
+            f"{data['handler_us']['pod']:.0f} us, no-op {data['handler_us']['noop']:.0f} us"
+        )
