@@ -1,0 +1,420 @@
+"""Install manifests (`foresize manifests`) and the Helm chart that renders the same objects.
+
+The chart is rendered by Helm's own engine (Helm v4 Go code through helm-python-sdk's
+`Chart.render`, the code path of `helm template`, no cluster contacted). Built-in kinds are
+checked with kubernetes-validate --strict for Kubernetes 1.33, 1.34 and 1.35; the two
+prometheus-operator kinds (not built into Kubernetes, so kubernetes-validate has no schema)
+are checked against cloudcoil's models generated from the prometheus-operator CRDs, and
+their alerts with promtool (syntax and unit tests of each alert firing)."""
+
+from __future__ import annotations
+
+import copy
+import re
+import shutil
+import subprocess
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from foresize.api.crd import all_crds
+from foresize.cli import app
+from foresize.cli.manifests import alert_rules, build
+
+ROOT = Path(__file__).resolve().parents[1]
+CHART = ROOT / "deploy" / "helm" / "foresize"
+K8S_VERSIONS = ("1.33.0", "1.34.0", "1.35.0")
+PROM_KINDS = {"PrometheusRule", "ServiceMonitor"}
+HELM_ONLY_LABELS = ("app.kubernetes.io/managed-by", "helm.sh/chart")
+
+
+def cli(*args: str) -> list[dict[str, Any]]:
+    return copy.deepcopy(_cli(args))
+
+
+@cache
+def _cli(args: tuple[str, ...]) -> list[dict[str, Any]]:
+    result = CliRunner().invoke(app, ["manifests", *args])
+    assert result.exit_code == 0, result.output
+    return [d for d in yaml.safe_load_all(result.output) if d]
+
+
+@cache
+def _chart() -> Any:
+    from helm_python import Chart
+
+    return Chart.load(str(CHART))
+
+
+def helm_render(
+    values: dict[str, Any] | None = None, name: str = "foresize", ns: str = "foresize-system"
+) -> list[dict[str, Any]]:
+    rendered = _chart().render(values, name=name, namespace=ns, is_install=True)
+    return [d for text in rendered.values() for d in yaml.safe_load_all(text) if d]
+
+
+def validate_all(docs: list[dict[str, Any]]) -> None:
+    from cloudcoil.models.prometheus_operator.v1 import PrometheusRule, ServiceMonitor
+
+    models = {"PrometheusRule": PrometheusRule, "ServiceMonitor": ServiceMonitor}
+    for doc in docs:
+        if doc["kind"] in PROM_KINDS:
+            for version in K8S_VERSIONS:
+                with pytest.raises(kubernetes_validate.SchemaNotFoundError):
+                    kubernetes_validate.validate(doc, version, strict=True)
+            # Unknown fields are dropped by the model: a round trip must give the same object.
+            model = models[doc["kind"]].model_validate(doc)
+            assert model.model_dump(by_alias=True, exclude_none=True, mode="json") == doc
+            continue
+        for version in K8S_VERSIONS:
+            kubernetes_validate.validate(doc, version, strict=True)
+
+
+def _strip_helm_labels(node: Any) -> Any:
+    if isinstance(node, dict):
+        out = {}
+        for key, value in node.items():
+            if key == "labels" and isinstance(value, dict):
+                value = {k: v for k, v in value.items() if k not in HELM_ONLY_LABELS}
+            out[key] = _strip_helm_labels(value)
+        return out
+    if isinstance(node, list):
+        return [_strip_helm_labels(v) for v in node]
+    return node
+
+
+def _by_key(docs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(d["kind"], d["metadata"]["name"]): d for d in docs}
+
+
+# ---- foresize manifests -----------------------------------------------------------------
+
+
+def test_manifests_all_pass_kubernetes_validate_strict():
+    docs = cli("all")
+    kinds = [d["kind"] for d in docs]
+    assert kinds[:3] == ["CustomResourceDefinition"] * 3
+    assert set(kinds) >= {
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+        "Namespace",
+        "Deployment",
+        "Service",
+        "PodDisruptionBudget",
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+        "PrometheusRule",
+        "ServiceMonitor",
+    }
+    validate_all(docs)
+
+
+def test_strict_validation_catches_a_typo():
+    deployment = copy.deepcopy(_by_key(build("operator"))[("Deployment", "foresize")])
+    deployment["spec"]["replicass"] = 2
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(deployment, "1.35.0", strict=True)
+
+
+def test_sections_partition_all():
+    parts = [d for s in ("crds", "rbac", "operator", "webhooks", "monitoring") for d in build(s)]
+    assert parts == cli("all") == build()
+
+
+def test_unknown_section_is_a_clear_error():
+    from foresize.cli import main
+
+    result = CliRunner().invoke(app, ["manifests", "everything"])
+    assert result.exit_code != 0
+    assert "unknown section 'everything'" in str(result.exception)
+    assert callable(main)
+
+
+def _rules_by_resource(rules: list[dict[str, Any]]) -> dict[tuple[str, str], set[str]]:
+    out: dict[tuple[str, str], set[str]] = {}
+    for rule in rules:
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                out.setdefault((group, resource), set()).update(rule["verbs"])
+    return out
+
+
+def test_cluster_role_is_least_privilege():
+    docs = _by_key(build("rbac"))
+    rules = docs[("ClusterRole", "foresize")]["rules"]
+    for rule in rules:
+        assert "*" not in rule["verbs"] and "*" not in rule["resources"]
+        assert "*" not in rule["apiGroups"]
+    rights = _rules_by_resource(rules)
+    assert rights[("", "pods/resize")] == {"patch"}
+    assert rights[("", "pods/eviction")] == {"create"}
+    assert rights[("", "pods")] == {"get", "list", "watch", "patch"}
+    for scale in ("deployments/scale", "statefulsets/scale"):
+        assert rights[("apps", scale)] == {"get", "patch", "update"}
+    assert rights[("argoproj.io", "rollouts/scale")] == {"get", "patch", "update"}
+    for kind in ("aiscaletargets", "daemonsetautoscalers", "clusteraiscaletemplates"):
+        assert rights[("foresize.io", f"{kind}/status")] == {"get", "update", "patch"}
+    for watched in (
+        ("", "pods"),
+        ("", "nodes"),
+        ("policy", "poddisruptionbudgets"),
+        ("autoscaling", "horizontalpodautoscalers"),
+        ("apps", "deployments"),
+        ("apps", "statefulsets"),
+        ("apps", "replicasets"),
+        ("apps", "daemonsets"),
+        ("argoproj.io", "rollouts"),
+    ):
+        assert {"get", "list", "watch"} <= rights[watched], watched
+    assert rights[("metrics.k8s.io", "pods")] == {"get", "list"}
+    assert rights[("", "events")] >= {"create"}
+    # No secrets, no pod deletion, nothing cluster-wide on leases.
+    assert ("", "secrets") not in rights
+    assert "delete" not in rights[("", "pods")]
+    assert ("coordination.k8s.io", "leases") not in rights
+    webhook_rule = next(r for r in rules if "admissionregistration.k8s.io" in r["apiGroups"])
+    assert webhook_rule["resourceNames"] == ["foresize"]
+    role = _rules_by_resource(docs[("Role", "foresize")]["rules"])
+    assert {"get", "create", "update"} <= role[("coordination.k8s.io", "leases")]
+    assert docs[("Role", "foresize")]["metadata"]["namespace"] == "foresize-system"
+    secret_get = next(
+        r
+        for r in docs[("Role", "foresize")]["rules"]
+        if "secrets" in r["resources"] and "get" in r["verbs"]
+    )
+    assert secret_get["resourceNames"] == ["foresize-webhook-tls"]
+
+
+def test_operator_deployment_and_service():
+    docs = _by_key(build("operator", namespace="autoscaling", image="reg/f:1", replicas=3))
+    dep = docs[("Deployment", "foresize")]
+    assert dep["metadata"]["namespace"] == "autoscaling"
+    assert dep["spec"]["replicas"] == 3
+    (container,) = dep["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == "reg/f:1"
+    assert dep["spec"]["template"]["spec"]["serviceAccountName"] == "foresize"
+    assert build("operator")[1]["spec"]["replicas"] == 2
+    svc = docs[("Service", "foresize-webhook")]
+    ports = {p["name"]: (p["port"], p["targetPort"]) for p in svc["spec"]["ports"]}
+    assert ports == {"webhook": (443, "webhook"), "metrics": (8080, "metrics")}
+    selector = dep["spec"]["selector"]["matchLabels"]
+    labels = dep["spec"]["template"]["metadata"]["labels"]
+    assert svc["spec"]["selector"] == selector and selector.items() <= labels.items()
+
+
+def test_webhooks_ignore_failures_time_out_fast_and_skip_system_namespaces():
+    docs = _by_key(build("webhooks", namespace="ops"))
+    mutating = docs[("MutatingWebhookConfiguration", "foresize")]["webhooks"]
+    validating = docs[("ValidatingWebhookConfiguration", "foresize")]["webhooks"]
+    for hook in mutating + validating:
+        assert hook["failurePolicy"] == "Ignore" and hook["timeoutSeconds"] == 3
+        assert hook["sideEffects"] == "None"
+        (expr,) = hook["namespaceSelector"]["matchExpressions"]
+        assert expr["key"] == "kubernetes.io/metadata.name" and expr["operator"] == "NotIn"
+        assert set(expr["values"]) == {"kube-system", "kube-public", "kube-node-lease", "ops"}
+        assert hook["clientConfig"]["service"]["namespace"] == "ops"
+        assert hook["clientConfig"]["service"]["name"] == "foresize-webhook"
+    pods = next(h for h in mutating if h["clientConfig"]["service"]["path"] == "/mutate-pods")
+    assert [(r["resources"], r["operations"]) for r in pods["rules"]] == [(["pods"], ["CREATE"])]
+    scale = next(h for h in mutating if h["clientConfig"]["service"]["path"] == "/mutate-scale")
+    resources = {res for r in scale["rules"] for res in r["resources"]}
+    assert resources == {"deployments/scale", "statefulsets/scale", "rollouts/scale"}
+    assert all(r["operations"] == ["UPDATE"] for r in scale["rules"])
+    (target,) = validating
+    assert target["rules"][0]["resources"] == ["aiscaletargets"]
+
+
+# ---- alerts ---------------------------------------------------------------------------
+
+
+def test_alerts_use_only_exported_metric_names():
+    from foresize.telemetry.metrics import METRIC_NAMES
+
+    used = {m for rule in alert_rules() for m in re.findall(r"foresize_\w+", rule["expr"])}
+    assert used == {
+        "foresize_resizes_total",
+        "foresize_stalled_pods",
+        "foresize_breaker_open",
+        "foresize_node_charge_gap",
+    }
+    assert used <= set(METRIC_NAMES)
+
+
+PROMTOOL = shutil.which("promtool")
+
+
+def _promtool(tmp_path: Path, name: str, content: Any, *args: str) -> None:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(content, sort_keys=False))
+    proc = subprocess.run(
+        [PROMTOOL, *args, str(path)], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def _unit(alert: str, series: dict[str, str], at: str, fires: list[dict[str, str]]) -> dict:
+    return {
+        "interval": "1m",
+        "input_series": [{"series": s, "values": v} for s, v in series.items()],
+        "alert_rule_test": [
+            {
+                "eval_time": at,
+                "alertname": alert,
+                "exp_alerts": [{"exp_labels": labels} for labels in fires],
+            }
+        ],
+    }
+
+
+@pytest.mark.prometheus
+@pytest.mark.skipif(PROMTOOL is None, reason="promtool (Debian package prometheus) missing")
+def test_alerts_are_valid_promql_and_fire_on_their_conditions(tmp_path):
+    groups = build("monitoring")[0]["spec"]["groups"]
+    _promtool(tmp_path, "full.yaml", {"groups": groups}, "check", "rules")
+    # Unit tests compare annotations exactly; strip them and test the expressions.
+    bare = copy.deepcopy(groups)
+    for rule in bare[0]["rules"]:
+        rule.pop("annotations")
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": bare}))
+    up = 'foresize_resizes_total{target="shop/web",resource="cpu",direction="%s",outcome="%s"}'
+    tests = [
+        _unit(
+            "ForesizeResizeChurn",
+            {
+                up % ("up", "success"): "0+1x100",
+                up % ("down", "success"): "0+1x100",
+                up.replace("shop/web", "shop/calm") % ("up", "success"): "0+1x100",
+            },
+            "80m",
+            [{"severity": "warning", "target": "shop/web", "resource": "cpu"}],
+        ),
+        _unit("ForesizeResizeChurn", {up % ("up", "success"): "0+1x20"}, "15m", []),
+        _unit(
+            "ForesizeResizeRejected",
+            {
+                up % ("up", "rejected"): "0+1x40",
+                up.replace("web", "ok") % ("up", "success"): "0+1x40",
+            },
+            "20m",
+            [{"severity": "warning", "target": "shop/web"}],
+        ),
+        _unit(
+            "ForesizeResizeStalled",
+            {
+                'foresize_stalled_pods{target="shop/web"}': "2x30",
+                'foresize_stalled_pods{target="shop/ok"}': "0x30",
+            },
+            "20m",
+            [{"severity": "warning", "target": "shop/web"}],
+        ),
+        _unit("ForesizeResizeStalled", {'foresize_stalled_pods{target="a"}': "2x30"}, "5m", []),
+        _unit(
+            "ForesizeCircuitBreakerOpen",
+            {
+                'foresize_breaker_open{target="shop/web"}': "1x10",
+                'foresize_breaker_open{target="shop/ok"}': "0x10",
+            },
+            "5m",
+            [{"severity": "critical", "target": "shop/web"}],
+        ),
+        _unit(
+            "ForesizeSchedulerChargeDivergence",
+            {
+                'foresize_node_charge_gap{node="n1",resource="cpu"}': "1x40",
+                'foresize_node_charge_gap{node="n2",resource="cpu"}': "0.1x40",
+                'foresize_node_charge_gap{node="n2",resource="memory"}': "5e9x40",
+            },
+            "30m",
+            [{"severity": "warning", "node": "n1"}],
+        ),
+        _unit(
+            "ForesizeSchedulerChargeDivergenceMemory",
+            {
+                'foresize_node_charge_gap{node="n1",resource="memory"}': "2e9x40",
+                'foresize_node_charge_gap{node="n2",resource="memory"}': "1e8x40",
+            },
+            "30m",
+            [{"severity": "warning", "node": "n1"}],
+        ),
+    ]
+    _promtool(
+        tmp_path,
+        "tests.yaml",
+        {"rule_files": ["rules.yaml"], "evaluation_interval": "1m", "tests": tests},
+        "test",
+        "rules",
+    )
+
+
+# ---- the Helm chart -------------------------------------------------------------------
+
+
+def test_chart_crds_are_the_generated_ones():
+    on_disk = [d for d in yaml.safe_load_all((CHART / "crds" / "foresize-crds.yaml").read_text())]
+    assert on_disk == all_crds(), "regenerate: foresize manifests crds > deploy/.../crds/..."
+    from_helm = [d for f in _chart().crds for d in yaml.safe_load_all(f["data"]) if d]
+    assert from_helm == all_crds()
+
+
+def test_helm_render_equals_foresize_manifests():
+    rendered = helm_render()
+    validate_all(rendered)
+    ours = [d for d in cli("all") if d["kind"] not in ("CustomResourceDefinition", "Namespace")]
+    assert _by_key(_strip_helm_labels(rendered)) == _by_key(ours)
+    # Helm adds only its own labels.
+    dep = _by_key(rendered)[("Deployment", "foresize")]
+    assert dep["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
+
+
+def test_helm_values_change_names_namespace_and_options():
+    rendered = _by_key(
+        helm_render(
+            {
+                "replicaCount": 3,
+                "image": {"repository": "reg/foresize", "tag": "dev"},
+                "certManager": {"enabled": True},
+                "monitoring": {"enabled": False},
+            },
+            name="fs",
+            ns="autoscaling",
+        )
+    )
+    assert not any(kind in PROM_KINDS for kind, _ in rendered)
+    dep = rendered[("Deployment", "fs")]
+    assert dep["metadata"]["namespace"] == "autoscaling" and dep["spec"]["replicas"] == 3
+    (container,) = dep["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == "reg/foresize:dev"
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["FORESIZE_WEBHOOK_CONFIGURATION"] == "fs"
+    assert env["FORESIZE_TLS_SECRET"] == "fs-webhook-tls"
+    assert env["FORESIZE_CERT_MANAGER"] == "true"
+    mutating = rendered[("MutatingWebhookConfiguration", "fs")]
+    assert mutating["metadata"]["annotations"] == {
+        "cert-manager.io/inject-ca-from": "autoscaling/fs-webhook"
+    }
+    (expr,) = mutating["webhooks"][0]["namespaceSelector"]["matchExpressions"]
+    assert "autoscaling" in expr["values"] and "kube-system" in expr["values"]
+    cert = rendered[("Certificate", "fs-webhook")]
+    assert cert["spec"]["secretName"] == "fs-webhook-tls"
+    assert "fs-webhook.autoscaling.svc" in cert["spec"]["dnsNames"]
+    assert ("Issuer", "fs-selfsigned") in rendered
+    role = rendered[("ClusterRole", "fs")]
+    hook_rule = next(r for r in role["rules"] if "admissionregistration.k8s.io" in r["apiGroups"])
+    assert hook_rule["resourceNames"] == ["fs"]
+    validate_all([d for d in rendered.values() if d["apiVersion"] != "cert-manager.io/v1"])
+
+
+def test_helm_lint_is_clean():
+    from helm_python import lint
+
+    report = lint(str(CHART), strict=True, namespace="foresize-system", kube_version="v1.35.0")
+    errors = [m for m in report.get("messages") or [] if m.get("severity", 0) >= 2]
+    assert errors == [] and not report.get("errors"), report
