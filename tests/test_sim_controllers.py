@@ -242,3 +242,19 @@ def test_snapshot_is_a_point_in_time_view():
     sim.apply(PatchPodMetadata("default", p.name, annotations={"later": "yes"}))
     assert "later" not in p.annotations
     assert "later" in sim.snapshot().pods[0].annotations
+
+
+def test_statefulset_recreates_an_ordinal_evicted_by_node_pressure():
+    from foresize.api.quantity import MIB
+
+    sim = make_sim(
+        [workload("db", 1, kind="StatefulSet", containers=[container(req={}, lim={})])],
+        memory="1Gi",
+    )
+    old_uid = sim.pod("default", "db-0").uid
+    sim.set_usage("default", "db-0", "app", memory=1000 * MIB)
+    sim.run(60)
+    assert sim.events.count("NodePressureEviction", object="Pod/default/db-0") == 1
+    sim.run(30)
+    pod = sim.pod("default", "db-0")
+    assert pod.uid != old_uid and pod.phase == "Running" and pod.ready

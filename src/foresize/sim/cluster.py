@@ -550,10 +550,15 @@ class SimCluster:
     def _reconcile_statefulset(self, key: str, st: WorkloadState) -> None:
         sts = self.workloads[key]
         existing: dict[int, Pod] = {}
-        for k in st.pods:
+        for k in list(st.pods):
             p = self.pods.get(k)
-            if p is not None and p.phase not in ("Succeeded", "Failed"):
-                existing[self.meta[k].ordinal] = p
+            if p is None:
+                continue
+            if p.phase in ("Succeeded", "Failed"):
+                # The StatefulSet controller deletes a failed pod to recreate its ordinal.
+                self._remove_pod(k, p.uid)
+                continue
+            existing[self.meta[k].ordinal] = p
         if any(p.deletion_time is not None for p in existing.values()):
             return  # OrderedReady: one change at a time
         # Scale down from the highest ordinal.
@@ -621,7 +626,7 @@ class SimCluster:
             st.job_done = True
             self.log(
                 "JobCompleted",
-                key.replace("Job/", "Job/", 1),
+                key,
                 "Completed",
                 f"{st.succeeded} completions",
             )
