@@ -187,6 +187,8 @@ class SimCluster:
         self._schedule_queued = False
         self._last_account = 0.0
         self._started = False
+        self._ca_added = 0
+        self._ca_provisioning = False
         # Accounting, one row per top-level workload (row 0: bare pods).
         self._acc_names: list[str] = ["(bare pods)"]
         self._acc = {
@@ -1188,7 +1190,47 @@ class SimCluster:
                     self._node_pressure(self._node_names[ni])
         if self._pending:
             self._queue_schedule()
+            if self.scenario.autoscaler is not None:
+                self._cluster_autoscale()
         self.at(t + self.step, self._usage_step)
+
+    def _cluster_autoscale(self) -> None:
+        """Cluster-autoscaler stand-in: when pods have been Pending longer than
+        `pending_after` and one would fit an empty template node, add one node (ready after
+        `provision_time`), at most `max_nodes` in total. Nodes are never removed."""
+        ca = self.scenario.autoscaler
+        assert ca is not None
+        if self._ca_provisioning or self._ca_added >= ca.max_nodes:
+            return
+        cap = (ca.node.cpu, ca.node.memory)
+        for k in sorted(self._pending):
+            pod = self.pods[k]
+            meta = self.meta[k]
+            if meta.pinned_node is not None or meta.nominated_node is not None:
+                continue
+            if self.now - pod.creation_time < ca.pending_after:
+                continue
+            ch = pod_charge(pod)
+            if ch.get(CPU, 0) <= cap[0] and ch.get(MEMORY, 0) <= cap[1]:
+                self._ca_added += 1
+                self._ca_provisioning = True
+                name = f"{ca.node.name}-{self._ca_added}"
+                spec = NodeSpec(name, cap[0], cap[1], cap[0], cap[1], dict(ca.node.labels))
+                self.log(
+                    "ScaleUp",
+                    f"Node/{name}",
+                    "TriggeredScaleUp",
+                    f"pod {k} triggered scale-up: adding {name}",
+                    pod=k,
+                    ready_at=self.now + ca.provision_time,
+                )
+
+                def ready(spec: NodeSpec = spec) -> None:
+                    self._ca_provisioning = False
+                    self._add_node(spec)
+
+                self.at(self.now + ca.provision_time, ready)
+                return
 
     def _oom_kill(self, slot: int) -> None:
         key_t = self._slot_keys.get(slot)

@@ -113,6 +113,17 @@ class Scenario:
     seed: int | None = None
     hpa_sync_period: float = 15.0
     description: str = ""
+    autoscaler: AutoscalerSpec | None = None
+
+
+@dataclass(slots=True)
+class AutoscalerSpec:
+    """A cluster-autoscaler stand-in: adds template nodes for pods pending too long."""
+
+    node: NodeSpec
+    max_nodes: int = 10
+    pending_after: float = 60.0  # a pod must be pending this long to count
+    provision_time: float = 300.0  # from decision to Ready node
 
 
 class _Ctx:
@@ -427,6 +438,7 @@ def parse_scenario(data: Any, source: str, base_dir: Path | None = None) -> Scen
             "pdbs",
             "hpas",
             "priority_classes",
+            "cluster_autoscaler",
         },
         "",
     )
@@ -490,6 +502,31 @@ def parse_scenario(data: Any, source: str, base_dir: Path | None = None) -> Scen
             sc.nodes.append(NodeSpec(node_name, cpu, mem, cap_cpu, cap_mem, dict(labels), add_at))
     if not sc.nodes:
         raise ctx.fail("nodes", "a scenario needs at least one node")
+
+    if top.get("cluster_autoscaler") is not None:
+        path = "cluster_autoscaler"
+        m = ctx.mapping(top["cluster_autoscaler"], path)
+        ctx.known(m, {"node", "max_nodes", "pending_after", "provision_time"}, path)
+        nm = ctx.mapping(m.get("node"), f"{path}.node")
+        ctx.known(nm, {"name", "cpu", "memory", "labels"}, f"{path}.node")
+        for req in ("cpu", "memory"):
+            if req not in nm:
+                raise ctx.fail(f"{path}.node.{req}", "required field is missing")
+        cpu = ctx.quantity("cpu", nm["cpu"], f"{path}.node.cpu")
+        mem = ctx.quantity("memory", nm["memory"], f"{path}.node.memory")
+        sc.autoscaler = AutoscalerSpec(
+            NodeSpec(
+                ctx.string(nm.get("name"), f"{path}.node.name", required=False, default="auto"),
+                cpu,
+                mem,
+                cpu,
+                mem,
+                ctx.labels(nm.get("labels"), f"{path}.node.labels"),
+            ),
+            max_nodes=ctx.integer(m.get("max_nodes"), f"{path}.max_nodes", 10, minimum=1),
+            pending_after=ctx.duration(m.get("pending_after"), f"{path}.pending_after", 60.0),
+            provision_time=ctx.duration(m.get("provision_time"), f"{path}.provision_time", 300.0),
+        )
 
     seen_wl: set[tuple[str, str, str]] = set()
     for i, raw in enumerate(ctx.seq(top.get("workloads"), "workloads")):
