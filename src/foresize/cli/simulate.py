@@ -24,6 +24,7 @@ _COLUMNS = (
     ("re-\nsizes", "resizes", "{}"),
     ("stalls", "stalls", "{}"),
     ("preemp-\ntions", "preemptions", "{}"),
+    ("breaker\nopened", "breaker_openings", "{}"),
     ("pending\npod·h", "pending_pod_hours", "{:.2f}"),
 )
 
