@@ -129,10 +129,10 @@ class ChangeRecorder:
                 "change": change,
                 "target": getattr(action, "target", ""),
                 "namespace": getattr(action, "namespace", ""),
-                "name": getattr(action, "name", ""),
+                "object": getattr(action, "name", ""),
                 "code": result.code,
                 "outcome": outcome_of(result.code, result.ok),
-                "message": result.message,
+                "api_message": result.message,
                 **fields,
             },
         )
@@ -187,7 +187,7 @@ class ChangeRecorder:
     def _evict(self, action: EvictPod, result: ActionResult) -> list[EmitEvent]:
         outcome = outcome_of(result.code, result.ok)
         self.metrics.evictions.labels(action.target, outcome).inc()
-        self._log("eviction", action, result, reason=action.reason)
+        self._log("eviction", action, result, eviction_reason=action.reason)
         if result.code == 429:
             return []  # the planner reports the deferral ("EvictionDeferred")
         return self._events(
@@ -222,7 +222,7 @@ class ChangeRecorder:
         return events
 
     def _restart(self, action: RestartWorkload, result: ActionResult) -> list[EmitEvent]:
-        self._log("restart", action, result, reason=action.reason)
+        self._log("restart", action, result, restart_reason=action.reason)
         ns, name = _split(action.target) if action.target else (action.namespace, "")
         reason, msg = (
             ("WorkloadRestarted", f"{action.kind}/{action.name} restarted ({action.reason})")

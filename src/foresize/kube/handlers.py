@@ -1,0 +1,175 @@
+"""Kopf wiring: watches that keep `ClusterState` current, and the Foresize CRD handlers.
+
+Kopf owns the watches (list + watch with reconnects and bookmarks), the finalizer on
+AIScaleTargets and handler retries. Every watched kind feeds `ClusterState.apply_event`;
+the CRD handlers validate each Foresize object with the API types and report the verdict
+in `status.conditions` (an invalid spec is refused with the field named, never crashes the
+loop). Deleting an AIScaleTarget is guarded by the `foresize.io/finalizer` finalizer: the
+target is marked as leaving, the control loop reverts its pods (lifecycle), and the
+finalizer is released once no pod of the target still carries Foresize's values or the
+revert budget is exhausted.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from foresize.kube.state import PAUSE_CONFIGMAP, ClusterState
+
+log = logging.getLogger("foresize.operator")
+
+FINALIZER = "foresize.io/finalizer"
+
+# (group, version, plural, kind, optional)
+WATCHED: tuple[tuple[str, str, str, str, bool], ...] = (
+    ("", "v1", "pods", "Pod", False),
+    ("", "v1", "nodes", "Node", False),
+    ("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", False),
+    ("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", False),
+    ("apps", "v1", "deployments", "Deployment", False),
+    ("apps", "v1", "statefulsets", "StatefulSet", False),
+    ("apps", "v1", "daemonsets", "DaemonSet", False),
+    ("apps", "v1", "replicasets", "ReplicaSet", False),
+    ("argoproj.io", "v1alpha1", "rollouts", "Rollout", True),
+    ("foresize.io", "v1", "aiscaletargets", "AIScaleTarget", False),
+    ("foresize.io", "v1", "daemonsetautoscalers", "DaemonSetAutoscaler", False),
+    ("foresize.io", "v1", "clusteraiscaletemplates", "ClusterAIScaleTemplate", False),
+)
+
+
+def parse_foresize(kind: str, obj: dict[str, Any]) -> Any:
+    """Kubernetes JSON -> API model; an invalid object is kept out of planning."""
+    from foresize.api.types import parse_object
+    from foresize.errors import ForesizeError
+
+    body = dict(obj)
+    body.setdefault("kind", kind)
+    # Kopf's own bookkeeping annotations and server-set metadata are not part of the API.
+    try:
+        return parse_object(body, f"{kind} {_name(obj)}")
+    except ForesizeError as exc:
+        log.warning("ignoring invalid %s %s: %s", kind, _name(obj), exc)
+        return None
+
+
+def _name(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    ns = meta.get("namespace")
+    return f"{ns}/{meta.get('name')}" if ns else str(meta.get("name"))
+
+
+def validation_message(kind: str, body: dict[str, Any]) -> str | None:
+    from foresize.api.types import parse_object
+    from foresize.errors import ForesizeError
+
+    data = dict(body)
+    data.setdefault("kind", kind)
+    try:
+        parse_object(data, "")
+    except ForesizeError as exc:
+        return str(exc)
+    return None
+
+
+def configure(settings: Any, *, scanning: bool = True) -> None:
+    """Kopf settings for Foresize: its own finalizer, annotations, quiet handler events."""
+    import kopf
+
+    settings.persistence.finalizer = FINALIZER
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="foresize.io")
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix="foresize.io", key="last-handled-configuration"
+    )
+    settings.posting.level = logging.WARNING
+    settings.scanning.disabled = not scanning
+    settings.watching.server_timeout = 270
+    settings.watching.client_timeout = 300
+
+
+def build_registry(
+    state: ClusterState,
+    *,
+    server: str | None = None,
+    optional_kinds: bool = True,
+    on_target_deleted: Any = None,
+) -> Any:
+    """A Kopf registry with all watches and CRD handlers bound to `state`.
+
+    `server` (tests, `kubectl proxy`): log in to that URL without credentials. Otherwise
+    Kopf's own login applies: the in-cluster service account, else the kubeconfig.
+    """
+    import kopf
+
+    registry = kopf.SmartOperatorRegistry() if server is None else kopf.OperatorRegistry()
+
+    if server is not None:
+
+        @kopf.on.login(registry=registry)
+        def login(**_: Any) -> kopf.ConnectionInfo:
+            return kopf.ConnectionInfo(server=server, insecure=True, default_namespace="default")
+
+    @kopf.on.startup(registry=registry)
+    def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
+        configure(settings, scanning=server is None)
+
+    for group, version, plural, kind, optional in WATCHED:
+        if optional and not optional_kinds:
+            continue
+
+        def make(kind: str) -> Any:
+            def on_event(event: dict[str, Any], body: Any, **_: Any) -> None:
+                state.apply_event(kind, event.get("type") or "ADDED", dict(body))
+
+            return on_event
+
+        handler = make(kind)
+        handler.__name__ = f"watch_{plural}"
+        kopf.on.event(group, version, plural, registry=registry, id=f"watch-{plural}")(handler)
+
+    @kopf.on.event(
+        "", "v1", "configmaps", registry=registry, field="metadata.name", value=PAUSE_CONFIGMAP
+    )
+    def on_pause(event: dict[str, Any], body: Any, **_: Any) -> None:
+        state.apply_event("ConfigMap", event.get("type") or "ADDED", dict(body))
+
+    def check(kind: str) -> Any:
+        def validate(body: Any, patch: kopf.Patch, **_: Any) -> None:
+            problem = validation_message(kind, dict(body))
+            condition = {
+                "type": "Accepted",
+                "status": "False" if problem else "True",
+                "reason": "InvalidSpec" if problem else "Valid",
+                "message": problem or "spec accepted",
+            }
+            patch.status["conditions"] = [condition]
+            if problem:
+                raise kopf.PermanentError(problem)
+
+        return validate
+
+    for plural, kind in (
+        ("aiscaletargets", "AIScaleTarget"),
+        ("daemonsetautoscalers", "DaemonSetAutoscaler"),
+        ("clusteraiscaletemplates", "ClusterAIScaleTemplate"),
+    ):
+        fn = check(kind)
+        fn.__name__ = f"validate_{plural}"
+        kopf.on.create("foresize.io", "v1", plural, registry=registry, id="validate")(fn)
+        kopf.on.update("foresize.io", "v1", plural, registry=registry, id="validate", field="spec")(
+            fn
+        )
+        kopf.on.resume("foresize.io", "v1", plural, registry=registry, id="validate")(fn)
+
+    @kopf.on.delete("foresize.io", "v1", "aiscaletargets", registry=registry, id="unenrol")
+    async def unenrol(body: Any, **_: Any) -> None:
+        """Finalizer: let the control loop revert the target's pods before it goes."""
+        meta = body.get("metadata") or {}
+        key = f"{meta.get('namespace')}/{meta.get('name')}"
+        if on_target_deleted is not None:
+            pending = await on_target_deleted(key, dict(body))
+            if pending:
+                raise kopf.TemporaryError(f"reverting {pending} pod(s) of {key}", delay=15)
+        log.info("target %s unenrolled", key)
+
+    return registry

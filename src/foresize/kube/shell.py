@@ -1,0 +1,174 @@
+"""The kube shell's control loop: snapshot -> core planners -> API calls -> records.
+
+`KubeShell` implements `AsyncClusterPort` (snapshot, apply) over the watch-fed
+`ClusterState` and the `KubeExecutor`. One `run_pass(now)`:
+
+1. takes a snapshot and keeps only the targets of the shards this replica holds;
+2. refuses in-place update modes on clusters without `pods/resize` (< 1.33) with a status
+   condition and an event, and leaves those targets out of the vertical pass;
+3. asks the vertical planner for actions, applies them in order, feeds every result back
+   to the planner (`on_result`), skipping the remaining evictions of a target after a 429
+   until its `retryAfterSeconds` (as the planner's own `execute` does in the sim shell);
+4. records every (action, result) with the shared `ChangeRecorder` and emits its Events;
+5. observes the snapshot for telemetry (node charge gap, OOM kills) and times the pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from foresize.cluster.actions import (
+    Action,
+    ActionResult,
+    EmitEvent,
+    EvictPod,
+    ResizePod,
+    WriteTargetStatus,
+)
+from foresize.cluster.snapshot import ClusterSnapshot
+from foresize.kube import version as kver
+from foresize.kube.executor import KubeExecutor
+from foresize.kube.leader import ShardManager
+from foresize.kube.state import ClusterState
+from foresize.telemetry.metrics import ForesizeMetrics
+from foresize.telemetry.recorder import ChangeRecorder, target_key
+
+log = logging.getLogger("foresize.operator")
+
+
+def _get(obj: Any, *names: str) -> Any:
+    for name in names:
+        if obj is None:
+            return None
+        obj = obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+    return obj
+
+
+def update_mode_of(target: Any) -> str:
+    return str(_get(target, "spec", "vertical", "update_policy", "update_mode") or "recreate")
+
+
+def vertical_mode_of(target: Any) -> str:
+    return str(_get(target, "spec", "vertical", "mode") or "")
+
+
+class KubeShell:
+    """The real-cluster shell around the core."""
+
+    def __init__(
+        self,
+        state: ClusterState,
+        executor: KubeExecutor,
+        *,
+        metrics: ForesizeMetrics | None = None,
+        shards: ShardManager | None = None,
+        clock: Callable[[], float] = time.time,
+        worker_config: Any = None,
+    ) -> None:
+        from foresize.vertical.state import WorkerState
+
+        self.state = state
+        self.executor = executor
+        self.recorder = ChangeRecorder(metrics)
+        self.metrics = self.recorder.metrics
+        self.shards = shards
+        self.clock = clock
+        self.worker_state = WorkerState()
+        self.worker_config = worker_config
+        self._refused_reported: set[str] = set()
+        self.passes = 0
+
+    # ------------------------------------------------------------ AsyncClusterPort
+    async def snapshot(self) -> ClusterSnapshot:
+        snap = self.state.snapshot(self.clock())
+        snap.server_version = self.executor.server_version
+        if self.shards is not None:
+            snap.targets = [t for t in snap.targets if self.shards.owns(target_key(t))]
+        return snap
+
+    async def apply(self, action: Action) -> ActionResult:
+        return await self.executor.apply(action)
+
+    # ------------------------------------------------------------------ the pass
+    def _gate_in_place(self, snap: ClusterSnapshot) -> list[Action]:
+        """Targets asking for in-place updates on a cluster that cannot do them."""
+        refusal = kver.in_place_refusal(snap.server_version)
+        if refusal is None:
+            return []
+        actions: list[Action] = []
+        kept = []
+        for target in snap.targets:
+            if (
+                update_mode_of(target) in kver.IN_PLACE_MODES
+                and vertical_mode_of(target) == "autonomous"
+            ):
+                key = target_key(target)
+                if key not in self._refused_reported:
+                    self._refused_reported.add(key)
+                    ns, name = key.split("/", 1)
+                    condition = {
+                        "type": kver.CONDITION_INPLACE_UNSUPPORTED,
+                        "status": "True",
+                        "reason": "ServerTooOld",
+                        "message": refusal,
+                    }
+                    actions.append(WriteTargetStatus(ns, name, {"conditions": [condition]}))
+                    actions.append(
+                        EmitEvent(
+                            ns, "AIScaleTarget", name, "InPlaceUnsupported", refusal, "Warning"
+                        )
+                    )
+                continue
+            kept.append(target)
+        snap.targets = kept
+        return actions
+
+    async def run_pass(self) -> list[tuple[Action, ActionResult | None]]:
+        from foresize.vertical.planner import on_result, plan
+
+        start = time.perf_counter()
+        now = self.clock()
+        snap = await self.snapshot()
+        gate = self._gate_in_place(snap)
+        actions, self.worker_state = plan(snap, now, self.worker_state, self.worker_config)
+        done: list[tuple[Action, ActionResult | None]] = []
+        for action in [*gate, *actions]:
+            if isinstance(action, EvictPod):
+                ts = self.worker_state.targets.get(action.target)
+                if ts is not None and ts.evict_retry_at is not None and now < ts.evict_retry_at:
+                    done.append((action, None))  # deferred after a 429: not sent
+                    continue
+            result = await self.executor.apply_guarded(action)
+            done.append((action, result))
+            if isinstance(action, EvictPod | ResizePod):
+                self.worker_state = on_result(
+                    self.worker_state, action, result, now, self.worker_config
+                )
+                # Events the planner queued while digesting the result (refusals, deferrals).
+                ts = self.worker_state.targets.get(action.target)
+                if ts is not None and ts.outbox:
+                    for event in ts.outbox:
+                        done.append((event, await self.executor.apply(event)))
+                    ts.outbox = []
+        events = self.recorder.record(done, snap)
+        events += self.recorder.observe(snap)
+        for event in events:
+            done.append((event, await self.executor.apply(event)))
+        self.metrics.loop_duration.observe(time.perf_counter() - start)
+        self.passes += 1
+        return done
+
+    async def run(self, stop: asyncio.Event, interval: float = 30.0) -> None:
+        """Plan and act every `interval` seconds until `stop` is set."""
+        while not stop.is_set():
+            try:
+                await self.run_pass()
+            except Exception:  # one bad pass must not stop the operator
+                log.exception("control-loop pass failed")
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(stop.wait(), interval)
