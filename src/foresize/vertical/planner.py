@@ -110,6 +110,18 @@ def _recent_oom(pod: Pod, now: float) -> bool:
     return False
 
 
+def _memory_up(pod: Pod, change: PodChange) -> bool:
+    """Does the change raise a memory request or limit (what OOM remediation does)?"""
+    for cr in change.containers:
+        c = pod.container(cr.name)
+        if c is None:
+            continue
+        for new, old in ((cr.requests, c.resources.requests), (cr.limits, c.resources.limits)):
+            if new.get("memory", 0) > old.get("memory", new.get("memory", 0)):
+                return True
+    return False
+
+
 def _fmt(res: ResourceMap) -> str:
     from foresize.api.quantity import format_quantity
 
@@ -426,7 +438,7 @@ def _analyse(
             disrupted += 1  # an in-place change still rolling counts against the batch
         elif reason is not None and _restart_pending(pod):
             disrupted += 1  # it will restart whenever the resize lands
-        urgent = change is not None and _recent_oom(pod, now) and "memory" in change.changed
+        urgent = change is not None and _recent_oom(pod, now) and _memory_up(pod, change)
         if mode == "recreate":
             if change is not None and (change.significant or urgent):
                 candidates.append(_Candidate("evict", pod, run, change, "recreate", urgent))
@@ -541,7 +553,15 @@ def _breaker(run: _TargetRun, sugg: Suggestion, now: float, config: WorkerConfig
         )
         still: list[PendingEviction] = []
         for ev in ts.pending_evictions:
-            new = next((p for p in fresh if p.creation_time > ev.at and p.uid not in judged), None)
+            # A controller recreates at once: the replacement may carry the eviction's time.
+            new = next(
+                (
+                    p
+                    for p in fresh
+                    if p.creation_time >= ev.at and p.uid not in judged and p.uid != ev.uid
+                ),
+                None,
+            )
             if new is None:
                 if now - ev.at < config.eviction_verdict_timeout:
                     still.append(ev)

@@ -132,17 +132,22 @@ class TargetState:
         )
 
     def to_status(self) -> dict[str, Any]:
-        """The persisted part, as a JSON-able dict (camelCase, like the rest of status)."""
+        """The persisted part, as a JSON-able dict (camelCase, like the rest of status).
+
+        Collections are lists, not maps: a JSON merge patch replaces a list whole, while it
+        would merge a map and keep entries the worker has dropped."""
         return {
-            "stalls": {
-                uid: {"pod": r.pod, "firstSeen": r.first_seen, "reason": r.reason}
+            "stalls": [
+                {"uid": uid, "pod": r.pod, "firstSeen": r.first_seen, "reason": r.reason}
                 for uid, r in sorted(self.stalls.items())
-            },
+            ],
             "lastBatchTime": self.last_batch_at,
             "evictionRetryTime": self.evict_retry_at,
-            "blockedPods": dict(sorted(self.blocked_pods.items())),
-            "refusedResizes": dict(sorted(self.refused.items())),
-            "releasedResizes": dict(sorted(self.released.items())),
+            "blockedPods": [{"uid": k, "until": v} for k, v in sorted(self.blocked_pods.items())],
+            "refusedResizes": [{"uid": k, "signature": v} for k, v in sorted(self.refused.items())],
+            "releasedResizes": [
+                {"uid": k, "signature": v} for k, v in sorted(self.released.items())
+            ],
             "pendingEvictions": [
                 {
                     "pod": p.pod,
@@ -161,7 +166,7 @@ class TargetState:
                 "stallFallbacks": self.stall_fallbacks,
                 "stallsSeen": self.stalls_seen,
             },
-            "reported": dict(sorted(self.reported.items())),
+            "reported": [{"topic": k, "value": v} for k, v in sorted(self.reported.items())],
         }
 
     @classmethod
@@ -171,14 +176,16 @@ class TargetState:
         counters = d.get("counters") or {}
         return cls(
             stalls={
-                uid: StallRecord(str(r.get("pod", "")), float(r["firstSeen"]), str(r["reason"]))
-                for uid, r in (d.get("stalls") or {}).items()
+                str(r["uid"]): StallRecord(
+                    str(r.get("pod", "")), float(r["firstSeen"]), str(r["reason"])
+                )
+                for r in d.get("stalls") or []
             },
             last_batch_at=d.get("lastBatchTime"),
             evict_retry_at=d.get("evictionRetryTime"),
-            blocked_pods={k: float(v) for k, v in (d.get("blockedPods") or {}).items()},
-            refused=dict(d.get("refusedResizes") or {}),
-            released=dict(d.get("releasedResizes") or {}),
+            blocked_pods={str(r["uid"]): float(r["until"]) for r in d.get("blockedPods") or []},
+            refused={str(r["uid"]): str(r["signature"]) for r in d.get("refusedResizes") or []},
+            released={str(r["uid"]): str(r["signature"]) for r in d.get("releasedResizes") or []},
             pending_evictions=[
                 PendingEviction(
                     str(p["pod"]),
@@ -195,7 +202,7 @@ class TargetState:
             evicted=int(counters.get("evicted", 0)),
             stall_fallbacks=int(counters.get("stallFallbacks", 0)),
             stalls_seen=int(counters.get("stallsSeen", 0)),
-            reported=dict(d.get("reported") or {}),
+            reported={str(r["topic"]): str(r["value"]) for r in d.get("reported") or []},
         )
 
 
