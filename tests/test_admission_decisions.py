@@ -312,3 +312,34 @@ def test_validation_messages_name_fields():
     dup = validate_target(target_manifest("second", ref="web"), index)
     assert dup and dup[0].startswith("spec.scaleTargetRef") and "shop/first" in dup[0]
     assert validate_target(target_manifest("first", ref="web"), index) == []
+
+
+def test_planner_overrides_are_read_live_and_win_over_status():
+    from foresize.cluster.model import ContainerSuggestion, Suggestion
+
+    live: dict = {}
+    floors: dict = {}
+    index = AdmissionIndex.build(
+        [parse_target(target_manifest(suggestion=SUG))], suggestions=live, oom_floors=floors
+    )
+    p = pod([c(req={"cpu": 100, "memory": 128 * MIB})])
+    assert decide_pod(p, None, index, 0).containers["app"].requests == {
+        "cpu": 250,
+        "memory": 256 * MIB,
+    }
+    live["shop/web"] = Suggestion("s2", 0.0, {"app": ContainerSuggestion("app", {"cpu": 400})})
+    floors["shop/web"] = {"app": 700 * MIB}
+    assert decide_pod(p, None, index, 0).containers["app"].requests == {
+        "cpu": 400,
+        "memory": 700 * MIB,
+    }
+
+
+def test_expired_oom_floor_from_status_is_ignored():
+    t = target_manifest(suggestion=None, oom_floor={"app": "600Mi"})
+    t["status"]["oom_floors"][0]["until"] = "2026-01-05T01:00:00Z"
+    index = idx(t)
+    p = pod([c(req={"cpu": 100, "memory": 128 * MIB})])
+    until = index.targets[0].oom_floor_until["app"]
+    assert decide_pod(p, None, index, until - 1).changed
+    assert not decide_pod(p, None, index, until + 1).changed

@@ -9,7 +9,7 @@ requests without locking. Rebuild it when the snapshot changes.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from foresize.admission.targets import TargetView, dsa_view, target_view
 from foresize.cluster.model import OwnerRef, Pod, Suggestion, Workload
@@ -29,6 +29,13 @@ class AdmissionIndex:
     by_ref: dict[tuple[str, str, str], TargetView] = field(default_factory=dict)
     by_daemonset: dict[tuple[str, str], TargetView] = field(default_factory=dict)
     selector_targets: dict[str, list[TargetView]] = field(default_factory=dict)
+    # Overrides the planners hold in memory, keyed by "namespace/name" of the target; they
+    # win over what the objects' status says. Read at decision time, so the shell may
+    # update these mappings in place without rebuilding the index.
+    suggestions: Mapping[str, Suggestion] = field(default_factory=dict)
+    oom_floors: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    predictions: Mapping[str, int] = field(default_factory=dict)
+    dsa_suggestions: Mapping[str, Suggestion] = field(default_factory=dict)
 
     @classmethod
     def build(
@@ -45,18 +52,16 @@ class AdmissionIndex:
     ) -> AdmissionIndex:
         """Index targets (API models, manifest dicts or `TargetView`s). The mappings are
         keyed by "namespace/name" of the target and override what its status says."""
-        index = cls(workloads=workloads if workloads is not None else {}, paused=paused)
+        index = cls(
+            workloads=workloads if workloads is not None else {},
+            paused=paused,
+            suggestions=suggestions if suggestions is not None else {},
+            oom_floors=oom_floors if oom_floors is not None else {},
+            predictions=predictions if predictions is not None else {},
+            dsa_suggestions=dsa_suggestions if dsa_suggestions is not None else {},
+        )
         for obj in targets:
             view = target_view(obj)
-            overrides: dict[str, object] = {}
-            if suggestions and view.key in suggestions:
-                overrides["suggestion"] = suggestions[view.key]
-            if oom_floors and view.key in oom_floors:
-                overrides["oom_floor"] = dict(oom_floors[view.key])
-            if predictions and view.key in predictions:
-                overrides["predicted_replicas"] = predictions[view.key]
-            if overrides:
-                view = replace(view, **overrides)
             index.targets.append(view)
             if view.ref_kind and view.ref_name:
                 index.by_ref[(view.ref_kind, view.namespace, view.ref_name)] = view
@@ -64,8 +69,6 @@ class AdmissionIndex:
                 index.selector_targets.setdefault(view.namespace, []).append(view)
         for obj in daemonset_autoscalers:
             view = dsa_view(obj)
-            if dsa_suggestions and view.key in dsa_suggestions:
-                view = replace(view, suggestion=dsa_suggestions[view.key])
             index.dsas.append(view)
             index.by_daemonset[(view.namespace, view.ref_name)] = view
         return index
@@ -90,6 +93,26 @@ class AdmissionIndex:
             predictions=predictions,
             dsa_suggestions=dsa_suggestions,
         )
+
+    # -- current values (overrides first) -----------------------------------------------
+
+    def suggestion_of(self, view: TargetView) -> Suggestion | None:
+        source = self.dsa_suggestions if view.kind == "DaemonSetAutoscaler" else self.suggestions
+        found = source.get(view.key)
+        return found if found is not None else view.suggestion
+
+    def oom_floor_of(self, view: TargetView, container: str, now: float) -> int | None:
+        floors = self.oom_floors.get(view.key)
+        if floors is not None:
+            return floors.get(container) or floors.get("*") or None
+        return view.oom_floor_for(container, now)
+
+    def has_oom_floor(self, view: TargetView) -> bool:
+        return bool(self.oom_floors.get(view.key) or view.oom_floor)
+
+    def predicted_of(self, view: TargetView) -> int | None:
+        found = self.predictions.get(view.key)
+        return found if found is not None else view.predicted_replicas
 
     # -- owner chain ---------------------------------------------------------------------
 

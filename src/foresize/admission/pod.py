@@ -126,8 +126,8 @@ def decide_pod(
     decision.target = target
     if not target.vertical_autonomous or target.deleting:
         return decision
-    suggestion = target.suggestion
-    if suggestion is None and not target.oom_floor:
+    suggestion = index.suggestion_of(target)
+    if suggestion is None and not index.has_oom_floor(target):
         return decision
     qos = qos_class_of([*pod.containers, *pod.init_containers])
     if qos == "BestEffort":
@@ -142,7 +142,7 @@ def decide_pod(
         if policy is None:
             continue
         csug = suggestion.for_container(container.name) if suggestion is not None else None
-        floor = target.oom_floor_for(container.name, now)
+        floor = index.oom_floor_of(target, container.name, now)
         resized = size_container(container, policy, csug, floor, qos)
         if not _same(resized, container.resources):
             new_containers[container.name] = resized

@@ -39,7 +39,7 @@ def decide_scale(
     decision.target = target
     if not target.horizontal_autonomous or target.deleting:
         return decision
-    predicted = target.predicted_replicas
+    predicted = index.predicted_of(target)
     if predicted is None:
         return decision
     if target.prediction_until is not None and now > target.prediction_until:

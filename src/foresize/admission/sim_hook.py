@@ -30,12 +30,23 @@ class SimAdmission:
     dsa_suggestions: dict[str, Suggestion] = field(default_factory=dict)
     admitted: int = 0
     mutated: int = 0
+    _cache: tuple[Any, AdmissionIndex] | None = None
+    _objects: Any = None
 
     def index(self) -> AdmissionIndex:
-        """A fresh index over the simulator's current objects (targets are few; the
-        workloads mapping is shared, not copied)."""
+        """The index over the simulator's current objects, rebuilt only when the target
+        objects (compared by identity: the API objects are replaced, never edited), the
+        pause flag or the workloads mapping change. The override dicts are read live."""
         sim = self.sim
-        return AdmissionIndex.build(
+        key = (
+            tuple(map(id, sim.targets)),
+            tuple(map(id, sim.daemonset_autoscalers)),
+            sim.paused,
+            id(sim.workloads),
+        )
+        if self._cache is not None and self._cache[0] == key:
+            return self._cache[1]
+        index = AdmissionIndex.build(
             sim.targets,
             daemonset_autoscalers=sim.daemonset_autoscalers,
             workloads=sim.workloads,
@@ -45,6 +56,10 @@ class SimAdmission:
             predictions=self.predictions,
             dsa_suggestions=self.dsa_suggestions,
         )
+        # Keep the objects referenced so their ids cannot be reused while cached.
+        self._cache = (key, index)
+        self._objects = (list(sim.targets), list(sim.daemonset_autoscalers))
+        return index
 
     def admit(self, pod: Pod, workload: Workload | None, now: float) -> Pod:
         if not self.enabled:
