@@ -167,3 +167,22 @@ def test_bench_sim_cli_json():
     assert out["nodes"] == 5 and out["pods"] == 100 and out["simulated_hours"] == 1
     assert out["simulated_hours_per_wall_second"] > 0
     assert out["pods_running_at_end"] > 0
+
+
+def test_registered_policy_is_installed_into_the_run():
+    from foresize.sim.policies import POLICIES, available_policies, register_policy
+    from foresize.sim.runner import simulate
+
+    ticks: list[float] = []
+
+    def install(sim) -> None:
+        sim.every(600, lambda s, now: ticks.append(now))
+
+    register_policy("test-ticks", install)
+    try:
+        assert "test-ticks" in available_policies() and "static" in available_policies()
+        _, summary = simulate(load_scenario("demo"), duration=3600, policy="test-ticks")
+        assert summary["policy"] == "test-ticks"
+        assert ticks == [0, 600, 1200, 1800, 2400, 3000, 3600]
+    finally:
+        POLICIES.pop("test-ticks", None)
