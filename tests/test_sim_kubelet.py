@@ -188,3 +188,15 @@ def test_deferred_retries_prefer_downsizes_then_priority():
     sim.run(65)
     assert sim.pod("default", high.name).status_of("app").allocated["cpu"] == 800
     assert sim.pod("default", low.name).condition(POD_RESIZE_PENDING) is not None
+
+
+def test_from_1_36_a_resize_beyond_allocatable_is_refused_with_node_capacity():
+    sim = make_sim([workload("a")])
+    sim.server_version = (1, 36)
+    pod = pods_of(sim, "a")[0]
+    res = sim.apply(resize(pod, cpu=5000, cpu_lim=6000))
+    assert not res.ok and res.code == 403 and res.has_cause("NodeCapacity")
+    assert "Node didn't have enough capacity: cpu, requested: 5000, capacity: 2000" in res.message
+    assert sim.pod("default", pod.name).generation == 1  # nothing stored
+    assert sim.snapshot().server_version == (1, 36)
+    assert sim.apply(resize(pod, cpu=800, cpu_lim=1500)).ok

@@ -169,6 +169,7 @@ class SimCluster:
         self.daemonset_autoscalers: list[Any] = []
         self.templates: list[Any] = []
         self.paused = False
+        self.server_version: tuple[int, int] = (1, 35)  # (1, 36): NodeCapacity refusals
         self.usage = UsageState(capacity=256)
         self._slot_keys: dict[int, ContainerKey] = {}
         self._active_idx: np.ndarray | None = None
@@ -372,6 +373,7 @@ class SimCluster:
             targets=list(self.targets),
             daemonset_autoscalers=list(self.daemonset_autoscalers),
             templates=list(self.templates),
+            server_version=self.server_version,
             paused=self.paused,
         )
 
@@ -1706,6 +1708,11 @@ class SimCluster:
             )
             return refused
         containers, inits = apply_resize_patch(pod, a)
+        if self.server_version >= (1, 36) and pod.node_name in self.nodes:
+            refused = self._node_capacity_refusal(pod, containers, inits)
+            if refused is not None:
+                self.log("ResizeRefused", f"Pod/{key}", refused.reason, refused.message, code=403)
+                return refused
         if [c.resources for c in containers] == [c.resources for c in pod.containers] and [
             c.resources for c in inits
         ] == [c.resources for c in pod.init_containers]:
@@ -1735,6 +1742,30 @@ class SimCluster:
             self._resizing.add(key)
             self.at(self.now + self.kubelet_delay, self._kubelet_resize_if_pending, key, pod.uid)
         return OK
+
+    def _node_capacity_refusal(
+        self, pod: Pod, containers: list, inits: list
+    ) -> ActionResult | None:
+        """1.36+: a resize larger than the node's allocatable is refused at admission
+        (403, cause NodeCapacity) instead of becoming Infeasible."""
+        probe = clone_pod(pod)
+        probe.containers, probe.init_containers = containers, inits
+        want = spec_requests(probe)
+        node = self.nodes[pod.node_name or ""]
+        for r in (MEMORY, CPU):
+            cap = node.allocatable.get(r, 0)
+            if want.get(r, 0) > cap:
+                detail = (
+                    f"Node didn't have enough capacity: {r}, requested: {want[r]}, capacity: {cap}"
+                )
+                return ActionResult(
+                    False,
+                    403,
+                    "Forbidden",
+                    f'pods "{pod.name}" is forbidden: {detail}',
+                    ({"type": "NodeCapacity", "message": detail},),
+                )
+        return None
 
     def _kubelet_resize_if_pending(self, key: str, uid: str) -> None:
         pod = self.pods.get(key)
