@@ -69,6 +69,8 @@ class KubeShell:
         shards: ShardManager | None = None,
         clock: Callable[[], float] = time.time,
         worker_config: Any = None,
+        history: Any = None,
+        suggest_interval: float = 900.0,
     ) -> None:
         from foresize.vertical.state import WorkerState
 
@@ -82,6 +84,9 @@ class KubeShell:
         self.worker_config = worker_config
         self._refused_reported: set[str] = set()
         self.passes = 0
+        self.history = history  # MemoryHistory (or anything with .series(key))
+        self.suggest_interval = suggest_interval
+        self._last_suggest: float | None = None
 
     # ------------------------------------------------------------ AsyncClusterPort
     async def snapshot(self) -> ClusterSnapshot:
@@ -135,6 +140,13 @@ class KubeShell:
         now = self.clock()
         snap = await self.snapshot()
         gate = self._gate_in_place(snap)
+        if self.history is not None and (
+            self._last_suggest is None or now - self._last_suggest >= self.suggest_interval
+        ):
+            from foresize.kube.suggest import plan_suggestions
+
+            self._last_suggest = now
+            gate += plan_suggestions(snap, self.history, now)
         actions, self.worker_state = plan(snap, now, self.worker_state, self.worker_config)
         done: list[tuple[Action, ActionResult | None]] = []
         for action in [*gate, *actions]:

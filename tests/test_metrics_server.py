@@ -1,0 +1,203 @@
+"""metrics.k8s.io polling (against kmock) into the in-memory history, the start-up
+exclusion, and history -> the target's vertical suggestion (bounds, limit ratio, lookback)."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from foresize.history.metrics_server import (
+    METRICS_PATH,
+    MemoryHistory,
+    MetricsServerPoller,
+    Sample,
+)
+from foresize.history.traces import SeriesKey
+from foresize.kube.api import KubeApi
+from foresize.kube.handlers import parse_foresize
+from foresize.kube.state import ClusterState
+from foresize.kube.suggest import plan_suggestions
+
+CRANE = Path(__file__).resolve().parents[2] / "shared" / "traces" / "crane-dsp" / "input0.csv.gz"
+NOW = 1_780_000_000.0
+
+
+def owned_pod(name: str, start: str) -> dict:
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "shop",
+            "creationTimestamp": start,
+            "ownerReferences": [{"kind": "ReplicaSet", "name": "web-7d9f8", "controller": True}],
+        },
+        "spec": {"containers": [{"name": "app"}]},
+        "status": {"phase": "Running", "startTime": start},
+    }
+
+
+def state_with_workload() -> ClusterState:
+    state = ClusterState(target_parser=parse_foresize)
+    state.apply_event(
+        "Deployment",
+        "ADDED",
+        {
+            "metadata": {"name": "web", "namespace": "shop"},
+            "spec": {
+                "replicas": 2,
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {
+                    "spec": {
+                        "containers": [
+                            {
+                                "name": "app",
+                                "resources": {
+                                    "requests": {"cpu": "100m", "memory": "128Mi"},
+                                    "limits": {"memory": "1Gi"},
+                                },
+                            }
+                        ]
+                    }
+                },
+            },
+        },
+    )
+    state.apply_event(
+        "ReplicaSet",
+        "ADDED",
+        {
+            "metadata": {
+                "name": "web-7d9f8",
+                "namespace": "shop",
+                "ownerReferences": [{"kind": "Deployment", "name": "web", "controller": True}],
+            },
+            "spec": {"replicas": 2},
+        },
+    )
+    return state
+
+
+async def test_poller_reads_metrics_api_and_skips_new_pods(kmock):
+    state = state_with_workload()
+    state.apply_event("Pod", "ADDED", owned_pod("web-7d9f8-aaaaa", "2026-05-28T19:00:00Z"))
+    # Started 60 s before the sample: inside its first 2 minutes.
+    state.apply_event("Pod", "ADDED", owned_pod("web-7d9f8-bbbbb", "2026-05-28T20:25:40Z"))
+    kmock[f"get {METRICS_PATH}"] << {
+        "kind": "PodMetricsList",
+        "apiVersion": "metrics.k8s.io/v1beta1",
+        "items": [
+            {
+                "metadata": {"name": "web-7d9f8-aaaaa", "namespace": "shop"},
+                "timestamp": "2026-05-28T20:26:40Z",
+                "window": "15s",
+                "containers": [
+                    {"name": "app", "usage": {"cpu": "123456789n", "memory": "204800Ki"}}
+                ],
+            },
+            {
+                "metadata": {"name": "web-7d9f8-bbbbb", "namespace": "shop"},
+                "timestamp": "2026-05-28T20:26:40Z",
+                "window": "15s",
+                "containers": [{"name": "app", "usage": {"cpu": "2", "memory": "2Gi"}}],
+            },
+            {
+                "metadata": {"name": "agent-x7k2p", "namespace": "ops"},
+                "timestamp": "2026-05-28T20:26:40Z",
+                "window": "15s",
+                "containers": [{"name": "agent", "usage": {"cpu": "5m", "memory": "10Mi"}}],
+            },
+        ],
+    }
+    history = MemoryHistory()
+    api = KubeApi.from_url(str(kmock.url).rstrip("/"))
+    try:
+        poller = MetricsServerPoller(api, [history], state=state, clock=lambda: NOW)
+        samples = await poller.poll_once()
+    finally:
+        await api.close()
+    (req,) = [r for r in kmock["get"] if r.url.path == METRICS_PATH]
+    assert req.method == "GET"
+    assert samples == [
+        Sample(NOW, "shop", "web", "web-7d9f8-aaaaa", "app", 0.123456789, 204800 * 1024.0),
+        Sample(NOW, "ops", "agent", "agent-x7k2p", "agent", 0.005, 10 * 2**20),
+    ]
+    assert history.keys() == [SeriesKey("ops", "agent", "agent"), SeriesKey("shop", "web", "app")]
+
+
+def crane_samples(days: float) -> list[Sample]:
+    rows = []
+    with gzip.open(CRANE, "rt") as f:
+        next(f)
+        for line in f:
+            t, v = line.split(",")
+            rows.append((float(t), float(v)))
+    rows = rows[: int(days * 1440)]
+    shift = NOW - rows[-1][0]  # the trace's last minute is "now"
+    out = []
+    for i, (t, v) in enumerate(rows):
+        for pod in ("web-7d9f8-aaaaa", "web-7d9f8-bbbbb"):
+            # Two replicas: the second runs 10% lower; the history keeps the max.
+            scale = 1.0 if pod.endswith("a") else 0.9
+            out.append(
+                Sample(
+                    t + shift,
+                    "shop",
+                    "web",
+                    pod,
+                    "app",
+                    v / 100.0 * scale,
+                    300 * 2**20 + (i % 60) * 2**20,
+                )
+            )
+    return out
+
+
+@pytest.mark.parametrize("days,enough", [(2.0, True), (0.25, False)])
+def test_history_becomes_a_bounded_suggestion(days, enough):
+    history = MemoryHistory()
+    history.add_samples(crane_samples(days))
+    series = history.series(SeriesKey("shop", "web", "app"))
+    assert series.timestamps.size == int(days * 1440)
+    state = state_with_workload()
+    target = {
+        "apiVersion": "foresize.io/v1",
+        "kind": "AIScaleTarget",
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+            "vertical": {
+                "mode": "autonomous",
+                "containers": [
+                    {
+                        "name": "app",
+                        "cpu": {"lowerbound": "50m", "upperbound": "300m"},
+                        "memory": {"lowerbound": "64Mi", "limit": {"ratio": 1.5}},
+                    }
+                ],
+            },
+        },
+    }
+    state.apply_event("AIScaleTarget", "ADDED", target)
+    (write,) = plan_suggestions(state.snapshot(NOW), history, NOW)
+    assert (write.namespace, write.name) == ("shop", "web")
+    assert write.status["hasEnoughDataToScale"] is enough
+    if not enough:  # autonomous: no suggestion before min_lookback_to_scale (24 h)
+        assert "vertical_suggestion" not in write.status
+        return
+    (entry,) = write.status["vertical_suggestion"]["containers"]
+    from foresize.api.quantity import cpu_millis, to_bytes
+    from foresize.cli.recommend import recommend_series
+
+    (raw,) = recommend_series([series])
+    cpu = cpu_millis(entry["requests"]["cpu"])
+    mem = to_bytes(entry["requests"]["memory"])
+    assert cpu == min(max(raw.cpu_millicores, 50), 300)  # clamped to the bounds
+    assert mem == raw.memory_bytes and mem >= 300 * 2**20
+    assert to_bytes(entry["limits"]["memory"]) == -(-int(mem * 1.5) // 2**20) * 2**20
+    assert "cpu" not in entry.get("limits", {})
+    # Same content, same uid (the breaker and stall tracking are per suggestion).
+    (again,) = plan_suggestions(state.snapshot(NOW + 60), history, NOW + 60)
+    assert again.status["vertical_suggestion"]["uid"] == write.status["vertical_suggestion"]["uid"]
+    assert np.isfinite(series.cpu).all()
