@@ -220,3 +220,26 @@ def test_trace_replay_of_a_real_bitbrains_vm():
     sim.on_usage(lambda now, keys, cpu, mem: cpu_seen.extend(cpu.tolist()))
     sim.run(6 * 3600)
     assert len(set(cpu_seen)) > 10  # it follows the trace, not a constant
+
+
+def test_runs_are_reproducible_across_processes():
+    import json
+    import os
+    import subprocess
+    import sys
+
+    def run(hash_seed: str) -> dict:
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+        out = subprocess.run(
+            [sys.executable, "-m", "foresize", "simulate", "-d", "30h", "--json", "--seed", "9"],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+        )
+        return json.loads(out.stdout)
+
+    a, b = run("1"), run("2")
+    assert a["event_log_sha256"] == b["event_log_sha256"]
+    assert a["events"]["JobCompleted"] >= 1  # the periodic Job ran and was cleaned up
+    assert a == b

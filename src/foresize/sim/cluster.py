@@ -554,7 +554,7 @@ class SimCluster:
     def _reconcile_statefulset(self, key: str, st: WorkloadState) -> None:
         sts = self.workloads[key]
         existing: dict[int, Pod] = {}
-        for k in list(st.pods):
+        for k in sorted(st.pods):
             p = self.pods.get(k)
             if p is None:
                 continue
@@ -643,7 +643,7 @@ class SimCluster:
 
     def _job_restart(self, key: str) -> None:
         st = self.wl_state[key]
-        for k in list(st.pods):
+        for k in sorted(st.pods):
             p = self.pods.get(k)
             if p is not None and p.phase == "Succeeded":
                 self._remove_pod(k, p.uid)
@@ -2056,6 +2056,7 @@ class SimCluster:
             "totals": totals,
             "workloads": rows,
             "events": self.events.kinds(),
+            "event_log_sha256": self.events.fingerprint(),
         }
 
 
