@@ -73,12 +73,28 @@ class Driver:
 
     def __init__(self, sim: SimCluster, interval: float = 30.0):
         self.sim = sim
+        self.down = False
         self.worker = WorkerState()
         self.life = LifecycleState()
         self.finalizers_done: list[str] = []
         sim.every(interval, self.tick)
 
+    def restart(self) -> None:
+        """An operator restart: in-memory state is gone; the targets are read back from
+        the API server with the status the previous process wrote."""
+        self.worker = WorkerState()
+        self.life = LifecycleState()
+        objs = []
+        for t in self.sim.targets:
+            m = t.to_kube()
+            written = self.sim.target_status.get(("AIScaleTarget", "shop", t.metadata.name), {})
+            m["status"] = {**m.get("status", {}), **copy.deepcopy(written)}
+            objs.append(parse_target(m))
+        self.sim.targets = objs
+
     def tick(self, sim: SimCluster, now: float) -> None:
+        if self.down:
+            return
         snap = sim.snapshot()
         actions, self.worker = vplan(snap, now, self.worker)
         self.worker, _ = vexecute(actions, sim.apply, self.worker, snap, now)
@@ -268,3 +284,38 @@ def test_webhook_can_be_switched_off(enabled):
     want = SUGGESTED if enabled else TEMPLATE
     assert len(pods) == 3 and all(requests(p) == want for p in pods)
     assert all((MANAGED_ANNOTATION in p.annotations) == enabled for p in pods)
+
+
+def test_mode_switch_while_the_operator_is_down_is_still_reverted():
+    sim = SimCluster(scenario(), seed=7)
+    install(sim)
+    sim.targets = [target("autonomous", 1)]
+    driver = Driver(sim)
+    sim.run_until(120)
+    assert all(requests(p) == SUGGESTED for p in web_pods(sim))
+    assert sim.target_status[("AIScaleTarget", "shop", "web")]["lifecycle"] == {
+        "observed_mode": "autonomous"
+    }
+    driver.down = True
+    sim.run_until(150)
+    sim.targets = [target("recommendation", 2)]  # switched while nobody watches
+    sim.run_until(200)
+    driver.restart()
+    driver.down = False
+    sim.run_until(400)
+    assert all(requests(p) == TEMPLATE for p in web_pods(sim))
+    assert sim.target_status[("AIScaleTarget", "shop", "web")]["lifecycle"] == {
+        "observed_mode": "recommendation"
+    }
+
+
+def test_restart_mid_revert_does_not_restart_the_workload_twice():
+    sim, driver, _ = _autonomous_guaranteed("in_place_or_recreate")
+    sim.run_until(150)  # one lifecycle pass: the rollout restart is issued
+    assert len(sim.events.query("RolloutRestart")) == 1
+    status = sim.target_status[("AIScaleTarget", "shop", "web")]["lifecycle"]
+    assert status["reverting"]["restarted"] == ["Deployment/shop/web"]
+    driver.restart()
+    sim.run_until(600)
+    assert len(sim.events.query("RolloutRestart")) == 1
+    assert all(MANAGED_ANNOTATION not in p.annotations for p in web_pods(sim))

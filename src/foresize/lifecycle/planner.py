@@ -10,6 +10,10 @@ shell applies `plan.actions`, removes the `foresize.io/revert` finalizer of the 
 - A target being deleted with the finalizer starts one ("TargetDeleted"); once nothing
   is left to issue, its finalizer may go.
 - Returning to autonomous cancels a revert in progress.
+- Operator restarts: the last mode seen and any revert in progress (with the workloads
+  it already restarted) are written to `status.lifecycle` and read back by a fresh state,
+  so a mode switch made while the operator was down is still reverted and a rollout
+  restart is not issued twice.
 - Pause (`snapshot.paused`): running pods keep their values and nothing is planned;
   state is kept as it is, so a revert resumes and mode changes made during the pause
   are still noticed after it. New pods get template values through admission.
@@ -18,11 +22,15 @@ shell applies `plan.actions`, removes the `foresize.io/revert` finalizer of the 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
-from foresize.admission.targets import AUTONOMOUS, TargetView, dsa_view, target_view
-from foresize.cluster.actions import Action
+from foresize.admission.targets import AUTONOMOUS, TargetView, dsa_view, get, target_view
+from foresize.api.types import format_timestamp, parse_timestamp
+from foresize.cluster.actions import Action, WriteTargetStatus
 from foresize.cluster.snapshot import ClusterSnapshot
 from foresize.lifecycle.revert import REVERT_FINALIZER, RevertPlan, plan_revert
+
+STATUS_KEY = "lifecycle"
 
 
 @dataclass(slots=True)
@@ -38,6 +46,7 @@ class RevertJob:
 class LifecycleState:
     modes: dict[str, str] = field(default_factory=dict)  # "Kind/ns/name" -> vertical mode
     jobs: dict[str, RevertJob] = field(default_factory=dict)
+    written: dict[str, dict[str, Any]] = field(default_factory=dict)  # last status written
 
     def copy(self) -> LifecycleState:
         return LifecycleState(
@@ -46,6 +55,7 @@ class LifecycleState:
                 k: RevertJob(j.target, j.reason, j.since, set(j.restarted), set(j.reported))
                 for k, j in self.jobs.items()
             },
+            dict(self.written),
         )
 
 
@@ -71,6 +81,8 @@ def plan_lifecycle(snapshot: ClusterSnapshot, now: float, state: LifecycleState)
     ]
     for view in views:
         key = _key(view)
+        if key not in new.modes:
+            _restore(new, key, view)
         prev = new.modes.get(key)
         new.modes[key] = view.vertical_mode
         job = new.jobs.get(key)
@@ -107,4 +119,56 @@ def plan_lifecycle(snapshot: ClusterSnapshot, now: float, state: LifecycleState)
                 plan.finalizers_done.append(key)
             # Pods left behind (in_place) stay reported; nothing more to do for them.
             del new.jobs[key]
+    for view in views:
+        key = _key(view)
+        if key in plan.finalizers_done:
+            continue
+        record = _record(new, key)
+        before = new.written.get(key) or _persisted(view)
+        if before != record:
+            patch = dict(record)
+            if before and "reverting" in before and "reverting" not in record:
+                patch["reverting"] = None  # a merge patch removes a key with null
+            plan.actions.append(
+                WriteTargetStatus(view.namespace, view.name, {STATUS_KEY: patch}, kind=view.kind)
+            )
+        new.written[key] = record
     return plan
+
+
+def _persisted(view: TargetView) -> dict[str, Any] | None:
+    value = get(get(view.source, "status"), STATUS_KEY)
+    return dict(value) if isinstance(value, dict) else None
+
+
+def _record(state: LifecycleState, key: str) -> dict[str, Any]:
+    """What survives an operator restart: the last mode seen and any revert in progress."""
+    record: dict[str, Any] = {"observed_mode": state.modes.get(key, "")}
+    job = state.jobs.get(key)
+    if job is not None:
+        record["reverting"] = {
+            "reason": job.reason,
+            "since": format_timestamp(job.since),
+            "restarted": sorted(job.restarted),
+            "reported": sorted(job.reported),
+        }
+    return record
+
+
+def _restore(state: LifecycleState, key: str, view: TargetView) -> None:
+    """Seed a fresh state (operator restart) from what an earlier pass wrote to status."""
+    record = _persisted(view)
+    if not record:
+        return
+    if record.get("observed_mode"):
+        state.modes[key] = str(record["observed_mode"])
+    job = record.get("reverting")
+    if isinstance(job, dict) and key not in state.jobs:
+        since = job.get("since")
+        state.jobs[key] = RevertJob(
+            view,
+            str(job.get("reason") or "LeftAutonomousMode"),
+            parse_timestamp(since) if since is not None else 0.0,
+            set(job.get("restarted") or ()),
+            set(job.get("reported") or ()),
+        )
