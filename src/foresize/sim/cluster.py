@@ -113,6 +113,7 @@ class _PDB:
     spec: PDBSpec
     generation: int = 1
     observed_generation: int = 1
+    members: set[str] = field(default_factory=set)  # keys of pods the selector matches
 
 
 @dataclass(slots=True)
@@ -733,6 +734,7 @@ class SimCluster:
         self.pods[key] = pod
         self.meta[key] = meta
         self._pod_epoch[key] = self._epoch
+        self._index_pdbs(pod)
         if meta.top is not None:
             self.wl_state[meta.top].pods.add(key)
         self._pending.add(key)
@@ -909,6 +911,8 @@ class SimCluster:
             self.wl_state[meta.top].pods.discard(key)
         del self.meta[key]
         self._pod_epoch.pop(key, None)
+        for pdb in self.pdbs.values():
+            pdb.members.discard(key)
         self.log("PodDeleted", f"Pod/{key}", "Deleted", "", node=node or "")
         self._queue_reconcile(meta.top)
         self._queue_schedule()
@@ -1608,10 +1612,8 @@ class SimCluster:
         s = pdb.spec
         matched = [
             p
-            for p in self.pods.values()
-            if p.namespace == s.namespace
-            and p.phase not in ("Succeeded", "Failed")
-            and labels_match(s.selector, p.labels)
+            for p in (self.pods[k] for k in sorted(pdb.members))
+            if p.phase not in ("Succeeded", "Failed")
         ]
         healthy = sum(1 for p in matched if p.deletion_time is None and self.meta[p.key].ready)
         owners: dict[str, int] = {}
@@ -1644,6 +1646,14 @@ class SimCluster:
             desired_healthy=desired,
             expected_pods=expected,
         )
+
+    def _index_pdbs(self, pod: Pod) -> None:
+        for pdb in self.pdbs.values():
+            s = pdb.spec
+            if s.namespace == pod.namespace and labels_match(s.selector, pod.labels):
+                pdb.members.add(pod.key)
+            else:
+                pdb.members.discard(pod.key)
 
     def update_pdb(
         self,
@@ -1881,6 +1891,8 @@ class SimCluster:
                     dst.pop(k, None)
                 else:
                     dst[k] = v
+        if a.labels:
+            self._index_pdbs(pod)
         self.log(
             "PodMetadataPatched",
             f"Pod/{key}",
