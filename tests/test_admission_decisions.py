@@ -343,3 +343,19 @@ def test_expired_oom_floor_from_status_is_ignored():
     until = index.targets[0].oom_floor_until["app"]
     assert decide_pod(p, None, index, until - 1).changed
     assert not decide_pod(p, None, index, until + 1).changed
+
+
+def test_selector_targets_honour_match_expressions():
+    t = target_manifest("sel", ref=None, selector={"tier": "batch"}, suggestion=SUG)
+    t["spec"]["selector"]["matchExpressions"] = [
+        {"key": "track", "operator": "NotIn", "values": ["canary"]}
+    ]
+    index = idx(t)
+    base = {"cpu": 100, "memory": 128 * MIB}
+    stable = pod([c(req=base)], owner=None, labels={"tier": "batch", "track": "stable"})
+    canary = pod([c(req=base)], owner=None, labels={"tier": "batch", "track": "canary"})
+    assert decide_pod(stable, None, index, 0).changed
+    assert decide_pod(canary, None, index, 0).target is None
+    only_expr = target_manifest("expr", ref=None, selector={}, suggestion=SUG)
+    only_expr["spec"]["selector"] = {"matchExpressions": [{"key": "tier", "operator": "Exists"}]}
+    assert decide_pod(canary, None, idx(only_expr), 0).changed

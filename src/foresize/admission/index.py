@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from foresize.admission.targets import TargetView, dsa_view, target_view
 from foresize.cluster.model import OwnerRef, Pod, Suggestion, Workload
-from foresize.cluster.snapshot import ClusterSnapshot, labels_match
+from foresize.cluster.snapshot import ClusterSnapshot
 
 # Labels a ReplicaSet's pods carry whose value is the suffix of the ReplicaSet's name.
 _HASH_LABELS = ("pod-template-hash", "rollouts-pod-template-hash")
@@ -65,7 +65,7 @@ class AdmissionIndex:
             index.targets.append(view)
             if view.ref_kind and view.ref_name:
                 index.by_ref[(view.ref_kind, view.namespace, view.ref_name)] = view
-            elif view.selector:
+            elif view.selector or view.selector_expr is not None:
                 index.selector_targets.setdefault(view.namespace, []).append(view)
         for obj in daemonset_autoscalers:
             view = dsa_view(obj)
@@ -171,6 +171,6 @@ class AdmissionIndex:
             if view is not None:
                 return view
         for view in self.selector_targets.get(pod.namespace, ()):
-            if view.selector and labels_match(view.selector, pod.labels):
+            if view.selects(pod.labels):
                 return view
         return None

@@ -140,7 +140,8 @@ class TargetView:
     uid: str = ""
     ref_kind: str = ""  # Deployment | StatefulSet | Rollout | DaemonSet ("" for selector)
     ref_name: str = ""
-    selector: dict[str, str] | None = None
+    selector: dict[str, str] | None = None  # matchLabels
+    selector_expr: Any = None  # the full LabelSelector (matchExpressions too), if any
     vertical_mode: str = ""
     horizontal_mode: str = ""
     update_mode: str = "recreate"
@@ -178,6 +179,15 @@ class TargetView:
     @property
     def permits_recreation(self) -> bool:
         return self.update_mode in RECREATE_MODES
+
+    def selects(self, labels: Mapping[str, str]) -> bool:
+        """Whether a `selector` target selects a pod with `labels` (an empty selector
+        selects nothing)."""
+        if self.selector_expr is not None:
+            return bool(self.selector_expr.matches(dict(labels)))
+        if not self.selector:
+            return False
+        return all(labels.get(k) == v for k, v in self.selector.items())
 
     def oom_floor_for(self, container: str, now: float) -> int | None:
         """The container's OOM memory floor still in force at `now`, if any."""
@@ -321,6 +331,16 @@ def _selector(obj: Any) -> dict[str, str] | None:
     return {str(k): str(v) for k, v in dict(labels or {}).items()} or None
 
 
+def _selector_expr(obj: Any) -> Any:
+    if obj is None:
+        return None
+    if hasattr(obj, "matches"):
+        return obj
+    from foresize.api.types import LabelSelector
+
+    return LabelSelector.model_validate(obj)
+
+
 def target_view(obj: Any) -> TargetView:
     """Read an AIScaleTarget (API model or manifest dict) into a `TargetView`."""
     if isinstance(obj, TargetView):
@@ -345,6 +365,7 @@ def target_view(obj: Any) -> TargetView:
         ref_kind=normalise_kind(get(ref, "kind")),
         ref_name=str(get(ref, "name", default="")),
         selector=_selector(get(spec, "selector")),
+        selector_expr=_selector_expr(get(spec, "selector")),
         vertical_mode=normalise_mode(get(vertical, "mode")),
         horizontal_mode=normalise_mode(get(horizontal, "mode")),
         update_mode=str(get(update_policy, "update_mode", "updateMode", default="recreate")),

@@ -36,7 +36,7 @@ from foresize.cluster.actions import (
     WriteTargetStatus,
 )
 from foresize.cluster.model import COMPUTE_RESOURCES, Container, Pod, Workload
-from foresize.cluster.snapshot import ClusterSnapshot, labels_match
+from foresize.cluster.snapshot import ClusterSnapshot
 from foresize.cluster.validation import check_resize
 
 REVERT_FINALIZER = "foresize.io/revert"
@@ -62,11 +62,9 @@ def pods_of_target(snapshot: ClusterSnapshot, target: TargetView) -> list[Pod]:
     if target.ref_kind and target.ref_name:
         wl = snapshot.workload(target.ref_kind, target.namespace, target.ref_name)
         pods = list(snapshot.pods_of(wl)) if wl is not None else []
-    elif target.selector:
+    elif target.selector or target.selector_expr is not None:
         pods = [
-            p
-            for p in snapshot.pods
-            if p.namespace == target.namespace and labels_match(target.selector, p.labels)
+            p for p in snapshot.pods if p.namespace == target.namespace and target.selects(p.labels)
         ]
     else:
         pods = []
