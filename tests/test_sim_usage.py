@@ -243,3 +243,26 @@ def test_runs_are_reproducible_across_processes():
     assert a["event_log_sha256"] == b["event_log_sha256"]
     assert a["events"]["JobCompleted"] >= 1  # the periodic Job ran and was cleaned up
     assert a == b
+
+
+def test_cpu_contention_shares_an_overcommitted_node_by_request():
+    # Two pods without CPU limits on a 2-core node, requests 1500m and 500m.
+    sim = make_sim(
+        [
+            workload("big", containers=[container(req={"cpu": "1500m", "memory": "64Mi"}, lim={})]),
+            workload(
+                "small", containers=[container(req={"cpu": "500m", "memory": "64Mi"}, lim={})]
+            ),
+        ]
+    )
+    big, small = pods_of(sim, "big")[0], pods_of(sim, "small")[0]
+    sim.set_usage("default", big.name, "app", cpu=3.0)
+    sim.set_usage("default", small.name, "app", cpu=0.2)
+    sim.run(60)
+    # small gets all it wants (0.2 < its 0.5 share); big gets the rest of the 2 cores.
+    assert sim.container_usage("default", small.name, "app")[0] == 0.2
+    assert abs(sim.container_usage("default", big.name, "app")[0] - 1.8) < 1e-9
+    sim.set_usage("default", small.name, "app", cpu=3.0)
+    sim.run(60)
+    assert abs(sim.container_usage("default", big.name, "app")[0] - 1.5) < 1e-9
+    assert abs(sim.container_usage("default", small.name, "app")[0] - 0.5) < 1e-9

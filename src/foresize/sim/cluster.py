@@ -302,6 +302,13 @@ class SimCluster:
             ],
             dtype=np.float64,
         )
+        self._node_cpu_cores = np.array(
+            [
+                self.nodes[n].capacity.get(CPU, self.nodes[n].allocatable[CPU]) / 1000.0
+                for n in self._node_names
+            ],
+            dtype=np.float64,
+        )
         if log:
             self.log("NodeAdded", f"Node/{spec.name}", "NodeReady", "node joined the cluster")
         for key, st in self.wl_state.items():
@@ -1168,6 +1175,7 @@ class SimCluster:
                 cpu = np.where(up, cpu, 0.0)
                 mem = np.where(up, mem, 0.0)
             used = np.minimum(cpu, u.cpu_lim[idx])
+            used = self._cpu_contention(idx, used)
             u.cpu_demand[idx] = cpu
             u.cpu_used[idx] = used
             u.mem[idx] = mem
@@ -1199,6 +1207,30 @@ class SimCluster:
             if self.scenario.autoscaler is not None:
                 self._cluster_autoscale()
         self.at(t + self.step, self._usage_step)
+
+    def _cpu_contention(self, idx: np.ndarray, want: np.ndarray) -> np.ndarray:
+        """CFS shares on an overcommitted node: when the containers of a node want more CPU
+        than it has, each gets a share proportional to its CPU request (cpu.shares, at
+        least 2m), and what the satisfied ones leave is shared again among the rest."""
+        u = self.usage
+        nodes = u.node[idx]
+        n = len(self._node_names)
+        total = np.bincount(nodes, want, n)
+        over = total > self._node_cpu_cores
+        if not over.any():
+            return want
+        hit = over[nodes]
+        w = np.maximum(u.cpu_req[idx], 0.002)
+        cap = self._node_cpu_cores
+        share = cap[nodes] * w / np.bincount(nodes, w, n)[nodes]
+        got = np.where(hit, np.minimum(want, share), want)
+        # One redistribution of the capacity the satisfied containers left unused.
+        left = cap - np.bincount(nodes, np.where(hit, got, 0.0), n)
+        hungry = hit & (want > got)
+        w_h = np.where(hungry, w, 0.0)
+        w_sum = np.bincount(nodes, w_h, n)
+        extra = np.where(hungry, left[nodes] * w_h / np.maximum(w_sum[nodes], 1e-12), 0.0)
+        return np.where(hit, np.minimum(want, got + extra), want)
 
     def _cluster_autoscale(self) -> None:
         """Cluster-autoscaler stand-in: when pods have been Pending longer than
