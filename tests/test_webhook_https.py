@@ -235,3 +235,35 @@ async def test_health_and_readiness(serve):
     assert out["response"]["allowed"] is True and "not ready" in out["response"]["warnings"][0]
     state.set(default_index())
     assert await client.get("/readyz") == 200
+
+
+async def test_validate_daemonset_autoscaler_conflict_and_bounds(serve):
+    existing = {
+        "apiVersion": "foresize.io/v1",
+        "kind": "DaemonSetAutoscaler",
+        "metadata": {"name": "agent", "namespace": "mon"},
+        "spec": {"scaleTargetRef": {"name": "node-agent"}},
+    }
+    client = await serve(AdmissionState(AdmissionIndex.build([], daemonset_autoscalers=[existing])))
+    second = {
+        **existing,
+        "metadata": {"name": "agent-2", "namespace": "mon"},
+        "spec": {
+            "scaleTargetRef": {"name": "node-agent"},
+            "containers": [{"name": "*", "memory": {"lowerbound": "1Gi", "upperbound": "1Mi"}}],
+        },
+    }
+    out = await client.post(
+        "/validate-targets",
+        review(
+            second,
+            kind="DaemonSetAutoscaler",
+            group="foresize.io",
+            resource="daemonsetautoscalers",
+            namespace="mon",
+        ),
+    )
+    message = out["response"]["status"]["message"]
+    assert out["response"]["allowed"] is False
+    assert "spec.containers[0].memory.upperbound" in message
+    assert "spec.scaleTargetRef: DaemonSet mon/node-agent is already autoscaled" in message

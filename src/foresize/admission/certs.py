@@ -242,7 +242,7 @@ def webhook_configurations(
                         "apiGroups": ["foresize.io"],
                         "apiVersions": ["v1"],
                         "operations": ["CREATE", "UPDATE"],
-                        "resources": ["aiscaletargets"],
+                        "resources": ["aiscaletargets", "daemonsetautoscalers"],
                     }
                 ],
             )

@@ -19,7 +19,7 @@ from typing import Any
 from foresize.admission.index import AdmissionIndex
 from foresize.admission.pod import MANAGED_ANNOTATION, MANAGED_VALUE, decide_pod
 from foresize.admission.scale import RESOURCE_KINDS, decide_scale
-from foresize.admission.validate import validate_target
+from foresize.admission.validate import validate_daemonset_autoscaler, validate_target
 from foresize.api.quantity import format_quantity, to_canonical
 from foresize.cluster.model import (
     Container,
@@ -267,10 +267,10 @@ def review_scale(body: Any, index: AdmissionIndex, now: float) -> dict[str, Any]
 
 @guarded
 def review_target(body: Any, index: AdmissionIndex, now: float) -> dict[str, Any]:
-    """AIScaleTarget validating webhook (CREATE/UPDATE)."""
+    """AIScaleTarget and DaemonSetAutoscaler validating webhook (CREATE/UPDATE)."""
     uid, request = _request(body)
     kind = (request.get("kind") or {}).get("kind")
-    if kind != "AIScaleTarget":
+    if kind not in ("AIScaleTarget", "DaemonSetAutoscaler"):
         return _response(
             uid, warnings=[f"foresize: target webhook got kind {kind!r}; request allowed unchanged"]
         )
@@ -278,10 +278,14 @@ def review_target(body: Any, index: AdmissionIndex, now: float) -> dict[str, Any
         return _response(uid)
     obj = request.get("object")
     if not isinstance(obj, dict):
-        raise ReviewError("request.object is not an AIScaleTarget")
+        raise ReviewError(f"request.object is not a {kind}")
     if request.get("namespace") and isinstance(obj.get("metadata"), dict):
         obj["metadata"].setdefault("namespace", request["namespace"])
-    errors = validate_target(obj, index)
+    errors = (
+        validate_target(obj, index)
+        if kind == "AIScaleTarget"
+        else validate_daemonset_autoscaler(obj, index)
+    )
     if errors:
         return _response(uid, allowed=False, message="; ".join(errors))
     return _response(uid)

@@ -295,3 +295,39 @@ def _valid_int_or_percent(value: Any) -> bool:
     if isinstance(value, int) and not isinstance(value, bool):
         return value >= 1
     return bool(re.fullmatch(r"([1-9]\d?|100)%", str(value)))
+
+
+def validate_daemonset_autoscaler(
+    obj: Mapping[str, Any] | Any, index: AdmissionIndex | None = None
+) -> list[str]:
+    """Problems with a DaemonSetAutoscaler: the API model's rules, container bounds with
+    precise paths, and a second DSA for the same DaemonSet."""
+    errors: list[str] = []
+    meta = get(obj, "metadata", default={})
+    namespace = str(get(meta, "namespace", default="default"))
+    name = str(get(meta, "name", default=""))
+    spec = get(obj, "spec")
+    if spec is None:
+        return ["spec: required"]
+    _check_containers(errors, "spec.containers", get(spec, "containers"))
+    if isinstance(obj, Mapping):
+        from pydantic import ValidationError
+
+        from foresize.api.types import DaemonSetAutoscaler, format_validation_error
+
+        try:
+            DaemonSetAutoscaler.model_validate({k: v for k, v in obj.items() if k != "status"})
+        except ValidationError as exc:
+            covered = {f.split(":", 1)[0] for f in errors}
+            for line in format_validation_error(exc).splitlines():
+                if not any(c.startswith(line.split(":", 1)[0]) for c in covered):
+                    errors.append(line)
+    ref = str(get(get(spec, "scaleTargetRef"), "name", default=""))
+    if index is not None and ref:
+        other = index.by_daemonset.get((namespace, ref))
+        if other is not None and other.name != name:
+            errors.append(
+                f"spec.scaleTargetRef: DaemonSet {namespace}/{ref} is already autoscaled by "
+                f"DaemonSetAutoscaler {other.key}"
+            )
+    return errors
