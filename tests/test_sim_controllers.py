@@ -258,3 +258,19 @@ def test_statefulset_recreates_an_ordinal_evicted_by_node_pressure():
     sim.run(30)
     pod = sim.pod("default", "db-0")
     assert pod.uid != old_uid and pod.phase == "Running" and pod.ready
+
+
+def test_breaker_openings_are_attributed_through_the_target_ref():
+    from types import SimpleNamespace as NS
+
+    sim = make_sim([workload("web", 1), workload("api", 1)])
+    sim.targets.append(
+        NS(
+            metadata=NS(name="shop-api", namespace="default"),
+            spec=NS(scaleTargetRef=NS(kind="Deployment", name="api")),
+        )
+    )
+    sim.apply(EmitEvent("default", "AIScaleTarget", "shop-api", "CircuitBreakerOpen", "m"))
+    rows = {r["name"]: r for r in sim.summary()["workloads"]}
+    assert rows["Deployment/default/api"]["breaker_openings"] == 1
+    assert rows["Deployment/default/web"]["breaker_openings"] == 0

@@ -1988,7 +1988,7 @@ class SimCluster:
 
     def _apply_event(self, a: EmitEvent) -> ActionResult:
         obj = f"{a.kind}/{a.namespace}/{a.name}"
-        if a.reason in ("CircuitBreakerOpened", "CircuitBreakerOpen"):
+        if a.reason in ("CircuitBreakerOpen", "CircuitBreakerOpened"):
             wl = self._workload_for_object(a.kind, a.namespace, a.name)
             self._count(wl, "breaker_openings")
         self.log("Event", obj, a.reason, a.message, type=a.type)
@@ -2000,7 +2000,19 @@ class SimCluster:
             return key
         if kind == "Pod" and f"{namespace}/{name}" in self.meta:
             return self.meta[f"{namespace}/{name}"].top
-        for k in self.wl_state:  # an AIScaleTarget named after its workload
+        for t in [*self.targets, *self.daemonset_autoscalers]:
+            meta = getattr(t, "metadata", None)
+            ref = getattr(getattr(t, "spec", None), "scaleTargetRef", None)
+            if meta is None or ref is None:
+                continue
+            if getattr(meta, "name", None) == name and getattr(meta, "namespace", None) in (
+                namespace,
+                None,
+            ):
+                key = f"{getattr(ref, 'kind', '')}/{namespace}/{getattr(ref, 'name', '')}"
+                if key in self.wl_state:
+                    return key
+        for k in self.wl_state:  # else: a target named after its workload
             if k.endswith(f"/{namespace}/{name}"):
                 return k
         return None
