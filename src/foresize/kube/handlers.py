@@ -72,7 +72,7 @@ def validation_message(kind: str, body: dict[str, Any]) -> str | None:
     return None
 
 
-def configure(settings: Any, *, scanning: bool = True) -> None:
+def configure(settings: Any, *, scanning: bool = True, idle_timeout: float | None = None) -> None:
     """Kopf settings for Foresize: its own finalizer, annotations, quiet handler events."""
     import kopf
 
@@ -85,6 +85,9 @@ def configure(settings: Any, *, scanning: bool = True) -> None:
     settings.scanning.disabled = not scanning
     settings.watching.server_timeout = 270
     settings.watching.client_timeout = 300
+    if idle_timeout is not None:
+        # Per-object workers exit after this much quiet; shutdown waits for them.
+        settings.batching.idle_timeout = idle_timeout
 
 
 def build_registry(
@@ -93,6 +96,7 @@ def build_registry(
     server: str | None = None,
     optional_kinds: bool = True,
     on_target_deleted: Any = None,
+    idle_timeout: float | None = None,
 ) -> Any:
     """A Kopf registry with all watches and CRD handlers bound to `state`.
 
@@ -111,7 +115,7 @@ def build_registry(
 
     @kopf.on.startup(registry=registry)
     def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
-        configure(settings, scanning=server is None)
+        configure(settings, scanning=server is None, idle_timeout=idle_timeout)
 
     for group, version, plural, kind, optional in WATCHED:
         if optional and not optional_kinds:

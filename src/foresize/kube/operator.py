@@ -1,0 +1,217 @@
+"""`foresize operator`: everything of the real-cluster shell in one process.
+
+Tasks, all on one asyncio loop:
+- Kopf: watches into `ClusterState`, CRD validation, the AIScaleTarget finalizer;
+- leader election: one Lease per shard; only shards held are planned and acted on;
+- collector: metrics-server polling into the in-memory history (or Prometheus history);
+- control loop: suggestions from history every forecast interval, the vertical planner,
+  the executor, the change recorder;
+- admission webhooks (every replica serves them, leader or not), fed from the snapshot;
+- `/metrics` (and `/healthz`) for Prometheus.
+SIGTERM/SIGINT stop everything; held Leases are released so another replica takes over
+at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from foresize.history.traces import SeriesKey, TraceSeries
+
+log = logging.getLogger("foresize.operator")
+
+
+@dataclass(slots=True)
+class OperatorOptions:
+    kubeconfig: str | None = None
+    context: str | None = None
+    server: str | None = None
+    namespace: str = "foresize-system"
+    identity: str = ""
+    shards: int = 1
+    max_shards: int | None = None
+    interval: float = 30.0
+    collect_interval: float = 60.0
+    suggest_interval: float = 900.0
+    lease_duration: float = 15.0
+    metrics_host: str = "0.0.0.0"
+    metrics_port: int = 8080
+    webhook: bool = True
+    webhook_host: str = "0.0.0.0"
+    webhook_port: int = 8443
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    prometheus: str | None = None
+    shutdown_grace: float = 15.0  # seconds each task gets to stop before it is cancelled
+
+
+class PrometheusHistory:
+    """History read from Prometheus (refreshed before each suggestion round)."""
+
+    def __init__(self, url: str, lookback: float = 14 * 86400.0, step: float = 300.0) -> None:
+        from foresize.history.prometheus import PrometheusReader
+
+        self.reader = PrometheusReader(url)
+        self.lookback = lookback
+        self.step = step
+        self._series: dict[SeriesKey, TraceSeries] = {}
+
+    async def refresh(self, now: float) -> None:
+        history = await self.reader.read(now - self.lookback, now, self.step)
+        self._series = {s.key: s for s in history.series}
+
+    def series(self, key: SeriesKey) -> TraceSeries | None:
+        return self._series.get(key)
+
+    async def run(self, stop: asyncio.Event, interval: float) -> None:
+        while not stop.is_set():
+            try:
+                await self.refresh(time.time())
+            except Exception as exc:
+                log.warning("Prometheus history refresh failed: %s", exc)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(stop.wait(), interval)
+
+
+async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None) -> None:
+    import kopf
+    from aiohttp import web
+
+    from foresize.history.metrics_server import MemoryHistory, MetricsServerPoller
+    from foresize.kube.api import KubeApi
+    from foresize.kube.executor import KubeExecutor
+    from foresize.kube.handlers import build_registry, parse_foresize
+    from foresize.kube.leader import ShardManager
+    from foresize.kube.shell import KubeShell
+    from foresize.kube.state import ClusterState
+    from foresize.telemetry.metrics import ForesizeMetrics
+
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, stop.set)
+
+    identity = opts.identity or os.environ.get("POD_NAME") or socket.gethostname()
+    api = (
+        KubeApi.from_url(opts.server)
+        if opts.server
+        else KubeApi.from_environment(opts.kubeconfig, opts.context)
+    )
+    state = ClusterState(target_parser=parse_foresize)
+    executor = KubeExecutor(api, pod_lookup=state.pod, instance=identity)
+    try:
+        version = await executor.detect_server_version()
+        log.info("API server %d.%d", *version)
+    except Exception as exc:
+        log.warning(
+            "could not read the server version (%s); assuming %s", exc, executor.server_version
+        )
+    state.server_version = executor.server_version
+    metrics = ForesizeMetrics()
+    shards = ShardManager(
+        api,
+        opts.namespace,
+        identity,
+        shards=opts.shards,
+        lease_duration=opts.lease_duration,
+        renew_interval=max(1.0, opts.lease_duration / 3),
+        max_shards=opts.max_shards,
+    )
+    tasks: list[asyncio.Task] = []
+    if opts.prometheus:
+        history: Any = PrometheusHistory(opts.prometheus)
+        tasks.append(asyncio.create_task(history.run(stop, opts.suggest_interval)))
+    else:
+        history = MemoryHistory()
+        poller = MetricsServerPoller(api, [history], state=state, interval=opts.collect_interval)
+        tasks.append(asyncio.create_task(poller.run(stop)))
+    shell = KubeShell(
+        state,
+        executor,
+        metrics=metrics,
+        shards=shards,
+        history=history,
+        suggest_interval=opts.suggest_interval,
+    )
+    registry = build_registry(state, server=opts.server)
+    ready = asyncio.Event()
+    tasks.append(
+        asyncio.create_task(
+            kopf.operator(
+                registry=registry,
+                clusterwide=True,
+                standalone=True,  # Foresize elects leaders per shard with its own Leases
+                stop_flag=stop,
+                ready_flag=ready,
+            )
+        )
+    )
+    tasks.append(asyncio.create_task(shards.run(stop)))
+    tasks.append(asyncio.create_task(shell.run(stop, opts.interval)))
+
+    runners: list[web.AppRunner] = []
+    metrics_runner = web.AppRunner(metrics.aiohttp_app(), access_log=None)
+    await metrics_runner.setup()
+    await web.TCPSite(metrics_runner, opts.metrics_host, opts.metrics_port).start()
+    runners.append(metrics_runner)
+    log.info("metrics on %s:%d/metrics", opts.metrics_host, opts.metrics_port)
+
+    if opts.webhook:
+        from foresize.admission.server import AdmissionState, WebhookServer, create_app
+
+        admission = AdmissionState()
+
+        async def refresh_index() -> None:
+            while not stop.is_set():
+                try:
+                    admission.update_from_snapshot(state.snapshot(time.time()))
+                except Exception as exc:
+                    log.warning("admission index refresh failed: %s", exc)
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(stop.wait(), 2.0)
+
+        tasks.append(asyncio.create_task(refresh_index()))
+        app = create_app(admission)  # AdmissionState is the state provider (callable)
+        app.middlewares.append(metrics.webhook_middleware())
+        ssl_context = _webhook_tls(opts)
+        webhook = WebhookServer(
+            app, host=opts.webhook_host, port=opts.webhook_port, ssl_context=ssl_context
+        )
+        await webhook.start()
+        log.info(
+            "webhooks on %s:%d (tls=%s)", opts.webhook_host, webhook.port, ssl_context is not None
+        )
+    else:
+        webhook = None
+
+    try:
+        await stop.wait()
+    finally:
+        log.info("stopping")
+        stop.set()
+        for task in tasks:
+            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError, Exception):
+                await asyncio.wait_for(task, opts.shutdown_grace)
+        if webhook is not None:
+            await webhook.stop()
+        for runner in runners:
+            await runner.cleanup()
+        await api.close()
+
+
+def _webhook_tls(opts: OperatorOptions) -> Any:
+    from foresize.admission.certs import server_ssl_context
+
+    if opts.tls_cert and opts.tls_key:
+        return server_ssl_context(opts.tls_cert, opts.tls_key)
+    log.warning("no --tls-cert/--tls-key: webhooks served over plain HTTP (development only)")
+    return None

@@ -1,0 +1,122 @@
+"""`foresize operator` end to end against kmock: it elects itself (Lease), watches, resizes
+the target's pods, serves /metrics and the admission webhook, and releases its Lease on
+shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+import aiohttp
+import kmock
+from prometheus_client.parser import text_string_to_metric_families
+
+from foresize.kube.operator import OperatorOptions, run_operator
+from test_kube_watch import TARGET, declare, pod
+
+R = kmock.resource
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def test_operator_runs_everything_and_releases_its_lease(kmock):
+    declare(kmock)
+    kmock.resources["coordination.k8s.io/v1/leases"] = kmock.ResourceInfo(
+        kind="Lease", namespaced=True, verbs={"get", "list", "watch", "create", "patch"}
+    )
+    kmock["get /version"] << {"major": "1", "minor": "34", "gitVersion": "v1.34.1"}
+    kmock["get /apis/metrics.k8s.io/v1beta1/pods"] << {"kind": "PodMetricsList", "items": []}
+    kmock.objects[R("v1/nodes"), None, "n1"] = {
+        "metadata": {"name": "n1"},
+        "status": {"allocatable": {"cpu": "4", "memory": "8Gi"}},
+    }
+    kmock.objects[R("apps/v1/deployments"), "shop", "web"] = {
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}}},
+    }
+    kmock.objects[R("apps/v1/replicasets"), "shop", "web-abc"] = {
+        "metadata": {
+            "name": "web-abc",
+            "namespace": "shop",
+            "ownerReferences": [{"kind": "Deployment", "name": "web", "controller": True}],
+        },
+        "spec": {"replicas": 2},
+    }
+    kmock.objects[R("foresize.io/v1/aiscaletargets"), "shop", "web"] = TARGET
+    for name in ("web-1", "web-2"):
+        kmock.objects[R("v1/pods"), "shop", name] = pod(name)
+    metrics_port, webhook_port = free_port(), free_port()
+    opts = OperatorOptions(
+        server=str(kmock.url).rstrip("/"),
+        namespace="foresize",
+        identity="foresize-0",
+        interval=0.2,
+        metrics_host="127.0.0.1",
+        metrics_port=metrics_port,
+        webhook_host="127.0.0.1",
+        webhook_port=webhook_port,
+        suggest_interval=3600,
+        shutdown_grace=1.0,
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(run_operator(opts, stop))
+    try:
+        resized = []
+        for _ in range(100):
+            await asyncio.sleep(0.1)
+            resized = [r for r in kmock["patch"] if r.url.path.endswith("/resize")]
+            if len(resized) >= 2:
+                break
+        assert len(resized) >= 2, [(r.method, r.url.path) for r in kmock[...]][-20:]
+        lease = kmock.objects[R("coordination.k8s.io/v1/leases"), "foresize", "foresize-shard-0"]
+        assert lease["spec"]["holderIdentity"] == "foresize-0"
+        async with aiohttp.ClientSession() as session:
+            review = {
+                "apiVersion": "admission.k8s.io/v1",
+                "kind": "AdmissionReview",
+                "request": {
+                    "uid": "r-1",
+                    "operation": "CREATE",
+                    "kind": {"kind": "Pod"},
+                    "object": pod("web-3"),
+                },
+            }
+            async with session.post(
+                f"http://127.0.0.1:{webhook_port}/mutate-pods", json=review
+            ) as r:
+                assert r.status == 200
+                answer = await r.json()
+                assert answer["response"]["uid"] == "r-1" and answer["response"]["allowed"]
+            text = ""
+            for _ in range(30):
+                async with session.get(f"http://127.0.0.1:{metrics_port}/metrics") as r:
+                    text = await r.text()
+                if "foresize_resizes_total{" in text:
+                    break
+                await asyncio.sleep(0.1)
+        got = {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for f in text_string_to_metric_families(text)
+            for s in f.samples
+        }
+        key = (
+            "foresize_resizes_total",
+            (
+                ("direction", "up"),
+                ("outcome", "success"),
+                ("resource", "cpu"),
+                ("target", "shop/web"),
+            ),
+        )
+        assert got[key] >= 2
+        assert got[("foresize_webhook_duration_seconds_count", ())] >= 1
+        assert got[("foresize_loop_duration_seconds_count", ())] >= 1
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 20)
+    lease = kmock.objects[R("coordination.k8s.io/v1/leases"), "foresize", "foresize-shard-0"]
+    assert "holderIdentity" not in lease["spec"]  # released for the next replica
