@@ -143,3 +143,31 @@ def test_recommendation_mode_dsa_neither_seeds_nor_resizes():
         p.containers[0].resources.requests == {"cpu": 200, "memory": 256 * MIB} for p in pods
     )
     assert all(MANAGED_ANNOTATION not in p.annotations for p in pods)
+
+
+def test_leaving_autonomous_mode_reverts_daemonset_pods_in_place():
+    from foresize.lifecycle.planner import LifecycleState, plan_lifecycle
+
+    sim = SimCluster(scenario(), seed=9)
+    hook = install(sim)
+    sim.daemonset_autoscalers = [dsa()]
+    install_daemonset_autoscaling(sim, hook)
+    state = {"life": LifecycleState()}
+
+    def lifecycle(sim, now):
+        plan = plan_lifecycle(sim.snapshot(), now, state["life"])
+        state["life"] = plan.state
+        for a in plan.actions:
+            sim.apply(a)
+
+    sim.every(60, lifecycle)
+    sim.run_until(4 * H)
+    names = {p.name: p.uid for p in agent_pods(sim)}
+    assert all(p.containers[0].resources.requests["cpu"] < 200 for p in agent_pods(sim))
+    sim.daemonset_autoscalers = [dsa("recommendation")]
+    sim.run_until(4 * H + 300)
+    pods = agent_pods(sim)
+    assert {p.name: p.uid for p in pods} == names
+    assert all(
+        p.containers[0].resources.requests == {"cpu": 200, "memory": 256 * MIB} for p in pods
+    )
