@@ -24,6 +24,7 @@ import gzip
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -129,6 +130,8 @@ class UsageState:
         self.capacity = 0
         self.size = 0  # slots ever handed out (high-water mark)
         self.free: list[int] = []
+        self.version = 0  # bumped whenever generator parameters or slots change
+        self._cache: dict[str, tuple[np.ndarray, int, dict[str, Any]]] = {}
         self.trace_flat = np.zeros(0)
         self._trace_chunks: list[np.ndarray] = []
         self._trace_ids: dict[int, tuple[int, int]] = {}
@@ -184,6 +187,7 @@ class UsageState:
         return ref
 
     def allocate(self) -> int:
+        self.version += 1
         if self.free:
             slot = self.free.pop()
         else:
@@ -194,6 +198,7 @@ class UsageState:
         return slot
 
     def release(self, slot: int) -> None:
+        self.version += 1
         self.active[slot] = False
         self.ready[slot] = False
         self.cpu_demand[slot] = self.cpu_used[slot] = self.mem[slot] = 0.0
@@ -202,6 +207,7 @@ class UsageState:
         self.free.sort(reverse=True)
 
     def set_generator(self, slot: int, resource: str, g: GeneratorSpec) -> None:
+        self.version += 1
         r = "c" if resource == "cpu" else "m"
         a = self._arrays
         a[f"base_{r}"][slot] = g.base
@@ -223,6 +229,34 @@ class UsageState:
         else:
             a[f"tr_len_{r}"][slot] = 0
 
+    def _params(self, r: str, idx: np.ndarray) -> dict[str, Any]:
+        """Generator parameters of slots `idx`, gathered once per active set and version."""
+        cached = self._cache.get(r)
+        if cached is not None and cached[0] is idx and cached[1] == self.version:
+            return cached[2]
+        a = self._arrays
+        p: dict[str, Any] = {
+            name: a[f"{name}_{r}"][idx]
+            for name in ("base", "amp", "peak", "weekend", "growth", "cap", "noise")
+        }
+        p["spike_p"], p["spike_f"] = a[f"spike_p_{r}"][idx], a[f"spike_f_{r}"][idx]
+        p["peak_rad"] = p["peak"] * (2.0 * math.pi / DAY)
+        tr_len = a[f"tr_len_{r}"][idx]
+        ti = np.nonzero(tr_len > 0)[0]
+        p["ti"] = ti
+        if ti.size:
+            p["tr_len"] = tr_len[ti]
+            p["tr_offset"] = a[f"tr_offset_{r}"][idx[ti]]
+            p["tr_step"] = a[f"tr_step_{r}"][idx[ti]]
+            p["tr_start"] = a[f"tr_start_{r}"][idx[ti]]
+            p["tr_scale"] = a[f"tr_scale_{r}"][idx[ti]]
+        p["growth_any"] = bool(p["growth"].any())
+        p["growing"] = p["growth"] > 0
+        p["noise_any"] = bool(p["noise"].any())
+        p["spike_any"] = bool(p["spike_p"].any())
+        self._cache[r] = (idx, self.version, p)
+        return p
+
     def _eval(
         self,
         r: str,
@@ -231,33 +265,24 @@ class UsageState:
         share: np.ndarray,
         rng: np.random.Generator,
     ) -> np.ndarray:
-        a = self._arrays
-        base = a[f"base_{r}"][idx]
-        day_phase = (t - a[f"peak_{r}"][idx]) * (2.0 * math.pi / DAY)
-        level = base * (1.0 + a[f"amp_{r}"][idx] * np.cos(day_phase))
+        p = self._params(r, idx)
+        level = p["base"] * (1.0 + p["amp"] * np.cos(t * (2.0 * math.pi / DAY) - p["peak_rad"]))
         if ((t // DAY) % 7) >= 5:
-            level = level * a[f"weekend_{r}"][idx]
-        tr_len = a[f"tr_len_{r}"][idx]
-        has_trace = tr_len > 0
-        if has_trace.any():
-            ti = np.nonzero(has_trace)[0]
-            pos = (t + a[f"tr_offset_{r}"][idx[ti]]) // a[f"tr_step_{r}"][idx[ti]]
-            flat = a[f"tr_start_{r}"][idx[ti]] + (pos.astype(np.int64) % tr_len[ti])
-            level[ti] = self.trace_flat[flat] * a[f"tr_scale_{r}"][idx[ti]]
-        value = level * a["jitter"][idx] * share
-        growth = a[f"growth_{r}"][idx]
-        if growth.any():
-            grown = value + growth * (t - a["started"][idx])
-            value = np.where(
-                growth > 0, np.minimum(grown, np.maximum(a[f"cap_{r}"][idx], value)), value
-            )
-        noise = a[f"noise_{r}"][idx]
-        if noise.any():
-            value = value * np.maximum(0.0, 1.0 + noise * rng.standard_normal(idx.size))
-        spike_p = a[f"spike_p_{r}"][idx]
-        if spike_p.any():
-            hit = rng.random(idx.size) < spike_p
-            value = np.where(hit, value * a[f"spike_f_{r}"][idx], value)
+            level = level * p["weekend"]
+        ti = p["ti"]
+        if ti.size:
+            pos = (t + p["tr_offset"]) // p["tr_step"]
+            flat = p["tr_start"] + (pos.astype(np.int64) % p["tr_len"])
+            level[ti] = self.trace_flat[flat] * p["tr_scale"]
+        value = level * self.jitter[idx] * share
+        if p["growth_any"]:
+            grown = value + p["growth"] * (t - self.started[idx])
+            value = np.where(p["growing"], np.minimum(grown, np.maximum(p["cap"], value)), value)
+        if p["noise_any"]:
+            value = value * np.maximum(0.0, 1.0 + p["noise"] * rng.standard_normal(idx.size))
+        if p["spike_any"]:
+            hit = rng.random(idx.size) < p["spike_p"]
+            value = np.where(hit, value * p["spike_f"], value)
         return np.maximum(value, 0.0)
 
     def step(
