@@ -1,5 +1,9 @@
 """`foresize operator`: run the real-cluster shell (collector, recommender, vertical
-worker, webhooks, metrics) from a kubeconfig or the in-cluster service account."""
+worker, webhooks, metrics) from a kubeconfig or the in-cluster service account.
+
+Every option can also come from the environment (`FORESIZE_*`, as the shipped Deployment
+sets them: namespace and pod name from the downward API, ports, the webhook's Service,
+configuration and TLS Secret, cert-manager)."""
 
 from __future__ import annotations
 
@@ -7,50 +11,110 @@ import typer
 
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
+    def opt(default, *names, env: str | None = None, **kw):
+        return typer.Option(default, *names, envvar=env, **kw)
+
     @app.command("operator")
     def operator(
-        kubeconfig: str = typer.Option(
-            None, "--kubeconfig", help="Kubeconfig file (default: in-cluster, then ~/.kube/config)."
-        ),
-        context: str = typer.Option(None, "--context", help="Kubeconfig context."),
-        server: str = typer.Option(
-            None, "--server", help="API server URL without auth (kubectl proxy)."
-        ),
-        namespace: str = typer.Option(
+        kubeconfig: str = opt(
             None,
+            "--kubeconfig",
+            env="KUBECONFIG",
+            help="Kubeconfig file (default: in-cluster, then ~/.kube/config).",
+        ),
+        context: str = opt(None, "--context", help="Kubeconfig context."),
+        server: str = opt(
+            None, "--server", help="API server URL without auth (e.g. kubectl proxy)."
+        ),
+        namespace: str = opt(
+            "foresize-system",
             "--namespace",
-            help="Operator namespace (Leases); default $POD_NAMESPACE or foresize-system.",
+            env="FORESIZE_NAMESPACE",
+            help="Operator namespace (Leases, TLS Secret).",
         ),
-        identity: str = typer.Option(
-            "", "--identity", help="Leader-election identity (default $POD_NAME)."
+        identity: str = opt(
+            "",
+            "--identity",
+            env="FORESIZE_POD_NAME",
+            help="Leader-election identity (default: hostname).",
         ),
-        shards: int = typer.Option(1, "--shards", min=1, help="Target shards (one Lease each)."),
-        max_shards: int = typer.Option(
-            None, "--max-shards", min=1, help="At most this many shards per replica."
+        shards: int = opt(
+            1, "--shards", env="FORESIZE_SHARDS", min=1, help="Target shards (one Lease each)."
         ),
-        interval: float = typer.Option(
-            30.0, "--interval", min=1.0, help="Seconds between control-loop passes."
+        max_shards: int = opt(
+            None,
+            "--max-shards",
+            env="FORESIZE_MAX_SHARDS",
+            min=1,
+            help="At most this many shards per replica.",
         ),
-        collect_interval: float = typer.Option(
-            60.0, "--collect-interval", min=5.0, help="metrics-server poll period."
+        interval: float = opt(
+            30.0,
+            "--interval",
+            env="FORESIZE_INTERVAL",
+            min=1.0,
+            help="Seconds between control-loop passes.",
         ),
-        suggest_interval: float = typer.Option(
-            900.0, "--suggest-interval", min=10.0, help="Seconds between forecasts."
+        collect_interval: float = opt(
+            60.0,
+            "--collect-interval",
+            env="FORESIZE_COLLECT_INTERVAL",
+            min=5.0,
+            help="metrics-server poll period (s).",
         ),
-        prometheus: str = typer.Option(
-            None, "--prometheus", help="Read history from Prometheus instead of metrics-server."
+        suggest_interval: float = opt(
+            900.0,
+            "--suggest-interval",
+            env="FORESIZE_SUGGEST_INTERVAL",
+            min=10.0,
+            help="Seconds between forecasts.",
         ),
-        metrics_port: int = typer.Option(8080, "--metrics-port", help="Port of /metrics."),
-        webhook_port: int = typer.Option(
-            8443, "--webhook-port", help="Port of the admission webhooks."
+        prometheus: str = opt(
+            None,
+            "--prometheus",
+            env="FORESIZE_PROMETHEUS_URL",
+            help="Read history from Prometheus instead of metrics-server.",
         ),
-        no_webhook: bool = typer.Option(
-            False, "--no-webhook", help="Do not serve admission webhooks."
+        metrics_port: int = opt(
+            8080, "--metrics-port", env="FORESIZE_METRICS_PORT", help="Port of /metrics."
         ),
-        tls_cert: str = typer.Option(None, "--tls-cert", help="Webhook serving certificate (PEM)."),
-        tls_key: str = typer.Option(None, "--tls-key", help="Key of --tls-cert (PEM)."),
-        log_format: str = typer.Option("json", "--log-format", help="json|text"),
-        log_level: str = typer.Option("info", "--log-level", help="debug|info|warning|error"),
+        webhook_port: int = opt(
+            8443,
+            "--webhook-port",
+            env="FORESIZE_WEBHOOK_PORT",
+            help="Port of the admission webhooks.",
+        ),
+        no_webhook: bool = opt(False, "--no-webhook", help="Do not serve admission webhooks."),
+        tls_cert: str = opt(None, "--tls-cert", help="Webhook serving certificate (PEM file)."),
+        tls_key: str = opt(None, "--tls-key", help="Key of --tls-cert (PEM file)."),
+        tls_secret: str = opt(
+            None,
+            "--tls-secret",
+            env="FORESIZE_TLS_SECRET",
+            help="Secret holding (or to hold) the webhook certificate.",
+        ),
+        webhook_service: str = opt(
+            "foresize-webhook",
+            "--webhook-service",
+            env="FORESIZE_WEBHOOK_SERVICE",
+            help="Service of the webhooks.",
+        ),
+        webhook_configuration: str = opt(
+            "foresize",
+            "--webhook-configuration",
+            env="FORESIZE_WEBHOOK_CONFIGURATION",
+            help="Name of the webhook configurations (caBundle).",
+        ),
+        cert_manager: bool = opt(
+            False,
+            "--cert-manager",
+            env="FORESIZE_CERT_MANAGER",
+            help="cert-manager issues the certificate and injects the caBundle.",
+        ),
+        log_format: str = opt("json", "--log-format", env="FORESIZE_LOG_FORMAT", help="json|text"),
+        log_level: str = opt(
+            "info", "--log-level", env="FORESIZE_LOG_LEVEL", help="debug|info|warning|error"
+        ),
     ) -> None:
         """Run the operator until SIGTERM."""
         import asyncio
@@ -66,14 +130,14 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             raise ForesizeError(f"--log-level: unknown level {log_level!r}")
         if bool(tls_cert) != bool(tls_key):
             raise ForesizeError("--tls-cert and --tls-key go together")
-        if kubeconfig and not os.path.exists(kubeconfig):
+        if kubeconfig and not server and not os.path.exists(kubeconfig.split(os.pathsep)[0]):
             raise ForesizeError(f"--kubeconfig: {kubeconfig}: no such file")
         setup_logging(log_level, json_format=log_format == "json")
         opts = OperatorOptions(
             kubeconfig=kubeconfig,
             context=context,
             server=server,
-            namespace=namespace or os.environ.get("POD_NAMESPACE") or "foresize-system",
+            namespace=namespace,
             identity=identity,
             shards=shards,
             max_shards=max_shards,
@@ -85,6 +149,10 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             webhook_port=webhook_port,
             tls_cert=tls_cert,
             tls_key=tls_key,
+            tls_secret=tls_secret,
+            webhook_service=webhook_service,
+            webhook_configuration=webhook_configuration,
+            cert_manager=cert_manager,
             prometheus=prometheus,
         )
         try:

@@ -49,6 +49,10 @@ class OperatorOptions:
     webhook_port: int = 8443
     tls_cert: str | None = None
     tls_key: str | None = None
+    tls_secret: str | None = None  # shared Secret for the webhook certificate (in-cluster)
+    webhook_service: str = "foresize-webhook"
+    webhook_configuration: str = "foresize"
+    cert_manager: bool = False
     prometheus: str | None = None
     shutdown_grace: float = 15.0  # seconds each task gets to stop before it is cancelled
 
@@ -182,7 +186,7 @@ async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None)
         tasks.append(asyncio.create_task(refresh_index()))
         app = create_app(admission)  # AdmissionState is the state provider (callable)
         app.middlewares.append(metrics.webhook_middleware())
-        ssl_context = _webhook_tls(opts)
+        ssl_context = await _webhook_tls(opts, api)
         webhook = WebhookServer(
             app, host=opts.webhook_host, port=opts.webhook_port, ssl_context=ssl_context
         )
@@ -208,10 +212,25 @@ async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None)
         await api.close()
 
 
-def _webhook_tls(opts: OperatorOptions) -> Any:
+async def _webhook_tls(opts: OperatorOptions, api: Any) -> Any:
+    """Files given on the command line, else the shared Secret, else plain HTTP (dev)."""
+    import tempfile
+    from pathlib import Path
+
     from foresize.admission.certs import server_ssl_context
+    from foresize.kube.tls import webhook_ssl_context
 
     if opts.tls_cert and opts.tls_key:
         return server_ssl_context(opts.tls_cert, opts.tls_key)
-    log.warning("no --tls-cert/--tls-key: webhooks served over plain HTTP (development only)")
+    if opts.tls_secret:
+        return await webhook_ssl_context(
+            api,
+            namespace=opts.namespace,
+            secret=opts.tls_secret,
+            service=opts.webhook_service,
+            configuration=opts.webhook_configuration,
+            cert_manager=opts.cert_manager,
+            workdir=Path(tempfile.mkdtemp(prefix="foresize-tls-")),
+        )
+    log.warning("no TLS configured: webhooks served over plain HTTP (development only)")
     return None
