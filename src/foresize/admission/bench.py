@@ -309,7 +309,7 @@ async def _client(
     connector = aiohttp.TCPConnector(ssl=client_ssl_context(ca_pem), limit=256)
     async with aiohttp.ClientSession(connector=connector) as session:
         # Warm up: TLS handshakes, connection pool, server caches.
-        await _phase(session, base + "/mutate-pods", bodies, rate, 1.0)
+        await _phase(session, base + "/mutate-pods", bodies, rate, min(1.0, duration))
         noop_runs, pod_runs = [], []
         for _ in range(repeats):
             noop_runs.append(await _phase(session, base + "/noop", bodies, rate, duration))
@@ -410,7 +410,8 @@ def run_bench(
                     budget=budget,
                 )
             )
-            result.handler_us = handler_cost(n_targets)
+            samples = max(200, min(2000, int(rate * duration * repeats)))
+            result.handler_us = handler_cost(n_targets, samples)
             return result
         finally:
             stop.set()
