@@ -47,5 +47,6 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             f"  wall seconds (median): {result['wall_seconds_median']}  "
             f"(runs: {', '.join(str(w) for w in result['wall_seconds'])})\n"
             f"  simulated hours per wall second: {result['simulated_hours_per_wall_second']}\n"
+            f"  CPU seconds (median): {result['cpu_seconds_median']}\n"
             f"  a simulated week takes ~{result['projected_week_wall_seconds']} s"
         )
