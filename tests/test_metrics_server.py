@@ -19,7 +19,7 @@ from foresize.history.traces import SeriesKey
 from foresize.kube.api import KubeApi
 from foresize.kube.handlers import parse_foresize
 from foresize.kube.state import ClusterState
-from foresize.kube.suggest import plan_suggestions
+from foresize.kube.suggest import cadence_of, plan_suggestions
 
 CRANE = Path(__file__).resolve().parents[2] / "shared" / "traces" / "crane-dsp" / "input0.csv.gz"
 NOW = 1_780_000_000.0
@@ -180,7 +180,10 @@ def test_history_becomes_a_bounded_suggestion(days, enough):
         },
     }
     state.apply_event("AIScaleTarget", "ADDED", target)
-    (write,) = plan_suggestions(state.snapshot(NOW), history, NOW)
+    snap = state.snapshot(NOW)
+    assert plan_suggestions(snap, history, NOW, due=lambda t: False) == []
+    assert cadence_of(snap.targets[0], 60.0) == 900.0  # forecast_blocks (15m) by default
+    (write,) = plan_suggestions(snap, history, NOW)
     assert (write.namespace, write.name) == ("shop", "web")
     assert write.status["hasEnoughDataToScale"] is enough
     if not enough:  # autonomous: no suggestion before min_lookback_to_scale (24 h)

@@ -86,7 +86,7 @@ class KubeShell:
         self.passes = 0
         self.history = history  # MemoryHistory (or anything with .series(key))
         self.suggest_interval = suggest_interval
-        self._last_suggest: float | None = None
+        self._last_suggest: dict[str, float] = {}
 
     # ------------------------------------------------------------ AsyncClusterPort
     async def snapshot(self) -> ClusterSnapshot:
@@ -140,13 +140,20 @@ class KubeShell:
         now = self.clock()
         snap = await self.snapshot()
         gate = self._gate_in_place(snap)
-        if self.history is not None and (
-            self._last_suggest is None or now - self._last_suggest >= self.suggest_interval
-        ):
-            from foresize.kube.suggest import plan_suggestions
+        if self.history is not None:
+            from foresize.kube.suggest import cadence_of, plan_suggestions
 
-            self._last_suggest = now
-            gate += plan_suggestions(snap, self.history, now)
+            def due(target: Any) -> bool:
+                # Each target forecasts at its own cadence (forecast_interval, else
+                # forecast_blocks; a cron cadence uses the operator's --suggest-interval).
+                key = target_key(target)
+                last = self._last_suggest.get(key)
+                if last is not None and now - last < cadence_of(target, self.suggest_interval):
+                    return False
+                self._last_suggest[key] = now
+                return True
+
+            gate += plan_suggestions(snap, self.history, now, due)
         actions, self.worker_state = plan(snap, now, self.worker_state, self.worker_config)
         done: list[tuple[Action, ActionResult | None]] = []
         for action in [*gate, *actions]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from typing import Any
 
 from foresize.api.quantity import CPU, MEMORY, format_quantity
@@ -54,16 +55,35 @@ def _bounded(
     return value, limit
 
 
+def effective_model(target: Any) -> Any:
+    """The target's model with `vertical.model` overrides applied (API model), if any."""
+    spec = _get(target, "spec")
+    if hasattr(spec, "effective_model"):
+        return spec.effective_model("vertical")
+    return _get(spec, "model")
+
+
+def cadence_of(target: Any, default: float) -> float:
+    """Seconds between forecasts for the target (a cron cadence falls back to `default`)."""
+    model = effective_model(target)
+    cadence = getattr(model, "cadence_seconds", None)
+    return float(cadence) if cadence else default
+
+
 def plan_suggestions(
     snapshot: ClusterSnapshot,
     history: Any,
     now: float,
+    due: Callable[[Any], bool] | None = None,
 ) -> list[WriteTargetStatus]:
-    """Status writes carrying fresh vertical suggestions for the snapshot's targets."""
+    """Status writes carrying fresh vertical suggestions for the snapshot's targets
+    (only those `due` accepts, when given: the shell keeps each target's cadence)."""
     from foresize.cli.recommend import recommend_series
 
     writes: list[WriteTargetStatus] = []
     for target in snapshot.targets:
+        if due is not None and not due(target):
+            continue
         mode = _get(target, "spec", "vertical", "mode")
         if mode not in ("recommendation", "autonomous"):
             continue
@@ -75,13 +95,10 @@ def plan_suggestions(
         workload = snapshot.workload(_get(ref, "kind"), ns, _get(ref, "name"))
         if workload is None:
             continue
-        model = _get(target, "spec", "model")
-        vertical_model = _get(target, "spec", "vertical", "model")
+        model = effective_model(target)
 
-        def pick(field: str, default: Any, model: Any = model, vm: Any = vertical_model) -> Any:
-            value = _get(vm, field)
-            if value is None:
-                value = _get(model, field)
+        def pick(field: str, default: Any, model: Any = model) -> Any:
+            value = _get(model, field)
             return default if value is None else value
 
         series: list[TraceSeries] = []
