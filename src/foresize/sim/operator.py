@@ -49,7 +49,12 @@ class Recommender(Protocol):
     """What the operator needs from a recommender (amounts canonical: millicores, bytes)."""
 
     def observe(
-        self, now: float, series: np.ndarray, cpu_m: np.ndarray, mem: np.ndarray
+        self,
+        now: float,
+        series: np.ndarray,
+        cpu_m: np.ndarray,
+        mem: np.ndarray,
+        slots: np.ndarray | None = None,
     ) -> None: ...
 
     def recommend(self, now: float, series: list[int]) -> dict[int, tuple[float, float]]: ...
@@ -72,7 +77,14 @@ class FixedRecommender:
         self.requests = dict(requests)
         self.names: dict[int, str] = {}
 
-    def observe(self, now: float, series: np.ndarray, cpu_m: np.ndarray, mem: np.ndarray) -> None:
+    def observe(
+        self,
+        now: float,
+        series: np.ndarray,
+        cpu_m: np.ndarray,
+        mem: np.ndarray,
+        slots: np.ndarray | None = None,
+    ) -> None:
         return None
 
     def recommend(self, now: float, series: list[int]) -> dict[int, tuple[float, float]]:
@@ -141,7 +153,15 @@ class VPARecommender:
         # count relatively less without touching the stored histogram.
         return 2.0 ** (t / self.HALF_LIFE)
 
-    def observe(self, now: float, series: np.ndarray, cpu_m: np.ndarray, mem: np.ndarray) -> None:
+    def observe(
+        self,
+        now: float,
+        series: np.ndarray,
+        cpu_m: np.ndarray,
+        mem: np.ndarray,
+        slots: np.ndarray | None = None,
+    ) -> None:
+        # VPA pools every pod's samples in one histogram per container: `slots` unused.
         if series.size == 0:
             return
         self._grow(int(series.max()) + 1)
@@ -191,6 +211,132 @@ class VPARecommender:
         self._grow(series + 1)
         bump = max(usage + 100 * MIB, usage * 1.2)
         self.oom_floor[series] = max(self.oom_floor[series], bump)
+
+
+# --------------------------------------------------------------------------- Foresize
+
+
+class ForesizeRecommender:
+    """Foresize's recommender on the operator's in-memory history: the recommender
+    helper's forecast of the maximum over the horizon (`foresize.forecast.select`, models
+    chosen per series by a rolling backtest), the mode's quantile
+    (`foresize.recommend.core.mode_quantile`), and OOM remediation (`oom_bump`: x1.2 at
+    once, compounding every 2 minutes while OOMs continue, held for the stabilization
+    window; a floor, never fed back into the history).
+
+    History on the 5-minute model grid, bucket = max of its 1-minute samples:
+    - CPU per replica slot (a pod keeps its slot; a new pod takes the slot of one gone
+      for an hour), and the container's request is the median over its live slots of the
+      per-slot forecasts: the request is what one pod needs, and the max across replicas
+      would buy the p90 of the *largest* of n pods instead (VPA pools pods for the same
+      reason);
+    - memory per container as the max across its pods: an OOM kill of any pod is a
+      failure, so the largest pod decides.
+    """
+
+    SLOT_REUSE_AFTER = 3600.0
+    LIVE_WINDOW = 86400.0  # a slot with data in the last day takes part in the median
+
+    def __init__(self, mode: str = "balanced", buffer_percentage: float = 0.0) -> None:
+        from foresize.forecast.models import ForecastConfig
+        from foresize.recommend.core import OOMArrays, mode_quantile
+
+        self.cfg = ForecastConfig()
+        self.step = self.cfg.step  # the model grid (5 minutes)
+        self.q = {r: mode_quantile(mode, r) for r in (CPU, MEMORY)}
+        self.buffer = buffer_percentage / 100.0
+        self.y = {CPU: np.full((0, 0), np.nan), MEMORY: np.full((0, 0), np.nan)}
+        self.slot_series: list[int] = []  # CPU row -> series
+        self.scores: dict[str, Any] = {}
+        self.oom = OOMArrays.empty(0)
+
+    @staticmethod
+    def _fit(arr: np.ndarray, rows: int, cols: int) -> np.ndarray:
+        r0, c0 = arr.shape
+        if rows <= r0 and cols <= c0:
+            return arr
+        out = np.full((max(rows, r0), max(cols, c0 * 2, 2016) if cols > c0 else c0), np.nan)
+        out[:r0, :c0] = arr
+        return out
+
+    def _grow(self, series: int, slots: int, t: int) -> None:
+        from foresize.recommend.core import OOMArrays
+
+        before = (self.y[CPU].shape[0], self.y[MEMORY].shape[0])
+        self.y[CPU] = self._fit(self.y[CPU], slots, t)
+        self.y[MEMORY] = self._fit(self.y[MEMORY], series, t)
+        if self.y[CPU].shape[1] != self.y[MEMORY].shape[1]:
+            cols = max(self.y[CPU].shape[1], self.y[MEMORY].shape[1])
+            for r in (CPU, MEMORY):
+                self.y[r] = self._fit(self.y[r], self.y[r].shape[0], cols)
+        n = self.y[MEMORY].shape[0]
+        if n > self.oom.floor.size:
+            old, new = self.oom, OOMArrays.empty(n)
+            for name in ("floor", "until", "last_bump", "count"):
+                getattr(new, name)[: old.floor.size] = getattr(old, name)
+            self.oom = new
+        if (self.y[CPU].shape[0], self.y[MEMORY].shape[0]) != before:
+            self.scores = {}  # new rows: restart the rolling backtest (install time only)
+
+    def observe(
+        self,
+        now: float,
+        series: np.ndarray,
+        cpu_m: np.ndarray,
+        mem: np.ndarray,
+        slots: np.ndarray | None = None,
+    ) -> None:
+        if series.size == 0:
+            return
+        rows = series if slots is None else slots
+        for row, s in zip(rows.tolist(), series.tolist(), strict=True):
+            while len(self.slot_series) <= row:
+                self.slot_series.append(-1)
+            self.slot_series[row] = s
+        b = int(now // self.step)
+        self._grow(int(series.max()) + 1, int(rows.max()) + 1, b + 1)
+        # The bucket keeps the max of its samples.
+        np.fmax.at(self.y[CPU], (rows, np.full(rows.size, b)), cpu_m)
+        np.fmax.at(self.y[MEMORY], (series, np.full(series.size, b)), mem)
+
+    def recommend(self, now: float, series: list[int]) -> dict[int, tuple[float, float]]:
+        from foresize.forecast.select import OnlineScores, online_step
+
+        o = int(now // self.step) - 1  # the last complete bucket
+        if o < self.cfg.h + 1 or not series or self.y[CPU].shape[0] == 0:
+            return {}
+        self._grow(max(series) + 1, 1, o + 1)
+        fc: dict[str, np.ndarray] = {}
+        for r in (CPU, MEMORY):
+            y = self.y[r][:, : o + 1]
+            state = self.scores.get(r) or OnlineScores.empty(y.shape[0], 1)
+            f, self.scores[r] = online_step(state, y, o, np.array([self.q[r]]), self.cfg)
+            fc[r] = f.values[:, 0] * (1.0 + self.buffer)
+        live_from = max(0, o + 1 - int(self.LIVE_WINDOW // self.step))
+        live = np.isfinite(self.y[CPU][:, live_from : o + 1]).any(axis=1)
+        owner = np.asarray(self.slot_series + [-1] * (live.size - len(self.slot_series)))
+        mem = np.fmax(fc[MEMORY], self.oom.active_floor(now))
+        out: dict[int, tuple[float, float]] = {}
+        for s in series:
+            rows = np.nonzero((owner[: live.size] == s) & live)[0]
+            vals = fc[CPU][rows]
+            vals = vals[np.isfinite(vals)]
+            cpu = float(np.median(vals)) if vals.size else math.nan
+            out[s] = (cpu, float(mem[s]) if s < mem.size else math.nan)
+        return out
+
+    def on_oom(self, now: float, series: int, request: float, usage: float) -> None:
+        from foresize.recommend.core import oom_bump
+
+        self._grow(series + 1, 1, int(now // self.step) + 1)
+        n = self.oom.floor.size
+        mask = np.zeros(n, dtype=bool)
+        mask[series] = True
+        req = np.zeros(n)
+        req[series] = request
+        use = np.zeros(n)
+        use[series] = usage
+        self.oom = oom_bump(self.oom, mask, now, req, use)
 
 
 # --------------------------------------------------------------------------- admission
@@ -279,6 +425,9 @@ class SimOperator:
         self.passes = 0
         self.record_actions = False
         self.applied: list[tuple[float, Any, Any]] = []
+        self.slot_of: dict[tuple[int, str], int] = {}
+        self.slots_by_series: dict[int, list[int]] = {}
+        self.slot_seen: list[float] = []
 
     # ------------------------------------------------------------------ wiring
     def install(self) -> SimOperator:
@@ -356,23 +505,50 @@ class SimOperator:
     def _observe(self, now: float, keys: np.ndarray, cpu: np.ndarray, mem: np.ndarray) -> None:
         pods = self.sim.pods
         idx: list[int] = []
+        slots: list[int] = []
         keep: list[int] = []
         for i, k in enumerate(keys):
             if not k.workload or mem[i] <= 0:  # bare pod, or the container is down
                 continue
+            s = self.series.get((k.namespace, k.workload, k.container))
+            if s is None:  # not a container of a target
+                continue
             pod = pods.get(f"{k.namespace}/{k.pod}")
             if pod is None or pod.start_time is None or now - pod.start_time < NEW_POD_EXCLUSION:
                 continue
-            s = self.series.get((k.namespace, k.workload, k.container))
-            if s is None:
-                s = self._series(k.namespace, k.workload, k.container, now)
             idx.append(s)
+            slots.append(self._slot(s, pod.uid, now))
             keep.append(i)
         if idx:
             sel = np.asarray(keep)
             self.rec.observe(
-                now, np.asarray(idx), np.asarray(cpu)[sel] * 1000.0, np.asarray(mem)[sel]
+                now,
+                np.asarray(idx),
+                np.asarray(cpu)[sel] * 1000.0,
+                np.asarray(mem)[sel],
+                np.asarray(slots),
             )
+
+    def _slot(self, series: int, pod_uid: str, now: float) -> int:
+        """The replica slot (a history row) of a pod's container: kept for the pod's
+        life; a new pod takes a slot whose pod has been gone for an hour."""
+        key = (series, pod_uid)
+        slot = self.slot_of.get(key)
+        if slot is None:
+            free = [
+                r
+                for r in self.slots_by_series.get(series, [])
+                if now - self.slot_seen[r] > ForesizeRecommender.SLOT_REUSE_AFTER
+            ]
+            if free:
+                slot = free[0]
+            else:
+                slot = len(self.slot_seen)
+                self.slot_seen.append(now)
+                self.slots_by_series.setdefault(series, []).append(slot)
+            self.slot_of[key] = slot
+        self.slot_seen[slot] = now
+        return slot
 
     # ------------------------------------------------------------------ the loop
     def _tick(self, sim: Any, now: float) -> None:
@@ -481,6 +657,11 @@ class SimOperator:
 
 
 # --------------------------------------------------------------------------- policies
+
+
+def install_foresize(sim: Any) -> SimOperator:
+    """`--policy foresize`: forecasting recommender, disruption worker, admission hook."""
+    return SimOperator(sim, ForesizeRecommender()).install()
 
 
 def install_vpa(sim: Any) -> SimOperator:
