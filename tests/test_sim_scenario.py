@@ -140,6 +140,18 @@ def test_simulate_cli_json_keys():
     assert out["totals"]["cpu_used_core_hours"] > 0
 
 
+def test_simulate_cli_writes_the_event_log(tmp_path):
+    out = tmp_path / "events.jsonl"
+    result = CliRunner().invoke(
+        app, ["simulate", "-d", "1h", "--no-progress", "--events", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert lines and set(lines[0]) == {"time", "kind", "object", "reason", "message", "details"}
+    assert any(e["kind"] == "PodScheduled" for e in lines)
+    assert "workload" in result.stdout  # the table
+
+
 def test_simulate_cli_reports_user_errors(tmp_path, capsys, monkeypatch):
     from foresize.cli import main
 

@@ -95,6 +95,11 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         no_progress: bool = typer.Option(
             False, "--no-progress", help="Do not draw the progress bar on stderr."
         ),
+        events_path: str | None = typer.Option(
+            None,
+            "--events",
+            help="Also write the full event log as JSON lines to this file.",
+        ),
     ) -> None:
         """Run a scenario on the simulated cluster and summarise requested vs used CPU and
         memory, slack, OOM kills, throttling, evictions, resizes, stalls, preemptions and
@@ -119,7 +124,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         sc = load_scenario(scenario)
 
         if no_progress or not sys.stderr.isatty():
-            _, summary = simulate(sc, duration=total, policy=policy, seed=seed, step=step_s)
+            sim, summary = simulate(sc, duration=total, policy=policy, seed=seed, step=step_s)
         else:
             from rich.console import Console
             from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -133,7 +138,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 transient=True,
             ) as progress:
                 task = progress.add_task(sc.name, total=total / 3600.0)
-                _, summary = simulate(
+                sim, summary = simulate(
                     sc,
                     duration=total,
                     policy=policy,
@@ -141,6 +146,13 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                     step=step_s,
                     progress=lambda now: progress.update(task, completed=now / 3600.0),
                 )
+        if events_path is not None:
+            try:
+                with open(events_path, "w") as fh:
+                    for ev in sim.events:
+                        fh.write(json.dumps(ev.as_dict(), default=str) + "\n")
+            except OSError as exc:
+                raise ForesizeError(f"--events: cannot write {events_path}: {exc}") from None
         if as_json:
             print(json.dumps(summary, indent=2, sort_keys=False))
         else:
