@@ -1630,7 +1630,7 @@ class SimCluster:
             self._ww(wkey).replicas = replicas
             self.log(
                 "Scaled",
-                wkey.replace("/", "/", 1),
+                wkey,
                 "ScalingReplicaSet",
                 f"scaled to {replicas}",
                 replicas=replicas,
