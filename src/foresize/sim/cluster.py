@@ -1192,6 +1192,7 @@ class SimCluster:
                     MEMORY: np.stack(
                         [np.bincount(wl, mem * rdy, n), np.bincount(wl, u.mem_req[idx] * rdy, n)]
                     ),
+                    "ready": self._wl_ready[None, :n].copy(),
                 }
             oom = mem > u.mem_lim[idx]
             if oom.any():
@@ -1581,8 +1582,11 @@ class SimCluster:
         wl = self.workloads.get(wkey)
         if st is None or wl is None:
             return
-        ready_pods = int(self._wl_ready[st.index])
-        if self._hpa_metrics is None or ready_pods <= 0:
+        if self._hpa_metrics is None:
+            return
+        # Ready pods as of the metrics' sample (pods Ready since have no metrics yet).
+        ready_pods = int(self._hpa_metrics["ready"][0, st.index])
+        if ready_pods <= 0:
             return
         current = wl.replicas
         proposal = 0
