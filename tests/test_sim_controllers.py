@@ -210,6 +210,28 @@ def test_hpa_scales_up_on_utilisation_and_back_down():
     assert len([p for p in pods_of(sim, "web") if p.ready]) == 4
 
 
+def test_hpa_does_not_flap_when_usage_is_sampled_coarsely():
+    sim = make_sim(
+        [workload("web", 2, load_shared=True, containers=[container(cpu="450m", memory="1Mi")])],
+        nodes=2,
+        cpu="4",
+        step=300,
+        hpas=[
+            {
+                "name": "web",
+                "target": {"name": "web"},
+                "min_replicas": 2,
+                "max_replicas": 6,
+                "metrics": [{"resource": "cpu", "target_utilization": 50}],
+            }
+        ],
+    )
+    sim.run(4 * 3600)
+    # One scale-up to 4 (as at a 1-minute step), then steady: new pods that became Ready
+    # after the last sample are not counted against the old sample's usage.
+    assert [e.details["replicas"] for e in sim.events.query("HPAScaled")] == [4]
+
+
 def test_scale_metadata_status_and_event_actions():
     sim = make_sim([workload("web", 1)])
     p = pods_of(sim, "web")[0]

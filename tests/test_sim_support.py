@@ -49,6 +49,7 @@ def make_sim(
     memory: str = "8Gi",
     seed: int = 1,
     settle: float = 30.0,
+    step: float = 60.0,
     **top: Any,
 ) -> SimCluster:
     data = {
@@ -57,7 +58,7 @@ def make_sim(
         "workloads": workloads,
         **top,
     }
-    sim = SimCluster(parse_scenario(data, "<test>"), seed=seed)
+    sim = SimCluster(parse_scenario(data, "<test>"), seed=seed, step=step)
     if settle:
         sim.run(settle)
     return sim
