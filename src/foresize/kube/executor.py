@@ -374,3 +374,76 @@ class KubeExecutor:
         }
         resp = await self.api.request("POST", f"/api/v1/namespaces/{namespace}/events", body, JSON)
         return result_from(resp)
+
+    # ------------------------------------------------- Foresize objects themselves
+    # Not core actions: the lifecycle and template planners hand the shell objects and
+    # finalizer decisions, and these calls carry them out.
+    async def add_finalizer(
+        self, kind: str, namespace: str, name: str, finalizer: str
+    ) -> ActionResult:
+        """Append `finalizer` (JSON patch pinned to the resourceVersion read)."""
+        path = foresize_path(kind, namespace, name)
+        resp = await self.api.request("GET", path)
+        if not resp.ok or not isinstance(resp.body, dict):
+            return result_from(resp)
+        meta = resp.body.get("metadata") or {}
+        current = list(meta.get("finalizers") or [])
+        if finalizer in current:
+            return ActionResult(ok=True, code=200, message="already present")
+        ops: list[dict[str, Any]] = []
+        if meta.get("resourceVersion"):
+            ops.append(
+                {
+                    "op": "test",
+                    "path": "/metadata/resourceVersion",
+                    "value": meta["resourceVersion"],
+                }
+            )
+        if current:
+            ops.append({"op": "add", "path": "/metadata/finalizers/-", "value": finalizer})
+        else:
+            ops.append({"op": "add", "path": "/metadata/finalizers", "value": [finalizer]})
+        return result_from(await self.api.request("PATCH", path, ops, JSON_PATCH))
+
+    async def remove_finalizer(
+        self, kind: str, namespace: str, name: str, finalizer: str
+    ) -> ActionResult:
+        """Remove `finalizer` by index, with a `test` so a concurrent change is not clobbered."""
+        path = foresize_path(kind, namespace, name)
+        resp = await self.api.request("GET", path)
+        if resp.code == 404:
+            return ActionResult(ok=True, code=404, message="already gone")
+        if not resp.ok or not isinstance(resp.body, dict):
+            return result_from(resp)
+        current = list((resp.body.get("metadata") or {}).get("finalizers") or [])
+        if finalizer not in current:
+            return ActionResult(ok=True, code=200, message="not present")
+        i = current.index(finalizer)
+        ops = [
+            {"op": "test", "path": f"/metadata/finalizers/{i}", "value": finalizer},
+            {"op": "remove", "path": f"/metadata/finalizers/{i}"},
+        ]
+        return result_from(await self.api.request("PATCH", path, ops, JSON_PATCH))
+
+    async def create_object(self, kind: str, obj: dict[str, Any]) -> ActionResult:
+        plural, namespaced = FORESIZE_RESOURCES[kind]
+        ns = (obj.get("metadata") or {}).get("namespace", "")
+        base = f"/apis/{GROUP}/{VERSION}" + (f"/namespaces/{ns}" if namespaced else "")
+        return result_from(await self.api.request("POST", f"{base}/{plural}", obj, JSON))
+
+    async def update_object(self, kind: str, obj: dict[str, Any]) -> ActionResult:
+        """Merge-patch spec, labels and finalizers of an existing object (no PUT: a merge
+        patch cannot overwrite a concurrent status write)."""
+        meta = obj.get("metadata") or {}
+        body: dict[str, Any] = {"spec": obj.get("spec") or {}}
+        patch_meta = {k: meta[k] for k in ("labels", "annotations", "finalizers") if meta.get(k)}
+        if patch_meta:
+            body["metadata"] = patch_meta
+        path = foresize_path(kind, meta.get("namespace", ""), meta.get("name", ""))
+        return result_from(await self.api.request("PATCH", path, body, MERGE_PATCH))
+
+    async def delete_object(self, kind: str, namespace: str, name: str) -> ActionResult:
+        resp = await self.api.request("DELETE", foresize_path(kind, namespace, name))
+        if resp.code == 404:
+            return ActionResult(ok=True, code=404, message="already gone")
+        return result_from(resp)

@@ -4,10 +4,9 @@ Kopf owns the watches (list + watch with reconnects and bookmarks), the finalize
 AIScaleTargets and handler retries. Every watched kind feeds `ClusterState.apply_event`;
 the CRD handlers validate each Foresize object with the API types and report the verdict
 in `status.conditions` (an invalid spec is refused with the field named, never crashes the
-loop). Deleting an AIScaleTarget is guarded by the `foresize.io/finalizer` finalizer: the
-target is marked as leaving, the control loop reverts its pods (lifecycle), and the
-finalizer is released once no pod of the target still carries Foresize's values or the
-revert budget is exhausted.
+loop). No handler here holds deletions: Kopf's own finalizer is not used. The control loop
+puts the lifecycle's `foresize.io/revert` finalizer on every target, reverts the pods of a
+target being deleted (lifecycle planner) and then removes that finalizer.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from foresize.kube.state import PAUSE_CONFIGMAP, ClusterState
 
 log = logging.getLogger("foresize.operator")
 
-FINALIZER = "foresize.io/finalizer"
+FINALIZER = "foresize.io/finalizer"  # Kopf's finalizer name, should a handler ever need one
 
 # (group, version, plural, kind, optional)
 WATCHED: tuple[tuple[str, str, str, str, bool], ...] = (
@@ -95,7 +94,6 @@ def build_registry(
     *,
     server: str | None = None,
     optional_kinds: bool = True,
-    on_target_deleted: Any = None,
     idle_timeout: float | None = None,
 ) -> Any:
     """A Kopf registry with all watches and CRD handlers bound to `state`.
@@ -164,16 +162,5 @@ def build_registry(
             fn
         )
         kopf.on.resume("foresize.io", "v1", plural, registry=registry, id="validate")(fn)
-
-    @kopf.on.delete("foresize.io", "v1", "aiscaletargets", registry=registry, id="unenrol")
-    async def unenrol(body: Any, **_: Any) -> None:
-        """Finalizer: let the control loop revert the target's pods before it goes."""
-        meta = body.get("metadata") or {}
-        key = f"{meta.get('namespace')}/{meta.get('name')}"
-        if on_target_deleted is not None:
-            pending = await on_target_deleted(key, dict(body))
-            if pending:
-                raise kopf.TemporaryError(f"reverting {pending} pod(s) of {key}", delay=15)
-        log.info("target %s unenrolled", key)
 
     return registry

@@ -87,6 +87,8 @@ class KubeShell:
         self.history = history  # MemoryHistory (or anything with .series(key))
         self.suggest_interval = suggest_interval
         self._last_suggest: dict[str, float] = {}
+        self.lifecycle_state: Any = None
+        self._finalized: set[str] = set()  # uids known to carry the revert finalizer
 
     # ------------------------------------------------------------ AsyncClusterPort
     async def snapshot(self) -> ClusterSnapshot:
@@ -154,8 +156,10 @@ class KubeShell:
                 return True
 
             gate += plan_suggestions(snap, self.history, now, due)
-        actions, self.worker_state = plan(snap, now, self.worker_state, self.worker_config)
         done: list[tuple[Action, ActionResult | None]] = []
+        gate += await self._lifecycle(snap, now, done)
+        await self._templates(snap, done)
+        actions, self.worker_state = plan(snap, now, self.worker_state, self.worker_config)
         for action in [*gate, *actions]:
             if isinstance(action, EvictPod):
                 ts = self.worker_state.targets.get(action.target)
@@ -182,6 +186,81 @@ class KubeShell:
         self.passes += 1
         return done
 
+    async def _lifecycle(
+        self, snap: ClusterSnapshot, now: float, done: list[tuple[Action, ActionResult | None]]
+    ) -> list[Action]:
+        """Reverts on leaving autonomous mode or deletion (lifecycle planner), and the
+        `foresize.io/revert` finalizer that holds a deletion until the revert is done."""
+        from foresize.lifecycle.planner import LifecycleState, plan_lifecycle
+        from foresize.lifecycle.revert import REVERT_FINALIZER
+
+        if self.lifecycle_state is None:
+            self.lifecycle_state = LifecycleState()
+        for kind, objects in (
+            ("AIScaleTarget", snap.targets),
+            ("DaemonSetAutoscaler", snap.daemonset_autoscalers),
+        ):
+            for obj in objects:
+                meta = _get(obj, "metadata")
+                uid = _get(meta, "uid") or target_key(obj)
+                finalizers = _get(meta, "finalizers") or []
+                deleting = _get(meta, "deletion_timestamp") is not None
+                if deleting or REVERT_FINALIZER in finalizers or uid in self._finalized:
+                    continue
+                result = await self.executor.add_finalizer(
+                    kind, _get(meta, "namespace"), _get(meta, "name"), REVERT_FINALIZER
+                )
+                if result.ok:
+                    self._finalized.add(uid)
+        lp = plan_lifecycle(snap, now, self.lifecycle_state)
+        self.lifecycle_state = lp.state
+        for key in lp.finalizers_done:
+            kind, ns, name = key.split("/", 2)
+            result = await self.executor.remove_finalizer(kind, ns, name, REVERT_FINALIZER)
+            if not result.ok:
+                log.warning("could not release the finalizer of %s: %s", key, result.message)
+        return list(lp.actions)
+
+    async def _templates(
+        self, snap: ClusterSnapshot, done: list[tuple[Action, ActionResult | None]]
+    ) -> None:
+        """ClusterAIScaleTemplates: create/update/delete their AIScaleTargets."""
+        if not snap.templates:
+            return
+        from foresize.cluster.actions import ActionResult as Result
+        from foresize.lifecycle.templates import plan_templates
+
+        templates = snap.templates
+        if self.shards is not None:
+            templates = [
+                t for t in templates if self.shards.owns(f"cluster/{_get(t, 'metadata', 'name')}")
+            ]
+        if not templates:
+            return
+        tp = plan_templates(snap, templates)
+        for obj in tp.create:
+            r = await self.executor.create_object("AIScaleTarget", _as_json(obj))
+            self._log_object("create", obj, r)
+        for obj in tp.update:
+            r = await self.executor.update_object("AIScaleTarget", _as_json(obj))
+            self._log_object("update", obj, r)
+        for ns, name in tp.delete:
+            r: Result = await self.executor.delete_object("AIScaleTarget", ns, name)
+            log.info("template: delete AIScaleTarget %s/%s -> %s", ns, name, r.code)
+        for tname, status in tp.status.items():
+            action = WriteTargetStatus("", tname, status, kind="ClusterAIScaleTemplate")
+            done.append((action, await self.executor.apply(action)))
+
+    @staticmethod
+    def _log_object(verb: str, obj: Any, result: ActionResult) -> None:
+        log.info(
+            "template: %s AIScaleTarget %s -> %s %s",
+            verb,
+            target_key(obj),
+            result.code,
+            result.message,
+        )
+
     async def run(self, stop: asyncio.Event, interval: float = 30.0) -> None:
         """Plan and act every `interval` seconds until `stop` is set."""
         while not stop.is_set():
@@ -191,3 +270,7 @@ class KubeShell:
                 log.exception("control-loop pass failed")
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(stop.wait(), interval)
+
+
+def _as_json(obj: Any) -> dict[str, Any]:
+    return obj.to_kube() if hasattr(obj, "to_kube") else dict(obj)

@@ -1,0 +1,183 @@
+"""The shell's lifecycle duties against kmock: it puts the `foresize.io/revert` finalizer on
+targets, reverts the pods of a target being deleted to their template values in place, and
+releases the finalizer once the revert is done (kmock then deletes the object)."""
+
+from __future__ import annotations
+
+import copy
+
+import kmock
+
+from foresize.kube.api import KubeApi
+from foresize.kube.executor import KubeExecutor
+from foresize.kube.handlers import parse_foresize
+from foresize.kube.shell import KubeShell
+from foresize.kube.state import ClusterState
+
+R = kmock.resource
+PODS = R("v1/pods")
+TARGETS = R("foresize.io/v1/aiscaletargets")
+TPATH = "/apis/foresize.io/v1/namespaces/shop/aiscaletargets"
+
+
+def target(name: str, **meta) -> dict:
+    return {
+        "apiVersion": "foresize.io/v1",
+        "kind": "AIScaleTarget",
+        "metadata": {
+            "name": name,
+            "namespace": "shop",
+            "uid": f"t-{name}",
+            "resourceVersion": "5",
+            **meta,
+        },
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
+            "vertical": {
+                "mode": "autonomous",
+                "containers": [
+                    {"name": "app", "cpu": {"lowerbound": "50m"}, "memory": {"lowerbound": "64Mi"}}
+                ],
+                "update_policy": {"update_mode": "in_place"},
+            },
+        },
+    }
+
+
+def pod(name: str, cpu: str) -> dict:
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "shop",
+            "uid": f"uid-{name}",
+            "labels": {"app": "web"},
+            "ownerReferences": [{"kind": "ReplicaSet", "name": "web-abc", "controller": True}],
+        },
+        "spec": {
+            "nodeName": "n1",
+            "containers": [
+                {"name": "app", "resources": {"requests": {"cpu": cpu, "memory": "256Mi"}}}
+            ],
+        },
+        "status": {
+            "phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "containerStatuses": [
+                {
+                    "name": "app",
+                    "ready": True,
+                    "allocatedResources": {"cpu": cpu, "memory": "256Mi"},
+                    "resources": {"requests": {"cpu": cpu, "memory": "256Mi"}},
+                }
+            ],
+        },
+    }
+
+
+def base_state() -> ClusterState:
+    state = ClusterState(target_parser=parse_foresize)
+    state.apply_event(
+        "Node",
+        "ADDED",
+        {"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "4", "memory": "8Gi"}}},
+    )
+    state.apply_event(
+        "Deployment",
+        "ADDED",
+        {
+            "metadata": {"name": "web", "namespace": "shop"},
+            "spec": {
+                "replicas": 2,
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {
+                    "metadata": {"labels": {"app": "web"}},
+                    "spec": {
+                        "containers": [
+                            {
+                                "name": "app",
+                                "resources": {"requests": {"cpu": "200m", "memory": "256Mi"}},
+                            }
+                        ]
+                    },
+                },
+            },
+        },
+    )
+    state.apply_event(
+        "ReplicaSet",
+        "ADDED",
+        {
+            "metadata": {
+                "name": "web-abc",
+                "namespace": "shop",
+                "ownerReferences": [{"kind": "Deployment", "name": "web", "controller": True}],
+            },
+            "spec": {
+                "replicas": 2,
+                "template": {
+                    "metadata": {"labels": {"app": "web"}},
+                    "spec": {
+                        "containers": [
+                            {
+                                "name": "app",
+                                "resources": {"requests": {"cpu": "200m", "memory": "256Mi"}},
+                            }
+                        ]
+                    },
+                },
+            },
+        },
+    )
+    return state
+
+
+async def test_finalizer_added_then_deletion_reverts_pods_and_releases_it(kmock):
+    state = base_state()
+    live = target("web")
+    kmock.objects[TARGETS, "shop", "web"] = copy.deepcopy(live)
+    for name in ("web-1", "web-2"):
+        kmock.objects[PODS, "shop", name] = pod(name, "600m")  # resized up by Foresize earlier
+        state.apply_event("Pod", "ADDED", pod(name, "600m"))
+    state.apply_event("AIScaleTarget", "ADDED", live)
+    api = KubeApi.from_url(str(kmock.url).rstrip("/"))
+    try:
+        shell = KubeShell(
+            state, KubeExecutor(api, pod_lookup=state.pod), clock=lambda: 1_780_000_000.0
+        )
+        await shell.run_pass()
+        (add,) = [r for r in kmock["patch"] if r.url.path == f"{TPATH}/web"]
+        assert add.headers["Content-Type"] == "application/json-patch+json"
+        assert add.data == [
+            {"op": "test", "path": "/metadata/resourceVersion", "value": "5"},
+            {"op": "add", "path": "/metadata/finalizers", "value": ["foresize.io/revert"]},
+        ]
+        assert kmock.objects[TARGETS, "shop", "web"]["metadata"]["finalizers"] == [
+            "foresize.io/revert"
+        ]
+
+        # The user deletes the target: the API server sets deletionTimestamp (finalizer holds it).
+        await kmock.delete(f"{TPATH}/web")
+        state.apply_event("AIScaleTarget", "MODIFIED", dict(kmock.objects[TARGETS, "shop", "web"]))
+        await shell.run_pass()
+        reverts = [r for r in kmock["patch"] if r.url.path.endswith("/resize")]
+        assert {r.url.path.split("/")[-2] for r in reverts} == {"web-1", "web-2"}
+        for r in reverts:
+            assert {
+                "op": "add",
+                "path": "/spec/containers/0/resources/requests/cpu",
+                "value": "200m",
+            } in r.data
+        assert not kmock.objects[TARGETS, "shop", "web"].deleted  # still held by the finalizer
+
+        # The kubelet actuated the reverts: the watches bring the pods at template values.
+        for name in ("web-1", "web-2"):
+            state.apply_event("Pod", "MODIFIED", pod(name, "200m"))
+        await shell.run_pass()
+        remove = [r for r in kmock["patch"] if r.url.path == f"{TPATH}/web"][-1]
+        assert remove.data == [
+            {"op": "test", "path": "/metadata/finalizers/0", "value": "foresize.io/revert"},
+            {"op": "remove", "path": "/metadata/finalizers/0"},
+        ]
+        assert kmock.objects[TARGETS, "shop", "web"].deleted  # released: the API server removed it
+    finally:
+        await api.close()
