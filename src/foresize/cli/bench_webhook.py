@@ -81,5 +81,6 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         )
         console.print(
             f"handler alone (decode, decide, encode; no HTTP/TLS): pod "
-            f"{data['handler_us']['pod']:.0f} us, no-op {data['handler_us']['noop']:.0f} us"
+            f"{data['handler_us']['pod']:.0f} us, no-op {data['handler_us']['noop']:.0f} us; "
+            f"p99 from actual send (not schedule): {data['service_p99_ms']:.2f} ms"
         )
