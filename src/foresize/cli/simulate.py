@@ -29,6 +29,15 @@ _COLUMNS = (
 )
 
 
+_SHORT_KINDS = {"Deployment": "deploy", "StatefulSet": "sts", "DaemonSet": "ds", "Job": "job"}
+
+
+def _short_name(name: str) -> str:
+    """`Deployment/shop/web` -> `shop/web (deploy)` for the table (JSON keeps the full key)."""
+    kind, _, rest = name.partition("/")
+    return f"{rest} ({_SHORT_KINDS[kind]})" if kind in _SHORT_KINDS and rest else name
+
+
 def _slack(req: float, used: float) -> float:
     return 100.0 * (req - used) / req if req > 0 else 0.0
 
@@ -54,6 +63,7 @@ def render_summary(summary: dict[str, Any]) -> None:
         row["memory_slack_pct"] = _slack(
             row["memory_requested_gib_hours"], row["memory_used_gib_hours"]
         )
+        row["name"] = _short_name(row["name"])
         table.add_row(
             *(fmt.format(row.get(key, 0)) for _, key, fmt in _COLUMNS),
             end_section=i == len(rows) - 2,
