@@ -200,3 +200,20 @@ def test_from_1_36_a_resize_beyond_allocatable_is_refused_with_node_capacity():
     assert sim.pod("default", pod.name).generation == 1  # nothing stored
     assert sim.snapshot().server_version == (1, 36)
     assert sim.apply(resize(pod, cpu=800, cpu_lim=1500)).ok
+
+
+def test_optional_actuation_delay_shows_in_progress_without_reason():
+    sim = make_sim([workload("a")])
+    sim.actuation_delay = 30.0
+    pod = pods_of(sim, "a")[0]
+    sim.apply(resize(pod, cpu=800, cpu_lim=1500))
+    sim.run(5)
+    p = sim.pod("default", pod.name)
+    cond = p.condition(POD_RESIZE_IN_PROGRESS)
+    assert cond is not None and cond.reason == "" and cond.status == "True"
+    assert p.status_of("app").allocated["cpu"] == 800  # allocated ...
+    assert p.status_of("app").resources.requests["cpu"] == 500  # ... not yet actuated
+    sim.run(30)
+    p = sim.pod("default", pod.name)
+    assert p.condition(POD_RESIZE_IN_PROGRESS) is None
+    assert p.status_of("app").resources.requests["cpu"] == 800

@@ -137,6 +137,7 @@ class SimCluster:
         kubelet_delay: float = 1.0,
         kubelet_sync_period: float = 60.0,
         failed_pod_ttl: float = 600.0,
+        actuation_delay: float = 0.0,
     ) -> None:
         if step <= 0:
             raise ValueError("step must be positive")
@@ -148,6 +149,8 @@ class SimCluster:
         self.now = 0.0
         self.kubelet_delay = kubelet_delay
         self.kubelet_sync_period = kubelet_sync_period
+        # Seconds between allocation and actuation (PodResizeInProgress with no reason).
+        self.actuation_delay = actuation_delay
         self.failed_pod_ttl = failed_pod_ttl
         self.rng = np.random.default_rng(self.seed)
         self._prng = random.Random(self.seed)
@@ -1492,6 +1495,16 @@ class SimCluster:
                 s.allocated = dict(req)
             self._clear_condition(pod, POD_RESIZE_PENDING)
         downsize = self._is_downsize_of_actual(pod)
+        if self.actuation_delay > 0:
+            # Allocated, not yet actuated: PodResizeInProgress with no reason meanwhile.
+            if meta.actuate_at is None:
+                meta.actuate_at = self.now + self.actuation_delay
+                self._set_condition(pod, POD_RESIZE_IN_PROGRESS, "", "")
+                self._recharge(key)
+                self.at(meta.actuate_at, self._kubelet_resize_if_pending, key, pod.uid)
+                return
+            if self.now < meta.actuate_at:
+                return
         # Actuation: all or nothing. A memory limit below live usage cannot be set.
         u = self.usage
         for i, (s, (_, lim)) in enumerate(zip(statuses, desired, strict=True)):
@@ -1564,6 +1577,7 @@ class SimCluster:
             waited_seconds=self.now - (meta.resize_requested_at or self.now),
         )
         meta.resize_requested_at = None
+        meta.actuate_at = None
         if downsize:
             # Freed capacity: the kubelet retries the node's other pending resizes and the
             # scheduler its pending pods.

@@ -135,6 +135,7 @@ class PodMeta:
     charge: tuple[int, int] = (0, 0)  # cached scheduler charge (cpu m, memory bytes)
     charged_node: str | None = None
     resize_requested_at: float | None = None
+    actuate_at: float | None = None  # resize allocated, to be actuated at this time
     stall_generation: int = 0  # generation already counted as a stall
     crash_count: int = 0  # consecutive crashes (back-off)
     last_crash: float = -1e18
