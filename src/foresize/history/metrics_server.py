@@ -62,13 +62,22 @@ class MemoryHistory:
         self.retention = retention
         self.step = step
         self._data: dict[SeriesKey, deque[tuple[float, float, float]]] = defaultdict(deque)
+        # (namespace, workload) -> [(t, cpu, mem)] summed over the workload's pods and
+        # containers at each poll: what the horizontal forecast needs.
+        self._totals: dict[tuple[str, str], deque[tuple[float, float, float]]] = defaultdict(deque)
 
     def add_samples(self, samples: list[Sample]) -> None:
+        sums: dict[tuple[str, str, float], list[float]] = {}
         for s in samples:
             self._data[s.key].append((s.timestamp, s.cpu_cores, s.memory_bytes))
+            acc = sums.setdefault((s.namespace, s.workload, s.timestamp), [0.0, 0.0])
+            acc[0] += s.cpu_cores
+            acc[1] += s.memory_bytes
+        for (ns, wl, t), (cpu, mem) in sums.items():
+            self._totals[(ns, wl)].append((t, cpu, mem))
         if samples:
             horizon = max(s.timestamp for s in samples) - self.retention
-            for q in self._data.values():
+            for q in [*self._data.values(), *self._totals.values()]:
                 while q and q[0][0] < horizon:
                     q.popleft()
 
@@ -77,7 +86,15 @@ class MemoryHistory:
 
     def series(self, key: SeriesKey) -> TraceSeries | None:
         """The key's history on the collection step: max over the pods at each step."""
-        rows = self._data.get(key)
+        return self._bucketed(key, self._data.get(key))
+
+    def workload_total(self, namespace: str, workload: str) -> TraceSeries | None:
+        """The workload's usage summed over its pods and containers, per collection step."""
+        return self._bucketed(
+            SeriesKey(namespace, workload, "*"), self._totals.get((namespace, workload))
+        )
+
+    def _bucketed(self, key: SeriesKey, rows: Any) -> TraceSeries | None:
         if not rows:
             return None
         arr = np.asarray(rows, dtype=np.float64)

@@ -88,6 +88,7 @@ class KubeShell:
         self.suggest_interval = suggest_interval
         self._last_suggest: dict[str, float] = {}
         self.lifecycle_state: Any = None
+        self._last_horizontal: float | None = None
         self._finalized: set[str] = set()  # uids known to carry the revert finalizer
 
     # ------------------------------------------------------------ AsyncClusterPort
@@ -156,6 +157,11 @@ class KubeShell:
                 return True
 
             gate += plan_suggestions(snap, self.history, now, due)
+            if self._last_horizontal is None or now - self._last_horizontal >= min(
+                self.suggest_interval, 900.0
+            ):
+                self._last_horizontal = now
+                gate += self._horizontal(snap, now)
         done: list[tuple[Action, ActionResult | None]] = []
         gate += await self._lifecycle(snap, now, done)
         await self._templates(snap, done)
@@ -185,6 +191,16 @@ class KubeShell:
         self.metrics.loop_duration.observe(time.perf_counter() - start)
         self.passes += 1
         return done
+
+    def _horizontal(self, snap: ClusterSnapshot, now: float) -> list[Action]:
+        """Scale up ahead of forecast peaks and publish predictions (horizontal planner)."""
+        from foresize.horizontal.planner import plan_horizontal
+        from foresize.kube.suggest import horizontal_forecasts
+
+        forecasts = horizontal_forecasts(snap, self.history, now)
+        if not forecasts:
+            return []
+        return list(plan_horizontal(snap, forecasts, now).actions)
 
     async def _lifecycle(
         self, snap: ClusterSnapshot, now: float, done: list[tuple[Action, ActionResult | None]]

@@ -154,3 +154,45 @@ def plan_suggestions(
             }
         writes.append(WriteTargetStatus(ns, name, status))
     return writes
+
+
+def horizontal_forecasts(
+    snapshot: ClusterSnapshot, history: Any, now: float
+) -> dict[str, dict[str, float]]:
+    """Target key -> resource -> forecast of the workload's total usage over the horizon
+    (cpu millicores, memory bytes), for horizontally autonomous targets; the input of the
+    horizontal planner."""
+    from foresize.cli.recommend import recommend_series
+
+    out: dict[str, dict[str, float]] = {}
+    if not hasattr(history, "workload_total"):
+        return out
+    for target in snapshot.targets:
+        if _get(target, "spec", "horizontal", "mode") != "autonomous":
+            continue
+        ref = _get(target, "spec", "scaleTargetRef")
+        ns = _get(target, "metadata", "namespace")
+        if ref is None:
+            continue
+        total = history.workload_total(ns, _get(ref, "name"))
+        if total is None:
+            continue
+        model = _get(target, "spec")
+        model = model.effective_model("horizontal") if hasattr(model, "effective_model") else None
+        (row,) = recommend_series(
+            [total],
+            mode=getattr(model, "mode", "balanced") or "balanced",
+            percentile_value=getattr(model, "percentile_value", None),
+            buffer_percentage=float(getattr(model, "forecast_buffer_percentage", 0.0) or 0.0),
+            min_lookback=float(getattr(model, "min_lookback_to_scale", 86400.0) or 86400.0),
+        )
+        if not row.enough_data:
+            continue  # no autonomous scaling before min_lookback_to_scale
+        forecast: dict[str, float] = {}
+        if row.cpu_millicores is not None:
+            forecast[CPU] = float(row.cpu_millicores)
+        if row.memory_bytes is not None:
+            forecast[MEMORY] = float(row.memory_bytes)
+        if forecast:
+            out[f"{ns}/{_get(target, 'metadata', 'name')}"] = forecast
+    return out

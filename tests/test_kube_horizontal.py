@@ -1,0 +1,96 @@
+"""Horizontal in the kube shell: collected workload totals -> forecast -> the horizontal
+planner -> a */scale patch ahead of the peak and the prediction in status (kmock)."""
+
+from __future__ import annotations
+
+import math
+
+import kmock
+
+from foresize.history.metrics_server import MemoryHistory
+from foresize.kube.api import KubeApi
+from foresize.kube.executor import KubeExecutor
+from foresize.kube.shell import KubeShell
+from test_kube_lifecycle import base_state
+from test_metrics_server import crane_samples
+
+NOW = 1_780_000_000.0
+R = kmock.resource
+
+
+async def test_scale_up_ahead_of_forecast(kmock):
+    state = base_state()
+    state.apply_event(
+        "HorizontalPodAutoscaler",
+        "ADDED",
+        {
+            "metadata": {"name": "web", "namespace": "shop"},
+            "spec": {
+                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                "minReplicas": 2,
+                "maxReplicas": 20,
+                "metrics": [
+                    {
+                        "type": "Resource",
+                        "resource": {
+                            "name": "cpu",
+                            "target": {"type": "Utilization", "averageUtilization": 50},
+                        },
+                    }
+                ],
+            },
+        },
+    )
+    target = {
+        "apiVersion": "foresize.io/v1",
+        "kind": "AIScaleTarget",
+        "metadata": {
+            "name": "web",
+            "namespace": "shop",
+            "uid": "t-web",
+            "resourceVersion": "3",
+            "finalizers": ["foresize.io/revert"],
+        },
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+            "vertical": {"mode": "recommendation"},
+            "horizontal": {"mode": "autonomous", "minReplicas": 2, "maxReplicas": 20},
+        },
+    }
+    state.apply_event("AIScaleTarget", "ADDED", target)
+    kmock.objects[R("foresize.io/v1/aiscaletargets"), "shop", "web"] = target
+    kmock.objects[R("apps/v1/deployments"), "shop", "web"] = {
+        "metadata": {"name": "web"},
+        "spec": {"replicas": 2},
+    }
+    history = MemoryHistory()
+    history.add_samples(crane_samples(2.0))  # two pods, ~0.4 cores each at peak
+    total = history.workload_total("shop", "web")
+    peak = float(max(total.cpu))
+    api = KubeApi.from_url(str(kmock.url).rstrip("/"))
+    try:
+        shell = KubeShell(
+            state, KubeExecutor(api, pod_lookup=state.pod), clock=lambda: NOW, history=history
+        )
+        await shell.run_pass()
+    finally:
+        await api.close()
+    (scale,) = [
+        r
+        for r in kmock["patch"]
+        if r.url.path == "/apis/apps/v1/namespaces/shop/deployments/web/scale"
+    ]
+    replicas = scale.data["spec"]["replicas"]
+    # 50% of a 200m request per replica = 100m each; the forecast of the workload's total
+    # CPU over the horizon (balanced: p90 of its peak) needs ceil(forecast / 100m) replicas.
+    from foresize.cli.recommend import recommend_series
+
+    (row,) = recommend_series([total])
+    assert replicas == math.ceil(row.cpu_millicores / 100) and 2 < replicas <= 20
+    assert row.cpu_millicores <= peak * 1000 * 1.01
+    statuses = [
+        r.data["status"]
+        for r in kmock["patch"]
+        if r.url.path.endswith("/aiscaletargets/web/status")
+    ]
+    assert any(s.get("horizontal_suggestion", {}).get("replicas") == replicas for s in statuses)
