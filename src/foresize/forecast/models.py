@@ -1,0 +1,286 @@
+"""Cheap forecasters of the distribution of the MAXIMUM usage over the next horizon.
+
+All functions work on many series at once: `y` is a float matrix (series x time) on a
+fixed step (NaN = missing), whose last column is "now". The quantity forecast is
+
+    M[t] = max(y[t+1], ..., y[t+h])      (h = horizon / step)
+
+i.e. the peak the request must cover until the next decision. Each model returns, per
+series and per asked quantile q, an estimate of the q-quantile of M at the last column.
+Nothing here reads a clock or a file; times are passed in.
+
+Models (constants are documented where they are defined, in `ForecastConfig`):
+- `recent`: empirical quantile of M over the last day. Follows level shifts fast.
+- `slot_day`: time-of-day slot quantile: M at the same time of day on previous days,
+  pooled with neighbouring slots (daily seasonality; upsizes ahead of recurring peaks).
+- `slot_week`: the same for the same time of the week (weekly seasonality).
+- `decay`: VPA-style exponentially decaying histogram of M (buckets 5% apart, 24 h
+  half-life): a robust long-memory estimate for flat series.
+- `persist`: now + quantile of the recent rises (M[t] - y[t]): short-term persistence,
+  good for sticky (memory-like) and trending series.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+DAY = 86400.0
+WEEK = 7 * DAY
+
+MODELS = ("recent", "slot_day", "slot_week", "decay", "persist", "peaks")
+
+
+@dataclass(frozen=True, slots=True)
+class ForecastConfig:
+    """Forecasting constants. Each value has a reason that does not depend on a data set."""
+
+    step: float = 300.0
+    """5 minutes: the model grid of DESIGN §4.1 (1-minute samples are reduced to their max)."""
+    horizon: float = 900.0
+    """`forecast_blocks` default (15 minutes): the request must cover the peak until the
+    next decision."""
+    recent_window: float = DAY
+    """One day: the shortest window that still contains a full daily cycle, so a `recent`
+    quantile is not fooled by the quiet half of the day."""
+    slot_neighbours: float = 1800.0
+    """±30 minutes: daily patterns drift by tens of minutes from day to day (batch jobs
+    start late, users log on early); pooling 13 slots a day also gives enough points for a
+    high quantile from a few days."""
+    slot_days: int = 14
+    """The history retention (14 days): every stored day is used."""
+    week_neighbours: float = 3600.0
+    """±1 hour for the weekly slot: only 1–2 weeks of history exist, so pool wider."""
+    weeks: int = 2
+    decay_half_life: float = DAY
+    """VPA's documented half-life for its decaying histograms (24 h)."""
+    decay_window: float = 8 * DAY
+    """VPA's history length (8 days); older points weigh < 1/256 anyway."""
+    bucket_ratio: float = 1.05
+    """VPA's histogram resolution: buckets 5% apart."""
+    bucket_range: float = 1e-3
+    """Buckets cover [max/1000, max] of the window; smaller values share the first bucket."""
+    persist_window: float = DAY
+    """Rises observed over one day (a full daily cycle) give the spread of `persist`."""
+    backtest_origins: int = 8
+    """Past origins in a cold-start backtest: enough to average out single spikes while a
+    10,000-series selection stays within seconds."""
+    backtest_spacing: float = 3 * 3600.0
+    """Origins 3 hours apart span a full day with 8 origins (all times of day are scored)."""
+    score_half_life: float = 3 * DAY
+    """Online model scores forget with a 3-day half-life: a model that stopped fitting
+    (a workload changed) loses its lead within days, yet one bad hour does not flip it."""
+    calibration_rate: float = 0.05
+    """Calibration step: a window missed by all series moves the factor by ~5% (the
+    smallest change the default hysteresis acts on); at the target miss rate it stays put."""
+    calibration_min: float = -0.7
+    calibration_max: float = 0.7
+    """The factor stays within x0.5..x2: it corrects a bias, it must not become the forecast."""
+    models: tuple[str, ...] = ("recent", "slot_day", "slot_week", "decay", "persist", "peaks")
+    """The candidate models (all by default)."""
+    calibration_min: float = -0.7
+    calibration_max: float = 1.4
+    """The calibration factor stays within [x0.5, x4]: it corrects a bias, it must not
+    become the forecast."""
+
+    @property
+    def h(self) -> int:
+        return max(1, round(self.horizon / self.step))
+
+    def steps(self, seconds: float) -> int:
+        return max(1, round(seconds / self.step))
+
+
+def forward_max(y: np.ndarray, h: int) -> np.ndarray:
+    """M[:, t] = nanmax(y[:, t+1 : t+h+1]); NaN where all are missing or beyond the end."""
+    s, t = y.shape
+    out = np.full((s, t), -np.inf, dtype=y.dtype)
+    filled = np.where(np.isnan(y), -np.inf, y)
+    for k in range(1, h + 1):
+        if k >= t:
+            break
+        np.maximum(out[:, : t - k], filled[:, k:], out=out[:, : t - k])
+    out[np.isneginf(out)] = np.nan
+    return out
+
+
+def nanquantile(a: np.ndarray, qs: np.ndarray) -> np.ndarray:
+    """Quantiles along the last axis ignoring NaN (linear interpolation). (..., W) -> (..., Q).
+
+    np.nanquantile is ~50x slower on many short rows; this sorts once for all quantiles.
+    """
+    s = np.sort(a, axis=-1)  # NaN sort last
+    n = np.sum(~np.isnan(a), axis=-1)
+    qs = np.asarray(qs, dtype=np.float64)
+    pos = qs * np.maximum(n[..., None] - 1, 0)
+    lo = np.floor(pos).astype(np.int64)
+    hi = np.minimum(lo + 1, np.maximum(n[..., None] - 1, 0))
+    frac = pos - lo
+    vlo = np.take_along_axis(s, lo, axis=-1)
+    vhi = np.take_along_axis(s, hi, axis=-1)
+    out = vlo + (vhi - vlo) * frac
+    out[n == 0] = np.nan
+    return out
+
+
+def _window(m: np.ndarray, end: int, length: int) -> np.ndarray:
+    """m[:, end-length+1 : end+1] clipped to the array start."""
+    start = max(0, end - length + 1)
+    return m[:, start : end + 1]
+
+
+def model_recent(y, m, o, qs, cfg: ForecastConfig):
+    known = o - cfg.h  # the latest M fully observed at origin o
+    if known < 0:
+        return np.full((y.shape[0], len(qs)), np.nan)
+    return nanquantile(_window(m, known, cfg.steps(cfg.recent_window)), qs)
+
+
+def _slot_gather(m, o, period: int, count: int, nb: int, h: int) -> np.ndarray:
+    idx = []
+    for d in range(1, count + 1):
+        centre = o - d * period
+        for delta in range(-nb, nb + 1):
+            j = centre + delta
+            if 0 <= j <= o - h:
+                idx.append(j)
+    if not idx:
+        return np.full((m.shape[0], 1), np.nan)
+    return m[:, np.asarray(idx)]
+
+
+def model_slot_day(y, m, o, qs, cfg: ForecastConfig):
+    pts = _slot_gather(
+        m, o, cfg.steps(DAY), cfg.slot_days, round(cfg.slot_neighbours / cfg.step), cfg.h
+    )
+    return nanquantile(pts, qs)
+
+
+def model_slot_week(y, m, o, qs, cfg: ForecastConfig):
+    pts = _slot_gather(
+        m, o, cfg.steps(WEEK), cfg.weeks, round(cfg.week_neighbours / cfg.step), cfg.h
+    )
+    return nanquantile(pts, qs)
+
+
+def decayed_histogram_quantile(
+    values: np.ndarray, weights: np.ndarray, qs: np.ndarray, ratio: float, rng: float
+) -> np.ndarray:
+    """Weighted quantiles from a log-bucketed histogram per row (VPA style).
+
+    values (S, W) with NaN; weights (W,). Buckets are `ratio` apart below each row's max and
+    cover [max*rng, max]; the quantile is the upper edge of its bucket, capped at the max.
+    """
+    s, w = values.shape
+    nb = int(np.ceil(np.log(1.0 / rng) / np.log(ratio))) + 1
+    ref = np.nanmax(np.where(np.isnan(values), -np.inf, values), axis=1)
+    ok_row = np.isfinite(ref) & (ref > 0)
+    ref_safe = np.where(ok_row, ref, 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = np.log(values / ref_safe[:, None]) / np.log(ratio)
+    b = np.floor(rel) + (nb - 1)
+    b = np.where(np.isnan(values), -1, np.clip(np.nan_to_num(b, neginf=0.0), 0, nb - 1))
+    b = b.astype(np.int64)
+    valid = b >= 0
+    flat = (np.arange(s)[:, None] * nb + b)[valid]
+    wts = np.broadcast_to(weights, (s, w))[valid]
+    hist = np.bincount(flat, weights=wts, minlength=s * nb).reshape(s, nb)
+    cum = np.cumsum(hist, axis=1)
+    total = cum[:, -1]
+    out = np.empty((s, len(qs)))
+    for i, q in enumerate(qs):
+        k = np.argmax(cum >= (q * total)[:, None] - 1e-12 * total[:, None], axis=1)
+        edge = ref_safe * ratio ** (k - (nb - 1) + 1.0)
+        out[:, i] = np.minimum(edge, ref_safe)
+    out[~ok_row] = np.where(ref[~ok_row, None] == 0, 0.0, np.nan)
+    out[total <= 0] = np.nan
+    return out
+
+
+def model_decay(y, m, o, qs, cfg: ForecastConfig):
+    known = o - cfg.h
+    if known < 0:
+        return np.full((y.shape[0], len(qs)), np.nan)
+    win = _window(m, known, cfg.steps(cfg.decay_window))
+    age = np.arange(win.shape[1] - 1, -1, -1) * cfg.step
+    weights = np.exp2(-age / cfg.decay_half_life)
+    return decayed_histogram_quantile(win, weights, qs, cfg.bucket_ratio, cfg.bucket_range)
+
+
+def model_persist(y, m, o, qs, cfg: ForecastConfig):
+    known = o - cfg.h
+    if known < 0:
+        return np.full((y.shape[0], len(qs)), np.nan)
+    n = cfg.steps(cfg.persist_window)
+    start = max(0, known - n + 1)
+    rises = m[:, start : known + 1] - y[:, start : known + 1]
+    # Persist from the latest observed sample (the newest may be missing); an hour back at
+    # most, because an older level says little about the next 15 minutes.
+    lo = max(0, o - cfg.steps(3600.0))
+    tail = y[:, lo : o + 1]
+    fin = np.isfinite(tail)
+    last = tail.shape[1] - 1 - np.argmax(fin[:, ::-1], axis=1)
+    now = np.where(fin.any(axis=1), tail[np.arange(tail.shape[0]), last], np.nan)
+    return np.maximum(now[:, None] + nanquantile(rises, qs), 0.0)
+
+
+def model_peaks(y, m, o, qs, cfg: ForecastConfig):
+    """Decayed quantile of daily peaks (VPA's memory estimator, without its margin).
+
+    The q-quantile of a 15-minute max is the q**n quantile of a day's max when the n
+    windows of a day are independent, so the day-level quantile asked for is q**n.
+    """
+    day = cfg.steps(DAY)
+    ndays = cfg.steps(cfg.decay_window) // day
+    filled = np.where(np.isnan(y), -np.inf, y)
+    peaks = np.full((y.shape[0], ndays), np.nan)
+    for k in range(ndays):
+        hi = o + 1 - k * day
+        lo = max(0, hi - day)
+        if hi <= 0:
+            break
+        mx = filled[:, lo:hi].max(axis=1)
+        peaks[:, k] = np.where(np.isfinite(mx), mx, np.nan)
+    weights = np.exp2(-np.arange(ndays) * DAY / cfg.decay_half_life)
+    order = np.argsort(np.where(np.isnan(peaks), np.inf, peaks), axis=1)
+    sv = np.take_along_axis(peaks, order, axis=1)
+    sw = np.where(np.isnan(sv), 0.0, weights[order])
+    cum = np.cumsum(sw, axis=1)
+    total = cum[:, -1:]
+    out = np.empty((y.shape[0], len(qs)))
+    per_day = day / cfg.h
+    for i, q in enumerate(qs):
+        qd = q**per_day
+        k = np.argmax(cum >= qd * total - 1e-12, axis=1)
+        out[:, i] = sv[np.arange(len(k)), k]
+    out[total[:, 0] <= 0] = np.nan
+    return out
+
+
+MODEL_FUNCS = {
+    "recent": model_recent,
+    "slot_day": model_slot_day,
+    "slot_week": model_slot_week,
+    "decay": model_decay,
+    "persist": model_persist,
+    "peaks": model_peaks,
+}
+
+
+def all_models(
+    y: np.ndarray, m: np.ndarray, o: int, qs: np.ndarray, cfg: ForecastConfig
+) -> np.ndarray:
+    """Every model's forecast at origin column `o`: array (models, S, Q).
+
+    Models left out of `cfg.models` are NaN (never selected)."""
+    nan = np.full((y.shape[0], len(qs)), np.nan)
+    return np.stack(
+        [MODEL_FUNCS[name](y, m, o, qs, cfg) if name in cfg.models else nan for name in MODELS]
+    )
+
+
+def pinball(actual: np.ndarray, forecast: np.ndarray, qs: np.ndarray) -> np.ndarray:
+    """Quantile (pinball) loss; broadcasts actual (..., S, 1) against forecast (..., S, Q)."""
+    diff = actual - forecast
+    return np.where(diff >= 0, qs * diff, (qs - 1.0) * diff)

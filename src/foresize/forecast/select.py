@@ -1,0 +1,221 @@
+"""Per-series model selection by a rolling backtest on the pinball loss of the max.
+
+Two ways to get the backtest scores, with the same loss and the same models:
+- `backtest_scores`: a cold-start batch backtest at `cfg.backtest_origins` past origins.
+- `OnlineScores`: a rolling backtest kept as state between decisions: each decision's
+  forecasts of every model are remembered and scored once their horizon has passed, with
+  exponential forgetting (`cfg.score_half_life`). This is what a long-running loop (the
+  operator, the simulator, the replay benchmark) should carry between calls.
+
+`forecast_max` returns, per series and quantile, the forecast of the model with the lowest
+score for *that* quantile (a model good at medians is not necessarily good at p99).
+Pure: arrays in, arrays out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from foresize.forecast.models import (
+    MODELS,
+    ForecastConfig,
+    all_models,
+    forward_max,
+    pinball,
+)
+
+DEFAULT_MODEL = MODELS.index("decay")
+"""Without any score yet, use the VPA-like decaying histogram: it is the most conservative
+long-memory estimate, so a new series starts where the reference recommender would."""
+
+
+@dataclass(slots=True)
+class Forecast:
+    values: np.ndarray  # (S, Q): the selected model's quantile forecast of the max
+    model: np.ndarray  # (S, Q): index into MODELS of the model used
+    per_model: np.ndarray  # (len(MODELS), S, Q)
+
+    def model_names(self) -> np.ndarray:
+        return np.asarray(MODELS, dtype=object)[self.model]
+
+
+def backtest_scores(
+    y: np.ndarray, qs: np.ndarray, cfg: ForecastConfig, m: np.ndarray | None = None
+) -> np.ndarray:
+    """Mean pinball loss of each model at past origins: (len(MODELS), S, Q); NaN = unscored."""
+    qs = np.asarray(qs, dtype=np.float64)
+    if m is None:
+        m = forward_max(y, cfg.h)
+    t = y.shape[1]
+    last = t - 1 - cfg.h  # the latest origin whose target max is fully observed
+    spacing = cfg.steps(cfg.backtest_spacing)
+    total = np.zeros((len(MODELS), y.shape[0], len(qs)))
+    count = np.zeros_like(total)
+    for k in range(cfg.backtest_origins):
+        o = last - k * spacing
+        if o < cfg.h + 1:
+            break
+        f = all_models(y, m, o, qs, cfg)
+        loss = pinball(m[None, :, o, None], f, qs)
+        ok = np.isfinite(loss)
+        total += np.where(ok, loss, 0.0)
+        count += ok
+    with np.errstate(invalid="ignore"):
+        return np.where(count > 0, total / np.maximum(count, 1), np.nan)
+
+
+def choose(scores: np.ndarray) -> np.ndarray:
+    """argmin over models per (series, quantile); unscored -> DEFAULT_MODEL."""
+    filled = np.where(np.isnan(scores), np.inf, scores)
+    best = np.argmin(filled, axis=0)
+    none = np.isinf(filled).all(axis=0)
+    best[none] = DEFAULT_MODEL
+    return best
+
+
+def forecast_max(
+    y: np.ndarray,
+    qs: np.ndarray,
+    cfg: ForecastConfig | None = None,
+    scores: np.ndarray | None = None,
+) -> Forecast:
+    """Quantile forecasts of the max over the next horizon for every row of `y`.
+
+    `y` (S, T) is on the `cfg.step` grid with NaN gaps; its last column is now. Without
+    `scores` a cold-start backtest selects the models.
+    """
+    cfg = cfg or ForecastConfig()
+    qs = np.asarray(qs, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    m = forward_max(y, cfg.h)
+    if scores is None:
+        scores = backtest_scores(y, qs, cfg, m)
+    per_model = all_models(y, m, y.shape[1] - 1, qs, cfg)
+    best = choose(scores)
+    # A selected model with no forecast (e.g. no week of history yet) falls back to the
+    # best-scored model that has one, then to any model that has one.
+    vals = np.take_along_axis(per_model, best[None], axis=0)[0]
+    missing = np.isnan(vals)
+    if missing.any():
+        alt_scores = np.where(np.isnan(per_model), np.nan, scores)
+        alt = choose(alt_scores)
+        alt_vals = np.take_along_axis(per_model, alt[None], axis=0)[0]
+        best = np.where(missing, alt, best)
+        vals = np.where(missing, alt_vals, vals)
+        still = np.isnan(vals)
+        if still.any():
+            anyval = np.nanmax(np.where(np.isnan(per_model), -np.inf, per_model), axis=0)
+            vals = np.where(still & np.isfinite(anyval), anyval, vals)
+    return Forecast(vals, best, per_model)
+
+
+@dataclass(slots=True)
+class OnlineScores:
+    """Rolling-backtest state: decayed pinball-loss sums of each model, the calibration of
+    the quantile level, and forecasts waiting for their horizon to pass. Carry it between
+    decisions (and checkpoint it: it is small)."""
+
+    loss: np.ndarray  # (len(MODELS), S, Q) decayed loss sums
+    weight: np.ndarray  # same shape, decayed counts
+    log_factor: np.ndarray  # (Q,) calibration (log): issued = selected forecast x exp(.)
+    # (origin, per-model forecasts (models, S, Q), issued forecast (S, Q))
+    pending: list[tuple[int, np.ndarray, np.ndarray]] = field(default_factory=list)
+    last_origin: int | None = None
+
+    @classmethod
+    def empty(cls, n_series: int, n_quantiles: int) -> OnlineScores:
+        shape = (len(MODELS), n_series, n_quantiles)
+        return cls(np.zeros(shape), np.zeros(shape), np.zeros(n_quantiles))
+
+    def scores(self) -> np.ndarray:
+        with np.errstate(invalid="ignore"):
+            return np.where(self.weight > 0, self.loss / np.maximum(self.weight, 1e-300), np.nan)
+
+
+def online_step(
+    state: OnlineScores,
+    y: np.ndarray,
+    o: int,
+    qs: np.ndarray,
+    cfg: ForecastConfig,
+    m: np.ndarray | None = None,
+    base: int = 0,
+) -> tuple[Forecast, OnlineScores]:
+    """Decide at origin column `o` of `y` (only columns <= o are read): score forecasts
+    whose horizon has passed, recalibrate, then forecast with the current best models.
+
+    `m` may be a precomputed `forward_max(y, h)` of a longer array; only columns <= o - h
+    of it are read, which depend on y up to column o only. `base` is the absolute grid
+    index of column 0 (e.g. floor(time / step)), so a state stays valid when the caller
+    passes a sliding window rather than one growing array.
+    """
+    qs = np.asarray(qs, dtype=np.float64)
+    if m is None:
+        m = forward_max(y[:, : o + 1], cfg.h)
+    loss, weight, g = state.loss, state.weight, state.log_factor
+    now_abs = base + o
+    if state.last_origin is not None and now_abs > state.last_origin:
+        decay = np.exp2(-(now_abs - state.last_origin) * cfg.step / cfg.score_half_life)
+        loss = loss * decay
+        weight = weight * decay
+    still = []
+    for origin, f, issued in state.pending:
+        col = origin - base
+        if col < 0:
+            continue  # fell out of the window: can no longer be scored
+        if col <= o - cfg.h:
+            actual = m[None, :, col, None]
+            lo = pinball(actual, f, qs)
+            ok = np.isfinite(lo)
+            # Forecasts scored late are weighted as of their own origin time.
+            age_decay = np.exp2(-(now_abs - origin) * cfg.step / cfg.score_half_life)
+            loss = loss + np.where(ok, lo, 0.0) * age_decay
+            weight = weight + ok * age_decay
+            g = calibrate(g, actual[0], issued, qs, cfg)
+        else:
+            still.append((origin, f, issued))
+    new = OnlineScores(loss, weight, g, still, now_abs)
+    per_model = all_models(y, m, o, qs, cfg)
+    vals, best = _pick(per_model, new.scores())
+    vals = vals * np.exp(g)[None, :]
+    new.pending.append((now_abs, per_model, vals))
+    return Forecast(vals, best, per_model), new
+
+
+def _pick(per_model: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    best = choose(scores)
+    vals = np.take_along_axis(per_model, best[None], axis=0)[0]
+    missing = np.isnan(vals)
+    if missing.any():
+        # The best model has no forecast (e.g. no week of history yet): next best that has.
+        alt = choose(np.where(np.isnan(per_model), np.nan, np.where(np.isnan(scores), 0, scores)))
+        vals = np.where(missing, np.take_along_axis(per_model, alt[None], axis=0)[0], vals)
+        best = np.where(missing, alt, best)
+    return vals, best
+
+
+def calibrate(
+    log_factor: np.ndarray,
+    actual: np.ndarray,
+    issued: np.ndarray,
+    qs: np.ndarray,
+    cfg: ForecastConfig,
+) -> np.ndarray:
+    """Adaptive conformal calibration (Gibbs & Candès, 2021) of the issued quantile.
+
+    Empirical tail quantiles of a few hundred points are biased low (a high quantile of
+    past maxima cannot exceed the largest one seen), so a forecast "q-quantile" is exceeded
+    more often than 1 - q. After each realised window the log factor moves by
+    gamma x (miss rate - (1 - q)): its equilibrium is a miss rate of exactly 1 - q,
+    whatever the models. The miss rate is pooled over the series of the call: a 1-in-1000
+    rate cannot be measured on one series within days, but it can on many.
+    """
+    ok = np.isfinite(actual) & np.isfinite(issued)
+    n = ok.sum(axis=0)
+    if not n.any():
+        return log_factor
+    miss = np.where(ok, (actual > issued).astype(np.float64), 0.0).sum(axis=0) / np.maximum(n, 1)
+    step = np.where(n > 0, cfg.calibration_rate * (miss - (1.0 - qs)), 0.0)
+    return np.clip(log_factor + step, cfg.calibration_min, cfg.calibration_max)

@@ -1,0 +1,202 @@
+"""The recommendation rules, vectorised over many containers (numpy), with no I/O or clock.
+
+From a forecast of the maximum usage over the next horizon to a request:
+
+    request = clamp(quantile(mode) x (1 + buffer), lowerbound, upperbound, existing limit*)
+              raised to the OOM floor, rounded up (CPU 1m, memory 1Mi)
+
+(*) without `limit.ratio` limits are left alone and a request never exceeds the limit.
+
+Amounts here are canonical: CPU millicores, memory bytes (floats while computing, ints when
+rounded). `foresize.recommend.target` applies these rules to one AIScaleTarget.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from foresize.api.quantity import MEMORY
+
+MIB = 2**20
+
+# Mode -> quantile of the forecast distribution of the max over the horizon, for CPU.
+# Memory uses a tenfold smaller miss probability for the same mode (1 - (1 - q) / 10):
+# a CPU request that is exceeded only throttles (the container gets less than it wants,
+# briefly), but memory above the limit is an OOM kill that restarts the container, so the
+# same "appetite for risk" must buy a much rarer miss on memory.
+MODE_CPU_QUANTILES: dict[str, float] = {
+    # Median of the peak: the request is exceeded in about half of the 15-minute windows.
+    # For batch work that tolerates throttling; cheapest.
+    "undershoot": 0.50,
+    # Three windows in four covered: favours cost, accepts frequent short throttling.
+    "cost_optimized": 0.75,
+    # The default: nine windows in ten covered, the percentile VPA targets too (p90).
+    "balanced": 0.90,
+    # Nineteen in twenty: latency-sensitive services.
+    "assurance_optimized": 0.95,
+    # Ninety-nine in a hundred: almost never short; costs the most.
+    "overshoot": 0.99,
+}
+MEMORY_RISK_DIVISOR = 10.0
+"""Memory misses are OOM kills: each mode's miss probability is divided by 10 for memory."""
+
+DEFAULT_MODE = "balanced"
+
+
+def mode_quantile(mode: str, resource: str, percentile_value: float | None = None) -> float:
+    """The quantile of the forecast max that a mode asks for, for `resource`.
+
+    `percentile` uses `percentile_value` (0-100, or 0-1) for both resources as given: the
+    user chose the number.
+    """
+    if mode == "percentile":
+        if percentile_value is None:
+            raise ValueError("mode percentile needs percentile_value")
+        p = float(percentile_value)
+        q = p / 100.0 if p > 1.0 else p
+        if not 0.0 < q < 1.0:
+            raise ValueError(f"percentile_value must be in (0, 100), got {percentile_value}")
+        return q
+    try:
+        q = MODE_CPU_QUANTILES[mode]
+    except KeyError as exc:
+        raise ValueError(f"unknown mode {mode!r}") from exc
+    if resource == MEMORY:
+        return 1.0 - (1.0 - q) / MEMORY_RISK_DIVISOR
+    return q
+
+
+def round_up(resource: str, values: np.ndarray) -> np.ndarray:
+    """Round requests up to the resource's granularity (CPU 1m, memory 1Mi): never down,
+    because rounding down could cut below the chosen quantile."""
+    v = np.asarray(values, dtype=np.float64)
+    if resource == MEMORY:
+        return np.ceil(v / MIB) * MIB
+    return np.ceil(v)
+
+
+@dataclass(frozen=True, slots=True)
+class Threshold:
+    """One direction of `scaling_behavior`: a change smaller than this is not made."""
+
+    type: str = "percent"  # percent | absolute
+    percent: float = 0.0
+    absolute: float = 0.0  # canonical units
+
+
+# scaling_behavior defaults. Upsizes pass at 5%: they protect against throttling and OOM,
+# so only noise-level moves are suppressed. Downsizes wait for 10% (VPA's own threshold):
+# each resize is a disruption risk and a small saving is not worth one.
+DEFAULT_SCALE_UP = Threshold("percent", percent=5.0)
+DEFAULT_SCALE_DOWN = Threshold("percent", percent=10.0)
+
+
+def passes_hysteresis(
+    current: np.ndarray,
+    target: np.ndarray,
+    up: Threshold = DEFAULT_SCALE_UP,
+    down: Threshold = DEFAULT_SCALE_DOWN,
+) -> np.ndarray:
+    """True where moving from `current` to `target` is a change worth making.
+
+    No current value (NaN or 0) always passes: there is nothing to keep.
+    """
+    cur = np.asarray(current, dtype=np.float64)
+    tgt = np.asarray(target, dtype=np.float64)
+    delta = tgt - cur
+    fresh = ~np.isfinite(cur) | (cur <= 0)
+
+    def big(th: Threshold, d: np.ndarray) -> np.ndarray:
+        if th.type == "absolute":
+            return d >= th.absolute
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return d >= th.percent / 100.0 * np.abs(cur)
+
+    ok = np.where(delta > 0, big(up, delta), np.where(delta < 0, big(down, -delta), False))
+    return (fresh & np.isfinite(tgt)) | (ok & np.isfinite(tgt))
+
+
+def apply_bounds(
+    resource: str,
+    value: np.ndarray,
+    lower: np.ndarray | float | None,
+    upper: np.ndarray | float | None,
+    limit: np.ndarray | float | None = None,
+) -> np.ndarray:
+    """Clamp to [lower, upper] and, when limits are not managed, to the existing limit.
+
+    The bounds win over the forecast; the existing limit wins over everything (a request
+    above the limit is invalid in Kubernetes).
+    """
+    v = np.asarray(value, dtype=np.float64)
+    if lower is not None:
+        v = np.fmax(v, lower)
+    if upper is not None:
+        v = np.fmin(v, upper)
+    if limit is not None:
+        lim = np.asarray(limit, dtype=np.float64)
+        v = np.where(np.isfinite(lim) & (lim > 0), np.fmin(v, lim), v)
+    return v
+
+
+# --- OOM remediation -----------------------------------------------------------------------
+
+OOM_FACTOR = 1.2
+"""DESIGN §4.1: memory x1.2 at an OOM kill."""
+OOM_REPEAT_SECONDS = 120.0
+"""DESIGN §4.1: while OOMs continue, compound again at most every 2 minutes."""
+DEFAULT_STABILIZATION = 3600.0
+"""DESIGN §3: stabilization_window default max(forecast_interval, 1h)."""
+
+
+@dataclass(slots=True)
+class OOMArrays:
+    """OOM floor state of many containers (memory bytes; times in seconds).
+
+    The floor is a lower bound on the memory request until `until`; it is *not* usage and
+    is never written to history, so it cannot inflate the next forecast.
+    """
+
+    floor: np.ndarray
+    until: np.ndarray
+    last_bump: np.ndarray
+    count: np.ndarray
+
+    @classmethod
+    def empty(cls, n: int) -> OOMArrays:
+        return cls(np.zeros(n), np.full(n, -np.inf), np.full(n, -np.inf), np.zeros(n, np.int64))
+
+    def active_floor(self, now: float) -> np.ndarray:
+        return np.where(self.until > now, self.floor, 0.0)
+
+
+def oom_bump(
+    state: OOMArrays,
+    mask: np.ndarray,
+    now: float,
+    request: np.ndarray,
+    usage: np.ndarray | None,
+    stabilization: float = DEFAULT_STABILIZATION,
+) -> OOMArrays:
+    """Record OOM kills at `now` for containers in `mask`; returns the new state.
+
+    The new floor is x1.2 over the larger of the request that was hit, the usage seen at
+    the kill and any active floor (so repeated kills compound). A second kill within 2
+    minutes of the last bump does not bump again (the first bump has not landed yet), but
+    extends the hold.
+    """
+    mask = np.asarray(mask, dtype=bool)
+    base = np.fmax(np.asarray(request, dtype=np.float64), state.active_floor(now))
+    if usage is not None:
+        base = np.fmax(base, np.asarray(usage, dtype=np.float64))
+    can_bump = mask & (now - state.last_bump >= OOM_REPEAT_SECONDS)
+    floor = np.where(can_bump, base * OOM_FACTOR, state.floor)
+    floor = np.where(mask & ~can_bump, np.fmax(state.active_floor(now), state.floor), floor)
+    return OOMArrays(
+        floor=floor,
+        until=np.where(mask, now + stabilization, state.until),
+        last_bump=np.where(can_bump, now, state.last_bump),
+        count=state.count + mask,
+    )

@@ -1,0 +1,559 @@
+"""Recommendation for AIScaleTargets: the entry point the operator and the simulator call.
+
+    result = recommend_target(params, histories, current, oom_state, now)
+    result.suggestion      # foresize.cluster.model.Suggestion (requests and limits)
+    result.oom_state       # carry to the next call (per container)
+    result.forecast_state  # carry to the next call (rolling model scores), optional
+
+`recommend_batch` does the same for many targets in one vectorised forecast (the
+simulator's 2,000 containers every 15 minutes). Pure: histories, current resources, OOM
+events and `now` come in; nothing is read from a clock, a file or the cluster, and
+nothing here writes history (OOM floors are state, never usage).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from foresize.api.quantity import CPU, MEMORY
+from foresize.cluster.model import (
+    Container,
+    ContainerSuggestion,
+    ResourceRequirements,
+    Suggestion,
+)
+from foresize.cluster.qos import qos_class_of
+from foresize.forecast.models import ForecastConfig
+from foresize.forecast.select import OnlineScores, backtest_scores, forecast_max, online_step
+from foresize.recommend.core import (
+    DEFAULT_MODE,
+    DEFAULT_SCALE_DOWN,
+    DEFAULT_SCALE_UP,
+    DEFAULT_STABILIZATION,
+    MIB,
+    OOM_FACTOR,
+    OOM_REPEAT_SECONDS,
+    Threshold,
+    mode_quantile,
+)
+
+MODEL_STEP = 300.0
+"""Models run on the 5-minute grid (DESIGN §4.1)."""
+HISTORY_WINDOW = 14 * 86400.0
+"""How much history a recommendation reads: the retention (14 days)."""
+
+RESOURCES = (CPU, MEMORY)
+_UNIT = {CPU: 1000.0, MEMORY: 1.0}  # history units (cores, bytes) -> canonical
+
+
+# --- Parameters ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceBounds:
+    lowerbound: int | None = None
+    upperbound: int | None = None
+    limit_ratio: float | None = None  # None: limits are left as they are
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerBounds:
+    name: str = "*"
+    cpu: ResourceBounds = field(default_factory=ResourceBounds)
+    memory: ResourceBounds = field(default_factory=ResourceBounds)
+
+    def for_resource(self, resource: str) -> ResourceBounds:
+        return self.cpu if resource == CPU else self.memory
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceModel:
+    mode: str = DEFAULT_MODE
+    percentile_value: float | None = None
+    buffer_percentage: float = 0.0
+
+    def quantile(self, resource: str) -> float:
+        return mode_quantile(self.mode, resource, self.percentile_value)
+
+
+@dataclass(frozen=True, slots=True)
+class RecommendParams:
+    """Everything the recommendation needs from an AIScaleTarget (or a test)."""
+
+    uid: str = ""
+    forecast_blocks: float = 900.0
+    forecast_interval: float = 900.0
+    cpu: ResourceModel = field(default_factory=ResourceModel)
+    memory: ResourceModel = field(default_factory=ResourceModel)
+    min_lookback_to_scale: float = 86400.0
+    containers: tuple[ContainerBounds, ...] = ()
+    scale_up: Mapping[str, Threshold] = field(
+        default_factory=lambda: {CPU: DEFAULT_SCALE_UP, MEMORY: DEFAULT_SCALE_UP}
+    )
+    scale_down: Mapping[str, Threshold] = field(
+        default_factory=lambda: {CPU: DEFAULT_SCALE_DOWN, MEMORY: DEFAULT_SCALE_DOWN}
+    )
+    oom_enabled: bool = True
+    stabilization_window: float = DEFAULT_STABILIZATION
+
+    def model(self, resource: str) -> ResourceModel:
+        return self.cpu if resource == CPU else self.memory
+
+    def bounds(self, container: str) -> ContainerBounds:
+        for c in self.containers:
+            if c.name == container:
+                return c
+        for c in self.containers:
+            if c.name == "*":
+                return c
+        return ContainerBounds(container)
+
+    @classmethod
+    def from_target(cls, target: Any) -> RecommendParams:
+        """From an `foresize.api.types.AIScaleTarget` (or anything shaped like one)."""
+        spec = target.spec
+        model = spec.effective_model("vertical")
+        per = {}
+        for r in RESOURCES:
+            m = model.for_metric(r)
+            per[r] = ResourceModel(m.mode, m.percentile_value, m.forecast_buffer_percentage)
+        vertical = spec.vertical
+        containers = []
+        ups: dict[str, Threshold] = {CPU: DEFAULT_SCALE_UP, MEMORY: DEFAULT_SCALE_UP}
+        downs: dict[str, Threshold] = {CPU: DEFAULT_SCALE_DOWN, MEMORY: DEFAULT_SCALE_DOWN}
+        oom_enabled = True
+        if vertical is not None:
+            for c in vertical.containers:
+                containers.append(ContainerBounds(c.name, _bounds(c.cpu), _bounds(c.memory)))
+            sb = vertical.scaling_behavior
+            if sb is not None:
+                for r in RESOURCES:
+                    if sb.scale_up is not None:
+                        ups[r] = _threshold(sb.scale_up, r)
+                    if sb.scale_down is not None:
+                        downs[r] = _threshold(sb.scale_down, r)
+            oom_enabled = vertical.oom_remediation.enabled
+        cadence = model.cadence_seconds or model.forecast_blocks
+        return cls(
+            uid=str(target.metadata.uid or ""),
+            forecast_blocks=float(model.forecast_blocks),
+            forecast_interval=float(cadence),
+            cpu=per[CPU],
+            memory=per[MEMORY],
+            min_lookback_to_scale=float(model.min_lookback_to_scale),
+            containers=tuple(containers),
+            scale_up=ups,
+            scale_down=downs,
+            oom_enabled=oom_enabled,
+            stabilization_window=float(spec.oom_stabilization_window()),
+        )
+
+
+def _bounds(policy: Any) -> ResourceBounds:
+    if policy is None:
+        return ResourceBounds()
+    ratio = policy.limit.ratio if policy.limit is not None else None
+    return ResourceBounds(policy.lowerbound, policy.upperbound, ratio)
+
+
+def _threshold(th: Any, resource: str) -> Threshold:
+    if th.type == "absolute":
+        amount = getattr(th.absolute, resource, None) if th.absolute is not None else None
+        return Threshold("absolute", absolute=float(amount or 0))
+    return Threshold("percent", percent=float(th.percent or 0.0))
+
+
+# --- Inputs and state ---------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class ContainerHistory:
+    """A container's usage on the 5-minute model grid, last column = the bucket of `now`.
+
+    cpu in cores, memory in bytes, NaN = no sample (arrays of one target may differ in
+    length; they are aligned at their end). `first_seen` is the oldest sample's time.
+    `oom_times` are OOM kills observed (any that are newer than the state has seen are
+    applied). Build it with `foresize.recommend.target.load_histories` from any
+    `HistoryReader`.
+    """
+
+    cpu: np.ndarray
+    memory: np.ndarray
+    first_seen: float | None = None
+    oom_times: Sequence[float] = ()
+    oom_usage: Sequence[float] = ()  # memory usage at each kill, if known (else NaN/absent)
+
+
+@dataclass(slots=True)
+class OOMState:
+    """OOM floor of one container (memory bytes). Carried between calls by the caller."""
+
+    floor: int = 0
+    until: float = -math.inf
+    last_bump: float = -math.inf
+    last_seen_oom: float = -math.inf
+    count: int = 0
+
+    def active(self, now: float) -> int:
+        return self.floor if now < self.until else 0
+
+
+@dataclass(slots=True)
+class RecommendResult:
+    suggestion: Suggestion
+    oom_state: dict[str, OOMState]
+    has_enough_data: bool
+    forecast_state: dict[str, OnlineScores] | None = None
+    # container -> resource -> value (canonical) the forecast asked for, before bounds
+    forecasts: dict[str, dict[str, float]] = field(default_factory=dict)
+    # container -> resource -> name of the selected model
+    models: dict[str, dict[str, str]] = field(default_factory=dict)
+    # container -> resource -> whether the suggestion differs beyond hysteresis
+    changed: dict[str, dict[str, bool]] = field(default_factory=dict)
+
+    def __iter__(self):
+        """Unpacks as (suggestion, oom_state)."""
+        return iter((self.suggestion, self.oom_state))
+
+
+# --- OOM remediation (scalar, per container) ----------------------------------------------
+
+
+def apply_ooms(
+    state: OOMState,
+    oom_times: Sequence[float],
+    oom_usage: Sequence[float],
+    request: int,
+    now: float,
+    stabilization: float,
+) -> OOMState:
+    """Apply OOM kills newer than the state has seen: x1.2 at a kill, compounding again
+    if kills continue 2 minutes or more after the last bump; hold for `stabilization`."""
+    st = replace(state)
+    events = sorted(
+        (t, oom_usage[i] if i < len(oom_usage) else math.nan)
+        for i, t in enumerate(oom_times)
+        if t > state.last_seen_oom and t <= now
+    )
+    for t, usage in events:
+        base = max(request, st.active(t))
+        if usage is not None and math.isfinite(usage):
+            base = max(base, int(usage))
+        if t - st.last_bump >= OOM_REPEAT_SECONDS:
+            st.floor = int(math.ceil(base * OOM_FACTOR / MIB) * MIB)
+            st.last_bump = t
+        else:
+            st.floor = max(st.floor, st.active(t))
+        st.until = t + stabilization
+        st.last_seen_oom = t
+        st.count += 1
+    return st
+
+
+# --- The recommendation -------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class TargetRequest:
+    """One target's inputs for `recommend_batch`."""
+
+    params: RecommendParams
+    histories: Mapping[str, ContainerHistory]
+    current: Mapping[str, ResourceRequirements]
+    oom_state: Mapping[str, OOMState] | None = None
+    forecast_state: Mapping[str, OnlineScores] | None = None
+
+
+def recommend_target(
+    params: RecommendParams | Any,
+    histories: Mapping[str, ContainerHistory],
+    current: Mapping[str, ResourceRequirements],
+    oom_state: Mapping[str, OOMState] | None,
+    now: float,
+    *,
+    forecast_state: Mapping[str, OnlineScores] | None = None,
+) -> RecommendResult:
+    """The vertical suggestion for one target.
+
+    params: `RecommendParams` or an AIScaleTarget. histories: container name -> history.
+    current: container name -> the resources in force now (spec of the pod template).
+    oom_state: from the previous call (None at first). forecast_state: from the previous
+    call, to keep a rolling backtest instead of a cold-start one (optional).
+    """
+    req = TargetRequest(params, histories, current, oom_state, forecast_state)
+    return recommend_batch([req], now)[0]
+
+
+def recommend_batch(requests: Sequence[TargetRequest], now: float) -> list[RecommendResult]:
+    """`recommend_target` for many targets with one vectorised forecast per resource."""
+    reqs = [
+        replace(
+            r,
+            params=r.params
+            if isinstance(r.params, RecommendParams)
+            else RecommendParams.from_target(r.params),
+        )
+        for r in requests
+    ]
+    # Flatten (target, container) pairs that have a history.
+    rows: list[tuple[int, str]] = []
+    for ti, r in enumerate(reqs):
+        for name in r.current:
+            if name in r.histories:
+                rows.append((ti, name))
+    fc: dict[str, np.ndarray] = {}
+    model_names: dict[str, np.ndarray] = {}
+    new_states: list[dict[str, OnlineScores] | None] = [
+        None if r.forecast_state is None else {} for r in reqs
+    ]
+    for res in RESOURCES:
+        fc[res], model_names[res] = _forecast(reqs, rows, res, new_states, now)
+    results = []
+    for ti, r in enumerate(reqs):
+        results.append(_finish(ti, r, rows, fc, model_names, now, new_states[ti]))
+    return results
+
+
+def _forecast(reqs, rows, res, new_states, now):
+    """Forecast the mode quantile of every (target, container) row for `res`.
+
+    Rows sharing a horizon are forecast together; targets that carry a forecast state use
+    the rolling backtest, others a cold-start one.
+    """
+    out = np.full(len(rows), np.nan)
+    names = np.full(len(rows), "", dtype=object)
+    if not rows:
+        return out, names
+    groups: dict[tuple[float, bool], list[int]] = {}
+    for k, (ti, _name) in enumerate(rows):
+        p = reqs[ti].params
+        groups.setdefault((p.forecast_blocks, reqs[ti].forecast_state is not None), []).append(k)
+    for (blocks, online), ks in groups.items():
+        cfg = ForecastConfig(step=MODEL_STEP, horizon=blocks)
+        length = max(len(getattr(reqs[rows[k][0]].histories[rows[k][1]], res)) for k in ks)
+        y = np.full((len(ks), max(length, 1)), np.nan)
+        for i, k in enumerate(ks):
+            ti, name = rows[k]
+            v = np.asarray(getattr(reqs[ti].histories[name], res), dtype=np.float64)
+            if len(v):
+                y[i, length - len(v) :] = v
+        qs_row = np.array([reqs[rows[k][0]].params.model(res).quantile(res) for k in ks])
+        uq = np.unique(qs_row)
+        base = int(math.floor(now / MODEL_STEP)) - (y.shape[1] - 1)
+        col = np.searchsorted(uq, qs_row)
+        if online:
+            # Rolling backtest: one state per (target, container, resource).
+            for i, k in enumerate(ks):
+                ti, name = rows[k]
+                key = f"{name}/{res}"
+                st = reqs[ti].forecast_state.get(key)
+                if st is None or st.loss.shape[1:] != (1, len(uq)):
+                    st = OnlineScores.empty(1, len(uq))
+                # Origins are absolute bucket numbers, so the state survives the window
+                # sliding forward between calls.
+                f, st2 = online_step(st, y[i : i + 1], y.shape[1] - 1, uq, cfg, base=base)
+                new_states[ti][key] = st2
+                out[k] = f.values[0, col[i]]
+                names[k] = f.model_names()[0, col[i]]
+        else:
+            scores = backtest_scores(y, uq, cfg)
+            f = forecast_max(y, uq, cfg, scores)
+            vals = f.values[np.arange(len(ks)), col]
+            mn = f.model_names()[np.arange(len(ks)), col]
+            for i, k in enumerate(ks):
+                out[k] = vals[i]
+                names[k] = mn[i]
+    return out * _UNIT[res], names
+
+
+def _finish(ti, r: TargetRequest, rows, fc, model_names, now, fstate) -> RecommendResult:
+    p: RecommendParams = r.params
+    suggestion = Suggestion(
+        uid=p.uid, created_at=now, window_start=now, window_end=now + p.forecast_blocks
+    )
+    oom_out: dict[str, OOMState] = {}
+    forecasts: dict[str, dict[str, float]] = {}
+    models: dict[str, dict[str, str]] = {}
+    changed: dict[str, dict[str, bool]] = {}
+    enough_all = True
+    index = {(t, n): k for k, (t, n) in enumerate(rows)}
+    proposed: dict[str, ResourceRequirements] = {}
+    for name, cur in r.current.items():
+        hist = r.histories.get(name)
+        bounds = p.bounds(name)
+        k = index.get((ti, name))
+        enough = (
+            hist is not None
+            and hist.first_seen is not None
+            and now - hist.first_seen >= p.min_lookback_to_scale
+        )
+        enough_all = enough_all and enough
+        # OOM floor (memory): apply kills newer than the state has seen.
+        st = (r.oom_state or {}).get(name, OOMState())
+        if p.oom_enabled and hist is not None and hist.oom_times:
+            st = apply_ooms(
+                st,
+                hist.oom_times,
+                hist.oom_usage,
+                int(cur.requests.get(MEMORY, 0)),
+                now,
+                p.stabilization_window,
+            )
+        oom_out[name] = st
+        new = cur.copy()
+        forecasts[name], models[name], changed[name] = {}, {}, {}
+        for res in RESOURCES:
+            if k is None:
+                continue
+            value = float(fc[res][k])
+            forecasts[name][res] = value
+            models[name][res] = str(model_names[res][k])
+            m = p.model(res)
+            floor = st.active(now) if res == MEMORY else 0
+            if not np.isfinite(value) or not enough:
+                # Not enough history (hasEnoughDataToScale false) or nothing to forecast
+                # from: hold the current value, but an OOM floor still raises memory.
+                if floor and floor > cur.requests.get(res, 0):
+                    _set(new, cur, res, float(floor), bounds.for_resource(res))
+                continue
+            target = value * (1.0 + m.buffer_percentage / 100.0)
+            target = max(target, float(floor))
+            # The OOM floor is raised over the lower bound but the upper bound and an
+            # unmanaged limit remain the user's hard ceiling.
+            _set(new, cur, res, target, bounds.for_resource(res))
+        proposed[name] = new
+    proposed = _keep_qos(r.current, proposed)
+    for name, new in proposed.items():
+        cur = r.current[name]
+        for res in RESOURCES:
+            a, b = cur.requests.get(res), new.requests.get(res)
+            if a is None or b is None or a == b:
+                changed[name][res] = a != b
+                continue
+            th = p.scale_up[res] if b > a else p.scale_down[res]
+            changed[name][res] = _significant(th, a, b)
+        suggestion.containers[name] = ContainerSuggestion(
+            name, dict(new.requests), dict(new.limits)
+        )
+    return RecommendResult(
+        suggestion=suggestion,
+        oom_state=oom_out,
+        has_enough_data=enough_all,
+        forecast_state=fstate,
+        forecasts=forecasts,
+        models=models,
+        changed=changed,
+    )
+
+
+def _significant(th: Threshold, current: int, proposed: int) -> bool:
+    delta = abs(proposed - current)
+    if th.type == "absolute":
+        return delta >= th.absolute
+    if current <= 0:
+        return delta > 0
+    return delta * 100.0 >= th.percent * current
+
+
+def _round(res: str, value: float) -> int:
+    if res == MEMORY:
+        return int(math.ceil(value / MIB)) * MIB
+    return int(math.ceil(value))
+
+
+def _set(
+    new: ResourceRequirements,
+    cur: ResourceRequirements,
+    res: str,
+    target: float,
+    b: ResourceBounds,
+) -> None:
+    """Bounds, rounding and limits for one resource of one container (in place on `new`)."""
+    if res not in cur.requests and res not in cur.limits:
+        # No request and no limit: setting one would change the pod's QoS class.
+        return
+    v = target
+    if b.lowerbound is not None:
+        v = max(v, b.lowerbound)
+    if b.upperbound is not None:
+        v = min(v, b.upperbound)
+    request = _round(res, v)
+    if b.upperbound is not None:
+        request = min(request, int(b.upperbound))
+    limit = cur.limits.get(res)
+    if b.limit_ratio is not None and limit is not None:
+        # Limits kept proportional: limit = request x ratio (rounded up).
+        new.limits[res] = _round(res, request * b.limit_ratio)
+    elif limit is not None and request > limit:
+        # Without limit.ratio the limit stays and a request never exceeds it.
+        request = int(limit)
+    new.requests[res] = request
+
+
+def _keep_qos(
+    current: Mapping[str, ResourceRequirements], proposed: dict[str, ResourceRequirements]
+) -> dict[str, ResourceRequirements]:
+    """Never change the pod's QoS class (DESIGN §4.1; KUBERNETES §resize validation)."""
+    before = qos_class_of(Container(n, r) for n, r in current.items())
+    after = qos_class_of(Container(n, r) for n, r in proposed.items())
+    if before == after:
+        return proposed
+    fixed = {n: r.copy() for n, r in proposed.items()}
+    if before == "Guaranteed":
+        # Guaranteed needs request == limit everywhere: move limits with requests.
+        for r in fixed.values():
+            for res in RESOURCES:
+                if res in r.requests:
+                    r.limits[res] = r.requests[res]
+    elif before == "Burstable" and after == "Guaranteed":
+        # Every request landed on its limit: keep one CPU request 1m (or memory 1Mi)
+        # under its limit, the smallest change that keeps the pod Burstable.
+        for r in fixed.values():
+            for res, unit in ((CPU, 1), (MEMORY, MIB)):
+                lim = r.limits.get(res)
+                if lim is not None and r.requests.get(res) == lim and lim > unit:
+                    r.requests[res] = lim - unit
+                    return fixed
+    if qos_class_of(Container(n, r) for n, r in fixed.items()) != before:
+        return {n: r.copy() for n, r in current.items()}
+    return fixed
+
+
+# --- Reading histories -------------------------------------------------------------------
+
+
+def load_histories(
+    reader: Any,
+    namespace: str,
+    workload: str,
+    containers: Sequence[str],
+    now: float,
+    *,
+    window: float = HISTORY_WINDOW,
+    step: float = MODEL_STEP,
+) -> dict[str, ContainerHistory]:
+    """Container histories of one workload from any `HistoryReader` (SQLite, in-memory,
+    Prometheus), on the model grid ending at `now`, with recent OOM kills."""
+    from foresize.history.base import OOM
+    from foresize.history.traces import SeriesKey
+
+    length = max(1, int(window // step))
+    keys = [SeriesKey(namespace, workload, c) for c in containers]
+    cpu = reader.window(keys, CPU, now, length, step)
+    mem = reader.window(keys, MEMORY, now, length, step)
+    out = {}
+    for i, (c, k) in enumerate(zip(containers, keys, strict=True)):
+        events = reader.events(k, OOM, now - window, now + 1e-9)
+        out[c] = ContainerHistory(
+            cpu=cpu[i],
+            memory=mem[i],
+            first_seen=reader.first_seen(k),
+            oom_times=[e[0] for e in events],
+            oom_usage=[e[2] if e[2] > 0 else math.nan for e in events],
+        )
+    return out
