@@ -160,6 +160,7 @@ def test_simulate_cli_reports_user_errors(tmp_path, capsys, monkeypatch):
         (["simulate", "--scenario", bad], "workloads[0].replicas: must be at least 0"),
         (["simulate", "--duration", "forever"], "--duration: not a duration"),
         (["simulate", "--policy", "magic"], "unknown policy 'magic'"),
+        (["simulate", "--seed", "-1"], "--seed: must be a non-negative integer"),
     ):
         monkeypatch.setattr("sys.argv", ["foresize", *argv])
         with pytest.raises(SystemExit) as exc:

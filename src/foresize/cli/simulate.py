@@ -130,6 +130,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             raise ForesizeError("--duration: must be positive")
         if step_s <= 0:
             raise ForesizeError("--step: must be positive")
+        if seed is not None and seed < 0:
+            raise ForesizeError(f"--seed: must be a non-negative integer, got {seed}")
         get_policy(policy)  # fail early on an unknown policy
         sc = load_scenario(scenario)
 

@@ -141,6 +141,8 @@ class SimCluster:
     ) -> None:
         if step <= 0:
             raise ValueError("step must be positive")
+        if seed is not None and seed < 0:
+            raise ValueError("seed must be a non-negative integer")
         self.scenario = scenario
         self.seed = (
             seed if seed is not None else (scenario.seed if scenario.seed is not None else 0)
