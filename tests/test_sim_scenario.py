@@ -108,6 +108,7 @@ def test_builtin_demo_loads_and_durations_parse():
     assert sc.hpas and sc.pdbs and len(sc.nodes) >= 3
     assert parse_duration("7d") == 7 * 86400 and parse_duration("90m") == 5400
     assert parse_duration(30) == 30.0
+    assert parse_duration("1h30m") == 5400 and parse_duration("2d12h") == 60 * 3600
 
 
 def test_simulate_cli_json_keys():
