@@ -165,7 +165,23 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                         fh.write(json.dumps(ev.as_dict(), default=str) + "\n")
             except OSError as exc:
                 raise ForesizeError(f"--events: cannot write {events_path}: {exc}") from None
+        if policy != "static":
+            # Savings against the same scenario, seed and step with static requests.
+            from foresize.sim.operator import savings_vs
+
+            _, baseline = simulate(sc, duration=total, policy="static", seed=seed, step=step_s)
+            summary["savings_vs_static"] = savings_vs(summary, baseline)
         if as_json:
             print(json.dumps(summary, indent=2, sort_keys=False))
         else:
             render_summary(summary)
+            if "savings_vs_static" in summary:
+                sv = summary["savings_vs_static"]
+                print(
+                    f"vs static: CPU requests {-100 * sv['cpu_requested_saved']:+.1f}%, "
+                    f"memory requests {-100 * sv['memory_requested_saved']:+.1f}%; "
+                    f"OOM kills {sv['oom_kills']['policy']} (static "
+                    f"{sv['oom_kills']['baseline']}), throttled "
+                    f"{sv['throttled_seconds']['policy']:.0f} s (static "
+                    f"{sv['throttled_seconds']['baseline']:.0f} s)"
+                )
