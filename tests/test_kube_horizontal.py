@@ -7,7 +7,9 @@ import math
 
 import kmock
 
-from foresize.history.metrics_server import MemoryHistory
+from foresize.history.memory import UsageHistory
+from foresize.history.metrics_server import TOTAL_CONTAINER, HistorySink, trace_series
+from foresize.history.traces import SeriesKey
 from foresize.kube.api import KubeApi
 from foresize.kube.executor import KubeExecutor
 from foresize.kube.shell import KubeShell
@@ -63,9 +65,11 @@ async def test_scale_up_ahead_of_forecast(kmock):
         "metadata": {"name": "web"},
         "spec": {"replicas": 2},
     }
-    history = MemoryHistory()
-    history.add_samples(crane_samples(2.0))  # two pods, ~0.4 cores each at peak
-    total = history.workload_total("shop", "web")
+    history = UsageHistory(step=60.0)
+    HistorySink(history).add_samples(crane_samples(2.0))  # two pods of one workload
+    total = trace_series(
+        history, SeriesKey("shop", "web", TOTAL_CONTAINER), NOW - 3 * 86400, NOW + 1
+    )
     peak = float(max(total.cpu))
     api = KubeApi.from_url(str(kmock.url).rstrip("/"))
     try:

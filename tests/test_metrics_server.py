@@ -9,9 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from foresize.history.memory import UsageHistory
 from foresize.history.metrics_server import (
     METRICS_PATH,
-    MemoryHistory,
+    TOTAL_CONTAINER,
+    HistorySink,
     MetricsServerPoller,
     Sample,
 )
@@ -110,10 +112,10 @@ async def test_poller_reads_metrics_api_and_skips_new_pods(kmock):
             },
         ],
     }
-    history = MemoryHistory()
+    history = UsageHistory(step=60.0)
     api = KubeApi.from_url(str(kmock.url).rstrip("/"))
     try:
-        poller = MetricsServerPoller(api, [history], state=state, clock=lambda: NOW)
+        poller = MetricsServerPoller(api, [HistorySink(history)], state=state, clock=lambda: NOW)
         samples = await poller.poll_once()
     finally:
         await api.close()
@@ -123,7 +125,14 @@ async def test_poller_reads_metrics_api_and_skips_new_pods(kmock):
         Sample(NOW, "shop", "web", "web-7d9f8-aaaaa", "app", 0.123456789, 204800 * 1024.0),
         Sample(NOW, "ops", "agent", "agent-x7k2p", "agent", 0.005, 10 * 2**20),
     ]
-    assert history.keys() == [SeriesKey("ops", "agent", "agent"), SeriesKey("shop", "web", "app")]
+    assert sorted(history.keys) == [
+        SeriesKey("ops", "agent", TOTAL_CONTAINER),
+        SeriesKey("ops", "agent", "agent"),
+        SeriesKey("shop", "web", TOTAL_CONTAINER),
+        SeriesKey("shop", "web", "app"),
+    ]
+    _, mem = history.series(SeriesKey("shop", "web", "app"), "memory", NOW - 60, NOW + 60)
+    assert np.nanmax(mem) == 204800 * 1024  # the new pod's 2 GiB is not history
 
 
 def crane_samples(days: float) -> list[Sample]:
@@ -156,15 +165,16 @@ def crane_samples(days: float) -> list[Sample]:
 
 @pytest.mark.parametrize("days,enough", [(2.0, True), (0.25, False)])
 def test_history_becomes_a_bounded_suggestion(days, enough):
-    history = MemoryHistory()
-    history.add_samples(crane_samples(days))
-    series = history.series(SeriesKey("shop", "web", "app"))
-    assert series.timestamps.size == int(days * 1440)
+    history = UsageHistory(step=60.0)
+    HistorySink(history).add_samples(crane_samples(days))
+    key = SeriesKey("shop", "web", "app")
+    _, cpu = history.series(key, "cpu", NOW - days * 86400, NOW + 60)
+    assert np.isfinite(cpu).sum() == int(days * 1440)
     state = state_with_workload()
     target = {
         "apiVersion": "foresize.io/v1",
         "kind": "AIScaleTarget",
-        "metadata": {"name": "web", "namespace": "shop"},
+        "metadata": {"name": "web", "namespace": "shop", "uid": "t-web"},
         "spec": {
             "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
             "vertical": {
@@ -191,16 +201,23 @@ def test_history_becomes_a_bounded_suggestion(days, enough):
         return
     (entry,) = write.status["vertical_suggestion"]["containers"]
     from foresize.api.quantity import cpu_millis, to_bytes
-    from foresize.cli.recommend import recommend_series
+    from foresize.recommend.target import load_histories, recommend_target
 
-    (raw,) = recommend_series([series])
+    # Exactly what the recommender's entry point says for the same history and template.
+    direct = recommend_target(
+        snap.targets[0],
+        load_histories(history, "shop", "web", ["app"], NOW, window=14 * 86400.0),
+        {"app": snap.workload("Deployment", "shop", "web").template.containers[0].resources},
+        None,
+        NOW,
+    )
+    want = direct.suggestion.containers["app"]
     cpu = cpu_millis(entry["requests"]["cpu"])
     mem = to_bytes(entry["requests"]["memory"])
-    assert cpu == min(max(raw.cpu_millicores, 50), 300)  # clamped to the bounds
-    assert mem == raw.memory_bytes and mem >= 300 * 2**20
-    assert to_bytes(entry["limits"]["memory"]) == -(-int(mem * 1.5) // 2**20) * 2**20
-    assert "cpu" not in entry.get("limits", {})
+    assert (cpu, mem) == (want.requests["cpu"], want.requests["memory"])
+    assert 50 <= cpu <= 300  # the bounds
+    assert mem >= 300 * 2**20  # covers the observed working set
+    assert abs(to_bytes(entry["limits"]["memory"]) - 1.5 * mem) <= 2**20  # limit.ratio
     # Same content, same uid (the breaker and stall tracking are per suggestion).
     (again,) = plan_suggestions(state.snapshot(NOW + 60), history, NOW + 60)
     assert again.status["vertical_suggestion"]["uid"] == write.status["vertical_suggestion"]["uid"]
-    assert np.isfinite(series.cpu).all()

@@ -234,6 +234,7 @@ async def test_metrics_endpoint_after_a_run(kmock):
     # The cluster view after the run: web-2 is mid-downsize (spec 100m, allocated 300m).
     oom_events = recorder.observe(state.snapshot(now=1010.0))
     assert [(e.name, e.reason) for e in oom_events] == [("web-2", "OOMKilled")]
+    assert [(p.name, c) for p, c, _ in recorder.new_ooms] == [("web-2", "app")]  # for history
     assert recorder.observe(state.snapshot(now=1020.0)) == []  # counted once
     recorder.set_provisioning("shop/web", "cpu", requested=0.75, used=0.5)
 

@@ -69,6 +69,12 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             min=10.0,
             help="Seconds between forecasts.",
         ),
+        history_db: str = opt(
+            None,
+            "--history-db",
+            env="FORESIZE_HISTORY_DB",
+            help="SQLite history file (survives restarts); default: in memory.",
+        ),
         prometheus: str = opt(
             None,
             "--prometheus",
@@ -154,6 +160,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             webhook_configuration=webhook_configuration,
             cert_manager=cert_manager,
             prometheus=prometheus,
+            history_db=history_db,
         )
         try:
             asyncio.run(run_operator(opts))

@@ -8,8 +8,9 @@ naming rules when the pod is not known yet. Samples from a pod's first 2 minutes
 dropped (start-up spikes must not inflate forecasts). CPU arrives in nanocores and is kept
 in cores as a float (rounding to millicores here would erase idle containers).
 
-Samples go to a `SampleSink`: the SQLite history store (when configured) and, always, an
-in-memory window (`MemoryHistory`) the operator's recommender reads as `TraceSeries`.
+Samples go to `SampleSink`s; `HistorySink` writes them into the recommender's history (the
+SQLite `HistoryStore` with `--history-db`, else the in-memory `UsageHistory`), where
+`foresize.recommend.target.load_histories` reads them back.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
-from collections import defaultdict, deque
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -55,58 +57,56 @@ class SampleSink(Protocol):
     def add_samples(self, samples: list[Sample]) -> None: ...
 
 
-class MemoryHistory:
-    """A bounded in-memory window of samples per workload/container (max over pods)."""
+TOTAL_CONTAINER = "__total__"
+"""Container name of a workload's summed usage (over pods and containers) in the history:
+what the horizontal forecast reads. Real container names are DNS labels, never this."""
 
-    def __init__(self, retention: float = 14 * 86400.0, step: float = 60.0) -> None:
-        self.retention = retention
-        self.step = step
-        self._data: dict[SeriesKey, deque[tuple[float, float, float]]] = defaultdict(deque)
-        # (namespace, workload) -> [(t, cpu, mem)] summed over the workload's pods and
-        # containers at each poll: what the horizontal forecast needs.
-        self._totals: dict[tuple[str, str], deque[tuple[float, float, float]]] = defaultdict(deque)
+
+class HistorySink:
+    """Writes samples into the recommender's history: the SQLite `HistoryStore` or the
+    in-memory `UsageHistory` (both keep the maximum when a step is written twice, so the
+    pods of one workload fold into its per-container peak). Each poll also writes the
+    workload's total under the `__total__` container."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
 
     def add_samples(self, samples: list[Sample]) -> None:
-        sums: dict[tuple[str, str, float], list[float]] = {}
+        by_time: dict[float, dict[SeriesKey, list[float]]] = defaultdict(dict)
         for s in samples:
-            self._data[s.key].append((s.timestamp, s.cpu_cores, s.memory_bytes))
-            acc = sums.setdefault((s.namespace, s.workload, s.timestamp), [0.0, 0.0])
-            acc[0] += s.cpu_cores
-            acc[1] += s.memory_bytes
-        for (ns, wl, t), (cpu, mem) in sums.items():
-            self._totals[(ns, wl)].append((t, cpu, mem))
-        if samples:
-            horizon = max(s.timestamp for s in samples) - self.retention
-            for q in [*self._data.values(), *self._totals.values()]:
-                while q and q[0][0] < horizon:
-                    q.popleft()
+            row = by_time[s.timestamp]
+            cur = row.setdefault(s.key, [-math.inf, -math.inf])
+            cur[0] = max(cur[0], s.cpu_cores)
+            cur[1] = max(cur[1], s.memory_bytes)
+            total = row.setdefault(SeriesKey(s.namespace, s.workload, TOTAL_CONTAINER), [0.0, 0.0])
+            total[0] += s.cpu_cores
+            total[1] += s.memory_bytes
+        for t in sorted(by_time):
+            keys = list(by_time[t])
+            cpu = np.array([by_time[t][k][0] for k in keys], dtype=np.float64)
+            mem = np.array([by_time[t][k][1] for k in keys], dtype=np.float64)
+            if hasattr(self.store, "indices"):  # UsageHistory
+                self.store.append(t, self.store.indices(keys), cpu=cpu, memory=mem)
+            else:  # HistoryStore
+                self.store.append(t, keys, "cpu", cpu)
+                self.store.append(t, keys, "memory", mem)
 
-    def keys(self) -> list[SeriesKey]:
-        return sorted(self._data)
+    def record_oom(self, key: SeriesKey, t: float, usage: float = 0.0) -> None:
+        self.store.record_event(key, "oom", t, usage)
 
-    def series(self, key: SeriesKey) -> TraceSeries | None:
-        """The key's history on the collection step: max over the pods at each step."""
-        return self._bucketed(key, self._data.get(key))
 
-    def workload_total(self, namespace: str, workload: str) -> TraceSeries | None:
-        """The workload's usage summed over its pods and containers, per collection step."""
-        return self._bucketed(
-            SeriesKey(namespace, workload, "*"), self._totals.get((namespace, workload))
-        )
-
-    def _bucketed(self, key: SeriesKey, rows: Any) -> TraceSeries | None:
-        if not rows:
-            return None
-        arr = np.asarray(rows, dtype=np.float64)
-        buckets = np.floor(arr[:, 0] / self.step) * self.step
-        grid, inverse = np.unique(buckets, return_inverse=True)
-        cpu = np.full(grid.size, -np.inf)
-        mem = np.full(grid.size, -np.inf)
-        np.maximum.at(cpu, inverse, arr[:, 1])
-        np.maximum.at(mem, inverse, arr[:, 2])
-        cpu[np.isneginf(cpu)] = np.nan
-        mem[np.isneginf(mem)] = np.nan
-        return TraceSeries(key, grid, cpu, mem, source="metrics-server")
+def trace_series(reader: Any, key: SeriesKey, start: float, end: float) -> TraceSeries | None:
+    """A stored key as a TraceSeries (cpu cores, memory bytes) over [start, end)."""
+    t, cpu = reader.series(key, "cpu", start, end)
+    _, mem = reader.series(key, "memory", start, end)
+    if t.size == 0:
+        return None
+    cpu = np.asarray(cpu, dtype=np.float64)
+    mem = np.asarray(mem, dtype=np.float64)
+    have = np.isfinite(cpu) | np.isfinite(mem)
+    if not have.any():
+        return None
+    return TraceSeries(key, np.asarray(t, dtype=np.float64)[have], cpu[have], mem[have])
 
 
 def _cores(raw: Any) -> float:

@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from foresize.history.traces import SeriesKey, TraceSeries
+from foresize.history.traces import SeriesKey
 
 log = logging.getLogger("foresize.operator")
 
@@ -54,26 +54,60 @@ class OperatorOptions:
     webhook_configuration: str = "foresize"
     cert_manager: bool = False
     prometheus: str | None = None
+    history_db: str | None = None  # SQLite history file (default: in memory)
     shutdown_grace: float = 15.0  # seconds each task gets to stop before it is cancelled
 
 
-class PrometheusHistory:
-    """History read from Prometheus (refreshed before each suggestion round)."""
+def open_history(opts: OperatorOptions) -> Any:
+    """The recommender's history: SQLite with --history-db (survives restarts), else memory."""
+    if opts.history_db:
+        from foresize.history.sqlite import HistoryStore
 
-    def __init__(self, url: str, lookback: float = 14 * 86400.0, step: float = 300.0) -> None:
+        return HistoryStore(opts.history_db)
+    from foresize.history.memory import UsageHistory
+
+    return UsageHistory(step=60.0)
+
+
+class PrometheusHistory:
+    """Loads Prometheus history into the recommender's history before each forecast round
+    (per workload/container peaks at a 5-minute step; 14 days back)."""
+
+    def __init__(
+        self, url: str, store: Any, lookback: float = 14 * 86400.0, step: float = 300.0
+    ) -> None:
         from foresize.history.prometheus import PrometheusReader
 
         self.reader = PrometheusReader(url)
+        self.store = store
         self.lookback = lookback
         self.step = step
-        self._series: dict[SeriesKey, TraceSeries] = {}
+        self._loaded_until: float | None = None
 
-    async def refresh(self, now: float) -> None:
-        history = await self.reader.read(now - self.lookback, now, self.step)
-        self._series = {s.key: s for s in history.series}
+    async def refresh(self, now: float) -> int:
+        import numpy as np
 
-    def series(self, key: SeriesKey) -> TraceSeries | None:
-        return self._series.get(key)
+        start = self._loaded_until if self._loaded_until is not None else now - self.lookback
+        history = await self.reader.read(start, now, self.step)
+        rows: dict[float, dict[SeriesKey, tuple[float, float]]] = {}
+        for s in history.series:
+            mem = s.memory if s.memory is not None else np.full(s.timestamps.size, np.nan)
+            for t, c, m in zip(s.timestamps, s.cpu, mem, strict=True):
+                rows.setdefault(float(t), {})[s.key] = (float(c), float(m))
+        for t in sorted(rows):
+            keys = list(rows[t])
+            cpu = np.array([rows[t][k][0] for k in keys])
+            mem = np.array([rows[t][k][1] for k in keys])
+            if hasattr(self.store, "indices"):
+                self.store.append(t, self.store.indices(keys), cpu=cpu, memory=mem)
+            else:
+                self.store.append(t, keys, "cpu", cpu)
+                self.store.append(t, keys, "memory", mem)
+        for key, times in history.oom_kills.items():
+            for t in times:
+                self.store.record_event(key, "oom", t, 0.0)
+        self._loaded_until = now
+        return len(rows)
 
     async def run(self, stop: asyncio.Event, interval: float) -> None:
         while not stop.is_set():
@@ -89,7 +123,7 @@ async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None)
     import kopf
     from aiohttp import web
 
-    from foresize.history.metrics_server import MemoryHistory, MetricsServerPoller
+    from foresize.history.metrics_server import HistorySink, MetricsServerPoller
     from foresize.kube.api import KubeApi
     from foresize.kube.executor import KubeExecutor
     from foresize.kube.handlers import build_registry, parse_foresize
@@ -131,12 +165,14 @@ async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None)
         max_shards=opts.max_shards,
     )
     tasks: list[asyncio.Task] = []
+    history = open_history(opts)
     if opts.prometheus:
-        history: Any = PrometheusHistory(opts.prometheus)
-        tasks.append(asyncio.create_task(history.run(stop, opts.suggest_interval)))
+        loader = PrometheusHistory(opts.prometheus, history)
+        tasks.append(asyncio.create_task(loader.run(stop, opts.suggest_interval)))
     else:
-        history = MemoryHistory()
-        poller = MetricsServerPoller(api, [history], state=state, interval=opts.collect_interval)
+        poller = MetricsServerPoller(
+            api, [HistorySink(history)], state=state, interval=opts.collect_interval
+        )
         tasks.append(asyncio.create_task(poller.run(stop)))
     shell = KubeShell(
         state,

@@ -84,7 +84,11 @@ class KubeShell:
         self.worker_config = worker_config
         self._refused_reported: set[str] = set()
         self.passes = 0
-        self.history = history  # MemoryHistory (or anything with .series(key))
+        # The recommender's history (UsageHistory or the SQLite HistoryStore).
+        self.history = history
+        from foresize.kube.suggest import SuggestionState
+
+        self.suggestion_state = SuggestionState()
         self.suggest_interval = suggest_interval
         self._last_suggest: dict[str, float] = {}
         self.lifecycle_state: Any = None
@@ -156,7 +160,7 @@ class KubeShell:
                 self._last_suggest[key] = now
                 return True
 
-            gate += plan_suggestions(snap, self.history, now, due)
+            gate += plan_suggestions(snap, self.history, now, due, self.suggestion_state)
             if self._last_horizontal is None or now - self._last_horizontal >= min(
                 self.suggest_interval, 900.0
             ):
@@ -186,11 +190,31 @@ class KubeShell:
                     ts.outbox = []
         events = self.recorder.record(done, snap)
         events += self.recorder.observe(snap)
+        self._record_ooms(snap)
         for event in events:
             done.append((event, await self.executor.apply(event)))
         self.metrics.loop_duration.observe(time.perf_counter() - start)
         self.passes += 1
         return done
+
+    def _record_ooms(self, snap: ClusterSnapshot) -> None:
+        """OOM kills seen this pass go into the history, where the recommender's OOM
+        remediation reads them (keyed by workload and container, like usage)."""
+        if self.history is None or not hasattr(self.history, "record_event"):
+            return
+        from foresize.history.traces import SeriesKey
+
+        for pod, container, when in self.recorder.new_ooms:
+            owner = snap.top_owner(pod)
+            workload = owner.name if owner is not None else pod.name
+            status = pod.status_of(container)
+            usage = 0.0
+            if status is not None:
+                usage = float(status.resources.limits.get("memory", 0))
+            self.history.record_event(
+                SeriesKey(pod.namespace, workload, container), "oom", when, usage
+            )
+        self.recorder.new_ooms.clear()
 
     def _horizontal(self, snap: ClusterSnapshot, now: float) -> list[Action]:
         """Scale up ahead of forecast peaks and publish predictions (horizontal planner)."""

@@ -86,6 +86,9 @@ class ChangeRecorder:
         self.metrics = metrics or ForesizeMetrics()
         # (pod uid or key, container) -> restart count at the last OOM counted
         self._oom_seen: dict[tuple[str, str], int] = {}
+        # OOM kills found by the last observe() calls: (pod, container, time); the shell
+        # drains this into the history.
+        self.new_ooms: list[tuple[Pod, str, float]] = []
 
     # ------------------------------------------------------------------ actions
     def record(
@@ -306,6 +309,9 @@ class ChangeRecorder:
                         continue
                     self._oom_seen[seen_key] = status.restart_count
                     self.metrics.oom_kills.labels(target, status.name).inc()
+                    self.new_ooms.append(
+                        (pod, status.name, status.last_termination_time or snapshot.now)
+                    )
                     events.append(
                         EmitEvent(
                             pod.namespace,
