@@ -100,95 +100,129 @@ def recommend_series(
     oom_kills: dict[Any, list[float]] | None = None,
     throttling: dict[Any, tuple[Any, Any]] | None = None,
     stabilization: float = 3600.0,
+    now: float | None = None,
 ) -> list[Recommendation]:
-    """Recommendations for TraceSeries through the recommender's forecast and rules."""
+    """Recommendations for TraceSeries through the recommender's entry point
+    (`foresize.recommend.target.recommend_batch`): each series is one container on the
+    5-minute model grid (max per bucket) over the last 14 days before `now` (default: the
+    newest sample), with its OOM kills; no bounds (nothing is known of the workload)."""
     import numpy as np
 
-    from foresize.api.quantity import CPU, MEMORY, format_bytes, format_cpu
-    from foresize.forecast.models import MODELS, ForecastConfig
-    from foresize.forecast.select import forecast_max
-    from foresize.recommend.core import OOM_FACTOR, mode_quantile, round_up
-    from foresize.recommend.replay import prepare
+    from foresize.api.quantity import CPU, MEMORY, MIB, format_bytes, format_cpu
+    from foresize.cluster.model import ResourceRequirements
+    from foresize.history.base import window_start
+    from foresize.history.traces import resample_max
+    from foresize.recommend.target import (
+        HISTORY_WINDOW,
+        MODEL_STEP,
+        ContainerHistory,
+        RecommendParams,
+        ResourceModel,
+        TargetRequest,
+        recommend_batch,
+    )
 
     series = [s for s in series if s.timestamps.size]
     if not series:
         return []
-    cfg = ForecastConfig()
-    data = prepare(series, cfg.step)
-    end_time = data.start + (data.shape[1] - 1) * cfg.step
-    out_values: dict[str, Any] = {}
-    models: dict[str, Any] = {}
-    for res, y, scale in ((CPU, data.cpu, 1.0), (MEMORY, data.memory, 1.0)):
-        if y is None:
-            continue
-        q = mode_quantile(mode, res, percentile_value)
-        fc = forecast_max(y * scale, np.array([q]), cfg)
-        vals = fc.values[:, 0] * (1.0 + buffer_percentage / 100.0)
-        # Float noise (a rate computed from counters is exact only to ~1e-14) must not push
-        # a whole millicore over the next one when rounding up: snap to 1e-6 units first.
-        out_values[res] = round_up(res, np.round(vals, 6))
-        models[res] = np.asarray(MODELS, dtype=object)[fc.model[:, 0]]
-    rows: list[Recommendation] = []
+    step = MODEL_STEP
+    # "Now" is the start of the newest sample's bucket: the same samples give the same
+    # answer whatever their offset inside the bucket.
+    newest = max(float(s.timestamps[-1]) for s in series)
+    end = float(now) if now is not None else math.floor(newest / step) * step
+    length = int(math.ceil(HISTORY_WINDOW / step))
+    start = window_start(end, length, step)
+    resource_model = ResourceModel(mode, percentile_value, buffer_percentage)
+    params = RecommendParams(
+        cpu=resource_model,
+        memory=resource_model,
+        min_lookback_to_scale=min_lookback,
+        stabilization_window=stabilization,
+    )
     oom_kills = oom_kills or {}
     throttling = throttling or {}
-    for i, s in enumerate(series):
-        cpu_col = data.cpu[i]
-        mem_col = data.memory[i] if data.memory is not None else None
-        have = np.isfinite(cpu_col) | (np.isfinite(mem_col) if mem_col is not None else False)
-        samples = int(have.sum())
-        first = int(np.argmax(have)) if samples else data.shape[1]
-        history = (data.shape[1] - first) * cfg.step / 3600.0
-        cpu_m = out_values[CPU][i] if CPU in out_values else math.nan
-        mem_b = out_values[MEMORY][i] if MEMORY in out_values else math.nan
-        kills = [t for t in oom_kills.get(s.key, []) if t <= end_time + cfg.step]
-        if kills and mem_col is not None and np.isfinite(mem_col).any():
-            # OOM remediation: a kill within the stabilization window floors memory at
-            # 1.2 x the peak working set seen up to the kill.
-            recent = [t for t in kills if t >= end_time - stabilization]
-            if recent:
-                upto = int(min((recent[-1] - data.start) // cfg.step, data.shape[1] - 1))
-                peak = (
-                    np.nanmax(mem_col[: upto + 1])
-                    if np.isfinite(mem_col[: upto + 1]).any()
-                    else math.nan
+    requests = []
+    grids = []
+    for s in series:
+        cpu = resample_max(s.timestamps, s.cpu, step, start, length)
+        mem = (
+            resample_max(s.timestamps, s.memory, step, start, length)
+            if s.memory is not None
+            else np.full(length, np.nan)
+        )
+        grids.append((cpu, mem))
+        have = np.isfinite(cpu) | np.isfinite(mem)
+        first = start + float(np.argmax(have)) * step if have.any() else None
+        kills = sorted(t for t in oom_kills.get(s.key, []) if start <= t <= end + step)
+        usage = []
+        for t in kills:
+            # The working-set peak in the hour before the kill stands for its usage.
+            k = int((t - start) // step)
+            window = mem[max(0, k - 12) : k + 1]
+            usage.append(float(np.nanmax(window)) if np.isfinite(window).any() else math.nan)
+        history = ContainerHistory(
+            cpu=cpu, memory=mem, first_seen=first, oom_times=kills, oom_usage=usage
+        )
+        # A token current request: the recommender only sizes resources that are set.
+        current = {s.key.container: ResourceRequirements({CPU: 1, MEMORY: MIB})}
+        requests.append(TargetRequest(params, {s.key.container: history}, current))
+    results = recommend_batch(requests, end)
+    rows: list[Recommendation] = []
+    for s, (cpu_col, mem_col), result in zip(series, grids, results, strict=True):
+        name = s.key.container
+        sugg = result.suggestion.containers.get(name)
+        fc = result.forecasts.get(name, {})
+        amounts: dict[str, int | None] = {}
+        for res in (CPU, MEMORY):
+            value = fc.get(res, math.nan)
+            if not np.isfinite(value):
+                amounts[res] = None
+            elif result.has_enough_data and sugg is not None and res in sugg.requests:
+                amounts[res] = int(sugg.requests[res])  # buffer, rounding, OOM floor applied
+            else:
+                # Not enough history for the recommender to act: show the forecast itself.
+                buffered = value * (1.0 + buffer_percentage / 100.0)
+                amounts[res] = int(
+                    math.ceil(buffered / MIB) * MIB if res == MEMORY else math.ceil(buffered)
                 )
-                if math.isfinite(peak):
-                    mem_b = float(
-                        np.fmax(mem_b, round_up(MEMORY, np.array([peak * OOM_FACTOR]))[0])
-                    )
+        cpu_m, mem_b = amounts[CPU], amounts[MEMORY]
+        have = np.isfinite(cpu_col) | np.isfinite(mem_col)
+        samples = int(have.sum())
+        history_hours = (length - int(np.argmax(have))) * step / 3600.0 if samples else 0.0
         throttled = throttling.get(s.key)
-        share = None
-        if throttled is not None and len(throttled[1]):
-            share = float(np.nanmean(throttled[1]))
+        share = (
+            float(np.nanmean(throttled[1])) if throttled is not None and len(throttled[1]) else None
+        )
+        models = result.models.get(name, {})
         rows.append(
             Recommendation(
                 namespace=s.key.namespace,
                 workload=s.key.workload,
-                container=s.key.container,
-                cpu_request=format_cpu(int(cpu_m)) if math.isfinite(cpu_m) else None,
-                memory_request=format_bytes(int(mem_b)) if math.isfinite(mem_b) else None,
-                cpu_millicores=int(cpu_m) if math.isfinite(cpu_m) else None,
-                memory_bytes=int(mem_b) if math.isfinite(mem_b) else None,
-                cpu_peak_cores=(
-                    round(float(np.nanmax(cpu_col)) / 1000.0, 6)
-                    if np.isfinite(cpu_col).any()
-                    else None
-                ),
-                memory_peak_bytes=(
-                    int(np.nanmax(mem_col))
-                    if mem_col is not None and np.isfinite(mem_col).any()
-                    else None
-                ),
-                history_hours=round(history, 2),
+                container=name,
+                cpu_request=format_cpu(int(cpu_m)) if cpu_m else None,
+                memory_request=format_bytes(int(mem_b)) if mem_b else None,
+                cpu_millicores=int(cpu_m) if cpu_m else None,
+                memory_bytes=int(mem_b) if mem_b else None,
+                cpu_peak_cores=round(float(np.nanmax(cpu_col)), 6)
+                if np.isfinite(cpu_col).any()
+                else None,
+                memory_peak_bytes=int(np.nanmax(mem_col)) if np.isfinite(mem_col).any() else None,
+                history_hours=round(history_hours, 2),
                 samples=samples,
-                enough_data=history * 3600.0 >= min_lookback,
-                oom_kills=len(kills),
+                enough_data=bool(result.has_enough_data),
+                oom_kills=len(history_kills(oom_kills, s.key, start, end, step)),
                 throttled_share=share,
-                cpu_model=str(models[CPU][i]) if CPU in models else "",
-                memory_model=str(models[MEMORY][i]) if MEMORY in models else "",
+                cpu_model=models.get(CPU, ""),
+                memory_model=models.get(MEMORY, ""),
             )
         )
     return rows
+
+
+def history_kills(
+    oom_kills: dict[Any, list[float]], key: Any, start: float, end: float, step: float
+) -> list[float]:
+    return [t for t in oom_kills.get(key, []) if start <= t <= end + step]
 
 
 def _trim(series: list[Any], start: float | None, end: float | None, step: float) -> list[Any]:
@@ -240,8 +274,6 @@ def render(rows: list[Recommendation], fmt: str, source: str) -> str:
         "note",
     ):
         table.add_column(col)
-    from foresize.api.quantity import format_bytes
-
     for r in rows:
         note = "" if r.enough_data else "not enough history for autonomous mode"
         table.add_row(
@@ -251,7 +283,7 @@ def render(rows: list[Recommendation], fmt: str, source: str) -> str:
             r.cpu_request or "-",
             r.memory_request or "-",
             f"{r.cpu_peak_cores:.3f}" if r.cpu_peak_cores is not None else "-",
-            format_bytes(r.memory_peak_bytes) if r.memory_peak_bytes else "-",
+            f"{r.memory_peak_bytes / 2**20:.0f}Mi" if r.memory_peak_bytes else "-",
             f"{r.history_hours:.1f}h",
             str(r.oom_kills),
             note,
