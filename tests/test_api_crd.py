@@ -61,6 +61,26 @@ def compile_rule(rule: str) -> Any:
     return _env().compile(rule)
 
 
+def list_errors(schema: dict[str, Any], obj: Any, path: str) -> list[str]:
+    """x-kubernetes-list-type map/set: the API server refuses duplicate keys/values."""
+    errors: list[str] = []
+    if isinstance(obj, dict):
+        for name, sub in schema.get("properties", {}).items():
+            if name in obj:
+                errors += list_errors(sub, obj[name], f"{path}.{name}")
+    elif isinstance(obj, list):
+        kind = schema.get("x-kubernetes-list-type")
+        keys = schema.get("x-kubernetes-list-map-keys", [])
+        seen = set()
+        for i, item in enumerate(obj):
+            key = tuple(item.get(k) for k in keys) if kind == "map" else repr(item)
+            if kind in ("map", "set") and key in seen:
+                errors.append(f"{path}[{i}]: Duplicate value: {key!r}")
+            seen.add(key)
+            errors += list_errors(schema.get("items", {}), item, f"{path}[{i}]")
+    return errors
+
+
 def cel_errors(schema: dict[str, Any], obj: Any, path: str) -> list[str]:
     errors: list[str] = []
     if isinstance(obj, dict):
@@ -86,6 +106,7 @@ def api_server_errors(obj: dict[str, Any]) -> list[str]:
     for error in validator.iter_errors(obj):
         path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
         errors.append(f"{path.lstrip('.')}: {error.message}")
+    errors += [e.lstrip(".") for e in list_errors(schema, obj, "")]
     if errors:  # the API server stops at schema errors before running CEL
         return errors
     return cel_errors(schema, obj, "")
@@ -284,6 +305,22 @@ INVALID = {
     "dsa_percentile": (dsa({"percentile": 0}), "spec.percentile"),
     "template_conflict": (astt({"conflictResolution": "merge"}), "spec.conflictResolution"),
     "template_namespace": (astt({"excludedNamespaces": ["Bad_NS"]}), "excludedNamespaces[0]"),
+    "max_disrupted_zero_percent": (
+        ast({"vertical": {"disruption": {"max_disrupted": "0%"}}}),
+        "disruption.max_disrupted",
+    ),
+    "max_disrupted_over_100_percent": (
+        ast({"vertical": {"disruption": {"max_disrupted": "101%"}}}),
+        "disruption.max_disrupted",
+    ),
+    "duplicate_allowed_replicas": (
+        ast({"horizontal": {"allowedReplicas": [2, 4, 2]}}),
+        "allowedReplicas[2]",
+    ),
+    "duplicate_container": (
+        ast({"vertical": {"containers": [{"name": "a"}, {"name": "a"}]}}),
+        "containers[1]",
+    ),
     # Cross-field rules: CEL in the CRD, model validators in pydantic.
     "ref_and_selector": (
         ast({"selector": {"matchLabels": {"a": "b"}}}),
@@ -338,6 +375,27 @@ INVALID = {
     "metric_percentile_without_value": (
         ast({"model": {"metrics": {"cpu": {"mode": "percentile"}}}}),
         "percentile_value is required when mode is percentile",
+    ),
+    "override_blocks_under_target_interval": (
+        ast(
+            {
+                "model": {"forecast_blocks": "2h", "forecast_interval": "1h"},
+                "horizontal": {"model": {"forecast_blocks": "30m"}},
+            }
+        ),
+        "horizontal.model (merged with model): forecast_interval must not exceed",
+    ),
+    "override_percentile_without_value": (
+        ast({"vertical": {"model": {"mode": "percentile"}}}),
+        "vertical.model (merged with model): percentile_value is required",
+    ),
+    "override_value_with_target_mode_not_percentile": (
+        ast({"horizontal": {"model": {"percentile_value": 95}}}),
+        "horizontal.model (merged with model): percentile_value is only allowed",
+    ),
+    "metric_value_without_mode": (
+        ast({"model": {"metrics": {"memory": {"percentile_value": 99}}}}),
+        "percentile_value is",
     ),
     "min_over_max": (
         ast({"horizontal": {"minReplicas": 5, "maxReplicas": 3}}),
@@ -578,3 +636,189 @@ def test_manifests_crds_prints_the_crds():
     assert result.exit_code == 0, result.output
     docs = [d for d in yaml.safe_load_all(result.output) if d]
     assert docs == crdgen.all_crds()
+
+
+# ---- differential: the CRD and the models accept exactly the same targets ---------------
+
+from hypothesis import HealthCheck, event, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+def _target_strategy(bad: bool, focus: bool = False) -> Any:
+    """Random AIScaleTargets. With `bad`, field values are sometimes invalid; without, only
+    the combinations of valid values (the cross-field rules) can make a target invalid."""
+
+    def mostly(good: list[Any], wrong: list[Any]) -> Any:
+        # Valid values four times as often as invalid ones.
+        if not bad:
+            return st.sampled_from(good)
+        return st.one_of(*([st.sampled_from(good)] * 4), st.sampled_from(wrong))
+
+    def opt(**fields: Any) -> Any:
+        return st.fixed_dictionaries({}, optional=fields)
+
+    dur = st.sampled_from(["30s", "1m", "5m", "15m", "30m", "1h", "90m", "2h", "3h", "24h"])
+    modes = mostly(
+        ["undershoot", "cost_optimized", "balanced", "assurance_optimized", "overshoot"]
+        + ["percentile"] * 2,
+        ["bogus"],
+    )
+    pct = mostly([50, 99.5], [0, 150])
+    metric = opt(mode=modes, percentile_value=pct, forecast_buffer_percentage=st.just(5))
+    model = opt(
+        forecast_blocks=mostly(["1h", "2h", "15m", "30m"], ["15"]),
+        forecast_interval=dur,
+        forecast_cron=mostly(["*/5 * * * *", "@hourly"], ["bad cron"]),
+        mode=modes,
+        percentile_value=pct,
+        forecast_buffer_percentage=mostly([0, 12.5], [-1]),
+        min_lookback_to_scale=mostly(["3h", "24h", "6h"], ["1h"]),
+        metrics=opt(cpu=metric, memory=metric),
+    )
+    scaling_modes = mostly(
+        ["autonomous", "auto", "recommendation", "rec", "observe", "observation"], ["bogus"]
+    )
+    cpu = st.fixed_dictionaries(
+        {"lowerbound": mostly(["10m", "100m"], ["lots"])},
+        optional={
+            "upperbound": st.sampled_from(["1", "2"]),
+            "limit": opt(ratio=mostly([1, 2.5], [0.5])),
+        },
+    )
+    memory = st.fixed_dictionaries(
+        {"lowerbound": st.sampled_from(["64Mi", 1048576])}, optional={"upperbound": st.just("1Gi")}
+    )
+    container = st.fixed_dictionaries(
+        {"name": mostly(["app", "*", "side"], ["App_1"])}, optional={"cpu": cpu, "memory": memory}
+    )
+    v_threshold = opt(
+        type=st.sampled_from(["percent", "absolute"]),
+        percent=mostly([5], [-1]),
+        absolute=opt(cpu=st.just("50m"), memory=st.just("64Mi")),
+    )
+    vertical = opt(
+        mode=scaling_modes,
+        model=model,
+        containers=st.lists(container, max_size=3),
+        update_policy=opt(
+            update_mode=mostly(["initial", "recreate", "in_place", "in_place_or_recreate"], ["x"]),
+            recreate_resources=st.lists(mostly(["cpu", "memory"], ["disk"]), max_size=2),
+        ),
+        disruption=opt(
+            max_disrupted=mostly([1, 3, "20%", "0.5%", "100%", "7"], ["0%", "101%", 0, "x"]),
+            interval=mostly(["30s", "1m", "5m"], ["soon"]),
+            stall_timeout=dur,
+            release_deferred_after=dur,
+        ),
+        oom_remediation=opt(enabled=st.booleans(), stabilization_window=dur),
+        scaling_behavior=opt(scale_up=v_threshold, scale_down=v_threshold),
+        hpa_resource_policy=mostly(["leave", "override"], ["maybe"]),
+    )
+    horizontal = opt(
+        mode=scaling_modes,
+        model=model,
+        minReplicas=mostly([1, 2, 5], [0]),
+        maxReplicas=st.sampled_from([1, 3, 10]),
+        multipleOf=mostly([2, 3], [0]),
+        allowedReplicas=st.lists(st.sampled_from([1, 2, 4]), min_size=int(not bad), max_size=3),
+        scaling_behavior=opt(
+            scale_up=opt(
+                type=st.sampled_from(["percent", "absolute"]),
+                percent=st.just(10),
+                absolute=mostly([2], [-1]),
+            )
+        ),
+    )
+    ref = {"kind": "Deployment", "name": "web"}
+    selector = {"matchLabels": {"app": "web"}}
+    valid_workloads = [{"scaleTargetRef": ref}] * 5 + [{"selector": selector}] * 2
+    workload = st.sampled_from(
+        [*valid_workloads, {"scaleTargetRef": ref, "selector": selector}, {}]
+    )
+    if focus:  # only the fields the cross-field rules read
+        small = opt(
+            forecast_blocks=st.sampled_from(["30m", "1h", "2h"]),
+            forecast_interval=st.sampled_from(["5m", "15m", "1h"]),
+            mode=st.sampled_from(["balanced", "percentile"]),
+            percentile_value=st.just(90),
+        )
+        # A target-level model that is valid on its own, so that refusals come from the
+        # merge with the overrides.
+        model = st.builds(
+            lambda cadence, quantile: {**cadence, **quantile},
+            st.sampled_from(
+                [
+                    {},
+                    {"forecast_blocks": "1h", "forecast_interval": "15m"},
+                    {"forecast_blocks": "2h", "forecast_interval": "1h"},
+                    {"forecast_blocks": "30m"},
+                    {"forecast_cron": "@hourly"},
+                ]
+            ),
+            st.sampled_from(
+                [{}, {"mode": "balanced"}, {"mode": "percentile", "percentile_value": 95}]
+            ),
+        )
+        vertical = opt(mode=scaling_modes, model=small)
+        horizontal = opt(
+            mode=scaling_modes,
+            model=small,
+            minReplicas=st.sampled_from([1, 2, 5]),
+            maxReplicas=st.sampled_from([1, 3, 10]),
+            multipleOf=st.just(2),
+            allowedReplicas=st.just([1, 2]),
+        )
+    return st.builds(
+        lambda w, rest: {
+            "apiVersion": "foresize.io/v1",
+            "kind": "AIScaleTarget",
+            "metadata": {"name": "t", "namespace": "n"},
+            "spec": {**w, **rest},
+        },
+        workload,
+        opt(model=model, vertical=vertical, horizontal=horizontal),
+    )
+
+
+_TARGETS = st.one_of(_target_strategy(bad=False), _target_strategy(bad=True))
+_CROSS_FIELD_TARGETS = _target_strategy(bad=False, focus=True)
+
+
+def _agree(obj: dict[str, Any]) -> None:
+    crd_errors = api_server_errors(obj)
+    try:
+        model = parse_object(copy.deepcopy(obj), "t.yaml")
+    except ForesizeError as exc:
+        assert crd_errors, f"models refuse what the CRD accepts: {exc}"
+        event("refused by both")
+        return
+    assert crd_errors == [], f"CRD refuses what the models accept: {crd_errors}"
+    event("accepted by both")
+    out = model.to_kube()
+    assert api_server_errors(out) == []
+    assert parse_object(copy.deepcopy(out)) == model
+
+
+_SETTINGS = settings(
+    max_examples=250,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+@_SETTINGS
+@given(_TARGETS)
+def test_crd_and_models_agree_on_random_targets(obj):
+    """Generated AIScaleTargets (valid and invalid, no `d` durations, no reversed bounds, no
+    unknown fields: the documented differences) are accepted by the API server checks
+    exactly when the models accept them; what the models write back is accepted too."""
+    _agree(obj)
+
+
+@_SETTINGS
+@given(_CROSS_FIELD_TARGETS)
+def test_crd_and_models_agree_on_cross_field_combinations(obj):
+    """The same, over combinations of valid values only: model overrides, modes, replica
+    bounds and the workload reference, so only the cross-field rules can refuse."""
+    _agree(obj)

@@ -229,7 +229,8 @@ def test_webhooks_ignore_failures_time_out_fast_and_skip_system_namespaces():
     assert resources == {"deployments/scale", "statefulsets/scale", "rollouts/scale"}
     assert all(r["operations"] == ["UPDATE"] for r in scale["rules"])
     (target,) = validating
-    assert target["rules"][0]["resources"] == ["aiscaletargets"]
+    assert "aiscaletargets" in target["rules"][0]["resources"]
+    assert target["clientConfig"]["service"]["path"] == "/validate-targets"
 
 
 # ---- alerts ---------------------------------------------------------------------------

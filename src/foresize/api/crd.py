@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
 from foresize.api import types as t
@@ -36,23 +36,52 @@ def _dur_le(a: str, b: str) -> str:
 _AUTONOMOUS = "['autonomous', 'auto']"
 
 
-def _merged_interval_rule(direction: str) -> dict[str, str]:
+def _merged_rules(direction: str) -> list[dict[str, str]]:
+    """`<direction>.model` merged with `model` (see ModelSpec.merged): the cadence is
+    replaced as a unit, the other fields one by one."""
     over = f"self.{direction}.model"
+    guard = f"!has(self.{direction}) || !has({over})"
     interval = f"{over}.forecast_interval"
     blocks = "self.model.forecast_blocks"
     with_blocks = _dur_le(interval, blocks)
     with_default = _dur_le(interval, "'15m'")
-    return {
-        "rule": (
-            f"!has(self.{direction}) || !has({over}) || !has({interval}) || "
-            f"has({over}.forecast_blocks) || "
-            f"(has(self.model) && has({blocks}) ? ({with_blocks}) : ({with_default}))"
-        ),
-        "message": (
-            f"{direction}.model (merged with model): forecast_interval must not exceed "
-            "forecast_blocks"
-        ),
-    }
+    where = f"{direction}.model (merged with model)"
+    return [
+        {
+            # The override's interval against the target's horizon.
+            "rule": (
+                f"{guard} || !has({interval}) || has({over}.forecast_blocks) || "
+                f"(has(self.model) && has({blocks}) ? ({with_blocks}) : ({with_default}))"
+            ),
+            "message": f"{where}: forecast_interval must not exceed forecast_blocks",
+        },
+        {
+            # The override's horizon against the target's interval (kept when the
+            # override names no cadence of its own).
+            "rule": (
+                f"{guard} || !has({over}.forecast_blocks) || has({interval}) || "
+                f"has({over}.forecast_cron) || !has(self.model) || "
+                "!has(self.model.forecast_interval) || "
+                f"({_dur_le('self.model.forecast_interval', f'{over}.forecast_blocks')})"
+            ),
+            "message": f"{where}: forecast_interval must not exceed forecast_blocks",
+        },
+        {
+            "rule": (
+                f"{guard} || !has({over}.mode) || {over}.mode != 'percentile' || "
+                f"has({over}.percentile_value) || "
+                "(has(self.model) && has(self.model.percentile_value))"
+            ),
+            "message": f"{where}: percentile_value is required when mode is percentile",
+        },
+        {
+            "rule": (
+                f"{guard} || !has({over}.percentile_value) || has({over}.mode) || "
+                "(has(self.model) && has(self.model.mode) && self.model.mode == 'percentile')"
+            ),
+            "message": f"{where}: percentile_value is only allowed when mode is percentile",
+        },
+    ]
 
 
 _ONE_AUTONOMOUS = {
@@ -89,13 +118,13 @@ CEL_RULES: dict[type[BaseModel], list[dict[str, str]]] = {
             "message": "horizontal needs scaleTargetRef (a selector is vertical only)",
         },
         _ONE_AUTONOMOUS,
-        _merged_interval_rule("vertical"),
-        _merged_interval_rule("horizontal"),
+        *_merged_rules("vertical"),
+        *_merged_rules("horizontal"),
     ],
     t.TargetTemplateSpec: [
         _ONE_AUTONOMOUS,
-        _merged_interval_rule("vertical"),
-        _merged_interval_rule("horizontal"),
+        *_merged_rules("vertical"),
+        *_merged_rules("horizontal"),
     ],
     t.ModelSpec: [
         _CRON_XOR_INTERVAL,
@@ -137,8 +166,8 @@ CEL_RULES: dict[type[BaseModel], list[dict[str, str]]] = {
     t.MetricModelOverride: [
         {
             "rule": (
-                "!has(self.mode) || (self.mode == 'percentile' ? has(self.percentile_value) "
-                ": !has(self.percentile_value))"
+                "has(self.mode) && self.mode == 'percentile' ? has(self.percentile_value) "
+                ": !has(self.percentile_value)"
             ),
             "message": (
                 "percentile_value is required when mode is percentile and only allowed then"
@@ -239,10 +268,10 @@ def _serialised_defaults(model: type[BaseModel]) -> dict[str, Any]:
             continue
         if value is None:
             continue
-        adapter = TypeAdapter(info.rebuild_annotation())
-        out[info.alias or name] = adapter.dump_python(
-            value, mode="json", by_alias=True, exclude_none=True
-        )
+        # Serialise through the model itself so each field's own serializer is used.
+        instance = model.model_construct(**{name: value})
+        dumped = instance.model_dump(mode="json", by_alias=True, exclude_none=True, include={name})
+        out[info.alias or name] = dumped[info.alias or name]
     return out
 
 

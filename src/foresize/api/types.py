@@ -33,6 +33,7 @@ from decimal import Decimal
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -459,7 +460,7 @@ class MetricModelOverride(_Base):
 
     @model_validator(mode="after")
     def _percentile(self) -> MetricModelOverride:
-        _check_percentile(self.mode, self.percentile_value, allow_unset_mode=True)
+        _check_percentile(self.mode, self.percentile_value)
         return self
 
 
@@ -539,7 +540,10 @@ class ModelSpec(_Base):
             data.pop("percentile_value", None)
         metrics = data.pop("metrics", None) or {}
         for name, values in (given.pop("metrics", None) or {}).items():
-            metrics[name] = {**metrics.get(name, {}), **values}
+            base = dict(metrics.get(name, {}))
+            if "mode" in values and values["mode"] != "percentile":
+                base.pop("percentile_value", None)
+            metrics[name] = {**base, **values}
         data.update(given)
         if metrics:
             data["metrics"] = metrics
@@ -655,13 +659,28 @@ def _check_unique_containers(containers: list[ContainerPolicy]) -> None:
 
 class UpdatePolicy(_Base):
     update_mode: UpdateMode = "recreate"
-    recreate_resources: list[Literal["cpu", "memory"]] = Field(
+    recreate_resources: Annotated[list[Literal["cpu", "memory"]], AfterValidator(_unique)] = Field(
         default_factory=lambda: ["memory"], max_length=2
     )
 
 
+def _unique(values: list[Any] | None) -> list[Any] | None:
+    """Set-like lists (`x-kubernetes-list-type: set` in the CRD) refuse duplicates."""
+    if values is not None:
+        seen: set[Any] = set()
+        for value in values:
+            if value in seen:
+                raise ValueError(f"duplicate value {value!r}")
+            seen.add(value)
+    return values
+
+
 _MAX_DISRUPTED_HINT = "must be an integer >= 1 or a percentage (e.g. 3 or 20%)"
-_PERCENT_RE = re.compile(r"^(\d+(?:\.\d+)?)%$")
+# An integer >= 1, or a percentage in (0, 100].
+MAX_DISRUPTED_PATTERN = (
+    r"^([1-9][0-9]*|(100(\.0+)?|[1-9][0-9]?(\.[0-9]+)?|0?\.[0-9]*[1-9][0-9]*)%)$"
+)
+_MAX_DISRUPTED_RE = re.compile(MAX_DISRUPTED_PATTERN)
 
 
 def _validate_max_disrupted(value: Any) -> int | str:
@@ -671,13 +690,8 @@ def _validate_max_disrupted(value: Any) -> int | str:
         if value < 1:
             raise ValueError(_MAX_DISRUPTED_HINT)
         return value
-    if isinstance(value, str):
-        text = value.strip()
-        if text.isdigit():
-            return _validate_max_disrupted(int(text))
-        match = _PERCENT_RE.match(text)
-        if match and 0 < float(match[1]) <= 100:
-            return text
+    if isinstance(value, str) and _MAX_DISRUPTED_RE.match(value):
+        return value if value.endswith("%") else int(value)
     raise ValueError(_MAX_DISRUPTED_HINT)
 
 
@@ -688,7 +702,7 @@ MaxDisrupted = Annotated[
         {
             "anyOf": [
                 {"type": "integer", "minimum": 1},
-                {"type": "string", "pattern": r"^([1-9][0-9]*|[0-9]+(\.[0-9]+)?%)$"},
+                {"type": "string", "pattern": MAX_DISRUPTED_PATTERN},
             ],
             "x-kubernetes-int-or-string": True,
         }
@@ -839,9 +853,9 @@ class HorizontalSpec(_Base):
     minReplicas: int | None = Field(default=None, ge=1)
     maxReplicas: int | None = Field(default=None, ge=1)
     multipleOf: int | None = Field(default=None, ge=1)
-    allowedReplicas: list[Annotated[int, Field(ge=0)]] | None = Field(
-        default=None, min_length=1, max_length=256
-    )
+    allowedReplicas: Annotated[
+        list[Annotated[int, Field(ge=0)]] | None, AfterValidator(_unique)
+    ] = Field(default=None, min_length=1, max_length=256)
     scaling_behavior: HorizontalScalingBehavior | None = None
 
     @model_validator(mode="after")
@@ -1125,7 +1139,9 @@ NamespaceName = Annotated[str, Field(min_length=1, max_length=63, pattern=_NAME_
 
 class ClusterAIScaleTemplateSpec(_Base):
     selector: LabelSelector
-    kinds: list[Annotated[str, PlainValidator(_enum(WORKLOAD_KINDS))]] = Field(
+    kinds: Annotated[
+        list[Annotated[str, PlainValidator(_enum(WORKLOAD_KINDS))]], AfterValidator(_unique)
+    ] = Field(
         default_factory=lambda: list(WORKLOAD_KINDS),
         min_length=1,
         max_length=3,
@@ -1135,8 +1151,12 @@ class ClusterAIScaleTemplateSpec(_Base):
     conflictResolution: Annotated[str, PlainValidator(_enum(("skip", "override")))] = Field(
         default="skip", json_schema_extra={"enum": ["skip", "override"]}
     )
-    includedNamespaces: list[NamespaceName] | None = Field(default=None, max_length=256)
-    excludedNamespaces: list[NamespaceName] | None = Field(default=None, max_length=256)
+    includedNamespaces: Annotated[list[NamespaceName] | None, AfterValidator(_unique)] = Field(
+        default=None, max_length=256
+    )
+    excludedNamespaces: Annotated[list[NamespaceName] | None, AfterValidator(_unique)] = Field(
+        default=None, max_length=256
+    )
 
     @model_validator(mode="after")
     def _cross_fields(self) -> ClusterAIScaleTemplateSpec:
