@@ -95,6 +95,26 @@ class HistorySink:
         self.store.record_event(key, "oom", t, usage)
 
 
+class DaemonSetSink:
+    """Feeds the DaemonSetAutoscaler's usage window (every pod's sample, not the peak):
+    samples of pods whose controller is a DaemonSet in the watch-fed state."""
+
+    def __init__(self, window: Any, state: Any) -> None:
+        self.window = window  # foresize.lifecycle.daemonset.UsageWindow
+        self.state = state
+
+    def add_samples(self, samples: list[Sample]) -> None:
+        groups: dict[tuple[str, str, str, float], list[tuple[float, float]]] = defaultdict(list)
+        for s in samples:
+            if f"DaemonSet/{s.namespace}/{s.workload}" in self.state.workloads:
+                groups[(s.namespace, s.workload, s.container, s.timestamp)].append(
+                    (s.cpu_cores, s.memory_bytes)
+                )
+        for (ns, ds, container, t), values in sorted(groups.items(), key=lambda kv: kv[0][3]):
+            arr = np.asarray(values, dtype=np.float64)
+            self.window.add(ns, ds, container, t, arr[:, 0], arr[:, 1])
+
+
 def trace_series(reader: Any, key: SeriesKey, start: float, end: float) -> TraceSeries | None:
     """A stored key as a TraceSeries (cpu cores, memory bytes) over [start, end)."""
     t, cpu = reader.series(key, "cpu", start, end)

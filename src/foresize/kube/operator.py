@@ -123,7 +123,7 @@ async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None)
     import kopf
     from aiohttp import web
 
-    from foresize.history.metrics_server import HistorySink, MetricsServerPoller
+    from foresize.history.metrics_server import DaemonSetSink, HistorySink, MetricsServerPoller
     from foresize.kube.api import KubeApi
     from foresize.kube.executor import KubeExecutor
     from foresize.kube.handlers import build_registry, parse_foresize
@@ -166,13 +166,15 @@ async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None)
     )
     tasks: list[asyncio.Task] = []
     history = open_history(opts)
+    from foresize.lifecycle.daemonset import UsageWindow
+
+    dsa_window = UsageWindow()
     if opts.prometheus:
         loader = PrometheusHistory(opts.prometheus, history)
         tasks.append(asyncio.create_task(loader.run(stop, opts.suggest_interval)))
     else:
-        poller = MetricsServerPoller(
-            api, [HistorySink(history)], state=state, interval=opts.collect_interval
-        )
+        sinks: list[Any] = [HistorySink(history), DaemonSetSink(dsa_window, state)]
+        poller = MetricsServerPoller(api, sinks, state=state, interval=opts.collect_interval)
         tasks.append(asyncio.create_task(poller.run(stop)))
     shell = KubeShell(
         state,
@@ -182,6 +184,7 @@ async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None)
         history=history,
         suggest_interval=opts.suggest_interval,
     )
+    shell.dsa_window = dsa_window
     registry = build_registry(state, server=opts.server)
     ready = asyncio.Event()
     tasks.append(

@@ -93,6 +93,8 @@ class KubeShell:
         self._last_suggest: dict[str, float] = {}
         self.lifecycle_state: Any = None
         self._last_horizontal: float | None = None
+        self.dsa_window: Any = None  # lifecycle.daemonset.UsageWindow, fed by the collector
+        self._last_dsa: dict[str, float] = {}
         self._finalized: set[str] = set()  # uids known to carry the revert finalizer
 
     # ------------------------------------------------------------ AsyncClusterPort
@@ -161,6 +163,7 @@ class KubeShell:
                 return True
 
             gate += plan_suggestions(snap, self.history, now, due, self.suggestion_state)
+            gate += self._daemonsets(snap, now)
             if self._last_horizontal is None or now - self._last_horizontal >= min(
                 self.suggest_interval, 900.0
             ):
@@ -196,6 +199,55 @@ class KubeShell:
         self.metrics.loop_duration.observe(time.perf_counter() - start)
         self.passes += 1
         return done
+
+    def _daemonsets(self, snap: ClusterSnapshot, now: float) -> list[Action]:
+        """DaemonSetAutoscalers: every scaleInterval, the percentile suggestion into status
+        (the pod webhook seeds new pods from it) and in-place resizes of running pods."""
+        if self.dsa_window is None or not snap.daemonset_autoscalers:
+            return []
+        from foresize.lifecycle.daemonset import dsa_suggestion, plan_dsa
+
+        actions: list[Action] = []
+        for dsa in snap.daemonset_autoscalers:
+            if dsa is None or _get(dsa, "metadata", "deletion_timestamp") is not None:
+                continue
+            ns, name = _get(dsa, "metadata", "namespace"), _get(dsa, "metadata", "name")
+            key = f"{ns}/{name}"
+            if self.shards is not None and not self.shards.owns(key):
+                continue
+            interval = float(_get(dsa, "spec", "scaleInterval") or 900.0)
+            last = self._last_dsa.get(key)
+            if last is not None and now - last < interval:
+                continue
+            self._last_dsa[key] = now
+            ds = _get(dsa, "spec", "scaleTargetRef", "name")
+            usage = self.dsa_window.samples(ns, ds)
+            sugg = dsa_suggestion(
+                dsa, usage, now, first_seen=self.dsa_window.first_seen.get((ns, ds))
+            )
+            status: dict[str, Any] = {"hasEnoughDataToScale": sugg is not None}
+            if sugg is not None:
+                from foresize.api.quantity import format_resource_map
+                from foresize.kube.convert import format_time
+
+                status["suggestion"] = {
+                    "uid": sugg.uid,
+                    "containers": [
+                        {"name": c.name, "requests": format_resource_map(c.requests)}
+                        for c in sugg.containers.values()
+                    ],
+                    "forecast_window": {
+                        "start": format_time(sugg.window_start),
+                        "end": format_time(sugg.window_end),
+                    },
+                    "created_at": format_time(now),
+                }
+                dp = plan_dsa(snap, dsa, sugg, now)
+                actions.extend(dp.actions)
+                if dp.resized:
+                    status["pods_resized"] = len(dp.resized)
+            actions.append(WriteTargetStatus(ns, name, status, kind="DaemonSetAutoscaler"))
+        return actions
 
     def _record_ooms(self, snap: ClusterSnapshot) -> None:
         """OOM kills seen this pass go into the history, where the recommender's OOM
