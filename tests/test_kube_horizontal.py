@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 
 import kmock
+import numpy as np
+import pytest
 
 from foresize.history.memory import UsageHistory
 from foresize.history.metrics_server import TOTAL_CONTAINER, HistorySink, trace_series
@@ -13,7 +15,7 @@ from foresize.history.traces import SeriesKey
 from foresize.kube.api import KubeApi
 from foresize.kube.executor import KubeExecutor
 from foresize.kube.shell import KubeShell
-from test_kube_lifecycle import base_state
+from test_kube_lifecycle import base_state, pod
 from test_metrics_server import crane_samples
 
 NOW = 1_780_000_000.0
@@ -71,6 +73,8 @@ async def test_scale_up_ahead_of_forecast(kmock):
         history, SeriesKey("shop", "web", TOTAL_CONTAINER), NOW - 3 * 86400, NOW + 1
     )
     peak = float(max(total.cpu))
+    for name in ("web-1", "web-2"):
+        state.apply_event("Pod", "ADDED", pod(name, "200m"))
     api = KubeApi.from_url(str(kmock.url).rstrip("/"))
     try:
         shell = KubeShell(
@@ -98,3 +102,8 @@ async def test_scale_up_ahead_of_forecast(kmock):
         if r.url.path.endswith("/aiscaletargets/web/status")
     ]
     assert any(s.get("horizontal_suggestion", {}).get("replicas") == replicas for s in statuses)
+    # foresize_provisioning_ratio: 2 x 200m requested over the latest summed usage.
+    _, used = history.series(SeriesKey("shop", "web", TOTAL_CONTAINER), "cpu", NOW - 300, NOW + 1)
+    latest = float(used[~np.isnan(used)][-1])
+    ratio = shell.metrics.provisioning.labels("shop/web", "cpu")._value.get()
+    assert ratio == pytest.approx(0.4 / latest, rel=1e-6)

@@ -181,3 +181,18 @@ async def test_finalizer_added_then_deletion_reverts_pods_and_releases_it(kmock)
         assert kmock.objects[TARGETS, "shop", "web"].deleted  # released: the API server removed it
     finally:
         await api.close()
+
+
+def test_pause_configmap_counts_only_in_the_operator_namespace():
+    state = ClusterState(pause_namespace="foresize-system")
+    cm = {
+        "metadata": {"name": "foresize-pause", "namespace": "default"},
+        "data": {"paused": "true"},
+    }
+    state.apply_event("ConfigMap", "ADDED", cm)
+    assert not state.snapshot(0.0).paused
+    cm["metadata"]["namespace"] = "foresize-system"
+    state.apply_event("ConfigMap", "ADDED", cm)
+    assert state.snapshot(0.0).paused
+    state.apply_event("ConfigMap", "DELETED", cm)
+    assert not state.snapshot(0.0).paused

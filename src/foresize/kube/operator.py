@@ -144,7 +144,7 @@ async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None)
         if opts.server
         else KubeApi.from_environment(opts.kubeconfig, opts.context)
     )
-    state = ClusterState(target_parser=parse_foresize)
+    state = ClusterState(target_parser=parse_foresize, pause_namespace=opts.namespace)
     executor = KubeExecutor(api, pod_lookup=state.pod, instance=identity)
     try:
         version = await executor.detect_server_version()

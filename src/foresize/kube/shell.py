@@ -194,6 +194,7 @@ class KubeShell:
         events = self.recorder.record(done, snap)
         events += self.recorder.observe(snap)
         self._record_ooms(snap)
+        self._provisioning(snap, now)
         for event in events:
             done.append((event, await self.executor.apply(event)))
         self.metrics.loop_duration.observe(time.perf_counter() - start)
@@ -248,6 +249,40 @@ class KubeShell:
                     status["pods_resized"] = len(dp.resized)
             actions.append(WriteTargetStatus(ns, name, status, kind="DaemonSetAutoscaler"))
         return actions
+
+    def _provisioning(self, snap: ClusterSnapshot, now: float) -> None:
+        """foresize_provisioning_ratio: the target's pods' requests over their latest
+        summed usage (the `__total__` history series of the workload)."""
+        if self.history is None or not hasattr(self.history, "series"):
+            return
+        import numpy as np
+
+        from foresize.cluster.qos import spec_requests
+        from foresize.history.metrics_server import TOTAL_CONTAINER
+        from foresize.history.traces import SeriesKey
+        from foresize.telemetry.metrics import base_units
+        from foresize.telemetry.recorder import pods_by_target
+
+        for key, pods in pods_by_target(snap).items():
+            target = next((t for t in snap.targets if target_key(t) == key), None)
+            ref = _get(target, "spec", "scaleTargetRef")
+            if ref is None or not pods:
+                continue
+            ns = key.split("/", 1)[0]
+            total_key = SeriesKey(ns, _get(ref, "name"), TOTAL_CONTAINER)
+            for resource in ("cpu", "memory"):
+                _, used = self.history.series(total_key, resource, now - 300.0, now + 1.0)
+                used = np.asarray(used, dtype=np.float64)
+                if not np.isfinite(used).any():
+                    continue
+                requested = sum(
+                    base_units(resource, spec_requests(p).get(resource, 0))
+                    for p in pods
+                    if p.phase == "Running"
+                )
+                self.recorder.set_provisioning(
+                    key, resource, requested, float(used[np.isfinite(used)][-1])
+                )
 
     def _record_ooms(self, snap: ClusterSnapshot) -> None:
         """OOM kills seen this pass go into the history, where the recommender's OOM

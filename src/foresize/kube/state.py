@@ -38,7 +38,12 @@ def _key(obj: dict[str, Any]) -> Key:
 class ClusterState:
     """Pods, nodes, PDBs, HPAs, workloads and Foresize objects as last seen on the watches."""
 
-    def __init__(self, target_parser: Callable[[str, dict[str, Any]], Any] | None = None) -> None:
+    def __init__(
+        self,
+        target_parser: Callable[[str, dict[str, Any]], Any] | None = None,
+        *,
+        pause_namespace: str | None = None,
+    ) -> None:
         self.pods: dict[Key, Pod] = {}
         self.nodes: dict[str, Node] = {}
         self.pdbs: dict[Key, PodDisruptionBudget] = {}
@@ -51,6 +56,8 @@ class ClusterState:
         self.paused = False
         self.events_seen = 0
         self._target_parser = target_parser
+        # The pause ConfigMap counts only in the operator's namespace (None: any).
+        self.pause_namespace = pause_namespace
 
     # ----------------------------------------------------------------- updates
     def apply_event(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
@@ -75,7 +82,11 @@ class ClusterState:
             if not deleted:
                 parsed = self._target_parser(kind, obj) if self._target_parser else obj
             self._put(self.foresize[kind], key, parsed)
-        elif kind == "ConfigMap" and key[1] == PAUSE_CONFIGMAP:
+        elif (
+            kind == "ConfigMap"
+            and key[1] == PAUSE_CONFIGMAP
+            and (self.pause_namespace is None or key[0] == self.pause_namespace)
+        ):
             data = obj.get("data") or {}
             self.paused = (not deleted) and str(data.get("paused", "")).lower() == "true"
         else:
