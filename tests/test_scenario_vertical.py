@@ -428,3 +428,54 @@ def test_scheduler_safety_with_the_guard_preempts_nothing() -> None:
     grown = [p for p in pods_of(sim, "api") if p.status_of("app").allocated["memory"] == 2 * GIB]
     assert len(grown) == 2
     assert sim.events.count("Event", reason="ResizeWaitingForCapacity") >= 1
+
+
+# --------------------------------------------------------------------------- OOM
+
+
+def test_oom_remediation_raises_memory_at_once_and_compounds_every_2_minutes() -> None:
+    from foresize.sim.operator import ForesizeRecommender
+
+    sim = make_sim(
+        [
+            workload(
+                "m",
+                containers=[
+                    container(
+                        req={"cpu": "100m", "memory": "256Mi"},
+                        lim={"cpu": "1", "memory": "512Mi"},
+                        memory="200Mi",
+                    )
+                ],
+            )
+        ],
+        memory="16Gi",
+    )
+    options = OperatorOptions(update_mode="in_place", min_lookback=0.0)
+    SimOperator(sim, ForesizeRecommender(), options).install()
+    sim.run(3600)  # an hour of history
+    (pod,) = pods_of(sim, "m")
+    sim.set_usage("default", pod.name, "app", memory=1500 * MIB)
+    limits: list[tuple[float, int]] = []
+    seen: set[int] = set()
+
+    def check() -> None:
+        p = sim.pod("default", pod.name)
+        lim = p.containers[0].resources.limits["memory"]
+        if lim not in seen:
+            seen.add(lim)
+            limits.append((sim.now, lim))
+
+    run_in_steps(sim, sim.now + 900, 5.0, check)
+    ooms = [e.time for e in sim.events.query("OOMKilled")]
+    assert ooms, "the pod was OOM-killed"
+    assert sim.pod("default", pod.name).uid == pod.uid, "remediated in place, not recreated"
+    raised = [(t, lim) for t, lim in limits[1:] if lim > limits[0][1]]
+    assert raised, "memory raised after the OOM"
+    # At once: within a worker pass (15 s) of the first kill.
+    assert raised[0][0] - ooms[0] <= 15 + 5
+    # Compounding while OOMs continue, bumps at least 2 minutes apart, until it fits.
+    assert len(raised) >= 2
+    assert raised[1][0] - raised[0][0] >= 120 - 5
+    assert raised[-1][1] >= 1500 * MIB
+    assert max(ooms) < raised[-1][0] + 1, (ooms, raised)

@@ -35,7 +35,13 @@ from typing import Any, Protocol
 import numpy as np
 
 from foresize.api.quantity import CPU, MEMORY, MIB
-from foresize.cluster.model import ContainerSuggestion, Pod, Suggestion, Workload
+from foresize.cluster.model import (
+    ContainerSuggestion,
+    Pod,
+    ResourceRequirements,
+    Suggestion,
+    Workload,
+)
 from foresize.vertical import WorkerConfig, WorkerState, execute, plan
 from foresize.vertical.state import STATUS_KEY
 
@@ -217,66 +223,55 @@ class VPARecommender:
 
 
 class ForesizeRecommender:
-    """Foresize's recommender on the operator's in-memory history: the recommender
-    helper's forecast of the maximum over the horizon (`foresize.forecast.select`, models
-    chosen per series by a rolling backtest), the mode's quantile
-    (`foresize.recommend.core.mode_quantile`), and OOM remediation (`oom_bump`: x1.2 at
-    once, compounding every 2 minutes while OOMs continue, held for the stabilization
-    window; a floor, never fed back into the history).
+    """Foresize's recommender on the operator's in-memory history, through the recommender
+    helper's entry point `foresize.recommend.target.recommend_batch` (forecast of the max
+    over `forecast_blocks` at the mode's quantile with rolling-backtest model selection,
+    bounds, `limit.ratio`, hysteresis flags, QoS kept, OOM floors: x1.2 at once,
+    compounding every 2 minutes while OOMs continue, held for the stabilization window).
 
-    History on the 5-minute model grid, bucket = max of its 1-minute samples:
-    - CPU per replica slot (a pod keeps its slot; a new pod takes the slot of one gone
-      for an hour), and the container's request is the median over its live slots of the
-      per-slot forecasts: the request is what one pod needs, and the max across replicas
-      would buy the p90 of the *largest* of n pods instead (VPA pools pods for the same
-      reason);
-    - memory per container as the max across its pods: an OOM kill of any pod is a
-      failure, so the largest pod decides.
+    History on the 5-minute model grid, a bucket = the max of its 1-minute samples:
+    - memory per container as the max across the workload's pods: an OOM kill of any pod
+      is a failure, so the largest pod decides;
+    - CPU per replica slot (a pod keeps its slot; a new pod takes the slot of one gone for
+      an hour). Each live slot is forecast on its own and the container's CPU request is
+      the median over slots: a request is what one pod needs, while the max across
+      replicas would buy the quantile of the *largest* of n pods (VPA pools pods for the
+      same reason).
     """
 
     SLOT_REUSE_AFTER = 3600.0
     LIVE_WINDOW = 86400.0  # a slot with data in the last day takes part in the median
 
-    def __init__(self, mode: str = "balanced", buffer_percentage: float = 0.0) -> None:
-        from foresize.forecast.models import ForecastConfig
-        from foresize.recommend.core import OOMArrays, mode_quantile
+    def __init__(self, mode: str | None = None) -> None:
+        from foresize.recommend.target import MODEL_STEP
 
-        self.cfg = ForecastConfig()
-        self.step = self.cfg.step  # the model grid (5 minutes)
-        self.q = {r: mode_quantile(mode, r) for r in (CPU, MEMORY)}
-        self.buffer = buffer_percentage / 100.0
+        self.mode = mode  # None: each target's own spec.model.mode
+        self.step = MODEL_STEP
         self.y = {CPU: np.full((0, 0), np.nan), MEMORY: np.full((0, 0), np.nan)}
         self.slot_series: list[int] = []  # CPU row -> series
-        self.scores: dict[str, Any] = {}
-        self.oom = OOMArrays.empty(0)
+        self.first_seen: dict[int, float] = {}
+        self.ooms: dict[int, tuple[list[float], list[float]]] = {}
+        self.oom_state: dict[str, Any] = {}  # target -> container -> OOMState
+        self.forecast_state: dict[tuple[str, int], Any] = {}  # (target, slot or -1)
+        self.params: dict[str, Any] = {}
 
     @staticmethod
     def _fit(arr: np.ndarray, rows: int, cols: int) -> np.ndarray:
         r0, c0 = arr.shape
         if rows <= r0 and cols <= c0:
             return arr
-        out = np.full((max(rows, r0), max(cols, c0 * 2, 2016) if cols > c0 else c0), np.nan)
+        c1 = max(cols, c0 * 2, 2016) if cols > c0 else c0
+        out = np.full((max(rows, r0), c1), np.nan)
         out[:r0, :c0] = arr
         return out
 
     def _grow(self, series: int, slots: int, t: int) -> None:
-        from foresize.recommend.core import OOMArrays
-
-        before = (self.y[CPU].shape[0], self.y[MEMORY].shape[0])
-        self.y[CPU] = self._fit(self.y[CPU], slots, t)
-        self.y[MEMORY] = self._fit(self.y[MEMORY], series, t)
-        if self.y[CPU].shape[1] != self.y[MEMORY].shape[1]:
-            cols = max(self.y[CPU].shape[1], self.y[MEMORY].shape[1])
-            for r in (CPU, MEMORY):
-                self.y[r] = self._fit(self.y[r], self.y[r].shape[0], cols)
-        n = self.y[MEMORY].shape[0]
-        if n > self.oom.floor.size:
-            old, new = self.oom, OOMArrays.empty(n)
-            for name in ("floor", "until", "last_bump", "count"):
-                getattr(new, name)[: old.floor.size] = getattr(old, name)
-            self.oom = new
-        if (self.y[CPU].shape[0], self.y[MEMORY].shape[0]) != before:
-            self.scores = {}  # new rows: restart the rolling backtest (install time only)
+        cols = max(t, self.y[CPU].shape[1], self.y[MEMORY].shape[1])
+        self.y[CPU] = self._fit(self.y[CPU], slots, cols)
+        self.y[MEMORY] = self._fit(self.y[MEMORY], series, cols)
+        cols = max(self.y[CPU].shape[1], self.y[MEMORY].shape[1])
+        for r in (CPU, MEMORY):
+            self.y[r] = self._fit(self.y[r], self.y[r].shape[0], cols)
 
     def observe(
         self,
@@ -293,50 +288,147 @@ class ForesizeRecommender:
             while len(self.slot_series) <= row:
                 self.slot_series.append(-1)
             self.slot_series[row] = s
+            self.first_seen.setdefault(s, now)
         b = int(now // self.step)
         self._grow(int(series.max()) + 1, int(rows.max()) + 1, b + 1)
-        # The bucket keeps the max of its samples.
-        np.fmax.at(self.y[CPU], (rows, np.full(rows.size, b)), cpu_m)
+        # History units of the entry point: cores and bytes; a bucket keeps its max.
+        np.fmax.at(self.y[CPU], (rows, np.full(rows.size, b)), cpu_m / 1000.0)
         np.fmax.at(self.y[MEMORY], (series, np.full(series.size, b)), mem)
 
-    def recommend(self, now: float, series: list[int]) -> dict[int, tuple[float, float]]:
-        from foresize.forecast.select import OnlineScores, online_step
-
-        o = int(now // self.step) - 1  # the last complete bucket
-        if o < self.cfg.h + 1 or not series or self.y[CPU].shape[0] == 0:
-            return {}
-        self._grow(max(series) + 1, 1, o + 1)
-        fc: dict[str, np.ndarray] = {}
-        for r in (CPU, MEMORY):
-            y = self.y[r][:, : o + 1]
-            state = self.scores.get(r) or OnlineScores.empty(y.shape[0], 1)
-            f, self.scores[r] = online_step(state, y, o, np.array([self.q[r]]), self.cfg)
-            fc[r] = f.values[:, 0] * (1.0 + self.buffer)
-        live_from = max(0, o + 1 - int(self.LIVE_WINDOW // self.step))
-        live = np.isfinite(self.y[CPU][:, live_from : o + 1]).any(axis=1)
-        owner = np.asarray(self.slot_series + [-1] * (live.size - len(self.slot_series)))
-        mem = np.fmax(fc[MEMORY], self.oom.active_floor(now))
-        out: dict[int, tuple[float, float]] = {}
-        for s in series:
-            rows = np.nonzero((owner[: live.size] == s) & live)[0]
-            vals = fc[CPU][rows]
-            vals = vals[np.isfinite(vals)]
-            cpu = float(np.median(vals)) if vals.size else math.nan
-            out[s] = (cpu, float(mem[s]) if s < mem.size else math.nan)
-        return out
-
     def on_oom(self, now: float, series: int, request: float, usage: float) -> None:
-        from foresize.recommend.core import oom_bump
+        times, usages = self.ooms.setdefault(series, ([], []))
+        times.append(now)
+        usages.append(usage)
 
-        self._grow(series + 1, 1, int(now // self.step) + 1)
-        n = self.oom.floor.size
-        mask = np.zeros(n, dtype=bool)
-        mask[series] = True
-        req = np.zeros(n)
-        req[series] = request
-        use = np.zeros(n)
-        use[series] = usage
-        self.oom = oom_bump(self.oom, mask, now, req, use)
+    def recommend(self, now: float, series: list[int]) -> dict[int, tuple[float, float]]:
+        raise NotImplementedError("ForesizeRecommender works per target: suggest_targets")
+
+    def suggest_targets(
+        self,
+        now: float,
+        targets: dict[str, Any],
+        target_series: dict[str, dict[str, int]],
+        current: dict[str, dict[str, Any]],
+    ) -> dict[str, Suggestion]:
+        """A suggestion per target key (content-addressed uid); hysteresis applied."""
+        from foresize.recommend.target import (
+            ContainerHistory,
+            RecommendParams,
+            TargetRequest,
+            recommend_batch,
+        )
+
+        b = int(now // self.step)
+        self._grow(1, 1, b + 1)
+        live_from = max(0, b + 1 - int(self.LIVE_WINDOW // self.step))
+        live = np.isfinite(self.y[CPU][:, live_from : b + 1]).any(axis=1)
+        owner = np.asarray(self.slot_series + [-1] * (live.size - len(self.slot_series)))
+        requests: list[TargetRequest] = []
+        index: list[tuple[str, int]] = []  # (target, slot) per request; slot -1 = main
+        for tkey, target in targets.items():
+            params = self.params.get(tkey)
+            if params is None:
+                params = RecommendParams.from_target(target)
+                if self.mode is not None:
+                    from dataclasses import replace
+
+                    from foresize.recommend.target import ResourceModel
+
+                    params = replace(
+                        params, cpu=ResourceModel(self.mode), memory=ResourceModel(self.mode)
+                    )
+                self.params[tkey] = params
+            cmap = target_series[tkey]
+            hist: dict[str, Any] = {}
+            for cname, s in cmap.items():
+                if s >= self.y[MEMORY].shape[0] or s not in self.first_seen:
+                    continue
+                times, usages = self.ooms.get(s, ([], []))
+                rows = np.nonzero((owner == s) & live)[0]
+                cpu = (
+                    np.nanmax(self.y[CPU][rows, : b + 1], axis=0)
+                    if rows.size
+                    else np.full(b + 1, np.nan)
+                )
+                hist[cname] = ContainerHistory(
+                    cpu, self.y[MEMORY][s, : b + 1], self.first_seen[s], list(times), list(usages)
+                )
+            if not hist:
+                continue
+            cur = current[tkey]
+            requests.append(
+                TargetRequest(
+                    params,
+                    hist,
+                    cur,
+                    self.oom_state.get(tkey),
+                    self.forecast_state.get((tkey, -1), {}),
+                )
+            )
+            index.append((tkey, -1))
+            for cname, s in cmap.items():
+                if cname not in hist:
+                    continue
+                for row in np.nonzero((owner == s) & live)[0].tolist():
+                    one = ContainerHistory(
+                        self.y[CPU][row, : b + 1],
+                        hist[cname].memory,
+                        self.first_seen[s],
+                    )
+                    requests.append(
+                        TargetRequest(
+                            params,
+                            {cname: one},
+                            {cname: cur[cname]},
+                            None,
+                            self.forecast_state.get((tkey, row), {}),
+                        )
+                    )
+                    index.append((tkey, row))
+        if not requests:
+            return {}
+        results = recommend_batch(requests, now)
+        main: dict[str, Any] = {}
+        per_slot: dict[tuple[str, str], list[tuple[int, int | None, bool]]] = {}
+        for (tkey, row), res in zip(index, results, strict=True):
+            self.forecast_state[(tkey, row)] = res.forecast_state or {}
+            if row == -1:
+                main[tkey] = res
+                self.oom_state[tkey] = res.oom_state
+                continue
+            for cname, cs in res.suggestion.containers.items():
+                if CPU in cs.requests:
+                    per_slot.setdefault((tkey, cname), []).append(
+                        (cs.requests[CPU], cs.limits.get(CPU), res.changed[cname].get(CPU, False))
+                    )
+        out: dict[str, Suggestion] = {}
+        for tkey, res in main.items():
+            if not res.has_enough_data and not any(st.active(now) for st in res.oom_state.values()):
+                continue  # hasEnoughDataToScale is false and no OOM floor: nothing yet
+            containers: dict[str, ContainerSuggestion] = {}
+            for cname, cs in res.suggestion.containers.items():
+                cur = current[tkey][cname]
+                req, lim = dict(cur.requests), dict(cur.limits)
+                for r in (CPU, MEMORY):
+                    if res.changed.get(cname, {}).get(r) and r in cs.requests:
+                        req[r] = cs.requests[r]
+                        if r in cs.limits:
+                            lim[r] = cs.limits[r]
+                slots = sorted(per_slot.get((tkey, cname), []), key=lambda x: x[0])
+                if slots:
+                    value, limit, changed = slots[(len(slots) - 1) // 2]
+                    if changed:
+                        req[CPU] = value
+                        if limit is not None:
+                            lim[CPU] = limit
+                containers[cname] = ContainerSuggestion(cname, req, lim)
+            uid = hashlib.sha1(
+                repr(
+                    sorted((n, sorted(c.requests.items())) for n, c in containers.items())
+                ).encode()
+            ).hexdigest()[:12]
+            out[tkey] = Suggestion(uid, now, containers, now, now + res.suggestion.window_end - now)
+        return out
 
 
 # --------------------------------------------------------------------------- admission
@@ -371,6 +463,24 @@ class MinimalAdmission:
         return pod
 
 
+def _proportional_limits(containers: list[Any]) -> list[dict[str, Any]]:
+    """Container policies with `limit.ratio` = the template's limit / request."""
+    from foresize.api.quantity import format_quantity
+
+    out = []
+    for c in containers:
+        entry: dict[str, Any] = {"name": c.name}
+        for r, low in ((CPU, 10), (MEMORY, 32 * MIB)):
+            req = c.resources.requests.get(r)
+            lim = c.resources.limits.get(r)
+            policy: dict[str, Any] = {"lowerbound": format_quantity(r, low)}
+            if req and lim:
+                policy["limit"] = {"ratio": max(1.0, lim / req)}
+            entry[r] = policy
+        out.append(entry)
+    return out
+
+
 def _install_admission(sim: Any, operator: SimOperator) -> Any:
     try:
         from foresize.admission.sim_hook import install
@@ -401,6 +511,10 @@ class OperatorOptions:
     hpa_resource_policy: str = "leave"
     worker: WorkerConfig = field(default_factory=WorkerConfig)
     targets: list[str] | None = None  # workload keys Kind/ns/name; None = all of `kinds`
+    # The targets keep limits proportional to the template (limit.ratio per resource), as
+    # VPA does by default, so a memory leak can be followed above the template's limit.
+    proportional_limits: bool = True
+    min_lookback_to_scale: str | None = None  # the target's own (API default 24 h)
 
 
 class SimOperator:
@@ -446,6 +560,12 @@ class SimOperator:
             }
             if self.opt.disruption:
                 vertical["disruption"] = dict(self.opt.disruption)
+            if self.opt.proportional_limits:
+                vertical["containers"] = _proportional_limits(wl.template.containers)
+            if self.opt.min_lookback_to_scale is not None:
+                spec_model = {"min_lookback_to_scale": self.opt.min_lookback_to_scale}
+            else:
+                spec_model = None
             target = parse_target(
                 {
                     "apiVersion": "foresize.io/v1",
@@ -459,6 +579,7 @@ class SimOperator:
                     "spec": {
                         "scaleTargetRef": {"kind": wl.kind, "name": wl.name},
                         "vertical": vertical,
+                        **({"model": spec_model} if spec_model else {}),
                     },
                 },
                 source=f"simulated target for {key}",
@@ -603,6 +724,25 @@ class SimOperator:
 
     def _recommend(self, now: float) -> None:
         self.last_recommend = now
+        suggest_targets = getattr(self.rec, "suggest_targets", None)
+        if suggest_targets is not None:
+            current = {
+                tkey: {
+                    cname: ResourceRequirements(dict(c.requests), dict(c.limits))
+                    if (c := prev.containers.get(cname)) is not None
+                    else ResourceRequirements(dict(req), dict(lim))
+                    for cname, (req, lim) in self.template[tkey].items()
+                }
+                for tkey in self.targets
+                for prev in [self.suggestions.get(tkey) or Suggestion("", 0.0)]
+            }
+            for tkey, sugg in suggest_targets(
+                now, self.targets, self.target_series, current
+            ).items():
+                prev = self.suggestions.get(tkey)
+                if prev is None or prev.uid != sugg.uid:
+                    self.set_suggestion(tkey, sugg)
+            return
         all_series = sorted({s for m in self.target_series.values() for s in m.values()})
         recs = self.rec.recommend(now, all_series)
         for tkey, cmap in self.target_series.items():
@@ -664,7 +804,7 @@ SIM_LOOP_INTERVAL = 30.0
 is acted on within 30 s of its 2 minutes. Tests use 15 s for finer timing."""
 
 
-def install_foresize(sim: Any, mode: str = "balanced") -> SimOperator:
+def install_foresize(sim: Any, mode: str | None = None) -> SimOperator:
     """`--policy foresize[:MODE]`: forecasting recommender, disruption worker, admission."""
     opts = OperatorOptions(loop_interval=SIM_LOOP_INTERVAL)
     return SimOperator(sim, ForesizeRecommender(mode), opts).install()
