@@ -288,6 +288,8 @@ class _Converter:
     def convert(self, node: dict[str, Any], *, defaults: bool) -> dict[str, Any]:
         node = dict(node)
         node.pop("title", None)
+        if isinstance(node.get("description"), str):
+            node["description"] = _one_paragraph(node["description"])
         if "$ref" in node:
             name = node.pop("$ref").rsplit("/", 1)[-1]
             return self.model_schema(name, node, defaults=defaults)

@@ -363,6 +363,7 @@ class _Base(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
         populate_by_name=True,
+        use_attribute_docstrings=True,
         validate_assignment=False,
         str_strip_whitespace=False,
     )
@@ -371,7 +372,7 @@ class _Base(BaseModel):
 class _Open(BaseModel):
     """Status / metadata types: unknown keys are kept (other parts persist state there)."""
 
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    model_config = ConfigDict(extra="allow", populate_by_name=True, use_attribute_docstrings=True)
 
 
 # --------------------------------------------------------------------------------------
@@ -490,13 +491,21 @@ class ModelSpec(_Base):
     the fields given there replace the target-level ones (see `effective_model`)."""
 
     forecast_blocks: PositiveDuration = 900.0
+    """Forecast horizon: the forecast covers the maximum usage over this window."""
     forecast_interval: PositiveDuration | None = None
+    """How often to forecast (at most forecast_blocks); exclusive with forecast_cron."""
     forecast_cron: str | None = Field(default=None, max_length=128, pattern=CRON_PATTERN)
+    """When to forecast, as a cron schedule; exclusive with forecast_interval."""
     mode: ForecastMode = "balanced"
+    """Which quantile of the forecast to use (percentile: percentile_value)."""
     percentile_value: float | None = Field(default=None, gt=0, le=100)
+    """The percentile for mode percentile, in (0, 100]."""
     forecast_buffer_percentage: float = Field(default=0.0, ge=0, le=1000)
+    """Headroom added to the forecast, in percent."""
     min_lookback_to_scale: Duration = 86400.0
+    """History needed before autonomous action (at least 3h)."""
     metrics: MetricOverrides | None = None
+    """Per-metric overrides of mode, percentile_value and buffer."""
 
     @model_validator(mode="after")
     def _min_lookback(self) -> ModelSpec:
@@ -603,7 +612,9 @@ class LimitPolicy(_Base):
 
 class CpuPolicy(_Base):
     lowerbound: CpuQuantity
+    """Smallest CPU request Foresize sets."""
     upperbound: CpuQuantity | None = None
+    """Largest CPU request Foresize sets."""
     limit: LimitPolicy | None = None
 
     @model_validator(mode="after")
@@ -615,7 +626,9 @@ class CpuPolicy(_Base):
 
 class MemoryPolicy(_Base):
     lowerbound: MemoryQuantity
+    """Smallest memory request Foresize sets."""
     upperbound: MemoryQuantity | None = None
+    """Largest memory request Foresize sets."""
     limit: LimitPolicy | None = None
 
     @model_validator(mode="after")
@@ -659,6 +672,8 @@ def _check_unique_containers(containers: list[ContainerPolicy]) -> None:
 
 class UpdatePolicy(_Base):
     update_mode: UpdateMode = "recreate"
+    """initial: admission only; recreate: evict; in_place: resize running pods;
+    in_place_or_recreate: resize, evict when stalled."""
     recreate_resources: Annotated[list[Literal["cpu", "memory"]], AfterValidator(_unique)] = Field(
         default_factory=lambda: ["memory"], max_length=2
     )
@@ -714,9 +729,13 @@ class DisruptionPolicy(_Base):
     """How many pods may change at once, how often, and when a stalled resize gives up."""
 
     max_disrupted: MaxDisrupted = "20%"
+    """Pods changed per batch: a count, or a percentage of replicas rounded up (at least 1)."""
     interval: PositiveDuration = 60.0
+    """Minimum time between batches."""
     stall_timeout: PositiveDuration = 120.0
+    """How long an in-place resize may stall before in_place_or_recreate evicts the pod."""
     release_deferred_after: PositiveDuration | None = None
+    """Opt-in: give up a Deferred resize that has held node capacity this long."""
 
     def max_disrupted_for(self, replicas: int) -> int:
         """Pods that may be disrupted in one batch for a target of `replicas` pods:
@@ -730,7 +749,9 @@ class DisruptionPolicy(_Base):
 
 class OomRemediation(_Base):
     enabled: bool = True
+    """Raise memory x1.2 on OOM kills (again every 2 minutes while they continue)."""
     stabilization_window: PositiveDuration | None = None
+    """How long the raised floor holds; default max(forecast interval, 1h)."""
 
     def window_for(self, forecast_interval: float | None) -> float:
         """The hold time of an OOM floor: the configured window, else
@@ -830,13 +851,18 @@ HpaResourcePolicy = _enum_type(("leave", "override"))
 
 class VerticalSpec(_Base):
     mode: ScalingMode = "recommendation"
+    """autonomous, recommendation or observe (aliases auto, recommend, rec, observation)."""
     model: ModelOverride | None = None
+    """Overrides of the target's model for vertical scaling (only the fields given)."""
     containers: list[ContainerPolicy] = Field(default_factory=list, max_length=64)
+    """Bounds per container name, or * for all."""
     update_policy: UpdatePolicy = Field(default_factory=UpdatePolicy)
     disruption: DisruptionPolicy = Field(default_factory=DisruptionPolicy)
     oom_remediation: OomRemediation = Field(default_factory=OomRemediation)
     scaling_behavior: VerticalScalingBehavior | None = None
     hpa_resource_policy: HpaResourcePolicy = "leave"
+    """leave: do not change the request of a resource an HPA scales on; override: change
+    it anyway."""
 
     @model_validator(mode="after")
     def _unique(self) -> VerticalSpec:
@@ -849,10 +875,15 @@ class VerticalSpec(_Base):
 
 class HorizontalSpec(_Base):
     mode: ScalingMode = "recommendation"
+    """autonomous, recommendation or observe (aliases auto, recommend, rec, observation)."""
     model: ModelOverride | None = None
+    """Overrides of the target's model for horizontal scaling (only the fields given)."""
     minReplicas: int | None = Field(default=None, ge=1)
+    """Lower bound of predicted replicas (default: the HPA's)."""
     maxReplicas: int | None = Field(default=None, ge=1)
+    """Upper bound of predicted replicas (default: the HPA's)."""
     multipleOf: int | None = Field(default=None, ge=1)
+    """Round predicted replicas up to a multiple of this; exclusive with allowedReplicas."""
     allowedReplicas: Annotated[
         list[Annotated[int, Field(ge=0)]] | None, AfterValidator(_unique)
     ] = Field(default=None, min_length=1, max_length=256)
@@ -921,7 +952,9 @@ class _ScalingSpec(_Base):
 
 class AIScaleTargetSpec(_ScalingSpec):
     scaleTargetRef: ScaleTargetRef | None = None
+    """The workload (Deployment, StatefulSet, Argo Rollout); exclusive with selector."""
     selector: LabelSelector | None = None
+    """Pods by label (vertical only); exclusive with scaleTargetRef."""
 
     @model_validator(mode="after")
     def _cross_fields(self) -> AIScaleTargetSpec:
@@ -1072,11 +1105,16 @@ class AIScaleTarget(_Object):
 class DaemonSetAutoscalerSpec(_Base):
     scaleTargetRef: DaemonSetRef
     scaleMode: ScalingMode = "recommendation"
+    """autonomous, recommendation or observe."""
     containers: list[ContainerPolicy] = Field(default_factory=list, max_length=64)
     percentile: float = Field(default=90.0, gt=0, le=100)
+    """Usage percentile the requests are set to."""
     observationWindow: PositiveDuration = 8 * 86400.0
+    """History the percentile is taken over."""
     minObservationWindow: PositiveDuration = 3 * 3600.0
+    """History needed before acting."""
     scaleInterval: PositiveDuration = 900.0
+    """How often running pods are resized in place."""
 
     @model_validator(mode="after")
     def _cross_fields(self) -> DaemonSetAutoscalerSpec:
