@@ -196,3 +196,40 @@ def test_pause_configmap_counts_only_in_the_operator_namespace():
     assert state.snapshot(0.0).paused
     state.apply_event("ConfigMap", "DELETED", cm)
     assert not state.snapshot(0.0).paused
+
+
+async def test_in_place_modes_refused_with_a_condition_before_1_33(kmock):
+    state = base_state()
+    live = target("web", finalizers=["foresize.io/revert"])
+    live["status"] = {
+        "hasEnoughDataToScale": True,
+        "vertical_suggestion": {
+            "uid": "s1",
+            "containers": [{"name": "app", "requests": {"cpu": "600m", "memory": "256Mi"}}],
+        },
+    }
+    kmock.objects[TARGETS, "shop", "web"] = copy.deepcopy(live)
+    for name in ("web-1", "web-2"):
+        kmock.objects[PODS, "shop", name] = pod(name, "200m")
+        state.apply_event("Pod", "ADDED", pod(name, "200m"))
+    state.apply_event("AIScaleTarget", "ADDED", live)
+    api = KubeApi.from_url(str(kmock.url).rstrip("/"))
+    try:
+        executor = KubeExecutor(api, pod_lookup=state.pod, server_version=(1, 32))
+        shell = KubeShell(state, executor, clock=lambda: 1_780_000_000.0)
+        await shell.run_pass()
+        await shell.run_pass()  # reported once, not on every pass
+    finally:
+        await api.close()
+    assert [r for r in kmock["patch"] if r.url.path.endswith("/resize")] == []
+    conditions = [
+        r.data["status"]["conditions"]
+        for r in kmock["patch"]
+        if r.url.path == f"{TPATH}/web/status" and "conditions" in r.data.get("status", {})
+    ]
+    assert len(conditions) == 1
+    (cond,) = conditions[0]
+    assert cond["type"] == "InPlaceResizeUnsupported" and cond["status"] == "True"
+    assert "1.33" in cond["message"] and "in_place" in cond["message"]
+    events = [r.data for r in kmock["post"] if r.url.path == "/api/v1/namespaces/shop/events"]
+    assert [e["reason"] for e in events].count("InPlaceUnsupported") == 1
