@@ -139,3 +139,24 @@ def test_two_templates_never_fight_over_a_workload():
     later = plan_templates(snap(FLEET, targets=created.create, templates=[a, b]))
     assert not later.update and not later.create and not later.delete
     assert later.skipped["b-second"]
+
+
+def test_a_shard_planning_some_templates_leaves_the_others_targets_alone():
+    a, b = template("a-first"), template("b-second", conflict="override")
+    # Shard 2 owns only b: a still claims the workloads first, and a's targets stay.
+    created_by_a = plan_templates(snap(FLEET, templates=[a, b]), [a]).create
+    shard2 = plan_templates(snap(FLEET, targets=created_by_a, templates=[a, b]), [b])
+    assert not shard2.create and not shard2.update and not shard2.delete
+    assert set(shard2.status) == {"b-second"}
+    # Before a's targets exist, shard 2 still does not create them for b.
+    early = plan_templates(snap(FLEET, templates=[a, b]), [b])
+    assert not early.create
+    # Template a is gone: an overriding template adopts its targets ...
+    adopted = plan_templates(snap(FLEET, targets=created_by_a, templates=[b]), [b])
+    assert len(adopted.update) == 3 and not adopted.delete
+    assert {t.metadata.labels[TEMPLATE_LABEL] for t in adopted.update} == {"b-second"}
+    # ... otherwise a shard that owns no template at all still deletes the orphans.
+    other = template("c-other")
+    other.spec.selector.matchLabels = {"tier": "none"}
+    orphans = plan_templates(snap(FLEET, targets=created_by_a, templates=[other]), [other])
+    assert len(orphans.delete) == 3

@@ -66,12 +66,19 @@ def _spec_json(target: Any) -> dict[str, Any]:
 def plan_templates(
     snapshot: ClusterSnapshot, templates: Iterable[Any] | None = None
 ) -> TemplatePlan:
-    """Reconcile `templates` (default: `snapshot.templates`) against the snapshot's
-    workloads and AIScaleTargets."""
-    templates = sorted(
-        templates if templates is not None else snapshot.templates,
-        key=lambda t: t.metadata.name,
-    )
+    """Reconcile `templates` (default: all of `snapshot.templates`) against the snapshot's
+    workloads and AIScaleTargets.
+
+    A shard passes only the templates it owns: claims are still decided over every
+    template in the snapshot (the first by name wins, whichever shard plans it), but
+    only the given templates' targets are created, updated, reported or deleted. Targets
+    of a template that exists nowhere are deleted by any shard (idempotent)."""
+    everything = {t.metadata.name: t for t in snapshot.templates}
+    planned_names = set(everything) if templates is None else {t.metadata.name for t in templates}
+    if templates is not None:
+        for t in templates:
+            everything.setdefault(t.metadata.name, t)
+    templates = sorted(everything.values(), key=lambda t: t.metadata.name)
     plan = TemplatePlan()
     by_ref: dict[tuple[str, str, str], Any] = {}
     by_name: dict[tuple[str, str], Any] = {}
@@ -86,6 +93,7 @@ def plan_templates(
     for tmpl in templates:
         name = tmpl.metadata.name
         spec = tmpl.spec
+        mine = name in planned_names
         made: list[str] = []
         skipped: list[str] = []
         if tmpl.metadata.deletion_timestamp is not None:
@@ -114,7 +122,8 @@ def plan_templates(
                     continue
                 claimed.add(ref)
                 wanted.add((wl.namespace, wl.name))
-                plan.create.append(desired)
+                if mine:
+                    plan.create.append(desired)
                 made.append(f"{wl.namespace}/{wl.name}")
                 continue
             owner = _owner_template(existing)
@@ -123,7 +132,7 @@ def plan_templates(
                 claimed.add(ref)
                 wanted.add((str(existing.metadata.namespace), existing.metadata.name))
                 made.append(ex_key)
-                if _spec_json(existing) != _spec_json(desired):
+                if mine and _spec_json(existing) != _spec_json(desired):
                     plan.update.append(_updated(existing, desired, name))
                 continue
             if owner is not None and owner in live_names:
@@ -133,17 +142,20 @@ def plan_templates(
                 claimed.add(ref)
                 wanted.add((str(existing.metadata.namespace), existing.metadata.name))
                 made.append(ex_key)
-                plan.update.append(_updated(existing, desired, name))
+                if mine:
+                    plan.update.append(_updated(existing, desired, name))
             else:
                 skipped.append(f"{ex_key}: exists and conflictResolution is skip")
-        plan.skipped[name] = skipped
-        plan.status[name] = {"targets": sorted(made), "skipped": skipped}
+        if mine:
+            plan.skipped[name] = skipped
+            plan.status[name] = {"targets": sorted(made), "skipped": skipped}
     for t in snapshot.targets:
         owner = _owner_template(t)
         key = (str(t.metadata.namespace or "default"), t.metadata.name)
         if owner is None or key in wanted or t.metadata.deletion_timestamp is not None:
             continue
-        plan.delete.append(key)
+        if owner in planned_names or owner not in live_names:
+            plan.delete.append(key)
     plan.delete.sort()
     return plan
 
