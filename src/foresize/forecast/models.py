@@ -59,8 +59,6 @@ class ForecastConfig:
     """VPA's history length (8 days); older points weigh < 1/256 anyway."""
     bucket_ratio: float = 1.05
     """VPA's histogram resolution: buckets 5% apart."""
-    bucket_range: float = 1e-3
-    """Buckets cover [max/1000, max] of the window; smaller values share the first bucket."""
     persist_window: float = DAY
     """Rises observed over one day (a full daily cycle) give the spread of `persist`."""
     backtest_origins: int = 8
@@ -95,13 +93,12 @@ class ForecastConfig:
 def forward_max(y: np.ndarray, h: int) -> np.ndarray:
     """M[:, t] = nanmax(y[:, t+1 : t+h+1]); NaN where all are missing or beyond the end."""
     s, t = y.shape
-    out = np.full((s, t), -np.inf, dtype=y.dtype)
-    filled = np.where(np.isnan(y), -np.inf, y)
+    out = np.full((s, t), np.nan, dtype=y.dtype)
     for k in range(1, h + 1):
         if k >= t:
             break
-        np.maximum(out[:, : t - k], filled[:, k:], out=out[:, : t - k])
-    out[np.isneginf(out)] = np.nan
+        # fmax ignores NaN unless both sides are NaN: gaps never become values.
+        np.fmax(out[:, : t - k], y[:, k:], out=out[:, : t - k])
     return out
 
 
@@ -164,48 +161,89 @@ def model_slot_week(y, m, o, qs, cfg: ForecastConfig):
     return nanquantile(pts, qs)
 
 
-def decayed_histogram_quantile(
-    values: np.ndarray, weights: np.ndarray, qs: np.ndarray, ratio: float, rng: float
-) -> np.ndarray:
-    """Weighted quantiles from a log-bucketed histogram per row (VPA style).
+DECAY_FLOOR = 1e-6
+"""Values at or below this share the first bucket of the decaying histogram (1e-6 cores
+or bytes is nothing in either unit); buckets then run `bucket_ratio` apart up to 1e13."""
+DECAY_CEIL = 1e13
 
-    values (S, W) with NaN; weights (W,). Buckets are `ratio` apart below each row's max and
-    cover [max*rng, max]; the quantile is the upper edge of its bucket, capped at the max.
+
+class _DecayState:
+    """A decaying histogram of one matrix's maxima, advanced origin by origin.
+
+    Kept (one entry, by identity of the matrix) so a backtest over increasing origins and
+    a replay over increasing decisions add only the new columns instead of rebuilding.
+    The result is the same as a rebuild: all columns up to `known`, exponentially weighted.
     """
-    s, w = values.shape
-    nb = int(np.ceil(np.log(1.0 / rng) / np.log(ratio))) + 1
-    ref = np.nanmax(np.where(np.isnan(values), -np.inf, values), axis=1)
-    ok_row = np.isfinite(ref) & (ref > 0)
-    ref_safe = np.where(ok_row, ref, 1.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rel = np.log(values / ref_safe[:, None]) / np.log(ratio)
-    b = np.floor(rel) + (nb - 1)
-    b = np.where(np.isnan(values), -1, np.clip(np.nan_to_num(b, neginf=0.0), 0, nb - 1))
-    b = b.astype(np.int64)
-    valid = b >= 0
-    flat = (np.arange(s)[:, None] * nb + b)[valid]
-    wts = np.broadcast_to(weights, (s, w))[valid]
-    hist = np.bincount(flat, weights=wts, minlength=s * nb).reshape(s, nb)
-    cum = np.cumsum(hist, axis=1)
-    total = cum[:, -1]
-    out = np.empty((s, len(qs)))
-    for i, q in enumerate(qs):
-        k = np.argmax(cum >= (q * total)[:, None] - 1e-12 * total[:, None], axis=1)
-        edge = ref_safe * ratio ** (k - (nb - 1) + 1.0)
-        out[:, i] = np.minimum(edge, ref_safe)
-    out[~ok_row] = np.where(ref[~ok_row, None] == 0, 0.0, np.nan)
-    out[total <= 0] = np.nan
-    return out
+
+    def __init__(self, m: np.ndarray, cfg: ForecastConfig) -> None:
+        self.m = m
+        self.key = (cfg.bucket_ratio, cfg.decay_half_life, cfg.step)
+        self.ratio = cfg.bucket_ratio
+        self.nb = int(np.ceil(np.log(DECAY_CEIL / DECAY_FLOOR) / np.log(self.ratio))) + 1
+        self.known = -1
+        self.hist = np.zeros((m.shape[0], self.nb + 1))
+        self.hl_steps = cfg.decay_half_life / cfg.step
+
+    def buckets(self, cols: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            b = np.floor(np.log(cols / DECAY_FLOOR) / np.log(self.ratio)) + 1
+        b = np.clip(np.nan_to_num(b, nan=0.0, neginf=0.0), 0, self.nb - 1).astype(np.int64)
+        b[np.isnan(cols)] = self.nb  # dump bucket for gaps
+        return b
+
+    def advance(self, known: int, window: int) -> None:
+        if known <= self.known:
+            return
+        if known - self.known > window:
+            # Columns older than the VPA history length weigh < 1/256: start there.
+            self.hist[:] = 0.0
+            self.known = known - window
+        self.hist *= np.exp2(-(known - self.known) / self.hl_steps)
+        s = self.m.shape[0]
+        rows = np.arange(s, dtype=np.int64)[:, None] * (self.nb + 1)
+        # Column blocks bound the temporary index arrays (10,000 series x 288 columns).
+        for c0 in range(self.known + 1, known + 1, 288):
+            c1 = min(c0 + 288, known + 1)
+            cols = self.m[:, c0:c1]
+            w = np.exp2(-(known - np.arange(c0, c1)) / self.hl_steps)
+            flat = (rows + self.buckets(cols)).ravel()
+            wts = np.broadcast_to(w, cols.shape).ravel()
+            self.hist += np.bincount(flat, weights=wts, minlength=s * (self.nb + 1)).reshape(
+                s, self.nb + 1
+            )
+        self.known = known
+
+    def quantiles(self, qs: np.ndarray, cap: np.ndarray) -> np.ndarray:
+        h = self.hist[:, : self.nb]
+        cum = np.cumsum(h, axis=1)
+        total = cum[:, -1]
+        out = np.empty((h.shape[0], len(qs)))
+        for i, q in enumerate(qs):
+            k = np.argmax(cum >= (q * total)[:, None] * (1 - 1e-12), axis=1)
+            # Upper edge of bucket k (bucket 0 holds everything up to DECAY_FLOOR).
+            edge = DECAY_FLOOR * self.ratio ** k.astype(np.float64)
+            out[:, i] = np.minimum(edge, cap)
+        out[total <= 0] = np.nan
+        return out
+
+
+_decay_cache: list[_DecayState | None] = [None]
 
 
 def model_decay(y, m, o, qs, cfg: ForecastConfig):
+    """VPA-style decaying histogram of the max (24 h half-life, buckets 5% apart)."""
     known = o - cfg.h
     if known < 0:
         return np.full((y.shape[0], len(qs)), np.nan)
-    win = _window(m, known, cfg.steps(cfg.decay_window))
-    age = np.arange(win.shape[1] - 1, -1, -1) * cfg.step
-    weights = np.exp2(-age / cfg.decay_half_life)
-    return decayed_histogram_quantile(win, weights, qs, cfg.bucket_ratio, cfg.bucket_range)
+    st = _decay_cache[0]
+    key = (cfg.bucket_ratio, cfg.decay_half_life, cfg.step)
+    if st is None or st.m is not m or st.key != key or st.known > known:
+        st = _DecayState(m, cfg)
+        _decay_cache[0] = st
+    st.advance(known, cfg.steps(cfg.decay_window))
+    # Never above the largest max of the VPA history length (8 days).
+    cap = np.fmax.reduce(_window(m, known, cfg.steps(cfg.decay_window)), axis=1)
+    return st.quantiles(np.asarray(qs, dtype=np.float64), cap)
 
 
 def model_persist(y, m, o, qs, cfg: ForecastConfig):
@@ -233,15 +271,14 @@ def model_peaks(y, m, o, qs, cfg: ForecastConfig):
     """
     day = cfg.steps(DAY)
     ndays = cfg.steps(cfg.decay_window) // day
-    filled = np.where(np.isnan(y), -np.inf, y)
     peaks = np.full((y.shape[0], ndays), np.nan)
     for k in range(ndays):
         hi = o + 1 - k * day
         lo = max(0, hi - day)
         if hi <= 0:
             break
-        mx = filled[:, lo:hi].max(axis=1)
-        peaks[:, k] = np.where(np.isfinite(mx), mx, np.nan)
+        with np.errstate(invalid="ignore"):
+            peaks[:, k] = np.fmax.reduce(y[:, lo:hi], axis=1)
     weights = np.exp2(-np.arange(ndays) * DAY / cfg.decay_half_life)
     order = np.argsort(np.where(np.isnan(peaks), np.inf, peaks), axis=1)
     sv = np.take_along_axis(peaks, order, axis=1)

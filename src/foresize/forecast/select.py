@@ -53,10 +53,11 @@ def backtest_scores(
     spacing = cfg.steps(cfg.backtest_spacing)
     total = np.zeros((len(MODELS), y.shape[0], len(qs)))
     count = np.zeros_like(total)
-    for k in range(cfg.backtest_origins):
+    # Oldest origin first: the decaying histogram then only adds columns between origins.
+    for k in reversed(range(cfg.backtest_origins)):
         o = last - k * spacing
         if o < cfg.h + 1:
-            break
+            continue
         f = all_models(y, m, o, qs, cfg)
         loss = pinball(m[None, :, o, None], f, qs)
         ok = np.isfinite(loss)
