@@ -415,9 +415,13 @@ class ForesizeRecommender:
                         if r in cs.limits:
                             lim[r] = cs.limits[r]
                 slots = sorted(per_slot.get((tkey, cname), []), key=lambda x: x[0])
-                if slots:
-                    value, limit, changed = slots[(len(slots) - 1) // 2]
-                    if changed:
+                if slots and CPU in cur.requests:
+                    # The median slot's proposal, with the hysteresis judged on it.
+                    value, limit, _ = slots[(len(slots) - 1) // 2]
+                    have = cur.requests[CPU]
+                    params = self.params[tkey]
+                    th = params.scale_up[CPU] if value > have else params.scale_down[CPU]
+                    if _significant(th, have, value):
                         req[CPU] = value
                         if limit is not None:
                             lim[CPU] = limit
@@ -429,6 +433,16 @@ class ForesizeRecommender:
             ).hexdigest()[:12]
             out[tkey] = Suggestion(uid, now, containers, now, now + res.suggestion.window_end - now)
         return out
+
+
+def _significant(th: Any, current: int, proposed: int) -> bool:
+    """Beyond a scaling_behavior threshold (`foresize.recommend.core.Threshold`)?"""
+    delta = abs(proposed - current)
+    if delta == 0:
+        return False
+    if th.type == "absolute":
+        return delta >= th.absolute
+    return current <= 0 or delta * 100.0 >= th.percent * current
 
 
 # --------------------------------------------------------------------------- admission
