@@ -101,3 +101,48 @@ async def test_reuses_the_secret_of_another_replica(kmock, tmp_path):
         r for r in kmock["patch"] if r.url.path.endswith("mutatingwebhookconfigurations/foresize")
     ]
     assert {op["value"] for op in mutating.data} == {data["ca.crt"]}
+
+
+def test_kopf_logs_in_as_the_executor(tmp_path):
+    """--kubeconfig/--context: Kopf gets the same server, CA, and user as lightkube."""
+    from lightkube import KubeConfig
+
+    from foresize.kube.handlers import connection_from_lightkube
+
+    ca = tmp_path / "ca.crt"
+    ca.write_text("CA")
+    token = tmp_path / "token"
+    token.write_text("tok-1\n")
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text(
+        f"""apiVersion: v1
+kind: Config
+clusters:
+- name: c1
+  cluster: {{server: "https://a.example:6443", certificate-authority: {ca}}}
+- name: c2
+  cluster: {{server: "https://b.example:6443", insecure-skip-tls-verify: true}}
+users:
+- name: u1
+  user: {{tokenFile: {token}}}
+- name: u2
+  user: {{exec: {{apiVersion: client.authentication.k8s.io/v1, command: aws}}}}
+contexts:
+- name: one
+  context: {{cluster: c1, user: u1, namespace: shop}}
+- name: two
+  context: {{cluster: c2, user: u2}}
+current-context: two
+"""
+    )
+    config = KubeConfig.from_file(kubeconfig).get(context_name="one")
+    info = connection_from_lightkube(config)
+    assert info.server == "https://a.example:6443"
+    assert str(info.ca_path) == str(ca) and info.token == "tok-1" and info.scheme == "Bearer"
+    assert info.default_namespace == "shop"
+    token.write_text("tok-2\n")  # rotated by the kubelet: the next login reads it again
+    assert connection_from_lightkube(config).token == "tok-2"
+    # An exec-plugin user is left to Kopf's own kubeconfig login.
+    assert (
+        connection_from_lightkube(KubeConfig.from_file(kubeconfig).get(context_name="two")) is None
+    )

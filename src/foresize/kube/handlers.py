@@ -89,27 +89,80 @@ def configure(settings: Any, *, scanning: bool = True, idle_timeout: float | Non
         settings.batching.idle_timeout = idle_timeout
 
 
+def connection_from_lightkube(config: Any) -> Any:
+    """Kopf's ConnectionInfo from the lightkube configuration the executor uses, so both
+    talk to the same cluster as the same user (`--kubeconfig`/`--context`). Returns None
+    for users authenticated by an exec plugin or auth provider (Kopf's own kubeconfig
+    login handles those)."""
+    import base64
+
+    import kopf
+
+    cluster, user = config.cluster, config.user
+    if user is not None and (user.exec or user.auth_provider):
+        return None
+
+    def path(value: Any) -> Any:
+        return config.abs_file(value) if value else None
+
+    def data(value: Any) -> Any:
+        return base64.b64decode(value) if value else None
+
+    token = None
+    if user is not None:
+        token = user.token
+        if not token and user.token_file:
+            with open(path(user.token_file)) as f:
+                token = f.read().strip()
+    return kopf.ConnectionInfo(
+        server=cluster.server,
+        ca_path=path(cluster.certificate_auth),
+        ca_data=data(cluster.certificate_auth_data),
+        insecure=bool(cluster.insecure),
+        username=getattr(user, "username", None),
+        password=getattr(user, "password", None),
+        scheme="Bearer" if token else None,
+        token=token,
+        certificate_path=path(getattr(user, "client_cert", None)),
+        certificate_data=data(getattr(user, "client_cert_data", None)),
+        private_key_path=path(getattr(user, "client_key", None)),
+        private_key_data=data(getattr(user, "client_key_data", None)),
+        default_namespace=config.namespace,
+    )
+
+
 def build_registry(
     state: ClusterState,
     *,
     server: str | None = None,
+    lightkube_config: Any = None,
     optional_kinds: bool = True,
     idle_timeout: float | None = None,
 ) -> Any:
     """A Kopf registry with all watches and CRD handlers bound to `state`.
 
-    `server` (tests, `kubectl proxy`): log in to that URL without credentials. Otherwise
-    Kopf's own login applies: the in-cluster service account, else the kubeconfig.
+    `server` (tests, `kubectl proxy`): log in to that URL without credentials;
+    `lightkube_config`: the same cluster and user as the executor. Otherwise (or for exec
+    plugin users) Kopf's own login: the in-cluster service account, else the kubeconfig.
     """
     import kopf
 
-    registry = kopf.SmartOperatorRegistry() if server is None else kopf.OperatorRegistry()
+    def connection() -> Any:
+        if server is not None:
+            return kopf.ConnectionInfo(server=server, insecure=True, default_namespace="default")
+        if lightkube_config is not None:
+            return connection_from_lightkube(lightkube_config)
+        return None
 
-    if server is not None:
+    own = connection() is not None
+    registry = kopf.OperatorRegistry() if own else kopf.SmartOperatorRegistry()
+
+    if own:
 
         @kopf.on.login(registry=registry)
         def login(**_: Any) -> kopf.ConnectionInfo:
-            return kopf.ConnectionInfo(server=server, insecure=True, default_namespace="default")
+            # Called again on a 401: re-reads a rotated service-account token file.
+            return connection()
 
     @kopf.on.startup(registry=registry)
     def startup(settings: kopf.OperatorSettings, **_: Any) -> None:

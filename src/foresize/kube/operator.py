@@ -185,7 +185,11 @@ async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None)
         suggest_interval=opts.suggest_interval,
     )
     shell.dsa_window = dsa_window
-    registry = build_registry(state, server=opts.server)
+    registry = build_registry(
+        state,
+        server=opts.server,
+        lightkube_config=None if opts.server else api.client.config,
+    )
     ready = asyncio.Event()
     tasks.append(
         asyncio.create_task(
