@@ -685,3 +685,31 @@ def test_fast_charge_equals_the_scheduler_charge() -> None:
     cases.append(side)
     for p in cases:
         assert fast_charge(p) == pod_charge(p), p.name
+
+
+def test_selector_target_uses_match_labels_and_expressions() -> None:
+    t = parse_target(
+        {
+            "apiVersion": "foresize.io/v1",
+            "kind": "AIScaleTarget",
+            "metadata": {"name": "web", "namespace": "default", "uid": "t-sel"},
+            "spec": {
+                "selector": {
+                    "matchLabels": {"app": "web"},
+                    "matchExpressions": [
+                        {"key": "tier", "operator": "NotIn", "values": ["canary"]}
+                    ],
+                },
+                "vertical": {
+                    "mode": "auto",
+                    "update_policy": {"update_mode": "in_place"},
+                    "disruption": {"max_disrupted": 5},
+                },
+            },
+        }
+    )
+    pods = [pod("a"), pod("b"), pod("c"), pod("other", owner="db")]
+    pods[1].labels["tier"] = "canary"
+    s = snap(pods, [t])
+    actions, _ = plan(s, 0.0, WorkerState(), suggestions=sugg())
+    assert names(actions, ResizePod) == ["a", "c"]

@@ -277,14 +277,12 @@ def plan(
             wl = snapshot.workload(pol.ref_kind, pol.namespace, pol.ref_name)
             run.pods = list(snapshot.pods_of(wl)) if wl is not None else []
             run.replicas = wl.replicas if wl is not None else len(run.pods)
-        elif pol.selector:
+        elif pol.has_selector:
             if pods_by_ns is None:
                 pods_by_ns = {}
                 for p in snapshot.pods:
                     pods_by_ns.setdefault(p.namespace, []).append(p)
-            run.pods = [
-                p for p in pods_by_ns.get(pol.namespace, []) if labels_match(pol.selector, p.labels)
-            ]
+            run.pods = [p for p in pods_by_ns.get(pol.namespace, []) if pol.selects(p.labels)]
             run.replicas = len(run.pods)
         # Events recorded by on_result since the last pass that the shell did not send.
         run.events.extend(ts.outbox)

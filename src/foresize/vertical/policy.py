@@ -137,8 +137,33 @@ class TargetPolicy:
     ref_kind: str | None = None
     ref_name: str | None = None
     selector: dict[str, str] = field(default_factory=dict)
+    # matchExpressions: (key, operator, values) with In | NotIn | Exists | DoesNotExist
+    selector_expressions: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
     labels: dict[str, str] = field(default_factory=dict)
     deleting: bool = False
+
+    @property
+    def has_selector(self) -> bool:
+        return bool(self.selector or self.selector_expressions)
+
+    def selects(self, labels: dict[str, str]) -> bool:
+        """LabelSelector semantics (all of matchLabels and matchExpressions); an empty
+        selector selects nothing (never every pod of a namespace by accident)."""
+        if not self.has_selector:
+            return False
+        if any(labels.get(k) != v for k, v in self.selector.items()):
+            return False
+        for key, op, values in self.selector_expressions:
+            present = key in labels
+            if op == "In" and (not present or labels[key] not in values):
+                return False
+            if op == "NotIn" and present and labels[key] in values:
+                return False
+            if op == "Exists" and not present:
+                return False
+            if op == "DoesNotExist" and present:
+                return False
+        return True
 
 
 @dataclass(slots=True)
@@ -207,9 +232,24 @@ def policy_of(target: Any) -> TargetPolicy:
     where = f"AIScaleTarget {namespace}/{name}: spec.vertical"
     vertical = _get(spec, "vertical")
     ref = _get(spec, "scaleTargetRef", "scale_target_ref")
-    selector = _get(spec, "selector", default={}) or {}
-    if not isinstance(selector, dict):
-        selector = dict(_get(selector, "matchLabels", "match_labels", default={}) or {})
+    raw_selector = _get(spec, "selector")
+    selector: dict[str, str] = {}
+    expressions: list[tuple[str, str, tuple[str, ...]]] = []
+    if raw_selector is not None:
+        match_labels = _get(raw_selector, "matchLabels", "match_labels")
+        match_expr = _get(raw_selector, "matchExpressions", "match_expressions")
+        if match_labels is None and match_expr is None and isinstance(raw_selector, dict):
+            match_labels = raw_selector  # a plain label map
+        selector = {str(k): str(v) for k, v in (match_labels or {}).items()}
+        for i, e in enumerate(match_expr or []):
+            op = str(_get(e, "operator", default=""))
+            if op not in ("In", "NotIn", "Exists", "DoesNotExist"):
+                raise ForesizeError(
+                    f"AIScaleTarget {namespace}/{name}: spec.selector.matchExpressions[{i}]"
+                    f".operator: unknown {op!r}"
+                )
+            values = tuple(str(v) for v in (_get(e, "values", default=[]) or []))
+            expressions.append((str(_get(e, "key", default="")), op, values))
     mode_raw = str(_get(vertical, "mode", default="recommendation")).lower()
     mode = _MODE_ALIASES.get(mode_raw)
     if mode is None:
@@ -265,6 +305,7 @@ def policy_of(target: Any) -> TargetPolicy:
         ref_kind=_get(ref, "kind"),
         ref_name=_get(ref, "name"),
         selector=dict(selector),
+        selector_expressions=tuple(expressions),
         labels=labels,
         deleting=_get(meta, "deletion_timestamp", "deletionTimestamp") is not None,
     )
