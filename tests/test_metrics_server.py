@@ -221,3 +221,25 @@ def test_history_becomes_a_bounded_suggestion(days, enough):
     # Same content, same uid (the breaker and stall tracking are per suggestion).
     (again,) = plan_suggestions(state.snapshot(NOW + 60), history, NOW + 60)
     assert again.status["vertical_suggestion"]["uid"] == write.status["vertical_suggestion"]["uid"]
+
+
+def test_samples_persist_in_the_sqlite_store_across_a_restart(tmp_path):
+    from foresize.history.sqlite import HistoryStore
+
+    path = tmp_path / "history.db"
+    store = HistoryStore(path)
+    sink = HistorySink(store)
+    sink.add_samples(crane_samples(0.5))
+    sink.record_oom(SeriesKey("shop", "web", "app"), NOW - 600, 400 * 2**20)
+    store.close()
+    reopened = HistoryStore(path)  # the operator restarted: the history is still there
+    key = SeriesKey("shop", "web", "app")
+    _, cpu = reopened.series(key, "cpu", NOW - 720 * 60, NOW + 60)
+    assert np.isfinite(cpu).sum() == 720
+    _, total = reopened.series(SeriesKey("shop", "web", TOTAL_CONTAINER), "cpu", NOW - 60, NOW + 60)
+    _, peak = reopened.series(key, "cpu", NOW - 60, NOW + 60)
+    # Two replicas (the second at 90%): the total is 1.9x the per-container peak.
+    assert np.nanmax(total) == pytest.approx(1.9 * np.nanmax(peak), rel=1e-6)
+    assert [e[0] for e in reopened.events(key, "oom", NOW - 3600, NOW)] == [NOW - 600]
+    assert reopened.first_seen(key) == pytest.approx(NOW - 719 * 60)
+    reopened.close()
