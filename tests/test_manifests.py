@@ -55,7 +55,15 @@ def helm_render(
     values: dict[str, Any] | None = None, name: str = "foresize", ns: str = "foresize-system"
 ) -> list[dict[str, Any]]:
     rendered = _chart().render(values, name=name, namespace=ns, is_install=True)
-    return [d for text in rendered.values() for d in yaml.safe_load_all(text) if d]
+    # As `helm template` does: NOTES.txt is shown to the user, not applied.
+    assert "foresize/templates/NOTES.txt" in rendered
+    return [
+        d
+        for path, text in rendered.items()
+        if path.endswith(".yaml")
+        for d in yaml.safe_load_all(text)
+        if d
+    ]
 
 
 def validate_all(docs: list[dict[str, Any]]) -> None:

@@ -21,8 +21,8 @@ from foresize.api.quantity import (
     to_canonical,
 )
 
-settings.register_profile("foresize", max_examples=300, deadline=None, derandomize=True)
-settings.load_profile("foresize")
+# Per-test settings (a loaded profile would change every other module's hypothesis tests).
+_SETTINGS = settings(max_examples=150, deadline=None, derandomize=True)
 
 BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 DECIMAL_EXP = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
@@ -32,6 +32,7 @@ millicores = st.integers(min_value=0, max_value=LIMIT)
 byte_counts = st.integers(min_value=0, max_value=LIMIT)
 
 
+@_SETTINGS
 @given(millicores)
 def test_cpu_round_trip(m):
     text = format_cpu(m)
@@ -40,6 +41,7 @@ def test_cpu_round_trip(m):
     assert text == (str(m // 1000) if m % 1000 == 0 else f"{m}m")
 
 
+@_SETTINGS
 @given(byte_counts)
 def test_memory_round_trip(n):
     text = format_bytes(n)
@@ -57,12 +59,14 @@ def test_memory_round_trip(n):
         assert text == str(n)
 
 
+@_SETTINGS
 @given(st.integers(min_value=0, max_value=2**40), st.sampled_from(sorted(BINARY)))
 def test_binary_suffixes_are_exact(k, suffix):
     assume(k * BINARY[suffix] <= LIMIT)
     assert to_bytes(f"{k}{suffix}") == k * BINARY[suffix]
 
 
+@_SETTINGS
 @given(st.integers(min_value=0, max_value=10**9), st.sampled_from(sorted(DECIMAL_EXP)))
 def test_decimal_suffixes_are_exact_and_round_up(k, suffix):
     exact = Decimal(k).scaleb(DECIMAL_EXP[suffix])
@@ -72,12 +76,14 @@ def test_decimal_suffixes_are_exact_and_round_up(k, suffix):
     assert cpu_millis(f"{k}{suffix}") == math.ceil(exact * 1000)
 
 
+@_SETTINGS
 @given(st.integers(min_value=0, max_value=10**12), st.integers(min_value=-12, max_value=6))
 def test_exponent_form_equals_suffix_form(k, e):
     assert parse_quantity(f"{k}e{e}") == Decimal(k).scaleb(e)
     assert parse_quantity(f"{k}E{e}") == Decimal(k).scaleb(e)
 
 
+@_SETTINGS
 @given(st.decimals(min_value=0, max_value=10**6, places=3, allow_nan=False))
 def test_decimal_cores_equal_millicores(d):
     # 0.1 == 100m == 1e-1 for CPU, with no float drift.
@@ -88,17 +94,20 @@ def test_decimal_cores_equal_millicores(d):
     assert cpu_millis(f"{m}e-3") == m
 
 
+@_SETTINGS
 @given(st.decimals(min_value=0, max_value=1000, places=9, allow_nan=False, allow_infinity=False))
 def test_cpu_rounds_up_to_a_millicore(d):
     assert cpu_millis(format(d, "f")) == math.ceil(d * 1000)
 
 
+@_SETTINGS
 @given(st.floats(min_value=0, max_value=1e12, allow_nan=False, allow_infinity=False))
 def test_float_input_is_read_as_written(f):
     assert cpu_millis(f) == math.ceil(Decimal(repr(f)) * 1000)
     assert to_bytes(f) == math.ceil(Decimal(repr(f)))
 
 
+@_SETTINGS
 @given(millicores)
 def test_format_parse_format_is_idempotent(m):
     assert format_cpu(cpu_millis(format_cpu(m))) == format_cpu(m)
@@ -107,6 +116,7 @@ def test_format_parse_format_is_idempotent(m):
     assert to_canonical("memory", format_quantity("memory", m)) == m
 
 
+@_SETTINGS
 @given(st.integers(min_value=1, max_value=40))
 def test_long_inputs_are_not_rounded_down(extra_zeros):
     # A digit beyond Decimal's default 28-digit precision must still round up.
