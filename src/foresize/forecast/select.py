@@ -26,9 +26,9 @@ from foresize.forecast.models import (
     pinball,
 )
 
-DEFAULT_MODEL = MODELS.index("decay")
-"""Without any score yet, use the VPA-like decaying histogram: it is the most conservative
-long-memory estimate, so a new series starts where the reference recommender would."""
+DEFAULT_MODEL = MODELS.index("recent")
+"""The simplest model (a quantile of the last day's maxima) is the default: used before
+any backtest score exists, and kept unless another model is clearly better (SWITCH_MARGIN)."""
 
 
 @dataclass(slots=True)
@@ -67,10 +67,20 @@ def backtest_scores(
         return np.where(count > 0, total / np.maximum(count, 1), np.nan)
 
 
-def choose(scores: np.ndarray) -> np.ndarray:
-    """argmin over models per (series, quantile); unscored -> DEFAULT_MODEL."""
+SWITCH_MARGIN = 0.10
+"""Leave the default model only for one whose backtest loss is at least 10% lower: with a
+few dozen scored windows, smaller differences are noise, and flapping between models
+that forecast alike only adds resizes."""
+
+
+def choose(scores: np.ndarray, margin: float = SWITCH_MARGIN) -> np.ndarray:
+    """argmin over models per (series, quantile), keeping DEFAULT_MODEL unless another is
+    better by `margin`; unscored -> DEFAULT_MODEL."""
     filled = np.where(np.isnan(scores), np.inf, scores)
     best = np.argmin(filled, axis=0)
+    low = np.take_along_axis(filled, best[None], axis=0)[0]
+    keep = filled[DEFAULT_MODEL] <= low * (1.0 + margin)
+    best = np.where(keep, DEFAULT_MODEL, best)
     none = np.isinf(filled).all(axis=0)
     best[none] = DEFAULT_MODEL
     return best
@@ -94,22 +104,8 @@ def forecast_max(
     if scores is None:
         scores = backtest_scores(y, qs, cfg, m)
     per_model = all_models(y, m, y.shape[1] - 1, qs, cfg)
-    best = choose(scores)
-    # A selected model with no forecast (e.g. no week of history yet) falls back to the
-    # best-scored model that has one, then to any model that has one.
-    vals = np.take_along_axis(per_model, best[None], axis=0)[0]
-    missing = np.isnan(vals)
-    if missing.any():
-        alt_scores = np.where(np.isnan(per_model), np.nan, scores)
-        alt = choose(alt_scores)
-        alt_vals = np.take_along_axis(per_model, alt[None], axis=0)[0]
-        best = np.where(missing, alt, best)
-        vals = np.where(missing, alt_vals, vals)
-        still = np.isnan(vals)
-        if still.any():
-            anyval = np.nanmax(np.where(np.isnan(per_model), -np.inf, per_model), axis=0)
-            vals = np.where(still & np.isfinite(anyval), anyval, vals)
-    return Forecast(vals, best, per_model)
+    vals, best = _pick(per_model, scores)
+    return Forecast(_monotone(vals, qs), best, per_model)
 
 
 @dataclass(slots=True)
@@ -180,9 +176,22 @@ def online_step(
     new = OnlineScores(loss, weight, g, still, now_abs)
     per_model = all_models(y, m, o, qs, cfg)
     vals, best = _pick(per_model, new.scores())
-    vals = vals * np.exp(g)[None, :]
+    vals = _monotone(vals * np.exp(g)[None, :], qs)
     new.pending.append((now_abs, per_model, vals))
     return Forecast(vals, best, per_model), new
+
+
+def _monotone(vals: np.ndarray, qs: np.ndarray) -> np.ndarray:
+    """Quantiles picked from different models may cross: a higher quantile is never
+    below a lower one (running max over the quantiles in increasing order)."""
+    if vals.shape[1] < 2:
+        return vals
+    order = np.argsort(qs)
+    filled = np.where(np.isnan(vals[:, order]), -np.inf, vals[:, order])
+    mono = np.maximum.accumulate(filled, axis=1)
+    out = np.empty_like(vals)
+    out[:, order] = np.where(np.isneginf(mono), np.nan, mono)
+    return np.where(np.isnan(vals), np.nan, out)
 
 
 def _pick(per_model: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
