@@ -32,7 +32,7 @@ pytestmark = pytest.mark.prometheus
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces" / "bitbrains-rnd-2013-07"
 VMS = ("1", "5", "9")
 STEP = 300.0
-DAYS = 8
+DAYS = 4
 NEW_POD_DELAY = 2 * 86400.0
 
 if shutil.which("prometheus") is None or shutil.which("promtool") is None:
@@ -182,7 +182,7 @@ def test_reader_returns_the_backfilled_trace_samples(prom):
         idx = np.searchsorted(grid, got.timestamps)
         np.testing.assert_allclose(got.cpu, c[idx], rtol=1e-9, equal_nan=True)
         np.testing.assert_array_equal(got.memory, m[idx])
-        assert np.isfinite(got.cpu).sum() == np.isfinite(c).sum() > 2000
+        assert np.isfinite(got.cpu).sum() == np.isfinite(c).sum() > 1000
     # The new pod's first 2 minutes (its 50 GiB start-up sample) are not history.
     cache = by_key["startup/cache/redis"]
     born = t0 + NEW_POD_DELAY
