@@ -1,4 +1,5 @@
-"""`foresize manifests [all|crds|rbac|operator|webhooks|monitoring]`: the install objects.
+"""`foresize manifests [all|crds|rbac|operator|webhooks|monitoring]`: the install objects;
+and `foresize validate FILE...`: check Foresize objects in YAML files offline.
 
 `foresize manifests | kubectl apply -f -` installs Foresize; the Helm chart in
 deploy/helm/foresize renders the same objects (a test renders both and compares them).
@@ -483,6 +484,48 @@ def build(
     return parts[section]()
 
 
+def validate_files(paths: list[str]) -> tuple[int, int, list[str]]:
+    """Check every Foresize object (apiVersion foresize.io/...) in the YAML files with the
+    API models. Returns (objects checked, other documents skipped, errors); each error
+    names the file, the line where its document starts, and the field."""
+    import yaml
+
+    from foresize.api.types import GROUP, parse_object
+    from foresize.errors import ForesizeError
+
+    checked = skipped = 0
+    errors: list[str] = []
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as handle:
+                text = handle.read()
+        except OSError as exc:
+            errors.append(f"{path}: cannot read ({exc.strerror})")
+            continue
+        loader = yaml.SafeLoader(text)
+        try:
+            while loader.check_node():
+                node = loader.get_node()
+                obj = loader.construct_document(node)
+                line = node.start_mark.line + 1
+                api_version = obj.get("apiVersion", "") if isinstance(obj, dict) else ""
+                if not str(api_version).startswith(f"{GROUP}/"):
+                    skipped += obj is not None
+                    continue
+                checked += 1
+                try:
+                    parse_object(obj, f"{path}:{line}")
+                except ForesizeError as exc:
+                    errors.extend(str(exc).splitlines())
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f"{path}:{mark.line + 1}" if mark is not None else path
+            errors.append(f"{where}: not valid YAML ({getattr(exc, 'problem', exc)})")
+        finally:
+            loader.dispose()
+    return checked, skipped, errors
+
+
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     @app.command("manifests")
     def manifests(
@@ -498,3 +541,20 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
 
         docs = build(section, namespace=namespace, image=image or None, replicas=replicas)
         typer.echo(yaml.safe_dump_all(docs, sort_keys=False), nl=False)
+
+    @app.command("validate")
+    def validate(
+        files: list[str] = typer.Argument(..., help="YAML files with Foresize objects."),
+    ) -> None:
+        """Check AIScaleTargets, DaemonSetAutoscalers and ClusterAIScaleTemplates in YAML
+        files offline: the same defaults and rules as the CRDs; errors name file, line and
+        field. Other documents are skipped."""
+        from foresize.errors import ForesizeError
+
+        checked, skipped, errors = validate_files(files)
+        if errors:
+            raise ForesizeError("\n".join(errors))
+        if checked == 0:
+            raise ForesizeError(f"no Foresize objects found in {', '.join(files)}")
+        note = f" ({skipped} other documents skipped)" if skipped else ""
+        typer.echo(f"{checked} Foresize objects valid{note}")

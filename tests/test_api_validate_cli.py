@@ -1,0 +1,110 @@
+"""`foresize validate FILE...`: offline checks of Foresize objects in YAML files."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from foresize.cli import app
+from foresize.errors import ForesizeError
+
+GOOD = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+---
+apiVersion: foresize.io/v1
+kind: AIScaleTarget
+metadata: {name: web, namespace: shop}
+spec:
+  scaleTargetRef: {kind: Deployment, name: web}
+  vertical: {mode: auto}
+---
+apiVersion: foresize.io/v1
+kind: DaemonSetAutoscaler
+metadata: {name: agent, namespace: mon}
+spec:
+  scaleTargetRef: {name: node-agent}
+"""
+
+BAD = """\
+apiVersion: foresize.io/v1
+kind: AIScaleTarget
+metadata: {name: ok, namespace: shop}
+spec:
+  scaleTargetRef: {kind: Deployment, name: ok}
+---
+apiVersion: foresize.io/v1
+kind: AIScaleTarget
+metadata: {name: web, namespace: shop}
+spec:
+  scaleTargetRef: {kind: Deployment, name: web}
+  vertical:
+    disruption: {max_disrupted: 0}
+---
+apiVersion: foresize.io/v1
+kind: AIScaleTarget
+metadata: {name: both, namespace: shop}
+spec:
+  scaleTargetRef: {kind: Deployment, name: both}
+  vertical: {mode: auto}
+  horizontal: {mode: autonomous}
+"""
+
+
+def run(*args: str):
+    return CliRunner().invoke(app, ["validate", *args])
+
+
+def test_valid_file_reports_objects_and_skips_others(tmp_path: Path):
+    path = tmp_path / "good.yaml"
+    path.write_text(GOOD)
+    result = run(str(path))
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == "2 Foresize objects valid (1 other documents skipped)"
+
+
+def test_errors_name_file_line_and_field(tmp_path: Path):
+    path = tmp_path / "bad.yaml"
+    path.write_text(BAD)
+    result = run(str(path))
+    assert isinstance(result.exception, ForesizeError)
+    lines = str(result.exception).splitlines()
+    assert lines == [
+        f"{path}:7: spec.vertical.disruption.max_disrupted: must be an integer >= 1 or a "
+        "percentage (e.g. 3 or 20%)",
+        f"{path}:15: spec: only one of vertical.mode and horizontal.mode may be autonomous",
+    ]
+
+
+def test_yaml_syntax_error_and_missing_file(tmp_path: Path):
+    path = tmp_path / "broken.yaml"
+    path.write_text("apiVersion: foresize.io/v1\nkind: [AIScaleTarget\n")
+    result = run(str(path), str(tmp_path / "nope.yaml"))
+    message = str(result.exception)
+    assert f"{path}:3: not valid YAML" in message
+    assert f"{tmp_path / 'nope.yaml'}: cannot read" in message
+
+
+def test_no_foresize_objects_is_an_error(tmp_path: Path):
+    path = tmp_path / "other.yaml"
+    path.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
+    result = run(str(path))
+    assert "no Foresize objects found" in str(result.exception)
+
+
+def test_console_script_prints_one_line_and_exits_2(tmp_path: Path):
+    path = tmp_path / "bad.yaml"
+    path.write_text(BAD)
+    proc = subprocess.run(
+        [sys.executable, "-c", "from foresize.cli import main; main()", "validate", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(f"error: {path}:7: spec.vertical.disruption.max_disrupted")
+    assert "Traceback" not in proc.stderr
