@@ -233,3 +233,28 @@ async def test_in_place_modes_refused_with_a_condition_before_1_33(kmock):
     assert "1.33" in cond["message"] and "in_place" in cond["message"]
     events = [r.data for r in kmock["post"] if r.url.path == "/api/v1/namespaces/shop/events"]
     assert [e["reason"] for e in events].count("InPlaceUnsupported") == 1
+    # After an upgrade (a restart detects 1.34) the stale refusal is cleared, once.
+    state.apply_event(
+        "AIScaleTarget",
+        "MODIFIED",
+        {**live, "status": {**live["status"], "conditions": [cond]}},
+    )
+    api = KubeApi.from_url(str(kmock.url).rstrip("/"))
+    try:
+        upgraded = KubeShell(
+            state,
+            KubeExecutor(api, pod_lookup=state.pod, server_version=(1, 34)),
+            clock=lambda: 1_780_000_000.0,
+        )
+        await upgraded.run_pass()
+        await upgraded.run_pass()
+    finally:
+        await api.close()
+    cleared = [
+        r.data["status"]["conditions"][0]
+        for r in kmock["patch"]
+        if r.url.path == f"{TPATH}/web/status"
+        and r.data.get("status", {}).get("conditions", [{}])[0].get("status") == "False"
+    ]
+    assert [c["reason"] for c in cleared] == ["Supported"]
+    assert [r for r in kmock["patch"] if r.url.path.endswith("/resize")]  # now it acts

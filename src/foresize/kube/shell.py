@@ -113,7 +113,26 @@ class KubeShell:
         """Targets asking for in-place updates on a cluster that cannot do them."""
         refusal = kver.in_place_refusal(snap.server_version)
         if refusal is None:
-            return []
+            # Upgraded cluster: clear a refusal written before (once per target).
+            cleared: list[Action] = []
+            for target in snap.targets:
+                cond = None
+                status = _get(target, "status")
+                if hasattr(status, "condition"):
+                    cond = status.condition(kver.CONDITION_INPLACE_UNSUPPORTED)
+                key = target_key(target)
+                if cond is not None and cond.status == "True" and key not in self._refused_reported:
+                    self._refused_reported.add(key)
+                    ns, name = key.split("/", 1)
+                    condition = {
+                        "type": kver.CONDITION_INPLACE_UNSUPPORTED,
+                        "status": "False",
+                        "reason": "Supported",
+                        "message": f"Kubernetes {snap.server_version[0]}.{snap.server_version[1]} "
+                        "serves pods/resize",
+                    }
+                    cleared.append(WriteTargetStatus(ns, name, {"conditions": [condition]}))
+            return cleared
         actions: list[Action] = []
         kept = []
         for target in snap.targets:
