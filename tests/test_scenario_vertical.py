@@ -479,3 +479,48 @@ def test_oom_remediation_raises_memory_at_once_and_compounds_every_2_minutes() -
     assert raised[1][0] - raised[0][0] >= 120 - 5
     assert raised[-1][1] >= 1500 * MIB
     assert max(ooms) < raised[-1][0] + 1, (ooms, raised)
+
+
+# --------------------------------------------------------------------------- HPA guard
+
+
+def test_hpa_resource_left_alone_on_running_and_new_pods() -> None:
+    sim = make_sim(
+        [
+            workload(
+                "h",
+                2,
+                containers=[
+                    container(
+                        req={"cpu": "500m", "memory": "512Mi"},
+                        lim={"cpu": "1", "memory": "1Gi"},
+                        cpu="900m",
+                    )
+                ],
+            )
+        ],
+        nodes=2,
+        cpu="4",
+        hpas=[
+            {
+                "name": "h",
+                "namespace": "default",
+                "target": {"kind": "Deployment", "name": "h"},
+                "min_replicas": 2,
+                "max_replicas": 5,
+                "metrics": [{"resource": "cpu", "target_utilization": 80}],
+            }
+        ],
+    )
+    op = operator(
+        sim, "in_place", disruption={"max_disrupted": 5}, targets=["Deployment/default/h"]
+    )
+    suggest(op, "h", app=({"cpu": 300, "memory": 256 * MIB}, {"cpu": 600, "memory": 512 * MIB}))
+    sim.run(300)  # the HPA adds replicas (new pods, through the admission hook)
+    pods = pods_of(sim, "h")
+    assert len(pods) >= 3
+    for p in pods:
+        assert p.containers[0].resources.requests == {"cpu": 500, "memory": 256 * MIB}
+    assert sim.events.count("Event", reason="HPAResourceLeftAlone") == 1
+    notes = sim.target_status[("AIScaleTarget", "default", "h")]["vertical_notes"]
+    assert any("cpu" in n for n in notes)
