@@ -1,0 +1,359 @@
+"""Recommendation rules: modes, buffer, bounds, limits, rounding, hysteresis, lookback,
+OOM remediation and QoS preservation (pure functions)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from foresize.cluster.model import Container, ResourceRequirements
+from foresize.cluster.qos import qos_class_of
+from foresize.recommend.core import (
+    MIB,
+    MODE_CPU_QUANTILES,
+    OOMArrays,
+    Threshold,
+    mode_quantile,
+    oom_bump,
+    passes_hysteresis,
+    round_up,
+)
+from foresize.recommend.target import (
+    ContainerBounds,
+    ContainerHistory,
+    OOMState,
+    RecommendParams,
+    ResourceBounds,
+    ResourceModel,
+    TargetRequest,
+    apply_ooms,
+    recommend_batch,
+    recommend_target,
+)
+
+NOW = 1_700_006_400.0 + 10 * 86400.0
+DAY_POINTS = 288
+GIB = 2**30
+
+
+def flat_history(cpu=0.5, mem=1 * GIB, days=3, noise=0.0, seed=0, **kw) -> ContainerHistory:
+    rng = np.random.default_rng(seed)
+    n = days * DAY_POINTS
+    c = cpu * (1 + noise * rng.standard_normal(n))
+    m = mem * (1 + noise * rng.standard_normal(n))
+    return ContainerHistory(c, m, first_seen=NOW - days * 86400.0, **kw)
+
+
+def res(cpu=None, mem=None, lcpu=None, lmem=None) -> ResourceRequirements:
+    r = ResourceRequirements()
+    if cpu is not None:
+        r.requests["cpu"] = cpu
+    if mem is not None:
+        r.requests["memory"] = mem
+    if lcpu is not None:
+        r.limits["cpu"] = lcpu
+    if lmem is not None:
+        r.limits["memory"] = lmem
+    return r
+
+
+# --- modes -------------------------------------------------------------------------------
+
+
+def test_mode_quantiles_are_ordered_and_memory_is_stricter():
+    modes = ["undershoot", "cost_optimized", "balanced", "assurance_optimized", "overshoot"]
+    cpu = [mode_quantile(m, "cpu") for m in modes]
+    mem = [mode_quantile(m, "memory") for m in modes]
+    assert cpu == sorted(cpu) and mem == sorted(mem)
+    for c, m in zip(cpu, mem, strict=True):
+        assert 1 - m == pytest.approx((1 - c) / 10)
+    assert set(MODE_CPU_QUANTILES) == set(modes)
+    assert mode_quantile("percentile", "memory", 95) == 0.95
+    assert mode_quantile("percentile", "cpu", 0.8) == 0.8
+    with pytest.raises(ValueError):
+        mode_quantile("percentile", "cpu")
+    with pytest.raises(ValueError):
+        mode_quantile("bogus", "cpu")
+
+
+def test_higher_mode_gives_higher_request():
+    rng = np.random.default_rng(1)
+    n = 3 * DAY_POINTS
+    h = ContainerHistory(
+        rng.gamma(2.0, 0.25, n), rng.gamma(4.0, GIB / 8, n), first_seen=NOW - 3 * 86400
+    )
+    cur = {"app": res(500, GIB)}
+    out = {}
+    for mode in ("undershoot", "balanced", "overshoot"):
+        p = RecommendParams(cpu=ResourceModel(mode), memory=ResourceModel(mode))
+        s = recommend_target(p, {"app": h}, cur, None, NOW).suggestion
+        out[mode] = s.containers["app"].requests
+    assert out["undershoot"]["cpu"] < out["balanced"]["cpu"] < out["overshoot"]["cpu"]
+    # Memory quantiles are all high (>= 0.99): they may meet at the observed maximum.
+    assert out["undershoot"]["memory"] <= out["overshoot"]["memory"]
+
+
+# --- buffer, bounds, limits, rounding -----------------------------------------------------
+
+
+def test_buffer_rounding_and_units():
+    h = flat_history(cpu=0.2501, mem=300 * MIB + 5)
+    p = RecommendParams(cpu=ResourceModel(buffer_percentage=20.0))
+    r = recommend_target(p, {"app": h}, {"app": res(100, 100 * MIB)}, None, NOW)
+    req = r.suggestion.containers["app"].requests
+    assert req["cpu"] == 301  # 250.1m x 1.2 = 300.12m, rounded up to 1m
+    assert req["memory"] == 301 * MIB  # rounded up to 1Mi
+    assert r.forecasts["app"]["cpu"] == pytest.approx(250.1)
+
+
+def test_round_up_never_rounds_down():
+    assert round_up("cpu", np.array([100.0, 100.2]))[1] == 101
+    assert round_up("memory", np.array([MIB + 1.0]))[0] == 2 * MIB
+
+
+def test_bounds_clamp():
+    h = flat_history(cpu=2.0, mem=4 * GIB)
+    b = ContainerBounds("*", ResourceBounds(100, 1000), ResourceBounds(256 * MIB, 2 * GIB))
+    p = RecommendParams(containers=(b,))
+    s = recommend_target(p, {"app": h}, {"app": res(500, GIB)}, None, NOW).suggestion
+    assert s.containers["app"].requests == {"cpu": 1000, "memory": 2 * GIB}
+    low = flat_history(cpu=0.001, mem=10 * MIB)
+    s = recommend_target(p, {"app": low}, {"app": res(500, GIB)}, None, NOW).suggestion
+    assert s.containers["app"].requests == {"cpu": 100, "memory": 256 * MIB}
+
+
+def test_without_limit_ratio_limits_stay_and_cap_the_request():
+    h = flat_history(cpu=3.0, mem=GIB)
+    cur = {"app": res(500, GIB, lcpu=2000, lmem=4 * GIB)}
+    s = recommend_target(RecommendParams(), {"app": h}, cur, None, NOW).suggestion
+    c = s.containers["app"]
+    assert c.limits == {"cpu": 2000, "memory": 4 * GIB}
+    assert c.requests["cpu"] == 2000  # would be 3000, capped at the existing limit
+
+
+def test_limit_ratio_keeps_limits_proportional():
+    h = flat_history(cpu=0.4, mem=GIB)
+    b = ContainerBounds("app", ResourceBounds(limit_ratio=2.0), ResourceBounds(limit_ratio=1.5))
+    cur = {"app": res(500, GIB, lcpu=1000, lmem=2 * GIB)}
+    s = recommend_target(RecommendParams(containers=(b,)), {"app": h}, cur, None, NOW)
+    c = s.suggestion.containers["app"]
+    assert c.requests["cpu"] == 400 and c.limits["cpu"] == 800
+    assert c.limits["memory"] == int(np.ceil(c.requests["memory"] * 1.5 / MIB)) * MIB
+
+
+# --- QoS ---------------------------------------------------------------------------------
+
+
+def qos(rr: dict[str, ResourceRequirements]) -> str:
+    return qos_class_of(Container(n, r) for n, r in rr.items())
+
+
+def suggested(s) -> dict[str, ResourceRequirements]:
+    return {
+        n: ResourceRequirements(dict(c.requests), dict(c.limits)) for n, c in s.containers.items()
+    }
+
+
+def test_guaranteed_stays_guaranteed():
+    h = flat_history(cpu=0.3, mem=GIB)
+    cur = {"app": res(1000, 2 * GIB, lcpu=1000, lmem=2 * GIB)}
+    b = ContainerBounds("*", ResourceBounds(limit_ratio=2.0), ResourceBounds(limit_ratio=2.0))
+    for params in (RecommendParams(), RecommendParams(containers=(b,))):
+        s = recommend_target(params, {"app": h}, cur, None, NOW).suggestion
+        assert qos(suggested(s)) == "Guaranteed"
+        c = s.containers["app"]
+        assert c.requests["cpu"] == c.limits["cpu"]
+
+
+def test_burstable_never_becomes_guaranteed():
+    # Usage above the limits: requests are capped at the limits, which would make the pod
+    # Guaranteed; one request is kept just under its limit instead.
+    h = flat_history(cpu=5.0, mem=8 * GIB)
+    cur = {"app": res(500, GIB, lcpu=1000, lmem=2 * GIB)}
+    assert qos(cur) == "Burstable"
+    s = recommend_target(RecommendParams(), {"app": h}, cur, None, NOW).suggestion
+    assert qos(suggested(s)) == "Burstable"
+    assert s.containers["app"].requests["cpu"] == 999
+
+
+def test_best_effort_gets_no_requests():
+    h = flat_history()
+    cur = {"app": ResourceRequirements()}
+    s = recommend_target(RecommendParams(), {"app": h}, cur, None, NOW).suggestion
+    assert s.containers["app"].requests == {} and s.containers["app"].limits == {}
+
+
+# --- hysteresis and lookback --------------------------------------------------------------
+
+
+def test_hysteresis_thresholds():
+    cur = np.array([1000.0, 1000.0, 1000.0, 1000.0, np.nan])
+    tgt = np.array([1040.0, 1060.0, 950.0, 880.0, 5.0])
+    ok = passes_hysteresis(cur, tgt)  # defaults: up 5%, down 10%
+    assert ok.tolist() == [False, True, False, True, True]
+    ok = passes_hysteresis(cur, tgt, Threshold("absolute", absolute=50), Threshold("percent", 4))
+    assert ok.tolist() == [False, True, True, True, True]
+
+
+def test_changed_flags_follow_scaling_behavior():
+    h = flat_history(cpu=0.52, mem=GIB)
+    cur = {"app": res(500, GIB)}
+    r = recommend_target(RecommendParams(), {"app": h}, cur, None, NOW)
+    assert r.changed["app"]["cpu"] is False  # +4%: below the 5% scale-up threshold
+    p = RecommendParams(scale_up={"cpu": Threshold("percent", 1.0), "memory": Threshold()})
+    r = recommend_target(p, {"app": h}, cur, None, NOW)
+    assert r.changed["app"]["cpu"] is True
+
+
+def test_min_lookback_holds_current_resources():
+    h = flat_history(cpu=2.0, mem=2 * GIB, days=1)
+    h.first_seen = NOW - 3 * 3600.0  # 3 hours of data
+    cur = {"app": res(500, GIB)}
+    r = recommend_target(RecommendParams(), {"app": h}, cur, None, NOW)
+    assert r.has_enough_data is False
+    assert r.suggestion.containers["app"].requests == {"cpu": 500, "memory": GIB}
+    p = RecommendParams(min_lookback_to_scale=3 * 3600.0)
+    r = recommend_target(p, {"app": h}, cur, None, NOW)
+    assert r.has_enough_data is True
+    assert r.suggestion.containers["app"].requests["cpu"] == 2000
+
+
+# --- OOM remediation ----------------------------------------------------------------------
+
+
+def test_oom_bump_compounds_every_two_minutes_and_holds():
+    st = apply_ooms(OOMState(), [NOW - 600], [], GIB, NOW, 3600.0)
+    assert st.floor == int(np.ceil(GIB * 1.2 / MIB)) * MIB
+    # Another kill 60 s later: too soon to bump again, but the hold is extended.
+    st2 = apply_ooms(st, [NOW - 600, NOW - 540], [], GIB, NOW, 3600.0)
+    assert st2.floor == st.floor and st2.until == NOW - 540 + 3600 and st2.count == 2
+    # Kills continuing 2+ minutes later compound on the active floor.
+    st3 = apply_ooms(st2, [NOW - 400], [], GIB, NOW, 3600.0)
+    assert st3.floor == int(np.ceil(st.floor * 1.2 / MIB)) * MIB
+    # Already-seen kills are not applied twice.
+    assert apply_ooms(st3, [NOW - 600, NOW - 400], [], GIB, NOW, 3600.0) == st3
+    assert st3.active(NOW) == st3.floor
+    assert st3.active(NOW - 400 + 3600) == 0  # the hold expires
+
+
+def test_oom_floor_raises_memory_and_forecasts_may_raise_it_further():
+    cur = {"app": res(500, GIB)}
+    low = flat_history(cpu=0.5, mem=400 * MIB, oom_times=[NOW - 60])
+    r = recommend_target(RecommendParams(), {"app": low}, cur, None, NOW)
+    floor = r.oom_state["app"].floor
+    assert floor == int(np.ceil(GIB * 1.2 / MIB)) * MIB
+    assert r.suggestion.containers["app"].requests["memory"] == floor  # not 400Mi
+    # The bump is not usage: the forecast itself did not move.
+    plain = recommend_target(
+        RecommendParams(), {"app": flat_history(0.5, 400 * MIB)}, cur, None, NOW
+    )
+    assert r.forecasts["app"]["memory"] == plain.forecasts["app"]["memory"]
+    # Next call, same state: the floor holds within the window...
+    r2 = recommend_target(RecommendParams(), {"app": low}, cur, r.oom_state, NOW + 1800)
+    assert r2.suggestion.containers["app"].requests["memory"] == floor
+    assert r2.oom_state["app"].count == 1
+    # ...and is gone after it.
+    r3 = recommend_target(RecommendParams(), {"app": low}, cur, r.oom_state, NOW + 7200)
+    assert r3.suggestion.containers["app"].requests["memory"] < floor
+    # A forecast above the floor wins.
+    high = flat_history(cpu=0.5, mem=3 * GIB, oom_times=[NOW - 60])
+    r4 = recommend_target(RecommendParams(), {"app": high}, cur, None, NOW)
+    assert r4.suggestion.containers["app"].requests["memory"] >= 3 * GIB
+
+
+def test_oom_remediation_can_be_disabled_and_uses_usage_at_kill():
+    cur = {"app": res(500, GIB)}
+    h = flat_history(cpu=0.5, mem=400 * MIB, oom_times=[NOW - 60], oom_usage=[2 * GIB])
+    r = recommend_target(RecommendParams(), {"app": h}, cur, None, NOW)
+    assert r.oom_state["app"].floor == int(np.ceil(2 * GIB * 1.2 / MIB)) * MIB
+    off = RecommendParams(oom_enabled=False)
+    r = recommend_target(off, {"app": h}, cur, None, NOW)
+    assert r.oom_state["app"].floor == 0
+
+
+def test_vectorised_oom_bump():
+    st = OOMArrays.empty(3)
+    mask = np.array([True, False, True])
+    st = oom_bump(st, mask, 100.0, np.array([100.0, 100.0, 100.0]), np.array([150.0, 0, 50]))
+    assert st.floor.tolist() == [180.0, 0.0, 120.0]
+    st2 = oom_bump(st, mask, 160.0, np.array([100.0, 100.0, 100.0]), None)  # < 2 min later
+    assert st2.floor.tolist() == [180.0, 0.0, 120.0]
+    st3 = oom_bump(st2, mask, 230.0, np.array([100.0, 100.0, 100.0]), None)
+    assert st3.floor[0] == pytest.approx(216.0) and st3.floor[2] == pytest.approx(144.0)
+    assert st3.active_floor(230.0 + 3601).tolist() == [0.0, 0.0, 0.0]
+
+
+# --- entry points ------------------------------------------------------------------------
+
+
+def test_batch_equals_single_calls_and_state_round_trips():
+    ha = {"a": flat_history(0.3, GIB, noise=0.1, seed=1)}
+    hb = {"b": flat_history(1.5, 2 * GIB, noise=0.1, seed=2)}
+    ca, cb = {"a": res(100, GIB)}, {"b": res(100, GIB)}
+    pa = RecommendParams(uid="ua")
+    pb = RecommendParams(uid="ub", cpu=ResourceModel("overshoot"))
+    batch = recommend_batch([TargetRequest(pa, ha, ca), TargetRequest(pb, hb, cb)], NOW)
+    one = recommend_target(pa, ha, ca, None, NOW)
+    two = recommend_target(pb, hb, cb, None, NOW)
+    assert batch[0].suggestion.containers == one.suggestion.containers
+    assert batch[1].suggestion.containers == two.suggestion.containers
+    assert batch[1].suggestion.uid == "ub"
+    sug, oom = one  # unpacks as (suggestion, oom_state)
+    assert sug is one.suggestion and oom is one.oom_state
+    # Rolling forecast state: carried between calls.
+    st: dict = {}
+    r1 = recommend_target(pa, ha, ca, None, NOW, forecast_state=st)
+    r2 = recommend_target(pa, ha, ca, r1.oom_state, NOW + 900, forecast_state=r1.forecast_state)
+    assert set(r2.forecast_state) == {"a/cpu", "a/memory"}
+    assert r2.forecast_state["a/cpu"].last_origin > r1.forecast_state["a/cpu"].last_origin
+
+
+def test_params_from_aiscaletarget():
+    from foresize.api.types import parse_target
+
+    ast = parse_target(
+        {
+            "apiVersion": "foresize.io/v1",
+            "kind": "AIScaleTarget",
+            "metadata": {"name": "web", "namespace": "shop", "uid": "u-1"},
+            "spec": {
+                "scaleTargetRef": {"kind": "Deployment", "name": "web"},
+                "model": {
+                    "mode": "cost_optimized",
+                    "forecast_buffer_percentage": 10,
+                    "min_lookback_to_scale": "3h",
+                    "metrics": {"memory": {"mode": "overshoot"}},
+                },
+                "vertical": {
+                    "mode": "auto",
+                    "containers": [
+                        {
+                            "name": "app",
+                            "cpu": {"lowerbound": "100m", "upperbound": "2", "limit": {"ratio": 2}},
+                            "memory": {"lowerbound": "128Mi"},
+                        }
+                    ],
+                    "scaling_behavior": {"scale_down": {"type": "percent", "percent": 20}},
+                    "oom_remediation": {"stabilization_window": "30m"},
+                },
+            },
+        }
+    )
+    p = RecommendParams.from_target(ast)
+    assert p.uid == "u-1"
+    assert p.cpu.mode == "cost_optimized" and p.cpu.buffer_percentage == 10
+    assert p.memory.mode == "overshoot"
+    assert p.min_lookback_to_scale == 3 * 3600
+    b = p.bounds("app")
+    assert b.cpu == ResourceBounds(100, 2000, 2.0)
+    assert b.memory == ResourceBounds(128 * MIB, None, None)
+    assert p.scale_down["cpu"] == Threshold("percent", 20.0)
+    assert p.stabilization_window == 1800
+    # The target itself is accepted too.
+    h = {"app": flat_history(0.5, GIB)}
+    r = recommend_target(ast, h, {"app": res(500, GIB, lcpu=1000)}, None, NOW)
+    assert r.suggestion.uid == "u-1"
+    assert (
+        r.suggestion.containers["app"].limits["cpu"]
+        == 2 * r.suggestion.containers["app"].requests["cpu"]
+    )
