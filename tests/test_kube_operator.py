@@ -74,6 +74,10 @@ async def test_operator_runs_everything_and_releases_its_lease(kmock):
         assert len(resized) >= 2, [(r.method, r.url.path) for r in kmock[...]][-20:]
         lease = kmock.objects[R("coordination.k8s.io/v1/leases"), "foresize", "foresize-shard-0"]
         assert lease["spec"]["holderIdentity"] == "foresize-0"
+        # The pause flag is read with a namespaced GET (the Role in its namespace suffices).
+        pause = "/api/v1/namespaces/foresize/configmaps/foresize-pause"
+        assert any(r.url.path == pause for r in kmock["get"])
+        assert not [r for r in kmock["get"] if r.url.path == "/api/v1/configmaps"]
         async with aiohttp.ClientSession() as session:
             review = {
                 "apiVersion": "admission.k8s.io/v1",

@@ -69,6 +69,12 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             min=10.0,
             help="Seconds between forecasts.",
         ),
+        pause_configmap: str = opt(
+            "foresize-pause",
+            "--pause-configmap",
+            env="FORESIZE_PAUSE_CONFIGMAP",
+            help="ConfigMap (operator namespace) whose data.paused=true pauses Foresize.",
+        ),
         history_db: str = opt(
             None,
             "--history-db",
@@ -161,6 +167,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             cert_manager=cert_manager,
             prometheus=prometheus,
             history_db=history_db,
+            pause_configmap=pause_configmap,
         )
         try:
             asyncio.run(run_operator(opts))

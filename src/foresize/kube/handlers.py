@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from foresize.kube.state import PAUSE_CONFIGMAP, ClusterState
+from foresize.kube.state import ClusterState
 
 log = logging.getLogger("foresize.operator")
 
@@ -181,12 +181,6 @@ def build_registry(
         handler = make(kind)
         handler.__name__ = f"watch_{plural}"
         kopf.on.event(group, version, plural, registry=registry, id=f"watch-{plural}")(handler)
-
-    @kopf.on.event(
-        "", "v1", "configmaps", registry=registry, field="metadata.name", value=PAUSE_CONFIGMAP
-    )
-    def on_pause(event: dict[str, Any], body: Any, **_: Any) -> None:
-        state.apply_event("ConfigMap", event.get("type") or "ADDED", dict(body))
 
     def check(kind: str) -> Any:
         def validate(body: Any, patch: kopf.Patch, **_: Any) -> None:

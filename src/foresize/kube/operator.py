@@ -55,6 +55,7 @@ class OperatorOptions:
     cert_manager: bool = False
     prometheus: str | None = None
     history_db: str | None = None  # SQLite history file (default: in memory)
+    pause_configmap: str = "foresize-pause"
     shutdown_grace: float = 15.0  # seconds each task gets to stop before it is cancelled
 
 
@@ -119,6 +120,29 @@ class PrometheusHistory:
                 await asyncio.wait_for(stop.wait(), interval)
 
 
+async def watch_pause(
+    api: Any, state: Any, opts: OperatorOptions, stop: asyncio.Event, period: float = 10.0
+) -> None:
+    """The cluster-wide pause flag: the ConfigMap in the operator's own namespace (read
+    with a namespaced GET, so the Role on that namespace is all it needs)."""
+    path = f"/api/v1/namespaces/{opts.namespace}/configmaps/{opts.pause_configmap}"
+    while not stop.is_set():
+        try:
+            resp = await api.request("GET", path)
+            if resp.ok and isinstance(resp.body, dict):
+                state.apply_event("ConfigMap", "MODIFIED", resp.body)
+            elif resp.code == 404:
+                state.apply_event(
+                    "ConfigMap",
+                    "DELETED",
+                    {"metadata": {"name": opts.pause_configmap, "namespace": opts.namespace}},
+                )
+        except Exception as exc:
+            log.warning("reading the pause ConfigMap failed: %s", exc)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), period)
+
+
 async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None) -> None:
     import kopf
     from aiohttp import web
@@ -144,7 +168,11 @@ async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None)
         if opts.server
         else KubeApi.from_environment(opts.kubeconfig, opts.context)
     )
-    state = ClusterState(target_parser=parse_foresize, pause_namespace=opts.namespace)
+    state = ClusterState(
+        target_parser=parse_foresize,
+        pause_namespace=opts.namespace,
+        pause_configmap=opts.pause_configmap,
+    )
     executor = KubeExecutor(api, pod_lookup=state.pod, instance=identity)
     try:
         version = await executor.detect_server_version()
@@ -203,6 +231,7 @@ async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None)
         )
     )
     tasks.append(asyncio.create_task(shards.run(stop)))
+    tasks.append(asyncio.create_task(watch_pause(api, state, opts, stop)))
     tasks.append(asyncio.create_task(shell.run(stop, opts.interval)))
 
     runners: list[web.AppRunner] = []

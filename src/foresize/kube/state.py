@@ -43,6 +43,7 @@ class ClusterState:
         target_parser: Callable[[str, dict[str, Any]], Any] | None = None,
         *,
         pause_namespace: str | None = None,
+        pause_configmap: str = PAUSE_CONFIGMAP,
     ) -> None:
         self.pods: dict[Key, Pod] = {}
         self.nodes: dict[str, Node] = {}
@@ -58,6 +59,7 @@ class ClusterState:
         self._target_parser = target_parser
         # The pause ConfigMap counts only in the operator's namespace (None: any).
         self.pause_namespace = pause_namespace
+        self.pause_configmap = pause_configmap
 
     # ----------------------------------------------------------------- updates
     def apply_event(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
