@@ -124,3 +124,51 @@ async def test_operator_runs_everything_and_releases_its_lease(kmock):
         await asyncio.wait_for(task, 20)
     lease = kmock.objects[R("coordination.k8s.io/v1/leases"), "foresize", "foresize-shard-0"]
     assert "holderIdentity" not in lease["spec"]  # released for the next replica
+
+
+def test_cli_reads_the_deployment_environment(monkeypatch, tmp_path):
+    """The shipped Deployment configures the operator through FORESIZE_* variables."""
+    from typer.testing import CliRunner
+
+    import foresize.kube.operator as operator_module
+    from foresize.cli import app
+
+    seen = {}
+
+    async def fake_run(opts, stop=None):
+        seen["opts"] = opts
+
+    monkeypatch.setattr(operator_module, "run_operator", fake_run)
+    import foresize.telemetry.logs as logs_module
+
+    # Keep the test process' logging as pytest set it up.
+    monkeypatch.setattr(logs_module, "setup_logging", lambda *a, **k: None)
+    env = {
+        "FORESIZE_NAMESPACE": "fs",
+        "FORESIZE_POD_NAME": "foresize-7d9-abcde",
+        "FORESIZE_WEBHOOK_SERVICE": "fs-webhook",
+        "FORESIZE_WEBHOOK_CONFIGURATION": "fs",
+        "FORESIZE_TLS_SECRET": "fs-webhook-tls",
+        "FORESIZE_PAUSE_CONFIGMAP": "fs-pause",
+        "FORESIZE_WEBHOOK_PORT": "9443",
+        "FORESIZE_METRICS_PORT": "9090",
+        "FORESIZE_CERT_MANAGER": "true",
+    }
+    result = CliRunner().invoke(app, ["operator", "--server", "http://127.0.0.1:1"], env=env)
+    assert result.exit_code == 0, result.output
+    o = seen["opts"]
+    assert (o.namespace, o.identity, o.webhook_service, o.webhook_configuration) == (
+        "fs",
+        "foresize-7d9-abcde",
+        "fs-webhook",
+        "fs",
+    )
+    assert (o.tls_secret, o.pause_configmap, o.webhook_port, o.metrics_port, o.cert_manager) == (
+        "fs-webhook-tls",
+        "fs-pause",
+        9443,
+        9090,
+        True,
+    )
+    bad = CliRunner().invoke(app, ["operator", "--kubeconfig", str(tmp_path / "nope")])
+    assert bad.exit_code != 0 and "--kubeconfig" in str(bad.exception)
