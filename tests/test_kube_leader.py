@@ -90,7 +90,15 @@ async def test_a_live_lease_of_another_holder_is_left_alone_then_taken_over_when
     elector = LeaseElector(api, "foresize", "foresize-shard-1", "pod-a", clock=clock)
     assert not await elector.try_acquire_or_renew()
     assert _reqs(kmock, "patch", f"{PATH}/foresize-shard-1") == []
-    clock.now += 20  # pod-b stopped renewing: renewTime + 15 s is in the past
+    # pod-b renews, but its clock is 10 minutes behind ours: its renewTime looks ancient,
+    # yet the record changed, so the lease is alive and must not be stolen.
+    kmock.objects[LEASES, "foresize", "foresize-shard-1"].patch(
+        {"spec": {"renewTime": micro_time(T0 - 600)}}
+    )
+    clock.now += 20
+    assert not await elector.try_acquire_or_renew()
+    assert _reqs(kmock, "patch", f"{PATH}/foresize-shard-1") == []
+    clock.now += 20  # pod-b stopped renewing: unchanged for more than 15 s
     assert await elector.try_acquire_or_renew()
     (takeover,) = _reqs(kmock, "patch", f"{PATH}/foresize-shard-1")
     assert takeover.data == {
@@ -98,8 +106,8 @@ async def test_a_live_lease_of_another_holder_is_left_alone_then_taken_over_when
         "spec": {
             "holderIdentity": "pod-a",
             "leaseDurationSeconds": 15,
-            "renewTime": micro_time(T0 + 20),
-            "acquireTime": micro_time(T0 + 20),
+            "renewTime": micro_time(T0 + 40),
+            "acquireTime": micro_time(T0 + 40),
             "leaseTransitions": 4,
         },
     }

@@ -5,9 +5,10 @@ Lease (`foresize-shard-<i>` in the operator namespace); only the replica holding
 Lease acts on that shard's targets. Every replica keeps serving webhooks regardless.
 
 The protocol follows client-go's resourcelock: create the Lease if missing; renew our own
-record; take over a record that has expired, i.e. whose `renewTime + leaseDurationSeconds`
-is in the past or that we have watched stay unchanged for a whole lease duration (so clock
-skew between replicas cannot steal a live lease). Every write carries the
+record; take over a record that has expired, i.e. that we have watched stay unchanged
+(same holder, renewTime and transitions) for a whole lease duration, or that has no
+holder (released). Expiry is measured on our own clock, never by comparing the holder's
+renewTime with it, so clock skew between replicas cannot steal a live lease. Every write carries the
 `metadata.resourceVersion` we read, so two replicas racing for one Lease cannot both win:
 the loser gets 409 Conflict. On shutdown the holder releases (clears `holderIdentity`).
 """
@@ -25,7 +26,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from foresize.kube.api import JSON, MERGE_PATCH, KubeApi
-from foresize.kube.convert import parse_time
 
 log = logging.getLogger(__name__)
 
@@ -117,12 +117,10 @@ class LeaseElector:
         record = (holder, spec.get("renewTime"), spec.get("leaseTransitions"))
         if self._observed is None or self._observed.record != record:
             self._observed = _Observed(record, now)
-        renewed = parse_time(spec.get("renewTime"))
-        expired = (
-            not holder
-            or (renewed is not None and renewed + duration < now)
-            or (now - self._observed.seen_at > duration)
-        )
+        # Expiry is judged on our own clock only, from when we first saw this exact record
+        # (client-go does the same): a replica whose clock runs ahead cannot steal a lease
+        # that its holder keeps renewing.
+        expired = not holder or (now - self._observed.seen_at > duration)
         if holder == self.identity:
             patch = {"metadata": {"resourceVersion": rv}, "spec": self._spec(now, 0, False)}
         elif expired:
