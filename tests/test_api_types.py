@@ -211,6 +211,8 @@ def test_full_round_trip_is_stable():
     once = parse_target(obj).to_kube()
     twice = parse_target(copy.deepcopy(once)).to_kube()
     assert once == twice
+    # The plain pydantic dump is the same Kubernetes JSON.
+    assert parse_target(obj).model_dump(by_alias=True, exclude_none=True) == once
     assert once["spec"]["vertical"]["model"] == {"mode": "percentile", "percentile_value": 97.0}
     assert once["status"]["stall_first_seen"] == {"shop/web-1": "2026-11-29T08:01:00Z"}
     assert once["status"]["circuit_breaker"]["backoff"] == "2m"
