@@ -40,8 +40,8 @@ class QuantityError(ValueError):
 
 
 # Kubernetes refuses quantities above 2^63-1 in magnitude; so do we. Bounding the digits and
-# the exponent keeps every product below exact (no rounding by Decimal's 28-digit default
-# context) and keeps `1e999999999` from becoming a Decimal overflow.
+# the exponent keeps every product exact (a 200-digit context, not Decimal's 28-digit
+# default) and keeps `1e999999999` from becoming a Decimal overflow.
 MAX_QUANTITY = Decimal(2**63 - 1)
 _MAX_DIGITS = 64
 _MAX_EXPONENT = 64
