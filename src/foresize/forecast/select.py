@@ -116,15 +116,15 @@ class OnlineScores:
 
     loss: np.ndarray  # (len(MODELS), S, Q) decayed loss sums
     weight: np.ndarray  # same shape, decayed counts
-    log_factor: np.ndarray  # (Q,) calibration (log): issued = selected forecast x exp(.)
-    # (origin, per-model forecasts (models, S, Q), issued forecast (S, Q))
-    pending: list[tuple[int, np.ndarray, np.ndarray]] = field(default_factory=list)
+    log_factor: np.ndarray  # (models, Q) calibration (log): issued = forecast x exp(g[model])
+    # (origin, per-model forecasts (models, S, Q), issued forecast (S, Q), model (S, Q))
+    pending: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)
     last_origin: int | None = None
 
     @classmethod
     def empty(cls, n_series: int, n_quantiles: int) -> OnlineScores:
         shape = (len(MODELS), n_series, n_quantiles)
-        return cls(np.zeros(shape), np.zeros(shape), np.zeros(n_quantiles))
+        return cls(np.zeros(shape), np.zeros(shape), np.zeros((len(MODELS), n_quantiles)))
 
     def scores(self) -> np.ndarray:
         with np.errstate(invalid="ignore"):
@@ -158,7 +158,7 @@ def online_step(
         loss = loss * decay
         weight = weight * decay
     still = []
-    for origin, f, issued in state.pending:
+    for origin, f, issued, used in state.pending:
         col = origin - base
         if col < 0:
             continue  # fell out of the window: can no longer be scored
@@ -170,14 +170,14 @@ def online_step(
             age_decay = np.exp2(-(now_abs - origin) * cfg.step / cfg.score_half_life)
             loss = loss + np.where(ok, lo, 0.0) * age_decay
             weight = weight + ok * age_decay
-            g = calibrate(g, actual[0], issued, qs, cfg)
+            g = calibrate(g, actual[0], issued, used, qs, cfg)
         else:
-            still.append((origin, f, issued))
+            still.append((origin, f, issued, used))
     new = OnlineScores(loss, weight, g, still, now_abs)
     per_model = all_models(y, m, o, qs, cfg)
     vals, best = _pick(per_model, new.scores())
-    vals = _monotone(vals * np.exp(g)[None, :], qs)
-    new.pending.append((now_abs, per_model, vals))
+    vals = _monotone(vals * np.exp(np.take_along_axis(g, best, axis=0)), qs)
+    new.pending.append((now_abs, per_model, vals, best))
     return Forecast(vals, best, per_model), new
 
 
@@ -210,22 +210,30 @@ def calibrate(
     log_factor: np.ndarray,
     actual: np.ndarray,
     issued: np.ndarray,
+    used: np.ndarray,
     qs: np.ndarray,
     cfg: ForecastConfig,
 ) -> np.ndarray:
-    """Adaptive conformal calibration (Gibbs & Candès, 2021) of the issued quantile.
+    """Adaptive conformal calibration (Gibbs & Candès, 2021) of each model's quantiles.
 
     Empirical tail quantiles of a few hundred points are biased low (a high quantile of
-    past maxima cannot exceed the largest one seen), so a forecast "q-quantile" is exceeded
-    more often than 1 - q. After each realised window the log factor moves by
-    gamma x (miss rate - (1 - q)): its equilibrium is a miss rate of exactly 1 - q,
-    whatever the models. The miss rate is pooled over the series of the call: a 1-in-1000
-    rate cannot be measured on one series within days, but it can on many.
+    past maxima cannot exceed the largest one seen), and by how much depends on the model
+    (a one-day window more than an eight-day histogram), so a forecast "q-quantile" is
+    exceeded more often than 1 - q. After each realised window, each model's log factor
+    moves by gamma x (miss rate - (1 - q)) over the series that used it: its equilibrium
+    is a miss rate of exactly 1 - q, whatever the model. Pooled over the series of the
+    call: a 1-in-1000 rate cannot be measured on one series within days, but on many.
     """
     ok = np.isfinite(actual) & np.isfinite(issued)
-    n = ok.sum(axis=0)
-    if not n.any():
+    if not ok.any():
         return log_factor
-    miss = np.where(ok, (actual > issued).astype(np.float64), 0.0).sum(axis=0) / np.maximum(n, 1)
-    step = np.where(n > 0, cfg.calibration_rate * (miss - (1.0 - qs)), 0.0)
-    return np.clip(log_factor + step, cfg.calibration_min, cfg.calibration_max)
+    missed = ok & (actual > issued)
+    out = log_factor.copy()
+    for k in range(log_factor.shape[0]):
+        sel = ok & (used == k)
+        n = sel.sum(axis=0)
+        if not n.any():
+            continue
+        rate = (missed & sel).sum(axis=0) / np.maximum(n, 1)
+        out[k] += np.where(n > 0, cfg.calibration_rate * (rate - (1.0 - qs)), 0.0)
+    return np.clip(out, cfg.calibration_min, cfg.calibration_max)

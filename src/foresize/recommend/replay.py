@@ -350,7 +350,9 @@ class ForesizePolicy(Policy):
         out = {CPU: self._target(CPU, i)}
         if self.data.memory is not None:
             now = (i + 1) * STEP
-            out[MEMORY] = np.fmax(self._target(MEMORY, i), self.oom.active_floor(now))
+            floor = self.oom.active_floor(now)
+            target = self._target(MEMORY, i)
+            out[MEMORY] = np.where(floor > 0, np.fmax(target, floor), target)
         return out
 
     def on_oom(self, j: int, mask: np.ndarray, request: np.ndarray) -> np.ndarray | None:

@@ -1,0 +1,157 @@
+"""`foresize bench recommend` / `bench forecast`: the replay protocol and the JSON keys."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from foresize.cli import app
+from foresize.history.traces import SeriesKey, TraceSeries
+from foresize.recommend.replay import (
+    ClairvoyantPolicy,
+    ForesizePolicy,
+    KRRPolicy,
+    ManualPolicy,
+    VPAPolicy,
+    prepare,
+    replay,
+)
+
+TRACES = Path(__file__).resolve().parents[1] / ".." / "shared" / "traces"
+KEYS = {"slack", "shortfall", "under", "events_per_series_day", "changes_per_series_day"}
+T0 = 1_700_006_400.0
+
+
+def series(cpu, mem=None, cap=None, step=300.0, name="s"):
+    t = T0 + np.arange(len(cpu)) * step
+    return TraceSeries(
+        SeriesKey("t", name, "c"),
+        t,
+        np.asarray(cpu, float),
+        None if mem is None else np.asarray(mem, float),
+        None if cap is None else np.full(len(cpu), cap, float),
+        None,
+    )
+
+
+def test_replay_scoring_protocol():
+    """Warm-up unscored, decisions every 15 minutes from the next sample, gaps unscored,
+    clairvoyant has no shortfall, a constant manual capacity never changes."""
+    n = 288 * 9
+    rng = np.random.default_rng(0)
+    cpu = rng.gamma(2.0, 0.2, n)
+    cpu[288 * 8 : 288 * 8 + 12] = np.nan  # a gap
+    mem = 1e9 * (1 + 0.1 * rng.random(n))
+    data = prepare([series(cpu, mem, cap=2.0)])
+    assert data.cpu[0, 0] == pytest.approx(cpu[0] * 1000)  # millicores
+    clair = replay(data, ClairvoyantPolicy())
+    assert clair["cpu"].shortfall == 0.0 and clair["cpu"].events_per_series_day == 0.0
+    assert clair["memory"].events_per_series_day == 0.0  # no OOM kills
+    manual = replay(data, ManualPolicy())
+    assert manual["cpu"].changes_per_series_day == 0.0
+    # Slack of a constant 2-core request = 1 - mean usage / 2 over scored samples.
+    scored = cpu[288 * 7 :]
+    expect = np.nansum(np.maximum(2000 - scored * 1000, 0)) / (2000 * np.isfinite(scored).sum())
+    assert manual["cpu"].slack == pytest.approx(expect, rel=1e-6)
+
+
+def test_oom_kills_are_counted_and_remediated():
+    """A memory step up: every policy is short once, OOM remediation reacts at once."""
+    n = 288 * 9
+    mem = np.full(n, 1e9)
+    mem[288 * 8 :] = 3e9  # a jump on day 8
+    cpu = np.full(n, 0.5)
+    data = prepare([series(cpu, mem)])
+    keep: dict = {}
+    fs = replay(data, ForesizePolicy(), keep)
+    ooms = np.nonzero(keep["ooms"][0])[0]
+    assert ooms[0] == 288 * 8
+    assert len(ooms) <= 2  # x1.2 compounding covers 3x within a couple of kills
+    req = keep["req"]["memory"][0]
+    assert req[288 * 8 + 1] >= 3e9 * 1.2 - 1  # remediation applied from the next sample
+    assert fs["memory"].events_per_series_day > 0
+    vpa = replay(data, VPAPolicy())
+    assert vpa["memory"].events_per_series_day > 0
+    krr = replay(data, KRRPolicy())  # no OOM reaction: killed until its next decision
+    assert krr["memory"].events_per_series_day >= fs["memory"].events_per_series_day
+
+
+def test_vpa_reference_defaults():
+    n = 288 * 8
+    data = prepare([series(np.full(n, 0.001), np.full(n, 1e6))])
+    vpa = VPAPolicy()
+    vpa.start(data)
+    d = vpa.decide(n - 1)
+    assert d["cpu"][0] == 25.0  # minimum 25 millicores
+    assert d["memory"][0] == 250 * 2**20  # minimum 250 MiB
+    data = prepare([series(np.full(n, 1.0), np.full(n, 1e9))])
+    vpa.start(data)
+    d = vpa.decide(n - 1)
+    assert 1000 * 1.15 <= d["cpu"][0] <= 1000 * 1.15 * 1.06  # p90 x 1.15, 5% buckets
+    assert 1e9 * 1.15 <= d["memory"][0] <= 1e9 * 1.15 * 1.06
+
+
+def test_cli_json_keys_on_real_crane_trace(tmp_path):
+    res = CliRunner().invoke(
+        app,
+        [
+            "bench",
+            "recommend",
+            "--traces",
+            str(TRACES / "crane-dsp"),
+            "--format",
+            "crane",
+            "--json",
+            "--limit",
+            "1",
+            "--modes",
+            "cost_optimized",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    assert {"traces", "format", "series", "policies"} <= set(doc)
+    assert doc["series"] == 1
+    assert set(doc["policies"]) == {
+        "vpa",
+        "krr",
+        "clairvoyant",
+        "foresize",
+        "foresize:cost_optimized",
+    }
+    for pol in doc["policies"].values():
+        assert set(pol) == {"cpu"}  # crane has no memory and no capacities (no manual)
+        assert set(pol["cpu"]) == KEYS
+        assert all(0.0 <= pol["cpu"][k] <= 1.0 for k in ("slack", "shortfall", "under"))
+
+
+def test_cli_errors_are_clear(tmp_path):
+    res = CliRunner().invoke(
+        app, ["bench", "recommend", "--traces", str(tmp_path / "none"), "--format", "crane"]
+    )
+    assert res.exit_code != 0
+    res = CliRunner().invoke(
+        app,
+        ["bench", "recommend", "--traces", str(tmp_path), "--format", "crane", "--modes", "x"],
+    )
+    assert res.exit_code != 0
+
+
+def test_bench_forecast_json_keys():
+    res = CliRunner().invoke(
+        app, ["bench", "forecast", "--json", "--series", "40", "--days", "3", "--repeat", "1"]
+    )
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    assert {
+        "series",
+        "points_per_series",
+        "seconds_median",
+        "series_per_second",
+        "peak_rss_mib",
+    } <= set(doc)
+    assert doc["series"] == 40 and doc["points_per_series"] == 3 * 288
