@@ -70,8 +70,11 @@ def desired_containers(
     """The pod's containers with the suggestion applied; a problem string if not allowed.
 
     A container left as it is comes back as the same object (callers test `is`)."""
-    before = pod_qos_class(pod)
-    guaranteed = before == "Guaranteed"
+    every = (*pod.containers, *pod.init_containers)
+    all_limits = all("cpu" in c.resources.limits and "memory" in c.resources.limits for c in every)
+    # Only a pod with every CPU and memory limit can be Guaranteed: skip the full QoS
+    # computation for the common Burstable pod (we never add limits).
+    guaranteed = all_limits and pod_qos_class(pod) == "Guaranteed"
     out: list[Container] = []
     touched = False
     for c in pod.containers:
@@ -102,12 +105,11 @@ def desired_containers(
         out.append(_apply(c, req, lim))
     if not touched:
         return out, None
-    if before == "Burstable" and any(
-        "cpu" not in c.resources.limits or "memory" not in c.resources.limits
-        for c in (*out, *pod.init_containers)
-    ):
-        # Without every limit it cannot become Guaranteed, and it keeps its requests.
+    if not all_limits and any(c.resources.requests or c.resources.limits for c in every):
+        # Burstable without every limit: it cannot become Guaranteed (no limit is added)
+        # nor BestEffort (no request is removed).
         return out, None
+    before = pod_qos_class(pod)
     after = qos_class_of([*out, *pod.init_containers])
     if after != before:
         return out, f"the change would move the pod from QoS {before} to {after}"
