@@ -172,3 +172,111 @@ def test_cli_reads_the_deployment_environment(monkeypatch, tmp_path):
     )
     bad = CliRunner().invoke(app, ["operator", "--kubeconfig", str(tmp_path / "nope")])
     assert bad.exit_code != 0 and "--kubeconfig" in str(bad.exception)
+
+
+async def test_operator_end_to_end_from_collected_history(kmock, tmp_path):
+    """History (2 days of a real trace, in the SQLite store) -> the recommender -> the
+    target's status -> the watch -> the vertical planner -> pods/resize."""
+    import gzip
+    import time
+    from pathlib import Path
+
+    from foresize.history.metrics_server import HistorySink, Sample
+    from foresize.history.sqlite import HistoryStore
+
+    crane = (
+        Path(__file__).resolve().parents[2] / "shared" / "traces" / "crane-dsp" / "input0.csv.gz"
+    )
+    with gzip.open(crane, "rt") as f:
+        next(f)
+        values = [float(line.split(",")[1]) for _, line in zip(range(2 * 1440), f, strict=False)]
+    end = (time.time() // 60) * 60
+    samples = [
+        Sample(
+            end - (len(values) - 1 - i) * 60,
+            "shop",
+            "web",
+            f"web-{p}",
+            "app",
+            v / 100.0,
+            200 * 2**20,
+        )
+        for i, v in enumerate(values)
+        for p in (1, 2)
+    ]
+    db = tmp_path / "history.db"
+    store = HistoryStore(db)
+    HistorySink(store).add_samples(samples)
+    store.close()
+
+    declare(kmock)
+    kmock.resources["coordination.k8s.io/v1/leases"] = kmock.ResourceInfo(
+        kind="Lease", namespaced=True, verbs={"get", "list", "watch", "create", "patch"}
+    )
+    kmock["get /version"] << {"major": "1", "minor": "35", "gitVersion": "v1.35.0"}
+    kmock["get /apis/metrics.k8s.io/v1beta1/pods"] << {"kind": "PodMetricsList", "items": []}
+    kmock.objects[R("v1/nodes"), None, "n1"] = {
+        "metadata": {"name": "n1"},
+        "status": {"allocatable": {"cpu": "8", "memory": "16Gi"}},
+    }
+    template = {
+        "spec": {
+            "containers": [
+                {"name": "app", "resources": {"requests": {"cpu": "200m", "memory": "256Mi"}}}
+            ]
+        }
+    }
+    kmock.objects[R("apps/v1/deployments"), "shop", "web"] = {
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}}, "template": template},
+    }
+    kmock.objects[R("apps/v1/replicasets"), "shop", "web-abc"] = {
+        "metadata": {
+            "name": "web-abc",
+            "namespace": "shop",
+            "ownerReferences": [{"kind": "Deployment", "name": "web", "controller": True}],
+        },
+        "spec": {"replicas": 2, "template": template},
+    }
+    target = {k: v for k, v in TARGET.items() if k != "status"}  # no suggestion yet
+    kmock.objects[R("foresize.io/v1/aiscaletargets"), "shop", "web"] = target
+    for name in ("web-1", "web-2"):
+        kmock.objects[R("v1/pods"), "shop", name] = pod(name)
+    opts = OperatorOptions(
+        server=str(kmock.url).rstrip("/"),
+        namespace="foresize",
+        identity="foresize-0",
+        interval=0.2,
+        metrics_host="127.0.0.1",
+        metrics_port=free_port(),
+        webhook=False,
+        history_db=str(db),
+        shutdown_grace=1.0,
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(run_operator(opts, stop))
+    try:
+        resized = []
+        for _ in range(150):
+            await asyncio.sleep(0.1)
+            resized = [r for r in kmock["patch"] if r.url.path.endswith("/resize")]
+            if len(resized) >= 2:
+                break
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 20)
+    status_path = "/apis/foresize.io/v1/namespaces/shop/aiscaletargets/web/status"
+    suggestions = [
+        r.data["status"]["vertical_suggestion"]
+        for r in kmock["patch"]
+        if r.url.path == status_path and "vertical_suggestion" in r.data.get("status", {})
+    ]
+    assert suggestions, "the recommender wrote a suggestion from the collected history"
+    cpu = suggestions[0]["containers"][0]["requests"]["cpu"]
+    assert len(resized) >= 2, [(r.method, r.url.path) for r in kmock[...]][-15:]
+    for r in resized:
+        assert {
+            "op": "add",
+            "path": "/spec/containers/0/resources/requests/cpu",
+            "value": cpu,
+        } in r.data

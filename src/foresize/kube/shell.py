@@ -167,32 +167,38 @@ class KubeShell:
         start = time.perf_counter()
         now = self.clock()
         snap = await self.snapshot()
-        gate = self._gate_in_place(snap)
+        # Recommendations, DaemonSets, horizontal and lifecycle work on every target of our
+        # shards; only the vertical planner is kept from targets the server cannot serve.
+        pre: list[Action] = []
         if self.history is not None:
             from foresize.kube.suggest import cadence_of, plan_suggestions
 
             def due(target: Any) -> bool:
                 # Each target forecasts at its own cadence (forecast_interval, else
                 # forecast_blocks; a cron cadence uses the operator's --suggest-interval).
-                key = target_key(target)
-                last = self._last_suggest.get(key)
-                if last is not None and now - last < cadence_of(target, self.suggest_interval):
-                    return False
-                self._last_suggest[key] = now
-                return True
+                last = self._last_suggest.get(target_key(target))
+                return last is None or now - last >= cadence_of(target, self.suggest_interval)
 
-            gate += plan_suggestions(snap, self.history, now, due, self.suggestion_state)
-            gate += self._daemonsets(snap, now)
+            writes = plan_suggestions(snap, self.history, now, due, self.suggestion_state)
+            for write in writes:
+                # Only a target that got a forecast waits for its next cadence (one whose
+                # workload has not been seen yet is tried again on the next pass).
+                self._last_suggest[f"{write.namespace}/{write.name}"] = now
+            pre += writes
+            pre += self._daemonsets(snap, now)
             if self._last_horizontal is None or now - self._last_horizontal >= min(
                 self.suggest_interval, 900.0
             ):
                 self._last_horizontal = now
-                gate += self._horizontal(snap, now)
+                pre += self._horizontal(snap, now)
         done: list[tuple[Action, ActionResult | None]] = []
-        gate += await self._lifecycle(snap, now, done)
+        pre += await self._lifecycle(snap, now, done)
         await self._templates(snap, done)
+        all_targets = list(snap.targets)
+        gate = self._gate_in_place(snap)
         actions, self.worker_state = plan(snap, now, self.worker_state, self.worker_config)
-        for action in [*gate, *actions]:
+        snap.targets = all_targets
+        for action in [*pre, *gate, *actions]:
             if isinstance(action, EvictPod):
                 ts = self.worker_state.targets.get(action.target)
                 if ts is not None and ts.evict_retry_at is not None and now < ts.evict_retry_at:
