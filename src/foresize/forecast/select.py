@@ -116,7 +116,7 @@ class OnlineScores:
 
     loss: np.ndarray  # (len(MODELS), S, Q) decayed loss sums
     weight: np.ndarray  # same shape, decayed counts
-    log_factor: np.ndarray  # (models, Q) calibration (log): issued = forecast x exp(g[model])
+    log_factor: np.ndarray  # (models, S, Q) calibration (log): issued = forecast x exp(g)
     # (origin, per-model forecasts (models, S, Q), issued forecast (S, Q), model (S, Q))
     pending: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)
     last_origin: int | None = None
@@ -124,7 +124,43 @@ class OnlineScores:
     @classmethod
     def empty(cls, n_series: int, n_quantiles: int) -> OnlineScores:
         shape = (len(MODELS), n_series, n_quantiles)
-        return cls(np.zeros(shape), np.zeros(shape), np.zeros((len(MODELS), n_quantiles)))
+        return cls(np.zeros(shape), np.zeros(shape), np.zeros(shape))
+
+    @classmethod
+    def stack(cls, states: list[OnlineScores]) -> OnlineScores:
+        """One state for the series of several (same pending origins and quantiles)."""
+        first = states[0]
+        pending = []
+        for i, (origin, _f, _v, _u) in enumerate(first.pending):
+            pending.append(
+                (
+                    origin,
+                    np.concatenate([st.pending[i][1] for st in states], axis=1),
+                    np.concatenate([st.pending[i][2] for st in states], axis=0),
+                    np.concatenate([st.pending[i][3] for st in states], axis=0),
+                )
+            )
+        return cls(
+            np.concatenate([st.loss for st in states], axis=1),
+            np.concatenate([st.weight for st in states], axis=1),
+            np.concatenate([st.log_factor for st in states], axis=1),
+            pending,
+            first.last_origin,
+        )
+
+    def row(self, i: int) -> OnlineScores:
+        """The state of series i alone."""
+        return OnlineScores(
+            self.loss[:, i : i + 1].copy(),
+            self.weight[:, i : i + 1].copy(),
+            self.log_factor[:, i : i + 1].copy(),
+            [(o, f[:, i : i + 1], v[i : i + 1], u[i : i + 1]) for o, f, v, u in self.pending],
+            self.last_origin,
+        )
+
+    def signature(self) -> tuple:
+        """States with equal signatures can be stacked."""
+        return (self.last_origin, tuple(p[0] for p in self.pending), self.loss.shape[2])
 
     def scores(self) -> np.ndarray:
         with np.errstate(invalid="ignore"):
@@ -176,7 +212,7 @@ def online_step(
     new = OnlineScores(loss, weight, g, still, now_abs)
     per_model = all_models(y, m, o, qs, cfg)
     vals, best = _pick(per_model, new.scores())
-    vals = _monotone(vals * np.exp(np.take_along_axis(g, best, axis=0)), qs)
+    vals = _monotone(vals * np.exp(np.take_along_axis(g, best[None], axis=0)[0]), qs)
     new.pending.append((now_abs, per_model, vals, best))
     return Forecast(vals, best, per_model), new
 
@@ -235,5 +271,5 @@ def calibrate(
         if not n.any():
             continue
         rate = (missed & sel).sum(axis=0) / np.maximum(n, 1)
-        out[k] += np.where(n > 0, cfg.calibration_rate * (rate - (1.0 - qs)), 0.0)
+        out[k] += np.where(n > 0, cfg.calibration_rate * (rate - (1.0 - qs)), 0.0)[None, :]
     return np.clip(out, cfg.calibration_min, cfg.calibration_max)

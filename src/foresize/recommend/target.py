@@ -347,19 +347,28 @@ def _forecast(reqs, rows, res, new_states, now):
         base = int(math.floor(now / MODEL_STEP)) - (y.shape[1] - 1)
         col = np.searchsorted(uq, qs_row)
         if online:
-            # Rolling backtest: one state per (target, container, resource).
-            for i, k in enumerate(ks):
+            # Rolling backtest: one state per (target, container, resource), stacked into
+            # one vectorised step where the states line up (same decision history).
+            # Origins are absolute bucket numbers, so states survive the window sliding.
+            states = []
+            for k in ks:
                 ti, name = rows[k]
-                key = f"{name}/{res}"
-                st = reqs[ti].forecast_state.get(key)
+                st = reqs[ti].forecast_state.get(f"{name}/{res}")
                 if st is None or st.loss.shape[1:] != (1, len(uq)):
                     st = OnlineScores.empty(1, len(uq))
-                # Origins are absolute bucket numbers, so the state survives the window
-                # sliding forward between calls.
-                f, st2 = online_step(st, y[i : i + 1], y.shape[1] - 1, uq, cfg, base=base)
-                new_states[ti][key] = st2
-                out[k] = f.values[0, col[i]]
-                names[k] = f.model_names()[0, col[i]]
+                states.append(st)
+            by_sig: dict[tuple, list[int]] = {}
+            for i, st in enumerate(states):
+                by_sig.setdefault(st.signature(), []).append(i)
+            for idxs in by_sig.values():
+                stacked = OnlineScores.stack([states[i] for i in idxs])
+                f, st2 = online_step(stacked, y[idxs], y.shape[1] - 1, uq, cfg, base=base)
+                names_all = f.model_names()
+                for j, i in enumerate(idxs):
+                    ti, name = rows[ks[i]]
+                    new_states[ti][f"{name}/{res}"] = st2.row(j)
+                    out[ks[i]] = f.values[j, col[i]]
+                    names[ks[i]] = names_all[j, col[i]]
         else:
             scores = backtest_scores(y, uq, cfg)
             f = forecast_max(y, uq, cfg, scores)
