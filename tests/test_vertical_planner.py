@@ -713,3 +713,21 @@ def test_selector_target_uses_match_labels_and_expressions() -> None:
     s = snap(pods, [t])
     actions, _ = plan(s, 0.0, WorkerState(), suggestions=sugg())
     assert names(actions, ResizePod) == ["a", "c"]
+
+
+def test_a_bad_target_is_reported_by_field_and_does_not_stop_the_others() -> None:
+    bad = {
+        "metadata": {"name": "broken", "namespace": "default"},
+        "spec": {
+            "scaleTargetRef": {"kind": "Deployment", "name": "web"},
+            "vertical": {"mode": "auto", "update_policy": {"update_mode": "sometimes"}},
+        },
+    }
+    s = snap([pod("p0")], [target("in_place")])
+    s.targets.insert(0, bad)
+    actions, state = plan(s, 0.0, WorkerState(), suggestions=sugg())
+    (ev,) = [e for e in of(actions, EmitEvent) if e.reason == "InvalidSpec"]
+    assert ev.name == "broken" and "update_policy.update_mode" in ev.message
+    assert names(actions, ResizePod) == ["p0"]
+    actions, _ = plan(s, 10.0, state, suggestions=sugg())
+    assert not [e for e in of(actions, EmitEvent) if e.reason == "InvalidSpec"]

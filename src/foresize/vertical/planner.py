@@ -55,7 +55,7 @@ from foresize.vertical.desired import (
     pod_change,
     resize_in_flight,
 )
-from foresize.vertical.policy import TargetPolicy, WorkerConfig, batch_size, policy_of
+from foresize.vertical.policy import TargetPolicy, WorkerConfig, _get, batch_size, policy_of
 from foresize.vertical.state import (
     CLOSED,
     HALF_OPEN,
@@ -256,10 +256,18 @@ def plan(
         try:
             pol = _cached_policy(new_state, target)
         except ForesizeError as exc:
-            meta = getattr(target, "metadata", None)
-            ns = getattr(meta, "namespace", "default") if meta else "default"
-            name = getattr(meta, "name", "?") if meta else "?"
-            actions.append(EmitEvent(ns, "AIScaleTarget", name, "InvalidSpec", str(exc), "Warning"))
+            meta = _get(target, "metadata")
+            ns = str(_get(meta, "namespace", default="default"))
+            name = str(_get(meta, "name", default="?"))
+            # Announced once per distinct problem, not on every pass.
+            bad = new_state.targets.get(f"{ns}/{name}")
+            bad = bad.clone() if bad is not None else TargetState()
+            new_state.targets[f"{ns}/{name}"] = bad
+            if bad.reported.get("invalid") != str(exc):
+                bad.reported["invalid"] = str(exc)
+                actions.append(
+                    EmitEvent(ns, "AIScaleTarget", name, "InvalidSpec", str(exc), "Warning")
+                )
             continue
         prev = new_state.targets.get(pol.key)
         ts = (
