@@ -110,6 +110,24 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             "--events",
             help="Also write the full event log as JSON lines to this file.",
         ),
+        report: str | None = typer.Option(
+            None,
+            "--report",
+            help="Also write an HTML report (index.html and PNG figures) into this "
+            "directory: savings and risks against static and vpa, per-workload requested vs "
+            "used, risk events, scheduler charge gap per node. See docs/report.md.",
+        ),
+        compare: str | None = typer.Option(
+            None,
+            "--compare",
+            help="Run the same scenario and seed once per policy, e.g. static,vpa,foresize, "
+            "and show them side by side (instead of --policy).",
+        ),
+        gap_every: str = typer.Option(
+            "15m",
+            "--gap-every",
+            help="With --report: how often to sample the per-node scheduler charge gap.",
+        ),
     ) -> None:
         """Run a scenario on the simulated cluster and summarise requested vs used CPU and
         memory, slack, OOM kills, throttling, evictions, resizes, stalls, preemptions and
@@ -134,6 +152,25 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             raise ForesizeError(f"--seed: must be a non-negative integer, got {seed}")
         get_policy(policy)  # fail early on an unknown policy
         sc = load_scenario(scenario)
+        if report is not None or compare is not None:
+            from foresize.report.flow import check_options, simulate_and_report
+
+            policies, report_dir, gap_s = check_options(policy, compare, report, gap_every)
+            simulate_and_report(
+                sc,
+                policy=policy,
+                compare=policies,
+                report_dir=report_dir,
+                duration=total,
+                seed=seed,
+                step=step_s,
+                gap_every=gap_s,
+                as_json=as_json,
+                show_progress=not no_progress and sys.stderr.isatty(),
+                events_path=events_path,
+                render=render_summary,
+            )
+            return
 
         if no_progress or not sys.stderr.isatty():
             sim, summary = simulate(sc, duration=total, policy=policy, seed=seed, step=step_s)

@@ -1,0 +1,267 @@
+"""`foresize simulate --report DIR` and `--compare P1,P2,...`: run the scenario once per
+policy (same scenario, seed and step), print the summaries as `foresize simulate` does, and
+write the HTML report.
+
+Single-policy runs (`--report` without `--compare`) also run the references `static` and
+`vpa` (when not the policy itself) so the headline can say what was saved against them;
+the printed summary is the policy's own, exactly as without `--report`.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from foresize.errors import ForesizeError
+from foresize.report.run import BASELINES, PolicyRun, run_policy
+from foresize.sim.scenario import Scenario
+
+
+def parse_compare(value: str) -> list[str]:
+    """`static,vpa,foresize` -> the policy names, checked against the registry."""
+    from foresize.sim.policies import available_policies
+
+    names = [p.strip() for p in value.split(",")]
+    if not value.strip() or any(not p for p in names):
+        raise ForesizeError(f"--compare: expected policy names separated by commas, got {value!r}")
+    known = available_policies()
+    for p in names:
+        if p not in known:
+            raise ForesizeError(f"--compare: unknown policy {p!r} (available: {', '.join(known)})")
+    dupes = sorted({p for p in names if names.count(p) > 1})
+    if dupes:
+        raise ForesizeError(f"--compare: policy listed twice: {', '.join(dupes)}")
+    return names
+
+
+def check_options(
+    policy: str, compare: str | None, report: str | None, gap_every: str
+) -> tuple[list[str] | None, Path | None, float]:
+    """Validate `--compare`, `--report` and `--gap-every` before anything runs (a bad
+    report directory must not cost a whole simulation). Returns (policies or None, the
+    report directory or None, the gap sampling interval in seconds)."""
+    from foresize.report.html import check_output_dir
+    from foresize.sim.scenario import parse_duration
+
+    policies = None
+    if compare is not None:
+        if policy != "static":
+            raise ForesizeError("--compare: give the policies there, not also --policy")
+        policies = parse_compare(compare)
+    try:
+        gap_s = parse_duration(gap_every)
+    except ValueError as exc:
+        raise ForesizeError(f"--gap-every: {exc}") from None
+    if gap_s <= 0:
+        raise ForesizeError("--gap-every: must be positive")
+    report_dir = check_output_dir(report) if report is not None else None
+    return policies, report_dir, gap_s
+
+
+def references_for(policies: list[str]) -> list[str]:
+    """The reference policies (static, vpa) to run besides `policies`, when registered."""
+    from foresize.sim.policies import available_policies
+
+    known = available_policies()
+    return [b for b in BASELINES if b in known and b not in policies]
+
+
+def run_all(
+    scenario: Scenario,
+    policies: list[str],
+    references: list[str],
+    *,
+    duration: float,
+    seed: int | None,
+    step: float,
+    gap_every: float,
+    show_progress: bool,
+) -> list[PolicyRun]:
+    """Run every policy, then every reference, with a progress bar on stderr if asked."""
+    plan = [(p, False) for p in policies] + [(p, True) for p in references]
+
+    def go(progress: Callable[[str], Callable[[float], None] | None]) -> list[PolicyRun]:
+        out = []
+        for name, ref in plan:
+            run = run_policy(
+                scenario,
+                name,
+                duration=duration,
+                seed=seed,
+                step=step,
+                gap_every=gap_every,
+                progress=progress(name),
+            )
+            run.baseline_only = ref
+            out.append(run)
+        return out
+
+    if not show_progress:
+        return go(lambda _name: None)
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        TextColumn("[bold]simulating[/] {task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed:.0f}/{task.total:.0f} h"),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    ) as bar:
+
+        def progress(name: str) -> Callable[[float], None]:
+            task = bar.add_task(f"{scenario.name} · {name}", total=duration / 3600.0)
+            return lambda now: bar.update(task, completed=now / 3600.0)
+
+        return go(progress)
+
+
+def _write_events(path: str, runs: list[PolicyRun], *, tag_policy: bool) -> None:
+    try:
+        with open(path, "w") as fh:
+            for r in runs:
+                for ev in r.events:
+                    d = ev.as_dict()
+                    if tag_policy:
+                        d = {"policy": r.policy, **d}
+                    fh.write(json.dumps(d, default=str) + "\n")
+    except OSError as exc:
+        raise ForesizeError(f"--events: cannot write {path}: {exc}") from None
+
+
+def _print_comparison(runs: list[PolicyRun]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    static = next((r for r in runs if r.policy == "static"), None)
+    table = Table(title="side by side (totals)", title_justify="left")
+    for head in (
+        "policy",
+        "cpu req\ncore·h",
+        "vs\nstatic",
+        "mem req\nGiB·h",
+        "vs\nstatic",
+        "OOM\nkills",
+        "throttled\ns",
+        "evic-\ntions",
+        "stalls",
+        "breaker\nopened",
+        "preemp-\ntions",
+    ):
+        table.add_column(head, justify="left" if head == "policy" else "right")
+    for r in runs:
+        t = r.summary["totals"]
+
+        def vs(key: str, t: dict[str, Any] = t, r: PolicyRun = r) -> str:
+            if static is None or static is r or not static.summary["totals"].get(key):
+                return "–"
+            b = static.summary["totals"][key]
+            return f"{-100 * (b - t.get(key, 0.0)) / b:+.1f}%"
+
+        table.add_row(
+            r.policy,
+            f"{t.get('cpu_requested_core_hours', 0):.1f}",
+            vs("cpu_requested_core_hours"),
+            f"{t.get('memory_requested_gib_hours', 0):.1f}",
+            vs("memory_requested_gib_hours"),
+            str(t.get("oom_kills", 0)),
+            f"{t.get('throttled_seconds', 0):.0f}",
+            str(t.get("evictions", 0)),
+            str(t.get("stalls", 0)),
+            str(t.get("breaker_openings", 0)),
+            str(t.get("preemptions", 0)),
+        )
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=170)
+    console.print(table)
+
+
+def simulate_and_report(
+    scenario: Scenario,
+    *,
+    policy: str,
+    compare: list[str] | None,
+    report_dir: Path | None,
+    duration: float,
+    seed: int | None,
+    step: float,
+    gap_every: float,
+    as_json: bool,
+    show_progress: bool,
+    events_path: str | None,
+    render: Callable[[dict[str, Any]], None],
+) -> list[PolicyRun]:
+    """The `--report` / `--compare` path of `foresize simulate`."""
+    from foresize.sim.operator import savings_vs
+
+    policies = compare if compare is not None else [policy]
+    # References only matter for the report's headline.
+    references = references_for(policies) if report_dir is not None else []
+    if compare is None and policy != "static" and "static" not in references:
+        references = ["static", *references]  # the savings_vs_static line needs it
+    runs = run_all(
+        scenario,
+        policies,
+        references,
+        duration=duration,
+        seed=seed,
+        step=step,
+        gap_every=gap_every,
+        show_progress=show_progress,
+    )
+    static = next((r for r in runs if r.policy == "static"), None)
+    subjects = [r for r in runs if not r.baseline_only]
+    for r in subjects:
+        if r.policy != "static" and static is not None:
+            r.summary["savings_vs_static"] = savings_vs(r.summary, static.summary)
+    if events_path is not None:
+        _write_events(events_path, subjects, tag_policy=compare is not None)
+    if as_json:
+        if compare is None:
+            print(json.dumps(subjects[0].summary, indent=2, sort_keys=False))
+        else:
+            print(
+                json.dumps(
+                    {
+                        "policies": [r.policy for r in subjects],
+                        "runs": [r.summary for r in subjects],
+                    },
+                    indent=2,
+                    sort_keys=False,
+                )
+            )
+    else:
+        for r in subjects:
+            render(r.summary)
+        if compare is not None:
+            _print_comparison(subjects)
+        elif "savings_vs_static" in subjects[0].summary:
+            sv = subjects[0].summary["savings_vs_static"]
+            print(
+                f"vs static: CPU requests {-100 * sv['cpu_requested_saved']:+.1f}%, "
+                f"memory requests {-100 * sv['memory_requested_saved']:+.1f}%; "
+                f"OOM kills {sv['oom_kills']['policy']} (static "
+                f"{sv['oom_kills']['baseline']}), throttled "
+                f"{sv['throttled_seconds']['policy']:.0f} s (static "
+                f"{sv['throttled_seconds']['baseline']:.0f} s)"
+            )
+    if report_dir is not None:
+        from foresize.report.html import write_report
+
+        command = "foresize " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+        try:
+            index = write_report(
+                report_dir, runs, duration=duration, gap_every=gap_every, command=command
+            )
+        except OSError as exc:
+            raise ForesizeError(
+                f"--report: cannot write the report in {report_dir}: {exc}"
+            ) from None
+        print(f"report: {index}", file=sys.stderr)
+    return runs

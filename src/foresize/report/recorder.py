@@ -1,0 +1,243 @@
+"""Light recorders that collect what a report draws, while a simulation runs.
+
+- `UsageRecorder` (a `sim.on_usage` observer): per usage step and per top-level workload,
+  the sums over its running containers of CPU used (cores), CPU requested (cores, the
+  requests in force), memory used (bytes) and memory requested (bytes). One `np.bincount`
+  per quantity and step, never a Python loop over pods.
+- `NodeGapSampler` (a `sim.every` callback): every `interval` seconds, per node, the gap
+  between the scheduler's charge (`foresize.cluster.qos.pod_charge`) and the sum of spec
+  requests (`spec_requests`) of the pods bound to it. It takes a `sim.snapshot()` and, as
+  the simulator never mutates an object a snapshot holds (copy-on-write), a pod object
+  seen at the previous sample is unchanged: its per-pod gap is cached by identity and
+  only pods that changed are recomputed.
+- `risk_events(sim)`: the OOM kills, evictions, stalls, preemptions and circuit-breaker
+  openings of the event log, each attributed to its workload.
+
+Neither recorder changes the simulation: they only read (the summary of a recorded run
+equals the summary of an unrecorded one; a test checks it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from foresize.api.quantity import CPU, MEMORY
+from foresize.cluster.qos import pod_charge, spec_requests
+
+if TYPE_CHECKING:
+    from foresize.sim.cluster import SimCluster
+
+
+@dataclass
+class WorkloadSeries:
+    """Per-step sums per workload: arrays of shape (steps, workloads)."""
+
+    times: np.ndarray  # seconds of simulated time
+    names: list[str]  # `Kind/namespace/name`, aligned with the columns
+    cpu_used: np.ndarray  # cores
+    cpu_req: np.ndarray  # cores (requests in force)
+    mem_used: np.ndarray  # bytes
+    mem_req: np.ndarray  # bytes (requests in force)
+
+    def column(self, name: str) -> int:
+        return self.names.index(name)
+
+
+class UsageRecorder:
+    """Collects `WorkloadSeries` through `sim.on_usage` (install with `install`)."""
+
+    def __init__(self, sim: SimCluster) -> None:
+        self.sim = sim
+        self._times: list[float] = []
+        self._rows: list[np.ndarray] = []  # each (4, n_rows)
+        self._keys_seen: object = None
+        self._idx = np.zeros(0, dtype=np.int64)
+
+    def install(self) -> UsageRecorder:
+        self.sim.on_usage(self._observe)
+        return self
+
+    def _observe(self, now: float, keys: Any, cpu: np.ndarray, mem: np.ndarray) -> None:
+        u = self.sim.usage
+        if keys is not self._keys_seen:
+            # The simulator rebuilds `keys` only when containers start or stop; the running
+            # slots are then the active ones, in slot order (the order of `keys`).
+            self._keys_seen = keys
+            self._idx = np.nonzero(u.active[: u.size])[0]
+        idx = self._idx
+        n = len(self.sim.wl_state) + 1  # row 0: bare pods
+        if idx.size != cpu.size:  # defensive: never mis-attribute, skip the step
+            return
+        wl = u.wl[idx]
+        if wl.size and int(wl.max()) >= n:
+            n = int(wl.max()) + 1
+        row = np.zeros((4, n))
+        if idx.size:
+            row[0] = np.bincount(wl, cpu, n)
+            row[1] = np.bincount(wl, u.cpu_req[idx], n)
+            row[2] = np.bincount(wl, mem, n)
+            row[3] = np.bincount(wl, u.mem_req[idx], n)
+        self._times.append(now)
+        self._rows.append(row)
+
+    def series(self) -> WorkloadSeries:
+        sim = self.sim
+        order = sorted(sim.wl_state.items(), key=lambda kv: kv[1].index)
+        names = [k for k, _ in order]
+        cols = np.array([st.index for _, st in order], dtype=np.int64)
+        steps = len(self._rows)
+        width = max((r.shape[1] for r in self._rows), default=0)
+        width = max(width, int(cols.max()) + 1 if cols.size else 0)
+        data = np.zeros((4, steps, width))
+        for i, r in enumerate(self._rows):
+            data[:, i, : r.shape[1]] = r
+        data = data[:, :, cols]
+        return WorkloadSeries(
+            times=np.asarray(self._times, dtype=np.float64),
+            names=names,
+            cpu_used=data[0],
+            cpu_req=data[1],
+            mem_used=data[2],
+            mem_req=data[3],
+        )
+
+
+@dataclass
+class NodeGaps:
+    """Scheduler charge minus spec requests per node: arrays of shape (samples, nodes)."""
+
+    times: np.ndarray
+    nodes: list[str]
+    cpu: np.ndarray  # millicores
+    memory: np.ndarray  # bytes
+    allocatable_cpu: np.ndarray  # millicores per node
+    allocatable_memory: np.ndarray  # bytes per node
+
+
+def pod_gap(pod: Any) -> tuple[int, int]:
+    """(cpu millicores, memory bytes) the scheduler charges `pod` beyond its spec requests."""
+    if pod.node_name is None or pod.phase in ("Succeeded", "Failed"):
+        return 0, 0
+    charge = pod_charge(pod)
+    spec = spec_requests(pod)
+    return (
+        charge.get(CPU, 0) - spec.get(CPU, 0),
+        charge.get(MEMORY, 0) - spec.get(MEMORY, 0),
+    )
+
+
+@dataclass
+class NodeGapSampler:
+    """Samples the per-node charge gap every `interval` seconds (install with `install`)."""
+
+    sim: SimCluster
+    interval: float = 900.0
+    _times: list[float] = field(default_factory=list)
+    _samples: list[dict[str, tuple[int, int]]] = field(default_factory=list)
+    # id(pod) -> (pod, node, cpu gap, memory gap); the pod is kept so its id stays unique.
+    _cache: dict[int, tuple[Any, str | None, int, int]] = field(default_factory=dict)
+    _alloc: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    def install(self) -> NodeGapSampler:
+        self.sim.every(self.interval, self._sample)
+        return self
+
+    def _sample(self, sim: SimCluster, now: float) -> None:
+        snap = sim.snapshot()
+        cache: dict[int, tuple[Any, str | None, int, int]] = {}
+        gaps: dict[str, tuple[int, int]] = {}
+        old = self._cache
+        for pod in snap.pods:
+            hit = old.get(id(pod))
+            if hit is None or hit[0] is not pod:
+                c, m = pod_gap(pod)
+                hit = (pod, pod.node_name, c, m)
+            cache[id(pod)] = hit
+            if hit[2] or hit[3]:
+                node = hit[1]
+                if node is not None:
+                    gc, gm = gaps.get(node, (0, 0))
+                    gaps[node] = (gc + hit[2], gm + hit[3])
+        self._cache = cache
+        for name, node in snap.nodes.items():
+            self._alloc[name] = (node.allocatable.get(CPU, 0), node.allocatable.get(MEMORY, 0))
+        self._times.append(now)
+        self._samples.append(gaps)
+
+    def gaps(self) -> NodeGaps:
+        nodes = sorted(self._alloc)
+        pos = {n: i for i, n in enumerate(nodes)}
+        cpu = np.zeros((len(self._samples), len(nodes)))
+        mem = np.zeros((len(self._samples), len(nodes)))
+        for i, sample in enumerate(self._samples):
+            for node, (c, m) in sample.items():
+                if node in pos:
+                    cpu[i, pos[node]] = c
+                    mem[i, pos[node]] = m
+        return NodeGaps(
+            times=np.asarray(self._times, dtype=np.float64),
+            nodes=nodes,
+            cpu=cpu,
+            memory=mem,
+            allocatable_cpu=np.array([self._alloc[n][0] for n in nodes], dtype=np.float64),
+            allocatable_memory=np.array([self._alloc[n][1] for n in nodes], dtype=np.float64),
+        )
+
+
+# Event-log kinds that are a risk to the workload, and how the report names them.
+RISK_KINDS = {
+    "OOMKilled": "OOM kill",
+    "Evicted": "eviction",
+    "NodePressureEviction": "eviction",
+    "Preempted": "preemption",
+    "ResizeDeferred": "stall",
+    "ResizeInfeasible": "stall",
+    "ResizeError": "stall",
+}
+BREAKER_REASONS = ("CircuitBreakerOpen", "CircuitBreakerOpened")
+RISK_LABELS = ("OOM kill", "eviction", "stall", "preemption", "breaker open")
+
+
+@dataclass(frozen=True)
+class RiskEvent:
+    time: float
+    label: str  # one of RISK_LABELS
+    workload: str  # `Kind/namespace/name`, or "" when unknown
+    object: str  # `Pod/namespace/name` or the object of the event
+    kind: str  # the event log kind
+    message: str
+
+
+def risk_events(sim: SimCluster) -> list[RiskEvent]:
+    """The risk events of `sim.events`, in time order, attributed to workloads."""
+    owner: dict[str, str] = {}
+    out: list[RiskEvent] = []
+    for ev in sim.events:
+        if ev.kind == "PodCreated":
+            owner[ev.object] = str(ev.details.get("owner") or "")
+            continue
+        label = RISK_KINDS.get(ev.kind)
+        if label is None and ev.kind == "Event" and ev.reason in BREAKER_REASONS:
+            label = "breaker open"
+        if label is None:
+            continue
+        if label == "breaker open":
+            workload = _breaker_workload(sim, ev.object)
+        else:
+            workload = owner.get(ev.object, "")
+        out.append(RiskEvent(ev.time, label, workload, ev.object, ev.kind, ev.message))
+    return out
+
+
+def _breaker_workload(sim: SimCluster, obj: str) -> str:
+    """The workload a breaker opening counts against (the simulator's own attribution,
+    so the timeline agrees with the summary's `breaker_openings`)."""
+    kind, _, rest = obj.partition("/")
+    namespace, _, name = rest.partition("/")
+    resolve = getattr(sim, "_workload_for_object", None)
+    if resolve is not None:
+        return resolve(kind, namespace, name) or ""
+    return obj if obj in sim.wl_state else ""
