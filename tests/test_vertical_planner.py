@@ -731,3 +731,11 @@ def test_a_bad_target_is_reported_by_field_and_does_not_stop_the_others() -> Non
     assert names(actions, ResizePod) == ["p0"]
     actions, _ = plan(s, 10.0, state, suggestions=sugg())
     assert not [e for e in of(actions, EmitEvent) if e.reason == "InvalidSpec"]
+
+
+def test_state_of_a_deleted_target_is_dropped() -> None:
+    s = snap([pod("p0")], [target("in_place")])
+    _, state = plan(s, 0.0, WorkerState(), suggestions=sugg())
+    assert KEY in state.targets
+    _, state = plan(snap([pod("p0")], []), 10.0, state, suggestions=sugg())
+    assert KEY not in state.targets and not state.policies

@@ -300,6 +300,18 @@ def plan(
 
     _admit(candidates, snapshot, now, config, actions)
 
+    # Forget targets that are gone (deleted), and their cached policies.
+    seen = {run.policy.key for run in runs}
+    for key in [
+        k
+        for k in new_state.targets
+        if k not in seen and "invalid" not in new_state.targets[k].reported
+    ]:
+        del new_state.targets[key]
+    if len(new_state.policies) > len(runs):
+        uids = {run.policy.uid for run in runs}
+        new_state.policies = {u: v for u, v in new_state.policies.items() if u in uids}
+
     for run in runs:
         if run.issued:
             run.state.last_batch_at = now
