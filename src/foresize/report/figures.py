@@ -155,7 +155,7 @@ def headline_figure(runs: list[PolicyRun], path: Path, *, colours: dict[str, str
 
 def risk_figure(run: PolicyRun, workloads: list[str], path: Path, *, duration: float) -> None:
     """One row per workload with risk events; a marker per event, by kind."""
-    height = 1.2 + 0.32 * max(1, len(workloads))
+    height = max(2.2, 1.3 + 0.32 * len(workloads))
     fig = Figure(figsize=(9.6, height), layout="constrained")
     ax = fig.add_subplot()
     _style(ax)

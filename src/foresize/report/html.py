@@ -122,7 +122,7 @@ def _pct_cell(p: float | None, key: str, policy: str, ref: str) -> str:
         return '<td class="note">–</td>'
     cls = "good" if p > 0.05 else ("bad" if p < -0.05 else "")
     return (
-        f'<td class="{cls}" data-policy="{_e(policy)}" data-key="{key}_saved_vs_{ref}">'
+        f"<td class='{cls}' data-policy='{_e(policy)}' data-key='{key}_saved_vs_{ref}'>"
         f"{p:+.1f}%</td>"
     )
 

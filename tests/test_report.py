@@ -1,0 +1,352 @@
+"""`foresize simulate --report DIR` / `--compare`: the HTML report and its figures, on tiny
+scenarios (a few simulated hours) so the whole file stays fast."""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+from html.parser import HTMLParser
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from foresize.api.quantity import MIB
+from foresize.cli import app
+from foresize.cluster.actions import ContainerResize, ResizePod
+from foresize.report.recorder import NodeGapSampler, UsageRecorder, pod_gap, risk_events
+from foresize.sim.cluster import SimCluster
+from foresize.sim.scenario import parse_scenario
+from test_sim_support import container, make_sim, pods_of, workload
+
+# A leaky worker that outgrows its 1 GiB memory limit within the first hour (OOM kills),
+# next to a steady one.
+TINY = {
+    "name": "tiny",
+    "seed": 3,
+    "nodes": [{"name": "n", "count": 2, "cpu": "2", "memory": "4Gi"}],
+    "workloads": [
+        workload(
+            "leaky",
+            containers=[
+                container(
+                    req={"cpu": "300m", "memory": "768Mi"},
+                    lim={"cpu": "600m", "memory": "1Gi"},
+                    cpu={"generator": "diurnal", "base": "200m", "noise": 0.1},
+                    memory={"generator": "leak", "base": "700Mi", "growth_per_hour": "600Mi"},
+                )
+            ],
+        ),
+        workload(
+            "steady",
+            replicas=2,
+            containers=[
+                container(
+                    req={"cpu": "500m", "memory": "512Mi"},
+                    lim={"cpu": "1", "memory": "1Gi"},
+                    cpu={"generator": "constant", "base": "150m", "noise": 0.05},
+                    memory={"generator": "constant", "base": "200Mi"},
+                )
+            ],
+        ),
+    ],
+}
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(TINY))
+    return str(path)
+
+
+def run_cli(*args: str) -> str:
+    result = CliRunner().invoke(app, ["simulate", "--no-progress", *args])
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+class _Page(HTMLParser):
+    """Collects what the tests look at: image sources, external references, table rows."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.images: list[str] = []
+        self.external: list[str] = []
+        self.tables: list[tuple[dict[str, str | None], list[list[str]]]] = []
+        self._cell: list[str] | None = None
+        self._row: list[str] | None = None
+        self.scripts: list[dict[str, str | None]] = []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "img":
+            self.images.append(a["src"] or "")
+        for key in ("src", "href"):
+            v = a.get(key)
+            if v and re.match(r"^(https?:)?//", v):
+                self.external.append(v)
+        if tag == "link":
+            self.external.append(str(a))
+        if tag == "script":
+            self.scripts.append(a)
+        if tag == "table":
+            self.tables.append((a, []))
+        elif tag == "tr" and self.tables:
+            self._row = []
+            self.tables[-1][1].append(self._row)
+        elif tag in ("td", "th"):
+            self._cell = []
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None and self._row is not None:
+            self._row.append(" ".join("".join(self._cell).split()))
+            self._cell = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell.append(data)
+
+    def table(self, cls: str, policy: str | None = None) -> list[list[str]]:
+        for attrs, rows in self.tables:
+            if attrs.get("class") == cls and (policy is None or attrs.get("data-policy") == policy):
+                return rows
+        raise AssertionError(f"no table {cls!r} for {policy!r}")
+
+
+def parse(path) -> tuple[str, _Page]:
+    text = (path / "index.html").read_text()
+    page = _Page()
+    page.feed(text)
+    return text, page
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    assert data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+def test_report_directory_has_index_and_every_png_it_references(tiny, tmp_path):
+    out = tmp_path / "rep"
+    run_cli("--scenario", tiny, "-d", "3h", "--report", str(out))
+    text, page = parse(out)
+    # Two workloads x (cpu, memory), the headline, and the OOM-kill risk timelines.
+    assert len(page.images) >= 6
+    assert "headline.png" in page.images
+    assert any(src.endswith("-cpu.png") for src in page.images)
+    assert any(src.endswith("-memory.png") for src in page.images)
+    assert any(src.startswith("risks-") for src in page.images)
+    for src in page.images:
+        data = (out / src).read_bytes()
+        width, height = png_size(data)
+        assert width >= 600 and height >= 200, src
+        assert len(data) > 8000, f"{src} is suspiciously small ({len(data)} bytes)"
+    # Self-contained: no external assets, no script code (only the JSON data block).
+    assert page.external == []
+    assert all(s.get("type") == "application/json" and "src" not in s for s in page.scripts)
+    assert "<style>" in text
+    # Each PNG in the directory is used (no stale figures from a previous layout).
+    assert {p.name for p in out.glob("*.png")} == set(page.images)
+
+
+def test_headline_numbers_equal_the_json_summary_of_the_same_run(tiny, tmp_path):
+    out = tmp_path / "rep"
+    summary = json.loads(run_cli("--scenario", tiny, "-d", "3h", "--json", "--report", str(out)))
+    text, _ = parse(out)
+    totals = summary["totals"]
+    assert totals["oom_kills"] > 0 and totals["throttled_seconds"] >= 0  # a non-trivial run
+    cells = {
+        (m["policy"], m["key"]): (m["value"], m["text"])
+        for m in re.finditer(
+            r"data-policy='(?P<policy>[^']+)' data-key='(?P<key>[^']+)' "
+            r"data-value='(?P<value>[^']*)'>(?P<text>[^<]*)</td>",
+            text.split("id='workloads'")[0],  # the headline section only
+        )
+    }
+    shown = {
+        "cpu_requested_core_hours": "{:.2f}",
+        "memory_requested_gib_hours": "{:.2f}",
+        "oom_kills": "{}",
+        "throttled_seconds": "{:.0f}",
+        "evictions": "{}",
+        "stalls": "{}",
+        "breaker_openings": "{}",
+        "preemptions": "{}",
+    }
+    for key, fmt in shown.items():
+        value, visible = cells[("static", key)]
+        assert float(value) == pytest.approx(totals[key], abs=1e-9), key
+        assert visible == fmt.format(totals[key]), key
+    # The same command without --report prints the very same summary (recording is
+    # read-only: the event log fingerprint matches too).
+    plain = json.loads(run_cli("--scenario", tiny, "-d", "3h", "--json"))
+    assert plain == summary
+    # And the references for the headline ran: vpa is in the table with its savings.
+    assert ("vpa", "cpu_requested_core_hours") in cells
+    assert re.search(r"data-policy='vpa' data-key='cpu_requested_core_hours_saved_vs_static'", text)
+
+
+def test_compare_lists_each_policy_side_by_side(tiny, tmp_path):
+    out = tmp_path / "cmp"
+    data = json.loads(
+        run_cli(
+            "--scenario", tiny, "-d", "2h", "--json", "--compare", "static,vpa,foresize",
+            "--report", str(out),
+        )
+    )  # fmt: skip
+    assert data["policies"] == ["static", "vpa", "foresize"]
+    assert [r["policy"] for r in data["runs"]] == ["static", "vpa", "foresize"]
+    assert "savings_vs_static" in data["runs"][2] and "savings_vs_static" not in data["runs"][0]
+    _, page = parse(out)
+    headline = page.table("headline")
+    assert [row[0] for row in headline[1:]] == ["static", "vpa", "foresize"]
+    for row, run in zip(headline[1:], data["runs"], strict=True):
+        assert row[1] == f"{run['totals']['cpu_requested_core_hours']:.2f}"
+    # Per workload: a row per policy; risk and gap sections: one heading per policy.
+    workloads = page.table("workloads")
+    # (the workload cell spans its policies' rows)
+    assert workloads[1][:2] == ["Deployment/default/steady", "static"]  # the largest first
+    assert [workloads[2][0], workloads[3][0]] == ["vpa", "foresize"]
+    text = (out / "index.html").read_text()
+    for policy in ("static", "vpa", "foresize"):
+        assert text.count(f"<h3>{policy}</h3>") == 2  # risk events and charge gap
+    # The table printed without --json has a side-by-side block with all three.
+    plain = run_cli("--scenario", tiny, "-d", "1h", "--compare", "static,vpa")
+    assert "side by side" in plain
+    block = plain.split("side by side")[1]
+    assert "static" in block and "vpa" in block
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--report", "{file}"], "--report: {file} exists and is not a directory"),
+        (["--report", "{file}/sub"], "--report: cannot create directory {file}/sub"),
+        (["--report", "{ro}"], "--report: directory {ro} is not writable"),
+        (["--compare", "static,magic"], "--compare: unknown policy 'magic'"),
+        (["--compare", "static,,vpa"], "--compare: expected policy names"),
+        (["--compare", "vpa,vpa"], "--compare: policy listed twice: vpa"),
+        (["--compare", "static", "--policy", "vpa"], "--compare: give the policies there"),
+        (["--report", "{dir}", "--gap-every", "0s"], "--gap-every: must be positive"),
+    ],
+)
+def test_bad_report_and_compare_options_are_clear_errors(
+    tmp_path, capsys, monkeypatch, args, needle
+):
+    from foresize.cli import main
+
+    f = tmp_path / "a-file"
+    f.write_text("x")
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    if "{ro}" in " ".join(args):
+        # Root ignores directory permissions: make the probe write fail instead.
+        real_write = type(ro).write_bytes
+
+        def refuse(self, data):
+            if self.parent == ro:
+                raise PermissionError(13, "Permission denied", str(self))
+            return real_write(self, data)
+
+        monkeypatch.setattr(type(ro), "write_bytes", refuse)
+        ro.chmod(0o500)
+    subs = {"{file}": str(f), "{ro}": str(ro), "{dir}": str(tmp_path / "d")}
+
+    def fill(s: str) -> str:
+        for k, v in subs.items():
+            s = s.replace(k, v)
+        return s
+
+    argv = ["foresize", "simulate", "-d", "10m", "--no-progress", *map(fill, args)]
+    monkeypatch.setattr("sys.argv", argv)
+    with pytest.raises(SystemExit) as exc:
+        main()
+    ro.chmod(0o700)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and fill(needle) in err, err
+    assert "Traceback" not in err
+
+
+def test_oom_kill_appears_in_the_risk_timeline_table(tiny, tmp_path):
+    out = tmp_path / "rep"
+    summary = json.loads(run_cli("--scenario", tiny, "-d", "3h", "--json", "--report", str(out)))
+    _, page = parse(out)
+    rows = page.table("timeline", "static")
+    assert rows[0] == ["time", "event", "workload", "object", "message"]
+    ooms = [r for r in rows[1:] if r[1] == "OOM kill"]
+    assert len(ooms) == summary["totals"]["oom_kills"] >= 1
+    first = ooms[0]
+    assert first[2] == "Deployment/default/leaky" and first[3].startswith("Pod/default/leaky-")
+    assert re.fullmatch(r"d0 0[0-2]:\d\d", first[0])
+    assert "OOM" in first[4] or "memory" in first[4].lower()
+    # The per-workload risk counts agree, and the steady workload has no risk row.
+    counts = page.table("risk-counts")
+    assert counts[0][1] == "OOM kill"
+    leaky = next(r for r in counts if r[0] == "Deployment/default/leaky")
+    assert int(leaky[1]) == len(ooms)
+    assert not any(r[0] == "Deployment/default/steady" for r in counts)
+
+
+def test_recorded_series_integrate_to_the_summary_and_leave_the_run_unchanged():
+    scenario = parse_scenario(TINY, "<tiny>")
+    plain = SimCluster(scenario, seed=3)
+    plain.run_until(3 * 3600)
+    sim = SimCluster(scenario, seed=3)
+    rec = UsageRecorder(sim).install()
+    NodeGapSampler(sim, interval=300).install()
+    sim.run_until(3 * 3600)
+    assert sim.summary() == plain.summary()
+    s = rec.series()
+    assert s.names == ["Deployment/default/leaky", "Deployment/default/steady"]
+    assert s.cpu_req.shape == (s.times.size, 2)
+    dt = sim.step
+    for row in sim.summary()["workloads"]:
+        c = s.column(row["name"])
+        # Each step's value holds until the next step (the last one is not integrated).
+        integ = {
+            "cpu_requested_core_hours": s.cpu_req[:-1, c].sum() * dt / 3600,
+            "cpu_used_core_hours": s.cpu_used[:-1, c].sum() * dt / 3600,
+            "memory_requested_gib_hours": s.mem_req[:-1, c].sum() * dt / 3600 / 2**30,
+            "memory_used_gib_hours": s.mem_used[:-1, c].sum() * dt / 3600 / 2**30,
+        }
+        for key, value in integ.items():
+            # The recorder sees usage as reported at the step, before that step's OOM kill
+            # zeroes it; the summary integrates after. Only the leaky workload differs.
+            rel = 0.05 if "used" in key and row["name"].endswith("leaky") else 0.01
+            assert value == pytest.approx(row[key], rel=rel), (row["name"], key)
+    # Two steady replicas at 500m: the per-workload sums are over pods, not one pod.
+    assert s.cpu_req[5, s.column("Deployment/default/steady")] == pytest.approx(1.0)
+    assert [e.label for e in risk_events(sim)].count("OOM kill") == sim.summary()["totals"][
+        "oom_kills"
+    ]
+
+
+def test_node_gap_sampler_sees_a_resize_stuck_below_live_usage():
+    # A memory downsize below live usage is recorded as allocated but not actuated: the
+    # scheduler keeps charging the old (larger) requests in force, above the spec.
+    sim = make_sim([workload("a"), workload("b")], settle=30)
+    sampler = NodeGapSampler(sim, interval=60).install()
+    pod = pods_of(sim, "a")[0]
+    sim.set_usage("default", pod.name, "app", memory=700 * MIB)
+    sim.run(120)
+    res = sim.apply(
+        ResizePod(
+            "default",
+            pod.name,
+            (ContainerResize("app", {"memory": 256 * MIB}, {"memory": 600 * MIB}),),
+        )
+    )
+    assert res.ok
+    sim.run(300)
+    gaps = sampler.gaps()
+    col = gaps.nodes.index(pod.node_name or "")
+    before = gaps.times < 150
+    after = gaps.times > 160
+    assert not gaps.memory[before].any() and not gaps.cpu.any()
+    assert (gaps.memory[after, col] == 256 * MIB).all()
+    # The identity cache agrees with computing every pod afresh.
+    fresh = sum(pod_gap(p)[1] for p in sim.snapshot().pods if p.node_name == pod.node_name)
+    assert fresh == gaps.memory[-1, col]
