@@ -309,7 +309,7 @@ def test_circuit_breaker_opens_backs_off_probes_and_closes() -> None:
 # --------------------------------------------------------------------------- capacity
 
 
-def test_concurrent_upsizes_on_one_node_fit_or_fall_back() -> None:
+def _concurrent(guard: bool) -> tuple[Any, float]:
     sim = make_sim(
         [
             workload(
@@ -329,11 +329,13 @@ def test_concurrent_upsizes_on_one_node_fit_or_fall_back() -> None:
     op = operator(
         sim,
         "in_place_or_recreate",
+        guard=guard,
         disruption={"max_disrupted": 3},
         targets=["Deployment/default/u"],
     )
     suggest(op, "u", app=({"cpu": 800, "memory": 256 * MIB}, {"cpu": 2000, "memory": GIB}))
-    sim.run(200)
+    start = sim.now
+    sim.run(400)
     pods = pods_of(sim, "u")
     stayed = [p for p in pods if before.get(p.name) == p.uid]
     assert len(stayed) == 2, "the two that fit resized in place"
@@ -343,7 +345,21 @@ def test_concurrent_upsizes_on_one_node_fit_or_fall_back() -> None:
     assert [p.node_name for p in moved] == ["spare"]
     assert all(p.phase == "Running" for p in pods)
     assert all(p.status_of("app").allocated["cpu"] == 800 for p in pods)
+    return sim, start
+
+
+def test_concurrent_upsizes_on_one_node_fit_or_fall_back() -> None:
+    sim, start = _concurrent(guard=True)
+    # The guard never sent the one that could not fit: evicted at once, nothing Deferred.
     assert sim.events.count("ResizeDeferred") == 0
+    assert evicted(sim)[0].time - start < 60
+
+
+def test_concurrent_upsizes_without_the_guard_stall_then_fall_back() -> None:
+    sim, start = _concurrent(guard=False)
+    # All three were sent; the one that did not fit sat Deferred for the stall timeout.
+    assert sim.events.count("ResizeDeferred") == 1
+    assert evicted(sim)[0].time - start >= 120
 
 
 def _safety(guard: bool) -> Any:
