@@ -540,3 +540,62 @@ def test_hpa_resource_left_alone_on_running_and_new_pods() -> None:
     assert sim.events.count("Event", reason="HPAResourceLeftAlone") == 1
     notes = sim.target_status[("AIScaleTarget", "default", "h")]["vertical_notes"]
     assert any("cpu" in n for n in notes)
+
+
+def test_several_pdbs_500_is_reported_and_not_hot_looped() -> None:
+    sim = make_sim(
+        [workload("d", 1)],
+        pdbs=[
+            {"name": "one", "namespace": "default", "selector": {"app": "d"}, "min_available": 0},
+            {"name": "two", "namespace": "default", "selector": {"app": "d"}, "min_available": 0},
+        ],
+    )
+    op = operator(sim, "recreate", targets=["Deployment/default/d"])
+    suggest(op, "d", app=({"cpu": 500, "memory": 256 * MIB}, {"cpu": 1000, "memory": GIB}))
+    sim.run(300)
+    refused = sim.events.query("EvictionRefused")
+    assert len(refused) == 1, "tried once, then left alone"
+    assert sim.events.count("Event", reason="EvictionFailed") == 1
+    assert not evicted(sim)
+
+
+def test_release_deferred_after_frees_the_capacity_a_deferred_upsize_holds() -> None:
+    def run(release: str | None) -> Any:
+        sim = make_sim(
+            [
+                workload(
+                    "a",
+                    containers=[
+                        container(
+                            req={"cpu": "500m", "memory": "256Mi"},
+                            lim={"cpu": "2", "memory": "1Gi"},
+                        )
+                    ],
+                ),
+                workload(
+                    "b",
+                    containers=[
+                        container(
+                            req={"cpu": "1200m", "memory": "256Mi"},
+                            lim={"cpu": "2", "memory": "1Gi"},
+                        )
+                    ],
+                ),
+            ]
+        )
+        disruption = {"release_deferred_after": release} if release else {}
+        op = operator(
+            sim, "in_place", guard=False, disruption=disruption, targets=["Deployment/default/a"]
+        )
+        suggest(op, "a", app=({"cpu": 1000, "memory": 256 * MIB}, {"cpu": 2000, "memory": GIB}))
+        sim.run(400)
+        return sim, pods_of(sim, "a")[0]
+
+    sim, held = run(None)
+    assert held.condition(POD_RESIZE_PENDING) is not None  # waits, charged at 1000m
+    assert sim.node_free("n")[0] == 2000 - 1000 - 1200
+    sim, released = run("3m")
+    assert released.condition(POD_RESIZE_PENDING) is None
+    assert released.containers[0].resources.requests["cpu"] == 500  # back to allocated
+    assert sim.node_free("n")[0] == 2000 - 500 - 1200
+    assert sim.events.count("Event", reason="ResizeReleased") == 1
