@@ -739,3 +739,20 @@ def test_state_of_a_deleted_target_is_dropped() -> None:
     assert KEY in state.targets
     _, state = plan(snap([pod("p0")], []), 10.0, state, suggestions=sugg())
     assert KEY not in state.targets and not state.policies
+
+
+def test_suggestion_is_read_from_the_target_status_when_not_passed() -> None:
+    t = target("in_place")
+    t.status = t.status.model_validate(
+        {
+            "vertical_suggestion": {
+                "uid": "from-status",
+                "containers": [{"name": "app", "requests": {"cpu": "300m", "memory": "128Mi"}}],
+                "created_at": "2026-01-05T00:00:00Z",
+            }
+        }
+    )
+    actions, state = plan(snap([pod("p0")], [t]), 0.0, WorkerState())
+    (rz,) = of(actions, ResizePod)
+    assert rz.containers[0].requests == {"cpu": 300, "memory": 128 * MIB}
+    assert state.targets[KEY].breaker.suggestion_uid == "from-status"
