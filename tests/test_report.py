@@ -350,3 +350,33 @@ def test_node_gap_sampler_sees_a_resize_stuck_below_live_usage():
     # The identity cache agrees with computing every pod afresh.
     fresh = sum(pod_gap(p)[1] for p in sim.snapshot().pods if p.node_name == pod.node_name)
     assert fresh == gaps.memory[-1, col]
+
+
+def test_gap_section_reports_the_node_and_its_largest_gap(tmp_path):
+    from foresize.report.html import write_report
+    from foresize.report.run import PolicyRun
+
+    sim = make_sim([workload("a")], settle=30)
+    rec = UsageRecorder(sim).install()
+    sampler = NodeGapSampler(sim, interval=60).install()
+    pod = pods_of(sim, "a")[0]
+    sim.set_usage("default", pod.name, "app", memory=700 * MIB)
+    sim.run(120)
+    sim.apply(
+        ResizePod(
+            "default",
+            pod.name,
+            (ContainerResize("app", {"memory": 256 * MIB}, {"memory": 600 * MIB}),),
+        )
+    )
+    sim.run(600)
+    run = PolicyRun("static", sim.summary(), rec.series(), sampler.gaps(), risk_events(sim), False)
+    write_report(tmp_path, [run], duration=sim.now, gap_every=60)
+    _, page = parse(tmp_path)
+    rows = page.table("gap", "static")
+    assert len(rows) == 2  # the header and the one node that had a gap
+    node, cpu, _, _, mem, mem_pct, at, samples = rows[1]
+    assert node == pod.node_name and cpu == "+0" and mem == "+256"
+    assert mem_pct == f"{100 * 256 / (8 * 1024):.1f}%" and at.startswith("d0 00:0")
+    assert samples.endswith(f"of {sampler.gaps().times.size}") and int(samples.split()[0]) >= 9
+    assert "gap-static.png" in page.images and (tmp_path / "gap-static.png").stat().st_size > 8000

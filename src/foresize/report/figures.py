@@ -49,6 +49,8 @@ def time_axis(seconds: np.ndarray, duration: float) -> tuple[np.ndarray, str]:
     """Times in days when the run is longer than two days, else in hours."""
     if duration > 2 * 86400:
         return seconds / 86400.0, "simulated time (days; day 0 is a Monday)"
+    if duration <= 3 * 3600:
+        return seconds / 60.0, "simulated time (minutes)"
     return seconds / 3600.0, "simulated time (hours)"
 
 
@@ -73,26 +75,49 @@ def workload_figure(
     duration: float,
     colours: dict[str, str],
 ) -> None:
-    """Usage of `workload` (filled, from the first run) under each policy's request line;
-    OOM kills of the workload marked along the top of the memory figure."""
+    """Usage of `workload` under each policy's request line. The first run's usage is
+    shaded; the other policies under study add their own usage as a thin line (it differs
+    where limits cap CPU or OOM kills restart a leak). OOM kills are marked along the top,
+    one row per policy."""
     fig = Figure(figsize=(9.6, 3.3), layout="constrained")
     ax = fig.add_subplot()
     _style(ax)
-    scale, unit = (1.0, "cores") if resource == "cpu" else (GIB, "GiB")
+    is_cpu = resource == "cpu"
+    scale, unit = (1.0, "cores") if is_cpu else (GIB, "GiB")
+
+    def series(run: PolicyRun) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        s = run.series
+        c = s.column(workload)
+        x, _ = time_axis(s.times, duration)
+        used = (s.cpu_used if is_cpu else s.mem_used)[:, c] / scale
+        req = (s.cpu_req if is_cpu else s.mem_req)[:, c] / scale
+        return x, used, req
+
     first = runs[0]
-    col = first.series.column(workload)
-    x, xlabel = time_axis(first.series.times, duration)
-    used = (first.series.cpu_used if resource == "cpu" else first.series.mem_used)[:, col] / scale
+    x, used, _ = series(first)
+    _, xlabel = time_axis(first.series.times, duration)
     ax.fill_between(
         x, used, step="post", color="#c9d7e8", linewidth=0, label=f"used ({first.policy})"
     )
     ax.plot(x, used, drawstyle="steps-post", color="#7b97bd", linewidth=0.6)
     top = float(used.max()) if used.size else 0.0
-    for run in runs:
-        s = run.series
-        c = s.column(workload)
-        xr, _ = time_axis(s.times, duration)
-        req = (s.cpu_req if resource == "cpu" else s.mem_req)[:, c] / scale
+    for run in runs[1:]:
+        if run.baseline_only:
+            continue
+        xr, u, _ = series(run)
+        top = max(top, float(u.max()) if u.size else 0.0)
+        ax.plot(
+            xr,
+            u,
+            drawstyle="steps-post",
+            color=colours[run.policy],
+            linewidth=0.6,
+            alpha=0.75,
+            label=f"used ({run.policy})",
+        )
+    # References first, so the policies under study are drawn on top.
+    for run in sorted(runs, key=lambda r: not r.baseline_only):
+        xr, _, req = series(run)
         top = max(top, float(req.max()) if req.size else 0.0)
         ax.plot(
             xr,
@@ -103,25 +128,28 @@ def workload_figure(
             linestyle="-" if not run.baseline_only else "--",
             label=f"requested ({run.policy})",
         )
-    if resource == "memory":
-        for run in runs:
-            t = [r.time for r in run.risks if r.workload == workload and r.label == "OOM kill"]
-            if t:
-                xt, _ = time_axis(np.asarray(t), duration)
-                ax.plot(
-                    xt,
-                    np.full(xt.size, top * 1.04 if top > 0 else 1.0),
-                    linestyle="none",
-                    marker="X",
-                    markersize=6,
-                    color=colours[run.policy],
-                    label=f"OOM kill ({run.policy})",
-                )
-    ax.set_ylim(bottom=0, top=(top * 1.1) if top > 0 else 1.0)
+    ceiling = top if top > 0 else 1.0
+    kills = [
+        (run, [r.time for r in run.risks if r.workload == workload and r.label == "OOM kill"])
+        for run in runs
+    ]
+    kills = [(run, t) for run, t in kills if t]
+    for k, (run, t) in enumerate(kills):
+        xt, _ = time_axis(np.asarray(t), duration)
+        ax.plot(
+            xt,
+            np.full(xt.size, ceiling * (1.05 + 0.06 * k)),
+            linestyle="none",
+            marker="X",
+            markersize=6,
+            color=colours[run.policy],
+            label=f"OOM kill ({run.policy})",
+        )
+    ax.set_ylim(bottom=0, top=ceiling * (1.1 + 0.06 * len(kills)))
     ax.set_xlim(0, x[-1] if x.size else 1)
-    ax.set_ylabel(f"{'CPU' if resource == 'cpu' else 'memory'} ({unit})")
+    ax.set_ylabel(f"{'CPU' if is_cpu else 'memory'} ({unit})")
     ax.set_xlabel(xlabel)
-    ax.set_title(f"{workload} — {'CPU' if resource == 'cpu' else 'memory'}", loc="left")
+    ax.set_title(f"{workload} — {'CPU' if is_cpu else 'memory'}", loc="left")
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
     _save(fig, path)
 
@@ -177,9 +205,8 @@ def risk_figure(run: PolicyRun, workloads: list[str], path: Path, *, duration: f
             alpha=0.8,
             label=label,
         )
-    _, xlabel = time_axis(np.zeros(1), duration)
-    xmax = duration / (86400.0 if duration > 2 * 86400 else 3600.0)
-    ax.set_xlim(0, xmax)
+    xmax, xlabel = time_axis(np.array([duration]), duration)
+    ax.set_xlim(0, float(xmax[0]))
     ax.set_yticks(range(len(workloads)), workloads, fontsize=8)
     ax.set_ylim(len(workloads) - 0.5, -0.5)
     ax.set_xlabel(xlabel)

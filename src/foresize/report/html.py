@@ -348,21 +348,22 @@ def write_report(
         w(f"<img src='{png}' alt='scheduler charge minus spec requests per node, {_e(r.policy)}'>")
         w(
             f"<table class='gap' data-policy='{_e(r.policy)}'><tr><th class='l'>node</th>"
-            "<th>max CPU gap<br>m</th><th>% of<br>allocatable</th><th>at</th>"
-            "<th>max memory gap<br>MiB</th><th>% of<br>allocatable</th><th>at</th>"
+            "<th>largest CPU gap<br>m</th><th>% of<br>allocatable</th><th>at</th>"
+            "<th>largest memory gap<br>MiB</th><th>% of<br>allocatable</th><th>at</th>"
             "<th>samples<br>with a gap</th></tr>"
         )
         for i, node in enumerate(g.nodes):
             c, m = g.cpu[:, i], g.memory[:, i]
             if not (c.any() or m.any()):
                 continue
-            ic, im = int(np.argmax(c)), int(np.argmax(m))
+            # Largest in size: negative while an Infeasible resize's spec is left out.
+            ic, im = int(np.argmax(np.abs(c))), int(np.argmax(np.abs(m)))
             n_gap = int(np.count_nonzero((c != 0) | (m != 0)))
             ac, am = g.allocatable_cpu[i], g.allocatable_memory[i]
             w(
-                f"<tr><td class='l'>{_e(node)}</td><td>{c[ic]:.0f}</td>"
+                f"<tr><td class='l'>{_e(node)}</td><td>{c[ic]:+.0f}</td>"
                 f"<td>{100 * c[ic] / ac if ac else 0:.1f}%</td><td>{_clock(g.times[ic])}</td>"
-                f"<td>{m[im] / MIB:.0f}</td><td>{100 * m[im] / am if am else 0:.1f}%</td>"
+                f"<td>{m[im] / MIB:+.0f}</td><td>{100 * m[im] / am if am else 0:.1f}%</td>"
                 f"<td>{_clock(g.times[im])}</td><td>{n_gap} of {g.times.size}</td></tr>"
             )
         w("</table>")
