@@ -135,19 +135,24 @@ class TargetState:
         """The persisted part, as a JSON-able dict (camelCase, like the rest of status).
 
         Collections are lists, not maps: a JSON merge patch replaces a list whole, while it
-        would merge a map and keep entries the worker has dropped."""
+        would merge a map and keep entries the worker has dropped. An empty collection is
+        written as null, which a merge patch turns into "remove the key"."""
         return {
             "stalls": [
                 {"uid": uid, "pod": r.pod, "firstSeen": r.first_seen, "reason": r.reason}
                 for uid, r in sorted(self.stalls.items())
-            ],
+            ]
+            or None,
             "lastBatchTime": self.last_batch_at,
             "evictionRetryTime": self.evict_retry_at,
-            "blockedPods": [{"uid": k, "until": v} for k, v in sorted(self.blocked_pods.items())],
-            "refusedResizes": [{"uid": k, "signature": v} for k, v in sorted(self.refused.items())],
+            "blockedPods": [{"uid": k, "until": v} for k, v in sorted(self.blocked_pods.items())]
+            or None,
+            "refusedResizes": [{"uid": k, "signature": v} for k, v in sorted(self.refused.items())]
+            or None,
             "releasedResizes": [
                 {"uid": k, "signature": v} for k, v in sorted(self.released.items())
-            ],
+            ]
+            or None,
             "pendingEvictions": [
                 {
                     "pod": p.pod,
@@ -157,8 +162,9 @@ class TargetState:
                     "probe": p.probe,
                 }
                 for p in self.pending_evictions
-            ],
-            "judgedPods": list(self.judged),
+            ]
+            or None,
+            "judgedPods": list(self.judged) or None,
             "circuitBreaker": self.breaker.to_status(),
             "counters": {
                 "resized": self.resized,
@@ -166,7 +172,8 @@ class TargetState:
                 "stallFallbacks": self.stall_fallbacks,
                 "stallsSeen": self.stalls_seen,
             },
-            "reported": [{"topic": k, "value": v} for k, v in sorted(self.reported.items())],
+            "reported": [{"topic": k, "value": v} for k, v in sorted(self.reported.items())]
+            or None,
         }
 
     @classmethod
