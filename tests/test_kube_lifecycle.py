@@ -207,6 +207,9 @@ async def test_in_place_modes_refused_with_a_condition_before_1_33(kmock):
             "uid": "s1",
             "containers": [{"name": "app", "requests": {"cpu": "600m", "memory": "256Mi"}}],
         },
+        "conditions": [
+            {"type": "Accepted", "status": "True", "reason": "Valid", "message": "spec accepted"}
+        ],
     }
     kmock.objects[TARGETS, "shop", "web"] = copy.deepcopy(live)
     for name in ("web-1", "web-2"):
@@ -228,7 +231,8 @@ async def test_in_place_modes_refused_with_a_condition_before_1_33(kmock):
         if r.url.path == f"{TPATH}/web/status" and "conditions" in r.data.get("status", {})
     ]
     assert len(conditions) == 1
-    (cond,) = conditions[0]
+    accepted, cond = conditions[0]  # the merge patch writes the other conditions back
+    assert accepted == live["status"]["conditions"][0]
     assert cond["type"] == "InPlaceResizeUnsupported" and cond["status"] == "True"
     assert "1.33" in cond["message"] and "in_place" in cond["message"]
     events = [r.data for r in kmock["post"] if r.url.path == "/api/v1/namespaces/shop/events"]
@@ -251,10 +255,11 @@ async def test_in_place_modes_refused_with_a_condition_before_1_33(kmock):
     finally:
         await api.close()
     cleared = [
-        r.data["status"]["conditions"][0]
+        c
         for r in kmock["patch"]
         if r.url.path == f"{TPATH}/web/status"
-        and r.data.get("status", {}).get("conditions", [{}])[0].get("status") == "False"
+        for c in r.data.get("status", {}).get("conditions", [])
+        if c["type"] == "InPlaceResizeUnsupported" and c["status"] == "False"
     ]
     assert [c["reason"] for c in cleared] == ["Supported"]
     assert [r for r in kmock["patch"] if r.url.path.endswith("/resize")]  # now it acts

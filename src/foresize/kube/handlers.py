@@ -191,7 +191,13 @@ def build_registry(
                 "reason": "InvalidSpec" if problem else "Valid",
                 "message": problem or "spec accepted",
             }
-            patch.status["conditions"] = [condition]
+            # A merge patch replaces the list: keep the other conditions as they are.
+            others = [
+                c
+                for c in (body.get("status") or {}).get("conditions") or []
+                if c.get("type") != "Accepted"
+            ]
+            patch.status["conditions"] = [*others, condition]
             if problem:
                 raise kopf.PermanentError(problem)
 

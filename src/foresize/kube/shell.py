@@ -49,6 +49,18 @@ def _get(obj: Any, *names: str) -> Any:
     return obj
 
 
+def merged_conditions(target: Any, condition: dict[str, Any]) -> list[dict[str, Any]]:
+    """The target's conditions with `condition` replacing the one of its type: a merge patch
+    replaces the whole list, so the others must be written back unchanged."""
+    out: list[dict[str, Any]] = []
+    for c in _get(target, "status", "conditions") or []:
+        raw = c.model_dump(mode="json", exclude_none=True) if hasattr(c, "model_dump") else dict(c)
+        if raw.get("type") != condition["type"]:
+            out.append(raw)
+    out.append(condition)
+    return out
+
+
 def update_mode_of(target: Any) -> str:
     return str(_get(target, "spec", "vertical", "update_policy", "update_mode") or "recreate")
 
@@ -131,7 +143,11 @@ class KubeShell:
                         "message": f"Kubernetes {snap.server_version[0]}.{snap.server_version[1]} "
                         "serves pods/resize",
                     }
-                    cleared.append(WriteTargetStatus(ns, name, {"conditions": [condition]}))
+                    cleared.append(
+                        WriteTargetStatus(
+                            ns, name, {"conditions": merged_conditions(target, condition)}
+                        )
+                    )
             return cleared
         actions: list[Action] = []
         kept = []
@@ -150,7 +166,11 @@ class KubeShell:
                         "reason": "ServerTooOld",
                         "message": refusal,
                     }
-                    actions.append(WriteTargetStatus(ns, name, {"conditions": [condition]}))
+                    actions.append(
+                        WriteTargetStatus(
+                            ns, name, {"conditions": merged_conditions(target, condition)}
+                        )
+                    )
                     actions.append(
                         EmitEvent(
                             ns, "AIScaleTarget", name, "InPlaceUnsupported", refusal, "Warning"
