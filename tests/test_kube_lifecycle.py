@@ -263,3 +263,73 @@ async def test_in_place_modes_refused_with_a_condition_before_1_33(kmock):
     ]
     assert [c["reason"] for c in cleared] == ["Supported"]
     assert [r for r in kmock["patch"] if r.url.path.endswith("/resize")]  # now it acts
+
+
+async def test_cluster_template_creates_then_updates_its_targets(kmock):
+    """ClusterAIScaleTemplate through the shell: POST the AIScaleTarget it wants, later
+    replace its spec by JSON patch (no PUT; removed fields do not linger), status written."""
+    state = base_state()
+    state.apply_event(
+        "Deployment",
+        "MODIFIED",
+        {
+            "metadata": {"name": "web", "namespace": "shop", "labels": {"tier": "front"}},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}}},
+        },
+    )
+    template = {
+        "apiVersion": "foresize.io/v1",
+        "kind": "ClusterAIScaleTemplate",
+        "metadata": {"name": "fleet", "uid": "tpl-1"},
+        "spec": {
+            "selector": {"matchLabels": {"tier": "front"}},
+            "template": {
+                "metadata": {"labels": {"team": "platform"}},
+                "spec": {"vertical": {"mode": "recommendation"}},
+            },
+        },
+    }
+    state.apply_event("ClusterAIScaleTemplate", "ADDED", template)
+    kmock.objects[R("foresize.io/v1/clusteraiscaletemplates"), None, "fleet"] = copy.deepcopy(
+        template
+    )
+    api = KubeApi.from_url(str(kmock.url).rstrip("/"))
+    try:
+        shell = KubeShell(
+            state, KubeExecutor(api, pod_lookup=state.pod), clock=lambda: 1_780_000_000.0
+        )
+        await shell.run_pass()
+        (create,) = [r for r in kmock["post"] if r.url.path == TPATH]
+        assert create.headers["Content-Type"] == "application/json"
+        made = create.data
+        assert made["metadata"]["name"] == "web" and made["metadata"]["namespace"] == "shop"
+        assert made["metadata"]["labels"]["foresize.io/template"] == "fleet"
+        assert "foresize.io/revert" in made["metadata"]["finalizers"]
+        assert made["spec"]["scaleTargetRef"]["name"] == "web"
+        tstatus = [
+            r.data["status"]
+            for r in kmock["patch"]
+            if r.url.path == "/apis/foresize.io/v1/clusteraiscaletemplates/fleet/status"
+        ]
+        assert tstatus and "shop/web" in str(tstatus[-1])
+
+        # The watch brings the created target back; then the template changes its spec.
+        live = dict(kmock.objects[TARGETS, "shop", "web"])
+        live["metadata"] = {**live["metadata"], "resourceVersion": "9"}
+        kmock.objects[TARGETS, "shop", "web"].patch({"metadata": {"resourceVersion": "9"}})
+        state.apply_event("AIScaleTarget", "ADDED", live)
+        template["spec"]["template"]["spec"] = {"vertical": {"mode": "autonomous"}}
+        state.apply_event("ClusterAIScaleTemplate", "MODIFIED", template)
+        await shell.run_pass()
+    finally:
+        await api.close()
+    (update,) = [
+        r
+        for r in kmock["patch"]
+        if r.url.path == f"{TPATH}/web" and any(op["path"] == "/spec" for op in r.data)
+    ]
+    assert update.headers["Content-Type"] == "application/json-patch+json"
+    assert update.data[0] == {"op": "test", "path": "/metadata/resourceVersion", "value": "9"}
+    spec = next(op["value"] for op in update.data if op["path"] == "/spec")
+    assert spec["vertical"]["mode"] == "autonomous"
+    assert kmock.objects[TARGETS, "shop", "web"]["spec"]["vertical"]["mode"] == "autonomous"

@@ -432,15 +432,37 @@ class KubeExecutor:
         return result_from(await self.api.request("POST", f"{base}/{plural}", obj, JSON))
 
     async def update_object(self, kind: str, obj: dict[str, Any]) -> ActionResult:
-        """Merge-patch spec, labels and finalizers of an existing object (no PUT: a merge
-        patch cannot overwrite a concurrent status write)."""
+        """Replace the spec and set the given labels/annotations of an existing object by
+        JSON patch (kmock and the API server alike: no PUT, and a merge patch would keep
+        spec fields the new spec no longer has)."""
         meta = obj.get("metadata") or {}
-        body: dict[str, Any] = {"spec": obj.get("spec") or {}}
-        patch_meta = {k: meta[k] for k in ("labels", "annotations", "finalizers") if meta.get(k)}
-        if patch_meta:
-            body["metadata"] = patch_meta
         path = foresize_path(kind, meta.get("namespace", ""), meta.get("name", ""))
-        return result_from(await self.api.request("PATCH", path, body, MERGE_PATCH))
+        resp = await self.api.request("GET", path)
+        if not resp.ok or not isinstance(resp.body, dict):
+            return result_from(resp)
+        live = resp.body.get("metadata") or {}
+        ops: list[dict[str, Any]] = []
+        if live.get("resourceVersion"):
+            ops.append(
+                {
+                    "op": "test",
+                    "path": "/metadata/resourceVersion",
+                    "value": live["resourceVersion"],
+                }
+            )
+        ops.append({"op": "add", "path": "/spec", "value": obj.get("spec") or {}})
+        for field in ("labels", "annotations"):
+            wanted = meta.get(field) or {}
+            if not wanted:
+                continue
+            if not live.get(field):
+                ops.append({"op": "add", "path": f"/metadata/{field}", "value": dict(wanted)})
+                continue
+            for k, v in sorted(wanted.items()):
+                if live[field].get(k) != v:
+                    escaped = k.replace("~", "~0").replace("/", "~1")
+                    ops.append({"op": "add", "path": f"/metadata/{field}/{escaped}", "value": v})
+        return result_from(await self.api.request("PATCH", path, ops, JSON_PATCH))
 
     async def delete_object(self, kind: str, namespace: str, name: str) -> ActionResult:
         resp = await self.api.request("DELETE", foresize_path(kind, namespace, name))
