@@ -8,8 +8,8 @@
   between the scheduler's charge (`foresize.cluster.qos.pod_charge`) and the sum of spec
   requests (`spec_requests`) of the pods bound to it. It takes a `sim.snapshot()` and, as
   the simulator never mutates an object a snapshot holds (copy-on-write), a pod object
-  seen at the previous sample is unchanged: its per-pod gap is cached by identity and
-  only pods that changed are recomputed.
+  seen at the previous sample is unchanged: pods are matched by identity (a vectorised
+  `np.isin` over their ids) and only new or changed ones are recomputed.
 - `risk_events(sim)`: the OOM kills, evictions, stalls, preemptions and circuit-breaker
   openings of the event log, each attributed to its workload.
 
@@ -55,6 +55,8 @@ class UsageRecorder:
         self._rows: list[np.ndarray] = []  # each (4, n_rows)
         self._keys_seen: object = None
         self._idx = np.zeros(0, dtype=np.int64)
+        self._bins = np.zeros(0, dtype=np.int64)
+        self._n = 1
 
     def install(self) -> UsageRecorder:
         self.sim.on_usage(self._observe)
@@ -64,22 +66,20 @@ class UsageRecorder:
         u = self.sim.usage
         if keys is not self._keys_seen:
             # The simulator rebuilds `keys` only when containers start or stop; the running
-            # slots are then the active ones, in slot order (the order of `keys`).
+            # slots are then the active ones, in slot order (the order of `keys`). A slot's
+            # workload row is fixed while it runs, so the bins are computed here, once.
             self._keys_seen = keys
             self._idx = np.nonzero(u.active[: u.size])[0]
+            wl = u.wl[self._idx]
+            n = max(len(self.sim.wl_state) + 1, int(wl.max()) + 1 if wl.size else 0)
+            self._n = n
+            self._bins = np.concatenate((wl, wl + n, wl + 2 * n, wl + 3 * n))
         idx = self._idx
-        n = len(self.sim.wl_state) + 1  # row 0: bare pods
         if idx.size != cpu.size:  # defensive: never mis-attribute, skip the step
             return
-        wl = u.wl[idx]
-        if wl.size and int(wl.max()) >= n:
-            n = int(wl.max()) + 1
-        row = np.zeros((4, n))
-        if idx.size:
-            row[0] = np.bincount(wl, cpu, n)
-            row[1] = np.bincount(wl, u.cpu_req[idx], n)
-            row[2] = np.bincount(wl, mem, n)
-            row[3] = np.bincount(wl, u.mem_req[idx], n)
+        # One bincount for the four quantities (requests may change at every step).
+        weights = np.concatenate((cpu, u.cpu_req[idx], mem, u.mem_req[idx]))
+        row = np.bincount(self._bins, weights, 4 * self._n).reshape(4, self._n)
         self._times.append(now)
         self._rows.append(row)
 
@@ -137,8 +137,11 @@ class NodeGapSampler:
     interval: float = 900.0
     _times: list[float] = field(default_factory=list)
     _samples: list[dict[str, tuple[int, int]]] = field(default_factory=list)
-    # id(pod) -> (pod, node, cpu gap, memory gap); the pod is kept so its id stays unique.
-    _cache: dict[int, tuple[Any, str | None, int, int]] = field(default_factory=dict)
+    # The previous sample's pods (kept alive, so no other object can take one of their
+    # ids), their ids sorted, and the (node, cpu gap, memory gap) of those with a gap.
+    _prev_pods: list[Any] = field(default_factory=list)
+    _prev_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    _with_gap: dict[int, tuple[str, int, int]] = field(default_factory=dict)
     _alloc: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def install(self) -> NodeGapSampler:
@@ -147,21 +150,25 @@ class NodeGapSampler:
 
     def _sample(self, sim: SimCluster, now: float) -> None:
         snap = sim.snapshot()
-        cache: dict[int, tuple[Any, str | None, int, int]] = {}
+        pods = snap.pods
+        ids = np.fromiter(map(id, pods), dtype=np.int64, count=len(pods))
+        # A pod object present at the previous sample is unchanged (copy-on-write): only
+        # new objects (new pods, or pods the simulator changed since) are recomputed.
+        fresh = np.nonzero(~np.isin(ids, self._prev_ids, assume_unique=True))[0]
+        kept = set(ids.tolist()) if self._with_gap else set()
+        with_gap = {i: g for i, g in self._with_gap.items() if i in kept}
+        for k in fresh.tolist():
+            pod = pods[k]
+            c, m = pod_gap(pod)
+            if (c or m) and pod.node_name is not None:
+                with_gap[id(pod)] = (pod.node_name, c, m)
+        self._prev_pods = list(pods)
+        self._prev_ids = np.sort(ids)
+        self._with_gap = with_gap
         gaps: dict[str, tuple[int, int]] = {}
-        old = self._cache
-        for pod in snap.pods:
-            hit = old.get(id(pod))
-            if hit is None or hit[0] is not pod:
-                c, m = pod_gap(pod)
-                hit = (pod, pod.node_name, c, m)
-            cache[id(pod)] = hit
-            if hit[2] or hit[3]:
-                node = hit[1]
-                if node is not None:
-                    gc, gm = gaps.get(node, (0, 0))
-                    gaps[node] = (gc + hit[2], gm + hit[3])
-        self._cache = cache
+        for node, c, m in with_gap.values():
+            gc, gm = gaps.get(node, (0, 0))
+            gaps[node] = (gc + c, gm + m)
         for name, node in snap.nodes.items():
             self._alloc[name] = (node.allocatable.get(CPU, 0), node.allocatable.get(MEMORY, 0))
         self._times.append(now)
