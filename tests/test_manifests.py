@@ -168,6 +168,10 @@ def test_cluster_role_is_least_privilege():
     for scale in ("deployments/scale", "statefulsets/scale"):
         assert rights[("apps", scale)] == {"get", "patch", "update"}
     assert rights[("argoproj.io", "rollouts/scale")] == {"get", "patch", "update"}
+    # A revert that cannot be done in place restarts the workload (template annotation).
+    for restartable in ("deployments", "statefulsets", "daemonsets"):
+        assert "patch" in rights[("apps", restartable)], restartable
+    assert "patch" not in rights[("apps", "replicasets")]
     for kind in ("aiscaletargets", "daemonsetautoscalers", "clusteraiscaletemplates"):
         assert rights[("foresize.io", f"{kind}/status")] == {"get", "update", "patch"}
     for watched in (

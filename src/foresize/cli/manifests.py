@@ -88,8 +88,9 @@ def cluster_role_rules() -> list[dict[str, Any]]:
         _rule([""], ["events"], ["create", "patch"]),
         _rule(["events.k8s.io"], ["events"], ["create", "patch"]),
         # Workloads: owner chains and templates; restart (template annotation) on revert.
-        _rule(["apps"], ["replicasets", "daemonsets"], READ),
-        _rule(["apps"], ["deployments", "statefulsets"], [*READ, "patch"]),
+        _rule(["apps"], ["replicasets"], READ),
+        # patch: the restartedAt template annotation when a revert cannot be done in place.
+        _rule(["apps"], ["deployments", "statefulsets", "daemonsets"], [*READ, "patch"]),
         _rule(["argoproj.io"], ["rollouts"], [*READ, "patch"]),
         # Replicas (horizontal autonomous mode).
         _rule(["apps"], ["deployments/scale", "statefulsets/scale"], ["get", "patch", "update"]),
