@@ -288,6 +288,10 @@ def test_oom_kill_appears_in_the_risk_timeline_table(tiny, tmp_path):
     leaky = next(r for r in counts if r[0] == "Deployment/default/leaky")
     assert int(leaky[1]) == len(ooms)
     assert not any(r[0] == "Deployment/default/steady" for r in counts)
+    # Under the workload's own figures: its risk events per policy, first and last.
+    wl_risks = page.table("wl-risks")
+    static_row = next(r for r in wl_risks if r[0] == "static")
+    assert f"{len(ooms)} × OOM kill" in static_row[1] and static_row[2] == first[0]
 
 
 def test_recorded_series_integrate_to_the_summary_and_leave_the_run_unchanged():

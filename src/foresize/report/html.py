@@ -71,7 +71,7 @@ th:first-child,td:first-child,td.l,th.l{text-align:left}
 tr.baseline td{color:#666;font-style:italic}
 td.good{color:#1a7f37;font-weight:600}td.bad{color:#c62828;font-weight:600}
 td.risk{color:#c62828;font-weight:600}
-img{max-width:100%;height:auto;display:block;margin:6px 0 4px}
+.scroll{overflow-x:auto}img{max-width:100%;height:auto;display:block;margin:6px 0 4px}
 nav{background:#f6f7f9;padding:8px 12px;border-radius:6px;margin:12px 0}
 nav a{margin-right:14px}.note{color:#666;font-size:12.5px}
 .swatch{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:5px}
@@ -195,7 +195,7 @@ def write_report(
     headline_png = "headline.png"
     figures.headline_figure(ordered, out_dir / headline_png, colours=colours)
     refs = [x for x in (static, vpa) if x is not None]
-    w("<table class='headline'><tr><th class='l'>policy</th>")
+    w("<div class='scroll'><table class='headline'><tr><th class='l'>policy</th>")
     for _, head, _ in HEADLINE[:4]:
         w(f"<th>{head}</th>")
     for ref in refs:
@@ -227,7 +227,7 @@ def write_report(
         for key, _, fmt in HEADLINE[4:]:
             w(_num_cell(fmt, t.get(key, 0), key, r.policy, risk=key != "resizes"))
         w("</tr>")
-    w("</table>")
+    w("</table></div>")
     w(f"<img src='{headline_png}' alt='requested CPU and memory per policy'>")
     w(
         "<p class='note'>Requested = the requests in force (what the kubelet applied) integrated "
@@ -240,7 +240,8 @@ def write_report(
     # ------------------------------------------------------------------ workloads
     w("<h2 id='workloads'>Workloads</h2>")
     names = _workload_order(ordered)
-    w("<table class='workloads'><tr><th class='l'>workload</th><th class='l'>policy</th>")
+    w("<div class='scroll'><table class='workloads'>")
+    w("<tr><th class='l'>workload</th><th class='l'>policy</th>")
     for _, head, _ in WORKLOAD_COLUMNS:
         w(f"<th>{head}</th>")
     w("<th>peak CPU used / req<br>cores</th><th>peak mem used / req<br>GiB</th></tr>")
@@ -257,7 +258,7 @@ def write_report(
                 w(_num_cell(fmt, row.get(key, 0), key, r.policy, risk=key not in _NOT_RISK))
             pk = _peaks(r, name)
             w(f"<td>{pk[0]:.2f} / {pk[1]:.2f}</td><td>{pk[2]:.2f} / {pk[3]:.2f}</td></tr>")
-    w("</table>")
+    w("</table></div>")
     shown = names[:max_workload_figures]
     if len(names) > len(shown):
         w(
@@ -272,6 +273,7 @@ def write_report(
                 ordered, name, resource, out_dir / png, duration=duration, colours=colours
             )
             w(f"<img src='{png}' alt='{_e(name)} {resource}: requested vs used over time'>")
+        w(_workload_risks(ordered, name))
 
     # ------------------------------------------------------------------ risks
     w("<h2 id='risks'>Risk events</h2>")
@@ -445,6 +447,30 @@ def _lead(r: PolicyRun, static: PolicyRun | None, vpa: PolicyRun | None) -> str:
 
 def _word(p: float) -> str:
     return f"{abs(p):.1f}% {'less' if p >= 0 else 'more'}"
+
+
+def _workload_risks(runs: list[PolicyRun], name: str) -> str:
+    """A line per policy with the workload's risk events: counts, first and last time."""
+    rows = []
+    for r in runs:
+        evs = [ev for ev in r.risks if ev.workload == name]
+        if not evs:
+            continue
+        counts = ", ".join(
+            f"{n} × {label}"
+            for label in figures.RISK_LABELS
+            if (n := sum(1 for ev in evs if ev.label == label))
+        )
+        rows.append(
+            f"<tr><td class='l'>{_e(r.policy)}</td><td class='l risk'>{_e(counts)}</td>"
+            f"<td>{_clock(evs[0].time)}</td><td>{_clock(evs[-1].time)}</td></tr>"
+        )
+    if not rows:
+        return "<p class='note'>No risk events for this workload under any policy.</p>"
+    return (
+        "<table class='wl-risks'><tr><th class='l'>policy</th><th class='l'>risk events</th>"
+        "<th>first</th><th>last</th></tr>" + "".join(rows) + "</table>"
+    )
 
 
 def _wl_row(r: PolicyRun, name: str) -> dict[str, Any] | None:
