@@ -281,7 +281,7 @@ def test_oom_kill_appears_in_the_risk_timeline_table(tiny, tmp_path):
     first = ooms[0]
     assert first[2] == "Deployment/default/leaky" and first[3].startswith("Pod/default/leaky-")
     assert re.fullmatch(r"d0 0[0-2]:\d\d", first[0])
-    assert "OOM" in first[4] or "memory" in first[4].lower()
+    assert "memory limit" in first[4] and "limit 1,024 MiB)" in first[4]  # usage, limit
     # The per-workload risk counts agree, and the steady workload has no risk row.
     counts = page.table("risk-counts")
     assert counts[0][1] == "OOM kill"

@@ -79,7 +79,7 @@ def workload_figure(
     shaded; the other policies under study add their own usage as a thin line (it differs
     where limits cap CPU or OOM kills restart a leak). OOM kills are marked along the top,
     one row per policy."""
-    fig = Figure(figsize=(9.6, 3.3), layout="constrained")
+    fig = Figure(figsize=(11.2, 3.4), layout="constrained")
     ax = fig.add_subplot()
     _style(ax)
     is_cpu = resource == "cpu"
@@ -132,6 +132,7 @@ def workload_figure(
     kills = [
         (run, [r.time for r in run.risks if r.workload == workload and r.label == "OOM kill"])
         for run in runs
+        if not is_cpu
     ]
     kills = [(run, t) for run, t in kills if t]
     for k, (run, t) in enumerate(kills):
@@ -156,7 +157,7 @@ def workload_figure(
 
 def headline_figure(runs: list[PolicyRun], path: Path, *, colours: dict[str, str]) -> None:
     """Requested CPU and memory per policy (bars) with the used amount marked."""
-    fig = Figure(figsize=(9.6, 2.9), layout="constrained")
+    fig = Figure(figsize=(11.2, 2.9), layout="constrained")
     names = [r.policy for r in runs]
     for i, (key, used_key, unit, title) in enumerate(
         (
@@ -184,7 +185,7 @@ def headline_figure(runs: list[PolicyRun], path: Path, *, colours: dict[str, str
 def risk_figure(run: PolicyRun, workloads: list[str], path: Path, *, duration: float) -> None:
     """One row per workload with risk events; a marker per event, by kind."""
     height = max(2.2, 1.3 + 0.32 * len(workloads))
-    fig = Figure(figsize=(9.6, height), layout="constrained")
+    fig = Figure(figsize=(11.2, height), layout="constrained")
     ax = fig.add_subplot()
     _style(ax)
     row = {w: i for i, w in enumerate(workloads)}
@@ -219,7 +220,7 @@ def gap_figure(run: PolicyRun, path: Path, *, duration: float, max_lines: int = 
     """Per node, scheduler charge minus spec requests over time (CPU and memory).
     With many nodes: the largest nodes' lines only, plus the cluster-wide sum."""
     g = run.gaps
-    fig = Figure(figsize=(9.6, 4.4), layout="constrained")
+    fig = Figure(figsize=(11.2, 4.4), layout="constrained")
     x, xlabel = time_axis(g.times, duration)
     peak = (
         np.maximum(np.abs(g.cpu).max(axis=0, initial=0), 0)

@@ -58,18 +58,18 @@ WORKLOAD_COLUMNS = (
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1d1d1f;
- max-width:1180px;margin:0 auto;padding:24px 28px 60px;background:#fff}
+ max-width:1240px;margin:0 auto;padding:24px 28px 60px;background:#fff}
 h1{font-size:24px;margin:0 0 4px}h2{font-size:19px;margin:36px 0 8px;
  border-bottom:1px solid #ddd;padding-bottom:4px}h3{font-size:15px;margin:22px 0 6px}
 .meta{color:#555;margin:0 0 12px}.lead{font-size:16px;margin:10px 0 14px}
 code{font:12.5px ui-monospace,SFMono-Regular,Menlo,monospace;background:#f3f3f3;
  padding:1px 4px;border-radius:3px}
 table{border-collapse:collapse;margin:8px 0 14px;font-size:13px}
-th,td{padding:4px 9px;border-bottom:1px solid #e6e6e6;text-align:right;vertical-align:top}
+th,td{padding:4px 7px;border-bottom:1px solid #e6e6e6;text-align:right;vertical-align:top}
 th{background:#f6f7f9;font-weight:600;border-bottom:2px solid #d5d8dd}
 th:first-child,td:first-child,td.l,th.l{text-align:left}
 tr.baseline td{color:#666;font-style:italic}
-td.good{color:#1a7f37;font-weight:600}td.bad{color:#c62828;font-weight:600}
+td.nw{white-space:nowrap}td.good{color:#1a7f37;font-weight:600}td.bad{color:#c62828;font-weight:600}
 td.risk{color:#c62828;font-weight:600}
 .scroll{overflow-x:auto}img{max-width:100%;height:auto;display:block;margin:6px 0 4px}
 nav{background:#f6f7f9;padding:8px 12px;border-radius:6px;margin:12px 0}
@@ -257,7 +257,8 @@ def write_report(
             for key, _, fmt in WORKLOAD_COLUMNS:
                 w(_num_cell(fmt, row.get(key, 0), key, r.policy, risk=key not in _NOT_RISK))
             pk = _peaks(r, name)
-            w(f"<td>{pk[0]:.2f} / {pk[1]:.2f}</td><td>{pk[2]:.2f} / {pk[3]:.2f}</td></tr>")
+            w(f"<td class='nw'>{pk[0]:.2f} / {pk[1]:.2f}</td>")
+            w(f"<td class='nw'>{pk[2]:.2f} / {pk[3]:.2f}</td></tr>")
     w("</table></div>")
     shown = names[:max_workload_figures]
     if len(names) > len(shown):
@@ -446,7 +447,9 @@ def _lead(r: PolicyRun, static: PolicyRun | None, vpa: PolicyRun | None) -> str:
 
 
 def _word(p: float) -> str:
-    return f"{abs(p):.1f}% {'less' if p >= 0 else 'more'}"
+    if abs(p) < 0.05:
+        return "the same"
+    return f"{abs(p):.1f}% {'less' if p > 0 else 'more'}"
 
 
 def _workload_risks(runs: list[PolicyRun], name: str) -> str:

@@ -235,8 +235,24 @@ def risk_events(sim: SimCluster) -> list[RiskEvent]:
             workload = _breaker_workload(sim, ev.object)
         else:
             workload = owner.get(ev.object, "")
-        out.append(RiskEvent(ev.time, label, workload, ev.object, ev.kind, ev.message))
+        message = ev.message + _detail(ev.kind, ev.details)
+        out.append(RiskEvent(ev.time, label, workload, ev.object, ev.kind, message))
     return out
+
+
+def _mib(v: Any) -> str:
+    return f"{float(v) / 2**20:,.0f} MiB"
+
+
+def _detail(kind: str, d: dict[str, Any]) -> str:
+    """The facts a reader wants next to the message (from the event's details)."""
+    if kind == "OOMKilled" and "usage_bytes" in d and "limit_bytes" in d:
+        return f" (usage {_mib(d['usage_bytes'])}, limit {_mib(d['limit_bytes'])})"
+    if kind == "NodePressureEviction" and "node" in d:
+        return f" (node {d['node']}, {d.get('qos', '?')})"
+    if kind == "Preempted" and "preemptor" in d:
+        return f" (by {d['preemptor']} on {d.get('node', '?')})"
+    return ""
 
 
 def _breaker_workload(sim: SimCluster, obj: str) -> str:
