@@ -193,12 +193,17 @@ def test_compare_lists_each_policy_side_by_side(tiny, tmp_path):
     data = json.loads(
         run_cli(
             "--scenario", tiny, "-d", "2h", "--json", "--compare", "static,vpa,foresize",
-            "--report", str(out),
+            "--report", str(out), "--events", str(tmp_path / "ev.jsonl"),
         )
     )  # fmt: skip
     assert data["policies"] == ["static", "vpa", "foresize"]
     assert [r["policy"] for r in data["runs"]] == ["static", "vpa", "foresize"]
     assert "savings_vs_static" in data["runs"][2] and "savings_vs_static" not in data["runs"][0]
+    # --events: every policy's log, each line tagged with its policy.
+    lines = [json.loads(x) for x in (tmp_path / "ev.jsonl").read_text().splitlines()]
+    for run in data["runs"]:
+        mine = [x for x in lines if x["policy"] == run["policy"]]
+        assert len(mine) == sum(run["events"].values()) > 0
     _, page = parse(out)
     headline = page.table("headline")
     assert [row[0] for row in headline[1:]] == ["static", "vpa", "foresize"]
