@@ -11,6 +11,8 @@ from foresize.api.quantity import GIB, MIB
 from foresize.api.types import parse_daemonset_autoscaler, parse_target
 from foresize.cluster.model import (
     Container,
+    HorizontalPodAutoscaler,
+    HPAMetric,
     OwnerRef,
     Pod,
     PodTemplate,
@@ -359,3 +361,88 @@ def test_selector_targets_honour_match_expressions():
     only_expr = target_manifest("expr", ref=None, selector={}, suggestion=SUG)
     only_expr["spec"]["selector"] = {"matchExpressions": [{"key": "tier", "operator": "Exists"}]}
     assert decide_pod(canary, None, idx(only_expr), 0).changed
+
+
+# --------------------------------------------------------------------------- HPA guard
+
+
+def hpa_on_cpu(kind: str = "Deployment", name: str = "web") -> HorizontalPodAutoscaler:
+    return HorizontalPodAutoscaler(
+        "shop", name, kind, name, 2, 10, [HPAMetric("Resource", "cpu", 70)]
+    )
+
+
+def test_hpa_scaled_resource_keeps_its_template_value_at_admission():
+    # DESIGN §4.2: by default autonomous mode leaves the HPA's resource alone; admission
+    # must agree with the vertical planner so new and running replicas are sized alike.
+    leave = parse_target(target_manifest(suggestion=SUG))
+    snap = ClusterSnapshot(now=0, targets=[leave], hpas=[hpa_on_cpu()])
+    p = pod([c(req={"cpu": 100, "memory": 128 * MIB})])
+    new, changed = mutate_pod(p, None, snap, 0)
+    assert changed and new.annotations[MANAGED_ANNOTATION] == "true"
+    assert new.containers[0].resources.requests == {"cpu": 100, "memory": 256 * MIB}
+    # An HPA on another workload, or on a custom metric, does not hold anything back.
+    other = ClusterSnapshot(now=0, targets=[leave], hpas=[hpa_on_cpu(name="api")])
+    assert mutate_pod(p, None, other, 0)[0].containers[0].resources.requests["cpu"] == 250
+    custom = HorizontalPodAutoscaler("shop", "web", "Deployment", "web", 2, 10, [HPAMetric("Pods")])
+    snap_custom = ClusterSnapshot(now=0, targets=[leave], hpas=[custom])
+    assert mutate_pod(p, None, snap_custom, 0)[0].containers[0].resources.requests["cpu"] == 250
+    # Only cpu suggested and the HPA scales on cpu: nothing to change, no annotation.
+    only_cpu = parse_target(target_manifest(suggestion={"app": {"requests": {"cpu": "250m"}}}))
+    snap_only = ClusterSnapshot(now=0, targets=[only_cpu], hpas=[hpa_on_cpu()])
+    new, changed = mutate_pod(p, None, snap_only, 0)
+    assert not changed and MANAGED_ANNOTATION not in new.annotations
+
+
+def test_hpa_override_gives_new_pods_both_resources():
+    manifest = target_manifest(suggestion=SUG)
+    manifest["spec"]["vertical"]["hpa_resource_policy"] = "override"
+    snap = ClusterSnapshot(now=0, targets=[parse_target(manifest)], hpas=[hpa_on_cpu()])
+    new, changed = mutate_pod(pod([c(req={"cpu": 100, "memory": 128 * MIB})]), None, snap, 0)
+    assert changed
+    assert new.containers[0].resources.requests == {"cpu": 250, "memory": 256 * MIB}
+
+
+def test_hpa_guard_for_selector_target_uses_the_pods_controller():
+    t = parse_target(target_manifest(ref=None, selector={"app": "web"}, suggestion=SUG))
+    p = pod([c(req={"cpu": 100, "memory": 128 * MIB})])
+    on_web = AdmissionIndex.build([t], hpas=[hpa_on_cpu()])
+    assert decide_pod(p, None, on_web, 0).containers["app"].requests == {
+        "cpu": 100,
+        "memory": 256 * MIB,
+    }
+    on_other = AdmissionIndex.build([t], hpas=[hpa_on_cpu(name="other")])
+    assert decide_pod(p, None, on_other, 0).containers["app"].requests["cpu"] == 250
+
+
+def test_hpa_guard_same_on_the_json_path_and_from_a_state_file(tmp_path):
+    import yaml
+
+    from foresize.admission.state_file import load_state_file
+
+    hpa = {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+            "minReplicas": 2,
+            "maxReplicas": 10,
+            "metrics": [
+                {
+                    "type": "Resource",
+                    "resource": {
+                        "name": "cpu",
+                        "target": {"type": "Utilization", "averageUtilization": 70},
+                    },
+                }
+            ],
+        },
+    }
+    path = tmp_path / "state.yaml"
+    path.write_text(yaml.safe_dump_all([target_manifest(suggestion=SUG), hpa]))
+    index = load_state_file(path)
+    obj = pod_json()
+    patched = apply_patch(obj, decode_patch(review_pod(review(obj), index, 0.0)))
+    res = patched["spec"]["containers"][0]["resources"]["requests"]
+    assert res["cpu"] == "100m" and res["memory"] == "256Mi"

@@ -267,3 +267,31 @@ async def test_validate_daemonset_autoscaler_conflict_and_bounds(serve):
     assert out["response"]["allowed"] is False
     assert "spec.containers[0].memory.upperbound" in message
     assert "spec.scaleTargetRef: DaemonSet mon/node-agent is already autoscaled" in message
+
+
+@pytest.mark.parametrize("policy", ["leave", "override"])
+async def test_hpa_scaled_resource_is_left_alone_unless_overridden(serve, policy):
+    # The operator's path: the webhook's state is rebuilt from the watched snapshot, which
+    # carries the HPAs; an HPA on cpu utilisation keeps new pods' cpu at the template
+    # value (as running pods keep theirs) unless the target says "override".
+    from foresize.api.types import parse_target
+    from foresize.cluster.model import HorizontalPodAutoscaler, HPAMetric
+    from foresize.cluster.snapshot import ClusterSnapshot
+
+    manifest = target_manifest("web", ref="web", vmode="autonomous", suggestion=SUGGESTION)
+    manifest["spec"]["vertical"]["hpa_resource_policy"] = policy
+    hpa = HorizontalPodAutoscaler(
+        "shop", "web", "Deployment", "web", 2, 10, [HPAMetric("Resource", "cpu", 70)]
+    )
+    state = AdmissionState()
+    state.update_from_snapshot(
+        ClusterSnapshot(now=1000.0, targets=[parse_target(manifest)], hpas=[hpa])
+    )
+    client = await serve(state)
+    pod = pod_json()
+    out = await client.post("/mutate-pods", review(pod))
+    patched = apply_patch(pod, decode_patch(out))
+    requests = patched["spec"]["containers"][0]["resources"]["requests"]
+    assert requests["memory"] == "256Mi"
+    assert requests["cpu"] == ("100m" if policy == "leave" else "250m")
+    assert patched["metadata"]["annotations"] == {"foresize.io/managed": "true"}

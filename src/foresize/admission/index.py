@@ -1,5 +1,6 @@
 """What the webhooks look things up in: targets by workload, selector targets by namespace,
-DaemonSetAutoscalers by DaemonSet, the controller chain, and the cluster-wide pause flag.
+DaemonSetAutoscalers by DaemonSet, the controller chain, the resources HPAs scale on, and
+the cluster-wide pause flag.
 
 Built once from a `ClusterSnapshot` (plus optional suggestion/prediction overrides the
 planners hold in memory) and then only read, so one index serves many concurrent
@@ -12,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from foresize.admission.targets import TargetView, dsa_view, target_view
-from foresize.cluster.model import OwnerRef, Pod, Suggestion, Workload
+from foresize.cluster.model import HorizontalPodAutoscaler, OwnerRef, Pod, Suggestion, Workload
 from foresize.cluster.snapshot import ClusterSnapshot
 
 # Labels a ReplicaSet's pods carry whose value is the suffix of the ReplicaSet's name.
@@ -29,6 +30,9 @@ class AdmissionIndex:
     by_ref: dict[tuple[str, str, str], TargetView] = field(default_factory=dict)
     by_daemonset: dict[tuple[str, str], TargetView] = field(default_factory=dict)
     selector_targets: dict[str, list[TargetView]] = field(default_factory=dict)
+    # (kind, namespace, name) of a workload -> the resources its HPA(s) scale on by
+    # utilisation; admission leaves those alone like the vertical planner does.
+    hpa_resources: dict[tuple[str, str, str], frozenset[str]] = field(default_factory=dict)
     # Overrides the planners hold in memory, keyed by "namespace/name" of the target; they
     # win over what the objects' status says. Read at decision time, so the shell may
     # update these mappings in place without rebuilding the index.
@@ -44,6 +48,7 @@ class AdmissionIndex:
         *,
         daemonset_autoscalers: Iterable[object] = (),
         workloads: Mapping[str, Workload] | None = None,
+        hpas: Iterable[HorizontalPodAutoscaler] = (),
         paused: bool = False,
         suggestions: Mapping[str, Suggestion] | None = None,
         oom_floors: Mapping[str, Mapping[str, int]] | None = None,
@@ -71,6 +76,11 @@ class AdmissionIndex:
             view = dsa_view(obj)
             index.dsas.append(view)
             index.by_daemonset[(view.namespace, view.ref_name)] = view
+        for hpa in hpas:
+            resources = hpa.scaling_resources()
+            if resources:
+                key = (hpa.target_kind, hpa.namespace, hpa.target_name)
+                index.hpa_resources[key] = index.hpa_resources.get(key, frozenset()) | resources
         return index
 
     @classmethod
@@ -87,6 +97,7 @@ class AdmissionIndex:
             snapshot.targets,
             daemonset_autoscalers=snapshot.daemonset_autoscalers,
             workloads=snapshot.workloads,
+            hpas=snapshot.hpas,
             paused=snapshot.paused,
             suggestions=suggestions,
             oom_floors=oom_floors,
@@ -113,6 +124,22 @@ class AdmissionIndex:
     def predicted_of(self, view: TargetView) -> int | None:
         found = self.predictions.get(view.key)
         return found if found is not None else view.predicted_replicas
+
+    def hpa_left_alone(
+        self, view: TargetView, namespace: str, workload: tuple[str, str] | None
+    ) -> frozenset[str]:
+        """The resources admission must leave at their template values for a pod of
+        `workload` ((kind, name) of its top controller) under `view`: those an HPA on the
+        workload scales on, unless the target opted in with `hpa_resource_policy:
+        override`. The same rule the vertical planner applies to running pods, so new and
+        running replicas agree and the HPA's utilisation arithmetic does not shift."""
+        if view.hpa_resource_policy == "override" or view.kind != "AIScaleTarget":
+            return frozenset()
+        if view.ref_kind and view.ref_name:
+            workload = (view.ref_kind, view.ref_name)
+        if workload is None:
+            return frozenset()
+        return self.hpa_resources.get((workload[0], namespace, workload[1]), frozenset())
 
     # -- owner chain ---------------------------------------------------------------------
 

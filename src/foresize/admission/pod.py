@@ -9,6 +9,11 @@ Rules (DESIGN.md §4.3, seed 003):
 - Only at CREATE (the callers only ask then); in-place resizes never come through here.
 - Only for a target in vertical autonomous mode (or a DaemonSetAutoscaler in autonomous
   scale mode) with a suggestion or an OOM floor; never while the cluster is paused.
+- A resource an HPA on the pod's workload scales on keeps its template value unless the
+  target opted in (`spec.vertical.hpa_resource_policy: override`), exactly as the
+  vertical planner leaves it alone on running pods (DESIGN.md §4.2): otherwise new
+  replicas would be sized differently from running ones and the HPA's utilisation
+  arithmetic would shift with every rollout.
 - The QoS class of the pod never changes, and the set of resource keys each container
   declares never changes: Foresize only rewrites CPU/memory values the template already
   declares. Keeping the key set is what makes a later revert to the template possible
@@ -70,12 +75,15 @@ def size_container(
     suggestion: ContainerSuggestion | None,
     oom_floor: int | None,
     qos: QoSClass,
+    leave: frozenset[str] = frozenset(),
 ) -> ResourceRequirements:
     """The container's resources after applying the suggestion (a new object; equal to
-    the old one when nothing applies)."""
+    the old one when nothing applies). Resources in `leave` keep their values."""
     out = container.resources.copy()
     declared = effective_requests(container)
     for resource in (CPU, MEMORY):
+        if resource in leave:
+            continue
         current = declared.get(resource)
         if current is None:
             # Not declared by the template: adding it would change the key set (and
@@ -129,6 +137,12 @@ def decide_pod(
     suggestion = index.suggestion_of(target)
     if suggestion is None and not index.has_oom_floor(target):
         return decision
+    workload = None
+    if not (target.ref_kind and target.ref_name):  # a selector target: the pod's controller
+        workload = index.top_owner_ref(
+            pod.namespace, owner if owner is not None else pod.owner, pod.labels
+        )
+    leave = index.hpa_left_alone(target, pod.namespace, workload)
     qos = qos_class_of([*pod.containers, *pod.init_containers])
     if qos == "BestEffort":
         decision.warnings.append(
@@ -143,7 +157,7 @@ def decide_pod(
             continue
         csug = suggestion.for_container(container.name) if suggestion is not None else None
         floor = index.oom_floor_of(target, container.name, now)
-        resized = size_container(container, policy, csug, floor, qos)
+        resized = size_container(container, policy, csug, floor, qos, leave)
         if not _same(resized, container.resources):
             new_containers[container.name] = resized
     if not new_containers:

@@ -38,11 +38,15 @@ class SimAdmission:
         objects (compared by identity: the API objects are replaced, never edited), the
         pause flag or the workloads mapping change. The override dicts are read live."""
         sim = self.sim
+        # HPAs enter the index only through the resources they scale on, fixed by their
+        # spec: their keys say enough to know when to rebuild.
+        hpas = getattr(sim, "hpas", None) or {}
         key = (
             tuple(map(id, sim.targets)),
             tuple(map(id, sim.daemonset_autoscalers)),
             sim.paused,
             id(sim.workloads),
+            tuple(hpas),
         )
         if self._cache is not None and self._cache[0] == key:
             return self._cache[1]
@@ -50,6 +54,7 @@ class SimAdmission:
             sim.targets,
             daemonset_autoscalers=sim.daemonset_autoscalers,
             workloads=sim.workloads,
+            hpas=sim.hpa_objects() if hpas else (),
             paused=sim.paused,
             suggestions=self.suggestions,
             oom_floors=self.oom_floors,

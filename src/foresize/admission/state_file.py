@@ -4,7 +4,8 @@
 The file holds Foresize objects as Kubernetes manifests (several YAML documents, a JSON
 list, or a `kind: List`): AIScaleTargets and DaemonSetAutoscalers with their `status`
 carrying the suggestions to apply, plus optional Deployments/ReplicaSets/StatefulSets/
-DaemonSets/Rollouts for the owner chain, and an optional
+DaemonSets/Rollouts for the owner chain, HorizontalPodAutoscalers (the resource an HPA
+scales on keeps its template value unless the target overrides), and an optional
 `{kind: ForesizeState, paused: true}` document for the cluster-wide pause.
 """
 
@@ -17,7 +18,7 @@ from typing import Any
 import yaml
 
 from foresize.admission.index import AdmissionIndex
-from foresize.cluster.model import OwnerRef, Workload
+from foresize.cluster.model import HorizontalPodAutoscaler, OwnerRef, Workload
 from foresize.errors import ForesizeError
 
 _WORKLOAD_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Rollout")
@@ -72,6 +73,7 @@ def load_state_file(path: Path | str) -> AdmissionIndex:
     targets: list[Any] = []
     dsas: list[Any] = []
     workloads: dict[str, Workload] = {}
+    hpas: list[HorizontalPodAutoscaler] = []
     paused = False
     for i, doc in enumerate(_documents(path), start=1):
         where = f"{path} (document {i})"
@@ -86,13 +88,17 @@ def load_state_file(path: Path | str) -> AdmissionIndex:
         elif kind in ("AIScaleTarget", "DaemonSetAutoscaler"):
             obj = parse_object(doc, where)
             (targets if kind == "AIScaleTarget" else dsas).append(obj)
+        elif kind == "HorizontalPodAutoscaler":
+            from foresize.kube.convert import hpa_from
+
+            hpas.append(hpa_from(doc))
         elif kind == "ClusterAIScaleTemplate":
             continue  # templates act through the AIScaleTargets they create
         else:
             raise ForesizeError(
-                f"{where}: kind: {kind!r} is not AIScaleTarget, DaemonSetAutoscaler, a workload "
-                "or ForesizeState"
+                f"{where}: kind: {kind!r} is not AIScaleTarget, DaemonSetAutoscaler, a workload, "
+                "HorizontalPodAutoscaler or ForesizeState"
             )
     return AdmissionIndex.build(
-        targets, daemonset_autoscalers=dsas, workloads=workloads, paused=paused
+        targets, daemonset_autoscalers=dsas, workloads=workloads, hpas=hpas, paused=paused
     )

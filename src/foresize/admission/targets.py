@@ -145,6 +145,9 @@ class TargetView:
     vertical_mode: str = ""
     horizontal_mode: str = ""
     update_mode: str = "recreate"
+    # Whether vertical autonomous mode may change the resource an HPA scales on
+    # ("leave", the default, or "override"; DESIGN.md §4.2).
+    hpa_resource_policy: str = "leave"
     containers: tuple[ContainerPolicy, ...] = ()
     min_replicas: int | None = None
     max_replicas: int | None = None
@@ -369,6 +372,9 @@ def target_view(obj: Any) -> TargetView:
         vertical_mode=normalise_mode(get(vertical, "mode")),
         horizontal_mode=normalise_mode(get(horizontal, "mode")),
         update_mode=str(get(update_policy, "update_mode", "updateMode", default="recreate")),
+        hpa_resource_policy=str(
+            get(vertical, "hpa_resource_policy", "hpaResourcePolicy", default="leave")
+        ).lower(),
         containers=container_policies(get(vertical, "containers")),
         min_replicas=_int_or_none(get(horizontal, "minReplicas", "min_replicas")),
         max_replicas=_int_or_none(get(horizontal, "maxReplicas", "max_replicas")),

@@ -390,6 +390,10 @@ class SimCluster:
             paused=self.paused,
         )
 
+    def hpa_objects(self) -> list[HorizontalPodAutoscaler]:
+        """The HPAs as the core sees them (what `snapshot().hpas` holds)."""
+        return [self._hpa_object(h) for h in self.hpas.values()]
+
     def pod(self, namespace: str, name: str) -> Pod | None:
         return self.pods.get(f"{namespace}/{name}")
 

@@ -620,45 +620,13 @@ class SimOperator:
         self.state = WorkerState()
 
     def set_suggestion(self, target_key: str, suggestion: Suggestion) -> None:
-        """Publish a suggestion (to the worker and the admission hook). New pods get what
-        the worker gives running ones: a resource an HPA scales on is left out while the
-        target leaves it to the HPA, so replicas do not end up sized differently."""
+        """Publish a suggestion (to the worker and the admission hook). The admission
+        decision itself leaves a resource an HPA scales on at its template value while the
+        target leaves it to the HPA (as the worker does for running pods), so the whole
+        suggestion is handed over."""
         self.suggestions[target_key] = suggestion
         if self.admission is not None:
-            self.admission.suggestions[target_key] = self._without_hpa_resources(
-                target_key, suggestion
-            )
-
-    def _without_hpa_resources(self, target_key: str, suggestion: Suggestion) -> Suggestion:
-        target = self.targets.get(target_key)
-        if target is None or self.opt.hpa_resource_policy != "leave":
-            return suggestion
-        ref = target.spec.scaleTargetRef
-        skip: set[str] = set()
-        for hpa in self.sim.snapshot().hpas if ref is not None else []:
-            if (
-                hpa.namespace == target.metadata.namespace
-                and hpa.target_kind == ref.kind
-                and hpa.target_name == ref.name
-            ):
-                skip |= hpa.scaling_resources()
-        if not skip:
-            return suggestion
-        containers = {
-            n: ContainerSuggestion(
-                n,
-                {r: v for r, v in c.requests.items() if r not in skip},
-                {r: v for r, v in c.limits.items() if r not in skip},
-            )
-            for n, c in suggestion.containers.items()
-        }
-        return Suggestion(
-            suggestion.uid,
-            suggestion.created_at,
-            containers,
-            suggestion.window_start,
-            suggestion.window_end,
-        )
+            self.admission.suggestions[target_key] = suggestion
 
     def _series(self, ns: str, workload: str, container: str, now: float) -> int:
         k = (ns, workload, container)
