@@ -235,7 +235,7 @@ def risk_events(sim: SimCluster) -> list[RiskEvent]:
             workload = _breaker_workload(sim, ev.object)
         else:
             workload = owner.get(ev.object, "")
-        message = ev.message + _detail(ev.kind, ev.details)
+        message = ev.message + _detail(ev.kind, ev.reason, ev.details)
         out.append(RiskEvent(ev.time, label, workload, ev.object, ev.kind, message))
     return out
 
@@ -244,8 +244,13 @@ def _mib(v: Any) -> str:
     return f"{float(v) / 2**20:,.0f} MiB"
 
 
-def _detail(kind: str, d: dict[str, Any]) -> str:
+def _detail(kind: str, reason: str, d: dict[str, Any]) -> str:
     """The facts a reader wants next to the message (from the event's details)."""
+    if kind == "Evicted":
+        why = [f"reason {reason}"] if reason and reason != "Evicted" else []
+        if d.get("target"):
+            why.append(f"by target {d['target']}")
+        return f" ({', '.join(why)})" if why else ""
     if kind == "OOMKilled" and "usage_bytes" in d and "limit_bytes" in d:
         return f" (usage {_mib(d['usage_bytes'])}, limit {_mib(d['limit_bytes'])})"
     if kind == "NodePressureEviction" and "node" in d:
