@@ -360,3 +360,22 @@ def test_params_from_aiscaletarget():
         r.suggestion.containers["app"].limits["cpu"]
         == 2 * r.suggestion.containers["app"].requests["cpu"]
     )
+
+
+def test_memory_scale_down_stabilization():
+    """Memory goes down only to the highest target of the last hour; CPU at once."""
+    cur = {"app": res(500, GIB)}
+    high = flat_history(cpu=2.0, mem=3 * GIB)
+    low = flat_history(cpu=0.2, mem=500 * MIB)
+    r1 = recommend_target(RecommendParams(), {"app": high}, cur, None, NOW)
+    high_mem = r1.suggestion.containers["app"].requests["memory"]
+    assert high_mem >= 3 * GIB
+    r2 = recommend_target(RecommendParams(), {"app": low}, cur, r1.oom_state, NOW + 900)
+    c2 = r2.suggestion.containers["app"].requests
+    assert c2["memory"] == high_mem  # held
+    assert c2["cpu"] == 200  # CPU follows the forecast down at once
+    r3 = recommend_target(RecommendParams(), {"app": low}, cur, r2.oom_state, NOW + 3600 + 60)
+    assert r3.suggestion.containers["app"].requests["memory"] == 500 * MIB
+    off = RecommendParams(memory_stabilization=0.0)
+    r4 = recommend_target(off, {"app": low}, cur, r1.oom_state, NOW + 900)
+    assert r4.suggestion.containers["app"].requests["memory"] == 500 * MIB

@@ -153,6 +153,12 @@ OOM_REPEAT_SECONDS = 120.0
 """DESIGN §4.1: while OOMs continue, compound again at most every 2 minutes."""
 DEFAULT_STABILIZATION = 3600.0
 """DESIGN §3: stabilization_window default max(forecast_interval, 1h)."""
+DEFAULT_MEMORY_STABILIZATION = 3600.0
+"""Memory scale-down stabilization: memory is lowered only to the highest target of the
+last hour (the OOM stabilization window's default). Working sets come back: memory that
+was needed within the hour is likely needed again, an OOM kill costs far more than an
+hour of slack, and upsizes are never delayed by it (as the HPA's scale-down
+stabilization window, for the same reason)."""
 
 
 @dataclass(slots=True)

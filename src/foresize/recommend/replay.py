@@ -31,6 +31,7 @@ from foresize.forecast.models import ForecastConfig, forward_max
 from foresize.forecast.select import OnlineScores, online_step
 from foresize.history.traces import TraceSeries, resample_max
 from foresize.recommend.core import (
+    DEFAULT_MEMORY_STABILIZATION,
     DEFAULT_SCALE_DOWN,
     DEFAULT_SCALE_UP,
     DEFAULT_STABILIZATION,
@@ -323,6 +324,7 @@ class ForesizePolicy(Policy):
         self.cfg = config or ForecastConfig(step=STEP)
         self.up, self.down = DEFAULT_SCALE_UP, DEFAULT_SCALE_DOWN
         self.stabilization = DEFAULT_STABILIZATION
+        self.memory_stabilization = DEFAULT_MEMORY_STABILIZATION
 
     def start(self, data: ReplayData) -> None:
         super().start(data)
@@ -333,6 +335,7 @@ class ForesizePolicy(Policy):
             self.m[MEMORY] = forward_max(data.memory, self.cfg.h)
         self.oom = OOMArrays.empty(s)
         self.models: dict[str, list[np.ndarray]] = {CPU: [], MEMORY: []}
+        self.recent_memory: list[tuple[float, np.ndarray]] = []
 
     def _target(self, res: str, i: int) -> np.ndarray:
         y = self.data.cpu if res == CPU else self.data.memory
@@ -352,6 +355,13 @@ class ForesizePolicy(Policy):
             now = (i + 1) * STEP
             floor = self.oom.active_floor(now)
             target = self._target(MEMORY, i)
+            if self.memory_stabilization > 0:
+                # Scale-down stabilization: the highest target of the window.
+                keep = now - self.memory_stabilization
+                self.recent_memory = [(t, v) for t, v in self.recent_memory if t > keep]
+                self.recent_memory.append((now, target))
+                with np.errstate(invalid="ignore"):
+                    target = np.fmax.reduce(np.stack([v for _, v in self.recent_memory]), axis=0)
             out[MEMORY] = np.where(floor > 0, np.fmax(target, floor), target)
         return out
 

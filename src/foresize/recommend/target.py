@@ -31,6 +31,7 @@ from foresize.cluster.qos import qos_class_of
 from foresize.forecast.models import ForecastConfig
 from foresize.forecast.select import OnlineScores, backtest_scores, forecast_max, online_step
 from foresize.recommend.core import (
+    DEFAULT_MEMORY_STABILIZATION,
     DEFAULT_MODE,
     DEFAULT_SCALE_DOWN,
     DEFAULT_SCALE_UP,
@@ -100,6 +101,7 @@ class RecommendParams:
     )
     oom_enabled: bool = True
     stabilization_window: float = DEFAULT_STABILIZATION
+    memory_stabilization: float = DEFAULT_MEMORY_STABILIZATION
 
     def model(self, resource: str) -> ResourceModel:
         return self.cpu if resource == CPU else self.memory
@@ -151,6 +153,7 @@ class RecommendParams:
             scale_down=downs,
             oom_enabled=oom_enabled,
             stabilization_window=float(spec.oom_stabilization_window()),
+            memory_stabilization=float(spec.oom_stabilization_window()),
         )
 
 
@@ -191,16 +194,24 @@ class ContainerHistory:
 
 @dataclass(slots=True)
 class OOMState:
-    """OOM floor of one container (memory bytes). Carried between calls by the caller."""
+    """Memory state of one container: the OOM floor (bytes) and the recent memory targets
+    for the scale-down stabilization. Carried between calls by the caller."""
 
     floor: int = 0
     until: float = -math.inf
     last_bump: float = -math.inf
     last_seen_oom: float = -math.inf
     count: int = 0
+    recent: tuple[tuple[float, float], ...] = ()  # (time, memory target before floors)
 
     def active(self, now: float) -> int:
         return self.floor if now < self.until else 0
+
+    def stabilized(self, now: float, target: float, window: float) -> tuple[float, OOMState]:
+        """The highest memory target of the last `window` seconds (this one included)."""
+        kept = tuple((t, v) for t, v in self.recent if t > now - window and t <= now)
+        kept = (*kept, (now, float(target)))
+        return max(v for _, v in kept), replace(self, recent=kept)
 
 
 @dataclass(slots=True)
@@ -431,6 +442,10 @@ def _finish(ti, r: TargetRequest, rows, fc, model_names, now, fstate) -> Recomme
                     _set(new, cur, res, float(floor), bounds.for_resource(res))
                 continue
             target = value * (1.0 + m.buffer_percentage / 100.0)
+            if res == MEMORY and p.memory_stabilization > 0:
+                # Memory goes down only to the highest target of the stabilization window.
+                target, st = st.stabilized(now, target, p.memory_stabilization)
+                oom_out[name] = st
             target = max(target, float(floor))
             # The OOM floor is raised over the lower bound but the upper bound and an
             # unmanaged limit remain the user's hard ceiling.
