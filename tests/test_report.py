@@ -389,3 +389,32 @@ def test_gap_section_reports_the_node_and_its_largest_gap(tmp_path):
     assert mem_pct == f"{100 * 256 / (8 * 1024):.1f}%" and at.startswith("d0 00:0")
     assert samples.endswith(f"of {sampler.gaps().times.size}") and int(samples.split()[0]) >= 9
     assert "gap-static.png" in page.images and (tmp_path / "gap-static.png").stat().st_size > 8000
+
+
+def test_risk_events_attribute_evictions_stalls_and_breaker_openings_to_workloads():
+    from foresize.cluster.actions import EmitEvent, EvictPod
+
+    sim = make_sim([workload("a", replicas=2), workload("b")], settle=30)
+    a0, a1 = pods_of(sim, "a")
+    b0 = pods_of(sim, "b")[0]
+    assert sim.apply(EvictPod("default", a0.name, target="default/a", reason="stalled")).ok
+    # An upsize past the node's allocatable is Infeasible: a stall.
+    up = ContainerResize("app", {"cpu": 5000}, {"cpu": 6000})
+    assert sim.apply(ResizePod("default", b0.name, (up,))).ok
+    sim.apply(
+        EmitEvent("default", "Deployment", "a", "CircuitBreakerOpen", "evictions come back stale")
+    )
+    sim.run(30)
+    got = [(r.label, r.workload, r.object) for r in risk_events(sim)]
+    assert ("eviction", "Deployment/default/a", f"Pod/default/{a0.name}") in got
+    assert ("stall", "Deployment/default/b", f"Pod/default/{b0.name}") in got
+    assert ("breaker open", "Deployment/default/a", "Deployment/default/a") in got
+    assert not any(o == f"Pod/default/{a1.name}" for _, _, o in got)
+    eviction = next(r for r in risk_events(sim) if r.label == "eviction")
+    assert eviction.message.endswith("(reason stalled, by target default/a)")
+    # The same counts as the summary's.
+    totals = sim.summary()["totals"]
+    labels = [g[0] for g in got]
+    assert labels.count("eviction") == totals["evictions"] == 1
+    assert labels.count("stall") == totals["stalls"] == 1
+    assert labels.count("breaker open") == totals["breaker_openings"] == 1
