@@ -418,3 +418,17 @@ def test_risk_events_attribute_evictions_stalls_and_breaker_openings_to_workload
     assert labels.count("eviction") == totals["evictions"] == 1
     assert labels.count("stall") == totals["stalls"] == 1
     assert labels.count("breaker open") == totals["breaker_openings"] == 1
+
+
+def test_node_gap_is_negative_while_a_resize_is_infeasible():
+    # Infeasible: the scheduler leaves the spec out and charges what is allocated.
+    sim = make_sim([workload("a")], settle=30)
+    sampler = NodeGapSampler(sim, interval=60).install()
+    pod = pods_of(sim, "a")[0]
+    up = ContainerResize("app", {"cpu": 5000}, {"cpu": 6000})
+    assert sim.apply(ResizePod("default", pod.name, (up,))).ok
+    sim.run(200)
+    gaps = sampler.gaps()
+    col = gaps.nodes.index(pod.node_name or "")
+    assert gaps.cpu[0, col] == 0  # sampled at once: the spec change precedes the kubelet
+    assert (gaps.cpu[1:, col] == -(5000 - 500)).all() and not gaps.memory.any()
