@@ -432,3 +432,15 @@ def test_node_gap_is_negative_while_a_resize_is_infeasible():
     col = gaps.nodes.index(pod.node_name or "")
     assert gaps.cpu[0, col] == 0  # sampled at once: the spec change precedes the kubelet
     assert (gaps.cpu[1:, col] == -(5000 - 500)).all() and not gaps.memory.any()
+
+
+def test_report_for_a_non_static_policy_prints_the_same_summary_and_runs_the_references(
+    tiny, tmp_path
+):
+    out = tmp_path / "rep"
+    args = ["--scenario", tiny, "-d", "2h", "--policy", "vpa", "--json"]
+    with_report = json.loads(run_cli(*args, "--report", str(out)))
+    assert with_report == json.loads(run_cli(*args))  # savings_vs_static included
+    assert with_report["savings_vs_static"]["baseline"] == "static"
+    _, page = parse(out)
+    assert [row[0] for row in page.table("headline")[1:]] == ["vpa", "static (reference)"]
