@@ -2,7 +2,10 @@
 
 Targets are spread over `shards` by a stable hash of "namespace/name". Each shard has one
 Lease (`foresize-shard-<i>` in the operator namespace); only the replica holding a shard's
-Lease acts on that shard's targets. Every replica keeps serving webhooks regardless.
+Lease acts on that shard's targets (AIScaleTargets and DaemonSetAutoscalers, by
+"namespace/name"). Cluster-scoped work that must not be split — reconciling
+ClusterAIScaleTemplates — is done by the holder of shard 0 alone. Every replica keeps
+serving webhooks regardless.
 
 The protocol follows client-go's resourcelock: create the Lease if missing; renew our own
 record; take over a record that has expired, i.e. that we have watched stay unchanged
@@ -201,6 +204,11 @@ class ShardManager:
 
     def owns(self, target_key: str) -> bool:
         return shard_of(target_key, self.shards) in self.owned
+
+    def holds(self, shard: int) -> bool:
+        """Whether this replica holds shard `shard`'s Lease (shard 0 also carries the
+        cluster-scoped work: ClusterAIScaleTemplates)."""
+        return 0 <= shard < len(self.electors) and self.electors[shard].held
 
     async def round(self) -> set[int]:
         """Renew held shards, then try to acquire free ones up to `max_shards`."""

@@ -3,7 +3,15 @@
 `KubeShell` implements `AsyncClusterPort` (snapshot, apply) over the watch-fed
 `ClusterState` and the `KubeExecutor`. One `run_pass(now)`:
 
-1. takes a snapshot and keeps only the targets of the shards this replica holds;
+1. takes a snapshot and keeps only the AIScaleTargets and DaemonSetAutoscalers of the
+   shards this replica holds: every per-target planner (recommendations, horizontal,
+   DaemonSetAutoscalers, lifecycle reverts and finalizers, vertical) sees only those, so
+   replicas holding different shard Leases never act on the same pods; lifecycle memory
+   of targets now held by another replica is dropped (a revert in progress is continued
+   by the new holder, which reads it back from `status.lifecycle`);
+   ClusterAIScaleTemplates are cluster-wide (one template may claim workloads in every
+   shard, and claims are decided across all templates and all existing targets), so
+   only the holder of shard 0 reconciles them, against the unfiltered snapshot;
 2. refuses in-place update modes on clusters without `pods/resize` (< 1.33) with a status
    condition and an event, and leaves those targets out of the vertical pass;
 3. asks the vertical planner for actions, applies them in order, feeds every result back
@@ -17,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -111,11 +120,54 @@ class KubeShell:
 
     # ------------------------------------------------------------ AsyncClusterPort
     async def snapshot(self) -> ClusterSnapshot:
-        snap = self.state.snapshot(self.clock())
+        """The snapshot restricted to the Foresize objects of the shards held."""
+        return self._owned(self._full_snapshot(self.clock()))
+
+    def _full_snapshot(self, now: float) -> ClusterSnapshot:
+        snap = self.state.snapshot(now)
         snap.server_version = self.executor.server_version
-        if self.shards is not None:
-            snap.targets = [t for t in snap.targets if self.shards.owns(target_key(t))]
         return snap
+
+    def _owns(self, obj: Any) -> bool:
+        return self.shards is None or self.shards.owns(target_key(obj))
+
+    def _owned(self, full: ClusterSnapshot) -> ClusterSnapshot:
+        """`full` with only the targets and DaemonSetAutoscalers this replica's shards
+        hold (pods, nodes and workloads stay: the planners need them all for capacity
+        and owner chains, and only act through the targets they are given)."""
+        if self.shards is None:
+            return full
+        return dataclasses.replace(
+            full,
+            targets=[t for t in full.targets if self._owns(t)],
+            daemonset_autoscalers=[d for d in full.daemonset_autoscalers if self._owns(d)],
+            _by_node=None,
+            _by_owner=None,
+        )
+
+    def _reconciles_templates(self) -> bool:
+        """ClusterAIScaleTemplates are reconciled by exactly one replica: the holder of
+        shard 0 (or the only replica when unsharded)."""
+        return self.shards is None or self.shards.holds(0)
+
+    def _forget_unowned(self, full: ClusterSnapshot) -> None:
+        """Drop lifecycle memory of targets that exist but are held by another replica, so
+        a shard handed over is not reverted by both (and a later take-back starts from
+        what status says, not from stale memory)."""
+        if self.shards is None or self.lifecycle_state is None:
+            return
+        st = self.lifecycle_state
+        for kind, objects in (
+            ("AIScaleTarget", full.targets),
+            ("DaemonSetAutoscaler", full.daemonset_autoscalers),
+        ):
+            for obj in objects:
+                if self._owns(obj):
+                    continue
+                key = f"{kind}/{target_key(obj)}"
+                st.modes.pop(key, None)
+                st.jobs.pop(key, None)
+                st.written.pop(key, None)
 
     async def apply(self, action: Action) -> ActionResult:
         return await self.executor.apply(action)
@@ -186,7 +238,9 @@ class KubeShell:
 
         start = time.perf_counter()
         now = self.clock()
-        snap = await self.snapshot()
+        full = self._full_snapshot(now)
+        snap = self._owned(full)
+        self._forget_unowned(full)
         # Recommendations, DaemonSets, horizontal and lifecycle work on every target of our
         # shards; only the vertical planner is kept from targets the server cannot serve.
         pre: list[Action] = []
@@ -213,7 +267,8 @@ class KubeShell:
                 pre += self._horizontal(snap, now)
         done: list[tuple[Action, ActionResult | None]] = []
         pre += await self._lifecycle(snap, now, done)
-        await self._templates(snap, done)
+        if self._reconciles_templates():
+            await self._templates(full, done)
         all_targets = list(snap.targets)
         gate = self._gate_in_place(snap)
         actions, self.worker_state = plan(snap, now, self.worker_state, self.worker_config)
@@ -259,8 +314,6 @@ class KubeShell:
                 continue
             ns, name = _get(dsa, "metadata", "namespace"), _get(dsa, "metadata", "name")
             key = f"{ns}/{name}"
-            if self.shards is not None and not self.shards.owns(key):
-                continue
             interval = float(_get(dsa, "spec", "scaleInterval") or 900.0)
             last = self._last_dsa.get(key)
             if last is not None and now - last < interval:
@@ -396,20 +449,15 @@ class KubeShell:
     async def _templates(
         self, snap: ClusterSnapshot, done: list[tuple[Action, ActionResult | None]]
     ) -> None:
-        """ClusterAIScaleTemplates: create/update/delete their AIScaleTargets."""
+        """ClusterAIScaleTemplates: create/update/delete their AIScaleTargets. `snap` is the
+        unfiltered snapshot: which workloads a template may claim depends on every
+        template and every existing AIScaleTarget, whichever shard the target is in."""
         if not snap.templates:
             return
         from foresize.cluster.actions import ActionResult as Result
         from foresize.lifecycle.templates import plan_templates
 
-        templates = snap.templates
-        if self.shards is not None:
-            templates = [
-                t for t in templates if self.shards.owns(f"cluster/{_get(t, 'metadata', 'name')}")
-            ]
-        if not templates:
-            return
-        tp = plan_templates(snap, templates)
+        tp = plan_templates(snap, snap.templates)
         for obj in tp.create:
             r = await self.executor.create_object("AIScaleTarget", _as_json(obj))
             self._log_object("create", obj, r)
