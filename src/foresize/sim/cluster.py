@@ -28,6 +28,7 @@ Everything random comes from one seed: the same seed gives the same event log.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import heapq
 import math
@@ -2141,11 +2142,18 @@ class SimCluster:
 
 
 def _merge(into: dict[str, Any], patch: dict[str, Any]) -> None:
-    """JSON merge patch (RFC 7386) of `patch` into `into`."""
+    """JSON merge patch (RFC 7386) of `patch` into `into`.
+
+    A null removes its key at any depth, also inside an object the patch newly adds (the
+    RFC merges an object value into `{}` when the target has no object there), and the
+    stored values are copies, never the caller's dicts. Arrays are replaced whole."""
     for k, v in patch.items():
         if v is None:
             into.pop(k, None)
-        elif isinstance(v, dict) and isinstance(into.get(k), dict):
-            _merge(into[k], v)
+        elif isinstance(v, dict):
+            sub = into.get(k)
+            if not isinstance(sub, dict):
+                sub = into[k] = {}
+            _merge(sub, v)
         else:
-            into[k] = v
+            into[k] = copy.deepcopy(v)
