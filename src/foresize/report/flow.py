@@ -254,7 +254,10 @@ def simulate_and_report(
     if report_dir is not None:
         from foresize.report.html import write_report
 
-        command = "foresize " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+        # The command line, when this process is the `foresize` command (not a test runner).
+        command = ""
+        if Path(sys.argv[0]).name in ("foresize", "__main__.py") and "simulate" in sys.argv:
+            command = "foresize " + " ".join(shlex.quote(a) for a in sys.argv[1:])
         try:
             index = write_report(
                 report_dir, runs, duration=duration, gap_every=gap_every, command=command
