@@ -3,7 +3,7 @@
 - `UsageRecorder` (a `sim.on_usage` observer): per usage step and per top-level workload,
   the sums over its running containers of CPU used (cores), CPU requested (cores, the
   requests in force), memory used (bytes) and memory requested (bytes). One `np.bincount`
-  per quantity and step, never a Python loop over pods.
+  per step for the four quantities, never a Python loop over pods.
 - `NodeGapSampler` (a `sim.every` callback): every `interval` seconds, per node, the gap
   between the scheduler's charge (`foresize.cluster.qos.pod_charge`) and the sum of spec
   requests (`spec_requests`) of the pods bound to it. It takes a `sim.snapshot()` and, as
