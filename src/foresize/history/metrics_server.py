@@ -4,9 +4,12 @@ Every `interval` (60 s by default, DESIGN §4.1: 1-minute collection) the poller
 `/apis/metrics.k8s.io/v1beta1/pods` and turns each container's usage into one sample keyed
 by (namespace, workload, container): the workload comes from the pod's controller chain in
 the watch-fed cluster state (ReplicaSet -> Deployment ...), or from the controllers'
-naming rules when the pod is not known yet. Samples from a pod's first 2 minutes are
-dropped (start-up spikes must not inflate forecasts). CPU arrives in nanocores and is kept
-in cores as a float (rounding to millicores here would erase idle containers).
+naming rules when the pod is not known yet. The history gets one value per workload
+container and step, the pods folded by `foresize.history.aggregate` (CPU the median
+across replicas, memory the maximum), exactly as the simulated operator folds them.
+Samples from a pod's first 2 minutes are dropped (start-up spikes must not inflate
+forecasts). CPU arrives in nanocores and is kept in cores as a float (rounding to
+millicores here would erase idle containers).
 
 Samples go to `SampleSink`s; `HistorySink` writes them into the recommender's history (the
 SQLite `HistoryStore` with `--history-db`, else the in-memory `UsageHistory`), where
@@ -18,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -28,6 +30,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from foresize.api.quantity import QuantityError, parse_quantity
+from foresize.history.aggregate import per_container, workload_totals
 from foresize.history.prometheus import STARTUP_EXCLUSION, workload_of_pod
 from foresize.history.traces import SeriesKey, TraceSeries
 
@@ -62,29 +65,56 @@ TOTAL_CONTAINER = "__total__"
 what the horizontal forecast reads. Real container names are DNS labels, never this."""
 
 
+def fold_samples(samples: list[Sample]) -> dict[float, dict[SeriesKey, tuple[float, float]]]:
+    """Per-pod samples -> per timestamp, per workload container: (cpu cores, memory bytes)
+    folded across the pods by `foresize.history.aggregate.per_container` (CPU the median,
+    memory the maximum: the same fold the simulated operator applies), plus the workload's
+    total under the `__total__` container (sums, for the horizontal forecast)."""
+    by_time: dict[float, list[Sample]] = defaultdict(list)
+    for s in samples:
+        by_time[s.timestamp].append(s)
+    out: dict[float, dict[SeriesKey, tuple[float, float]]] = {}
+    for t in sorted(by_time):
+        step = by_time[t]
+        keys: dict[SeriesKey, int] = {}
+        totals: dict[SeriesKey, int] = {}
+        groups = np.array([keys.setdefault(s.key, len(keys)) for s in step], dtype=np.int64)
+        tgroups = np.array(
+            [
+                totals.setdefault(SeriesKey(s.namespace, s.workload, TOTAL_CONTAINER), len(totals))
+                for s in step
+            ],
+            dtype=np.int64,
+        )
+        cpu = np.array([s.cpu_cores for s in step], dtype=np.float64)
+        mem = np.array([s.memory_bytes for s in step], dtype=np.float64)
+        row: dict[SeriesKey, tuple[float, float]] = {}
+        names = list(keys)
+        ids, c, m = per_container(groups, cpu, mem)
+        for i, cv, mv in zip(ids.tolist(), c.tolist(), m.tolist(), strict=True):
+            row[names[i]] = (cv, mv)
+        tnames = list(totals)
+        ids, c, m = workload_totals(tgroups, cpu, mem)
+        for i, cv, mv in zip(ids.tolist(), c.tolist(), m.tolist(), strict=True):
+            row[tnames[i]] = (cv, mv)
+        out[t] = row
+    return out
+
+
 class HistorySink:
     """Writes samples into the recommender's history: the SQLite `HistoryStore` or the
-    in-memory `UsageHistory` (both keep the maximum when a step is written twice, so the
-    pods of one workload fold into its per-container peak). Each poll also writes the
-    workload's total under the `__total__` container."""
+    in-memory `UsageHistory`, one value per workload container and step, folded across
+    the pods by `fold_samples` (the shared fold of `foresize.history.aggregate`). Each
+    poll also writes the workload's total under the `__total__` container."""
 
     def __init__(self, store: Any) -> None:
         self.store = store
 
     def add_samples(self, samples: list[Sample]) -> None:
-        by_time: dict[float, dict[SeriesKey, list[float]]] = defaultdict(dict)
-        for s in samples:
-            row = by_time[s.timestamp]
-            cur = row.setdefault(s.key, [-math.inf, -math.inf])
-            cur[0] = max(cur[0], s.cpu_cores)
-            cur[1] = max(cur[1], s.memory_bytes)
-            total = row.setdefault(SeriesKey(s.namespace, s.workload, TOTAL_CONTAINER), [0.0, 0.0])
-            total[0] += s.cpu_cores
-            total[1] += s.memory_bytes
-        for t in sorted(by_time):
-            keys = list(by_time[t])
-            cpu = np.array([by_time[t][k][0] for k in keys], dtype=np.float64)
-            mem = np.array([by_time[t][k][1] for k in keys], dtype=np.float64)
+        for t, row in fold_samples(samples).items():
+            keys = list(row)
+            cpu = np.array([row[k][0] for k in keys], dtype=np.float64)
+            mem = np.array([row[k][1] for k in keys], dtype=np.float64)
             if hasattr(self.store, "indices"):  # UsageHistory
                 self.store.append(t, self.store.indices(keys), cpu=cpu, memory=mem)
             else:  # HistoryStore

@@ -13,10 +13,11 @@ PromQL range queries, per container of every pod, at a fixed step:
 
 Pods are folded into their workload (owner from `kube_pod_owner` when kube-state-metrics
 is there, else the controller naming conventions) and history is keyed by workload and
-container, the maximum over replicas at each step, as the recommender consumes it
-(`foresize.history.traces.TraceSeries`). Samples from a pod's first 2 minutes are
-dropped so start-up spikes do not inflate forecasts. Long ranges are split so no query
-asks for more than Prometheus' 11,000 points per series.
+container, the replicas folded at each step as every shell folds them
+(`foresize.history.aggregate`: CPU the median across replicas, memory the maximum), as
+the recommender consumes it (`foresize.history.traces.TraceSeries`). Samples from a pod's
+first 2 minutes are dropped so start-up spikes do not inflate forecasts. Long ranges are
+split so no query asks for more than Prometheus' 11,000 points per series.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from foresize.errors import ForesizeError
+from foresize.history.aggregate import group_max, group_median
 from foresize.history.traces import SeriesKey, TraceSeries
 
 STARTUP_EXCLUSION = 120.0  # seconds of a new pod's life left out of history
@@ -311,10 +313,13 @@ class PrometheusReader:
         return history
 
 
-def _fold_max(
-    series: list[PodSeries], owners: dict[tuple[str, str], tuple[str, str]]
+def _fold(
+    series: list[PodSeries],
+    owners: dict[tuple[str, str], tuple[str, str]],
+    reduce: Any = group_max,
 ) -> dict[SeriesKey, tuple[np.ndarray, np.ndarray]]:
-    """Per workload/container: the maximum over its pods at each timestamp."""
+    """Per workload/container: its pods folded at each timestamp by `reduce`
+    (`foresize.history.aggregate.group_max` or `group_median`)."""
     groups: dict[SeriesKey, list[PodSeries]] = defaultdict(list)
     for s in series:
         wl = workload_of_pod(s.pod, owners.get((s.namespace, s.pod)))
@@ -326,11 +331,18 @@ def _fold_max(
         if ts.size == 0:
             continue
         grid, inverse = np.unique(ts, return_inverse=True)
-        best = np.full(grid.size, -np.inf)
-        np.maximum.at(best, inverse, vs)
-        best[np.isneginf(best)] = np.nan
-        out[key] = (grid, best)
+        folded = np.full(grid.size, np.nan)
+        ids, values = reduce(inverse, vs)
+        folded[ids] = values
+        out[key] = (grid, folded)
     return out
+
+
+def _fold_max(
+    series: list[PodSeries], owners: dict[tuple[str, str], tuple[str, str]]
+) -> dict[SeriesKey, tuple[np.ndarray, np.ndarray]]:
+    """Per workload/container: the maximum over its pods at each timestamp."""
+    return _fold(series, owners, group_max)
 
 
 def fold_to_workloads(
@@ -338,10 +350,12 @@ def fold_to_workloads(
     memory: list[PodSeries],
     owners: dict[tuple[str, str], tuple[str, str]] | None = None,
 ) -> list[TraceSeries]:
-    """Pod series -> one TraceSeries per workload/container on the union of timestamps."""
+    """Pod series -> one TraceSeries per workload/container on the union of timestamps,
+    the pods folded as every shell folds them (`foresize.history.aggregate`): CPU the
+    median across replicas, memory the maximum."""
     owners = owners or {}
-    cpu_by = _fold_max(cpu, owners)
-    mem_by = _fold_max(memory, owners)
+    cpu_by = _fold(cpu, owners, group_median)
+    mem_by = _fold(memory, owners, group_max)
     out: list[TraceSeries] = []
     for key in sorted(set(cpu_by) | set(mem_by)):
         parts = [x[0] for x in (cpu_by.get(key), mem_by.get(key)) if x is not None]

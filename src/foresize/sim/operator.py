@@ -229,18 +229,13 @@ class ForesizeRecommender:
     bounds, `limit.ratio`, hysteresis flags, QoS kept, OOM floors: x1.2 at once,
     compounding every 2 minutes while OOMs continue, held for the stabilization window).
 
-    History on the 5-minute model grid, a bucket = the max of its 1-minute samples:
-    - memory per container as the max across the workload's pods: an OOM kill of any pod
-      is a failure, so the largest pod decides;
-    - CPU per replica slot (a pod keeps its slot; a new pod takes the slot of one gone for
-      an hour). Each live slot is forecast on its own and the container's CPU request is
-      the median over slots: a request is what one pod needs, while the max across
-      replicas would buy the quantile of the *largest* of n pods (VPA pools pods for the
-      same reason).
+    History per workload container (DESIGN §4.1), on the 5-minute model grid, a bucket =
+    the max of its 1-minute values. Each 1-minute value folds the replicas' samples with
+    `foresize.history.aggregate.per_container` — CPU the median across replicas (a
+    request is what one replica needs), memory the maximum (an OOM kill of any replica is
+    a failure) — the same fold the kube shell's collectors apply, so a workload is sized
+    alike in both shells.
     """
-
-    SLOT_REUSE_AFTER = 3600.0
-    LIVE_WINDOW = 86400.0  # a slot with data in the last day takes part in the median
 
     def __init__(self, mode: str | None = None) -> None:
         from foresize.recommend.target import MODEL_STEP
@@ -248,11 +243,10 @@ class ForesizeRecommender:
         self.mode = mode  # None: each target's own spec.model.mode
         self.step = MODEL_STEP
         self.y = {CPU: np.full((0, 0), np.nan), MEMORY: np.full((0, 0), np.nan)}
-        self.slot_series: list[int] = []  # CPU row -> series
         self.first_seen: dict[int, float] = {}
         self.ooms: dict[int, tuple[list[float], list[float]]] = {}
         self.oom_state: dict[str, Any] = {}  # target -> container -> OOMState
-        self.forecast_state: dict[tuple[str, int], Any] = {}  # (target, slot or -1)
+        self.forecast_state: dict[str, Any] = {}  # target -> rolling forecast state
         self.params: dict[str, Any] = {}
 
     @staticmethod
@@ -265,13 +259,10 @@ class ForesizeRecommender:
         out[:r0, :c0] = arr
         return out
 
-    def _grow(self, series: int, slots: int, t: int) -> None:
-        cols = max(t, self.y[CPU].shape[1], self.y[MEMORY].shape[1])
-        self.y[CPU] = self._fit(self.y[CPU], slots, cols)
-        self.y[MEMORY] = self._fit(self.y[MEMORY], series, cols)
-        cols = max(self.y[CPU].shape[1], self.y[MEMORY].shape[1])
+    def _grow(self, series: int, t: int) -> None:
+        cols = max(t, self.y[CPU].shape[1])
         for r in (CPU, MEMORY):
-            self.y[r] = self._fit(self.y[r], self.y[r].shape[0], cols)
+            self.y[r] = self._fit(self.y[r], series, cols)
 
     def observe(
         self,
@@ -281,19 +272,21 @@ class ForesizeRecommender:
         mem: np.ndarray,
         slots: np.ndarray | None = None,
     ) -> None:
+        """One step's per-pod samples (`series[i]` = the workload container of sample i)."""
+        from foresize.history.aggregate import per_container
+
         if series.size == 0:
             return
-        rows = series if slots is None else slots
-        for row, s in zip(rows.tolist(), series.tolist(), strict=True):
-            while len(self.slot_series) <= row:
-                self.slot_series.append(-1)
-            self.slot_series[row] = s
+        # History units of the entry point: cores and bytes.
+        ids, cpu, memory = per_container(series, np.asarray(cpu_m) / 1000.0, mem)
+        for s in ids.tolist():
             self.first_seen.setdefault(s, now)
         b = int(now // self.step)
-        self._grow(int(series.max()) + 1, int(rows.max()) + 1, b + 1)
-        # History units of the entry point: cores and bytes; a bucket keeps its max.
-        np.fmax.at(self.y[CPU], (rows, np.full(rows.size, b)), cpu_m / 1000.0)
-        np.fmax.at(self.y[MEMORY], (series, np.full(series.size, b)), mem)
+        self._grow(int(ids.max()) + 1, b + 1)
+        col = np.full(ids.size, b)
+        # A bucket keeps the max of its 1-minute values.
+        np.fmax.at(self.y[CPU], (ids, col), cpu)
+        np.fmax.at(self.y[MEMORY], (ids, col), memory)
 
     def on_oom(self, now: float, series: int, request: float, usage: float) -> None:
         times, usages = self.ooms.setdefault(series, ([], []))
@@ -319,12 +312,9 @@ class ForesizeRecommender:
         )
 
         b = int(now // self.step)
-        self._grow(1, 1, b + 1)
-        live_from = max(0, b + 1 - int(self.LIVE_WINDOW // self.step))
-        live = np.isfinite(self.y[CPU][:, live_from : b + 1]).any(axis=1)
-        owner = np.asarray(self.slot_series + [-1] * (live.size - len(self.slot_series)))
+        self._grow(1, b + 1)
         requests: list[TargetRequest] = []
-        index: list[tuple[str, int]] = []  # (target, slot) per request; slot -1 = main
+        index: list[str] = []
         for tkey, target in targets.items():
             params = self.params.get(tkey)
             if params is None:
@@ -338,71 +328,37 @@ class ForesizeRecommender:
                         params, cpu=ResourceModel(self.mode), memory=ResourceModel(self.mode)
                     )
                 self.params[tkey] = params
-            cmap = target_series[tkey]
             hist: dict[str, Any] = {}
-            for cname, s in cmap.items():
+            for cname, s in target_series[tkey].items():
                 if s >= self.y[MEMORY].shape[0] or s not in self.first_seen:
                     continue
                 times, usages = self.ooms.get(s, ([], []))
-                rows = np.nonzero((owner == s) & live)[0]
-                cpu = (
-                    np.nanmax(self.y[CPU][rows, : b + 1], axis=0)
-                    if rows.size
-                    else np.full(b + 1, np.nan)
-                )
                 hist[cname] = ContainerHistory(
-                    cpu, self.y[MEMORY][s, : b + 1], self.first_seen[s], list(times), list(usages)
+                    self.y[CPU][s, : b + 1],
+                    self.y[MEMORY][s, : b + 1],
+                    self.first_seen[s],
+                    list(times),
+                    list(usages),
                 )
             if not hist:
                 continue
-            cur = current[tkey]
             requests.append(
                 TargetRequest(
                     params,
                     hist,
-                    cur,
+                    current[tkey],
                     self.oom_state.get(tkey),
-                    self.forecast_state.get((tkey, -1), {}),
+                    self.forecast_state.get(tkey, {}),
                 )
             )
-            index.append((tkey, -1))
-            for cname, s in cmap.items():
-                if cname not in hist:
-                    continue
-                for row in np.nonzero((owner == s) & live)[0].tolist():
-                    one = ContainerHistory(
-                        self.y[CPU][row, : b + 1],
-                        hist[cname].memory,
-                        self.first_seen[s],
-                    )
-                    requests.append(
-                        TargetRequest(
-                            params,
-                            {cname: one},
-                            {cname: cur[cname]},
-                            None,
-                            self.forecast_state.get((tkey, row), {}),
-                        )
-                    )
-                    index.append((tkey, row))
+            index.append(tkey)
         if not requests:
             return {}
         results = recommend_batch(requests, now)
-        main: dict[str, Any] = {}
-        per_slot: dict[tuple[str, str], list[tuple[int, int | None, bool]]] = {}
-        for (tkey, row), res in zip(index, results, strict=True):
-            self.forecast_state[(tkey, row)] = res.forecast_state or {}
-            if row == -1:
-                main[tkey] = res
-                self.oom_state[tkey] = res.oom_state
-                continue
-            for cname, cs in res.suggestion.containers.items():
-                if CPU in cs.requests:
-                    per_slot.setdefault((tkey, cname), []).append(
-                        (cs.requests[CPU], cs.limits.get(CPU), res.changed[cname].get(CPU, False))
-                    )
         out: dict[str, Suggestion] = {}
-        for tkey, res in main.items():
+        for tkey, res in zip(index, results, strict=True):
+            self.forecast_state[tkey] = res.forecast_state or {}
+            self.oom_state[tkey] = res.oom_state
             if not res.has_enough_data and not any(st.active(now) for st in res.oom_state.values()):
                 continue  # hasEnoughDataToScale is false and no OOM floor: nothing yet
             containers: dict[str, ContainerSuggestion] = {}
@@ -414,17 +370,6 @@ class ForesizeRecommender:
                         req[r] = cs.requests[r]
                         if r in cs.limits:
                             lim[r] = cs.limits[r]
-                slots = sorted(per_slot.get((tkey, cname), []), key=lambda x: x[0])
-                if slots and CPU in cur.requests:
-                    # The median slot's proposal, with the hysteresis judged on it.
-                    value, limit, _ = slots[(len(slots) - 1) // 2]
-                    have = cur.requests[CPU]
-                    params = self.params[tkey]
-                    th = params.scale_up[CPU] if value > have else params.scale_down[CPU]
-                    if _significant(th, have, value):
-                        req[CPU] = value
-                        if limit is not None:
-                            lim[CPU] = limit
                 containers[cname] = ContainerSuggestion(cname, req, lim)
             uid = hashlib.sha1(
                 repr(
@@ -433,16 +378,6 @@ class ForesizeRecommender:
             ).hexdigest()[:12]
             out[tkey] = Suggestion(uid, now, containers, now, now + res.suggestion.window_end - now)
         return out
-
-
-def _significant(th: Any, current: int, proposed: int) -> bool:
-    """Beyond a scaling_behavior threshold (`foresize.recommend.core.Threshold`)?"""
-    delta = abs(proposed - current)
-    if delta == 0:
-        return False
-    if th.type == "absolute":
-        return delta >= th.absolute
-    return current <= 0 or delta * 100.0 >= th.percent * current
 
 
 # --------------------------------------------------------------------------- admission
@@ -553,9 +488,6 @@ class SimOperator:
         self.passes = 0
         self.record_actions = False
         self.applied: list[tuple[float, Any, Any]] = []
-        self.slot_of: dict[tuple[int, str], int] = {}
-        self.slots_by_series: dict[int, list[int]] = {}
-        self.slot_seen: list[float] = []
 
     # ------------------------------------------------------------------ wiring
     def install(self) -> SimOperator:
@@ -641,9 +573,11 @@ class SimOperator:
 
     # ------------------------------------------------------------------ history
     def _observe(self, now: float, keys: np.ndarray, cpu: np.ndarray, mem: np.ndarray) -> None:
+        """Every pod's sample of a target's container goes to the recommender, keyed by
+        its workload container; the Foresize recommender folds the replicas with the
+        shared `foresize.history.aggregate` (the VPA reference pools them, as VPA does)."""
         pods = self.sim.pods
         idx: list[int] = []
-        slots: list[int] = []
         keep: list[int] = []
         for i, k in enumerate(keys):
             if not k.workload or mem[i] <= 0:  # bare pod, or the container is down
@@ -655,7 +589,6 @@ class SimOperator:
             if pod is None or pod.start_time is None or now - pod.start_time < NEW_POD_EXCLUSION:
                 continue
             idx.append(s)
-            slots.append(self._slot(s, pod.uid, now))
             keep.append(i)
         if idx:
             sel = np.asarray(keep)
@@ -664,29 +597,7 @@ class SimOperator:
                 np.asarray(idx),
                 np.asarray(cpu)[sel] * 1000.0,
                 np.asarray(mem)[sel],
-                np.asarray(slots),
             )
-
-    def _slot(self, series: int, pod_uid: str, now: float) -> int:
-        """The replica slot (a history row) of a pod's container: kept for the pod's
-        life; a new pod takes a slot whose pod has been gone for an hour."""
-        key = (series, pod_uid)
-        slot = self.slot_of.get(key)
-        if slot is None:
-            free = [
-                r
-                for r in self.slots_by_series.get(series, [])
-                if now - self.slot_seen[r] > ForesizeRecommender.SLOT_REUSE_AFTER
-            ]
-            if free:
-                slot = free[0]
-            else:
-                slot = len(self.slot_seen)
-                self.slot_seen.append(now)
-                self.slots_by_series.setdefault(series, []).append(slot)
-            self.slot_of[key] = slot
-        self.slot_seen[slot] = now
-        return slot
 
     # ------------------------------------------------------------------ the loop
     def _tick(self, sim: Any, now: float) -> None:
