@@ -398,7 +398,9 @@ def _apply(
     cur: np.ndarray, target: np.ndarray, res: str, pol: Policy
 ) -> tuple[np.ndarray, np.ndarray]:
     tgt = round_up(res, target)
-    change = np.isfinite(tgt) & passes_hysteresis(cur, tgt, pol.up, pol.down) & (tgt != cur)
+    up = pol.up.get(res, Threshold()) if isinstance(pol.up, dict) else pol.up
+    down = pol.down.get(res, Threshold()) if isinstance(pol.down, dict) else pol.down
+    change = np.isfinite(tgt) & passes_hysteresis(cur, tgt, up, down) & (tgt != cur)
     return np.where(change, tgt, cur), change
 
 
