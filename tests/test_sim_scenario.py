@@ -113,7 +113,9 @@ def test_builtin_demo_loads_and_durations_parse():
 
 def test_simulate_cli_json_keys():
     runner = CliRunner()
-    result = runner.invoke(app, ["simulate", "--duration", "3h", "--json", "--seed", "5"])
+    result = runner.invoke(
+        app, ["simulate", "--duration", "3h", "--json", "--seed", "5", "--policy", "static"]
+    )
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     assert out["scenario"] == "demo" and out["policy"] == "static"
@@ -200,3 +202,12 @@ def test_registered_policy_is_installed_into_the_run():
         assert ticks == [0, 600, 1200, 1800, 2400, 3000, 3600]
     finally:
         POLICIES.pop("test-ticks", None)
+
+
+def test_simulate_defaults_to_the_foresize_policy():
+    """The main job shows Foresize at work: the default policy is foresize, with savings."""
+    result = CliRunner().invoke(app, ["simulate", "--duration", "2h", "--json", "--seed", "5"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["policy"] == "foresize"
+    assert "savings_vs_static" in out

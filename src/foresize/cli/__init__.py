@@ -15,8 +15,11 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Markdown reflows docstring paragraphs instead of keeping their hard line breaks.
+    rich_markup_mode="markdown",
 )
 bench_app = typer.Typer(
+    rich_markup_mode="markdown",
     help="Benchmarks: recommendation quality and control-plane speed (see BENCHMARK.md).",
     no_args_is_help=True,
 )

@@ -92,12 +92,15 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         step: str = typer.Option(
             "60s", "--step", help="Usage sampling step of the simulation, e.g. 30s, 60s, 5m."
         ),
-        policy: str = typer.Option(
-            "static",
+        policy: str | None = typer.Option(
+            None,
             "--policy",
             "-p",
-            help="Sizing policy: static (requests as written; the only one built in here). "
-            "Other parts register more (e.g. foresize, vpa).",
+            help="Who sizes the pods: foresize (forecasts + in-place worker + webhook), "
+            "foresize:MODE (another recommendation mode, e.g. foresize:cost_optimized), "
+            "vpa (the VPA-style reference from BENCHMARK.md, through the same worker) or "
+            "static (requests as written). Non-static runs also report savings against static. "
+            "[default: foresize]",
         ),
         as_json: bool = typer.Option(
             False, "--json", help="Print the summary as JSON on stdout instead of a table."
@@ -150,12 +153,16 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             raise ForesizeError("--step: must be positive")
         if seed is not None and seed < 0:
             raise ForesizeError(f"--seed: must be a non-negative integer, got {seed}")
+        policy_given = policy is not None
+        policy = policy or "foresize"
         get_policy(policy)  # fail early on an unknown policy
         sc = load_scenario(scenario)
         if report is not None or compare is not None:
             from foresize.report.flow import check_options, simulate_and_report
 
-            policies, report_dir, gap_s = check_options(policy, compare, report, gap_every)
+            policies, report_dir, gap_s = check_options(
+                policy if policy_given else None, compare, report, gap_every
+            )
             simulate_and_report(
                 sc,
                 policy=policy,

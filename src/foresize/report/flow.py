@@ -39,17 +39,18 @@ def parse_compare(value: str) -> list[str]:
 
 
 def check_options(
-    policy: str, compare: str | None, report: str | None, gap_every: str
+    policy: str | None, compare: str | None, report: str | None, gap_every: str
 ) -> tuple[list[str] | None, Path | None, float]:
     """Validate `--compare`, `--report` and `--gap-every` before anything runs (a bad
     report directory must not cost a whole simulation). Returns (policies or None, the
-    report directory or None, the gap sampling interval in seconds)."""
+    report directory or None, the gap sampling interval in seconds). `policy` is None when
+    `--policy` was not given."""
     from foresize.report.html import check_output_dir
     from foresize.sim.scenario import parse_duration
 
     policies = None
     if compare is not None:
-        if policy != "static":
+        if policy is not None:
             raise ForesizeError("--compare: give the policies there, not also --policy")
         policies = parse_compare(compare)
     try:
