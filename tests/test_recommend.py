@@ -379,3 +379,34 @@ def test_memory_scale_down_stabilization():
     off = RecommendParams(memory_stabilization=0.0)
     r4 = recommend_target(off, {"app": low}, cur, r1.oom_state, NOW + 900)
     assert r4.suggestion.containers["app"].requests["memory"] == 500 * MIB
+
+
+def test_load_histories_from_a_store_feeds_recommend_target(tmp_path):
+    """The shells' path: samples and OOM events in a history store -> recommendation."""
+    from foresize.history.memory import UsageHistory
+    from foresize.history.sqlite import HistoryStore
+    from foresize.history.traces import SeriesKey
+    from foresize.recommend.target import load_histories
+
+    key = SeriesKey("shop", "web", "app")
+    start = NOW - 2 * 86400.0
+    n = 2 * 1440
+    cpu = np.full((1, n), 0.3)
+    mem = np.full((1, n), 800.0 * MIB)
+    mh = UsageHistory(step=60.0)
+    idx = mh.indices([key])
+    for k in range(n):
+        mh.append(start + 60 * k, idx, cpu=cpu[:, k], memory=mem[:, k])
+    mh.record_event(key, "oom", NOW - 120, 900.0 * MIB)
+    with HistoryStore(tmp_path / "h.db", step=60.0) as st:
+        st.write_matrix([key], "cpu", start, cpu)
+        st.write_matrix([key], "memory", start, mem)
+        st.record_event(key, "oom", NOW - 120, 900.0 * MIB)
+        for reader in (mh, st):
+            h = load_histories(reader, "shop", "web", ["app"], NOW - 60)["app"]
+            assert h.first_seen == start
+            assert list(h.oom_times) == [NOW - 120]
+            r = recommend_target(RecommendParams(), {"app": h}, {"app": res(100, GIB)}, None, NOW)
+            req = r.suggestion.containers["app"].requests
+            assert req["cpu"] == 300
+            assert req["memory"] == int(np.ceil(GIB * 1.2 / MIB)) * MIB  # OOM floor over 800Mi

@@ -485,9 +485,12 @@ def _significant(th: Threshold, current: int, proposed: int) -> bool:
 
 
 def _round(res: str, value: float) -> int:
+    """Round up to 1Mi / 1m, ignoring float noise (below a millionth of a MiB, a
+    thousandth of a millicore): stores keep float32 samples, so 0.3 cores reads back as
+    300.00001m, which is 300m, not 301m."""
     if res == MEMORY:
-        return int(math.ceil(value / MIB)) * MIB
-    return int(math.ceil(value))
+        return int(math.ceil(round(value / MIB, 6))) * MIB
+    return int(math.ceil(round(value, 3)))
 
 
 def _set(
