@@ -410,3 +410,33 @@ def test_load_histories_from_a_store_feeds_recommend_target(tmp_path):
             req = r.suggestion.containers["app"].requests
             assert req["cpu"] == 300
             assert req["memory"] == int(np.ceil(GIB * 1.2 / MIB)) * MIB  # OOM floor over 800Mi
+
+
+def test_hysteresis_defaults_are_the_apis_rule():
+    """One rule: recommend/'s thresholds for a target without scaling_behavior (or with
+    one direction only) decide exactly as the API's VerticalScalingBehavior.is_significant."""
+    from foresize.api.types import VerticalScalingBehavior
+
+    rng = np.random.default_rng(3)
+    cur = rng.integers(1, 4000, 400)
+    prop = (cur * rng.uniform(0.8, 1.2, 400)).astype(np.int64)
+    for behaviour, params in (
+        (VerticalScalingBehavior(), RecommendParams()),
+        (
+            VerticalScalingBehavior.model_validate({"scale_down": {"percent": 20}}),
+            RecommendParams(scale_down={"cpu": Threshold("percent", 20.0)}),
+        ),
+    ):
+        api = np.array(
+            [
+                behaviour.is_significant("cpu", int(c), int(p))
+                for c, p in zip(cur, prop, strict=True)
+            ]
+        )
+        ours = passes_hysteresis(cur, prop, params.scale_up["cpu"], params.scale_down["cpu"])
+        ours &= prop != cur
+        assert (api == ours).all()
+    # The documented defaults themselves: up 5%, down 10%.
+    empty = VerticalScalingBehavior()
+    assert not empty.is_significant("memory", 1000, 1040) and empty.is_significant("cpu", 100, 105)
+    assert not empty.is_significant("cpu", 1000, 910) and empty.is_significant("cpu", 1000, 900)

@@ -803,17 +803,40 @@ class VerticalThreshold(_Base):
         return delta * 100 >= (self.percent or 0.0) * current
 
 
+DEFAULT_VERTICAL_SCALE_UP_PERCENT = 5.0
+"""Vertical hysteresis when `scaling_behavior.scale_up` is not given: upsizes protect
+against throttling and OOM kills, so only noise-level moves (< 5%) are suppressed."""
+DEFAULT_VERTICAL_SCALE_DOWN_PERCENT = 10.0
+"""Vertical hysteresis when `scaling_behavior.scale_down` is not given: VPA's own 10%
+threshold; each resize risks a disruption and a smaller saving is not worth one."""
+
+
 class VerticalScalingBehavior(_Base):
+    # Absent directions use DEFAULT_VERTICAL_SCALE_UP/DOWN_PERCENT (effective_scale_*).
     scale_up: VerticalThreshold | None = None
     scale_down: VerticalThreshold | None = None
 
+    def effective_scale_up(self) -> VerticalThreshold:
+        """The scale-up threshold in force (the documented default when none is given)."""
+        if self.scale_up is not None:
+            return self.scale_up
+        return VerticalThreshold(type="percent", percent=DEFAULT_VERTICAL_SCALE_UP_PERCENT)
+
+    def effective_scale_down(self) -> VerticalThreshold:
+        """The scale-down threshold in force (the documented default when none is given)."""
+        if self.scale_down is not None:
+            return self.scale_down
+        return VerticalThreshold(type="percent", percent=DEFAULT_VERTICAL_SCALE_DOWN_PERCENT)
+
     def is_significant(self, resource: str, current: int, proposed: int) -> bool:
         """Whether changing `resource` from `current` to `proposed` (canonical ints) clears
-        the hysteresis threshold of its direction. No threshold: any change counts."""
+        the hysteresis threshold of its direction. A direction without a threshold uses
+        the documented default (up 5%, down 10%; `VerticalScalingBehavior()` is the rule
+        of a target that sets no scaling_behavior)."""
         if proposed == current:
             return False
-        rule = self.scale_up if proposed > current else self.scale_down
-        return True if rule is None else rule.exceeded(resource, current, proposed)
+        rule = self.effective_scale_up() if proposed > current else self.effective_scale_down()
+        return rule.exceeded(resource, current, proposed)
 
 
 class HorizontalThreshold(_Base):

@@ -18,6 +18,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from foresize.api.quantity import MEMORY
+from foresize.api.types import (
+    DEFAULT_VERTICAL_SCALE_DOWN_PERCENT,
+    DEFAULT_VERTICAL_SCALE_UP_PERCENT,
+)
 
 MIB = 2**20
 
@@ -90,11 +94,12 @@ class Threshold:
     absolute: float = 0.0  # canonical units
 
 
-# scaling_behavior defaults. Upsizes pass at 5%: they protect against throttling and OOM,
-# so only noise-level moves are suppressed. Downsizes wait for 10% (VPA's own threshold):
-# each resize is a disruption risk and a small saving is not worth one.
-DEFAULT_SCALE_UP = Threshold("percent", percent=5.0)
-DEFAULT_SCALE_DOWN = Threshold("percent", percent=10.0)
+# scaling_behavior defaults, from the one place the API defines them (the same rule as
+# `VerticalScalingBehavior.is_significant`): upsizes pass at 5% (they protect against
+# throttling and OOM, so only noise-level moves are suppressed); downsizes wait for 10%
+# (VPA's own threshold: each resize is a disruption risk, a small saving is not worth one).
+DEFAULT_SCALE_UP = Threshold("percent", percent=DEFAULT_VERTICAL_SCALE_UP_PERCENT)
+DEFAULT_SCALE_DOWN = Threshold("percent", percent=DEFAULT_VERTICAL_SCALE_DOWN_PERCENT)
 
 
 def passes_hysteresis(
