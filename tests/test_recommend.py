@@ -352,6 +352,7 @@ def test_params_from_aiscaletarget():
     assert b.memory == ResourceBounds(128 * MIB, None, None)
     assert p.scale_down["cpu"] == Threshold("percent", 20.0)
     assert p.stabilization_window == 1800
+    assert p.memory_stabilization == 6 * 3600  # the ratchet is never shorter than 6 h
     # The target itself is accepted too.
     h = {"app": flat_history(0.5, GIB)}
     r = recommend_target(ast, h, {"app": res(500, GIB, lcpu=1000)}, None, NOW)
@@ -363,7 +364,7 @@ def test_params_from_aiscaletarget():
 
 
 def test_memory_scale_down_stabilization():
-    """Memory goes down only to the highest target of the last hour; CPU at once."""
+    """Memory goes down only to the highest target of the last 6 hours; CPU at once."""
     cur = {"app": res(500, GIB)}
     high = flat_history(cpu=2.0, mem=3 * GIB)
     low = flat_history(cpu=0.2, mem=500 * MIB)
@@ -374,7 +375,10 @@ def test_memory_scale_down_stabilization():
     c2 = r2.suggestion.containers["app"].requests
     assert c2["memory"] == high_mem  # held
     assert c2["cpu"] == 200  # CPU follows the forecast down at once
-    r3 = recommend_target(RecommendParams(), {"app": low}, cur, r2.oom_state, NOW + 3600 + 60)
+    # Still held hours later (a lull between bursts is not a reason to release memory).
+    mid = recommend_target(RecommendParams(), {"app": low}, cur, r2.oom_state, NOW + 5 * 3600)
+    assert mid.suggestion.containers["app"].requests["memory"] == high_mem
+    r3 = recommend_target(RecommendParams(), {"app": low}, cur, r2.oom_state, NOW + 6 * 3600 + 60)
     assert r3.suggestion.containers["app"].requests["memory"] == 500 * MIB
     off = RecommendParams(memory_stabilization=0.0)
     r4 = recommend_target(off, {"app": low}, cur, r1.oom_state, NOW + 900)
@@ -440,3 +444,26 @@ def test_hysteresis_defaults_are_the_apis_rule():
     empty = VerticalScalingBehavior()
     assert not empty.is_significant("memory", 1000, 1040) and empty.is_significant("cpu", 100, 105)
     assert not empty.is_significant("cpu", 1000, 910) and empty.is_significant("cpu", 1000, 900)
+
+
+def test_memory_calibration_is_told_the_served_stabilized_value():
+    """While the scale-down stabilization holds memory above the forecast, the forecast
+    state records the held value as served: calibration measures the request's misses."""
+    cur = {"app": res(500, GIB)}
+    high = flat_history(cpu=2.0, mem=3 * GIB)
+    low = flat_history(cpu=0.2, mem=500 * MIB)
+    r1 = recommend_target(RecommendParams(), {"app": high}, cur, None, NOW, forecast_state={})
+    r2 = recommend_target(
+        RecommendParams(),
+        {"app": low},
+        cur,
+        r1.oom_state,
+        NOW + 900,
+        forecast_state=r1.forecast_state,
+    )
+    held = r2.suggestion.containers["app"].requests["memory"]
+    assert r2.forecasts["app"]["memory"] < GIB < 3 * GIB <= held
+    served = r2.forecast_state["app/memory"].pending[-1][2]
+    assert served[0, 0] >= 3 * GIB  # the held target, not the low forecast
+    cpu_issued = r2.forecast_state["app/cpu"].pending[-1][2]
+    assert cpu_issued[0, 0] < 1.0  # CPU (not stabilized) keeps its forecast, in cores

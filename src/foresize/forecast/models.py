@@ -72,9 +72,6 @@ class ForecastConfig:
     calibration_rate: float = 0.05
     """Calibration step: a window missed by all series moves the factor by ~5% (the
     smallest change the default hysteresis acts on); at the target miss rate it stays put."""
-    calibration_min: float = -0.7
-    calibration_max: float = 0.7
-    """The factor stays within x0.5..x2: it corrects a bias, it must not become the forecast."""
     models: tuple[str, ...] = ("recent", "slot_day", "slot_week", "decay", "persist", "peaks")
     """The candidate models (all by default)."""
     calibration_min: float = -0.7

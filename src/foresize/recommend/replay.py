@@ -325,6 +325,8 @@ class ForesizePolicy(Policy):
         self.up, self.down = DEFAULT_SCALE_UP, DEFAULT_SCALE_DOWN
         self.stabilization = DEFAULT_STABILIZATION
         self.memory_stabilization = DEFAULT_MEMORY_STABILIZATION
+        # Calibrate memory on the served (stabilized) target, as recommend_target does.
+        self.calibrate_served = True
 
     def start(self, data: ReplayData) -> None:
         super().start(data)
@@ -362,6 +364,8 @@ class ForesizePolicy(Policy):
                 self.recent_memory.append((now, target))
                 with np.errstate(invalid="ignore"):
                     target = np.fmax.reduce(np.stack([v for _, v in self.recent_memory]), axis=0)
+                if self.calibrate_served:
+                    self.scores[MEMORY].serve(target[:, None] / (1.0 + self.buffer))
             out[MEMORY] = np.where(floor > 0, np.fmax(target, floor), target)
         return out
 

@@ -153,7 +153,9 @@ class RecommendParams:
             scale_down=downs,
             oom_enabled=oom_enabled,
             stabilization_window=float(spec.oom_stabilization_window()),
-            memory_stabilization=float(spec.oom_stabilization_window()),
+            memory_stabilization=max(
+                DEFAULT_MEMORY_STABILIZATION, float(spec.oom_stabilization_window())
+            ),
         )
 
 
@@ -391,6 +393,17 @@ def _forecast(reqs, rows, res, new_states, now):
     return out * _UNIT[res], names
 
 
+def _serve(fstate, name: str, value: float, served: float) -> None:
+    """Tell the memory forecast state what was served (the stabilized target, in forecast
+    terms) so its calibration measures misses of the request, not of the raw forecast."""
+    sc = (fstate or {}).get(f"{name}/{MEMORY}")
+    if sc is None or not sc.pending:
+        return
+    issued = sc.pending[-1][2]
+    mine = np.isclose(issued * _UNIT[MEMORY], value, rtol=1e-9, atol=0.0)
+    sc.serve(np.where(mine, served / _UNIT[MEMORY], np.nan))
+
+
 def _finish(ti, r: TargetRequest, rows, fc, model_names, now, fstate) -> RecommendResult:
     p: RecommendParams = r.params
     suggestion = Suggestion(
@@ -446,6 +459,7 @@ def _finish(ti, r: TargetRequest, rows, fc, model_names, now, fstate) -> Recomme
                 # Memory goes down only to the highest target of the stabilization window.
                 target, st = st.stabilized(now, target, p.memory_stabilization)
                 oom_out[name] = st
+                _serve(fstate, name, value, target / (1.0 + m.buffer_percentage / 100.0))
             target = max(target, float(floor))
             # The OOM floor is raised over the lower bound but the upper bound and an
             # unmanaged limit remain the user's hard ceiling.
