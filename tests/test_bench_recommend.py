@@ -155,3 +155,25 @@ def test_bench_forecast_json_keys():
         "peak_rss_mib",
     } <= set(doc)
     assert doc["series"] == 40 and doc["points_per_series"] == 3 * 288
+
+
+def test_foresize_memory_ratchet_and_served_calibration():
+    """Memory drops from 4 GB to 1 GB for the last 4 hours: the replay's foresize keeps
+    the request up through those hours (6-hour ratchet) while its latest forecast has
+    followed the drop, and the memory calibration is told the held (served) value."""
+    n = 288 * 2 + 48
+    rng = np.random.default_rng(2)
+    mem = 4e9 * (1 + 0.02 * rng.random(n))
+    mem[288 * 2 :] /= 4
+    data = prepare([series(np.full(n, 0.5), mem, name=f"s{k}") for k in range(2)])
+    served, raw = ForesizePolicy(), ForesizePolicy()
+    raw.calibrate_served = False
+    keep: dict = {}
+    replay(data, served, keep)
+    replay(data, raw)
+    assert np.nanmin(keep["req"]["memory"][:, 288 * 2 :]) >= 4e9  # held, not released
+    latest = served.recent_memory[-1][1]  # the latest forecast target (before the hold)
+    assert (latest < 1.5e9).all()
+    issued = served.scores["memory"].pending[-1][2][:, 0]
+    assert (issued >= 4e9).all()  # calibration measures the held request
+    assert np.allclose(raw.scores["memory"].pending[-1][2][:, 0], raw.recent_memory[-1][1])
