@@ -234,6 +234,21 @@ def test_hysteresis_threshold_skips_small_changes() -> None:
     assert not of(actions, ResizePod)
 
 
+def test_default_hysteresis_is_the_apis_rule_when_scaling_behavior_is_absent() -> None:
+    """No scaling_behavior: the planner applies the API's documented defaults (up 5%,
+    down 10%), the same rule as the recommender, so it never resizes over noise."""
+    t = target("in_place")
+    small_up = sugg(cpu=104, mem=100 * MIB)  # +4% CPU: below the 5% default
+    actions, _ = plan(snap([pod("p0")], [t]), 100.0, WorkerState(), suggestions=small_up)
+    assert not of(actions, ResizePod)
+    small_down = sugg(cpu=92, mem=100 * MIB)  # -8% CPU: below the 10% default
+    actions, _ = plan(snap([pod("p0")], [t]), 100.0, WorkerState(), suggestions=small_down)
+    assert not of(actions, ResizePod)
+    big_up = sugg(cpu=106, mem=100 * MIB)  # +6%: worth a resize
+    actions, _ = plan(snap([pod("p0")], [t]), 100.0, WorkerState(), suggestions=big_up)
+    assert names(actions, ResizePod) == ["p0"]
+
+
 # --------------------------------------------------------------------------- stalls
 
 

@@ -16,6 +16,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from foresize.api.types import (
+    DEFAULT_VERTICAL_SCALE_DOWN_PERCENT,
+    DEFAULT_VERTICAL_SCALE_UP_PERCENT,
+)
 from foresize.errors import ForesizeError
 
 UPDATE_MODES = ("initial", "recreate", "in_place", "in_place_or_recreate")
@@ -207,9 +211,11 @@ def _get(obj: Any, *names: str, default: Any = None) -> Any:
     return default
 
 
-def _threshold(obj: Any, field_name: str) -> Threshold:
+def _threshold(obj: Any, field_name: str, default_percent: float) -> Threshold:
+    # A direction without a threshold uses the API's documented default, the same rule the
+    # recommender applies, so the planner never churns pods over changes it would not make.
     if obj is None:
-        return Threshold()
+        return Threshold("percent", default_percent)
     kind = str(_get(obj, "type", default="percent")).lower()
     if kind not in ("percent", "absolute"):
         raise ForesizeError(f"{field_name}.type: expected percent or absolute, got {kind!r}")
@@ -297,10 +303,14 @@ def policy_of(target: Any) -> TargetPolicy:
         ),
         hpa_resource_policy=hpa_policy,
         scale_up=_threshold(
-            _get(behavior, "scale_up", "scaleUp"), f"{where}.scaling_behavior.scale_up"
+            _get(behavior, "scale_up", "scaleUp"),
+            f"{where}.scaling_behavior.scale_up",
+            DEFAULT_VERTICAL_SCALE_UP_PERCENT,
         ),
         scale_down=_threshold(
-            _get(behavior, "scale_down", "scaleDown"), f"{where}.scaling_behavior.scale_down"
+            _get(behavior, "scale_down", "scaleDown"),
+            f"{where}.scaling_behavior.scale_down",
+            DEFAULT_VERTICAL_SCALE_DOWN_PERCENT,
         ),
         ref_kind=_get(ref, "kind"),
         ref_name=_get(ref, "name"),
