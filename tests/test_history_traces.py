@@ -116,13 +116,16 @@ def test_google2011_per_job_files_joined_by_day(tmp_path):
     assert rep.skipped == 2
 
 
-def test_canonical_csv_merges_pods_by_max_and_keys_by_workload(tmp_path):
+def test_canonical_csv_folds_replicas_like_the_collectors_and_keys_by_workload(tmp_path):
+    """Replicas at one timestamp fold as the live collectors fold them (history/aggregate):
+    CPU the median across pods, memory the maximum."""
     f = write(
         tmp_path / "u.csv",
         [
             "timestamp,namespace,workload,pod,container,cpu_cores,memory_bytes",
             "2026-01-01T00:00:00Z,shop,web,web-1,app,0.5,100",
             "2026-01-01T00:00:00Z,shop,web,web-2,app,0.7,90",
+            "2026-01-01T00:00:00Z,shop,web,web-4,app,0.2,95",
             "1767225900,shop,web,web-3,app,,80",
             "1767225900,shop,db,db-0,pg,1.0,1e9",
             "bad,shop,web,web-1,app,1,1",
@@ -134,8 +137,9 @@ def test_canonical_csv_merges_pods_by_max_and_keys_by_workload(tmp_path):
     rep = ReadReport()
     series = read_canonical_csv(f, rep)
     web = next(s for s in series if s.key.workload == "web")
-    assert web.cpu[0] == pytest.approx(0.7) and web.memory[0] == 100
+    assert web.cpu[0] == pytest.approx(0.5) and web.memory[0] == 100
     assert np.isnan(web.cpu[1]) and web.memory[1] == 80
+    assert rep.counters["samples of several pods at one timestamp folded"] == 2
     assert rep.skipped == 2
     with pytest.raises(ForesizeError, match="lacks columns"):
         read_canonical_csv(write(tmp_path / "h.csv", ["a,b"]))

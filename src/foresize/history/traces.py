@@ -19,8 +19,8 @@ Formats (`load_traces(path, fmt)`):
   CPU cores = % / 100 x `machine_cores`, memory = % / 100 x `machine_memory_bytes`.
 - `canonical`: CSV (or Parquet) with columns `timestamp, namespace, workload, pod,
   container, cpu_cores, memory_bytes`; timestamp in Unix seconds or ISO 8601. Samples of
-  several pods of one container at one timestamp are merged by their maximum, because one
-  request must cover every replica.
+  several pods of one container at one timestamp are folded as the live collectors fold
+  replicas (`history/aggregate.py`: CPU the median, memory the maximum).
 """
 
 from __future__ import annotations
@@ -400,10 +400,22 @@ def read_canonical_csv(path: Path | str, report: ReadReport | None = None) -> li
 def _canonical_series(
     rows: dict[SeriesKey, list[tuple[float, float, float]]], source: str, rep: ReadReport
 ) -> list[TraceSeries]:
+    from foresize.history.aggregate import per_container
+
     out = []
     for key in sorted(rows):
         arr = np.asarray(rows[key], dtype=np.float64)
-        t, c, m = _dedupe(arr[:, 0], arr[:, 1], arr[:, 2], report=rep)
+        # Rows of one container at one timestamp are its replicas (or repeats): fold them
+        # exactly as the live collectors do (CPU median, memory max), so a replayed export
+        # is sized the same way as the cluster it came from.
+        t, step_of_row = np.unique(arr[:, 0], return_inverse=True)
+        if t.size < len(arr):
+            rep.count("samples of several pods at one timestamp folded", len(arr) - t.size)
+        ids, c, m = per_container(step_of_row, arr[:, 1], arr[:, 2])
+        if ids.size < t.size:  # timestamps where every reading was missing stay gaps
+            full_c, full_m = np.full(t.size, np.nan), np.full(t.size, np.nan)
+            full_c[ids], full_m[ids] = c, m
+            c, m = full_c, full_m
         mem = None if np.isnan(m).all() else m
         out.append(TraceSeries(key, t, c, mem, source=source))
     return out
