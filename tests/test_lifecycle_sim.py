@@ -214,8 +214,25 @@ def test_revert_that_would_change_qos_is_left_and_reported_with_in_place():
     assert len(warnings) == 3  # one per pod, reported once
     assert all("QoS" in w.message or "resource keys" in w.message for w in warnings)
     status = sim.target_status[("AIScaleTarget", "shop", "web")]["revert"]
-    assert set(status["pods_left"]) == {f"shop/{n}" for n in old_names}
-    assert "in_place does not permit recreation" in next(iter(status["pods_left"].values()))
+    assert {e["pod"] for e in status["pods_left"]} == {f"shop/{n}" for n in old_names}
+    assert all("in_place does not permit recreation" in e["reason"] for e in status["pods_left"])
+
+
+def test_pods_left_drops_pods_that_are_gone_from_status():
+    """status.revert.pods_left is rewritten whole each pass: a pod that was left and has
+    since gone (deleted, evicted, reverted) is no longer listed."""
+    from foresize.admission.targets import TargetView
+    from foresize.lifecycle.revert import RevertPlan, _status
+
+    sim, _, old_names = _autonomous_guaranteed("in_place")
+    view = TargetView("AIScaleTarget", "shop", "web")
+    first, second = sorted(old_names)[:2]
+    both = RevertPlan(left={f"shop/{first}": "why", f"shop/{second}": "why"})
+    assert sim.apply(_status(view, both, 10.0, "Reverting")).ok
+    one = RevertPlan(left={f"shop/{second}": "why"})
+    assert sim.apply(_status(view, one, 20.0, "Reverting")).ok
+    status = sim.target_status[("AIScaleTarget", "shop", "web")]["revert"]
+    assert [e["pod"] for e in status["pods_left"]] == [f"shop/{second}"]
 
 
 def test_pause_freezes_running_pods_and_new_pods_get_template_values():

@@ -238,7 +238,9 @@ def _status(target: TargetView, plan: RevertPlan, now: float, reason: str) -> Wr
                 "reverted": status == "True",
                 "reason": why,
                 "message": message,
-                "pods_left": dict(sorted(plan.left.items())),
+                # A list, not a map: a merge patch replaces lists whole, so a pod that
+                # is gone (or was reverted since) drops out instead of lingering.
+                "pods_left": [{"pod": k, "reason": v} for k, v in sorted(plan.left.items())],
                 "time": format_timestamp(now),
             }
         },
