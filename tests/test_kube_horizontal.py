@@ -91,7 +91,7 @@ async def test_scale_up_ahead_of_forecast(kmock):
     replicas = scale.data["spec"]["replicas"]
     # 50% of a 200m request per replica = 100m each; the forecast of the workload's total
     # CPU over the horizon (balanced: p90 of its peak) needs ceil(forecast / 100m) replicas.
-    from foresize.cli.recommend import recommend_series
+    from foresize.recommend.series import recommend_series
 
     (row,) = recommend_series([total])
     assert replicas == min(max(math.ceil(row.cpu_millicores / 100), 2), 20)  # min/maxReplicas

@@ -140,7 +140,7 @@ def horizontal_forecasts(
     """Target key -> resource -> forecast of the workload's total usage over the horizon
     (cpu millicores, memory bytes), for horizontally autonomous targets with enough
     history; the input of the horizontal planner."""
-    from foresize.cli.recommend import recommend_series
+    from foresize.recommend.series import recommend_series
 
     out: dict[str, dict[str, float]] = {}
     for target in snapshot.targets:
