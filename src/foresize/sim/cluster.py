@@ -1839,6 +1839,13 @@ class SimCluster:
         if pod is not None and pod.uid == uid and key in self._resizing:
             self._kubelet_resize(key)
 
+    def _refuse_eviction(self, key: str, target: str, res: ActionResult) -> ActionResult:
+        """Log a refused eviction (429 / 500) with its code and hand the result back."""
+        self.log(
+            "EvictionRefused", f"Pod/{key}", res.reason, res.message, code=res.code, target=target
+        )
+        return res
+
     def _apply_evict(self, a: EvictPod) -> ActionResult:
         key = f"{a.namespace}/{a.name}"
         pod = self.pods.get(key)
@@ -1859,15 +1866,7 @@ class SimCluster:
             ]
             if len(pdbs) > 1:
                 res = ActionResult(False, 500, "InternalError", MANY_PDBS_MESSAGE)
-                self.log(
-                    "EvictionRefused",
-                    f"Pod/{key}",
-                    res.reason,
-                    res.message,
-                    code=500,
-                    target=a.target,
-                )
-                return res
+                return self._refuse_eviction(key, a.target, res)
             if pdbs:
                 pdb = pdbs[0]
                 if pdb.observed_generation < pdb.generation:
@@ -1885,15 +1884,7 @@ class SimCluster:
                         ),
                         retry_after_seconds=10,
                     )
-                    self.log(
-                        "EvictionRefused",
-                        f"Pod/{key}",
-                        res.reason,
-                        res.message,
-                        code=429,
-                        target=a.target,
-                    )
-                    return res
+                    return self._refuse_eviction(key, a.target, res)
                 status = self._pdb_status(pdb)
                 healthy_pod = meta.ready
                 # IfHealthyBudget: an unhealthy pod may go only if the budget is met.
@@ -1917,15 +1908,7 @@ class SimCluster:
                             },
                         ),
                     )
-                    self.log(
-                        "EvictionRefused",
-                        f"Pod/{key}",
-                        res.reason,
-                        res.message,
-                        code=429,
-                        target=a.target,
-                    )
-                    return res
+                    return self._refuse_eviction(key, a.target, res)
         self._count(meta.top, "evictions")
         self.log(
             "Evicted",
