@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from foresize.cli import app
 from foresize.history.traces import SeriesKey, TraceSeries
+from foresize.recommend.core import MEMORY_RISK_LEVELS
 from foresize.recommend.replay import (
     ClairvoyantPolicy,
     ForesizePolicy,
@@ -157,23 +158,23 @@ def test_bench_forecast_json_keys():
     assert doc["series"] == 40 and doc["points_per_series"] == 3 * 288
 
 
-def test_foresize_memory_ratchet_and_served_calibration():
+def test_foresize_memory_ratchet_and_allocated_risk():
     """Memory drops from 4 GB to 1 GB for the last 4 hours: the replay's foresize keeps
     the request up through those hours (6-hour ratchet) while its latest forecast has
-    followed the drop, and the memory calibration is told the held (served) value."""
+    followed the drop. Every decision sizes memory at one of the named levels."""
     n = 288 * 2 + 48
     rng = np.random.default_rng(2)
     mem = 4e9 * (1 + 0.02 * rng.random(n))
     mem[288 * 2 :] /= 4
     data = prepare([series(np.full(n, 0.5), mem, name=f"s{k}") for k in range(2)])
-    served, raw = ForesizePolicy(), ForesizePolicy()
-    raw.calibrate_served = False
+    pol = ForesizePolicy()
     keep: dict = {}
-    replay(data, served, keep)
-    replay(data, raw)
+    replay(data, pol, keep)
     assert np.nanmin(keep["req"]["memory"][:, 288 * 2 :]) >= 4e9  # held, not released
-    latest = served.recent_memory[-1][1]  # the latest forecast target (before the hold)
+    latest = pol.recent_memory[-1][1]  # the latest forecast target (before the hold)
     assert (latest < 1.5e9).all()
-    issued = served.scores["memory"].pending[-1][2][:, 0]
-    assert (issued >= 4e9).all()  # calibration measures the held request
-    assert np.allclose(raw.scores["memory"].pending[-1][2][:, 0], raw.recent_memory[-1][1])
+    assert set(np.concatenate(pol.chosen["memory"]).tolist()) <= set(MEMORY_RISK_LEVELS)
+    assert np.allclose(np.concatenate(pol.chosen["cpu"]), 0.98)
+    uniform = ForesizePolicy("percentile", percentile_value=99.9)
+    replay(data, uniform)
+    assert np.allclose(np.concatenate(uniform.chosen["memory"]), 0.999)

@@ -158,25 +158,3 @@ def test_online_state_survives_a_sliding_window():
     assert np.allclose(a.loss, b.loss)
     assert np.allclose(fa.values, fb.values)
     assert a.last_origin == b.last_origin
-
-
-def test_calibration_measures_the_served_value():
-    """`serve` records what was actually served (e.g. raised by a scale-down
-    stabilization): a window whose max lies between the raw forecast and the served value
-    is not a miss, so the factor goes down instead of up."""
-    rng = np.random.default_rng(5)
-    y = rng.uniform(0.5, 1.0, size=(50, 288 * 2))
-    q = np.array([0.9])
-    raw = OnlineScores.empty(50, 1)
-    served = OnlineScores.empty(50, 1)
-    o = 288
-    f, raw = online_step(raw, y, o, q, CFG)
-    _, served = online_step(served, y, o, q, CFG)
-    served.serve(np.full((50, 1), 10.0))  # far above anything in y
-    y2 = y.copy()
-    y2[:, o + 1 : o + 1 + CFG.h] = f.values * 1.5  # every raw forecast is missed
-    _, raw = online_step(raw, y2, o + CFG.h, q, CFG)
-    _, served = online_step(served, y2, o + CFG.h, q, CFG)
-    used = f.model[:, 0]  # the pooled factor of the models that were used moves
-    assert (raw.log_factor[used, :, 0] > 0).all()
-    assert (served.log_factor[used, :, 0] < 0).all()

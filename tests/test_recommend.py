@@ -9,13 +9,16 @@ import pytest
 from foresize.cluster.model import Container, ResourceRequirements
 from foresize.cluster.qos import qos_class_of
 from foresize.recommend.core import (
+    MEMORY_RISK_LEVELS,
     MIB,
     MODE_CPU_QUANTILES,
     OOMArrays,
     Threshold,
+    allocate_risk,
     mode_quantile,
     oom_bump,
     passes_hysteresis,
+    risk_levels,
     round_up,
 )
 from foresize.recommend.target import (
@@ -446,24 +449,80 @@ def test_hysteresis_defaults_are_the_apis_rule():
     assert not empty.is_significant("cpu", 1000, 910) and empty.is_significant("cpu", 1000, 900)
 
 
-def test_memory_calibration_is_told_the_served_stabilized_value():
-    """While the scale-down stabilization holds memory above the forecast, the forecast
-    state records the held value as served: calibration measures the request's misses."""
-    cur = {"app": res(500, GIB)}
-    high = flat_history(cpu=2.0, mem=3 * GIB)
-    low = flat_history(cpu=0.2, mem=500 * MIB)
-    r1 = recommend_target(RecommendParams(), {"app": high}, cur, None, NOW, forecast_state={})
-    r2 = recommend_target(
-        RecommendParams(),
-        {"app": low},
-        cur,
-        r1.oom_state,
-        NOW + 900,
-        forecast_state=r1.forecast_state,
+def test_memory_risk_goes_where_protection_is_expensive():
+    """A batch of flat containers and one idling at 300 MiB that has just spiked to 12 GiB
+    once (its high quantiles are far apart): under a named mode the flat ones are sized at
+    a safer level than the mode's (nearly free for them) and the spiky one at a cheaper
+    one; `percentile` keeps the user's number for everyone."""
+    rng = np.random.default_rng(3)
+    n = 288 * 8
+    flat = [GIB * (1.0 + 0.05 * k) * (1 + 0.03 * rng.random(n)) for k in range(8)]
+    burst = 300 * MIB * (1 + 0.05 * rng.random(n))
+    burst[-1] = 12 * GIB
+    series = [*flat, burst]
+
+    def batch(mode: str, pv: float | None = None):
+        reqs = []
+        for mem in series:
+            h = ContainerHistory(cpu=np.full(n, 0.5), memory=mem, first_seen=NOW - n * 300.0)
+            model = ResourceModel(mode, pv)
+            reqs.append(
+                TargetRequest(
+                    RecommendParams(cpu=model, memory=model),
+                    {"app": h},
+                    {"app": res(500, GIB)},
+                    forecast_state={},  # a fresh rolling backtest: the `recent` model
+                )
+            )
+        return recommend_batch(reqs, NOW)
+
+    out = batch("balanced")
+    levels = [r.quantiles["app"]["memory"] for r in out]
+    assert all(q > 0.999 for q in levels[:-1])  # flat: safer than the mode, nearly free
+    assert levels[-1] < 0.999  # the bursty one takes more risk, and frees memory
+    assert all(r.quantiles["app"]["cpu"] == 0.98 for r in out)  # CPU: the mode's own
+    uniform = batch("percentile", 99.9)
+    assert all(r.quantiles["app"]["memory"] == pytest.approx(0.999) for r in uniform)
+    bursty, bursty_uniform = out[-1], uniform[-1]
+    assert bursty.forecasts["app"]["memory"] < bursty_uniform.forecasts["app"]["memory"]
+    for a, b in zip(out[:-1], uniform[:-1], strict=True):
+        assert a.forecasts["app"]["memory"] >= b.forecasts["app"]["memory"]
+
+
+def test_allocate_risk_prices_protection_against_the_fleet_average():
+    levels = np.array(MEMORY_RISK_LEVELS)  # 0.995 ... 0.99995
+    mode = np.full(3, 0.999)
+    gib = float(GIB)
+    values = np.array(
+        [
+            [1.00, 1.00, 1.01, 1.01, 1.02],  # flat: ten times safer for 1%
+            [2.00, 2.10, 2.20, 2.30, 2.60],  # about the fleet's cost of coverage
+            [0.30, 3.00, 9.00, 12.0, 20.0],  # bursty: protection costs whole bursts
+        ]
     )
-    held = r2.suggestion.containers["app"].requests["memory"]
-    assert r2.forecasts["app"]["memory"] < GIB < 3 * GIB <= held
-    served = r2.forecast_state["app/memory"].pending[-1][2]
-    assert served[0, 0] >= 3 * GIB  # the held target, not the low forecast
-    cpu_issued = r2.forecast_state["app/cpu"].pending[-1][2]
-    assert cpu_issued[0, 0] < 1.0  # CPU (not stabilized) keeps its forecast, in cores
+    pick = allocate_risk(values * gib, levels, mode)
+    assert levels[pick[0]] == levels[-1]  # the cheap one buys the safest level
+    assert levels[pick[2]] == levels[0]  # the expensive one takes the cheapest
+    assert levels[0] <= levels[pick[1]] <= levels[-1]
+    # Scale free: the same fleet in other units decides alike.
+    assert (allocate_risk(values * 1e3, levels, mode) == pick).all()
+    # A price of zero takes the cheapest level everywhere; a huge one the safest.
+    assert (allocate_risk(values, levels, mode, price=0.0) == 0).all()
+    assert (allocate_risk(values, levels, mode, price=1e6) == len(levels) - 1).all()
+    # Levels a row may not use are NaN; a row with no forecast keeps its mode's level.
+    only_own = np.full_like(values, np.nan)
+    only_own[:, 2] = values[:, 2]
+    assert (allocate_risk(only_own, levels, mode) == 2).all()
+    none = np.full_like(values, np.nan)
+    assert (allocate_risk(none, levels, mode) == 2).all()
+
+
+def test_risk_levels_are_the_named_memory_levels():
+    assert risk_levels("balanced", "memory") == MEMORY_RISK_LEVELS
+    assert (
+        tuple(sorted(mode_quantile(m, "memory") for m in MODE_CPU_QUANTILES)) == MEMORY_RISK_LEVELS
+    )
+    assert risk_levels("balanced", "cpu") == (mode_quantile("balanced", "cpu"),)
+    assert risk_levels("percentile", "memory", 99.0) == (0.99,)
+    with pytest.raises(ValueError):
+        risk_levels("nonsense", "memory")

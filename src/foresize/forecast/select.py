@@ -162,18 +162,6 @@ class OnlineScores:
         """States with equal signatures can be stacked."""
         return (self.last_origin, tuple(p[0] for p in self.pending), self.loss.shape[2])
 
-    def serve(self, served: np.ndarray) -> None:
-        """Record what was actually served for the latest forecast (S, Q), e.g. after a
-        scale-down stabilization raised it: calibration then measures the misses of the
-        served request, the thing that fails, instead of the raw forecast. NaN keeps the
-        forecast. Calibration stays monotone: a higher factor raises every issued value
-        and therefore every served maximum of them."""
-        if not self.pending:
-            return
-        origin, f, issued, used = self.pending[-1]
-        served = np.asarray(served, dtype=np.float64).reshape(issued.shape)
-        self.pending[-1] = (origin, f, np.where(np.isfinite(served), served, issued), used)
-
     def scores(self) -> np.ndarray:
         with np.errstate(invalid="ignore"):
             return np.where(self.weight > 0, self.loss / np.maximum(self.weight, 1e-300), np.nan)

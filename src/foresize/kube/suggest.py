@@ -2,10 +2,11 @@
 
 Every forecast interval the shell asks `plan_suggestions` for status writes. For each
 AIScaleTarget in recommendation or autonomous mode, the history of its workload's
-containers is read with the recommender's `load_histories` and passed to its entry point
-`recommend_target` (forecast of the max over the horizon at the mode's quantile, buffer,
-bounds, `limit.ratio`, QoS kept, OOM floor, `hasEnoughDataToScale`), with the resources of
-the workload's template as the current values. The OOM and forecast states are carried
+containers is read with the recommender's `load_histories`, and all due targets go to its
+entry point `recommend_batch` together (forecast of the max over the horizon at the mode's
+quantile, memory risk allocated across the batch, buffer, bounds, `limit.ratio`, QoS kept,
+OOM floor, `hasEnoughDataToScale`), with the resources of the workload's template as the
+current values. The OOM and forecast states are carried
 between calls by the caller (`SuggestionState`).
 
 `horizontal_forecasts` gives the horizontal planner its input: the forecast of the
@@ -65,10 +66,12 @@ def plan_suggestions(
     state: SuggestionState | None = None,
 ) -> list[WriteTargetStatus]:
     """Status writes with fresh vertical suggestions (for the targets `due` accepts)."""
-    from foresize.recommend.target import load_histories, recommend_target
+    from foresize.recommend.target import TargetRequest, load_histories, recommend_batch
 
     state = state if state is not None else SuggestionState()
     writes: list[WriteTargetStatus] = []
+    due_targets: list[tuple[str, str, str, str, list[str]]] = []
+    requests: list[TargetRequest] = []
     for target in snapshot.targets:
         if due is not None and not due(target):
             continue
@@ -91,14 +94,13 @@ def plan_suggestions(
         )
         current = {c.name: c.resources.copy() for c in workload.template.containers}
         key = f"{ns}/{name}"
-        result = recommend_target(
-            target,
-            histories,
-            current,
-            state.oom.get(key),
-            now,
-            forecast_state=state.forecast.get(key),
+        due_targets.append((key, ns, name, mode, containers))
+        requests.append(
+            TargetRequest(target, histories, current, state.oom.get(key), state.forecast.get(key))
         )
+    # One batch for every due target: memory risk is allocated across all of them.
+    results = recommend_batch(requests, now) if requests else []
+    for (key, ns, name, mode, containers), result in zip(due_targets, results, strict=True):
         state.oom[key] = result.oom_state
         if result.forecast_state is not None:
             state.forecast[key] = result.forecast_state

@@ -76,6 +76,74 @@ def mode_quantile(mode: str, resource: str, percentile_value: float | None = Non
     return q
 
 
+MEMORY_RISK_LEVELS: tuple[float, ...] = tuple(
+    sorted(1.0 - (1.0 - q) / MEMORY_RISK_DIVISOR for q in MODE_CPU_QUANTILES.values())
+)
+"""The memory quantiles of the named modes, cheapest first (0.995 ... 0.99995): the levels
+between which the memory risk of a named mode is allocated (`allocate_risk`). No container
+is ever sized below the cheapest named level nor above the safest."""
+
+RISK_PRICE = 0.25
+"""The price of memory risk in `allocate_risk`, as a share of the fleet's average request.
+
+A container moves from its mode's miss probability p to p' when the memory that frees is
+more than RISK_PRICE x (average request) x (p' - p) / p. Read at the default mode: a
+container goes down to the cheapest level (5 times the misses) only when that frees at
+least one average container's request (0.25 x 4 = 1), and up to the safest level (1/20 of
+the misses) whenever that costs less than about a quarter of one. The value is a round
+number inside the range where the trade is a gain on both axes; `docs/recommender.md`
+shows the results for half and twice this price."""
+
+
+def risk_levels(
+    mode: str, resource: str, percentile_value: float | None = None
+) -> tuple[float, ...]:
+    """The quantiles a container of `mode` may be sized at: every named memory level for
+    memory under a named mode (the risk is allocated across the fleet), else the mode's
+    own quantile (CPU, and `percentile`, where the user chose the number)."""
+    if resource == MEMORY and mode != "percentile":
+        mode_quantile(mode, resource)  # validates the mode
+        return MEMORY_RISK_LEVELS
+    return (mode_quantile(mode, resource, percentile_value),)
+
+
+def allocate_risk(
+    values: np.ndarray,
+    levels: np.ndarray,
+    mode_q: np.ndarray,
+    price: float = RISK_PRICE,
+) -> np.ndarray:
+    """Per row, the index into `levels` to size at: memory risk goes where it saves most.
+
+    values (S, L): each row's forecast at each quantile of `levels` (ascending; NaN where
+    that level is not allowed for the row). mode_q (S,): each row's own mode quantile (one
+    of `levels`). A uniform quantile gives every container the same miss probability, but
+    protecting a container costs very different amounts: a flat series pays a few percent
+    for ten times fewer misses, a bursty one (idle at 0.3 GiB, bursts to 20 GiB) pays the
+    whole burst. Each row picks the level minimising
+
+        value(level) + price x reference x (1 - level) / (1 - mode_q)
+
+    where reference is the mean of the rows' forecasts at their mode's level (what uniform
+    sizing would reserve for an average container of the fleet). A row whose coverage
+    costs about the fleet's average stays at its mode; cheap ones buy safety, and only
+    containers whose protection costs more than the fleet's average container take more
+    risk. Scale free: multiplying every value by a constant changes nothing.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    levels = np.asarray(levels, dtype=np.float64)
+    mode_q = np.asarray(mode_q, dtype=np.float64)
+    own = np.argmin(np.abs(levels[None, :] - mode_q[:, None]), axis=1)
+    at_mode = values[np.arange(len(own)), own]
+    if not np.isfinite(at_mode).any():
+        return own
+    reference = float(np.nanmean(at_mode))
+    penalty = price * reference * (1.0 - levels)[None, :] / (1.0 - mode_q)[:, None]
+    cost = np.where(np.isfinite(values), values + penalty, np.inf)
+    best = np.argmin(cost, axis=1)
+    return np.where(np.isfinite(cost).any(axis=1), best, own)
+
+
 def round_up(resource: str, values: np.ndarray) -> np.ndarray:
     """Round requests up to the resource's granularity (CPU 1m, memory 1Mi): never down,
     because rounding down could cut below the chosen quantile."""

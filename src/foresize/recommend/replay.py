@@ -38,9 +38,11 @@ from foresize.recommend.core import (
     MIB,
     OOMArrays,
     Threshold,
+    allocate_risk,
     mode_quantile,
     oom_bump,
     passes_hysteresis,
+    risk_levels,
     round_up,
 )
 
@@ -305,8 +307,9 @@ class KRRPolicy(Policy):
 
 
 class ForesizePolicy(Policy):
-    """Foresize's recommender: selected forecast of the max, mode quantile, buffer,
-    hysteresis, min lookback and OOM remediation, with the defaults of the API."""
+    """Foresize's recommender: selected forecast of the max, mode quantile (memory: the
+    risk allocated across the series, `allocate_risk`), buffer, hysteresis, min lookback,
+    memory stabilization and OOM remediation, with the defaults of the API."""
 
     def __init__(
         self,
@@ -321,32 +324,38 @@ class ForesizePolicy(Policy):
         self.name = "foresize" if mode == "balanced" else f"foresize:{mode}"
         self.buffer = buffer_percentage / 100.0
         self.q = {r: mode_quantile(mode, r, percentile_value) for r in (CPU, MEMORY)}
+        # The quantiles forecast per resource; memory risk is allocated across them.
+        self.levels = {r: np.array(risk_levels(mode, r, percentile_value)) for r in (CPU, MEMORY)}
         self.cfg = config or ForecastConfig(step=STEP)
         self.up, self.down = DEFAULT_SCALE_UP, DEFAULT_SCALE_DOWN
         self.stabilization = DEFAULT_STABILIZATION
         self.memory_stabilization = DEFAULT_MEMORY_STABILIZATION
-        # Calibrate memory on the served (stabilized) target, as recommend_target does.
-        self.calibrate_served = True
 
     def start(self, data: ReplayData) -> None:
         super().start(data)
         s, _ = data.shape
-        self.scores = {r: OnlineScores.empty(s, 1) for r in (CPU, MEMORY)}
+        self.scores = {r: OnlineScores.empty(s, len(self.levels[r])) for r in (CPU, MEMORY)}
         self.m = {CPU: forward_max(data.cpu, self.cfg.h)}
         if data.memory is not None:
             self.m[MEMORY] = forward_max(data.memory, self.cfg.h)
         self.oom = OOMArrays.empty(s)
         self.models: dict[str, list[np.ndarray]] = {CPU: [], MEMORY: []}
+        self.chosen: dict[str, list[np.ndarray]] = {CPU: [], MEMORY: []}  # level per decision
         self.recent_memory: list[tuple[float, np.ndarray]] = []
 
     def _target(self, res: str, i: int) -> np.ndarray:
         y = self.data.cpu if res == CPU else self.data.memory
         # Only columns <= i of y are read (forward max columns <= i - h).
-        fc, self.scores[res] = online_step(
-            self.scores[res], y, i, np.array([self.q[res]]), self.cfg, m=self.m[res]
-        )
-        self.models[res].append(fc.model[:, 0])
-        val = fc.values[:, 0] * (1.0 + self.buffer)
+        levels = self.levels[res]
+        fc, self.scores[res] = online_step(self.scores[res], y, i, levels, self.cfg, m=self.m[res])
+        rows = np.arange(y.shape[0])
+        if len(levels) > 1:
+            pick = allocate_risk(fc.values, levels, np.full(y.shape[0], self.q[res]))
+        else:
+            pick = np.zeros(y.shape[0], dtype=np.int64)
+        self.models[res].append(fc.model[rows, pick])
+        self.chosen[res].append(levels[pick])
+        val = fc.values[rows, pick] * (1.0 + self.buffer)
         # hasEnoughDataToScale: no action before min_lookback_to_scale of history.
         enough = (i - self.data.first + 1) * STEP >= MIN_LOOKBACK
         return np.where(enough, val, np.nan)
@@ -364,8 +373,6 @@ class ForesizePolicy(Policy):
                 self.recent_memory.append((now, target))
                 with np.errstate(invalid="ignore"):
                     target = np.fmax.reduce(np.stack([v for _, v in self.recent_memory]), axis=0)
-                if self.calibrate_served:
-                    self.scores[MEMORY].serve(target[:, None] / (1.0 + self.buffer))
             out[MEMORY] = np.where(floor > 0, np.fmax(target, floor), target)
         return out
 

@@ -40,7 +40,9 @@ from foresize.recommend.core import (
     OOM_FACTOR,
     OOM_REPEAT_SECONDS,
     Threshold,
+    allocate_risk,
     mode_quantile,
+    risk_levels,
 )
 
 MODEL_STEP = 300.0
@@ -226,6 +228,8 @@ class RecommendResult:
     forecasts: dict[str, dict[str, float]] = field(default_factory=dict)
     # container -> resource -> name of the selected model
     models: dict[str, dict[str, str]] = field(default_factory=dict)
+    # container -> resource -> the quantile sized at (memory: after `allocate_risk`)
+    quantiles: dict[str, dict[str, float]] = field(default_factory=dict)
     # container -> resource -> whether the suggestion differs beyond hysteresis
     changed: dict[str, dict[str, bool]] = field(default_factory=dict)
 
@@ -303,7 +307,12 @@ def recommend_target(
 
 
 def recommend_batch(requests: Sequence[TargetRequest], now: float) -> list[RecommendResult]:
-    """`recommend_target` for many targets with one vectorised forecast per resource."""
+    """`recommend_target` for many targets with one vectorised forecast per resource.
+
+    Under a named mode, memory is sized at the level `allocate_risk` gives each container
+    among all the containers of the batch (cheap protection is bought, expensive protection
+    is sold), so the operator and the simulator pass their whole fleet in one call; a
+    single target allocates among its own containers."""
     reqs = [
         replace(
             r,
@@ -321,32 +330,44 @@ def recommend_batch(requests: Sequence[TargetRequest], now: float) -> list[Recom
                 rows.append((ti, name))
     fc: dict[str, np.ndarray] = {}
     model_names: dict[str, np.ndarray] = {}
+    levels: dict[str, np.ndarray] = {}
     new_states: list[dict[str, OnlineScores] | None] = [
         None if r.forecast_state is None else {} for r in reqs
     ]
     for res in RESOURCES:
-        fc[res], model_names[res] = _forecast(reqs, rows, res, new_states, now)
+        fc[res], model_names[res], levels[res] = _forecast(reqs, rows, res, new_states, now)
     results = []
     for ti, r in enumerate(reqs):
-        results.append(_finish(ti, r, rows, fc, model_names, now, new_states[ti]))
+        results.append(_finish(ti, r, rows, fc, model_names, levels, now, new_states[ti]))
     return results
 
 
 def _forecast(reqs, rows, res, new_states, now):
-    """Forecast the mode quantile of every (target, container) row for `res`.
+    """Forecast every (target, container) row for `res` at its mode's levels, then pick
+    one level per row: the mode's quantile, or for memory under a named mode the level
+    `allocate_risk` gives it among the rows of the whole batch.
 
-    Rows sharing a horizon are forecast together; targets that carry a forecast state use
-    the rolling backtest, others a cold-start one.
+    Rows sharing a horizon and levels are forecast together; targets that carry a
+    forecast state use the rolling backtest, others a cold-start one.
     """
     out = np.full(len(rows), np.nan)
     names = np.full(len(rows), "", dtype=object)
+    chosen = np.full(len(rows), np.nan)
     if not rows:
-        return out, names
-    groups: dict[tuple[float, bool], list[int]] = {}
+        return out, names, chosen
+    row_levels = []
+    for ti, _name in rows:
+        m = reqs[ti].params.model(res)
+        row_levels.append(risk_levels(m.mode, res, m.percentile_value))
+    all_levels = np.array(sorted({q for lv in row_levels for q in lv}))
+    values = np.full((len(rows), len(all_levels)), np.nan)
+    models = np.full((len(rows), len(all_levels)), "", dtype=object)
+    groups: dict[tuple[float, bool, tuple[float, ...]], list[int]] = {}
     for k, (ti, _name) in enumerate(rows):
         p = reqs[ti].params
-        groups.setdefault((p.forecast_blocks, reqs[ti].forecast_state is not None), []).append(k)
-    for (blocks, online), ks in groups.items():
+        key = (p.forecast_blocks, reqs[ti].forecast_state is not None, row_levels[k])
+        groups.setdefault(key, []).append(k)
+    for (blocks, online, levels), ks in groups.items():
         cfg = ForecastConfig(step=MODEL_STEP, horizon=blocks)
         length = max(len(getattr(reqs[rows[k][0]].histories[rows[k][1]], res)) for k in ks)
         y = np.full((len(ks), max(length, 1)), np.nan)
@@ -355,10 +376,9 @@ def _forecast(reqs, rows, res, new_states, now):
             v = np.asarray(getattr(reqs[ti].histories[name], res), dtype=np.float64)
             if len(v):
                 y[i, length - len(v) :] = v
-        qs_row = np.array([reqs[rows[k][0]].params.model(res).quantile(res) for k in ks])
-        uq = np.unique(qs_row)
+        qs = np.array(levels)
+        cols = np.searchsorted(all_levels, qs)
         base = int(math.floor(now / MODEL_STEP)) - (y.shape[1] - 1)
-        col = np.searchsorted(uq, qs_row)
         if online:
             # Rolling backtest: one state per (target, container, resource), stacked into
             # one vectorised step where the states line up (same decision history).
@@ -367,44 +387,38 @@ def _forecast(reqs, rows, res, new_states, now):
             for k in ks:
                 ti, name = rows[k]
                 st = reqs[ti].forecast_state.get(f"{name}/{res}")
-                if st is None or st.loss.shape[1:] != (1, len(uq)):
-                    st = OnlineScores.empty(1, len(uq))
+                if st is None or st.loss.shape[1:] != (1, len(qs)):
+                    st = OnlineScores.empty(1, len(qs))
                 states.append(st)
             by_sig: dict[tuple, list[int]] = {}
             for i, st in enumerate(states):
                 by_sig.setdefault(st.signature(), []).append(i)
             for idxs in by_sig.values():
                 stacked = OnlineScores.stack([states[i] for i in idxs])
-                f, st2 = online_step(stacked, y[idxs], y.shape[1] - 1, uq, cfg, base=base)
+                f, st2 = online_step(stacked, y[idxs], y.shape[1] - 1, qs, cfg, base=base)
                 names_all = f.model_names()
                 for j, i in enumerate(idxs):
                     ti, name = rows[ks[i]]
                     new_states[ti][f"{name}/{res}"] = st2.row(j)
-                    out[ks[i]] = f.values[j, col[i]]
-                    names[ks[i]] = names_all[j, col[i]]
+                    values[ks[i], cols] = f.values[j]
+                    models[ks[i], cols] = names_all[j]
         else:
-            scores = backtest_scores(y, uq, cfg)
-            f = forecast_max(y, uq, cfg, scores)
-            vals = f.values[np.arange(len(ks)), col]
-            mn = f.model_names()[np.arange(len(ks)), col]
+            f = forecast_max(y, qs, cfg, backtest_scores(y, qs, cfg))
+            names_all = f.model_names()
             for i, k in enumerate(ks):
-                out[k] = vals[i]
-                names[k] = mn[i]
-    return out * _UNIT[res], names
+                values[k, cols] = f.values[i]
+                models[k, cols] = names_all[i]
+    mode_q = np.array([reqs[ti].params.model(res).quantile(res) for ti, _ in rows])
+    own = np.searchsorted(all_levels, mode_q)
+    pick = allocate_risk(values, all_levels, mode_q) if res == MEMORY else own
+    idx = np.arange(len(rows))
+    out = values[idx, pick]
+    names = models[idx, pick]
+    chosen = all_levels[pick]
+    return out * _UNIT[res], names, chosen
 
 
-def _serve(fstate, name: str, value: float, served: float) -> None:
-    """Tell the memory forecast state what was served (the stabilized target, in forecast
-    terms) so its calibration measures misses of the request, not of the raw forecast."""
-    sc = (fstate or {}).get(f"{name}/{MEMORY}")
-    if sc is None or not sc.pending:
-        return
-    issued = sc.pending[-1][2]
-    mine = np.isclose(issued * _UNIT[MEMORY], value, rtol=1e-9, atol=0.0)
-    sc.serve(np.where(mine, served / _UNIT[MEMORY], np.nan))
-
-
-def _finish(ti, r: TargetRequest, rows, fc, model_names, now, fstate) -> RecommendResult:
+def _finish(ti, r: TargetRequest, rows, fc, model_names, levels, now, fstate) -> RecommendResult:
     p: RecommendParams = r.params
     suggestion = Suggestion(
         uid=p.uid, created_at=now, window_start=now, window_end=now + p.forecast_blocks
@@ -412,6 +426,7 @@ def _finish(ti, r: TargetRequest, rows, fc, model_names, now, fstate) -> Recomme
     oom_out: dict[str, OOMState] = {}
     forecasts: dict[str, dict[str, float]] = {}
     models: dict[str, dict[str, str]] = {}
+    quantiles: dict[str, dict[str, float]] = {}
     changed: dict[str, dict[str, bool]] = {}
     enough_all = True
     index = {(t, n): k for k, (t, n) in enumerate(rows)}
@@ -439,13 +454,14 @@ def _finish(ti, r: TargetRequest, rows, fc, model_names, now, fstate) -> Recomme
             )
         oom_out[name] = st
         new = cur.copy()
-        forecasts[name], models[name], changed[name] = {}, {}, {}
+        forecasts[name], models[name], changed[name], quantiles[name] = {}, {}, {}, {}
         for res in RESOURCES:
             if k is None:
                 continue
             value = float(fc[res][k])
             forecasts[name][res] = value
             models[name][res] = str(model_names[res][k])
+            quantiles[name][res] = float(levels[res][k])
             m = p.model(res)
             floor = st.active(now) if res == MEMORY else 0
             if not np.isfinite(value) or not enough:
@@ -459,7 +475,6 @@ def _finish(ti, r: TargetRequest, rows, fc, model_names, now, fstate) -> Recomme
                 # Memory goes down only to the highest target of the stabilization window.
                 target, st = st.stabilized(now, target, p.memory_stabilization)
                 oom_out[name] = st
-                _serve(fstate, name, value, target / (1.0 + m.buffer_percentage / 100.0))
             target = max(target, float(floor))
             # The OOM floor is raised over the lower bound but the upper bound and an
             # unmanaged limit remain the user's hard ceiling.
@@ -485,6 +500,7 @@ def _finish(ti, r: TargetRequest, rows, fc, model_names, now, fstate) -> Recomme
         forecast_state=fstate,
         forecasts=forecasts,
         models=models,
+        quantiles=quantiles,
         changed=changed,
     )
 
