@@ -526,3 +526,55 @@ def test_risk_levels_are_the_named_memory_levels():
     assert risk_levels("percentile", "memory", 99.0) == (0.99,)
     with pytest.raises(ValueError):
         risk_levels("nonsense", "memory")
+
+
+def test_a_kill_ends_the_risk_taken_floor_at_the_safest_level():
+    """`oom_bump` / `apply_ooms` with the forecast at the safest level: after a kill the
+    floor is at least that forecast (the burst the history knows), not only 1.2 x what
+    was seen; containers without a kill keep their state."""
+    st = OOMArrays.empty(3)
+    mask = np.array([True, True, False])
+    req = np.array([1.0, 1.0, 1.0]) * GIB
+    usage = np.array([1.1, 1.1, 0.5]) * GIB
+    safest = np.array([12.0, 0.5, 12.0]) * GIB
+    out = oom_bump(st, mask, 1000.0, req, usage, safest=safest)
+    assert out.floor[0] == 12 * GIB  # the known burst, above 1.2 x 1.1 GiB
+    assert out.floor[1] == pytest.approx(1.1 * 1.2 * GIB)  # the bump is never lowered
+    assert out.floor[2] == 0.0  # no kill, no floor
+    plain = oom_bump(st, mask, 1000.0, req, usage)
+    assert plain.floor[0] == pytest.approx(1.1 * 1.2 * GIB)
+    s1 = apply_ooms(OOMState(), [NOW - 60], [1.1 * GIB], GIB, NOW, 3600.0, safest=12.0 * GIB)
+    assert s1.active(NOW) == 12 * GIB
+    s2 = apply_ooms(s1, [NOW - 60], [1.1 * GIB], GIB, NOW + 60, 3600.0, safest=20.0 * GIB)
+    assert s2.floor == s1.floor  # no new kill: nothing changes
+
+
+def test_recommend_batch_lifts_a_killed_container_to_its_safest_level():
+    rng = np.random.default_rng(4)
+    n = 288 * 8
+    reqs = []
+    for k in range(6):
+        h = ContainerHistory(
+            cpu=np.full(n, 0.5),
+            memory=GIB * (1.0 + 0.05 * k) * (1 + 0.03 * rng.random(n)),
+            first_seen=NOW - n * 300.0,
+        )
+        reqs.append(TargetRequest(RecommendParams(), {"app": h}, {"app": res(500, GIB)}, None, {}))
+    spiky = 300 * MIB * (1 + 0.05 * rng.random(n))
+    spiky[-1] = 12 * GIB
+    quiet = ContainerHistory(np.full(n, 0.5), spiky, NOW - n * 300.0)
+    killed = ContainerHistory(
+        np.full(n, 0.5), spiky, NOW - n * 300.0, oom_times=[NOW - 30], oom_usage=[400 * MIB]
+    )
+    cur = {"app": res(500, 350 * MIB)}
+    a = recommend_batch(
+        [*reqs, TargetRequest(RecommendParams(), {"app": quiet}, cur, None, {})], NOW
+    )
+    b = recommend_batch(
+        [*reqs, TargetRequest(RecommendParams(), {"app": killed}, cur, None, {})], NOW
+    )
+    assert a[-1].quantiles["app"]["memory"] < 0.999  # it was taking risk
+    low = a[-1].suggestion.containers["app"].requests["memory"]
+    lifted = b[-1].suggestion.containers["app"].requests["memory"]
+    assert low < 2 * GIB
+    assert lifted >= 11 * GIB  # the spike its history knows, not 1.2 x 400 MiB

@@ -267,13 +267,17 @@ def oom_bump(
     request: np.ndarray,
     usage: np.ndarray | None,
     stabilization: float = DEFAULT_STABILIZATION,
+    safest: np.ndarray | None = None,
 ) -> OOMArrays:
     """Record OOM kills at `now` for containers in `mask`; returns the new state.
 
     The new floor is x1.2 over the larger of the request that was hit, the usage seen at
     the kill and any active floor (so repeated kills compound). A second kill within 2
     minutes of the last bump does not bump again (the first bump has not landed yet), but
-    extends the hold.
+    extends the hold. `safest` (optional, per container) is the latest forecast at the
+    safest memory level (`MEMORY_RISK_LEVELS[-1]`): a kill ends the risk `allocate_risk`
+    took, because the container is in one of its bursts, so the floor is at least that
+    forecast (the burst its history knows) for the hold, not only 1.2 x what was seen.
     """
     mask = np.asarray(mask, dtype=bool)
     base = np.fmax(np.asarray(request, dtype=np.float64), state.active_floor(now))
@@ -282,6 +286,8 @@ def oom_bump(
     can_bump = mask & (now - state.last_bump >= OOM_REPEAT_SECONDS)
     floor = np.where(can_bump, base * OOM_FACTOR, state.floor)
     floor = np.where(mask & ~can_bump, np.fmax(state.active_floor(now), state.floor), floor)
+    if safest is not None:
+        floor = np.where(mask, np.fmax(floor, np.asarray(safest, dtype=np.float64)), floor)
     return OOMArrays(
         floor=floor,
         until=np.where(mask, now + stabilization, state.until),

@@ -339,6 +339,7 @@ class ForesizePolicy(Policy):
         if data.memory is not None:
             self.m[MEMORY] = forward_max(data.memory, self.cfg.h)
         self.oom = OOMArrays.empty(s)
+        self.safest: np.ndarray | None = None
         self.models: dict[str, list[np.ndarray]] = {CPU: [], MEMORY: []}
         self.chosen: dict[str, list[np.ndarray]] = {CPU: [], MEMORY: []}  # level per decision
         self.recent_memory: list[tuple[float, np.ndarray]] = []
@@ -353,6 +354,8 @@ class ForesizePolicy(Policy):
             pick = allocate_risk(fc.values, levels, np.full(y.shape[0], self.q[res]))
         else:
             pick = np.zeros(y.shape[0], dtype=np.int64)
+        if res == MEMORY:
+            self.safest = fc.values[:, -1].copy()  # the OOM floor after a kill (oom_bump)
         self.models[res].append(fc.model[rows, pick])
         self.chosen[res].append(levels[pick])
         val = fc.values[rows, pick] * (1.0 + self.buffer)
@@ -379,7 +382,13 @@ class ForesizePolicy(Policy):
     def on_oom(self, j: int, mask: np.ndarray, request: np.ndarray) -> np.ndarray | None:
         now = j * STEP
         self.oom = oom_bump(
-            self.oom, mask, now, request, self.data.memory[:, j], self.stabilization
+            self.oom,
+            mask,
+            now,
+            request,
+            self.data.memory[:, j],
+            self.stabilization,
+            safest=self.safest,
         )
         return np.where(mask, self.oom.floor, np.nan)
 

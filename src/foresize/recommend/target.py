@@ -248,9 +248,12 @@ def apply_ooms(
     request: int,
     now: float,
     stabilization: float,
+    safest: float | None = None,
 ) -> OOMState:
     """Apply OOM kills newer than the state has seen: x1.2 at a kill, compounding again
-    if kills continue 2 minutes or more after the last bump; hold for `stabilization`."""
+    if kills continue 2 minutes or more after the last bump; hold for `stabilization`.
+    With `safest` (the forecast at the safest memory level, bytes) the floor after a new
+    kill is at least that: the kill ends the risk the allocation took (`oom_bump`)."""
     st = replace(state)
     events = sorted(
         (t, oom_usage[i] if i < len(oom_usage) else math.nan)
@@ -269,6 +272,8 @@ def apply_ooms(
         st.until = t + stabilization
         st.last_seen_oom = t
         st.count += 1
+    if events and safest is not None and math.isfinite(safest):
+        st.floor = max(st.floor, int(math.ceil(safest / MIB) * MIB))
     return st
 
 
@@ -331,14 +336,17 @@ def recommend_batch(requests: Sequence[TargetRequest], now: float) -> list[Recom
     fc: dict[str, np.ndarray] = {}
     model_names: dict[str, np.ndarray] = {}
     levels: dict[str, np.ndarray] = {}
+    safest: dict[str, np.ndarray] = {}
     new_states: list[dict[str, OnlineScores] | None] = [
         None if r.forecast_state is None else {} for r in reqs
     ]
     for res in RESOURCES:
-        fc[res], model_names[res], levels[res] = _forecast(reqs, rows, res, new_states, now)
+        fc[res], model_names[res], levels[res], safest[res] = _forecast(
+            reqs, rows, res, new_states, now
+        )
     results = []
     for ti, r in enumerate(reqs):
-        results.append(_finish(ti, r, rows, fc, model_names, levels, now, new_states[ti]))
+        results.append(_finish(ti, r, rows, fc, model_names, levels, safest, now, new_states[ti]))
     return results
 
 
@@ -350,11 +358,9 @@ def _forecast(reqs, rows, res, new_states, now):
     Rows sharing a horizon and levels are forecast together; targets that carry a
     forecast state use the rolling backtest, others a cold-start one.
     """
-    out = np.full(len(rows), np.nan)
-    names = np.full(len(rows), "", dtype=object)
-    chosen = np.full(len(rows), np.nan)
     if not rows:
-        return out, names, chosen
+        empty = np.full(0, np.nan)
+        return empty, np.full(0, "", dtype=object), empty, empty
     row_levels = []
     for ti, _name in rows:
         m = reqs[ti].params.model(res)
@@ -415,10 +421,15 @@ def _forecast(reqs, rows, res, new_states, now):
     out = values[idx, pick]
     names = models[idx, pick]
     chosen = all_levels[pick]
-    return out * _UNIT[res], names, chosen
+    # The forecast at each row's safest allowed level (the OOM floor after a kill).
+    top = np.array([np.searchsorted(all_levels, max(lv)) for lv in row_levels])
+    safest = values[idx, top]
+    return out * _UNIT[res], names, chosen, safest * _UNIT[res]
 
 
-def _finish(ti, r: TargetRequest, rows, fc, model_names, levels, now, fstate) -> RecommendResult:
+def _finish(
+    ti, r: TargetRequest, rows, fc, model_names, levels, safest, now, fstate
+) -> RecommendResult:
     p: RecommendParams = r.params
     suggestion = Suggestion(
         uid=p.uid, created_at=now, window_start=now, window_end=now + p.forecast_blocks
@@ -451,6 +462,7 @@ def _finish(ti, r: TargetRequest, rows, fc, model_names, levels, now, fstate) ->
                 int(cur.requests.get(MEMORY, 0)),
                 now,
                 p.stabilization_window,
+                float(safest[MEMORY][k]) if k is not None else None,
             )
         oom_out[name] = st
         new = cur.copy()
