@@ -11,6 +11,20 @@ from foresize.sim.usage import GeneratorSpec, UsageState
 from test_sim_support import container, make_sim, pods_of, workload
 
 
+def test_metrics_never_show_memory_above_the_limit():
+    """cgroups kill at the limit: the observed working set is capped there, and the
+    demand above it shows only as an OOM kill (the recommender must not see more)."""
+    sim = make_sim([workload("a")])
+    pod = pods_of(sim, "a")[0]
+    seen: list[float] = []
+    sim.on_usage(lambda now, keys, cpu, mem: seen.extend(np.asarray(mem).tolist()))
+    sim.set_usage("default", pod.name, "app", memory=1500 * MIB)  # limit 1Gi
+    sim.run(600)
+    assert sim.events.count("OOMKilled") > 0
+    assert seen and max(seen) <= 1024 * MIB
+    assert max(seen) == 1024 * MIB  # at the limit while it ran
+
+
 def test_oom_kill_above_the_memory_limit():
     sim = make_sim([workload("a")])
     pod = pods_of(sim, "a")[0]

@@ -276,18 +276,19 @@ def oom_bump(
     minutes of the last bump does not bump again (the first bump has not landed yet), but
     extends the hold. `safest` (optional, per container) is the latest forecast at the
     safest memory level (`MEMORY_RISK_LEVELS[-1]`): a kill ends the risk `allocate_risk`
-    took, because the container is in one of its bursts, so the floor is at least that
-    forecast (the burst its history knows) for the hold, not only 1.2 x what was seen.
+    took, because the container is in one of its bursts, so a bump is at least that
+    forecast (the burst its history knows), not only 1.2 x what was seen.
     """
     mask = np.asarray(mask, dtype=bool)
     base = np.fmax(np.asarray(request, dtype=np.float64), state.active_floor(now))
     if usage is not None:
         base = np.fmax(base, np.asarray(usage, dtype=np.float64))
     can_bump = mask & (now - state.last_bump >= OOM_REPEAT_SECONDS)
-    floor = np.where(can_bump, base * OOM_FACTOR, state.floor)
-    floor = np.where(mask & ~can_bump, np.fmax(state.active_floor(now), state.floor), floor)
+    bump = base * OOM_FACTOR
     if safest is not None:
-        floor = np.where(mask, np.fmax(floor, np.asarray(safest, dtype=np.float64)), floor)
+        bump = np.fmax(bump, np.asarray(safest, dtype=np.float64))
+    floor = np.where(can_bump, bump, state.floor)
+    floor = np.where(mask & ~can_bump, np.fmax(state.active_floor(now), state.floor), floor)
     return OOMArrays(
         floor=floor,
         until=np.where(mask, now + stabilization, state.until),

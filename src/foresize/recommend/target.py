@@ -252,8 +252,8 @@ def apply_ooms(
 ) -> OOMState:
     """Apply OOM kills newer than the state has seen: x1.2 at a kill, compounding again
     if kills continue 2 minutes or more after the last bump; hold for `stabilization`.
-    With `safest` (the forecast at the safest memory level, bytes) the floor after a new
-    kill is at least that: the kill ends the risk the allocation took (`oom_bump`)."""
+    With `safest` (the forecast at the safest memory level, bytes) a bump is at least
+    that: the kill ends the risk the allocation took (`oom_bump`)."""
     st = replace(state)
     events = sorted(
         (t, oom_usage[i] if i < len(oom_usage) else math.nan)
@@ -266,14 +266,14 @@ def apply_ooms(
             base = max(base, int(usage))
         if t - st.last_bump >= OOM_REPEAT_SECONDS:
             st.floor = int(math.ceil(base * OOM_FACTOR / MIB) * MIB)
+            if safest is not None and math.isfinite(safest):
+                st.floor = max(st.floor, int(math.ceil(safest / MIB) * MIB))
             st.last_bump = t
         else:
             st.floor = max(st.floor, st.active(t))
         st.until = t + stabilization
         st.last_seen_oom = t
         st.count += 1
-    if events and safest is not None and math.isfinite(safest):
-        st.floor = max(st.floor, int(math.ceil(safest / MIB) * MIB))
     return st
 
 

@@ -245,8 +245,8 @@ class SimCluster:
 
     def on_usage(self, fn: UsageObserver) -> None:
         """Observe every usage step: fn(now, keys, cpu_cores, memory_bytes) over running
-        containers (`keys` is an object array of `ContainerKey`; cpu is what cgroups
-        report, i.e. capped at the limit)."""
+        containers (`keys` is an object array of `ContainerKey`; cpu and memory are what
+        cgroups report: capped at the limit, a working set above it is an OOM kill)."""
         self._observers.append(fn)
 
     def _start(self) -> None:
@@ -1189,8 +1189,11 @@ class SimCluster:
             u.cpu_demand[idx] = cpu
             u.cpu_used[idx] = used
             u.mem[idx] = mem
+            # Metrics never show a working set above the memory limit: the cgroup kills
+            # the container at the limit (the kill is reported on its own, as OOMKilled).
+            seen = np.minimum(mem, u.mem_lim[idx])
             for obs in self._observers:
-                obs(t, keys, used, mem)
+                obs(t, keys, used, seen)
             if self.hpas:
                 # What the metrics API reports for Ready pods, per workload (HPA input).
                 wl, rdy = u.wl[idx], u.ready[idx]
