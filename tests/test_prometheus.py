@@ -26,6 +26,7 @@ from typer.testing import CliRunner
 
 from foresize.history.prometheus import PrometheusReader, workload_of_pod
 from foresize.history.traces import read_bitbrains, resample_max
+from foresize.recommend.core import MEMORY_RISK_LEVELS
 
 pytestmark = pytest.mark.prometheus
 
@@ -229,6 +230,7 @@ def test_recommend_from_prometheus_matches_the_same_samples_read_from_files(prom
             k: v for k, v in y.items() if k not in strip
         }
         assert x["cpu_millicores"] > 0 and x["memory_bytes"] > 0 and x["enough_data"]
+        assert x["memory_level"] in MEMORY_RISK_LEVELS  # the risk allocation's level
 
 
 def test_table_output_and_bad_input(prom):
@@ -241,6 +243,7 @@ def test_table_output_and_bad_input(prom):
     )
     assert out.exit_code == 0, out.output
     assert "cpu request" in out.stdout and "bitbrains" in out.stdout
+    assert "memory level" in out.stdout and "p99." in out.stdout
     bad = runner.invoke(app, ["recommend", "--prometheus", url, "--format", "xml"])
     assert bad.exit_code != 0 and "--format" in str(bad.exception)
 

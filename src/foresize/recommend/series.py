@@ -31,6 +31,7 @@ class Recommendation:
     throttled_share: float | None = None
     cpu_model: str = ""
     memory_model: str = ""
+    memory_level: float | None = None  # the quantile memory was sized at (risk allocation)
 
 
 def recommend_series(
@@ -137,6 +138,7 @@ def recommend_series(
             float(np.nanmean(throttled[1])) if throttled is not None and len(throttled[1]) else None
         )
         models = result.models.get(name, {})
+        level = result.quantiles.get(name, {}).get(MEMORY)
         rows.append(
             Recommendation(
                 namespace=s.key.namespace,
@@ -157,6 +159,7 @@ def recommend_series(
                 throttled_share=share,
                 cpu_model=models.get(CPU, ""),
                 memory_model=models.get(MEMORY, ""),
+                memory_level=level if mem_b else None,
             )
         )
     return rows
