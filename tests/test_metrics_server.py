@@ -224,6 +224,51 @@ def test_history_becomes_a_bounded_suggestion(days, enough):
     assert again.status["vertical_suggestion"]["uid"] == write.status["vertical_suggestion"]["uid"]
 
 
+def test_suggestions_price_memory_risk_against_the_whole_fleet():
+    """The suggestion state keeps every target's memory forecast at its mode's level; the
+    fleet's mean is the risk allocation's reference for the targets due this round, and
+    targets that left the cluster drop out of it."""
+    from foresize.api.quantity import to_bytes
+    from foresize.kube.suggest import SuggestionState
+
+    history = UsageHistory(step=60.0)
+    sink = HistorySink(history)
+    sink.add_samples(crane_samples(2.0))
+    # One spike of 12 GiB just now: this container's high memory levels lie far apart.
+    sink.add_samples([Sample(NOW, "shop", "web", "web-7d9f8-aaaaa", "app", 0.1, 12 * 2**30)])
+    ref = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}
+
+    def target(name: str, mode: str) -> dict:
+        return {
+            "apiVersion": "foresize.io/v1",
+            "kind": "AIScaleTarget",
+            "metadata": {"name": name, "namespace": "shop", "uid": f"t-{name}"},
+            "spec": {"scaleTargetRef": ref, "vertical": {"mode": mode}},
+        }
+
+    state = state_with_workload()
+    state.apply_event("AIScaleTarget", "ADDED", target("web", "recommendation"))
+    state.apply_event("AIScaleTarget", "ADDED", target("big", "observe"))
+    snap = state.snapshot(NOW)
+
+    def memory(sstate: SuggestionState) -> int:
+        (write,) = plan_suggestions(snap, history, NOW, state=sstate)
+        (entry,) = write.status["vertical_suggestion"]["containers"]
+        return to_bytes(entry["requests"]["memory"])
+
+    alone = SuggestionState()
+    own = memory(alone)
+    assert set(alone.memory_at_mode) == {"shop/web/app"}
+    assert alone.memory_at_mode["shop/web/app"] > 0
+    # A fleet of far larger containers makes this one's protection cheap: it buys safety;
+    # a fleet of tiny ones makes it expensive: it takes the cheapest level.
+    rich = memory(SuggestionState(memory_at_mode={"shop/big/app": 1e15}))
+    poor_state = SuggestionState(memory_at_mode={"shop/big/app": 1.0, "shop/gone/app": 1e15})
+    poor = memory(poor_state)
+    assert poor <= own <= rich and poor < rich
+    assert "shop/gone/app" not in poor_state.memory_at_mode  # that target left the cluster
+
+
 def test_samples_persist_in_the_sqlite_store_across_a_restart(tmp_path):
     from foresize.history.sqlite import HistoryStore
 

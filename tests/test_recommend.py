@@ -578,3 +578,22 @@ def test_recommend_batch_lifts_a_killed_container_to_its_safest_level():
     lifted = b[-1].suggestion.containers["app"].requests["memory"]
     assert low < 2 * GIB
     assert lifted >= 11 * GIB  # the spike its history knows, not 1.2 x 400 MiB
+
+
+def test_a_fleet_reference_given_by_the_caller_prices_the_risk():
+    """`memory_reference` stands for the fleet when it is recommended in parts: the same
+    container takes the safest level against a fleet of far larger containers and the
+    cheapest against a fleet of tiny ones; `at_mode` reports its mode-level forecast."""
+    rng = np.random.default_rng(6)
+    n = 288 * 8
+    spiky = 300 * MIB * (1 + 0.05 * rng.random(n))
+    spiky[-1] = 12 * GIB
+    h = ContainerHistory(np.full(n, 0.5), spiky, NOW - n * 300.0)
+    req = TargetRequest(RecommendParams(), {"app": h}, {"app": res(500, GIB)}, None, {})
+    (alone,) = recommend_batch([req], NOW)
+    (rich,) = recommend_batch([req], NOW, memory_reference=1e15)
+    (poor,) = recommend_batch([req], NOW, memory_reference=1.0)
+    assert rich.quantiles["app"]["memory"] == MEMORY_RISK_LEVELS[-1]
+    assert poor.quantiles["app"]["memory"] == MEMORY_RISK_LEVELS[0]
+    assert poor.forecasts["app"]["memory"] < alone.forecasts["app"]["memory"]
+    assert alone.at_mode["app"] > 0

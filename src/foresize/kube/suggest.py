@@ -56,6 +56,10 @@ class SuggestionState:
 
     oom: dict[str, Any] = field(default_factory=dict)
     forecast: dict[str, Any] = field(default_factory=dict)
+    # "ns/target/container" -> memory forecast at the mode's level (bytes), from the
+    # target's latest round: the fleet's mean is the memory risk allocation's reference,
+    # so targets due in different rounds are priced against the same fleet.
+    memory_at_mode: dict[str, float] = field(default_factory=dict)
 
 
 def plan_suggestions(
@@ -98,9 +102,20 @@ def plan_suggestions(
         requests.append(
             TargetRequest(target, histories, current, state.oom.get(key), state.forecast.get(key))
         )
-    # One batch for every due target: memory risk is allocated across all of them.
-    results = recommend_batch(requests, now) if requests else []
+    # One batch for every due target, priced against the whole fleet of the shard (the
+    # latest mode-level memory forecast of every target still here).
+    present = {
+        f"{_get(t, 'metadata', 'namespace')}/{_get(t, 'metadata', 'name')}"
+        for t in snapshot.targets
+    }
+    for k in [k for k in state.memory_at_mode if k.rsplit("/", 1)[0] not in present]:
+        del state.memory_at_mode[k]
+    fleet = list(state.memory_at_mode.values())
+    reference = sum(fleet) / len(fleet) if fleet else None
+    results = recommend_batch(requests, now, memory_reference=reference) if requests else []
     for (key, ns, name, mode, containers), result in zip(due_targets, results, strict=True):
+        for cname, value in result.at_mode.items():
+            state.memory_at_mode[f"{key}/{cname}"] = value
         state.oom[key] = result.oom_state
         if result.forecast_state is not None:
             state.forecast[key] = result.forecast_state

@@ -112,6 +112,7 @@ def allocate_risk(
     levels: np.ndarray,
     mode_q: np.ndarray,
     price: float = RISK_PRICE,
+    reference: float | None = None,
 ) -> np.ndarray:
     """Per row, the index into `levels` to size at: memory risk goes where it saves most.
 
@@ -125,7 +126,8 @@ def allocate_risk(
         value(level) + price x reference x (1 - level) / (1 - mode_q)
 
     where reference is the mean of the rows' forecasts at their mode's level (what uniform
-    sizing would reserve for an average container of the fleet). A row whose coverage
+    sizing would reserve for an average container of the fleet), or the `reference` given
+    (a caller that recommends its fleet in parts keeps the whole fleet's mean). A row whose coverage
     costs about the fleet's average stays at its mode; cheap ones buy safety, and only
     containers whose protection costs more than the fleet's average container take more
     risk. Scale free: multiplying every value by a constant changes nothing.
@@ -135,9 +137,10 @@ def allocate_risk(
     mode_q = np.asarray(mode_q, dtype=np.float64)
     own = np.argmin(np.abs(levels[None, :] - mode_q[:, None]), axis=1)
     at_mode = values[np.arange(len(own)), own]
-    if not np.isfinite(at_mode).any():
-        return own
-    reference = float(np.nanmean(at_mode))
+    if reference is None or not np.isfinite(reference) or reference <= 0:
+        if not np.isfinite(at_mode).any():
+            return own
+        reference = float(np.nanmean(at_mode))
     penalty = price * reference * (1.0 - levels)[None, :] / (1.0 - mode_q)[:, None]
     cost = np.where(np.isfinite(values), values + penalty, np.inf)
     best = np.argmin(cost, axis=1)

@@ -230,6 +230,9 @@ class RecommendResult:
     models: dict[str, dict[str, str]] = field(default_factory=dict)
     # container -> resource -> the quantile sized at (memory: after `allocate_risk`)
     quantiles: dict[str, dict[str, float]] = field(default_factory=dict)
+    # container -> memory forecast at the mode's own level (bytes): what uniform sizing
+    # would reserve; the operator's fleet mean of these is the next `memory_reference`
+    at_mode: dict[str, float] = field(default_factory=dict)
     # container -> resource -> whether the suggestion differs beyond hysteresis
     changed: dict[str, dict[str, bool]] = field(default_factory=dict)
 
@@ -311,13 +314,17 @@ def recommend_target(
     return recommend_batch([req], now)[0]
 
 
-def recommend_batch(requests: Sequence[TargetRequest], now: float) -> list[RecommendResult]:
+def recommend_batch(
+    requests: Sequence[TargetRequest], now: float, *, memory_reference: float | None = None
+) -> list[RecommendResult]:
     """`recommend_target` for many targets with one vectorised forecast per resource.
 
     Under a named mode, memory is sized at the level `allocate_risk` gives each container
     among all the containers of the batch (cheap protection is bought, expensive protection
-    is sold), so the operator and the simulator pass their whole fleet in one call; a
-    single target allocates among its own containers."""
+    is sold), so the simulator passes its whole fleet in one call; a single target
+    allocates among its own containers. `memory_reference` (bytes) overrides the fleet's
+    average memory at the mode's level when the fleet is recommended in parts (the operator
+    keeps it from earlier passes: `RecommendResult.at_mode`)."""
     reqs = [
         replace(
             r,
@@ -337,20 +344,23 @@ def recommend_batch(requests: Sequence[TargetRequest], now: float) -> list[Recom
     model_names: dict[str, np.ndarray] = {}
     levels: dict[str, np.ndarray] = {}
     safest: dict[str, np.ndarray] = {}
+    at_mode: dict[str, np.ndarray] = {}
     new_states: list[dict[str, OnlineScores] | None] = [
         None if r.forecast_state is None else {} for r in reqs
     ]
     for res in RESOURCES:
-        fc[res], model_names[res], levels[res], safest[res] = _forecast(
-            reqs, rows, res, new_states, now
+        fc[res], model_names[res], levels[res], safest[res], at_mode[res] = _forecast(
+            reqs, rows, res, new_states, now, memory_reference
         )
     results = []
     for ti, r in enumerate(reqs):
-        results.append(_finish(ti, r, rows, fc, model_names, levels, safest, now, new_states[ti]))
+        results.append(
+            _finish(ti, r, rows, fc, model_names, levels, safest, at_mode, now, new_states[ti])
+        )
     return results
 
 
-def _forecast(reqs, rows, res, new_states, now):
+def _forecast(reqs, rows, res, new_states, now, memory_reference=None):
     """Forecast every (target, container) row for `res` at its mode's levels, then pick
     one level per row: the mode's quantile, or for memory under a named mode the level
     `allocate_risk` gives it among the rows of the whole batch.
@@ -360,7 +370,7 @@ def _forecast(reqs, rows, res, new_states, now):
     """
     if not rows:
         empty = np.full(0, np.nan)
-        return empty, np.full(0, "", dtype=object), empty, empty
+        return empty, np.full(0, "", dtype=object), empty, empty, empty
     row_levels = []
     for ti, _name in rows:
         m = reqs[ti].params.model(res)
@@ -416,19 +426,21 @@ def _forecast(reqs, rows, res, new_states, now):
                 models[k, cols] = names_all[i]
     mode_q = np.array([reqs[ti].params.model(res).quantile(res) for ti, _ in rows])
     own = np.searchsorted(all_levels, mode_q)
-    pick = allocate_risk(values, all_levels, mode_q) if res == MEMORY else own
     idx = np.arange(len(rows))
+    ref = memory_reference / _UNIT[res] if memory_reference else None
+    pick = allocate_risk(values, all_levels, mode_q, reference=ref) if res == MEMORY else own
     out = values[idx, pick]
     names = models[idx, pick]
     chosen = all_levels[pick]
     # The forecast at each row's safest allowed level (the OOM floor after a kill).
     top = np.array([np.searchsorted(all_levels, max(lv)) for lv in row_levels])
     safest = values[idx, top]
-    return out * _UNIT[res], names, chosen, safest * _UNIT[res]
+    at_mode = values[idx, own]
+    return out * _UNIT[res], names, chosen, safest * _UNIT[res], at_mode * _UNIT[res]
 
 
 def _finish(
-    ti, r: TargetRequest, rows, fc, model_names, levels, safest, now, fstate
+    ti, r: TargetRequest, rows, fc, model_names, levels, safest, at_mode, now, fstate
 ) -> RecommendResult:
     p: RecommendParams = r.params
     suggestion = Suggestion(
@@ -438,6 +450,7 @@ def _finish(
     forecasts: dict[str, dict[str, float]] = {}
     models: dict[str, dict[str, str]] = {}
     quantiles: dict[str, dict[str, float]] = {}
+    mode_values: dict[str, float] = {}
     changed: dict[str, dict[str, bool]] = {}
     enough_all = True
     index = {(t, n): k for k, (t, n) in enumerate(rows)}
@@ -474,6 +487,8 @@ def _finish(
             forecasts[name][res] = value
             models[name][res] = str(model_names[res][k])
             quantiles[name][res] = float(levels[res][k])
+            if res == MEMORY and np.isfinite(at_mode[res][k]):
+                mode_values[name] = float(at_mode[res][k])
             m = p.model(res)
             floor = st.active(now) if res == MEMORY else 0
             if not np.isfinite(value) or not enough:
@@ -513,6 +528,7 @@ def _finish(
         forecasts=forecasts,
         models=models,
         quantiles=quantiles,
+        at_mode=mode_values,
         changed=changed,
     )
 
