@@ -3,6 +3,8 @@ OOM remediation and QoS preservation (pure functions)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -597,3 +599,7 @@ def test_a_fleet_reference_given_by_the_caller_prices_the_risk():
     assert poor.quantiles["app"]["memory"] == MEMORY_RISK_LEVELS[0]
     assert poor.forecasts["app"]["memory"] < alone.forecasts["app"]["memory"]
     assert alone.at_mode["app"] > 0
+    # Off for forecasts that are not one container's request (a workload's total).
+    fixed = replace(req, params=RecommendParams(allocate_memory_risk=False))
+    (own,) = recommend_batch([fixed], NOW, memory_reference=1.0)
+    assert own.quantiles["app"]["memory"] == mode_quantile("balanced", "memory")

@@ -182,6 +182,7 @@ def horizontal_forecasts(
             percentile_value=getattr(model, "percentile_value", None),
             buffer_percentage=float(getattr(model, "forecast_buffer_percentage", 0.0) or 0.0),
             min_lookback=float(getattr(model, "min_lookback_to_scale", 86400.0) or 86400.0),
+            allocate_memory_risk=False,  # a workload's total, at the mode's own quantile
         )
         if not row.enough_data:
             continue  # no autonomous scaling before min_lookback_to_scale

@@ -45,11 +45,14 @@ def recommend_series(
     throttling: dict[Any, tuple[Any, Any]] | None = None,
     stabilization: float = 3600.0,
     now: float | None = None,
+    allocate_memory_risk: bool = True,
 ) -> list[Recommendation]:
     """Recommendations for TraceSeries through the recommender's entry point
     (`foresize.recommend.target.recommend_batch`): each series is one container on the
     5-minute model grid (max per bucket) over the last 14 days before `now` (default: the
-    newest sample), with its OOM kills; no bounds (nothing is known of the workload)."""
+    newest sample), with its OOM kills; no bounds (nothing is known of the workload).
+    Memory risk is allocated across the series (`allocate_risk`) unless
+    `allocate_memory_risk` is false (series that are not one container's request)."""
     import numpy as np
 
     from foresize.api.quantity import CPU, MEMORY, MIB, format_bytes, format_cpu
@@ -82,6 +85,7 @@ def recommend_series(
         memory=resource_model,
         min_lookback_to_scale=min_lookback,
         stabilization_window=stabilization,
+        allocate_memory_risk=allocate_memory_risk,
     )
     oom_kills = oom_kills or {}
     throttling = throttling or {}

@@ -104,6 +104,9 @@ class RecommendParams:
     oom_enabled: bool = True
     stabilization_window: float = DEFAULT_STABILIZATION
     memory_stabilization: float = DEFAULT_MEMORY_STABILIZATION
+    # Memory risk allocated across the batch (`allocate_risk`); off for forecasts that
+    # are not one container's request (a workload's total for the horizontal planner).
+    allocate_memory_risk: bool = True
 
     def model(self, resource: str) -> ResourceModel:
         return self.cpu if resource == CPU else self.memory
@@ -373,8 +376,12 @@ def _forecast(reqs, rows, res, new_states, now, memory_reference=None):
         return empty, np.full(0, "", dtype=object), empty, empty, empty
     row_levels = []
     for ti, _name in rows:
-        m = reqs[ti].params.model(res)
-        row_levels.append(risk_levels(m.mode, res, m.percentile_value))
+        p = reqs[ti].params
+        m = p.model(res)
+        if p.allocate_memory_risk:
+            row_levels.append(risk_levels(m.mode, res, m.percentile_value))
+        else:
+            row_levels.append((m.quantile(res),))
     all_levels = np.array(sorted({q for lv in row_levels for q in lv}))
     values = np.full((len(rows), len(all_levels)), np.nan)
     models = np.full((len(rows), len(all_levels)), "", dtype=object)
