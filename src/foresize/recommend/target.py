@@ -343,27 +343,25 @@ def recommend_batch(
         for name in r.current:
             if name in r.histories:
                 rows.append((ti, name))
-    fc: dict[str, np.ndarray] = {}
-    model_names: dict[str, np.ndarray] = {}
-    levels: dict[str, np.ndarray] = {}
-    safest: dict[str, np.ndarray] = {}
-    at_mode: dict[str, np.ndarray] = {}
     new_states: list[dict[str, OnlineScores] | None] = [
         None if r.forecast_state is None else {} for r in reqs
     ]
-    for res in RESOURCES:
-        fc[res], model_names[res], levels[res], safest[res], at_mode[res] = _forecast(
-            reqs, rows, res, new_states, now, memory_reference
-        )
-    results = []
-    for ti, r in enumerate(reqs):
-        results.append(
-            _finish(ti, r, rows, fc, model_names, levels, safest, at_mode, now, new_states[ti])
-        )
-    return results
+    fc = {res: _forecast(reqs, rows, res, new_states, now, memory_reference) for res in RESOURCES}
+    return [_finish(ti, r, rows, fc, now, new_states[ti]) for ti, r in enumerate(reqs)]
 
 
-def _forecast(reqs, rows, res, new_states, now, memory_reference=None):
+@dataclass(slots=True)
+class _RowForecasts:
+    """Per (target, container) row of a batch, for one resource (canonical units)."""
+
+    value: np.ndarray  # the forecast at the level the row is sized at
+    model: np.ndarray  # the model that gave it
+    level: np.ndarray  # that level (the mode's quantile, or the allocated memory level)
+    safest: np.ndarray  # the forecast at the row's safest allowed level (OOM bump floor)
+    at_mode: np.ndarray  # the forecast at the mode's own level (the fleet reference)
+
+
+def _forecast(reqs, rows, res, new_states, now, memory_reference=None) -> _RowForecasts:
     """Forecast every (target, container) row for `res` at its mode's levels, then pick
     one level per row: the mode's quantile, or for memory under a named mode the level
     `allocate_risk` gives it among the rows of the whole batch.
@@ -373,7 +371,7 @@ def _forecast(reqs, rows, res, new_states, now, memory_reference=None):
     """
     if not rows:
         empty = np.full(0, np.nan)
-        return empty, np.full(0, "", dtype=object), empty, empty, empty
+        return _RowForecasts(empty, np.full(0, "", dtype=object), empty, empty, empty)
     row_levels = []
     for ti, _name in rows:
         p = reqs[ti].params
@@ -436,18 +434,19 @@ def _forecast(reqs, rows, res, new_states, now, memory_reference=None):
     idx = np.arange(len(rows))
     ref = memory_reference / _UNIT[res] if memory_reference else None
     pick = allocate_risk(values, all_levels, mode_q, reference=ref) if res == MEMORY else own
-    out = values[idx, pick]
-    names = models[idx, pick]
-    chosen = all_levels[pick]
-    # The forecast at each row's safest allowed level (the OOM floor after a kill).
     top = np.array([np.searchsorted(all_levels, max(lv)) for lv in row_levels])
-    safest = values[idx, top]
-    at_mode = values[idx, own]
-    return out * _UNIT[res], names, chosen, safest * _UNIT[res], at_mode * _UNIT[res]
+    unit = _UNIT[res]
+    return _RowForecasts(
+        value=values[idx, pick] * unit,
+        model=models[idx, pick],
+        level=all_levels[pick],
+        safest=values[idx, top] * unit,
+        at_mode=values[idx, own] * unit,
+    )
 
 
 def _finish(
-    ti, r: TargetRequest, rows, fc, model_names, levels, safest, at_mode, now, fstate
+    ti, r: TargetRequest, rows, fc: dict[str, _RowForecasts], now, fstate
 ) -> RecommendResult:
     p: RecommendParams = r.params
     suggestion = Suggestion(
@@ -482,7 +481,7 @@ def _finish(
                 int(cur.requests.get(MEMORY, 0)),
                 now,
                 p.stabilization_window,
-                float(safest[MEMORY][k]) if k is not None else None,
+                float(fc[MEMORY].safest[k]) if k is not None else None,
             )
         oom_out[name] = st
         new = cur.copy()
@@ -490,12 +489,12 @@ def _finish(
         for res in RESOURCES:
             if k is None:
                 continue
-            value = float(fc[res][k])
+            value = float(fc[res].value[k])
             forecasts[name][res] = value
-            models[name][res] = str(model_names[res][k])
-            quantiles[name][res] = float(levels[res][k])
-            if res == MEMORY and np.isfinite(at_mode[res][k]):
-                mode_values[name] = float(at_mode[res][k])
+            models[name][res] = str(fc[res].model[k])
+            quantiles[name][res] = float(fc[res].level[k])
+            if res == MEMORY and np.isfinite(fc[res].at_mode[k]):
+                mode_values[name] = float(fc[res].at_mode[k])
             m = p.model(res)
             floor = st.active(now) if res == MEMORY else 0
             if not np.isfinite(value) or not enough:
