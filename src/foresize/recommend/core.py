@@ -127,10 +127,11 @@ def allocate_risk(
 
     where reference is the mean of the rows' forecasts at their mode's level (what uniform
     sizing would reserve for an average container of the fleet), or the `reference` given
-    (a caller that recommends its fleet in parts keeps the whole fleet's mean). A row whose coverage
-    costs about the fleet's average stays at its mode; cheap ones buy safety, and only
-    containers whose protection costs more than the fleet's average container take more
-    risk. Scale free: multiplying every value by a constant changes nothing.
+    (a caller that recommends its fleet in parts keeps the whole fleet's mean). A row
+    whose coverage costs about the fleet's average stays at its mode; cheap ones buy
+    safety, and only containers whose protection costs more than the fleet's average
+    container take more risk. Scale free: multiplying every value by a constant changes
+    nothing.
     """
     values = np.asarray(values, dtype=np.float64)
     levels = np.asarray(levels, dtype=np.float64)
