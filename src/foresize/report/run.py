@@ -45,17 +45,12 @@ def run_policy(
     chunk: float = 3600.0,
 ) -> PolicyRun:
     """Simulate `scenario` under `policy` for `duration` seconds, recording as it goes."""
-    from foresize.sim.runner import build
+    from foresize.sim.runner import build, run_for
 
     sim = build(scenario, policy=policy, seed=seed, step=step)
     recorder = UsageRecorder(sim).install()
     sampler = NodeGapSampler(sim, interval=gap_every).install()
-    t = 0.0
-    while t < duration:
-        t = min(duration, t + chunk)
-        sim.run_until(t)
-        if progress is not None:
-            progress(t)
+    run_for(sim, duration, progress=progress, chunk=chunk)
     return PolicyRun(
         policy=policy,
         summary=sim.summary(policy=policy),

@@ -32,10 +32,22 @@ def simulate(
 ) -> tuple[SimCluster, dict[str, Any]]:
     """Run `scenario` for `duration` seconds; `progress(now)` is called every `chunk`."""
     sim = build(scenario, policy=policy, seed=seed, step=step)
+    run_for(sim, duration, progress=progress, chunk=chunk)
+    return sim, sim.summary(policy=policy)
+
+
+def run_for(
+    sim: SimCluster,
+    duration: float,
+    *,
+    progress: Callable[[float], None] | None = None,
+    chunk: float = 3600.0,
+) -> None:
+    """Run `sim` from 0 to `duration` seconds in steps of `chunk`, calling `progress(now)`
+    after each."""
     t = 0.0
     while t < duration:
         t = min(duration, t + chunk)
         sim.run_until(t)
         if progress is not None:
             progress(t)
-    return sim, sim.summary(policy=policy)
