@@ -51,6 +51,14 @@ DEFAULT_MIN_LOOKBACK = 86400.0
 """The API default of `min_lookback_to_scale` (24 h): no autonomous action before."""
 
 
+def _suggestion_uid(containers: dict[str, ContainerSuggestion]) -> str:
+    """A suggestion's content-addressed uid: the same requests give the same uid, so an
+    unchanged recommendation is not published again."""
+    return hashlib.sha1(
+        repr(sorted((n, sorted(c.requests.items())) for n, c in containers.items())).encode()
+    ).hexdigest()[:12]
+
+
 class Recommender(Protocol):
     """What the operator needs from a recommender (amounts canonical: millicores, bytes)."""
 
@@ -371,11 +379,7 @@ class ForesizeRecommender:
                         if r in cs.limits:
                             lim[r] = cs.limits[r]
                 containers[cname] = ContainerSuggestion(cname, req, lim)
-            uid = hashlib.sha1(
-                repr(
-                    sorted((n, sorted(c.requests.items())) for n, c in containers.items())
-                ).encode()
-            ).hexdigest()[:12]
+            uid = _suggestion_uid(containers)
             out[tkey] = Suggestion(uid, now, containers, now, now + res.suggestion.window_end - now)
         return out
 
@@ -685,11 +689,7 @@ class SimOperator:
                 containers[cname] = self._container_suggestion(tkey, cname, r, prev)
             if not containers:
                 continue
-            uid = hashlib.sha1(
-                repr(
-                    sorted((n, sorted(c.requests.items())) for n, c in containers.items())
-                ).encode()
-            ).hexdigest()[:12]
+            uid = _suggestion_uid(containers)
             if prev is not None and prev.uid == uid:
                 continue
             self.set_suggestion(
