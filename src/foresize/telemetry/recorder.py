@@ -208,35 +208,40 @@ class ChangeRecorder:
 
     def _scale(self, action: PatchScale, result: ActionResult) -> list[EmitEvent]:
         self._log("scale", action, result, replicas=action.replicas)
-        ns, name = _split(action.target) if action.target else (action.namespace, "")
-        reason, msg = (
+        return self._workload_events(
+            action,
             ("Scaled", f"{action.kind}/{action.name} scaled to {action.replicas} replicas")
             if result.ok
             else (
                 "ScaleFailed",
                 f"scale of {action.kind}/{action.name} to {action.replicas} failed "
                 f"({result.code}): {result.message}",
-            )
+            ),
+            result.ok,
         )
-        kind_type = "Normal" if result.ok else "Warning"
-        events = [EmitEvent(action.namespace, action.kind, action.name, reason, msg, kind_type)]
-        if name:
-            events.append(EmitEvent(ns, "AIScaleTarget", name, reason, msg, kind_type))
-        return events
 
     def _restart(self, action: RestartWorkload, result: ActionResult) -> list[EmitEvent]:
         self._log("restart", action, result, restart_reason=action.reason)
-        ns, name = _split(action.target) if action.target else (action.namespace, "")
-        reason, msg = (
+        return self._workload_events(
+            action,
             ("WorkloadRestarted", f"{action.kind}/{action.name} restarted ({action.reason})")
             if result.ok
             else (
                 "RestartFailed",
                 f"restart of {action.kind}/{action.name} failed ({result.code}): {result.message}",
-            )
+            ),
+            result.ok,
         )
-        kind_type = "Normal" if result.ok else "Warning"
+
+    @staticmethod
+    def _workload_events(
+        action: PatchScale | RestartWorkload, what: tuple[str, str], ok: bool
+    ) -> list[EmitEvent]:
+        """The outcome Event on the workload, and the same on its target if it has one."""
+        reason, msg = what
+        kind_type = "Normal" if ok else "Warning"
         events = [EmitEvent(action.namespace, action.kind, action.name, reason, msg, kind_type)]
+        ns, name = _split(action.target)
         if name:
             events.append(EmitEvent(ns, "AIScaleTarget", name, reason, msg, kind_type))
         return events
