@@ -35,7 +35,7 @@ import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -90,6 +90,7 @@ AdmissionHook = Callable[[Pod, Workload | None, float], Pod]
 ScaleHook = Callable[[Workload, int, float], int]
 UsageObserver = Callable[[float, np.ndarray, np.ndarray, np.ndarray], None]
 Periodic = Callable[["SimCluster", float], None]
+_T = TypeVar("_T")
 
 RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
 EVICTION_MESSAGE = "Cannot evict pod as it would violate the pod's disruption budget."
@@ -100,6 +101,18 @@ MANY_PDBS_MESSAGE = (
 HARD_EVICTION_MEMORY = 100 * MIB  # kubelet default memory.available<100Mi
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _QOS_RANK = {"BestEffort": 0, "Burstable": 1, "Guaranteed": 2}
+
+
+def _budget_refusal(message: str, retry_after_seconds: float | None = None) -> ActionResult:
+    """The Eviction API's 429 for a PodDisruptionBudget, its cause saying why."""
+    return ActionResult(
+        False,
+        429,
+        "TooManyRequests",
+        EVICTION_MESSAGE,
+        ({"type": "DisruptionBudget", "message": message},),
+        retry_after_seconds=retry_after_seconds,
+    )
 
 
 def _rfc3339(t: float) -> str:
@@ -356,22 +369,25 @@ class SimCluster:
         used[1] += meta.charge[1]
 
     # ------------------------------------------------------------------ copy-on-write
+    def _writable(
+        self, objects: dict[str, _T], epochs: dict[str, int], key: str, clone: Callable[[_T], _T]
+    ) -> _T:
+        """`objects[key]`, safe to mutate: cloned once after each snapshot, since the
+        snapshot may hold the old object."""
+        obj = objects[key]
+        if epochs.get(key, -1) < self._epoch:
+            obj = clone(obj)
+            objects[key] = obj
+            epochs[key] = self._epoch
+        return obj
+
     def _w(self, key: str) -> Pod:
-        """The pod `key`, safe to mutate (cloned if a snapshot may hold it)."""
-        pod = self.pods[key]
-        if self._pod_epoch.get(key, -1) < self._epoch:
-            pod = clone_pod(pod)
-            self.pods[key] = pod
-            self._pod_epoch[key] = self._epoch
-        return pod
+        """The pod `key`, safe to mutate."""
+        return self._writable(self.pods, self._pod_epoch, key, clone_pod)
 
     def _ww(self, key: str) -> Workload:
-        wl = self.workloads[key]
-        if self._wl_epoch.get(key, -1) < self._epoch:
-            wl = clone_workload(wl)
-            self.workloads[key] = wl
-            self._wl_epoch[key] = self._epoch
-        return wl
+        """The workload `key`, safe to mutate."""
+        return self._writable(self.workloads, self._wl_epoch, key, clone_workload)
 
     # ------------------------------------------------------------------ snapshot
     def snapshot(self) -> ClusterSnapshot:
@@ -859,9 +875,19 @@ class SimCluster:
         meta.slots = []
         self._active_idx = None
 
-    def _become_ready(self, key: str, uid: str) -> None:
+    def _still_running(self, key: str, uid: str) -> bool:
+        """A scheduled event for pod `key` (uid `uid`) still applies: the same pod is
+        Running and not terminating."""
         pod = self.pods.get(key)
-        if pod is None or pod.uid != uid or pod.phase != "Running" or pod.deletion_time is not None:
+        return (
+            pod is not None
+            and pod.uid == uid
+            and pod.phase == "Running"
+            and pod.deletion_time is None
+        )
+
+    def _become_ready(self, key: str, uid: str) -> None:
+        if not self._still_running(key, uid):
             return
         meta = self.meta[key]
         if meta.ready or any(self.usage.down_until[s] > self.now for s in meta.slots):
@@ -954,8 +980,7 @@ class SimCluster:
             self.at(self.now, self._kubelet_sync, pod.node_name)
 
     def _job_pod_done(self, key: str, uid: str) -> None:
-        pod = self.pods.get(key)
-        if pod is None or pod.uid != uid or pod.phase != "Running" or pod.deletion_time is not None:
+        if not self._still_running(key, uid):
             return
         meta = self.meta[key]
         if meta.top is not None:
@@ -1873,18 +1898,9 @@ class SimCluster:
             if pdbs:
                 pdb = pdbs[0]
                 if pdb.observed_generation < pdb.generation:
-                    res = ActionResult(
-                        False,
-                        429,
-                        "TooManyRequests",
-                        EVICTION_MESSAGE,
-                        (
-                            {
-                                "type": "DisruptionBudget",
-                                "message": f"The disruption budget {pdb.spec.name} "
-                                "is still being processed by the server.",
-                            },
-                        ),
+                    res = _budget_refusal(
+                        f"The disruption budget {pdb.spec.name} "
+                        "is still being processed by the server.",
                         retry_after_seconds=10,
                     )
                     return self._refuse_eviction(key, a.target, res)
@@ -1897,19 +1913,10 @@ class SimCluster:
                     else status.current_healthy >= status.desired_healthy
                 )
                 if not allowed:
-                    res = ActionResult(
-                        False,
-                        429,
-                        "TooManyRequests",
-                        EVICTION_MESSAGE,
-                        (
-                            {
-                                "type": "DisruptionBudget",
-                                "message": f"The disruption budget {pdb.spec.name} needs "
-                                f"{status.desired_healthy} healthy pods and has "
-                                f"{status.current_healthy} currently",
-                            },
-                        ),
+                    res = _budget_refusal(
+                        f"The disruption budget {pdb.spec.name} needs "
+                        f"{status.desired_healthy} healthy pods and has "
+                        f"{status.current_healthy} currently"
                     )
                     return self._refuse_eviction(key, a.target, res)
         self._count(meta.top, "evictions")
