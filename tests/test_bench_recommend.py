@@ -131,15 +131,26 @@ def test_cli_json_keys_on_real_crane_trace(tmp_path):
 
 
 def test_cli_errors_are_clear(tmp_path):
-    res = CliRunner().invoke(
-        app, ["bench", "recommend", "--traces", str(tmp_path / "none"), "--format", "crane"]
+    from foresize.errors import ForesizeError
+
+    # A ForesizeError is what `foresize.cli.main` turns into one line and exit status 2;
+    # anything else would be a traceback.
+    none = str(tmp_path / "none")
+    canonical = tmp_path / "t.csv"
+    canonical.write_text(
+        "timestamp,namespace,workload,pod,container,cpu_cores,memory_bytes\n"
+        + "".join(f"{300 * i},shop,web,web-1,app,0.5,1000000\n" for i in range(300))
     )
-    assert res.exit_code != 0
-    res = CliRunner().invoke(
-        app,
-        ["bench", "recommend", "--traces", str(tmp_path), "--format", "crane", "--modes", "x"],
-    )
-    assert res.exit_code != 0
+    for args, needle in (
+        (["--traces", none, "--format", "crane"], f"{none}: no such trace file or folder"),
+        (["--traces", str(tmp_path), "--format", "crane", "--modes", "x"], "--modes: unknown"),
+        (["--traces", str(canonical), "--format", "canonical", "--limit", "0"], "--limit"),
+        (["--traces", str(canonical), "--format", "canonical", "--every", "0"], "--every"),
+    ):
+        res = CliRunner().invoke(app, ["bench", "recommend", *args])
+        assert res.exit_code != 0
+        assert isinstance(res.exception, ForesizeError), res.exception
+        assert needle in str(res.exception)
 
 
 def test_bench_forecast_json_keys():

@@ -45,6 +45,8 @@ def run_bench(
             )
     if every < 1:
         raise ForesizeError("--every must be at least 1")
+    if limit is not None and limit < 1:
+        raise ForesizeError(f"--limit must be at least 1, got {limit}")
     series, report = load_traces(traces, fmt)
     if not series:
         raise ForesizeError(f"{traces}: no usable series ({report.summary()})")
