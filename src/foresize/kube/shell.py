@@ -45,24 +45,16 @@ from foresize.kube.executor import KubeExecutor
 from foresize.kube.leader import ShardManager
 from foresize.kube.state import ClusterState
 from foresize.telemetry.metrics import ForesizeMetrics
-from foresize.telemetry.recorder import ChangeRecorder, target_key
+from foresize.telemetry.recorder import ChangeRecorder, get_path, target_key
 
 log = logging.getLogger("foresize.operator")
-
-
-def _get(obj: Any, *names: str) -> Any:
-    for name in names:
-        if obj is None:
-            return None
-        obj = obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
-    return obj
 
 
 def merged_conditions(target: Any, condition: dict[str, Any]) -> list[dict[str, Any]]:
     """The target's conditions with `condition` replacing the one of its type: a merge patch
     replaces the whole list, so the others must be written back unchanged."""
     out: list[dict[str, Any]] = []
-    for c in _get(target, "status", "conditions") or []:
+    for c in get_path(target, "status", "conditions") or []:
         raw = c.model_dump(mode="json", exclude_none=True) if hasattr(c, "model_dump") else dict(c)
         if raw.get("type") != condition["type"]:
             out.append(raw)
@@ -71,11 +63,11 @@ def merged_conditions(target: Any, condition: dict[str, Any]) -> list[dict[str, 
 
 
 def update_mode_of(target: Any) -> str:
-    return str(_get(target, "spec", "vertical", "update_policy", "update_mode") or "recreate")
+    return str(get_path(target, "spec", "vertical", "update_policy", "update_mode") or "recreate")
 
 
 def vertical_mode_of(target: Any) -> str:
-    return str(_get(target, "spec", "vertical", "mode") or "")
+    return str(get_path(target, "spec", "vertical", "mode") or "")
 
 
 class KubeShell:
@@ -181,7 +173,7 @@ class KubeShell:
             cleared: list[Action] = []
             for target in snap.targets:
                 cond = None
-                status = _get(target, "status")
+                status = get_path(target, "status")
                 if hasattr(status, "condition"):
                     cond = status.condition(kver.CONDITION_INPLACE_UNSUPPORTED)
                 key = target_key(target)
@@ -310,16 +302,16 @@ class KubeShell:
 
         actions: list[Action] = []
         for dsa in snap.daemonset_autoscalers:
-            if dsa is None or _get(dsa, "metadata", "deletion_timestamp") is not None:
+            if dsa is None or get_path(dsa, "metadata", "deletion_timestamp") is not None:
                 continue
-            ns, name = _get(dsa, "metadata", "namespace"), _get(dsa, "metadata", "name")
+            ns, name = get_path(dsa, "metadata", "namespace"), get_path(dsa, "metadata", "name")
             key = f"{ns}/{name}"
-            interval = float(_get(dsa, "spec", "scaleInterval") or 900.0)
+            interval = float(get_path(dsa, "spec", "scaleInterval") or 900.0)
             last = self._last_dsa.get(key)
             if last is not None and now - last < interval:
                 continue
             self._last_dsa[key] = now
-            ds = _get(dsa, "spec", "scaleTargetRef", "name")
+            ds = get_path(dsa, "spec", "scaleTargetRef", "name")
             usage = self.dsa_window.samples(ns, ds)
             sugg = dsa_suggestion(
                 dsa, usage, now, first_seen=self.dsa_window.first_seen.get((ns, ds))
@@ -363,11 +355,11 @@ class KubeShell:
 
         for key, pods in pods_by_target(snap).items():
             target = next((t for t in snap.targets if target_key(t) == key), None)
-            ref = _get(target, "spec", "scaleTargetRef")
+            ref = get_path(target, "spec", "scaleTargetRef")
             if ref is None or not pods:
                 continue
             ns = key.split("/", 1)[0]
-            total_key = SeriesKey(ns, _get(ref, "name"), TOTAL_CONTAINER)
+            total_key = SeriesKey(ns, get_path(ref, "name"), TOTAL_CONTAINER)
             for resource in ("cpu", "memory"):
                 _, used = self.history.series(total_key, resource, now - 300.0, now + 1.0)
                 used = np.asarray(used, dtype=np.float64)
@@ -426,14 +418,14 @@ class KubeShell:
             ("DaemonSetAutoscaler", snap.daemonset_autoscalers),
         ):
             for obj in objects:
-                meta = _get(obj, "metadata")
-                uid = _get(meta, "uid") or target_key(obj)
-                finalizers = _get(meta, "finalizers") or []
-                deleting = _get(meta, "deletion_timestamp") is not None
+                meta = get_path(obj, "metadata")
+                uid = get_path(meta, "uid") or target_key(obj)
+                finalizers = get_path(meta, "finalizers") or []
+                deleting = get_path(meta, "deletion_timestamp") is not None
                 if deleting or REVERT_FINALIZER in finalizers or uid in self._finalized:
                     continue
                 result = await self.executor.add_finalizer(
-                    kind, _get(meta, "namespace"), _get(meta, "name"), REVERT_FINALIZER
+                    kind, get_path(meta, "namespace"), get_path(meta, "name"), REVERT_FINALIZER
                 )
                 if result.ok:
                     self._finalized.add(uid)

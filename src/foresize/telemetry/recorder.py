@@ -48,8 +48,9 @@ def _split(target: str) -> tuple[str, str]:
     return ns, name
 
 
-def _get(obj: Any, *names: str) -> Any:
-    """Attribute or key lookup through pydantic models and plain dicts alike."""
+def get_path(obj: Any, *names: str) -> Any:
+    """`obj.a.b` or `obj["a"]["b"]` for get_path(obj, "a", "b"), through pydantic models and
+    plain dicts alike; None where the path stops."""
     for name in names:
         if obj is None:
             return None
@@ -58,7 +59,7 @@ def _get(obj: Any, *names: str) -> Any:
 
 
 def target_key(target: Any) -> str:
-    return f"{_get(target, 'metadata', 'namespace')}/{_get(target, 'metadata', 'name')}"
+    return f"{get_path(target, 'metadata', 'namespace')}/{get_path(target, 'metadata', 'name')}"
 
 
 def pods_by_target(snapshot: ClusterSnapshot) -> dict[str, list[Pod]]:
@@ -66,13 +67,13 @@ def pods_by_target(snapshot: ClusterSnapshot) -> dict[str, list[Pod]]:
     out: dict[str, list[Pod]] = {}
     for target in snapshot.targets:
         key = target_key(target)
-        ns = _get(target, "metadata", "namespace")
-        ref = _get(target, "spec", "scaleTargetRef")
+        ns = get_path(target, "metadata", "namespace")
+        ref = get_path(target, "spec", "scaleTargetRef")
         if ref is not None:
-            wl = snapshot.workload(_get(ref, "kind"), ns, _get(ref, "name"))
+            wl = snapshot.workload(get_path(ref, "kind"), ns, get_path(ref, "name"))
             out[key] = list(snapshot.pods_of(wl)) if wl is not None else []
             continue
-        selector = _get(target, "spec", "selector", "matchLabels") or {}
+        selector = get_path(target, "spec", "selector", "matchLabels") or {}
         out[key] = [
             p for p in snapshot.pods if p.namespace == ns and labels_match(selector, p.labels)
         ]
