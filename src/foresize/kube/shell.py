@@ -62,6 +62,18 @@ def merged_conditions(target: Any, condition: dict[str, Any]) -> list[dict[str, 
     return out
 
 
+def _in_place_condition(target: Any, status: str, reason: str, message: str) -> WriteTargetStatus:
+    """The status write that sets the target's InPlaceResizeUnsupported condition."""
+    ns, name = target_key(target).split("/", 1)
+    condition = {
+        "type": kver.CONDITION_INPLACE_UNSUPPORTED,
+        "status": status,
+        "reason": reason,
+        "message": message,
+    }
+    return WriteTargetStatus(ns, name, {"conditions": merged_conditions(target, condition)})
+
+
 def update_mode_of(target: Any) -> str:
     return str(get_path(target, "spec", "vertical", "update_policy", "update_mode") or "recreate")
 
@@ -179,17 +191,13 @@ class KubeShell:
                 key = target_key(target)
                 if cond is not None and cond.status == "True" and key not in self._refused_reported:
                     self._refused_reported.add(key)
-                    ns, name = key.split("/", 1)
-                    condition = {
-                        "type": kver.CONDITION_INPLACE_UNSUPPORTED,
-                        "status": "False",
-                        "reason": "Supported",
-                        "message": f"Kubernetes {snap.server_version[0]}.{snap.server_version[1]} "
-                        "serves pods/resize",
-                    }
                     cleared.append(
-                        WriteTargetStatus(
-                            ns, name, {"conditions": merged_conditions(target, condition)}
+                        _in_place_condition(
+                            target,
+                            "False",
+                            "Supported",
+                            f"Kubernetes {snap.server_version[0]}.{snap.server_version[1]} "
+                            "serves pods/resize",
                         )
                     )
             return cleared
@@ -203,21 +211,16 @@ class KubeShell:
                 key = target_key(target)
                 if key not in self._refused_reported:
                     self._refused_reported.add(key)
-                    ns, name = key.split("/", 1)
-                    condition = {
-                        "type": kver.CONDITION_INPLACE_UNSUPPORTED,
-                        "status": "True",
-                        "reason": "ServerTooOld",
-                        "message": refusal,
-                    }
-                    actions.append(
-                        WriteTargetStatus(
-                            ns, name, {"conditions": merged_conditions(target, condition)}
-                        )
-                    )
+                    write = _in_place_condition(target, "True", "ServerTooOld", refusal)
+                    actions.append(write)
                     actions.append(
                         EmitEvent(
-                            ns, "AIScaleTarget", name, "InPlaceUnsupported", refusal, "Warning"
+                            write.namespace,
+                            "AIScaleTarget",
+                            write.name,
+                            "InPlaceUnsupported",
+                            refusal,
+                            "Warning",
                         )
                     )
                 continue
