@@ -69,6 +69,13 @@ def _request(body: Any) -> tuple[str, dict[str, Any]]:
     return uid, request
 
 
+def _unexpected_kind(uid: str, webhook: str, kind: Any) -> dict[str, Any]:
+    """A kind this webhook does not handle (a misconfigured rule): allowed, with a warning."""
+    return _response(
+        uid, warnings=[f"foresize: {webhook} webhook got kind {kind!r}; request allowed unchanged"]
+    )
+
+
 def _uid_of(body: Any) -> str:
     if isinstance(body, dict) and isinstance(body.get("request"), dict):
         uid = body["request"].get("uid")
@@ -215,9 +222,7 @@ def review_pod(body: Any, index: AdmissionIndex, now: float) -> dict[str, Any]:
     uid, request = _request(body)
     kind = (request.get("kind") or {}).get("kind")
     if kind != "Pod":
-        return _response(
-            uid, warnings=[f"foresize: pod webhook got kind {kind!r}; request allowed unchanged"]
-        )
+        return _unexpected_kind(uid, "pod", kind)
     if request.get("operation") != "CREATE" or request.get("subResource"):
         return _response(uid)
     obj = request.get("object")
@@ -234,9 +239,7 @@ def review_scale(body: Any, index: AdmissionIndex, now: float) -> dict[str, Any]
     uid, request = _request(body)
     kind = (request.get("kind") or {}).get("kind")
     if kind != "Scale":
-        return _response(
-            uid, warnings=[f"foresize: scale webhook got kind {kind!r}; request allowed unchanged"]
-        )
+        return _unexpected_kind(uid, "scale", kind)
     if request.get("operation") != "UPDATE":
         return _response(uid)
     resource = (request.get("resource") or {}).get("resource", "")
@@ -271,9 +274,7 @@ def review_target(body: Any, index: AdmissionIndex, now: float) -> dict[str, Any
     uid, request = _request(body)
     kind = (request.get("kind") or {}).get("kind")
     if kind not in ("AIScaleTarget", "DaemonSetAutoscaler"):
-        return _response(
-            uid, warnings=[f"foresize: target webhook got kind {kind!r}; request allowed unchanged"]
-        )
+        return _unexpected_kind(uid, "target", kind)
     if request.get("operation") not in ("CREATE", "UPDATE"):
         return _response(uid)
     obj = request.get("object")
