@@ -44,8 +44,9 @@ def _slack(req: float, used: float) -> float:
 
 def render_summary(summary: dict[str, Any]) -> None:
     """Print the per-workload summary table (rich) to stdout."""
-    from rich.console import Console
     from rich.table import Table
+
+    from foresize.report.flow import table_console
 
     table = Table(
         title=(
@@ -68,10 +69,7 @@ def render_summary(summary: dict[str, Any]) -> None:
             *(fmt.format(row.get(key, 0)) for _, key, fmt in _COLUMNS),
             end_section=i == len(rows) - 2,
         )
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=170)  # piped: do not squeeze the table to 80 columns
-    console.print(table)
+    table_console().print(table)
 
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
@@ -135,6 +133,13 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         """Run a scenario on the simulated cluster and summarise requested vs used CPU and
         memory, slack, OOM kills, throttling, evictions, resizes, stalls, preemptions and
         pending pods per workload."""
+        from foresize.report.flow import (
+            check_options,
+            print_savings,
+            progress_bar,
+            simulate_and_report,
+            write_events,
+        )
         from foresize.sim.policies import get_policy
         from foresize.sim.runner import simulate
         from foresize.sim.scenario import load_scenario, parse_duration
@@ -158,8 +163,6 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         get_policy(policy)  # fail early on an unknown policy
         sc = load_scenario(scenario)
         if report is not None or compare is not None:
-            from foresize.report.flow import check_options, simulate_and_report
-
             policies, report_dir, gap_s = check_options(
                 policy if policy_given else None, compare, report, gap_every
             )
@@ -182,17 +185,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         if no_progress or not sys.stderr.isatty():
             sim, summary = simulate(sc, duration=total, policy=policy, seed=seed, step=step_s)
         else:
-            from rich.console import Console
-            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-            with Progress(
-                TextColumn("[bold]simulating[/] {task.description}"),
-                BarColumn(),
-                TextColumn("{task.completed:.0f}/{task.total:.0f} h"),
-                TimeElapsedColumn(),
-                console=Console(stderr=True),
-                transient=True,
-            ) as progress:
+            with progress_bar() as progress:
                 task = progress.add_task(sc.name, total=total / 3600.0)
                 sim, summary = simulate(
                     sc,
@@ -203,12 +196,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                     progress=lambda now: progress.update(task, completed=now / 3600.0),
                 )
         if events_path is not None:
-            try:
-                with open(events_path, "w") as fh:
-                    for ev in sim.events:
-                        fh.write(json.dumps(ev.as_dict(), default=str) + "\n")
-            except OSError as exc:
-                raise ForesizeError(f"--events: cannot write {events_path}: {exc}") from None
+            write_events(events_path, [(None, sim.events)])
         if policy != "static":
             # Savings against the same scenario, seed and step with static requests.
             from foresize.sim.operator import savings_vs
@@ -219,13 +207,4 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             print(json.dumps(summary, indent=2, sort_keys=False))
         else:
             render_summary(summary)
-            if "savings_vs_static" in summary:
-                sv = summary["savings_vs_static"]
-                print(
-                    f"vs static: CPU requests {-100 * sv['cpu_requested_saved']:+.1f}%, "
-                    f"memory requests {-100 * sv['memory_requested_saved']:+.1f}%; "
-                    f"OOM kills {sv['oom_kills']['policy']} (static "
-                    f"{sv['oom_kills']['baseline']}), throttled "
-                    f"{sv['throttled_seconds']['policy']:.0f} s (static "
-                    f"{sv['throttled_seconds']['baseline']:.0f} s)"
-                )
+            print_savings(summary)

@@ -12,13 +12,56 @@ from __future__ import annotations
 import json
 import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from foresize.errors import ForesizeError
 from foresize.report.run import BASELINES, PolicyRun, run_policy
 from foresize.sim.scenario import Scenario
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress
+
+
+def progress_bar() -> Progress:
+    """The progress bar `foresize simulate` draws on stderr, in simulated hours (a task per
+    run; it disappears when done)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        TextColumn("[bold]simulating[/] {task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed:.0f}/{task.total:.0f} h"),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    )
+
+
+def table_console() -> Console:
+    """A console for the summary tables: piped, do not squeeze a table to 80 columns."""
+    from rich.console import Console
+
+    console = Console()
+    return console if console.is_terminal else Console(width=170)
+
+
+def print_savings(summary: dict[str, Any]) -> None:
+    """The line under a summary table with its savings against static, if it has them."""
+    if "savings_vs_static" not in summary:
+        return
+    sv = summary["savings_vs_static"]
+    print(
+        f"vs static: CPU requests {-100 * sv['cpu_requested_saved']:+.1f}%, "
+        f"memory requests {-100 * sv['memory_requested_saved']:+.1f}%; "
+        f"OOM kills {sv['oom_kills']['policy']} (static "
+        f"{sv['oom_kills']['baseline']}), throttled "
+        f"{sv['throttled_seconds']['policy']:.0f} s (static "
+        f"{sv['throttled_seconds']['baseline']:.0f} s)"
+    )
 
 
 def parse_compare(value: str) -> list[str]:
@@ -103,17 +146,7 @@ def run_all(
 
     if not show_progress:
         return go(lambda _name: None)
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(
-        TextColumn("[bold]simulating[/] {task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed:.0f}/{task.total:.0f} h"),
-        TimeElapsedColumn(),
-        console=Console(stderr=True),
-        transient=True,
-    ) as bar:
+    with progress_bar() as bar:
 
         def progress(name: str) -> Callable[[float], None]:
             task = bar.add_task(f"{scenario.name} · {name}", total=duration / 3600.0)
@@ -122,21 +155,22 @@ def run_all(
         return go(progress)
 
 
-def _write_events(path: str, runs: list[PolicyRun], *, tag_policy: bool) -> None:
+def write_events(path: str, logs: list[tuple[str | None, Iterable[Any]]]) -> None:
+    """`--events`: the event logs as JSON lines, each (policy, events) in turn; an event
+    carries a `policy` key when its log has a policy (a `--compare` run) and none else."""
     try:
         with open(path, "w") as fh:
-            for r in runs:
-                for ev in r.events:
+            for policy, events in logs:
+                for ev in events:
                     d = ev.as_dict()
-                    if tag_policy:
-                        d = {"policy": r.policy, **d}
+                    if policy is not None:
+                        d = {"policy": policy, **d}
                     fh.write(json.dumps(d, default=str) + "\n")
     except OSError as exc:
         raise ForesizeError(f"--events: cannot write {path}: {exc}") from None
 
 
 def _print_comparison(runs: list[PolicyRun]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     static = next((r for r in runs if r.policy == "static"), None)
@@ -177,10 +211,7 @@ def _print_comparison(runs: list[PolicyRun]) -> None:
             str(t.get("breaker_openings", 0)),
             str(t.get("preemptions", 0)),
         )
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=170)
-    console.print(table)
+    table_console().print(table)
 
 
 def simulate_and_report(
@@ -222,7 +253,8 @@ def simulate_and_report(
         if r.policy != "static" and static is not None:
             r.summary["savings_vs_static"] = savings_vs(r.summary, static.summary)
     if events_path is not None:
-        _write_events(events_path, subjects, tag_policy=compare is not None)
+        tagged = compare is not None
+        write_events(events_path, [(r.policy if tagged else None, r.events) for r in subjects])
     if as_json:
         if compare is None:
             print(json.dumps(subjects[0].summary, indent=2, sort_keys=False))
@@ -242,16 +274,8 @@ def simulate_and_report(
             render(r.summary)
         if compare is not None:
             _print_comparison(subjects)
-        elif "savings_vs_static" in subjects[0].summary:
-            sv = subjects[0].summary["savings_vs_static"]
-            print(
-                f"vs static: CPU requests {-100 * sv['cpu_requested_saved']:+.1f}%, "
-                f"memory requests {-100 * sv['memory_requested_saved']:+.1f}%; "
-                f"OOM kills {sv['oom_kills']['policy']} (static "
-                f"{sv['oom_kills']['baseline']}), throttled "
-                f"{sv['throttled_seconds']['policy']:.0f} s (static "
-                f"{sv['throttled_seconds']['baseline']:.0f} s)"
-            )
+        else:
+            print_savings(subjects[0].summary)
     if report_dir is not None:
         from foresize.report.html import write_report
 
