@@ -40,14 +40,6 @@ _CRON_NAMES = (
 )
 _CRON_MACROS = {"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"}
 _MODES = {"autonomous", "recommendation", "observe"}
-_MODEL_MODES = {
-    "undershoot",
-    "cost_optimized",
-    "balanced",
-    "assurance_optimized",
-    "overshoot",
-    "percentile",
-}
 MIN_LOOKBACK = 3 * 3600.0
 
 
@@ -117,9 +109,12 @@ def _quantity(errors: list[str], path: str, resource: str, value: Any) -> int | 
 def _check_model(errors: list[str], path: str, model: Any) -> None:
     if model is None:
         return
+    # Imported here, as in _model_errors: importing admission does not load pydantic.
+    from foresize.api.types import FORECAST_MODES
+
     mode = get(model, "mode")
-    if mode is not None and str(mode) not in _MODEL_MODES:
-        errors.append(f"{path}.mode: {mode!r} is not one of {', '.join(sorted(_MODEL_MODES))}")
+    if mode is not None and str(mode) not in FORECAST_MODES:
+        errors.append(f"{path}.mode: {mode!r} is not one of {', '.join(sorted(FORECAST_MODES))}")
     if str(mode) == "percentile":
         pv = get(model, "percentile_value", "percentileValue")
         if pv is None:
@@ -258,7 +253,7 @@ def validate_target(obj: Mapping[str, Any] | Any, index: AdmissionIndex | None =
             errors.append(
                 "spec.horizontal.allowedReplicas: exclusive with spec.horizontal.multipleOf"
             )
-    errors.extend(_model_errors(obj, errors))
+    errors.extend(_model_errors(obj, errors, "AIScaleTarget"))
     if index is not None and ref is not None:
         kind = normalise_kind(get(ref, "kind"))
         other = index.target_for(kind, namespace, str(get(ref, "name", default="")))
@@ -270,18 +265,18 @@ def validate_target(obj: Mapping[str, Any] | Any, index: AdmissionIndex | None =
     return errors
 
 
-def _model_errors(obj: Any, found: list[str]) -> list[str]:
-    """What the API model itself refuses (the same words the CLI uses), minus problems
-    already reported above with a more precise path."""
+def _model_errors(obj: Any, found: list[str], kind: str) -> list[str]:
+    """What the API model of `kind` itself refuses (the same words the CLI uses), minus
+    problems already reported with a more precise path."""
     if not isinstance(obj, Mapping):
         return []
     from pydantic import ValidationError
 
-    from foresize.api.types import AIScaleTarget, format_validation_error
+    from foresize.api.types import KINDS, format_validation_error
 
     data = {k: v for k, v in obj.items() if k != "status"}
     try:
-        AIScaleTarget.model_validate(data)
+        KINDS[kind].model_validate(data)
     except ValidationError as exc:
         lines = format_validation_error(exc).splitlines()
         covered = {f.split(":", 1)[0] for f in found}
@@ -310,18 +305,7 @@ def validate_daemonset_autoscaler(
     if spec is None:
         return ["spec: required"]
     _check_containers(errors, "spec.containers", get(spec, "containers"))
-    if isinstance(obj, Mapping):
-        from pydantic import ValidationError
-
-        from foresize.api.types import DaemonSetAutoscaler, format_validation_error
-
-        try:
-            DaemonSetAutoscaler.model_validate({k: v for k, v in obj.items() if k != "status"})
-        except ValidationError as exc:
-            covered = {f.split(":", 1)[0] for f in errors}
-            for line in format_validation_error(exc).splitlines():
-                if not any(c.startswith(line.split(":", 1)[0]) for c in covered):
-                    errors.append(line)
+    errors.extend(_model_errors(obj, errors, "DaemonSetAutoscaler"))
     ref = str(get(get(spec, "scaleTargetRef"), "name", default=""))
     if index is not None and ref:
         other = index.by_daemonset.get((namespace, ref))
