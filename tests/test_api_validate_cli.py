@@ -89,6 +89,17 @@ def test_yaml_syntax_error_and_missing_file(tmp_path: Path):
     assert f"{tmp_path / 'nope.yaml'}: cannot read" in message
 
 
+def test_a_file_that_is_not_text_or_is_a_folder_is_named(tmp_path: Path):
+    binary = tmp_path / "image.yaml"
+    binary.write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe")
+    result = run(str(binary), str(tmp_path))
+    assert isinstance(result.exception, ForesizeError), result.exception
+    assert str(result.exception).splitlines() == [
+        f"{binary}: cannot read (not UTF-8 text: byte 0)",
+        f"{tmp_path}: cannot read (Is a directory)",
+    ]
+
+
 def test_no_foresize_objects_is_an_error(tmp_path: Path):
     path = tmp_path / "other.yaml"
     path.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")

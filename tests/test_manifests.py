@@ -146,6 +146,16 @@ def test_unknown_section_is_a_clear_error():
     assert callable(main)
 
 
+@pytest.mark.parametrize("namespace", ["Bad_NS!", "", "-ops", "a" * 64])
+def test_a_namespace_kubernetes_would_refuse_is_a_clear_error(namespace: str):
+    from foresize.errors import ForesizeError
+
+    result = CliRunner().invoke(app, ["manifests", "--namespace", namespace])
+    assert isinstance(result.exception, ForesizeError), result.output
+    assert str(result.exception).startswith(f"--namespace: {namespace!r} is not a valid")
+    assert result.output == ""  # nothing half-printed for kubectl apply
+
+
 def _rules_by_resource(rules: list[dict[str, Any]]) -> dict[tuple[str, str], set[str]]:
     out: dict[tuple[str, str], set[str]] = {}
     for rule in rules:

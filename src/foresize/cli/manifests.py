@@ -20,6 +20,7 @@ container):
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
 import typer
@@ -28,6 +29,7 @@ SECTIONS = ("all", "crds", "rbac", "operator", "webhooks", "monitoring")
 
 NAME = "foresize"
 DEFAULT_NAMESPACE = "foresize-system"
+_DNS1123_LABEL = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?")
 WEBHOOK_SERVICE = "foresize-webhook"
 TLS_SECRET = "foresize-webhook-tls"
 PAUSE_CONFIGMAP = "foresize-pause"
@@ -473,6 +475,13 @@ def build(
         raise ForesizeError(f"unknown section {section!r}: choose one of {', '.join(SECTIONS)}")
     if replicas < 1:
         raise ForesizeError("--replicas must be at least 1")
+    # The API server refuses every namespaced object of a bad name, after the CRDs and
+    # cluster-scoped objects were already applied: refuse it before printing anything.
+    if not _DNS1123_LABEL.fullmatch(namespace):
+        raise ForesizeError(
+            f"--namespace: {namespace!r} is not a valid namespace (lowercase letters, digits "
+            "and '-', starting and ending with a letter or digit, at most 63 characters)"
+        )
     parts = {
         "crds": all_crds,
         "rbac": lambda: rbac(namespace),
@@ -502,6 +511,9 @@ def validate_files(paths: list[str]) -> tuple[int, int, list[str]]:
                 text = handle.read()
         except OSError as exc:
             errors.append(f"{path}: cannot read ({exc.strerror})")
+            continue
+        except UnicodeDecodeError as exc:
+            errors.append(f"{path}: cannot read (not UTF-8 text: byte {exc.start})")
             continue
         loader = yaml.SafeLoader(text)
         try:
