@@ -70,6 +70,13 @@ def parse_span(text: str) -> float:
     return total
 
 
+def _span_of(text: str, option: str) -> float:
+    try:
+        return parse_span(text)
+    except ForesizeError as exc:
+        raise ForesizeError(f"{option}: {exc}") from None
+
+
 def _trim(series: list[Any], start: float | None, end: float | None, step: float) -> list[Any]:
     """Keep samples in [start, end + step): the buckets a range query over [start, end] has."""
     import numpy as np
@@ -180,9 +187,17 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             mode_quantile(mode, "cpu", percentile)
         except ValueError as exc:
             raise ForesizeError(f"--mode: {exc}") from None
+        if not step > 0:
+            raise ForesizeError(f"--step: must be a positive number of seconds, got {step:g}")
+        if not 0 <= buffer <= 1000:
+            # The range of forecast_buffer_percentage in the CRDs.
+            raise ForesizeError(f"--buffer: must be between 0 and 1000 percent, got {buffer:g}")
+        min_lookback_s = _span_of(min_lookback, "--min-lookback")
         now = time.time()
         t_end = parse_when(end, now, "--end")
-        t_start = parse_when(start, now, "--start") if start else t_end - parse_span(lookback)
+        t_start = (
+            parse_when(start, now, "--start") if start else t_end - _span_of(lookback, "--lookback")
+        )
         if t_start >= t_end:
             raise ForesizeError(f"--start {start or lookback} is not before --end {end}")
         oom: dict = {}
@@ -196,9 +211,20 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             series, oom, throttling = history.series, history.oom_kills, history.throttling
             source = prometheus
         else:
+            from foresize.history.traces import FORMATS as TRACE_FORMATS
             from foresize.history.traces import load_traces
 
+            if trace_format.lower() not in TRACE_FORMATS:
+                raise ForesizeError(
+                    f"--trace-format: unknown trace format {trace_format!r} "
+                    f"(one of {', '.join(TRACE_FORMATS)})"
+                )
             series, report = load_traces(traces, trace_format)
+            if not series:
+                # Every row was unreadable (or the wrong --trace-format): say which and where,
+                # not an empty table.
+                first = f"; first: {report.problems[0]}" if report.problems else ""
+                raise ForesizeError(f"{traces}: no usable series ({report.summary()}){first}")
             series = _trim(
                 series, t_start if start else None, t_end if end != "now" else None, step
             )
@@ -211,7 +237,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             mode=mode,
             buffer_percentage=buffer,
             percentile_value=percentile,
-            min_lookback=parse_span(min_lookback),
+            min_lookback=min_lookback_s,
             oom_kills=oom,
             throttling=throttling,
         )

@@ -1,0 +1,67 @@
+"""`foresize recommend`: bad options and unreadable traces are one error naming the option
+or the file and line (what `foresize.cli.main` prints with exit status 2), never a
+traceback and never an empty table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from foresize.cli import app
+from foresize.errors import ForesizeError
+
+HEADER = "timestamp,namespace,workload,pod,container,cpu_cores,memory_bytes\n"
+
+
+@pytest.fixture
+def trace(tmp_path: Path) -> Path:
+    path = tmp_path / "t.csv"
+    path.write_text(
+        HEADER + "".join(f"{300 * i},shop,web,web-1,app,0.5,100000000\n" for i in range(300))
+    )
+    return path
+
+
+def recommend(*args: str):
+    return CliRunner().invoke(app, ["recommend", *args])
+
+
+def test_a_good_trace_gives_a_recommendation(trace: Path):
+    # The baseline the error cases below differ from by one option.
+    result = recommend("--traces", str(trace), "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert '"cpu_request": "500m"' in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--trace-format", "nope"],
+            "--trace-format: unknown trace format 'nope' "
+            "(one of bitbrains, crane, google2011, canonical)",
+        ),
+        (["--step", "0"], "--step: must be a positive number of seconds, got 0"),
+        (["--step", "-5"], "--step: must be a positive number of seconds, got -5"),
+        (["--buffer", "-50"], "--buffer: must be between 0 and 1000 percent, got -50"),
+        (["--lookback", "-1h"], "--lookback: '-1h' is not a duration (e.g. 14d, 90m, 1h30m)"),
+        (["--min-lookback", "xx"], "--min-lookback: 'xx' is not a duration"),
+    ],
+)
+def test_bad_options_are_named(trace: Path, args: list[str], message: str):
+    result = recommend("--traces", str(trace), *args)
+    assert isinstance(result.exception, ForesizeError), result.output
+    assert str(result.exception).startswith(message)
+
+
+def test_a_trace_of_garbage_lines_is_an_error_naming_the_first_bad_line(tmp_path: Path):
+    path = tmp_path / "garbage.csv"
+    path.write_text(HEADER + "this is garbage\n1,2\n")
+    result = recommend("--traces", str(path))
+    assert isinstance(result.exception, ForesizeError), result.output
+    assert str(result.exception) == (
+        f"{path}: no usable series (1 files, 2 rows, 2 skipped); "
+        f"first: {path}:2: expected 7 fields, got 1"
+    )
