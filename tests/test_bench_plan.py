@@ -2,6 +2,7 @@
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from foresize.cli import app
@@ -31,6 +32,11 @@ def test_bench_plan_json_small() -> None:
     assert out["actions"] > 0 and out["seconds_median"] > 0
 
 
-def test_bench_plan_rejects_bad_sizes() -> None:
-    result = CliRunner().invoke(app, ["bench", "plan", "--targets", "0"])
-    assert result.exit_code != 0
+@pytest.mark.parametrize("option", ["--targets", "--pods", "--nodes", "--repeats"])
+def test_bench_plan_rejects_bad_sizes(option: str) -> None:
+    from foresize.errors import ForesizeError
+
+    result = CliRunner().invoke(app, ["bench", "plan", option, "0"])
+    # A ForesizeError (one line, exit status 2 from `foresize.cli.main`), not a crash.
+    assert isinstance(result.exception, ForesizeError), result.exception
+    assert str(result.exception) == f"{option} must be at least 1, got 0"
