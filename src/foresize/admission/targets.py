@@ -16,22 +16,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from foresize.api.access import first as get
 from foresize.api.quantity import CPU, MEMORY, to_canonical
+from foresize.api.vocabulary import SCALING_MODE_ALIASES, SCALING_MODES
 from foresize.cluster.model import ContainerSuggestion, Suggestion
 
 AUTONOMOUS = "autonomous"
 RECOMMENDATION = "recommendation"
 OBSERVE = "observe"
 
-_MODE_ALIASES = {
-    "auto": AUTONOMOUS,
-    "autonomous": AUTONOMOUS,
-    "recommend": RECOMMENDATION,
-    "rec": RECOMMENDATION,
-    "recommendation": RECOMMENDATION,
-    "observe": OBSERVE,
-    "observation": OBSERVE,
-}
+_MODE_ALIASES = {**{m: m for m in SCALING_MODES}, **SCALING_MODE_ALIASES}
 
 # Normalised kinds of a scaleTargetRef.
 _KIND_ALIASES = {
@@ -44,24 +38,7 @@ _KIND_ALIASES = {
     "replicaset": "ReplicaSet",
 }
 
-UPDATE_MODES = ("initial", "recreate", "in_place", "in_place_or_recreate")
 RECREATE_MODES = frozenset({"recreate", "in_place_or_recreate"})
-
-_SENTINEL = object()
-
-
-def get(obj: Any, *names: str, default: Any = None) -> Any:
-    """First present attribute or mapping key among `names` (pydantic model or dict)."""
-    if obj is None:
-        return default
-    for name in names:
-        if isinstance(obj, Mapping):
-            value = obj.get(name, _SENTINEL)
-        else:
-            value = getattr(obj, name, _SENTINEL)
-        if value is not _SENTINEL and value is not None:
-            return value
-    return default
 
 
 def normalise_mode(value: Any) -> str:

@@ -21,13 +21,13 @@ from typing import Any
 from foresize.admission.index import AdmissionIndex
 from foresize.admission.targets import (
     AUTONOMOUS,
-    UPDATE_MODES,
     duration_seconds,
     get,
     normalise_kind,
     normalise_mode,
 )
 from foresize.api.quantity import CPU, MEMORY, QuantityError, to_canonical
+from foresize.api.vocabulary import FORECAST_MODES, SCALING_MODES, UPDATE_MODES
 
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 _CRON_RANGES = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 7))
@@ -39,7 +39,6 @@ _CRON_NAMES = (
     {d: i for i, d in enumerate(["sun", "mon", "tue", "wed", "thu", "fri", "sat"])},
 )
 _CRON_MACROS = {"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"}
-_MODES = {"autonomous", "recommendation", "observe"}
 MIN_LOOKBACK = 3 * 3600.0
 
 
@@ -109,9 +108,6 @@ def _quantity(errors: list[str], path: str, resource: str, value: Any) -> int | 
 def _check_model(errors: list[str], path: str, model: Any) -> None:
     if model is None:
         return
-    # Imported here, as in _model_errors: importing admission does not load pydantic.
-    from foresize.api.types import FORECAST_MODES
-
     mode = get(model, "mode")
     if mode is not None and str(mode) not in FORECAST_MODES:
         errors.append(f"{path}.mode: {mode!r} is not one of {', '.join(sorted(FORECAST_MODES))}")
@@ -214,7 +210,7 @@ def validate_target(obj: Mapping[str, Any] | Any, index: AdmissionIndex | None =
         ("spec.vertical.mode", get(vertical, "mode"), vmode),
         ("spec.horizontal.mode", get(horizontal, "mode"), hmode),
     ):
-        if raw is not None and mode not in _MODES:
+        if raw is not None and mode not in SCALING_MODES:
             errors.append(f"{path}: {raw!r} is not autonomous, recommendation or observe")
     if vmode == AUTONOMOUS and hmode == AUTONOMOUS:
         errors.append("spec.horizontal.mode: only one of vertical and horizontal may be autonomous")

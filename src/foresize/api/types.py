@@ -55,6 +55,12 @@ from foresize.api.quantity import (
     to_bytes,
     to_canonical,
 )
+from foresize.api.vocabulary import (
+    FORECAST_MODES,
+    SCALING_MODE_ALIASES,
+    SCALING_MODES,
+    UPDATE_MODES,
+)
 from foresize.errors import ForesizeError
 
 GROUP = "foresize.io"
@@ -315,13 +321,6 @@ def _enum_type(allowed: tuple[str, ...], aliases: dict[str, str] | None = None) 
     ]
 
 
-SCALING_MODES = ("autonomous", "recommendation", "observe")
-SCALING_MODE_ALIASES = {
-    "auto": "autonomous",
-    "recommend": "recommendation",
-    "rec": "recommendation",
-    "observation": "observe",
-}
 ScalingMode = _enum_type(SCALING_MODES, SCALING_MODE_ALIASES)
 """autonomous | recommendation | observe; aliases auto, recommend, rec, observation."""
 
@@ -331,17 +330,8 @@ def normalize_scaling_mode(value: str) -> str:
     return _enum(SCALING_MODES, SCALING_MODE_ALIASES)(value)
 
 
-FORECAST_MODES = (
-    "undershoot",
-    "cost_optimized",
-    "balanced",
-    "assurance_optimized",
-    "overshoot",
-    "percentile",
-)
 ForecastMode = _enum_type(FORECAST_MODES)
 
-UPDATE_MODES = ("initial", "recreate", "in_place", "in_place_or_recreate")
 UpdateMode = _enum_type(UPDATE_MODES)
 
 WORKLOAD_KINDS = ("Deployment", "StatefulSet", "Rollout")

@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from foresize.api.access import get_path
 from foresize.cluster.actions import (
     Action,
     ActionResult,
@@ -45,7 +46,7 @@ from foresize.kube.executor import KubeExecutor
 from foresize.kube.leader import ShardManager
 from foresize.kube.state import ClusterState
 from foresize.telemetry.metrics import ForesizeMetrics
-from foresize.telemetry.recorder import ChangeRecorder, get_path, target_key
+from foresize.telemetry.recorder import ChangeRecorder, target_key
 
 log = logging.getLogger("foresize.operator")
 

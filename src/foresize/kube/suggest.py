@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from foresize.api.access import get_path
 from foresize.api.quantity import CPU, MEMORY, format_resource_map
 from foresize.cluster.actions import WriteTargetStatus
 from foresize.cluster.snapshot import ClusterSnapshot
@@ -29,19 +30,11 @@ from foresize.kube.convert import format_time
 HISTORY_WINDOW = 14 * 86400.0
 
 
-def _get(obj: Any, *names: str) -> Any:
-    for name in names:
-        if obj is None:
-            return None
-        obj = obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
-    return obj
-
-
 def effective_model(target: Any, direction: str = "vertical") -> Any:
-    spec = _get(target, "spec")
+    spec = get_path(target, "spec")
     if hasattr(spec, "effective_model"):
         return spec.effective_model(direction)
-    return _get(spec, "model")
+    return get_path(spec, "model")
 
 
 def cadence_of(target: Any, default: float) -> float:
@@ -79,17 +72,17 @@ def plan_suggestions(
     for target in snapshot.targets:
         if due is not None and not due(target):
             continue
-        mode = _get(target, "spec", "vertical", "mode")
+        mode = get_path(target, "spec", "vertical", "mode")
         if mode not in ("recommendation", "autonomous") or not hasattr(target, "spec"):
             continue
-        if _get(target, "metadata", "deletion_timestamp") is not None:
+        if get_path(target, "metadata", "deletion_timestamp") is not None:
             continue
-        ns = _get(target, "metadata", "namespace")
-        name = _get(target, "metadata", "name")
-        ref = _get(target, "spec", "scaleTargetRef")
+        ns = get_path(target, "metadata", "namespace")
+        name = get_path(target, "metadata", "name")
+        ref = get_path(target, "spec", "scaleTargetRef")
         if ref is None:
             continue
-        workload = snapshot.workload(_get(ref, "kind"), ns, _get(ref, "name"))
+        workload = snapshot.workload(get_path(ref, "kind"), ns, get_path(ref, "name"))
         if workload is None or not workload.template.containers:
             continue
         containers = [c.name for c in workload.template.containers]
@@ -105,7 +98,7 @@ def plan_suggestions(
     # One batch for every due target, priced against the whole fleet of the shard (the
     # latest mode-level memory forecast of every target still here).
     present = {
-        f"{_get(t, 'metadata', 'namespace')}/{_get(t, 'metadata', 'name')}"
+        f"{get_path(t, 'metadata', 'namespace')}/{get_path(t, 'metadata', 'name')}"
         for t in snapshot.targets
     }
     for k in [k for k in state.memory_at_mode if k.rsplit("/", 1)[0] not in present]:
@@ -161,15 +154,15 @@ def horizontal_forecasts(
 
     out: dict[str, dict[str, float]] = {}
     for target in snapshot.targets:
-        if _get(target, "spec", "horizontal", "mode") != "autonomous":
+        if get_path(target, "spec", "horizontal", "mode") != "autonomous":
             continue
-        ref = _get(target, "spec", "scaleTargetRef")
-        ns = _get(target, "metadata", "namespace")
+        ref = get_path(target, "spec", "scaleTargetRef")
+        ns = get_path(target, "metadata", "namespace")
         if ref is None:
             continue
         total = trace_series(
             history,
-            SeriesKey(ns, _get(ref, "name"), TOTAL_CONTAINER),
+            SeriesKey(ns, get_path(ref, "name"), TOTAL_CONTAINER),
             now - HISTORY_WINDOW,
             now + 1,
         )
@@ -192,5 +185,5 @@ def horizontal_forecasts(
         if row.memory_bytes is not None:
             forecast[MEMORY] = float(row.memory_bytes)
         if forecast:
-            out[f"{ns}/{_get(target, 'metadata', 'name')}"] = forecast
+            out[f"{ns}/{get_path(target, 'metadata', 'name')}"] = forecast
     return out

@@ -22,6 +22,7 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
+from foresize.api.access import get_path
 from foresize.api.quantity import QuantityError, format_quantity, to_canonical
 from foresize.cluster.actions import (
     Action,
@@ -46,16 +47,6 @@ OOM_KILLED = "OOMKilled"
 def _split(target: str) -> tuple[str, str]:
     ns, _, name = target.partition("/")
     return ns, name
-
-
-def get_path(obj: Any, *names: str) -> Any:
-    """`obj.a.b` or `obj["a"]["b"]` for get_path(obj, "a", "b"), through pydantic models and
-    plain dicts alike; None where the path stops."""
-    for name in names:
-        if obj is None:
-            return None
-        obj = obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
-    return obj
 
 
 def target_key(target: Any) -> str:

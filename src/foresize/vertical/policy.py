@@ -16,13 +16,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from foresize.api.access import first as _get
 from foresize.api.types import (
     DEFAULT_VERTICAL_SCALE_DOWN_PERCENT,
     DEFAULT_VERTICAL_SCALE_UP_PERCENT,
 )
+from foresize.api.vocabulary import UPDATE_MODES
 from foresize.errors import ForesizeError
 
-UPDATE_MODES = ("initial", "recreate", "in_place", "in_place_or_recreate")
 DEFAULT_MAX_DISRUPTED = "20%"
 DEFAULT_INTERVAL = 60.0
 DEFAULT_STALL_TIMEOUT = 120.0
@@ -194,21 +195,6 @@ class WorkerConfig:
     # A recreated pod "comes back right" when each suggested request is within this
     # fraction (admission rounds the same way, so this only absorbs rounding).
     match_tolerance: float = 0.02
-
-
-def _get(obj: Any, *names: str, default: Any = None) -> Any:
-    """First present attribute / key among `names` (pydantic models, dicts, namespaces)."""
-    if obj is None:
-        return default
-    for name in names:
-        if isinstance(obj, dict):
-            if name in obj and obj[name] is not None:
-                return obj[name]
-        else:
-            value = getattr(obj, name, None)
-            if value is not None:
-                return value
-    return default
 
 
 def _threshold(obj: Any, field_name: str, default_percent: float) -> Threshold:
