@@ -137,13 +137,19 @@ def test_sections_partition_all():
     assert parts == cli("all") == build()
 
 
-def test_unknown_section_is_a_clear_error():
+def test_unknown_section_is_a_clear_error(monkeypatch, capsys):
     from foresize.cli import main
 
     result = CliRunner().invoke(app, ["manifests", "everything"])
     assert result.exit_code != 0
     assert "unknown section 'everything'" in str(result.exception)
-    assert callable(main)
+    # Through the console entry point: one line on stderr, exit status 2, no traceback.
+    monkeypatch.setattr("sys.argv", ["foresize", "manifests", "everything"])
+    with pytest.raises(SystemExit) as exc:
+        main()
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: unknown section 'everything'") and err.count("\n") == 1
 
 
 @pytest.mark.parametrize("namespace", ["Bad_NS!", "", "-ops", "a" * 64])
