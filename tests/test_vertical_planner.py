@@ -179,9 +179,14 @@ def test_initial_mode_never_touches_running_pods() -> None:
 
 
 def test_recommendation_mode_changes_nothing() -> None:
-    s = snap([pod("p0")], [target("in_place", mode="recommendation")])
-    actions, _ = plan(s, 100.0, WorkerState(), suggestions=sugg())
-    assert not of(actions, ResizePod)
+    for update in ("in_place", "in_place_or_recreate", "recreate"):
+        s = snap([pod("p0")], [target(update, mode="recommendation")])
+        actions, _ = plan(s, 100.0, WorkerState(), suggestions=sugg())
+        assert not of(actions, ResizePod) and not of(actions, EvictPod), update
+        # The same target in autonomous mode does act on the pod.
+        s = snap([pod("p0")], [target(update)])
+        actions, _ = plan(s, 100.0, WorkerState(), suggestions=sugg())
+        assert of(actions, ResizePod) or of(actions, EvictPod), update
 
 
 def test_in_place_resizes_to_the_suggestion_in_a_batch() -> None:
@@ -554,9 +559,29 @@ def test_circuit_breaker_opens_backs_off_probes_and_closes() -> None:
     assert state.targets[KEY].breaker.state == "closed"
 
 
-def test_breaker_backoff_is_capped_at_one_hour() -> None:
+def test_breaker_backoff_doubles_and_is_capped_at_one_hour() -> None:
+    """Every failed probe reopens the breaker with twice the back-off, up to one hour."""
+    t = target("recreate", disruption={"max_disrupted": 1, "interval": "1s"})
     cfg = WorkerConfig()
-    assert min(cfg.breaker_base_backoff * 2**10, cfg.breaker_max_backoff) == 3600.0
+    state = WorkerState()
+    now, gen = 0.0, 0
+    current = pod("p-0")
+    backoffs: list[float] = []
+    opened = -1.0
+    while len(backoffs) < 8:
+        actions, state = plan(snap([current], [t]), now, state, cfg, suggestions=sugg())
+        if of(actions, EvictPod):  # a (probe) eviction: the pod comes back stale
+            state, _ = execute(actions, apply_ok, state, snap([current], [t]), now, cfg)
+            gen += 1
+            current = pod(f"p-{gen}", created=now + 5)
+        b = state.targets[KEY].breaker
+        if b.state == "open" and b.opened_at > opened:
+            backoffs.append(b.backoff)
+            opened = b.opened_at
+            now = b.next_probe_at  # skip the back-off: the next pass probes
+        else:
+            now += 10
+    assert backoffs == [60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 3600.0, 3600.0]
 
 
 # --------------------------------------------------------------------------- capacity guard
