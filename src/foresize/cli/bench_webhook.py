@@ -25,7 +25,15 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         from foresize.admission.bench import run_bench
         from foresize.errors import ForesizeError
 
-        for name, value in (("rate", rate), ("duration", duration), ("repeats", repeats)):
+        for name, value in (
+            ("rate", rate),
+            ("duration", duration),
+            ("repeats", repeats),
+            ("max-rate", max_rate),
+            ("ramp-duration", ramp_duration),
+            ("targets", targets),
+            ("budget", budget),
+        ):
             if value <= 0:
                 raise ForesizeError(f"--{name} must be positive")
         result = run_bench(

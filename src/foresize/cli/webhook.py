@@ -58,6 +58,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         from foresize.errors import ForesizeError
 
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+        if not 0 <= port <= 65535:
+            raise ForesizeError(f"--port must be 0-65535, got {port}")
         if self_signed == (cert is not None):
             raise ForesizeError("give either --cert and --key, or --self-signed")
         ca_pem: bytes | None = None
@@ -71,7 +73,12 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             import tempfile
 
             directory = cert_dir or Path(tempfile.mkdtemp(prefix="foresize-tls-"))
-            _, cert, key = bundle.write(directory)
+            try:
+                _, cert, key = bundle.write(directory)
+            except OSError as exc:
+                raise ForesizeError(
+                    f"--cert-dir {directory}: cannot write ({exc.strerror})"
+                ) from None
             ca_pem = bundle.ca_pem
             typer.echo(f"self-signed CA and certificate written to {directory}", err=True)
         elif key is None:
@@ -86,7 +93,10 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             if ca_pem is None:
                 raise ForesizeError("--webhook-config needs --self-signed or --ca")
             docs = webhook_configurations(service=service, namespace=namespace, ca_pem=ca_pem)
-            webhook_config.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+            try:
+                webhook_config.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+            except OSError as exc:
+                raise ForesizeError(f"--webhook-config {webhook_config}: {exc.strerror}") from None
             typer.echo(f"webhook configurations written to {webhook_config}", err=True)
 
         holder = AdmissionState(load_state_file(state) if state else AdmissionIndex())

@@ -13,6 +13,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from foresize.errors import ForesizeError
+
 JSON = "application/json"
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -38,9 +40,14 @@ class KubeApi:
     @classmethod
     def from_url(cls, url: str, namespace: str = "default") -> KubeApi:
         """A client for an API server at `url` without auth (tests, `kubectl proxy`)."""
+        from urllib.parse import urlparse
+
         from lightkube import AsyncClient, KubeConfig
         from lightkube.config.models import Cluster, User
 
+        parts = urlparse(url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ForesizeError(f"--server: {url!r} is not an http:// or https:// URL")
         config = KubeConfig.from_one(cluster=Cluster(server=url), user=User(), namespace=namespace)
         return cls(AsyncClient(config, trust_env=False))
 
@@ -50,7 +57,13 @@ class KubeApi:
         from lightkube import AsyncClient, KubeConfig
 
         if kubeconfig:
-            config = KubeConfig.from_file(kubeconfig).get(context_name=context)
+            try:
+                config = KubeConfig.from_file(kubeconfig).get(context_name=context)
+            except (AttributeError, TypeError, KeyError, ValueError) as exc:
+                # A YAML file that is not a kubeconfig (a list, a string, missing keys).
+                raise ForesizeError(
+                    f"--kubeconfig: {kubeconfig}: not a kubeconfig ({type(exc).__name__}: {exc})"
+                ) from None
         else:
             config = KubeConfig.from_env().get(context_name=context)
         return cls(AsyncClient(config))

@@ -1,0 +1,50 @@
+"""Bad options of the long-running commands are one-line errors naming the option (a
+ForesizeError: exit status 2 from `foresize.cli.main`), never a traceback or a hang."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from foresize.cli import app
+from foresize.errors import ForesizeError
+
+
+def _error(args: list[str]) -> str:
+    result = CliRunner().invoke(app, args)
+    assert isinstance(result.exception, ForesizeError), (args, result.exception)
+    return str(result.exception)
+
+
+@pytest.mark.parametrize("port", ["-1", "65536"])
+def test_webhook_port_out_of_range(port: str) -> None:
+    assert _error(["webhook", "--self-signed", "--port", port]).startswith("--port must be 0-65535")
+
+
+def test_webhook_cert_dir_that_is_a_file(tmp_path: Path) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    message = _error(["webhook", "--self-signed", "--port", "0", "--cert-dir", str(afile)])
+    assert message.startswith(f"--cert-dir {afile}: cannot write")
+
+
+@pytest.mark.parametrize(
+    "option,value",
+    [("--targets", "-1"), ("--budget", "-1"), ("--max-rate", "0"), ("--ramp-duration", "0")],
+)
+def test_bench_webhook_sizes(option: str, value: str) -> None:
+    assert _error(["bench", "webhook", option, value]) == f"{option} must be positive"
+
+
+def test_operator_kubeconfig_that_is_not_one(tmp_path: Path) -> None:
+    path = tmp_path / "list.yaml"
+    path.write_text("- a\n- b\n")  # valid YAML, not a kubeconfig
+    message = _error(["operator", "--kubeconfig", str(path), "--no-webhook"])
+    assert message.startswith(f"--kubeconfig: {path}: not a kubeconfig")
+
+
+def test_operator_server_that_is_not_a_url() -> None:
+    message = _error(["operator", "--server", "notaurl", "--no-webhook"])
+    assert message == "--server: 'notaurl' is not an http:// or https:// URL"
