@@ -35,10 +35,10 @@ LIST_PAGE = 500  # objects per LIST page (client-go's pager default)
 # Watch requests end server-side after this long and are re-opened from the last version
 # (Kopf used 270 s; client-go picks 5-10 min at random).
 WATCH_TIMEOUT = 270
-# Backoff between failed list/watch rounds: 0.5 s doubling to 30 s, full jitter
-# (client-go's reflector backs off 800 ms .. 30 s).
+# Backoff between failed list/watch rounds: 0.5 s doubling to 10 s, full jitter, so a
+# cache is listed again within ~10 s of an outage ending (client-go: 800 ms .. 30 s).
 BACKOFF_BASE = 0.5
-BACKOFF_CAP = 30.0
+BACKOFF_CAP = 10.0
 # An optional kind whose API is not served (Argo Rollouts without its CRD) is looked for
 # again this often.
 OPTIONAL_RETRY = 300.0
