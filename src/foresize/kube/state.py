@@ -12,6 +12,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from foresize.cluster import kubejson as convert
 from foresize.cluster.model import (
     HorizontalPodAutoscaler,
     Node,
@@ -20,7 +21,6 @@ from foresize.cluster.model import (
     Workload,
 )
 from foresize.cluster.snapshot import ClusterSnapshot
-from foresize.kube import convert
 
 log = logging.getLogger(__name__)
 

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from foresize.api.access import first as _get
 from foresize.cluster.actions import (
     Action,
     ActionResult,
@@ -55,7 +56,7 @@ from foresize.vertical.desired import (
     pod_change,
     resize_in_flight,
 )
-from foresize.vertical.policy import TargetPolicy, WorkerConfig, _get, batch_size, policy_of
+from foresize.vertical.policy import TargetPolicy, WorkerConfig, batch_size, policy_of
 from foresize.vertical.state import (
     CLOSED,
     HALF_OPEN,
