@@ -1,4 +1,4 @@
-"""Watch-driven: Kopf lists and watches the strict API server; a target and its pods
+"""Watch-driven: the informers list and watch the strict API server; a target and its pods
 appear; the shell issues the expected resize through pods/{name}/resize, and the server
 accepts it (valid JSON patch, resources only)."""
 
@@ -10,7 +10,8 @@ import logging
 
 from foresize.kube.api import KubeApi
 from foresize.kube.executor import KubeExecutor
-from foresize.kube.handlers import build_registry, parse_foresize
+from foresize.kube.handlers import WATCHED, parse_foresize
+from foresize.kube.informer import Informer, Informers
 from foresize.kube.shell import KubeShell
 from foresize.kube.state import ClusterState
 from kube_objects import deployment, node, pod, replicaset, target
@@ -35,8 +36,6 @@ def web_pod(server, name: str) -> dict:
 
 
 async def test_target_and_pods_appear_and_the_shell_resizes(apiserver, caplog):
-    import kopf
-
     caplog.set_level(logging.DEBUG)
     seed_workload(apiserver)
     url = apiserver.url
@@ -44,17 +43,13 @@ async def test_target_and_pods_appear_and_the_shell_resizes(apiserver, caplog):
     api = KubeApi.from_url(url)
     executor = KubeExecutor(api, server_version=(1, 34), pod_lookup=state.pod)
     shell = KubeShell(state, executor)
-    registry = build_registry(state, server=url, optional_kinds=False)
-    stop, ready = asyncio.Event(), asyncio.Event()
-    operator = asyncio.create_task(
-        kopf.operator(
-            registry=registry, clusterwide=True, standalone=True, stop_flag=stop, ready_flag=ready
-        )
-    )
+    informers = Informers([Informer(api, state, w) for w in WATCHED if not w.optional])
+    stop = asyncio.Event()
+    watching = informers.tasks(stop)
     loop_stop = asyncio.Event()
     loop = None
     try:
-        await asyncio.wait_for(ready.wait(), 10)
+        assert await asyncio.wait_for(informers.wait_synced(stop), 10)
         loop = asyncio.create_task(shell.run(loop_stop, interval=0.1))
         # Nothing to do yet: no target, no pods.
         await asyncio.sleep(0.3)
@@ -106,7 +101,7 @@ async def test_target_and_pods_appear_and_the_shell_resizes(apiserver, caplog):
         live = apiserver.get("Pod", "shop", "web-1")
         assert live["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "600m"
         assert live["metadata"]["generation"] == 2
-        # The watches saw the targets and the CRD handler accepted the spec.
+        # The watches saw the target.
         assert state.foresize["AIScaleTarget"][("shop", "web")] is not None
         status_path = "/apis/foresize.io/v1/namespaces/shop/aiscaletargets/web/status"
         status_patches, events = [], []
@@ -128,7 +123,8 @@ async def test_target_and_pods_appear_and_the_shell_resizes(apiserver, caplog):
         if loop is not None:
             await asyncio.wait_for(loop, 5)
         stop.set()
-        operator.cancel()  # the graceful stop waits seconds for idle streams: not needed here
-        with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
-            await asyncio.wait_for(operator, 10)
+        for task in watching:
+            task.cancel()  # an idle watch stream is not worth waiting for
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         await api.close()
