@@ -75,6 +75,8 @@ def clone_pod(p: Pod) -> Pod:
         restart_policy=p.restart_policy,
         static=p.static,
         os=p.os,
+        resources=p.resources.copy() if p.resources is not None else None,
+        overhead=dict(p.overhead),
     )
 
 
@@ -85,6 +87,8 @@ def clone_template(t: PodTemplate) -> PodTemplate:
         [clone_container(c) for c in t.containers],
         [clone_container(c) for c in t.init_containers],
         t.priority,
+        t.resources.copy() if t.resources is not None else None,
+        dict(t.overhead),
     )
 
 
