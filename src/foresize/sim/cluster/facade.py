@@ -354,6 +354,7 @@ class SimCluster:
         min_available: int | str | None = None,
         max_unavailable: int | str | None = None,
         processing_delay: float = 1.0,
+        unhealthy_pod_eviction_policy: str | None = None,
     ) -> None:
         """Change a PDB's spec (see `Disruption.update_pdb`)."""
         self.disruption.update_pdb(
@@ -362,6 +363,7 @@ class SimCluster:
             min_available=min_available,
             max_unavailable=max_unavailable,
             processing_delay=processing_delay,
+            unhealthy_pod_eviction_policy=unhealthy_pod_eviction_policy,
         )
 
     def workload_for_object(self, kind: str, namespace: str, name: str) -> str | None:
