@@ -65,7 +65,7 @@ def test_unhealthy_pod_goes_while_the_budget_is_met_even_if_the_pdb_is_stale():
     assert res.code == 429 and res.retry_after_seconds == 10
     assert "is still being processed by the server" in res.causes[0]["message"]
     # The unready replacement skips checkAndDecrement: the generation is not looked at.
-    replacement = [p for p in pods_of(sim, "b") if p.deletion_time is None][0]
+    replacement = next(p for p in pods_of(sim, "b") if p.deletion_time is None)
     assert not replacement.ready
     assert evict(sim, replacement).code == 201
 
