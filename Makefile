@@ -25,12 +25,13 @@ demo: $(DEMO_STAMP)
 test: lint
 	$(BIN)/python -m pytest -q
 
-# Style and types (mypy: strict for the core; see pyproject.toml).
+# Style, types (mypy: strict for the core) and the import contract (see pyproject.toml).
 # .pre-commit-config.yaml runs the same commands.
 lint: $(STAMP)
 	$(BIN)/ruff check src tests
 	$(BIN)/ruff format --check src tests
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache --no-logo
 
 format: $(STAMP)
 	$(BIN)/ruff format src tests
