@@ -277,7 +277,11 @@ class KubeShell:
                     continue
             result = await self.executor.apply_guarded(action)
             done.append((action, result))
-            if isinstance(action, EvictPod | ResizePod):
+            if isinstance(action, WriteTargetStatus):
+                self.worker_state = on_result(
+                    self.worker_state, action, result, now, self.worker_config
+                )
+            elif isinstance(action, EvictPod | ResizePod):
                 self.worker_state = on_result(
                     self.worker_state, action, result, now, self.worker_config
                 )
