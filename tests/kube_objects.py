@@ -200,7 +200,7 @@ WATCHED_KINDS = (
 
 
 def load_state(server, state) -> None:
-    """What the informers would list: every watched object of the server into `state`."""
+    """What the informers would list: every watched object of the server replaces the
+    kind in `state` (objects gone from the server leave it)."""
     for kind in WATCHED_KINDS:
-        for obj in server.list(kind):
-            state.apply_event(kind, "ADDED", obj)
+        state.replace(kind, server.list(kind))
