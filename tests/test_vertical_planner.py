@@ -706,8 +706,8 @@ def test_status_counts_and_breaker_written_only_when_changed() -> None:
 
 
 def test_fast_charge_equals_the_scheduler_charge() -> None:
+    from foresize.cluster.capacity import fast_charge
     from foresize.cluster.qos import pod_charge
-    from foresize.vertical.planner import fast_charge
 
     cases = [
         pod("a"),

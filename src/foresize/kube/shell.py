@@ -40,6 +40,7 @@ from foresize.cluster.actions import (
     ResizePod,
     WriteTargetStatus,
 )
+from foresize.cluster.capacity import NodeLedger
 from foresize.cluster.snapshot import ClusterSnapshot
 from foresize.kube import version as kver
 from foresize.kube.executor import KubeExecutor
@@ -240,6 +241,8 @@ class KubeShell:
         # Recommendations, DaemonSets, horizontal and lifecycle work on every target of our
         # shards; only the vertical planner is kept from targets the server cannot serve.
         pre: list[Action] = []
+        # One capacity guard for every resize of the pass (DaemonSets, reverts, vertical).
+        ledger = NodeLedger(snap)
         if self.history is not None:
             from foresize.kube.suggest import cadence_of, plan_suggestions
 
@@ -255,19 +258,21 @@ class KubeShell:
                 # workload has not been seen yet is tried again on the next pass).
                 self._last_suggest[f"{write.namespace}/{write.name}"] = now
             pre += writes
-            pre += self._daemonsets(snap, now)
+            pre += self._daemonsets(snap, now, ledger)
             if self._last_horizontal is None or now - self._last_horizontal >= min(
                 self.suggest_interval, 900.0
             ):
                 self._last_horizontal = now
                 pre += self._horizontal(snap, now)
         done: list[tuple[Action, ActionResult | None]] = []
-        pre += await self._lifecycle(snap, now, done)
+        pre += await self._lifecycle(snap, now, done, ledger)
         if self._reconciles_templates():
             await self._templates(full, done)
         all_targets = list(snap.targets)
         gate = self._gate_in_place(snap)
-        actions, self.worker_state = plan(snap, now, self.worker_state, self.worker_config)
+        actions, self.worker_state = plan(
+            snap, now, self.worker_state, self.worker_config, ledger=ledger
+        )
         snap.targets = all_targets
         for action in [*pre, *gate, *actions]:
             if isinstance(action, EvictPod):
@@ -297,7 +302,9 @@ class KubeShell:
         self.passes += 1
         return done
 
-    def _daemonsets(self, snap: ClusterSnapshot, now: float) -> list[Action]:
+    def _daemonsets(
+        self, snap: ClusterSnapshot, now: float, ledger: NodeLedger | None = None
+    ) -> list[Action]:
         """DaemonSetAutoscalers: every scaleInterval, the percentile suggestion into status
         (the pod webhook seeds new pods from it) and in-place resizes of running pods."""
         if self.dsa_window is None or not snap.daemonset_autoscalers:
@@ -337,7 +344,7 @@ class KubeShell:
                     },
                     "created_at": format_time(now),
                 }
-                dp = plan_dsa(snap, dsa, sugg, now)
+                dp = plan_dsa(snap, dsa, sugg, now, ledger)
                 actions.extend(dp.actions)
                 if dp.resized:
                     status["pods_resized"] = len(dp.resized)
@@ -408,7 +415,11 @@ class KubeShell:
         return list(plan_horizontal(snap, forecasts, now).actions)
 
     async def _lifecycle(
-        self, snap: ClusterSnapshot, now: float, done: list[tuple[Action, ActionResult | None]]
+        self,
+        snap: ClusterSnapshot,
+        now: float,
+        done: list[tuple[Action, ActionResult | None]],
+        ledger: NodeLedger | None = None,
     ) -> list[Action]:
         """Reverts on leaving autonomous mode or deletion (lifecycle planner), and the
         `foresize.io/revert` finalizer that holds a deletion until the revert is done."""
@@ -433,7 +444,7 @@ class KubeShell:
                 )
                 if result.ok:
                     self._finalized.add(uid)
-        lp = plan_lifecycle(snap, now, self.lifecycle_state)
+        lp = plan_lifecycle(snap, now, self.lifecycle_state, ledger)
         self.lifecycle_state = lp.state
         for key in lp.finalizers_done:
             kind, ns, name = key.split("/", 2)

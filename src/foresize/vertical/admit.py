@@ -12,9 +12,9 @@ under `in_place` it waits and is reported.
 from __future__ import annotations
 
 from foresize.cluster.actions import Action, EvictPod, ResizePod
+from foresize.cluster.capacity import NodeLedger, no_room_message
 from foresize.cluster.model import COMPUTE_RESOURCES, ResourceMap
 from foresize.cluster.qos import pod_qos_class
-from foresize.vertical.capacity import NodeLedger, positive
 from foresize.vertical.desired import allocated_containers, charge_delta, desired_containers
 from foresize.vertical.run import (
     EVICT,
@@ -22,7 +22,6 @@ from foresize.vertical.run import (
     Candidate,
     PassContext,
     describe_change,
-    fmt_resources,
 )
 
 _WHY_EVICT = {
@@ -120,12 +119,7 @@ def _wait_for_capacity(c: Candidate, delta: ResourceMap, free: ResourceMap) -> N
     run.waiting_capacity += 1
     if not run.report_once(f"guard:{pod.uid}", change.signature):
         return
-    msg = (
-        f"upsize does not fit node {pod.node_name} now "
-        f"({fmt_resources(positive(delta))} more needed, "
-        f"{fmt_resources({r: max(v, 0) for r, v in free.items()})} "
-        "free): not sent, waiting for capacity"
-    )
+    msg = no_room_message(pod.node_name or "", delta, free)
     run.pod_event(pod, "ResizeWaitingForCapacity", msg, "Warning")
     run.target_event("ResizeWaitingForCapacity", f"pod {pod.name}: {msg}", "Warning")
 

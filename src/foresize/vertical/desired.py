@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from foresize.cluster.actions import ContainerResize
+from foresize.cluster.capacity import resize_delta
 from foresize.cluster.model import (
     COMPUTE_RESOURCES,
     RESTART_CONTAINER,
@@ -18,7 +19,7 @@ from foresize.cluster.model import (
     ResourceRequirements,
     Suggestion,
 )
-from foresize.cluster.qos import container_charge, pod_qos_class, qos_class_of, resize_infeasible
+from foresize.cluster.qos import pod_qos_class, qos_class_of
 from foresize.vertical.policy import Threshold
 
 
@@ -186,27 +187,8 @@ def container_sig(name: str, requests: ResourceMap, limits: ResourceMap) -> str:
 
 
 def charge_delta(pod: Pod, change: PodChange) -> ResourceMap:
-    """How much more the scheduler would charge the node once the new spec is written.
-
-    The charge is max(spec, allocated, actual) per container, so an upsize costs its
-    increase at once and a downsize frees nothing until the kubelet has actuated it."""
-    infeasible = resize_infeasible(pod)
-    by_name = {c.name: c for c in change.containers}
-    delta: ResourceMap = {}
-    for c in pod.containers:
-        cr = by_name.get(c.name)
-        if cr is None:
-            continue
-        status = pod.status_of(c.name)
-        before = container_charge(c, status, infeasible=infeasible)
-        after = container_charge(
-            _apply(c, dict(cr.requests), dict(cr.limits)), status, infeasible=False
-        )
-        for r in set(before) | set(after):
-            d = after.get(r, 0) - before.get(r, 0)
-            if d:
-                delta[r] = delta.get(r, 0) + d
-    return delta
+    """How much more the scheduler would charge the node once the change is written."""
+    return resize_delta(pod, change.containers)
 
 
 def allocated_containers(pod: Pod) -> tuple[ContainerResize, ...]:

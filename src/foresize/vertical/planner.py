@@ -21,12 +21,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from foresize.cluster.actions import Action, EmitEvent, WriteTargetStatus
+from foresize.cluster.capacity import NodeLedger
 from foresize.cluster.model import Pod, Suggestion
 from foresize.cluster.snapshot import ClusterSnapshot
 from foresize.errors import ForesizeError
 from foresize.vertical.admit import admit
 from foresize.vertical.breaker import move_breaker
-from foresize.vertical.capacity import NodeLedger, fast_charge
 from foresize.vertical.guards import TARGET_GUARDS, open_gates
 from foresize.vertical.modes import DECIDE
 from foresize.vertical.policy import TargetPolicy, WorkerConfig, _get, policy_of
@@ -36,7 +36,7 @@ from foresize.vertical.stall import awaiting_kubelet, stall_message, stall_reaso
 from foresize.vertical.state import STATUS_KEY, StallRecord, TargetState, WorkerState
 
 # The planner's entry points, with the results step they pair with.
-__all__ = ["execute", "fast_charge", "on_result", "plan", "stall_reason"]
+__all__ = ["execute", "on_result", "plan", "stall_reason"]
 
 
 def suggestion_from_status(target: Any) -> Suggestion | None:
@@ -87,11 +87,14 @@ def plan(
     state: WorkerState,
     config: WorkerConfig | None = None,
     suggestions: Mapping[str, Suggestion] | None = None,
+    ledger: NodeLedger | None = None,
 ) -> tuple[list[Action], WorkerState]:
     """One planning pass over every target in the snapshot.
 
     `suggestions` maps target key ("namespace/name") to its current vertical suggestion
     (what the recommender wrote into status); a target without one gets status only.
+    `ledger` is the pass's node capacity, shared with the other planners that resize pods
+    in the same pass (the DaemonSetAutoscaler, the revert); a fresh one by default.
     """
     ctx = PassContext(snapshot, now, config or WorkerConfig())
     suggestions = suggestions or {}
@@ -109,7 +112,7 @@ def plan(
         _select_pods(run, snapshot, pods_by_ns)
         _decide(run, ctx, candidates)
 
-    admit(candidates, ctx, NodeLedger(snapshot), actions)
+    admit(candidates, ctx, ledger or NodeLedger(snapshot), actions)
     _forget_gone_targets(new_state, runs)
     for run in runs:
         if run.issued:
