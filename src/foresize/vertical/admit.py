@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from foresize.cluster.actions import Action, EvictPod, ResizePod
 from foresize.cluster.capacity import NodeLedger, no_room_message
-from foresize.cluster.model import COMPUTE_RESOURCES, ResourceMap
+from foresize.cluster.model import COMPUTE_RESOURCES, Pod, ResourceMap
 from foresize.cluster.qos import pod_qos_class
 from foresize.vertical.desired import allocated_containers, charge_delta, desired_containers
 from foresize.vertical.run import (
@@ -30,6 +30,14 @@ _WHY_EVICT = {
     "refused": "resize refused by the API server",
     "capacity": "upsize cannot fit its node",
 }
+
+
+def recreated_by_controller(pod: Pod) -> bool:
+    """Does a controller recreate the pod after an eviction? A pod with no controlling
+    owner (a bare pod a selector picked up) or a static pod's mirror (owned by its Node)
+    is gone for good once evicted: such pods are never evicted."""
+    owner = pod.owner
+    return owner is not None and owner.controller and owner.kind != "Node" and not pod.static
 
 
 def priority(c: Candidate) -> tuple:
@@ -93,7 +101,7 @@ def _resize(
         delta = charge_delta(pod, change)
         node = pod.node_name or ""
         if not ledger.admit(node, delta):
-            if run.policy.update_mode == "in_place_or_recreate":
+            if run.policy.update_mode == "in_place_or_recreate" and recreated_by_controller(pod):
                 return Candidate(EVICT, pod, run, change, "capacity", c.urgent)
             _wait_for_capacity(c, delta, ledger.free(node))
             return None
@@ -124,6 +132,15 @@ def _wait_for_capacity(c: Candidate, delta: ResourceMap, free: ResourceMap) -> N
     run.target_event("ResizeWaitingForCapacity", f"pod {pod.name}: {msg}", "Warning")
 
 
+def _not_evicted_without_controller(c: Candidate) -> None:
+    run, pod = c.run, c.pod
+    why = _WHY_EVICT.get(c.reason, c.reason)
+    if run.report_once(f"nocontroller:{pod.uid}", c.reason):
+        msg = f"not evicting ({why}): no controller owns the pod, nothing would recreate it"
+        run.pod_event(pod, "EvictionSkipped", msg, "Warning")
+        run.target_event("PodWithoutController", f"pod {pod.name}: {msg}", "Warning")
+
+
 def _need_recreated(c: Candidate) -> ResourceMap | None:
     """The requests the recreated pod will have (None: no suggestion, nothing to check)."""
     if c.run.suggestion is None:
@@ -139,6 +156,9 @@ def _need_recreated(c: Candidate) -> ResourceMap | None:
 
 def _evict(c: Candidate, ctx: PassContext, ledger: NodeLedger, actions: list[Action]) -> None:
     run, pod = c.run, c.pod
+    if not recreated_by_controller(pod):
+        _not_evicted_without_controller(c)
+        return
     if run.evictions_left <= 0 or (run.budget <= 0 and not c.urgent):
         return
     until = run.state.blocked_pods.get(pod.uid)

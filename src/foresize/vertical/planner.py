@@ -25,7 +25,7 @@ from foresize.cluster.capacity import NodeLedger
 from foresize.cluster.model import Pod, Suggestion
 from foresize.cluster.snapshot import ClusterSnapshot
 from foresize.errors import ForesizeError
-from foresize.vertical.admit import admit
+from foresize.vertical.admit import admit, recreated_by_controller
 from foresize.vertical.breaker import move_breaker
 from foresize.vertical.guards import TARGET_GUARDS, open_gates
 from foresize.vertical.modes import DECIDE
@@ -34,6 +34,9 @@ from foresize.vertical.results import execute, on_result
 from foresize.vertical.run import Candidate, PassContext, PodView, TargetRun
 from foresize.vertical.stall import awaiting_kubelet, stall_message, stall_reason
 from foresize.vertical.state import STATUS_KEY, StallRecord, TargetState, WorkerState
+
+# The update modes that may evict a pod.
+EVICTING_MODES = ("recreate", "in_place_or_recreate")
 
 # The planner's entry points, with the results step they pair with.
 __all__ = ["execute", "on_result", "plan", "stall_reason"]
@@ -240,6 +243,19 @@ def _decide(run: TargetRun, ctx: PassContext, candidates: list[Candidate]) -> No
         disrupted += decide(run, view, ctx, candidates)
     run.disrupted_now = disrupted
     run.budget = 0 if run.paced else max(0, size - disrupted)
+    if run.policy.update_mode in EVICTING_MODES:
+        _report_without_controller(run)
+
+
+def _report_without_controller(run: TargetRun) -> None:
+    """Pods no controller would recreate are never evicted (`admit.recreated_by_controller`);
+    a target whose mode evicts lists them in its status, so nobody expects them to move."""
+    run.without_controller = sorted(p.name for p in run.pods if not recreated_by_controller(p))
+    if run.without_controller:
+        run.notes.append(
+            f"{len(run.without_controller)} pod(s) without a controller are resized in place "
+            "only, never evicted"
+        )
 
 
 def _track_stall(run: TargetRun, pod: Pod, now: float) -> PodView:
@@ -275,6 +291,7 @@ def _status(run: TargetRun) -> dict[str, Any]:
         "pods_evicted": ts.evicted,
         "pods_stalled": run.stalled,
         "pods_waiting_for_capacity": run.waiting_capacity,
+        "pods_without_controller": list(run.without_controller),
         "stall_fallbacks": ts.stall_fallbacks,
         "circuit_breaker": ts.breaker.to_status(),
         "vertical_notes": list(run.notes),

@@ -65,6 +65,7 @@ class TargetRun:
     issued: int = 0
     stalled: int = 0
     waiting_capacity: int = 0
+    without_controller: list[str] = field(default_factory=list)  # pods never evicted
     notes: list[str] = field(default_factory=list)
     events: list[EmitEvent] = field(default_factory=list)
 
