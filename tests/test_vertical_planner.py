@@ -798,7 +798,7 @@ def test_suggestion_is_read_from_the_target_status_when_not_passed() -> None:
     assert state.targets[KEY].breaker.suggestion_uid == "from-status"
 
 
-# --------------------------------------------------------------------------- pods without a controller
+# ---------------------------------------------------------- pods without a controller
 
 
 def selector_target(update_mode: str, **disruption: Any) -> Any:
