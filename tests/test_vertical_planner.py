@@ -856,3 +856,27 @@ def test_recreate_mode_and_a_capacity_miss_never_evict_a_pod_without_a_controlle
     actions, _ = plan(s, 0.0, WorkerState(), suggestions=sugg(cpu=1500))
     assert not of(actions, EvictPod) and not of(actions, ResizePod)
     assert any(e.reason == "ResizeWaitingForCapacity" for e in of(actions, EmitEvent))
+
+
+def test_selector_target_leaves_pods_other_targets_claim_and_reports_the_overlap() -> None:
+    """A pod belongs to one target: a selector target does not resize the pods of a
+    scaleTargetRef target, nor pods a second selector target also selects."""
+    sel = selector_target("in_place")
+    other = selector_target("in_place")
+    other.metadata.name, other.metadata.uid = "web-too", "t-sel-2"
+    other.spec.selector.matchLabels = {"tier": "front"}
+    pods = [bare(pod("a")), bare(pod("b")), pod("c", owner="web")]
+    pods[1].labels["tier"] = "front"
+    pods[2].labels["app"] = "web"  # also the Deployment's pod (its scaleTargetRef target)
+    ref = target("in_place", name="web-ref")
+    ref.spec.scaleTargetRef.name = "web"
+    s = snap(pods, [sel, other, ref])
+    both = {**sugg(), "default/web-too": sugg()[KEY], "default/web-ref": sugg()[KEY]}
+    actions, _ = plan(s, 0.0, WorkerState(), suggestions=both)
+    resized = sorted((a.target, a.name) for a in of(actions, ResizePod))
+    # "a" only by the first selector; "b" by neither selector; "c" by its ref target.
+    assert resized == [("default/web", "a"), ("default/web-ref", "c")]
+    overlap = [e for e in of(actions, EmitEvent) if e.reason == "TargetOverlap"]
+    assert sorted(e.name for e in overlap) == ["web", "web-too"]
+    statuses = {w.name: w.status for w in of(actions, WriteTargetStatus)}
+    assert statuses["web"]["overlapping_targets"] == ["default/web-ref", "default/web-too"]

@@ -113,6 +113,8 @@ def plan(
             continue
         runs.append(run)
         _select_pods(run, snapshot, pods_by_ns)
+    _refuse_overlaps(runs)
+    for run in runs:
         _decide(run, ctx, candidates)
 
     admit(candidates, ctx, ledger or NodeLedger(snapshot), actions)
@@ -181,6 +183,37 @@ def _select_pods(
                 pods_by_ns.setdefault(p.namespace, []).append(p)
         run.pods = [p for p in pods_by_ns.get(pol.namespace, []) if pol.selects(p.labels)]
         run.replicas = len(run.pods)
+
+
+def _refuse_overlaps(runs: list[TargetRun]) -> None:
+    """A pod belongs to one target. A selector target leaves alone every pod that a
+    scaleTargetRef target, or another selector target, also claims (the pod webhook does
+    the same at admission), and reports the overlap in its status and one Event."""
+    claims: dict[str, list[str]] = {}
+    for run in runs:
+        for p in run.pods:
+            claims.setdefault(p.uid, []).append(run.policy.key)
+    by_ref = {p.uid for run in runs if not run.policy.has_selector for p in run.pods}
+    for run in runs:
+        if not run.policy.has_selector:
+            continue
+        me = run.policy.key
+        contested = [p for p in run.pods if p.uid in by_ref or len(claims[p.uid]) > 1]
+        if not contested:
+            run.state.reported.pop("overlap", None)
+            continue
+        others = sorted({k for p in contested for k in claims[p.uid] if k != me})
+        run.overlaps = others
+        gone = {p.uid for p in contested}
+        run.pods = [p for p in run.pods if p.uid not in gone]
+        run.replicas = len(run.pods)
+        msg = (
+            f"{len(contested)} selected pod(s) also belong to {', '.join(others)}: "
+            "left alone (a pod belongs to one target)"
+        )
+        run.notes.append(msg)
+        if run.report_once("overlap", ",".join(others)):
+            run.target_event("TargetOverlap", msg, "Warning")
 
 
 def _forget_gone_targets(state: WorkerState, runs: list[TargetRun]) -> None:
@@ -292,6 +325,7 @@ def _status(run: TargetRun) -> dict[str, Any]:
         "pods_stalled": run.stalled,
         "pods_waiting_for_capacity": run.waiting_capacity,
         "pods_without_controller": list(run.without_controller),
+        "overlapping_targets": list(run.overlaps),
         "stall_fallbacks": ts.stall_fallbacks,
         "circuit_breaker": ts.breaker.to_status(),
         "vertical_notes": list(run.notes),

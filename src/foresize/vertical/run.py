@@ -66,6 +66,7 @@ class TargetRun:
     stalled: int = 0
     waiting_capacity: int = 0
     without_controller: list[str] = field(default_factory=list)  # pods never evicted
+    overlaps: list[str] = field(default_factory=list)  # targets claiming our selected pods
     notes: list[str] = field(default_factory=list)
     events: list[EmitEvent] = field(default_factory=list)
 
