@@ -29,7 +29,6 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
-from foresize.admission.targets import TargetView
 from foresize.api.types import format_timestamp
 from foresize.cluster.actions import (
     Action,
@@ -42,6 +41,7 @@ from foresize.cluster.actions import (
 from foresize.cluster.capacity import NodeLedger, no_room_message, resize_delta
 from foresize.cluster.model import COMPUTE_RESOURCES, Container, Pod, Workload
 from foresize.cluster.snapshot import ClusterSnapshot
+from foresize.cluster.target import TargetView
 from foresize.cluster.validation import check_resize
 
 REVERT_FINALIZER = "foresize.io/revert"
@@ -239,11 +239,13 @@ def plan_revert(
         ns, name = pod_key.split("/", 1)
         plan.actions.append(EmitEvent(ns, "Pod", name, "RevertNotInPlace", why, "Warning"))
     if plan.left or plan.restarted or plan.resized or plan.held:
-        plan.actions.append(_status(target, plan, now, reason))
+        plan.actions.append(revert_status(target, plan, now, reason))
     return plan
 
 
-def _status(target: TargetView, plan: RevertPlan, now: float, reason: str) -> WriteTargetStatus:
+def revert_status(
+    target: TargetView, plan: RevertPlan, now: float, reason: str
+) -> WriteTargetStatus:
     if plan.left:
         status, why = "False", "PodsLeft"
         message = f"{len(plan.left)} pod(s) could not be reverted in place: " + "; ".join(
