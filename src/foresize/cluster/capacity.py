@@ -20,18 +20,19 @@ from foresize.cluster.model import (
     POD_RESIZE_PENDING,
     REASON_INFEASIBLE,
     Container,
+    ContainerStatus,
     Pod,
     ResourceMap,
     ResourceRequirements,
 )
-from foresize.cluster.qos import container_charge, pod_charge, resize_infeasible
+from foresize.cluster.qos import container_charge, pod_charge, pod_requests, resize_infeasible
 from foresize.cluster.snapshot import ClusterSnapshot
 
 
 def fast_charge(pod: Pod) -> ResourceMap:
     """`qos.pod_charge` with a fast path for the common pod (no init containers, status for
     every container, no Infeasible resize); identical results (tested)."""
-    if pod.init_containers or pod.phase in ("Succeeded", "Failed"):
+    if pod.init_containers or pod.resources or pod.overhead or pod.phase in ("Succeeded", "Failed"):
         return pod_charge(pod)
     for cond in pod.conditions:
         if cond.type == POD_RESIZE_PENDING and cond.reason == REASON_INFEASIBLE:
@@ -83,23 +84,28 @@ def _patched(container: Container, change: ContainerResize) -> Container:
 def resize_delta(pod: Pod, changes: Iterable[ContainerResize]) -> ResourceMap:
     """How much more the scheduler would charge the node once the resize is written.
 
-    The charge is max(spec, allocated, actual) per container, so an upsize costs its
-    increase at once and a downsize frees nothing until the kubelet has actuated it."""
+    The charge is max(spec, allocated, actual) per container, aggregated as the scheduler
+    does (`qos.pod_requests`: sidecars, init peaks, pod-level requests, overhead), so an
+    upsize costs its increase at once and a downsize frees nothing until the kubelet has
+    actuated it."""
+    if pod.phase in ("Succeeded", "Failed"):
+        return {}
     infeasible = resize_infeasible(pod)
     by_name = {c.name: c for c in changes}
-    delta: ResourceMap = {}
-    # Sidecars (restartable init containers) can be resized like regular containers.
-    for c in (*pod.containers, *(i for i in pod.init_containers if i.is_sidecar)):
+
+    def after(c: Container, status: ContainerStatus | None) -> ResourceMap:
         change = by_name.get(c.name)
         if change is None:
-            continue
-        status = pod.status_of(c.name)
-        before = container_charge(c, status, infeasible=infeasible)
-        after = container_charge(_patched(c, change), status, infeasible=False)
-        for r in set(before) | set(after):
-            d = after.get(r, 0) - before.get(r, 0)
-            if d:
-                delta[r] = delta.get(r, 0) + d
+            return container_charge(c, status, infeasible=infeasible)
+        return container_charge(_patched(c, change), status, infeasible=False)
+
+    before = pod_charge(pod)
+    new = pod_requests(pod, after)
+    delta: ResourceMap = {}
+    for r in set(before) | set(new):
+        d = new.get(r, 0) - before.get(r, 0)
+        if d:
+            delta[r] = d
     return delta
 
 
