@@ -20,7 +20,7 @@ from foresize.cluster.model import (
 from foresize.cluster.snapshot import ClusterSnapshot
 from foresize.history.memory import UsageHistory
 from foresize.history.metrics_server import HistorySink, Sample
-from foresize.kube.suggest import plan_suggestions
+from foresize.recommend.suggestions import plan_suggestions
 from foresize.vertical import WorkerState, plan
 
 NOW = 1_780_000_000.0

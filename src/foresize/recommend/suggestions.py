@@ -24,8 +24,9 @@ from foresize.api.quantity import CPU, MEMORY, format_resource_map
 from foresize.cluster.actions import WriteTargetStatus
 from foresize.cluster.kubejson import format_time
 from foresize.cluster.snapshot import ClusterSnapshot
-from foresize.history.base import SeriesKey
-from foresize.history.metrics_server import TOTAL_CONTAINER, trace_series
+from foresize.cluster.target import target_view
+from foresize.errors import ForesizeError
+from foresize.history.base import TOTAL_CONTAINER, SeriesKey, trace_series, workload_of_pod
 
 HISTORY_WINDOW = 14 * 86400.0
 
@@ -71,16 +72,12 @@ def history_source(snapshot: ClusterSnapshot, target: Any) -> tuple[list[str], l
         return [workload.name], list(workload.template.containers)
     if get_path(target, "spec", "selector") is None:
         return None
-    from foresize.errors import ForesizeError
-    from foresize.history.prometheus import workload_of_pod
-    from foresize.vertical.policy import policy_of
-
     try:
-        policy = policy_of(target)
-    except ForesizeError:
+        view = target_view(target)
+    except (ForesizeError, ValueError):
         return None  # the vertical planner reports the bad spec
     pods = sorted(
-        (p for p in snapshot.pods if p.namespace == ns and policy.selects(p.labels)),
+        (p for p in snapshot.pods if p.namespace == ns and view.selects(p.labels)),
         key=lambda p: (p.creation_time, p.name),
     )
     workloads: list[str] = []
