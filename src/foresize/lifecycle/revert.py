@@ -173,6 +173,7 @@ def plan_revert(
             target=target.key,
             reason="Revert",
             direction=_direction(pod, changes),
+            uid=pod.uid,
         )
         refused = check_resize(pod, action)
         if refused is None:

@@ -83,6 +83,7 @@ def _release(c: Candidate, actions: list[Action]) -> None:
             c.run.policy.key,
             "release-deferred",
             "down",
+            uid=pod.uid,
         )
     )
     c.run.state.inflight[pod.name] = pod.uid
@@ -107,7 +108,13 @@ def _resize(
             return None
     actions.append(
         ResizePod(
-            pod.namespace, pod.name, change.containers, run.policy.key, c.reason, change.direction
+            pod.namespace,
+            pod.name,
+            change.containers,
+            run.policy.key,
+            c.reason,
+            change.direction,
+            uid=pod.uid,
         )
     )
     if not c.urgent:
@@ -174,7 +181,7 @@ def _evict(c: Candidate, ctx: PassContext, ledger: NodeLedger, actions: list[Act
                 "Warning",
             )
         return
-    actions.append(EvictPod(pod.namespace, pod.name, run.policy.key, c.reason))
+    actions.append(EvictPod(pod.namespace, pod.name, run.policy.key, c.reason, uid=pod.uid))
     run.state.inflight[pod.name] = pod.uid
     run.evictions_left -= 1
     if not c.urgent:

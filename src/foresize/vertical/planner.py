@@ -125,8 +125,10 @@ def plan(
             run.state.last_batch_at = now
         actions.extend(run.events)
         status = _status(run)
+        # Written until it lands: `last_status` is only set by `on_result` when the write
+        # succeeded, so a refused or failed write (422, 409, 429, 5xx, timeout) is sent
+        # again on the next pass instead of being forgotten.
         if status != run.state.last_status:
-            run.state.last_status = status
             actions.append(WriteTargetStatus(run.policy.namespace, run.policy.name, status))
     return actions, new_state
 
