@@ -323,7 +323,10 @@ class SimOperator:
     """The Foresize operator (recommender + vertical worker + admission) on a SimCluster."""
 
     def __init__(
-        self, sim: Any, recommender: Recommender, options: OperatorOptions | None = None
+        self,
+        sim: Any,
+        recommender: Recommender | ForesizeRecommender,
+        options: OperatorOptions | None = None,
     ) -> None:
         self.sim = sim
         self.rec = recommender
@@ -567,6 +570,8 @@ class SimOperator:
         return found
 
     def _recommend(self, now: float) -> None:
+        """A baseline recommender's suggestions (Foresize's own come from the pass)."""
+        assert not isinstance(self.rec, ForesizeRecommender)
         self.last_recommend = now
         all_series = sorted({s for m in self.target_series.values() for s in m.values()})
         recs = self.rec.recommend(now, all_series)
