@@ -18,33 +18,12 @@ from typing import Any
 
 import yaml
 
+from foresize.api.duration import parse_duration
 from foresize.api.quantity import QuantityError, parse_quantity, to_canonical
 from foresize.errors import ForesizeError
 from foresize.sim.usage import GENERATOR_KINDS, GeneratorSpec, load_trace
 
 WORKLOAD_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "Job")
-_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$")
-_COMPOUND_RE = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0, None: 1.0}
-
-
-def parse_duration(value: Any) -> float:
-    """`90`, `90s`, `15m`, `1h`, `7d`, `1w`, `1.5h` -> seconds. Raises ValueError."""
-    if isinstance(value, bool):
-        raise ValueError(f"not a duration: {value!r}")
-    if isinstance(value, int | float):
-        if value < 0:
-            raise ValueError(f"negative duration: {value!r}")
-        return float(value)
-    text = str(value).strip()
-    m = _DURATION_RE.match(text)
-    if m:
-        return float(m.group(1)) * _UNITS[m.group(2)]
-    # Go-style compound durations: 1h30m, 2d12h, 1m30s.
-    parts = _COMPOUND_RE.findall(text)
-    if parts and "".join(n + u for n, u in parts) == text:
-        return sum(float(n) * _UNITS[u] for n, u in parts)
-    raise ValueError(f"not a duration: {value!r} (expected e.g. 30s, 15m, 1h30m, 7d)")
 
 
 @dataclass(slots=True)
