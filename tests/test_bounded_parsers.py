@@ -5,6 +5,7 @@ read-model) accepts and refuses the same inputs."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import pytest
@@ -22,10 +23,8 @@ from foresize.vertical import policy
 
 def _elapsed(fn, *args) -> float:
     start = time.perf_counter()
-    try:
+    with contextlib.suppress(ValueError, ForesizeError):
         fn(*args)
-    except (ValueError, ForesizeError):
-        pass
     return time.perf_counter() - start
 
 
