@@ -176,3 +176,26 @@ def format_resource_map(values: dict[str, int]) -> dict[str, str]:
 
 MIB = 2**20
 GIB = 2**30
+
+# The most usage any container can show. The biggest machines sold have ~900 vCPUs and
+# ~32 TiB; these limits sit above them and far below where arithmetic on the value misbehaves.
+# A reading above them is corrupt (a bit flip in the history store, a unit mistake, `1e308`
+# in a trace): it is dropped and counted, never turned into a request.
+MAX_PLAUSIBLE_CORES = 4096.0
+MAX_PLAUSIBLE_MEMORY_BYTES = float(2**46)  # 64 TiB
+
+
+def usage_problem(resource: str, value: float) -> str | None:
+    """Why a usage reading (cpu in cores, memory in bytes) cannot be real; None if it can.
+    NaN is a missing reading, not a problem."""
+    if math.isnan(value):
+        return None
+    if math.isinf(value):
+        return f"{resource} usage is not finite"
+    if value < 0:
+        return f"{resource} usage is negative"
+    limit = MAX_PLAUSIBLE_CORES if resource == CPU else MAX_PLAUSIBLE_MEMORY_BYTES
+    if value > limit:
+        unit = "cores" if resource == CPU else "bytes"
+        return f"{resource} usage {value:.3g} {unit} is above any machine ({limit:.3g})"
+    return None

@@ -17,6 +17,7 @@ On top of PyYAML's safe loader (no Python objects):
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -90,13 +91,13 @@ def read_text(path: Path | str, *, max_bytes: int = MAX_FILE_BYTES, what: str = 
         with path.open("rb") as handle:
             data = handle.read(max_bytes + 1)
     except OSError as exc:
-        raise ForesizeError(f"{path}: cannot read {what} ({exc.strerror or exc})") from None
+        raise ForesizeError(f"{path}: cannot read ({exc.strerror or exc})") from None
     if len(data) > max_bytes:
-        raise ForesizeError(f"{path}: {what} is larger than {max_bytes} bytes; refused")
+        raise ForesizeError(f"{path}: cannot read ({what} larger than {max_bytes} bytes)")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ForesizeError(f"{path}: {what} is not UTF-8 text (byte {exc.start})") from None
+        raise ForesizeError(f"{path}: cannot read (not UTF-8 text: byte {exc.start})") from None
 
 
 def _yaml_error(source: str, exc: yaml.YAMLError) -> ForesizeError:
@@ -106,9 +107,36 @@ def _yaml_error(source: str, exc: yaml.YAMLError) -> ForesizeError:
     return ForesizeError(f"{where}: not valid YAML ({problem})")
 
 
+_BRACKETS = re.compile(r"[\[\]{}]")
+
+
+def _too_deep_flow(text: str) -> int | None:
+    """The line where `[`/`{` nesting first passes MAX_DEPTH, or None.
+
+    PyYAML's scanner keeps every unclosed flow bracket of the last 1,024 characters as a
+    possible key and rescans them per token, so `[[[[...` costs a second before the
+    composer's depth check is reached. This linear pre-pass stops at the first bracket too
+    deep. It ignores quoting, so a string holding more than MAX_DEPTH unclosed brackets
+    is refused too; no real file has one."""
+    depth = 0
+    for match in _BRACKETS.finditer(text):
+        if match[0] in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                return text.count("\n", 0, match.start()) + 1
+        elif depth:
+            depth -= 1
+    return None
+
+
 def iter_documents(text: str, source: str) -> Iterator[tuple[int, Any]]:
     """(line where the document starts, document) for every YAML document in `text`;
     `ForesizeError` naming `source` and the line at the first problem."""
+    line = _too_deep_flow(text)
+    if line is not None:
+        raise ForesizeError(
+            f"{source}:{line}: not valid YAML (nested deeper than {MAX_DEPTH} levels)"
+        )
     loader = _BoundedLoader(text)
     try:
         while loader.check_node():

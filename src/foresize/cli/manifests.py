@@ -498,8 +498,7 @@ def validate_files(paths: list[str]) -> tuple[int, int, list[str]]:
     """Check every Foresize object (apiVersion foresize.io/...) in the YAML files with the
     API models. Returns (objects checked, other documents skipped, errors); each error
     names the file, the line where its document starts, and the field."""
-    import yaml
-
+    from foresize.api.safe_yaml import iter_documents, read_text
     from foresize.api.types import GROUP, parse_object
     from foresize.errors import ForesizeError
 
@@ -507,20 +506,8 @@ def validate_files(paths: list[str]) -> tuple[int, int, list[str]]:
     errors: list[str] = []
     for path in paths:
         try:
-            with open(path, encoding="utf-8") as handle:
-                text = handle.read()
-        except OSError as exc:
-            errors.append(f"{path}: cannot read ({exc.strerror})")
-            continue
-        except UnicodeDecodeError as exc:
-            errors.append(f"{path}: cannot read (not UTF-8 text: byte {exc.start})")
-            continue
-        loader = yaml.SafeLoader(text)
-        try:
-            while loader.check_node():
-                node = loader.get_node()
-                obj = loader.construct_document(node)
-                line = node.start_mark.line + 1
+            text = read_text(path)
+            for line, obj in iter_documents(text, path):
                 api_version = obj.get("apiVersion", "") if isinstance(obj, dict) else ""
                 if not str(api_version).startswith(f"{GROUP}/"):
                     skipped += obj is not None
@@ -530,12 +517,8 @@ def validate_files(paths: list[str]) -> tuple[int, int, list[str]]:
                     parse_object(obj, f"{path}:{line}")
                 except ForesizeError as exc:
                     errors.extend(str(exc).splitlines())
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f"{path}:{mark.line + 1}" if mark is not None else path
-            errors.append(f"{where}: not valid YAML ({getattr(exc, 'problem', exc)})")
-        finally:
-            loader.dispose()
+        except ForesizeError as exc:  # unreadable file or bad YAML: one line, next file
+            errors.append(str(exc))
     return checked, skipped, errors
 
 

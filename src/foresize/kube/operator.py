@@ -59,12 +59,13 @@ class OperatorOptions:
     shutdown_grace: float = 15.0  # seconds each task gets to stop before it is cancelled
 
 
-def open_history(opts: OperatorOptions) -> Any:
-    """The recommender's history: SQLite with --history-db (survives restarts), else memory."""
+def open_history(opts: OperatorOptions, metrics: Any = None) -> Any:
+    """The recommender's history: SQLite with --history-db (survives restarts), else memory.
+    A damaged SQLite file is moved aside and replaced by an empty store (logged, counted)."""
     if opts.history_db:
-        from foresize.history.sqlite import HistoryStore
+        from foresize.history.maintenance import open_store
 
-        return HistoryStore(opts.history_db)
+        return open_store(opts.history_db, metrics)
     from foresize.history.memory import UsageHistory
 
     return UsageHistory(step=60.0)
@@ -193,7 +194,14 @@ async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None)
         max_shards=opts.max_shards,
     )
     tasks: list[asyncio.Task] = []
-    history = open_history(opts)
+    history = open_history(opts, metrics)
+    if opts.history_db:  # retention/downsampling off the loop, and the Event of a recovery
+        from foresize.history.maintenance import recovery_event, run_maintenance
+
+        tasks.append(asyncio.create_task(run_maintenance(history, stop)))
+        event = recovery_event(history, opts.namespace, os.environ.get("POD_NAME"))
+        if event is not None:
+            tasks.append(asyncio.create_task(executor.apply(event)))
     from foresize.lifecycle.daemonset import UsageWindow
 
     dsa_window = UsageWindow()
