@@ -172,3 +172,22 @@ async def test_maintenance_runs_at_start_and_on_schedule_until_stopped(tmp_path)
     )
     assert len(passes) == 2 and passes[0].pruned_chunks > 0 and passes[1].pruned_chunks == 0
     store.close()
+
+
+async def test_the_operator_task_posts_the_recovery_event_then_maintains(tmp_path):
+    from foresize.history.maintenance import history_upkeep
+
+    path = tmp_path / "h.db"
+    _filled(path)
+    _damage_pages(path)
+    store = open_store(path)
+    stop = asyncio.Event()
+    posted = []
+
+    async def apply(event):
+        posted.append(event)
+        stop.set()  # ends the maintenance loop after its first pass
+
+    await asyncio.wait_for(history_upkeep(store, stop, apply, "foresize", "foresize-0"), 10)
+    assert [e.reason for e in posted] == ["HistoryStoreRecovered"]
+    store.close()

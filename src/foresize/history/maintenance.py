@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -111,3 +111,21 @@ def recovery_event(store: HistoryStore, namespace: str, pod: str | None) -> Emit
         "and restarted empty",
         type="Warning",
     )
+
+
+async def history_upkeep(
+    store: HistoryStore,
+    stop: asyncio.Event,
+    apply: Callable[[EmitEvent], Awaitable[Any]],
+    namespace: str,
+    pod: str | None,
+) -> None:
+    """The operator's history task: the recovery Event (if any), then `run_maintenance`
+    until `stop`."""
+    event = recovery_event(store, namespace, pod)
+    if event is not None:
+        try:
+            await apply(event)
+        except Exception as exc:  # the log line and the metric already tell the story
+            log.warning("could not post the history recovery Event: %s", exc)
+    await run_maintenance(store, stop)
