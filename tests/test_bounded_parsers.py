@@ -10,12 +10,12 @@ import time
 
 import pytest
 
-from foresize.admission.targets import duration_seconds
 from foresize.admission.validate import validate_target
 from foresize.api.cron import cron_error
 from foresize.api.duration import MAX_DURATION_LENGTH, DurationError, parse_duration
 from foresize.api.quantity import MAX_QUANTITY_LENGTH, QuantityError, parse_quantity
 from foresize.api.types import parse_object
+from foresize.cluster.target import duration_seconds
 from foresize.errors import ForesizeError
 from foresize.sim import scenario
 from foresize.vertical import policy

@@ -24,8 +24,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from foresize.history.base import resample_max
 from foresize.history.prometheus import PrometheusReader, workload_of_pod
-from foresize.history.traces import read_bitbrains, resample_max
+from foresize.history.traces import read_bitbrains
 from foresize.recommend.core import MEMORY_RISK_LEVELS
 
 pytestmark = pytest.mark.prometheus

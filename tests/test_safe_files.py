@@ -13,12 +13,12 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from foresize.admission.state_file import load_state_file
 from foresize.api.safe_yaml import MAX_DEPTH, load_json, read_text
 from foresize.cli import app
 from foresize.cli.manifests import validate_files
 from foresize.errors import ForesizeError
 from foresize.sim.scenario import MAX_POD_STEPS, check_run_size, load_scenario
+from foresize.webhook.state_file import load_state_file
 from test_sim_support import workload
 
 

@@ -19,17 +19,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from foresize.admission.index import AdmissionIndex
-from foresize.admission.targets import (
+from foresize.api.cron import cron_error
+from foresize.api.duration import shown
+from foresize.api.quantity import CPU, MEMORY, QuantityError, to_canonical
+from foresize.api.vocabulary import FORECAST_MODES, SCALING_MODES, UPDATE_MODES
+from foresize.cluster.target import (
     AUTONOMOUS,
     duration_seconds,
     get,
     normalise_kind,
     normalise_mode,
 )
-from foresize.api.cron import cron_error
-from foresize.api.duration import shown
-from foresize.api.quantity import CPU, MEMORY, QuantityError, to_canonical
-from foresize.api.vocabulary import FORECAST_MODES, SCALING_MODES, UPDATE_MODES
 
 MIN_LOOKBACK = 3 * 3600.0
 

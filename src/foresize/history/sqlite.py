@@ -29,9 +29,8 @@ import numpy as np
 
 from foresize.api.quantity import CPU, MAX_PLAUSIBLE_CORES, MAX_PLAUSIBLE_MEMORY_BYTES
 from foresize.errors import ForesizeError
-from foresize.history.base import EVENT_KINDS, check_resource, window_start
+from foresize.history.base import EVENT_KINDS, SeriesKey, check_resource, window_start
 from foresize.history.metrics_server import TOTAL_CONTAINER
-from foresize.history.traces import SeriesKey
 
 CHUNK_POINTS = 288
 """Samples per chunk: one day at 5 minutes, 4.8 hours at 1 minute. ~1 KB blobs: large

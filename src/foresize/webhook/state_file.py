@@ -16,6 +16,8 @@ from typing import Any
 
 from foresize.admission.index import AdmissionIndex
 from foresize.api.safe_yaml import load_documents, load_json, read_text
+from foresize.api.types import parse_object
+from foresize.cluster.kubejson import hpa_from
 from foresize.cluster.model import HorizontalPodAutoscaler, OwnerRef, Workload
 from foresize.errors import ForesizeError
 
@@ -64,8 +66,6 @@ def _workload(doc: dict[str, Any]) -> Workload:
 def load_state_file(path: Path | str) -> AdmissionIndex:
     """An `AdmissionIndex` from `path`; `ForesizeError` naming the file, document and
     field for anything it cannot use."""
-    from foresize.api.types import parse_object
-
     path = Path(path)
     targets: list[Any] = []
     dsas: list[Any] = []
@@ -86,8 +86,6 @@ def load_state_file(path: Path | str) -> AdmissionIndex:
             obj = parse_object(doc, where)
             (targets if kind == "AIScaleTarget" else dsas).append(obj)
         elif kind == "HorizontalPodAutoscaler":
-            from foresize.kube.convert import hpa_from
-
             hpas.append(hpa_from(doc))
         elif kind == "ClusterAIScaleTemplate":
             continue  # templates act through the AIScaleTargets they create
