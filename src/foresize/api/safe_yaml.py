@@ -43,20 +43,21 @@ class _BoundedLoader(yaml.SafeLoader):
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
             raise yaml.composer.ComposerError(
-                None, None, "YAML aliases (*name) are not accepted", event.start_mark
+                None, None, "YAML aliases (*name) are not accepted", self._mark()
             )
         self._depth += 1
         if self._depth > MAX_DEPTH:
-            event = self.peek_event()
             raise yaml.composer.ComposerError(
-                None, None, f"nested deeper than {MAX_DEPTH} levels", event.start_mark
+                None, None, f"nested deeper than {MAX_DEPTH} levels", self._mark()
             )
         try:
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
+
+    def _mark(self) -> Any:
+        return self.peek_event().start_mark  # type: ignore[no-untyped-call]
 
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:
         if isinstance(node, yaml.MappingNode):
@@ -141,6 +142,8 @@ def iter_documents(text: str, source: str) -> Iterator[tuple[int, Any]]:
     try:
         while loader.check_node():
             node = loader.get_node()
+            if node is None:  # pragma: no cover - check_node() said there is one
+                break
             line = node.start_mark.line + 1
             yield line, loader.construct_document(node)
     except yaml.YAMLError as exc:
