@@ -553,7 +553,10 @@ async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None)
                         await asyncio.wait_for(stop.wait(), 2.0)
 
             supervise(refresh_index(), "admission index")
-            app = create_app(admission)  # AdmissionState is the state provider (callable)
+            app = create_app(  # AdmissionState is the state provider (callable)
+                admission,
+                on_bad_request=lambda reason: metrics.webhook_bad_requests.labels(reason).inc(),
+            )
             app.middlewares.append(health.middleware())
             app.middlewares.append(metrics.webhook_middleware())
             ssl_context = await _webhook_tls(opts, api)
