@@ -124,17 +124,18 @@ class ConnectionGuard:
         self.active = 0
         self.bad_requests = 0
         self.trims = 0
-        self._peak = 0
+        self.peak = 0
+        """Most connections open at once since the last heap trim."""
         self._hook = on_bad_request
 
     def opened(self) -> None:
         self.active += 1
-        self._peak = max(self._peak, self.active)
+        self.peak = max(self.peak, self.active)
 
     def closed(self) -> None:
         self.active -= 1
-        if self._peak - self.active >= TRIM_AFTER_CLOSED and self.active <= self._peak // 2:
-            self._peak = self.active
+        if self.peak - self.active >= TRIM_AFTER_CLOSED and self.active <= self.peak // 2:
+            self.peak = self.active
             self.trims += 1
             _trim_heap()
 
@@ -249,12 +250,12 @@ class AdmissionState:
         return self._index
 
 
+def _encode(data: dict[str, Any]) -> bytes:
+    return json.dumps(data, separators=(",", ":")).encode()
+
+
 def _json(data: dict[str, Any], status: int = 200) -> web.Response:
-    return web.Response(
-        body=json.dumps(data, separators=(",", ":")).encode(),
-        status=status,
-        content_type="application/json",
-    )
+    return web.Response(body=_encode(data), status=status, content_type="application/json")
 
 
 def _closing(status: int, text: str) -> web.Response:
@@ -328,8 +329,13 @@ def create_app(
                 return _json(allow_with_warning(None, f"internal error ({_one_line(exc)})"))
             if len(raw) <= limits.inline_body:
                 return _json(answer(raw, index, now))
+
+            def encoded() -> bytes:  # decoding, review and encoding all in the worker
+                return _encode(answer(raw, index, now))
+
             loop = asyncio.get_running_loop()
-            return _json(await loop.run_in_executor(pool, answer, raw, index, now))
+            body = await loop.run_in_executor(pool, encoded)
+            return web.Response(body=body, content_type="application/json")
 
         return handle
 
