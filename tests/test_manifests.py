@@ -411,6 +411,7 @@ def test_helm_values_change_names_namespace_and_options():
                 "image": {"repository": "reg/foresize", "tag": "dev"},
                 "certManager": {"enabled": True},
                 "monitoring": {"enabled": False},
+                "excludeSelector": {"team": "payments", "foresize.io/in-place": "off"},
             },
             name="fs",
             ns="autoscaling",
@@ -425,6 +426,13 @@ def test_helm_values_change_names_namespace_and_options():
     assert env["FORESIZE_WEBHOOK_CONFIGURATION"] == "fs"
     assert env["FORESIZE_TLS_SECRET"] == "fs-webhook-tls"
     assert env["FORESIZE_CERT_MANAGER"] == "true"
+    # The operator's own parser reads what the chart writes.
+    from foresize.vertical.policy import parse_exclude_selector
+
+    assert parse_exclude_selector(env["FORESIZE_EXCLUDE_SELECTOR"]) == {
+        "team": "payments",
+        "foresize.io/in-place": "off",
+    }
     mutating = rendered[("MutatingWebhookConfiguration", "fs")]
     assert mutating["metadata"]["annotations"] == {
         "cert-manager.io/inject-ca-from": "autoscaling/fs-webhook"

@@ -29,7 +29,7 @@ import os
 import signal
 import socket
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from foresize.history.base import SeriesKey
@@ -55,6 +55,8 @@ class OperatorOptions:
     kube_api_qps: float = 50.0  # client-side rate limit (VPA's --kube-api-qps)
     kube_api_burst: int = 100
     stall_timeout: float | None = None  # liveness fails after this; default max(5 passes, 120 s)
+    # Labels of workloads (or targets) the disruption worker never touches.
+    exclude_selector: dict[str, str] = field(default_factory=dict)
     metrics_host: str = "0.0.0.0"
     metrics_port: int = 8080
     webhook: bool = True
@@ -409,6 +411,7 @@ async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None)
     from foresize.kube.shell import KubeShell
     from foresize.kube.state import ClusterState
     from foresize.telemetry.metrics import ForesizeMetrics
+    from foresize.vertical.policy import WorkerConfig
 
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -479,6 +482,7 @@ async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None)
         shards=shards,
         history=history,
         suggest_interval=opts.suggest_interval,
+        worker_config=WorkerConfig(exclude_selector=dict(opts.exclude_selector)),
     )
     shell.dsa_window = dsa_window
 
