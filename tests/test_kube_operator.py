@@ -68,17 +68,21 @@ async def test_operator_runs_everything_and_releases_its_lease(apiserver):
                     "object": pod("web-3"),
                 },
             }
-            async with session.post(
-                f"http://127.0.0.1:{webhook_port}/mutate-pods", json=review
-            ) as r:
-                assert r.status == 200
-                answer = await r.json()
-                assert answer["response"]["uid"] == "r-1" and answer["response"]["allowed"]
+            for _ in range(50):  # until the webhook has its first index
+                async with session.post(
+                    f"http://127.0.0.1:{webhook_port}/mutate-pods", json=review
+                ) as r:
+                    assert r.status == 200
+                    answer = await r.json()
+                    assert answer["response"]["uid"] == "r-1" and answer["response"]["allowed"]
+                if "patch" in answer["response"]:
+                    break
+                await asyncio.sleep(0.1)
             text = ""
             for _ in range(30):
                 async with session.get(f"http://127.0.0.1:{metrics_port}/metrics") as r:
                     text = await r.text()
-                if "foresize_resizes_total{" in text:
+                if "foresize_resizes_total{" in text and 'source="admission"' in text:
                     break
                 await asyncio.sleep(0.1)
         got = {
@@ -96,6 +100,27 @@ async def test_operator_runs_everything_and_releases_its_lease(apiserver):
             ),
         )
         assert got[key] >= 2
+        # Every request change is counted, in place and at admission (the pod above).
+        assert "patch" in answer["response"]
+        changed = {
+            labels: v
+            for (name, labels), v in got.items()
+            if name == "foresize_request_changes_total"
+        }
+        sources = {dict(labels)["source"] for labels in changed}
+        assert sources == {"in_place", "admission"}, changed
+        sized: list[dict] = []
+        for _ in range(30):  # the next pass sends the admission's Event, on the target
+            sized = [
+                r.body
+                for r in apiserver.calls("POST", r"/events$")
+                if r.body.get("reason") == "SizedAtAdmission"
+            ]
+            if sized:
+                break
+            await asyncio.sleep(0.1)
+        assert sized and sized[0]["involvedObject"]["kind"] == "AIScaleTarget", sized
+        assert sized[0]["involvedObject"]["name"] == "web"
         assert got[("foresize_webhook_duration_seconds_count", ())] >= 1
         assert got[("foresize_loop_duration_seconds_count", ())] >= 1
     finally:

@@ -31,6 +31,7 @@ class ResizePod:
     target: str = ""  # "namespace/name" of the AIScaleTarget (or DSA) asking for it
     reason: str = ""
     direction: str = ""  # "up" | "down" | "mixed"
+    target_kind: str = "AIScaleTarget"  # or "DaemonSetAutoscaler": whose Events these are
 
 
 @dataclass(frozen=True, slots=True)

@@ -550,7 +550,9 @@ async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None)
                         await asyncio.wait_for(stop.wait(), 2.0)
 
             supervise(refresh_index(), "admission index")
-            app = create_app(admission)  # AdmissionState is the state provider (callable)
+            # AdmissionState is the state provider (callable); pods sized at admission are
+            # counted and get an Event on their target, like every request change.
+            app = create_app(admission, on_pod_change=shell.recorder.admitted)
             app.middlewares.append(health.middleware())
             app.middlewares.append(metrics.webhook_middleware())
             ssl_context = await _webhook_tls(opts, api)

@@ -77,8 +77,11 @@ def create_app(
     *,
     clock: Clock = time.time,
     noop_endpoint: bool = False,
+    on_pod_change: Callable[..., None] | None = None,
 ) -> web.Application:
-    """The webhook application. `noop_endpoint` adds POST /noop (benchmark floor)."""
+    """The webhook application. `noop_endpoint` adds POST /noop (benchmark floor).
+    `on_pod_change(pod, decision)` is told about every pod the webhook resizes (the
+    operator counts it and gives it an Event)."""
     app = web.Application(client_max_size=MAX_BODY)
 
     def handler(review: Callable[..., dict[str, Any]], needs_index: bool = True):
@@ -119,7 +122,10 @@ def create_app(
             text="ok" if ready else "no cluster state yet", status=200 if ready else 503
         )
 
-    app.router.add_post("/mutate-pods", handler(review_pod))
+    def mutate_pods(body: Any, index: AdmissionIndex, now: float) -> dict[str, Any]:
+        return review_pod(body, index, now, on_pod_change)
+
+    app.router.add_post("/mutate-pods", handler(mutate_pods))
     app.router.add_post("/mutate-scale", handler(review_scale))
     app.router.add_post("/validate-targets", handler(review_target))
     app.router.add_get("/healthz", healthz)
