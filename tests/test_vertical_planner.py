@@ -701,8 +701,32 @@ def test_status_counts_and_breaker_written_only_when_changed() -> None:
     assert st.status["pods_resized"] == 1
     assert st.status["circuit_breaker"]["state"] == "closed"
     assert STATUS_KEY in st.status
+    state, _ = execute(actions, apply_ok, state, done, 100.0)  # the write landed
     actions, state = plan(done, 200.0, state, suggestions=sugg())
     assert not of(actions, WriteTargetStatus)
+
+
+def test_a_status_write_that_failed_is_sent_again_until_it_lands() -> None:
+    """kube.md GAP 9: the write used to be marked done when planned, so a refused or
+    failed one (422/409/429/5xx) was lost until the status changed again."""
+    s = snap([pod("p0")], [target("in_place")])
+    actions, state = plan(s, 0.0, WorkerState(), suggestions=sugg())
+    (first,) = of(actions, WriteTargetStatus)
+
+    def brownout(action):  # the API server answers 503 to everything
+        return ActionResult(ok=False, code=503, reason="ServiceUnavailable", message="down")
+
+    state, _ = execute(actions, brownout, state, s, 0.0)
+    assert state.targets["default/web"].last_status is None  # not marked written
+    actions, state = plan(s, 30.0, state, suggestions=sugg())
+    (again,) = of(actions, WriteTargetStatus)
+    assert again.status == first.status
+
+    def status_lands(action):  # the API is back for status writes only
+        return apply_ok(action) if isinstance(action, WriteTargetStatus) else brownout(action)
+
+    state, _ = execute(actions, status_lands, state, s, 30.0)
+    assert state.targets["default/web"].last_status == again.status
 
 
 def test_fast_charge_equals_the_scheduler_charge() -> None:

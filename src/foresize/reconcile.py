@@ -427,7 +427,9 @@ class ActionQueue:
 
     def feed(self, action: Action, result: ActionResult) -> None:
         self.done.append((action, result))
-        if isinstance(action, EvictPod | ResizePod):
+        if isinstance(action, WriteTargetStatus):  # marked written only once it landed
+            self.state = on_result(self.state, action, result, self.now, self.config)
+        elif isinstance(action, EvictPod | ResizePod):
             self.state = on_result(self.state, action, result, self.now, self.config)
             ts = self.state.targets.get(action.target)
             if ts is not None and ts.outbox:

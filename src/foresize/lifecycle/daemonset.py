@@ -193,6 +193,7 @@ def plan_dsa(
             target=view.key,
             reason="DaemonSetAutoscaler",
             direction=_direction(pod, changes),
+            uid=pod.uid,
             target_kind=view.kind,
         )
         refused = check_resize(pod, action)

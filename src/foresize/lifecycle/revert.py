@@ -173,6 +173,7 @@ def plan_revert(
             target=target.key,
             reason="Revert",
             direction=_direction(pod, changes),
+            uid=pod.uid,
             target_kind=target.kind,
         )
         refused = check_resize(pod, action)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from foresize.cluster.actions import Action, EvictPod, ResizePod
 from foresize.cluster.capacity import NodeLedger, no_room_message
 from foresize.cluster.model import COMPUTE_RESOURCES, Pod, ResourceMap
-from foresize.cluster.qos import pod_qos_class
+from foresize.cluster.qos import pod_qos_class, spec_requests_with
 from foresize.vertical.desired import allocated_containers, charge_delta, desired_containers
 from foresize.vertical.run import (
     EVICT,
@@ -83,6 +83,7 @@ def _release(c: Candidate, actions: list[Action]) -> None:
             c.run.policy.key,
             "release-deferred",
             "down",
+            uid=pod.uid,
         )
     )
     c.run.state.inflight[pod.name] = pod.uid
@@ -107,7 +108,13 @@ def _resize(
             return None
     actions.append(
         ResizePod(
-            pod.namespace, pod.name, change.containers, run.policy.key, c.reason, change.direction
+            pod.namespace,
+            pod.name,
+            change.containers,
+            run.policy.key,
+            c.reason,
+            change.direction,
+            uid=pod.uid,
         )
     )
     if not c.urgent:
@@ -146,12 +153,9 @@ def _need_recreated(c: Candidate) -> ResourceMap | None:
     if c.run.suggestion is None:
         return None
     containers, _ = desired_containers(c.pod, c.run.suggestion, c.run.skip)
-    need: ResourceMap = {}
-    for ct in containers:
-        for r, v in ct.resources.requests.items():
-            if r in COMPUTE_RESOURCES:
-                need[r] = need.get(r, 0) + v
-    return need
+    # The scheduler's view of the new pod: sidecars, init containers and overhead included.
+    need = spec_requests_with(c.pod, containers)
+    return {r: v for r, v in need.items() if r in COMPUTE_RESOURCES}
 
 
 def _evict(c: Candidate, ctx: PassContext, ledger: NodeLedger, actions: list[Action]) -> None:
@@ -179,7 +183,7 @@ def _evict(c: Candidate, ctx: PassContext, ledger: NodeLedger, actions: list[Act
                 "Warning",
             )
         return
-    actions.append(EvictPod(pod.namespace, pod.name, run.policy.key, c.reason))
+    actions.append(EvictPod(pod.namespace, pod.name, run.policy.key, c.reason, uid=pod.uid))
     run.state.inflight[pod.name] = pod.uid
     run.evictions_left -= 1
     run.budget -= 1
