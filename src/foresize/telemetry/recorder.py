@@ -21,6 +21,7 @@ The recorder never talks to the API itself; the shell applies the returned event
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterable
 from typing import Any
 
@@ -86,6 +87,7 @@ class ChangeRecorder:
         # Events of pods sized at admission, sent with the next pass (the webhook handler
         # only queues them).
         self._admissions: list[EmitEvent] = []
+        self._admissions_lock = threading.Lock()  # the webhook reviews in worker threads
 
     # ------------------------------------------------------------------ actions
     def record(
@@ -229,22 +231,23 @@ class ChangeRecorder:
         # At CREATE a controller's pod often has no name yet (generateName).
         owner = f" of {pod.owner.kind} {pod.owner.name}" if pod.owner is not None else ""
         who = f"pod {pod.name}" if pod.name else f"a new pod{owner}"
-        self._admissions.append(
-            EmitEvent(
-                view.namespace,
-                view.kind,
-                view.name,
-                "SizedAtAdmission",
-                f"{who}: sized at admission: {', '.join(parts)}",
-                "Normal",
-                view.uid,
-            )
+        event = EmitEvent(
+            view.namespace,
+            view.kind,
+            view.name,
+            "SizedAtAdmission",
+            f"{who}: sized at admission: {', '.join(parts)}",
+            "Normal",
+            view.uid,
         )
+        with self._admissions_lock:
+            self._admissions.append(event)
 
     def drain_admissions(self) -> list[EmitEvent]:
         """The Events of the pods sized at admission since the last call (coalesced per
         target and message, so a rollout of many replicas is a handful of Events)."""
-        out, self._admissions = self._admissions, []
+        with self._admissions_lock:
+            out, self._admissions = self._admissions, []
         seen: set[tuple[str, str, str, str]] = set()
         kept: list[EmitEvent] = []
         for e in out:
