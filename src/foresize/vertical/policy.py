@@ -12,6 +12,7 @@ excludes workloads, back-off constants). Every constant says why it has its valu
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
