@@ -793,7 +793,7 @@ async def scenario_templates_before_workloads(hold: float = 4.0) -> ScenarioResu
     only `hold` s later: nothing is written (above all, the target is not deleted and its
     pods are not reverted) until every cache has synced. seconds = Deployments listed to
     the first write."""
-    from foresize.api.types import parse_object
+    from foresize.api.types import ClusterAIScaleTemplate
 
     name = "templates listed before workloads"
     async with Cluster(pods=2, target=False) as c:
@@ -814,7 +814,7 @@ async def scenario_templates_before_workloads(hold: float = 4.0) -> ScenarioResu
             },
         }
         c.k.seed(template)
-        made = parse_object(template, "template").spec.build_target(
+        made = ClusterAIScaleTemplate.model_validate(template).spec.build_target(
             "Deployment", "web", "shop", "fleet"
         )
         body = made.model_dump(by_alias=True, exclude_none=True, mode="json")
