@@ -29,7 +29,7 @@ import os
 import signal
 import socket
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from foresize.history.base import SeriesKey
@@ -54,7 +54,10 @@ class OperatorOptions:
     lease_retry: float = 2.0  # client-go's RetryPeriod: renew this often
     kube_api_qps: float = 50.0  # client-side rate limit (VPA's --kube-api-qps)
     kube_api_burst: int = 100
+    cert_check_interval: float = 300.0  # webhook certificate expiry/renewal/reload check
     stall_timeout: float | None = None  # liveness fails after this; default max(5 passes, 120 s)
+    # Labels of workloads (or targets) the disruption worker never touches.
+    exclude_selector: dict[str, str] = field(default_factory=dict)
     metrics_host: str = "0.0.0.0"
     metrics_port: int = 8080
     webhook: bool = True
@@ -410,6 +413,7 @@ async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None)
     from foresize.kube.shell import KubeShell
     from foresize.kube.state import ClusterState
     from foresize.telemetry.metrics import ForesizeMetrics
+    from foresize.vertical.policy import WorkerConfig
 
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -486,6 +490,7 @@ async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None)
         shards=shards,
         history=history,
         suggest_interval=opts.suggest_interval,
+        worker_config=WorkerConfig(exclude_selector=dict(opts.exclude_selector)),
     )
     shell.dsa_window = dsa_window
 
@@ -553,13 +558,19 @@ async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None)
                         await asyncio.wait_for(stop.wait(), 2.0)
 
             supervise(refresh_index(), "admission index")
-            app = create_app(  # AdmissionState is the state provider (callable)
+            # AdmissionState is the state provider (callable); pods sized at admission are
+            # counted and get an Event on their target, like every request change.
+            app = create_app(
                 admission,
                 on_bad_request=lambda reason: metrics.webhook_bad_requests.labels(reason).inc(),
+                on_pod_change=shell.recorder.admitted,
             )
             app.middlewares.append(health.middleware())
             app.middlewares.append(metrics.webhook_middleware())
-            ssl_context = await _webhook_tls(opts, api)
+            certificate = await _webhook_tls(opts, api, metrics, executor)
+            ssl_context = certificate.context if certificate is not None else None
+            if certificate is not None:
+                supervise(certificate.run(stop, opts.cert_check_interval), "webhook certificate")
             webhook = WebhookServer(
                 app, host=opts.webhook_host, port=opts.webhook_port, ssl_context=ssl_context
             )
@@ -614,25 +625,29 @@ async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None)
     return 0
 
 
-async def _webhook_tls(opts: OperatorOptions, api: Any) -> Any:
-    """Files given on the command line, else the shared Secret, else plain HTTP (dev)."""
+async def _webhook_tls(opts: OperatorOptions, api: Any, metrics: Any, executor: Any) -> Any:
+    """Files given on the command line, else the shared Secret, else None: plain HTTP
+    (development only). Returns the `WebhookCertificate` that keeps it current."""
     import tempfile
     from pathlib import Path
 
-    from foresize.kube.tls import webhook_ssl_context
-    from foresize.webhook.certs import server_ssl_context
+    from foresize.kube.tls import WebhookCertificate
 
-    if opts.tls_cert and opts.tls_key:
-        return server_ssl_context(opts.tls_cert, opts.tls_key)
-    if opts.tls_secret:
-        return await webhook_ssl_context(
-            api,
-            namespace=opts.namespace,
-            secret=opts.tls_secret,
-            service=opts.webhook_service,
-            configuration=opts.webhook_configuration,
-            cert_manager=opts.cert_manager,
-            workdir=Path(tempfile.mkdtemp(prefix="foresize-tls-")),
-        )
-    log.warning("no TLS configured: webhooks served over plain HTTP (development only)")
-    return None
+    if not (opts.tls_cert and opts.tls_key) and not opts.tls_secret:
+        log.warning("no TLS configured: webhooks served over plain HTTP (development only)")
+        return None
+    certificate = WebhookCertificate(
+        api,
+        workdir=Path(tempfile.mkdtemp(prefix="foresize-tls-")),
+        namespace=opts.namespace,
+        secret=None if opts.tls_cert else opts.tls_secret,
+        service=opts.webhook_service,
+        configuration=opts.webhook_configuration,
+        cert_manager=opts.cert_manager,
+        cert_file=opts.tls_cert,
+        key_file=opts.tls_key,
+        metrics=metrics,
+        emit=executor.apply,
+    )
+    await certificate.start()
+    return certificate
