@@ -4,6 +4,7 @@ traceback and never an empty table."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -30,9 +31,10 @@ def recommend(*args: str):
 
 def test_a_good_trace_gives_a_recommendation(trace: Path):
     # The baseline the error cases below differ from by one option.
-    result = recommend("--traces", str(trace), "--format", "json")
+    result = recommend("--traces", str(trace), "-o", "json")
     assert result.exit_code == 0, result.output
-    assert '"cpu_request": "500m"' in result.stdout
+    (row,) = json.loads(result.stdout)["recommendations"]
+    assert row["cpu"]["request"] == "500m"
 
 
 @pytest.mark.parametrize(
@@ -43,10 +45,10 @@ def test_a_good_trace_gives_a_recommendation(trace: Path):
             "--trace-format: unknown trace format 'nope' "
             "(one of bitbrains, crane, google2011, canonical)",
         ),
-        (["--step", "0"], "--step: must be a positive number of seconds, got 0"),
-        (["--step", "-5"], "--step: must be a positive number of seconds, got -5"),
+        (["--step", "0"], "--step: must be more than 0, got '0'"),
+        (["--step", "-5"], "--step: '-5' is not a duration"),
         (["--buffer", "-50"], "--buffer: must be between 0 and 1000 percent, got -50"),
-        (["--lookback", "-1h"], "--lookback: '-1h' is not a duration (e.g. 14d, 90m, 1h30m)"),
+        (["--lookback", "-1h"], "--lookback: '-1h' is not a duration (e.g. 30s, 5m, 1h30m, 14d)"),
         (["--min-lookback", "xx"], "--min-lookback: 'xx' is not a duration"),
     ],
 )
