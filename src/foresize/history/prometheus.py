@@ -227,7 +227,11 @@ class PrometheusReader:
         self.headers = dict(headers or {})
         if bearer_token:
             self.headers["Authorization"] = f"Bearer {bearer_token}"
-        self.basic_auth = basic_auth
+        if basic_auth is not None:
+            import base64
+
+            pair = f"{basic_auth[0]}:{basic_auth[1]}".encode()
+            self.headers["Authorization"] = "Basic " + base64.b64encode(pair).decode()
         self.ca_file = ca_file
         self.insecure_skip_verify = insecure_skip_verify
         self.startup_exclusion = startup_exclusion
@@ -289,11 +293,9 @@ class PrometheusReader:
                 ssl_arg = ssl.create_default_context(cafile=self.ca_file)
             except (OSError, ssl.SSLError) as exc:
                 raise ForesizeError(f"--ca-file: cannot read {self.ca_file}: {exc}") from None
-        auth = aiohttp.BasicAuth(*self.basic_auth) if self.basic_auth else None
         return aiohttp.ClientSession(
             timeout=aiohttp.ClientTimeout(total=self.timeout),
             headers=self.headers,
-            auth=auth,
             connector=aiohttp.TCPConnector(ssl=ssl_arg) if ssl_arg is not None else None,
         )
 
