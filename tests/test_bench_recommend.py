@@ -22,7 +22,7 @@ from foresize.recommend.replay import (
     replay,
 )
 
-TRACES = Path(__file__).resolve().parents[1] / ".." / "shared" / "traces"
+TRACES = Path(__file__).resolve().parent / "data" / "traces"
 KEYS = {"slack", "shortfall", "under", "events_per_series_day", "changes_per_series_day"}
 T0 = 1_700_006_400.0
 

@@ -23,7 +23,7 @@ from foresize.kube.handlers import parse_foresize
 from foresize.kube.state import ClusterState
 from foresize.kube.suggest import cadence_of, plan_suggestions
 
-CRANE = Path(__file__).resolve().parents[2] / "shared" / "traces" / "crane-dsp" / "input0.csv.gz"
+CRANE = Path(__file__).resolve().parent / "data" / "traces" / "crane-dsp" / "input0.csv.gz"
 NOW = 1_780_000_000.0
 
 

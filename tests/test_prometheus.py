@@ -1,6 +1,6 @@
 """The Prometheus reader and `foresize recommend --prometheus` against a real Prometheus.
 
-Real Bitbrains samples (the excerpt in tests/data) are backfilled with `promtool tsdb
+Real Bitbrains samples (the excerpts in tests/data/traces) are backfilled with `promtool tsdb
 create-blocks-from openmetrics` into a temp dir, then Debian's `prometheus` serves them on
 a loopback port. The backfill writes what a kube-prometheus-stack would have scraped,
 with cAdvisor every 60 s and kube-state-metrics every 120 s:
@@ -47,7 +47,7 @@ from foresize.history.traces import read_bitbrains, resample_max
 
 pytestmark = pytest.mark.prometheus
 
-TRACES = Path(__file__).resolve().parent / "data" / "bitbrains-rnd-2013-07-excerpt"
+TRACES = Path(__file__).resolve().parent / "data" / "traces" / "bitbrains-rnd-2013-07"
 VMS = ("1", "5", "9")
 STEP = 300.0
 SCRAPE = 60.0  # cAdvisor

@@ -9,7 +9,7 @@ files are recognised by their magic bytes, whatever their name.
 
 Formats (`load_traces(path, fmt)`):
 - `bitbrains`: GWA-T-12 Bitbrains (one VM per file, `;` + tab separated, one header row).
-  Quirks handled (see ../shared/traces/README.md): "Timestamp [ms]" holds seconds; CPU
+  Quirks handled (see tests/data/README.md): "Timestamp [ms]" holds seconds; CPU
   capacity 0 makes CPU cores unknown for that row (missing, counted); memory usage exactly
   0 is a missing reading (counted); duplicate timestamps keep the larger reading (counted).
   cores = CPU usage [MHZ] / (CPU capacity provisioned [MHZ] / CPU cores).
