@@ -9,10 +9,10 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-
 from foresize.errors import ForesizeError
+from foresize.report.terminal import terminal_width
+
+__all__ = ["choice", "duration", "format_seconds", "split_list", "terminal_width"]
 
 
 def duration(text: str | float, option: str, *, positive: bool = True) -> float:
@@ -57,11 +57,3 @@ def split_list(values: list[str] | None) -> list[str]:
     for v in values or []:
         out += [part.strip() for part in v.split(",") if part.strip()]
     return out
-
-
-def terminal_width(default: int = 120) -> int:
-    """The terminal's width (`COLUMNS` first), or `default` when not a terminal."""
-    env = os.environ.get("COLUMNS", "")
-    if env.isdigit() and int(env) > 0:
-        return int(env)
-    return shutil.get_terminal_size((default, 24)).columns

@@ -109,7 +109,21 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 if watcher is not None:
                     watcher.cancel()
 
-        asyncio.run(main())
+        try:
+            asyncio.run(main())
+        except OSError as exc:
+            import errno
+
+            if exc.errno == errno.EADDRINUSE:
+                raise ForesizeError(
+                    f"--port {port}: {host}:{port} is already in use (another webhook, or "
+                    "choose another --port)"
+                ) from None
+            if exc.errno in (errno.EACCES, errno.EADDRNOTAVAIL):
+                raise ForesizeError(
+                    f"--port {port} / --host {host}: cannot listen there ({exc.strerror})"
+                ) from None
+            raise
 
 
 async def _watch(path: Path, holder) -> None:
