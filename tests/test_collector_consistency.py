@@ -2,7 +2,7 @@
 usage: the kube shell's metrics-server collector (PodMetrics -> samples -> HistorySink ->
 load_histories) and the simulated operator (usage observer -> ForesizeRecommender) fold
 a workload's replicas with `foresize.history.aggregate` — CPU the median across
-replicas, memory the maximum (DESIGN §4.1: history per container of a workload, one
+replicas, memory the maximum (architecture §3.1: history per container of a workload, one
 recommendation per container applied to every replica)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """`foresize bench webhook`: the real HTTPS webhook server on loopback under an open-loop
-load generator (BENCHMARK.md §2).
+load generator (architecture §3.7).
 
 The server runs in its own process (so the client's work does not share its GIL) with a
 synthetic index of many targets; the client (aiohttp, keep-alive connections, as the API

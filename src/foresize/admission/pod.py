@@ -5,13 +5,13 @@ One function, `decide_pod`, serves both the HTTPS webhook (through `review.py`, 
 turns the decision into a JSON patch) and the simulated cluster (through `mutate_pod`),
 so simulations exercise exactly the logic a real cluster runs.
 
-Rules (DESIGN.md §4.3, seed 003):
+Rules (architecture §3.3):
 - Only at CREATE (the callers only ask then); in-place resizes never come through here.
 - Only for a target in vertical autonomous mode (or a DaemonSetAutoscaler in autonomous
   scale mode) with a suggestion or an OOM floor; never while the cluster is paused.
 - A resource an HPA on the pod's workload scales on keeps its template value unless the
   target opted in (`spec.vertical.hpa_resource_policy: override`), exactly as the
-  vertical planner leaves it alone on running pods (DESIGN.md §4.2): otherwise new
+  vertical planner leaves it alone on running pods (architecture §3.2): otherwise new
   replicas would be sized differently from running ones and the HPA's utilisation
   arithmetic would shift with every rollout.
 - The QoS class of the pod never changes, and the set of resource keys each container

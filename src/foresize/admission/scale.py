@@ -1,7 +1,7 @@
 """The `*/scale` decision (pure): a replica count written to a horizontally autonomous
 target's workload (typically by the HPA) becomes max(written, predicted), the prediction
 kept within the target's bounds and rounding. It never touches pods and never sets the
-managed annotation (seed 003: the annotation belongs to the pod webhook only)."""
+managed annotation (architecture §3.3: the annotation belongs to the pod webhook only)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`foresize bench forecast`: forecast throughput with model selection (BENCHMARK.md §2).
+"""`foresize bench forecast`: forecast throughput with model selection (architecture §3.7).
 
 10,000 synthetic series (seasonal, flat, spiky, growing in equal shares, seeded) of 14
 days at 5 minutes: a cold-start rolling backtest of every model and the per-series

@@ -1,6 +1,6 @@
 """The metrics-server poller: `metrics.k8s.io` pod usage -> per workload/container history.
 
-Every `interval` (60 s by default, DESIGN §4.1: 1-minute collection) the poller lists
+Every `interval` (60 s by default, architecture §3.1: 1-minute collection) the poller lists
 `/apis/metrics.k8s.io/v1beta1/pods` and turns each container's usage into one sample keyed
 by (namespace, workload, container): the workload comes from the pod's controller chain in
 the watch-fed cluster state (ReplicaSet -> Deployment ...), or from the controllers'
@@ -41,7 +41,7 @@ METRICS_PATH = "/apis/metrics.k8s.io/v1beta1/pods"
 
 @dataclass(frozen=True, slots=True)
 class Sample:
-    """One usage reading, in the canonical CSV's columns (DESIGN §5)."""
+    """One usage reading, in the canonical CSV's columns (architecture §3.6)."""
 
     timestamp: float
     namespace: str

@@ -1,4 +1,4 @@
-"""The embedded history store: one SQLite file (DESIGN §5).
+"""The embedded history store: one SQLite file (architecture §3.6).
 
 Layout (compact, blob per chunk): a `series` table names each (namespace, workload,
 container, resource); a `chunks` table holds, per series and step, fixed-length chunks of

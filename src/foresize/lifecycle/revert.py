@@ -3,7 +3,7 @@
 When a target leaves vertical autonomous mode (to recommendation or observe) or is
 deleted (its `foresize.io/revert` finalizer holds the deletion until this is done), the
 running pods Foresize resized go back to the values their controller's pod template
-declares (DESIGN.md §4.4, seed 003):
+declares (architecture §3.4):
 
 - by an in-place resize wherever the API server would accept it (checked with the same
   rules the API server applies, `foresize.cluster.validation`); the pods are not

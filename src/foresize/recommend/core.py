@@ -225,11 +225,11 @@ def apply_bounds(
 # --- OOM remediation -----------------------------------------------------------------------
 
 OOM_FACTOR = 1.2
-"""DESIGN §4.1: memory x1.2 at an OOM kill."""
+"""architecture §3.1: memory x1.2 at an OOM kill."""
 OOM_REPEAT_SECONDS = 120.0
-"""DESIGN §4.1: while OOMs continue, compound again at most every 2 minutes."""
+"""architecture §3.1: while OOMs continue, compound again at most every 2 minutes."""
 DEFAULT_STABILIZATION = 3600.0
-"""DESIGN §3: stabilization_window default max(forecast_interval, 1h)."""
+"""docs/api.md: stabilization_window default max(forecast_interval, 1h)."""
 DEFAULT_MEMORY_STABILIZATION = 6 * 3600.0
 """Memory scale-down stabilization (a ratchet): memory goes up at once but down only to
 the highest memory target of the last 6 hours (or of the OOM stabilization window when

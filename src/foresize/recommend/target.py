@@ -46,7 +46,7 @@ from foresize.recommend.core import (
 )
 
 MODEL_STEP = 300.0
-"""Models run on the 5-minute grid (DESIGN §4.1)."""
+"""Models run on the 5-minute grid (architecture §3.1)."""
 HISTORY_WINDOW = 14 * 86400.0
 """How much history a recommendation reads: the retention (14 days)."""
 
@@ -589,7 +589,7 @@ def _set(
 def _keep_qos(
     current: Mapping[str, ResourceRequirements], proposed: dict[str, ResourceRequirements]
 ) -> dict[str, ResourceRequirements]:
-    """Never change the pod's QoS class (DESIGN §4.1; KUBERNETES §resize validation)."""
+    """Never change the pod's QoS class (architecture §3.1; simulator.md, resize validation)."""
     before = qos_class_of(Container(n, r) for n, r in current.items())
     after = qos_class_of(Container(n, r) for n, r in proposed.items())
     if before == after:

@@ -28,7 +28,7 @@ from foresize.vertical.desired import (
 from foresize.vertical.run import EVICT, RELEASE, RESIZE, Candidate, PassContext, PodView, TargetRun
 from foresize.vertical.stall import restart_pending
 
-# An OOM kill this recent makes a memory upsize of that pod urgent (DESIGN §4.1: ×1.2 at
+# An OOM kill this recent makes a memory upsize of that pod urgent (architecture §3.1: ×1.2 at
 # once): it skips the batch pacing, because the OOMing pod is already disrupted and the
 # resize is what ends the disruption.
 OOM_URGENT_WINDOW = 600.0

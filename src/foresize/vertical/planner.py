@@ -1,7 +1,7 @@
 """The disruption worker's planning pass: snapshot + persisted state -> actions + new state.
 
 Pure: no I/O and no clock (`now` is passed in); the shell applies the actions in order and
-feeds each result back through `on_result` (or lets `execute` do both). DESIGN.md §4.2 is
+feeds each result back through `on_result` (or lets `execute` do both). architecture §3.2 is
 the reference. A pass has three steps, like a disruption controller's decide / validate /
 act:
 
