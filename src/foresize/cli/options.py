@@ -2,7 +2,8 @@
 
 - `-o/--output FORMAT`: the output format (`table`, `json`, ...), as kubectl; the trace
   file format is `--trace-format`.
-- Durations take units everywhere (`30s`, `5m`, `1h30m`, `14d`); a bare number is seconds.
+- Durations take units everywhere (`30s`, `5m`, `1h30m`, `14d`), as in the API objects;
+  a bare number still means seconds (the older spelling of some options).
 - `--repeats N`: how many times a benchmark repeats.
 - `--wide`: every column; tables are narrow by default and fit the terminal.
 """
@@ -16,16 +17,15 @@ __all__ = ["choice", "duration", "format_seconds", "split_list", "terminal_width
 
 
 def duration(text: str | float, option: str, *, positive: bool = True) -> float:
-    """A duration option (`90s`, `5m`, `1h30m`, `14d`, or seconds) -> seconds."""
+    """A duration option (`90s`, `5m`, `1h30m`, `14d`) -> seconds."""
     from foresize.api.types import parse_duration
 
-    value = text
+    value: str | float = text
     if isinstance(text, str):
-        stripped = text.strip()
         try:
-            value = float(stripped)
+            value = float(text.strip())  # a bare number is seconds (the older spelling)
         except ValueError:
-            value = stripped
+            value = text.strip()
     try:
         seconds = parse_duration(value)
     except ValueError:
