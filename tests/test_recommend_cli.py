@@ -67,3 +67,19 @@ def test_a_trace_of_garbage_lines_is_an_error_naming_the_first_bad_line(tmp_path
         f"{path}: no usable series (1 files, 2 rows, 2 skipped); "
         f"first: {path}:2: expected 7 fields, got 1"
     )
+
+
+def test_a_trace_in_another_format_suggests_trace_format(tmp_path: Path):
+    path = tmp_path / "1.csv"
+    path.write_text(
+        "Timestamp [ms];\tCPU cores;\tCPU capacity provisioned [MHZ];\tCPU usage [MHZ];\t"
+        "CPU usage [%];\tMemory capacity provisioned [KB];\tMemory usage [KB];\t"
+        "Disk read throughput [KB/s];\tDisk write throughput [KB/s];\t"
+        "Network received throughput [KB/s];\tNetwork transmitted throughput [KB/s]\n"
+        "1372629804;\t2;\t5851.9989;\t87.78;\t1.5;\t8218624.0;\t1034592.8;\t0;\t0;\t0;\t0\n"
+    )
+    result = recommend("--traces", str(path))
+    assert isinstance(result.exception, ForesizeError), result.output
+    assert str(result.exception).endswith(
+        "(another format? --trace-format bitbrains, crane or google2011)"
+    )

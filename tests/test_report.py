@@ -560,3 +560,24 @@ def test_report_renders_in_headless_chromium_with_restarts_in_the_headline(
     import shutil
 
     shutil.copyfile(shot, "/tmp/foresize-report.png")
+
+
+def test_prices_give_each_policy_its_cost_and_saving(tiny, tmp_path):
+    out = tmp_path / "cost"
+    data = json.loads(
+        run_cli("--scenario", tiny, "-d", "1h", "-o", "json", "--compare", "static,foresize",
+                "--report", str(out), "--cpu-price", "0.04", "--memory-price", "0.005")
+    )  # fmt: skip
+    _, page = parse(out)
+    rows = {r[0]: r for r in page.table("cost")[1:]}
+    cost = {}
+    for run in data["runs"]:
+        t = run["totals"]
+        cost[run["policy"]] = (
+            t["cpu_requested_core_hours"] * 0.04 + t["memory_requested_gib_hours"] * 0.005
+        )
+        assert rows[run["policy"]][1] == f"{cost[run['policy']]:.2f}"
+        assert rows[run["policy"]][2] == f"{cost[run['policy']] * 730:.2f}"  # 1 h run
+    assert rows["foresize"][3] == f"{cost['static'] - cost['foresize']:.2f}"
+    bad = CliRunner().invoke(app, ["simulate", "--cpu-price", "1"])
+    assert str(bad.exception) == "--cpu-price and --memory-price go with --report"

@@ -312,12 +312,20 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                     f"--trace-format: unknown trace format {trace_format!r} "
                     f"(one of {', '.join(TRACE_FORMATS)})"
                 )
-            series, report = load_traces(traces, trace_format)
+            hint = " (another format? --trace-format bitbrains, crane or google2011)"
+            try:
+                series, report = load_traces(traces, trace_format)
+            except ForesizeError as exc:
+                if trace_format.lower() == "canonical" and "header" in str(exc):
+                    raise ForesizeError(f"{exc}{hint}") from None
+                raise
             if not series:
                 # Every row was unreadable (or the wrong --trace-format): say which and where,
                 # not an empty table.
                 first = f"; first: {report.problems[0]}" if report.problems else ""
-                raise ForesizeError(f"{traces}: no usable series ({report.summary()}){first}")
+                if trace_format.lower() != "canonical" or "header" not in first:
+                    hint = ""
+                raise ForesizeError(f"{traces}: no usable series ({report.summary()}){first}{hint}")
             series = _trim(
                 series, t_start if start else None, t_end if end != "now" else None, step_s
             )

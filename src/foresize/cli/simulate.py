@@ -148,6 +148,12 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             "directory: savings and risks against static and vpa, per-workload requested vs "
             "used, risk events, scheduler charge gap per node. See docs/report.md.",
         ),
+        cpu_price: float = typer.Option(
+            None, "--cpu-price", help="Price per core-hour of requests: costs in the report."
+        ),
+        memory_price: float = typer.Option(
+            None, "--memory-price", help="Price per GiB-hour of requests."
+        ),
         compare: str | None = typer.Option(
             None,
             "--compare",
@@ -176,6 +182,16 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         from foresize.sim.scenario import load_scenario, parse_duration
 
         as_json = as_json or choice(output, "--output", ("table", "json")) == "json"
+        prices = None
+        if cpu_price is not None or memory_price is not None:
+            from foresize.report.recommendations import Prices
+
+            for name, value in (("--cpu-price", cpu_price), ("--memory-price", memory_price)):
+                if value is not None and not value >= 0:
+                    raise ForesizeError(f"{name}: must be 0 or more, got {value:g}")
+            if report is None:
+                raise ForesizeError("--cpu-price and --memory-price go with --report")
+            prices = Prices(cpu_price or 0.0, memory_price or 0.0)
 
         try:
             total = parse_duration(duration)
@@ -213,6 +229,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 events_path=events_path,
                 render=lambda summary: render_summary(summary, wide),
                 wide=wide,
+                prices=prices,
             )
             return
 

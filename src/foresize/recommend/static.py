@@ -44,13 +44,19 @@ def static_request(values: np.ndarray, step: float, q: float) -> tuple[float, di
     `step` grid ending at the newest sample: the highest of the spans' quantiles (each the
     smallest observed peak with at most 1 - q of the windows above it). NaN without data."""
     peaks = window_peaks(values, step)
+    have = np.flatnonzero(np.isfinite(peaks))
     per_span: dict[str, float] = {}
+    if not have.size:
+        return math.nan, per_span
+    covered = peaks.size - int(have[0])  # windows from the first reading to the end
+    seen: set[int] = set()
     for name, span in STATIC_SPANS:
-        n = max(1, math.ceil(span / PEAK_WINDOW))
+        n = min(max(1, math.ceil(span / PEAK_WINDOW)), covered)
+        if n in seen:
+            continue  # a span longer than the history is the whole history, once
+        seen.add(n)
+        label = name if n * PEAK_WINDOW >= span else f"all {n * PEAK_WINDOW / 3600:g}h"
         recent = peaks[-n:]
         recent = recent[np.isfinite(recent)]
-        if recent.size:
-            per_span[name] = float(np.quantile(recent, q, method="higher"))
-    if not per_span:
-        return math.nan, per_span
+        per_span[label] = float(np.quantile(recent, q, method="higher"))
     return max(per_span.values()), per_span

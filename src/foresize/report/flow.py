@@ -246,6 +246,7 @@ def simulate_and_report(
     events_path: str | None,
     render: Callable[[dict[str, Any]], None],
     wide: bool = False,
+    prices: Any = None,
 ) -> list[PolicyRun]:
     """The `--report` / `--compare` path of `foresize simulate`."""
     from foresize.sim.operator import savings_vs
@@ -314,6 +315,7 @@ def simulate_and_report(
                 gap_every=gap_every,
                 command=command,
                 hpa_cpu=hpa_cpu,
+                prices=prices,
             )
         except OSError as exc:
             raise ForesizeError(

@@ -159,10 +159,13 @@ def write_report(
     max_workload_figures: int = 20,
     max_event_rows: int = 300,
     hpa_cpu: set[str] | None = None,
+    prices: Any = None,
 ) -> Path:
     """Write `out_dir/index.html` and its figures for `runs` (same scenario, seed, step;
     the first non-baseline run is the primary one). `hpa_cpu`: the workloads
-    (`Kind/namespace/name`) whose CPU an HPA scales on. Returns the index path."""
+    (`Kind/namespace/name`) whose CPU an HPA scales on; `prices`
+    (`foresize.report.recommendations.Prices`) adds the cost of the requests. Returns the
+    index path."""
     if not runs:
         raise ValueError("no runs to report")
     out_dir = Path(out_dir)
@@ -205,6 +208,8 @@ def write_report(
     static, vpa = by_policy.get("static"), by_policy.get("vpa")
     for r in subjects:
         w(f"<p class='lead'>{_lead(r, static, vpa)}</p>")
+    if prices is not None:
+        w(_cost_table(ordered, static, prices))
     headline_png = "headline.png"
     figures.headline_figure(ordered, out_dir / headline_png, colours=colours)
     refs = [x for x in (static, vpa) if x is not None]
@@ -464,6 +469,37 @@ def _lead(r: PolicyRun, static: PolicyRun | None, vpa: PolicyRun | None) -> str:
         f"{t.get('preemptions', 0)} preemptions, {t.get('breaker_openings', 0)} breaker openings"
     )
     return "; ".join(bits) + f" — with {risks}."
+
+
+def _cost(t: dict[str, Any], prices: Any) -> float:
+    return float(
+        t.get("cpu_requested_core_hours", 0.0) * prices.core_hour
+        + t.get("memory_requested_gib_hours", 0.0) * prices.gib_hour
+    )
+
+
+def _cost_table(runs: list[PolicyRun], static: PolicyRun | None, prices: Any) -> str:
+    """What each policy's requests cost over the run and per 30 days, and the saving
+    against static, at the given prices per core-hour and GiB-hour."""
+    from foresize.report.recommendations import HOURS_PER_MONTH
+
+    rows = []
+    base = _cost(static.summary["totals"], prices) if static is not None else None
+    for r in runs:
+        cost = _cost(r.summary["totals"], prices)
+        hours = max(float(r.summary.get("duration_hours", 1.0)), 1e-9)
+        saved = "–" if base is None or r is static else f"{base - cost:.2f}"
+        rows.append(
+            f"<tr data-policy='{_e(r.policy)}'><td class='l'>{_e(r.policy)}</td>"
+            f"<td data-key='cost'>{cost:.2f}</td><td>{cost / hours * HOURS_PER_MONTH:.2f}</td>"
+            f"<td data-key='saved'>{saved}</td></tr>"
+        )
+    return (
+        f"<p class='note'>At {prices.core_hour:g} per core-hour and {prices.gib_hour:g} per "
+        "GiB-hour of requests (a month is 730 hours):</p>"
+        "<table class='cost'><tr><th class='l'>policy</th><th>cost of the run</th>"
+        "<th>per month</th><th>saved vs static</th></tr>" + "".join(rows) + "</table>"
+    )
 
 
 def _per_day(summary: dict[str, Any], row: dict[str, Any]) -> float:
