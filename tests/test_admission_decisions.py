@@ -418,7 +418,7 @@ def test_hpa_guard_for_selector_target_uses_the_pods_controller():
 def test_hpa_guard_same_on_the_json_path_and_from_a_state_file(tmp_path):
     import yaml
 
-    from foresize.admission.state_file import load_state_file
+    from foresize.webhook.state_file import load_state_file
 
     hpa = {
         "apiVersion": "autoscaling/v2",

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from foresize.cli import app
-from foresize.history.traces import SeriesKey, TraceSeries
+from foresize.history.base import SeriesKey, TraceSeries
 from foresize.recommend.core import MEMORY_RISK_LEVELS
 from foresize.recommend.replay import (
     ClairvoyantPolicy,

@@ -10,12 +10,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from foresize.cluster.kubejson import format_time
 from foresize.history.aggregate import group_max, group_median, per_container, workload_totals
+from foresize.history.base import SeriesKey
 from foresize.history.memory import UsageHistory
 from foresize.history.metrics_server import HistorySink, samples_from_pod_metrics
 from foresize.history.prometheus import PodSeries, fold_to_workloads
-from foresize.history.traces import SeriesKey
-from foresize.kube.convert import format_time
 from foresize.recommend.target import MODEL_STEP, load_histories
 from foresize.sim.operator import ForesizeRecommender, OperatorOptions, SimOperator
 from test_sim_support import container, make_sim, workload

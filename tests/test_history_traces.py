@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 from foresize.errors import ForesizeError
+from foresize.history.base import resample_max
 from foresize.history.traces import (
     load_traces,
     read_bitbrains,
     read_canonical_csv,
     read_canonical_parquet,
-    resample_max,
 )
 
 TRACES = Path(__file__).resolve().parent / "data" / "traces"

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from foresize.history.base import SeriesKey
 from foresize.history.memory import UsageHistory
 from foresize.history.metrics_server import (
     METRICS_PATH,
@@ -17,7 +18,6 @@ from foresize.history.metrics_server import (
     MetricsServerPoller,
     Sample,
 )
-from foresize.history.traces import SeriesKey
 from foresize.kube.api import KubeApi
 from foresize.kube.handlers import parse_foresize
 from foresize.kube.state import ClusterState

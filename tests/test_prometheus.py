@@ -35,6 +35,7 @@ import pytest
 from typer.testing import CliRunner
 
 from foresize.errors import ForesizeError
+from foresize.history.base import resample_max
 from foresize.history.prometheus import (
     PrometheusReader,
     Scope,
@@ -43,7 +44,7 @@ from foresize.history.prometheus import (
     pod_selector,
     workload_of_pod,
 )
-from foresize.history.traces import read_bitbrains, resample_max
+from foresize.history.traces import read_bitbrains
 
 pytestmark = pytest.mark.prometheus
 

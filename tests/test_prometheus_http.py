@@ -141,7 +141,7 @@ def test_basic_auth():
 
 @pytest.fixture
 def tls(tmp_path):
-    from foresize.admission.certs import generate_self_signed, server_ssl_context
+    from foresize.webhook.certs import generate_self_signed, server_ssl_context
 
     bundle = generate_self_signed(("127.0.0.1",))
     (tmp_path / "ca.pem").write_bytes(bundle.ca_pem)

@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from foresize.admission.index import AdmissionIndex
-from foresize.admission.targets import TargetView
-from foresize.horizontal.replicas import effective_replicas, round_replicas
+from foresize.cluster.replicas import effective_replicas, round_replicas
+from foresize.cluster.target import TargetView
 
 # AdmissionReview `request.resource.resource` -> workload kind.
 RESOURCE_KINDS = {

@@ -51,8 +51,8 @@ def run_bench(
         "models_selected": {m: int(c) for m, c in zip(MODELS, picked, strict=True)},
     }
     if store:
+        from foresize.history.base import SeriesKey
         from foresize.history.sqlite import HistoryStore
-        from foresize.history.traces import SeriesKey
 
         keys = [SeriesKey("bench", f"w{i}", "main") for i in range(series)]
         with (

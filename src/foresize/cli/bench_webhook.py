@@ -22,9 +22,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         10 ms, and the same server's no-op review (the floor)."""
         import json
 
-        from foresize.admission.bench import run_bench
         from foresize.cli.options import duration as parse_duration_option
         from foresize.errors import ForesizeError
+        from foresize.webhook.bench import run_bench
 
         duration = parse_duration_option(duration_text, "--duration")
         ramp_duration = parse_duration_option(ramp_text, "--ramp-duration")

@@ -30,9 +30,10 @@ from typing import Any, Protocol
 import numpy as np
 
 from foresize.api.quantity import QuantityError, parse_quantity
+from foresize.cluster.kubejson import parse_time
 from foresize.history.aggregate import per_container, workload_totals
+from foresize.history.base import SeriesKey, TraceSeries
 from foresize.history.prometheus import STARTUP_EXCLUSION, workload_of_pod
-from foresize.history.traces import SeriesKey, TraceSeries
 
 log = logging.getLogger("foresize.collector")
 
@@ -176,8 +177,6 @@ def samples_from_pod_metrics(
     now: float | None = None,
 ) -> tuple[list[Sample], int]:
     """PodMetrics items -> samples. Returns (samples, dropped for start-up or bad values)."""
-    from foresize.kube.convert import parse_time
-
     out: list[Sample] = []
     dropped = 0
     for item in items:

@@ -27,8 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from foresize.errors import ForesizeError
-from foresize.history.base import EVENT_KINDS, check_resource, window_start
-from foresize.history.traces import SeriesKey
+from foresize.history.base import EVENT_KINDS, SeriesKey, check_resource, window_start
 
 CHUNK_POINTS = 288
 """Samples per chunk: one day at 5 minutes, 4.8 hours at 1 minute. ~1 KB blobs: large

@@ -240,8 +240,7 @@ class KubeApi:
     ) -> AsyncIterator[dict[str, Any]]:
         """A watch: yields each JSON line; an HTTP error answer is yielded as a synthetic
         `ERROR` event carrying the Status (as the server does for an in-stream error)."""
-        import httpx
-
+        httpx = _httpx()
         self.throttled_seconds += await self.limiter.acquire()
         http = self._generic._client
         req = http.build_request(
@@ -280,7 +279,20 @@ class KubeApi:
         await self.client.close()
 
 
-def _transport_error(exc: BaseException) -> bool:
-    import httpx
+def _httpx() -> Any:
+    """The HTTP library lightkube is built on: `httpx2` (lightkube 1.x) or `httpx` (0.x).
+    Its Timeout and error classes must be the client's own: an `httpx.Timeout` handed to
+    an httpx2 client fails every new connection (TypeError in the connect timeout)."""
+    try:
+        import httpx2
 
+        return httpx2
+    except ImportError:  # pragma: no cover - lightkube 0.x
+        import httpx
+
+        return httpx
+
+
+def _transport_error(exc: BaseException) -> bool:
+    httpx = _httpx()
     return isinstance(exc, httpx.TransportError | ConnectionError | TimeoutError)

@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from foresize.history.traces import SeriesKey
+from foresize.history.base import SeriesKey
 
 log = logging.getLogger("foresize.operator")
 
@@ -522,7 +522,7 @@ async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None)
         log.info("metrics on %s:%d/metrics", opts.metrics_host, opts.metrics_port)
 
         if opts.webhook:
-            from foresize.admission.server import AdmissionState, WebhookServer, create_app
+            from foresize.webhook.server import AdmissionState, WebhookServer, create_app
 
             admission = AdmissionState()
 
@@ -600,8 +600,8 @@ async def _webhook_tls(opts: OperatorOptions, api: Any) -> Any:
     import tempfile
     from pathlib import Path
 
-    from foresize.admission.certs import server_ssl_context
     from foresize.kube.tls import webhook_ssl_context
+    from foresize.webhook.certs import server_ssl_context
 
     if opts.tls_cert and opts.tls_key:
         return server_ssl_context(opts.tls_cert, opts.tls_key)

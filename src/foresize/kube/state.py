@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from foresize.cluster import kubejson as convert
 from foresize.cluster.model import (
     HorizontalPodAutoscaler,
     Node,
@@ -25,7 +26,6 @@ from foresize.cluster.model import (
     Workload,
 )
 from foresize.cluster.snapshot import ClusterSnapshot
-from foresize.kube import convert
 
 log = logging.getLogger(__name__)
 

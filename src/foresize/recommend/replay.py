@@ -29,7 +29,7 @@ import numpy as np
 from foresize.api.quantity import CPU, MEMORY
 from foresize.forecast.models import ForecastConfig, forward_max
 from foresize.forecast.select import OnlineScores, online_step
-from foresize.history.traces import TraceSeries, resample_max
+from foresize.history.base import TraceSeries, resample_max
 from foresize.recommend.core import (
     DEFAULT_MEMORY_STABILIZATION,
     DEFAULT_SCALE_DOWN,

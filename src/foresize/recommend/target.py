@@ -630,8 +630,7 @@ def load_histories(
 ) -> dict[str, ContainerHistory]:
     """Container histories of one workload from any `HistoryReader` (SQLite, in-memory,
     Prometheus), on the model grid ending at `now`, with recent OOM kills."""
-    from foresize.history.base import OOM
-    from foresize.history.traces import SeriesKey
+    from foresize.history.base import OOM, SeriesKey
 
     length = max(1, int(window // step))
     keys = [SeriesKey(namespace, workload, c) for c in containers]

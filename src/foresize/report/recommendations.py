@@ -153,7 +153,7 @@ def build_rows(
     """Rows for TraceSeries and their `recommend_series` results (same order): the static
     request at `quantiles[resource]` over the history on the model grid, the OOM floor
     (1.2 x the working-set peak in the hour before each kill), bounds, limits and severity."""
-    from foresize.history.traces import resample_max
+    from foresize.history.base import resample_max
     from foresize.recommend.core import OOM_FACTOR
     from foresize.recommend.static import static_request
     from foresize.recommend.target import MODEL_STEP

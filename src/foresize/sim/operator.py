@@ -13,7 +13,7 @@ real API server:
 - every `loop_interval` it takes a snapshot, runs the vertical planner
   (`foresize.vertical.plan`) and applies the actions through `sim.apply`, feeding the
   results back (`foresize.vertical.execute`);
-- the admission helper's pod hook (`foresize.admission.sim_hook`) gives recreated pods the
+- the admission helper's pod hook (`foresize.sim.admission`) gives recreated pods the
   suggested resources (a minimal stand-in hook is used if that module is missing); it can
   be switched off (`operator.admission.enabled = False`).
 
@@ -388,7 +388,7 @@ class ForesizeRecommender:
 
 
 class MinimalAdmission:
-    """Stand-in pod hook (used only when `foresize.admission.sim_hook` is missing): gives a
+    """Stand-in pod hook (used only when `foresize.sim.admission` is missing): gives a
     new pod of a target its current suggestion, QoS class preserved."""
 
     def __init__(self, sim: Any, operator: SimOperator) -> None:
@@ -436,7 +436,7 @@ def _proportional_limits(containers: list[Any]) -> list[dict[str, Any]]:
 
 def _install_admission(sim: Any, operator: SimOperator) -> Any:
     try:
-        from foresize.admission.sim_hook import install
+        from foresize.sim.admission import install
     except ImportError:
         hook = MinimalAdmission(sim, operator)
         sim.admission_hook = hook.admit

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from foresize.api.access import first as _get
 from foresize.cluster.actions import Action, EmitEvent, WriteTargetStatus
 from foresize.cluster.model import Pod, Suggestion
 from foresize.cluster.snapshot import ClusterSnapshot
@@ -29,7 +30,7 @@ from foresize.vertical.breaker import move_breaker
 from foresize.vertical.capacity import NodeLedger, fast_charge
 from foresize.vertical.guards import TARGET_GUARDS, open_gates
 from foresize.vertical.modes import DECIDE
-from foresize.vertical.policy import TargetPolicy, WorkerConfig, _get, policy_of
+from foresize.vertical.policy import TargetPolicy, WorkerConfig, policy_of
 from foresize.vertical.results import execute, on_result
 from foresize.vertical.run import Candidate, PassContext, PodView, TargetRun
 from foresize.vertical.stall import awaiting_kubelet, stall_message, stall_reason
