@@ -743,8 +743,10 @@ def pod_selector(text: str) -> Any:
             exprs.append(LabelSelectorRequirement(key=key, operator="NotIn", values=[m["value"]]))
         elif m["setop"]:
             values = [v.strip() for v in m["values"].split(",") if v.strip()]
-            op = "In" if m["setop"] == "in" else "NotIn"
-            exprs.append(LabelSelectorRequirement(key=key, operator=op, values=values))
+            if m["setop"] == "in":
+                exprs.append(LabelSelectorRequirement(key=key, operator="In", values=values))
+            else:
+                exprs.append(LabelSelectorRequirement(key=key, operator="NotIn", values=values))
         else:
             exprs.append(LabelSelectorRequirement(key=key, operator="Exists"))
     return LabelSelector(matchLabels=match_labels, matchExpressions=exprs)
