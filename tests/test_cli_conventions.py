@@ -73,3 +73,29 @@ def test_old_spellings_still_work_hidden(tmp_path):
     assert new.stdout == old.stdout
     missing = runner.invoke(app, ["bench", "recommend", "--traces", str(trace)])
     assert str(missing.exception).startswith("--trace-format is required")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--interval", "fast"], "--interval: 'fast' is not a duration"),
+        (["--collect-interval", "1s"], "--collect-interval: must be at least 5s, got '1s'"),
+        (
+            ["--lease-duration", "10s", "--lease-renew-deadline", "15s"],
+            "--lease-renew-deadline: 15s must be shorter than --lease-duration 10s",
+        ),
+    ],
+)
+def test_operator_durations_take_units_and_are_checked(args, message):
+    result = CliRunner().invoke(app, ["operator", "--no-webhook", *args])
+    assert isinstance(result.exception, ForesizeError), result.output
+    assert str(result.exception).startswith(message)
+
+
+def test_every_duration_option_shows_a_unit_default():
+    """No duration option of any command shows a bare number of seconds as its default."""
+    names = ("interval", "duration", "timeout", "lookback", "step", "budget", "deadline", "retry")
+    for name, cmd in _commands().items():
+        for opt, p in _visible(cmd).items():
+            if any(n in opt for n in names) and opt.startswith("--") and p.default is not None:
+                assert isinstance(p.default, str) and p.default[-1].isalpha(), (name, opt)
