@@ -181,7 +181,7 @@ def test_memory_limit_decrease_refused_on_1_33_for_containers_and_sidecars():
 
 def test_kube_executor_rule_covers_sidecars_on_1_33():
     # The executor refuses before sending (kube/version.py), sidecars included.
-    from foresize.kube.version import memory_limit_change_refused
+    from foresize.cluster.server_version import memory_limit_change_refused
 
     sidecar = Container(
         "side", ResourceRequirements({"memory": 32 * MIB}, {"memory": 64 * MIB}), {}, "Always"

@@ -10,6 +10,7 @@ Times are float Unix seconds passed by the caller; nothing here reads a clock.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -43,6 +44,11 @@ RESOURCES = ("cpu", "memory")
 OOM = "oom"
 THROTTLE = "throttle"
 EVENT_KINDS = (OOM, THROTTLE)
+
+
+TOTAL_CONTAINER = "__total__"
+"""Container name of a workload's summed usage (over pods and containers) in the history:
+what the horizontal forecast reads. Real container names are DNS labels, never this."""
 
 
 class HistoryReader(Protocol):
@@ -94,3 +100,45 @@ def resample_max(
     np.maximum.at(out, idx[ok], values[ok])
     out[np.isneginf(out)] = np.nan
     return out
+
+
+def trace_series(
+    reader: HistoryReader, key: SeriesKey, start: float, end: float
+) -> TraceSeries | None:
+    """A stored key as a TraceSeries (cpu cores, memory bytes) over [start, end)."""
+    t, cpu = reader.series(key, "cpu", start, end)
+    _, mem = reader.series(key, "memory", start, end)
+    if t.size == 0:
+        return None
+    cpu = np.asarray(cpu, dtype=np.float64)
+    mem = np.asarray(mem, dtype=np.float64)
+    have = np.isfinite(cpu) | np.isfinite(mem)
+    if not have.any():
+        return None
+    return TraceSeries(key, np.asarray(t, dtype=np.float64)[have], cpu[have], mem[have])
+
+
+# How the collectors key a pod's history: by its workload (the controller's naming when
+# the owner is unknown). One function, so the recommender reads what was written.
+_RS_HASH = re.compile(r"^(?P<wl>.+)-[bcdfghjklmnpqrstvwxz2456789]{6,10}$")
+_DEPLOY_POD = re.compile(r"^(?P<wl>.+)-[bcdfghjklmnpqrstvwxz2456789]{6,10}-[a-z0-9]{5}$")
+_STS_POD = re.compile(r"^(?P<wl>.+)-\d+$")
+_GENERATED_POD = re.compile(r"^(?P<wl>.+)-[a-z0-9]{5}$")
+
+
+def workload_of_pod(pod: str, owner: tuple[str, str] | None = None) -> str:
+    """The workload a pod belongs to: from its owner (kube_pod_owner) if known, else from
+    the controllers' naming (Deployment `w-<rs hash>-<5>`, StatefulSet `w-<n>`, DaemonSet
+    or bare ReplicaSet `w-<5>`), else the pod itself."""
+    if owner is not None:
+        kind, name = owner
+        if kind == "ReplicaSet":
+            match = _RS_HASH.match(name)
+            return match["wl"] if match else name
+        if kind and name and kind != "Node":
+            return name
+    for pattern in (_DEPLOY_POD, _STS_POD, _GENERATED_POD):
+        match = pattern.match(pod)
+        if match:
+            return match["wl"]
+    return pod

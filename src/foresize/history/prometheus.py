@@ -45,7 +45,7 @@ import numpy as np
 
 from foresize.errors import ForesizeError
 from foresize.history.aggregate import group_max, group_median
-from foresize.history.base import SeriesKey, TraceSeries
+from foresize.history.base import SeriesKey, TraceSeries, workload_of_pod
 
 STARTUP_EXCLUSION = 120.0  # seconds of a new pod's life left out of history
 MAX_POINTS = 10_000  # per series per query (Prometheus refuses more than 11,000)
@@ -61,30 +61,6 @@ RATE_SAMPLES = 2
 """`rate()` needs two samples in its window: the step must be at least twice the scrape
 interval, or CPU points go missing depending on where the grid falls."""
 
-_RS_HASH = re.compile(r"^(?P<wl>.+)-[bcdfghjklmnpqrstvwxz2456789]{6,10}$")
-_DEPLOY_POD = re.compile(r"^(?P<wl>.+)-[bcdfghjklmnpqrstvwxz2456789]{6,10}-[a-z0-9]{5}$")
-_STS_POD = re.compile(r"^(?P<wl>.+)-\d+$")
-_GENERATED_POD = re.compile(r"^(?P<wl>.+)-[a-z0-9]{5}$")
-_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
-
-
-def workload_of_pod(pod: str, owner: tuple[str, str] | None = None) -> str:
-    """The workload a pod belongs to: from its owner (kube_pod_owner) if known, else from
-    the controllers' naming (Deployment `w-<rs hash>-<5>`, StatefulSet `w-<n>`, DaemonSet
-    or bare ReplicaSet `w-<5>`), else the pod itself."""
-    if owner is not None:
-        kind, name = owner
-        if kind == "ReplicaSet":
-            match = _RS_HASH.match(name)
-            return match["wl"] if match else name
-        if kind and name and kind != "Node":
-            return name
-    for pattern in (_DEPLOY_POD, _STS_POD, _GENERATED_POD):
-        match = pattern.match(pod)
-        if match:
-            return match["wl"]
-    return pod
-
 
 def kind_of_owner(owner: tuple[str, str] | None) -> str:
     """The workload kind behind a pod's owner (a ReplicaSet named `<d>-<hash>` is a
@@ -92,8 +68,8 @@ def kind_of_owner(owner: tuple[str, str] | None) -> str:
     if owner is None:
         return ""
     kind, name = owner
-    if kind == "ReplicaSet" and _RS_HASH.match(name):
-        return "Deployment"
+    if kind == "ReplicaSet" and workload_of_pod("", owner) != name:
+        return "Deployment"  # the ReplicaSet's name is `<deployment>-<pod-template-hash>`
     return "" if kind == "Node" else kind
 
 

@@ -126,6 +126,9 @@ class KubeApi:
         self.attempts = max(1, attempts)
         self._rng = rng or random.Random()
         self.retries = 0  # requests sent again after a 429/5xx/connection error
+        # Asked right before each send (after the rate-limit wait and between retries):
+        # a reason not to send, e.g. "stopping" once SIGTERM arrived.
+        self.veto: Callable[[str, str], str | None] | None = None
         self.throttled_seconds = 0.0  # time spent waiting for the client-side rate limit
 
     def configure(self, *, qps: float | None = None, burst: int | None = None) -> None:
@@ -220,6 +223,9 @@ class KubeApi:
         params: dict[str, str] | None,
     ) -> ApiResponse:
         self.throttled_seconds += await self.limiter.acquire()
+        why = self.veto(method, path) if self.veto is not None else None
+        if why is not None:
+            raise NotSent(f"{method} {path} not sent: {why}")
         http = self._generic._client  # the configured httpx client (auth, TLS, base URL)
         content = None if body is None else json.dumps(body).encode()
         headers = {"Accept": JSON}
@@ -277,6 +283,10 @@ class KubeApi:
 
     async def close(self) -> None:
         await self.client.close()
+
+
+class NotSent(RuntimeError):
+    """The veto refused a request (never retried)."""
 
 
 def _httpx() -> Any:
