@@ -18,7 +18,7 @@ __all__ = ["choice", "duration", "format_seconds", "split_list", "terminal_width
 
 def duration(text: str | float, option: str, *, positive: bool = True) -> float:
     """A duration option (`90s`, `5m`, `1h30m`, `14d`) -> seconds."""
-    from foresize.api.types import parse_duration
+    from foresize.api.duration import parse_duration
 
     value: str | float = text
     if isinstance(text, str):
