@@ -596,6 +596,14 @@ def test_patch_output_is_a_strategic_merge_patch_per_workload(prom):
     containers = {c["name"]: c for c in docs["web"]["spec"]["template"]["spec"]["containers"]}
     assert set(containers) == {"app", "istio-proxy"}
     assert set(containers["istio-proxy"]["resources"]["limits"]) == {"cpu", "memory"}
+    # The same patches as a kustomization, each with its target.
+    kust = yaml.safe_load(shop_run(url, t0, 60.0, "-o", "kustomize").stdout)
+    assert kust["kind"] == "Kustomization"
+    by_name = {e["target"]["name"]: e for e in kust["patches"]}
+    assert set(by_name) == set(docs)
+    for name, entry in by_name.items():
+        assert entry["target"]["kind"] == docs[name]["kind"]
+        assert yaml.safe_load(entry["patch"]) == docs[name]
 
 
 def test_step_at_the_scrape_interval_is_refused(prom):

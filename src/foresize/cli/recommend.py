@@ -191,7 +191,10 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             "60s", "--timeout", envvar="FORESIZE_PROMETHEUS_TIMEOUT", help="Per request."
         ),
         output: str = typer.Option(
-            "table", "--output", "-o", help="table, json, yaml, csv, markdown, html or patch."
+            "table",
+            "--output",
+            "-o",
+            help="table, json, yaml, csv, markdown, html, patch or kustomize.",
         ),
         fmt: str = typer.Option(None, "--format", "-f", hidden=True),
         wide: bool = typer.Option(False, "--wide", help="Every column in the table."),

@@ -20,7 +20,7 @@ import numpy as np
 
 from foresize.api.quantity import CPU, MEMORY, MIB, format_bytes, format_cpu
 
-OUTPUTS = ("table", "json", "yaml", "csv", "markdown", "html", "patch")
+OUTPUTS = ("table", "json", "yaml", "csv", "markdown", "html", "patch", "kustomize")
 HOURS_PER_MONTH = 730.0
 """The average month (365 x 24 / 12), as cloud price lists count it."""
 GIB = 2**30
@@ -446,6 +446,8 @@ def render(
         return _html(rows, source, mode, quantiles, prices)
     if output == "patch":
         return patches(rows)
+    if output == "kustomize":
+        return kustomization(rows)
     return _table(rows, source, mode, quantiles, width, wide, explain_rows, prices)
 
 
@@ -740,3 +742,32 @@ def patches(rows: list[Row]) -> str:
         }
         docs.append(note + yaml.safe_dump(doc, sort_keys=False))
     return "---\n".join(docs).rstrip("\n")
+
+
+def kustomization(rows: list[Row]) -> str:
+    """A kustomization.yaml whose `patches:` carry the per-workload patches inline, each
+    with its target (add your `resources:` and build it)."""
+    import yaml
+
+    entries = []
+    for text in patches(rows).split("---\n"):
+        doc = yaml.safe_load(text)
+        if not isinstance(doc, dict):
+            continue
+        meta = doc["metadata"]
+        entries.append(
+            {
+                "target": {
+                    "kind": doc["kind"],
+                    "name": meta["name"],
+                    "namespace": meta["namespace"],
+                },
+                "patch": yaml.safe_dump(doc, sort_keys=False),
+            }
+        )
+    out = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "patches": entries,
+    }
+    return yaml.safe_dump(out, sort_keys=False).rstrip("\n")
