@@ -152,6 +152,12 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             min=1,
             help="Requests allowed at once above --kube-api-qps.",
         ),
+        cert_check_interval: str = opt(
+            "5m",
+            "--cert-check-interval",
+            env="FORESIZE_CERT_CHECK_INTERVAL",
+            help="Between webhook certificate checks (renew, reload, expiry).",
+        ),
         exclude_selector: str = opt(
             "",
             "--exclude-selector",
@@ -185,6 +191,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         lease_duration_s = _seconds(lease_duration, "--lease-duration", 1.0)
         lease_renew_deadline_s = _seconds(lease_renew_deadline, "--lease-renew-deadline", 0.5)
         lease_retry_s = _seconds(lease_retry, "--lease-retry", 0.1)
+        cert_check_interval_s = _seconds(cert_check_interval, "--cert-check-interval", 0.1)
         stall = None if stall_timeout is None else _seconds(stall_timeout, "--stall-timeout", 1.0)
         if log_format not in ("json", "text"):
             raise ForesizeError(f"--log-format: must be json or text, not {log_format!r}")
@@ -232,6 +239,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             kube_api_qps=kube_api_qps,
             kube_api_burst=kube_api_burst,
             stall_timeout=stall,
+            cert_check_interval=cert_check_interval_s,
             exclude_selector=excluded,
         )
         try:
