@@ -711,7 +711,7 @@ async def scenario_token_rotation() -> ScenarioResult:
                     return e.at
             return None
 
-        both = await wait_until(lambda: first_ok(True) and first_ok(False), 30)
+        both = await wait_until(lambda: bool(first_ok(True) and first_ok(False)), 30)
         took = max(first_ok(True) or 0.0, first_ok(False) or 0.0) - rotated
         if not both:
             problems.append(
