@@ -166,6 +166,12 @@ def pod_from_json(obj: dict[str, Any], namespace: str = "") -> Pod:
         owner=owner,
         containers=[_container(c) for c in containers],
         init_containers=[_container(c) for c in spec.get("initContainers") or ()],
+        # Pod-level resources: the decision leaves such a pod alone.
+        resources=(
+            _container({"resources": spec["resources"]}).resources
+            if isinstance(spec.get("resources"), dict)
+            else None
+        ),
     )
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from foresize.cluster.actions import Action, EvictPod, ResizePod
 from foresize.cluster.capacity import NodeLedger, no_room_message
 from foresize.cluster.model import COMPUTE_RESOURCES, Pod, ResourceMap
-from foresize.cluster.qos import pod_qos_class
+from foresize.cluster.qos import pod_qos_class, spec_requests_with
 from foresize.vertical.desired import allocated_containers, charge_delta, desired_containers
 from foresize.vertical.run import (
     EVICT,
@@ -153,12 +153,9 @@ def _need_recreated(c: Candidate) -> ResourceMap | None:
     if c.run.suggestion is None:
         return None
     containers, _ = desired_containers(c.pod, c.run.suggestion, c.run.skip)
-    need: ResourceMap = {}
-    for ct in containers:
-        for r, v in ct.resources.requests.items():
-            if r in COMPUTE_RESOURCES:
-                need[r] = need.get(r, 0) + v
-    return need
+    # The scheduler's view of the new pod: sidecars, init containers and overhead included.
+    need = spec_requests_with(c.pod, containers)
+    return {r: v for r, v in need.items() if r in COMPUTE_RESOURCES}
 
 
 def _evict(c: Candidate, ctx: PassContext, ledger: NodeLedger, actions: list[Action]) -> None:
