@@ -72,12 +72,13 @@ class OperatorOptions:
     shutdown_grace: float = 5.0  # seconds the tasks get to stop before they are cancelled
 
 
-def open_history(opts: OperatorOptions) -> Any:
-    """The recommender's history: SQLite with --history-db (survives restarts), else memory."""
+def open_history(opts: OperatorOptions, metrics: Any = None) -> Any:
+    """The recommender's history: SQLite with --history-db (survives restarts), else memory.
+    A damaged SQLite file is moved aside and replaced by an empty store (logged, counted)."""
     if opts.history_db:
-        from foresize.history.sqlite import HistoryStore
+        from foresize.history.maintenance import open_store
 
-        return HistoryStore(opts.history_db)
+        return open_store(opts.history_db, metrics)
     from foresize.history.memory import UsageHistory
 
     return UsageHistory(step=60.0)
@@ -468,7 +469,13 @@ async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None)
     def supervise(coro: Any, name: str) -> None:
         tasks[asyncio.create_task(coro, name=f"foresize:{name}")] = name
 
-    history = open_history(opts)
+    history = open_history(opts, metrics)
+    if opts.history_db:  # retention/downsampling off the loop; an Event if it was recovered
+        from foresize.history.maintenance import history_upkeep
+
+        pod_name = os.environ.get("POD_NAME")
+        upkeep = history_upkeep(history, stop, executor.apply, opts.namespace, pod_name)
+        supervise(upkeep, "history upkeep")
     from foresize.lifecycle.daemonset import UsageWindow
 
     dsa_window = UsageWindow()
@@ -546,7 +553,10 @@ async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None)
                         await asyncio.wait_for(stop.wait(), 2.0)
 
             supervise(refresh_index(), "admission index")
-            app = create_app(admission)  # AdmissionState is the state provider (callable)
+            app = create_app(  # AdmissionState is the state provider (callable)
+                admission,
+                on_bad_request=lambda reason: metrics.webhook_bad_requests.labels(reason).inc(),
+            )
             app.middlewares.append(health.middleware())
             app.middlewares.append(metrics.webhook_middleware())
             ssl_context = await _webhook_tls(opts, api)

@@ -15,6 +15,9 @@ The names and labels below are an interface: the alerts in the shipped Prometheu
 | foresize_node_charge_gap | gauge | node, resource |
 | foresize_webhook_duration_seconds | histogram | (none) |
 | foresize_loop_duration_seconds | histogram | (none) |
+| foresize_history_bad_values_total | counter | (none) |
+| foresize_history_recoveries_total | counter | (none) |
+| foresize_webhook_bad_requests_total | counter | reason |
 | foresize_leader | gauge (0/1) | shard |
 | foresize_cache_synced | gauge (0/1) | (none) |
 | foresize_webhook_certificate_expiry_seconds | gauge | (none) |
@@ -47,6 +50,9 @@ METRIC_NAMES = (
     "foresize_node_charge_gap",
     "foresize_webhook_duration_seconds",
     "foresize_loop_duration_seconds",
+    "foresize_history_bad_values_total",
+    "foresize_history_recoveries_total",
+    "foresize_webhook_bad_requests_total",
     "foresize_leader",
     "foresize_cache_synced",
     "foresize_webhook_certificate_expiry_seconds",
@@ -138,6 +144,25 @@ class ForesizeMetrics:
             "foresize_loop_duration_seconds",
             "Duration of one control-loop pass (snapshot, plan, apply).",
             buckets=LOOP_BUCKETS,
+            registry=r,
+        )
+
+        self.history_bad_values = Counter(
+            "foresize_history_bad_values",
+            "Samples read from the SQLite history and dropped as impossible (not finite, "
+            "negative, or above any machine): damage the integrity check cannot see.",
+            registry=r,
+        )
+        self.history_recoveries = Counter(
+            "foresize_history_recoveries",
+            "Damaged SQLite history files moved aside at start (an empty store replaced them).",
+            registry=r,
+        )
+        self.webhook_bad_requests = Counter(
+            "foresize_webhook_bad_requests",
+            "Webhook requests refused or cut off before a review: too large (413), timed out "
+            "reading, malformed HTTP, over the connection cap, or an internal review error.",
+            ["reason"],
             registry=r,
         )
 

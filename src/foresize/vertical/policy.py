@@ -12,10 +12,10 @@ excludes workloads, back-off constants). Every constant says why it has its valu
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from foresize.api import duration
 from foresize.api.access import first as _get
 from foresize.api.types import (
     DEFAULT_VERTICAL_SCALE_DOWN_PERCENT,
@@ -45,25 +45,16 @@ _UPDATE_ALIASES = {
     "in_place_or_recreate": "in_place_or_recreate",
     "inplaceorrecreate": "in_place_or_recreate",
 }
-_DURATION_RE = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)(ms|s|m|h|d))+\s*$")
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
-_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
 def parse_duration(value: Any, field_name: str) -> float | None:
     """Float seconds from a number or a Go-style duration string ("90s", "2m", "1h30m")."""
     if value is None:
         return None
-    if isinstance(value, bool):
-        raise ForesizeError(f"{field_name}: not a duration: {value!r}")
-    if isinstance(value, int | float):
-        if value < 0:
-            raise ForesizeError(f"{field_name}: duration must not be negative: {value!r}")
-        return float(value)
-    text = str(value)
-    if not _DURATION_RE.match(text):
-        raise ForesizeError(f"{field_name}: not a duration: {value!r} (expected e.g. 60s, 2m, 1h)")
-    return sum(float(n) * _UNIT[u] for n, u in _DURATION_PART.findall(text))
+    try:
+        return duration.parse_duration(value)
+    except duration.DurationError as exc:
+        raise ForesizeError(f"{field_name}: {exc}") from None
 
 
 def parse_max_disrupted(value: Any, field_name: str = "disruption.max_disrupted") -> int | str:
