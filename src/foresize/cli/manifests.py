@@ -104,7 +104,8 @@ def cluster_role_rules() -> list[dict[str, Any]]:
         _rule([""], ["pods/resize"], ["patch"]),
         _rule([""], ["pods/eviction"], ["create"]),
         _rule([""], ["nodes"], WATCH),
-        _rule([""], ["events"], ["create"]),
+        # Events: created, then their count patched when the same one recurs (aggregation).
+        _rule([""], ["events"], ["create", "patch"]),
         _rule(["apps"], ["replicasets"], WATCH),
         # patch: the restartedAt template annotation when a revert cannot be done in place.
         _rule(["apps"], ["deployments", "statefulsets", "daemonsets"], [*WATCH, "patch"]),
