@@ -190,7 +190,8 @@ def one_of_each_action(uids: dict[str, str]) -> list[core.Action]:
             core.WriteTargetStatus("shop", "agent", {}, kind="DaemonSetAutoscaler"),
             core.WriteTargetStatus("", "fleet", {"targets": []}, kind="ClusterAIScaleTemplate"),
         ],
-        core.EmitEvent: [core.EmitEvent("shop", "Pod", "web-1", "Resized", "cpu 300m")],
+        # Twice: the second of the same Event is its count patched (aggregation).
+        core.EmitEvent: [core.EmitEvent("shop", "Pod", "web-1", "Resized", "cpu 300m")] * 2,
     }
     kinds = set(typing.get_args(core.Action))
     assert kinds == set(made), f"a new action kind needs an example here: {kinds - set(made)}"
