@@ -453,7 +453,7 @@ _WORKLOAD_FIELDS = {
 def _budget_value(ctx: _Ctx, value: Any, path: str) -> int | str:
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return value
-    if isinstance(value, str) and re.fullmatch(r"\d+%", value):
+    if isinstance(value, str) and re.fullmatch(r"\d{1,3}%", value) and int(value[:-1]) <= 100:
         return value
     raise ctx.fail(
         path, f"expected a non-negative integer or a percentage like '25%', got {shown(value)}"
