@@ -358,6 +358,25 @@ def alert_rules() -> list[dict[str, Any]]:
     """Alerts over the metrics `foresize.telemetry.metrics` exports."""
     return [
         {
+            # Every request change, as the seed's operators asked for: an info alert to
+            # log and to check against the node charge-gap alerts below.
+            "alert": "ForesizeRequestChanged",
+            "expr": (
+                "sum by (target, resource, source) "
+                "(increase(foresize_request_changes_total[5m])) > 0"
+            ),
+            "labels": {"severity": "info"},
+            "annotations": {
+                "summary": (
+                    "Foresize changed {{ $labels.resource }} requests of {{ $labels.target }}"
+                ),
+                "description": (
+                    "{{ $value }} {{ $labels.resource }} request changes ({{ $labels.source }}) "
+                    "in the last 5 minutes; compare with foresize_node_charge_gap."
+                ),
+            },
+        },
+        {
             "alert": "ForesizeResizeChurn",
             "expr": (
                 'sum by (target, resource) (increase(foresize_resizes_total{outcome="success",'

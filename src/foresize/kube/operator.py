@@ -29,7 +29,7 @@ import os
 import signal
 import socket
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from foresize.history.base import SeriesKey
@@ -55,6 +55,8 @@ class OperatorOptions:
     kube_api_qps: float = 50.0  # client-side rate limit (VPA's --kube-api-qps)
     kube_api_burst: int = 100
     stall_timeout: float | None = None  # liveness fails after this; default max(5 passes, 120 s)
+    # Labels of workloads (or targets) the disruption worker never touches.
+    exclude_selector: dict[str, str] = field(default_factory=dict)
     metrics_host: str = "0.0.0.0"
     metrics_port: int = 8080
     webhook: bool = True
@@ -410,6 +412,7 @@ async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None)
     from foresize.kube.shell import KubeShell
     from foresize.kube.state import ClusterState
     from foresize.telemetry.metrics import ForesizeMetrics
+    from foresize.vertical.policy import WorkerConfig
 
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -486,6 +489,7 @@ async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None)
         shards=shards,
         history=history,
         suggest_interval=opts.suggest_interval,
+        worker_config=WorkerConfig(exclude_selector=dict(opts.exclude_selector)),
     )
     shell.dsa_window = dsa_window
 
@@ -553,9 +557,12 @@ async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None)
                         await asyncio.wait_for(stop.wait(), 2.0)
 
             supervise(refresh_index(), "admission index")
-            app = create_app(  # AdmissionState is the state provider (callable)
+            # AdmissionState is the state provider (callable); pods sized at admission are
+            # counted and get an Event on their target, like every request change.
+            app = create_app(
                 admission,
                 on_bad_request=lambda reason: metrics.webhook_bad_requests.labels(reason).inc(),
+                on_pod_change=shell.recorder.admitted,
             )
             app.middlewares.append(health.middleware())
             app.middlewares.append(metrics.webhook_middleware())

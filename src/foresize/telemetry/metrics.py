@@ -6,6 +6,7 @@ The names and labels below are an interface: the alerts in the shipped Prometheu
 | metric | type | labels |
 |---|---|---|
 | foresize_resizes_total | counter | target, resource, direction, outcome |
+| foresize_request_changes_total | counter | target, resource, direction, source |
 | foresize_evictions_total | counter | target, outcome |
 | foresize_stalled_pods | gauge | target |
 | foresize_breaker_open | gauge (0/1) | target |
@@ -28,6 +29,9 @@ is held by another replica, so an ex-leader exports nothing stale.
 Outcomes: `success` (2xx), `deferred` (429: a PodDisruptionBudget or the API server's
 rate limit said "later"), `rejected` (any other 4xx: 422 invalid, 403 NodeCapacity, 404
 gone), `error` (5xx, or the API server could not be reached). Directions: `up`, `down`.
+`foresize_request_changes_total` counts every container request Foresize changed, wherever:
+`source` is `in_place` (a resize the API server accepted) or `admission` (the pod webhook
+sized a new pod); `target` is the AIScaleTarget's or DaemonSetAutoscaler's "namespace/name".
 Units: cpu in cores, memory in bytes (Prometheus base units).
 """
 
@@ -41,6 +45,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 METRIC_NAMES = (
     "foresize_resizes_total",
+    "foresize_request_changes_total",
     "foresize_evictions_total",
     "foresize_stalled_pods",
     "foresize_breaker_open",
@@ -89,6 +94,12 @@ class ForesizeMetrics:
             "foresize_resizes",
             "In-place resizes sent to pods/resize, by outcome of the API call.",
             ["target", "resource", "direction", "outcome"],
+            registry=r,
+        )
+        self.request_changes = Counter(
+            "foresize_request_changes",
+            "Container requests changed by Foresize, in place or at admission.",
+            ["target", "resource", "direction", "source"],
             registry=r,
         )
         self.evictions = Counter(

@@ -163,7 +163,12 @@ def _evict(c: Candidate, ctx: PassContext, ledger: NodeLedger, actions: list[Act
     if not recreated_by_controller(pod):
         _not_evicted_without_controller(c)
         return
-    if run.evictions_left <= 0 or (run.budget <= 0 and not c.urgent):
+    # Every eviction counts against the batch, an OOM-killed pod's too (only in-place
+    # OOM fixes skip the pacing, see `modes.OOM_URGENT_WINDOW`): an evicted replica serves
+    # nothing until its replacement is Ready, while an OOM-killed one restarts in place
+    # and serves between kills, so evicting all of them at once would turn periodic OOM
+    # restarts into an outage.
+    if run.evictions_left <= 0 or run.budget <= 0:
         return
     until = run.state.blocked_pods.get(pod.uid)
     if until is not None and ctx.now < until:
@@ -181,8 +186,7 @@ def _evict(c: Candidate, ctx: PassContext, ledger: NodeLedger, actions: list[Act
     actions.append(EvictPod(pod.namespace, pod.name, run.policy.key, c.reason, uid=pod.uid))
     run.state.inflight[pod.name] = pod.uid
     run.evictions_left -= 1
-    if not c.urgent:
-        run.budget -= 1
+    run.budget -= 1
     run.issued += 1
     why = _WHY_EVICT.get(c.reason, c.reason)
     run.pod_event(pod, "Evicting", f"evicting: {why}")

@@ -12,6 +12,7 @@ excludes workloads, back-off constants). Every constant says why it has its valu
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -160,6 +161,32 @@ class TargetPolicy:
             if op == "DoesNotExist" and present:
                 return False
         return True
+
+
+# Kubernetes label syntax (apimachinery validation): an optional DNS-subdomain prefix and a
+# name of at most 63 characters; a value of at most 63 characters (may be empty).
+_LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+_LABEL_KEY_RE = re.compile(rf"^([a-z0-9]([-a-z0-9.]{{0,251}}[a-z0-9])?/)?{_LABEL_NAME}$")
+_LABEL_VALUE_RE = re.compile(rf"^({_LABEL_NAME})?$")
+
+
+def parse_exclude_selector(text: str | None, option: str = "--exclude-selector") -> dict[str, str]:
+    """`key=value[,key=value...]` (matchLabels, as `kubectl -l` writes equality) into a
+    label map; an error naming the option and the bad part otherwise. Empty: nothing."""
+    out: dict[str, str] = {}
+    if not text or not text.strip():
+        return out
+    if len(text) > 4096:
+        raise ForesizeError(f"{option}: longer than 4096 characters")
+    for part in text.split(","):
+        key, eq, value = part.strip().partition("=")
+        key, value = key.strip(), value.strip()
+        if not eq or not _LABEL_KEY_RE.match(key) or not _LABEL_VALUE_RE.match(value):
+            raise ForesizeError(
+                f"{option}: {part.strip()!r} is not key=value with a valid label key and value"
+            )
+        out[key] = value
+    return out
 
 
 @dataclass(slots=True)

@@ -233,9 +233,12 @@ def create_app(
     noop_endpoint: bool = False,
     limits: ServerLimits = DEFAULT_LIMITS,
     on_bad_request: BadRequestHook | None = None,
+    on_pod_change: Callable[..., None] | None = None,
 ) -> web.Application:
     """The webhook application. `noop_endpoint` adds POST /noop (benchmark floor);
-    `on_bad_request(reason)` is called once per refused or cut-off request (a metric)."""
+    `on_bad_request(reason)` is called once per refused or cut-off request (a metric);
+    `on_pod_change(pod, decision)` is told about every pod the webhook resizes (the
+    operator counts it and gives it an Event; called from a review worker thread)."""
     guard = ConnectionGuard(limits, on_bad_request)
     app = web.Application(client_max_size=limits.max_body, middlewares=[_request_deadlines])
     app[GUARD] = guard
@@ -307,7 +310,10 @@ def create_app(
             text="ok" if ready else "no cluster state yet", status=200 if ready else 503
         )
 
-    app.router.add_post("/mutate-pods", handler(review_pod))
+    def mutate_pods(body: Any, index: AdmissionIndex, now: float) -> dict[str, Any]:
+        return review_pod(body, index, now, on_pod_change)
+
+    app.router.add_post("/mutate-pods", handler(mutate_pods))
     app.router.add_post("/mutate-scale", handler(review_scale))
     app.router.add_post("/validate-targets", handler(review_target))
     app.router.add_get("/healthz", healthz)
