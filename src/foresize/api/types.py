@@ -1254,8 +1254,16 @@ def format_validation_error(exc: ValidationError, source: str = "") -> str:
     for error in exc.errors():
         path = _loc_path(tuple(error.get("loc", ())))
         parts = [p for p in (source, path) if p]
-        lines.append(": ".join([*parts, _message(error)]))
+        lines.append(_printable(": ".join([*parts, _message(error)])))
     return "\n".join(lines)
+
+
+def _printable(line: str) -> str:
+    """`line` with control characters escaped and its length bounded: a field name or a
+    value from a hostile file must not split one error into several lines or flood them."""
+    if not line.isprintable():
+        line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in line)
+    return line if len(line) <= 400 else line[:397] + "..."
 
 
 _ObjectT = TypeVar("_ObjectT", bound="_Object")
