@@ -189,3 +189,93 @@ def test_foresize_memory_ratchet_and_allocated_risk():
     uniform = ForesizePolicy("percentile", percentile_value=99.9)
     replay(data, uniform)
     assert np.allclose(np.concatenate(uniform.chosen["memory"]), 0.999)
+
+
+# --- comparison at equal risk ------------------------------------------------------------
+
+
+def test_matched_slack_interpolates_in_log_risk_and_never_extrapolates():
+    from foresize.recommend.replay import matched_slack, risk_frontier
+
+    curve = [(0.01, 0.5), (0.04, 0.3)]
+    # Half-way in log risk between 0.01 and 0.04 is 0.02: half-way in slack.
+    assert matched_slack(curve, 0.02) == pytest.approx(0.4)
+    assert matched_slack(curve, 0.01) == 0.5 and matched_slack(curve, 0.04) == 0.3
+    assert matched_slack(curve, 0.005) is None  # safer than any point: no extrapolation
+    assert matched_slack(curve, 0.08) is None
+    assert matched_slack([], 0.02) is None
+    # A point with more risk and more slack than another is not on the curve.
+    dominated = [*curve, (0.02, 0.6), (0.03, 0.5)]
+    assert risk_frontier(dominated) == [(0.01, 0.5), (0.04, 0.3)]
+    assert matched_slack(dominated, 0.02) == pytest.approx(0.4)
+    # Zero risk has no log: the safer point's slack is reported (never flattering).
+    assert matched_slack([(0.0, 0.7), (0.01, 0.5)], 0.005) == 0.7
+    assert matched_slack([(0.0, 0.7), (0.01, 0.5)], 0.0) == 0.7
+
+
+def test_bench_reports_matched_ratios_and_per_series_kills(tmp_path):
+    """A small synthetic fleet with memory: the sweep brackets or misses vpa's risk, the
+    matched ratio is the curve's slack at vpa's risk over vpa's slack (or null), and the
+    per-series kill figures agree with the replay's own per-series counts."""
+    from foresize.cli.bench_recommend import run_bench
+    from foresize.recommend.replay import matched_slack
+
+    rng = np.random.default_rng(3)
+    n = 288 * 8 + 96
+    lines = ["timestamp,namespace,workload,pod,container,cpu_cores,memory_bytes"]
+    for k in range(2):
+        cpu = rng.gamma(2.0, 0.1 * (k + 1), n)
+        mem = 1e9 * (1 + k) * (1 + 0.3 * (rng.random(n) < 0.01) + 0.05 * rng.random(n))
+        mem[288 * 7 + 48 :] *= 1.3  # a level shift in the scored period: some kills
+        for i in range(n):
+            lines.append(f"{T0 + 300 * i},ns,w{k},w{k}-0,app,{cpu[i]:.4f},{mem[i]:.0f}")
+    path = tmp_path / "fleet.csv"
+    path.write_text("\n".join(lines) + "\n")
+    doc = run_bench(str(path), "canonical", [], sweep=(50.0, 99.99))
+    assert set(doc["matched"]) == {"cpu", "memory"}
+    names = {p["policy"] for r in doc["sweep"].values() for p in r}
+    assert "foresize:percentile=50" in names and "foresize:overshoot" in names
+    # The percentile=50 point sizes CPU only, 99.99 memory only.
+    assert {p["policy"] for p in doc["sweep"]["memory"]} >= {"foresize:percentile=99.99"}
+    assert "foresize:percentile=50" not in {p["policy"] for p in doc["sweep"]["memory"]}
+    for r, m in doc["matched"].items():
+        vpa = doc["policies"]["vpa"][r]
+        risk = vpa["shortfall"] if r == "cpu" else vpa["events_per_series_day"]
+        assert m["vpa_risk"] == risk and m["vpa_slack"] == vpa["slack"]
+        pts = [(p["risk"], p["slack"]) for p in doc["sweep"][r]]
+        expect = matched_slack(pts, risk)
+        assert m["foresize_slack"] == expect
+        assert m["ratio"] == (None if expect is None else pytest.approx(expect / vpa["slack"]))
+    for pol in doc["policies"].values():
+        mem = pol["memory"]
+        assert mem["worst_series_kills"] >= 0
+        assert 0.0 <= mem["share_series_more_kills_than_vpa"] <= 1.0
+    assert doc["policies"]["vpa"]["memory"]["share_series_more_kills_than_vpa"] == 0.0
+    # Cross-check one policy against the replay's per-series kills.
+    data = prepare(load_canonical(path))
+    kills = replay(data, ForesizePolicy())["memory"].series_events
+    assert doc["policies"]["foresize"]["memory"]["worst_series_kills"] == kills.max()
+    assert kills.sum() > 0  # the level shift does kill: the figures are not vacuous
+
+
+def load_canonical(path):
+    from foresize.history.traces import load_traces
+
+    return load_traces(str(path), "canonical")[0]
+
+
+def test_split_halves_with_offset(tmp_path):
+    from foresize.cli.bench_recommend import run_bench
+    from foresize.errors import ForesizeError
+
+    lines = ["timestamp,namespace,workload,pod,container,cpu_cores,memory_bytes"]
+    for k in range(3):
+        lines += [f"{T0 + 300 * i},ns,w{k},w{k}-0,app,0.5,1000000000" for i in range(400)]
+    path = tmp_path / "f.csv"
+    path.write_text("\n".join(lines) + "\n")
+    odd = run_bench(str(path), "canonical", [], every=2, offset=1, sweep=None)
+    even = run_bench(str(path), "canonical", [], every=2, offset=0, sweep=None)
+    assert (odd["series"], even["series"]) == (1, 2)
+    assert "matched" not in odd
+    with pytest.raises(ForesizeError, match="--offset"):
+        run_bench(str(path), "canonical", [], every=2, offset=2)

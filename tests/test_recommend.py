@@ -282,13 +282,38 @@ def test_oom_remediation_can_be_disabled_and_uses_usage_at_kill():
 def test_vectorised_oom_bump():
     st = OOMArrays.empty(3)
     mask = np.array([True, False, True])
-    st = oom_bump(st, mask, 100.0, np.array([100.0, 100.0, 100.0]), np.array([150.0, 0, 50]))
-    assert st.floor.tolist() == [180.0, 0.0, 120.0]
-    st2 = oom_bump(st, mask, 160.0, np.array([100.0, 100.0, 100.0]), None)  # < 2 min later
-    assert st2.floor.tolist() == [180.0, 0.0, 120.0]
-    st3 = oom_bump(st2, mask, 230.0, np.array([100.0, 100.0, 100.0]), None)
-    assert st3.floor[0] == pytest.approx(216.0) and st3.floor[2] == pytest.approx(144.0)
+    req = np.full(3, 100.0 * MIB)
+    st = oom_bump(st, mask, 100.0, req, np.array([150.0, 0, 50]) * MIB)
+    assert st.floor.tolist() == [180.0 * MIB, 0.0, 120.0 * MIB]
+    st2 = oom_bump(st, mask, 160.0, req, None)  # < 2 min later
+    assert st2.floor.tolist() == [180.0 * MIB, 0.0, 120.0 * MIB]
+    st3 = oom_bump(st2, mask, 230.0, req, None)
+    assert st3.floor[0] == np.ceil(216.0) * MIB and st3.floor[2] == 144.0 * MIB
     assert st3.active_floor(230.0 + 3601).tolist() == [0.0, 0.0, 0.0]
+    # The floor is rounded up to 1Mi: a request at the floor is never below the bump.
+    odd = oom_bump(OOMArrays.empty(1), [True], 0.0, np.array([1000.0 * MIB + 1]), None)
+    assert odd.floor[0] % MIB == 0 and odd.floor[0] >= (1000.0 * MIB + 1) * 1.2
+
+
+def test_one_oom_rule_scalar_is_the_vector_of_one():
+    """`apply_ooms` (operator, simulator) and `oom_bump` (replay benchmark) are one rule:
+    a random sequence of kills gives the same floors, holds and counts either way."""
+    rng = np.random.default_rng(7)
+    times = np.cumsum(rng.choice([30.0, 90.0, 150.0, 900.0, 5000.0], size=40))
+    usage = rng.uniform(0.5, 3.0, size=40) * GIB
+    safest = rng.uniform(0.0, 4.0, size=40) * GIB
+    request = GIB
+    scalar = OOMState()
+    vector = OOMArrays.empty(1)
+    for t, u, sf in zip(times, usage, safest, strict=True):
+        scalar = apply_ooms(scalar, [t], [u], request, t, 3600.0, safest=sf)
+        vector = oom_bump(
+            vector, [True], t, np.array([request]), np.array([u]), 3600.0, np.array([sf])
+        )
+        assert scalar.floor == vector.floor[0]
+        assert scalar.until == vector.until[0] and scalar.last_bump == vector.last_bump[0]
+        assert scalar.count == vector.count[0]
+        assert scalar.active(t + 1) == vector.active_floor(t + 1)[0]
 
 
 # --- entry points ------------------------------------------------------------------------
@@ -541,10 +566,10 @@ def test_a_kill_ends_the_risk_taken_floor_at_the_safest_level():
     safest = np.array([12.0, 0.5, 12.0]) * GIB
     out = oom_bump(st, mask, 1000.0, req, usage, safest=safest)
     assert out.floor[0] == 12 * GIB  # the known burst, above 1.2 x 1.1 GiB
-    assert out.floor[1] == pytest.approx(1.1 * 1.2 * GIB)  # the bump is never lowered
+    assert out.floor[1] == np.ceil(1.1 * 1.2 * 1024) * MIB  # the bump is never lowered
     assert out.floor[2] == 0.0  # no kill, no floor
     plain = oom_bump(st, mask, 1000.0, req, usage)
-    assert plain.floor[0] == pytest.approx(1.1 * 1.2 * GIB)
+    assert plain.floor[0] == np.ceil(1.1 * 1.2 * 1024) * MIB
     s1 = apply_ooms(OOMState(), [NOW - 60], [1.1 * GIB], GIB, NOW, 3600.0, safest=12.0 * GIB)
     assert s1.active(NOW) == 12 * GIB
     s2 = apply_ooms(s1, [NOW - 60], [1.1 * GIB], GIB, NOW + 60, 3600.0, safest=20.0 * GIB)

@@ -225,9 +225,14 @@ def apply_bounds(
 # --- OOM remediation -----------------------------------------------------------------------
 
 OOM_FACTOR = 1.2
-"""DESIGN §4.1: memory x1.2 at an OOM kill."""
+"""At an OOM kill the memory floor is 1.2 x the larger of the request that was hit and the
+usage seen (DESIGN §4.1). Why 1.2: a kill shows demand above the request by an unknown
+amount; 20% covers the growth of most working sets between two samples in one step,
+and a repeat kill compounds (x1.44, x1.73, ...) so even a doubling is covered within a
+few kills, while one spurious kill costs a fifth more memory for one stabilization window."""
 OOM_REPEAT_SECONDS = 120.0
-"""DESIGN §4.1: while OOMs continue, compound again at most every 2 minutes."""
+"""While OOMs continue, compound again at most every 2 minutes (DESIGN §4.1): kills within
+that time of a bump are the same episode (the bumped request has not landed yet)."""
 DEFAULT_STABILIZATION = 3600.0
 """DESIGN §3: stabilization_window default max(forecast_interval, 1h)."""
 DEFAULT_MEMORY_STABILIZATION = 6 * 3600.0
@@ -273,26 +278,32 @@ def oom_bump(
     stabilization: float = DEFAULT_STABILIZATION,
     safest: np.ndarray | None = None,
 ) -> OOMArrays:
-    """Record OOM kills at `now` for containers in `mask`; returns the new state.
+    """THE OOM rule: record OOM kills at `now` for the containers in `mask`; returns the
+    new state. The operator and the simulator apply it through
+    `foresize.recommend.target.apply_ooms` (one container, its kills one by one) and the
+    replay benchmark calls it directly for the whole fleet, so what is scored is what runs.
 
-    The new floor is x1.2 over the larger of the request that was hit, the usage seen at
-    the kill and any active floor (so repeated kills compound). A second kill within 2
-    minutes of the last bump does not bump again (the first bump has not landed yet), but
-    extends the hold. `safest` (optional, per container) is the latest forecast at the
-    safest memory level (`MEMORY_RISK_LEVELS[-1]`): a kill ends the risk `allocate_risk`
-    took, because the container is in one of its bursts, so a bump is at least that
-    forecast (the burst its history knows), not only 1.2 x what was seen.
+    The new floor is OOM_FACTOR over the larger of the request that was hit, the usage
+    seen at the kill and any active floor (so repeated kills compound), rounded up to
+    1Mi. A kill within OOM_REPEAT_SECONDS of the last bump does not bump again (the first
+    bump has not landed yet) but extends the hold. `safest` (optional, per container) is
+    the latest forecast at the safest memory level (`MEMORY_RISK_LEVELS[-1]`): a kill ends
+    the risk `allocate_risk` took, because the container is in one of its bursts, so a
+    bump is at least that forecast (the burst its history knows), not only 1.2 x what was
+    seen. The floor holds for `stabilization` seconds after the last kill.
     """
     mask = np.asarray(mask, dtype=bool)
-    base = np.fmax(np.asarray(request, dtype=np.float64), state.active_floor(now))
+    active = state.active_floor(now)
+    base = np.fmax(np.asarray(request, dtype=np.float64), active)
     if usage is not None:
         base = np.fmax(base, np.asarray(usage, dtype=np.float64))
     can_bump = mask & (now - state.last_bump >= OOM_REPEAT_SECONDS)
     bump = base * OOM_FACTOR
     if safest is not None:
         bump = np.fmax(bump, np.asarray(safest, dtype=np.float64))
+    bump = np.ceil(bump / MIB) * MIB
     floor = np.where(can_bump, bump, state.floor)
-    floor = np.where(mask & ~can_bump, np.fmax(state.active_floor(now), state.floor), floor)
+    floor = np.where(mask & ~can_bump, np.fmax(active, state.floor), floor)
     return OOMArrays(
         floor=floor,
         until=np.where(mask, now + stabilization, state.until),

@@ -37,11 +37,11 @@ from foresize.recommend.core import (
     DEFAULT_SCALE_UP,
     DEFAULT_STABILIZATION,
     MIB,
-    OOM_FACTOR,
-    OOM_REPEAT_SECONDS,
+    OOMArrays,
     Threshold,
     allocate_risk,
     mode_quantile,
+    oom_bump,
     risk_levels,
 )
 
@@ -256,31 +256,43 @@ def apply_ooms(
     stabilization: float,
     safest: float | None = None,
 ) -> OOMState:
-    """Apply OOM kills newer than the state has seen: x1.2 at a kill, compounding again
-    if kills continue 2 minutes or more after the last bump; hold for `stabilization`.
-    With `safest` (the forecast at the safest memory level, bytes) a bump is at least
-    that: the kill ends the risk the allocation took (`oom_bump`)."""
-    st = replace(state)
+    """Apply the OOM kills newer than the state has seen, oldest first, by THE OOM rule
+    (`foresize.recommend.core.oom_bump`) on a fleet of one: x1.2 at a kill, compounding
+    again if kills continue 2 minutes or more after the last bump, held for
+    `stabilization`; at least `safest` (the forecast at the safest memory level, bytes)."""
     events = sorted(
         (t, oom_usage[i] if i < len(oom_usage) else math.nan)
         for i, t in enumerate(oom_times)
         if t > state.last_seen_oom and t <= now
     )
+    if not events:
+        return replace(state)
+    arrays = OOMArrays(
+        floor=np.array([float(state.floor)]),
+        until=np.array([state.until]),
+        last_bump=np.array([state.last_bump]),
+        count=np.array([state.count], dtype=np.int64),
+    )
+    one = np.ones(1, dtype=bool)
+    known = safest is not None and math.isfinite(safest)
     for t, usage in events:
-        base = max(request, st.active(t))
-        if usage is not None and math.isfinite(usage):
-            base = max(base, int(usage))
-        if t - st.last_bump >= OOM_REPEAT_SECONDS:
-            st.floor = int(math.ceil(base * OOM_FACTOR / MIB) * MIB)
-            if safest is not None and math.isfinite(safest):
-                st.floor = max(st.floor, int(math.ceil(safest / MIB) * MIB))
-            st.last_bump = t
-        else:
-            st.floor = max(st.floor, st.active(t))
-        st.until = t + stabilization
-        st.last_seen_oom = t
-        st.count += 1
-    return st
+        arrays = oom_bump(
+            arrays,
+            one,
+            t,
+            np.array([float(request)]),
+            np.array([usage if usage is not None else math.nan], dtype=np.float64),
+            stabilization,
+            safest=np.array([safest]) if known else None,
+        )
+    return replace(
+        state,
+        floor=int(arrays.floor[0]),
+        until=float(arrays.until[0]),
+        last_bump=float(arrays.last_bump[0]),
+        last_seen_oom=events[-1][0],
+        count=int(arrays.count[0]),
+    )
 
 
 # --- The recommendation -------------------------------------------------------------------
