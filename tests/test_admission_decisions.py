@@ -373,7 +373,7 @@ def hpa_on_cpu(kind: str = "Deployment", name: str = "web") -> HorizontalPodAuto
 
 
 def test_hpa_scaled_resource_keeps_its_template_value_at_admission():
-    # DESIGN §4.2: by default autonomous mode leaves the HPA's resource alone; admission
+    # architecture §3.2: by default autonomous mode leaves the HPA's resource alone; admission
     # must agree with the vertical planner so new and running replicas are sized alike.
     leave = parse_target(target_manifest(suggestion=SUG))
     snap = ClusterSnapshot(now=0, targets=[leave], hpas=[hpa_on_cpu()])
@@ -418,7 +418,7 @@ def test_hpa_guard_for_selector_target_uses_the_pods_controller():
 def test_hpa_guard_same_on_the_json_path_and_from_a_state_file(tmp_path):
     import yaml
 
-    from foresize.admission.state_file import load_state_file
+    from foresize.webhook.state_file import load_state_file
 
     hpa = {
         "apiVersion": "autoscaling/v2",

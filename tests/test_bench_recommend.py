@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from foresize.cli import app
-from foresize.history.traces import SeriesKey, TraceSeries
+from foresize.history.base import SeriesKey, TraceSeries
 from foresize.recommend.core import MEMORY_RISK_LEVELS
 from foresize.recommend.replay import (
     ClairvoyantPolicy,
@@ -22,7 +22,7 @@ from foresize.recommend.replay import (
     replay,
 )
 
-TRACES = Path(__file__).resolve().parents[1] / ".." / "shared" / "traces"
+TRACES = Path(__file__).resolve().parent / "data" / "traces"
 KEYS = {"slack", "shortfall", "under", "events_per_series_day", "changes_per_series_day"}
 T0 = 1_700_006_400.0
 

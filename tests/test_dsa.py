@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 
 from foresize.admission.pod import MANAGED_ANNOTATION
-from foresize.admission.sim_hook import install, install_daemonset_autoscaling
 from foresize.api.quantity import MIB
 from foresize.api.types import parse_daemonset_autoscaler
 from foresize.lifecycle.daemonset import ContainerSamples, dsa_suggestion
+from foresize.sim.admission import install, install_daemonset_autoscaling
 from foresize.sim.cluster import SimCluster
 from foresize.sim.scenario import parse_scenario
 

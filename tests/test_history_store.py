@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from foresize.errors import ForesizeError
+from foresize.history.base import SeriesKey
 from foresize.history.memory import UsageHistory
 from foresize.history.sqlite import HistoryStore
-from foresize.history.traces import SeriesKey
 
 T0 = 1_700_006_400.0  # a midnight UTC, on every grid
 K = [SeriesKey("ns", "web", "app"), SeriesKey("ns", "web", "sidecar"), SeriesKey("ns", "db", "pg")]
@@ -169,7 +169,7 @@ def test_sqlite_survives_a_crash(tmp_path):
     code = (
         "import os, numpy as np\n"
         "from foresize.history.sqlite import HistoryStore\n"
-        "from foresize.history.traces import SeriesKey\n"
+        "from foresize.history.base import SeriesKey\n"
         f"st = HistoryStore({str(path)!r}, step=60.0)\n"
         "k = [SeriesKey('ns', 'web', 'app')]\n"
         f"st.write_matrix(k, 'memory', {T0}, np.ones((1, 300)))\n"

@@ -6,16 +6,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from foresize.admission.sim_hook import install
 from foresize.api.types import parse_target
 from foresize.cluster.actions import PatchScale, WriteTargetStatus
-from foresize.horizontal.planner import plan_horizontal
-from foresize.horizontal.replicas import (
+from foresize.cluster.replicas import (
     effective_replicas,
     predict_replicas,
     predict_replicas_many,
     round_replicas,
 )
+from foresize.horizontal.planner import plan_horizontal
+from foresize.sim.admission import install
 from foresize.sim.cluster import SimCluster
 from foresize.sim.scenario import parse_scenario
 from test_admission_support import target_manifest

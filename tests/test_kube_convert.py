@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from foresize.kube.convert import (
+from foresize.cluster.kubejson import (
     format_time,
     hpa_from,
     node_from,

@@ -184,9 +184,7 @@ async def test_operator_end_to_end_from_collected_history(kmock, tmp_path):
     from foresize.history.metrics_server import HistorySink, Sample
     from foresize.history.sqlite import HistoryStore
 
-    crane = (
-        Path(__file__).resolve().parents[2] / "shared" / "traces" / "crane-dsp" / "input0.csv.gz"
-    )
+    crane = Path(__file__).resolve().parent / "data" / "traces" / "crane-dsp" / "input0.csv.gz"
     with gzip.open(crane, "rt") as f:
         next(f)
         values = [float(line.split(",")[1]) for _, line in zip(range(2 * 1440), f, strict=False)]

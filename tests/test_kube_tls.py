@@ -8,9 +8,9 @@ import ssl
 
 import kmock
 
-from foresize.admission.certs import generate_self_signed
 from foresize.kube.api import KubeApi
 from foresize.kube.tls import webhook_ssl_context
+from foresize.webhook.certs import generate_self_signed
 
 R = kmock.resource
 ADM = "/apis/admissionregistration.k8s.io/v1"

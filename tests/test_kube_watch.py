@@ -1,5 +1,5 @@
-"""Watch-driven: Kopf watches kmock's Kubernetes emulator; a target and its pods appear;
-the shell issues the expected resize through pods/{name}/resize.
+"""Watch-driven: the informers list and watch kmock's Kubernetes emulator; a target and
+its pods appear; the shell issues the expected resize through pods/{name}/resize.
 
 kmock gaps worked around in this test: resources are declared explicitly for discovery,
 and its watch streams replay existing objects (harmless for a state store keyed by name).
@@ -15,7 +15,8 @@ import kmock
 
 from foresize.kube.api import KubeApi
 from foresize.kube.executor import KubeExecutor
-from foresize.kube.handlers import build_registry, parse_foresize
+from foresize.kube.handlers import WATCHED, parse_foresize
+from foresize.kube.informer import Informer, Informers
 from foresize.kube.shell import KubeShell
 from foresize.kube.state import ClusterState
 
@@ -137,8 +138,6 @@ def declare(handler: kmock.KubernetesEmulator) -> None:
 
 
 async def test_target_and_pods_appear_and_the_shell_resizes(kmock, caplog):
-    import kopf
-
     caplog.set_level(logging.DEBUG)
     declare(kmock)
     kmock.objects[R("v1/nodes"), None, "n1"] = {
@@ -168,17 +167,13 @@ async def test_target_and_pods_appear_and_the_shell_resizes(kmock, caplog):
     api = KubeApi.from_url(url)
     executor = KubeExecutor(api, server_version=(1, 35), pod_lookup=state.pod)
     shell = KubeShell(state, executor)
-    registry = build_registry(state, server=url, optional_kinds=False)
-    stop, ready = asyncio.Event(), asyncio.Event()
-    operator = asyncio.create_task(
-        kopf.operator(
-            registry=registry, clusterwide=True, standalone=True, stop_flag=stop, ready_flag=ready
-        )
-    )
+    informers = Informers([Informer(api, state, w) for w in WATCHED if not w.optional])
+    stop = asyncio.Event()
+    watching = informers.tasks(stop)
     loop_stop = asyncio.Event()
     loop = None
     try:
-        await asyncio.wait_for(ready.wait(), 10)
+        assert await asyncio.wait_for(informers.wait_synced(stop), 10)
         loop = asyncio.create_task(shell.run(loop_stop, interval=0.1))
         # Nothing to do yet: no target, no pods.
         await asyncio.sleep(0.3)
@@ -214,7 +209,7 @@ async def test_target_and_pods_appear_and_the_shell_resizes(kmock, caplog):
                     "value": "256Mi",
                 },
             ]
-        # The watches saw the targets and the CRD handler accepted the spec.
+        # The watches saw the target.
         assert state.foresize["AIScaleTarget"][("shop", "web")] is not None
         status_path = "/apis/foresize.io/v1/namespaces/shop/aiscaletargets/web/status"
         status_patches, events = [], []
@@ -235,7 +230,8 @@ async def test_target_and_pods_appear_and_the_shell_resizes(kmock, caplog):
         if loop is not None:
             await asyncio.wait_for(loop, 5)
         stop.set()
-        operator.cancel()  # the graceful stop waits seconds for idle streams: not needed here
-        with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
-            await asyncio.wait_for(operator, 10)
+        for task in watching:
+            task.cancel()  # an idle watch stream is not worth waiting for
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         await api.close()

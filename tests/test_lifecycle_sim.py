@@ -1,5 +1,5 @@
 """Admission and lifecycle on the simulated cluster: every pod the simulator's controllers
-create goes through the real pod decision (`foresize.admission.sim_hook`), running pods
+create goes through the real pod decision (`foresize.sim.admission`), running pods
 are resized by the real vertical planner, and reverts come from the real lifecycle pass."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ import copy
 import pytest
 
 from foresize.admission.pod import MANAGED_ANNOTATION
-from foresize.admission.sim_hook import install
 from foresize.api.quantity import MIB
 from foresize.api.types import parse_target
 from foresize.cluster.actions import EvictPod
 from foresize.cluster.qos import pod_qos_class
 from foresize.lifecycle.planner import LifecycleState, plan_lifecycle
+from foresize.sim.admission import install
 from foresize.sim.cluster import SimCluster
 from foresize.sim.scenario import parse_scenario
 from foresize.vertical import WorkerState
@@ -221,16 +221,16 @@ def test_revert_that_would_change_qos_is_left_and_reported_with_in_place():
 def test_pods_left_drops_pods_that_are_gone_from_status():
     """status.revert.pods_left is rewritten whole each pass: a pod that was left and has
     since gone (deleted, evicted, reverted) is no longer listed."""
-    from foresize.admission.targets import TargetView
-    from foresize.lifecycle.revert import RevertPlan, _status
+    from foresize.cluster.target import TargetView
+    from foresize.lifecycle.revert import RevertPlan, revert_status
 
     sim, _, old_names = _autonomous_guaranteed("in_place")
     view = TargetView("AIScaleTarget", "shop", "web")
     first, second = sorted(old_names)[:2]
     both = RevertPlan(left={f"shop/{first}": "why", f"shop/{second}": "why"})
-    assert sim.apply(_status(view, both, 10.0, "Reverting")).ok
+    assert sim.apply(revert_status(view, both, 10.0, "Reverting")).ok
     one = RevertPlan(left={f"shop/{second}": "why"})
-    assert sim.apply(_status(view, one, 20.0, "Reverting")).ok
+    assert sim.apply(revert_status(view, one, 20.0, "Reverting")).ok
     status = sim.target_status[("AIScaleTarget", "shop", "web")]["revert"]
     assert [e["pod"] for e in status["pods_left"]] == [f"shop/{second}"]
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from foresize.history.base import SeriesKey
 from foresize.history.memory import UsageHistory
 from foresize.history.metrics_server import (
     METRICS_PATH,
@@ -17,13 +18,12 @@ from foresize.history.metrics_server import (
     MetricsServerPoller,
     Sample,
 )
-from foresize.history.traces import SeriesKey
 from foresize.kube.api import KubeApi
 from foresize.kube.handlers import parse_foresize
 from foresize.kube.state import ClusterState
 from foresize.kube.suggest import cadence_of, plan_suggestions
 
-CRANE = Path(__file__).resolve().parents[2] / "shared" / "traces" / "crane-dsp" / "input0.csv.gz"
+CRANE = Path(__file__).resolve().parent / "data" / "traces" / "crane-dsp" / "input0.csv.gz"
 NOW = 1_780_000_000.0
 
 

@@ -1,6 +1,6 @@
 """The Prometheus reader and `foresize recommend --prometheus` against a real Prometheus.
 
-Real Bitbrains samples (../shared/traces) are backfilled with `promtool tsdb
+Real Bitbrains samples (tests/data/traces) are backfilled with `promtool tsdb
 create-blocks-from openmetrics` into a temp dir, then Debian's `prometheus` serves them on a
 loopback port. The backfill writes what cAdvisor would have scraped: a CPU-seconds counter
 whose increase over each 5-minute step is the trace's usage, and the working set as a gauge,
@@ -24,13 +24,14 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from foresize.history.base import resample_max
 from foresize.history.prometheus import PrometheusReader, workload_of_pod
-from foresize.history.traces import read_bitbrains, resample_max
+from foresize.history.traces import read_bitbrains
 from foresize.recommend.core import MEMORY_RISK_LEVELS
 
 pytestmark = pytest.mark.prometheus
 
-TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces" / "bitbrains-rnd-2013-07"
+TRACES = Path(__file__).resolve().parent / "data" / "traces" / "bitbrains-rnd-2013-07"
 VMS = ("1", "5", "9")
 STEP = 300.0
 DAYS = 4
@@ -201,7 +202,7 @@ def test_recommend_from_prometheus_matches_the_same_samples_read_from_files(prom
     end = t0 + (n - 1) * STEP
     folder = tmp_path / "traces"
     folder.mkdir()
-    for vm in VMS:  # the same three files, linked (never copied into the project)
+    for vm in VMS:  # the same three excerpts, linked
         (folder / f"{vm}.csv.gz").symlink_to(TRACES / f"{vm}.csv.gz")
     runner = CliRunner()
     common = [

@@ -417,9 +417,9 @@ def test_memory_scale_down_stabilization():
 
 def test_load_histories_from_a_store_feeds_recommend_target(tmp_path):
     """The shells' path: samples and OOM events in a history store -> recommendation."""
+    from foresize.history.base import SeriesKey
     from foresize.history.memory import UsageHistory
     from foresize.history.sqlite import HistoryStore
-    from foresize.history.traces import SeriesKey
     from foresize.recommend.target import load_histories
 
     key = SeriesKey("shop", "web", "app")

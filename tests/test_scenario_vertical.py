@@ -1,4 +1,4 @@
-"""End-to-end scenarios of the disruption worker on the simulated cluster (DESIGN §4.2).
+"""End-to-end scenarios of the disruption worker on the simulated cluster (architecture §3.2).
 
 Each runs the real planner through `SimOperator` against `SimCluster` (scheduler, kubelet
 resize, controllers, Eviction API, admission hook), with fixed suggestions so the rule

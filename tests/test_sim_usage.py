@@ -207,7 +207,7 @@ def test_usage_observer_gets_vectors_for_all_running_containers():
 def test_trace_replay_of_a_real_bitbrains_vm():
     from pathlib import Path
 
-    trace = Path(__file__).resolve().parents[1] / "../shared/traces/bitbrains-rnd-2013-07/1.csv.gz"
+    trace = Path(__file__).resolve().parent / "data/traces/bitbrains-rnd-2013-07/1.csv.gz"
     data = {
         "nodes": [{"name": "n", "cpu": "8", "memory": "32Gi"}],
         "workloads": [

@@ -22,8 +22,8 @@ from foresize.cluster.actions import (
     ResizePod,
     WriteTargetStatus,
 )
+from foresize.cluster.kubejson import pod_from
 from foresize.kube.api import KubeApi
-from foresize.kube.convert import pod_from
 from foresize.kube.executor import KubeExecutor
 from foresize.kube.state import ClusterState
 from foresize.telemetry.logs import JsonFormatter
@@ -239,7 +239,7 @@ async def test_metrics_endpoint_after_a_run(kmock):
     recorder.set_provisioning("shop/web", "cpu", requested=0.75, used=0.5)
 
     # The webhook histogram, fed by the real admission app's requests.
-    from foresize.admission.server import create_app
+    from foresize.webhook.server import create_app
 
     webhook = create_app(lambda: None)
     webhook.middlewares.append(metrics.webhook_middleware())

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from foresize.admission.certs import generate_self_signed, inject_ca_bundle, webhook_configurations
-from foresize.admission.state_file import load_state_file
 from foresize.errors import ForesizeError
+from foresize.webhook.certs import generate_self_signed, inject_ca_bundle, webhook_configurations
+from foresize.webhook.state_file import load_state_file
 from test_admission_support import pod_json, review, target_manifest
 
 SUG = {"app": {"requests": {"cpu": "250m", "memory": "256Mi"}}}

@@ -5,9 +5,9 @@ from __future__ import annotations
 import aiohttp
 import pytest
 
-from foresize.admission.certs import client_ssl_context, generate_self_signed, server_ssl_context
 from foresize.admission.index import AdmissionIndex
-from foresize.admission.server import AdmissionState, WebhookServer, create_app
+from foresize.webhook.certs import client_ssl_context, generate_self_signed, server_ssl_context
+from foresize.webhook.server import AdmissionState, WebhookServer, create_app
 from test_admission_support import (
     apply_patch,
     decode_patch,

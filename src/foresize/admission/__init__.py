@@ -1,10 +1,10 @@
-"""AdmissionReview decisions (pure) and the HTTPS webhook server.
+"""AdmissionReview decisions (pure, no I/O).
 
-Pure parts (no I/O): `index` (what the webhooks look up), `pod` (the pod decision,
-`mutate_pod` for core objects), `scale` (the */scale decision), `validate` (target
-validation), `review` (AdmissionReview JSON in and out). Shells: `server` (aiohttp
-HTTPS), `certs` (TLS and webhook configurations), `state_file` (standalone state),
-`sim_hook` (the simulator's admission and scale hooks), `bench` (the benchmark).
+`index` (what the webhooks look up), `pod` (the pod decision, `mutate_pod` for core
+objects), `scale` (the */scale decision), `validate` (target validation), `review`
+(AdmissionReview JSON in and out). The HTTPS server, certificates, the standalone state
+file and the benchmark are the shell in `foresize.webhook`; the simulator's hooks are in
+`foresize.sim.admission`.
 """
 
 from foresize.admission.index import AdmissionIndex

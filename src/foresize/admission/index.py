@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from foresize.admission.targets import TargetView, dsa_view, target_view
 from foresize.cluster.model import HorizontalPodAutoscaler, OwnerRef, Pod, Suggestion, Workload
 from foresize.cluster.snapshot import ClusterSnapshot
+from foresize.cluster.target import TargetView, dsa_view, target_view
 
 # Labels a ReplicaSet's pods carry whose value is the suffix of the ReplicaSet's name.
 _HASH_LABELS = ("pod-template-hash", "rollouts-pod-template-hash")

@@ -5,13 +5,13 @@ One function, `decide_pod`, serves both the HTTPS webhook (through `review.py`, 
 turns the decision into a JSON patch) and the simulated cluster (through `mutate_pod`),
 so simulations exercise exactly the logic a real cluster runs.
 
-Rules (DESIGN.md §4.3, seed 003):
+Rules (architecture §3.3):
 - Only at CREATE (the callers only ask then); in-place resizes never come through here.
 - Only for a target in vertical autonomous mode (or a DaemonSetAutoscaler in autonomous
   scale mode) with a suggestion or an OOM floor; never while the cluster is paused.
 - A resource an HPA on the pod's workload scales on keeps its template value unless the
   target opted in (`spec.vertical.hpa_resource_policy: override`), exactly as the
-  vertical planner leaves it alone on running pods (DESIGN.md §4.2): otherwise new
+  vertical planner leaves it alone on running pods (architecture §3.2): otherwise new
   replicas would be sized differently from running ones and the HPA's utilisation
   arithmetic would shift with every rollout.
 - The QoS class of the pod never changes, and the set of resource keys each container
@@ -24,23 +24,20 @@ Rules (DESIGN.md §4.3, seed 003):
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
 
 from foresize.admission.index import AdmissionIndex
-from foresize.admission.targets import ContainerPolicy, ResourcePolicy, TargetView
-from foresize.api.quantity import CPU, MEMORY, format_quantity
 from foresize.cluster.model import (
     Container,
-    ContainerSuggestion,
     OwnerRef,
     Pod,
-    QoSClass,
     ResourceRequirements,
     Workload,
 )
-from foresize.cluster.qos import effective_requests, qos_class_of
+from foresize.cluster.qos import qos_class_of
+from foresize.cluster.sizing import size_container
 from foresize.cluster.snapshot import ClusterSnapshot
+from foresize.cluster.target import TargetView
 
 MANAGED_ANNOTATION = "foresize.io/managed"
 MANAGED_VALUE = "true"
@@ -57,60 +54,6 @@ class PodDecision:
     @property
     def changed(self) -> bool:
         return bool(self.containers)
-
-
-def _bounded(value: int, policy: ResourcePolicy | None) -> int:
-    if policy is None:
-        return value
-    if policy.upper is not None and value > policy.upper:
-        value = policy.upper
-    if policy.lower is not None and value < policy.lower:
-        value = policy.lower
-    return value
-
-
-def size_container(
-    container: Container,
-    policy: ContainerPolicy,
-    suggestion: ContainerSuggestion | None,
-    oom_floor: int | None,
-    qos: QoSClass,
-    leave: frozenset[str] = frozenset(),
-) -> ResourceRequirements:
-    """The container's resources after applying the suggestion (a new object; equal to
-    the old one when nothing applies). Resources in `leave` keep their values."""
-    out = container.resources.copy()
-    declared = effective_requests(container)
-    for resource in (CPU, MEMORY):
-        if resource in leave:
-            continue
-        current = declared.get(resource)
-        if current is None:
-            # Not declared by the template: adding it would change the key set (and
-            # possibly the QoS class) and could never be reverted in place.
-            continue
-        wanted = suggestion.requests.get(resource) if suggestion is not None else None
-        if resource == MEMORY and oom_floor:
-            wanted = max(wanted if wanted is not None else current, oom_floor)
-        if wanted is None:
-            continue
-        rpolicy = policy.for_resource(resource)
-        request = _bounded(int(wanted), rpolicy)
-        limit = container.resources.limits.get(resource)
-        if qos == "Guaranteed":
-            out.requests[resource] = request
-            out.limits[resource] = request
-            continue
-        if limit is not None:
-            if rpolicy is not None and rpolicy.limit_ratio is not None:
-                limit = math.ceil(request * rpolicy.limit_ratio)
-            elif suggestion is not None and resource in suggestion.limits:
-                limit = max(suggestion.limits[resource], request)
-            # Without a ratio the limit stays; a request never exceeds it.
-            request = min(request, limit)
-            out.limits[resource] = limit
-        out.requests[resource] = request
-    return out
 
 
 def _same(a: ResourceRequirements, b: ResourceRequirements) -> bool:
@@ -209,17 +152,3 @@ def mutate_pod(
     )
     decision = decide_pod(pod, owner, index, now)
     return apply_decision(pod, decision), decision.changed
-
-
-def describe_change(before: ResourceRequirements, after: ResourceRequirements) -> str:
-    """`cpu 100m->250m, memory 128Mi->256Mi` for events and logs."""
-    parts = []
-    for kind, old, new in (
-        ("req", before.requests, after.requests),
-        ("lim", before.limits, after.limits),
-    ):
-        for resource in (CPU, MEMORY):
-            if old.get(resource) != new.get(resource) and resource in new:
-                o = format_quantity(resource, old[resource]) if resource in old else "-"
-                parts.append(f"{resource} {kind} {o}->{format_quantity(resource, new[resource])}")
-    return ", ".join(parts)

@@ -84,7 +84,7 @@ def _uid_of(body: Any) -> str:
     return ""
 
 
-def _allow_with_warning(body: Any, what: str) -> dict[str, Any]:
+def allow_with_warning(body: Any, what: str) -> dict[str, Any]:
     return _response(_uid_of(body), warnings=[f"foresize: {what}; request allowed unchanged"])
 
 
@@ -95,9 +95,9 @@ def guarded(fn: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
         try:
             return fn(body, *args, **kwargs)
         except ReviewError as exc:
-            return _allow_with_warning(body, f"malformed AdmissionReview ({exc})")
+            return allow_with_warning(body, f"malformed AdmissionReview ({exc})")
         except Exception as exc:  # a bug of ours must never block a pod
-            return _allow_with_warning(body, f"internal error ({type(exc).__name__}: {exc})")
+            return allow_with_warning(body, f"internal error ({type(exc).__name__}: {exc})")
 
     wrapper.__name__ = fn.__name__
     wrapper.__doc__ = fn.__doc__

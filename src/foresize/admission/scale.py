@@ -1,15 +1,15 @@
 """The `*/scale` decision (pure): a replica count written to a horizontally autonomous
 target's workload (typically by the HPA) becomes max(written, predicted), the prediction
 kept within the target's bounds and rounding. It never touches pods and never sets the
-managed annotation (seed 003: the annotation belongs to the pod webhook only)."""
+managed annotation (architecture §3.3: the annotation belongs to the pod webhook only)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from foresize.admission.index import AdmissionIndex
-from foresize.admission.targets import TargetView
-from foresize.horizontal.replicas import effective_replicas, round_replicas
+from foresize.cluster.replicas import effective_replicas, round_replicas
+from foresize.cluster.target import TargetView
 
 # AdmissionReview `request.resource.resource` -> workload kind.
 RESOURCE_KINDS = {

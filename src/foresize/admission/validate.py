@@ -19,15 +19,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from foresize.admission.index import AdmissionIndex
-from foresize.admission.targets import (
+from foresize.api.quantity import CPU, MEMORY, QuantityError, to_canonical
+from foresize.api.vocabulary import FORECAST_MODES, SCALING_MODES, UPDATE_MODES
+from foresize.cluster.target import (
     AUTONOMOUS,
     duration_seconds,
     get,
     normalise_kind,
     normalise_mode,
 )
-from foresize.api.quantity import CPU, MEMORY, QuantityError, to_canonical
-from foresize.api.vocabulary import FORECAST_MODES, SCALING_MODES, UPDATE_MODES
 
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 _CRON_RANGES = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 7))

@@ -20,7 +20,7 @@ app = typer.Typer(
 )
 bench_app = typer.Typer(
     rich_markup_mode="markdown",
-    help="Benchmarks: recommendation quality and control-plane speed (see BENCHMARK.md).",
+    help="Benchmarks: recommendation quality and control-plane speed (see architecture §3.7).",
     no_args_is_help=True,
 )
 app.add_typer(bench_app, name="bench")

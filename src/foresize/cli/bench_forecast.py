@@ -1,4 +1,4 @@
-"""`foresize bench forecast`: forecast throughput with model selection (BENCHMARK.md §2).
+"""`foresize bench forecast`: forecast throughput with model selection (architecture §3.7).
 
 10,000 synthetic series (seasonal, flat, spiky, growing in equal shares, seeded) of 14
 days at 5 minutes: a cold-start rolling backtest of every model and the per-series
@@ -51,8 +51,8 @@ def run_bench(
         "models_selected": {m: int(c) for m, c in zip(MODELS, picked, strict=True)},
     }
     if store:
+        from foresize.history.base import SeriesKey
         from foresize.history.sqlite import HistoryStore
-        from foresize.history.traces import SeriesKey
 
         keys = [SeriesKey("bench", f"w{i}", "main") for i in range(series)]
         with (

@@ -1,6 +1,6 @@
 """`foresize bench plan`: wall time of one vertical planning pass (snapshot -> actions).
 
-A synthetic, seeded cluster (BENCHMARK.md §2): by default 10,000 pods in 1,000 targets on
+A synthetic, seeded cluster (architecture §3.7): by default 10,000 pods in 1,000 targets on
 500 nodes. The pods are in every state the worker distinguishes — already at the
 suggestion, needing an upsize or a downsize, resize in flight, stalled (Deferred,
 Infeasible, Error), not Ready — across the four update modes, with some HPAs, so the pass

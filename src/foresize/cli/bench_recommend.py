@@ -1,4 +1,4 @@
-"""`foresize bench recommend`: recommendation quality on real traces (BENCHMARK.md §1).
+"""`foresize bench recommend`: recommendation quality on real traces (architecture §3.7).
 
 Replays every series of a trace folder for manual (where the trace records capacities),
 vpa, krr, clairvoyant and foresize (default mode plus `--modes`), all in one run, and

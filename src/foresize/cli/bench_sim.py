@@ -1,4 +1,4 @@
-"""`foresize bench sim`: simulator speed on a 50-node, 2,000-pod cluster (BENCHMARK.md)."""
+"""`foresize bench sim`: simulator speed on a 50-node, 2,000-pod cluster (architecture §3.7)."""
 
 from __future__ import annotations
 

@@ -22,8 +22,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         10 ms, and the same server's no-op review (the floor)."""
         import json
 
-        from foresize.admission.bench import run_bench
         from foresize.errors import ForesizeError
+        from foresize.webhook.bench import run_bench
 
         for name, value in (
             ("rate", rate),

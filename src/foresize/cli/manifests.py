@@ -324,7 +324,7 @@ def operator(namespace: str, image: str, replicas: int = 2) -> list[dict[str, An
 def webhooks(namespace: str) -> list[dict[str, Any]]:
     """The admission part's configurations (paths, rules, failurePolicy Ignore, 3 s), with
     the operator's own namespace excluded as well as the system ones."""
-    from foresize.admission.certs import webhook_configurations
+    from foresize.webhook.certs import webhook_configurations
 
     docs = webhook_configurations(service=WEBHOOK_SERVICE, namespace=namespace, port=443)
     excluded = [*SYSTEM_NAMESPACES, namespace]

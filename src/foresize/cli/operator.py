@@ -123,6 +123,49 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             env="FORESIZE_CERT_MANAGER",
             help="cert-manager issues the certificate and injects the caBundle.",
         ),
+        lease_duration: float = opt(
+            15.0,
+            "--lease-duration",
+            env="FORESIZE_LEASE_DURATION",
+            min=1.0,
+            help="Leader Lease duration (s); a standby takes over after it.",
+        ),
+        lease_renew_deadline: float = opt(
+            10.0,
+            "--lease-renew-deadline",
+            env="FORESIZE_LEASE_RENEW_DEADLINE",
+            min=0.5,
+            help="Stop acting when the Lease was not renewed for this long (< duration).",
+        ),
+        lease_retry: float = opt(
+            2.0,
+            "--lease-retry",
+            env="FORESIZE_LEASE_RETRY",
+            min=0.1,
+            help="Seconds between Lease renewals and acquisition attempts.",
+        ),
+        kube_api_qps: float = opt(
+            50.0,
+            "--kube-api-qps",
+            env="FORESIZE_KUBE_API_QPS",
+            min=0.0,
+            help="Client-side API request rate limit (requests/s; 0 = none).",
+        ),
+        kube_api_burst: int = opt(
+            100,
+            "--kube-api-burst",
+            env="FORESIZE_KUBE_API_BURST",
+            min=1,
+            help="Requests allowed at once above --kube-api-qps.",
+        ),
+        stall_timeout: float = opt(
+            None,
+            "--stall-timeout",
+            env="FORESIZE_STALL_TIMEOUT",
+            min=1.0,
+            help="/healthz fails after the control loop made no progress for this long "
+            "(default: 5 intervals, at least 120 s).",
+        ),
         log_format: str = opt("json", "--log-format", env="FORESIZE_LOG_FORMAT", help="json|text"),
         log_level: str = opt(
             "info", "--log-level", env="FORESIZE_LOG_LEVEL", help="debug|info|warning|error"
@@ -140,6 +183,11 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             raise ForesizeError(f"--log-format: must be json or text, not {log_format!r}")
         if log_level.lower() not in ("debug", "info", "warning", "error"):
             raise ForesizeError(f"--log-level: unknown level {log_level!r}")
+        if lease_renew_deadline >= lease_duration:
+            raise ForesizeError(
+                f"--lease-renew-deadline: {lease_renew_deadline:g} must be shorter than "
+                f"--lease-duration {lease_duration:g}"
+            )
         if bool(tls_cert) != bool(tls_key):
             raise ForesizeError("--tls-cert and --tls-key go together")
         if kubeconfig and not server and not os.path.exists(kubeconfig.split(os.pathsep)[0]):
@@ -168,12 +216,20 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             prometheus=prometheus,
             history_db=history_db,
             pause_configmap=pause_configmap,
+            lease_duration=lease_duration,
+            lease_renew_deadline=lease_renew_deadline,
+            lease_retry=lease_retry,
+            kube_api_qps=kube_api_qps,
+            kube_api_burst=kube_api_burst,
+            stall_timeout=stall_timeout,
         )
         try:
-            asyncio.run(run_operator(opts))
+            code = asyncio.run(run_operator(opts))
         except Exception as exc:
             from lightkube.core.exceptions import ConfigError
 
             if isinstance(exc, ConfigError | FileNotFoundError):
                 raise ForesizeError(f"cannot load Kubernetes configuration: {exc}") from None
             raise
+        if code:
+            raise typer.Exit(code)

@@ -39,7 +39,7 @@ def parse_when(value: str | None, now: float, field: str) -> float | None:
         return float(text)
     except ValueError:
         pass
-    from foresize.kube.convert import parse_time
+    from foresize.cluster.kubejson import parse_time
 
     if "T" in text or (len(text) == 10 and text[4] == "-"):
         stamp = parse_time(text if "T" in text else text + "T00:00:00Z")

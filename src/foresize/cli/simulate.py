@@ -96,7 +96,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             "-p",
             help="Who sizes the pods: foresize (forecasts + in-place worker + webhook), "
             "foresize:MODE (another recommendation mode, e.g. foresize:cost_optimized), "
-            "vpa (the VPA-style reference from BENCHMARK.md, through the same worker) or "
+            "vpa (the VPA-style reference from architecture §3.7, through the same worker) or "
             "static (requests as written). Non-static runs also report savings against static. "
             "[default: foresize]",
         ),

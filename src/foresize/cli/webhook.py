@@ -46,16 +46,16 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
 
         import yaml
 
-        from foresize.admission.certs import (
+        from foresize.admission.index import AdmissionIndex
+        from foresize.errors import ForesizeError
+        from foresize.webhook.certs import (
             generate_self_signed,
             server_ssl_context,
             service_dns_names,
             webhook_configurations,
         )
-        from foresize.admission.index import AdmissionIndex
-        from foresize.admission.server import AdmissionState, run_server
-        from foresize.admission.state_file import load_state_file
-        from foresize.errors import ForesizeError
+        from foresize.webhook.server import AdmissionState, run_server
+        from foresize.webhook.state_file import load_state_file
 
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
         if not 0 <= port <= 65535:
@@ -118,8 +118,8 @@ async def _watch(path: Path, holder) -> None:
     import asyncio
     import logging
 
-    from foresize.admission.state_file import load_state_file
     from foresize.errors import ForesizeError
+    from foresize.webhook.state_file import load_state_file
 
     log = logging.getLogger("foresize.webhook")
     last = path.stat().st_mtime_ns

@@ -37,7 +37,7 @@ class ForecastConfig:
     """Forecasting constants. Each value has a reason that does not depend on a data set."""
 
     step: float = 300.0
-    """5 minutes: the model grid of DESIGN §4.1 (1-minute samples are reduced to their max)."""
+    """5 minutes: the model grid of architecture §3.1 (1-minute samples reduced to their max)."""
     horizon: float = 900.0
     """`forecast_blocks` default (15 minutes): the request must cover the peak until the
     next decision."""

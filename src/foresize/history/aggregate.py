@@ -1,6 +1,6 @@
 """Per-pod usage samples -> the per-container series the recommender reads (pure, no I/O).
 
-DESIGN §4.1: history is kept per container of a workload, and a recommendation is per
+architecture §3.1: history is kept per container of a workload, and a recommendation is per
 container and applied to every replica. Usage arrives per pod, so at every collection
 step the replicas' samples of one container are folded into one value, and every shell
 (the kube shell's metrics-server collector and Prometheus reader, the simulator's

@@ -1,4 +1,6 @@
-"""The read interface every history backend offers (in-memory numpy, SQLite, Prometheus).
+"""The value types of usage history (`SeriesKey`, `TraceSeries`, `resample_max`) and the
+read interface every history backend offers (in-memory numpy, SQLite, Prometheus). Pure:
+the core reads history only through this module; the adapters beside it do the I/O.
 
 Series are keyed by namespace/workload/container (`SeriesKey`), never by pod, so a
 workload's history outlives its pods, a scale to zero, or its target being deleted and
@@ -8,11 +10,34 @@ Times are float Unix seconds passed by the caller; nothing here reads a clock.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
-from foresize.history.traces import SeriesKey
+
+@dataclass(frozen=True, slots=True, order=True)
+class SeriesKey:
+    """History is keyed by workload and container, never by pod, so it outlives pods."""
+
+    namespace: str
+    workload: str
+    container: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.workload}/{self.container}"
+
+
+@dataclass(slots=True)
+class TraceSeries:
+    key: SeriesKey
+    timestamps: np.ndarray  # float64 Unix seconds, sorted, unique
+    cpu: np.ndarray  # float64 cores, NaN = missing
+    memory: np.ndarray | None = None  # float64 bytes, NaN = missing
+    cpu_capacity: np.ndarray | None = None  # cores provisioned (manual sizing), if known
+    memory_capacity: np.ndarray | None = None  # bytes provisioned, if known
+    source: str = ""
+
 
 RESOURCES = ("cpu", "memory")
 OOM = "oom"
@@ -54,3 +79,18 @@ def check_resource(resource: str) -> None:
 def window_start(end: float, length: int, step: float) -> float:
     """Start of the first bucket of a `length`-bucket window whose last bucket holds `end`."""
     return float(np.floor(end / step) * step - (length - 1) * step)
+
+
+def resample_max(
+    timestamps: np.ndarray, values: np.ndarray, step: float, start: float, n_steps: int
+) -> np.ndarray:
+    """Maximum of the samples in each [start + i*step, start + (i+1)*step) bucket.
+
+    Buckets with no finite sample stay NaN: gaps stay gaps, nothing is interpolated.
+    """
+    out = np.full(n_steps, -np.inf)
+    idx = np.floor((timestamps - start) / step).astype(np.int64)
+    ok = (idx >= 0) & (idx < n_steps) & np.isfinite(values)
+    np.maximum.at(out, idx[ok], values[ok])
+    out[np.isneginf(out)] = np.nan
+    return out

@@ -13,8 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from foresize.history.base import OOM, RESOURCES, check_resource, window_start
-from foresize.history.traces import SeriesKey
+from foresize.history.base import OOM, RESOURCES, SeriesKey, check_resource, window_start
 
 
 class UsageHistory:

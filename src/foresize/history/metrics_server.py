@@ -1,6 +1,6 @@
 """The metrics-server poller: `metrics.k8s.io` pod usage -> per workload/container history.
 
-Every `interval` (60 s by default, DESIGN §4.1: 1-minute collection) the poller lists
+Every `interval` (60 s by default, architecture §3.1: 1-minute collection) the poller lists
 `/apis/metrics.k8s.io/v1beta1/pods` and turns each container's usage into one sample keyed
 by (namespace, workload, container): the workload comes from the pod's controller chain in
 the watch-fed cluster state (ReplicaSet -> Deployment ...), or from the controllers'
@@ -30,9 +30,10 @@ from typing import Any, Protocol
 import numpy as np
 
 from foresize.api.quantity import QuantityError, parse_quantity
+from foresize.cluster.kubejson import parse_time
 from foresize.history.aggregate import per_container, workload_totals
+from foresize.history.base import SeriesKey, TraceSeries
 from foresize.history.prometheus import STARTUP_EXCLUSION, workload_of_pod
-from foresize.history.traces import SeriesKey, TraceSeries
 
 log = logging.getLogger("foresize.collector")
 
@@ -41,7 +42,7 @@ METRICS_PATH = "/apis/metrics.k8s.io/v1beta1/pods"
 
 @dataclass(frozen=True, slots=True)
 class Sample:
-    """One usage reading, in the canonical CSV's columns (DESIGN §5)."""
+    """One usage reading, in the canonical CSV's columns (architecture §3.6)."""
 
     timestamp: float
     namespace: str
@@ -176,8 +177,6 @@ def samples_from_pod_metrics(
     now: float | None = None,
 ) -> tuple[list[Sample], int]:
     """PodMetrics items -> samples. Returns (samples, dropped for start-up or bad values)."""
-    from foresize.kube.convert import parse_time
-
     out: list[Sample] = []
     dropped = 0
     for item in items:

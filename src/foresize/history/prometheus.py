@@ -34,7 +34,7 @@ import numpy as np
 
 from foresize.errors import ForesizeError
 from foresize.history.aggregate import group_max, group_median
-from foresize.history.traces import SeriesKey, TraceSeries
+from foresize.history.base import SeriesKey, TraceSeries
 
 STARTUP_EXCLUSION = 120.0  # seconds of a new pod's life left out of history
 MAX_POINTS = 10_000  # per series per query (Prometheus refuses more than 11,000)

@@ -1,4 +1,4 @@
-"""The embedded history store: one SQLite file (DESIGN §5).
+"""The embedded history store: one SQLite file (architecture §3.6).
 
 Layout (compact, blob per chunk): a `series` table names each (namespace, workload,
 container, resource); a `chunks` table holds, per series and step, fixed-length chunks of
@@ -27,8 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from foresize.errors import ForesizeError
-from foresize.history.base import EVENT_KINDS, check_resource, window_start
-from foresize.history.traces import SeriesKey
+from foresize.history.base import EVENT_KINDS, SeriesKey, check_resource, window_start
 
 CHUNK_POINTS = 288
 """Samples per chunk: one day at 5 minutes, 4.8 hours at 1 minute. ~1 KB blobs: large

@@ -9,7 +9,7 @@ files are recognised by their magic bytes, whatever their name.
 
 Formats (`load_traces(path, fmt)`):
 - `bitbrains`: GWA-T-12 Bitbrains (one VM per file, `;` + tab separated, one header row).
-  Quirks handled (see ../shared/traces/README.md): "Timestamp [ms]" holds seconds; CPU
+  Quirks handled (see tests/data/README.md): "Timestamp [ms]" holds seconds; CPU
   capacity 0 makes CPU cores unknown for that row (missing, counted); memory usage exactly
   0 is a missing reading (counted); duplicate timestamps keep the larger reading (counted).
   cores = CPU usage [MHZ] / (CPU capacity provisioned [MHZ] / CPU cores).
@@ -37,32 +37,10 @@ from pathlib import Path
 import numpy as np
 
 from foresize.errors import ForesizeError
+from foresize.history.base import SeriesKey, TraceSeries
 
 FORMATS = ("bitbrains", "crane", "google2011", "canonical")
 MAX_PROBLEMS_KEPT = 50  # problems beyond this are counted, not listed, to bound memory
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class SeriesKey:
-    """History is keyed by workload and container, never by pod, so it outlives pods."""
-
-    namespace: str
-    workload: str
-    container: str
-
-    def __str__(self) -> str:
-        return f"{self.namespace}/{self.workload}/{self.container}"
-
-
-@dataclass(slots=True)
-class TraceSeries:
-    key: SeriesKey
-    timestamps: np.ndarray  # float64 Unix seconds, sorted, unique
-    cpu: np.ndarray  # float64 cores, NaN = missing
-    memory: np.ndarray | None = None  # float64 bytes, NaN = missing
-    cpu_capacity: np.ndarray | None = None  # cores provisioned (manual sizing), if known
-    memory_capacity: np.ndarray | None = None  # bytes provisioned, if known
-    source: str = ""
 
 
 @dataclass(slots=True)
@@ -504,18 +482,3 @@ def load_traces(path: Path | str, fmt: str) -> tuple[list[TraceSeries], ReadRepo
             else:
                 out.extend(read_canonical_csv(f, rep))
     return out, rep
-
-
-def resample_max(
-    timestamps: np.ndarray, values: np.ndarray, step: float, start: float, n_steps: int
-) -> np.ndarray:
-    """Maximum of the samples in each [start + i*step, start + (i+1)*step) bucket.
-
-    Buckets with no finite sample stay NaN: gaps stay gaps, nothing is interpolated.
-    """
-    out = np.full(n_steps, -np.inf)
-    idx = np.floor((timestamps - start) / step).astype(np.int64)
-    ok = (idx >= 0) & (idx < n_steps) & np.isfinite(values)
-    np.maximum.at(out, idx[ok], values[ok])
-    out[np.isneginf(out)] = np.nan
-    return out

@@ -4,7 +4,7 @@
 = max(HPA's, predicted); vectorised variant) and `planner.plan_horizontal`.
 """
 
-from foresize.horizontal.replicas import (
+from foresize.cluster.replicas import (
     effective_replicas,
     predict_replicas,
     predict_replicas_many,

@@ -18,13 +18,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from foresize.admission.targets import TargetView, target_view
 from foresize.api.types import format_timestamp
 from foresize.cluster.actions import Action, PatchScale, WriteTargetStatus
 from foresize.cluster.model import HorizontalPodAutoscaler, Workload
 from foresize.cluster.qos import effective_requests
+from foresize.cluster.replicas import predict_replicas
 from foresize.cluster.snapshot import ClusterSnapshot
-from foresize.horizontal.replicas import predict_replicas
+from foresize.cluster.target import TargetView, target_view
 
 
 @dataclass(slots=True)

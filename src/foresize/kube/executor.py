@@ -39,10 +39,10 @@ from foresize.cluster.actions import (
     RestartWorkload,
     WriteTargetStatus,
 )
+from foresize.cluster.kubejson import format_time, pod_from
 from foresize.cluster.model import Pod
 from foresize.kube import version as kver
 from foresize.kube.api import JSON, JSON_PATCH, MERGE_PATCH, ApiResponse, KubeApi
-from foresize.kube.convert import format_time, pod_from
 
 log = logging.getLogger(__name__)
 
@@ -194,7 +194,7 @@ class KubeExecutor:
         self.evictions_deferred_until: dict[str, float] = {}
 
     async def detect_server_version(self) -> tuple[int, int]:
-        from foresize.kube.convert import parse_server_version
+        from foresize.cluster.kubejson import parse_server_version
 
         self.server_version = parse_server_version(await self.api.server_version())
         return self.server_version

@@ -1,12 +1,12 @@
-"""Kopf wiring: watches that keep `ClusterState` current, and the Foresize CRD handlers.
+"""Kopf wiring: the Foresize CRD handlers, and the kinds the informers watch.
 
-Kopf owns the watches (list + watch with reconnects and bookmarks), the finalizer on
-AIScaleTargets and handler retries. Every watched kind feeds `ClusterState.apply_event`;
-the CRD handlers validate each Foresize object with the API types and report the verdict
-in `status.conditions` (an invalid spec is refused with the field named, never crashes the
-loop). No handler here holds deletions: Kopf's own finalizer is not used. The control loop
-puts the lifecycle's `foresize.io/revert` finalizer on every target, reverts the pods of a
-target being deleted (lifecycle planner) and then removes that finalizer.
+The cache (`ClusterState`) is kept by Foresize's own informers (`kube/informer.py`:
+list, replace, watch, relist after 410, a sync barrier), on the event loop. Kopf only runs
+the CRD handlers: they validate each Foresize object with the API types and report the
+verdict in `status.conditions` (an invalid spec is refused with the field named, never
+crashes the loop). No handler here holds deletions: Kopf's own finalizer is not used. The
+control loop puts the lifecycle's `foresize.io/revert` finalizer on every target, reverts
+the pods of a target being deleted (lifecycle planner) and then removes that finalizer.
 """
 
 from __future__ import annotations
@@ -14,26 +14,26 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from foresize.kube.state import ClusterState
+from foresize.kube.informer import WatchedKind
 
 log = logging.getLogger("foresize.operator")
 
 FINALIZER = "foresize.io/finalizer"  # Kopf's finalizer name, should a handler ever need one
 
-# (group, version, plural, kind, optional)
-WATCHED: tuple[tuple[str, str, str, str, bool], ...] = (
-    ("", "v1", "pods", "Pod", False),
-    ("", "v1", "nodes", "Node", False),
-    ("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", False),
-    ("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler", False),
-    ("apps", "v1", "deployments", "Deployment", False),
-    ("apps", "v1", "statefulsets", "StatefulSet", False),
-    ("apps", "v1", "daemonsets", "DaemonSet", False),
-    ("apps", "v1", "replicasets", "ReplicaSet", False),
-    ("argoproj.io", "v1alpha1", "rollouts", "Rollout", True),
-    ("foresize.io", "v1", "aiscaletargets", "AIScaleTarget", False),
-    ("foresize.io", "v1", "daemonsetautoscalers", "DaemonSetAutoscaler", False),
-    ("foresize.io", "v1", "clusteraiscaletemplates", "ClusterAIScaleTemplate", False),
+# Every kind the control loop plans from (list + watch, cluster-wide).
+WATCHED: tuple[WatchedKind, ...] = (
+    WatchedKind("", "v1", "pods", "Pod"),
+    WatchedKind("", "v1", "nodes", "Node"),
+    WatchedKind("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget"),
+    WatchedKind("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler"),
+    WatchedKind("apps", "v1", "deployments", "Deployment"),
+    WatchedKind("apps", "v1", "statefulsets", "StatefulSet"),
+    WatchedKind("apps", "v1", "daemonsets", "DaemonSet"),
+    WatchedKind("apps", "v1", "replicasets", "ReplicaSet"),
+    WatchedKind("argoproj.io", "v1alpha1", "rollouts", "Rollout", optional=True),
+    WatchedKind("foresize.io", "v1", "aiscaletargets", "AIScaleTarget"),
+    WatchedKind("foresize.io", "v1", "daemonsetautoscalers", "DaemonSetAutoscaler"),
+    WatchedKind("foresize.io", "v1", "clusteraiscaletemplates", "ClusterAIScaleTemplate"),
 )
 
 
@@ -93,7 +93,11 @@ def connection_from_lightkube(config: Any) -> Any:
     """Kopf's ConnectionInfo from the lightkube configuration the executor uses, so both
     talk to the same cluster as the same user (`--kubeconfig`/`--context`). Returns None
     for users authenticated by an exec plugin or auth provider (Kopf's own kubeconfig
-    login handles those)."""
+    login handles those).
+
+    A token file wins over the token read at start (in a pod lightkube's configuration
+    has both): Kopf calls the login handler again after a 401, and only the file has the
+    token the kubelet rotated in (Kopf refuses to retry with a token that got a 401)."""
     import base64
 
     import kopf
@@ -111,9 +115,9 @@ def connection_from_lightkube(config: Any) -> Any:
     token = None
     if user is not None:
         token = user.token
-        if not token and user.token_file:
+        if user.token_file:
             with open(path(user.token_file)) as f:
-                token = f.read().strip()
+                token = f.read().strip() or token
     return kopf.ConnectionInfo(
         server=cluster.server,
         ca_path=path(cluster.certificate_auth),
@@ -132,14 +136,12 @@ def connection_from_lightkube(config: Any) -> Any:
 
 
 def build_registry(
-    state: ClusterState,
     *,
     server: str | None = None,
     lightkube_config: Any = None,
-    optional_kinds: bool = True,
     idle_timeout: float | None = None,
 ) -> Any:
-    """A Kopf registry with all watches and CRD handlers bound to `state`.
+    """A Kopf registry with the Foresize CRD handlers.
 
     `server` (tests, `kubectl proxy`): log in to that URL without credentials;
     `lightkube_config`: the same cluster and user as the executor. Otherwise (or for exec
@@ -167,20 +169,6 @@ def build_registry(
     @kopf.on.startup(registry=registry)
     def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
         configure(settings, scanning=server is None, idle_timeout=idle_timeout)
-
-    for group, version, plural, kind, optional in WATCHED:
-        if optional and not optional_kinds:
-            continue
-
-        def make(kind: str) -> Any:
-            def on_event(event: dict[str, Any], body: Any, **_: Any) -> None:
-                state.apply_event(kind, event.get("type") or "ADDED", dict(body))
-
-            return on_event
-
-        handler = make(kind)
-        handler.__name__ = f"watch_{plural}"
-        kopf.on.event(group, version, plural, registry=registry, id=f"watch-{plural}")(handler)
 
     def check(kind: str) -> Any:
         def validate(body: Any, patch: kopf.Patch, **_: Any) -> None:

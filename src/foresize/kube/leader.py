@@ -14,6 +14,14 @@ holder (released). Expiry is measured on our own clock, never by comparing the h
 renewTime with it, so clock skew between replicas cannot steal a live lease. Every write carries the
 `metadata.resourceVersion` we read, so two replicas racing for one Lease cannot both win:
 the loser gets 409 Conflict. On shutdown the holder releases (clears `holderIdentity`).
+
+Timing is client-go's: a lease of 15 s, renewed every 2 s (the retry period), and a renew
+deadline of 10 s. A replica counts as holding a shard only while its last successful
+renewal is younger than the renew deadline, measured on its own monotonic clock from
+before the renewal was sent; the deadline being shorter than the lease duration means a
+replica whose renewals fail or hang has stopped acting (`held` is False) at least 5 s
+before any other replica may take the Lease over. Callers check `held`/`owns` before each
+action, not once per pass.
 """
 
 from __future__ import annotations
@@ -33,6 +41,10 @@ from foresize.kube.api import JSON, MERGE_PATCH, KubeApi
 log = logging.getLogger(__name__)
 
 LEASE_PREFIX = "foresize-shard"
+# client-go leaderelection defaults (LeaseDuration, RenewDeadline, RetryPeriod).
+LEASE_DURATION = 15.0
+RENEW_DEADLINE = 10.0
+RETRY_PERIOD = 2.0
 
 
 def shard_of(key: str, shards: int) -> int:
@@ -69,17 +81,57 @@ class LeaseElector:
         name: str,
         identity: str,
         *,
-        lease_duration: float = 15.0,
+        lease_duration: float = LEASE_DURATION,
+        renew_deadline: float | None = None,
         clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.api = api
         self.namespace = namespace
         self.name = name
         self.identity = identity
         self.lease_duration = lease_duration
+        # Shorter than the lease: we stop acting before anyone else may take over.
+        self.renew_deadline = (
+            renew_deadline if renew_deadline is not None else lease_duration * 2 / 3
+        )
+        if self.renew_deadline >= lease_duration:
+            raise ValueError("the renew deadline must be shorter than the lease duration")
         self.clock = clock
-        self.held = False
+        self.monotonic = monotonic
+        self._held = False
+        self._renewed_at: float | None = None  # monotonic() before the last successful write
         self._observed: _Observed | None = None
+
+    @property
+    def held(self) -> bool:
+        """Held, and renewed within the renew deadline (checked at every call)."""
+        if not self._held or self._renewed_at is None:
+            return False
+        if self.monotonic() - self._renewed_at >= self.renew_deadline:
+            self._held = False
+            log.warning(
+                "lease %s: not renewed within %.1fs; no longer acting on its targets",
+                self.name,
+                self.renew_deadline,
+            )
+            return False
+        return True
+
+    @held.setter
+    def held(self, value: bool) -> None:
+        self._held = value
+        if not value:
+            self._renewed_at = None
+
+    def _won(self, ok: bool, started: float) -> bool:
+        """Record the outcome of an acquire/renew write sent at monotonic `started`."""
+        was = self._held
+        self._held = ok
+        self._renewed_at = started if ok else None
+        if was and not ok:
+            log.warning("lease %s: lost", self.name)
+        return ok
 
     def _spec(self, now: float, transitions: int, acquire: bool) -> dict[str, Any]:
         spec: dict[str, Any] = {
@@ -95,6 +147,7 @@ class LeaseElector:
     async def try_acquire_or_renew(self) -> bool:
         """One election round. Returns True when this replica holds the Lease afterwards."""
         now = self.clock()
+        started = self.monotonic()
         resp = await self.api.request("GET", lease_path(self.namespace, self.name))
         if resp.code == 404:
             body = {
@@ -104,7 +157,7 @@ class LeaseElector:
                 "spec": self._spec(now, 0, acquire=True),
             }
             created = await self.api.request("POST", lease_path(self.namespace), body, JSON)
-            self.held = created.ok
+            self._won(created.ok, started)
             if created.ok:
                 log.info("acquired new lease %s as %s", self.name, self.identity)
             return self.held
@@ -139,14 +192,14 @@ class LeaseElector:
         answer = await self.api.request(
             "PATCH", lease_path(self.namespace, self.name), patch, MERGE_PATCH
         )
-        self.held = answer.ok
+        self._won(answer.ok, started)
         if answer.code == 409:
             log.info("lease %s: lost the race (409 Conflict)", self.name)
         return self.held
 
     async def release(self) -> None:
         """Give the Lease up so another replica can take it at once (on shutdown)."""
-        if not self.held:
+        if not self._held:
             return
         resp = await self.api.request("GET", lease_path(self.namespace, self.name))
         if resp.ok and isinstance(resp.body, dict):
@@ -178,13 +231,18 @@ class ShardManager:
         identity: str,
         *,
         shards: int = 1,
-        lease_duration: float = 15.0,
-        renew_interval: float = 5.0,
+        lease_duration: float = LEASE_DURATION,
+        renew_interval: float = RETRY_PERIOD,
+        renew_deadline: float | None = None,
         max_shards: int | None = None,
         clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.shards = max(1, shards)
         self.renew_interval = renew_interval
+        self.rounds = 0
+        self.last_round_at: float | None = None  # monotonic() of the last finished round
+        self.monotonic = monotonic
         self.max_shards = max_shards if max_shards is not None else self.shards
         self.electors = [
             LeaseElector(
@@ -193,7 +251,9 @@ class ShardManager:
                 f"{LEASE_PREFIX}-{i}",
                 identity,
                 lease_duration=lease_duration,
+                renew_deadline=renew_deadline,
                 clock=clock,
+                monotonic=monotonic,
             )
             for i in range(self.shards)
         ]
@@ -210,14 +270,23 @@ class ShardManager:
         cluster-scoped work: ClusterAIScaleTemplates)."""
         return 0 <= shard < len(self.electors) and self.electors[shard].held
 
+    async def _attempt(self, elector: LeaseElector) -> None:
+        # One election call may not outlive the renew deadline (a hung GET/PATCH).
+        try:
+            await asyncio.wait_for(elector.try_acquire_or_renew(), elector.renew_deadline)
+        except TimeoutError:
+            log.warning("lease %s: election call timed out", elector.name)
+
     async def round(self) -> set[int]:
         """Renew held shards, then try to acquire free ones up to `max_shards`."""
         for elector in self.electors:
             if elector.held:
-                await elector.try_acquire_or_renew()
+                await self._attempt(elector)
         for elector in self.electors:
             if not elector.held and len(self.owned) < self.max_shards:
-                await elector.try_acquire_or_renew()
+                await self._attempt(elector)
+        self.rounds += 1
+        self.last_round_at = self.monotonic()
         return self.owned
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -226,10 +295,9 @@ class ShardManager:
             while not stop.is_set():
                 try:
                     await self.round()
-                except Exception as exc:  # API hiccup: keep trying; leases expire safely
+                except Exception as exc:  # API hiccup: keep trying; the renew deadline
+                    # ends our claim before the lease expires for the others.
                     log.warning("lease round failed: %s", exc)
-                    for e in self.electors:
-                        e.held = False
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(stop.wait(), self.renew_interval)
         finally:

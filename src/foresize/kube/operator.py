@@ -1,15 +1,23 @@
 """`foresize operator`: everything of the real-cluster shell in one process.
 
 Tasks, all on one asyncio loop:
-- Kopf: watches into `ClusterState`, CRD validation, the AIScaleTarget finalizer;
-- leader election: one Lease per shard; only shards held are planned and acted on;
+- informers: list+watch of every kind into `ClusterState` (`kube/informer.py`);
+- Kopf: the CRD handlers (validation verdicts in status), started once the API answers;
+- leader election: one Lease per shard; only shards held are planned and acted on, and
+  the executor checks the Lease (within its renew deadline) before every single call;
 - collector: metrics-server polling into the in-memory history (or Prometheus history);
-- control loop: suggestions from history every forecast interval, the vertical planner,
-  the executor, the change recorder;
+- control loop: nothing before every informer has listed once (the cache-sync barrier);
+  then suggestions, the vertical planner, the executor, the change recorder, every pass;
 - admission webhooks (every replica serves them, leader or not), fed from the snapshot;
-- `/metrics` (and `/healthz`) for Prometheus.
-SIGTERM/SIGINT stop everything; held Leases are released so another replica takes over
-at once.
+- `/metrics`, `/healthz` (liveness: the control loop makes progress) and `/readyz`
+  (caches synced and a recent pass) on the metrics port and the webhook port.
+
+Supervision: every task above is meant to run until the stop flag. If one ends or fails
+on its own (Kopf's observer giving up, an informer crashing), the process stops and exits
+1 so Kubernetes restarts it. SIGTERM/SIGINT set the stop flag (re-installed after Kopf
+installs its own handlers, which would otherwise stop Kopf alone): the executor refuses
+every call from then on, held Leases are released so another replica takes over at once,
+and the process exits 0.
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from foresize.history.traces import SeriesKey
+from foresize.history.base import SeriesKey
 
 log = logging.getLogger("foresize.operator")
 
@@ -41,7 +49,12 @@ class OperatorOptions:
     interval: float = 30.0
     collect_interval: float = 60.0
     suggest_interval: float = 900.0
-    lease_duration: float = 15.0
+    lease_duration: float = 15.0  # client-go's LeaseDuration
+    lease_renew_deadline: float = 10.0  # client-go's RenewDeadline: stop acting after this
+    lease_retry: float = 2.0  # client-go's RetryPeriod: renew this often
+    kube_api_qps: float = 50.0  # client-side rate limit (VPA's --kube-api-qps)
+    kube_api_burst: int = 100
+    stall_timeout: float | None = None  # liveness fails after this; default max(5 passes, 120 s)
     metrics_host: str = "0.0.0.0"
     metrics_port: int = 8080
     webhook: bool = True
@@ -56,7 +69,7 @@ class OperatorOptions:
     prometheus: str | None = None
     history_db: str | None = None  # SQLite history file (default: in memory)
     pause_configmap: str = "foresize-pause"
-    shutdown_grace: float = 15.0  # seconds each task gets to stop before it is cancelled
+    shutdown_grace: float = 5.0  # seconds the tasks get to stop before they are cancelled
 
 
 def open_history(opts: OperatorOptions) -> Any:
@@ -143,14 +156,255 @@ async def watch_pause(
             await asyncio.wait_for(stop.wait(), period)
 
 
-async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None) -> None:
+class Health:
+    """What the probes answer: liveness = the control loop makes progress; readiness =
+    every cache synced and a pass finished recently."""
+
+    def __init__(self, stall_timeout: float, clock: Any = time.monotonic) -> None:
+        self.stall_timeout = stall_timeout
+        self.clock = clock
+        self.started = clock()
+        self.progress_at = self.started  # last sign of life of the control loop
+        self.pass_at: float | None = None  # end of the last control-loop pass
+        self.synced = False
+        self.failed: str | None = None  # a supervised task that ended
+
+    def beat(self) -> None:
+        self.progress_at = self.clock()
+
+    def passed(self) -> None:
+        self.pass_at = self.progress_at = self.clock()
+
+    def live(self) -> tuple[bool, str]:
+        if self.failed:
+            return False, f"task ended: {self.failed}"
+        stalled = self.clock() - self.progress_at
+        if stalled > self.stall_timeout:
+            return False, f"control loop stalled for {stalled:.0f}s"
+        return True, "ok"
+
+    def ready(self) -> tuple[bool, str]:
+        live, why = self.live()
+        if not live:
+            return False, why
+        if not self.synced:
+            return False, "caches not synced"
+        if self.pass_at is None or self.clock() - self.pass_at > self.stall_timeout:
+            return False, "no recent control-loop pass"
+        return True, "ok"
+
+    def middleware(self) -> Any:
+        """aiohttp middleware answering GET /healthz and /readyz from this object (put on
+        both the metrics and the webhook application)."""
+        from aiohttp import web
+
+        @web.middleware
+        async def probes(request: web.Request, handler: Any) -> web.StreamResponse:
+            if request.method == "GET" and request.path in ("/healthz", "/readyz"):
+                ok, why = self.live() if request.path == "/healthz" else self.ready()
+                return web.Response(text=why, status=200 if ok else 503)
+            return await handler(request)
+
+        return probes
+
+
+class GatedExecutor:
+    """The executor, asked before every call whether this replica may still act: not
+    after the stop flag, and only on targets of shards whose Lease it holds right now
+    (renewed within the renew deadline). A refused call is answered, not sent."""
+
+    def __init__(
+        self, inner: Any, shards: Any, stop: asyncio.Event, health: Health | None = None
+    ) -> None:
+        self.inner = inner
+        self.shards = shards
+        self.stop = stop
+        self.health = health
+        self.refused = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def _allowed(self, target: str | None, shard: int | None = None) -> str | None:
+        if self.stop.is_set():
+            return "stopping"
+        if self.shards is None:
+            return None
+        if shard is not None:
+            return None if self.shards.holds(shard) else f"shard {shard} not held"
+        if target:
+            return None if self.shards.owns(target) else "shard not held"
+        return None if self.shards.owned else "no shard held"
+
+    def _refusal(self, why: str) -> Any:
+        from foresize.cluster.actions import ActionResult
+
+        self.refused += 1
+        return ActionResult(ok=False, code=0, reason="NotLeader", message=f"not sent: {why}")
+
+    async def _call(self, target: str | None, shard: int | None, name: str, *args: Any) -> Any:
+        why = self._allowed(target, shard)
+        if why is not None:
+            return self._refusal(why)
+        if self.health is not None:
+            self.health.beat()
+        return await getattr(self.inner, name)(*args)
+
+    async def apply(self, action: Any) -> Any:
+        return await self._call(_target_of(action), _shard_of_action(action), "apply", action)
+
+    async def apply_guarded(self, action: Any) -> Any:
+        return await self._call(
+            _target_of(action), _shard_of_action(action), "apply_guarded", action
+        )
+
+    async def add_finalizer(self, kind: str, ns: str, name: str, finalizer: str) -> Any:
+        return await self._call(f"{ns}/{name}", None, "add_finalizer", kind, ns, name, finalizer)
+
+    async def remove_finalizer(self, kind: str, ns: str, name: str, finalizer: str) -> Any:
+        return await self._call(f"{ns}/{name}", None, "remove_finalizer", kind, ns, name, finalizer)
+
+    # Templates are cluster-wide work: the holder of shard 0 does it.
+    async def create_object(self, kind: str, obj: dict[str, Any]) -> Any:
+        return await self._call(None, 0, "create_object", kind, obj)
+
+    async def update_object(self, kind: str, obj: dict[str, Any]) -> Any:
+        return await self._call(None, 0, "update_object", kind, obj)
+
+    async def delete_object(self, kind: str, ns: str, name: str) -> Any:
+        return await self._call(None, 0, "delete_object", kind, ns, name)
+
+
+def _shard_of_action(action: Any) -> int | None:
+    """ClusterAIScaleTemplate status belongs to shard 0's holder."""
+    from foresize.cluster.actions import EmitEvent, WriteTargetStatus
+
+    if (
+        isinstance(action, WriteTargetStatus | EmitEvent)
+        and action.kind == "ClusterAIScaleTemplate"
+    ):
+        return 0
+    return None
+
+
+def _target_of(action: Any) -> str | None:
+    """The target key an action is for (its shard decides), if it names one."""
+    from foresize.cluster.actions import EmitEvent, WriteTargetStatus
+
+    target = getattr(action, "target", "") or ""
+    if target:
+        return str(target)
+    if isinstance(action, WriteTargetStatus):
+        if action.kind == "ClusterAIScaleTemplate":
+            return None
+        return f"{action.namespace}/{action.name}"
+    if isinstance(action, EmitEvent) and action.kind in ("AIScaleTarget", "DaemonSetAutoscaler"):
+        return f"{action.namespace}/{action.name}"
+    return None
+
+
+async def wait_for_api(api: Any, stop: asyncio.Event, cap: float = 10.0) -> bool:
+    """Until GET /version answers (backing off to `cap` s) or stop; True when it did."""
+    delay = 0.5
+    while not stop.is_set():
+        try:
+            resp = await api.request("GET", "/version")
+            if resp.ok:
+                return True
+        except Exception as exc:
+            log.info("API server not reachable yet: %s", exc)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), delay)
+        delay = min(cap, delay * 2)
+    return False
+
+
+async def run_kopf(
+    registry: Any, stop: asyncio.Event, ready: asyncio.Event, on_spawned: Any
+) -> None:
+    """Kopf's root tasks, run until one ends. Kopf installs SIGTERM/SIGINT handlers that
+    would stop Kopf alone: `on_spawned` runs right after, to put ours back. Kopf's own
+    `run_tasks` is not used: at its end it cancels every task of the loop (ours too)."""
     import kopf
+
+    tasks = await kopf.spawn_tasks(
+        registry=registry,
+        clusterwide=True,
+        standalone=True,  # Foresize elects leaders per shard with its own Leases
+        stop_flag=stop,
+        ready_flag=ready,
+    )
+    on_spawned()
+    done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    for task in pending:
+        task.cancel()
+    if pending:
+        await asyncio.wait(pending, timeout=5.0)
+    for task in done:
+        if not task.cancelled() and task.exception() is not None:
+            raise task.exception()  # type: ignore[misc]
+    if not stop.is_set():
+        names = ", ".join(sorted(t.get_name() for t in done))
+        raise RuntimeError(f"Kopf stopped on its own ({names})")
+
+
+async def control_loop(
+    shell: Any,
+    informers: Any,
+    stop: asyncio.Event,
+    interval: float,
+    health: Health,
+    metrics: Any,
+    shards: Any,
+) -> None:
+    """The cache-sync barrier, then a pass every `interval` s until stop."""
+    while not stop.is_set() and not informers.synced:
+        health.beat()  # waiting for the API is progress, not a stall
+        log.info("waiting for caches to sync: %s", ", ".join(informers.unsynced()))
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(informers.wait_synced(stop), interval)
+    if stop.is_set():
+        return
+    health.synced = True
+    metrics.cache_synced.set(1)
+    log.info("caches synced; control loop starts")
+    while not stop.is_set():
+        try:
+            await shell.run_pass()
+        except Exception:  # one bad pass must not stop the operator
+            log.exception("control-loop pass failed")
+        health.passed()
+        _export_leadership(shell, metrics, shards)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), interval)
+
+
+def _export_leadership(shell: Any, metrics: Any, shards: Any) -> None:
+    """foresize_leader per shard, and no per-target gauge for targets now gone or held
+    by another replica."""
+    from foresize.telemetry.recorder import target_key
+
+    owned = shards.owned if shards is not None else {0}
+    for i in range(shards.shards if shards is not None else 1):
+        metrics.leader.labels(str(i)).set(1 if i in owned else 0)
+    snap = shell.state.snapshot(0.0)
+    keep = {
+        target_key(t)
+        for t in [*snap.targets, *snap.daemonset_autoscalers]
+        if shards is None or shards.owns(target_key(t))
+    }
+    metrics.forget_targets(keep)
+
+
+async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None) -> int:
+    """Run until SIGTERM/SIGINT or `stop` (returns 0), or until a task fails (returns 1)."""
     from aiohttp import web
 
     from foresize.history.metrics_server import DaemonSetSink, HistorySink, MetricsServerPoller
     from foresize.kube.api import KubeApi
     from foresize.kube.executor import KubeExecutor
-    from foresize.kube.handlers import build_registry, parse_foresize
+    from foresize.kube.handlers import WATCHED, build_registry, parse_foresize
+    from foresize.kube.informer import Informer, Informers
     from foresize.kube.leader import ShardManager
     from foresize.kube.shell import KubeShell
     from foresize.kube.state import ClusterState
@@ -158,9 +412,20 @@ async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None)
 
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(sig, stop.set)
+    signalled: list[str] = []
+
+    def on_signal(sig: signal.Signals) -> None:
+        if not signalled:
+            log.info("%s received: stopping", sig.name)
+        signalled.append(sig.name)
+        stop.set()
+
+    def install_signals() -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(sig, on_signal, sig)
+
+    install_signals()
 
     identity = opts.identity or os.environ.get("POD_NAME") or socket.gethostname()
     api = (
@@ -168,120 +433,166 @@ async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None)
         if opts.server
         else KubeApi.from_environment(opts.kubeconfig, opts.context)
     )
+    api.configure(qps=opts.kube_api_qps, burst=opts.kube_api_burst)
     state = ClusterState(
         target_parser=parse_foresize,
         pause_namespace=opts.namespace,
         pause_configmap=opts.pause_configmap,
     )
-    executor = KubeExecutor(api, pod_lookup=state.pod, instance=identity)
-    try:
-        version = await executor.detect_server_version()
-        log.info("API server %d.%d", *version)
-    except Exception as exc:
-        log.warning(
-            "could not read the server version (%s); assuming %s", exc, executor.server_version
-        )
-    state.server_version = executor.server_version
     metrics = ForesizeMetrics()
+    health = Health(opts.stall_timeout or max(5 * opts.interval, 120.0))
     shards = ShardManager(
         api,
         opts.namespace,
         identity,
         shards=opts.shards,
         lease_duration=opts.lease_duration,
-        renew_interval=max(1.0, opts.lease_duration / 3),
+        renew_interval=opts.lease_retry,
+        renew_deadline=opts.lease_renew_deadline,
         max_shards=opts.max_shards,
     )
-    tasks: list[asyncio.Task] = []
+    executor = KubeExecutor(api, pod_lookup=state.pod, instance=identity)
+    gated = GatedExecutor(executor, shards, stop, health)
+    informers = Informers([Informer(api, state, w) for w in WATCHED])
+    tasks: dict[asyncio.Task, str] = {}
+
+    def supervise(coro: Any, name: str) -> None:
+        tasks[asyncio.create_task(coro, name=f"foresize:{name}")] = name
+
     history = open_history(opts)
     from foresize.lifecycle.daemonset import UsageWindow
 
     dsa_window = UsageWindow()
-    if opts.prometheus:
-        loader = PrometheusHistory(opts.prometheus, history)
-        tasks.append(asyncio.create_task(loader.run(stop, opts.suggest_interval)))
-    else:
-        sinks: list[Any] = [HistorySink(history), DaemonSetSink(dsa_window, state)]
-        poller = MetricsServerPoller(api, sinks, state=state, interval=opts.collect_interval)
-        tasks.append(asyncio.create_task(poller.run(stop)))
     shell = KubeShell(
         state,
-        executor,
+        gated,
         metrics=metrics,
         shards=shards,
         history=history,
         suggest_interval=opts.suggest_interval,
     )
     shell.dsa_window = dsa_window
-    registry = build_registry(
-        state,
-        server=opts.server,
-        lightkube_config=None if opts.server else api.client.config,
-    )
-    ready = asyncio.Event()
-    tasks.append(
-        asyncio.create_task(
-            kopf.operator(
-                registry=registry,
-                clusterwide=True,
-                standalone=True,  # Foresize elects leaders per shard with its own Leases
-                stop_flag=stop,
-                ready_flag=ready,
+
+    async def versioned_start() -> None:
+        """The server version, then Kopf: both need the API server to answer."""
+        if not await wait_for_api(api, stop):
+            return
+        try:
+            version = await executor.detect_server_version()
+            log.info("API server %d.%d", *version)
+        except Exception as exc:
+            log.warning(
+                "could not read the server version (%s); assuming %s",
+                exc,
+                executor.server_version,
             )
+        state.server_version = executor.server_version
+        registry = build_registry(
+            server=opts.server,
+            lightkube_config=None if opts.server else api.client.config,
         )
+        await run_kopf(registry, stop, asyncio.Event(), install_signals)
+
+    for informer_task in informers.tasks(stop):
+        tasks[informer_task] = informer_task.get_name().removeprefix("foresize:")
+    supervise(versioned_start(), "kopf")
+    if opts.prometheus:
+        loader = PrometheusHistory(opts.prometheus, history)
+        supervise(loader.run(stop, opts.suggest_interval), "prometheus history")
+    else:
+        sinks: list[Any] = [HistorySink(history), DaemonSetSink(dsa_window, state)]
+        poller = MetricsServerPoller(api, sinks, state=state, interval=opts.collect_interval)
+        supervise(poller.run(stop), "metrics-server poller")
+    supervise(shards.run(stop), "leader election")
+    supervise(watch_pause(api, state, opts, stop), "pause flag")
+    supervise(
+        control_loop(shell, informers, stop, opts.interval, health, metrics, shards),
+        "control loop",
     )
-    tasks.append(asyncio.create_task(shards.run(stop)))
-    tasks.append(asyncio.create_task(watch_pause(api, state, opts, stop)))
-    tasks.append(asyncio.create_task(shell.run(stop, opts.interval)))
 
     runners: list[web.AppRunner] = []
-    metrics_runner = web.AppRunner(metrics.aiohttp_app(), access_log=None)
-    await metrics_runner.setup()
-    await web.TCPSite(metrics_runner, opts.metrics_host, opts.metrics_port).start()
-    runners.append(metrics_runner)
-    log.info("metrics on %s:%d/metrics", opts.metrics_host, opts.metrics_port)
-
-    if opts.webhook:
-        from foresize.admission.server import AdmissionState, WebhookServer, create_app
-
-        admission = AdmissionState()
-
-        async def refresh_index() -> None:
-            while not stop.is_set():
-                try:
-                    admission.update_from_snapshot(state.snapshot(time.time()))
-                except Exception as exc:
-                    log.warning("admission index refresh failed: %s", exc)
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(stop.wait(), 2.0)
-
-        tasks.append(asyncio.create_task(refresh_index()))
-        app = create_app(admission)  # AdmissionState is the state provider (callable)
-        app.middlewares.append(metrics.webhook_middleware())
-        ssl_context = await _webhook_tls(opts, api)
-        webhook = WebhookServer(
-            app, host=opts.webhook_host, port=opts.webhook_port, ssl_context=ssl_context
-        )
-        await webhook.start()
-        log.info(
-            "webhooks on %s:%d (tls=%s)", opts.webhook_host, webhook.port, ssl_context is not None
-        )
-    else:
-        webhook = None
-
+    webhook = None
     try:
-        await stop.wait()
+        metrics_app = metrics.aiohttp_app()
+        metrics_app.middlewares.append(health.middleware())
+        metrics_runner = web.AppRunner(metrics_app, access_log=None)
+        await metrics_runner.setup()
+        runners.append(metrics_runner)
+        await web.TCPSite(metrics_runner, opts.metrics_host, opts.metrics_port).start()
+        log.info("metrics on %s:%d/metrics", opts.metrics_host, opts.metrics_port)
+
+        if opts.webhook:
+            from foresize.webhook.server import AdmissionState, WebhookServer, create_app
+
+            admission = AdmissionState()
+
+            async def refresh_index() -> None:
+                while not stop.is_set():
+                    if health.synced:  # an index from a partial cache would mislead
+                        try:
+                            admission.update_from_snapshot(state.snapshot(time.time()))
+                        except Exception as exc:
+                            log.warning("admission index refresh failed: %s", exc)
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(stop.wait(), 2.0)
+
+            supervise(refresh_index(), "admission index")
+            app = create_app(admission)  # AdmissionState is the state provider (callable)
+            app.middlewares.append(health.middleware())
+            app.middlewares.append(metrics.webhook_middleware())
+            ssl_context = await _webhook_tls(opts, api)
+            webhook = WebhookServer(
+                app, host=opts.webhook_host, port=opts.webhook_port, ssl_context=ssl_context
+            )
+            await webhook.start()
+            log.info(
+                "webhooks on %s:%d (tls=%s)",
+                opts.webhook_host,
+                webhook.port,
+                ssl_context is not None,
+            )
+
+        # Supervision: every task runs until stop; one that ends on its own ends us.
+        stopper = asyncio.ensure_future(stop.wait())
+        try:
+            done, _ = await asyncio.wait({stopper, *tasks}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopper.cancel()
+        failed = [t for t in done if t is not stopper and not stop.is_set()]
+        for task in failed:
+            error = None if task.cancelled() else task.exception()
+            health.failed = tasks[task]
+            log.error(
+                "%s ended unexpectedly (%s): stopping so that Kubernetes restarts the operator",
+                tasks[task],
+                error or "no error",
+                exc_info=error,
+            )
+    except Exception as exc:
+        log.error("operator failed to start: %s", exc)
+        health.failed = "startup"
     finally:
-        log.info("stopping")
         stop.set()
-        for task in tasks:
-            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError, Exception):
-                await asyncio.wait_for(task, opts.shutdown_grace)
+        log.info("stopping")
+        pending = [t for t in tasks if not t.done()]
+        if pending:
+            _, late = await asyncio.wait(pending, timeout=opts.shutdown_grace)
+            for task in late:
+                log.warning(
+                    "%s did not stop within %.0fs; cancelled", tasks[task], opts.shutdown_grace
+                )
+                task.cancel()
+            if late:
+                await asyncio.wait(late, timeout=1.0)
         if webhook is not None:
             await webhook.stop()
         for runner in runners:
             await runner.cleanup()
         await api.close()
+    if health.failed:
+        return 1
+    log.info("stopped")
+    return 0
 
 
 async def _webhook_tls(opts: OperatorOptions, api: Any) -> Any:
@@ -289,8 +600,8 @@ async def _webhook_tls(opts: OperatorOptions, api: Any) -> Any:
     import tempfile
     from pathlib import Path
 
-    from foresize.admission.certs import server_ssl_context
     from foresize.kube.tls import webhook_ssl_context
+    from foresize.webhook.certs import server_ssl_context
 
     if opts.tls_cert and opts.tls_key:
         return server_ssl_context(opts.tls_cert, opts.tls_key)

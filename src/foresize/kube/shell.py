@@ -323,7 +323,7 @@ class KubeShell:
             status: dict[str, Any] = {"hasEnoughDataToScale": sugg is not None}
             if sugg is not None:
                 from foresize.api.quantity import format_resource_map
-                from foresize.kube.convert import format_time
+                from foresize.cluster.kubejson import format_time
 
                 status["suggestion"] = {
                     "uid": sugg.uid,
@@ -352,8 +352,8 @@ class KubeShell:
         import numpy as np
 
         from foresize.cluster.qos import spec_requests
+        from foresize.history.base import SeriesKey
         from foresize.history.metrics_server import TOTAL_CONTAINER
-        from foresize.history.traces import SeriesKey
         from foresize.telemetry.metrics import base_units
         from foresize.telemetry.recorder import pods_by_target
 
@@ -383,7 +383,7 @@ class KubeShell:
         remediation reads them (keyed by workload and container, like usage)."""
         if self.history is None or not hasattr(self.history, "record_event"):
             return
-        from foresize.history.traces import SeriesKey
+        from foresize.history.base import SeriesKey
 
         for pod, container, when in self.recorder.new_ooms:
             owner = snap.top_owner(pod)

@@ -1,17 +1,23 @@
 """The kube shell's in-memory picture of the cluster, kept current from watch events.
 
-Kopf's watch handlers call `ClusterState.apply_event` with the raw object; the control
-loop calls `snapshot(now)` to get a `ClusterSnapshot` for the planners. Objects are
-converted once on arrival and replaced (never mutated) on each event, so a snapshot
-handed to the planners stays consistent while new events keep arriving.
+The informers (`kube/informer.py`) call `replace(kind, items)` with each full listing and
+`apply_event` with each watch event; the control loop calls `snapshot(now)` to get a
+`ClusterSnapshot` for the planners. Objects are converted once on arrival and replaced
+(never mutated) on each event, so a snapshot handed to the planners stays consistent while
+new events keep arriving. A listing replaces the kind entirely, so objects deleted while
+no watch was open leave the cache (client-go's `Replace`). Every update and the snapshot
+copy hold one lock, so a writer on another thread can never change a dict while the
+snapshot iterates it.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
+from foresize.cluster import kubejson as convert
 from foresize.cluster.model import (
     HorizontalPodAutoscaler,
     Node,
@@ -20,7 +26,6 @@ from foresize.cluster.model import (
     Workload,
 )
 from foresize.cluster.snapshot import ClusterSnapshot
-from foresize.kube import convert
 
 log = logging.getLogger(__name__)
 
@@ -60,10 +65,55 @@ class ClusterState:
         # The pause ConfigMap counts only in the operator's namespace (None: any).
         self.pause_namespace = pause_namespace
         self.pause_configmap = pause_configmap
+        self._lock = threading.RLock()
 
     # ----------------------------------------------------------------- updates
+    def replace(self, kind: str, items: list[dict[str, Any]]) -> int:
+        """A full listing of `kind`: afterwards the cache holds exactly `items` of that
+        kind. Returns how many cached objects were not in the listing (and are gone)."""
+        with self._lock:
+            before = self._keys(kind)
+            self._clear(kind)
+            for obj in items:
+                self.apply_event(kind, "ADDED", obj)
+            return len(before - self._keys(kind))
+
+    def _store(self, kind: str) -> dict | None:
+        if kind == "Pod":
+            return self.pods
+        if kind == "Node":
+            return self.nodes
+        if kind == "PodDisruptionBudget":
+            return self.pdbs
+        if kind == "HorizontalPodAutoscaler":
+            return self.hpas
+        if kind in FORESIZE_KINDS:
+            return self.raw_foresize[kind]
+        return None
+
+    def _keys(self, kind: str) -> set:
+        if kind in convert.WORKLOAD_KINDS:
+            return {k for k in self.workloads if k.startswith(f"{kind}/")}
+        store = self._store(kind)
+        return set(store) if store is not None else set()
+
+    def _clear(self, kind: str) -> None:
+        if kind in convert.WORKLOAD_KINDS:
+            for k in [k for k in self.workloads if k.startswith(f"{kind}/")]:
+                del self.workloads[k]
+            return
+        store = self._store(kind)
+        if store is not None:
+            store.clear()
+        if kind in FORESIZE_KINDS:
+            self.foresize[kind].clear()
+
     def apply_event(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
         """Apply one watch event (`ADDED`/`MODIFIED`/`DELETED`, or None for a listing)."""
+        with self._lock:
+            self._apply(kind, event_type, obj)
+
+    def _apply(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
         self.events_seen += 1
         deleted = event_type == "DELETED"
         key = _key(obj)
@@ -107,6 +157,10 @@ class ClusterState:
 
     def snapshot(self, now: float) -> ClusterSnapshot:
         """A consistent point-in-time view for the planners (objects are shared, read-only)."""
+        with self._lock:
+            return self._snapshot(now)
+
+    def _snapshot(self, now: float) -> ClusterSnapshot:
         return ClusterSnapshot(
             now=now,
             nodes=dict(self.nodes),
@@ -115,8 +169,12 @@ class ClusterState:
             pdbs=list(self.pdbs.values()),
             hpas=list(self.hpas.values()),
             targets=[t for t in self.foresize["AIScaleTarget"].values() if t is not None],
-            daemonset_autoscalers=list(self.foresize["DaemonSetAutoscaler"].values()),
-            templates=list(self.foresize["ClusterAIScaleTemplate"].values()),
+            daemonset_autoscalers=[
+                d for d in self.foresize["DaemonSetAutoscaler"].values() if d is not None
+            ],
+            templates=[
+                t for t in self.foresize["ClusterAIScaleTemplate"].values() if t is not None
+            ],
             server_version=self.server_version,
             paused=self.paused,
         )

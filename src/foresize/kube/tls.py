@@ -32,7 +32,7 @@ async def load_or_create_secret(
     api: KubeApi, namespace: str, secret: str, service: str, *, create: bool = True
 ) -> dict[str, bytes] | None:
     """The Secret's ca.crt/tls.crt/tls.key, creating a self-signed set if `create`."""
-    from foresize.admission.certs import generate_self_signed, service_dns_names
+    from foresize.webhook.certs import generate_self_signed, service_dns_names
 
     path = f"/api/v1/namespaces/{namespace}/secrets/{secret}"
     for _ in range(2):
@@ -106,7 +106,7 @@ async def webhook_ssl_context(
     wait: float = 120.0,
 ) -> ssl.SSLContext:
     """Serving TLS for the webhooks, from the shared Secret (see module docstring)."""
-    from foresize.admission.certs import server_ssl_context
+    from foresize.webhook.certs import server_ssl_context
 
     data = None
     deadline = asyncio.get_running_loop().time() + wait

@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from foresize.admission.pod import size_container
-from foresize.admission.targets import AUTONOMOUS, TargetView, dsa_view
 from foresize.api.quantity import CPU, MEMORY, MIB
 from foresize.cluster.actions import Action, ContainerResize, ResizePod, WriteTargetStatus
 from foresize.cluster.model import ContainerSuggestion, Suggestion
 from foresize.cluster.qos import pod_qos_class
+from foresize.cluster.sizing import size_container
 from foresize.cluster.snapshot import ClusterSnapshot
+from foresize.cluster.target import AUTONOMOUS, TargetView, dsa_view
 from foresize.cluster.validation import check_resize
 
 

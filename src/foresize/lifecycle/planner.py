@@ -24,10 +24,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from foresize.admission.targets import AUTONOMOUS, TargetView, dsa_view, get, target_view
 from foresize.api.types import format_timestamp, parse_timestamp
 from foresize.cluster.actions import Action, WriteTargetStatus
 from foresize.cluster.snapshot import ClusterSnapshot
+from foresize.cluster.target import AUTONOMOUS, TargetView, dsa_view, get, target_view
 from foresize.lifecycle.revert import REVERT_FINALIZER, RevertPlan, plan_revert
 
 STATUS_KEY = "lifecycle"

@@ -3,7 +3,7 @@
 When a target leaves vertical autonomous mode (to recommendation or observe) or is
 deleted (its `foresize.io/revert` finalizer holds the deletion until this is done), the
 running pods Foresize resized go back to the values their controller's pod template
-declares (DESIGN.md §4.4, seed 003):
+declares (architecture §3.4):
 
 - by an in-place resize wherever the API server would accept it (checked with the same
   rules the API server applies, `foresize.cluster.validation`); the pods are not
@@ -25,7 +25,6 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
-from foresize.admission.targets import TargetView
 from foresize.api.types import format_timestamp
 from foresize.cluster.actions import (
     Action,
@@ -37,6 +36,7 @@ from foresize.cluster.actions import (
 )
 from foresize.cluster.model import COMPUTE_RESOURCES, Container, Pod, Workload
 from foresize.cluster.snapshot import ClusterSnapshot
+from foresize.cluster.target import TargetView
 from foresize.cluster.validation import check_resize
 
 REVERT_FINALIZER = "foresize.io/revert"
@@ -212,11 +212,13 @@ def plan_revert(
         ns, name = pod_key.split("/", 1)
         plan.actions.append(EmitEvent(ns, "Pod", name, "RevertNotInPlace", why, "Warning"))
     if plan.left or plan.restarted or plan.resized:
-        plan.actions.append(_status(target, plan, now, reason))
+        plan.actions.append(revert_status(target, plan, now, reason))
     return plan
 
 
-def _status(target: TargetView, plan: RevertPlan, now: float, reason: str) -> WriteTargetStatus:
+def revert_status(
+    target: TargetView, plan: RevertPlan, now: float, reason: str
+) -> WriteTargetStatus:
     if plan.left:
         status, why = "False", "PodsLeft"
         message = f"{len(plan.left)} pod(s) could not be reverted in place: " + "; ".join(

@@ -25,8 +25,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from foresize.admission.targets import get, normalise_kind
 from foresize.cluster.snapshot import ClusterSnapshot
+from foresize.cluster.target import get, normalise_kind
 from foresize.lifecycle.revert import REVERT_FINALIZER
 
 TEMPLATE_LABEL = "foresize.io/template"

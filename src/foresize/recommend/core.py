@@ -226,15 +226,15 @@ def apply_bounds(
 
 OOM_FACTOR = 1.2
 """At an OOM kill the memory floor is 1.2 x the larger of the request that was hit and the
-usage seen (DESIGN §4.1). Why 1.2: a kill shows demand above the request by an unknown
+usage seen (docs/architecture.md §3.1). Why 1.2: a kill shows demand above the request by an unknown
 amount; 20% covers the growth of most working sets between two samples in one step,
 and a repeat kill compounds (x1.44, x1.73, ...) so even a doubling is covered within a
 few kills, while one spurious kill costs a fifth more memory for one stabilization window."""
 OOM_REPEAT_SECONDS = 120.0
-"""While OOMs continue, compound again at most every 2 minutes (DESIGN §4.1): kills within
+"""While OOMs continue, compound again at most every 2 minutes (docs/architecture.md §3.1): kills within
 that time of a bump are the same episode (the bumped request has not landed yet)."""
 DEFAULT_STABILIZATION = 3600.0
-"""DESIGN §3: stabilization_window default max(forecast_interval, 1h)."""
+"""docs/api.md: stabilization_window default max(forecast_interval, 1h)."""
 DEFAULT_MEMORY_STABILIZATION = 6 * 3600.0
 """Memory scale-down stabilization (a ratchet): memory goes up at once but down only to
 the highest memory target of the last 6 hours (or of the OOM stabilization window when

@@ -1,4 +1,4 @@
-"""The recommendation-quality replay of BENCHMARK.md §1 (pure: arrays in, numbers out).
+"""The recommendation-quality replay of architecture §3.7 (pure: arrays in, numbers out).
 
 Replay, identical for every policy:
 - every series is resampled to a 5-minute grid by the maximum within each bucket; empty
@@ -30,7 +30,7 @@ import numpy as np
 from foresize.api.quantity import CPU, MEMORY
 from foresize.forecast.models import ForecastConfig, forward_max
 from foresize.forecast.select import OnlineScores, online_step
-from foresize.history.traces import TraceSeries, resample_max
+from foresize.history.base import TraceSeries, resample_max
 from foresize.recommend.core import (
     DEFAULT_MEMORY_STABILIZATION,
     DEFAULT_SCALE_DOWN,
@@ -200,7 +200,7 @@ class _Hist:
 
 
 class VPAPolicy(Policy):
-    """Kubernetes VPA recommender, documented defaults (BENCHMARK.md §1).
+    """Kubernetes VPA recommender, documented defaults (architecture §3.7).
 
     CPU: decaying histogram of usage samples (24 h half-life, buckets 5% apart from 10m),
     target = p90 x 1.15, at least 25m. Memory: decaying histogram of daily peaks (24 h

@@ -57,8 +57,7 @@ def recommend_series(
 
     from foresize.api.quantity import CPU, MEMORY, MIB, format_bytes, format_cpu
     from foresize.cluster.model import ResourceRequirements
-    from foresize.history.base import window_start
-    from foresize.history.traces import resample_max
+    from foresize.history.base import resample_max, window_start
     from foresize.recommend.target import (
         HISTORY_WINDOW,
         MODEL_STEP,

@@ -46,7 +46,7 @@ from foresize.recommend.core import (
 )
 
 MODEL_STEP = 300.0
-"""Models run on the 5-minute grid (DESIGN §4.1)."""
+"""Models run on the 5-minute grid (architecture §3.1)."""
 HISTORY_WINDOW = 14 * 86400.0
 """How much history a recommendation reads: the retention (14 days)."""
 
@@ -601,7 +601,7 @@ def _set(
 def _keep_qos(
     current: Mapping[str, ResourceRequirements], proposed: dict[str, ResourceRequirements]
 ) -> dict[str, ResourceRequirements]:
-    """Never change the pod's QoS class (DESIGN §4.1; KUBERNETES §resize validation)."""
+    """Never change the pod's QoS class (architecture §3.1; simulator.md, resize validation)."""
     before = qos_class_of(Container(n, r) for n, r in current.items())
     after = qos_class_of(Container(n, r) for n, r in proposed.items())
     if before == after:
@@ -642,8 +642,7 @@ def load_histories(
 ) -> dict[str, ContainerHistory]:
     """Container histories of one workload from any `HistoryReader` (SQLite, in-memory,
     Prometheus), on the model grid ending at `now`, with recent OOM kills."""
-    from foresize.history.base import OOM
-    from foresize.history.traces import SeriesKey
+    from foresize.history.base import OOM, SeriesKey
 
     length = max(1, int(window // step))
     keys = [SeriesKey(namespace, workload, c) for c in containers]

@@ -265,7 +265,4 @@ def _breaker_workload(sim: SimCluster, obj: str) -> str:
     so the timeline agrees with the summary's `breaker_openings`)."""
     kind, _, rest = obj.partition("/")
     namespace, _, name = rest.partition("/")
-    resolve = getattr(sim, "_workload_for_object", None)
-    if resolve is not None:
-        return resolve(kind, namespace, name) or ""
-    return obj if obj in sim.wl_state else ""
+    return sim.workload_for_object(kind, namespace, name) or ""

@@ -13,7 +13,7 @@ real API server:
 - every `loop_interval` it takes a snapshot, runs the vertical planner
   (`foresize.vertical.plan`) and applies the actions through `sim.apply`, feeding the
   results back (`foresize.vertical.execute`);
-- the admission helper's pod hook (`foresize.admission.sim_hook`) gives recreated pods the
+- the admission helper's pod hook (`foresize.sim.admission`) gives recreated pods the
   suggested resources (a minimal stand-in hook is used if that module is missing); it can
   be switched off (`operator.admission.enabled = False`).
 
@@ -22,7 +22,7 @@ is rebuilt from what the worker wrote into the targets' status.
 
 Recommenders are pluggable (`Recommender`): `ForesizeRecommender` (forecasts of the max
 over the horizon, `foresize.forecast` / `foresize.recommend`), `VPARecommender` (the VPA
-reference of BENCHMARK.md) and `FixedRecommender` (fixed requests, for tests).
+reference of architecture §3.7) and `FixedRecommender` (fixed requests, for tests).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from foresize.vertical import WorkerConfig, WorkerState, execute, plan
 from foresize.vertical.state import STATUS_KEY
 
 NEW_POD_EXCLUSION = 120.0
-"""DESIGN §4.1: the first 2 minutes of a new pod are not history (start-up spikes)."""
+"""architecture §3.1: the first 2 minutes of a new pod are not history (start-up spikes)."""
 DEFAULT_MIN_LOOKBACK = 86400.0
 """The API default of `min_lookback_to_scale` (24 h): no autonomous action before."""
 
@@ -118,7 +118,7 @@ class FixedRecommender:
 
 
 class VPARecommender:
-    """The Kubernetes VPA recommender with its documented defaults (BENCHMARK.md):
+    """The Kubernetes VPA recommender with its documented defaults (architecture §3.7):
     decaying histograms (24 h half-life, buckets 5% apart); target = p90 x 1.15; memory
     from daily peaks (8 days); OOM bump to max(usage + 100 MiB, usage x 1.2); minimums
     25 millicores / 250 MiB. (Its 10% change threshold is the operator's hysteresis.)"""
@@ -237,7 +237,7 @@ class ForesizeRecommender:
     bounds, `limit.ratio`, hysteresis flags, QoS kept, OOM floors: x1.2 at once,
     compounding every 2 minutes while OOMs continue, held for the stabilization window).
 
-    History per workload container (DESIGN §4.1), on the 5-minute model grid, a bucket =
+    History per workload container (architecture §3.1), on the 5-minute model grid, a bucket =
     the max of its 1-minute values. Each 1-minute value folds the replicas' samples with
     `foresize.history.aggregate.per_container` — CPU the median across replicas (a
     request is what one replica needs), memory the maximum (an OOM kill of any replica is
@@ -388,7 +388,7 @@ class ForesizeRecommender:
 
 
 class MinimalAdmission:
-    """Stand-in pod hook (used only when `foresize.admission.sim_hook` is missing): gives a
+    """Stand-in pod hook (used only when `foresize.sim.admission` is missing): gives a
     new pod of a target its current suggestion, QoS class preserved."""
 
     def __init__(self, sim: Any, operator: SimOperator) -> None:
@@ -436,7 +436,7 @@ def _proportional_limits(containers: list[Any]) -> list[dict[str, Any]]:
 
 def _install_admission(sim: Any, operator: SimOperator) -> Any:
     try:
-        from foresize.admission.sim_hook import install
+        from foresize.sim.admission import install
     except ImportError:
         hook = MinimalAdmission(sim, operator)
         sim.admission_hook = hook.admit
@@ -631,7 +631,7 @@ class SimOperator:
         self.passes += 1
 
     def _ooms(self, snap: Any) -> bool:
-        """OOM kills since the last pass go to the recommender at once (DESIGN §4.1)."""
+        """OOM kills since the last pass go to the recommender at once (architecture §3.1)."""
         found = False
         for pod in snap.pods:
             for st in pod.container_statuses:

@@ -1,4 +1,4 @@
-"""`foresize simulate --policy vpa`: the VPA-style reference (BENCHMARK.md) sizing the pods
+"""`foresize simulate --policy vpa`: the VPA-style reference (architecture §3.7) sizing the pods
 through the same disruption worker as Foresize (see `foresize.sim.operator`)."""
 
 from foresize.sim.operator import install_vpa

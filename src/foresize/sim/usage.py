@@ -126,6 +126,52 @@ class UsageState:
         "tr_step",
     )
 
+    # The arrays `_grow` creates (one slot per container), declared for the type checker.
+    base_c: np.ndarray
+    base_m: np.ndarray
+    amp_c: np.ndarray
+    amp_m: np.ndarray
+    peak_c: np.ndarray
+    peak_m: np.ndarray
+    weekend_c: np.ndarray
+    weekend_m: np.ndarray
+    noise_c: np.ndarray
+    noise_m: np.ndarray
+    spike_p_c: np.ndarray
+    spike_p_m: np.ndarray
+    spike_f_c: np.ndarray
+    spike_f_m: np.ndarray
+    growth_c: np.ndarray
+    growth_m: np.ndarray
+    cap_c: np.ndarray
+    cap_m: np.ndarray
+    tr_scale_c: np.ndarray
+    tr_scale_m: np.ndarray
+    tr_offset_c: np.ndarray
+    tr_offset_m: np.ndarray
+    tr_step_c: np.ndarray
+    tr_step_m: np.ndarray
+    tr_start_c: np.ndarray
+    tr_start_m: np.ndarray
+    tr_len_c: np.ndarray
+    tr_len_m: np.ndarray
+    cpu_req: np.ndarray
+    cpu_lim: np.ndarray
+    mem_req: np.ndarray
+    mem_lim: np.ndarray
+    started: np.ndarray
+    jitter: np.ndarray
+    share_ref: np.ndarray
+    cpu_demand: np.ndarray
+    cpu_used: np.ndarray
+    mem: np.ndarray
+    throttled_s: np.ndarray
+    down_until: np.ndarray
+    active: np.ndarray
+    ready: np.ndarray
+    wl: np.ndarray
+    node: np.ndarray
+
     def __init__(self, capacity: int = 64) -> None:
         self.capacity = 0
         self.size = 0  # slots ever handed out (high-water mark)

@@ -15,6 +15,12 @@ The names and labels below are an interface: the alerts in the shipped Prometheu
 | foresize_node_charge_gap | gauge | node, resource |
 | foresize_webhook_duration_seconds | histogram | (none) |
 | foresize_loop_duration_seconds | histogram | (none) |
+| foresize_leader | gauge (0/1) | shard |
+| foresize_cache_synced | gauge (0/1) | (none) |
+| foresize_webhook_certificate_expiry_seconds | gauge | (none) |
+
+Per-target gauges are removed (`forget_targets`) once the target is deleted or its shard
+is held by another replica, so an ex-leader exports nothing stale.
 
 Outcomes: `success` (2xx), `deferred` (429: a PodDisruptionBudget or the API server's
 rate limit said "later"), `rejected` (any other 4xx: 422 invalid, 403 NodeCapacity, 404
@@ -41,6 +47,9 @@ METRIC_NAMES = (
     "foresize_node_charge_gap",
     "foresize_webhook_duration_seconds",
     "foresize_loop_duration_seconds",
+    "foresize_leader",
+    "foresize_cache_synced",
+    "foresize_webhook_certificate_expiry_seconds",
 )
 
 WEBHOOK_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 3.0)
@@ -131,6 +140,34 @@ class ForesizeMetrics:
             buckets=LOOP_BUCKETS,
             registry=r,
         )
+
+        self.leader = Gauge(
+            "foresize_leader",
+            "1 while this replica holds the shard's Lease (within its renew deadline).",
+            ["shard"],
+            registry=r,
+        )
+        self.cache_synced = Gauge(
+            "foresize_cache_synced",
+            "1 once every watched kind has been listed (the control loop acts only then).",
+            registry=r,
+        )
+        self.certificate_expiry = Gauge(
+            "foresize_webhook_certificate_expiry_seconds",
+            "Seconds until the served webhook certificate expires (negative: expired).",
+            registry=r,
+        )
+
+    def forget_targets(self, keep: set[str]) -> int:
+        """Remove every per-target label set whose target is not in `keep` (deleted, or
+        held by another replica); returns how many were removed."""
+        removed = 0
+        for gauge in (self.stalled, self.breaker, self.recommendation, self.provisioning):
+            for labels in list(gauge._metrics):  # prometheus_client keeps label tuples here
+                if labels[0] not in keep:
+                    gauge.remove(*labels)
+                    removed += 1
+        return removed
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

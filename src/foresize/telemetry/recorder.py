@@ -1,4 +1,4 @@
-"""Recording changes (DESIGN §4.2): one recorder both shells feed with what they did.
+"""Recording changes (architecture §3.2): one recorder both shells feed with what they did.
 
 `ChangeRecorder.record(pairs, snapshot)` takes the list of (Action, ActionResult) a pass
 produced and

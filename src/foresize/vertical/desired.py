@@ -174,12 +174,15 @@ def pod_change(
     if not changed:
         return None
     direction = "mixed" if ups and downs else ("up" if ups else "down")
-    sig = ";".join(
-        f"{c.name}[{sorted(c.requests.items())}|{sorted(c.limits.items())}]" for c in resizes
-    )
+    sig = ";".join(container_sig(c.name, c.requests, c.limits) for c in resizes)
     return PodChange(
         tuple(resizes), frozenset(changed), direction, significant, restarts, sig, problem
     )
+
+
+def container_sig(name: str, requests: ResourceMap, limits: ResourceMap) -> str:
+    """One container's part of a change signature (the exact resources it asks for)."""
+    return f"{name}[{sorted(requests.items())}|{sorted(limits.items())}]"
 
 
 def charge_delta(pod: Pod, change: PodChange) -> ResourceMap:

@@ -175,9 +175,9 @@ class TargetPolicy:
 class WorkerConfig:
     """Operator-wide settings of the disruption worker."""
 
-    # The scheduler-safety guard (DESIGN §4.2). Off only for the comparison test.
+    # The scheduler-safety guard (architecture §3.2). Off only for the comparison test.
     capacity_guard: bool = True
-    # Workloads (by their labels) the worker never touches (seed 004: exclude by selector).
+    # Workloads (by their labels) the worker never touches (architecture §3.2: exclude by selector).
     exclude_selector: dict[str, str] = field(default_factory=dict)
     # A 429 without retryAfterSeconds (the DisruptionBudget case) is retried after this:
     # long enough not to hammer the API, short enough to follow a PDB that frees up.
@@ -185,7 +185,7 @@ class WorkerConfig:
     # A pod selected by several PDBs (HTTP 500) will not become evictable by retrying: it
     # needs a person. Retry rarely so the event is not lost but nothing hot-loops.
     multi_pdb_backoff: float = 600.0
-    # Circuit breaker (DESIGN §4.2): 3 no-progress cycles open it; 1m, 2m, 4m ... 1h.
+    # Circuit breaker (architecture §3.2): 3 no-progress cycles open it; 1m, 2m, 4m ... 1h.
     breaker_threshold: int = 3
     breaker_base_backoff: float = 60.0
     breaker_max_backoff: float = 3600.0

@@ -1,5 +1,5 @@
 """`foresize bench webhook`: the real HTTPS webhook server on loopback under an open-loop
-load generator (BENCHMARK.md §2).
+load generator (architecture §3.7).
 
 The server runs in its own process (so the client's work does not share its GIL) with a
 synthetic index of many targets; the client (aiohttp, keep-alive connections, as the API
@@ -83,8 +83,8 @@ def synthetic_index(n_targets: int, seed: int = 7):
     """`n_targets` autonomous Deployments (with suggestions) in 20 namespaces, plus as
     many recommendation-mode ones: a realistic lookup load for the pod decision."""
     from foresize.admission.index import AdmissionIndex
-    from foresize.admission.targets import ContainerPolicy, ResourcePolicy, TargetView
     from foresize.cluster.model import ContainerSuggestion, Suggestion
+    from foresize.cluster.target import ContainerPolicy, ResourcePolicy, TargetView
 
     rng = random.Random(seed)
     views = []
@@ -207,8 +207,8 @@ def handler_cost(n_targets: int, count: int = 2000) -> dict[str, float]:
 
 def _serve(cert: str, key: str, n_targets: int, ready: Any, stop: Any) -> None:
     """Child process: the real server (create_app + WebhookServer) on an ephemeral port."""
-    from foresize.admission.certs import server_ssl_context
-    from foresize.admission.server import AdmissionState, WebhookServer, create_app
+    from foresize.webhook.certs import server_ssl_context
+    from foresize.webhook.server import AdmissionState, WebhookServer, create_app
 
     state = AdmissionState(synthetic_index(n_targets))
 
@@ -308,7 +308,7 @@ async def _client(
 ) -> BenchResult:
     import aiohttp
 
-    from foresize.admission.certs import client_ssl_context
+    from foresize.webhook.certs import client_ssl_context
 
     bodies = review_bodies(n_targets, 2000)
     base = f"https://127.0.0.1:{port}"
@@ -393,7 +393,7 @@ def run_bench(
     budget: float = 60.0,
 ) -> BenchResult:
     """Start the server process, run all phases, stop the server (always)."""
-    from foresize.admission.certs import generate_self_signed
+    from foresize.webhook.certs import generate_self_signed
 
     bundle = generate_self_signed(["127.0.0.1", "localhost"])
     ctx = mp.get_context("spawn")

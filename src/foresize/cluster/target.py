@@ -123,7 +123,7 @@ class TargetView:
     horizontal_mode: str = ""
     update_mode: str = "recreate"
     # Whether vertical autonomous mode may change the resource an HPA scales on
-    # ("leave", the default, or "override"; DESIGN.md §4.2).
+    # ("leave", the default, or "override"; architecture §3.2).
     hpa_resource_policy: str = "leave"
     containers: tuple[ContainerPolicy, ...] = ()
     min_replicas: int | None = None

@@ -129,7 +129,7 @@ class SimDaemonSetAutoscaling:
             self.usage.add(ns, ds, container, now, cpu[ix], mem[ix])
 
     def tick(self, sim: Any, now: float) -> None:
-        from foresize.admission.targets import dsa_view
+        from foresize.cluster.target import dsa_view
         from foresize.lifecycle.daemonset import dsa_suggestion, plan_dsa
 
         snapshot = None

@@ -30,7 +30,7 @@ from aiohttp import web
 
 from foresize.admission.index import AdmissionIndex
 from foresize.admission.review import (
-    _allow_with_warning,
+    allow_with_warning,
     review_noop,
     review_pod,
     review_scale,
@@ -87,20 +87,20 @@ def create_app(
                 raw = await request.read()
                 body = json.loads(raw)
             except Exception as exc:  # not JSON at all: still answer, never block
-                return _json(_allow_with_warning(None, f"malformed AdmissionReview ({exc})"))
+                return _json(allow_with_warning(None, f"malformed AdmissionReview ({exc})"))
             if not needs_index:
                 return _json(review(body))
             try:
                 index = state_provider()
                 if index is None:
                     return _json(
-                        _allow_with_warning(body, "webhook not ready (no cluster state yet)")
+                        allow_with_warning(body, "webhook not ready (no cluster state yet)")
                     )
                 now = clock()
             except Exception as exc:
                 log.exception("state provider failed")
                 return _json(
-                    _allow_with_warning(body, f"internal error ({type(exc).__name__}: {exc})")
+                    allow_with_warning(body, f"internal error ({type(exc).__name__}: {exc})")
                 )
             response = review(body, index, now)
             return _json(response)

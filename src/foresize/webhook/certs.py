@@ -159,7 +159,7 @@ def webhook_configurations(
     ca_pem: bytes | None = None,
     timeout_seconds: int = 3,
 ) -> list[dict[str, Any]]:
-    """The Mutating- and ValidatingWebhookConfiguration for Foresize (DESIGN.md §4.3):
+    """The Mutating- and ValidatingWebhookConfiguration for Foresize (architecture §3.3):
     failurePolicy Ignore, 3 s timeout, system namespaces excluded."""
     ns_selector = {
         "matchExpressions": [

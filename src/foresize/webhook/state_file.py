@@ -18,6 +18,8 @@ from typing import Any
 import yaml
 
 from foresize.admission.index import AdmissionIndex
+from foresize.api.types import parse_object
+from foresize.cluster.kubejson import hpa_from
 from foresize.cluster.model import HorizontalPodAutoscaler, OwnerRef, Workload
 from foresize.errors import ForesizeError
 
@@ -67,8 +69,6 @@ def _workload(doc: dict[str, Any]) -> Workload:
 def load_state_file(path: Path | str) -> AdmissionIndex:
     """An `AdmissionIndex` from `path`; `ForesizeError` naming the file, document and
     field for anything it cannot use."""
-    from foresize.api.types import parse_object
-
     path = Path(path)
     targets: list[Any] = []
     dsas: list[Any] = []
@@ -89,8 +89,6 @@ def load_state_file(path: Path | str) -> AdmissionIndex:
             obj = parse_object(doc, where)
             (targets if kind == "AIScaleTarget" else dsas).append(obj)
         elif kind == "HorizontalPodAutoscaler":
-            from foresize.kube.convert import hpa_from
-
             hpas.append(hpa_from(doc))
         elif kind == "ClusterAIScaleTemplate":
             continue  # templates act through the AIScaleTargets they create

@@ -1,4 +1,4 @@
-"""Predictive replica counts (pure, DESIGN.md §4.5).
+"""Predictive replica counts (pure, architecture §3.5).
 
 predicted = ceil(forecast of the HPA's metric over the horizon / per-replica target),
 rounded up to `multipleOf` or to the next `allowedReplicas` entry, within

@@ -1,0 +1,171 @@
+"""The admission step: every proposal of the pass, in priority order, checked against its
+target's batch budget, the eviction gates (PDB back-off, circuit breaker) and the capacity
+guard, and turned into actions (`ResizePod`, `EvictPod`) with their Events.
+
+Capacity guard (scheduler safety): an upsize is admitted on its node while it fits the
+node's free capacity by the scheduler's own charge. One that cannot fit is not sent (it
+would sit Deferred and keep the larger request charged to the node): under
+`in_place_or_recreate` the pod is evicted instead, if its recreated self fits somewhere;
+under `in_place` it waits and is reported.
+"""
+
+from __future__ import annotations
+
+from foresize.cluster.actions import Action, EvictPod, ResizePod
+from foresize.cluster.model import COMPUTE_RESOURCES, ResourceMap
+from foresize.cluster.qos import pod_qos_class
+from foresize.vertical.capacity import NodeLedger, positive
+from foresize.vertical.desired import allocated_containers, charge_delta, desired_containers
+from foresize.vertical.run import (
+    EVICT,
+    RELEASE,
+    Candidate,
+    PassContext,
+    describe_change,
+    fmt_resources,
+)
+
+_WHY_EVICT = {
+    "recreate": "recreate with the suggested resources",
+    "stall-fallback": "resize stalled past stall_timeout",
+    "refused": "resize refused by the API server",
+    "capacity": "upsize cannot fit its node",
+}
+
+
+def priority(c: Candidate) -> tuple:
+    """Evictions (fallbacks) and releases first, then urgent OOM fixes, then downsizes (they
+    free capacity once actuated), then upsizes by priority, Guaranteed first, oldest first —
+    the order the kubelet itself retries Deferred resizes in."""
+    if c.kind in (EVICT, RELEASE):
+        rank = 0
+    elif c.urgent:
+        rank = 1
+    elif c.change is not None and c.change.direction == "down":
+        rank = 2
+    else:
+        rank = 3
+    qos = 0 if rank == 3 and pod_qos_class(c.pod) == "Guaranteed" else 1
+    return (rank, -c.pod.priority, qos, c.pod.creation_time, c.pod.namespace, c.pod.name)
+
+
+def admit(
+    candidates: list[Candidate], ctx: PassContext, ledger: NodeLedger, actions: list[Action]
+) -> None:
+    """Turn the proposals that pass their checks into actions, in priority order."""
+    candidates.sort(key=priority)
+    for c in candidates:
+        if c.kind == RELEASE:
+            _release(c, actions)
+            continue
+        if c.kind == EVICT:
+            _evict(c, ctx, ledger, actions)
+            continue
+        fallback = _resize(c, ctx, ledger, actions)
+        if fallback is not None:
+            _evict(fallback, ctx, ledger, actions)
+
+
+def _release(c: Candidate, actions: list[Action]) -> None:
+    pod = c.pod
+    actions.append(
+        ResizePod(
+            pod.namespace,
+            pod.name,
+            allocated_containers(pod),
+            c.run.policy.key,
+            "release-deferred",
+            "down",
+        )
+    )
+    c.run.state.inflight[pod.name] = pod.uid
+
+
+def _resize(
+    c: Candidate, ctx: PassContext, ledger: NodeLedger, actions: list[Action]
+) -> Candidate | None:
+    """Send the resize if the budget and the node allow; the eviction to try instead when
+    the upsize cannot fit and the mode may recreate."""
+    run, pod, change = c.run, c.pod, c.change
+    assert change is not None
+    if not c.urgent and run.budget <= 0:
+        return None
+    if ctx.config.capacity_guard:
+        delta = charge_delta(pod, change)
+        node = pod.node_name or ""
+        if not ledger.admit(node, delta):
+            if run.policy.update_mode == "in_place_or_recreate":
+                return Candidate(EVICT, pod, run, change, "capacity", c.urgent)
+            _wait_for_capacity(c, delta, ledger.free(node))
+            return None
+    actions.append(
+        ResizePod(
+            pod.namespace, pod.name, change.containers, run.policy.key, c.reason, change.direction
+        )
+    )
+    if not c.urgent:
+        run.budget -= 1
+    run.issued += 1
+    run.state.inflight[pod.name] = pod.uid
+    what = "restarting resize" if change.restarts else "in-place resize"
+    msg = f"{what}: {describe_change(pod, change)}"
+    run.pod_event(pod, "Resizing", msg)
+    run.target_event("Resizing", f"pod {pod.name}: {msg}")
+    return None
+
+
+def _wait_for_capacity(c: Candidate, delta: ResourceMap, free: ResourceMap) -> None:
+    run, pod, change = c.run, c.pod, c.change
+    assert change is not None
+    run.waiting_capacity += 1
+    if not run.report_once(f"guard:{pod.uid}", change.signature):
+        return
+    msg = (
+        f"upsize does not fit node {pod.node_name} now "
+        f"({fmt_resources(positive(delta))} more needed, "
+        f"{fmt_resources({r: max(v, 0) for r, v in free.items()})} "
+        "free): not sent, waiting for capacity"
+    )
+    run.pod_event(pod, "ResizeWaitingForCapacity", msg, "Warning")
+    run.target_event("ResizeWaitingForCapacity", f"pod {pod.name}: {msg}", "Warning")
+
+
+def _need_recreated(c: Candidate) -> ResourceMap | None:
+    """The requests the recreated pod will have (None: no suggestion, nothing to check)."""
+    if c.run.suggestion is None:
+        return None
+    containers, _ = desired_containers(c.pod, c.run.suggestion, c.run.skip)
+    need: ResourceMap = {}
+    for ct in containers:
+        for r, v in ct.resources.requests.items():
+            if r in COMPUTE_RESOURCES:
+                need[r] = need.get(r, 0) + v
+    return need
+
+
+def _evict(c: Candidate, ctx: PassContext, ledger: NodeLedger, actions: list[Action]) -> None:
+    run, pod = c.run, c.pod
+    if run.evictions_left <= 0 or (run.budget <= 0 and not c.urgent):
+        return
+    until = run.state.blocked_pods.get(pod.uid)
+    if until is not None and ctx.now < until:
+        return
+    need = _need_recreated(c)
+    if need is not None and not ledger.fits_elsewhere(pod, need):
+        if run.report_once(f"nofit:{pod.uid}", c.reason):
+            run.pod_event(
+                pod,
+                "EvictionSkipped",
+                "no node has room for the pod at its suggested size; not evicting",
+                "Warning",
+            )
+        return
+    actions.append(EvictPod(pod.namespace, pod.name, run.policy.key, c.reason))
+    run.state.inflight[pod.name] = pod.uid
+    run.evictions_left -= 1
+    if not c.urgent:
+        run.budget -= 1
+    run.issued += 1
+    why = _WHY_EVICT.get(c.reason, c.reason)
+    run.pod_event(pod, "Evicting", f"evicting: {why}")
+    run.target_event("Evicting", f"pod {pod.name}: {why}")

@@ -1,0 +1,97 @@
+"""The target-level guards a target passes before any of its pods is considered, in order.
+
+Each guard reads the target and the pass, may record notes and Events, and returns False
+to stop the target here (nothing is changed on its pods). Then the batch gates: the
+disruption budget, PDB back-off and the circuit breaker decide how many pods may be
+disrupted and evicted in this pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from foresize.cluster.snapshot import labels_match
+from foresize.vertical.policy import batch_size
+from foresize.vertical.run import PassContext, TargetRun
+from foresize.vertical.stall import stall_reason
+from foresize.vertical.state import HALF_OPEN, OPEN
+
+
+def excluded(run: TargetRun, ctx: PassContext) -> bool:
+    """The operator's label selector keeps chosen workloads away from in-place resizes."""
+    selector = ctx.config.exclude_selector
+    pol, wl = run.policy, run.workload
+    wl_labels = getattr(wl, "labels", {}) if wl is not None else {}
+    if selector and (labels_match(selector, wl_labels) or labels_match(selector, pol.labels)):
+        run.notes.append("excluded by the operator's label selector")
+        if run.report_once("excluded", "1"):
+            run.target_event(
+                "Excluded",
+                "workload excluded from vertical actuation by the operator's label selector",
+            )
+        return False
+    run.state.reported.pop("excluded", None)
+    return True
+
+
+def acting(run: TargetRun, ctx: PassContext) -> bool:
+    """Only an autonomous target with a suggestion acts, and not while paused or deleted;
+    the others keep their stall count honest and change nothing."""
+    pol = run.policy
+    if (
+        pol.mode == "autonomous"
+        and not ctx.snapshot.paused
+        and not pol.deleting
+        and run.suggestion is not None
+    ):
+        return True
+    run.stalled += sum(1 for p in run.pods if stall_reason(p) is not None)
+    return False
+
+
+def hpa_left_alone(run: TargetRun, ctx: PassContext) -> bool:
+    """Leave the resource an HPA scales on alone unless the user opted in (the HPA's
+    utilisation arithmetic divides by the request)."""
+    wl = run.workload
+    hpa = ctx.snapshot.hpa_for(wl) if wl is not None else None
+    hpa_res = frozenset(hpa.scaling_resources()) if hpa is not None else frozenset()
+    if not hpa_res or run.policy.hpa_resource_policy != "leave":
+        run.state.reported.pop("hpa", None)
+        return True
+    assert hpa is not None
+    run.skip = hpa_res
+    res = ",".join(sorted(hpa_res))
+    run.notes.append(f"leaving {res} alone: HorizontalPodAutoscaler {hpa.name} scales on it")
+    if run.report_once("hpa", res):
+        run.target_event(
+            "HPAResourceLeftAlone",
+            f"not changing {res}: HorizontalPodAutoscaler {hpa.name} scales on its "
+            "utilisation (set spec.vertical.hpa_resource_policy: override to change it)",
+        )
+    return True
+
+
+# In order: a guard that says no stops the target there.
+TARGET_GUARDS: tuple[Callable[[TargetRun, PassContext], bool], ...] = (
+    excluded,
+    acting,
+    hpa_left_alone,
+)
+
+
+def open_gates(run: TargetRun, now: float) -> int:
+    """Set the eviction gates (PDB back-off, circuit breaker) and the pacing; returns the
+    batch size (disruptions allowed before counting pods already disrupted)."""
+    pol, ts = run.policy, run.state
+    size = batch_size(pol.max_disrupted, run.replicas or len(run.pods))
+    run.paced = ts.last_batch_at is not None and now - ts.last_batch_at < pol.interval
+    if ts.evict_retry_at is not None and now >= ts.evict_retry_at:
+        ts.evict_retry_at = None
+    if ts.evict_retry_at is not None:
+        run.evictions_left = 0
+    b = ts.breaker
+    if b.state == OPEN:
+        run.evictions_left = 0
+    elif b.state == HALF_OPEN:
+        run.evictions_left = 0 if any(p.probe for p in ts.pending_evictions) else 1
+    return size

@@ -1,0 +1,381 @@
+"""The operator's defences, one unit at a time: relist pruning and the sync barrier of the
+informers, the Lease renew deadline, the per-call gate of the executor, the client's rate
+limit and retries, token-file logins, probes and stale gauges, and supervision."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+
+import pytest
+
+from foresize.cluster.actions import ActionResult, ResizePod, WriteTargetStatus
+from foresize.kube.api import KubeApi, RateLimiter, retryable
+from foresize.kube.informer import Informer, Informers, WatchedKind
+from foresize.kube.leader import LeaseElector, ShardManager
+from foresize.kube.operator import GatedExecutor, Health
+from foresize.kube.state import ClusterState
+from foresize.telemetry.metrics import ForesizeMetrics
+from test_kube_watch import pod
+
+PODS = WatchedKind("", "v1", "pods", "Pod")
+
+
+class ScriptedApi:
+    """Answers LISTs from `lists` and watch streams from `watches` (one per call)."""
+
+    def __init__(self, lists: list[dict], watches: list[list[dict]]) -> None:
+        self.lists = lists
+        self.watches = watches
+        self.calls: list[tuple[str, dict]] = []
+
+    async def request(self, method, path, body=None, content_type=None, params=None):
+        from foresize.kube.api import ApiResponse
+
+        self.calls.append(("list", dict(params or {})))
+        return ApiResponse(200, self.lists.pop(0))
+
+    async def stream(self, path, params, read_timeout):
+        self.calls.append(("watch", dict(params)))
+        events = self.watches.pop(0) if self.watches else []
+        for e in events:
+            yield e
+        if not self.watches and not events:
+            await asyncio.sleep(3600)
+
+
+def listing(rv: str, *names: str) -> dict:
+    return {"metadata": {"resourceVersion": rv}, "items": [pod(n) for n in names]}
+
+
+def test_a_listing_replaces_the_kind_and_prunes_what_is_gone():
+    state = ClusterState()
+    for name in ("web-1", "web-2"):
+        state.apply_event("Pod", "ADDED", pod(name))
+    assert state.replace("Pod", [pod("web-1")]) == 1
+    assert sorted(state.pods) == [("shop", "web-1")]
+
+
+async def test_a_410_relists_and_the_object_deleted_meanwhile_leaves_the_cache():
+    state = ClusterState()
+    api = ScriptedApi(
+        lists=[listing("5", "web-1", "web-2"), listing("9", "web-1")],
+        watches=[
+            [{"type": "MODIFIED", "object": pod("web-1") | {"metadata": pod("web-1")["metadata"]}}],
+            [{"type": "ERROR", "object": {"kind": "Status", "code": 410}}],
+        ],
+    )
+    # The first stream ends (server timeout): re-watch from the last version; the next
+    # answers 410 Gone: LIST again. web-2 was deleted while nothing watched.
+    informer = Informer(api, state, PODS, rng=random.Random(1))
+    stop = asyncio.Event()
+    task = asyncio.create_task(informer.run(stop))
+    for _ in range(100):
+        await asyncio.sleep(0.01)
+        if informer.lists == 2:
+            break
+    stop.set()
+    task.cancel()
+    assert informer.relists_after_gone == 1
+    assert sorted(state.pods) == [("shop", "web-1")]
+    watch_versions = [p["resourceVersion"] for kind, p in api.calls if kind == "watch"]
+    assert watch_versions[:2] == ["5", "5"]  # pods carry no resourceVersion: the list's
+    assert [p.get("limit") for kind, p in api.calls if kind == "list"] == ["500", "500"]
+
+
+async def test_sync_barrier_waits_for_every_kind():
+    state = ClusterState()
+    slow = ScriptedApi(lists=[listing("1", "web-1")], watches=[])
+    never = Informer(
+        ScriptedApi(lists=[], watches=[]),
+        state,
+        WatchedKind("apps", "v1", "deployments", "Deployment"),
+    )
+    informers = Informers([Informer(slow, state, PODS), never])
+    stop = asyncio.Event()
+    tasks = [asyncio.create_task(informers.informers[0].run(stop))]
+    with pytest.raises(asyncio.TimeoutError):
+        await asyncio.wait_for(informers.wait_synced(stop), 0.2)
+    assert not informers.synced and informers.unsynced() == ["Deployment"]
+    never.synced.set()
+    assert await asyncio.wait_for(informers.wait_synced(stop), 1)
+    stop.set()
+    for t in tasks:
+        t.cancel()
+
+
+def test_state_is_safe_to_mutate_from_another_thread_while_snapshotting():
+    """Kopf ran handlers in threads: a snapshot iterating a dict another thread grows
+    failed with 'dictionary changed size during iteration'."""
+    import threading
+
+    from foresize.kube.handlers import parse_foresize
+    from test_kube_watch import TARGET
+
+    state = ClusterState(target_parser=parse_foresize)
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def writer() -> None:
+        i = 0
+        while not done.is_set():
+            t = dict(TARGET)
+            t["metadata"] = dict(TARGET["metadata"], name=f"t{i % 500}")
+            state.apply_event("AIScaleTarget", "ADDED", t)
+            state.apply_event("Pod", "ADDED", pod(f"p{i % 500}"))
+            i += 1
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        end = time.monotonic() + 1.0
+        while time.monotonic() < end:
+            try:
+                state.snapshot(0.0)
+            except RuntimeError as exc:
+                errors.append(exc)
+                break
+    finally:
+        done.set()
+        thread.join()
+    assert not errors
+
+
+def test_kopf_logs_in_with_the_rotated_service_account_token(tmp_path):
+    """In a pod lightkube's config has the token read at start AND the file: the file
+    wins, so Kopf's re-login after a 401 gets the token the kubelet rotated in."""
+    from lightkube import KubeConfig
+
+    from foresize.kube.handlers import connection_from_lightkube
+
+    sa = tmp_path / "sa"
+    sa.mkdir()
+    (sa / "token").write_text("token-at-startup")
+    (sa / "namespace").write_text("foresize")
+    (sa / "ca.crt").write_text("CA")
+    import os
+
+    os.environ.setdefault("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+    os.environ.setdefault("KUBERNETES_SERVICE_PORT", "443")
+    config = KubeConfig.from_service_account(sa).get()
+    assert connection_from_lightkube(config).token == "token-at-startup"
+    (sa / "token").write_text("rotated-token")
+    assert connection_from_lightkube(config).token == "rotated-token"
+
+
+class Mono:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class LeaseApi:
+    """A Lease store that answers like the API server (create, RV-checked patch)."""
+
+    def __init__(self) -> None:
+        self.lease: dict | None = None
+        self.hang = False
+
+    async def request(self, method, path, body=None, content_type=None, params=None):
+        from foresize.kube.api import ApiResponse
+
+        if self.hang:
+            await asyncio.sleep(3600)
+        if method == "GET":
+            return ApiResponse(404, {}) if self.lease is None else ApiResponse(200, self.lease)
+        if method == "POST":
+            self.lease = dict(body, metadata=dict(body["metadata"], resourceVersion="1"))
+            return ApiResponse(201, self.lease)
+        rv = self.lease["metadata"]["resourceVersion"]
+        if body["metadata"].get("resourceVersion") != rv:
+            return ApiResponse(409, {"reason": "Conflict"})
+        self.lease["spec"] = dict(self.lease["spec"], **body["spec"])
+        self.lease["metadata"]["resourceVersion"] = str(int(rv) + 1)
+        return ApiResponse(200, self.lease)
+
+
+async def test_a_lease_not_renewed_within_the_deadline_is_not_held():
+    api, mono = LeaseApi(), Mono()
+    elector = LeaseElector(
+        api, "fs", "foresize-shard-0", "a", lease_duration=15, renew_deadline=10, monotonic=mono
+    )
+    assert await elector.try_acquire_or_renew() and elector.held
+    mono.now += 9.9
+    assert elector.held
+    mono.now += 0.2  # 10.1 s since the last renewal was sent: stop acting
+    assert not elector.held
+    with pytest.raises(ValueError):
+        LeaseElector(api, "fs", "x", "a", lease_duration=10, renew_deadline=10)
+
+
+async def test_a_hung_renewal_is_given_up_within_the_deadline():
+    api = LeaseApi()
+    manager = ShardManager(api, "fs", "a", lease_duration=0.9, renew_deadline=0.3)
+    await manager.round()
+    assert manager.owned == {0}
+    api.hang = True
+    renewing = asyncio.create_task(manager.round())
+    await asyncio.sleep(0.35)  # the renewal still hangs, but the deadline has passed
+    assert manager.owned == set()
+    await asyncio.wait_for(renewing, 1.0)  # and the hung call itself is given up
+
+
+class Recording:
+    def __init__(self) -> None:
+        self.calls: list = []
+
+    async def apply(self, action):
+        self.calls.append(action)
+        return ActionResult(ok=True, code=200)
+
+    async def apply_guarded(self, action):
+        return await self.apply(action)
+
+    async def delete_object(self, kind, ns, name):
+        self.calls.append(("delete", ns, name))
+        return ActionResult(ok=True, code=200)
+
+
+class Shards:
+    def __init__(self, owned: set[int], n: int = 1) -> None:
+        self.owned = owned
+        self.shards = n
+
+    def owns(self, key: str) -> bool:
+        return 0 in self.owned
+
+    def holds(self, shard: int) -> bool:
+        return shard in self.owned
+
+
+async def test_the_executor_refuses_every_call_after_stop_or_lease_loss():
+    inner, stop, shards = Recording(), asyncio.Event(), Shards({0})
+    gated = GatedExecutor(inner, shards, stop)
+    resize = ResizePod("shop", "web-1", (), target="shop/web")
+    assert (await gated.apply_guarded(resize)).ok
+    shards.owned = set()  # the Lease is lost mid-pass: the next call is not sent
+    refused = await gated.apply_guarded(resize)
+    assert not refused.ok and refused.reason == "NotLeader"
+    assert not (await gated.delete_object("AIScaleTarget", "shop", "web")).ok
+    shards.owned = {0}
+    stop.set()
+    assert not (await gated.apply(WriteTargetStatus("shop", "web", {}))).ok
+    assert len(inner.calls) == 1
+
+
+async def test_rate_limit_spaces_requests_after_the_burst():
+    limiter = RateLimiter(qps=20.0, burst=2)
+    started = time.monotonic()
+    for _ in range(6):
+        await limiter.acquire()
+    assert time.monotonic() - started >= 0.19  # 4 tokens beyond the burst at 20/s
+
+
+class ScriptedKubeApi(KubeApi):
+    """KubeApi's retry loop over scripted answers (the transport is not under test)."""
+
+    def __init__(self, answers: list, **kw) -> None:
+        super().__init__(None, **kw)
+        self.answers = answers
+        self.sent: list[str] = []
+        self.slept: list[float] = []
+
+    async def _send_once(self, method, path, body, content_type, params):
+        from foresize.kube.api import ApiResponse
+
+        self.sent.append(f"{method} {path}")
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        code, headers = answer
+        return ApiResponse(code, {}, headers)
+
+
+async def test_retries_5xx_429_and_connection_errors_with_backoff_but_not_evictions(
+    monkeypatch,
+):
+    import httpx
+
+    slept: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def sleep(seconds):
+        slept.append(seconds)
+        await real_sleep(0)
+
+    monkeypatch.setattr("foresize.kube.api.asyncio.sleep", sleep)
+    api = ScriptedKubeApi(
+        [(503, {}), (429, {"retry-after": "2"}), httpx.ConnectError("refused"), (200, {})],
+        rng=random.Random(3),
+    )
+    assert (await api.request("GET", "/api/v1/nodes")).ok
+    assert api.retries == 3 and len(api.sent) == 4
+    assert slept[1] == 2.0  # Retry-After honoured
+    assert 0 <= slept[0] <= 0.25 and 0 <= slept[2] <= 1.0  # full jitter, doubling
+    api = ScriptedKubeApi([(500, {}), (500, {}), (500, {}), (500, {})])
+    assert (await api.request("GET", "/x")).code == 500 and len(api.sent) == 4  # gives up
+    api = ScriptedKubeApi([(429, {}), (200, {})])
+    evict = await api.request("POST", "/api/v1/namespaces/x/pods/p/eviction", {})
+    assert evict.code == 429 and api.retries == 0  # a PDB's answer: the planner decides
+    api = ScriptedKubeApi([(429, {"retry-after": "120"}), (200, {})])
+    assert (await api.request("GET", "/x")).code == 429  # too long to wait here
+    assert retryable("GET", "/x", 500) and not retryable("GET", "/x", 404)
+
+
+def test_probes_fail_on_a_stall_and_are_not_ready_before_sync():
+    clock = Mono()
+    health = Health(stall_timeout=30.0, clock=clock)
+    assert health.live()[0] and not health.ready()[0]
+    health.synced = True
+    health.passed()
+    assert health.ready()[0]
+    clock.now += 31
+    assert not health.live()[0] and not health.ready()[0]
+    health.beat()
+    health.failed = "informer:pods"
+    assert not health.live()[0]
+
+
+def test_gauges_of_targets_gone_or_held_elsewhere_are_removed():
+    metrics = ForesizeMetrics()
+    metrics.stalled.labels("shop/web").set(3)
+    metrics.breaker.labels("shop/db").set(1)
+    metrics.recommendation.labels("shop/db", "app", "cpu", "request").set(1)
+    assert metrics.forget_targets({"shop/web"}) == 2
+    text = metrics.exposition().decode()
+    assert 'target="shop/db"' not in text and 'target="shop/web"' in text
+
+
+async def test_an_internal_task_dying_stops_the_operator_with_exit_code_1(kmock, monkeypatch):
+    """Before, nothing watched the tasks: a dead one left a healthy-looking process."""
+    import foresize.kube.operator as operator_module
+    from foresize.kube.operator import OperatorOptions, run_operator
+    from test_kube_operator import free_port
+    from test_kube_watch import declare
+
+    declare(kmock)
+    kmock.resources["coordination.k8s.io/v1/leases"] = __import__("kmock").ResourceInfo(
+        kind="Lease", namespaced=True, verbs={"get", "list", "watch", "create", "patch"}
+    )
+    kmock["get /version"] << {"major": "1", "minor": "34", "gitVersion": "v1.34.1"}
+
+    async def dies(*_a, **_k):
+        await asyncio.sleep(0.5)
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(operator_module, "watch_pause", dies)
+    opts = OperatorOptions(
+        server=str(kmock.url).rstrip("/"),
+        namespace="foresize",
+        identity="foresize-0",
+        interval=0.2,
+        metrics_host="127.0.0.1",
+        metrics_port=free_port(),
+        webhook=False,
+        shutdown_grace=1.0,
+    )
+    code = await asyncio.wait_for(run_operator(opts), 20)
+    assert code == 1
