@@ -231,8 +231,8 @@ amount; 20% covers the growth of most working sets between two samples in one st
 and a repeat kill compounds (x1.44, x1.73, ...) so even a doubling is covered within a
 few kills, while one spurious kill costs a fifth more memory for one stabilization window."""
 OOM_REPEAT_SECONDS = 120.0
-"""While OOMs continue, compound again at most every 2 minutes (docs/architecture.md §3.1): kills within
-that time of a bump are the same episode (the bumped request has not landed yet)."""
+"""While OOMs continue, compound again at most every 2 minutes (docs/architecture.md
+§3.1): kills within that time of a bump are the same episode (the bump has not landed)."""
 DEFAULT_STABILIZATION = 3600.0
 """docs/api.md: stabilization_window default max(forecast_interval, 1h)."""
 DEFAULT_MEMORY_STABILIZATION = 6 * 3600.0
