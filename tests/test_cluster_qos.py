@@ -11,7 +11,13 @@ from foresize.cluster.model import (
     PodCondition,
     ResourceRequirements,
 )
-from foresize.cluster.qos import pod_charge, pod_qos_class, qos_class_of
+from foresize.cluster.qos import (
+    allocated_requests,
+    pod_charge,
+    pod_qos_class,
+    qos_class_of,
+    spec_requests,
+)
 
 
 def c(name="app", req=None, lim=None, restart_policy=None) -> Container:
@@ -96,3 +102,74 @@ def test_terminal_pods_are_not_charged():
     pod.phase = "Succeeded"
     assert pod_charge(pod) == {}
     assert pod_qos_class(pod) == "Burstable"
+
+
+# --- pod-level resources and overhead -------------------------------------------------
+# Upstream: pkg/apis/core/helper/qos/qos.go ComputePodQOS (pod-level branch) and
+# component-helpers/resource/helpers.go PodRequests (applyPodLevelResources, overhead).
+
+
+def _pod_level(containers, requests=None, limits=None, **kw) -> Pod:
+    return Pod(
+        "ns",
+        "p",
+        containers=containers,
+        phase="Running",
+        resources=ResourceRequirements(dict(requests or {}), dict(limits or {})),
+        **kw,
+    )
+
+
+def test_pod_level_resources_decide_the_qos_class():
+    g = {"cpu": 500, "memory": GIB}
+    # Containers alone would be BestEffort; pod-level requests == limits make it Guaranteed.
+    assert pod_qos_class(_pod_level([c()], requests=g, limits=g)) == "Guaranteed"
+    # A pod-level limit defaults the pod-level request (defaultPodRequests).
+    assert pod_qos_class(_pod_level([c()], limits=g)) == "Guaranteed"
+    # Guaranteed containers but only pod-level requests: Burstable (pod-level decides).
+    assert pod_qos_class(_pod_level([c(req=g, lim=g)], requests=g)) == "Burstable"
+    # A pod-level cpu limit only: never Guaranteed.
+    assert pod_qos_class(_pod_level([c()], limits={"cpu": 500})) == "Burstable"
+    # spec.resources present with only non-compute entries: the containers decide.
+    assert pod_qos_class(_pod_level([c(req=g, lim=g)], requests={"hugepages-2Mi": 1})) == (
+        "Guaranteed"
+    )
+
+
+def test_pod_level_requests_replace_the_container_sum_and_overhead_is_added():
+    app = c("app", req={"cpu": 100, "memory": 100 * MIB})
+    side = c("side", req={"cpu": 50, "memory": 50 * MIB}, restart_policy="Always")
+    pod = _pod_level([app], requests={"cpu": 400}, init_containers=[side])
+    # cpu from the pod level; memory from the containers (100 + 50 Mi).
+    assert pod_charge(pod) == {"cpu": 400, "memory": 150 * MIB}
+    pod.overhead = {"cpu": 250, "memory": 120 * MIB}
+    assert pod_charge(pod) == {"cpu": 650, "memory": 270 * MIB}
+    assert spec_requests(pod) == pod_charge(pod)
+
+
+def test_charge_counts_a_sidecars_allocation_like_a_container():
+    # A sidecar resized down in spec keeps charging its allocation until actuated.
+    app = c("app", req={"cpu": 100})
+    side = c("side", req={"cpu": 50}, restart_policy="Always")
+    pod = Pod("ns", "p", containers=[app], init_containers=[side], phase="Running")
+    pod.container_statuses = [ContainerStatus("app", {"cpu": 100}, ResourceRequirements())]
+    pod.init_container_statuses = [
+        ContainerStatus("side", {"cpu": 300}, ResourceRequirements({"cpu": 300}))
+    ]
+    assert pod_charge(pod) == {"cpu": 400}
+    assert spec_requests(pod) == {"cpu": 150}
+    # The kubelet admits other pods' resizes against what is allocated.
+    assert allocated_requests(pod) == {"cpu": 400}
+
+
+def test_the_planners_fast_charge_agrees_for_pod_level_and_overhead_pods():
+    from foresize.vertical.capacity import fast_charge
+
+    st = ContainerStatus("app", {"cpu": 100}, ResourceRequirements({"cpu": 100}))
+    with_overhead = _running([c(req={"cpu": 100})], [st])
+    with_overhead.overhead = {"cpu": 250}
+    pod_level = _running([c(req={"cpu": 100})], [st])
+    pod_level.resources = ResourceRequirements({"cpu": 700}, {})
+    for p in (with_overhead, pod_level):
+        assert fast_charge(p) == pod_charge(p)
+    assert pod_charge(with_overhead) == {"cpu": 350} and pod_charge(pod_level) == {"cpu": 700}

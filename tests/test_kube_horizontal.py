@@ -9,9 +9,9 @@ import kmock
 import numpy as np
 import pytest
 
-from foresize.history.base import SeriesKey
+from foresize.history.base import TOTAL_CONTAINER, SeriesKey, trace_series
 from foresize.history.memory import UsageHistory
-from foresize.history.metrics_server import TOTAL_CONTAINER, HistorySink, trace_series
+from foresize.history.metrics_server import HistorySink
 from foresize.kube.api import KubeApi
 from foresize.kube.executor import KubeExecutor
 from foresize.kube.shell import KubeShell

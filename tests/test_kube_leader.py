@@ -1,21 +1,17 @@
-"""Leases per shard against kmock: acquire (create), renew, take over when expired, lose a
-race (409), release on shutdown; and the stable shard hash.
-
-kmock does not check resourceVersion (a known gap), so the test asserts that every write
-carries the resourceVersion it read, and simulates the 409 a real server would send.
-"""
+"""Leases per shard against the strict API server: acquire (create), renew, take over when
+expired, lose a race (a real 409 from a stale resourceVersion), release on shutdown; and
+the stable shard hash."""
 
 from __future__ import annotations
 
 import asyncio
 
-import kmock
 import pytest
 
 from foresize.kube.api import KubeApi
 from foresize.kube.leader import LeaseElector, ShardManager, micro_time, shard_of
+from kube_objects import namespace
 
-LEASES = kmock.resource("coordination.k8s.io/v1/leases")
 PATH = "/apis/coordination.k8s.io/v1/namespaces/foresize/leases"
 T0 = 1_780_000_000.0
 
@@ -29,23 +25,34 @@ class Clock:
 
 
 @pytest.fixture
-async def api(kmock: kmock.KubernetesEmulator):
-    client = KubeApi.from_url(str(kmock.url).rstrip("/"))
+async def api(apiserver):
+    apiserver.seed(namespace("foresize"))
+    client = KubeApi.from_url(apiserver.url)
     yield client
     await client.close()
 
 
-def _reqs(handler, method: str, path: str) -> list:
-    return [r for r in handler[method] if r.url.path == path]
+def lease(name: str, **spec) -> dict:
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": name, "namespace": "foresize"},
+        "spec": spec,
+    }
 
 
-async def test_acquire_creates_the_lease_then_renews_it(kmock, api):
+def renew_by_other(apiserver, name: str, **spec) -> None:
+    """Another replica's write (a new resourceVersion)."""
+    apiserver.update("Lease", "foresize", name, lambda o: o["spec"].update(spec))
+
+
+async def test_acquire_creates_the_lease_then_renews_it(apiserver, api):
     clock = Clock()
     elector = LeaseElector(api, "foresize", "foresize-shard-0", "pod-a", clock=clock)
     assert await elector.try_acquire_or_renew()
-    (create,) = _reqs(kmock, "post", PATH)
-    assert create.headers["Content-Type"] == "application/json"
-    assert create.data == {
+    (create,) = apiserver.calls("POST", f"^{PATH}$")
+    assert create.code == 201 and create.content_type == "application/json"
+    assert create.body == {
         "apiVersion": "coordination.k8s.io/v1",
         "kind": "Lease",
         "metadata": {"name": "foresize-shard-0", "namespace": "foresize"},
@@ -57,52 +64,52 @@ async def test_acquire_creates_the_lease_then_renews_it(kmock, api):
             "leaseTransitions": 0,
         },
     }
-    kmock.objects[LEASES, "foresize", "foresize-shard-0"].patch(
-        {"metadata": {"resourceVersion": "7"}}
-    )
+    rv = apiserver.get("Lease", "foresize", "foresize-shard-0")["metadata"]["resourceVersion"]
     clock.now += 5
     assert await elector.try_acquire_or_renew()
-    (renew,) = _reqs(kmock, "patch", f"{PATH}/foresize-shard-0")
-    assert renew.headers["Content-Type"] == "application/merge-patch+json"
-    assert renew.data == {
-        "metadata": {"resourceVersion": "7"},
+    (renew,) = apiserver.calls("PATCH", f"{PATH}/foresize-shard-0$")
+    assert renew.code == 200 and renew.content_type == "application/merge-patch+json"
+    assert renew.body == {
+        "metadata": {"resourceVersion": rv},
         "spec": {
             "holderIdentity": "pod-a",
             "leaseDurationSeconds": 15,
             "renewTime": micro_time(T0 + 5),
         },
     }
+    stored = apiserver.get("Lease", "foresize", "foresize-shard-0")
+    assert int(stored["metadata"]["resourceVersion"]) > int(rv)
 
 
 async def test_a_live_lease_of_another_holder_is_left_alone_then_taken_over_when_expired(
-    kmock, api
+    apiserver, api
 ):
-    kmock.objects[LEASES, "foresize", "foresize-shard-1"] = {
-        "metadata": {"name": "foresize-shard-1", "namespace": "foresize", "resourceVersion": "41"},
-        "spec": {
-            "holderIdentity": "pod-b",
-            "leaseDurationSeconds": 15,
-            "renewTime": micro_time(T0 - 2),
-            "leaseTransitions": 3,
-        },
-    }
+    apiserver.seed(
+        lease(
+            "foresize-shard-1",
+            holderIdentity="pod-b",
+            leaseDurationSeconds=15,
+            renewTime=micro_time(T0 - 2),
+            leaseTransitions=3,
+        )
+    )
     clock = Clock()
     elector = LeaseElector(api, "foresize", "foresize-shard-1", "pod-a", clock=clock)
     assert not await elector.try_acquire_or_renew()
-    assert _reqs(kmock, "patch", f"{PATH}/foresize-shard-1") == []
+    assert apiserver.calls("PATCH", f"{PATH}/foresize-shard-1$") == []
     # pod-b renews, but its clock is 10 minutes behind ours: its renewTime looks ancient,
     # yet the record changed, so the lease is alive and must not be stolen.
-    kmock.objects[LEASES, "foresize", "foresize-shard-1"].patch(
-        {"spec": {"renewTime": micro_time(T0 - 600)}}
-    )
+    renew_by_other(apiserver, "foresize-shard-1", renewTime=micro_time(T0 - 600))
     clock.now += 20
     assert not await elector.try_acquire_or_renew()
-    assert _reqs(kmock, "patch", f"{PATH}/foresize-shard-1") == []
+    assert apiserver.calls("PATCH", f"{PATH}/foresize-shard-1$") == []
+    rv = apiserver.get("Lease", "foresize", "foresize-shard-1")["metadata"]["resourceVersion"]
     clock.now += 20  # pod-b stopped renewing: unchanged for more than 15 s
     assert await elector.try_acquire_or_renew()
-    (takeover,) = _reqs(kmock, "patch", f"{PATH}/foresize-shard-1")
-    assert takeover.data == {
-        "metadata": {"resourceVersion": "41"},
+    (takeover,) = apiserver.calls("PATCH", f"{PATH}/foresize-shard-1$")
+    assert takeover.code == 200
+    assert takeover.body == {
+        "metadata": {"resourceVersion": rv},
         "spec": {
             "holderIdentity": "pod-a",
             "leaseDurationSeconds": 15,
@@ -111,43 +118,43 @@ async def test_a_live_lease_of_another_holder_is_left_alone_then_taken_over_when
             "leaseTransitions": 4,
         },
     }
-    assert (
-        kmock.objects[LEASES, "foresize", "foresize-shard-1"]["spec"]["holderIdentity"] == "pod-a"
+    assert apiserver.get("Lease", "foresize", "foresize-shard-1")["spec"]["holderIdentity"] == (
+        "pod-a"
     )
 
 
-async def test_losing_the_take_over_race_means_not_holding(kmock, api):
-    kmock.objects[LEASES, "foresize", "foresize-shard-0"] = {
-        "metadata": {"name": "foresize-shard-0", "namespace": "foresize", "resourceVersion": "9"},
-        "spec": {"holderIdentity": "", "leaseDurationSeconds": 15},
-    }
-    # Another replica wrote first: a real server answers 409 to our stale resourceVersion.
-    (
-        kmock[f"patch {PATH}/foresize-shard-0"]
-        << 409
-        << {
-            "kind": "Status",
-            "code": 409,
-            "reason": "Conflict",
-            "message": "the object has been modified",
-        }
-    )
+async def test_losing_the_take_over_race_means_not_holding(apiserver, api):
+    apiserver.seed(lease("foresize-shard-0", holderIdentity="", leaseDurationSeconds=15))
     elector = LeaseElector(api, "foresize", "foresize-shard-0", "pod-a", clock=Clock())
+    # Another replica writes between our GET and our PATCH: our resourceVersion is stale.
+    real_request = api.request
+
+    async def racing(method, path, *args, **kwargs):
+        if method == "PATCH":
+            renew_by_other(apiserver, "foresize-shard-0", holderIdentity="pod-b")
+        return await real_request(method, path, *args, **kwargs)
+
+    api.request = racing
     assert not await elector.try_acquire_or_renew()
     assert not elector.held
+    (patch,) = apiserver.calls("PATCH", f"{PATH}/foresize-shard-0$")
+    assert patch.code == 409
+    assert apiserver.get("Lease", "foresize", "foresize-shard-0")["spec"]["holderIdentity"] == (
+        "pod-b"
+    )
 
 
-async def test_shard_manager_acts_only_on_its_shards_and_releases_on_shutdown(kmock, api):
+async def test_shard_manager_acts_only_on_its_shards_and_releases_on_shutdown(apiserver, api):
     clock = Clock()
     # Shard 1 is held by a live replica; shard 0 is free.
-    kmock.objects[LEASES, "foresize", "foresize-shard-1"] = {
-        "metadata": {"name": "foresize-shard-1", "namespace": "foresize", "resourceVersion": "5"},
-        "spec": {
-            "holderIdentity": "pod-b",
-            "leaseDurationSeconds": 15,
-            "renewTime": micro_time(T0),
-        },
-    }
+    apiserver.seed(
+        lease(
+            "foresize-shard-1",
+            holderIdentity="pod-b",
+            leaseDurationSeconds=15,
+            renewTime=micro_time(T0),
+        )
+    )
     manager = ShardManager(api, "foresize", "pod-a", shards=2, renew_interval=0.05, clock=clock)
     stop = asyncio.Event()
     task = asyncio.create_task(manager.run(stop))
@@ -162,10 +169,10 @@ async def test_shard_manager_acts_only_on_its_shards_and_releases_on_shutdown(km
     assert all(shard_of(k, 2) == 0 for k in mine)
     stop.set()
     await asyncio.wait_for(task, 5)
-    spec = kmock.objects[LEASES, "foresize", "foresize-shard-0"]["spec"]
+    spec = apiserver.get("Lease", "foresize", "foresize-shard-0")["spec"]
     assert "holderIdentity" not in spec and spec["leaseDurationSeconds"] == 1
-    assert (
-        kmock.objects[LEASES, "foresize", "foresize-shard-1"]["spec"]["holderIdentity"] == "pod-b"
+    assert apiserver.get("Lease", "foresize", "foresize-shard-1")["spec"]["holderIdentity"] == (
+        "pod-b"
     )
 
 

@@ -1,6 +1,6 @@
-"""`foresize operator` end to end against kmock: it elects itself (Lease), watches, resizes
-the target's pods, serves /metrics and the admission webhook, and releases its Lease on
-shutdown."""
+"""`foresize operator` end to end against the strict API server: it elects itself (Lease),
+watches, resizes the target's pods, serves /metrics and the admission webhook, and releases its
+Lease on shutdown."""
 
 from __future__ import annotations
 
@@ -8,13 +8,11 @@ import asyncio
 import socket
 
 import aiohttp
-import kmock
 from prometheus_client.parser import text_string_to_metric_families
 
 from foresize.kube.operator import OperatorOptions, run_operator
-from test_kube_watch import TARGET, declare, pod
-
-R = kmock.resource
+from kube_objects import namespace, pod, target
+from test_kube_watch import SUGGESTION, seed_workload, web_pod
 
 
 def free_port() -> int:
@@ -23,35 +21,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-async def test_operator_runs_everything_and_releases_its_lease(kmock):
-    declare(kmock)
-    kmock.resources["coordination.k8s.io/v1/leases"] = kmock.ResourceInfo(
-        kind="Lease", namespaced=True, verbs={"get", "list", "watch", "create", "patch"}
-    )
-    kmock["get /version"] << {"major": "1", "minor": "34", "gitVersion": "v1.34.1"}
-    kmock["get /apis/metrics.k8s.io/v1beta1/pods"] << {"kind": "PodMetricsList", "items": []}
-    kmock.objects[R("v1/nodes"), None, "n1"] = {
-        "metadata": {"name": "n1"},
-        "status": {"allocatable": {"cpu": "4", "memory": "8Gi"}},
-    }
-    kmock.objects[R("apps/v1/deployments"), "shop", "web"] = {
-        "metadata": {"name": "web", "namespace": "shop"},
-        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}}},
-    }
-    kmock.objects[R("apps/v1/replicasets"), "shop", "web-abc"] = {
-        "metadata": {
-            "name": "web-abc",
-            "namespace": "shop",
-            "ownerReferences": [{"kind": "Deployment", "name": "web", "controller": True}],
-        },
-        "spec": {"replicas": 2},
-    }
-    kmock.objects[R("foresize.io/v1/aiscaletargets"), "shop", "web"] = TARGET
+async def test_operator_runs_everything_and_releases_its_lease(apiserver):
+    apiserver.seed(namespace("foresize"))  # the operator's own (the manifests create it)
+    seed_workload(apiserver)
+    apiserver.seed(target(suggestion=SUGGESTION))
     for name in ("web-1", "web-2"):
-        kmock.objects[R("v1/pods"), "shop", name] = pod(name)
+        apiserver.seed(web_pod(apiserver, name))
     metrics_port, webhook_port = free_port(), free_port()
     opts = OperatorOptions(
-        server=str(kmock.url).rstrip("/"),
+        server=apiserver.url,
         namespace="foresize",
         identity="foresize-0",
         interval=0.2,
@@ -68,16 +46,16 @@ async def test_operator_runs_everything_and_releases_its_lease(kmock):
         resized = []
         for _ in range(100):
             await asyncio.sleep(0.1)
-            resized = [r for r in kmock["patch"] if r.url.path.endswith("/resize")]
+            resized = apiserver.calls("PATCH", r"/resize$", code=200)
             if len(resized) >= 2:
                 break
-        assert len(resized) >= 2, [(r.method, r.url.path) for r in kmock[...]][-20:]
-        lease = kmock.objects[R("coordination.k8s.io/v1/leases"), "foresize", "foresize-shard-0"]
+        assert len(resized) >= 2, [(r.method, r.path, r.code) for r in apiserver.requests][-20:]
+        lease = apiserver.get("Lease", "foresize", "foresize-shard-0")
         assert lease["spec"]["holderIdentity"] == "foresize-0"
         # The pause flag is read with a namespaced GET (the Role in its namespace suffices).
         pause = "/api/v1/namespaces/foresize/configmaps/foresize-pause"
-        assert any(r.url.path == pause for r in kmock["get"])
-        assert not [r for r in kmock["get"] if r.url.path == "/api/v1/configmaps"]
+        assert apiserver.calls("GET", f"^{pause}$")
+        assert not apiserver.calls("GET", "^/api/v1/configmaps$")
         async with aiohttp.ClientSession() as session:
             review = {
                 "apiVersion": "admission.k8s.io/v1",
@@ -122,8 +100,9 @@ async def test_operator_runs_everything_and_releases_its_lease(kmock):
     finally:
         stop.set()
         await asyncio.wait_for(task, 20)
-    lease = kmock.objects[R("coordination.k8s.io/v1/leases"), "foresize", "foresize-shard-0"]
+    lease = apiserver.get("Lease", "foresize", "foresize-shard-0")
     assert "holderIdentity" not in lease["spec"]  # released for the next replica
+    assert apiserver.internal_errors == []
 
 
 def test_cli_reads_the_deployment_environment(monkeypatch, tmp_path):
@@ -174,7 +153,7 @@ def test_cli_reads_the_deployment_environment(monkeypatch, tmp_path):
     assert bad.exit_code != 0 and "--kubeconfig" in str(bad.exception)
 
 
-async def test_operator_end_to_end_from_collected_history(kmock, tmp_path):
+async def test_operator_end_to_end_from_collected_history(apiserver, tmp_path):
     """History (2 days of a real trace, in the SQLite store) -> the recommender -> the
     target's status -> the watch -> the vertical planner -> pods/resize."""
     import gzip
@@ -207,41 +186,14 @@ async def test_operator_end_to_end_from_collected_history(kmock, tmp_path):
     HistorySink(store).add_samples(samples)
     store.close()
 
-    declare(kmock)
-    kmock.resources["coordination.k8s.io/v1/leases"] = kmock.ResourceInfo(
-        kind="Lease", namespaced=True, verbs={"get", "list", "watch", "create", "patch"}
-    )
-    kmock["get /version"] << {"major": "1", "minor": "35", "gitVersion": "v1.35.0"}
-    kmock["get /apis/metrics.k8s.io/v1beta1/pods"] << {"kind": "PodMetricsList", "items": []}
-    kmock.objects[R("v1/nodes"), None, "n1"] = {
-        "metadata": {"name": "n1"},
-        "status": {"allocatable": {"cpu": "8", "memory": "16Gi"}},
-    }
-    template = {
-        "spec": {
-            "containers": [
-                {"name": "app", "resources": {"requests": {"cpu": "200m", "memory": "256Mi"}}}
-            ]
-        }
-    }
-    kmock.objects[R("apps/v1/deployments"), "shop", "web"] = {
-        "metadata": {"name": "web", "namespace": "shop"},
-        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}}, "template": template},
-    }
-    kmock.objects[R("apps/v1/replicasets"), "shop", "web-abc"] = {
-        "metadata": {
-            "name": "web-abc",
-            "namespace": "shop",
-            "ownerReferences": [{"kind": "Deployment", "name": "web", "controller": True}],
-        },
-        "spec": {"replicas": 2, "template": template},
-    }
-    target = {k: v for k, v in TARGET.items() if k != "status"}  # no suggestion yet
-    kmock.objects[R("foresize.io/v1/aiscaletargets"), "shop", "web"] = target
+    apiserver.kube_version = (1, 35)
+    apiserver.seed(namespace("foresize"))
+    seed_workload(apiserver)
+    apiserver.seed(target())  # no suggestion yet
     for name in ("web-1", "web-2"):
-        kmock.objects[R("v1/pods"), "shop", name] = pod(name)
+        apiserver.seed(web_pod(apiserver, name))
     opts = OperatorOptions(
-        server=str(kmock.url).rstrip("/"),
+        server=apiserver.url,
         namespace="foresize",
         identity="foresize-0",
         interval=0.2,
@@ -257,7 +209,7 @@ async def test_operator_end_to_end_from_collected_history(kmock, tmp_path):
         resized = []
         for _ in range(150):
             await asyncio.sleep(0.1)
-            resized = [r for r in kmock["patch"] if r.url.path.endswith("/resize")]
+            resized = apiserver.calls("PATCH", r"/resize$", code=200)
             if len(resized) >= 2:
                 break
     finally:
@@ -265,16 +217,17 @@ async def test_operator_end_to_end_from_collected_history(kmock, tmp_path):
         await asyncio.wait_for(task, 20)
     status_path = "/apis/foresize.io/v1/namespaces/shop/aiscaletargets/web/status"
     suggestions = [
-        r.data["status"]["vertical_suggestion"]
-        for r in kmock["patch"]
-        if r.url.path == status_path and "vertical_suggestion" in r.data.get("status", {})
+        r.body["status"]["vertical_suggestion"]
+        for r in apiserver.calls("PATCH", f"^{status_path}$", code=200)
+        if "vertical_suggestion" in r.body.get("status", {})
     ]
     assert suggestions, "the recommender wrote a suggestion from the collected history"
     cpu = suggestions[0]["containers"][0]["requests"]["cpu"]
-    assert len(resized) >= 2, [(r.method, r.url.path) for r in kmock[...]][-15:]
+    assert len(resized) >= 2, [(r.method, r.path, r.code) for r in apiserver.requests][-15:]
     for r in resized:
         assert {
             "op": "add",
             "path": "/spec/containers/0/resources/requests/cpu",
             "value": cpu,
-        } in r.data
+        } in r.body
+    assert apiserver.internal_errors == []

@@ -17,7 +17,7 @@ from foresize.kube.leader import LeaseElector, ShardManager
 from foresize.kube.operator import GatedExecutor, Health
 from foresize.kube.state import ClusterState
 from foresize.telemetry.metrics import ForesizeMetrics
-from test_kube_watch import pod
+from kube_objects import namespace, pod, target
 
 PODS = WatchedKind("", "v1", "pods", "Pod")
 
@@ -111,7 +111,9 @@ def test_state_is_safe_to_mutate_from_another_thread_while_snapshotting():
     import threading
 
     from foresize.kube.handlers import parse_foresize
-    from test_kube_watch import TARGET
+    from test_kube_watch import SUGGESTION
+
+    TARGET = target(suggestion=SUGGESTION)
 
     state = ClusterState(target_parser=parse_foresize)
     errors: list[BaseException] = []
@@ -297,7 +299,9 @@ class ScriptedKubeApi(KubeApi):
 async def test_retries_5xx_429_and_connection_errors_with_backoff_but_not_evictions(
     monkeypatch,
 ):
-    import httpx
+    from foresize.kube.api import _httpx
+
+    httpx = _httpx()  # the library lightkube is built on (httpx2)
 
     slept: list[float] = []
     real_sleep = asyncio.sleep
@@ -349,18 +353,13 @@ def test_gauges_of_targets_gone_or_held_elsewhere_are_removed():
     assert 'target="shop/db"' not in text and 'target="shop/web"' in text
 
 
-async def test_an_internal_task_dying_stops_the_operator_with_exit_code_1(kmock, monkeypatch):
+async def test_an_internal_task_dying_stops_the_operator_with_exit_code_1(apiserver, monkeypatch):
     """Before, nothing watched the tasks: a dead one left a healthy-looking process."""
     import foresize.kube.operator as operator_module
     from foresize.kube.operator import OperatorOptions, run_operator
     from test_kube_operator import free_port
-    from test_kube_watch import declare
 
-    declare(kmock)
-    kmock.resources["coordination.k8s.io/v1/leases"] = __import__("kmock").ResourceInfo(
-        kind="Lease", namespaced=True, verbs={"get", "list", "watch", "create", "patch"}
-    )
-    kmock["get /version"] << {"major": "1", "minor": "34", "gitVersion": "v1.34.1"}
+    apiserver.seed(namespace("foresize"))
 
     async def dies(*_a, **_k):
         await asyncio.sleep(0.5)
@@ -368,7 +367,7 @@ async def test_an_internal_task_dying_stops_the_operator_with_exit_code_1(kmock,
 
     monkeypatch.setattr(operator_module, "watch_pause", dies)
     opts = OperatorOptions(
-        server=str(kmock.url).rstrip("/"),
+        server=apiserver.url,
         namespace="foresize",
         identity="foresize-0",
         interval=0.2,

@@ -21,7 +21,7 @@ from foresize.history.metrics_server import (
 from foresize.kube.api import KubeApi
 from foresize.kube.handlers import parse_foresize
 from foresize.kube.state import ClusterState
-from foresize.kube.suggest import cadence_of, plan_suggestions
+from foresize.recommend.suggestions import cadence_of, plan_suggestions
 
 CRANE = Path(__file__).resolve().parent / "data" / "traces" / "crane-dsp" / "input0.csv.gz"
 NOW = 1_780_000_000.0
@@ -229,7 +229,7 @@ def test_suggestions_price_memory_risk_against_the_whole_fleet():
     fleet's mean is the risk allocation's reference for the targets due this round, and
     targets that left the cluster drop out of it."""
     from foresize.api.quantity import to_bytes
-    from foresize.kube.suggest import SuggestionState
+    from foresize.recommend.suggestions import SuggestionState
 
     history = UsageHistory(step=60.0)
     sink = HistorySink(history)

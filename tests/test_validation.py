@@ -139,3 +139,55 @@ def test_resize_policy_and_container_renames_are_refused():
     assert [str(e) for e in validate_resize_spec(p, [renamed], [])] == [
         "spec: Forbidden: only cpu and memory resources are mutable"
     ]
+
+
+# Upstream: pkg/apis/core/validation/validation.go ValidatePodResize.
+
+
+def test_pods_with_pod_level_resources_cannot_be_resized():
+    p = pod(**BURSTABLE, resources=ResourceRequirements({"cpu": 500}, {}))
+    res = check_resize(p, resize(ContainerResize("app", {"cpu": 150}, {"cpu": 300})))
+    assert res is not None and res.code == 422
+    assert "spec: Forbidden: pods with pod-level resources cannot be resized" in res.message
+    # spec.resources with nothing for cpu/memory is not pod-level resources.
+    p.resources = ResourceRequirements({"hugepages-2Mi": 2 * MIB}, {})
+    assert check_resize(p, resize(ContainerResize("app", {"cpu": 150}, {"cpu": 300}))) is None
+
+
+def test_memory_limit_decrease_refused_on_1_33_for_containers_and_sidecars():
+    sidecar = Container(
+        "side", ResourceRequirements({"memory": 32 * MIB}, {"memory": 64 * MIB}), {}, "Always"
+    )
+    p = pod(**BURSTABLE, inits=[sidecar])
+    down_app = resize(ContainerResize("app", limits={"memory": 100 * MIB}))
+    down_side = resize(ContainerResize("side", limits={"memory": 48 * MIB}))
+    for r, path in ((down_app, "spec.containers[0]"), (down_side, "spec.initContainers[0]")):
+        res = check_resize(p, r, (1, 33))
+        assert res is not None and res.code == 422, path
+        assert (
+            f"{path}.resources.limits[memory]: Forbidden: memory limits cannot be decreased "
+            "unless resizePolicy is RestartContainer"
+        ) in res.message
+        # 1.34 and later accept it.
+        assert check_resize(p, r, (1, 34)) is None
+    # An increase is fine on 1.33, and so is a decrease with RestartContainer.
+    assert (
+        check_resize(p, resize(ContainerResize("side", limits={"memory": 96 * MIB})), (1, 33))
+        is None
+    )
+    sidecar.resize_policy["memory"] = "RestartContainer"
+    assert check_resize(p, down_side, (1, 33)) is None
+
+
+def test_kube_executor_rule_covers_sidecars_on_1_33():
+    # The executor refuses before sending (kube/version.py), sidecars included.
+    from foresize.cluster.server_version import memory_limit_change_refused
+
+    sidecar = Container(
+        "side", ResourceRequirements({"memory": 32 * MIB}, {"memory": 64 * MIB}), {}, "Always"
+    )
+    p = pod(**BURSTABLE, inits=[sidecar])
+    shrink = ContainerResize("side", limits={"memory": 48 * MIB})
+    why = memory_limit_change_refused((1, 33), p, shrink)
+    assert why is not None and "'side'" in why and "RestartContainer" in why
+    assert memory_limit_change_refused((1, 34), p, shrink) is None

@@ -381,6 +381,7 @@ def openapi_schema(kind_cls: type[t._Object]) -> dict[str, Any]:
         },
     }
     for field, cls, defaults in (("spec", spec_cls, True), ("status", status_cls, False)):
+        assert cls is not None, f"{kind_cls.__name__}.{field} has no annotation"
         raw = cls.model_json_schema(by_alias=True, ref_template="#/$defs/{model}")
         defs = raw.pop("$defs", {})
         defs[cls.__name__] = raw
@@ -445,7 +446,7 @@ _NAMES: dict[str, dict[str, Any]] = {
 
 def plural(kind: str) -> str:
     """The resource (plural) name of a Foresize kind, e.g. `aiscaletargets`."""
-    return _NAMES[kind]["plural"]
+    return str(_NAMES[kind]["plural"])
 
 
 def crd(kind: str) -> dict[str, Any]:

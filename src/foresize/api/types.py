@@ -30,7 +30,7 @@ import re
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, TypeAlias, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -43,6 +43,7 @@ from pydantic import (
     WithJsonSchema,
     model_validator,
 )
+from pydantic_core import ErrorDetails
 
 from foresize.api.quantity import (
     CPU,
@@ -313,15 +314,15 @@ def _enum(allowed: tuple[str, ...], aliases: dict[str, str] | None = None) -> Ca
     return validate
 
 
-def _enum_type(allowed: tuple[str, ...], aliases: dict[str, str] | None = None) -> Any:
-    return Annotated[
-        str,
-        PlainValidator(_enum(allowed, aliases)),
-        WithJsonSchema({"type": "string", "enum": list(allowed) + list(aliases or {})}),
-    ]
+def _enum_schema(allowed: tuple[str, ...], aliases: dict[str, str] | None = None) -> WithJsonSchema:
+    return WithJsonSchema({"type": "string", "enum": list(allowed) + list(aliases or {})})
 
 
-ScalingMode = _enum_type(SCALING_MODES, SCALING_MODE_ALIASES)
+ScalingMode: TypeAlias = Annotated[
+    str,
+    PlainValidator(_enum(SCALING_MODES, SCALING_MODE_ALIASES)),
+    _enum_schema(SCALING_MODES, SCALING_MODE_ALIASES),
+]
 """autonomous | recommendation | observe; aliases auto, recommend, rec, observation."""
 
 
@@ -330,9 +331,13 @@ def normalize_scaling_mode(value: str) -> str:
     return _enum(SCALING_MODES, SCALING_MODE_ALIASES)(value)
 
 
-ForecastMode = _enum_type(FORECAST_MODES)
+ForecastMode: TypeAlias = Annotated[
+    str, PlainValidator(_enum(FORECAST_MODES)), _enum_schema(FORECAST_MODES)
+]
 
-UpdateMode = _enum_type(UPDATE_MODES)
+UpdateMode: TypeAlias = Annotated[
+    str, PlainValidator(_enum(UPDATE_MODES)), _enum_schema(UPDATE_MODES)
+]
 
 WORKLOAD_KINDS = ("Deployment", "StatefulSet", "Rollout")
 DEFAULT_API_VERSIONS = {
@@ -660,12 +665,16 @@ def _check_unique_containers(containers: list[ContainerPolicy]) -> None:
         seen.add(entry.name)
 
 
+def _memory_only() -> list[Literal["cpu", "memory"]]:
+    return ["memory"]
+
+
 class UpdatePolicy(_Base):
     update_mode: UpdateMode = "recreate"
     """initial: admission only; recreate: evict; in_place: resize running pods;
     in_place_or_recreate: resize, evict when stalled."""
     recreate_resources: Annotated[list[Literal["cpu", "memory"]], AfterValidator(_unique)] = Field(
-        default_factory=lambda: ["memory"], max_length=2
+        default_factory=_memory_only, max_length=2
     )
 
 
@@ -859,7 +868,9 @@ class HorizontalScalingBehavior(_Base):
         return True if rule is None else rule.exceeded(current, proposed)
 
 
-HpaResourcePolicy = _enum_type(("leave", "override"))
+HpaResourcePolicy: TypeAlias = Annotated[
+    str, PlainValidator(_enum(("leave", "override"))), _enum_schema(("leave", "override"))
+]
 
 
 class VerticalSpec(_Base):
@@ -1265,7 +1276,7 @@ class ClusterAIScaleTemplate(_Object):
 # Loading with errors that name the field
 # --------------------------------------------------------------------------------------
 
-KINDS: dict[str, type[_Object]] = {
+KINDS: dict[str, type[AIScaleTarget | DaemonSetAutoscaler | ClusterAIScaleTemplate]] = {
     AIScaleTargetKind: AIScaleTarget,
     DaemonSetAutoscalerKind: DaemonSetAutoscaler,
     ClusterAIScaleTemplateKind: ClusterAIScaleTemplate,
@@ -1285,7 +1296,7 @@ def _loc_path(loc: tuple[int | str, ...]) -> str:
     return out
 
 
-def _message(error: dict[str, Any]) -> str:
+def _message(error: ErrorDetails) -> str:
     msg = str(error.get("msg", "invalid"))
     for prefix in ("Value error, ", "Assertion failed, "):
         if msg.startswith(prefix):
@@ -1307,7 +1318,10 @@ def format_validation_error(exc: ValidationError, source: str = "") -> str:
     return "\n".join(lines)
 
 
-def _parse(cls: type[_Object], obj: Any, source: str) -> Any:
+_ObjectT = TypeVar("_ObjectT", bound="_Object")
+
+
+def _parse(cls: type[_ObjectT], obj: Any, source: str) -> _ObjectT:
     where = f"{source}: " if source else ""
     if not isinstance(obj, dict):
         raise ForesizeError(f"{where}expected a mapping (a {cls.KIND} object)")

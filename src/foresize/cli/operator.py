@@ -52,7 +52,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             30.0,
             "--interval",
             env="FORESIZE_INTERVAL",
-            min=1.0,
+            min=0.1,
             help="Seconds between control-loop passes.",
         ),
         collect_interval: float = opt(

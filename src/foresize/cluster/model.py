@@ -118,6 +118,11 @@ class Pod:
     restart_policy: str = "Always"
     static: bool = False  # mirror pod of a static pod: not resizable
     os: str = "linux"
+    # spec.resources: pod-level requests/limits (PodLevelResources, beta and on by default
+    # from 1.34); where set for cpu/memory they decide the QoS class and the pod's requests.
+    resources: ResourceRequirements | None = None
+    # spec.overhead: set from the RuntimeClass at admission; added to the pod's requests.
+    overhead: ResourceMap = field(default_factory=dict)
 
     @property
     def key(self) -> str:
@@ -173,6 +178,8 @@ class PodTemplate:
     containers: list[Container] = field(default_factory=list)
     init_containers: list[Container] = field(default_factory=list)
     priority: int = 0
+    resources: ResourceRequirements | None = None  # pod-level spec.resources
+    overhead: ResourceMap = field(default_factory=dict)  # the RuntimeClass's pod overhead
 
 
 @dataclass(slots=True)

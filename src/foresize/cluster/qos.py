@@ -1,17 +1,25 @@
 """QoS class and the scheduler's charge for a pod, exactly as Kubernetes computes them.
 
-- QoS: `pkg/apis/core/helper/qos/qos.go` (ComputePodQOS). Note that Guaranteed compares the
-  pod-wide *sums* of requests and limits, and every container (init containers included)
-  must carry both a CPU and a memory limit.
-- Scheduler charge: `component-helpers/resource/helpers.go` (AggregateContainerRequests with
-  UseStatusResources): per container max(spec request, allocated, actual request), with
-  spec left out while the pod's resize is Infeasible; sidecar init containers add to the
-  regular containers, other init containers count at their peak.
+- QoS: `pkg/apis/core/helper/qos/qos.go` (ComputePodQOS). Guaranteed compares the pod-wide
+  *sums* of requests and limits, and every container (init containers included) must carry
+  both a CPU and a memory limit. Pod-level resources (`spec.resources`), where set for cpu
+  or memory, decide instead and the containers are not looked at.
+- Pod requests: `component-helpers/resource/helpers.go` (PodRequests and
+  AggregateContainerRequests): sidecar (restartable) init containers add to the regular
+  containers; any other init container counts at its peak together with the sidecars
+  started before it; pod-level requests, where set, replace that sum per resource; the
+  pod's `overhead` is added on top.
+- Scheduler charge: the same with UseStatusResources (Kubernetes 1.33-1.35,
+  `determineContainerReqs`): per container max(spec request, allocated, actual request),
+  with spec left out while the pod's resize is Infeasible.
+- Kubelet admission of a resize (`pkg/kubelet/allocation/allocation_manager.go`,
+  canAdmitPod over getAllocatedPods): every other pod at its *allocated* resources, in the
+  same aggregate.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from foresize.cluster.model import (
     COMPUTE_RESOURCES,
@@ -33,8 +41,44 @@ def effective_requests(container: Container) -> ResourceMap:
     return out
 
 
+def has_pod_level_resources(pod: Pod) -> bool:
+    """`spec.resources` sets a cpu or memory request or limit (IsPodLevelResourcesSet)."""
+    res = pod.resources
+    if res is None:
+        return False
+    return any(r in COMPUTE_RESOURCES for r in (*res.requests, *res.limits))
+
+
+def pod_level_requests(pod: Pod) -> ResourceMap:
+    """Pod-level cpu/memory requests after API defaulting (`defaultPodRequests`: a pod-level
+    limit without a request defaults the request to it); empty when none is set."""
+    res = pod.resources
+    if res is None:
+        return {}
+    out = {r: v for r, v in res.requests.items() if r in COMPUTE_RESOURCES}
+    for r, v in res.limits.items():
+        if r in COMPUTE_RESOURCES:
+            out.setdefault(r, v)
+    return out
+
+
+def _qos_of_sums(requests: ResourceMap, limits: ResourceMap, guaranteed: bool) -> QoSClass:
+    """The tail of ComputePodQOS once requests and limits are summed."""
+    if not requests and not limits:
+        return "BestEffort"
+    if guaranteed:
+        for name, req in requests.items():
+            if limits.get(name) != req:
+                guaranteed = False
+                break
+    if guaranteed and len(requests) == len(limits):
+        return "Guaranteed"
+    return "Burstable"
+
+
 def qos_class_of(containers: Iterable[Container]) -> QoSClass:
-    """QoS class of a pod whose containers (regular and init) are `containers`."""
+    """QoS class of a pod without pod-level resources whose containers (regular and init)
+    are `containers`."""
     requests: ResourceMap = {}
     limits: ResourceMap = {}
     guaranteed = True
@@ -49,19 +93,25 @@ def qos_class_of(containers: Iterable[Container]) -> QoSClass:
                 limits[name] = limits.get(name, 0) + qty
         if not found.issuperset(COMPUTE_RESOURCES):
             guaranteed = False
-    if not requests and not limits:
-        return "BestEffort"
-    if guaranteed:
-        for name, req in requests.items():
-            if limits.get(name) != req:
-                guaranteed = False
-                break
-    if guaranteed and len(requests) == len(limits):
-        return "Guaranteed"
-    return "Burstable"
+    return _qos_of_sums(requests, limits, guaranteed)
+
+
+def pod_level_qos_class(pod: Pod) -> QoSClass:
+    """QoS class from pod-level resources alone (ComputePodQOS's pod-level branch)."""
+    requests = {r: v for r, v in pod_level_requests(pod).items() if v > 0}
+    res = pod.resources
+    limits = {
+        r: v for r, v in (res.limits if res else {}).items() if r in COMPUTE_RESOURCES and v > 0
+    }
+    # Without both a cpu and a memory limit at pod level the pod cannot be Guaranteed.
+    guaranteed = set(limits) >= set(COMPUTE_RESOURCES) or not limits
+    return _qos_of_sums(requests, limits, guaranteed)
 
 
 def pod_qos_class(pod: Pod) -> QoSClass:
+    """The pod's QoS class: pod-level resources decide where set, else the containers."""
+    if has_pod_level_resources(pod):
+        return pod_level_qos_class(pod)
     return qos_class_of([*pod.containers, *pod.init_containers])
 
 
@@ -86,29 +136,38 @@ def container_charge(
     return charge
 
 
+def container_allocated(container: Container, status: ContainerStatus | None) -> ResourceMap:
+    """What the kubelet has allocated to a container (its spec until it reports any)."""
+    if status is not None and status.allocated:
+        return dict(status.allocated)
+    return effective_requests(container)
+
+
 def _add(into: ResourceMap, other: ResourceMap) -> None:
     for name, qty in other.items():
         into[name] = into.get(name, 0) + qty
 
 
-def pod_charge(pod: Pod) -> ResourceMap:
-    """What the scheduler charges a node for `pod` (per resource, canonical units)."""
-    if pod.phase in ("Succeeded", "Failed"):
-        return {}
-    infeasible = resize_infeasible(pod)
+PerContainer = Callable[[Container, ContainerStatus | None], ResourceMap]
+
+
+def aggregate_containers(pod: Pod, per_container: PerContainer) -> ResourceMap:
+    """AggregateContainerRequests: regular containers and sidecars add up; every other init
+    container counts at its peak, alongside the sidecars started before it:
+    max(sum(regular) + sum(sidecars), max over init i of (init i + sidecars before i))."""
     total: ResourceMap = {}
     for c in pod.containers:
-        _add(total, container_charge(c, pod.status_of(c.name), infeasible=infeasible))
+        _add(total, per_container(c, pod.status_of(c.name)))
     sidecars: ResourceMap = {}
     init_peak: ResourceMap = {}
     for ic in pod.init_containers:
+        req = per_container(ic, pod.status_of(ic.name))
         if ic.is_sidecar:
-            req = container_charge(ic, pod.status_of(ic.name), infeasible=infeasible)
             _add(total, req)
             _add(sidecars, req)
             candidate = dict(sidecars)
         else:
-            candidate = dict(effective_requests(ic))
+            candidate = dict(req)
             _add(candidate, sidecars)
         for name, qty in candidate.items():
             if qty > init_peak.get(name, 0):
@@ -119,12 +178,29 @@ def pod_charge(pod: Pod) -> ResourceMap:
     return total
 
 
-def spec_requests(pod: Pod) -> ResourceMap:
-    """Sum of spec requests of the pod's regular and sidecar containers (no status)."""
-    total: ResourceMap = {}
-    for c in pod.containers:
-        _add(total, effective_requests(c))
-    for ic in pod.init_containers:
-        if ic.is_sidecar:
-            _add(total, effective_requests(ic))
+def pod_requests(pod: Pod, per_container: PerContainer) -> ResourceMap:
+    """PodRequests: the container aggregate, pod-level requests replacing it per resource
+    where set (`applyPodLevelResources`), then the pod's overhead added."""
+    total = aggregate_containers(pod, per_container)
+    total.update(pod_level_requests(pod))
+    _add(total, pod.overhead)
     return total
+
+
+def pod_charge(pod: Pod) -> ResourceMap:
+    """What the scheduler charges a node for `pod` (per resource, canonical units)."""
+    if pod.phase in ("Succeeded", "Failed"):
+        return {}
+    infeasible = resize_infeasible(pod)
+    return pod_requests(pod, lambda c, st: container_charge(c, st, infeasible=infeasible))
+
+
+def spec_requests(pod: Pod) -> ResourceMap:
+    """The pod's requests from its spec alone (PodRequests without status resources)."""
+    return pod_requests(pod, lambda c, _st: effective_requests(c))
+
+
+def allocated_requests(pod: Pod) -> ResourceMap:
+    """The pod's requests as the kubelet has allocated them (what a resize of another pod
+    on the node is admitted against)."""
+    return pod_requests(pod, container_allocated)

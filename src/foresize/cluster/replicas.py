@@ -107,4 +107,5 @@ def predict_replicas_many(
         up = -(-n // m) * m
         down = (hi // m) * m
         n = np.where(up > hi, np.where(down >= lo, down, hi), up)
-    return np.maximum(np.minimum(n, hi), lo)
+    out: np.ndarray = np.maximum(np.minimum(n, hi), lo)
+    return out

@@ -14,6 +14,13 @@ Kubernetes 1.34/1.35) and the generic container-resource checks that run with it
 - a request may not exceed its limit
   (`must be less than or equal to cpu limit of 300m`);
 - static (mirror) pods and Windows pods cannot be resized;
+- pods with pod-level resources (`spec.resources`) cannot be resized
+  (`pods with pod-level resources cannot be resized`: 1.33-1.34, and 1.35 while the alpha
+  gate InPlacePodLevelResourcesVerticalScaling is off, as it is by default);
+- on 1.33 only, a memory limit of a container or sidecar may not go down (or be added)
+  unless its memory `resizePolicy` is RestartContainer
+  (`memory limits cannot be decreased unless resizePolicy is RestartContainer`; 1.34+
+  accept it and the kubelet may then report PodResizeInProgress/Error);
 - containers may not be added, removed or renamed, and `resizePolicy` may not change
   (both caught by the "only cpu and memory" spec comparison in the API server).
 
@@ -29,15 +36,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from foresize.api.quantity import format_quantity
+from foresize.api.quantity import MEMORY, format_quantity
 from foresize.cluster.actions import ActionResult, ResizePod
 from foresize.cluster.model import (
     COMPUTE_RESOURCES,
+    RESTART_CONTAINER,
     Container,
     Pod,
     ResourceRequirements,
 )
-from foresize.cluster.qos import pod_qos_class, qos_class_of
+from foresize.cluster.qos import has_pod_level_resources, pod_qos_class, qos_class_of
 
 FORBIDDEN = "FieldValueForbidden"
 INVALID = "FieldValueInvalid"
@@ -50,6 +58,28 @@ MSG_INIT_IMMUTABLE = "resources for non-sidecar init containers are immutable"
 MSG_STATIC = "static pods cannot be resized"
 MSG_WINDOWS = "windows pods cannot be resized"
 MSG_ADDED_REMOVED = "containers may not be added or removed on resize"
+MSG_POD_LEVEL = "pods with pod-level resources cannot be resized"
+MSG_MEMORY_LIMIT_DECREASE = (
+    "memory limits cannot be decreased unless resizePolicy is RestartContainer"
+)
+# The last API server version refusing a memory-limit decrease without RestartContainer
+# (KEP-1287: 1.34 lets it through and leaves the kubelet to report usage above the limit).
+MEMORY_LIMIT_DECREASE_REFUSED_UNTIL = (1, 33)
+# The server version `check_resize` assumes when the caller does not say (the sim's default).
+DEFAULT_SERVER_VERSION = (1, 35)
+
+
+def memory_limit_decrease_refused(
+    server_version: tuple[int, int], old: Container, new_limit: int | None
+) -> bool:
+    """1.33's rule: a container's (or sidecar's) memory limit may not go down, nor be added,
+    in place unless its memory resizePolicy is RestartContainer."""
+    if tuple(server_version) > MEMORY_LIMIT_DECREASE_REFUSED_UNTIL or new_limit is None:
+        return False
+    current = old.resources.limits.get(MEMORY)
+    if current is not None and new_limit >= current:
+        return False
+    return old.resize_policy.get(MEMORY) != RESTART_CONTAINER
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +144,10 @@ def _removed(old: dict[str, int], new: dict[str, int]) -> bool:
 
 
 def validate_resize_spec(
-    pod: Pod, new_containers: list[Container], new_init_containers: list[Container]
+    pod: Pod,
+    new_containers: list[Container],
+    new_init_containers: list[Container],
+    server_version: tuple[int, int] = DEFAULT_SERVER_VERSION,
 ) -> list[FieldError]:
     """Field errors the API server returns for changing `pod`'s containers to the new ones."""
     errors: list[FieldError] = []
@@ -123,6 +156,9 @@ def validate_resize_spec(
         return errors
     if pod.os == "windows":
         errors.append(FieldError(FORBIDDEN, "spec", MSG_WINDOWS))
+        return errors
+    if has_pod_level_resources(pod):
+        errors.append(FieldError(FORBIDDEN, "spec", MSG_POD_LEVEL))
         return errors
 
     old_qos = pod_qos_class(pod)
@@ -162,6 +198,15 @@ def validate_resize_spec(
                 )
             if _removed(old.resources.limits, new.resources.limits):
                 errors.append(FieldError(FORBIDDEN, f"{path}.resources.limits", MSG_LIMITS_REMOVED))
+            new_mem_limit = new.resources.limits.get(MEMORY)
+            if new_mem_limit != old.resources.limits.get(MEMORY) and (
+                memory_limit_decrease_refused(server_version, old, new_mem_limit)
+            ):
+                errors.append(
+                    FieldError(
+                        FORBIDDEN, f"{path}.resources.limits[memory]", MSG_MEMORY_LIMIT_DECREASE
+                    )
+                )
             for name in COMPUTE_RESOURCES:
                 req = new.resources.requests.get(name)
                 lim = new.resources.limits.get(name)
@@ -180,10 +225,12 @@ def validate_resize_spec(
     return errors
 
 
-def validate_resize(pod: Pod, resize: ResizePod) -> list[FieldError]:
+def validate_resize(
+    pod: Pod, resize: ResizePod, server_version: tuple[int, int] = DEFAULT_SERVER_VERSION
+) -> list[FieldError]:
     """Field errors for applying `resize` to `pod` (empty when the API server accepts it)."""
     containers, inits = apply_resize_patch(pod, resize)
-    return validate_resize_spec(pod, containers, inits)
+    return validate_resize_spec(pod, containers, inits, server_version)
 
 
 def invalid_result(pod_name: str, errors: list[FieldError]) -> ActionResult:
@@ -199,7 +246,9 @@ def invalid_result(pod_name: str, errors: list[FieldError]) -> ActionResult:
     )
 
 
-def check_resize(pod: Pod, resize: ResizePod) -> ActionResult | None:
-    """None when the API server would accept `resize`, else its 422 answer."""
-    errors = validate_resize(pod, resize)
+def check_resize(
+    pod: Pod, resize: ResizePod, server_version: tuple[int, int] = DEFAULT_SERVER_VERSION
+) -> ActionResult | None:
+    """None when the API server of `server_version` would accept `resize`, else its 422."""
+    errors = validate_resize(pod, resize, server_version)
     return invalid_result(pod.name, errors) if errors else None

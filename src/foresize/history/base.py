@@ -45,6 +45,11 @@ THROTTLE = "throttle"
 EVENT_KINDS = (OOM, THROTTLE)
 
 
+TOTAL_CONTAINER = "__total__"
+"""Container name of a workload's summed usage (over pods and containers) in the history:
+what the horizontal forecast reads. Real container names are DNS labels, never this."""
+
+
 class HistoryReader(Protocol):
     def series(
         self, key: SeriesKey, resource: str, start: float, end: float
@@ -94,3 +99,19 @@ def resample_max(
     np.maximum.at(out, idx[ok], values[ok])
     out[np.isneginf(out)] = np.nan
     return out
+
+
+def trace_series(
+    reader: HistoryReader, key: SeriesKey, start: float, end: float
+) -> TraceSeries | None:
+    """A stored key as a TraceSeries (cpu cores, memory bytes) over [start, end)."""
+    t, cpu = reader.series(key, "cpu", start, end)
+    _, mem = reader.series(key, "memory", start, end)
+    if t.size == 0:
+        return None
+    cpu = np.asarray(cpu, dtype=np.float64)
+    mem = np.asarray(mem, dtype=np.float64)
+    have = np.isfinite(cpu) | np.isfinite(mem)
+    if not have.any():
+        return None
+    return TraceSeries(key, np.asarray(t, dtype=np.float64)[have], cpu[have], mem[have])

@@ -35,9 +35,12 @@ class UsageHistory:
         self.dtype = dtype
         self._rows = min(initial_rows, self.max_rows)
         self._cols = max(1, initial_columns)
-        self._data = {r: np.full((self._rows, self._cols), np.nan, dtype) for r in RESOURCES}
+        self._data: dict[str, np.ndarray] = {
+            r: np.full((self._rows, self._cols), np.nan, dtype) for r in RESOURCES
+        }
         self._first: int | None = None  # absolute step index of the oldest row kept
-        self._last: int | None = None  # absolute step index of the newest row written
+        # Absolute step index of the newest row written; meaningful once _first is set.
+        self._last = 0
         self.keys: list[SeriesKey] = []
         self._index: dict[SeriesKey, int] = {}
         self._first_seen = np.full(self._cols, np.nan)
@@ -67,7 +70,7 @@ class UsageHistory:
         while cols < need:
             cols *= 2
         for r in RESOURCES:
-            new = np.full((self._rows, cols), np.nan, self.dtype)
+            new: np.ndarray = np.full((self._rows, cols), np.nan, self.dtype)
             new[:, : self._cols] = self._data[r]
             self._data[r] = new
         seen = np.full(cols, np.nan)
@@ -83,7 +86,7 @@ class UsageHistory:
             return
         for r in RESOURCES:
             old = self._data[r]
-            new = np.full((rows, self._cols), np.nan, self.dtype)
+            new: np.ndarray = np.full((rows, self._cols), np.nan, self.dtype)
             if self._first is not None:
                 ks = np.arange(self._first, self._last + 1)
                 new[ks % rows] = old[ks % self._rows]
@@ -126,7 +129,7 @@ class UsageHistory:
             if vals is None:
                 continue
             cur = self._data[r][row, idx]
-            v = np.asarray(vals, dtype=self.dtype)
+            v: np.ndarray = np.asarray(vals, dtype=self.dtype)
             self._data[r][row, idx] = np.fmax(cur, v)
         have = np.zeros(len(idx), bool)
         for vals in (cpu, memory):

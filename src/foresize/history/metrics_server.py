@@ -32,7 +32,7 @@ import numpy as np
 from foresize.api.quantity import QuantityError, parse_quantity
 from foresize.cluster.kubejson import parse_time
 from foresize.history.aggregate import per_container, workload_totals
-from foresize.history.base import SeriesKey, TraceSeries
+from foresize.history.base import TOTAL_CONTAINER, SeriesKey
 from foresize.history.prometheus import STARTUP_EXCLUSION, workload_of_pod
 
 log = logging.getLogger("foresize.collector")
@@ -59,11 +59,6 @@ class Sample:
 
 class SampleSink(Protocol):
     def add_samples(self, samples: list[Sample]) -> None: ...
-
-
-TOTAL_CONTAINER = "__total__"
-"""Container name of a workload's summed usage (over pods and containers) in the history:
-what the horizontal forecast reads. Real container names are DNS labels, never this."""
 
 
 def fold_samples(samples: list[Sample]) -> dict[float, dict[SeriesKey, tuple[float, float]]]:
@@ -144,20 +139,6 @@ class DaemonSetSink:
         for (ns, ds, container, t), values in sorted(groups.items(), key=lambda kv: kv[0][3]):
             arr = np.asarray(values, dtype=np.float64)
             self.window.add(ns, ds, container, t, arr[:, 0], arr[:, 1])
-
-
-def trace_series(reader: Any, key: SeriesKey, start: float, end: float) -> TraceSeries | None:
-    """A stored key as a TraceSeries (cpu cores, memory bytes) over [start, end)."""
-    t, cpu = reader.series(key, "cpu", start, end)
-    _, mem = reader.series(key, "memory", start, end)
-    if t.size == 0:
-        return None
-    cpu = np.asarray(cpu, dtype=np.float64)
-    mem = np.asarray(mem, dtype=np.float64)
-    have = np.isfinite(cpu) | np.isfinite(mem)
-    if not have.any():
-        return None
-    return TraceSeries(key, np.asarray(t, dtype=np.float64)[have], cpu[have], mem[have])
 
 
 def _cores(raw: Any) -> float:

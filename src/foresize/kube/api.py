@@ -126,6 +126,9 @@ class KubeApi:
         self.attempts = max(1, attempts)
         self._rng = rng or random.Random()
         self.retries = 0  # requests sent again after a 429/5xx/connection error
+        # Asked right before each send (after the rate-limit wait and between retries):
+        # a reason not to send, e.g. "stopping" once SIGTERM arrived.
+        self.veto: Callable[[str, str], str | None] | None = None
         self.throttled_seconds = 0.0  # time spent waiting for the client-side rate limit
 
     def configure(self, *, qps: float | None = None, burst: int | None = None) -> None:
@@ -220,6 +223,9 @@ class KubeApi:
         params: dict[str, str] | None,
     ) -> ApiResponse:
         self.throttled_seconds += await self.limiter.acquire()
+        why = self.veto(method, path) if self.veto is not None else None
+        if why is not None:
+            raise NotSent(f"{method} {path} not sent: {why}")
         http = self._generic._client  # the configured httpx client (auth, TLS, base URL)
         content = None if body is None else json.dumps(body).encode()
         headers = {"Accept": JSON}
@@ -240,8 +246,7 @@ class KubeApi:
     ) -> AsyncIterator[dict[str, Any]]:
         """A watch: yields each JSON line; an HTTP error answer is yielded as a synthetic
         `ERROR` event carrying the Status (as the server does for an in-stream error)."""
-        import httpx
-
+        httpx = _httpx()
         self.throttled_seconds += await self.limiter.acquire()
         http = self._generic._client
         req = http.build_request(
@@ -280,7 +285,24 @@ class KubeApi:
         await self.client.close()
 
 
-def _transport_error(exc: BaseException) -> bool:
-    import httpx
+class NotSent(RuntimeError):
+    """The veto refused a request (never retried)."""
 
+
+def _httpx() -> Any:
+    """The HTTP library lightkube is built on: `httpx2` (lightkube 1.x) or `httpx` (0.x).
+    Its Timeout and error classes must be the client's own: an `httpx.Timeout` handed to
+    an httpx2 client fails every new connection (TypeError in the connect timeout)."""
+    try:
+        import httpx2
+
+        return httpx2
+    except ImportError:  # pragma: no cover - lightkube 0.x
+        import httpx
+
+        return httpx
+
+
+def _transport_error(exc: BaseException) -> bool:
+    httpx = _httpx()
     return isinstance(exc, httpx.TransportError | ConnectionError | TimeoutError)

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from foresize.api.quantity import format_quantity
+from foresize.cluster import server_version as kver
 from foresize.cluster.actions import (
     Action,
     ActionResult,
@@ -41,7 +42,6 @@ from foresize.cluster.actions import (
 )
 from foresize.cluster.kubejson import format_time, pod_from
 from foresize.cluster.model import Pod
-from foresize.kube import version as kver
 from foresize.kube.api import JSON, JSON_PATCH, MERGE_PATCH, ApiResponse, KubeApi
 
 log = logging.getLogger(__name__)

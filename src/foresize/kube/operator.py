@@ -434,6 +434,15 @@ async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None)
         else KubeApi.from_environment(opts.kubeconfig, opts.context)
     )
     api.configure(qps=opts.kube_api_qps, burst=opts.kube_api_burst)
+
+    def no_writes_after_stop(method: str, path: str) -> str | None:
+        # A call that passed the executor's gate may still wait for the rate limit:
+        # once stopping, only the Lease release goes out.
+        if stop.is_set() and method != "GET" and "/leases" not in path:
+            return "stopping"
+        return None
+
+    api.veto = no_writes_after_stop
     state = ClusterState(
         target_parser=parse_foresize,
         pause_namespace=opts.namespace,

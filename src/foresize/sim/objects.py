@@ -20,7 +20,7 @@ from foresize.cluster.model import (
     ResourceRequirements,
     Workload,
 )
-from foresize.sim.scenario import WorkloadSpec
+from foresize.sim.scenario import ContainerSpec, WorkloadSpec
 
 
 class ContainerKey(NamedTuple):
@@ -30,6 +30,14 @@ class ContainerKey(NamedTuple):
     workload: str  # "Kind/name" of the top-level controller, or "" for a bare pod
     pod: str
     container: str
+
+
+def resizable_containers(pod: Pod) -> list[Container]:
+    """The containers the kubelet runs for the pod's whole life and resizes in place:
+    regular containers, then sidecar (restartable) init containers
+    (`pkg/kubelet/allocation/allocation_manager.go`, IsResizableContainer). The simulator's
+    usage slots of a pod follow this order."""
+    return [*pod.containers, *(c for c in pod.init_containers if c.is_sidecar)]
 
 
 def clone_container(c: Container) -> Container:
@@ -75,6 +83,8 @@ def clone_pod(p: Pod) -> Pod:
         restart_policy=p.restart_policy,
         static=p.static,
         os=p.os,
+        resources=p.resources.copy() if p.resources is not None else None,
+        overhead=dict(p.overhead),
     )
 
 
@@ -85,6 +95,8 @@ def clone_template(t: PodTemplate) -> PodTemplate:
         [clone_container(c) for c in t.containers],
         [clone_container(c) for c in t.init_containers],
         t.priority,
+        t.resources.copy() if t.resources is not None else None,
+        dict(t.overhead),
     )
 
 
@@ -103,19 +115,28 @@ def clone_workload(w: Workload) -> Workload:
     )
 
 
+def _container_from_spec(c: ContainerSpec) -> Container:
+    return Container(
+        c.name,
+        ResourceRequirements(dict(c.requests), dict(c.limits)),
+        dict(c.resize_policy),
+        c.restart_policy,
+    )
+
+
 def template_from_spec(spec: WorkloadSpec) -> PodTemplate:
     return PodTemplate(
         labels=dict(spec.labels),
         annotations={},
-        containers=[
-            Container(
-                c.name,
-                ResourceRequirements(dict(c.requests), dict(c.limits)),
-                dict(c.resize_policy),
-            )
-            for c in spec.containers
-        ],
+        containers=[_container_from_spec(c) for c in spec.containers],
+        init_containers=[_container_from_spec(c) for c in spec.init_containers],
         priority=spec.priority,
+        resources=(
+            ResourceRequirements(dict(spec.pod_requests), dict(spec.pod_limits))
+            if spec.pod_requests or spec.pod_limits
+            else None
+        ),
+        overhead=dict(spec.overhead),
     )
 
 

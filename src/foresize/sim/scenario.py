@@ -66,6 +66,7 @@ class ContainerSpec:
     resize_policy: dict[str, str] = field(default_factory=dict)
     cpu: GeneratorSpec = field(default_factory=GeneratorSpec)
     memory: GeneratorSpec = field(default_factory=GeneratorSpec)
+    restart_policy: str | None = None  # init containers: "Always" makes a sidecar
 
 
 @dataclass(slots=True)
@@ -77,6 +78,10 @@ class WorkloadSpec:
     labels: dict[str, str] = field(default_factory=dict)
     priority: int = 0
     containers: list[ContainerSpec] = field(default_factory=list)
+    init_containers: list[ContainerSpec] = field(default_factory=list)
+    pod_requests: dict[str, int] = field(default_factory=dict)  # pod-level spec.resources
+    pod_limits: dict[str, int] = field(default_factory=dict)
+    overhead: dict[str, int] = field(default_factory=dict)  # the RuntimeClass's pod overhead
     readiness_delay: float = 10.0
     termination_grace: float = 30.0
     load_shared: bool = False  # demand is spread over the ready replicas (HPA-driven tiers)
@@ -95,6 +100,7 @@ class PDBSpec:
     selector: dict[str, str]
     min_available: int | str | None = None
     max_unavailable: int | str | None = None
+    unhealthy_pod_eviction_policy: str = "IfHealthyBudget"  # or AlwaysAllow
 
 
 @dataclass(slots=True)
@@ -357,12 +363,23 @@ def _resources(ctx: _Ctx, raw: Any, path: str) -> dict[str, int]:
 
 
 _CONTAINER_FIELDS = {"name", "requests", "limits", "resize_policy", "usage"}
+# A sidecar is an init container with restartPolicy Always (KEP-753); it runs, uses
+# resources and is resized like a regular container. Other init containers run to completion
+# before the pod starts: they count in the scheduler's charge at their peak only.
+_INIT_CONTAINER_FIELDS = _CONTAINER_FIELDS | {"restart_policy"}
 
 
-def _container(ctx: _Ctx, raw: Any, path: str) -> ContainerSpec:
+def _container(ctx: _Ctx, raw: Any, path: str, *, init: bool = False) -> ContainerSpec:
     m = ctx.mapping(raw, path)
-    ctx.known(m, _CONTAINER_FIELDS, path)
+    ctx.known(m, _INIT_CONTAINER_FIELDS if init else _CONTAINER_FIELDS, path)
     c = ContainerSpec(ctx.string(m.get("name"), f"{path}.name"))
+    if init and m.get("restart_policy") is not None:
+        if m["restart_policy"] != "Always":
+            raise ctx.fail(
+                f"{path}.restart_policy",
+                f"only Always (a sidecar) is allowed, got {m['restart_policy']!r}",
+            )
+        c.restart_policy = "Always"
     c.requests = _resources(ctx, m.get("requests"), f"{path}.requests")
     c.limits = _resources(ctx, m.get("limits"), f"{path}.limits")
     for res in ("cpu", "memory"):
@@ -407,6 +424,9 @@ _WORKLOAD_FIELDS = {
     "priority",
     "priority_class",
     "containers",
+    "init_containers",
+    "resources",
+    "overhead",
     "readiness_delay",
     "termination_grace",
     "load_shared",
@@ -594,12 +614,59 @@ def parse_scenario(data: Any, source: str, base_dir: Path | None = None) -> Scen
                 )
             names.add(c.name)
             w.containers.append(c)
+        for j, rc in enumerate(ctx.seq(m.get("init_containers"), f"{path}.init_containers")):
+            c = _container(ctx, rc, f"{path}.init_containers[{j}]", init=True)
+            if c.name in names:
+                raise ctx.fail(
+                    f"{path}.init_containers[{j}].name", f"duplicate container name {c.name!r}"
+                )
+            names.add(c.name)
+            w.init_containers.append(c)
+        pod_res = ctx.mapping(m.get("resources"), f"{path}.resources")
+        ctx.known(pod_res, {"requests", "limits"}, f"{path}.resources")
+        w.pod_requests = _resources(ctx, pod_res.get("requests"), f"{path}.resources.requests")
+        w.pod_limits = _resources(ctx, pod_res.get("limits"), f"{path}.resources.limits")
+        for res in (*w.pod_requests, *w.pod_limits):
+            if res not in ("cpu", "memory"):
+                raise ctx.fail(
+                    f"{path}.resources", f"pod-level resources are cpu and memory only, got {res!r}"
+                )
+        for res in ("cpu", "memory"):
+            req, lim = w.pod_requests.get(res), w.pod_limits.get(res)
+            if req is not None and lim is not None and req > lim:
+                raise ctx.fail(
+                    f"{path}.resources.requests.{res}",
+                    f"must be less than or equal to the pod-level {res} limit",
+                )
+        w.overhead = _resources(ctx, m.get("overhead"), f"{path}.overhead")
         sc.workloads.append(w)
 
     for i, raw in enumerate(ctx.seq(top.get("pdbs"), "pdbs")):
         path = f"pdbs[{i}]"
         m = ctx.mapping(raw, path)
-        ctx.known(m, {"name", "namespace", "selector", "min_available", "max_unavailable"}, path)
+        ctx.known(
+            m,
+            {
+                "name",
+                "namespace",
+                "selector",
+                "min_available",
+                "max_unavailable",
+                "unhealthy_pod_eviction_policy",
+            },
+            path,
+        )
+        policy = ctx.string(
+            m.get("unhealthy_pod_eviction_policy"),
+            f"{path}.unhealthy_pod_eviction_policy",
+            required=False,
+            default="IfHealthyBudget",
+        )
+        if policy not in ("IfHealthyBudget", "AlwaysAllow"):
+            raise ctx.fail(
+                f"{path}.unhealthy_pod_eviction_policy",
+                f"must be IfHealthyBudget or AlwaysAllow, got {policy!r}",
+            )
         selector = ctx.labels(m.get("selector"), f"{path}.selector")
         if not selector:
             raise ctx.fail(f"{path}.selector", "required (matchLabels)")
@@ -620,6 +687,7 @@ def parse_scenario(data: Any, source: str, base_dir: Path | None = None) -> Scen
                 _budget_value(ctx, m["max_unavailable"], f"{path}.max_unavailable")
                 if has_max
                 else None,
+                policy,
             )
         )
 

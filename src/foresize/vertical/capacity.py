@@ -24,7 +24,7 @@ from foresize.cluster.snapshot import ClusterSnapshot
 def fast_charge(pod: Pod) -> ResourceMap:
     """`qos.pod_charge` with a fast path for the common pod (no init containers, status for
     every container, no Infeasible resize); identical results (tested)."""
-    if pod.init_containers or pod.phase in ("Succeeded", "Failed"):
+    if pod.init_containers or pod.resources or pod.overhead or pod.phase in ("Succeeded", "Failed"):
         return pod_charge(pod)
     for cond in pod.conditions:
         if cond.type == POD_RESIZE_PENDING and cond.reason == REASON_INFEASIBLE:

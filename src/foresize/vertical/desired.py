@@ -13,12 +13,20 @@ from foresize.cluster.model import (
     COMPUTE_RESOURCES,
     RESTART_CONTAINER,
     Container,
+    ContainerStatus,
     Pod,
     ResourceMap,
     ResourceRequirements,
     Suggestion,
 )
-from foresize.cluster.qos import container_charge, pod_qos_class, qos_class_of, resize_infeasible
+from foresize.cluster.qos import (
+    container_charge,
+    pod_charge,
+    pod_qos_class,
+    pod_requests,
+    qos_class_of,
+    resize_infeasible,
+)
 from foresize.vertical.policy import Threshold
 
 
@@ -188,24 +196,28 @@ def container_sig(name: str, requests: ResourceMap, limits: ResourceMap) -> str:
 def charge_delta(pod: Pod, change: PodChange) -> ResourceMap:
     """How much more the scheduler would charge the node once the new spec is written.
 
-    The charge is max(spec, allocated, actual) per container, so an upsize costs its
-    increase at once and a downsize frees nothing until the kubelet has actuated it."""
+    The charge is max(spec, allocated, actual) per container, aggregated as the scheduler
+    does (`qos.pod_requests`: sidecars, init peaks, pod-level requests, overhead), so an
+    upsize costs its increase at once and a downsize frees nothing until the kubelet has
+    actuated it."""
     infeasible = resize_infeasible(pod)
     by_name = {c.name: c for c in change.containers}
-    delta: ResourceMap = {}
-    for c in pod.containers:
+
+    def after(c: Container, status: ContainerStatus | None) -> ResourceMap:
         cr = by_name.get(c.name)
         if cr is None:
-            continue
-        status = pod.status_of(c.name)
-        before = container_charge(c, status, infeasible=infeasible)
-        after = container_charge(
+            return container_charge(c, status, infeasible=infeasible)
+        return container_charge(
             _apply(c, dict(cr.requests), dict(cr.limits)), status, infeasible=False
         )
-        for r in set(before) | set(after):
-            d = after.get(r, 0) - before.get(r, 0)
-            if d:
-                delta[r] = delta.get(r, 0) + d
+
+    before = pod_charge(pod)
+    new = pod_requests(pod, after) if pod.phase not in ("Succeeded", "Failed") else {}
+    delta: ResourceMap = {}
+    for r in set(before) | set(new):
+        d = new.get(r, 0) - before.get(r, 0)
+        if d:
+            delta[r] = d
     return delta
 
 

@@ -158,7 +158,7 @@ class WebhookServer:
             self._runner, self.host, self.port, ssl_context=self.ssl_context, backlog=1024
         )
         await site.start()
-        sockets = site._server.sockets if site._server is not None else ()  # type: ignore[union-attr]
+        sockets = site._server.sockets if site._server is not None else ()  # type: ignore[attr-defined]
         if sockets:
             self.port = sockets[0].getsockname()[1]
         return self.port

@@ -92,7 +92,7 @@ class ApiServer:
         pod = self.sim.pods.get(key)
         if pod is None:
             return self.not_found("pods", a.name)
-        refused = check_resize(pod, a)
+        refused = check_resize(pod, a, self.sim.server_version)
         if refused is not None:
             self.sim.log(
                 "ResizeRefused",

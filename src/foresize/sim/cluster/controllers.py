@@ -306,6 +306,9 @@ class Controllers:
             containers=tmpl.containers,
             init_containers=tmpl.init_containers,
             restart_policy="OnFailure" if spec.kind == "Job" else "Always",
+            resources=tmpl.resources,
+            # The RuntimeClass admission plugin copies the runtime's overhead into the pod.
+            overhead=dict(tmpl.overhead),
         )
         if spec.kind == "Deployment":
             pod.labels["pod-template-hash"] = st.rs_name.rsplit("-", 1)[1]

@@ -20,6 +20,7 @@ from foresize.sim.scenario import PDBSpec
 if TYPE_CHECKING:
     from foresize.sim.cluster.facade import SimCluster
 
+ALWAYS_ALLOW = "AlwaysAllow"  # unhealthyPodEvictionPolicy; the default is IfHealthyBudget
 EVICTION_MESSAGE = "Cannot evict pod as it would violate the pod's disruption budget."
 MANY_PDBS_MESSAGE = (
     "This pod has more than one PodDisruptionBudget, "
@@ -47,6 +48,9 @@ class PDBState:
     generation: int = 1
     observed_generation: int = 1
     members: set[str] = field(default_factory=set)  # keys of pods the selector matches
+    # The spec the disruption controller last processed (its status follows this one until
+    # it catches up with a change): None means `spec`.
+    observed_spec: PDBSpec | None = None
 
 
 class Disruption:
@@ -57,39 +61,49 @@ class Disruption:
         self.pdbs: dict[str, PDBState] = {}
 
     def status(self, pdb: PDBState) -> PodDisruptionBudget:
-        s = pdb.spec
-        matched = [
-            p
-            for p in (self.sim.pods[k] for k in sorted(pdb.members))
-            if p.phase not in ("Succeeded", "Failed")
-        ]
+        """The PDB with the status the disruption controller computes
+        (`pkg/controller/disruption/disruption.go`: countHealthyPods, getExpectedPodCount,
+        updatePdbStatus), from the spec it last processed."""
+        s = pdb.observed_spec or pdb.spec
+        matched = [self.sim.pods[k] for k in sorted(pdb.members) if k in self.sim.pods]
+        # countHealthyPods: not terminating and Ready (IsPodReady).
         healthy = sum(1 for p in matched if p.deletion_time is None and self.sim.meta[p.key].ready)
-        owners: dict[str, int] = {}
-        bare = 0
-        for p in matched:
-            top = self.sim.meta[p.key].top
-            if top is None:
-                bare += 1
-            else:
-                owners[top] = self.sim.workloads[top].replicas
-        expected = sum(owners.values()) + bare
 
-        def amount(v: int | str) -> int:
+        def expected_scale() -> int:
+            # getExpectedScale: the scale of each controller of a matched pod, once; pods
+            # without a controller are "unmanaged" and do not count.
+            scales: dict[str, int] = {}
+            for p in matched:
+                top = self.sim.meta[p.key].top
+                if top is not None and top in self.sim.workloads:
+                    scales[top] = self.sim.workloads[top].replicas
+            return sum(scales.values())
+
+        def scaled(v: int | str, total: int) -> int:
+            # GetScaledValueFromIntOrPercent(..., roundUp=true)
             if isinstance(v, str):
-                return math.ceil(int(v.rstrip("%")) * expected / 100)
+                return math.ceil(int(v.rstrip("%")) * total / 100)
             return v
 
-        if s.min_available is not None:
-            desired = amount(s.min_available)
+        if s.max_unavailable is not None:
+            expected = expected_scale()
+            desired = max(0, expected - scaled(s.max_unavailable, expected))
+        elif isinstance(s.min_available, int):
+            desired, expected = s.min_available, len(matched)
         else:
-            desired = max(0, expected - amount(s.max_unavailable or 0))
+            expected = expected_scale()
+            desired = scaled(s.min_available or 0, expected)
+        # updatePdbStatus: no disruption while the PDB expects no pods, never negative.
+        allowed = healthy - desired
+        if expected <= 0 or allowed <= 0:
+            allowed = 0
         return PodDisruptionBudget(
-            s.namespace,
-            s.name,
-            dict(s.selector),
-            s.min_available,
-            s.max_unavailable,
-            disruptions_allowed=max(0, healthy - desired),
+            pdb.spec.namespace,
+            pdb.spec.name,
+            dict(pdb.spec.selector),
+            pdb.spec.min_available,
+            pdb.spec.max_unavailable,
+            disruptions_allowed=allowed,
             current_healthy=healthy,
             desired_healthy=desired,
             expected_pods=expected,
@@ -111,18 +125,30 @@ class Disruption:
         min_available: int | str | None = None,
         max_unavailable: int | str | None = None,
         processing_delay: float = 1.0,
+        unhealthy_pod_eviction_policy: str | None = None,
     ) -> None:
         """Change a PDB's spec; until the disruption controller has processed it (after
-        `processing_delay`), evictions it covers get 429 with retryAfterSeconds 10."""
+        `processing_delay`), its status stays that of the old spec and evictions that must
+        check the budget get 429 with retryAfterSeconds 10."""
         pdb = self.pdbs[f"{namespace}/{name}"]
-        pdb.spec = PDBSpec(
-            pdb.spec.name, namespace, pdb.spec.selector, min_available, max_unavailable
+        if pdb.observed_spec is None:
+            pdb.observed_spec = pdb.spec
+        new = PDBSpec(
+            pdb.spec.name,
+            namespace,
+            pdb.spec.selector,
+            min_available,
+            max_unavailable,
+            unhealthy_pod_eviction_policy or pdb.spec.unhealthy_pod_eviction_policy,
         )
+        pdb.spec = new
         pdb.generation += 1
         gen = pdb.generation
 
         def processed() -> None:
-            pdb.observed_generation = max(pdb.observed_generation, gen)
+            if gen > pdb.observed_generation:
+                pdb.observed_generation = gen
+                pdb.observed_spec = new if gen == pdb.generation else pdb.observed_spec
 
         self.sim.at(self.sim.now + processing_delay, processed)
 
@@ -133,51 +159,29 @@ class Disruption:
         )
         return res
 
+    def matching(self, pod: Pod) -> list[PDBState]:
+        """getPodDisruptionBudgets: the pod's namespace, and a selector that matches it (an
+        empty selector matches nothing here)."""
+        return [
+            p
+            for p in self.pdbs.values()
+            if p.spec.namespace == pod.namespace
+            and p.spec.selector
+            and labels_match(p.spec.selector, pod.labels)
+        ]
+
     def evict(self, a: EvictPod) -> ActionResult:
+        """POST pods/{name}/eviction, in the order of `EvictionREST.Create`
+        (`pkg/registry/core/pod/storage/eviction.go`)."""
         key = f"{a.namespace}/{a.name}"
         pod = self.sim.pods.get(key)
         if pod is None:
             return self.sim.api.not_found("pods", a.name)
         meta = self.sim.meta[key]
         grace = float(a.grace_period_seconds) if a.grace_period_seconds is not None else meta.grace
-        skip_pdb = (
-            pod.node_name is None
-            or pod.phase in ("Pending", "Succeeded", "Failed")
-            or pod.deletion_time is not None
-        )
-        if not skip_pdb:
-            pdbs = [
-                p
-                for p in self.pdbs.values()
-                if p.spec.namespace == pod.namespace and labels_match(p.spec.selector, pod.labels)
-            ]
-            if len(pdbs) > 1:
-                res = ActionResult(False, 500, "InternalError", MANY_PDBS_MESSAGE)
-                return self.refuse(key, a.target, res)
-            if pdbs:
-                pdb = pdbs[0]
-                if pdb.observed_generation < pdb.generation:
-                    res = _budget_refusal(
-                        f"The disruption budget {pdb.spec.name} "
-                        "is still being processed by the server.",
-                        retry_after_seconds=10,
-                    )
-                    return self.refuse(key, a.target, res)
-                status = self.status(pdb)
-                healthy_pod = meta.ready
-                # IfHealthyBudget: an unhealthy pod may go only if the budget is met.
-                allowed = (
-                    status.disruptions_allowed > 0
-                    if healthy_pod
-                    else status.current_healthy >= status.desired_healthy
-                )
-                if not allowed:
-                    res = _budget_refusal(
-                        f"The disruption budget {pdb.spec.name} needs "
-                        f"{status.desired_healthy} healthy pods and has "
-                        f"{status.current_healthy} currently"
-                    )
-                    return self.refuse(key, a.target, res)
+        refused = None if self.can_ignore_pdb(pod) else self.check_budget(pod, meta.ready)
+        if refused is not None:
+            return self.refuse(key, a.target, refused)
         self.sim.count(meta.top, "evictions")
         self.sim.log(
             "Evicted",
@@ -188,3 +192,40 @@ class Disruption:
         )
         self.sim.lifecycle.delete(key, grace, "Evicted")
         return ActionResult(True, 201, "Created")
+
+    @staticmethod
+    def can_ignore_pdb(pod: Pod) -> bool:
+        """canIgnorePDB: a Pending, finished or already terminating pod is deleted at once."""
+        return pod.phase in ("Pending", "Succeeded", "Failed") or pod.deletion_time is not None
+
+    def check_budget(self, pod: Pod, ready: bool) -> ActionResult | None:
+        """The refusal the pod's PDB gives its eviction, or None to go ahead."""
+        pdbs = self.matching(pod)
+        if len(pdbs) > 1:
+            return ActionResult(False, 500, "InternalError", MANY_PDBS_MESSAGE)
+        if not pdbs:
+            return None
+        pdb = pdbs[0]
+        status = self.status(pdb)
+        if not ready:
+            # An unhealthy pod does not count towards currentHealthy: AlwaysAllow lets it go,
+            # IfHealthyBudget (the default) only while the budget is met and not empty;
+            # otherwise it goes through checkAndDecrement like a healthy pod.
+            if pdb.spec.unhealthy_pod_eviction_policy == ALWAYS_ALLOW:
+                return None
+            if status.current_healthy >= status.desired_healthy and status.desired_healthy > 0:
+                return None
+        # checkAndDecrement
+        if pdb.observed_generation < pdb.generation:
+            return _budget_refusal(
+                f"The disruption budget {pdb.spec.name} is still being processed by the server.",
+                retry_after_seconds=10,
+            )
+        if status.disruptions_allowed == 0:
+            return _budget_refusal(
+                f"The disruption budget {pdb.spec.name} needs {status.desired_healthy} "
+                f"healthy pods and has {status.current_healthy} currently"
+            )
+        # Allowed: the pod's deletion takes it out of currentHealthy at once, which is what
+        # the decrement of disruptionsAllowed (and DisruptedPods) stands for.
+        return None

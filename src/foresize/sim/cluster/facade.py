@@ -24,7 +24,13 @@ from foresize.sim.cluster.metering import Metering, UsageObserver
 from foresize.sim.cluster.scheduler import Scheduler
 from foresize.sim.cluster.summary import summarize
 from foresize.sim.events import EventLog, SimEvent
-from foresize.sim.objects import PodMeta, WorkloadState, clone_pod, clone_workload
+from foresize.sim.objects import (
+    PodMeta,
+    WorkloadState,
+    clone_pod,
+    clone_workload,
+    resizable_containers,
+)
 from foresize.sim.scenario import NodeSpec, Scenario
 from foresize.sim.usage import GeneratorSpec, UsageState
 
@@ -306,7 +312,7 @@ class SimCluster:
         """Pin a running container's usage (cpu in cores, memory in bytes) from now on."""
         meta = self.meta[f"{namespace}/{pod}"]
         p = self.pods[f"{namespace}/{pod}"]
-        i = [c.name for c in p.containers].index(container)
+        i = [c.name for c in resizable_containers(p)].index(container)
         slot = meta.slots[i]
         if cpu is not None:
             self.metering.usage.set_generator(slot, "cpu", GeneratorSpec("constant", base=cpu))
@@ -325,7 +331,7 @@ class SimCluster:
         """Last (cpu cores used, memory bytes) of a running container."""
         meta = self.meta[f"{namespace}/{pod}"]
         p = self.pods[f"{namespace}/{pod}"]
-        slot = meta.slots[[c.name for c in p.containers].index(container)]
+        slot = meta.slots[[c.name for c in resizable_containers(p)].index(container)]
         return float(self.metering.usage.cpu_used[slot]), float(self.metering.usage.mem[slot])
 
     def node_free(self, node: str) -> tuple[int, int]:
@@ -348,6 +354,7 @@ class SimCluster:
         min_available: int | str | None = None,
         max_unavailable: int | str | None = None,
         processing_delay: float = 1.0,
+        unhealthy_pod_eviction_policy: str | None = None,
     ) -> None:
         """Change a PDB's spec (see `Disruption.update_pdb`)."""
         self.disruption.update_pdb(
@@ -356,6 +363,7 @@ class SimCluster:
             min_available=min_available,
             max_unavailable=max_unavailable,
             processing_delay=processing_delay,
+            unhealthy_pod_eviction_policy=unhealthy_pod_eviction_policy,
         )
 
     def workload_for_object(self, kind: str, namespace: str, name: str) -> str | None:

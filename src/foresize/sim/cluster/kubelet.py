@@ -17,7 +17,13 @@ from foresize.cluster.model import (
     PodCondition,
     ResourceRequirements,
 )
-from foresize.cluster.qos import effective_requests, pod_qos_class, spec_requests
+from foresize.cluster.qos import (
+    allocated_requests,
+    effective_requests,
+    pod_qos_class,
+    spec_requests,
+)
+from foresize.sim.objects import resizable_containers
 
 if TYPE_CHECKING:
     from foresize.sim.cluster.facade import SimCluster
@@ -144,19 +150,14 @@ class Kubelet:
             self.resize(k)
 
     def is_downsize(self, pod: Pod) -> bool:
-        for c in pod.containers:
-            st = pod.status_of(c.name)
-            if st is None:
-                continue
-            want = effective_requests(c)
-            for r in (CPU, MEMORY):
-                if want.get(r, 0) > st.allocated.get(r, 0):
-                    return False
-        return True
+        """The resize does not increase the pod's requests over its allocation
+        (isResizeIncreasingRequests: PodRequests of the spec against the allocated pod)."""
+        want, allocated = spec_requests(pod), allocated_requests(pod)
+        return all(want.get(r, 0) <= allocated.get(r, 0) for r in (CPU, MEMORY))
 
     def is_downsize_of_actual(self, pod: Pod) -> bool:
         """Whether applying the spec lowers some request in force (frees capacity)."""
-        for c in pod.containers:
+        for c in resizable_containers(pod):
             st = pod.status_of(c.name)
             want = effective_requests(c)
             if st is not None and any(
@@ -202,9 +203,9 @@ class Kubelet:
                 {r: v for r, v in effective_requests(c).items() if r in (CPU, MEMORY)},
                 {r: v for r, v in c.resources.limits.items() if r in (CPU, MEMORY)},
             )
-            for c in pod.containers
+            for c in resizable_containers(pod)
         ]
-        statuses = [pod.status_of(c.name) for c in pod.containers]
+        statuses = [pod.status_of(c.name) for c in resizable_containers(pod)]
         allocated_ok = all(
             s is not None and s.allocated == req
             for s, (req, _) in zip(statuses, desired, strict=True)
@@ -235,7 +236,9 @@ class Kubelet:
                 self.sim.scheduler.recharge(key)
                 self.stall(key, pod, "ResizeInfeasible", REASON_INFEASIBLE, msg)
                 return
-            # The kubelet admits against what other pods have allocated.
+            # The kubelet admits against every other pod at its allocated resources, sidecars,
+            # init containers, pod-level requests and overhead included (canAdmitPod over
+            # getAllocatedPods).
             used_cpu = used_mem = 0
             for k in self.sim.scheduler.node_pods[node.name]:
                 if k == key:
@@ -243,9 +246,9 @@ class Kubelet:
                 p = self.sim.pods.get(k)
                 if p is None or p.phase in ("Succeeded", "Failed"):
                     continue
-                for s in p.container_statuses:
-                    used_cpu += s.allocated.get(CPU, 0)
-                    used_mem += s.allocated.get(MEMORY, 0)
+                used = allocated_requests(p)
+                used_cpu += used.get(CPU, 0)
+                used_mem += used.get(MEMORY, 0)
             if cpu_req + used_cpu > cpu_cap or mem_req + used_mem > mem_cap:
                 if mem_req + used_mem > mem_cap:
                     msg = f"memory, requested: {mem_req}, used: {used_mem}, capacity: {mem_cap}"
@@ -294,7 +297,9 @@ class Kubelet:
                 return
         changes: dict[str, Any] = {}
         self.sim.metering.account(self.sim.now)
-        for i, (c, s, (req, lim)) in enumerate(zip(pod.containers, statuses, desired, strict=True)):
+        for i, (c, s, (req, lim)) in enumerate(
+            zip(resizable_containers(pod), statuses, desired, strict=True)
+        ):
             assert s is not None
             changed = {
                 r

@@ -17,6 +17,7 @@ from foresize.cluster.model import (
 from foresize.cluster.qos import effective_requests
 from foresize.sim.objects import (
     PodMeta,
+    resizable_containers,
 )
 
 if TYPE_CHECKING:
@@ -84,15 +85,21 @@ class PodLifecycle:
         pod.phase = "Running"
         pod.conditions = [c for c in pod.conditions if c.type != "PodScheduled"]
         pod.start_time = self.sim.now
+        # The kubelet admits the pod and reports allocated and actual resources for every
+        # container it keeps running: regular containers and sidecars (init containers that
+        # ran to completion are not resized and carry no allocation here).
         pod.container_statuses = []
-        for c in pod.containers:
+        pod.init_container_statuses = []
+        for c in resizable_containers(pod):
             reqs = {k: v for k, v in effective_requests(c).items() if k in (CPU, MEMORY)}
             lims = {k: v for k, v in c.resources.limits.items() if k in (CPU, MEMORY)}
-            pod.container_statuses.append(
-                ContainerStatus(
-                    c.name, dict(reqs), ResourceRequirements(dict(reqs), lims), ready=False
-                )
+            status = ContainerStatus(
+                c.name, dict(reqs), ResourceRequirements(dict(reqs), lims), ready=False
             )
+            if c.is_sidecar:
+                pod.init_container_statuses.append(status)
+            else:
+                pod.container_statuses.append(status)
         pod.observed_generation = pod.generation
         self.sim.scheduler.node_pods[node].add(key)
         self.sim.scheduler.recharge(key)

@@ -16,6 +16,7 @@ from foresize.cluster.model import (
 from foresize.sim.objects import (
     ContainerKey,
     PodMeta,
+    resizable_containers,
 )
 from foresize.sim.usage import GeneratorSpec, UsageState
 
@@ -64,7 +65,8 @@ class Metering:
 
     def generator_for(self, meta: PodMeta, container: str) -> tuple[GeneratorSpec, GeneratorSpec]:
         if meta.top is not None:
-            for c in self.sim.wl_state[meta.top].spec.containers:
+            spec = self.sim.wl_state[meta.top].spec
+            for c in [*spec.containers, *spec.init_containers]:
                 if c.name == container:
                     return c.cpu, c.memory
         return GeneratorSpec(), GeneratorSpec()
@@ -76,7 +78,9 @@ class Metering:
         self.account(self.sim.now)
         spec = self.sim.wl_state[meta.top].spec if meta.top is not None else None
         top = self.sim.workloads[meta.top] if meta.top is not None else None
-        for c, s in zip(pod.containers, pod.container_statuses, strict=True):
+        for c in resizable_containers(pod):
+            s = pod.status_of(c.name)
+            assert s is not None
             slot = u.allocate()
             meta.slots.append(slot)
             cpu_gen, mem_gen = self.generator_for(meta, c.name)

@@ -12,7 +12,8 @@ agree on them.
 from __future__ import annotations
 
 from foresize.cluster.actions import ContainerResize
-from foresize.cluster.model import RESTART_CONTAINER, Pod
+from foresize.cluster.model import Pod
+from foresize.cluster.validation import memory_limit_decrease_refused
 
 INPLACE_MIN_VERSION = (1, 33)
 MEMORY_LIMIT_DECREASE_FREE_VERSION = (1, 34)
@@ -48,16 +49,16 @@ def memory_limit_change_refused(
     """
     if tuple(version) >= MEMORY_LIMIT_DECREASE_FREE_VERSION or "memory" not in change.limits:
         return None
-    container = pod.container(change.name) if pod is not None else None
+    container = None
+    if pod is not None:
+        # Sidecar (restartable init) containers are resized too and follow the same rule.
+        sidecars = [c for c in pod.init_containers if c.is_sidecar]
+        container = next((c for c in [*pod.containers, *sidecars] if c.name == change.name), None)
     if container is None:
         return None  # unknown pod shape: let the API server decide
-    current = container.resources.limits.get("memory")
-    wanted = change.limits["memory"]
-    if current is not None and wanted >= current:
+    if not memory_limit_decrease_refused(version, container, change.limits["memory"]):
         return None
-    if container.resize_policy.get("memory") == RESTART_CONTAINER:
-        return None
-    what = "added" if current is None else "decreased"
+    what = "added" if "memory" not in container.resources.limits else "decreased"
     return (
         f"container {change.name!r}: memory limit cannot be {what} in place on Kubernetes "
         f"{version[0]}.{version[1]} unless its memory resizePolicy is RestartContainer "

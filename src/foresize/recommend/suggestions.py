@@ -24,8 +24,7 @@ from foresize.api.quantity import CPU, MEMORY, format_resource_map
 from foresize.cluster.actions import WriteTargetStatus
 from foresize.cluster.kubejson import format_time
 from foresize.cluster.snapshot import ClusterSnapshot
-from foresize.history.base import SeriesKey
-from foresize.history.metrics_server import TOTAL_CONTAINER, trace_series
+from foresize.history.base import TOTAL_CONTAINER, SeriesKey, trace_series
 
 HISTORY_WINDOW = 14 * 86400.0
 

@@ -1,0 +1,184 @@
+"""Valid Kubernetes objects for the kube-shell tests (the strict API server refuses
+anything a real one would: images, templates matching selectors, no server-set fields)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+IMAGE = "registry.example/app:1"
+
+
+def container(name: str = "app", requests: dict | None = None, limits: dict | None = None) -> dict:
+    resources: dict[str, Any] = {}
+    if requests:
+        resources["requests"] = dict(requests)
+    if limits:
+        resources["limits"] = dict(limits)
+    return {"name": name, "image": IMAGE, "resources": resources}
+
+
+def node(name: str = "n1", cpu: str = "4", memory: str = "8Gi") -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name},
+        "status": {
+            "allocatable": {"cpu": cpu, "memory": memory, "pods": "110"},
+            "capacity": {"cpu": cpu, "memory": memory, "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def template(labels: dict[str, str], containers: list[dict] | None = None) -> dict:
+    return {
+        "metadata": {"labels": dict(labels)},
+        "spec": {"containers": containers or [container(requests={"cpu": "200m"})]},
+    }
+
+
+def deployment(
+    name: str = "web",
+    namespace: str = "shop",
+    replicas: int = 2,
+    labels: dict[str, str] | None = None,
+    containers: list[dict] | None = None,
+) -> dict:
+    labels = labels or {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": dict(labels)},
+            "template": template(labels, containers),
+        },
+        "status": {"replicas": replicas, "readyReplicas": replicas},
+    }
+
+
+def workload(kind: str, name: str, namespace: str = "shop", replicas: int = 2, **kw: Any) -> dict:
+    obj = deployment(name, namespace, replicas, **kw)
+    obj["kind"] = kind
+    if kind == "DaemonSet":
+        obj["spec"].pop("replicas")
+        obj.pop("status")
+    return obj
+
+
+def replicaset(
+    name: str = "web-abc",
+    deployment_name: str = "web",
+    deployment_uid: str = "d-uid",
+    namespace: str = "shop",
+    replicas: int = 2,
+    labels: dict[str, str] | None = None,
+) -> dict:
+    labels = labels or {"app": deployment_name}
+    obj = deployment(name, namespace, replicas, labels=labels)
+    obj["kind"] = "ReplicaSet"
+    obj["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "name": deployment_name,
+            "uid": deployment_uid,
+            "controller": True,
+        }
+    ]
+    return obj
+
+
+def pod(
+    name: str,
+    namespace: str = "shop",
+    *,
+    owner: tuple[str, str, str] | None = ("ReplicaSet", "web-abc", "rs-uid"),
+    labels: dict[str, str] | None = None,
+    node_name: str = "n1",
+    containers: list[dict] | None = None,
+    ready: bool = True,
+) -> dict:
+    """A running pod whose status agrees with its spec (allocated = actual = spec)."""
+    containers = copy.deepcopy(
+        containers or [container(requests={"cpu": "200m", "memory": "256Mi"})]
+    )
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": namespace,
+        "labels": dict(labels or {"app": "web"}),
+    }
+    if owner:
+        kind, owner_name, uid = owner
+        meta["ownerReferences"] = [
+            {
+                "apiVersion": "apps/v1",
+                "kind": kind,
+                "name": owner_name,
+                "uid": uid,
+                "controller": True,
+            }
+        ]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": {"nodeName": node_name, "containers": containers},
+        "status": {
+            "phase": "Running",
+            "observedGeneration": 1,
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+            "containerStatuses": [
+                {
+                    "name": c["name"],
+                    "image": c["image"],
+                    "imageID": "",
+                    "ready": ready,
+                    "restartCount": 0,
+                    "allocatedResources": dict((c.get("resources") or {}).get("requests") or {}),
+                    "resources": copy.deepcopy(c.get("resources") or {}),
+                }
+                for c in containers
+            ],
+        },
+    }
+
+
+def target(
+    name: str = "web",
+    namespace: str = "shop",
+    *,
+    mode: str = "autonomous",
+    update_mode: str = "in_place",
+    containers: list[dict] | None = None,
+    suggestion: dict | None = None,
+    workload_kind: str = "Deployment",
+    **vertical: Any,
+) -> dict:
+    obj: dict[str, Any] = {
+        "apiVersion": "foresize.io/v1",
+        "kind": "AIScaleTarget",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": workload_kind, "name": name},
+            "vertical": {
+                "mode": mode,
+                "containers": containers
+                or [
+                    {"name": "app", "cpu": {"lowerbound": "50m"}, "memory": {"lowerbound": "64Mi"}}
+                ],
+                "update_policy": {"update_mode": update_mode},
+                "disruption": {"max_disrupted": "100%", "interval": "1s"},
+                **vertical,
+            },
+        },
+    }
+    if suggestion is not None:
+        obj["status"] = {"hasEnoughDataToScale": True, "vertical_suggestion": suggestion}
+    return obj
+
+
+def namespace(name: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}

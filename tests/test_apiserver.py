@@ -1,0 +1,439 @@
+"""The strict test API server refuses what kube-apiserver refuses, for each rule it claims
+(`foresize.testing.apiserver`). Each test drives the rule through HTTP, the way the
+operator meets it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import aiohttp
+import pytest
+
+from foresize.kube.api import JSON_PATCH, MERGE_PATCH, KubeApi
+from foresize.testing.apiserver import StrictApiServer
+from kube_objects import container, deployment, namespace, node, pod, target
+
+SMP = "application/strategic-merge-patch+json"
+PODS = "/api/v1/namespaces/shop/pods"
+TARGETS = "/apis/foresize.io/v1/namespaces/shop/aiscaletargets"
+
+
+@pytest.fixture
+async def api(apiserver):
+    apiserver.seed(namespace("shop"))
+    client = KubeApi.from_url(apiserver.url)
+    yield client
+    await client.close()
+
+
+def bare_pod(name: str = "web-1", **kw) -> dict:
+    p = pod(name, owner=None, **kw)
+    p.pop("status")
+    return p
+
+
+async def test_create_sets_server_fields_and_refuses_duplicates_and_client_versions(api):
+    first = await api.request("POST", PODS, bare_pod())
+    assert first.code == 201
+    meta = first.body["metadata"]
+    assert meta["uid"] and meta["creationTimestamp"].endswith("Z")
+    assert meta["generation"] == 1 and int(meta["resourceVersion"]) > 0
+    assert first.body["status"] == {"phase": "Pending", "qosClass": "Burstable"}
+    again = await api.request("POST", PODS, bare_pod())
+    assert again.code == 409 and again.body["reason"] == "AlreadyExists"
+    assert again.body["message"] == 'pods "web-1" already exists'
+    with_rv = bare_pod("web-2")
+    with_rv["metadata"]["resourceVersion"] = "1"
+    refused = await api.request("POST", PODS, with_rv)
+    assert refused.code == 500
+    assert refused.body["message"] == "resourceVersion should not be set on objects to be created"
+    elsewhere = await api.request(
+        "POST", "/api/v1/namespaces/nowhere/pods", bare_pod("x", namespace="nowhere")
+    )
+    assert elsewhere.code == 404 and elsewhere.body["message"] == 'namespaces "nowhere" not found'
+    named = bare_pod()
+    named["metadata"] = {"generateName": "web-", "namespace": "shop", "labels": {"app": "web"}}
+    generated = await api.request("POST", PODS, named)
+    assert generated.code == 201 and generated.body["metadata"]["name"].startswith("web-")
+
+
+async def test_resource_versions_increase_and_stale_writes_conflict(api):
+    created = (await api.request("POST", PODS, bare_pod())).body
+    rv = created["metadata"]["resourceVersion"]
+    patch = {"metadata": {"resourceVersion": rv, "labels": {"app": "web", "x": "1"}}}
+    ok = await api.request("PATCH", f"{PODS}/web-1", patch, MERGE_PATCH)
+    assert ok.code == 200 and int(ok.body["metadata"]["resourceVersion"]) > int(rv)
+    stale = await api.request("PATCH", f"{PODS}/web-1", patch, MERGE_PATCH)
+    assert stale.code == 409 and stale.body["reason"] == "Conflict"
+    assert "the object has been modified" in stale.body["message"]
+    # A failed JSON-patch test is 422, not 409 or 500.
+    ops = [{"op": "test", "path": "/metadata/uid", "value": "someone-else"}]
+    failed = await api.request("PATCH", f"{PODS}/web-1", ops, JSON_PATCH)
+    assert failed.code == 422 and failed.body["reason"] == "Invalid"
+    # A no-op patch leaves the resourceVersion alone.
+    same = await api.request("PATCH", f"{PODS}/web-1", {"metadata": {}}, MERGE_PATCH)
+    assert same.body["metadata"]["resourceVersion"] == ok.body["metadata"]["resourceVersion"]
+
+
+async def test_put_of_a_custom_resource_needs_a_resource_version_and_bumps_generation(api):
+    created = (await api.request("POST", TARGETS, target())).body
+    assert created["metadata"]["generation"] == 1
+    body = dict(created)
+    body["metadata"] = {k: v for k, v in created["metadata"].items() if k != "resourceVersion"}
+    refused = await api.request("PUT", f"{TARGETS}/web", body)
+    assert refused.code == 422
+    assert refused.body["details"]["causes"][0]["field"] == "metadata.resourceVersion"
+    created["spec"]["vertical"]["mode"] = "recommendation"
+    put = await api.request("PUT", f"{TARGETS}/web", created)
+    assert put.code == 200 and put.body["metadata"]["generation"] == 2
+    # Metadata-only and status writes do not change the generation.
+    meta = await api.request(
+        "PATCH", f"{TARGETS}/web", {"metadata": {"labels": {"a": "b"}}}, MERGE_PATCH
+    )
+    status = await api.request(
+        "PATCH", f"{TARGETS}/web/status", {"status": {"pods_resized": 1}}, MERGE_PATCH
+    )
+    assert meta.body["metadata"]["generation"] == status.body["metadata"]["generation"] == 2
+    # Writes to the object ignore status; writes to /status ignore the rest.
+    ignored = await api.request(
+        "PATCH",
+        f"{TARGETS}/web",
+        {"status": {"pods_resized": 9}, "metadata": {"labels": {"a": "c"}}},
+        MERGE_PATCH,
+    )
+    assert ignored.body["status"]["pods_resized"] == 1
+    dropped = await api.request(
+        "PATCH",
+        f"{TARGETS}/web/status",
+        {"status": {"pods_resized": 2}, "metadata": {"labels": {"a": "d"}}},
+        MERGE_PATCH,
+    )
+    assert dropped.body["metadata"]["labels"] == {"a": "c"}
+    assert dropped.body["status"]["pods_resized"] == 2
+    # Custom resources take no strategic merge patch.
+    smp = await api.request("PATCH", f"{TARGETS}/web", {"metadata": {}}, SMP)
+    assert smp.code == 415
+
+
+async def test_the_crd_schema_refuses_the_old_breaker_status_and_takes_the_typed_one(api):
+    """kube.md BUG 5: numbers where the CRD says date-time and duration strings."""
+    await api.request("POST", TARGETS, target())
+    old = {
+        "status": {
+            "circuit_breaker": {
+                "state": "open",
+                "opened_at": 30.0,
+                "retry_at": 90.0,
+                "backoff": 60.0,
+            }
+        }
+    }
+    refused = await api.request("PATCH", f"{TARGETS}/web/status", old, MERGE_PATCH)
+    assert refused.code == 422, refused.body
+    fields = {c["field"] for c in refused.body["details"]["causes"]}
+    assert fields == {
+        "status.circuit_breaker.opened_at",
+        "status.circuit_breaker.retry_at",
+        "status.circuit_breaker.backoff",
+    }
+    bad_date = {"status": {"circuit_breaker": {"state": "open", "opened_at": "yesterday"}}}
+    assert (await api.request("PATCH", f"{TARGETS}/web/status", bad_date, MERGE_PATCH)).code == 422
+    typed = {
+        "status": {
+            "circuit_breaker": {
+                "state": "open",
+                "opened_at": "2026-05-28T20:26:40Z",
+                "retry_at": "2026-05-28T20:27:40Z",
+                "backoff": "1m",
+            }
+        }
+    }
+    assert (await api.request("PATCH", f"{TARGETS}/web/status", typed, MERGE_PATCH)).code == 200
+
+
+async def test_custom_resources_are_checked_against_schema_cel_and_undeclared_fields(api):
+    bad_mode = target(mode="sometimes")
+    answer = await api.request("POST", TARGETS, bad_mode)
+    assert answer.code == 422 and "spec.vertical.mode" in answer.body["message"]
+    unknown = target()
+    unknown["spec"]["vertical"]["colour"] = "blue"
+    answer = await api.request("POST", TARGETS, unknown)
+    assert answer.code == 400 and 'unknown field "spec.vertical.colour"' in answer.body["message"]
+    # A CEL rule (x-kubernetes-validations), with the rule's message.
+    both = target()
+    both["spec"]["selector"] = {"matchLabels": {"app": "web"}}
+    answer = await api.request("POST", TARGETS, both)
+    assert answer.code == 422, answer.body
+    assert "exactly one of scaleTargetRef or selector must be set" in answer.body["message"]
+
+
+async def test_built_in_kinds_are_checked_against_the_1_34_schema_and_rules(api):
+    no_image = bare_pod()
+    no_image["spec"]["containers"][0].pop("image")
+    answer = await api.request("POST", PODS, no_image)
+    assert answer.code == 422
+    assert answer.body["details"]["causes"][0]["field"] == "spec.containers[0].image"
+    typo = bare_pod()
+    typo["spec"]["containers"][0]["resource"] = {}
+    assert (await api.request("POST", PODS, typo)).code == 400
+    over = bare_pod(containers=[container(requests={"cpu": "2"}, limits={"cpu": "1"})])
+    assert (await api.request("POST", PODS, over)).code == 422
+    wrong_type = bare_pod()
+    wrong_type["spec"]["nodeName"] = 7
+    assert (await api.request("POST", PODS, wrong_type)).code == 422
+    unmatched = deployment()
+    unmatched["spec"]["template"]["metadata"]["labels"] = {"app": "other"}
+    answer = await api.request("POST", "/apis/apps/v1/namespaces/shop/deployments", unmatched)
+    assert answer.code == 422 and "selector" in answer.body["message"]
+
+
+async def test_strategic_merge_patch_merges_containers_by_name(api):
+    two = bare_pod(
+        containers=[container("app", {"cpu": "1"}), container("sidecar", {"cpu": "10m"})]
+    )
+    await api.request("POST", PODS, two)
+    patch = {"spec": {"containers": [{"name": "sidecar", "image": "registry.example/app:2"}]}}
+    answer = await api.request("PATCH", f"{PODS}/web-1", patch, SMP)
+    assert answer.code == 200, answer.body
+    names = [(c["name"], c["image"]) for c in answer.body["spec"]["containers"]]
+    assert names == [("app", "registry.example/app:1"), ("sidecar", "registry.example/app:2")]
+    # The same body as a merge patch replaces the list (and the pod spec change is refused).
+    merge = await api.request("PATCH", f"{PODS}/web-1", patch, MERGE_PATCH)
+    assert merge.code == 422
+
+
+async def test_resize_takes_only_resources_and_enforces_the_resize_rules(apiserver, api):
+    apiserver.seed(node())
+    apiserver.seed(pod("web-1", owner=None))
+    path = f"{PODS}/web-1/resize"
+    ops = [
+        {"op": "replace", "path": "/spec/containers/0/resources/requests/cpu", "value": "300m"},
+        {"op": "add", "path": "/metadata/labels/dropped", "value": "yes"},
+        {"op": "replace", "path": "/spec/containers/0/image", "value": "dropped:2"},
+    ]
+    answer = await api.request("PATCH", path, ops, JSON_PATCH)
+    assert answer.code == 200, answer.body
+    live = apiserver.get("Pod", "shop", "web-1")
+    assert live["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "300m"
+    assert live["spec"]["containers"][0]["image"] == "registry.example/app:1"
+    assert "dropped" not in live["metadata"]["labels"]
+    assert live["metadata"]["generation"] == 2
+    # The resize subresource only changes cpu and memory, never removes, never changes QoS.
+    for bad in (
+        [
+            {
+                "op": "add",
+                "path": "/spec/containers/0/resources/requests/ephemeral-storage",
+                "value": "1Gi",
+            }
+        ],
+        [{"op": "remove", "path": "/spec/containers/0/resources/requests/memory"}],
+        [
+            {
+                "op": "add",
+                "path": "/spec/containers/0/resources/limits",
+                "value": {"cpu": "300m", "memory": "256Mi"},
+            }
+        ],
+    ):
+        refused = await api.request("PATCH", path, bad, JSON_PATCH)
+        assert refused.code == 422, (bad, refused.body)
+    # A main-resource patch may not change resources at all.
+    main = [{"op": "replace", "path": "/spec/containers/0/resources/requests/cpu", "value": "1"}]
+    assert (await api.request("PATCH", f"{PODS}/web-1", main, JSON_PATCH)).code == 422
+
+
+async def test_scale_subresource(apiserver, api):
+    apiserver.seed(deployment())
+    path = "/apis/apps/v1/namespaces/shop/deployments/web/scale"
+    scale = await api.request("GET", path)
+    assert scale.body["kind"] == "Scale" and scale.body["spec"]["replicas"] == 2
+    assert scale.body["status"]["selector"] == "app=web"
+    answer = await api.request("PATCH", path, {"spec": {"replicas": 4}}, MERGE_PATCH)
+    assert answer.code == 200 and answer.body["spec"]["replicas"] == 4
+    live = apiserver.get("Deployment", "shop", "web")
+    assert live["spec"]["replicas"] == 4 and live["metadata"]["generation"] == 2
+    negative = await api.request("PATCH", path, {"spec": {"replicas": -1}}, MERGE_PATCH)
+    assert negative.code == 422
+    stale = {"metadata": {"resourceVersion": scale.body["metadata"]["resourceVersion"]}}
+    assert (await api.request("PATCH", path, stale, MERGE_PATCH)).code == 409
+
+
+def eviction(name: str, uid: str | None = None) -> dict:
+    body: dict = {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": name, "namespace": "shop"},
+    }
+    if uid:
+        body["deleteOptions"] = {"preconditions": {"uid": uid}}
+    return body
+
+
+async def test_eviction_honours_pdbs_and_uid_preconditions(apiserver, api):
+    dep = apiserver.seed(deployment(replicas=3))
+    rs = apiserver.seed(
+        {
+            **deployment("web-abc", replicas=3, labels={"app": "web"}),
+            "kind": "ReplicaSet",
+            "metadata": {
+                "name": "web-abc",
+                "namespace": "shop",
+                "labels": {"app": "web"},
+                "ownerReferences": [
+                    {
+                        "apiVersion": "apps/v1",
+                        "kind": "Deployment",
+                        "name": "web",
+                        "uid": dep["metadata"]["uid"],
+                        "controller": True,
+                    }
+                ],
+            },
+        }
+    )
+    owner = ("ReplicaSet", "web-abc", rs["metadata"]["uid"])
+    for i in (1, 2, 3):
+        apiserver.seed(pod(f"web-{i}", owner=owner))
+    apiserver.seed(
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "web", "namespace": "shop"},
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+        }
+    )
+    wrong_uid = await api.request(
+        "POST", f"{PODS}/web-1/eviction", eviction("web-1", "not-this-pod")
+    )
+    assert wrong_uid.code == 409 and "Precondition failed: UID" in wrong_uid.body["message"]
+    uid = apiserver.get("Pod", "shop", "web-1")["metadata"]["uid"]
+    first = await api.request("POST", f"{PODS}/web-1/eviction", eviction("web-1", uid))
+    assert first.code == 201 and apiserver.get("Pod", "shop", "web-1") is None
+    # Two healthy of three expected; the budget needs two.
+    second = await api.request("POST", f"{PODS}/web-2/eviction", eviction("web-2"))
+    assert second.code == 429 and second.body["reason"] == "TooManyRequests"
+    (cause,) = second.body["details"]["causes"]
+    assert cause["reason"] == "DisruptionBudget"
+    assert cause["message"] == "The disruption budget web needs 2 healthy pods and has 2 currently"
+    apiserver.seed(
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "web-too", "namespace": "shop"},
+            "spec": {"minAvailable": 0, "selector": {"matchLabels": {"app": "web"}}},
+        }
+    )
+    two_pdbs = await api.request("POST", f"{PODS}/web-2/eviction", eviction("web-2"))
+    assert two_pdbs.code == 500
+    mismatch = await api.request("POST", f"{PODS}/web-2/eviction", eviction("web-3"))
+    assert mismatch.code == 400
+
+
+async def test_list_and_watch_with_selectors_bookmarks_and_410(apiserver, api):
+    apiserver.seed(pod("web-1"))
+    apiserver.seed(pod("db-1", labels={"app": "db"}, node_name="n2"))
+    listed = await api.request("GET", PODS, params={"labelSelector": "app=web"})
+    assert [i["metadata"]["name"] for i in listed.body["items"]] == ["web-1"]
+    by_node = await api.request("GET", "/api/v1/pods", params={"fieldSelector": "spec.nodeName=n2"})
+    assert [i["metadata"]["name"] for i in by_node.body["items"]] == ["db-1"]
+    not_in = await api.request("GET", PODS, params={"labelSelector": "app notin (web)"})
+    assert [i["metadata"]["name"] for i in not_in.body["items"]] == ["db-1"]
+    unsupported = await api.request("GET", PODS, params={"fieldSelector": "spec.colour=x"})
+    assert unsupported.code == 400
+    paged = await api.request("GET", "/api/v1/pods", params={"limit": "1"})
+    assert len(paged.body["items"]) == 1 and paged.body["metadata"]["continue"]
+    rest = await api.request(
+        "GET", "/api/v1/pods", params={"limit": "1", "continue": paged.body["metadata"]["continue"]}
+    )
+    assert [i["metadata"]["name"] for i in rest.body["items"]] == ["web-1"]
+
+    since = listed.body["metadata"]["resourceVersion"]
+    apiserver.update("Pod", "shop", "web-1", lambda p: p["metadata"]["labels"].update(app="db"))
+    apiserver.update("Pod", "shop", "db-1", lambda p: p["metadata"]["labels"].update(app="web"))
+    events = []
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(
+            f"{apiserver.url}{PODS}",
+            params={
+                "watch": "true",
+                "labelSelector": "app=web",
+                "resourceVersion": since,
+                "allowWatchBookmarks": "true",
+                "timeoutSeconds": "2",
+            },
+        ) as resp,
+    ):
+        async for line in resp.content:
+            events.append(json.loads(line))
+            if events[-1]["type"] == "BOOKMARK":
+                break
+    kinds = [(e["type"], e["object"]["metadata"].get("name")) for e in events]
+    # web-1 left the selection (DELETED), db-1 entered it (ADDED), then a bookmark.
+    assert kinds == [("DELETED", "web-1"), ("ADDED", "db-1"), ("BOOKMARK", None)], kinds
+    apiserver.expire_resource_versions()
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(
+            f"{apiserver.url}{PODS}", params={"watch": "1", "resourceVersion": since}
+        ) as resp,
+    ):
+        (line,) = [json.loads(x) async for x in resp.content]
+    assert line["type"] == "ERROR" and line["object"]["code"] == 410
+
+
+async def test_finalizers_hold_deletion_and_no_new_ones_while_deleting(api):
+    body = target()
+    body["metadata"]["finalizers"] = ["foresize.io/revert"]
+    await api.request("POST", TARGETS, body)
+    deleting = await api.request("DELETE", f"{TARGETS}/web")
+    assert deleting.code == 200 and deleting.body["metadata"]["deletionTimestamp"]
+    more = [{"op": "add", "path": "/metadata/finalizers/-", "value": "x.io/more"}]
+    assert (await api.request("PATCH", f"{TARGETS}/web", more, JSON_PATCH)).code == 422
+    done = [{"op": "remove", "path": "/metadata/finalizers/0"}]
+    assert (await api.request("PATCH", f"{TARGETS}/web", done, JSON_PATCH)).code == 200
+    assert (await api.request("GET", f"{TARGETS}/web")).code == 404
+
+
+async def test_faults_tokens_errors_and_outages():
+    server = StrictApiServer(token="old-token")
+    await server.start()
+    try:
+        async with aiohttp.ClientSession() as session:
+
+            async def get(token: str) -> aiohttp.ClientResponse:
+                async with session.get(
+                    f"{server.url}/api/v1/nodes", headers={"Authorization": f"Bearer {token}"}
+                ) as r:
+                    await r.read()
+                    return r
+
+            assert (await get("old-token")).status == 200
+            server.rotate_token("new-token")
+            assert (await get("old-token")).status == 401
+            assert (await get("new-token")).status == 200
+            server.fail(0.5, codes=(429,), retry_after=3)
+            answers = [await get("new-token") for _ in range(40)]
+            throttled = [r for r in answers if r.status == 429]
+            assert 8 < len(throttled) < 32
+            assert all(r.headers["Retry-After"] == "3" for r in throttled)
+            server.stop_failing()
+            await server.go_down()
+            with pytest.raises(aiohttp.ClientConnectionError):
+                await get("new-token")
+            await server.come_back()
+            assert (await get("new-token")).status == 200
+    finally:
+        await server.stop()
+
+
+async def test_discovery_lists_subresources_for_kopf(apiserver, api):
+    core = await api.request("GET", "/api/v1")
+    names = {r["name"] for r in core.body["resources"]}
+    assert {"pods", "pods/status", "pods/resize", "pods/eviction", "nodes"} <= names
+    groups = await api.request("GET", "/apis")
+    assert "foresize.io" in {g["name"] for g in groups.body["groups"]}
+    assert (await api.request("GET", "/version")).body["minor"] == "34"
+    await asyncio.sleep(0)
