@@ -182,3 +182,25 @@ def target(
 
 def namespace(name: str) -> dict:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+
+
+WATCHED_KINDS = (
+    "Node",
+    "Pod",
+    "Deployment",
+    "StatefulSet",
+    "DaemonSet",
+    "ReplicaSet",
+    "PodDisruptionBudget",
+    "HorizontalPodAutoscaler",
+    "AIScaleTarget",
+    "DaemonSetAutoscaler",
+    "ClusterAIScaleTemplate",
+)
+
+
+def load_state(server, state) -> None:
+    """What the informers would list: every watched object of the server replaces the
+    kind in `state` (objects gone from the server leave it)."""
+    for kind in WATCHED_KINDS:
+        state.replace(kind, server.list(kind))

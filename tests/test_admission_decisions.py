@@ -446,3 +446,14 @@ def test_hpa_guard_same_on_the_json_path_and_from_a_state_file(tmp_path):
     patched = apply_patch(obj, decode_patch(review_pod(review(obj), index, 0.0)))
     res = patched["spec"]["containers"][0]["resources"]["requests"]
     assert res["cpu"] == "100m" and res["memory"] == "256Mi"
+
+
+def test_a_pod_two_selector_targets_select_belongs_to_neither():
+    base = {"cpu": 100, "memory": 128 * MIB}
+    a = target_manifest("batch", ref=None, selector={"tier": "batch"}, suggestion=SUG)
+    b = target_manifest("nightly", ref=None, selector={"job": "nightly"}, suggestion=SUG)
+    index = idx(a, b)
+    both = pod([c(req=base)], owner=None, labels={"tier": "batch", "job": "nightly"})
+    assert decide_pod(both, None, index, 0).target is None
+    only = pod([c(req=base)], owner=None, labels={"tier": "batch"})
+    assert decide_pod(only, None, index, 0).target.name == "batch"

@@ -150,6 +150,20 @@ async def test_the_crd_schema_refuses_the_old_breaker_status_and_takes_the_typed
         }
     }
     assert (await api.request("PATCH", f"{TARGETS}/web/status", typed, MERGE_PATCH)).code == 200
+    # What the planner writes for an open breaker now lands (it used to be the numbers above).
+    from foresize.vertical.state import BreakerState, TargetState
+
+    state = TargetState(
+        breaker=BreakerState("s-1", "open", 3, 1, 1_780_000_090.0, 1, 1_780_000_030.0, 60.0)
+    )
+    written = {
+        "status": {"circuit_breaker": state.breaker.to_status(), "disruption": state.to_status()}
+    }
+    answer = await api.request("PATCH", f"{TARGETS}/web/status", written, MERGE_PATCH)
+    assert answer.code == 200, answer.body
+    stored = answer.body["status"]["circuit_breaker"]
+    assert (stored["retry_at"], stored["backoff"]) == ("2026-05-28T20:28:10Z", "1m")
+    assert BreakerState.from_status(stored) == state.breaker
 
 
 async def test_custom_resources_are_checked_against_schema_cel_and_undeclared_fields(api):

@@ -163,7 +163,7 @@ def test_charge_counts_a_sidecars_allocation_like_a_container():
 
 
 def test_the_planners_fast_charge_agrees_for_pod_level_and_overhead_pods():
-    from foresize.vertical.capacity import fast_charge
+    from foresize.cluster.capacity import fast_charge
 
     st = ContainerStatus("app", {"cpu": 100}, ResourceRequirements({"cpu": 100}))
     with_overhead = _running([c(req={"cpu": 100})], [st])

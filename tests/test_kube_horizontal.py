@@ -1,11 +1,11 @@
 """Horizontal in the kube shell: collected workload totals -> forecast -> the horizontal
-planner -> a */scale patch ahead of the peak and the prediction in status (kmock)."""
+planner -> a */scale patch ahead of the peak and the prediction in status (strict API
+server)."""
 
 from __future__ import annotations
 
 import math
 
-import kmock
 import numpy as np
 import pytest
 
@@ -15,19 +15,19 @@ from foresize.history.metrics_server import HistorySink
 from foresize.kube.api import KubeApi
 from foresize.kube.executor import KubeExecutor
 from foresize.kube.shell import KubeShell
-from test_kube_lifecycle import base_state, pod
+from kube_objects import load_state
+from test_kube_lifecycle import base_state, pod, seed_base
 from test_metrics_server import crane_samples
 
 NOW = 1_780_000_000.0
-R = kmock.resource
 
 
-async def test_scale_up_ahead_of_forecast(kmock):
-    state = base_state()
-    state.apply_event(
-        "HorizontalPodAutoscaler",
-        "ADDED",
+async def test_scale_up_ahead_of_forecast(apiserver):
+    rs_uid = seed_base(apiserver)
+    apiserver.seed(
         {
+            "apiVersion": "autoscaling/v2",
+            "kind": "HorizontalPodAutoscaler",
             "metadata": {"name": "web", "namespace": "shop"},
             "spec": {
                 "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
@@ -43,39 +43,31 @@ async def test_scale_up_ahead_of_forecast(kmock):
                     }
                 ],
             },
-        },
+        }
     )
-    target = {
-        "apiVersion": "foresize.io/v1",
-        "kind": "AIScaleTarget",
-        "metadata": {
-            "name": "web",
-            "namespace": "shop",
-            "uid": "t-web",
-            "resourceVersion": "3",
-            "finalizers": ["foresize.io/revert"],
-        },
-        "spec": {
-            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
-            "vertical": {"mode": "recommendation"},
-            "horizontal": {"mode": "autonomous", "minReplicas": 2, "maxReplicas": 20},
-        },
-    }
-    state.apply_event("AIScaleTarget", "ADDED", target)
-    kmock.objects[R("foresize.io/v1/aiscaletargets"), "shop", "web"] = target
-    kmock.objects[R("apps/v1/deployments"), "shop", "web"] = {
-        "metadata": {"name": "web"},
-        "spec": {"replicas": 2},
-    }
+    apiserver.seed(
+        {
+            "apiVersion": "foresize.io/v1",
+            "kind": "AIScaleTarget",
+            "metadata": {"name": "web", "namespace": "shop", "finalizers": ["foresize.io/revert"]},
+            "spec": {
+                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                "vertical": {"mode": "recommendation"},
+                "horizontal": {"mode": "autonomous", "minReplicas": 2, "maxReplicas": 20},
+            },
+        }
+    )
+    for name in ("web-1", "web-2"):
+        apiserver.seed(pod(name, "200m", rs_uid))
+    state = base_state()
+    load_state(apiserver, state)
     history = UsageHistory(step=60.0)
     HistorySink(history).add_samples(crane_samples(2.0))  # two pods of one workload
     total = trace_series(
         history, SeriesKey("shop", "web", TOTAL_CONTAINER), NOW - 3 * 86400, NOW + 1
     )
     peak = float(max(total.cpu))
-    for name in ("web-1", "web-2"):
-        state.apply_event("Pod", "ADDED", pod(name, "200m"))
-    api = KubeApi.from_url(str(kmock.url).rstrip("/"))
+    api = KubeApi.from_url(apiserver.url)
     try:
         shell = KubeShell(
             state, KubeExecutor(api, pod_lookup=state.pod), clock=lambda: NOW, history=history
@@ -83,12 +75,10 @@ async def test_scale_up_ahead_of_forecast(kmock):
         await shell.run_pass()
     finally:
         await api.close()
-    (scale,) = [
-        r
-        for r in kmock["patch"]
-        if r.url.path == "/apis/apps/v1/namespaces/shop/deployments/web/scale"
-    ]
-    replicas = scale.data["spec"]["replicas"]
+    (scale,) = apiserver.calls("PATCH", "^/apis/apps/v1/namespaces/shop/deployments/web/scale$")
+    assert scale.code == 200
+    replicas = scale.body["spec"]["replicas"]
+    assert apiserver.get("Deployment", "shop", "web")["spec"]["replicas"] == replicas
     # 50% of a 200m request per replica = 100m each; the forecast of the workload's total
     # CPU over the horizon (balanced: p90 of its peak) needs ceil(forecast / 100m) replicas.
     from foresize.recommend.series import recommend_series
@@ -98,9 +88,7 @@ async def test_scale_up_ahead_of_forecast(kmock):
     assert replicas > 2
     assert row.cpu_millicores <= peak * 1000 * 1.01
     statuses = [
-        r.data["status"]
-        for r in kmock["patch"]
-        if r.url.path.endswith("/aiscaletargets/web/status")
+        r.body["status"] for r in apiserver.calls("PATCH", "/aiscaletargets/web/status$", code=200)
     ]
     assert any(s.get("horizontal_suggestion", {}).get("replicas") == replicas for s in statuses)
     # foresize_provisioning_ratio: 2 x 200m requested over the latest summed usage.

@@ -1,184 +1,113 @@
-"""The shell's lifecycle duties against kmock: it puts the `foresize.io/revert` finalizer on
-targets, reverts the pods of a target being deleted to their template values in place, and
-releases the finalizer once the revert is done (kmock then deletes the object)."""
+"""The shell's lifecycle duties against the strict API server: it puts the
+`foresize.io/revert` finalizer on targets, reverts the pods of a target being deleted to
+their template values in place, and releases the finalizer once the revert is done (the
+server then deletes the object)."""
 
 from __future__ import annotations
-
-import copy
-
-import kmock
 
 from foresize.kube.api import KubeApi
 from foresize.kube.executor import KubeExecutor
 from foresize.kube.handlers import parse_foresize
 from foresize.kube.shell import KubeShell
 from foresize.kube.state import ClusterState
+from kube_objects import container, deployment, load_state, node, replicaset
+from kube_objects import pod as make_pod
+from kube_objects import target as make_target
 
-R = kmock.resource
-PODS = R("v1/pods")
-TARGETS = R("foresize.io/v1/aiscaletargets")
 TPATH = "/apis/foresize.io/v1/namespaces/shop/aiscaletargets"
+NOW = 1_780_000_000.0
 
 
 def target(name: str, **meta) -> dict:
-    return {
-        "apiVersion": "foresize.io/v1",
-        "kind": "AIScaleTarget",
-        "metadata": {
-            "name": name,
-            "namespace": "shop",
-            "uid": f"t-{name}",
-            "resourceVersion": "5",
-            **meta,
-        },
-        "spec": {
-            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
-            "vertical": {
-                "mode": "autonomous",
-                "containers": [
-                    {"name": "app", "cpu": {"lowerbound": "50m"}, "memory": {"lowerbound": "64Mi"}}
-                ],
-                "update_policy": {"update_mode": "in_place"},
-            },
-        },
-    }
+    t = make_target(name)
+    t["spec"]["vertical"].pop("disruption")
+    t["metadata"].update(meta)
+    return t
 
 
-def pod(name: str, cpu: str) -> dict:
-    return {
-        "metadata": {
-            "name": name,
-            "namespace": "shop",
-            "uid": f"uid-{name}",
-            "labels": {"app": "web"},
-            "ownerReferences": [{"kind": "ReplicaSet", "name": "web-abc", "controller": True}],
-        },
-        "spec": {
-            "nodeName": "n1",
-            "containers": [
-                {"name": "app", "resources": {"requests": {"cpu": cpu, "memory": "256Mi"}}}
-            ],
-        },
-        "status": {
-            "phase": "Running",
-            "conditions": [{"type": "Ready", "status": "True"}],
-            "containerStatuses": [
-                {
-                    "name": "app",
-                    "ready": True,
-                    "allocatedResources": {"cpu": cpu, "memory": "256Mi"},
-                    "resources": {"requests": {"cpu": cpu, "memory": "256Mi"}},
-                }
-            ],
-        },
-    }
+def seed_base(server) -> str:
+    """Node n1, Deployment shop/web (template 200m/256Mi) and its ReplicaSet; returns the
+    ReplicaSet's uid (the pods' owner)."""
+    server.seed(node())
+    template = [container(requests={"cpu": "200m", "memory": "256Mi"})]
+    dep = server.seed(deployment(containers=template))
+    rs = replicaset(deployment_uid=dep["metadata"]["uid"])
+    rs["spec"]["template"]["spec"]["containers"] = template
+    return server.seed(rs)["metadata"]["uid"]
+
+
+def pod(name: str, cpu: str, rs_uid: str = "rs-uid") -> dict:
+    return make_pod(
+        name,
+        owner=("ReplicaSet", "web-abc", rs_uid),
+        containers=[container(requests={"cpu": cpu, "memory": "256Mi"})],
+    )
 
 
 def base_state() -> ClusterState:
-    state = ClusterState(target_parser=parse_foresize)
-    state.apply_event(
-        "Node",
-        "ADDED",
-        {"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "4", "memory": "8Gi"}}},
-    )
-    state.apply_event(
-        "Deployment",
-        "ADDED",
-        {
-            "metadata": {"name": "web", "namespace": "shop"},
-            "spec": {
-                "replicas": 2,
-                "selector": {"matchLabels": {"app": "web"}},
-                "template": {
-                    "metadata": {"labels": {"app": "web"}},
-                    "spec": {
-                        "containers": [
-                            {
-                                "name": "app",
-                                "resources": {"requests": {"cpu": "200m", "memory": "256Mi"}},
-                            }
-                        ]
-                    },
-                },
-            },
-        },
-    )
-    state.apply_event(
-        "ReplicaSet",
-        "ADDED",
-        {
-            "metadata": {
-                "name": "web-abc",
-                "namespace": "shop",
-                "ownerReferences": [{"kind": "Deployment", "name": "web", "controller": True}],
-            },
-            "spec": {
-                "replicas": 2,
-                "template": {
-                    "metadata": {"labels": {"app": "web"}},
-                    "spec": {
-                        "containers": [
-                            {
-                                "name": "app",
-                                "resources": {"requests": {"cpu": "200m", "memory": "256Mi"}},
-                            }
-                        ]
-                    },
-                },
-            },
-        },
-    )
-    return state
+    return ClusterState(target_parser=parse_foresize)
 
 
-async def test_finalizer_added_then_deletion_reverts_pods_and_releases_it(kmock):
-    state = base_state()
-    live = target("web")
-    kmock.objects[TARGETS, "shop", "web"] = copy.deepcopy(live)
+def kubelet_resized(server, name: str) -> None:
+    """The kubelet actuated the pod's resize: allocated and actual follow the spec."""
+
+    def actuate(p: dict) -> None:
+        for c, st in zip(p["spec"]["containers"], p["status"]["containerStatuses"], strict=True):
+            st["allocatedResources"] = dict(c["resources"].get("requests") or {})
+            st["resources"] = dict(c["resources"])
+        p["status"]["observedGeneration"] = p["metadata"]["generation"]
+
+    server.update("Pod", "shop", name, actuate)
+
+
+async def test_finalizer_added_then_deletion_reverts_pods_and_releases_it(apiserver):
+    rs_uid = seed_base(apiserver)
+    rv = apiserver.seed(target("web"))["metadata"]["resourceVersion"]
     for name in ("web-1", "web-2"):
-        kmock.objects[PODS, "shop", name] = pod(name, "600m")  # resized up by Foresize earlier
-        state.apply_event("Pod", "ADDED", pod(name, "600m"))
-    state.apply_event("AIScaleTarget", "ADDED", live)
-    api = KubeApi.from_url(str(kmock.url).rstrip("/"))
+        apiserver.seed(pod(name, "600m", rs_uid))  # resized up by Foresize earlier
+    state = base_state()
+    load_state(apiserver, state)
+    api = KubeApi.from_url(apiserver.url)
     try:
-        shell = KubeShell(
-            state, KubeExecutor(api, pod_lookup=state.pod), clock=lambda: 1_780_000_000.0
-        )
+        shell = KubeShell(state, KubeExecutor(api, pod_lookup=state.pod), clock=lambda: NOW)
         await shell.run_pass()
-        (add,) = [r for r in kmock["patch"] if r.url.path == f"{TPATH}/web"]
-        assert add.headers["Content-Type"] == "application/json-patch+json"
-        assert add.data == [
-            {"op": "test", "path": "/metadata/resourceVersion", "value": "5"},
+        (add,) = apiserver.calls("PATCH", f"^{TPATH}/web$")
+        assert add.code == 200 and add.content_type == "application/json-patch+json"
+        assert add.body == [
+            {"op": "test", "path": "/metadata/resourceVersion", "value": rv},
             {"op": "add", "path": "/metadata/finalizers", "value": ["foresize.io/revert"]},
         ]
-        assert kmock.objects[TARGETS, "shop", "web"]["metadata"]["finalizers"] == [
+        assert apiserver.get("AIScaleTarget", "shop", "web")["metadata"]["finalizers"] == [
             "foresize.io/revert"
         ]
 
         # The user deletes the target: the API server sets deletionTimestamp (finalizer holds it).
-        await kmock.delete(f"{TPATH}/web")
-        state.apply_event("AIScaleTarget", "MODIFIED", dict(kmock.objects[TARGETS, "shop", "web"]))
+        answer = await api.request("DELETE", f"{TPATH}/web")
+        assert answer.code == 200 and answer.body["metadata"]["deletionTimestamp"]
+        load_state(apiserver, state)
         await shell.run_pass()
-        reverts = [r for r in kmock["patch"] if r.url.path.endswith("/resize")]
-        assert {r.url.path.split("/")[-2] for r in reverts} == {"web-1", "web-2"}
+        reverts = apiserver.calls("PATCH", "/resize$", code=200)
+        assert {r.path.split("/")[-2] for r in reverts} == {"web-1", "web-2"}
         for r in reverts:
             assert {
                 "op": "add",
                 "path": "/spec/containers/0/resources/requests/cpu",
                 "value": "200m",
-            } in r.data
-        assert not kmock.objects[TARGETS, "shop", "web"].deleted  # still held by the finalizer
+            } in r.body
+        assert apiserver.get("AIScaleTarget", "shop", "web") is not None  # held by the finalizer
 
         # The kubelet actuated the reverts: the watches bring the pods at template values.
         for name in ("web-1", "web-2"):
-            state.apply_event("Pod", "MODIFIED", pod(name, "200m"))
+            kubelet_resized(apiserver, name)
+        load_state(apiserver, state)
         await shell.run_pass()
-        remove = [r for r in kmock["patch"] if r.url.path == f"{TPATH}/web"][-1]
-        assert remove.data == [
+        remove = apiserver.calls("PATCH", f"^{TPATH}/web$")[-1]
+        assert remove.code == 200
+        assert remove.body == [
             {"op": "test", "path": "/metadata/finalizers/0", "value": "foresize.io/revert"},
             {"op": "remove", "path": "/metadata/finalizers/0"},
         ]
-        assert kmock.objects[TARGETS, "shop", "web"].deleted  # released: the API server removed it
+        assert apiserver.get("AIScaleTarget", "shop", "web") is None  # released: deleted
     finally:
         await api.close()
 
@@ -198,8 +127,9 @@ def test_pause_configmap_counts_only_in_the_operator_namespace():
     assert not state.snapshot(0.0).paused
 
 
-async def test_in_place_modes_refused_with_a_condition_before_1_33(kmock):
-    state = base_state()
+async def test_in_place_modes_refused_with_a_condition_before_1_33(apiserver):
+    apiserver.kube_version = (1, 32)
+    rs_uid = seed_base(apiserver)
     live = target("web", finalizers=["foresize.io/revert"])
     live["status"] = {
         "hasEnoughDataToScale": True,
@@ -211,12 +141,12 @@ async def test_in_place_modes_refused_with_a_condition_before_1_33(kmock):
             {"type": "Accepted", "status": "True", "reason": "Valid", "message": "spec accepted"}
         ],
     }
-    kmock.objects[TARGETS, "shop", "web"] = copy.deepcopy(live)
+    live = apiserver.seed(live)
     for name in ("web-1", "web-2"):
-        kmock.objects[PODS, "shop", name] = pod(name, "200m")
-        state.apply_event("Pod", "ADDED", pod(name, "200m"))
-    state.apply_event("AIScaleTarget", "ADDED", live)
-    api = KubeApi.from_url(str(kmock.url).rstrip("/"))
+        apiserver.seed(pod(name, "200m", rs_uid))
+    state = base_state()
+    load_state(apiserver, state)
+    api = KubeApi.from_url(apiserver.url)
     try:
         executor = KubeExecutor(api, pod_lookup=state.pod, server_version=(1, 32))
         shell = KubeShell(state, executor, clock=lambda: 1_780_000_000.0)
@@ -224,26 +154,23 @@ async def test_in_place_modes_refused_with_a_condition_before_1_33(kmock):
         await shell.run_pass()  # reported once, not on every pass
     finally:
         await api.close()
-    assert [r for r in kmock["patch"] if r.url.path.endswith("/resize")] == []
+    assert apiserver.calls("PATCH", "/resize$") == []
     conditions = [
-        r.data["status"]["conditions"]
-        for r in kmock["patch"]
-        if r.url.path == f"{TPATH}/web/status" and "conditions" in r.data.get("status", {})
+        r.body["status"]["conditions"]
+        for r in apiserver.calls("PATCH", f"^{TPATH}/web/status$", code=200)
+        if "conditions" in r.body.get("status", {})
     ]
     assert len(conditions) == 1
     accepted, cond = conditions[0]  # the merge patch writes the other conditions back
     assert accepted == live["status"]["conditions"][0]
     assert cond["type"] == "InPlaceResizeUnsupported" and cond["status"] == "True"
     assert "1.33" in cond["message"] and "in_place" in cond["message"]
-    events = [r.data for r in kmock["post"] if r.url.path == "/api/v1/namespaces/shop/events"]
+    events = [r.body for r in apiserver.calls("POST", "^/api/v1/namespaces/shop/events$")]
     assert [e["reason"] for e in events].count("InPlaceUnsupported") == 1
     # After an upgrade (a restart detects 1.34) the stale refusal is cleared, once.
-    state.apply_event(
-        "AIScaleTarget",
-        "MODIFIED",
-        {**live, "status": {**live["status"], "conditions": [cond]}},
-    )
-    api = KubeApi.from_url(str(kmock.url).rstrip("/"))
+    apiserver.kube_version = (1, 34)
+    load_state(apiserver, state)
+    api = KubeApi.from_url(apiserver.url)
     try:
         upgraded = KubeShell(
             state,
@@ -256,31 +183,25 @@ async def test_in_place_modes_refused_with_a_condition_before_1_33(kmock):
         await api.close()
     cleared = [
         c
-        for r in kmock["patch"]
-        if r.url.path == f"{TPATH}/web/status"
-        for c in r.data.get("status", {}).get("conditions", [])
+        for r in apiserver.calls("PATCH", f"^{TPATH}/web/status$", code=200)
+        for c in r.body.get("status", {}).get("conditions", [])
         if c["type"] == "InPlaceResizeUnsupported" and c["status"] == "False"
     ]
     assert [c["reason"] for c in cleared] == ["Supported"]
-    assert [r for r in kmock["patch"] if r.url.path.endswith("/resize")]  # now it acts
+    assert apiserver.calls("PATCH", "/resize$", code=200)  # now it acts
 
 
-async def test_cluster_template_creates_then_updates_its_targets(kmock):
+async def test_cluster_template_creates_then_updates_its_targets(apiserver):
     """ClusterAIScaleTemplate through the shell: POST the AIScaleTarget it wants, later
     replace its spec by JSON patch (no PUT; removed fields do not linger), status written."""
-    state = base_state()
-    state.apply_event(
-        "Deployment",
-        "MODIFIED",
-        {
-            "metadata": {"name": "web", "namespace": "shop", "labels": {"tier": "front"}},
-            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}}},
-        },
+    seed_base(apiserver)
+    apiserver.update(
+        "Deployment", "shop", "web", lambda d: d["metadata"]["labels"].update(tier="front")
     )
     template = {
         "apiVersion": "foresize.io/v1",
         "kind": "ClusterAIScaleTemplate",
-        "metadata": {"name": "fleet", "uid": "tpl-1"},
+        "metadata": {"name": "fleet"},
         "spec": {
             "selector": {"matchLabels": {"tier": "front"}},
             "template": {
@@ -289,47 +210,48 @@ async def test_cluster_template_creates_then_updates_its_targets(kmock):
             },
         },
     }
-    state.apply_event("ClusterAIScaleTemplate", "ADDED", template)
-    kmock.objects[R("foresize.io/v1/clusteraiscaletemplates"), None, "fleet"] = copy.deepcopy(
-        template
-    )
-    api = KubeApi.from_url(str(kmock.url).rstrip("/"))
+    apiserver.seed(template)
+    state = base_state()
+    load_state(apiserver, state)
+    api = KubeApi.from_url(apiserver.url)
     try:
-        shell = KubeShell(
-            state, KubeExecutor(api, pod_lookup=state.pod), clock=lambda: 1_780_000_000.0
-        )
+        shell = KubeShell(state, KubeExecutor(api, pod_lookup=state.pod), clock=lambda: NOW)
         await shell.run_pass()
-        (create,) = [r for r in kmock["post"] if r.url.path == TPATH]
-        assert create.headers["Content-Type"] == "application/json"
-        made = create.data
+        (create,) = apiserver.calls("POST", f"^{TPATH}$")
+        assert create.code == 201 and create.content_type == "application/json"
+        made = create.body
         assert made["metadata"]["name"] == "web" and made["metadata"]["namespace"] == "shop"
         assert made["metadata"]["labels"]["foresize.io/template"] == "fleet"
         assert "foresize.io/revert" in made["metadata"]["finalizers"]
         assert made["spec"]["scaleTargetRef"]["name"] == "web"
         tstatus = [
-            r.data["status"]
-            for r in kmock["patch"]
-            if r.url.path == "/apis/foresize.io/v1/clusteraiscaletemplates/fleet/status"
+            r.body["status"]
+            for r in apiserver.calls(
+                "PATCH", "^/apis/foresize.io/v1/clusteraiscaletemplates/fleet/status$", code=200
+            )
         ]
         assert tstatus and "shop/web" in str(tstatus[-1])
 
         # The watch brings the created target back; then the template changes its spec.
-        live = dict(kmock.objects[TARGETS, "shop", "web"])
-        live["metadata"] = {**live["metadata"], "resourceVersion": "9"}
-        kmock.objects[TARGETS, "shop", "web"].patch({"metadata": {"resourceVersion": "9"}})
-        state.apply_event("AIScaleTarget", "ADDED", live)
-        template["spec"]["template"]["spec"] = {"vertical": {"mode": "autonomous"}}
-        state.apply_event("ClusterAIScaleTemplate", "MODIFIED", template)
+        load_state(apiserver, state)
+        rv = apiserver.get("AIScaleTarget", "shop", "web")["metadata"]["resourceVersion"]
+        apiserver.update(
+            "ClusterAIScaleTemplate",
+            None,
+            "fleet",
+            lambda t: t["spec"]["template"].update(spec={"vertical": {"mode": "autonomous"}}),
+        )
+        load_state(apiserver, state)
         await shell.run_pass()
     finally:
         await api.close()
     (update,) = [
         r
-        for r in kmock["patch"]
-        if r.url.path == f"{TPATH}/web" and any(op["path"] == "/spec" for op in r.data)
+        for r in apiserver.calls("PATCH", f"^{TPATH}/web$")
+        if any(op["path"] == "/spec" for op in r.body)
     ]
-    assert update.headers["Content-Type"] == "application/json-patch+json"
-    assert update.data[0] == {"op": "test", "path": "/metadata/resourceVersion", "value": "9"}
-    spec = next(op["value"] for op in update.data if op["path"] == "/spec")
+    assert update.code == 200 and update.content_type == "application/json-patch+json"
+    assert update.body[0] == {"op": "test", "path": "/metadata/resourceVersion", "value": rv}
+    spec = next(op["value"] for op in update.body if op["path"] == "/spec")
     assert spec["vertical"]["mode"] == "autonomous"
-    assert kmock.objects[TARGETS, "shop", "web"]["spec"]["vertical"]["mode"] == "autonomous"
+    assert apiserver.get("AIScaleTarget", "shop", "web")["spec"]["vertical"]["mode"] == "autonomous"

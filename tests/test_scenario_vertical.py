@@ -11,6 +11,7 @@ import itertools
 from typing import Any
 
 from foresize.api.quantity import GIB, MIB
+from foresize.api.types import parse_timestamp
 from foresize.cluster.actions import PatchScale
 from foresize.cluster.model import POD_RESIZE_IN_PROGRESS, POD_RESIZE_PENDING, Suggestion
 from foresize.cluster.model import ContainerSuggestion as CS
@@ -286,16 +287,17 @@ def test_circuit_breaker_opens_backs_off_probes_and_closes() -> None:
     run_until(lambda: breaker().get("state") == "open", 900)
     assert len(evicted(sim)) == 3, "opens after 3 no-progress cycles"
     cb = breaker()
-    assert cb["no_progress_cycles"] == 3 and cb["backoff"] == 60
+    # Typed as the CRD says: a duration string and date-time strings.
+    assert cb["no_progress_cycles"] == 3 and cb["backoff"] == "1m"
     assert sim.events.count("Event", reason="CircuitBreakerOpen") == 1
     # No eviction during the back-off; one probe when it ends.
-    sim.run(cb["retry_at"] - 5 - sim.now)
+    sim.run(parse_timestamp(cb["retry_at"]) - 5 - sim.now)
     assert len(evicted(sim)) == 3
     run_until(lambda: len(evicted(sim)) == 4, 60)
     # The probe came back stale: open again, twice the wait.
-    run_until(lambda: breaker().get("state") == "open" and breaker().get("backoff") == 120, 60)
+    run_until(lambda: breaker().get("state") == "open" and breaker().get("backoff") == "2m", 60)
     cb = breaker()
-    sim.run(cb["retry_at"] - 5 - sim.now)
+    sim.run(parse_timestamp(cb["retry_at"]) - 5 - sim.now)
     assert len(evicted(sim)) == 4
     # The hook is back: the next probe comes back right and closes the breaker.
     op.admission.enabled = True

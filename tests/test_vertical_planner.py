@@ -701,13 +701,37 @@ def test_status_counts_and_breaker_written_only_when_changed() -> None:
     assert st.status["pods_resized"] == 1
     assert st.status["circuit_breaker"]["state"] == "closed"
     assert STATUS_KEY in st.status
+    state, _ = execute(actions, apply_ok, state, done, 100.0)  # the write landed
     actions, state = plan(done, 200.0, state, suggestions=sugg())
     assert not of(actions, WriteTargetStatus)
 
 
+def test_a_status_write_that_failed_is_sent_again_until_it_lands() -> None:
+    """kube.md GAP 9: the write used to be marked done when planned, so a refused or
+    failed one (422/409/429/5xx) was lost until the status changed again."""
+    s = snap([pod("p0")], [target("in_place")])
+    actions, state = plan(s, 0.0, WorkerState(), suggestions=sugg())
+    (first,) = of(actions, WriteTargetStatus)
+
+    def brownout(action):  # the API server answers 503 to everything
+        return ActionResult(ok=False, code=503, reason="ServiceUnavailable", message="down")
+
+    state, _ = execute(actions, brownout, state, s, 0.0)
+    assert state.targets["default/web"].last_status is None  # not marked written
+    actions, state = plan(s, 30.0, state, suggestions=sugg())
+    (again,) = of(actions, WriteTargetStatus)
+    assert again.status == first.status
+
+    def status_lands(action):  # the API is back for status writes only
+        return apply_ok(action) if isinstance(action, WriteTargetStatus) else brownout(action)
+
+    state, _ = execute(actions, status_lands, state, s, 30.0)
+    assert state.targets["default/web"].last_status == again.status
+
+
 def test_fast_charge_equals_the_scheduler_charge() -> None:
+    from foresize.cluster.capacity import fast_charge
     from foresize.cluster.qos import pod_charge
-    from foresize.vertical.planner import fast_charge
 
     cases = [
         pod("a"),
@@ -796,3 +820,87 @@ def test_suggestion_is_read_from_the_target_status_when_not_passed() -> None:
     (rz,) = of(actions, ResizePod)
     assert rz.containers[0].requests == {"cpu": 300, "memory": 128 * MIB}
     assert state.targets[KEY].breaker.suggestion_uid == "from-status"
+
+
+# ---------------------------------------------------------- pods without a controller
+
+
+def selector_target(update_mode: str, **disruption: Any) -> Any:
+    return parse_target(
+        {
+            "apiVersion": "foresize.io/v1",
+            "kind": "AIScaleTarget",
+            "metadata": {"name": "web", "namespace": "default", "uid": "t-sel"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "web"}},
+                "vertical": {
+                    "mode": "autonomous",
+                    "update_policy": {"update_mode": update_mode},
+                    "disruption": {"max_disrupted": 5, **disruption},
+                },
+            },
+        }
+    )
+
+
+def bare(p: Pod) -> Pod:
+    p.owner = None
+    return p
+
+
+def test_a_stalled_pod_without_a_controller_is_never_evicted_and_the_target_says_so() -> None:
+    stuck = bare(pod("bare", cpu=200, mem=200 * MIB, alloc={"cpu": 200, "memory": 300 * MIB}))
+    stuck.conditions.append(error())
+    owned = pod("owned", cpu=200, mem=200 * MIB, alloc={"cpu": 200, "memory": 300 * MIB})
+    owned.conditions.append(error())
+    s = snap([stuck, owned], [selector_target("in_place_or_recreate")])
+    state = WorkerState()
+    seen: list[Any] = []
+    for t in (0.0, 130.0, 400.0, 1000.0):
+        actions, state = plan(s, t, state, suggestions=sugg())
+        seen += actions
+    # Only the pod a controller recreates is evicted.
+    assert {a.name for a in of(seen, EvictPod)} == {"owned"}
+    skipped = [
+        e for e in of(seen, EmitEvent) if e.reason in ("EvictionSkipped", "PodWithoutController")
+    ]
+    assert {(e.kind, e.name) for e in skipped} == {("Pod", "bare"), ("AIScaleTarget", "web")}
+    assert len(skipped) == 2  # announced once
+    status = of(seen, WriteTargetStatus)[-1].status
+    assert status["pods_without_controller"] == ["bare"]
+
+
+def test_recreate_mode_and_a_capacity_miss_never_evict_a_pod_without_a_controller() -> None:
+    s = snap([bare(pod("bare"))], [selector_target("recreate")])
+    actions, _ = plan(s, 0.0, WorkerState(), suggestions=sugg(mem=400 * MIB))
+    assert not of(actions, EvictPod)
+    # in_place_or_recreate: an upsize that does not fit its node waits instead of evicting.
+    p = bare(pod("bare", cpu=900))
+    s = snap([p], [selector_target("in_place_or_recreate")], nodes={"n1": 1000, "n2": 4000})
+    actions, _ = plan(s, 0.0, WorkerState(), suggestions=sugg(cpu=1500))
+    assert not of(actions, EvictPod) and not of(actions, ResizePod)
+    assert any(e.reason == "ResizeWaitingForCapacity" for e in of(actions, EmitEvent))
+
+
+def test_selector_target_leaves_pods_other_targets_claim_and_reports_the_overlap() -> None:
+    """A pod belongs to one target: a selector target does not resize the pods of a
+    scaleTargetRef target, nor pods a second selector target also selects."""
+    sel = selector_target("in_place")
+    other = selector_target("in_place")
+    other.metadata.name, other.metadata.uid = "web-too", "t-sel-2"
+    other.spec.selector.matchLabels = {"tier": "front"}
+    pods = [bare(pod("a")), bare(pod("b")), pod("c", owner="web")]
+    pods[1].labels["tier"] = "front"
+    pods[2].labels["app"] = "web"  # also the Deployment's pod (its scaleTargetRef target)
+    ref = target("in_place", name="web-ref")
+    ref.spec.scaleTargetRef.name = "web"
+    s = snap(pods, [sel, other, ref])
+    both = {**sugg(), "default/web-too": sugg()[KEY], "default/web-ref": sugg()[KEY]}
+    actions, _ = plan(s, 0.0, WorkerState(), suggestions=both)
+    resized = sorted((a.target, a.name) for a in of(actions, ResizePod))
+    # "a" only by the first selector; "b" by neither selector; "c" by its ref target.
+    assert resized == [("default/web", "a"), ("default/web-ref", "c")]
+    overlap = [e for e in of(actions, EmitEvent) if e.reason == "TargetOverlap"]
+    assert sorted(e.name for e in overlap) == ["web", "web-too"]
+    statuses = {w.name: w.status for w in of(actions, WriteTargetStatus)}
+    assert statuses["web"]["overlapping_targets"] == ["default/web-ref", "default/web-too"]

@@ -47,6 +47,7 @@ from foresize.cluster.actions import (
     ResizePod,
     WriteTargetStatus,
 )
+from foresize.cluster.capacity import NodeLedger
 from foresize.cluster.kubejson import format_time
 from foresize.cluster.model import Suggestion
 from foresize.cluster.snapshot import ClusterSnapshot
@@ -147,10 +148,13 @@ def plan_pass(
     )
     full = full if full is not None else snapshot
     actions: list[Action] = []
+    # One capacity guard for every resize of the pass (DaemonSets, reverts, vertical): an
+    # upsize admitted on a node takes that room from the others.
+    ledger = NodeLedger(snapshot)
     if history is not None:
         actions += _suggestions(snapshot, now, state, history, config)
         if dsa_usage is not None:
-            actions += _daemonsets(snapshot, now, state, dsa_usage)
+            actions += _daemonsets(snapshot, now, state, dsa_usage, ledger)
         interval = min(config.suggest_interval, HORIZONTAL_INTERVAL)
         if state.last_horizontal is None or now - state.last_horizontal >= interval:
             state.last_horizontal = now
@@ -159,7 +163,7 @@ def plan_pass(
                 actions += plan_horizontal(snapshot, forecasts, now).actions
     out = PassPlan([], state)
     out.finalizers_to_add = _finalizers_to_add(snapshot, state.finalized)
-    lp = plan_lifecycle(snapshot, now, state.lifecycle)
+    lp = plan_lifecycle(snapshot, now, state.lifecycle, ledger)
     state.lifecycle = lp.state
     out.finalizers_done = list(lp.finalizers_done)
     actions += lp.actions
@@ -172,7 +176,9 @@ def plan_pass(
         ]
     gate, kept = gate_in_place(snapshot, state.refused_reported)
     vertical_snapshot = dataclasses.replace(snapshot, targets=kept)
-    vertical, state.worker = plan(vertical_snapshot, now, state.worker, config.worker, suggestions)
+    vertical, state.worker = plan(
+        vertical_snapshot, now, state.worker, config.worker, suggestions, ledger=ledger
+    )
     out.actions = [*template_status, *actions, *gate, *vertical]
     return out
 
@@ -223,7 +229,11 @@ def _oom_since(
 
 
 def _daemonsets(
-    snapshot: ClusterSnapshot, now: float, state: ReconcileState, usage: Any
+    snapshot: ClusterSnapshot,
+    now: float,
+    state: ReconcileState,
+    usage: Any,
+    ledger: NodeLedger | None = None,
 ) -> list[Action]:
     """Every `scaleInterval`: each DaemonSetAutoscaler's percentile suggestion into status
     (the pod webhook seeds new pods from it) and in-place resizes of running pods."""
@@ -256,7 +266,7 @@ def _daemonsets(
                 },
                 "created_at": format_time(now),
             }
-            dp = plan_dsa(snapshot, dsa, sugg, now)
+            dp = plan_dsa(snapshot, dsa, sugg, now, ledger)
             actions.extend(dp.actions)
             if dp.resized:
                 status["pods_resized"] = len(dp.resized)
@@ -417,7 +427,9 @@ class ActionQueue:
 
     def feed(self, action: Action, result: ActionResult) -> None:
         self.done.append((action, result))
-        if isinstance(action, EvictPod | ResizePod):
+        if isinstance(action, WriteTargetStatus):  # marked written only once it landed
+            self.state = on_result(self.state, action, result, self.now, self.config)
+        elif isinstance(action, EvictPod | ResizePod):
             self.state = on_result(self.state, action, result, self.now, self.config)
             ts = self.state.targets.get(action.target)
             if ts is not None and ts.outbox:

@@ -183,8 +183,9 @@ class AdmissionIndex:
     ) -> TargetView | None:
         """The AIScaleTarget or DaemonSetAutoscaler that governs `pod`, if any.
 
-        A scaleTargetRef target wins over a selector target; among selector targets the
-        oldest-listed wins (the validating webhook rejects overlaps where it can)."""
+        A scaleTargetRef target wins over a selector target; a pod that two selector
+        targets select belongs to neither (the disruption worker leaves such pods alone
+        and reports the overlap on the targets)."""
         ref = self.top_owner_ref(
             pod.namespace, owner if owner is not None else pod.owner, pod.labels
         )
@@ -197,7 +198,5 @@ class AdmissionIndex:
             view = self.by_ref.get((kind, pod.namespace, name))
             if view is not None:
                 return view
-        for view in self.selector_targets.get(pod.namespace, ()):
-            if view.selects(pod.labels):
-                return view
-        return None
+        chosen = [v for v in self.selector_targets.get(pod.namespace, ()) if v.selects(pod.labels)]
+        return chosen[0] if len(chosen) == 1 else None

@@ -31,6 +31,10 @@ class ResizePod:
     target: str = ""  # "namespace/name" of the AIScaleTarget (or DSA) asking for it
     reason: str = ""
     direction: str = ""  # "up" | "down" | "mixed"
+    # The uid of the pod the change was planned for: a StatefulSet pod recreated under the
+    # same name has another, and the API server then refuses (precondition) instead of
+    # resizing or evicting a pod nobody planned for. "" = no precondition.
+    uid: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +56,7 @@ class EvictPod:
     target: str = ""
     reason: str = ""
     grace_period_seconds: int | None = None
+    uid: str = ""  # precondition, as ResizePod.uid
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ Times are float Unix seconds passed by the caller; nothing here reads a clock.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -115,3 +116,29 @@ def trace_series(
     if not have.any():
         return None
     return TraceSeries(key, np.asarray(t, dtype=np.float64)[have], cpu[have], mem[have])
+
+
+# How the collectors key a pod's history: by its workload (the controller's naming when
+# the owner is unknown). One function, so the recommender reads what was written.
+_RS_HASH = re.compile(r"^(?P<wl>.+)-[bcdfghjklmnpqrstvwxz2456789]{6,10}$")
+_DEPLOY_POD = re.compile(r"^(?P<wl>.+)-[bcdfghjklmnpqrstvwxz2456789]{6,10}-[a-z0-9]{5}$")
+_STS_POD = re.compile(r"^(?P<wl>.+)-\d+$")
+_GENERATED_POD = re.compile(r"^(?P<wl>.+)-[a-z0-9]{5}$")
+
+
+def workload_of_pod(pod: str, owner: tuple[str, str] | None = None) -> str:
+    """The workload a pod belongs to: from its owner (kube_pod_owner) if known, else from
+    the controllers' naming (Deployment `w-<rs hash>-<5>`, StatefulSet `w-<n>`, DaemonSet
+    or bare ReplicaSet `w-<5>`), else the pod itself."""
+    if owner is not None:
+        kind, name = owner
+        if kind == "ReplicaSet":
+            match = _RS_HASH.match(name)
+            return match["wl"] if match else name
+        if kind and name and kind != "Node":
+            return name
+    for pattern in (_DEPLOY_POD, _STS_POD, _GENERATED_POD):
+        match = pattern.match(pod)
+        if match:
+            return match["wl"]
+    return pod

@@ -32,8 +32,8 @@ import numpy as np
 from foresize.api.quantity import QuantityError, parse_quantity
 from foresize.cluster.kubejson import parse_time
 from foresize.history.aggregate import per_container, workload_totals
-from foresize.history.base import TOTAL_CONTAINER, SeriesKey
-from foresize.history.prometheus import STARTUP_EXCLUSION, workload_of_pod
+from foresize.history.base import TOTAL_CONTAINER, SeriesKey, workload_of_pod
+from foresize.history.prometheus import STARTUP_EXCLUSION
 
 log = logging.getLogger("foresize.collector")
 

@@ -34,33 +34,10 @@ import numpy as np
 
 from foresize.errors import ForesizeError
 from foresize.history.aggregate import group_max, group_median
-from foresize.history.base import SeriesKey, TraceSeries
+from foresize.history.base import SeriesKey, TraceSeries, workload_of_pod
 
 STARTUP_EXCLUSION = 120.0  # seconds of a new pod's life left out of history
 MAX_POINTS = 10_000  # per series per query (Prometheus refuses more than 11,000)
-
-_RS_HASH = re.compile(r"^(?P<wl>.+)-[bcdfghjklmnpqrstvwxz2456789]{6,10}$")
-_DEPLOY_POD = re.compile(r"^(?P<wl>.+)-[bcdfghjklmnpqrstvwxz2456789]{6,10}-[a-z0-9]{5}$")
-_STS_POD = re.compile(r"^(?P<wl>.+)-\d+$")
-_GENERATED_POD = re.compile(r"^(?P<wl>.+)-[a-z0-9]{5}$")
-
-
-def workload_of_pod(pod: str, owner: tuple[str, str] | None = None) -> str:
-    """The workload a pod belongs to: from its owner (kube_pod_owner) if known, else from
-    the controllers' naming (Deployment `w-<rs hash>-<5>`, StatefulSet `w-<n>`, DaemonSet
-    or bare ReplicaSet `w-<5>`), else the pod itself."""
-    if owner is not None:
-        kind, name = owner
-        if kind == "ReplicaSet":
-            match = _RS_HASH.match(name)
-            return match["wl"] if match else name
-        if kind and name and kind != "Node":
-            return name
-    for pattern in (_DEPLOY_POD, _STS_POD, _GENERATED_POD):
-        match = pattern.match(pod)
-        if match:
-            return match["wl"]
-    return pod
 
 
 def _escape(value: str) -> str:

@@ -1,10 +1,11 @@
 """Fault scenarios for the real `foresize operator` process (`foresize bench chaos`, and
 the fault tests).
 
-Each scenario starts an in-process Kubernetes API emulator (kmock) with a small cluster
-(a node, a Deployment, its ReplicaSet, an in-place autonomous AIScaleTarget with a
-suggestion, its pods), puts a `FaultProxy` in front of it, and runs `foresize operator`
-as a subprocess against the proxy, with short intervals through the operator's own flags.
+Each scenario starts the strict API server (`foresize.testing.apiserver`) with a small
+cluster (a node, a Deployment, its ReplicaSet, an in-place autonomous AIScaleTarget with
+a suggestion, its pods), puts a `FaultProxy` in front of it (one per replica, so the log
+tells replicas apart), and runs `foresize operator` as a subprocess against the proxy,
+with short intervals through the operator's own flags.
 The proxy injects the fault (outage, 410 Gone, 429/500 storms, 401 after a token
 rotation, failing Lease renewals) and logs every request with its arrival time; each
 scenario's invariant is checked from that log and from the process's exit.
@@ -68,6 +69,7 @@ class FaultProxy:
         self.rng = random.Random(seed)
         self.error_rate = 0.0  # share of non-watch requests answered with an error
         self.token: str | None = None  # required bearer token (None: no auth)
+        self.hold_watches = False  # new watch requests wait until this is False again
         self.gone: set[str] = set()  # watch paths answered once with ERROR 410
         self.fail: Callable[[str, str, bytes], int | None] | None = None
         self.port = 0
@@ -129,7 +131,10 @@ class FaultProxy:
     async def _handle(self, request: Any) -> Any:
         from aiohttp import web
 
-        body = await request.read()
+        try:
+            body = await request.read()
+        except ConnectionError:  # the client went away (a process killed at teardown)
+            return web.Response(status=499)
         watch = request.query.get("watch") in ("true", "1")
         if self.token is not None and request.headers.get("Authorization") != (
             f"Bearer {self.token}"
@@ -148,6 +153,8 @@ class FaultProxy:
             return _status(
                 code, "TooManyRequests" if code == 429 else "InternalError", "storm", headers
             )
+        while watch and self.hold_watches:
+            await asyncio.sleep(0.02)
         if watch and request.path in self.gone:
             self.gone.discard(request.path)
             self._record(request, 200)
@@ -204,41 +211,35 @@ def free_port() -> int:
 
 
 # ------------------------------------------------------------------ the cluster
-def _info(kind: str, namespaced: bool, subresources: set[str] | None = None) -> Any:
-    import kmock
-
-    verbs = {"list", "watch", "get", "patch", "create", "delete"}
-    return kmock.ResourceInfo(
-        kind=kind, namespaced=namespaced, verbs=verbs, subresources=subresources or set()
-    )
+IMAGE = "registry.example/app:1"
+SUGGESTION = {
+    "uid": "sugg-1",
+    "containers": [{"name": "app", "requests": {"cpu": "600m", "memory": "256Mi"}}],
+}
 
 
-def pod_object(name: str) -> dict[str, Any]:
+def _pod(name: str, rs_uid: str) -> dict[str, Any]:
+    resources = {"requests": {"cpu": "200m", "memory": "256Mi"}}
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
             "name": name,
             "namespace": "shop",
-            "uid": f"uid-{name}",
             "labels": {"app": "web"},
-            "creationTimestamp": "2026-01-01T00:00:00Z",
             "ownerReferences": [
                 {
                     "apiVersion": "apps/v1",
                     "kind": "ReplicaSet",
                     "name": "web-abc",
+                    "uid": rs_uid,
                     "controller": True,
-                    "uid": "rs-1",
                 }
             ],
-            "generation": 1,
         },
         "spec": {
             "nodeName": "n1",
-            "containers": [
-                {"name": "app", "resources": {"requests": {"cpu": "200m", "memory": "256Mi"}}}
-            ],
+            "containers": [{"name": "app", "image": IMAGE, "resources": resources}],
         },
         "status": {
             "phase": "Running",
@@ -247,109 +248,94 @@ def pod_object(name: str) -> dict[str, Any]:
             "containerStatuses": [
                 {
                     "name": "app",
+                    "image": IMAGE,
+                    "imageID": "",
                     "ready": True,
                     "restartCount": 0,
-                    "allocatedResources": {"cpu": "200m", "memory": "256Mi"},
-                    "resources": {"requests": {"cpu": "200m", "memory": "256Mi"}},
+                    "allocatedResources": dict(resources["requests"]),
+                    "resources": resources,
                 }
             ],
         },
     }
 
 
-TARGET = {
-    "apiVersion": "foresize.io/v1",
-    "kind": "AIScaleTarget",
-    "metadata": {"name": "web", "namespace": "shop", "uid": "t-1", "generation": 1},
-    "spec": {
-        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
-        "vertical": {
-            "mode": "autonomous",
-            "containers": [
-                {"name": "app", "cpu": {"lowerbound": "50m"}, "memory": {"lowerbound": "64Mi"}}
-            ],
-            "update_policy": {"update_mode": "in_place"},
-            "disruption": {"max_disrupted": "100%", "interval": "1s"},
+def _workload(kind: str, name: str, replicas: int) -> dict[str, Any]:
+    labels = {"app": "web"}
+    resources = {"requests": {"cpu": "200m", "memory": "256Mi"}}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": kind,
+        "metadata": {"name": name, "namespace": "shop", "labels": labels},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "app", "image": IMAGE, "resources": resources}]},
+            },
         },
-    },
-    "status": {
-        "hasEnoughDataToScale": True,
-        "vertical_suggestion": {
-            "uid": "sugg-1",
-            "containers": [{"name": "app", "requests": {"cpu": "600m", "memory": "256Mi"}}],
-        },
-    },
-}
+        "status": {"replicas": replicas, "readyReplicas": replicas},
+    }
 
 
-def populate(k: Any, pods: int) -> None:
-    """Declare the resources the operator uses and load the small cluster."""
-    import kmock
-
-    r = kmock.resource
-    k.resources["v1/pods"] = _info("Pod", True, {"resize", "eviction", "status"})
-    k.resources["v1/namespaces"] = _info("Namespace", False)
-    k.resources["apiextensions.k8s.io/v1/customresourcedefinitions"] = _info(
-        "CustomResourceDefinition", False
+def populate(server: Any, pods: int) -> None:
+    """The operator's namespace and the small cluster, seeded into the strict server."""
+    server.seed({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+    server.seed(
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": "n1"},
+            "status": {
+                "allocatable": {"cpu": "64", "memory": "256Gi", "pods": "110"},
+                "capacity": {"cpu": "64", "memory": "256Gi", "pods": "110"},
+                "conditions": [{"type": "Ready", "status": "True"}],
+            },
+        }
     )
-    k.resources["v1/nodes"] = _info("Node", False)
-    k.resources["v1/configmaps"] = _info("ConfigMap", True)
-    k.resources["v1/events"] = _info("Event", True)
-    k.resources["v1/secrets"] = _info("Secret", True)
-    k.resources["policy/v1/poddisruptionbudgets"] = _info("PodDisruptionBudget", True)
-    k.resources["autoscaling/v2/horizontalpodautoscalers"] = _info("HorizontalPodAutoscaler", True)
-    k.resources["coordination.k8s.io/v1/leases"] = _info("Lease", True)
-    for plural, kind in (
-        ("deployments", "Deployment"),
-        ("statefulsets", "StatefulSet"),
-        ("daemonsets", "DaemonSet"),
-        ("replicasets", "ReplicaSet"),
-    ):
-        k.resources[f"apps/v1/{plural}"] = _info(kind, True, {"scale", "status"})
-    for plural, kind, namespaced in (
-        ("aiscaletargets", "AIScaleTarget", True),
-        ("daemonsetautoscalers", "DaemonSetAutoscaler", True),
-        ("clusteraiscaletemplates", "ClusterAIScaleTemplate", False),
-    ):
-        k.resources[f"foresize.io/v1/{plural}"] = _info(kind, namespaced, {"status"})
-    k["get /version"] << {"major": "1", "minor": "34", "gitVersion": "v1.34.1"}
-    k["get /apis/metrics.k8s.io/v1beta1/pods"] << {"kind": "PodMetricsList", "items": []}
-    k.objects[r("v1/nodes"), None, "n1"] = {
-        "metadata": {"name": "n1"},
-        "status": {
-            "allocatable": {"cpu": "64", "memory": "256Gi"},
-            "conditions": [{"type": "Ready", "status": "True"}],
-        },
-    }
-    k.objects[r("apps/v1/deployments"), "shop", "web"] = {
-        "metadata": {"name": "web", "namespace": "shop", "uid": "d-1"},
-        "spec": {"replicas": pods, "selector": {"matchLabels": {"app": "web"}}},
-    }
-    k.objects[r("apps/v1/replicasets"), "shop", "web-abc"] = {
-        "metadata": {
-            "name": "web-abc",
-            "namespace": "shop",
-            "uid": "rs-1",
-            "ownerReferences": [
-                {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "controller": True}
-            ],
-        },
-        "spec": {"replicas": pods, "selector": {"matchLabels": {"app": "web"}}},
-    }
-    k.objects[r("foresize.io/v1/aiscaletargets"), "shop", "web"] = TARGET
+    dep = server.seed(_workload("Deployment", "web", pods))
+    rs = _workload("ReplicaSet", "web-abc", pods)
+    rs["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "name": "web",
+            "uid": dep["metadata"]["uid"],
+            "controller": True,
+        }
+    ]
+    rs_uid = server.seed(rs)["metadata"]["uid"]
+    server.seed(
+        {
+            "apiVersion": "foresize.io/v1",
+            "kind": "AIScaleTarget",
+            "metadata": {"name": "web", "namespace": "shop"},
+            "spec": {
+                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                "vertical": {
+                    "mode": "autonomous",
+                    "containers": [
+                        {
+                            "name": "app",
+                            "cpu": {"lowerbound": "50m"},
+                            "memory": {"lowerbound": "64Mi"},
+                        }
+                    ],
+                    "update_policy": {"update_mode": "in_place"},
+                    "disruption": {"max_disrupted": "100%", "interval": "1s"},
+                },
+            },
+            "status": {"hasEnoughDataToScale": True, "vertical_suggestion": SUGGESTION},
+        }
+    )
     for i in range(pods):
-        k.objects[r("v1/pods"), "shop", f"web-{i}"] = pod_object(f"web-{i}")
+        server.seed(_pod(f"web-{i}", rs_uid))
 
 
-def lease_holder(k: Any) -> str | None:
-    import kmock
-
-    key = (kmock.resource("coordination.k8s.io/v1/leases"), NAMESPACE, "foresize-shard-0")
-    try:
-        lease = k.objects[key]
-    except KeyError:
-        return None
-    return (lease.get("spec") or {}).get("holderIdentity")
+def lease_holder(server: Any) -> str | None:
+    lease = server.get("Lease", NAMESPACE, "foresize-shard-0")
+    return ((lease or {}).get("spec") or {}).get("holderIdentity")
 
 
 # ------------------------------------------------------------------ the process
@@ -474,7 +460,7 @@ class ScenarioResult:
 
 
 class Cluster:
-    """kmock + a FaultProxy + operator processes, torn down on exit."""
+    """The strict API server + a FaultProxy + operator processes, torn down on exit."""
 
     def __init__(self, pods: int = 20, seed: int = 0) -> None:
         self.pods = pods
@@ -485,16 +471,17 @@ class Cluster:
         self.workdir = Path(tempfile.mkdtemp(prefix="foresize-chaos-"))
 
     async def __aenter__(self) -> Cluster:
-        import kmock
+        from foresize.testing.apiserver import StrictApiServer
 
-        self.k = await self._stack.enter_async_context(kmock.KubernetesEmulator())
-        await self._stack.enter_async_context(kmock.Server(self.k))
+        self.k = StrictApiServer(seed=self.seed, bookmark_interval=1.0)
+        await self.k.start()
+        self._stack.push_async_callback(self.k.stop)
         populate(self.k, self.pods)
         self.proxy = await self.new_proxy()
         return self
 
     async def new_proxy(self) -> FaultProxy:
-        proxy = FaultProxy(str(self.k.url), seed=self.seed + len(self.proxies))
+        proxy = FaultProxy(self.k.url, seed=self.seed + len(self.proxies))
         await proxy.start()
         self.proxies.append(proxy)
         return proxy
@@ -598,18 +585,22 @@ async def _probe_is(op: OperatorProcess, path: str, code: int) -> bool:
 async def scenario_watch_gone() -> ScenarioResult:
     """Watches dropped, an object deleted meanwhile, the re-watch answered 410 Gone: the
     relist prunes it, and no call is made for it afterwards. seconds = drop to relist."""
-    import kmock
-
     name = "watches dropped + 410 Gone"
     async with Cluster(pods=3) as c:
         op = c.operator()
         await op.start()
         if not await wait_until(lambda: len(c.proxy.actions()) >= 1, 30):
             return ScenarioResult(name, 0.0, False, problems=["never acted", op.output()[-2000:]])
-        c.proxy.gone = {"/api/v1/pods"}
+        # Watches drop and stay away while the pod is deleted and the server forgets the
+        # versions (a control-plane restart): the resumed watch is answered 410 Gone.
+        c.proxy.hold_watches = True
         dropped = time.monotonic()
         c.proxy.drop_watches()
-        del c.k.objects[kmock.resource("v1/pods"), "shop", "web-2"]
+        c.k.drop_watches()
+        await asyncio.sleep(0.2)
+        c.k.delete("Pod", "shop", "web-2")
+        c.k.expire_resource_versions(notify=False)
+        c.proxy.hold_watches = False
         relisted = await wait_until(
             lambda: any(
                 e.path == "/api/v1/pods" and "watch" not in e.query and e.at > dropped
@@ -711,7 +702,7 @@ async def scenario_token_rotation() -> ScenarioResult:
                     return e.at
             return None
 
-        both = await wait_until(lambda: first_ok(True) and first_ok(False), 30)
+        both = await wait_until(lambda: bool(first_ok(True) and first_ok(False)), 30)
         took = max(first_ok(True) or 0.0, first_ok(False) or 0.0) - rotated
         if not both:
             problems.append(

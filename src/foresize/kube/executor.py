@@ -1,11 +1,15 @@
 """The kube shell's executor: every core `Action` as the exact API call it stands for.
 
 - `ResizePod`: PATCH `pods/{name}/resize` with a JSON patch of container resources. The
-  patch tests each container's name at its index first, so a pod whose containers moved
-  is refused (422) rather than resized in the wrong container. The resize subresource
-  drops every other field, so labels/annotations go in a separate `PatchPodMetadata`.
+  patch tests the pod's uid (a StatefulSet pod recreated under the same name is another
+  pod) and each container's name at its index first, so a pod that is not the one planned
+  for is refused (422) rather than resized. Such a failed precondition is answered to the
+  core as 409 Conflict (the plan is stale: plan again), not as the 422 of a resize the
+  API server refuses (which may lead to an eviction). The resize subresource drops every
+  other field, so labels/annotations go in a separate `PatchPodMetadata`.
 - `PatchPodMetadata`: merge patch on the pod.
-- `EvictPod`: POST `pods/{name}/eviction` with a `policy/v1` Eviction (PDBs apply).
+- `EvictPod`: POST `pods/{name}/eviction` with a `policy/v1` Eviction (PDBs apply) and
+  `deleteOptions.preconditions.uid`: 409 when the pod under that name is another one.
 - `PatchScale`: merge patch on `{kind}/{name}/scale`.
 - `RestartWorkload`: the template annotation `kubectl.kubernetes.io/restartedAt` (what
   `kubectl rollout restart` writes); Argo Rollouts use their own `spec.restartAt`.
@@ -101,6 +105,8 @@ def resize_patch(pod: Pod, action: ResizePod) -> list[dict[str, Any]]:
     patch also replaces an existing member), creating a missing requests/limits map first.
     """
     ops: list[dict[str, Any]] = []
+    if action.uid:
+        ops.append({"op": "test", "path": "/metadata/uid", "value": action.uid})
     for change in action.containers:
         index, field, container = _locate(pod, change.name)
         base = f"/spec/{field}/{index}"
@@ -286,7 +292,48 @@ class KubeExecutor:
         resp = await self.api.request(
             "PATCH", pod_path(action.namespace, action.name, "resize"), patch, JSON_PATCH
         )
+        if resp.code == 422:
+            stale = await self._stale_plan(action, patch)
+            if stale is not None:
+                return stale
         return result_from(resp)
+
+    async def _stale_plan(
+        self, action: ResizePod, patch: list[dict[str, Any]]
+    ) -> ActionResult | None:
+        """After a 422: whether the pod now under that name fails the patch's `test`s (it is
+        not the pod that was planned for, or its containers moved). That is a stale plan
+        (409 Conflict for the core), not a resize the API server refuses."""
+        resp = await self.api.request("GET", pod_path(action.namespace, action.name))
+        if resp.code == 404:
+            return ActionResult(
+                ok=False,
+                code=404,
+                reason="NotFound",
+                message=f"pod {action.namespace}/{action.name}",
+            )
+        if not resp.ok or not isinstance(resp.body, dict):
+            return None
+        for op in patch:
+            if op["op"] != "test":
+                continue
+            node: Any = resp.body
+            for token in op["path"].lstrip("/").split("/"):
+                if isinstance(node, list) and token.isdigit() and int(token) < len(node):
+                    node = node[int(token)]
+                elif isinstance(node, dict):
+                    node = node.get(token)
+                else:
+                    node = None
+            if node != op["value"]:
+                return ActionResult(
+                    ok=False,
+                    code=409,
+                    reason="Conflict",
+                    message=f"pod {action.namespace}/{action.name} changed since the resize was "
+                    f"planned ({op['path']} is {node!r}, expected {op['value']!r}); not resized",
+                )
+        return None
 
     async def _metadata(self, action: PatchPodMetadata) -> ActionResult:
         meta: dict[str, Any] = {}
@@ -307,8 +354,13 @@ class KubeExecutor:
             "kind": "Eviction",
             "metadata": {"name": action.name, "namespace": action.namespace},
         }
+        options: dict[str, Any] = {}
         if action.grace_period_seconds is not None:
-            body["deleteOptions"] = {"gracePeriodSeconds": action.grace_period_seconds}
+            options["gracePeriodSeconds"] = action.grace_period_seconds
+        if action.uid:
+            options["preconditions"] = {"uid": action.uid}
+        if options:
+            body["deleteOptions"] = options
         resp = await self.api.request(
             "POST", pod_path(action.namespace, action.name, "eviction"), body, JSON
         )

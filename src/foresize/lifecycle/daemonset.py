@@ -9,7 +9,10 @@ observed usage, seed new pods at admission, and resize running ones in place.
   to each new DaemonSet pod, including pods for nodes added later, with the same sizing
   code as AIScaleTargets (bounds, limit ratio, QoS kept) and the managed annotation.
 - `plan_dsa`: every `scaleInterval` (15 m) the running pods that differ are resized in
-  place (`ResizePod`); a resize the API server would refuse (QoS change) is skipped.
+  place (`ResizePod`); a resize the API server would refuse (QoS change) is skipped; an
+  upsize that does not fit its node's free capacity (the scheduler's charge, the capacity
+  guard every resize passes) is not sent, so it never sits Deferred holding capacity the
+  node does not have: it is reported and tried again next interval.
 """
 
 from __future__ import annotations
@@ -21,7 +24,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from foresize.api.quantity import CPU, MEMORY, MIB
-from foresize.cluster.actions import Action, ContainerResize, ResizePod, WriteTargetStatus
+from foresize.cluster.actions import (
+    Action,
+    ContainerResize,
+    EmitEvent,
+    ResizePod,
+    WriteTargetStatus,
+)
+from foresize.cluster.capacity import NodeLedger, no_room_message, resize_delta
 from foresize.cluster.model import ContainerSuggestion, Suggestion
 from foresize.cluster.qos import pod_qos_class
 from foresize.cluster.sizing import size_container
@@ -138,6 +148,7 @@ class DsaPlan:
     actions: list[Action] = field(default_factory=list)
     resized: list[str] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
+    waiting: dict[str, str] = field(default_factory=dict)  # upsizes held by the guard
 
 
 def plan_dsa(
@@ -145,12 +156,14 @@ def plan_dsa(
     dsa: TargetView | object,
     suggestion: Suggestion | None,
     now: float,
+    ledger: NodeLedger | None = None,
 ) -> DsaPlan:
     """In-place resizes bringing the DaemonSet's running pods to `suggestion` (call it
     every `scaleInterval`). Nothing while paused, outside autonomous mode or without a
-    suggestion."""
+    suggestion. `ledger`: the pass's node capacity shared with the other planners."""
     view = dsa if isinstance(dsa, TargetView) else dsa_view(dsa)
     plan = DsaPlan()
+    ledger = ledger or NodeLedger(snapshot)
     if snapshot.paused or view.vertical_mode != AUTONOMOUS or suggestion is None or view.deleting:
         return plan
     ds = snapshot.workload("DaemonSet", view.namespace, view.ref_name)
@@ -180,23 +193,59 @@ def plan_dsa(
             target=view.key,
             reason="DaemonSetAutoscaler",
             direction=_direction(pod, changes),
+            uid=pod.uid,
         )
         refused = check_resize(pod, action)
         if refused is not None:
             plan.skipped[pod.key] = refused.message
             continue
+        delta = resize_delta(pod, changes)
+        if not ledger.admit(pod.node_name or "", delta):
+            _hold(plan, view, pod.key, pod.node_name or "", delta, ledger)
+            continue
         plan.resized.append(pod.key)
         plan.actions.append(action)
-    if plan.resized or plan.skipped:
+    if plan.resized or plan.skipped or plan.waiting:
         plan.actions.append(
             WriteTargetStatus(
                 view.namespace,
                 view.name,
-                {"pods_resized_last": len(plan.resized), "pods_skipped": dict(plan.skipped)},
+                {
+                    "pods_resized_last": len(plan.resized),
+                    "pods_skipped": dict(plan.skipped),
+                    "pods_waiting_for_capacity": len(plan.waiting),
+                },
                 kind="DaemonSetAutoscaler",
             )
         )
     return plan
+
+
+def _hold(
+    plan: DsaPlan,
+    view: TargetView,
+    pod_key: str,
+    node: str,
+    delta: dict[str, int],
+    ledger: NodeLedger,
+) -> None:
+    """An upsize the node has no room for: not sent (it would sit Deferred while the
+    scheduler charges the node for it), reported on the pod and the DaemonSetAutoscaler."""
+    msg = no_room_message(node, delta, ledger.free(node))
+    plan.waiting[pod_key] = msg
+    ns, name = pod_key.split("/", 1)
+    plan.actions.append(EmitEvent(ns, "Pod", name, "ResizeWaitingForCapacity", msg, "Warning"))
+    plan.actions.append(
+        EmitEvent(
+            view.namespace,
+            view.kind,
+            view.name,
+            "ResizeWaitingForCapacity",
+            f"pod {name}: {msg}",
+            "Warning",
+            view.uid,
+        )
+    )
 
 
 def _direction(pod, changes: list[ContainerResize]) -> str:

@@ -26,9 +26,10 @@ from typing import Any
 
 from foresize.api.types import format_timestamp, parse_timestamp
 from foresize.cluster.actions import Action, WriteTargetStatus
+from foresize.cluster.capacity import NodeLedger
 from foresize.cluster.snapshot import ClusterSnapshot
 from foresize.cluster.target import AUTONOMOUS, TargetView, dsa_view, get, target_view
-from foresize.lifecycle.revert import REVERT_FINALIZER, RevertPlan, plan_revert
+from foresize.lifecycle.revert import HELD_PREFIX, REVERT_FINALIZER, RevertPlan, plan_revert
 
 STATUS_KEY = "lifecycle"
 
@@ -71,8 +72,16 @@ def _key(view: TargetView) -> str:
     return f"{view.kind}/{view.namespace}/{view.name}"
 
 
-def plan_lifecycle(snapshot: ClusterSnapshot, now: float, state: LifecycleState) -> LifecyclePlan:
+def plan_lifecycle(
+    snapshot: ClusterSnapshot,
+    now: float,
+    state: LifecycleState,
+    ledger: NodeLedger | None = None,
+) -> LifecyclePlan:
+    """`ledger`: the pass's node capacity, which every revert resize is admitted through
+    (shared with the other planners that resize pods in the same pass)."""
     new = state.copy()
+    ledger = ledger or NodeLedger(snapshot)
     plan = LifecyclePlan([], new)
     if snapshot.paused:
         return plan
@@ -109,11 +118,13 @@ def plan_lifecycle(snapshot: ClusterSnapshot, now: float, state: LifecycleState)
             reason=job.reason,
             already_restarted=job.restarted,
             reported=job.reported,
+            ledger=ledger,
         )
         plan.reverts[key] = rp
         plan.actions.extend(rp.actions)
         job.restarted.update(rp.restarted)
         job.reported.update(rp.left)
+        job.reported.update(HELD_PREFIX + k for k in rp.held)
         if rp.complete:
             if job.reason == "TargetDeleted":
                 plan.finalizers_done.append(key)

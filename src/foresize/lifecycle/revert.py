@@ -14,7 +14,11 @@ declares (architecture §3.4):
   the workload (`kubectl.kubernetes.io/restartedAt`): the new pods are admitted while the
   target is no longer autonomous, get template values and no annotation;
 - with `in_place` or `initial` (no recreation) such pods are left as they are, and the
-  reason is reported once as a Warning event on the pod and in the target's status.
+  reason is reported once as a Warning event on the pod and in the target's status;
+- a revert that raises a request passes the capacity guard like every resize: if the
+  node has no room for it (by the scheduler's charge) it is not sent, so it never sits
+  Deferred holding capacity the node does not have; the revert stays open and tries
+  again on the next pass, and the pod is reported once.
 
 A cluster-wide pause is not a revert: running pods keep their values and nothing is
 planned (see `plan_lifecycle`).
@@ -34,12 +38,15 @@ from foresize.cluster.actions import (
     RestartWorkload,
     WriteTargetStatus,
 )
+from foresize.cluster.capacity import NodeLedger, no_room_message, resize_delta
 from foresize.cluster.model import COMPUTE_RESOURCES, Container, Pod, Workload
 from foresize.cluster.snapshot import ClusterSnapshot
 from foresize.cluster.target import TargetView
 from foresize.cluster.validation import check_resize
 
 REVERT_FINALIZER = "foresize.io/revert"
+# `reported` keys of pods whose revert waits for capacity (kept apart from pods "left").
+HELD_PREFIX = "capacity:"
 
 
 @dataclass(slots=True)
@@ -49,12 +56,13 @@ class RevertPlan:
     restarted: list[str] = field(default_factory=list)  # workload keys restarted now
     left: dict[str, str] = field(default_factory=dict)  # pod key -> why it was left
     waiting: list[str] = field(default_factory=list)  # pods of a workload already restarted
+    held: dict[str, str] = field(default_factory=dict)  # pod key -> no room on its node
 
     @property
     def complete(self) -> bool:
         """Nothing more to issue: every pod is at template values, left with a reason, or
         belongs to a workload whose restart was already issued."""
-        return not self.resized and not self.restarted
+        return not self.resized and not self.restarted and not self.held
 
 
 def pods_of_target(snapshot: ClusterSnapshot, target: TargetView) -> list[Pod]:
@@ -133,13 +141,17 @@ def plan_revert(
     reason: str = "LeftAutonomousMode",
     already_restarted: Collection[str] = (),
     reported: Collection[str] = (),
+    ledger: NodeLedger | None = None,
 ) -> RevertPlan:
     """Actions that bring `target`'s running pods back to their templates.
 
     `already_restarted`: workload keys whose restart this revert already issued (the
     caller keeps them between passes so a rolling restart is not re-triggered);
-    `reported`: pod keys whose "left" event was already emitted."""
+    `reported`: pod keys whose "left" (or "held") event was already emitted;
+    `ledger`: the pass's node capacity, shared with the other planners that resize."""
     plan = RevertPlan()
+    ledger = ledger or NodeLedger(snapshot)
+    pods = {p.key: p for p in snapshot.pods}
     resizes: dict[str, list[ResizePod]] = {}
     to_restart: dict[str, Workload] = {}
     for pod in pods_of_target(snapshot, target):
@@ -161,6 +173,7 @@ def plan_revert(
             target=target.key,
             reason="Revert",
             direction=_direction(pod, changes),
+            uid=pod.uid,
         )
         refused = check_resize(pod, action)
         if refused is None:
@@ -204,14 +217,29 @@ def plan_revert(
         if key in to_restart:
             continue  # the restart recreates these pods anyway
         for a in actions:
-            plan.resized.append(f"{a.namespace}/{a.name}")
+            pod_key = f"{a.namespace}/{a.name}"
+            pod = pods[pod_key]
+            delta = resize_delta(pod, a.containers)
+            if not ledger.admit(pod.node_name or "", delta):
+                plan.held[pod_key] = no_room_message(
+                    pod.node_name or "", delta, ledger.free(pod.node_name or "")
+                )
+                continue
+            plan.resized.append(pod_key)
             plan.actions.append(a)
+    for pod_key, why in sorted(plan.held.items()):
+        if HELD_PREFIX + pod_key in reported:
+            continue
+        ns, name = pod_key.split("/", 1)
+        plan.actions.append(
+            EmitEvent(ns, "Pod", name, "RevertWaitingForCapacity", f"revert {why}", "Warning")
+        )
     for pod_key, why in sorted(plan.left.items()):
         if pod_key in reported:
             continue
         ns, name = pod_key.split("/", 1)
         plan.actions.append(EmitEvent(ns, "Pod", name, "RevertNotInPlace", why, "Warning"))
-    if plan.left or plan.restarted or plan.resized:
+    if plan.left or plan.restarted or plan.resized or plan.held:
         plan.actions.append(revert_status(target, plan, now, reason))
     return plan
 
@@ -230,6 +258,8 @@ def revert_status(
             f"reverting to template values: {len(plan.resized)} pod(s) resized in place, "
             f"{len(plan.restarted)} workload(s) restarted"
         )
+        if plan.held:
+            message += f", {len(plan.held)} waiting for room on their node"
     # Its own status key: a merge patch of `conditions` would replace the whole list
     # and clobber the conditions other planners own.
     return WriteTargetStatus(
@@ -243,6 +273,7 @@ def revert_status(
                 # A list, not a map: a merge patch replaces lists whole, so a pod that
                 # is gone (or was reverted since) drops out instead of lingering.
                 "pods_left": [{"pod": k, "reason": v} for k, v in sorted(plan.left.items())],
+                "pods_waiting_for_capacity": sorted(plan.held),
                 "time": format_timestamp(now),
             }
         },

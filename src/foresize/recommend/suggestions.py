@@ -24,7 +24,9 @@ from foresize.api.quantity import CPU, MEMORY, format_resource_map
 from foresize.cluster.actions import WriteTargetStatus
 from foresize.cluster.kubejson import format_time
 from foresize.cluster.snapshot import ClusterSnapshot
-from foresize.history.base import TOTAL_CONTAINER, SeriesKey, trace_series
+from foresize.cluster.target import target_view
+from foresize.errors import ForesizeError
+from foresize.history.base import TOTAL_CONTAINER, SeriesKey, trace_series, workload_of_pod
 
 HISTORY_WINDOW = 14 * 86400.0
 
@@ -54,6 +56,85 @@ class SuggestionState:
     memory_at_mode: dict[str, float] = field(default_factory=dict)
 
 
+def history_source(snapshot: ClusterSnapshot, target: Any) -> tuple[list[str], list[Any]] | None:
+    """(history workload names, containers with their current resources) of a target.
+
+    A scaleTargetRef target: its workload and the workload's template. A selector target:
+    the workload of every pod it selects, as the collector keys history (the pod's
+    controller, or the pod itself), and each container name's resources on the first
+    selected pod that has it. None when there is nothing to forecast yet."""
+    ns = get_path(target, "metadata", "namespace")
+    ref = get_path(target, "spec", "scaleTargetRef")
+    if ref is not None:
+        workload = snapshot.workload(get_path(ref, "kind"), ns, get_path(ref, "name"))
+        if workload is None or not workload.template.containers:
+            return None
+        return [workload.name], list(workload.template.containers)
+    if get_path(target, "spec", "selector") is None:
+        return None
+    try:
+        view = target_view(target)
+    except (ForesizeError, ValueError):
+        return None  # the vertical planner reports the bad spec
+    pods = sorted(
+        (p for p in snapshot.pods if p.namespace == ns and view.selects(p.labels)),
+        key=lambda p: (p.creation_time, p.name),
+    )
+    workloads: list[str] = []
+    templates: dict[str, Any] = {}
+    for p in pods:
+        owner = (p.owner.kind, p.owner.name) if p.owner is not None else None
+        wl = workload_of_pod(p.name, owner)
+        if wl not in workloads:
+            workloads.append(wl)
+        for c in p.containers:
+            templates.setdefault(c.name, c)
+    if not templates:
+        return None
+    return workloads, list(templates.values())
+
+
+def merged_histories(sources: list[dict[str, Any]]) -> dict[str, Any]:
+    """One history per container over several workloads (a selector target's pods): the
+    higher usage of the two at each step (the suggestion must cover the hungriest pod),
+    the earliest first sample, every OOM kill."""
+    import numpy as np
+
+    from foresize.recommend.target import ContainerHistory
+
+    if len(sources) == 1:
+        return sources[0]
+    out: dict[str, Any] = {}
+    for hist in sources:
+        for cname, h in hist.items():
+            have = out.get(cname)
+            if have is None:
+                out[cname] = h
+                continue
+            with np.errstate(all="ignore"):
+                cpu = np.fmax(_tail(have.cpu, len(h.cpu)), _tail(h.cpu, len(have.cpu)))
+                mem = np.fmax(_tail(have.memory, len(h.memory)), _tail(h.memory, len(have.memory)))
+            seen = [t for t in (have.first_seen, h.first_seen) if t is not None]
+            out[cname] = ContainerHistory(
+                cpu,
+                mem,
+                min(seen) if seen else None,
+                [*have.oom_times, *h.oom_times],
+                [*have.oom_usage, *h.oom_usage],
+            )
+    return out
+
+
+def _tail(a: Any, n: int) -> Any:
+    """`a` padded with NaN at the front to at least `n` (histories align at their end)."""
+    import numpy as np
+
+    a = np.asarray(a, dtype=float)
+    if len(a) >= n:
+        return a
+    return np.concatenate([np.full(n - len(a), np.nan), a])
+
+
 def plan_suggestions(
     snapshot: ClusterSnapshot,
     history: Any,
@@ -78,17 +159,18 @@ def plan_suggestions(
             continue
         ns = get_path(target, "metadata", "namespace")
         name = get_path(target, "metadata", "name")
-        ref = get_path(target, "spec", "scaleTargetRef")
-        if ref is None:
+        source = history_source(snapshot, target)
+        if source is None:
             continue
-        workload = snapshot.workload(get_path(ref, "kind"), ns, get_path(ref, "name"))
-        if workload is None or not workload.template.containers:
-            continue
-        containers = [c.name for c in workload.template.containers]
-        histories = load_histories(
-            history, ns, workload.name, containers, now, window=HISTORY_WINDOW
+        workloads, templates = source
+        containers = [c.name for c in templates]
+        histories = merged_histories(
+            [
+                load_histories(history, ns, wl, containers, now, window=HISTORY_WINDOW)
+                for wl in workloads
+            ]
         )
-        current = {c.name: c.resources.copy() for c in workload.template.containers}
+        current = {c.name: c.resources.copy() for c in templates}
         key = f"{ns}/{name}"
         due_targets.append((key, ns, name, mode, containers))
         requests.append(

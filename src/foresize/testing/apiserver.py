@@ -1510,7 +1510,49 @@ class StrictApiServer:
         errors = self._resize_errors(old, new)
         if errors:
             raise invalid(rtype, name, errors)
+        if self.kube_version >= (1, 36):
+            self._node_capacity_check(new)
         return new
+
+    def _node_capacity_check(self, pod: dict[str, Any]) -> None:
+        """1.36+: a resize that can never fit the node's allocatable is refused at
+        admission with 403 and a `NodeCapacity` cause."""
+        from foresize.testing.validation import quantity_value
+
+        node = self.objects.get(("/v1/nodes", "", (pod.get("spec") or {}).get("nodeName") or ""))
+        if node is None:
+            return
+        allocatable = (node.get("status") or {}).get("allocatable") or {}
+        spec = pod.get("spec") or {}
+        containers = [
+            *(spec.get("containers") or []),
+            *(c for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"),
+        ]
+        for resource in ("cpu", "memory"):
+            cap = quantity_value(allocatable.get(resource))
+            if cap is None:
+                continue
+            wanted = sum(
+                quantity_value(((c.get("resources") or {}).get("requests") or {}).get(resource, 0))
+                or 0
+                for c in containers
+            )
+            if wanted > cap:
+                scale = 1000 if resource == "cpu" else 1
+                why = (
+                    f"Node didn't have enough capacity: {resource}, requested: "
+                    f"{int(wanted * scale)}, capacity: {int(cap * scale)}"
+                )
+                raise ApiError(
+                    403,
+                    "Forbidden",
+                    f'pods "{pod["metadata"]["name"]}" is forbidden: {why}',
+                    details={
+                        "name": pod["metadata"]["name"],
+                        "kind": "pods",
+                        "causes": [{"reason": "NodeCapacity", "message": why}],
+                    },
+                )
 
     def _resize_errors(self, old: dict[str, Any], new: dict[str, Any]) -> list[FieldError]:
         errors: list[FieldError] = []

@@ -12,9 +12,9 @@ under `in_place` it waits and is reported.
 from __future__ import annotations
 
 from foresize.cluster.actions import Action, EvictPod, ResizePod
-from foresize.cluster.model import COMPUTE_RESOURCES, ResourceMap
+from foresize.cluster.capacity import NodeLedger, no_room_message
+from foresize.cluster.model import COMPUTE_RESOURCES, Pod, ResourceMap
 from foresize.cluster.qos import pod_qos_class
-from foresize.vertical.capacity import NodeLedger, positive
 from foresize.vertical.desired import allocated_containers, charge_delta, desired_containers
 from foresize.vertical.run import (
     EVICT,
@@ -22,7 +22,6 @@ from foresize.vertical.run import (
     Candidate,
     PassContext,
     describe_change,
-    fmt_resources,
 )
 
 _WHY_EVICT = {
@@ -31,6 +30,14 @@ _WHY_EVICT = {
     "refused": "resize refused by the API server",
     "capacity": "upsize cannot fit its node",
 }
+
+
+def recreated_by_controller(pod: Pod) -> bool:
+    """Does a controller recreate the pod after an eviction? A pod with no controlling
+    owner (a bare pod a selector picked up) or a static pod's mirror (owned by its Node)
+    is gone for good once evicted: such pods are never evicted."""
+    owner = pod.owner
+    return owner is not None and owner.controller and owner.kind != "Node" and not pod.static
 
 
 def priority(c: Candidate) -> tuple:
@@ -76,6 +83,7 @@ def _release(c: Candidate, actions: list[Action]) -> None:
             c.run.policy.key,
             "release-deferred",
             "down",
+            uid=pod.uid,
         )
     )
     c.run.state.inflight[pod.name] = pod.uid
@@ -94,13 +102,19 @@ def _resize(
         delta = charge_delta(pod, change)
         node = pod.node_name or ""
         if not ledger.admit(node, delta):
-            if run.policy.update_mode == "in_place_or_recreate":
+            if run.policy.update_mode == "in_place_or_recreate" and recreated_by_controller(pod):
                 return Candidate(EVICT, pod, run, change, "capacity", c.urgent)
             _wait_for_capacity(c, delta, ledger.free(node))
             return None
     actions.append(
         ResizePod(
-            pod.namespace, pod.name, change.containers, run.policy.key, c.reason, change.direction
+            pod.namespace,
+            pod.name,
+            change.containers,
+            run.policy.key,
+            c.reason,
+            change.direction,
+            uid=pod.uid,
         )
     )
     if not c.urgent:
@@ -120,14 +134,18 @@ def _wait_for_capacity(c: Candidate, delta: ResourceMap, free: ResourceMap) -> N
     run.waiting_capacity += 1
     if not run.report_once(f"guard:{pod.uid}", change.signature):
         return
-    msg = (
-        f"upsize does not fit node {pod.node_name} now "
-        f"({fmt_resources(positive(delta))} more needed, "
-        f"{fmt_resources({r: max(v, 0) for r, v in free.items()})} "
-        "free): not sent, waiting for capacity"
-    )
+    msg = no_room_message(pod.node_name or "", delta, free)
     run.pod_event(pod, "ResizeWaitingForCapacity", msg, "Warning")
     run.target_event("ResizeWaitingForCapacity", f"pod {pod.name}: {msg}", "Warning")
+
+
+def _not_evicted_without_controller(c: Candidate) -> None:
+    run, pod = c.run, c.pod
+    why = _WHY_EVICT.get(c.reason, c.reason)
+    if run.report_once(f"nocontroller:{pod.uid}", c.reason):
+        msg = f"not evicting ({why}): no controller owns the pod, nothing would recreate it"
+        run.pod_event(pod, "EvictionSkipped", msg, "Warning")
+        run.target_event("PodWithoutController", f"pod {pod.name}: {msg}", "Warning")
 
 
 def _need_recreated(c: Candidate) -> ResourceMap | None:
@@ -145,6 +163,9 @@ def _need_recreated(c: Candidate) -> ResourceMap | None:
 
 def _evict(c: Candidate, ctx: PassContext, ledger: NodeLedger, actions: list[Action]) -> None:
     run, pod = c.run, c.pod
+    if not recreated_by_controller(pod):
+        _not_evicted_without_controller(c)
+        return
     if run.evictions_left <= 0 or (run.budget <= 0 and not c.urgent):
         return
     until = run.state.blocked_pods.get(pod.uid)
@@ -160,7 +181,7 @@ def _evict(c: Candidate, ctx: PassContext, ledger: NodeLedger, actions: list[Act
                 "Warning",
             )
         return
-    actions.append(EvictPod(pod.namespace, pod.name, run.policy.key, c.reason))
+    actions.append(EvictPod(pod.namespace, pod.name, run.policy.key, c.reason, uid=pod.uid))
     run.state.inflight[pod.name] = pod.uid
     run.evictions_left -= 1
     if not c.urgent:

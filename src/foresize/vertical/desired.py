@@ -9,24 +9,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from foresize.cluster.actions import ContainerResize
+from foresize.cluster.capacity import resize_delta
 from foresize.cluster.model import (
     COMPUTE_RESOURCES,
     RESTART_CONTAINER,
     Container,
-    ContainerStatus,
     Pod,
     ResourceMap,
     ResourceRequirements,
     Suggestion,
 )
-from foresize.cluster.qos import (
-    container_charge,
-    pod_charge,
-    pod_qos_class,
-    pod_requests,
-    qos_class_of,
-    resize_infeasible,
-)
+from foresize.cluster.qos import pod_qos_class, qos_class_of
 from foresize.vertical.policy import Threshold
 
 
@@ -194,31 +187,8 @@ def container_sig(name: str, requests: ResourceMap, limits: ResourceMap) -> str:
 
 
 def charge_delta(pod: Pod, change: PodChange) -> ResourceMap:
-    """How much more the scheduler would charge the node once the new spec is written.
-
-    The charge is max(spec, allocated, actual) per container, aggregated as the scheduler
-    does (`qos.pod_requests`: sidecars, init peaks, pod-level requests, overhead), so an
-    upsize costs its increase at once and a downsize frees nothing until the kubelet has
-    actuated it."""
-    infeasible = resize_infeasible(pod)
-    by_name = {c.name: c for c in change.containers}
-
-    def after(c: Container, status: ContainerStatus | None) -> ResourceMap:
-        cr = by_name.get(c.name)
-        if cr is None:
-            return container_charge(c, status, infeasible=infeasible)
-        return container_charge(
-            _apply(c, dict(cr.requests), dict(cr.limits)), status, infeasible=False
-        )
-
-    before = pod_charge(pod)
-    new = pod_requests(pod, after) if pod.phase not in ("Succeeded", "Failed") else {}
-    delta: ResourceMap = {}
-    for r in set(before) | set(new):
-        d = new.get(r, 0) - before.get(r, 0)
-        if d:
-            delta[r] = d
-    return delta
+    """How much more the scheduler would charge the node once the change is written."""
+    return resize_delta(pod, change.containers)
 
 
 def allocated_containers(pod: Pod) -> tuple[ContainerResize, ...]:

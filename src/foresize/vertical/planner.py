@@ -22,12 +22,12 @@ from typing import Any
 
 from foresize.api.access import first as _get
 from foresize.cluster.actions import Action, EmitEvent, WriteTargetStatus
+from foresize.cluster.capacity import NodeLedger
 from foresize.cluster.model import Pod, Suggestion
 from foresize.cluster.snapshot import ClusterSnapshot
 from foresize.errors import ForesizeError
-from foresize.vertical.admit import admit
+from foresize.vertical.admit import admit, recreated_by_controller
 from foresize.vertical.breaker import move_breaker
-from foresize.vertical.capacity import NodeLedger, fast_charge
 from foresize.vertical.guards import TARGET_GUARDS, open_gates
 from foresize.vertical.modes import DECIDE
 from foresize.vertical.policy import TargetPolicy, WorkerConfig, policy_of
@@ -36,8 +36,11 @@ from foresize.vertical.run import Candidate, PassContext, PodView, TargetRun
 from foresize.vertical.stall import awaiting_kubelet, stall_message, stall_reason
 from foresize.vertical.state import STATUS_KEY, StallRecord, TargetState, WorkerState
 
+# The update modes that may evict a pod.
+EVICTING_MODES = ("recreate", "in_place_or_recreate")
+
 # The planner's entry points, with the results step they pair with.
-__all__ = ["execute", "fast_charge", "on_result", "plan", "stall_reason"]
+__all__ = ["execute", "on_result", "plan", "stall_reason"]
 
 
 def suggestion_from_status(target: Any) -> Suggestion | None:
@@ -88,11 +91,14 @@ def plan(
     state: WorkerState,
     config: WorkerConfig | None = None,
     suggestions: Mapping[str, Suggestion] | None = None,
+    ledger: NodeLedger | None = None,
 ) -> tuple[list[Action], WorkerState]:
     """One planning pass over every target in the snapshot.
 
     `suggestions` maps target key ("namespace/name") to its current vertical suggestion
     (what the recommender wrote into status); a target without one gets status only.
+    `ledger` is the pass's node capacity, shared with the other planners that resize pods
+    in the same pass (the DaemonSetAutoscaler, the revert); a fresh one by default.
     """
     ctx = PassContext(snapshot, now, config or WorkerConfig())
     suggestions = suggestions or {}
@@ -108,17 +114,21 @@ def plan(
             continue
         runs.append(run)
         _select_pods(run, snapshot, pods_by_ns)
+    _refuse_overlaps(runs)
+    for run in runs:
         _decide(run, ctx, candidates)
 
-    admit(candidates, ctx, NodeLedger(snapshot), actions)
+    admit(candidates, ctx, ledger or NodeLedger(snapshot), actions)
     _forget_gone_targets(new_state, runs)
     for run in runs:
         if run.issued:
             run.state.last_batch_at = now
         actions.extend(run.events)
         status = _status(run)
+        # Written until it lands: `last_status` is only set by `on_result` when the write
+        # succeeded, so a refused or failed write (422, 409, 429, 5xx, timeout) is sent
+        # again on the next pass instead of being forgotten.
         if status != run.state.last_status:
-            run.state.last_status = status
             actions.append(WriteTargetStatus(run.policy.namespace, run.policy.name, status))
     return actions, new_state
 
@@ -176,6 +186,37 @@ def _select_pods(
                 pods_by_ns.setdefault(p.namespace, []).append(p)
         run.pods = [p for p in pods_by_ns.get(pol.namespace, []) if pol.selects(p.labels)]
         run.replicas = len(run.pods)
+
+
+def _refuse_overlaps(runs: list[TargetRun]) -> None:
+    """A pod belongs to one target. A selector target leaves alone every pod that a
+    scaleTargetRef target, or another selector target, also claims (the pod webhook does
+    the same at admission), and reports the overlap in its status and one Event."""
+    claims: dict[str, list[str]] = {}
+    for run in runs:
+        for p in run.pods:
+            claims.setdefault(p.uid, []).append(run.policy.key)
+    by_ref = {p.uid for run in runs if not run.policy.has_selector for p in run.pods}
+    for run in runs:
+        if not run.policy.has_selector:
+            continue
+        me = run.policy.key
+        contested = [p for p in run.pods if p.uid in by_ref or len(claims[p.uid]) > 1]
+        if not contested:
+            run.state.reported.pop("overlap", None)
+            continue
+        others = sorted({k for p in contested for k in claims[p.uid] if k != me})
+        run.overlaps = others
+        gone = {p.uid for p in contested}
+        run.pods = [p for p in run.pods if p.uid not in gone]
+        run.replicas = len(run.pods)
+        msg = (
+            f"{len(contested)} selected pod(s) also belong to {', '.join(others)}: "
+            "left alone (a pod belongs to one target)"
+        )
+        run.notes.append(msg)
+        if run.report_once("overlap", ",".join(others)):
+            run.target_event("TargetOverlap", msg, "Warning")
 
 
 def _forget_gone_targets(state: WorkerState, runs: list[TargetRun]) -> None:
@@ -238,6 +279,19 @@ def _decide(run: TargetRun, ctx: PassContext, candidates: list[Candidate]) -> No
         disrupted += decide(run, view, ctx, candidates)
     run.disrupted_now = disrupted
     run.budget = 0 if run.paced else max(0, size - disrupted)
+    if run.policy.update_mode in EVICTING_MODES:
+        _report_without_controller(run)
+
+
+def _report_without_controller(run: TargetRun) -> None:
+    """Pods no controller would recreate are never evicted (`admit.recreated_by_controller`);
+    a target whose mode evicts lists them in its status, so nobody expects them to move."""
+    run.without_controller = sorted(p.name for p in run.pods if not recreated_by_controller(p))
+    if run.without_controller:
+        run.notes.append(
+            f"{len(run.without_controller)} pod(s) without a controller are resized in place "
+            "only, never evicted"
+        )
 
 
 def _track_stall(run: TargetRun, pod: Pod, now: float) -> PodView:
@@ -273,6 +327,8 @@ def _status(run: TargetRun) -> dict[str, Any]:
         "pods_evicted": ts.evicted,
         "pods_stalled": run.stalled,
         "pods_waiting_for_capacity": run.waiting_capacity,
+        "pods_without_controller": list(run.without_controller),
+        "overlapping_targets": list(run.overlaps),
         "stall_fallbacks": ts.stall_fallbacks,
         "circuit_breaker": ts.breaker.to_status(),
         "vertical_notes": list(run.notes),

@@ -11,7 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from foresize.cluster.actions import Action, ActionResult, EmitEvent, EvictPod, ResizePod
+from foresize.cluster.actions import (
+    Action,
+    ActionResult,
+    EmitEvent,
+    EvictPod,
+    ResizePod,
+    WriteTargetStatus,
+)
 from foresize.cluster.snapshot import ClusterSnapshot
 from foresize.vertical.desired import container_sig
 from foresize.vertical.policy import WorkerConfig
@@ -35,6 +42,8 @@ def on_result(
     config: WorkerConfig | None = None,
 ) -> WorkerState:
     """Feed one action's outcome back. Returns the new state (the input is not changed)."""
+    if isinstance(action, WriteTargetStatus):
+        return _status_result(state, action, result)
     if not isinstance(action, EvictPod | ResizePod):
         return state
     config = config or WorkerConfig()
@@ -48,6 +57,22 @@ def on_result(
         _eviction_result(ts, action, result, now, config)
     else:
         _resize_result(ts, action, result, now)
+    return new_state
+
+
+def _status_result(
+    state: WorkerState, action: WriteTargetStatus, result: ActionResult
+) -> WorkerState:
+    """A status write that landed is remembered, so the next pass writes only a change; one
+    that did not is left pending, so the next pass sends it again."""
+    key = f"{action.namespace}/{action.name}"
+    prev = state.targets.get(key)
+    if action.kind != "AIScaleTarget" or prev is None or not result.ok:
+        return state
+    ts = prev.clone()
+    ts.last_status = action.status
+    new_state = state.copy()
+    new_state.targets[key] = ts
     return new_state
 
 
@@ -148,7 +173,9 @@ def execute(
                 continue
         result = apply(action)
         done.append((action, result))
-        if isinstance(action, EvictPod | ResizePod):
+        if isinstance(action, WriteTargetStatus):
+            state = on_result(state, action, result, now, config)
+        elif isinstance(action, EvictPod | ResizePod):
             state = on_result(state, action, result, now, config)
             ts = state.targets.get(action.target)
             if ts is not None and ts.outbox:

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from foresize.cluster.actions import EmitEvent
-from foresize.cluster.model import Pod, ResourceMap, Suggestion
+from foresize.cluster.capacity import format_resources
+from foresize.cluster.model import Pod, Suggestion
 from foresize.cluster.snapshot import ClusterSnapshot
 from foresize.vertical.desired import PodChange
 from foresize.vertical.policy import TargetPolicy, WorkerConfig
@@ -64,6 +65,8 @@ class TargetRun:
     issued: int = 0
     stalled: int = 0
     waiting_capacity: int = 0
+    without_controller: list[str] = field(default_factory=list)  # pods never evicted
+    overlaps: list[str] = field(default_factory=list)  # targets claiming our selected pods
     notes: list[str] = field(default_factory=list)
     events: list[EmitEvent] = field(default_factory=list)
 
@@ -86,21 +89,16 @@ class TargetRun:
         return True
 
 
-def fmt_resources(res: ResourceMap) -> str:
-    from foresize.api.quantity import format_quantity
-
-    return ",".join(f"{k}={format_quantity(k, v)}" for k, v in sorted(res.items()))
-
-
 def describe_change(pod: Pod, change: PodChange) -> str:
     parts = []
     by = {c.name: c for c in pod.containers}
     for cr in change.containers:
         cur = by[cr.name].resources
         parts.append(
-            f"{cr.name}: requests {fmt_resources(cur.requests)} -> {fmt_resources(cr.requests)}"
+            f"{cr.name}: requests {format_resources(cur.requests)} -> "
+            f"{format_resources(cr.requests)}"
             + (
-                f", limits {fmt_resources(cur.limits)} -> {fmt_resources(cr.limits)}"
+                f", limits {format_resources(cur.limits)} -> {format_resources(cr.limits)}"
                 if cr.limits
                 else ""
             )

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from foresize.api.types import format_duration, format_timestamp, parse_duration, parse_timestamp
+
 STATUS_KEY = "disruption"
 
 # As in the API's CircuitBreakerStatus.state.
@@ -48,14 +50,16 @@ class BreakerState:
     backoff: float | None = None
 
     def to_status(self) -> dict[str, Any]:
-        """Shaped like the API's `status.circuit_breaker` (CircuitBreakerStatus)."""
+        """Shaped as the CRD types `status.circuit_breaker` (CircuitBreakerStatus): times
+        as RFC 3339 date-time strings, the back-off as a duration string. Numbers there are
+        refused by the API server (422), and the whole status write with them."""
         return {
             "state": self.state,
             "suggestion_uid": self.suggestion_uid,
             "no_progress_cycles": self.no_progress,
-            "opened_at": self.opened_at,
-            "retry_at": self.next_probe_at,
-            "backoff": self.backoff,
+            "opened_at": _time(self.opened_at),
+            "retry_at": _time(self.next_probe_at),
+            "backoff": format_duration(self.backoff) if self.backoff is not None else None,
             "openings": self.openings,
             "total_openings": self.total_openings,
         }
@@ -67,11 +71,26 @@ class BreakerState:
             state=str(d.get("state") or CLOSED),
             no_progress=int(d.get("no_progress_cycles") or 0),
             openings=int(d.get("openings") or 0),
-            next_probe_at=d.get("retry_at"),
+            next_probe_at=_read(d.get("retry_at"), parse_timestamp),
             total_openings=int(d.get("total_openings") or 0),
-            opened_at=d.get("opened_at"),
-            backoff=d.get("backoff"),
+            opened_at=_read(d.get("opened_at"), parse_timestamp),
+            backoff=_read(d.get("backoff"), parse_duration),
         )
+
+
+def _time(epoch: float | None) -> str | None:
+    return format_timestamp(epoch) if epoch is not None else None
+
+
+def _read(value: Any, parse: Any) -> float | None:
+    """A status field as written by `to_status` (or a number, as older releases wrote it);
+    None when absent or unreadable (a hand-edited status must not stop the worker)."""
+    if value is None:
+        return None
+    try:
+        return float(parse(value))
+    except (TypeError, ValueError):
+        return None
 
 
 @dataclass(slots=True)

@@ -6,18 +6,26 @@ charge max(spec request, allocated, actual) (`cluster.qos.pod_charge`). Writing 
 spec raises that charge at once, whether or not the kubelet can actuate it, so an upsize
 that does not fit would sit Deferred while the scheduler counts capacity that is not
 really free. A `NodeLedger` is built once per pass and every resize of the pass is
-admitted through it, so two resizes never count on the same room.
+admitted through it, so two resizes never count on the same room. Every planner that
+resizes running pods (the disruption worker, the DaemonSetAutoscaler, the revert) admits
+its upsizes here.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from foresize.cluster.actions import ContainerResize
 from foresize.cluster.model import (
     POD_RESIZE_PENDING,
     REASON_INFEASIBLE,
+    Container,
+    ContainerStatus,
     Pod,
     ResourceMap,
+    ResourceRequirements,
 )
-from foresize.cluster.qos import pod_charge
+from foresize.cluster.qos import container_charge, pod_charge, pod_requests, resize_infeasible
 from foresize.cluster.snapshot import ClusterSnapshot
 
 
@@ -54,6 +62,53 @@ def fast_charge(pod: Pod) -> ResourceMap:
     return total
 
 
+def _patched(container: Container, change: ContainerResize) -> Container:
+    """The container with the resize applied (a resize sets the resources it names; a None
+    value removes one, as the revert may ask)."""
+    req = dict(container.resources.requests)
+    lim = dict(container.resources.limits)
+    for src, dst in ((change.requests, req), (change.limits, lim)):
+        for r, v in src.items():
+            if v is None:
+                dst.pop(r, None)
+            else:
+                dst[r] = v
+    return Container(
+        container.name,
+        ResourceRequirements(req, lim),
+        container.resize_policy,
+        container.restart_policy,
+    )
+
+
+def resize_delta(pod: Pod, changes: Iterable[ContainerResize]) -> ResourceMap:
+    """How much more the scheduler would charge the node once the resize is written.
+
+    The charge is max(spec, allocated, actual) per container, aggregated as the scheduler
+    does (`qos.pod_requests`: sidecars, init peaks, pod-level requests, overhead), so an
+    upsize costs its increase at once and a downsize frees nothing until the kubelet has
+    actuated it."""
+    if pod.phase in ("Succeeded", "Failed"):
+        return {}
+    infeasible = resize_infeasible(pod)
+    by_name = {c.name: c for c in changes}
+
+    def after(c: Container, status: ContainerStatus | None) -> ResourceMap:
+        change = by_name.get(c.name)
+        if change is None:
+            return container_charge(c, status, infeasible=infeasible)
+        return container_charge(_patched(c, change), status, infeasible=False)
+
+    before = pod_charge(pod)
+    new = pod_requests(pod, after)
+    delta: ResourceMap = {}
+    for r in set(before) | set(new):
+        d = new.get(r, 0) - before.get(r, 0)
+        if d:
+            delta[r] = d
+    return delta
+
+
 def fits(delta: ResourceMap, free: ResourceMap) -> bool:
     """Does every positive part of `delta` fit in `free`? (Negative parts free nothing:
     a downsize is charged until the kubelet has actuated it.)"""
@@ -62,6 +117,22 @@ def fits(delta: ResourceMap, free: ResourceMap) -> bool:
 
 def positive(delta: ResourceMap) -> ResourceMap:
     return {r: v for r, v in delta.items() if v > 0}
+
+
+def format_resources(res: ResourceMap) -> str:
+    """ "cpu=200m,memory=1Gi": resources in a message."""
+    from foresize.api.quantity import format_quantity
+
+    return ",".join(f"{k}={format_quantity(k, v)}" for k, v in sorted(res.items()))
+
+
+def no_room_message(node: str, delta: ResourceMap, free: ResourceMap) -> str:
+    """Why the guard held an upsize: what it needs against what the node has free."""
+    room = {r: max(v, 0) for r, v in free.items()}
+    return (
+        f"upsize does not fit node {node} now ({format_resources(positive(delta))} more "
+        f"needed, {format_resources(room)} free): not sent, waiting for capacity"
+    )
 
 
 class NodeLedger:

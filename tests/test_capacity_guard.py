@@ -1,0 +1,258 @@
+"""One capacity guard for every resize: the disruption worker, the DaemonSetAutoscaler and
+the revert all admit their upsizes through the pass's `NodeLedger`, so no upsize is sent
+that would sit Deferred while the scheduler charges the node for it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from foresize.api.quantity import MIB
+from foresize.api.types import parse_daemonset_autoscaler, parse_target
+from foresize.cluster.actions import EmitEvent, ResizePod, WriteTargetStatus
+from foresize.cluster.capacity import NodeLedger, resize_delta
+from foresize.cluster.model import (
+    Container,
+    ContainerStatus,
+    ContainerSuggestion,
+    Node,
+    OwnerRef,
+    Pod,
+    PodCondition,
+    ResourceRequirements,
+    Suggestion,
+    Workload,
+)
+from foresize.cluster.qos import pod_charge
+from foresize.cluster.snapshot import ClusterSnapshot
+from foresize.lifecycle.daemonset import plan_dsa
+from foresize.lifecycle.planner import LifecycleState, plan_lifecycle
+from foresize.vertical import WorkerState, plan
+
+GIB = 1024 * MIB
+
+
+def _pod(
+    name: str, node: str, cpu: int, *, owner: OwnerRef, labels: dict[str, str], ns: str
+) -> Pod:
+    req = {"cpu": cpu, "memory": 100 * MIB}
+    return Pod(
+        namespace=ns,
+        name=name,
+        uid=f"uid-{name}",
+        labels=labels,
+        owner=owner,
+        node_name=node,
+        containers=[Container("app", ResourceRequirements(dict(req), {}))],
+        phase="Running",
+        conditions=[PodCondition("Ready", "True")],
+        container_statuses=[
+            ContainerStatus("app", allocated=dict(req), resources=ResourceRequirements(req, {}))
+        ],
+    )
+
+
+def _node(name: str, cpu: int) -> Node:
+    return Node(name, allocatable={"cpu": cpu, "memory": 64 * GIB})
+
+
+def _free_cpu(snapshot: ClusterSnapshot, node: str) -> int:
+    return snapshot.nodes[node].allocatable["cpu"] - sum(
+        pod_charge(p).get("cpu", 0) for p in snapshot.pods_on_node(node)
+    )
+
+
+# ----------------------------------------------------------------------- DaemonSetAutoscaler
+
+
+def _dsa() -> Any:
+    return parse_daemonset_autoscaler(
+        {
+            "apiVersion": "foresize.io/v1",
+            "kind": "DaemonSetAutoscaler",
+            "metadata": {"name": "agent", "namespace": "mon", "uid": "dsa-uid"},
+            "spec": {
+                "scaleTargetRef": {"name": "agent"},
+                "scaleMode": "autonomous",
+                "containers": [
+                    {"name": "*", "cpu": {"lowerbound": "10m"}, "memory": {"lowerbound": "32Mi"}}
+                ],
+            },
+        }
+    )
+
+
+def _dsa_snapshot(full_cpu: int = 1000) -> ClusterSnapshot:
+    ds = OwnerRef("DaemonSet", "agent")
+    agents = [
+        _pod("agent-full", "full", 200, owner=ds, labels={"app": "agent"}, ns="mon"),
+        _pod("agent-roomy", "roomy", 200, owner=ds, labels={"app": "agent"}, ns="mon"),
+    ]
+    # The "full" node: an unrelated pod takes what the agent leaves (100m free).
+    filler = _pod("filler", "full", full_cpu - 300, owner=None, labels={}, ns="default")
+    return ClusterSnapshot(
+        now=0.0,
+        nodes={"full": _node("full", full_cpu), "roomy": _node("roomy", 8000)},
+        pods=[*agents, filler],
+        workloads={"DaemonSet/mon/agent": Workload("DaemonSet", "mon", "agent", replicas=2)},
+        daemonset_autoscalers=[_dsa()],
+    )
+
+
+def _dsa_suggestion(cpu: int) -> Suggestion:
+    return Suggestion(
+        "mon/agent@0", 0.0, {"agent": ContainerSuggestion("app", {"cpu": cpu, "memory": 100 * MIB})}
+    )
+
+
+def _sugg_all(cpu: int) -> Suggestion:
+    return Suggestion("s", 0.0, {"*": ContainerSuggestion("*", {"cpu": cpu, "memory": 100 * MIB})})
+
+
+def test_dsa_upsize_that_does_not_fit_its_node_is_not_sent_and_is_reported_on_the_dsa() -> None:
+    s = _dsa_snapshot()
+    assert _free_cpu(s, "full") == 100
+    dp = plan_dsa(s, _dsa(), _sugg_all(500), 0.0)
+    # +300m does not fit "full" (100m free): only the roomy node's agent is resized.
+    assert [a.name for a in dp.actions if isinstance(a, ResizePod)] == ["agent-roomy"]
+    assert list(dp.waiting) == ["mon/agent-full"]
+    events = [a for a in dp.actions if isinstance(a, EmitEvent)]
+    assert {(e.kind, e.name, e.reason) for e in events} == {
+        ("Pod", "agent-full", "ResizeWaitingForCapacity"),
+        ("DaemonSetAutoscaler", "agent", "ResizeWaitingForCapacity"),
+    }
+    (status,) = [a for a in dp.actions if isinstance(a, WriteTargetStatus)]
+    assert status.kind == "DaemonSetAutoscaler"
+    assert status.status["pods_waiting_for_capacity"] == 1
+
+
+def test_dsa_upsize_that_fits_and_downsizes_are_sent() -> None:
+    s = _dsa_snapshot()
+    # +100m fits the 100m left on "full" exactly.
+    dp = plan_dsa(s, _dsa(), _sugg_all(300), 0.0)
+    assert sorted(a.name for a in dp.actions if isinstance(a, ResizePod)) == [
+        "agent-full",
+        "agent-roomy",
+    ]
+    # A downsize always passes: it frees capacity once actuated and charges nothing more.
+    dp = plan_dsa(_dsa_snapshot(full_cpu=300), _dsa(), _sugg_all(50), 0.0)
+    assert len([a for a in dp.actions if isinstance(a, ResizePod)]) == 2
+
+
+def test_one_ledger_per_pass_dsa_and_vertical_do_not_count_on_the_same_room() -> None:
+    """A DaemonSet upsize admitted on a node takes that room from the disruption worker's
+    upsize of another pod on the same node in the same pass."""
+    s = _dsa_snapshot(full_cpu=1600)  # "full": agent 200m, filler 1300m; 100m free
+    web = _pod(
+        "web-0",
+        "full",
+        0,
+        owner=OwnerRef("Deployment", "web"),
+        labels={"app": "web"},
+        ns="mon",
+    )
+    s.pods.remove(next(p for p in s.pods if p.name == "filler"))
+    s.pods.append(_pod("filler", "full", 1200, owner=None, labels={}, ns="default"))
+    s.pods.append(web)
+    s.workloads["Deployment/mon/web"] = Workload("Deployment", "mon", "web", replicas=1)
+    s._by_node = s._by_owner = None
+    s.targets = [
+        parse_target(
+            {
+                "apiVersion": "foresize.io/v1",
+                "kind": "AIScaleTarget",
+                "metadata": {"name": "web", "namespace": "mon", "uid": "t-web"},
+                "spec": {
+                    "scaleTargetRef": {"kind": "Deployment", "name": "web"},
+                    "vertical": {
+                        "mode": "autonomous",
+                        "update_policy": {"update_mode": "in_place"},
+                    },
+                },
+            }
+        )
+    ]
+    assert _free_cpu(s, "full") == 200
+    ledger = NodeLedger(s)
+    dp = plan_dsa(s, _dsa(), _sugg_all(350), 0.0, ledger)  # agent +150m: fits
+    assert "mon/agent-full" not in dp.waiting
+    actions, _ = plan(s, 0.0, WorkerState(), suggestions={"mon/web": _sugg_all(100)}, ledger=ledger)
+    # web +100m no longer fits (50m left): held, not sent.
+    assert not [a for a in actions if isinstance(a, ResizePod)]
+    # Without the shared ledger both would go out and overcommit the node by 50m.
+    alone, _ = plan(s, 0.0, WorkerState(), suggestions={"mon/web": _sugg_all(100)})
+    assert [a.name for a in alone if isinstance(a, ResizePod)] == ["web-0"]
+
+
+# ----------------------------------------------------------------------- revert
+
+
+def _revert_snapshot(template_cpu: int) -> ClusterSnapshot:
+    rs = OwnerRef("ReplicaSet", "web-abc")
+    pods = [
+        _pod("web-a", "full", 200, owner=rs, labels={"app": "web"}, ns="default"),
+        _pod("web-b", "roomy", 200, owner=rs, labels={"app": "web"}, ns="default"),
+        _pod("filler", "full", 700, owner=None, labels={}, ns="default"),
+    ]
+    template = [Container("app", ResourceRequirements({"cpu": template_cpu, "memory": 100 * MIB}))]
+    from foresize.cluster.model import PodTemplate
+
+    dep = Workload(
+        "Deployment", "default", "web", replicas=2, template=PodTemplate(containers=template)
+    )
+    rs_wl = Workload(
+        "ReplicaSet",
+        "default",
+        "web-abc",
+        replicas=2,
+        owner=OwnerRef("Deployment", "web"),
+        template=PodTemplate(containers=template),
+    )
+    target = parse_target(
+        {
+            "apiVersion": "foresize.io/v1",
+            "kind": "AIScaleTarget",
+            "metadata": {"name": "web", "namespace": "default", "uid": "t-web"},
+            "spec": {
+                "scaleTargetRef": {"kind": "Deployment", "name": "web"},
+                "vertical": {"mode": "recommendation"},
+            },
+            "status": {"lifecycle": {"observed_mode": "autonomous"}},
+        }
+    )
+    return ClusterSnapshot(
+        now=0.0,
+        nodes={"full": _node("full", 1000), "roomy": _node("roomy", 8000)},
+        pods=pods,
+        workloads={dep.key: dep, rs_wl.key: rs_wl},
+        targets=[target],
+    )
+
+
+def test_revert_upsize_waits_for_room_and_the_revert_stays_open() -> None:
+    s = _revert_snapshot(template_cpu=500)  # back to 500m: +300m, "full" has 100m free
+    lp = plan_lifecycle(s, 0.0, LifecycleState())
+    resized = [a.name for a in lp.actions if isinstance(a, ResizePod)]
+    assert resized == ["web-b"]
+    (rp,) = lp.reverts.values()
+    assert list(rp.held) == ["default/web-a"] and not rp.complete
+    held = [a for a in lp.actions if isinstance(a, EmitEvent) and a.name == "web-a"]
+    assert [e.reason for e in held] == ["RevertWaitingForCapacity"]
+    # Next pass: still no room, still not sent, not announced again; the job is kept.
+    lp2 = plan_lifecycle(s, 60.0, lp.state)
+    assert not [a for a in lp2.actions if isinstance(a, ResizePod) and a.name == "web-a"]
+    assert not [a for a in lp2.actions if isinstance(a, EmitEvent) and a.name == "web-a"]
+    assert lp2.state.jobs
+    # The filler leaves: the revert goes out.
+    s.pods = [p for p in s.pods if p.name != "filler"]
+    s._by_node = s._by_owner = None
+    lp3 = plan_lifecycle(s, 120.0, lp2.state)
+    assert [a.name for a in lp3.actions if isinstance(a, ResizePod)] == ["web-a", "web-b"]
+
+
+def test_resize_delta_is_the_scheduler_charge_difference() -> None:
+    p = _pod("p", "n", 200, owner=None, labels={}, ns="default")
+    from foresize.cluster.actions import ContainerResize
+
+    assert resize_delta(p, [ContainerResize("app", {"cpu": 500})]) == {"cpu": 300}
+    # A downsize frees nothing until actuated (allocated still 200m).
+    assert resize_delta(p, [ContainerResize("app", {"cpu": 50})]) == {}

@@ -1,0 +1,114 @@
+"""Selector targets end to end on the kube path: a suggestion built from the history of
+every workload whose pods the selector picks, then the selected pods resized in place."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from foresize.api.quantity import MIB, cpu_millis
+from foresize.api.types import parse_target
+from foresize.cluster.actions import ResizePod
+from foresize.cluster.model import (
+    Container,
+    ContainerStatus,
+    Node,
+    OwnerRef,
+    Pod,
+    PodCondition,
+    ResourceRequirements,
+)
+from foresize.cluster.snapshot import ClusterSnapshot
+from foresize.history.memory import UsageHistory
+from foresize.history.metrics_server import HistorySink, Sample
+from foresize.recommend.suggestions import plan_suggestions
+from foresize.vertical import WorkerState, plan
+
+NOW = 1_780_000_000.0
+
+
+def _pod(name: str, owner: OwnerRef | None, labels: dict[str, str]) -> Pod:
+    req = {"cpu": 100, "memory": 128 * MIB}
+    return Pod(
+        namespace="batch",
+        name=name,
+        uid=f"uid-{name}",
+        labels=labels,
+        owner=owner,
+        node_name="n1",
+        containers=[Container("work", ResourceRequirements(dict(req), {}))],
+        phase="Running",
+        conditions=[PodCondition("Ready", "True")],
+        container_statuses=[
+            ContainerStatus("work", allocated=dict(req), resources=ResourceRequirements(req, {}))
+        ],
+        creation_time=NOW - 3 * 86400,
+    )
+
+
+def _history(cpu: dict[str, float]) -> UsageHistory:
+    """Two days of usage every 5 minutes per workload (constant cpu, 200Mi memory)."""
+    history = UsageHistory(step=60.0)
+    samples = [
+        Sample(NOW - i * 300.0, "batch", wl, f"{wl}-pod", "work", cores, 200 * MIB)
+        for i in range(2 * 288)
+        for wl, cores in cpu.items()
+    ]
+    HistorySink(history).add_samples(samples)
+    return history
+
+
+def _target(selector: dict[str, str], status: dict[str, Any] | None = None) -> Any:
+    return parse_target(
+        {
+            "apiVersion": "foresize.io/v1",
+            "kind": "AIScaleTarget",
+            "metadata": {"name": "batch", "namespace": "batch", "uid": "t-batch", "generation": 1},
+            "spec": {
+                "selector": {"matchLabels": selector},
+                "vertical": {
+                    "mode": "autonomous",
+                    "update_policy": {"update_mode": "in_place"},
+                    "disruption": {"max_disrupted": "100%"},
+                },
+            },
+            **({"status": status} if status else {}),
+        }
+    )
+
+
+def _snapshot(target: Any) -> ClusterSnapshot:
+    pods = [
+        # A bare pod (history under its own name) and a Job's pod (under the Job).
+        _pod("light", None, {"tier": "batch", "size": "small"}),
+        _pod("heavy-x7k2p", OwnerRef("Job", "heavy"), {"tier": "batch", "size": "big"}),
+        _pod("other", None, {"tier": "web"}),
+    ]
+    return ClusterSnapshot(
+        now=NOW,
+        nodes={"n1": Node("n1", allocatable={"cpu": 16000, "memory": 64 * 1024 * MIB})},
+        pods=pods,
+        targets=[target],
+    )
+
+
+def test_selector_target_gets_a_suggestion_covering_every_selected_workload() -> None:
+    history = _history({"light": 0.05, "heavy": 0.6, "other": 3.0})
+    (write,) = plan_suggestions(_snapshot(_target({"tier": "batch"})), history, NOW)
+    (entry,) = write.status["vertical_suggestion"]["containers"]
+    both = cpu_millis(entry["requests"]["cpu"])
+    # Only the light pod selected: a much smaller suggestion; the heavy Job drives it up.
+    (light,) = plan_suggestions(_snapshot(_target({"size": "small"})), history, NOW)
+    alone = cpu_millis(light.status["vertical_suggestion"]["containers"][0]["requests"]["cpu"])
+    assert alone < 200 and 600 <= both < 3000  # the unselected "other" pod does not count
+
+
+def test_selector_target_pods_are_resized_in_place_from_the_suggestion() -> None:
+    history = _history({"light": 0.05, "heavy": 0.6})
+    (write,) = plan_suggestions(_snapshot(_target({"tier": "batch"})), history, NOW)
+    status = {k: v for k, v in write.status.items()}
+    target = _target({"tier": "batch"}, status)
+    actions, _ = plan(_snapshot(target), NOW, WorkerState())
+    resized = {a.name: a for a in actions if isinstance(a, ResizePod)}
+    assert sorted(resized) == ["heavy-x7k2p", "light"]
+    want = cpu_millis(write.status["vertical_suggestion"]["containers"][0]["requests"]["cpu"])
+    assert {a.containers[0].requests["cpu"] for a in resized.values()} == {want}
