@@ -36,10 +36,14 @@ from foresize.recommend.core import (
     DEFAULT_SCALE_DOWN,
     DEFAULT_SCALE_UP,
     DEFAULT_STABILIZATION,
+    MEMORY_HEADROOM,
+    MEMORY_PEAK_WINDOW,
     MIB,
     OOMArrays,
     Threshold,
     allocate_risk,
+    cpu_band,
+    keep_in_band,
     mode_quantile,
     oom_bump,
     passes_hysteresis,
@@ -112,6 +116,8 @@ class Policy:
     down: Threshold = Threshold("percent", 0.0)
     resources: tuple[str, ...] = (CPU, MEMORY)
     """The resources the policy sizes (a sweep point may size only the one it is for)."""
+    in_force: dict[str, np.ndarray]
+    """The requests in force, per resource (set by `replay` before each decision)."""
 
     def start(self, data: ReplayData) -> None:
         self.data = data
@@ -328,8 +334,11 @@ class ForesizePolicy(Policy):
         self.name = "foresize" if mode == "balanced" else f"foresize:{mode}"
         self.buffer = buffer_percentage / 100.0
         self.q = {r: mode_quantile(mode, r, percentile_value) for r in (CPU, MEMORY)}
-        # The quantiles forecast per resource; memory risk is allocated across them.
+        # The quantiles forecast per resource; memory risk is allocated across them, CPU
+        # is forecast at its band's edges too (the stabilised request, `cpu_band`).
         self.levels = {r: np.array(risk_levels(mode, r, percentile_value)) for r in (CPU, MEMORY)}
+        lo, hi = cpu_band(self.q[CPU])
+        self.levels[CPU] = np.array([lo, self.q[CPU], hi])
         self.cfg = config or ForecastConfig(step=STEP)
         self.up, self.down = DEFAULT_SCALE_UP, DEFAULT_SCALE_DOWN
         self.stabilization = DEFAULT_STABILIZATION
@@ -354,7 +363,9 @@ class ForesizePolicy(Policy):
         levels = self.levels[res]
         fc, self.scores[res] = online_step(self.scores[res], y, i, levels, self.cfg, m=self.m[res])
         rows = np.arange(y.shape[0])
-        if len(levels) > 1:
+        if res == CPU:
+            pick = np.ones(y.shape[0], dtype=np.int64)  # the mode's quantile, mid-band
+        elif len(levels) > 1:
             pick = allocate_risk(fc.values, levels, np.full(y.shape[0], self.q[res]))
         else:
             pick = np.zeros(y.shape[0], dtype=np.int64)
@@ -363,6 +374,12 @@ class ForesizePolicy(Policy):
         self.models[res].append(fc.model[rows, pick])
         self.chosen[res].append(levels[pick])
         val = fc.values[rows, pick] * (1.0 + self.buffer)
+        if res == CPU:
+            # The stabilised request: kept while it lies in the forecast's band.
+            band = fc.values * (1.0 + self.buffer)
+            val = np.where(keep_in_band(self.in_force[CPU], band[:, 0], band[:, 2]), np.nan, val)
+        else:
+            val = val * (1.0 + MEMORY_HEADROOM)
         # hasEnoughDataToScale: no action before min_lookback_to_scale of history.
         enough = (i - self.data.first + 1) * STEP >= MIN_LOOKBACK
         return np.where(enough, val, np.nan)
@@ -380,6 +397,12 @@ class ForesizePolicy(Policy):
                 self.recent_memory.append((now, target))
                 with np.errstate(invalid="ignore"):
                     target = np.fmax.reduce(np.stack([v for _, v in self.recent_memory]), axis=0)
+            # Never below the highest usage of the last MEMORY_PEAK_WINDOW (with headroom).
+            lo = max(0, i + 1 - int(MEMORY_PEAK_WINDOW / STEP))
+            with np.errstate(invalid="ignore"):
+                peak = np.fmax.reduce(self.data.memory[:, lo : i + 1], axis=1)
+            peak = peak * (1.0 + MEMORY_HEADROOM)
+            target = np.where(np.isfinite(target), np.fmax(target, peak), target)
             out[MEMORY] = np.where(floor > 0, np.fmax(target, floor), target)
         return out
 
@@ -457,6 +480,7 @@ def replay(data: ReplayData, policy: Policy, keep: dict | None = None) -> dict[s
                     if j + 1 < t:
                         changes[MEMORY][:, j + 1] |= ch
         if j % DECISION_EVERY == DECISION_EVERY - 1:
+            policy.in_force = {r: v.copy() for r, v in cur.items()}
             targets = policy.decide(j)
             for r, _ in resources:
                 if r in targets:
