@@ -279,3 +279,25 @@ def test_split_halves_with_offset(tmp_path):
     assert "matched" not in odd
     with pytest.raises(ForesizeError, match="--offset"):
         run_bench(str(path), "canonical", [], every=2, offset=2)
+
+
+def test_replay_stabilised_cpu_changes_less_and_memory_keeps_its_peak(monkeypatch):
+    """The replay runs the operator's rules: a CPU request kept in the forecast's band
+    changes far less often than one that follows every forecast, and memory is never
+    sized below the last 3 days' peak plus headroom."""
+    from foresize.recommend import core
+
+    n = 288 * 8 + 96
+    rng = np.random.default_rng(5)
+    t = np.arange(n)
+    cpu = 0.5 + 0.3 * np.sin(2 * np.pi * t / 288) ** 2 + 0.1 * rng.random(n)
+    mem = np.full(n, 1e9)
+    mem[288 * 7 : 288 * 7 + 6] = 2e9  # a half-hour peak on day 8
+    data = prepare([series(cpu, mem)])
+    keep: dict = {}
+    banded = replay(data, ForesizePolicy(), keep)
+    req = keep["req"]["memory"][0]
+    assert np.nanmin(req[288 * 7 + 6 :]) >= 2e9 * (1 + core.MEMORY_HEADROOM)
+    monkeypatch.setattr(core, "CPU_BAND", 1.0)  # a band of one point: follow every forecast
+    following = replay(data, ForesizePolicy())
+    assert banded["cpu"].changes_per_series_day < 0.8 * following["cpu"].changes_per_series_day
