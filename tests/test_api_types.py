@@ -430,7 +430,7 @@ def test_errors_name_nested_fields_and_every_problem():
     assert "t.yaml: spec.vertical.containers[0].cpu.lowerbound: required field is missing" in msg
     assert "t.yaml: spec.vertical.containers[0].memory.lowerbound: not a quantity" in msg
     assert "t.yaml: spec.vertical.update_policy.update_mode: must be one of initial" in msg
-    assert "t.yaml: spec.vertical.disruption.stall_timeout: must be a duration" in msg
+    assert "t.yaml: spec.vertical.disruption.stall_timeout: not a duration" in msg
     assert "t.yaml: spec.vertical.typo_field: unknown field" in msg
 
 

@@ -256,3 +256,71 @@ def test_resize_delta_is_the_scheduler_charge_difference() -> None:
     assert resize_delta(p, [ContainerResize("app", {"cpu": 500})]) == {"cpu": 300}
     # A downsize frees nothing until actuated (allocated still 200m).
     assert resize_delta(p, [ContainerResize("app", {"cpu": 50})]) == {}
+
+
+# ----------------------------------------------------------------------- records
+
+
+def test_dsa_resize_events_name_the_daemonset_autoscaler() -> None:
+    from foresize.cluster.actions import ActionResult
+    from foresize.telemetry.recorder import ChangeRecorder
+
+    s = _dsa_snapshot()
+    dp = plan_dsa(s, _dsa(), _sugg_all(250), 0.0)
+    resize = next(a for a in dp.actions if isinstance(a, ResizePod))
+    recorder = ChangeRecorder()
+    events = recorder.record([(resize, ActionResult(ok=True, code=200))], s)
+    assert {(e.kind, e.name) for e in events} == {
+        ("Pod", resize.name),
+        ("DaemonSetAutoscaler", "agent"),
+    }
+    counted = recorder.metrics.request_changes.labels("mon/agent", "cpu", "up", "in_place")
+    assert counted._value.get() == 1
+
+
+def test_a_pod_sized_at_admission_is_counted_and_its_event_names_its_target() -> None:
+    from foresize.admission.pod import PodDecision
+    from foresize.cluster.target import dsa_view
+    from foresize.telemetry.recorder import ChangeRecorder
+
+    recorder = ChangeRecorder()
+    new = _pod("", "roomy", 200, owner=OwnerRef("DaemonSet", "agent"), labels={}, ns="mon")
+    decision = PodDecision(
+        target=dsa_view(_dsa()),
+        containers={"app": ResourceRequirements({"cpu": 300, "memory": 100 * MIB}, {})},
+    )
+    for _ in range(3):  # three pods of a rollout: three counts, one Event
+        recorder.admitted(new, decision)
+    counted = recorder.metrics.request_changes.labels("mon/agent", "cpu", "up", "admission")
+    assert counted._value.get() == 3
+    (event,) = recorder.drain_admissions()
+    assert (event.kind, event.namespace, event.name) == ("DaemonSetAutoscaler", "mon", "agent")
+    assert "new pod of DaemonSet agent" in event.message and "200m -> 300m" in event.message
+    assert recorder.drain_admissions() == []
+
+
+def test_charge_gap_shows_a_deferred_upsize_a_pending_downsize_and_infeasible() -> None:
+    """Seed 004's case: an upsize that sits Deferred is charged at its new size while the
+    kubelet grants the old one; the gauge must not read 0 for it."""
+    from foresize.cluster.capacity import charge_gap
+    from foresize.telemetry.recorder import ChangeRecorder
+
+    def resized(spec: int, alloc: int, reason: str | None) -> Pod:
+        p = _pod("p", "n1", spec, owner=None, labels={}, ns="default")
+        p.container_statuses[0].allocated["cpu"] = alloc
+        p.container_statuses[0].resources.requests["cpu"] = alloc
+        if reason is not None:
+            p.conditions.append(PodCondition("PodResizePending", "True", reason, ""))
+        return p
+
+    assert charge_gap(resized(500, 500, None)).get("cpu", 0) == 0
+    assert charge_gap(resized(800, 500, "Deferred"))["cpu"] == 300
+    assert charge_gap(resized(200, 500, None))["cpu"] == 300  # downsize not actuated yet
+    assert charge_gap(resized(9000, 500, "Infeasible"))["cpu"] == -8500
+    s = ClusterSnapshot(
+        now=0.0, nodes={"n1": _node("n1", 1000)}, pods=[resized(800, 500, "Deferred")]
+    )
+    recorder = ChangeRecorder()
+    recorder.observe(s)
+    gauge = recorder.metrics.node_charge_gap.labels("n1", "cpu")
+    assert gauge._value.get() == 0.3

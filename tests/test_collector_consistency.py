@@ -1,6 +1,7 @@
 """Both shells feed the recommender the same per-container history from the same per-pod
 usage: the kube shell's metrics-server collector (PodMetrics -> samples -> HistorySink ->
-load_histories) and the simulated operator (usage observer -> ForesizeRecommender) fold
+load_histories) and the simulated operator (usage observer -> ForesizeRecommender's
+UsageHistory -> load_histories) fold
 a workload's replicas with `foresize.history.aggregate` — CPU the median across
 replicas, memory the maximum (architecture §3.1: history per container of a workload, one
 recommendation per container applied to every replica)."""
@@ -121,10 +122,10 @@ def test_kube_collector_and_sim_operator_produce_the_same_series():
     (kube,) = load_histories(
         history, "default", "web", ["app"], now, window=length * MODEL_STEP
     ).values()
-    s = op.series[("default", "Deployment/web", "app")]
-    b = int(now // MODEL_STEP)
-    sim_cpu = rec.y["cpu"][s, b + 1 - length : b + 1]
-    sim_mem = rec.y["memory"][s, b + 1 - length : b + 1]
+    (sim_side,) = load_histories(
+        rec.history, "default", "web", ["app"], now, window=length * MODEL_STEP
+    ).values()
+    sim_cpu, sim_mem = sim_side.cpu, sim_side.memory
     assert np.isfinite(sim_cpu).all() and np.isfinite(kube.cpu).all()
     np.testing.assert_allclose(kube.cpu, sim_cpu, rtol=1e-6)
     np.testing.assert_allclose(kube.memory, sim_mem, rtol=1e-6)
@@ -134,4 +135,4 @@ def test_kube_collector_and_sim_operator_produce_the_same_series():
     busiest = np.array([max_fold[t] for t in stored_t if t in max_fold])
     kept = np.asarray(stored)[np.isin(stored_t, times)]
     assert (busiest > kept * 1.05).mean() > 0.5
-    assert op.rec is rec and pytest.approx(kube.first_seen) == rec.first_seen[s]
+    assert op.rec is rec and pytest.approx(kube.first_seen) == sim_side.first_seen

@@ -8,6 +8,7 @@ import asyncio
 import socket
 
 import aiohttp
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from foresize.kube.operator import OperatorOptions, run_operator
@@ -67,17 +68,21 @@ async def test_operator_runs_everything_and_releases_its_lease(apiserver):
                     "object": pod("web-3"),
                 },
             }
-            async with session.post(
-                f"http://127.0.0.1:{webhook_port}/mutate-pods", json=review
-            ) as r:
-                assert r.status == 200
-                answer = await r.json()
-                assert answer["response"]["uid"] == "r-1" and answer["response"]["allowed"]
+            for _ in range(50):  # until the webhook has its first index
+                async with session.post(
+                    f"http://127.0.0.1:{webhook_port}/mutate-pods", json=review
+                ) as r:
+                    assert r.status == 200
+                    answer = await r.json()
+                    assert answer["response"]["uid"] == "r-1" and answer["response"]["allowed"]
+                if "patch" in answer["response"]:
+                    break
+                await asyncio.sleep(0.1)
             text = ""
             for _ in range(30):
                 async with session.get(f"http://127.0.0.1:{metrics_port}/metrics") as r:
                     text = await r.text()
-                if "foresize_resizes_total{" in text:
+                if "foresize_resizes_total{" in text and 'source="admission"' in text:
                     break
                 await asyncio.sleep(0.1)
         got = {
@@ -95,6 +100,27 @@ async def test_operator_runs_everything_and_releases_its_lease(apiserver):
             ),
         )
         assert got[key] >= 2
+        # Every request change is counted, in place and at admission (the pod above).
+        assert "patch" in answer["response"]
+        changed = {
+            labels: v
+            for (name, labels), v in got.items()
+            if name == "foresize_request_changes_total"
+        }
+        sources = {dict(labels)["source"] for labels in changed}
+        assert sources == {"in_place", "admission"}, changed
+        sized: list[dict] = []
+        for _ in range(30):  # the next pass sends the admission's Event, on the target
+            sized = [
+                r.body
+                for r in apiserver.calls("POST", r"/events$")
+                if r.body.get("reason") == "SizedAtAdmission"
+            ]
+            if sized:
+                break
+            await asyncio.sleep(0.1)
+        assert sized and sized[0]["involvedObject"]["kind"] == "AIScaleTarget", sized
+        assert sized[0]["involvedObject"]["name"] == "web"
         assert got[("foresize_webhook_duration_seconds_count", ())] >= 1
         assert got[("foresize_loop_duration_seconds_count", ())] >= 1
     finally:
@@ -132,6 +158,7 @@ def test_cli_reads_the_deployment_environment(monkeypatch, tmp_path):
         "FORESIZE_WEBHOOK_PORT": "9443",
         "FORESIZE_METRICS_PORT": "9090",
         "FORESIZE_CERT_MANAGER": "true",
+        "FORESIZE_EXCLUDE_SELECTOR": "team=payments,foresize.io/in-place=off",
     }
     result = CliRunner().invoke(app, ["operator", "--server", "http://127.0.0.1:1"], env=env)
     assert result.exit_code == 0, result.output
@@ -149,13 +176,20 @@ def test_cli_reads_the_deployment_environment(monkeypatch, tmp_path):
         9090,
         True,
     )
+    assert o.exclude_selector == {"team": "payments", "foresize.io/in-place": "off"}
+    wrong = CliRunner().invoke(
+        app, ["operator", "--server", "http://127.0.0.1:1", "--exclude-selector", "team"]
+    )
+    assert wrong.exit_code != 0 and "--exclude-selector" in str(wrong.exception)
     bad = CliRunner().invoke(app, ["operator", "--kubeconfig", str(tmp_path / "nope")])
     assert bad.exit_code != 0 and "--kubeconfig" in str(bad.exception)
 
 
-async def test_operator_end_to_end_from_collected_history(apiserver, tmp_path):
+@pytest.mark.parametrize("excluded", [False, True])
+async def test_operator_end_to_end_from_collected_history(apiserver, tmp_path, excluded):
     """History (2 days of a real trace, in the SQLite store) -> the recommender -> the
-    target's status -> the watch -> the vertical planner -> pods/resize."""
+    target's status -> the watch -> the vertical planner -> pods/resize; with the
+    operator's --exclude-selector matching the Deployment, no resize and an Event."""
     import gzip
     import time
     from pathlib import Path
@@ -202,9 +236,11 @@ async def test_operator_end_to_end_from_collected_history(apiserver, tmp_path):
         webhook=False,
         history_db=str(db),
         shutdown_grace=1.0,
+        exclude_selector={"app": "web"} if excluded else {},
     )
     stop = asyncio.Event()
     task = asyncio.create_task(run_operator(opts, stop))
+    status_path = "/apis/foresize.io/v1/namespaces/shop/aiscaletargets/web/status"
     try:
         resized = []
         for _ in range(150):
@@ -212,10 +248,22 @@ async def test_operator_end_to_end_from_collected_history(apiserver, tmp_path):
             resized = apiserver.calls("PATCH", r"/resize$", code=200)
             if len(resized) >= 2:
                 break
+            notes = [
+                n
+                for r in apiserver.calls("PATCH", f"^{status_path}$", code=200)
+                for n in r.body.get("status", {}).get("vertical_notes") or []
+            ]
+            if excluded and any("excluded" in n for n in notes):
+                await asyncio.sleep(0.5)  # a few more passes: still nothing is resized
+                break
     finally:
         stop.set()
         await asyncio.wait_for(task, 20)
-    status_path = "/apis/foresize.io/v1/namespaces/shop/aiscaletargets/web/status"
+    if excluded:
+        assert apiserver.calls("PATCH", r"/resize$") == []
+        events = [r.body for r in apiserver.calls("POST", r"/events$")]
+        assert any(e.get("reason") == "Excluded" for e in events), events
+        return
     suggestions = [
         r.body["status"]["vertical_suggestion"]
         for r in apiserver.calls("PATCH", f"^{status_path}$", code=200)

@@ -269,6 +269,7 @@ def test_alerts_use_only_exported_metric_names():
 
     used = {m for rule in alert_rules() for m in re.findall(r"foresize_\w+", rule["expr"])}
     assert used == {
+        "foresize_request_changes_total",
         "foresize_resizes_total",
         "foresize_stalled_pods",
         "foresize_breaker_open",
@@ -314,7 +315,20 @@ def test_alerts_are_valid_promql_and_fire_on_their_conditions(tmp_path):
         rule.pop("annotations")
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": bare}))
     up = 'foresize_resizes_total{target="shop/web",resource="cpu",direction="%s",outcome="%s"}'
+    changed = (
+        'foresize_request_changes_total{target="%s",resource="cpu",direction="up",source="%s"}'
+    )
     tests = [
+        _unit(
+            "ForesizeRequestChanged",
+            {
+                changed % ("shop/web", "admission"): "0 0 0 1 1 1 1 1 1 1",
+                changed % ("shop/calm", "in_place"): "3x10",
+            },
+            "4m",
+            [{"severity": "info", "target": "shop/web", "resource": "cpu", "source": "admission"}],
+        ),
+        _unit("ForesizeRequestChanged", {changed % ("shop/web", "in_place"): "1x30"}, "20m", []),
         _unit(
             "ForesizeResizeChurn",
             {
@@ -411,6 +425,7 @@ def test_helm_values_change_names_namespace_and_options():
                 "image": {"repository": "reg/foresize", "tag": "dev"},
                 "certManager": {"enabled": True},
                 "monitoring": {"enabled": False},
+                "excludeSelector": {"team": "payments", "foresize.io/in-place": "off"},
             },
             name="fs",
             ns="autoscaling",
@@ -425,6 +440,13 @@ def test_helm_values_change_names_namespace_and_options():
     assert env["FORESIZE_WEBHOOK_CONFIGURATION"] == "fs"
     assert env["FORESIZE_TLS_SECRET"] == "fs-webhook-tls"
     assert env["FORESIZE_CERT_MANAGER"] == "true"
+    # The operator's own parser reads what the chart writes.
+    from foresize.vertical.policy import parse_exclude_selector
+
+    assert parse_exclude_selector(env["FORESIZE_EXCLUDE_SELECTOR"]) == {
+        "team": "payments",
+        "foresize.io/in-place": "off",
+    }
     mutating = rendered[("MutatingWebhookConfiguration", "fs")]
     assert mutating["metadata"]["annotations"] == {
         "cert-manager.io/inject-ca-from": "autoscaling/fs-webhook"

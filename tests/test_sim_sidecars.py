@@ -196,3 +196,20 @@ def test_scenario_rejects_bad_sidecars_and_pod_level_resources():
     bad_pod_level = workload("a", resources={"requests": {"ephemeral-storage": "1Gi"}})
     with pytest.raises(ForesizeError, match=r"workloads\[0\]\.resources"):
         parse_scenario({**base, "workloads": [bad_pod_level]}, "<t>")
+
+
+def test_retry_order_judges_a_resize_by_the_whole_pods_requests():
+    # isResizeIncreasingRequests: PodRequests of the spec against the allocated pod. The app
+    # grows by 100m while the sidecar shrinks by 300m: the pod's requests go down, so the
+    # kubelet retries it with the downsizes (first), although one container grows.
+    from foresize.cluster.model import Container, ContainerStatus, Pod, ResourceRequirements
+
+    sim = make_sim([workload("a")], settle=0)
+    app = Container("app", ResourceRequirements({"cpu": 600}))
+    side = Container("proxy", ResourceRequirements({"cpu": 100}), {}, "Always")
+    pod = Pod("default", "p", containers=[app], init_containers=[side], phase="Running")
+    pod.container_statuses = [ContainerStatus("app", {"cpu": 500}, ResourceRequirements())]
+    pod.init_container_statuses = [ContainerStatus("proxy", {"cpu": 400}, ResourceRequirements())]
+    assert sim.kubelet.is_downsize(pod)
+    side.resources.requests["cpu"] = 400  # now only the app grows
+    assert not sim.kubelet.is_downsize(pod)

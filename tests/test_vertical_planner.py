@@ -904,3 +904,11 @@ def test_selector_target_leaves_pods_other_targets_claim_and_reports_the_overlap
     assert sorted(e.name for e in overlap) == ["web", "web-too"]
     statuses = {w.name: w.status for w in of(actions, WriteTargetStatus)}
     assert statuses["web"]["overlapping_targets"] == ["default/web-ref", "default/web-too"]
+
+
+def test_oom_killed_pods_are_evicted_first_but_within_the_batch() -> None:
+    """recreate: ten replicas all OOM-killed just now: two (20%) go per batch, not ten."""
+    t = target("recreate")
+    pods = [pod(f"p{i}", oom_at=90.0) for i in range(10)]
+    actions, _ = plan(snap(pods, [t]), 100.0, WorkerState(), suggestions=sugg(mem=400 * MIB))
+    assert len(of(actions, EvictPod)) == 2

@@ -136,7 +136,9 @@ def plan_pass(
     to `snapshot`). `history` is None when the shell has no usage history yet (no
     recommendations, DaemonSets or horizontal then). `dsa_usage` is the DaemonSet usage
     window (`lifecycle.daemonset.UsageWindow`). `suggestions` overrides what the vertical
-    planner reads from the targets' status (the simulator's baseline recommenders).
+    planner reads from the targets' status (the simulator's baseline recommenders); the
+    suggestions this shell's recommender published before are used likewise, so a new
+    one is acted on in the pass that made it.
     """
     config = config or ReconcileConfig()
     state = dataclasses.replace(
@@ -176,8 +178,9 @@ def plan_pass(
         ]
     gate, kept = gate_in_place(snapshot, state.refused_reported)
     vertical_snapshot = dataclasses.replace(snapshot, targets=kept)
+    published = {**state.suggestions.latest, **(suggestions or {})}
     vertical, state.worker = plan(
-        vertical_snapshot, now, state.worker, config.worker, suggestions, ledger=ledger
+        vertical_snapshot, now, state.worker, config.worker, published, ledger=ledger
     )
     out.actions = [*template_status, *actions, *gate, *vertical]
     return out

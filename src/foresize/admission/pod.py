@@ -19,6 +19,10 @@ Rules (architecture §3.3):
   declares. Keeping the key set is what makes a later revert to the template possible
   in place (the API refuses to remove a request or limit from a running pod).
 - The annotation is added only when a value actually changed; it is never removed.
+- A pod with pod-level resources (`spec.resources`) is left as it is, with a warning:
+  pod-level requests decide its QoS class and its scheduling, and the API server refuses a
+  pod whose container requests exceed them, so rewriting container values could only do
+  nothing or block the pod's creation.
 """
 
 from __future__ import annotations
@@ -34,13 +38,17 @@ from foresize.cluster.model import (
     ResourceRequirements,
     Workload,
 )
-from foresize.cluster.qos import qos_class_of
+from foresize.cluster.qos import has_pod_level_resources, qos_class_of
 from foresize.cluster.sizing import size_container
 from foresize.cluster.snapshot import ClusterSnapshot
 from foresize.cluster.target import TargetView
 
 MANAGED_ANNOTATION = "foresize.io/managed"
 MANAGED_VALUE = "true"
+POD_LEVEL_WARNING = (
+    "foresize: pod sets pod-level resources (spec.resources); {kind} {key} leaves its "
+    "resources as the template sets them"
+)
 
 
 @dataclass(slots=True)
@@ -86,6 +94,9 @@ def decide_pod(
             pod.namespace, owner if owner is not None else pod.owner, pod.labels
         )
     leave = index.hpa_left_alone(target, pod.namespace, workload)
+    if has_pod_level_resources(pod):
+        decision.warnings.append(POD_LEVEL_WARNING.format(kind=target.kind, key=target.key))
+        return decision
     qos = qos_class_of([*pod.containers, *pod.init_containers])
     if qos == "BestEffort":
         decision.warnings.append(

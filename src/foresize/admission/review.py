@@ -11,13 +11,14 @@ problems it found in the object.
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
 import json
 from collections.abc import Callable
 from typing import Any
 
 from foresize.admission.index import AdmissionIndex
-from foresize.admission.pod import MANAGED_ANNOTATION, MANAGED_VALUE, decide_pod
+from foresize.admission.pod import MANAGED_ANNOTATION, MANAGED_VALUE, PodDecision, decide_pod
 from foresize.admission.scale import RESOURCE_KINDS, decide_scale
 from foresize.admission.validate import validate_daemonset_autoscaler, validate_target
 from foresize.api.quantity import format_quantity, to_canonical
@@ -166,6 +167,12 @@ def pod_from_json(obj: dict[str, Any], namespace: str = "") -> Pod:
         owner=owner,
         containers=[_container(c) for c in containers],
         init_containers=[_container(c) for c in spec.get("initContainers") or ()],
+        # Pod-level resources: the decision leaves such a pod alone.
+        resources=(
+            _container({"resources": spec["resources"]}).resources
+            if isinstance(spec.get("resources"), dict)
+            else None
+        ),
     )
 
 
@@ -217,8 +224,14 @@ def pod_patch(obj: dict[str, Any], new: dict[str, ResourceRequirements]) -> list
 
 
 @guarded
-def review_pod(body: Any, index: AdmissionIndex, now: float) -> dict[str, Any]:
-    """Pod mutating webhook: CREATE only; everything else passes untouched."""
+def review_pod(
+    body: Any,
+    index: AdmissionIndex,
+    now: float,
+    on_change: Callable[[Pod, PodDecision], None] | None = None,
+) -> dict[str, Any]:
+    """Pod mutating webhook: CREATE only; everything else passes untouched. `on_change` is
+    told about every pod whose resources the webhook changes (metrics and Events)."""
     uid, request = _request(body)
     kind = (request.get("kind") or {}).get("kind")
     if kind != "Pod":
@@ -230,7 +243,12 @@ def review_pod(body: Any, index: AdmissionIndex, now: float) -> dict[str, Any]:
     decision = decide_pod(pod, None, index, now)
     if not decision.changed:
         return _response(uid, warnings=decision.warnings)
-    return _response(uid, patch=pod_patch(obj, decision.containers), warnings=decision.warnings)
+    response = _response(uid, patch=pod_patch(obj, decision.containers), warnings=decision.warnings)
+    if on_change is not None:
+        # Recording must never cost the pod its patch (the guard above would drop it).
+        with contextlib.suppress(Exception):
+            on_change(pod, decision)
+    return response
 
 
 @guarded

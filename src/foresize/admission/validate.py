@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from foresize.admission.index import AdmissionIndex
+from foresize.api.cron import cron_error
+from foresize.api.duration import shown
 from foresize.api.quantity import CPU, MEMORY, QuantityError, to_canonical
 from foresize.api.vocabulary import FORECAST_MODES, SCALING_MODES, UPDATE_MODES
 from foresize.cluster.target import (
@@ -29,53 +31,7 @@ from foresize.cluster.target import (
     normalise_mode,
 )
 
-_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
-_CRON_RANGES = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 7))
-_CRON_NAMES = (
-    {},
-    {},
-    {},
-    {m: i + 1 for i, m in enumerate(_MONTHS)},
-    {d: i for i, d in enumerate(["sun", "mon", "tue", "wed", "thu", "fri", "sat"])},
-)
-_CRON_MACROS = {"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"}
 MIN_LOOKBACK = 3 * 3600.0
-
-
-def cron_error(expr: str) -> str | None:
-    """None if `expr` is a valid 5-field cron expression, else what is wrong."""
-    text = expr.strip()
-    if text.lower() in _CRON_MACROS:
-        return None
-    fields = text.split()
-    if len(fields) != 5:
-        return f"needs 5 fields (minute hour day-of-month month day-of-week), got {len(fields)}"
-    labels = ("minute", "hour", "day-of-month", "month", "day-of-week")
-    for i, part in enumerate(fields):
-        lo, hi = _CRON_RANGES[i]
-        for item in part.split(","):
-            base, _, step = item.partition("/")
-            if step and (not step.isdigit() or int(step) == 0):
-                return f"{labels[i]} step {step!r} is not a positive number"
-            if base == "*":
-                continue
-            bounds = base.split("-")
-            if len(bounds) > 2 or not all(bounds):
-                return f"{labels[i]} {item!r} is not a value or range"
-            values = []
-            for b in bounds:
-                name = b.lower()
-                if name in _CRON_NAMES[i]:
-                    values.append(_CRON_NAMES[i][name])
-                elif b.isdigit():
-                    values.append(int(b))
-                else:
-                    return f"{labels[i]} {b!r} is not a number"
-            if any(v < lo or v > hi for v in values):
-                return f"{labels[i]} {item!r} is outside {lo}-{hi}"
-            if len(values) == 2 and values[0] > values[1]:
-                return f"{labels[i]} range {item!r} is reversed"
-    return None
 
 
 def _duration(errors: list[str], path: str, value: Any) -> float | None:
@@ -123,9 +79,9 @@ def _check_model(errors: list[str], path: str, model: Any) -> None:
     if cron is not None:
         if interval is not None:
             errors.append(f"{path}.forecast_cron: exclusive with {path}.forecast_interval")
-        problem = cron_error(str(cron))
+        problem = cron_error(cron)
         if problem:
-            errors.append(f"{path}.forecast_cron: {cron!r} {problem}")
+            errors.append(f"{path}.forecast_cron: {shown(cron)} {problem}")
     if interval is not None and interval <= 0:
         errors.append(f"{path}.forecast_interval: must be positive")
     eff_blocks = blocks if blocks is not None else 15 * 60.0

@@ -9,7 +9,7 @@ counterpart in `foresize.api.types` with the same message.
 
 CEL cost: every string a rule reads has a `maxLength` and no rule iterates a list, so the
 estimated cost of each rule is a small constant, far below the per-rule and per-CRD limits.
-Durations written with a `d` unit cannot be read by CEL's `duration()` (Go syntax); rules
+Durations written with a `d` or `w` unit cannot be read by CEL's `duration()` (Go syntax); rules
 skip the comparison for those and the validating webhook (pydantic) checks them instead.
 """
 
@@ -29,8 +29,8 @@ from foresize.api import types as t
 
 
 def _dur_le(a: str, b: str) -> str:
-    """CEL: duration a <= duration b, skipped (true) when either uses the `d` unit."""
-    return f"{a}.matches('d') || {b}.matches('d') || duration({a}) <= duration({b})"
+    """CEL: duration a <= duration b, skipped (true) when either uses the `d` or `w` unit."""
+    return f"{a}.matches('[dw]') || {b}.matches('[dw]') || duration({a}) <= duration({b})"
 
 
 _AUTONOMOUS = "['autonomous', 'auto']"
@@ -100,7 +100,7 @@ _CRON_XOR_INTERVAL = {
 
 _MIN_LOOKBACK = {
     "rule": (
-        "!has(self.min_lookback_to_scale) || self.min_lookback_to_scale.matches('d') || "
+        "!has(self.min_lookback_to_scale) || self.min_lookback_to_scale.matches('[dw]') || "
         "duration(self.min_lookback_to_scale) >= duration('3h')"
     ),
     "message": "min_lookback_to_scale must be at least 3h",

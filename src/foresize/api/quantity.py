@@ -10,6 +10,7 @@ canonicalises a quantity (a request is never silently made smaller).
 from __future__ import annotations
 
 import math
+import numbers
 import operator
 import re
 from decimal import ROUND_CEILING, Decimal, InvalidOperation, localcontext
@@ -30,8 +31,12 @@ _DECIMAL = {
     "P": Decimal("1e15"),
     "E": Decimal("1e18"),
 }
+# Unambiguous, so matching is linear: the integer part, then optionally `.` and a fraction.
+# (The old `\d+\.?\d*` let `\d+` and `\d*` split a run of digits every possible way, and a
+# long digit string that did not match backtracked quadratically: 10 KB blocked for seconds.)
 _QUANTITY_RE = re.compile(
-    r"^(?P<num>[+-]?(?:\d+\.?\d*|\.\d+))(?:(?P<exp>[eE][+-]?\d+)|(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?)$"
+    r"(?P<num>[+-]?(?:\d+(?:\.\d*)?|\.\d+))"
+    r"(?:(?P<exp>[eE][+-]?\d+)|(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?)"
 )
 
 
@@ -44,13 +49,18 @@ class QuantityError(ValueError):
 # default) and keeps `1e999999999` from becoming a Decimal overflow.
 MAX_QUANTITY = Decimal(2**63 - 1)
 _MAX_DIGITS = 64
+# The longest text worth parsing: 64 digits, a sign, a point and a 4-character exponent fit
+# in 72; anything longer is refused before any matching, so the cost of a hostile string is
+# its length check. Kubernetes' own parser refuses far shorter strings (it caps at 2^63-1).
+MAX_QUANTITY_LENGTH = 80
 _MAX_EXPONENT = 64
 _PRECISION = 200
 
 
 def _checked(value: Decimal, original: object) -> Decimal:
     if abs(value) > MAX_QUANTITY:
-        raise QuantityError(f"quantity too large: {original!r} (at most 2^63-1)")
+        shown = repr(original) if len(repr(original)) <= MAX_QUANTITY_LENGTH else "value"
+        raise QuantityError(f"quantity too large: {shown} (at most 2^63-1)")
     return value
 
 
@@ -58,18 +68,25 @@ def parse_quantity(value: str | int | float | Decimal) -> Decimal:
     """Parse a Kubernetes quantity (`100m`, `1.5`, `512Mi`, `1G`, `1e3`) into an exact Decimal."""
     if isinstance(value, bool):
         raise QuantityError(f"not a quantity: {value!r}")
-    if isinstance(value, int):
-        return _checked(Decimal(value), value)
+    if isinstance(value, numbers.Integral):  # int, numpy integers
+        return _checked(Decimal(int(value)), value)
     if isinstance(value, Decimal):
         if not value.is_finite():
             raise QuantityError(f"not a quantity: {value!r}")
         return _checked(value, value)
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise QuantityError(f"not a quantity: {value!r}")
-        return _checked(Decimal(repr(value)), value)
-    text = str(value).strip()
-    match = _QUANTITY_RE.match(text)
+    if isinstance(value, numbers.Real):  # float, numpy floats
+        number = float(value)
+        if not math.isfinite(number):
+            raise QuantityError(f"not a quantity: {number!r}")
+        return _checked(Decimal(repr(number)), value)
+    if not isinstance(value, str):
+        raise QuantityError(f"not a quantity: a {type(value).__name__}")
+    text = value.strip()
+    if len(text) > MAX_QUANTITY_LENGTH:
+        raise QuantityError(
+            f"not a quantity: {len(text)} characters (at most {MAX_QUANTITY_LENGTH})"
+        )
+    match = _QUANTITY_RE.fullmatch(text)
     if not match:
         raise QuantityError(f"not a quantity: {value!r} (expected e.g. 100m, 1.5, 512Mi, 1G)")
     if len(match["num"]) > _MAX_DIGITS:
@@ -159,3 +176,26 @@ def format_resource_map(values: dict[str, int]) -> dict[str, str]:
 
 MIB = 2**20
 GIB = 2**30
+
+# The most usage any container can show. The biggest machines sold have ~900 vCPUs and
+# ~32 TiB; these limits sit above them and far below where arithmetic on the value misbehaves.
+# A reading above them is corrupt (a bit flip in the history store, a unit mistake, `1e308`
+# in a trace): it is dropped and counted, never turned into a request.
+MAX_PLAUSIBLE_CORES = 4096.0
+MAX_PLAUSIBLE_MEMORY_BYTES = float(2**46)  # 64 TiB
+
+
+def usage_problem(resource: str, value: float) -> str | None:
+    """Why a usage reading (cpu in cores, memory in bytes) cannot be real; None if it can.
+    NaN is a missing reading, not a problem."""
+    if math.isnan(value):
+        return None
+    if math.isinf(value):
+        return f"{resource} usage is not finite"
+    if value < 0:
+        return f"{resource} usage is negative"
+    limit = MAX_PLAUSIBLE_CORES if resource == CPU else MAX_PLAUSIBLE_MEMORY_BYTES
+    if value > limit:
+        unit = "cores" if resource == CPU else "bytes"
+        return f"{resource} usage {value:.3g} {unit} is above any machine ({limit:.3g})"
+    return None

@@ -45,6 +45,12 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
+from foresize.api.cron import MAX_CRON_LENGTH, check_cron
+from foresize.api.duration import (
+    DURATION_PATTERN,
+    format_duration,
+    parse_duration,
+)
 from foresize.api.quantity import (
     CPU,
     MEMORY,
@@ -78,77 +84,6 @@ SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
 # --------------------------------------------------------------------------------------
 # Durations
 # --------------------------------------------------------------------------------------
-
-_DURATION_UNITS = {
-    "ns": Decimal("1e-9"),
-    "us": Decimal("1e-6"),
-    "µs": Decimal("1e-6"),
-    "μs": Decimal("1e-6"),
-    "ms": Decimal("1e-3"),
-    "s": Decimal(1),
-    "m": Decimal(60),
-    "h": Decimal(3600),
-    "d": Decimal(86400),
-}
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h|d)")
-DURATION_PATTERN = r"^(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h|d))+)$"
-"""The schema pattern for a duration string (Go `time.ParseDuration` syntax plus `d`)."""
-
-_DURATION_HINT = "must be a duration like 60s, 15m, 1h30m or 8d"
-
-
-def parse_duration(value: str | int | float) -> float:
-    """A Go-style duration string (`15m`, `1h30m`, `250ms`, `8d`) or a number of seconds ->
-    float seconds. Negative durations are refused."""
-    if isinstance(value, bool):
-        raise ValueError(_DURATION_HINT)
-    if isinstance(value, int | float):
-        if not math.isfinite(value) or value < 0:
-            raise ValueError(_DURATION_HINT)
-        return float(value)
-    if not isinstance(value, str):
-        raise ValueError(_DURATION_HINT)
-    text = value.strip()
-    if text == "0":
-        return 0.0
-    pos = 0
-    total = Decimal(0)
-    if not text:
-        raise ValueError(_DURATION_HINT)
-    while pos < len(text):
-        match = _DURATION_PART.match(text, pos)
-        if not match:
-            raise ValueError(f"{_DURATION_HINT}, not {value!r}")
-        total += Decimal(match[1]) * _DURATION_UNITS[match[2]]
-        pos = match.end()
-    return float(total)
-
-
-def format_duration(seconds: float) -> str:
-    """Float seconds -> the compact Go-compatible string (`15m`, `1h30m`, `192h`, `1.5s`,
-    `250ms`). Hours are the largest unit so CEL's `duration()` can read every value written."""
-    ns = round(Decimal(repr(float(seconds))) * 1_000_000_000)
-    if ns < 0:
-        raise ValueError("negative duration")
-    if ns == 0:
-        return "0s"
-    if ns < 1_000_000_000:
-        for unit, size in (("ms", 1_000_000), ("us", 1_000)):
-            if ns % size == 0:
-                return f"{ns // size}{unit}"
-        return f"{ns}ns"
-    hours, rest = divmod(ns, 3600 * 1_000_000_000)
-    minutes, rest = divmod(rest, 60 * 1_000_000_000)
-    parts = []
-    if hours:
-        parts.append(f"{hours}h")
-    if minutes:
-        parts.append(f"{minutes}m")
-    if rest:
-        secs = Decimal(rest) / Decimal(1_000_000_000)
-        text = format(secs.normalize(), "f")
-        parts.append(f"{text}s")
-    return "".join(parts)
 
 
 def _duration_validator(positive: bool) -> Callable[[Any], float]:
@@ -349,6 +284,11 @@ DEFAULT_API_VERSIONS = {
 
 CRON_PATTERN = r"^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|(\S+\s+){4}\S+)$"
 
+CronSchedule = Annotated[
+    str, Field(max_length=MAX_CRON_LENGTH, pattern=CRON_PATTERN), AfterValidator(check_cron)
+]
+"""A forecast_cron schedule, checked field by field (`api.cron`), as the webhook does."""
+
 _NAME_PATTERN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 
 
@@ -489,7 +429,7 @@ class ModelSpec(_Base):
     """Forecast horizon: the forecast covers the maximum usage over this window."""
     forecast_interval: PositiveDuration | None = None
     """How often to forecast (at most forecast_blocks); exclusive with forecast_cron."""
-    forecast_cron: str | None = Field(default=None, max_length=128, pattern=CRON_PATTERN)
+    forecast_cron: CronSchedule | None = None
     """When to forecast, as a cron schedule; exclusive with forecast_interval."""
     mode: ForecastMode = "balanced"
     """Which quantile of the forecast to use (percentile: percentile_value)."""
@@ -573,7 +513,7 @@ class ModelOverride(_Base):
 
     forecast_blocks: PositiveDuration | None = None
     forecast_interval: PositiveDuration | None = None
-    forecast_cron: str | None = Field(default=None, max_length=128, pattern=CRON_PATTERN)
+    forecast_cron: CronSchedule | None = None
     mode: ForecastMode | None = None
     percentile_value: float | None = Field(default=None, gt=0, le=100)
     forecast_buffer_percentage: float | None = Field(default=None, ge=0, le=1000)

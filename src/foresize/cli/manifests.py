@@ -25,7 +25,11 @@ from typing import Any
 
 import typer
 
-SECTIONS = ("all", "crds", "rbac", "operator", "webhooks", "monitoring")
+SECTIONS = ("all", "crds", "rbac", "operator", "webhooks", "monitoring", "networkpolicy")
+# Printed only when asked for (like the chart's networkPolicy.enabled, off by default): a
+# cluster without a NetworkPolicy controller ignores it, one with a default-deny policy
+# needs it, and the operator's egress (the API server) is left alone either way.
+OPTIONAL_SECTIONS = ("networkpolicy",)
 
 NAME = "foresize"
 DEFAULT_NAMESPACE = "foresize-system"
@@ -354,6 +358,25 @@ def alert_rules() -> list[dict[str, Any]]:
     """Alerts over the metrics `foresize.telemetry.metrics` exports."""
     return [
         {
+            # Every request change, as the seed's operators asked for: an info alert to
+            # log and to check against the node charge-gap alerts below.
+            "alert": "ForesizeRequestChanged",
+            "expr": (
+                "sum by (target, resource, source) "
+                "(increase(foresize_request_changes_total[5m])) > 0"
+            ),
+            "labels": {"severity": "info"},
+            "annotations": {
+                "summary": (
+                    "Foresize changed {{ $labels.resource }} requests of {{ $labels.target }}"
+                ),
+                "description": (
+                    "{{ $value }} {{ $labels.resource }} request changes ({{ $labels.source }}) "
+                    "in the last 5 minutes; compare with foresize_node_charge_gap."
+                ),
+            },
+        },
+        {
             "alert": "ForesizeResizeChurn",
             "expr": (
                 'sum by (target, resource) (increase(foresize_resizes_total{outcome="success",'
@@ -460,6 +483,48 @@ def monitoring(namespace: str) -> list[dict[str, Any]]:
     ]
 
 
+# --------------------------------------------------------------------------------------
+# NetworkPolicy
+# --------------------------------------------------------------------------------------
+
+MONITORING_NAMESPACE = "monitoring"
+
+
+def network_policy(
+    namespace: str, monitoring_namespace: str = MONITORING_NAMESPACE
+) -> list[dict[str, Any]]:
+    """Ingress to the operator pods: the webhook port (the API server calls it; its source
+    addresses are the control plane's, which no pod selector can name, so any source is
+    admitted unless you add an ipBlock) and the metrics port from the monitoring namespace
+    only. Every other port of the pods is closed."""
+    return [
+        {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": _meta(NAME, namespace, "operator"),
+            "spec": {
+                "podSelector": {"matchLabels": _selector()},
+                "policyTypes": ["Ingress"],
+                "ingress": [
+                    {"ports": [{"protocol": "TCP", "port": WEBHOOK_PORT}]},
+                    {
+                        "from": [
+                            {
+                                "namespaceSelector": {
+                                    "matchLabels": {
+                                        "kubernetes.io/metadata.name": monitoring_namespace
+                                    }
+                                }
+                            }
+                        ],
+                        "ports": [{"protocol": "TCP", "port": METRICS_PORT}],
+                    },
+                ],
+            },
+        }
+    ]
+
+
 def build(
     section: str = "all",
     *,
@@ -488,9 +553,12 @@ def build(
         "operator": lambda: operator(namespace, image or default_image(), replicas),
         "webhooks": lambda: webhooks(namespace),
         "monitoring": lambda: monitoring(namespace),
+        "networkpolicy": lambda: network_policy(namespace),
     }
     if section == "all":
-        return [doc for name in SECTIONS[1:] for doc in parts[name]()]
+        return [
+            doc for name in SECTIONS[1:] if name not in OPTIONAL_SECTIONS for doc in parts[name]()
+        ]
     return parts[section]()
 
 
@@ -498,8 +566,7 @@ def validate_files(paths: list[str]) -> tuple[int, int, list[str]]:
     """Check every Foresize object (apiVersion foresize.io/...) in the YAML files with the
     API models. Returns (objects checked, other documents skipped, errors); each error
     names the file, the line where its document starts, and the field."""
-    import yaml
-
+    from foresize.api.safe_yaml import iter_documents, read_text
     from foresize.api.types import GROUP, parse_object
     from foresize.errors import ForesizeError
 
@@ -507,20 +574,8 @@ def validate_files(paths: list[str]) -> tuple[int, int, list[str]]:
     errors: list[str] = []
     for path in paths:
         try:
-            with open(path, encoding="utf-8") as handle:
-                text = handle.read()
-        except OSError as exc:
-            errors.append(f"{path}: cannot read ({exc.strerror})")
-            continue
-        except UnicodeDecodeError as exc:
-            errors.append(f"{path}: cannot read (not UTF-8 text: byte {exc.start})")
-            continue
-        loader = yaml.SafeLoader(text)
-        try:
-            while loader.check_node():
-                node = loader.get_node()
-                obj = loader.construct_document(node)
-                line = node.start_mark.line + 1
+            text = read_text(path)
+            for line, obj in iter_documents(text, path):
                 api_version = obj.get("apiVersion", "") if isinstance(obj, dict) else ""
                 if not str(api_version).startswith(f"{GROUP}/"):
                     skipped += obj is not None
@@ -530,12 +585,8 @@ def validate_files(paths: list[str]) -> tuple[int, int, list[str]]:
                     parse_object(obj, f"{path}:{line}")
                 except ForesizeError as exc:
                     errors.extend(str(exc).splitlines())
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f"{path}:{mark.line + 1}" if mark is not None else path
-            errors.append(f"{where}: not valid YAML ({getattr(exc, 'problem', exc)})")
-        finally:
-            loader.dispose()
+        except ForesizeError as exc:  # unreadable file or bad YAML: one line, next file
+            errors.append(str(exc))
     return checked, skipped, errors
 
 
@@ -543,7 +594,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     @app.command("manifests")
     def manifests(
         section: str = typer.Argument(
-            "all", help="What to print: all, crds, rbac, operator, webhooks or monitoring."
+            "all",
+            help="What to print: all, crds, rbac, operator, webhooks, monitoring, or "
+            "networkpolicy (not part of all).",
         ),
         namespace: str = typer.Option(DEFAULT_NAMESPACE, help="Namespace of the operator."),
         image: str = typer.Option("", help="Operator image (default foresize/foresize:VERSION)."),

@@ -158,6 +158,13 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             min=1,
             help="Requests allowed at once above --kube-api-qps.",
         ),
+        exclude_selector: str = opt(
+            "",
+            "--exclude-selector",
+            env="FORESIZE_EXCLUDE_SELECTOR",
+            help="Workloads (or targets) with these labels are never resized or evicted "
+            "by the disruption worker: key=value[,key=value...].",
+        ),
         stall_timeout: float = opt(
             None,
             "--stall-timeout",
@@ -192,6 +199,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             raise ForesizeError("--tls-cert and --tls-key go together")
         if kubeconfig and not server and not os.path.exists(kubeconfig.split(os.pathsep)[0]):
             raise ForesizeError(f"--kubeconfig: {kubeconfig}: no such file")
+        from foresize.vertical.policy import parse_exclude_selector
+
+        excluded = parse_exclude_selector(exclude_selector)
         setup_logging(log_level, json_format=log_format == "json")
         opts = OperatorOptions(
             kubeconfig=kubeconfig,
@@ -222,6 +232,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             kube_api_qps=kube_api_qps,
             kube_api_burst=kube_api_burst,
             stall_timeout=stall_timeout,
+            exclude_selector=excluded,
         )
         try:
             code = asyncio.run(run_operator(opts))

@@ -79,7 +79,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             "demo",
             "--scenario",
             "-s",
-            help="Built-in scenario name (demo) or path to a scenario YAML file.",
+            help="Built-in scenario name (demo, sidecars) or path to a scenario YAML file.",
         ),
         duration: str = typer.Option(
             "7d", "--duration", "-d", help="Simulated time to run, e.g. 90m, 12h, 7d."

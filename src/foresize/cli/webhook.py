@@ -114,7 +114,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
 
 async def _watch(path: Path, holder) -> None:
     """Reload the state file when its modification time changes (bad edits are logged
-    and the previous state kept)."""
+    and the previous state kept), in a worker thread."""
     import asyncio
     import logging
 
@@ -133,7 +133,9 @@ async def _watch(path: Path, holder) -> None:
             continue
         last = mtime
         try:
-            holder.set(load_state_file(path))
+            # Off the event loop: a big file takes a while to parse, and the webhook keeps
+            # answering meanwhile (the size, alias and depth caps live in the loader).
+            holder.set(await asyncio.to_thread(load_state_file, path))
             log.info("reloaded %s", path)
         except ForesizeError as exc:
             log.error("keeping previous state: %s", exc)

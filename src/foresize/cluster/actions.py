@@ -35,6 +35,7 @@ class ResizePod:
     # same name has another, and the API server then refuses (precondition) instead of
     # resizing or evicting a pod nobody planned for. "" = no precondition.
     uid: str = ""
+    target_kind: str = "AIScaleTarget"  # or "DaemonSetAutoscaler": whose Events these are
 
 
 @dataclass(frozen=True, slots=True)

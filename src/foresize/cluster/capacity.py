@@ -25,7 +25,14 @@ from foresize.cluster.model import (
     ResourceMap,
     ResourceRequirements,
 )
-from foresize.cluster.qos import container_charge, pod_charge, pod_requests, resize_infeasible
+from foresize.cluster.qos import (
+    container_charge,
+    effective_requests,
+    pod_charge,
+    pod_requests,
+    resize_infeasible,
+    spec_requests,
+)
 from foresize.cluster.snapshot import ClusterSnapshot
 
 
@@ -107,6 +114,29 @@ def resize_delta(pod: Pod, changes: Iterable[ContainerResize]) -> ResourceMap:
         if d:
             delta[r] = d
     return delta
+
+
+def _agreed(container: Container, status: ContainerStatus | None) -> ResourceMap:
+    """Per resource the smaller of the spec request and the kubelet's allocation: what the
+    container holds whichever way a pending resize goes."""
+    spec = effective_requests(container)
+    if status is None or not status.allocated:
+        return spec
+    return {r: min(v, status.allocated.get(r, v)) for r, v in spec.items()}
+
+
+def charge_gap(pod: Pod) -> ResourceMap:
+    """The scheduler's charge for the pod minus what its spec and allocation agree on.
+
+    Zero for a pod whose resizes have landed. Positive while one has not: a Deferred
+    upsize is charged at its new size while the kubelet grants the old one; a downsize not
+    yet actuated is charged at its old size. Negative while a resize is Infeasible: the
+    scheduler leaves that spec out, so the gap is the spec that will not land."""
+    if pod.phase in ("Succeeded", "Failed"):
+        return {}
+    charge = pod_charge(pod)
+    reference = spec_requests(pod) if resize_infeasible(pod) else pod_requests(pod, _agreed)
+    return {r: charge.get(r, 0) - reference.get(r, 0) for r in set(charge) | set(reference)}
 
 
 def fits(delta: ResourceMap, free: ResourceMap) -> bool:

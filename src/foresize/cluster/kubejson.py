@@ -181,6 +181,12 @@ def pod_from(obj: dict[str, Any]) -> Pod:
         restart_policy=spec.get("restartPolicy", "Always"),
         static=MIRROR_ANNOTATION in annotations or (owner is not None and owner.kind == "Node"),
         os=((spec.get("os") or {}).get("name") or "linux"),
+        resources=(
+            _requirements(spec["resources"], f"{where} spec.resources")
+            if spec.get("resources") is not None
+            else None
+        ),
+        overhead=resource_map(spec.get("overhead"), f"{where} spec.overhead"),
     )
 
 
@@ -284,6 +290,11 @@ def template_from(raw: dict[str, Any] | None, where: str = "") -> PodTemplate:
             container_from(c, f"{where} initContainers") for c in spec.get("initContainers") or []
         ],
         priority=int(spec.get("priority") or 0),
+        resources=(
+            _requirements(spec["resources"], f"{where} spec.resources")
+            if spec.get("resources") is not None
+            else None
+        ),
     )
 
 

@@ -204,3 +204,11 @@ def allocated_requests(pod: Pod) -> ResourceMap:
     """The pod's requests as the kubelet has allocated them (what a resize of another pod
     on the node is admitted against)."""
     return pod_requests(pod, container_allocated)
+
+
+def spec_requests_with(pod: Pod, containers: Iterable[Container]) -> ResourceMap:
+    """`spec_requests` of the pod were its regular containers replaced by `containers` (by
+    name): what a pod recreated at new sizes asks the scheduler for, sidecars, init
+    containers, pod-level requests and overhead included."""
+    by_name = {c.name: c for c in containers}
+    return pod_requests(pod, lambda c, _st: effective_requests(by_name.get(c.name, c)))

@@ -11,12 +11,12 @@ seconds, modes their normalised names.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from foresize.api.access import first as get
+from foresize.api.duration import parse_duration
 from foresize.api.quantity import CPU, MEMORY, to_canonical
 from foresize.api.vocabulary import SCALING_MODE_ALIASES, SCALING_MODES
 from foresize.cluster.model import ContainerSuggestion, Suggestion
@@ -55,29 +55,13 @@ def normalise_kind(value: Any) -> str:
     return _KIND_ALIASES.get(text.lower(), text)
 
 
-_DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
-_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
-
-
 def duration_seconds(value: Any, default: float) -> float:
     """Float seconds from a number or a duration string (`15m`, `1h30m`, `8d`)."""
     if value is None:
         return default
-    if isinstance(value, int | float):
-        return float(value)
     if hasattr(value, "total_seconds"):
-        return float(value.total_seconds())
-    text = str(value).strip()
-    pos = 0
-    total = 0.0
-    for match in _DURATION_RE.finditer(text):
-        if match.start() != pos:
-            break
-        total += float(match[1]) * _DURATION_UNITS[match[2]]
-        pos = match.end()
-    if pos != len(text) or not text:
-        raise ValueError(f"not a duration: {value!r} (expected e.g. 15m, 1h, 8d)")
-    return total
+        value = value.total_seconds()
+    return parse_duration(value)
 
 
 def quantity(resource: str, value: Any) -> int | None:

@@ -20,14 +20,17 @@ pods, scale-to-zero and a target being deleted and re-created within retention.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 
+from foresize.api.quantity import CPU, MAX_PLAUSIBLE_CORES, MAX_PLAUSIBLE_MEMORY_BYTES
 from foresize.errors import ForesizeError
 from foresize.history.base import EVENT_KINDS, SeriesKey, check_resource, window_start
+from foresize.history.metrics_server import TOTAL_CONTAINER
 
 CHUNK_POINTS = 288
 """Samples per chunk: one day at 5 minutes, 4.8 hours at 1 minute. ~1 KB blobs: large
@@ -63,6 +66,37 @@ CREATE INDEX IF NOT EXISTS events_key ON events (namespace, workload, container,
 """
 
 
+# A workload's total (the `__total__` container) sums its pods, so it may exceed one
+# machine; 100,000 machines' worth is beyond any cluster and still catches the bit flips
+# that turned 1.6e4 cores into 2.9e23.
+WORKLOAD_TOTAL_FACTOR = 100_000.0
+
+_COLUMNS = {
+    "meta": {"key", "value"},
+    "series": {"id", "namespace", "workload", "container", "resource", "first_seen"},
+    "chunks": {"series_id", "step", "chunk", "data"},
+    "events": {"namespace", "workload", "container", "kind", "ts", "value"},
+}
+
+
+class _Damaged(Exception):
+    """The file is not a healthy SQLite database of ours (internal)."""
+
+
+def _move_aside(path: Path) -> Path:
+    """Rename a damaged store (and its -wal/-shm) to the first free `<path>.corrupt-<n>`."""
+    n = 1
+    while path.with_name(f"{path.name}.corrupt-{n}").exists():
+        n += 1
+    aside = path.with_name(f"{path.name}.corrupt-{n}")
+    path.rename(aside)
+    for suffix in ("-wal", "-shm"):
+        side = path.with_name(path.name + suffix)
+        if side.exists():
+            side.rename(aside.with_name(aside.name + suffix))
+    return aside
+
+
 class HistoryStore:
     """SQLite-backed usage history (see module docstring)."""
 
@@ -75,35 +109,95 @@ class HistoryStore:
         coarse_step: float = DEFAULT_COARSE_STEP,
         downsample_after: float = DEFAULT_DOWNSAMPLE_AFTER,
         readonly: bool = False,
+        recover: bool = False,
     ) -> None:
+        """Open (creating) the store at `path`. A damaged file (`PRAGMA quick_check` fails,
+        SQLite says it is not a database, our metadata is unreadable) is a `ForesizeError`;
+        with `recover=True` it is moved aside to `<path>.corrupt-<n>` instead and an empty
+        store started, and `recovered` says from what (the operator's choice: a damaged
+        file on a volume must not keep it in CrashLoopBackOff). A file that holds some other
+        application's tables is never moved: always an error."""
         self.path = Path(path)
         self.step = float(step)
         self.retention = float(retention)
         self.coarse_step = float(coarse_step)
         self.downsample_after = float(downsample_after)
         self.readonly = readonly
+        self.recovered: tuple[Path, str] | None = None
+        """(where the damaged file went, what was wrong) when `recover` moved one aside."""
+        self.bad_values = 0
+        """Stored samples dropped on read as impossible (non-finite, negative, or above any
+        machine): damage that quick_check cannot see, such as bit flips inside a blob."""
+        self.on_bad_values: Callable[[int], None] | None = None
+        """Called with each new count of dropped samples (the operator's metric)."""
+        self._ids: dict[tuple[SeriesKey, str], int] = {}
         try:
-            if readonly:
+            self._open()
+        except _Damaged as exc:
+            if not recover or readonly:
+                raise ForesizeError(
+                    f"{self.path}: history store is damaged ({exc}); move it aside or start "
+                    "the operator, which does that itself"
+                ) from None
+            with contextlib.suppress(Exception):
+                self.db.close()
+            aside = _move_aside(self.path)
+            self.recovered = (aside, str(exc))
+            try:
+                self._open()
+            except _Damaged as again:  # pragma: no cover - a fresh file cannot be damaged
+                raise ForesizeError(f"{self.path}: cannot start an empty store ({again})") from None
+
+    def _open(self) -> None:
+        try:
+            if self.readonly:
                 uri = f"file:{self.path}?mode=ro"
                 self.db = sqlite3.connect(uri, uri=True, timeout=30.0, check_same_thread=False)
             else:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 self.db = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False)
+            self.db.execute("PRAGMA busy_timeout=30000")
+            self._check_integrity()
+            if not self.readonly:
                 self.db.execute("PRAGMA journal_mode=WAL")
                 self.db.execute("PRAGMA synchronous=NORMAL")
                 self.db.executescript(_SCHEMA)
+                self._check_schema()
                 self._check_step()
-            self.db.execute("PRAGMA busy_timeout=30000")
-        except sqlite3.Error as exc:
-            raise ForesizeError(f"{self.path}: cannot open history store: {exc}") from exc
-        self._ids: dict[tuple[SeriesKey, str], int] = {}
+        except sqlite3.DatabaseError as exc:
+            # "file is not a database", "database disk image is malformed", ...
+            raise _Damaged(str(exc)) from None
+        except (sqlite3.Error, OSError) as exc:
+            raise ForesizeError(f"{self.path}: cannot open history store: {exc}") from None
+
+    def _check_integrity(self) -> None:
+        # quick_check reads every page once (O(N), no index cross-check): seconds for a
+        # large file, paid once per start, and it catches torn or overwritten pages.
+        rows = self.db.execute("PRAGMA quick_check(5)").fetchall()
+        if [r[0] for r in rows] != ["ok"]:
+            found = " ".join(" ".join(str(r[0]) for r in rows).split())  # one line
+            raise _Damaged(f"quick_check: {found}"[:160])
+
+    def _check_schema(self) -> None:
+        for table, needed in _COLUMNS.items():
+            have = {r[1] for r in self.db.execute(f"PRAGMA table_info({table})")}
+            if not needed <= have:
+                raise ForesizeError(
+                    f"{self.path}: not a Foresize history store (table {table} lacks "
+                    f"{', '.join(sorted(needed - have))}); refusing to touch it"
+                )
 
     def _check_step(self) -> None:
         row = self.db.execute("SELECT value FROM meta WHERE key='step'").fetchone()
         if row is None:
             with self.db:
                 self.db.execute("INSERT INTO meta VALUES ('step', ?)", (repr(self.step),))
-        elif float(row[0]) != self.step:
+            return
+        try:
+            stored = float(row[0])
+        except (TypeError, ValueError):
+            raise _Damaged(f"meta.step is {str(row[0])[:40]!r}, not a number") from None
+        if stored != self.step:
             raise ForesizeError(
                 f"{self.path}: history store was created with step {row[0]} s, not {self.step} s"
             )
@@ -310,6 +404,23 @@ class HistoryStore:
                 out[(sid, chunk)] = np.frombuffer(data, dtype=np.float32)
         return out
 
+    def _plausible(self, resource: str, stored: np.ndarray, container: str) -> np.ndarray:
+        """`stored` with impossible samples (inf, negative, above any machine) turned into
+        gaps and counted in `bad_values`; NaN is an honest gap and stays one."""
+        limit = MAX_PLAUSIBLE_CORES if resource == CPU else MAX_PLAUSIBLE_MEMORY_BYTES
+        if container == TOTAL_CONTAINER:
+            limit *= WORKLOAD_TOTAL_FACTOR
+        with np.errstate(invalid="ignore"):
+            bad = np.isinf(stored) | (stored < 0) | (stored > limit)
+        if not bad.any():
+            return stored
+        self.bad_values += int(bad.sum())
+        if self.on_bad_values is not None:
+            self.on_bad_values(int(bad.sum()))
+        clean = stored.copy()
+        clean[bad] = np.nan
+        return clean
+
     def _steps(self) -> list[float]:
         return [r[0] for r in self.db.execute("SELECT DISTINCT step FROM chunks")]
 
@@ -326,7 +437,8 @@ class HistoryStore:
             k0 = int(np.floor(start / st))
             k1 = int(np.floor((start + length * step) / st)) + 1
             chunks = self._read_chunks(ids, st, k0 // CHUNK_POINTS, k1 // CHUNK_POINTS + 1)
-            for (sid, chunk), arr in chunks.items():
+            for (sid, chunk), stored in chunks.items():
+                arr = self._plausible(resource, stored, keys[pos[sid]].container)
                 ks = chunk * CHUNK_POINTS + np.arange(CHUNK_POINTS)
                 b = np.floor((ks * st - start) / step + 1e-9).astype(np.int64)
                 ok = (b >= 0) & (b < length) & np.isfinite(arr)

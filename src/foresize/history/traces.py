@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from foresize.api.quantity import CPU, MEMORY, usage_problem
 from foresize.errors import ForesizeError
 from foresize.history.base import SeriesKey, TraceSeries
 
@@ -107,6 +108,14 @@ def _finite(text: str) -> float:
     return v
 
 
+def _plausible(cpu_cores: float, memory_bytes: float) -> None:
+    """ValueError (the row is skipped and reported) for a reading no container can show."""
+    for resource, value in ((CPU, cpu_cores), (MEMORY, memory_bytes)):
+        problem = usage_problem(resource, value)
+        if problem:
+            raise ValueError(problem)
+
+
 def _dedupe(ts: np.ndarray, *cols: np.ndarray, report: ReadReport) -> tuple[np.ndarray, ...]:
     """Sort by time; for duplicate timestamps keep the maximum of each column (NaN-aware)."""
     order = np.argsort(ts, kind="stable")
@@ -159,20 +168,23 @@ def read_bitbrains(path: Path | str, report: ReadReport | None = None) -> TraceS
         if use_mhz < 0 or mem_kb < 0 or ncores < 0 or cap_mhz < 0:
             rep.skip(p, n, "negative usage or capacity")
             continue
+        # Capacity 0: MHz cannot be converted to cores; the reading is unknown, not 0.
+        cpu_cores = use_mhz / (cap_mhz / ncores) if cap_mhz > 0 and ncores > 0 else math.nan
+        # Exactly 0 KB is a missing reading in this trace, not a VM using no memory.
+        mem_bytes = mem_kb * 1024.0 if mem_kb != 0 else math.nan
+        try:
+            _plausible(cpu_cores, mem_bytes)
+        except ValueError as exc:
+            rep.skip(p, n, str(exc))
+            continue
         ts.append(t)
-        if cap_mhz > 0 and ncores > 0:
-            cpu.append(use_mhz / (cap_mhz / ncores))
-        else:
-            # Capacity 0: MHz cannot be converted to cores; the reading is unknown, not 0.
-            cpu.append(math.nan)
+        cpu.append(cpu_cores)
+        if math.isnan(cpu_cores):
             rep.count("bitbrains cpu capacity 0 (cpu missing)")
         cores.append(ncores if ncores > 0 else math.nan)
-        if mem_kb == 0:
-            # Exactly 0 KB is a missing reading in this trace, not a VM using no memory.
-            mem.append(math.nan)
+        mem.append(mem_bytes)
+        if math.isnan(mem_bytes):
             rep.count("bitbrains memory 0 (missing)")
-        else:
-            mem.append(mem_kb * 1024.0)
         cap_mem.append(mem_cap_kb * 1024.0 if mem_cap_kb > 0 else math.nan)
         cap_cores.append(ncores if ncores > 0 else math.nan)
     if not ts:
@@ -217,6 +229,10 @@ def read_crane(path: Path | str, report: ReadReport | None = None) -> TraceSerie
             continue
         if v < 0:
             rep.skip(p, n, "negative value")
+            continue
+        problem = usage_problem(CPU, v)
+        if problem:
+            rep.skip(p, n, problem)
             continue
         ts.append(t)
         vals.append(v)
@@ -279,6 +295,11 @@ def read_google2011(
                     continue
                 if idx >= GOOGLE_ROWS_PER_DAY:
                     rep.skip(p, n, f"more than {GOOGLE_ROWS_PER_DAY} rows in a day file")
+                    continue
+                try:
+                    _plausible(c / 100.0 * machine_cores, mm / 100.0 * machine_memory_bytes)
+                except ValueError as exc:
+                    rep.skip(p, n, str(exc))
                     continue
                 ts.append(day * 86400.0 + idx * GOOGLE_STEP)
                 cpu.append(c / 100.0 * machine_cores)
@@ -364,6 +385,7 @@ def read_canonical_csv(path: Path | str, report: ReadReport | None = None) -> li
             t = _parse_time(parts[cols["timestamp"]])
             c = _opt_float(parts[cols["cpu_cores"]])
             m = _opt_float(parts[cols["memory_bytes"]])
+            _plausible(c, m)
         except ValueError as exc:
             rep.skip(p, n, str(exc))
             continue
@@ -427,6 +449,7 @@ def read_canonical_parquet(path: Path | str, report: ReadReport | None = None) -
             t = raw_t.timestamp() if hasattr(raw_t, "timestamp") else _parse_time(str(raw_t))
             c = _opt_float("" if data["cpu_cores"][i] is None else str(data["cpu_cores"][i]))
             m = _opt_float("" if data["memory_bytes"][i] is None else str(data["memory_bytes"][i]))
+            _plausible(c, m)
         except ValueError as exc:
             rep.skip(p, i + 1, str(exc))
             continue

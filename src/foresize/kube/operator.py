@@ -29,7 +29,7 @@ import os
 import signal
 import socket
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from foresize.history.base import SeriesKey
@@ -55,6 +55,8 @@ class OperatorOptions:
     kube_api_qps: float = 50.0  # client-side rate limit (VPA's --kube-api-qps)
     kube_api_burst: int = 100
     stall_timeout: float | None = None  # liveness fails after this; default max(5 passes, 120 s)
+    # Labels of workloads (or targets) the disruption worker never touches.
+    exclude_selector: dict[str, str] = field(default_factory=dict)
     metrics_host: str = "0.0.0.0"
     metrics_port: int = 8080
     webhook: bool = True
@@ -72,12 +74,13 @@ class OperatorOptions:
     shutdown_grace: float = 5.0  # seconds the tasks get to stop before they are cancelled
 
 
-def open_history(opts: OperatorOptions) -> Any:
-    """The recommender's history: SQLite with --history-db (survives restarts), else memory."""
+def open_history(opts: OperatorOptions, metrics: Any = None) -> Any:
+    """The recommender's history: SQLite with --history-db (survives restarts), else memory.
+    A damaged SQLite file is moved aside and replaced by an empty store (logged, counted)."""
     if opts.history_db:
-        from foresize.history.sqlite import HistoryStore
+        from foresize.history.maintenance import open_store
 
-        return HistoryStore(opts.history_db)
+        return open_store(opts.history_db, metrics)
     from foresize.history.memory import UsageHistory
 
     return UsageHistory(step=60.0)
@@ -409,6 +412,7 @@ async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None)
     from foresize.kube.shell import KubeShell
     from foresize.kube.state import ClusterState
     from foresize.telemetry.metrics import ForesizeMetrics
+    from foresize.vertical.policy import WorkerConfig
 
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -468,7 +472,13 @@ async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None)
     def supervise(coro: Any, name: str) -> None:
         tasks[asyncio.create_task(coro, name=f"foresize:{name}")] = name
 
-    history = open_history(opts)
+    history = open_history(opts, metrics)
+    if opts.history_db:  # retention/downsampling off the loop; an Event if it was recovered
+        from foresize.history.maintenance import history_upkeep
+
+        pod_name = os.environ.get("POD_NAME")
+        upkeep = history_upkeep(history, stop, executor.apply, opts.namespace, pod_name)
+        supervise(upkeep, "history upkeep")
     from foresize.lifecycle.daemonset import UsageWindow
 
     dsa_window = UsageWindow()
@@ -479,6 +489,7 @@ async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None)
         shards=shards,
         history=history,
         suggest_interval=opts.suggest_interval,
+        worker_config=WorkerConfig(exclude_selector=dict(opts.exclude_selector)),
     )
     shell.dsa_window = dsa_window
 
@@ -546,7 +557,13 @@ async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None)
                         await asyncio.wait_for(stop.wait(), 2.0)
 
             supervise(refresh_index(), "admission index")
-            app = create_app(admission)  # AdmissionState is the state provider (callable)
+            # AdmissionState is the state provider (callable); pods sized at admission are
+            # counted and get an Event on their target, like every request change.
+            app = create_app(
+                admission,
+                on_bad_request=lambda reason: metrics.webhook_bad_requests.labels(reason).inc(),
+                on_pod_change=shell.recorder.admitted,
+            )
             app.middlewares.append(health.middleware())
             app.middlewares.append(metrics.webhook_middleware())
             ssl_context = await _webhook_tls(opts, api)

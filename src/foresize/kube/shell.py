@@ -211,6 +211,7 @@ class KubeShell:
         done = queue.done
         events = self.recorder.record(done, snap)
         events += self.recorder.observe(snap)
+        events += self.recorder.drain_admissions()
         self._record_ooms(snap)
         self._provisioning(snap, now)
         for event in events:

@@ -194,6 +194,7 @@ def plan_dsa(
             reason="DaemonSetAutoscaler",
             direction=_direction(pod, changes),
             uid=pod.uid,
+            target_kind=view.kind,
         )
         refused = check_resize(pod, action)
         if refused is not None:

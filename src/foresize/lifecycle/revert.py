@@ -174,6 +174,7 @@ def plan_revert(
             reason="Revert",
             direction=_direction(pod, changes),
             uid=pod.uid,
+            target_kind=target.kind,
         )
         refused = check_resize(pod, action)
         if refused is None:

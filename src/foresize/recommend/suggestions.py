@@ -23,8 +23,9 @@ from foresize.api.access import get_path
 from foresize.api.quantity import CPU, MEMORY, format_resource_map
 from foresize.cluster.actions import WriteTargetStatus
 from foresize.cluster.kubejson import format_time
+from foresize.cluster.model import Container, ContainerSuggestion, ResourceRequirements, Suggestion
 from foresize.cluster.snapshot import ClusterSnapshot
-from foresize.cluster.target import target_view
+from foresize.cluster.target import suggestion_from, target_view
 from foresize.errors import ForesizeError
 from foresize.history.base import TOTAL_CONTAINER, SeriesKey, trace_series, workload_of_pod
 
@@ -54,6 +55,10 @@ class SuggestionState:
     # target's latest round: the fleet's mean is the memory risk allocation's reference,
     # so targets due in different rounds are priced against the same fleet.
     memory_at_mode: dict[str, float] = field(default_factory=dict)
+    # "ns/target" -> the suggestion last published into the target's status: the vertical
+    # planner acts on it in the same pass (an OOM floor must not wait for the status
+    # write to come back through the watch); after a restart it is read from status.
+    latest: dict[str, Suggestion] = field(default_factory=dict)
 
 
 def history_source(snapshot: ClusterSnapshot, target: Any) -> tuple[list[str], list[Any]] | None:
@@ -149,6 +154,7 @@ def plan_suggestions(
     writes: list[WriteTargetStatus] = []
     due_targets: list[tuple[str, str, str, str, list[str]]] = []
     requests: list[TargetRequest] = []
+    currents: list[dict[str, ResourceRequirements]] = []
     for target in snapshot.targets:
         if due is not None and not due(target):
             continue
@@ -170,11 +176,16 @@ def plan_suggestions(
                 for wl in workloads
             ]
         )
-        current = {c.name: c.resources.copy() for c in templates}
         key = f"{ns}/{name}"
+        current = _current(templates, state.latest.get(key), target)
         due_targets.append((key, ns, name, mode, containers))
+        currents.append(current)
         requests.append(
-            TargetRequest(target, histories, current, state.oom.get(key), state.forecast.get(key))
+            # An empty forecast state (not None) starts the rolling backtest, carried from
+            # then on; None would cold-start the backtest on every round.
+            TargetRequest(
+                target, histories, current, state.oom.get(key), state.forecast.get(key, {})
+            )
         )
     # One batch for every due target, priced against the whole fleet of the shard (the
     # latest mode-level memory forecast of every target still here).
@@ -184,10 +195,14 @@ def plan_suggestions(
     }
     for k in [k for k in state.memory_at_mode if k.rsplit("/", 1)[0] not in present]:
         del state.memory_at_mode[k]
+    for k in [k for k in state.latest if k not in present]:
+        del state.latest[k]
     fleet = list(state.memory_at_mode.values())
     reference = sum(fleet) / len(fleet) if fleet else None
     results = recommend_batch(requests, now, memory_reference=reference) if requests else []
-    for (key, ns, name, mode, containers), result in zip(due_targets, results, strict=True):
+    for (key, ns, name, mode, containers), current, result in zip(
+        due_targets, currents, results, strict=True
+    ):
         for cname, value in result.at_mode.items():
             state.memory_at_mode[f"{key}/{cname}"] = value
         state.oom[key] = result.oom_state
@@ -200,12 +215,15 @@ def plan_suggestions(
             cs = sugg.containers.get(cname)
             if cs is None:
                 continue
-            entry: dict[str, Any] = {"name": cname, "requests": format_resource_map(cs.requests)}
-            if cs.limits:
-                entry["limits"] = format_resource_map(cs.limits)
+            requests_, limits_ = _hysteresis(current[cname], cs, result.changed.get(cname, {}))
+            entry: dict[str, Any] = {"name": cname, "requests": format_resource_map(requests_)}
+            if limits_:
+                entry["limits"] = format_resource_map(limits_)
             entries.append(entry)
-        # Autonomous targets get no suggestion before min_lookback_to_scale of history.
-        if entries and (result.has_enough_data or mode == "recommendation"):
+        # Autonomous targets get no suggestion before min_lookback_to_scale of history,
+        # unless an OOM kill raised a floor: remediation does not wait for the lookback.
+        oom_floor = any(st.active(now) for st in result.oom_state.values())
+        if entries and (result.has_enough_data or mode == "recommendation" or oom_floor):
             import hashlib
             import json
 
@@ -221,8 +239,44 @@ def plan_suggestions(
                 },
                 "created_at": format_time(now),
             }
+            published = suggestion_from(status["vertical_suggestion"])
+            if published is not None:
+                state.latest[key] = published
         writes.append(WriteTargetStatus(ns, name, status))
     return writes
+
+
+def _current(
+    template: list[Container], published: Suggestion | None, target: Any
+) -> dict[str, ResourceRequirements]:
+    """Per container, what a new recommendation is compared with: the suggestion published
+    before (this process's, else the one in the target's status), else the template."""
+    if published is None:
+        published = suggestion_from(get_path(target, "status", "vertical_suggestion"))
+    out = {}
+    for c in template:
+        prev = published.containers.get(c.name) if published is not None else None
+        if prev is not None and prev.requests:
+            out[c.name] = ResourceRequirements(dict(prev.requests), dict(prev.limits))
+        else:
+            out[c.name] = c.resources.copy()
+    return out
+
+
+def _hysteresis(
+    current: ResourceRequirements, proposed: ContainerSuggestion, changed: dict[str, bool]
+) -> tuple[dict[str, int], dict[str, int]]:
+    """The published requests and limits: a resource whose move the recommender judged
+    significant (the target's `scaling_behavior`, `recommend.target`'s one rule) takes
+    the new value; any other keeps the published one, so small moves neither change the
+    suggestion's uid nor resize pods."""
+    requests, limits = dict(current.requests), dict(current.limits)
+    for resource in (CPU, MEMORY):
+        if changed.get(resource) and resource in proposed.requests:
+            requests[resource] = proposed.requests[resource]
+            if resource in proposed.limits:
+                limits[resource] = proposed.limits[resource]
+    return requests, limits
 
 
 def horizontal_forecasts(

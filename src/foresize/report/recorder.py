@@ -5,8 +5,8 @@
   requests in force), memory used (bytes) and memory requested (bytes). One `np.bincount`
   per step for the four quantities, never a Python loop over pods.
 - `NodeGapSampler` (a `sim.every` callback): every `interval` seconds, per node, the gap
-  between the scheduler's charge (`foresize.cluster.qos.pod_charge`) and the sum of spec
-  requests (`spec_requests`) of the pods bound to it. It takes a `sim.snapshot()` and, as
+  between the scheduler's charge and what the specs and allocations of the pods bound to
+  it agree on (`foresize.cluster.capacity.charge_gap`). It takes a `sim.snapshot()` and, as
   the simulator never mutates an object a snapshot holds (copy-on-write), a pod object
   seen at the previous sample is unchanged: pods are matched by identity (a vectorised
   `np.isin` over their ids) and only new or changed ones are recomputed.
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from foresize.api.quantity import CPU, MEMORY
-from foresize.cluster.qos import pod_charge, spec_requests
+from foresize.cluster.capacity import charge_gap
 
 if TYPE_CHECKING:
     from foresize.sim.cluster import SimCluster
@@ -107,7 +107,8 @@ class UsageRecorder:
 
 @dataclass
 class NodeGaps:
-    """Scheduler charge minus spec requests per node: arrays of shape (samples, nodes)."""
+    """Scheduler charge gap per node (`cluster.capacity.charge_gap`): arrays of shape
+    (samples, nodes)."""
 
     times: np.ndarray
     nodes: list[str]
@@ -118,15 +119,12 @@ class NodeGaps:
 
 
 def pod_gap(pod: Any) -> tuple[int, int]:
-    """(cpu millicores, memory bytes) the scheduler charges `pod` beyond its spec requests."""
+    """(cpu millicores, memory bytes) the scheduler charges `pod` beyond what its spec and
+    allocation agree on (`cluster.capacity.charge_gap`)."""
     if pod.node_name is None or pod.phase in ("Succeeded", "Failed"):
         return 0, 0
-    charge = pod_charge(pod)
-    spec = spec_requests(pod)
-    return (
-        charge.get(CPU, 0) - spec.get(CPU, 0),
-        charge.get(MEMORY, 0) - spec.get(MEMORY, 0),
-    )
+    gap = charge_gap(pod)
+    return gap.get(CPU, 0), gap.get(MEMORY, 0)
 
 
 @dataclass

@@ -1,28 +1,26 @@
 """The Foresize operator on the simulated cluster: the shell that runs the real core.
 
 `SimOperator` wires itself into a `SimCluster` the way the kube shell wires itself into a
-real API server:
+real API server, and runs the same pass (`foresize.reconcile.plan_pass`):
 
-- a usage observer (`sim.on_usage`) feeds the recommender's in-memory history (samples of
-  a pod's first 2 minutes are left out, and so are samples of a container that is down);
-- every `recommend_interval` (and at once after an OOM kill) the recommender turns that
-  history into per-container requests; the operator makes them a `Suggestion` per target
-  (limits kept proportional to the template, so the QoS class never changes; a change
-  smaller than the hysteresis keeps the previous value) and publishes it to the admission
-  hook;
-- every `loop_interval` it takes a snapshot, runs the vertical planner
-  (`foresize.vertical.plan`) and applies the actions through `sim.apply`, feeding the
-  results back (`foresize.vertical.execute`);
-- the admission helper's pod hook (`foresize.sim.admission`) gives recreated pods the
-  suggested resources (a minimal stand-in hook is used if that module is missing); it can
-  be switched off (`operator.admission.enabled = False`).
+- a usage observer (`sim.on_usage`) feeds the usage history (samples of a pod's first 2
+  minutes are left out, and so are samples of a container that is down); OOM kills go
+  into the history as events;
+- every `loop_interval` it takes a snapshot, runs the core's pass (recommendations at each
+  target's cadence or at once after an OOM kill, horizontal, lifecycle, templates, the
+  in-place gate, the vertical planner) and sends its actions through the core's
+  `ActionQueue` and `sim.apply`; status writes are reflected into the target objects, as
+  a watch would deliver them;
+- the admission pod hook (`foresize.sim.admission`) gives recreated pods the suggested
+  resources from the targets' status; it can be switched off
+  (`operator.admission.enabled = False`).
 
-`restart()` drops the worker's in-memory state as an operator restart would: the state
-is rebuilt from what the worker wrote into the targets' status.
+`restart()` drops the pass's in-memory state as an operator restart would: the state is
+rebuilt from what the planners wrote into the targets' status.
 
-Recommenders are pluggable (`Recommender`): `ForesizeRecommender` (forecasts of the max
-over the horizon, `foresize.forecast` / `foresize.recommend`), `VPARecommender` (the VPA
-reference of architecture §3.7) and `FixedRecommender` (fixed requests, for tests).
+Recommenders: `ForesizeRecommender` (Foresize itself: the history the pass's recommender
+reads), and the baselines, whose suggestions replace the pass's own: `VPARecommender`
+(the VPA reference of architecture §3.7) and `FixedRecommender` (fixed requests, tests).
 """
 
 from __future__ import annotations
@@ -35,15 +33,16 @@ from typing import Any, Protocol
 import numpy as np
 
 from foresize.api.quantity import CPU, MEMORY, MIB
+from foresize.cluster.actions import WriteTargetStatus
 from foresize.cluster.model import (
     ContainerSuggestion,
-    Pod,
-    ResourceRequirements,
     Suggestion,
-    Workload,
 )
-from foresize.vertical import WorkerConfig, WorkerState, execute, plan
-from foresize.vertical.state import STATUS_KEY
+from foresize.history.aggregate import per_container, workload_totals
+from foresize.history.base import OOM, TOTAL_CONTAINER, SeriesKey
+from foresize.history.memory import UsageHistory
+from foresize.reconcile import ActionQueue, ReconcileConfig, ReconcileState, plan_pass
+from foresize.vertical import WorkerConfig, WorkerState
 
 NEW_POD_EXCLUSION = 120.0
 """architecture §3.1: the first 2 minutes of a new pod are not history (start-up spikes)."""
@@ -231,189 +230,43 @@ class VPARecommender:
 
 
 class ForesizeRecommender:
-    """Foresize's recommender on the operator's in-memory history, through the recommender
-    helper's entry point `foresize.recommend.target.recommend_batch` (forecast of the max
-    over `forecast_blocks` at the mode's quantile with rolling-backtest model selection,
-    bounds, `limit.ratio`, hysteresis flags, QoS kept, OOM floors: x1.2 at once,
-    compounding every 2 minutes while OOMs continue, held for the stabilization window).
+    """Foresize's recommender on the simulator: the usage history the core pass reads.
 
-    History per workload container (architecture §3.1), on the 5-minute model grid, a bucket =
-    the max of its 1-minute values. Each 1-minute value folds the replicas' samples with
-    `foresize.history.aggregate.per_container` — CPU the median across replicas (a
-    request is what one replica needs), memory the maximum (an OOM kill of any replica is
-    a failure) — the same fold the kube shell's collectors apply, so a workload is sized
-    alike in both shells.
+    The recommendation itself is the core's (`foresize.reconcile.plan_pass` ->
+    `recommend.suggestions.plan_suggestions` -> `recommend.target.recommend_batch`), the
+    very function the kube shell runs; this class only holds the history that pass reads,
+    an in-memory `UsageHistory` (the operator's default store), filled the way the kube
+    shell's collector fills it: per workload container (architecture §3.1), each step's
+    replicas folded by `foresize.history.aggregate.per_container` (CPU the median across
+    replicas, memory the maximum), the workload's total under `TOTAL_CONTAINER` (what the
+    horizontal forecast reads), and OOM kills as history events.
+
+    `mode` (the `foresize:MODE` policies) sets the recommendation mode of the simulated
+    targets (`spec.model.mode`), instead of each target's default.
     """
 
-    def __init__(self, mode: str | None = None) -> None:
-        from foresize.recommend.target import MODEL_STEP
+    def __init__(self, mode: str | None = None, step: float = 60.0) -> None:
+        self.mode = mode
+        self.history = UsageHistory(step=step)
 
-        self.mode = mode  # None: each target's own spec.model.mode
-        self.step = MODEL_STEP
-        self.y = {CPU: np.full((0, 0), np.nan), MEMORY: np.full((0, 0), np.nan)}
-        self.first_seen: dict[int, float] = {}
-        self.ooms: dict[int, tuple[list[float], list[float]]] = {}
-        self.oom_state: dict[str, Any] = {}  # target -> container -> OOMState
-        self.forecast_state: dict[str, Any] = {}  # target -> rolling forecast state
-        self.params: dict[str, Any] = {}
-
-    @staticmethod
-    def _fit(arr: np.ndarray, rows: int, cols: int) -> np.ndarray:
-        r0, c0 = arr.shape
-        if rows <= r0 and cols <= c0:
-            return arr
-        c1 = max(cols, c0 * 2, 2016) if cols > c0 else c0
-        out = np.full((max(rows, r0), c1), np.nan)
-        out[:r0, :c0] = arr
-        return out
-
-    def _grow(self, series: int, t: int) -> None:
-        cols = max(t, self.y[CPU].shape[1])
-        for r in (CPU, MEMORY):
-            self.y[r] = self._fit(self.y[r], series, cols)
-
-    def observe(
-        self,
-        now: float,
-        series: np.ndarray,
-        cpu_m: np.ndarray,
-        mem: np.ndarray,
-        slots: np.ndarray | None = None,
+    def observe_samples(
+        self, now: float, keys: list[SeriesKey], cpu_cores: np.ndarray, mem: np.ndarray
     ) -> None:
-        """One step's per-pod samples (`series[i]` = the workload container of sample i)."""
-        from foresize.history.aggregate import per_container
-
-        if series.size == 0:
+        """One step's per-pod samples (`keys[i]` = the workload container of sample i)."""
+        if not keys:
             return
-        # History units of the entry point: cores and bytes.
-        ids, cpu, memory = per_container(series, np.asarray(cpu_m) / 1000.0, mem)
-        for s in ids.tolist():
-            self.first_seen.setdefault(s, now)
-        b = int(now // self.step)
-        self._grow(int(ids.max()) + 1, b + 1)
-        col = np.full(ids.size, b)
-        # A bucket keeps the max of its 1-minute values.
-        np.fmax.at(self.y[CPU], (ids, col), cpu)
-        np.fmax.at(self.y[MEMORY], (ids, col), memory)
+        groups = self.history.indices(keys)
+        ids, cpu, memory = per_container(groups, cpu_cores, mem)
+        self.history.append(now, ids, cpu=cpu, memory=memory)
+        totals = [SeriesKey(k.namespace, k.workload, TOTAL_CONTAINER) for k in keys]
+        tids, tcpu, tmem = workload_totals(self.history.indices(totals), cpu_cores, mem)
+        self.history.append(now, tids, cpu=tcpu, memory=tmem)
 
-    def on_oom(self, now: float, series: int, request: float, usage: float) -> None:
-        times, usages = self.ooms.setdefault(series, ([], []))
-        times.append(now)
-        usages.append(usage)
-
-    def recommend(self, now: float, series: list[int]) -> dict[int, tuple[float, float]]:
-        raise NotImplementedError("ForesizeRecommender works per target: suggest_targets")
-
-    def suggest_targets(
-        self,
-        now: float,
-        targets: dict[str, Any],
-        target_series: dict[str, dict[str, int]],
-        current: dict[str, dict[str, Any]],
-    ) -> dict[str, Suggestion]:
-        """A suggestion per target key (content-addressed uid); hysteresis applied."""
-        from foresize.recommend.target import (
-            ContainerHistory,
-            RecommendParams,
-            TargetRequest,
-            recommend_batch,
-        )
-
-        b = int(now // self.step)
-        self._grow(1, b + 1)
-        requests: list[TargetRequest] = []
-        index: list[str] = []
-        for tkey, target in targets.items():
-            params = self.params.get(tkey)
-            if params is None:
-                params = RecommendParams.from_target(target)
-                if self.mode is not None:
-                    from dataclasses import replace
-
-                    from foresize.recommend.target import ResourceModel
-
-                    params = replace(
-                        params, cpu=ResourceModel(self.mode), memory=ResourceModel(self.mode)
-                    )
-                self.params[tkey] = params
-            hist: dict[str, Any] = {}
-            for cname, s in target_series[tkey].items():
-                if s >= self.y[MEMORY].shape[0] or s not in self.first_seen:
-                    continue
-                times, usages = self.ooms.get(s, ([], []))
-                hist[cname] = ContainerHistory(
-                    self.y[CPU][s, : b + 1],
-                    self.y[MEMORY][s, : b + 1],
-                    self.first_seen[s],
-                    list(times),
-                    list(usages),
-                )
-            if not hist:
-                continue
-            requests.append(
-                TargetRequest(
-                    params,
-                    hist,
-                    current[tkey],
-                    self.oom_state.get(tkey),
-                    self.forecast_state.get(tkey, {}),
-                )
-            )
-            index.append(tkey)
-        if not requests:
-            return {}
-        results = recommend_batch(requests, now)
-        out: dict[str, Suggestion] = {}
-        for tkey, res in zip(index, results, strict=True):
-            self.forecast_state[tkey] = res.forecast_state or {}
-            self.oom_state[tkey] = res.oom_state
-            if not res.has_enough_data and not any(st.active(now) for st in res.oom_state.values()):
-                continue  # hasEnoughDataToScale is false and no OOM floor: nothing yet
-            containers: dict[str, ContainerSuggestion] = {}
-            for cname, cs in res.suggestion.containers.items():
-                cur = current[tkey][cname]
-                req, lim = dict(cur.requests), dict(cur.limits)
-                for r in (CPU, MEMORY):
-                    if res.changed.get(cname, {}).get(r) and r in cs.requests:
-                        req[r] = cs.requests[r]
-                        if r in cs.limits:
-                            lim[r] = cs.limits[r]
-                containers[cname] = ContainerSuggestion(cname, req, lim)
-            uid = _suggestion_uid(containers)
-            out[tkey] = Suggestion(uid, now, containers, now, now + res.suggestion.window_end - now)
-        return out
+    def record_oom(self, key: SeriesKey, when: float, usage: float) -> None:
+        self.history.record_event(key, OOM, when, usage)
 
 
 # --------------------------------------------------------------------------- admission
-
-
-class MinimalAdmission:
-    """Stand-in pod hook (used only when `foresize.sim.admission` is missing): gives a
-    new pod of a target its current suggestion, QoS class preserved."""
-
-    def __init__(self, sim: Any, operator: SimOperator) -> None:
-        self.sim = sim
-        self.op = operator
-        self.enabled = True
-        self.suggestions: dict[str, Suggestion] = {}
-
-    def admit(self, pod: Pod, workload: Workload | None, now: float) -> Pod:
-        from foresize.vertical.desired import desired_containers
-
-        if not self.enabled or workload is None:
-            return pod
-        top = workload
-        if workload.kind == "ReplicaSet" and workload.owner is not None:
-            top = self.sim.workloads.get(
-                f"{workload.owner.kind}/{workload.namespace}/{workload.owner.name}", workload
-            )
-        sugg = self.suggestions.get(f"{top.namespace}/{top.name}")
-        if sugg is None:
-            return pod
-        containers, problem = desired_containers(pod, sugg, frozenset())
-        if problem is None:
-            pod.containers = containers
-        return pod
 
 
 def _proportional_limits(containers: list[Any]) -> list[dict[str, Any]]:
@@ -435,12 +288,8 @@ def _proportional_limits(containers: list[Any]) -> list[dict[str, Any]]:
 
 
 def _install_admission(sim: Any, operator: SimOperator) -> Any:
-    try:
-        from foresize.sim.admission import install
-    except ImportError:
-        hook = MinimalAdmission(sim, operator)
-        sim.admission_hook = hook.admit
-        return hook
+    from foresize.sim.admission import install
+
     return install(sim, scale=False)
 
 
@@ -474,12 +323,19 @@ class SimOperator:
     """The Foresize operator (recommender + vertical worker + admission) on a SimCluster."""
 
     def __init__(
-        self, sim: Any, recommender: Recommender, options: OperatorOptions | None = None
+        self,
+        sim: Any,
+        recommender: Recommender | ForesizeRecommender,
+        options: OperatorOptions | None = None,
     ) -> None:
         self.sim = sim
         self.rec = recommender
         self.opt = options or OperatorOptions()
-        self.state = WorkerState()
+        # Templates are reconciled here too; the simulator has no finalizers to hold.
+        self.config = ReconcileConfig(
+            worker=self.opt.worker, suggest_interval=self.opt.recommend_interval
+        )
+        self.pass_state = ReconcileState()
         self.series: dict[tuple[str, str, str], int] = {}
         self.info: list[SeriesInfo] = []
         self.suggestions: dict[str, Suggestion] = {}
@@ -492,6 +348,11 @@ class SimOperator:
         self.passes = 0
         self.record_actions = False
         self.applied: list[tuple[float, Any, Any]] = []
+
+    @property
+    def state(self) -> WorkerState:
+        """The vertical worker's state (inside the pass state)."""
+        return self.pass_state.worker
 
     # ------------------------------------------------------------------ wiring
     def install(self) -> SimOperator:
@@ -512,10 +373,11 @@ class SimOperator:
                 vertical["disruption"] = dict(self.opt.disruption)
             if self.opt.proportional_limits:
                 vertical["containers"] = _proportional_limits(wl.template.containers)
+            spec_model: dict[str, Any] = {}
             if self.opt.min_lookback_to_scale is not None:
-                spec_model = {"min_lookback_to_scale": self.opt.min_lookback_to_scale}
-            else:
-                spec_model = None
+                spec_model["min_lookback_to_scale"] = self.opt.min_lookback_to_scale
+            if isinstance(self.rec, ForesizeRecommender) and self.rec.mode is not None:
+                spec_model["mode"] = self.rec.mode
             target = parse_target(
                 {
                     "apiVersion": "foresize.io/v1",
@@ -552,8 +414,9 @@ class SimOperator:
         return self
 
     def restart(self) -> None:
-        """An operator restart: the worker's memory is gone; the targets' status remains."""
-        self.state = WorkerState()
+        """An operator restart: the pass's memory is gone; the targets' status and the
+        usage history remain."""
+        self.pass_state = ReconcileState()
 
     def set_suggestion(self, target_key: str, suggestion: Suggestion) -> None:
         """Publish a suggestion (to the worker and the admission hook). The admission
@@ -578,8 +441,8 @@ class SimOperator:
     # ------------------------------------------------------------------ history
     def _observe(self, now: float, keys: np.ndarray, cpu: np.ndarray, mem: np.ndarray) -> None:
         """Every pod's sample of a target's container goes to the recommender, keyed by
-        its workload container; the Foresize recommender folds the replicas with the
-        shared `foresize.history.aggregate` (the VPA reference pools them, as VPA does)."""
+        its workload container (a pod's first 2 minutes and a container that is down are
+        left out, as the kube shell's collector leaves them out)."""
         pods = self.sim.pods
         idx: list[int] = []
         keep: list[int] = []
@@ -594,41 +457,89 @@ class SimOperator:
                 continue
             idx.append(s)
             keep.append(i)
-        if idx:
-            sel = np.asarray(keep)
-            self.rec.observe(
-                now,
-                np.asarray(idx),
-                np.asarray(cpu)[sel] * 1000.0,
-                np.asarray(mem)[sel],
-            )
+        if not idx:
+            return
+        sel = np.asarray(keep)
+        if isinstance(self.rec, ForesizeRecommender):
+            series_keys = [self._history_key(s) for s in idx]
+            self.rec.observe_samples(now, series_keys, np.asarray(cpu)[sel], np.asarray(mem)[sel])
+            return
+        self.rec.observe(now, np.asarray(idx), np.asarray(cpu)[sel] * 1000.0, np.asarray(mem)[sel])
+
+    def _history_key(self, series: int) -> SeriesKey:
+        """The history key of a series: namespace, workload name (not kind), container."""
+        info = self.info[series]
+        return SeriesKey(info.namespace, info.workload.split("/", 1)[-1], info.container)
 
     # ------------------------------------------------------------------ the loop
     def _tick(self, sim: Any, now: float) -> None:
+        """One pass: snapshot -> the core's `plan_pass` (the kube shell's very function)
+        -> the actions through `ActionQueue` and `sim.apply` -> status reflected into the
+        targets, as the API server would."""
         snap = sim.snapshot()
         oom = self._ooms(snap)
-        if oom or now - self.last_recommend >= self.opt.recommend_interval:
-            self._recommend(now)
-        for key, target in self.targets.items():
-            # A restarted worker rebuilds its memory from the target's status.
-            if key not in self.state.targets:
-                ns, name = key.split("/", 1)
-                status = sim.target_status.get(("AIScaleTarget", ns, name), {})
-                if STATUS_KEY in status:
-                    t2 = target.model_copy(deep=True)
-                    t2.status = t2.status.model_validate(dict(status))
-                    snap.targets = [t2 if t is target else t for t in snap.targets]
-        actions, self.state = plan(snap, now, self.state, self.opt.worker, self.suggestions)
-        apply = sim.apply
-        if self.record_actions:
-
-            def apply(action: Any) -> Any:
-                res = sim.apply(action)
-                self.applied.append((now, action, res))
-                return res
-
-        self.state, _ = execute(actions, apply, self.state, snap, now, self.opt.worker)
+        history = None
+        overrides = None
+        if isinstance(self.rec, ForesizeRecommender):
+            history = self.rec.history
+        else:
+            # A baseline recommender (VPA reference, fixed sizes) in place of Foresize's.
+            if oom or now - self.last_recommend >= self.opt.recommend_interval:
+                self._recommend(now)
+            overrides = self.suggestions
+        decided = plan_pass(snap, now, self.pass_state, history, self.config, suggestions=overrides)
+        self.pass_state = decided.state
+        if decided.templates is not None:
+            self._templates(decided.templates)
+        queue = ActionQueue(decided.actions, self.pass_state.worker, now, self.config.worker)
+        while (action := queue.next()) is not None:
+            result = sim.apply(action)
+            if self.record_actions:
+                self.applied.append((now, action, result))
+            queue.feed(action, result)
+        self.pass_state.worker = queue.state
+        self._reflect_status(queue.done)
         self.passes += 1
+
+    def _reflect_status(self, done: list[tuple[Any, Any]]) -> None:
+        """The simulator keeps written status apart (`sim.target_status`); the AIScaleTarget
+        objects are replaced by copies carrying it, as a watch would deliver them, so the
+        next snapshot and the admission hook read what was written."""
+        written = {
+            (a.namespace, a.name)
+            for a, r in done
+            if isinstance(a, WriteTargetStatus)
+            and a.kind == "AIScaleTarget"
+            and r is not None
+            and r.ok
+        }
+        if not written:
+            return
+        for i, target in enumerate(self.sim.targets):
+            ns = target.metadata.namespace or "default"
+            if (ns, target.metadata.name) not in written:
+                continue
+            status = self.sim.target_status.get(("AIScaleTarget", ns, target.metadata.name))
+            if status is None:
+                continue
+            fresh = target.model_copy(update={"status": type(target.status).model_validate(status)})
+            self.sim.targets[i] = fresh
+            tkey = f"{ns}/{target.metadata.name}"
+            if tkey in self.targets:
+                self.targets[tkey] = fresh
+
+    def _templates(self, tp: Any) -> None:
+        """The AIScaleTargets ClusterAIScaleTemplates create, update and delete."""
+        sim = self.sim
+        for obj in [*tp.create, *tp.update]:
+            key = (obj.metadata.namespace, obj.metadata.name)
+            sim.targets = [
+                t for t in sim.targets if (t.metadata.namespace, t.metadata.name) != key
+            ] + [obj]
+        for ns, name in tp.delete:
+            sim.targets = [
+                t for t in sim.targets if (t.metadata.namespace, t.metadata.name) != (ns, name)
+            ]
 
     def _ooms(self, snap: Any) -> bool:
         """OOM kills since the last pass go to the recommender at once (architecture §3.1)."""
@@ -650,31 +561,18 @@ class SimOperator:
                     continue
                 req = float(c.resources.requests.get(MEMORY, 0))
                 usage = float(c.resources.limits.get(MEMORY, req))  # killed at its limit
-                self.rec.on_oom(st.last_termination_time, s, req, usage)
+                if isinstance(self.rec, ForesizeRecommender):
+                    # Into the history, where the pass's OOM remediation reads it.
+                    self.rec.record_oom(self._history_key(s), st.last_termination_time, usage)
+                else:
+                    self.rec.on_oom(st.last_termination_time, s, req, usage)
                 found = True
         return found
 
     def _recommend(self, now: float) -> None:
+        """A baseline recommender's suggestions (Foresize's own come from the pass)."""
+        assert not isinstance(self.rec, ForesizeRecommender)
         self.last_recommend = now
-        suggest_targets = getattr(self.rec, "suggest_targets", None)
-        if suggest_targets is not None:
-            current = {
-                tkey: {
-                    cname: ResourceRequirements(dict(c.requests), dict(c.limits))
-                    if (c := prev.containers.get(cname)) is not None
-                    else ResourceRequirements(dict(req), dict(lim))
-                    for cname, (req, lim) in self.template[tkey].items()
-                }
-                for tkey in self.targets
-                for prev in [self.suggestions.get(tkey) or Suggestion("", 0.0)]
-            }
-            for tkey, sugg in suggest_targets(
-                now, self.targets, self.target_series, current
-            ).items():
-                prev = self.suggestions.get(tkey)
-                if prev is None or prev.uid != sugg.uid:
-                    self.set_suggestion(tkey, sugg)
-            return
         all_series = sorted({s for m in self.target_series.values() for s in m.values()})
         recs = self.rec.recommend(now, all_series)
         for tkey, cmap in self.target_series.items():

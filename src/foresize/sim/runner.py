@@ -8,7 +8,7 @@ from typing import Any
 
 from foresize.sim.cluster import SimCluster
 from foresize.sim.policies import get_policy
-from foresize.sim.scenario import Scenario
+from foresize.sim.scenario import Scenario, check_run_size
 
 
 def build(
@@ -30,7 +30,9 @@ def simulate(
     progress: Callable[[float], None] | None = None,
     chunk: float = 3600.0,
 ) -> tuple[SimCluster, dict[str, Any]]:
-    """Run `scenario` for `duration` seconds; `progress(now)` is called every `chunk`."""
+    """Run `scenario` for `duration` seconds; `progress(now)` is called every `chunk`. A run
+    beyond the simulator's size limit is refused before it starts (`check_run_size`)."""
+    check_run_size(scenario, duration, step)
     sim = build(scenario, policy=policy, seed=seed, step=step)
     run_for(sim, duration, progress=progress, chunk=chunk)
     return sim, sim.summary(policy=policy)

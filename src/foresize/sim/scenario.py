@@ -16,35 +16,27 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from foresize.api.duration import parse_duration, shown
 from foresize.api.quantity import QuantityError, parse_quantity, to_canonical
+from foresize.api.safe_yaml import load_one, read_text
 from foresize.errors import ForesizeError
 from foresize.sim.usage import GENERATOR_KINDS, GeneratorSpec, load_trace
 
 WORKLOAD_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "Job")
-_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$")
-_COMPOUND_RE = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0, None: 1.0}
 
-
-def parse_duration(value: Any) -> float:
-    """`90`, `90s`, `15m`, `1h`, `7d`, `1w`, `1.5h` -> seconds. Raises ValueError."""
-    if isinstance(value, bool):
-        raise ValueError(f"not a duration: {value!r}")
-    if isinstance(value, int | float):
-        if value < 0:
-            raise ValueError(f"negative duration: {value!r}")
-        return float(value)
-    text = str(value).strip()
-    m = _DURATION_RE.match(text)
-    if m:
-        return float(m.group(1)) * _UNITS[m.group(2)]
-    # Go-style compound durations: 1h30m, 2d12h, 1m30s.
-    parts = _COMPOUND_RE.findall(text)
-    if parts and "".join(n + u for n, u in parts) == text:
-        return sum(float(n) * _UNITS[u] for n, u in parts)
-    raise ValueError(f"not a duration: {value!r} (expected e.g. 30s, 15m, 1h30m, 7d)")
+# Size limits, refused up front naming the number: without them `count: 100000` hung the
+# simulator and `count: 1000000000` ran out of memory. The simulator steps every pod every
+# step in Python; these are ten times the biggest built-in scenario and a run of the limit
+# still finishes in minutes, not hours.
+MAX_NODES = 2_000
+MAX_REPLICAS = 5_000
+MAX_PODS = 10_000
+# pods x steps of one run: 10,000 pods for 2 days at 60 s, or 500 pods for 40 days.
+MAX_POD_STEPS = 30_000_000
+# Numbers in a scenario (scales, factors, jitter, noise) and integers (seed, priorities) are
+# small in any honest file; these only keep absurd values from reaching the arithmetic.
+MAX_NUMBER = 1e6
+MAX_INTEGER = 2**31 - 1
 
 
 @dataclass(slots=True)
@@ -177,16 +169,26 @@ class _Ctx:
                 raise self.fail(path, "required field is missing")
             return default
         if not isinstance(value, str | int) or isinstance(value, bool) or str(value) == "":
-            raise self.fail(path, f"expected a non-empty string, got {value!r}")
+            raise self.fail(path, f"expected a non-empty string, got {shown(value)}")
         return str(value)
 
-    def integer(self, value: Any, path: str, default: int, *, minimum: int = 0) -> int:
+    def integer(
+        self,
+        value: Any,
+        path: str,
+        default: int,
+        *,
+        minimum: int = 0,
+        maximum: int = MAX_INTEGER,
+    ) -> int:
         if value is None:
             return default
         if isinstance(value, bool) or not isinstance(value, int):
-            raise self.fail(path, f"expected an integer, got {value!r}")
+            raise self.fail(path, f"expected an integer, got {shown(value)}")
         if value < minimum:
             raise self.fail(path, f"must be at least {minimum}, got {value}")
+        if value > maximum:
+            raise self.fail(path, f"must be at most {maximum}, got {shown(value)}")
         return value
 
     def number(
@@ -195,9 +197,13 @@ class _Ctx:
         if value is None:
             return default
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise self.fail(path, f"expected a number, got {value!r}")
+            raise self.fail(path, f"expected a number, got {shown(value)}")
+        if not math.isfinite(value):
+            raise self.fail(path, f"expected a finite number, got {shown(value)}")
         if minimum is not None and value < minimum:
             raise self.fail(path, f"must be at least {minimum}, got {value}")
+        if abs(value) > MAX_NUMBER:
+            raise self.fail(path, f"must be at most {MAX_NUMBER:g}, got {shown(value)}")
         return float(value)
 
     def duration(self, value: Any, path: str, default: float) -> float:
@@ -210,25 +216,25 @@ class _Ctx:
 
     def quantity(self, resource: str, value: Any, path: str) -> int:
         if isinstance(value, bool) or value is None:
-            raise self.fail(path, f"expected a quantity, got {value!r}")
+            raise self.fail(path, f"expected a quantity, got {shown(value)}")
         try:
             amount = to_canonical(resource, value)
         except QuantityError as exc:
             raise self.fail(path, str(exc)) from None
         if amount < 0:
-            raise self.fail(path, f"must not be negative, got {value!r}")
+            raise self.fail(path, f"must not be negative, got {shown(value)}")
         return amount
 
     def amount(self, resource: str, value: Any, path: str) -> float:
         """A usage level: cpu in cores (float), memory in bytes (float)."""
         if isinstance(value, bool) or value is None:
-            raise self.fail(path, f"expected a quantity, got {value!r}")
+            raise self.fail(path, f"expected a quantity, got {shown(value)}")
         try:
             q = float(parse_quantity(value))
         except QuantityError as exc:
             raise self.fail(path, str(exc)) from None
         if q < 0:
-            raise self.fail(path, f"must not be negative, got {value!r}")
+            raise self.fail(path, f"must not be negative, got {shown(value)}")
         return q
 
     def labels(self, value: Any, path: str) -> dict[str, str]:
@@ -270,7 +276,8 @@ def _generator(ctx: _Ctx, resource: str, raw: Any, path: str, default_base: floa
     kind = {"memory_leak": "leak", "growth": "leak", "daily": "diurnal"}.get(kind, kind)
     if kind not in GENERATOR_KINDS:
         raise ctx.fail(
-            f"{path}.generator", f"unknown generator {kind!r} (one of {', '.join(GENERATOR_KINDS)})"
+            f"{path}.generator",
+            f"unknown generator {shown(kind)} (one of {', '.join(GENERATOR_KINDS)})",
         )
     g = GeneratorSpec(kind)
     if kind == "trace":
@@ -396,7 +403,7 @@ def _container(ctx: _Ctx, raw: Any, path: str, *, init: bool = False) -> Contain
         if pol not in ("NotRequired", "RestartContainer"):
             raise ctx.fail(
                 f"{path}.resize_policy.{res}",
-                f"must be NotRequired or RestartContainer, got {pol!r}",
+                f"must be NotRequired or RestartContainer, got {shown(pol)}",
             )
         c.resize_policy[str(res)] = str(pol)
     usage = ctx.mapping(m.get("usage"), f"{path}.usage")
@@ -444,7 +451,7 @@ def _budget_value(ctx: _Ctx, value: Any, path: str) -> int | str:
     if isinstance(value, str) and re.fullmatch(r"\d+%", value):
         return value
     raise ctx.fail(
-        path, f"expected a non-negative integer or a percentage like '25%', got {value!r}"
+        path, f"expected a non-negative integer or a percentage like '25%', got {shown(value)}"
     )
 
 
@@ -501,7 +508,7 @@ def parse_scenario(data: Any, source: str, base_dir: Path | None = None) -> Scen
             path,
         )
         name = ctx.string(m.get("name"), f"{path}.name")
-        count = ctx.integer(m.get("count"), f"{path}.count", 1, minimum=1)
+        count = ctx.integer(m.get("count"), f"{path}.count", 1, minimum=1, maximum=MAX_NODES)
         if "cpu" not in m:
             raise ctx.fail(f"{path}.cpu", "required field is missing")
         if "memory" not in m:
@@ -523,7 +530,7 @@ def parse_scenario(data: Any, source: str, base_dir: Path | None = None) -> Scen
         for j in range(count):
             node_name = name if count == 1 else f"{name}-{j}"
             if node_name in seen_nodes:
-                raise ctx.fail(f"{path}.name", f"duplicate node name {node_name!r}")
+                raise ctx.fail(f"{path}.name", f"duplicate node name {shown(node_name)}")
             seen_nodes.add(node_name)
             sc.nodes.append(NodeSpec(node_name, cpu, mem, cap_cpu, cap_mem, dict(labels), add_at))
     if not sc.nodes:
@@ -549,7 +556,9 @@ def parse_scenario(data: Any, source: str, base_dir: Path | None = None) -> Scen
                 mem,
                 ctx.labels(nm.get("labels"), f"{path}.node.labels"),
             ),
-            max_nodes=ctx.integer(m.get("max_nodes"), f"{path}.max_nodes", 10, minimum=1),
+            max_nodes=ctx.integer(
+                m.get("max_nodes"), f"{path}.max_nodes", 10, minimum=1, maximum=MAX_NODES
+            ),
             pending_after=ctx.duration(m.get("pending_after"), f"{path}.pending_after", 60.0),
             provision_time=ctx.duration(m.get("provision_time"), f"{path}.provision_time", 300.0),
         )
@@ -562,11 +571,11 @@ def parse_scenario(data: Any, source: str, base_dir: Path | None = None) -> Scen
         kind = ctx.string(m.get("kind"), f"{path}.kind", required=False, default="Deployment")
         if kind not in WORKLOAD_KINDS:
             raise ctx.fail(
-                f"{path}.kind", f"unknown kind {kind!r} (one of {', '.join(WORKLOAD_KINDS)})"
+                f"{path}.kind", f"unknown kind {shown(kind)} (one of {', '.join(WORKLOAD_KINDS)})"
             )
         w = WorkloadSpec(kind=kind, name=ctx.string(m.get("name"), f"{path}.name"))
         if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", w.name):
-            raise ctx.fail(f"{path}.name", f"not a valid Kubernetes name: {w.name!r}")
+            raise ctx.fail(f"{path}.name", f"not a valid Kubernetes name: {shown(w.name)}")
         w.namespace = ctx.string(
             m.get("namespace"), f"{path}.namespace", required=False, default="default"
         )
@@ -574,14 +583,14 @@ def parse_scenario(data: Any, source: str, base_dir: Path | None = None) -> Scen
         if key in seen_wl:
             raise ctx.fail(f"{path}.name", f"duplicate workload {kind}/{w.namespace}/{w.name}")
         seen_wl.add(key)
-        w.replicas = ctx.integer(m.get("replicas"), f"{path}.replicas", 1)
+        w.replicas = ctx.integer(m.get("replicas"), f"{path}.replicas", 1, maximum=MAX_REPLICAS)
         w.labels = ctx.labels(m.get("labels"), f"{path}.labels") or {"app": w.name}
         if "priority_class" in m:
             pc = ctx.string(m["priority_class"], f"{path}.priority_class")
             if pc not in classes:
                 raise ctx.fail(
                     f"{path}.priority_class",
-                    f"unknown priority class {pc!r} (define it under priority_classes)",
+                    f"unknown priority class {shown(pc)} (define it under priority_classes)",
                 )
             w.priority = classes[pc]
         w.priority = ctx.integer(
@@ -595,8 +604,12 @@ def parse_scenario(data: Any, source: str, base_dir: Path | None = None) -> Scen
         w.jitter = ctx.number(m.get("jitter"), f"{path}.jitter", 0.1)
         if w.jitter >= 1:
             raise ctx.fail(f"{path}.jitter", "must be below 1")
-        w.completions = ctx.integer(m.get("completions"), f"{path}.completions", 1, minimum=1)
-        w.parallelism = ctx.integer(m.get("parallelism"), f"{path}.parallelism", 1, minimum=1)
+        w.completions = ctx.integer(
+            m.get("completions"), f"{path}.completions", 1, minimum=1, maximum=MAX_REPLICAS
+        )
+        w.parallelism = ctx.integer(
+            m.get("parallelism"), f"{path}.parallelism", 1, minimum=1, maximum=MAX_REPLICAS
+        )
         w.run_time = ctx.duration(m.get("run_time"), f"{path}.run_time", 3600.0)
         if "every" in m:
             w.every = ctx.duration(m["every"], f"{path}.every", 0.0)
@@ -610,7 +623,7 @@ def parse_scenario(data: Any, source: str, base_dir: Path | None = None) -> Scen
             c = _container(ctx, rc, f"{path}.containers[{j}]")
             if c.name in names:
                 raise ctx.fail(
-                    f"{path}.containers[{j}].name", f"duplicate container name {c.name!r}"
+                    f"{path}.containers[{j}].name", f"duplicate container name {shown(c.name)}"
                 )
             names.add(c.name)
             w.containers.append(c)
@@ -713,7 +726,9 @@ def parse_scenario(data: Any, source: str, base_dir: Path | None = None) -> Scen
         if t_kind not in ("Deployment", "StatefulSet"):
             raise ctx.fail(f"{path}.target.kind", "an HPA scales a Deployment or a StatefulSet")
         lo = ctx.integer(m.get("min_replicas"), f"{path}.min_replicas", 1, minimum=1)
-        hi = ctx.integer(m.get("max_replicas"), f"{path}.max_replicas", 0, minimum=1)
+        hi = ctx.integer(
+            m.get("max_replicas"), f"{path}.max_replicas", 0, minimum=1, maximum=MAX_REPLICAS
+        )
         if "max_replicas" not in m:
             raise ctx.fail(f"{path}.max_replicas", "required field is missing")
         if lo > hi:
@@ -725,7 +740,7 @@ def parse_scenario(data: Any, source: str, base_dir: Path | None = None) -> Scen
             ctx.known(mm, {"resource", "target_utilization"}, mp)
             res = ctx.string(mm.get("resource"), f"{mp}.resource")
             if res not in ("cpu", "memory"):
-                raise ctx.fail(f"{mp}.resource", f"must be cpu or memory, got {res!r}")
+                raise ctx.fail(f"{mp}.resource", f"must be cpu or memory, got {shown(res)}")
             util = ctx.integer(
                 mm.get("target_utilization"), f"{mp}.target_utilization", 0, minimum=1
             )
@@ -745,7 +760,50 @@ def parse_scenario(data: Any, source: str, base_dir: Path | None = None) -> Scen
                 metrics,
             )
         )
+    _check_size(ctx, sc)
     return sc
+
+
+def peak_pods(sc: Scenario) -> int:
+    """The most pods the scenario can run at once: every workload at its replicas, or at
+    its HPA's max_replicas when that is higher (a DaemonSet counts one pod per node)."""
+    hpa_max = {(h.target_kind, h.namespace, h.target_name): h.max_replicas for h in sc.hpas}
+    nodes = node_count(sc)
+    pods = 0
+    for w in sc.workloads:
+        if w.kind == "DaemonSet":
+            pods += nodes
+        elif w.kind == "Job":
+            pods += w.parallelism
+        else:
+            pods += max(w.replicas, hpa_max.get((w.kind, w.namespace, w.name), 0))
+    return pods
+
+
+def node_count(sc: Scenario) -> int:
+    """Nodes at the start plus the most the autoscaler may add."""
+    return len(sc.nodes) + (sc.autoscaler.max_nodes if sc.autoscaler else 0)
+
+
+def _check_size(ctx: _Ctx, sc: Scenario) -> None:
+    nodes = node_count(sc)
+    if nodes > MAX_NODES:
+        raise ctx.fail("nodes", f"{nodes} nodes in all (autoscaler included); at most {MAX_NODES}")
+    pods = peak_pods(sc)
+    if pods > MAX_PODS:
+        raise ctx.fail("workloads", f"up to {pods} pods at once; at most {MAX_PODS}")
+
+
+def check_run_size(sc: Scenario, duration: float, step: float) -> None:
+    """Refuse, before anything runs, a run whose pods x steps is beyond `MAX_POD_STEPS`,
+    naming the numbers."""
+    steps = math.ceil(duration / step) if step > 0 else 0
+    pod_steps = peak_pods(sc) * steps
+    if pod_steps > MAX_POD_STEPS:
+        raise ForesizeError(
+            f"{sc.source}: {peak_pods(sc)} pods x {steps} steps = {pod_steps} pod-steps is more "
+            f"than {MAX_POD_STEPS}; use a shorter --duration, a longer --step or fewer pods"
+        )
 
 
 def load_scenario(name_or_path: str | Path) -> Scenario:
@@ -755,12 +813,7 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
     candidate = Path(name_or_path)
     builtin = resources.files("foresize.sim").joinpath("scenarios", f"{name_or_path}.yaml")
     if candidate.suffix in (".yaml", ".yml") or candidate.exists():
-        try:
-            text = candidate.read_text()
-        except OSError as exc:
-            raise ForesizeError(
-                f"{candidate}: cannot read scenario: {exc.strerror or exc}"
-            ) from exc
+        text = read_text(candidate, what="scenario")
         source, base_dir = str(candidate), candidate.parent
     elif builtin.is_file():
         text = builtin.read_text()
@@ -770,14 +823,7 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
             f"{name_or_path}: no such scenario file, and not a built-in scenario "
             f"(built-in: {', '.join(builtin_scenarios())})"
         )
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        raise ForesizeError(
-            f"{source}{line}: not valid YAML: {getattr(exc, 'problem', exc)}"
-        ) from None
+    data = load_one(text, source)
     return parse_scenario(data, source, base_dir)
 
 

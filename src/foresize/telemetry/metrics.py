@@ -6,6 +6,7 @@ The names and labels below are an interface: the alerts in the shipped Prometheu
 | metric | type | labels |
 |---|---|---|
 | foresize_resizes_total | counter | target, resource, direction, outcome |
+| foresize_request_changes_total | counter | target, resource, direction, source |
 | foresize_evictions_total | counter | target, outcome |
 | foresize_stalled_pods | gauge | target |
 | foresize_breaker_open | gauge (0/1) | target |
@@ -15,6 +16,9 @@ The names and labels below are an interface: the alerts in the shipped Prometheu
 | foresize_node_charge_gap | gauge | node, resource |
 | foresize_webhook_duration_seconds | histogram | (none) |
 | foresize_loop_duration_seconds | histogram | (none) |
+| foresize_history_bad_values_total | counter | (none) |
+| foresize_history_recoveries_total | counter | (none) |
+| foresize_webhook_bad_requests_total | counter | reason |
 | foresize_leader | gauge (0/1) | shard |
 | foresize_cache_synced | gauge (0/1) | (none) |
 | foresize_webhook_certificate_expiry_seconds | gauge | (none) |
@@ -25,6 +29,9 @@ is held by another replica, so an ex-leader exports nothing stale.
 Outcomes: `success` (2xx), `deferred` (429: a PodDisruptionBudget or the API server's
 rate limit said "later"), `rejected` (any other 4xx: 422 invalid, 403 NodeCapacity, 404
 gone), `error` (5xx, or the API server could not be reached). Directions: `up`, `down`.
+`foresize_request_changes_total` counts every container request Foresize changed, wherever:
+`source` is `in_place` (a resize the API server accepted) or `admission` (the pod webhook
+sized a new pod); `target` is the AIScaleTarget's or DaemonSetAutoscaler's "namespace/name".
 Units: cpu in cores, memory in bytes (Prometheus base units).
 """
 
@@ -38,6 +45,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 METRIC_NAMES = (
     "foresize_resizes_total",
+    "foresize_request_changes_total",
     "foresize_evictions_total",
     "foresize_stalled_pods",
     "foresize_breaker_open",
@@ -47,6 +55,9 @@ METRIC_NAMES = (
     "foresize_node_charge_gap",
     "foresize_webhook_duration_seconds",
     "foresize_loop_duration_seconds",
+    "foresize_history_bad_values_total",
+    "foresize_history_recoveries_total",
+    "foresize_webhook_bad_requests_total",
     "foresize_leader",
     "foresize_cache_synced",
     "foresize_webhook_certificate_expiry_seconds",
@@ -83,6 +94,12 @@ class ForesizeMetrics:
             "foresize_resizes",
             "In-place resizes sent to pods/resize, by outcome of the API call.",
             ["target", "resource", "direction", "outcome"],
+            registry=r,
+        )
+        self.request_changes = Counter(
+            "foresize_request_changes",
+            "Container requests changed by Foresize, in place or at admission.",
+            ["target", "resource", "direction", "source"],
             registry=r,
         )
         self.evictions = Counter(
@@ -138,6 +155,25 @@ class ForesizeMetrics:
             "foresize_loop_duration_seconds",
             "Duration of one control-loop pass (snapshot, plan, apply).",
             buckets=LOOP_BUCKETS,
+            registry=r,
+        )
+
+        self.history_bad_values = Counter(
+            "foresize_history_bad_values",
+            "Samples read from the SQLite history and dropped as impossible (not finite, "
+            "negative, or above any machine): damage the integrity check cannot see.",
+            registry=r,
+        )
+        self.history_recoveries = Counter(
+            "foresize_history_recoveries",
+            "Damaged SQLite history files moved aside at start (an empty store replaced them).",
+            registry=r,
+        )
+        self.webhook_bad_requests = Counter(
+            "foresize_webhook_bad_requests",
+            "Webhook requests refused or cut off before a review: too large (413), timed out "
+            "reading, malformed HTTP, over the connection cap, or an internal review error.",
+            ["reason"],
             registry=r,
         )
 

@@ -12,13 +12,16 @@ produced and
   reports what actually happened, so each change has an Event either way).
 
 `observe(snapshot)` refreshes what is read from the cluster rather than from actions: the
-per-node gap between the scheduler's charge and the sum of spec requests, and OOM kills.
+per-node gap between the scheduler's charge and what the pods' specs and allocations agree
+on (`cluster.capacity.charge_gap`: positive while a resize has not landed, a Deferred upsize
+included; negative while one is Infeasible), and OOM kills.
 The recorder never talks to the API itself; the shell applies the returned events.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterable
 from typing import Any
 
@@ -34,8 +37,8 @@ from foresize.cluster.actions import (
     RestartWorkload,
     WriteTargetStatus,
 )
+from foresize.cluster.capacity import charge_gap
 from foresize.cluster.model import COMPUTE_RESOURCES, Pod
-from foresize.cluster.qos import pod_charge, spec_requests
 from foresize.cluster.snapshot import ClusterSnapshot, labels_match
 from foresize.telemetry.metrics import ForesizeMetrics, base_units, outcome_of
 
@@ -81,6 +84,10 @@ class ChangeRecorder:
         # OOM kills found by the last observe() calls: (pod, container, time); the shell
         # drains this into the history.
         self.new_ooms: list[tuple[Pod, str, float]] = []
+        # Events of pods sized at admission, sent with the next pass (the webhook handler
+        # only queues them).
+        self._admissions: list[EmitEvent] = []
+        self._admissions_lock = threading.Lock()  # the webhook reviews in worker threads
 
     # ------------------------------------------------------------------ actions
     def record(
@@ -165,6 +172,8 @@ class ChangeRecorder:
         self._log("resize", action, result, resources=sorted(directions), summary=summary)
         if not result.ok and (result.code == 422 or result.has_cause("NodeCapacity")):
             return []  # the planner reports refusals it reacts to ("ResizeRefused")
+        if result.ok:
+            self._count_request_changes(action.target, pod, action, "in_place")
         return self._events(
             action.target,
             action.namespace,
@@ -177,7 +186,76 @@ class ChangeRecorder:
             ),
             result.ok,
             uid=pod.uid if pod is not None else "",
+            target_kind=action.target_kind,
         )
+
+    def _count_request_changes(
+        self, target: str, pod: Pod | None, action: ResizePod, source: str
+    ) -> None:
+        """One count per container request that changed (the request-change counter)."""
+        for change in action.containers:
+            before = pod.container(change.name) if pod is not None else None
+            for resource, amount in change.requests.items():
+                if resource not in COMPUTE_RESOURCES or amount is None:
+                    continue
+                old = before.resources.requests.get(resource) if before is not None else None
+                if old == amount:
+                    continue
+                direction = "up" if old is None or amount > old else "down"
+                self.metrics.request_changes.labels(target, resource, direction, source).inc()
+
+    def admitted(self, pod: Pod, decision: Any) -> None:
+        """A pod the webhook sized at admission (called from the webhook's handler: only a
+        counter and a queued Event, nothing slow). `decision` is the admission's
+        `PodDecision`; the Event names its target (AIScaleTarget or DaemonSetAutoscaler)
+        and goes out with the next pass's Events (`drain_admissions`)."""
+        view = decision.target
+        if view is None or not decision.changed:
+            return
+        target = f"{view.namespace}/{view.name}"
+        parts: list[str] = []
+        for name, new in sorted(decision.containers.items()):
+            before = pod.container(name)
+            for resource, amount in sorted(new.requests.items()):
+                old = before.resources.requests.get(resource) if before is not None else None
+                if resource not in COMPUTE_RESOURCES or old == amount:
+                    continue
+                direction = "up" if old is None or amount > old else "down"
+                self.metrics.request_changes.labels(target, resource, direction, "admission").inc()
+                was = format_quantity(resource, old) if old is not None else "unset"
+                parts.append(
+                    f"{name} {resource} request {was} -> {format_quantity(resource, amount)}"
+                )
+        if not parts:
+            return
+        # At CREATE a controller's pod often has no name yet (generateName).
+        owner = f" of {pod.owner.kind} {pod.owner.name}" if pod.owner is not None else ""
+        who = f"pod {pod.name}" if pod.name else f"a new pod{owner}"
+        event = EmitEvent(
+            view.namespace,
+            view.kind,
+            view.name,
+            "SizedAtAdmission",
+            f"{who}: sized at admission: {', '.join(parts)}",
+            "Normal",
+            view.uid,
+        )
+        with self._admissions_lock:
+            self._admissions.append(event)
+
+    def drain_admissions(self) -> list[EmitEvent]:
+        """The Events of the pods sized at admission since the last call (coalesced per
+        target and message, so a rollout of many replicas is a handful of Events)."""
+        with self._admissions_lock:
+            out, self._admissions = self._admissions, []
+        seen: set[tuple[str, str, str, str]] = set()
+        kept: list[EmitEvent] = []
+        for e in out:
+            key = (e.kind, e.namespace, e.name, e.message.split(": ", 1)[-1])
+            if key not in seen:
+                seen.add(key)
+                kept.append(e)
+        return kept
 
     def _evict(self, action: EvictPod, result: ActionResult) -> list[EmitEvent]:
         outcome = outcome_of(result.code, result.ok)
@@ -240,7 +318,13 @@ class ChangeRecorder:
 
     @staticmethod
     def _events(
-        target: str, namespace: str, pod: str, what: tuple[str, str], ok: bool, uid: str = ""
+        target: str,
+        namespace: str,
+        pod: str,
+        what: tuple[str, str],
+        ok: bool,
+        uid: str = "",
+        target_kind: str = "AIScaleTarget",
     ) -> list[EmitEvent]:
         reason, message = what
         type_ = "Normal" if ok else "Warning"
@@ -248,7 +332,7 @@ class ChangeRecorder:
         if target:
             tns, tname = _split(target)
             events.append(
-                EmitEvent(tns, "AIScaleTarget", tname, reason, f"pod {pod}: {message}", type_)
+                EmitEvent(tns, target_kind, tname, reason, f"pod {pod}: {message}", type_)
             )
         return events
 
@@ -284,16 +368,12 @@ class ChangeRecorder:
     def observe(self, snapshot: ClusterSnapshot) -> list[EmitEvent]:
         """Node charge gaps and OOM kills from the current snapshot. Returns OOM Events."""
         for node in snapshot.nodes:
-            charge: dict[str, int] = {}
-            spec: dict[str, int] = {}
+            gaps: dict[str, int] = {}
             for pod in snapshot.pods_on_node(node):
-                for r, v in pod_charge(pod).items():
-                    charge[r] = charge.get(r, 0) + v
-                if pod.phase not in ("Succeeded", "Failed"):
-                    for r, v in spec_requests(pod).items():
-                        spec[r] = spec.get(r, 0) + v
+                for r, v in charge_gap(pod).items():
+                    gaps[r] = gaps.get(r, 0) + v
             for resource in COMPUTE_RESOURCES:
-                gap = charge.get(resource, 0) - spec.get(resource, 0)
+                gap = gaps.get(resource, 0)
                 self.metrics.node_charge_gap.labels(node, resource).set(base_units(resource, gap))
         events: list[EmitEvent] = []
         for target, pods in pods_by_target(snapshot).items():

@@ -14,7 +14,7 @@ from __future__ import annotations
 from foresize.cluster.actions import Action, EvictPod, ResizePod
 from foresize.cluster.capacity import NodeLedger, no_room_message
 from foresize.cluster.model import COMPUTE_RESOURCES, Pod, ResourceMap
-from foresize.cluster.qos import pod_qos_class
+from foresize.cluster.qos import pod_qos_class, spec_requests_with
 from foresize.vertical.desired import allocated_containers, charge_delta, desired_containers
 from foresize.vertical.run import (
     EVICT,
@@ -153,12 +153,9 @@ def _need_recreated(c: Candidate) -> ResourceMap | None:
     if c.run.suggestion is None:
         return None
     containers, _ = desired_containers(c.pod, c.run.suggestion, c.run.skip)
-    need: ResourceMap = {}
-    for ct in containers:
-        for r, v in ct.resources.requests.items():
-            if r in COMPUTE_RESOURCES:
-                need[r] = need.get(r, 0) + v
-    return need
+    # The scheduler's view of the new pod: sidecars, init containers and overhead included.
+    need = spec_requests_with(c.pod, containers)
+    return {r: v for r, v in need.items() if r in COMPUTE_RESOURCES}
 
 
 def _evict(c: Candidate, ctx: PassContext, ledger: NodeLedger, actions: list[Action]) -> None:
@@ -166,7 +163,12 @@ def _evict(c: Candidate, ctx: PassContext, ledger: NodeLedger, actions: list[Act
     if not recreated_by_controller(pod):
         _not_evicted_without_controller(c)
         return
-    if run.evictions_left <= 0 or (run.budget <= 0 and not c.urgent):
+    # Every eviction counts against the batch, an OOM-killed pod's too (only in-place
+    # OOM fixes skip the pacing, see `modes.OOM_URGENT_WINDOW`): an evicted replica serves
+    # nothing until its replacement is Ready, while an OOM-killed one restarts in place
+    # and serves between kills, so evicting all of them at once would turn periodic OOM
+    # restarts into an outage.
+    if run.evictions_left <= 0 or run.budget <= 0:
         return
     until = run.state.blocked_pods.get(pod.uid)
     if until is not None and ctx.now < until:
@@ -184,8 +186,7 @@ def _evict(c: Candidate, ctx: PassContext, ledger: NodeLedger, actions: list[Act
     actions.append(EvictPod(pod.namespace, pod.name, run.policy.key, c.reason, uid=pod.uid))
     run.state.inflight[pod.name] = pod.uid
     run.evictions_left -= 1
-    if not c.urgent:
-        run.budget -= 1
+    run.budget -= 1
     run.issued += 1
     why = _WHY_EVICT.get(c.reason, c.reason)
     run.pod_event(pod, "Evicting", f"evicting: {why}")

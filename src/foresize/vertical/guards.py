@@ -9,7 +9,11 @@ disrupted and evicted in this pass.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
+from foresize.api.access import get_path
+from foresize.cluster.model import Pod
+from foresize.cluster.qos import has_pod_level_resources
 from foresize.cluster.snapshot import labels_match
 from foresize.vertical.policy import batch_size
 from foresize.vertical.run import PassContext, TargetRun
@@ -95,3 +99,65 @@ def open_gates(run: TargetRun, now: float) -> int:
     elif b.state == HALF_OPEN:
         run.evictions_left = 0 if any(p.probe for p in ts.pending_evictions) else 1
     return size
+
+
+# --------------------------------------------------------------------------- per pod
+
+POD_LEVEL_CONDITION = "PodLevelResourcesLeftAlone"
+
+
+def pod_level_left_alone(run: TargetRun, pod: Pod) -> bool:
+    """A pod with pod-level resources (`spec.resources`) is neither resized nor evicted:
+    the API server refuses to resize it (Kubernetes 1.33-1.35), its pod-level requests
+    decide its QoS class and scheduling whatever its containers ask, and a recreated pod
+    would come back with the same template values (the webhook leaves it alone too).
+    Said once per pod with an Event, and on the target with a condition (`conditions`)."""
+    if not has_pod_level_resources(pod):
+        return False
+    run.pod_level_left.append(pod.name)
+    if run.report_once(f"podlevel:{pod.uid}", "1"):
+        run.pod_event(
+            pod,
+            POD_LEVEL_CONDITION,
+            "not resized: the pod sets pod-level resources (spec.resources), which in-place "
+            "resize does not support; its template's values stay in force",
+            "Warning",
+        )
+    return True
+
+
+def target_conditions(target: Any) -> list[dict[str, Any]]:
+    """The target's status.conditions as plain dicts (API models or dicts)."""
+    out = []
+    for c in get_path(target, "status", "conditions") or []:
+        out.append(
+            c.model_dump(mode="json", exclude_none=True) if hasattr(c, "model_dump") else dict(c)
+        )
+    return out
+
+
+def pod_level_conditions(run: TargetRun) -> list[dict[str, Any]] | None:
+    """The target's conditions with PodLevelResourcesLeftAlone set (True naming the pods
+    left alone, False once there are none), or None when nothing needs writing."""
+    current = next((c for c in run.target_conditions if c.get("type") == POD_LEVEL_CONDITION), None)
+    if run.pod_level_left:
+        names = sorted(run.pod_level_left)
+        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        wanted = {
+            "type": POD_LEVEL_CONDITION,
+            "status": "True",
+            "reason": "PodLevelResources",
+            "message": f"{len(names)} pod(s) set pod-level resources and are not resized: {shown}",
+        }
+    elif current is not None and current.get("status") == "True":
+        wanted = {
+            "type": POD_LEVEL_CONDITION,
+            "status": "False",
+            "reason": "NoPodLevelResources",
+            "message": "no pod of the target sets pod-level resources",
+        }
+    else:
+        return None
+    if current is not None and all(current.get(k) == v for k, v in wanted.items()):
+        return None
+    return [c for c in run.target_conditions if c.get("type") != POD_LEVEL_CONDITION] + [wanted]

@@ -28,9 +28,10 @@ from foresize.vertical.desired import (
 from foresize.vertical.run import EVICT, RELEASE, RESIZE, Candidate, PassContext, PodView, TargetRun
 from foresize.vertical.stall import restart_pending
 
-# An OOM kill this recent makes a memory upsize of that pod urgent (architecture §3.1: ×1.2 at
-# once): it skips the batch pacing, because the OOMing pod is already disrupted and the
-# resize is what ends the disruption.
+# An OOM kill this recent makes a memory upsize of that pod urgent (architecture §3.1: ×1.2
+# at once): an in-place resize of it skips the batch pacing, because the OOMing pod is
+# already disrupted and the resize ends the disruption without another one. An eviction of
+# it does not (`admit._evict`): it goes first, but within the batch.
 OOM_URGENT_WINDOW = 600.0
 OOM_KILLED = "OOMKilled"
 

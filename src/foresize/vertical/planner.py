@@ -28,7 +28,13 @@ from foresize.cluster.snapshot import ClusterSnapshot
 from foresize.errors import ForesizeError
 from foresize.vertical.admit import admit, recreated_by_controller
 from foresize.vertical.breaker import move_breaker
-from foresize.vertical.guards import TARGET_GUARDS, open_gates
+from foresize.vertical.guards import (
+    TARGET_GUARDS,
+    open_gates,
+    pod_level_conditions,
+    pod_level_left_alone,
+    target_conditions,
+)
 from foresize.vertical.modes import DECIDE
 from foresize.vertical.policy import TargetPolicy, WorkerConfig, policy_of
 from foresize.vertical.results import execute, on_result
@@ -150,7 +156,7 @@ def _start_run(
     ts = prev.clone() if prev is not None else TargetState.from_status(status_disruption(target))
     state.targets[pol.key] = ts
     sugg = suggestions.get(pol.key) if pol.key in suggestions else suggestion_from_status(target)
-    run = TargetRun(pol, ts, sugg)
+    run = TargetRun(pol, ts, sugg, target_conditions=target_conditions(target))
     # Events recorded by on_result since the last pass that the shell did not send.
     run.events.extend(ts.outbox)
     ts.outbox = []
@@ -275,6 +281,8 @@ def _decide(run: TargetRun, ctx: PassContext, candidates: list[Candidate]) -> No
             disrupted += 1
         if pod.phase != "Running" or pod.node_name is None or pod.terminating:
             continue
+        if pod_level_left_alone(run, pod):
+            continue
         view = _track_stall(run, pod, ctx.now)
         disrupted += decide(run, view, ctx, candidates)
     run.disrupted_now = disrupted
@@ -333,4 +341,5 @@ def _status(run: TargetRun) -> dict[str, Any]:
         "circuit_breaker": ts.breaker.to_status(),
         "vertical_notes": list(run.notes),
         STATUS_KEY: ts.to_status(),
+        **({"conditions": conditions} if (conditions := pod_level_conditions(run)) else {}),
     }

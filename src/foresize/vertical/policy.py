@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from foresize.api import duration
 from foresize.api.access import first as _get
 from foresize.api.types import (
     DEFAULT_VERTICAL_SCALE_DOWN_PERCENT,
@@ -45,25 +46,16 @@ _UPDATE_ALIASES = {
     "in_place_or_recreate": "in_place_or_recreate",
     "inplaceorrecreate": "in_place_or_recreate",
 }
-_DURATION_RE = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)(ms|s|m|h|d))+\s*$")
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
-_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
 def parse_duration(value: Any, field_name: str) -> float | None:
     """Float seconds from a number or a Go-style duration string ("90s", "2m", "1h30m")."""
     if value is None:
         return None
-    if isinstance(value, bool):
-        raise ForesizeError(f"{field_name}: not a duration: {value!r}")
-    if isinstance(value, int | float):
-        if value < 0:
-            raise ForesizeError(f"{field_name}: duration must not be negative: {value!r}")
-        return float(value)
-    text = str(value)
-    if not _DURATION_RE.match(text):
-        raise ForesizeError(f"{field_name}: not a duration: {value!r} (expected e.g. 60s, 2m, 1h)")
-    return sum(float(n) * _UNIT[u] for n, u in _DURATION_PART.findall(text))
+    try:
+        return duration.parse_duration(value)
+    except duration.DurationError as exc:
+        raise ForesizeError(f"{field_name}: {exc}") from None
 
 
 def parse_max_disrupted(value: Any, field_name: str = "disruption.max_disrupted") -> int | str:
@@ -169,6 +161,32 @@ class TargetPolicy:
             if op == "DoesNotExist" and present:
                 return False
         return True
+
+
+# Kubernetes label syntax (apimachinery validation): an optional DNS-subdomain prefix and a
+# name of at most 63 characters; a value of at most 63 characters (may be empty).
+_LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+_LABEL_KEY_RE = re.compile(rf"^([a-z0-9]([-a-z0-9.]{{0,251}}[a-z0-9])?/)?{_LABEL_NAME}$")
+_LABEL_VALUE_RE = re.compile(rf"^({_LABEL_NAME})?$")
+
+
+def parse_exclude_selector(text: str | None, option: str = "--exclude-selector") -> dict[str, str]:
+    """`key=value[,key=value...]` (matchLabels, as `kubectl -l` writes equality) into a
+    label map; an error naming the option and the bad part otherwise. Empty: nothing."""
+    out: dict[str, str] = {}
+    if not text or not text.strip():
+        return out
+    if len(text) > 4096:
+        raise ForesizeError(f"{option}: longer than 4096 characters")
+    for part in text.split(","):
+        key, eq, value = part.strip().partition("=")
+        key, value = key.strip(), value.strip()
+        if not eq or not _LABEL_KEY_RE.match(key) or not _LABEL_VALUE_RE.match(value):
+            raise ForesizeError(
+                f"{option}: {part.strip()!r} is not key=value with a valid label key and value"
+            )
+        out[key] = value
+    return out
 
 
 @dataclass(slots=True)

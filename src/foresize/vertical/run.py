@@ -69,6 +69,9 @@ class TargetRun:
     overlaps: list[str] = field(default_factory=list)  # targets claiming our selected pods
     notes: list[str] = field(default_factory=list)
     events: list[EmitEvent] = field(default_factory=list)
+    # The target's status.conditions as read (a status write replaces the whole list).
+    target_conditions: list[dict[str, Any]] = field(default_factory=list)
+    pod_level_left: list[str] = field(default_factory=list)  # pods with pod-level resources
 
     def target_event(self, reason: str, message: str, type_: str = "Normal") -> None:
         p = self.policy

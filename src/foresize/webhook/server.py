@@ -24,9 +24,12 @@ import signal
 import ssl
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
+from aiohttp.web_protocol import RequestHandler
 
 from foresize.admission.index import AdmissionIndex
 from foresize.admission.review import (
@@ -43,7 +46,151 @@ log = logging.getLogger("foresize.webhook")
 StateProvider = Callable[[], AdmissionIndex | None]
 Clock = Callable[[], float]
 
-MAX_BODY = 4 * 1024 * 1024  # pods with huge env blocks still fit; the API server caps at 3 MiB
+# --- limits under abuse ---------------------------------------------------------------
+# The webhook port is reachable by anything that can route to the pod (the shipped
+# NetworkPolicy narrows that to the API server), and it does not authenticate its caller.
+# These bound what one client can hold; each is far above what the API server needs.
+
+MAX_BODY = 4 * 2**20
+"""Largest request body read, in bytes; above it the answer is 413. The API server never
+sends more: it refuses request bodies over 3 MiB (`maxRequestBodyBytes`) and etcd objects
+over 1.5 MiB (`--max-request-bytes`), and an AdmissionReview carries `object` plus
+`oldObject` (UPDATE) with a little metadata: at most ~3 MiB of JSON. 4 MiB leaves room for
+escaping. A 413 is a webhook failure the API server ignores (`failurePolicy: Ignore`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServerLimits:
+    """Per-connection limits of the webhook server (tests shrink the timeouts)."""
+
+    handshake_timeout: float = 10.0
+    """Seconds for the TLS handshake; the API server's own client gives up after 10 s."""
+    header_timeout: float = 10.0
+    """Seconds from a new connection to a complete request head. Absolute, not per byte,
+    so a client dripping one header byte at a time is cut off too (slow loris)."""
+    body_timeout: float = 10.0
+    """Seconds to read a body once its head arrived (the API server sends it at once)."""
+    idle_timeout: float = 95.0
+    """Seconds a kept-alive connection may sit between requests. Longer than the API
+    server's client idle timeout (Go's http.Transport IdleConnTimeout, 90 s) so that the
+    client, never we, closes an idle connection: no race with a request it is sending."""
+    max_connections: int = 1000
+    """Open connections at once; more are closed at accept. A stalled TLS connection costs
+    ~310 KB, so the cap bounds the damage to ~310 MB, inside the operator's 1 GiB limit."""
+    max_body: int = MAX_BODY
+    inline_body: int = 64 * 1024
+    """Bodies up to this size are decoded and reviewed on the event loop (a typical pod is
+    2-10 KB and takes ~0.2 ms); bigger ones go to a worker thread so that a 25,000-
+    container pod (1.6 s of work) never stalls /healthz, the control loop or the Lease."""
+    review_workers: int = 2
+
+
+DEFAULT_LIMITS = ServerLimits()
+
+BadRequestHook = Callable[[str], None]
+
+
+class ConnectionGuard:
+    """The state the limits need: open connections and the bad-request report (one log
+    line and one `on_bad_request(reason)` call per refused or cut-off request)."""
+
+    def __init__(self, limits: ServerLimits, on_bad_request: BadRequestHook | None) -> None:
+        self.limits = limits
+        self.active = 0
+        self.bad_requests = 0
+        self._hook = on_bad_request
+
+    def bad(self, reason: str, detail: str) -> None:
+        self.bad_requests += 1
+        log.warning("webhook: %s: %s", reason, detail)
+        if self._hook is not None:
+            with contextlib.suppress(Exception):
+                self._hook(reason)
+
+
+def _one_line(exc: object) -> str:
+    text = " ".join(str(exc).split()) if exc is not None else ""
+    name = type(exc).__name__ if isinstance(exc, BaseException) else "error"
+    return f"{name}: {text[:200]}" if text else name
+
+
+class _GuardedHandler(RequestHandler):
+    """aiohttp's per-connection protocol with the connection cap, one deadline (request
+    head, or idle between requests) and one-line error logging."""
+
+    def __init__(self, manager: Any, guard: ConnectionGuard, **kwargs: Any) -> None:
+        super().__init__(manager, **kwargs)
+        self._guard = guard
+        self._counted = False
+        self._deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        guard = self._guard
+        if guard.active >= guard.limits.max_connections:
+            guard.bad("connection cap", f"{guard.active} connections open, one refused")
+            transport.abort()  # type: ignore[attr-defined]
+            return
+        self._counted = True
+        guard.active += 1
+        super().connection_made(transport)
+        self.arm(guard.limits.header_timeout, "request head timeout")
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        if not self._counted:
+            return
+        self._counted = False
+        self._guard.active -= 1
+        self.disarm()
+        super().connection_lost(exc)
+
+    def arm(self, delay: float, reason: str | None) -> None:
+        """Close the connection in `delay` s unless a request starts first; `reason` is
+        logged (None: an ordinary idle close, not worth a line)."""
+        self.disarm()
+        self._deadline = self._loop.call_later(delay, self._expire, reason)
+
+    @property
+    def idle_timeout(self) -> float:
+        return self._guard.limits.idle_timeout
+
+    def disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _expire(self, reason: str | None) -> None:
+        self._deadline = None
+        transport = self.transport
+        if transport is None:
+            return
+        if reason is not None:
+            peer = transport.get_extra_info("peername")
+            self._guard.bad(reason, f"closed the connection from {peer}")
+        transport.abort()  # type: ignore[attr-defined]
+
+    def log_exception(self, *args: Any, **kw: Any) -> None:
+        # aiohttp logs a full traceback for every malformed request (bad Content-Length,
+        # oversized header, undecodable gzip): any client could flood the log with them.
+        message = args[0] % args[1:] if args else "error handling request"
+        self._guard.bad("malformed request", f"{message}: {_one_line(kw.get('exc_info'))}")
+
+
+@web.middleware
+async def _request_deadlines(request: web.Request, handler: Any) -> web.StreamResponse:
+    """No deadline while a request is handled (the body read has its own); after it, the
+    connection may idle for `idle_timeout`."""
+    protocol = request.protocol
+    if not isinstance(protocol, _GuardedHandler):
+        return await handler(request)  # type: ignore[no-any-return]
+    protocol.disarm()
+    try:
+        return await handler(request)  # type: ignore[no-any-return]
+    finally:
+        if protocol.transport is not None:
+            protocol.arm(protocol.idle_timeout, None)
+
+
+GUARD: web.AppKey[ConnectionGuard] = web.AppKey("foresize_connection_guard", ConnectionGuard)
 
 
 class AdmissionState:
@@ -72,38 +219,82 @@ def _json(data: dict[str, Any], status: int = 200) -> web.Response:
     )
 
 
+def _closing(status: int, text: str) -> web.Response:
+    """An HTTP error after which the connection closes (the rest of the body is not read)."""
+    response = web.Response(status=status, text=text)
+    response.force_close()
+    return response
+
+
 def create_app(
     state_provider: StateProvider,
     *,
     clock: Clock = time.time,
     noop_endpoint: bool = False,
+    limits: ServerLimits = DEFAULT_LIMITS,
+    on_bad_request: BadRequestHook | None = None,
+    on_pod_change: Callable[..., None] | None = None,
 ) -> web.Application:
-    """The webhook application. `noop_endpoint` adds POST /noop (benchmark floor)."""
-    app = web.Application(client_max_size=MAX_BODY)
+    """The webhook application. `noop_endpoint` adds POST /noop (benchmark floor);
+    `on_bad_request(reason)` is called once per refused or cut-off request (a metric);
+    `on_pod_change(pod, decision)` is told about every pod the webhook resizes (the
+    operator counts it and gives it an Event; called from a review worker thread)."""
+    guard = ConnectionGuard(limits, on_bad_request)
+    app = web.Application(client_max_size=limits.max_body, middlewares=[_request_deadlines])
+    app[GUARD] = guard
+    pool = ThreadPoolExecutor(limits.review_workers, thread_name_prefix="foresize-review")
 
-    def handler(review: Callable[..., dict[str, Any]], needs_index: bool = True):
-        async def handle(request: web.Request) -> web.Response:
+    async def close_pool(_: web.Application) -> None:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+    app.on_cleanup.append(close_pool)
+
+    async def read_body(request: web.Request) -> bytes | web.Response:
+        """The body, or the HTTP answer that refuses it (413 too large, 408 too slow)."""
+        declared = request.content_length
+        if declared is not None and declared > limits.max_body:
+            guard.bad("body too large", f"Content-Length {declared} > {limits.max_body}")
+            return _closing(413, f"body larger than {limits.max_body} bytes")
+        try:
+            return await asyncio.wait_for(request.read(), limits.body_timeout)
+        except TimeoutError:
+            guard.bad("body timeout", f"no complete body within {limits.body_timeout:g} s")
+            return _closing(408, "request body too slow")
+        except web.HTTPRequestEntityTooLarge:
+            guard.bad("body too large", f"more than {limits.max_body} bytes (chunked)")
+            return _closing(413, f"body larger than {limits.max_body} bytes")
+
+    def handler(review: Callable[..., dict[str, Any]], needs_index: bool = True) -> Any:
+        def answer(raw: bytes, index: AdmissionIndex | None, now: float) -> dict[str, Any]:
             try:
-                raw = await request.read()
                 body = json.loads(raw)
             except Exception as exc:  # not JSON at all: still answer, never block
-                return _json(allow_with_warning(None, f"malformed AdmissionReview ({exc})"))
+                guard.bad("malformed AdmissionReview", _one_line(exc))
+                return allow_with_warning(None, f"malformed AdmissionReview ({_one_line(exc)})")
             if not needs_index:
-                return _json(review(body))
+                return review(body)
+            if index is None:
+                return allow_with_warning(body, "webhook not ready (no cluster state yet)")
+            response = review(body, index, now)
+            for warning in response.get("response", {}).get("warnings") or ():
+                if "internal error" in warning:  # a bug of ours: answered, and now seen
+                    guard.bad("internal error", warning[:300])
+            return response
+
+        async def handle(request: web.Request) -> web.Response:
+            raw = await read_body(request)
+            if isinstance(raw, web.Response):
+                return raw
             try:
-                index = state_provider()
-                if index is None:
-                    return _json(
-                        allow_with_warning(body, "webhook not ready (no cluster state yet)")
-                    )
+                index = state_provider() if needs_index else None
                 now = clock()
             except Exception as exc:
-                log.exception("state provider failed")
-                return _json(
-                    allow_with_warning(body, f"internal error ({type(exc).__name__}: {exc})")
-                )
-            response = review(body, index, now)
-            return _json(response)
+                guard.bad("internal error", f"state provider failed: {_one_line(exc)}")
+                return _json(allow_with_warning(None, f"internal error ({_one_line(exc)})"))
+            if len(raw) <= limits.inline_body:
+                return _json(answer(raw, index, now))
+            loop = asyncio.get_running_loop()
+            return _json(await loop.run_in_executor(pool, answer, raw, index, now))
 
         return handle
 
@@ -119,7 +310,10 @@ def create_app(
             text="ok" if ready else "no cluster state yet", status=200 if ready else 503
         )
 
-    app.router.add_post("/mutate-pods", handler(review_pod))
+    def mutate_pods(body: Any, index: AdmissionIndex, now: float) -> dict[str, Any]:
+        return review_pod(body, index, now, on_pod_change)
+
+    app.router.add_post("/mutate-pods", handler(mutate_pods))
     app.router.add_post("/mutate-scale", handler(review_scale))
     app.router.add_post("/validate-targets", handler(review_target))
     app.router.add_get("/healthz", healthz)
@@ -127,6 +321,48 @@ def create_app(
     if noop_endpoint:
         app.router.add_post("/noop", handler(review_noop, needs_index=False))
     return app
+
+
+class _GuardedSite(web.TCPSite):
+    """aiohttp's TCP site, creating `_GuardedHandler` protocols, with a TLS handshake
+    timeout."""
+
+    def __init__(self, runner: web.AppRunner, guard: ConnectionGuard, *args: Any, **kw: Any):
+        super().__init__(runner, *args, **kw)
+        self._guard = guard
+
+    async def start(self) -> None:
+        self._runner._reg_site(self)  # what BaseSite.start does
+        loop = asyncio.get_running_loop()
+        server = self._runner.server
+        assert server is not None
+        guard = self._guard
+
+        def protocol() -> _GuardedHandler:
+            return _GuardedHandler(
+                server,
+                guard,
+                loop=loop,
+                # aiohttp's own idle close is only a backstop: ours fires first and logs.
+                keepalive_timeout=guard.limits.idle_timeout + guard.limits.header_timeout,
+                access_log=None,
+                lingering_time=1.0,  # after a 413/408, drain at most 1 s of the rest
+            )
+
+        self._server = await loop.create_server(
+            protocol,
+            self._host,
+            self._port,
+            ssl=self._ssl_context,
+            backlog=self._backlog,
+            reuse_address=self._reuse_address,
+            reuse_port=self._reuse_port,
+            ssl_handshake_timeout=guard.limits.handshake_timeout if self._ssl_context else None,
+        )
+
+    @property
+    def sockets(self) -> tuple[Any, ...]:
+        return tuple(getattr(self._server, "sockets", None) or ())
 
 
 class WebhookServer:
@@ -147,6 +383,8 @@ class WebhookServer:
         self.ssl_context = ssl_context
         self.shutdown_timeout = shutdown_timeout
         self._runner: web.AppRunner | None = None
+        # An app built by create_app carries its guard; any other gets the defaults.
+        self.guard = app.get(GUARD) or ConnectionGuard(DEFAULT_LIMITS, None)
 
     async def start(self) -> int:
         """Start serving; returns the bound port (useful with port=0)."""
@@ -154,14 +392,24 @@ class WebhookServer:
             self.app, access_log=None, shutdown_timeout=self.shutdown_timeout
         )
         await self._runner.setup()
-        site = web.TCPSite(
-            self._runner, self.host, self.port, ssl_context=self.ssl_context, backlog=1024
+        site = _GuardedSite(
+            self._runner,
+            self.guard,
+            self.host,
+            self.port,
+            ssl_context=self.ssl_context,
+            backlog=1024,
         )
         await site.start()
-        sockets = site._server.sockets if site._server is not None else ()  # type: ignore[attr-defined]
+        sockets = site.sockets
         if sockets:
             self.port = sockets[0].getsockname()[1]
         return self.port
+
+    @property
+    def connections(self) -> int:
+        """Connections open now (the connection cap counts these)."""
+        return self.guard.active
 
     async def stop(self) -> None:
         """Graceful: stop accepting, let in-flight requests finish (up to the timeout)."""

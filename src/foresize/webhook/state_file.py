@@ -11,13 +11,11 @@ scales on keeps its template value unless the target overrides), and an optional
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from foresize.admission.index import AdmissionIndex
+from foresize.api.safe_yaml import load_documents, load_json, read_text
 from foresize.api.types import parse_object
 from foresize.cluster.kubejson import hpa_from
 from foresize.cluster.model import HorizontalPodAutoscaler, OwnerRef, Workload
@@ -26,19 +24,18 @@ from foresize.errors import ForesizeError
 _WORKLOAD_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Rollout")
 
 
+# The largest state file read: 10,000 targets with their status and workloads fit in well
+# under 64 MiB; a bigger file is refused before it is read (it is re-read on every change).
+MAX_STATE_BYTES = 64 * 2**20
+
+
 def _documents(path: Path) -> list[Any]:
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ForesizeError(f"{path}: cannot read ({exc.strerror})") from None
-    try:
-        if path.suffix == ".json":
-            data = json.loads(text)
-            docs = data if isinstance(data, list) else [data]
-        else:
-            docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except (yaml.YAMLError, json.JSONDecodeError) as exc:
-        raise ForesizeError(f"{path}: not valid YAML/JSON ({exc})") from None
+    text = read_text(path, max_bytes=MAX_STATE_BYTES, what="state file")
+    if path.suffix == ".json":
+        data = load_json(text, str(path))
+        docs = data if isinstance(data, list) else [data]
+    else:
+        docs = load_documents(text, str(path))
     out: list[Any] = []
     for d in docs:
         if isinstance(d, dict) and d.get("kind") == "List":

@@ -10,9 +10,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from foresize.api.quantity import CPU, MEMORY
-from foresize.cluster.model import (
-    ResourceRequirements,
-)
+from foresize.cluster.model import Pod, ResourceRequirements
+from foresize.cluster.qos import pod_level_requests
 from foresize.sim.objects import (
     ContainerKey,
     PodMeta,
@@ -101,7 +100,25 @@ class Metering:
             self.slot_keys[slot] = ContainerKey(
                 pod.namespace, f"{top.kind}/{top.name}" if top is not None else "", pod.name, c.name
             )
+        self._pod_level_shares(pod, meta.slots)
         self._active_idx = None
+
+    def _pod_level_shares(self, pod: Pod, slots: list[int]) -> None:
+        """Pod-level requests (`spec.resources`) are what the pod reserves, whatever its
+        containers ask: the accounting (and the CPU weight under contention) gives each
+        container its share of them, in proportion to the containers' own requests (equal
+        shares where none asks). Pods with pod-level resources are never resized in place,
+        so this holds for the pod's life."""
+        pod_level = pod_level_requests(pod)
+        u = self.usage
+        for resource, arr, unit in ((CPU, u.cpu_req, 1000.0), (MEMORY, u.mem_req, 1.0)):
+            if resource not in pod_level or not slots:
+                continue
+            own = [float(arr[s]) for s in slots]
+            total = sum(own)
+            for s, mine in zip(slots, own, strict=True):
+                share = mine / total if total > 0 else 1.0 / len(slots)
+                arr[s] = pod_level[resource] / unit * share
 
     def set_slot_resources(self, slot: int, res: ResourceRequirements) -> None:
         u = self.usage

@@ -1,0 +1,119 @@
+"""Pods with pod-level resources (`spec.resources`, PodLevelResources, beta and on by default
+since 1.34): parsed from JSON, left alone by the webhook and by the disruption worker, who
+say so (admission warning; Event and target condition).
+
+Upstream: `pkg/apis/core/validation/validation.go` (ValidatePodResize refuses to resize
+them, 1.33-1.35), and the API server's pod validation, which refuses container requests
+above the pod-level requests (so a webhook raising them could block the pod's creation).
+"""
+
+from __future__ import annotations
+
+from foresize.admission.pod import decide_pod
+from foresize.admission.review import pod_from_json
+from foresize.api.quantity import MIB
+from foresize.cluster.kubejson import pod_from
+from foresize.cluster.model import (
+    Container,
+    OwnerRef,
+    Pod,
+    ResourceRequirements,
+)
+from foresize.cluster.qos import has_pod_level_resources
+from foresize.vertical.guards import POD_LEVEL_CONDITION, pod_level_conditions
+from test_admission_decisions import SUG, idx
+from test_admission_support import target_manifest
+from test_sim_support import make_sim, pods_of, workload
+
+POD_JSON = {
+    "metadata": {"name": "p", "namespace": "shop", "labels": {"app": "web"}},
+    "spec": {
+        "resources": {"requests": {"cpu": "500m"}, "limits": {"memory": "1Gi"}},
+        "overhead": {"cpu": "250m", "memory": "160Mi"},
+        "containers": [{"name": "app", "resources": {"requests": {"cpu": "100m"}}}],
+    },
+}
+
+
+def test_pod_level_resources_and_overhead_are_read_from_pod_json():
+    p = pod_from(POD_JSON)
+    assert p.resources is not None and p.resources.requests == {"cpu": 500}
+    assert p.resources.limits == {"memory": 1024 * MIB}
+    assert p.overhead == {"cpu": 250, "memory": 160 * MIB}
+    assert has_pod_level_resources(p)
+    # The webhook's own reading of an AdmissionReview's pod sees them too.
+    assert has_pod_level_resources(pod_from_json(POD_JSON))
+
+
+def _webhook_pod(resources: ResourceRequirements | None) -> Pod:
+    return Pod(
+        namespace="shop",
+        name="web-5d9f8-abcde",
+        labels={"app": "web", "pod-template-hash": "5d9f8"},
+        owner=OwnerRef("ReplicaSet", "web-5d9f8"),
+        containers=[Container("app", ResourceRequirements({"cpu": 100, "memory": 128 * MIB}))],
+        resources=resources,
+    )
+
+
+def test_the_webhook_leaves_pods_with_pod_level_resources_alone_and_warns():
+    index = idx(target_manifest(suggestion=SUG))
+    plain = decide_pod(_webhook_pod(None), None, index, 0.0)
+    assert plain.changed  # the same pod without pod-level resources is resized
+    d = decide_pod(_webhook_pod(ResourceRequirements({"cpu": 200}, {})), None, index, 0.0)
+    assert not d.changed
+    assert any("pod-level resources" in w for w in d.warnings)
+
+
+def test_usage_accounting_reserves_pod_level_requests():
+    sim = make_sim(
+        [
+            workload(
+                "pl",
+                containers=[
+                    {
+                        "name": "a",
+                        "requests": {"cpu": "100m", "memory": "64Mi"},
+                        "usage": {"cpu": "10m", "memory": "10Mi"},
+                    },
+                    {
+                        "name": "b",
+                        "requests": {"cpu": "300m", "memory": "64Mi"},
+                        "usage": {"cpu": "10m", "memory": "10Mi"},
+                    },
+                ],
+                resources={"requests": {"cpu": "1", "memory": "1Gi"}},
+            )
+        ],
+        settle=0,
+    )
+    sim.run(3600)
+    row = sim.summary()["workloads"][0]
+    # The pod reserves its pod-level 1 CPU / 1 GiB, not the containers' 400m / 128Mi.
+    assert abs(row["cpu_requested_core_hours"] - 1.0) < 0.01
+    assert abs(row["memory_requested_gib_hours"] - 1.0) < 0.01
+    assert pods_of(sim, "pl")[0].resources.requests == {"cpu": 1000, "memory": 1024 * MIB}
+
+
+def test_the_target_condition_turns_false_once_no_pod_sets_pod_level_resources():
+    from foresize.vertical.policy import TargetPolicy
+    from foresize.vertical.run import TargetRun
+    from foresize.vertical.state import TargetState
+
+    pol = TargetPolicy(key="shop/web", namespace="shop", name="web")
+    run = TargetRun(pol, TargetState(), None)
+    run.pod_level_left = ["web-1", "web-2"]
+    written = pod_level_conditions(run)
+    assert written is not None
+    (cond,) = written
+    assert cond["type"] == POD_LEVEL_CONDITION and cond["status"] == "True"
+    assert "web-1, web-2" in cond["message"]
+    # Already in status: nothing to write.
+    run.target_conditions = written
+    assert pod_level_conditions(run) is None
+    # The pods are gone: the condition is set False, other conditions kept.
+    other = {"type": "InPlaceResizeUnsupported", "status": "False"}
+    run.target_conditions = [other, *written]
+    run.pod_level_left = []
+    after = pod_level_conditions(run)
+    assert after is not None and after[0] == other and after[1]["status"] == "False"
