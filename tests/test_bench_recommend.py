@@ -111,11 +111,15 @@ def test_cli_json_keys_on_real_crane_trace(tmp_path):
             "1",
             "--modes",
             "cost_optimized",
+            "--sweep",
+            "90",
         ],
     )
     assert res.exit_code == 0, res.output
     doc = json.loads(res.output)
-    assert {"traces", "format", "series", "policies"} <= set(doc)
+    assert {"traces", "format", "series", "policies", "sweep", "matched"} <= set(doc)
+    assert set(doc["matched"]) == {"cpu"}
+    assert set(doc["matched"]["cpu"]) == {"vpa_risk", "foresize_slack", "vpa_slack", "ratio"}
     assert doc["series"] == 1
     assert set(doc["policies"]) == {
         "vpa",

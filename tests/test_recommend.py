@@ -703,3 +703,10 @@ def test_a_kill_holds_its_floor_for_days():
     # A longer stabilization window still wins.
     longer = apply_ooms(OOMState(), [NOW - 60], [], GIB, NOW, 2 * KILL_MEMORY)
     assert longer.until == NOW - 60 + 2 * KILL_MEMORY
+
+
+def test_a_request_under_half_the_forecast_is_raised_whatever_the_band():
+    # 100m at the forecast's median would be in the band, but the mode's forecast is 900m.
+    assert keep_in_band(np.array([300.0]), 100.0, 1000.0)[0]
+    assert not keep_in_band(np.array([300.0]), 100.0, 1000.0, np.array([900.0]))[0]
+    assert keep_in_band(np.array([500.0]), 100.0, 1000.0, np.array([900.0]))[0]

@@ -130,12 +130,25 @@ def cpu_band(q: float) -> tuple[float, float]:
     return max(1.0 - CPU_BAND * p, CPU_BAND_FLOOR), 1.0 - p / CPU_BAND
 
 
-def keep_in_band(current: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
-    """True where the request in force lies within the forecast's band [low, high]: it is
-    kept (no change), else the request moves to the mode's quantile."""
+CPU_KEEP_MIN_SHARE = 0.5
+"""A request below half the mode's forecast is raised whatever the band: the forecast
+sees a peak coming (a daily spike a time-of-day model knows) that would run the
+container at under half the CPU it wants; upsizes ahead of recurring peaks are the
+point of forecasting. Unit free; a ramp within a factor of two still waits for the band."""
+
+
+def keep_in_band(
+    current: np.ndarray, low: np.ndarray, high: np.ndarray, target: np.ndarray | None = None
+) -> np.ndarray:
+    """True where the request in force lies within the forecast's band [low, high] (and
+    not below CPU_KEEP_MIN_SHARE of the mode's forecast `target`): it is kept (no
+    change), else the request moves to the mode's quantile."""
     cur = np.asarray(current, dtype=np.float64)
     with np.errstate(invalid="ignore"):
-        return np.isfinite(cur) & (cur > 0) & (cur >= low) & (cur <= high)
+        keep = np.isfinite(cur) & (cur > 0) & (cur >= low) & (cur <= high)
+        if target is not None:
+            keep &= ~(cur < CPU_KEEP_MIN_SHARE * np.asarray(target, dtype=np.float64))
+    return keep
 
 
 MEMORY_HEADROOM = 0.10

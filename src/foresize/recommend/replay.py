@@ -377,7 +377,8 @@ class ForesizePolicy(Policy):
         if res == CPU:
             # The stabilised request: kept while it lies in the forecast's band.
             band = fc.values * (1.0 + self.buffer)
-            val = np.where(keep_in_band(self.in_force[CPU], band[:, 0], band[:, 2]), np.nan, val)
+            kept = keep_in_band(self.in_force[CPU], band[:, 0], band[:, 2], val)
+            val = np.where(kept, np.nan, val)
         else:
             val = val * (1.0 + MEMORY_HEADROOM)
         # hasEnoughDataToScale: no action before min_lookback_to_scale of history.

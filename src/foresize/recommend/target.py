@@ -538,7 +538,7 @@ def _finish(
             held = cur.requests.get(res)
             if res == CPU and held is not None:
                 low, high = fc[res].band_low[k] * buffer, fc[res].band_high[k] * buffer
-                if keep_in_band(np.array([float(held)]), low, high)[0]:
+                if keep_in_band(np.array([float(held)]), low, high, target)[0]:
                     # The stabilised request: kept while it lies in the forecast's band.
                     target = float(held)
             if res == MEMORY:
