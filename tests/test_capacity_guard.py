@@ -300,7 +300,7 @@ def test_a_pod_sized_at_admission_is_counted_and_its_event_names_its_target() ->
 
 
 def test_charge_gap_shows_a_deferred_upsize_a_pending_downsize_and_infeasible() -> None:
-    """Seed 004's case: an upsize that sits Deferred is charged at its new size while the
+    """The preemption case: an upsize that sits Deferred is charged at its new size while the
     kubelet grants the old one; the gauge must not read 0 for it."""
     from foresize.cluster.capacity import charge_gap
     from foresize.telemetry.recorder import ChangeRecorder

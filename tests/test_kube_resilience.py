@@ -378,3 +378,27 @@ async def test_an_internal_task_dying_stops_the_operator_with_exit_code_1(apiser
     )
     code = await asyncio.wait_for(run_operator(opts), 20)
     assert code == 1
+
+
+async def test_repeated_events_are_one_event_with_a_count(apiserver):
+    """A PDB-blocked target retried every pass: one Event whose count grows (was one
+    new Event per try)."""
+    from foresize.cluster.actions import EmitEvent
+    from foresize.kube.executor import KubeExecutor
+    from kube_objects import namespace
+
+    apiserver.seed(namespace("shop"))
+    api = KubeApi.from_url(apiserver.url)
+    try:
+        executor = KubeExecutor(api)
+        deferred = EmitEvent("shop", "AIScaleTarget", "web", "EvictionDeferred", "PDB says no")
+        for _ in range(5):
+            assert (await executor.apply(deferred)).ok
+        other = EmitEvent("shop", "AIScaleTarget", "web", "Resized", "ok")
+        assert (await executor.apply(other)).ok
+    finally:
+        await api.close()
+    assert len(apiserver.calls("POST", "/events$")) == 2
+    assert len(apiserver.calls("PATCH", "/events/")) == 4
+    events = {e["reason"]: e for e in apiserver.list("Event", "shop")}
+    assert events["EvictionDeferred"]["count"] == 5 and events["Resized"]["count"] == 1

@@ -1,5 +1,5 @@
-"""Fault tests of the REAL process: `foresize operator` as a subprocess against kmock
-behind a fault-injecting proxy (`foresize.kube.chaos`). Each scenario's invariant is
+"""Fault tests of the REAL process: `foresize operator` as a subprocess against the strict
+API server behind a fault-injecting proxy (`foresize.kube.chaos`). Each scenario's invariant is
 checked from the proxy's request log and the process's exit; see the scenario docstrings.
 Intervals are short through the operator's own flags (Lease 3 s, renew deadline 2 s,
 pass every 0.5 s; the 90 s outage at start is scaled to 5 s)."""
@@ -23,8 +23,20 @@ from foresize.kube import chaos
         lambda: chaos.scenario_storm(duration=4.0),
         chaos.scenario_token_rotation,
         chaos.scenario_leader_loss,
+        chaos.scenario_kopf_dies,
+        chaos.scenario_templates_before_workloads,
     ],
-    ids=["sigterm", "sigint", "outage-at-start", "watch-gone", "storm", "token", "leader"],
+    ids=[
+        "sigterm",
+        "sigint",
+        "outage-at-start",
+        "watch-gone",
+        "storm",
+        "token",
+        "leader",
+        "kopf-dies",
+        "templates-before-workloads",
+    ],
 )
 async def test_scenario_keeps_its_invariant(scenario):
     result = await scenario()

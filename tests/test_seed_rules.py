@@ -4,6 +4,8 @@ are named in each docstring)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from foresize.api.quantity import MIB
@@ -139,3 +141,49 @@ def test_the_request_rises_before_a_daily_spike_not_with_it() -> None:
     morning = _suggested_cpu(day4 + 9 * 3600)
     assert ahead >= 850, ahead
     assert morning <= 300, morning
+
+
+def test_a_replacement_created_in_the_eviction_second_is_judged() -> None:
+    """Rule: each stale replacement is a no-progress cycle, 3 open the breaker. On a real
+    API server creationTimestamp has whole seconds while the pass clock has a fraction: a
+    pod created in the same second as the eviction is its replacement (else the breaker
+    opens one eviction late)."""
+    t = target("recreate", disruption={"max_disrupted": 1, "interval": "1s"})
+    cfg = WorkerConfig()
+    state, now, gen, evictions = WorkerState(), 0.4, 0, 0
+    current = pod("p-0")
+    while state.targets.get(KEY) is None or state.targets[KEY].breaker.state != "open":
+        actions, state = plan(snap([current], [t]), now, state, cfg, suggestions=sugg())
+        if of(actions, EvictPod):
+            evictions += 1
+            state, _ = execute(actions, apply_ok, state, snap([current], [t]), now, cfg)
+            gen += 1
+            current = pod(f"p-{gen}", created=float(int(now)))  # same second, truncated
+        now += 10
+        assert evictions <= 5
+    assert evictions == 3
+
+
+def test_a_stall_whose_reason_changes_keeps_its_clock() -> None:
+    """Rule: the stall clock starts when the stall is first seen; Deferred turning into
+    Infeasible is the same stall, so the fallback still comes at stall_timeout from the
+    first sighting (resetting the clock on a reason change would push it out)."""
+
+    def stuck(reason: str) -> Any:
+        return pod(
+            "p0",
+            cpu=2000,
+            mem=100 * MIB,
+            alloc={"cpu": 100, "memory": 100 * MIB},
+            conditions=[PodCondition("PodResizePending", "True", reason, "")],
+        )
+
+    t = target("in_place_or_recreate")
+    nodes = {"n1": 1000, "n2": 8000}
+    want = sugg(cpu=2000, mem=100 * MIB)
+    _, state = plan(
+        snap([stuck("Deferred")], [t], nodes=nodes), 0.0, WorkerState(), suggestions=want
+    )
+    _, state = plan(snap([stuck("Infeasible")], [t], nodes=nodes), 90.0, state, suggestions=want)
+    actions, _ = plan(snap([stuck("Infeasible")], [t], nodes=nodes), 121.0, state, suggestions=want)
+    assert names(actions, EvictPod) == ["p0"]

@@ -158,6 +158,13 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             min=1,
             help="Requests allowed at once above --kube-api-qps.",
         ),
+        cert_check_interval: float = opt(
+            300.0,
+            "--cert-check-interval",
+            env="FORESIZE_CERT_CHECK_INTERVAL",
+            min=0.1,
+            help="Seconds between webhook certificate checks (renew, reload, expiry).",
+        ),
         exclude_selector: str = opt(
             "",
             "--exclude-selector",
@@ -232,6 +239,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             kube_api_qps=kube_api_qps,
             kube_api_burst=kube_api_burst,
             stall_timeout=stall_timeout,
+            cert_check_interval=cert_check_interval,
             exclude_selector=excluded,
         )
         try:

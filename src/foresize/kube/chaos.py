@@ -70,6 +70,10 @@ class FaultProxy:
         self.error_rate = 0.0  # share of non-watch requests answered with an error
         self.token: str | None = None  # required bearer token (None: no auth)
         self.hold_watches = False  # new watch requests wait until this is False again
+        # LISTs (not watches) of these paths are held until this monotonic time.
+        self.hold_lists: dict[str, float] = {}
+        # Watches from clients whose User-Agent contains this get a fatal ERROR event.
+        self.fatal_watch_agent: str | None = None
         self.gone: set[str] = set()  # watch paths answered once with ERROR 410
         self.fail: Callable[[str, str, bytes], int | None] | None = None
         self.port = 0
@@ -155,6 +159,13 @@ class FaultProxy:
             )
         while watch and self.hold_watches:
             await asyncio.sleep(0.02)
+        while not watch and time.monotonic() < self.hold_lists.get(request.path, 0.0):
+            await asyncio.sleep(0.02)
+        agent = request.headers.get("User-Agent", "")
+        if watch and self.fatal_watch_agent and self.fatal_watch_agent in agent:
+            self._record(request, 200)
+            fatal = {"type": "ERROR", "object": {"kind": "Status", "code": 500, "message": "x"}}
+            return web.Response(text=json.dumps(fatal) + "\n", content_type="application/json")
         if watch and request.path in self.gone:
             self.gone.discard(request.path)
             self._record(request, 200)
@@ -279,7 +290,7 @@ def _workload(kind: str, name: str, replicas: int) -> dict[str, Any]:
     }
 
 
-def populate(server: Any, pods: int) -> None:
+def populate(server: Any, pods: int, target: bool = True) -> None:
     """The operator's namespace and the small cluster, seeded into the strict server."""
     server.seed({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
     server.seed(
@@ -306,6 +317,10 @@ def populate(server: Any, pods: int) -> None:
         }
     ]
     rs_uid = server.seed(rs)["metadata"]["uid"]
+    for i in range(pods):
+        server.seed(_pod(f"web-{i}", rs_uid))
+    if not target:
+        return
     server.seed(
         {
             "apiVersion": "foresize.io/v1",
@@ -329,8 +344,6 @@ def populate(server: Any, pods: int) -> None:
             "status": {"hasEnoughDataToScale": True, "vertical_suggestion": SUGGESTION},
         }
     )
-    for i in range(pods):
-        server.seed(_pod(f"web-{i}", rs_uid))
 
 
 def lease_holder(server: Any) -> str | None:
@@ -462,8 +475,9 @@ class ScenarioResult:
 class Cluster:
     """The strict API server + a FaultProxy + operator processes, torn down on exit."""
 
-    def __init__(self, pods: int = 20, seed: int = 0) -> None:
+    def __init__(self, pods: int = 20, seed: int = 0, target: bool = True) -> None:
         self.pods = pods
+        self.target = target
         self.seed = seed
         self.processes: list[OperatorProcess] = []
         self.proxies: list[FaultProxy] = []
@@ -476,7 +490,7 @@ class Cluster:
         self.k = StrictApiServer(seed=self.seed, bookmark_interval=1.0)
         await self.k.start()
         self._stack.push_async_callback(self.k.stop)
-        populate(self.k, self.pods)
+        populate(self.k, self.pods, self.target)
         self.proxy = await self.new_proxy()
         return self
 
@@ -751,6 +765,81 @@ async def scenario_leader_loss() -> ScenarioResult:
         return ScenarioResult(name, took, not problems, detail, problems)
 
 
+async def scenario_kopf_dies() -> ScenarioResult:
+    """Kopf's watch gets a fatal error (a non-410 ERROR event): Kopf stops, and the
+    process must exit non-zero so Kubernetes restarts it (before, the replica kept its
+    Lease with a dead Kopf and said healthy). seconds = fault to exit."""
+    name = "Kopf dies"
+    async with Cluster(pods=2) as c:
+        op = c.operator()
+        await op.start()
+        if not await wait_until(lambda: bool(c.proxy.actions()), 30):
+            return ScenarioResult(name, 0.0, False, problems=["never acted", op.output()[-2000:]])
+        c.proxy.fatal_watch_agent = "kopf"
+        broke = time.monotonic()
+        c.proxy.drop_watches()
+        code = await op.wait(30)
+        took = (op.exited_at or time.monotonic()) - broke
+        problems = []
+        if code is None:
+            problems.append("still running 30 s after Kopf died")
+        elif code == 0:
+            problems.append("exit code 0 after a failure")
+        return ScenarioResult(name, took, not problems, f"exit code {code}", problems)
+
+
+async def scenario_templates_before_workloads(hold: float = 4.0) -> ScenarioResult:
+    """A ClusterAIScaleTemplate and the AIScaleTarget it made are listed, the Deployments
+    only `hold` s later: nothing is written (above all, the target is not deleted and its
+    pods are not reverted) until every cache has synced. seconds = Deployments listed to
+    the first write."""
+    from foresize.api.types import ClusterAIScaleTemplate
+
+    name = "templates listed before workloads"
+    async with Cluster(pods=2, target=False) as c:
+        template = {
+            "apiVersion": "foresize.io/v1",
+            "kind": "ClusterAIScaleTemplate",
+            "metadata": {"name": "fleet"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {
+                    "spec": {
+                        "vertical": {
+                            "mode": "recommendation",
+                            "containers": [{"name": "*", "cpu": {"lowerbound": "10m"}}],
+                        }
+                    }
+                },
+            },
+        }
+        c.k.seed(template)
+        made = ClusterAIScaleTemplate.model_validate(template).spec.build_target(
+            "Deployment", "web", "shop", "fleet"
+        )
+        body = made.model_dump(by_alias=True, exclude_none=True, mode="json")
+        c.k.seed(body)
+        listed_at = time.monotonic() + hold
+        c.proxy.hold_lists["/apis/apps/v1/deployments"] = listed_at
+        op = c.operator()
+        await op.start()
+        await wait_until(lambda: time.monotonic() > listed_at + 3.0, hold + 30)
+        problems = []
+        early = c.proxy.actions(until=listed_at)
+        if early:
+            problems.append(f"{len(early)} write(s) before the Deployments were listed")
+        deletes = [e for e in c.proxy.log if e.method == "DELETE" and "aiscaletargets" in e.path]
+        if deletes:
+            problems.append(f"deleted {deletes[0].path}")
+        if c.k.get("AIScaleTarget", "shop", body["metadata"]["name"]) is None:
+            problems.append("the template-made target is gone")
+        if not op.running:
+            problems.append(f"the process exited: {op.output()[-1500:]}")
+        later = c.proxy.actions(since=listed_at)
+        took = later[0].at - listed_at if later else 0.0
+        return ScenarioResult(name, took, not problems, f"{len(later)} writes after sync", problems)
+
+
 SCENARIOS: dict[str, Callable[[], Awaitable[ScenarioResult]]] = {
     "sigterm": lambda: scenario_signal(signal.SIGTERM),
     "sigint": lambda: scenario_signal(signal.SIGINT),
@@ -759,6 +848,8 @@ SCENARIOS: dict[str, Callable[[], Awaitable[ScenarioResult]]] = {
     "storm": scenario_storm,
     "token": scenario_token_rotation,
     "leader": scenario_leader_loss,
+    "kopf-dies": scenario_kopf_dies,
+    "templates": scenario_templates_before_workloads,
 }
 
 

@@ -14,7 +14,8 @@
 - `RestartWorkload`: the template annotation `kubectl.kubernetes.io/restartedAt` (what
   `kubectl rollout restart` writes); Argo Rollouts use their own `spec.restartAt`.
 - `WriteTargetStatus`: merge patch on the Foresize object's status subresource.
-- `EmitEvent`: a core/v1 Event.
+- `EmitEvent`: a core/v1 Event; a repeat (same object, type, reason) within 10 minutes
+  patches the count of the existing one (`kube/events.py`).
 
 Answers are mapped to `ActionResult` with the API server's code, reason, causes and
 `retryAfterSeconds`, so the core reacts the same way in both shells. The executor also
@@ -198,6 +199,10 @@ class KubeExecutor:
         self.instance = instance or os.environ.get("POD_NAME") or os.uname().nodename
         # target key -> clock time before which no eviction is sent (after a 429).
         self.evictions_deferred_until: dict[str, float] = {}
+        # Repeated Events become one Event with a count (kube/events.py).
+        from foresize.kube.events import EventAggregator
+
+        self.events = EventAggregator(api, clock=clock)
 
     async def detect_server_version(self) -> tuple[int, int]:
         from foresize.cluster.kubejson import parse_server_version
@@ -424,7 +429,7 @@ class KubeExecutor:
             "lastTimestamp": now,
             "count": 1,
         }
-        resp = await self.api.request("POST", f"/api/v1/namespaces/{namespace}/events", body, JSON)
+        resp = await self.events.record(namespace, body)
         return result_from(resp)
 
     # ------------------------------------------------- Foresize objects themselves

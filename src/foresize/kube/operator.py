@@ -54,6 +54,7 @@ class OperatorOptions:
     lease_retry: float = 2.0  # client-go's RetryPeriod: renew this often
     kube_api_qps: float = 50.0  # client-side rate limit (VPA's --kube-api-qps)
     kube_api_burst: int = 100
+    cert_check_interval: float = 300.0  # webhook certificate expiry/renewal/reload check
     stall_timeout: float | None = None  # liveness fails after this; default max(5 passes, 120 s)
     # Labels of workloads (or targets) the disruption worker never touches.
     exclude_selector: dict[str, str] = field(default_factory=dict)
@@ -566,7 +567,10 @@ async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None)
             )
             app.middlewares.append(health.middleware())
             app.middlewares.append(metrics.webhook_middleware())
-            ssl_context = await _webhook_tls(opts, api)
+            certificate = await _webhook_tls(opts, api, metrics, executor)
+            ssl_context = certificate.context if certificate is not None else None
+            if certificate is not None:
+                supervise(certificate.run(stop, opts.cert_check_interval), "webhook certificate")
             webhook = WebhookServer(
                 app, host=opts.webhook_host, port=opts.webhook_port, ssl_context=ssl_context
             )
@@ -621,25 +625,29 @@ async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None)
     return 0
 
 
-async def _webhook_tls(opts: OperatorOptions, api: Any) -> Any:
-    """Files given on the command line, else the shared Secret, else plain HTTP (dev)."""
+async def _webhook_tls(opts: OperatorOptions, api: Any, metrics: Any, executor: Any) -> Any:
+    """Files given on the command line, else the shared Secret, else None: plain HTTP
+    (development only). Returns the `WebhookCertificate` that keeps it current."""
     import tempfile
     from pathlib import Path
 
-    from foresize.kube.tls import webhook_ssl_context
-    from foresize.webhook.certs import server_ssl_context
+    from foresize.kube.tls import WebhookCertificate
 
-    if opts.tls_cert and opts.tls_key:
-        return server_ssl_context(opts.tls_cert, opts.tls_key)
-    if opts.tls_secret:
-        return await webhook_ssl_context(
-            api,
-            namespace=opts.namespace,
-            secret=opts.tls_secret,
-            service=opts.webhook_service,
-            configuration=opts.webhook_configuration,
-            cert_manager=opts.cert_manager,
-            workdir=Path(tempfile.mkdtemp(prefix="foresize-tls-")),
-        )
-    log.warning("no TLS configured: webhooks served over plain HTTP (development only)")
-    return None
+    if not (opts.tls_cert and opts.tls_key) and not opts.tls_secret:
+        log.warning("no TLS configured: webhooks served over plain HTTP (development only)")
+        return None
+    certificate = WebhookCertificate(
+        api,
+        workdir=Path(tempfile.mkdtemp(prefix="foresize-tls-")),
+        namespace=opts.namespace,
+        secret=None if opts.tls_cert else opts.tls_secret,
+        service=opts.webhook_service,
+        configuration=opts.webhook_configuration,
+        cert_manager=opts.cert_manager,
+        cert_file=opts.tls_cert,
+        key_file=opts.tls_key,
+        metrics=metrics,
+        emit=executor.apply,
+    )
+    await certificate.start()
+    return certificate

@@ -6,6 +6,8 @@ comes back right closes it. A new suggestion starts with a closed breaker."""
 
 from __future__ import annotations
 
+import math
+
 from foresize.cluster.model import Pod, Suggestion
 from foresize.vertical.desired import matches_suggestion
 from foresize.vertical.policy import WorkerConfig
@@ -42,9 +44,11 @@ def _reset(run: TargetRun, b: BreakerState, sugg: Suggestion) -> None:
 
 
 def _replacement(ev: PendingEviction, fresh: list[Pod], judged: set[str]) -> Pod | None:
-    # A controller recreates at once: the replacement may carry the eviction's time.
+    # A controller recreates at once: the replacement may carry the eviction's time, and
+    # creationTimestamp has whole seconds while the eviction's time has a fraction.
+    since = math.floor(ev.at)
     return next(
-        (p for p in fresh if p.creation_time >= ev.at and p.uid not in judged and p.uid != ev.uid),
+        (p for p in fresh if p.creation_time >= since and p.uid not in judged and p.uid != ev.uid),
         None,
     )
 

@@ -1,0 +1,175 @@
+"""The webhook certificate over its lifetime, against the strict API server: a certificate
+near expiry is renewed (Secret, caBundle) and served without a restart; a Secret renewed
+by cert-manager is loaded into the running server; an expired one is reported (metric,
+Event, error), never served silently."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import datetime as dt
+import ssl
+import time
+
+from foresize.kube.api import KubeApi
+from foresize.kube.executor import KubeExecutor
+from foresize.kube.tls import WebhookCertificate, certificate_window
+from foresize.telemetry.metrics import ForesizeMetrics
+from foresize.webhook.certs import (
+    generate_self_signed,
+    service_dns_names,
+    webhook_configurations,
+)
+
+DAY = 86400.0
+
+
+def bundle(age_days: float, days: int = 365):
+    """A bundle issued `age_days` ago (valid `days`)."""
+    now = dt.datetime.now(dt.UTC) - dt.timedelta(days=age_days)
+    return generate_self_signed(service_dns_names("foresize-webhook", "fs"), now=now, days=days)
+
+
+def seed(apiserver, b) -> None:
+    apiserver.seed({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "fs"}})
+    apiserver.seed(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "kubernetes.io/tls",
+            "metadata": {"name": "foresize-webhook-tls", "namespace": "fs"},
+            "data": {
+                "ca.crt": base64.b64encode(b.ca_pem).decode(),
+                "tls.crt": base64.b64encode(b.cert_pem).decode(),
+                "tls.key": base64.b64encode(b.key_pem).decode(),
+            },
+        }
+    )
+    for config in webhook_configurations(service="foresize-webhook", namespace="fs"):
+        apiserver.seed(config)
+
+
+def manager(api, tmp_path, **kw) -> WebhookCertificate:
+    return WebhookCertificate(
+        api,
+        workdir=tmp_path,
+        namespace="fs",
+        secret="foresize-webhook-tls",
+        service="foresize-webhook",
+        configuration="foresize",
+        **kw,
+    )
+
+
+def secret_cert(apiserver) -> bytes:
+    data = apiserver.get("Secret", "fs", "foresize-webhook-tls")["data"]
+    return base64.b64decode(data["tls.crt"])
+
+
+async def served_certificate(port: int) -> bytes:
+    """The certificate a fresh TLS handshake gets (DER)."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    _, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ctx)
+    der = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
+    writer.close()
+    return der
+
+
+def der(pem: bytes) -> bytes:
+    return ssl.PEM_cert_to_DER_cert(pem.decode())
+
+
+async def test_a_certificate_near_expiry_is_renewed_and_served_without_restart(apiserver, tmp_path):
+    from foresize.webhook.server import AdmissionState, WebhookServer, create_app
+
+    old = bundle(age_days=200)  # 165 of 365 days left: more than a third -> kept
+    seed(apiserver, old)
+    api = KubeApi.from_url(apiserver.url)
+    clock = [time.time()]
+    metrics = ForesizeMetrics()
+    cert = manager(api, tmp_path, metrics=metrics, clock=lambda: clock[0])
+    try:
+        ctx = await cert.start()
+        server = WebhookServer(create_app(AdmissionState()), host="127.0.0.1", port=0)
+        server.ssl_context = ctx
+        port = await server.start()
+        try:
+            assert await served_certificate(port) == der(old.cert_pem)
+            assert await cert.check() == "ok" and cert.renewals == 0
+            clock[0] += 50 * DAY  # 115 days left: less than a third of 365
+            assert await cert.check() == "renewed"
+            new_pem = secret_cert(apiserver)
+            assert new_pem != old.cert_pem
+            # The same listening server, a new handshake: the new certificate.
+            assert await served_certificate(port) == der(new_pem)
+            _, not_after = certificate_window(new_pem)
+            assert not_after - clock[0] > 360 * DAY
+            hooks = apiserver.get("MutatingWebhookConfiguration", None, "foresize")["webhooks"]
+            ca_bundle = base64.b64decode(hooks[0]["clientConfig"]["caBundle"])
+            assert old.ca_pem in ca_bundle and ca_bundle != old.ca_pem  # new CA + old CA
+            assert metrics.certificate_expiry._value.get() > 360 * DAY
+        finally:
+            await server.stop()
+    finally:
+        await api.close()
+
+
+async def test_a_secret_renewed_by_cert_manager_is_reloaded(apiserver, tmp_path):
+    first = bundle(age_days=1)
+    seed(apiserver, first)
+    api = KubeApi.from_url(apiserver.url)
+    cert = manager(api, tmp_path, cert_manager=True)
+    try:
+        await cert.start()
+        assert cert.served == first.cert_pem
+        renewed = bundle(age_days=0)
+
+        def rotate(secret: dict) -> None:
+            secret["data"]["tls.crt"] = base64.b64encode(renewed.cert_pem).decode()
+            secret["data"]["tls.key"] = base64.b64encode(renewed.key_pem).decode()
+
+        apiserver.update("Secret", "fs", "foresize-webhook-tls", rotate)
+        assert await cert.check() == "reloaded"
+        assert cert.served == renewed.cert_pem and cert.reloads == 1
+        assert cert.renewals == 0  # cert-manager's Secret is never written
+        assert not apiserver.calls("PATCH", "secrets")
+    finally:
+        await api.close()
+
+
+async def test_an_expired_certificate_is_reported_not_served_silently(apiserver, tmp_path):
+    expired = bundle(age_days=400)
+    seed(apiserver, expired)
+    api = KubeApi.from_url(apiserver.url)
+    metrics = ForesizeMetrics()
+    executor = KubeExecutor(api)
+    # cert-manager owns it and did not renew it: nothing to renew here, so report.
+    cert = manager(api, tmp_path, cert_manager=True, metrics=metrics, emit=executor.apply)
+    try:
+        await cert.start()
+        assert await cert.check() == "expired"
+        assert metrics.certificate_expiry._value.get() < 0
+        events = [
+            r.body
+            for r in apiserver.calls("POST", "/events$")
+            if r.body["reason"] == "WebhookCertificateExpired"
+        ]
+        assert events and events[0]["involvedObject"]["kind"] == "Secret"
+        assert events[0]["type"] == "Warning"
+    finally:
+        await api.close()
+
+
+async def test_an_expired_self_managed_certificate_is_replaced_at_start(apiserver, tmp_path):
+    expired = bundle(age_days=400)
+    seed(apiserver, expired)
+    api = KubeApi.from_url(apiserver.url)
+    try:
+        cert = manager(api, tmp_path)
+        await cert.start()
+        assert cert.renewals == 1 and cert.served == secret_cert(apiserver)
+        assert cert.not_after > time.time() + 360 * DAY
+    finally:
+        await api.close()
