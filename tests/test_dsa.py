@@ -171,3 +171,67 @@ def test_leaving_autonomous_mode_reverts_daemonset_pods_in_place():
     assert all(
         p.containers[0].resources.requests == {"cpu": 200, "memory": 256 * MIB} for p in pods
     )
+
+
+def test_a_daemonset_upsize_with_no_room_on_its_node_is_held_not_deferred():
+    """One capacity guard for every resize: the agent on the full node is not resized (it
+    would sit Deferred with the node charged beyond its allocatable); the agent on the
+    roomy node is."""
+    spec = {
+        "name": "dsa-full",
+        "seed": 9,
+        "nodes": [{"name": "n", "count": 2, "cpu": "1", "memory": "16Gi"}],
+        "workloads": [
+            {
+                "kind": "DaemonSet",
+                "name": "agent",
+                "namespace": "mon",
+                "readiness_delay": "5s",
+                "containers": [
+                    {
+                        "name": "agent",
+                        "requests": {"cpu": "200m", "memory": "256Mi"},
+                        "usage": {
+                            "cpu": {"generator": "constant", "base": "600m", "noise": 0.05},
+                            "memory": {"generator": "constant", "base": "100Mi", "noise": 0.02},
+                        },
+                    }
+                ],
+            },
+            {
+                "kind": "Deployment",
+                "name": "filler",
+                "replicas": 1,
+                "containers": [
+                    {
+                        "name": "app",
+                        "requests": {"cpu": "700m", "memory": "256Mi"},
+                        "usage": {
+                            "cpu": {"generator": "constant", "base": "50m"},
+                            "memory": {"generator": "constant", "base": "100Mi"},
+                        },
+                    }
+                ],
+            },
+        ],
+    }
+    sim = SimCluster(parse_scenario(spec, "test"), seed=9)
+    hook = install(sim)
+    sim.daemonset_autoscalers = [dsa()]
+    install_daemonset_autoscaling(sim, hook)
+    lowest: dict[str, int] = {}
+
+    def watch(sim, now):
+        for node in sim.nodes:
+            lowest[node] = min(lowest.get(node, 0), sim.node_free(node)[0])
+
+    sim.every(60, watch)
+    sim.run_until(4 * H)
+    (filler,) = [p for p in sim.pods.values() if p.name.startswith("filler")]
+    by_node = {p.node_name: p for p in agent_pods(sim)}
+    full = filler.node_name  # 700m of its 1000m taken: 100m left for the agent to grow
+    (roomy,) = [n for n in by_node if n != full]
+    assert by_node[roomy].containers[0].resources.requests["cpu"] >= 600
+    assert by_node[full].containers[0].resources.requests["cpu"] == 200
+    assert not sim.events.query("ResizeDeferred")
+    assert min(lowest.values()) >= 0

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import statistics
 import time
 
 import pytest
@@ -89,6 +90,9 @@ async def test_a_10kb_malicious_quantity_is_answered_fast_and_blocks_nothing():
         answer = json.loads(data)["response"]
         assert status == 200 and answer["allowed"] is True
         assert answer["uid"] == "11111111-2222-3333-4444-555555555555"
+        # A bad caller's fault, not a bug of ours: "malformed", not "internal error".
+        assert "malformed AdmissionReview" in answer["warnings"][0]
+        assert "internal error" not in srv.reasons
 
 
 async def test_a_stalled_request_head_is_cut_off_even_when_it_drips(caplog):
@@ -224,12 +228,22 @@ async def test_an_internal_review_error_is_answered_and_logged():
             assert srv.reasons == ["internal error"]
 
 
-async def test_a_big_review_runs_off_the_event_loop():
-    # A pod with thousands of containers takes real time to review; /healthz must not
-    # wait behind it (in the operator the Lease renewal and the control loop share the loop).
+async def test_a_big_review_runs_off_the_event_loop(monkeypatch):
+    # A pod with thousands of containers takes real time to decode and review; /healthz
+    # must not wait behind it (in the operator the Lease renewal and the control loop share
+    # the loop). The review is made slow on purpose so the machine's speed does not matter.
+    from foresize.webhook import server as server_module
+
+    real = server_module.review_pod
+
+    def slow_review(*args, **kwargs):
+        time.sleep(1.0)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(server_module, "review_pod", slow_review)
     limits = ServerLimits(max_body=8 * 2**20, inline_body=16 * 1024)
     async with Server(limits) as srv:
-        big = _pod_review(containers=6000)
+        big = _pod_review(containers=2000)
         assert len(big) > limits.inline_body
         started = time.perf_counter()
         pod = asyncio.create_task(srv.request("/mutate-pods", big))
@@ -243,27 +257,27 @@ async def test_a_big_review_runs_off_the_event_loop():
         status, data = await pod
         took = time.perf_counter() - started
         assert status == 200 and json.loads(data)["response"]["allowed"] is True
-        # On the loop, one probe would have waited for the whole review; off it, probes
-        # keep being answered while it runs (the GIL is shared, so each is a bit slower).
-        assert len(probes) >= 3 and max(probes) < took / 2, (probes, took)
+        # Inline, the first probe would wait for the whole review and be the only one.
+        assert len(probes) >= 3 and statistics.median(probes) < took / 4, (probes, took)
 
 
 async def test_a_thousand_idle_connections_are_closed_after_the_timeout():
     # The acceptance figure: 1,000 idle connections, all closed once the timeout passes.
     # (The memory side is measured by `foresize bench webhook --idle-connections 1000`.)
-    async with Server(ServerLimits(header_timeout=3.0, max_connections=1200)) as srv:
+    async with Server(ServerLimits(header_timeout=8.0, max_connections=1200)) as srv:
         conns = await asyncio.gather(*(srv.connect() for _ in range(1000)))
-        for _ in range(100):
-            if srv.server.connections == 1000:
+        for _ in range(200):
+            if srv.server.guard.peak == 1000:
                 break
             await asyncio.sleep(0.02)
-        assert srv.server.connections == 1000
-        results = await asyncio.gather(*(closed_within(r, 10.0) for r, _ in conns))
+        assert srv.server.guard.peak == 1000  # all 1,000 were open at once
+        results = await asyncio.gather(*(closed_within(r, 30.0) for r, _ in conns))
         assert all(results)
         for _, writer in conns:
             writer.close()
         assert srv.server.connections == 0
         assert srv.reasons.count("request head timeout") == 1000
+        assert srv.server.guard.trims >= 1  # the freed TLS buffers go back to the OS
 
 
 async def test_a_state_reload_runs_off_the_event_loop(tmp_path, monkeypatch):

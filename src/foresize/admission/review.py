@@ -21,7 +21,7 @@ from foresize.admission.index import AdmissionIndex
 from foresize.admission.pod import MANAGED_ANNOTATION, MANAGED_VALUE, PodDecision, decide_pod
 from foresize.admission.scale import RESOURCE_KINDS, decide_scale
 from foresize.admission.validate import validate_daemonset_autoscaler, validate_target
-from foresize.api.quantity import format_quantity, to_canonical
+from foresize.api.quantity import QuantityError, format_quantity, to_canonical
 from foresize.cluster.model import (
     Container,
     OwnerRef,
@@ -123,7 +123,10 @@ def _compute_map(values: Any) -> dict[str, int]:
     for name in _COMPUTE:
         v = values.get(name)
         if v is not None:
-            out[name] = _canonical(name, v if isinstance(v, str | int | float) else str(v))
+            try:
+                out[name] = _canonical(name, v if isinstance(v, str | int | float) else str(v))
+            except QuantityError as exc:  # the API server never sends one: a bad caller
+                raise ReviewError(f"{name}: {exc}") from None
     return out
 
 

@@ -102,6 +102,9 @@ def _check_model(errors: list[str], path: str, model: Any) -> None:
 
 def _check_containers(errors: list[str], path: str, containers: Any) -> None:
     seen: dict[str, int] = {}
+    if containers is not None and not isinstance(containers, list | tuple):
+        errors.append(f"{path}: must be a list, not {shown(containers)}")
+        return
     for i, c in enumerate(containers or ()):
         cpath = f"{path}[{i}]"
         name = str(get(c, "name", default=""))
@@ -137,7 +140,16 @@ def _check_containers(errors: list[str], path: str, containers: Any) -> None:
 
 
 def validate_target(obj: Mapping[str, Any] | Any, index: AdmissionIndex | None = None) -> list[str]:
-    """Problems with an AIScaleTarget (manifest dict or API model); [] when valid."""
+    """Problems with an AIScaleTarget (manifest dict or API model); [] when valid. An object
+    of the wrong shape (a list where a map belongs; the CRD schema refuses those first) is a
+    problem too, never an exception the webhook would have to answer with allow."""
+    try:
+        return _target_problems(obj, index)
+    except (TypeError, AttributeError, ValueError) as exc:
+        return [f"spec: malformed object ({type(exc).__name__}: {shown(str(exc), 120)})"]
+
+
+def _target_problems(obj: Mapping[str, Any] | Any, index: AdmissionIndex | None) -> list[str]:
     errors: list[str] = []
     meta = get(obj, "metadata", default={})
     namespace = str(get(meta, "namespace", default="default"))

@@ -162,13 +162,6 @@ def format_quantity(resource: str, amount: int) -> str:
     return format_cpu(amount) if resource == CPU else format_bytes(amount)
 
 
-def parse_resource_map(values: dict[str, str | int | float] | None) -> dict[str, int]:
-    """A Kubernetes `requests`/`limits` map -> canonical integers per resource."""
-    if not values:
-        return {}
-    return {name: to_canonical(name, v) for name, v in values.items()}
-
-
 def format_resource_map(values: dict[str, int]) -> dict[str, str]:
     """Canonical integers per resource -> a Kubernetes `requests`/`limits` map."""
     return {name: format_quantity(name, v) for name, v in values.items()}

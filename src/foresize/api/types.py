@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Annotated, Any, ClassVar, Literal, TypeAlias, TypeVar
@@ -584,19 +584,6 @@ class ContainerPolicy(_Base):
         return self.cpu if resource == CPU else self.memory if resource == MEMORY else None
 
 
-def container_policy_for(
-    containers: Iterable[ContainerPolicy], name: str
-) -> ContainerPolicy | None:
-    """The entry for container `name`: an exact match wins over `*`."""
-    wildcard = None
-    for entry in containers:
-        if entry.name == name:
-            return entry
-        if entry.name == "*" and wildcard is None:
-            wildcard = entry
-    return wildcard
-
-
 def _check_unique_containers(containers: list[ContainerPolicy]) -> None:
     seen: set[str] = set()
     for entry in containers:
@@ -832,9 +819,6 @@ class VerticalSpec(_Base):
     def _unique(self) -> VerticalSpec:
         _check_unique_containers(self.containers)
         return self
-
-    def container_policy(self, name: str) -> ContainerPolicy | None:
-        return container_policy_for(self.containers, name)
 
 
 class HorizontalSpec(_Base):
@@ -1087,9 +1071,6 @@ class DaemonSetAutoscalerSpec(_Base):
             raise ValueError("minObservationWindow must not exceed observationWindow")
         return self
 
-    def container_policy(self, name: str) -> ContainerPolicy | None:
-        return container_policy_for(self.containers, name)
-
 
 class DaemonSetAutoscalerStatus(_Open):
     observedGeneration: int | None = None
@@ -1254,8 +1235,16 @@ def format_validation_error(exc: ValidationError, source: str = "") -> str:
     for error in exc.errors():
         path = _loc_path(tuple(error.get("loc", ())))
         parts = [p for p in (source, path) if p]
-        lines.append(": ".join([*parts, _message(error)]))
+        lines.append(_printable(": ".join([*parts, _message(error)])))
     return "\n".join(lines)
+
+
+def _printable(line: str) -> str:
+    """`line` with control characters escaped and its length bounded: a field name or a
+    value from a hostile file must not split one error into several lines or flood them."""
+    if not line.isprintable():
+        line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in line)
+    return line if len(line) <= 400 else line[:397] + "..."
 
 
 _ObjectT = TypeVar("_ObjectT", bound="_Object")
@@ -1327,7 +1316,6 @@ __all__ = [
     "UpdatePolicy",
     "VerticalSpec",
     "VerticalSuggestion",
-    "container_policy_for",
     "cpu_millis",
     "format_duration",
     "format_timestamp",

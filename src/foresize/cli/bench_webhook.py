@@ -9,12 +9,18 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     @bench_app.command("webhook")
     def bench_webhook(
         rate: float = typer.Option(200.0, help="Reference rate (requests/s)."),
-        duration: float = typer.Option(3.0, help="Seconds per measurement at --rate."),
+        duration_text: str = typer.Option("3s", "--duration", help="Per measurement at --rate."),
         repeats: int = typer.Option(3, help="Measurements at --rate (median reported)."),
         max_rate: float = typer.Option(6400.0, help="Highest rate the ramp tries."),
-        ramp_duration: float = typer.Option(2.0, help="Seconds per ramp step."),
+        ramp_text: str = typer.Option("2s", "--ramp-duration", help="Per ramp step."),
         targets: int = typer.Option(1000, help="Autonomous targets in the server's index."),
-        budget: float = typer.Option(60.0, help="Upper bound on the whole run (seconds)."),
+        budget_text: str = typer.Option("60s", "--budget", help="Upper bound on the ramp."),
+        slow_connections: int = typer.Option(
+            200, help="Slow-loris connections held open during a second load run (0: skip)."
+        ),
+        idle_connections: int = typer.Option(
+            1000, help="Idle TLS connections opened, then closed by the server (0: skip)."
+        ),
         as_json: bool = typer.Option(False, "--json", help="Print JSON only."),
     ) -> None:
         """Pod AdmissionReviews from a concurrent load generator against the real server
@@ -22,8 +28,13 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         10 ms, and the same server's no-op review (the floor)."""
         import json
 
+        from foresize.cli.options import duration as parse_duration_option
         from foresize.errors import ForesizeError
         from foresize.webhook.bench import run_bench
+
+        duration = parse_duration_option(duration_text, "--duration")
+        ramp_duration = parse_duration_option(ramp_text, "--ramp-duration")
+        budget = parse_duration_option(budget_text, "--budget")
 
         for name, value in (
             ("rate", rate),
@@ -36,6 +47,12 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         ):
             if value <= 0:
                 raise ForesizeError(f"--{name} must be positive")
+        for name, count in (
+            ("slow-connections", slow_connections),
+            ("idle-connections", idle_connections),
+        ):
+            if not 0 <= count <= 5000:
+                raise ForesizeError(f"--{name} must be between 0 and 5000, got {count}")
         result = run_bench(
             rate=rate,
             duration=duration,
@@ -44,6 +61,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             ramp_duration=ramp_duration,
             n_targets=targets,
             budget=budget,
+            slow_connections=slow_connections,
+            idle_connections=idle_connections,
         )
         data = result.to_json()
         if as_json:
@@ -80,8 +99,37 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 f"{step['p50_ms']:.2f}",
                 f"{step['p99_ms']:.2f}",
             )
+        abuse = data["abuse"]
+        slow = abuse.get("slow_loris")
+        if slow:
+            table.add_row(
+                f"  + {slow['connections']} slow-loris",
+                f"{rate:g}",
+                str(slow["requests"]),
+                str(slow["errors"]),
+                f"{slow['p50_ms']:.2f}",
+                f"{slow['p99_ms']:.2f}",
+            )
         console = Console()
         console.print(table)
+        console.print(
+            f"10 KB malicious quantity answered in {abuse['malicious_quantity_ms']:.2f} ms; "
+            f"server RSS {abuse['rss_mib_baseline']} MiB"
+            + (
+                f", {abuse['rss_mib_with_slow_connections']} MiB with the slow connections "
+                f"(p99 x{slow['p99_ratio_to_quiet']} of quiet)"
+                if slow
+                else ""
+            )
+        )
+        idle = abuse.get("idle")
+        if idle:
+            console.print(
+                f"{idle['connections']} idle connections: RSS {idle['rss_mib_before']} -> "
+                f"{idle['rss_mib_while_open']} MiB while open, {idle['rss_mib_after']} MiB after "
+                f"the server closed {idle['closed_by_server']} of them in "
+                f"{idle['seconds_until_all_closed']} s"
+            )
         goal = "met" if data["p99_ms"] < 5.0 else "NOT met"
         console.print(
             f"highest rate with p99 < 10 ms: {data['max_rate_p99_under_10ms']:g}/s; "

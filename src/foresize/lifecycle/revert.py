@@ -215,26 +215,8 @@ def plan_revert(
             )
         )
     for key, actions in sorted(resizes.items()):
-        if key in to_restart:
-            continue  # the restart recreates these pods anyway
-        for a in actions:
-            pod_key = f"{a.namespace}/{a.name}"
-            pod = pods[pod_key]
-            delta = resize_delta(pod, a.containers)
-            if not ledger.admit(pod.node_name or "", delta):
-                plan.held[pod_key] = no_room_message(
-                    pod.node_name or "", delta, ledger.free(pod.node_name or "")
-                )
-                continue
-            plan.resized.append(pod_key)
-            plan.actions.append(a)
-    for pod_key, why in sorted(plan.held.items()):
-        if HELD_PREFIX + pod_key in reported:
-            continue
-        ns, name = pod_key.split("/", 1)
-        plan.actions.append(
-            EmitEvent(ns, "Pod", name, "RevertWaitingForCapacity", f"revert {why}", "Warning")
-        )
+        if key not in to_restart:  # a restart recreates these pods anyway
+            _admit_resizes(plan, actions, pods, ledger, reported)
     for pod_key, why in sorted(plan.left.items()):
         if pod_key in reported:
             continue
@@ -243,6 +225,39 @@ def plan_revert(
     if plan.left or plan.restarted or plan.resized or plan.held:
         plan.actions.append(revert_status(target, plan, now, reason))
     return plan
+
+
+def _admit_resizes(
+    plan: RevertPlan,
+    actions: list[ResizePod],
+    pods: dict[str, Pod],
+    ledger: NodeLedger,
+    reported: Collection[str],
+) -> None:
+    """The capacity guard: a revert that does not fit its node now is held, not sent, and
+    said once on the pod."""
+    for a in actions:
+        pod_key = f"{a.namespace}/{a.name}"
+        pod = pods[pod_key]
+        node = pod.node_name or ""
+        delta = resize_delta(pod, a.containers)
+        if ledger.admit(node, delta):
+            plan.resized.append(pod_key)
+            plan.actions.append(a)
+            continue
+        why = no_room_message(node, delta, ledger.free(node))
+        plan.held[pod_key] = why
+        if HELD_PREFIX + pod_key not in reported:
+            plan.actions.append(
+                EmitEvent(
+                    a.namespace,
+                    "Pod",
+                    a.name,
+                    "RevertWaitingForCapacity",
+                    f"revert {why}",
+                    "Warning",
+                )
+            )
 
 
 def revert_status(

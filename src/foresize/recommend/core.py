@@ -269,29 +269,6 @@ def passes_hysteresis(
     return (fresh & np.isfinite(tgt)) | (ok & np.isfinite(tgt))
 
 
-def apply_bounds(
-    resource: str,
-    value: np.ndarray,
-    lower: np.ndarray | float | None,
-    upper: np.ndarray | float | None,
-    limit: np.ndarray | float | None = None,
-) -> np.ndarray:
-    """Clamp to [lower, upper] and, when limits are not managed, to the existing limit.
-
-    The bounds win over the forecast; the existing limit wins over everything (a request
-    above the limit is invalid in Kubernetes).
-    """
-    v = np.asarray(value, dtype=np.float64)
-    if lower is not None:
-        v = np.fmax(v, lower)
-    if upper is not None:
-        v = np.fmin(v, upper)
-    if limit is not None:
-        lim = np.asarray(limit, dtype=np.float64)
-        v = np.where(np.isfinite(lim) & (lim > 0), np.fmin(v, lim), v)
-    return v
-
-
 # --- OOM remediation -----------------------------------------------------------------------
 
 OOM_FACTOR = 1.2

@@ -15,7 +15,9 @@ workload's total usage (the `__total__` history series) over the horizon.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import hashlib
+import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -224,14 +226,10 @@ def plan_suggestions(
         # unless an OOM kill raised a floor: remediation does not wait for the lookback.
         oom_floor = any(st.active(now) for st in result.oom_state.values())
         if entries and (result.has_enough_data or mode == "recommendation" or oom_floor):
-            import hashlib
-            import json
-
-            digest = hashlib.sha256(json.dumps(entries, sort_keys=True).encode()).hexdigest()
             status["vertical_suggestion"] = {
                 # Content-addressed: the same recommendation keeps its uid (the circuit
                 # breaker and stall tracking are per suggestion).
-                "uid": digest[:16],
+                "uid": entries_uid(entries),
                 "containers": entries,
                 "forecast_window": {
                     "start": format_time(sugg.window_start),
@@ -244,6 +242,24 @@ def plan_suggestions(
                 state.latest[key] = published
         writes.append(WriteTargetStatus(ns, name, status))
     return writes
+
+
+def entries_uid(entries: list[dict[str, Any]]) -> str:
+    """A suggestion's uid, content-addressed: the same containers, requests and limits
+    give the same uid (the circuit breaker and stall tracking are per suggestion, so an
+    unchanged recommendation must not look new)."""
+    return hashlib.sha256(json.dumps(entries, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def suggestion_uid(containers: Mapping[str, ContainerSuggestion]) -> str:
+    """`entries_uid` of containers given as the core's values (the simulator's baselines)."""
+    entries = []
+    for c in containers.values():
+        entry: dict[str, Any] = {"name": c.name, "requests": format_resource_map(c.requests)}
+        if c.limits:
+            entry["limits"] = format_resource_map(c.limits)
+        entries.append(entry)
+    return entries_uid(entries)
 
 
 def _current(

@@ -25,7 +25,6 @@ reads), and the baselines, whose suggestions replace the pass's own: `VPARecomme
 
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -41,6 +40,7 @@ from foresize.cluster.model import (
 from foresize.history.aggregate import per_container, workload_totals
 from foresize.history.base import OOM, TOTAL_CONTAINER, SeriesKey
 from foresize.history.memory import UsageHistory
+from foresize.recommend.suggestions import suggestion_uid
 from foresize.reconcile import ActionQueue, ReconcileConfig, ReconcileState, plan_pass
 from foresize.vertical import WorkerConfig, WorkerState
 
@@ -48,14 +48,6 @@ NEW_POD_EXCLUSION = 120.0
 """architecture §3.1: the first 2 minutes of a new pod are not history (start-up spikes)."""
 DEFAULT_MIN_LOOKBACK = 86400.0
 """The API default of `min_lookback_to_scale` (24 h): no autonomous action before."""
-
-
-def _suggestion_uid(containers: dict[str, ContainerSuggestion]) -> str:
-    """A suggestion's content-addressed uid: the same requests give the same uid, so an
-    unchanged recommendation is not published again."""
-    return hashlib.sha1(
-        repr(sorted((n, sorted(c.requests.items())) for n, c in containers.items())).encode()
-    ).hexdigest()[:12]
 
 
 class Recommender(Protocol):
@@ -587,7 +579,7 @@ class SimOperator:
                 containers[cname] = self._container_suggestion(tkey, cname, r, prev)
             if not containers:
                 continue
-            uid = _suggestion_uid(containers)
+            uid = suggestion_uid(containers)
             if prev is not None and prev.uid == uid:
                 continue
             self.set_suggestion(

@@ -22,7 +22,7 @@ from __future__ import annotations
 import csv
 import gzip
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -338,24 +338,3 @@ class UsageState:
         cpu = self._eval("c", t, idx, share, rng)
         mem = self._eval("m", t, idx, np.ones_like(share), rng)
         return cpu, mem
-
-
-@dataclass(slots=True)
-class WorkloadAccounting:
-    """Per-workload totals accumulated by the simulator (the summary's rows)."""
-
-    cpu_requested_core_s: float = 0.0
-    cpu_used_core_s: float = 0.0
-    cpu_demand_core_s: float = 0.0
-    memory_requested_byte_s: float = 0.0
-    memory_used_byte_s: float = 0.0
-    oom_kills: int = 0
-    throttled_seconds: float = 0.0
-    evictions: int = 0
-    resizes: int = 0
-    stalls: int = 0
-    breaker_openings: int = 0
-    preemptions: int = 0
-    pending_pod_s: float = 0.0
-    restarts: int = 0
-    extra: dict[str, float] = field(default_factory=dict)

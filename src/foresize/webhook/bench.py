@@ -14,11 +14,19 @@ Measured, in one run: p50/p99 at the reference rate (200 req/s), median over rep
 the same for the server's no-op endpoint (the floor: TLS, HTTP and JSON only); and the
 highest rate in a doubling-then-bisecting ramp whose p99 stays under 10 ms with no
 errors and the rate actually achieved. Every phase is bounded in time and count.
+
+Under abuse (`abuse` in the JSON): the answer time of a pod with a 10 KB malicious cpu
+quantity; p50/p99 at the reference rate again while `slow_connections` slow-loris clients
+(TLS up, a request head dripped one byte a second, replaced as soon as the server cuts
+them) are held open, with the ratio to the quiet p99; the server's RSS at baseline and
+with them; and `idle_connections` TLS connections that send nothing: RSS while they are
+open and after the server's request-head timeout closed them all.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import json
 import multiprocessing as mp
@@ -61,6 +69,7 @@ class BenchResult:
     patched_share: float = 0.0
     handler_us: dict[str, float] = field(default_factory=dict)
     service_p99_ms: float = 0.0
+    abuse: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -76,6 +85,7 @@ class BenchResult:
             "ramp": self.ramp,
             "handler_us": {k: round(v, 1) for k, v in self.handler_us.items()},
             "service_p99_ms": round(self.service_p99_ms, 3),
+            "abuse": self.abuse,
         }
 
 
@@ -294,6 +304,133 @@ def _passes(r: PhaseResult) -> bool:
     return r.errors == 0 and r.p99_ms < P99_LIMIT_MS and r.achieved_rate >= 0.9 * r.rate
 
 
+def rss_mib(pid: int) -> float:
+    """Resident memory of process `pid` in MiB (Linux /proc), NaN elsewhere."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return round(int(line.split()[1]) / 1024.0, 1)
+    except OSError:
+        pass
+    return float("nan")
+
+
+class SlowLoris:
+    """`count` TLS connections that send a request head one byte a second and never
+    finish it; each one the server cuts off is replaced at once, so `count` stay open."""
+
+    def __init__(self, port: int, ssl_context: Any, count: int) -> None:
+        self.port = port
+        self.ssl = ssl_context
+        self.count = count
+        self.cut = 0  # connections the server closed
+        self.open = 0
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def _one(self) -> None:
+        while True:
+            try:
+                reader, writer = await asyncio.open_connection("127.0.0.1", self.port, ssl=self.ssl)
+            except OSError:
+                await asyncio.sleep(0.5)
+                continue
+            self.open += 1
+            try:
+                writer.write(b"POST /mutate-pods HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+                while True:
+                    try:
+                        data = await asyncio.wait_for(reader.read(1024), 1.0)
+                    except TimeoutError:
+                        writer.write(b"a")  # one more byte of a header that never ends
+                        continue
+                    if not data:
+                        break  # the server closed it
+            except (OSError, ConnectionError):
+                pass
+            finally:
+                self.open -= 1
+                self.cut += 1
+                writer.close()
+
+    async def __aenter__(self) -> SlowLoris:
+        self._tasks = [asyncio.create_task(self._one()) for _ in range(self.count)]
+        for _ in range(200):  # until all are connected (or 10 s)
+            if self.open >= self.count:
+                break
+            await asyncio.sleep(0.05)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+async def _idle_connections(port: int, ssl_context: Any, count: int, pid: int) -> dict[str, Any]:
+    """Open `count` TLS connections that send nothing; RSS before, while open, and once
+    the server has closed them all (its request-head timeout)."""
+    gc.collect()
+    before = rss_mib(pid)
+    conns = []
+    for _ in range(count):
+        with contextlib.suppress(OSError):
+            conns.append(await asyncio.open_connection("127.0.0.1", port, ssl=ssl_context))
+    held = rss_mib(pid)
+    opened = time.monotonic()
+
+    async def closed(reader: asyncio.StreamReader) -> bool:
+        try:
+            return await asyncio.wait_for(reader.read(1), 60.0) == b""
+        except TimeoutError:
+            return False
+        except (OSError, ConnectionError):
+            return True
+
+    results = await asyncio.gather(*(closed(r) for r, _ in conns))
+    took = time.monotonic() - opened
+    for _, writer in conns:
+        writer.close()
+    await asyncio.sleep(1.0)
+    return {
+        "connections": len(conns),
+        "closed_by_server": sum(results),
+        "seconds_until_all_closed": round(took, 1),
+        "rss_mib_before": before,
+        "rss_mib_while_open": held,
+        "rss_mib_after": rss_mib(pid),
+    }
+
+
+async def _malicious_quantity_ms(session: Any, url: str, repeats: int = 5) -> float:
+    """Median answer time of a pod whose cpu request is 10 KB of digits (the old ReDoS)."""
+    pod = {
+        "metadata": {"namespace": "shop"},
+        "spec": {
+            "containers": [{"name": "app", "resources": {"requests": {"cpu": "1" * 10_000 + "x"}}}]
+        },
+    }
+    body = json.dumps(
+        {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": "u1",
+                "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                "operation": "CREATE",
+                "namespace": "shop",
+                "object": pod,
+            },
+        }
+    ).encode()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        async with session.post(url, data=body, timeout=_timeout()) as resp:
+            await resp.read()
+        times.append((time.perf_counter() - start) * 1000.0)
+    return round(statistics.median(times), 3)
+
+
 async def _client(
     port: int,
     ca_pem: bytes,
@@ -305,6 +442,9 @@ async def _client(
     ramp_duration: float,
     n_targets: int,
     budget: float,
+    server_pid: int = 0,
+    slow_connections: int = 200,
+    idle_connections: int = 1000,
 ) -> BenchResult:
     import aiohttp
 
@@ -325,6 +465,33 @@ async def _client(
         for _ in range(repeats):
             noop_runs.append(await _phase(session, base + "/noop", bodies, rate, duration))
             pod_runs.append(await _phase(session, base + "/mutate-pods", bodies, rate, duration))
+        abuse: dict[str, Any] = {"rss_mib_baseline": rss_mib(server_pid)}
+        abuse["malicious_quantity_ms"] = await _malicious_quantity_ms(
+            session, base + "/mutate-pods"
+        )
+        if slow_connections:
+            slow_runs = []
+            ssl_context = client_ssl_context(ca_pem)
+            async with SlowLoris(port, ssl_context, slow_connections) as loris:
+                held = loris.open
+                for _ in range(repeats):
+                    slow_runs.append(
+                        await _phase(session, base + "/mutate-pods", bodies, rate, duration)
+                    )
+                abuse["rss_mib_with_slow_connections"] = rss_mib(server_pid)
+            p50 = statistics.median(p.p50_ms for p in slow_runs)
+            p99 = statistics.median(p.p99_ms for p in slow_runs)
+            quiet_p99 = statistics.median(p.p99_ms for p in pod_runs)
+            abuse["slow_loris"] = {
+                "connections": slow_connections,
+                "held_at_start": held,
+                "cut_by_server": loris.cut,
+                "requests": sum(p.requests for p in slow_runs),
+                "errors": sum(p.errors for p in slow_runs),
+                "p50_ms": round(p50, 3),
+                "p99_ms": round(p99, 3),
+                "p99_ratio_to_quiet": round(p99 / quiet_p99, 2) if quiet_p99 else None,
+            }
         ramp: list[PhaseResult] = []
         best = rate if all(_passes(r) for r in pod_runs) else 0.0
         lo, hi = best, None
@@ -351,6 +518,10 @@ async def _client(
                 lo = best = max(best, mid)
             else:
                 hi = mid
+        if idle_connections:
+            abuse["idle"] = await _idle_connections(
+                port, client_ssl_context(ca_pem), idle_connections, server_pid
+            )
     gc.enable()
     gc.unfreeze()
     total_patched = sum(p.patched for p in pod_runs)
@@ -379,6 +550,7 @@ async def _client(
         ],
         patched_share=total_patched / total_ok if total_ok else 0.0,
         service_p99_ms=statistics.median(p.service_p99_ms for p in pod_runs),
+        abuse=abuse,
     )
 
 
@@ -391,6 +563,8 @@ def run_bench(
     ramp_duration: float = 2.0,
     n_targets: int = 1000,
     budget: float = 60.0,
+    slow_connections: int = 200,
+    idle_connections: int = 1000,
 ) -> BenchResult:
     """Start the server process, run all phases, stop the server (always)."""
     from foresize.webhook.certs import generate_self_signed
@@ -420,6 +594,9 @@ def run_bench(
                     ramp_duration=ramp_duration,
                     n_targets=n_targets,
                     budget=budget,
+                    server_pid=proc.pid or 0,
+                    slow_connections=slow_connections,
+                    idle_connections=idle_connections,
                 )
             )
             samples = max(200, min(2000, int(rate * duration * repeats)))
