@@ -104,7 +104,7 @@ def test_cli_json_keys_on_real_crane_trace(tmp_path):
             "recommend",
             "--traces",
             str(TRACES / "crane-dsp"),
-            "--format",
+            "--trace-format",
             "crane",
             "--json",
             "--limit",
@@ -142,10 +142,13 @@ def test_cli_errors_are_clear(tmp_path):
         + "".join(f"{300 * i},shop,web,web-1,app,0.5,1000000\n" for i in range(300))
     )
     for args, needle in (
-        (["--traces", none, "--format", "crane"], f"{none}: no such trace file or folder"),
-        (["--traces", str(tmp_path), "--format", "crane", "--modes", "x"], "--modes: unknown"),
-        (["--traces", str(canonical), "--format", "canonical", "--limit", "0"], "--limit"),
-        (["--traces", str(canonical), "--format", "canonical", "--every", "0"], "--every"),
+        (["--traces", none, "--trace-format", "crane"], f"{none}: no such trace file or folder"),
+        (
+            ["--traces", str(tmp_path), "--trace-format", "crane", "--modes", "x"],
+            "--modes: unknown",
+        ),
+        (["--traces", str(canonical), "--trace-format", "canonical", "--limit", "0"], "--limit"),
+        (["--traces", str(canonical), "--trace-format", "canonical", "--every", "0"], "--every"),
     ):
         res = CliRunner().invoke(app, ["bench", "recommend", *args])
         assert res.exit_code != 0
@@ -155,7 +158,7 @@ def test_cli_errors_are_clear(tmp_path):
 
 def test_bench_forecast_json_keys():
     res = CliRunner().invoke(
-        app, ["bench", "forecast", "--json", "--series", "40", "--days", "3", "--repeat", "1"]
+        app, ["bench", "forecast", "--json", "--series", "40", "--days", "3", "--repeats", "1"]
     )
     assert res.exit_code == 0, res.output
     doc = json.loads(res.output)

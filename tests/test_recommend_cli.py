@@ -4,6 +4,7 @@ traceback and never an empty table."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -30,9 +31,10 @@ def recommend(*args: str):
 
 def test_a_good_trace_gives_a_recommendation(trace: Path):
     # The baseline the error cases below differ from by one option.
-    result = recommend("--traces", str(trace), "--format", "json")
+    result = recommend("--traces", str(trace), "-o", "json")
     assert result.exit_code == 0, result.output
-    assert '"cpu_request": "500m"' in result.stdout
+    (row,) = json.loads(result.stdout)["recommendations"]
+    assert row["cpu"]["request"] == "500m"
 
 
 @pytest.mark.parametrize(
@@ -43,10 +45,10 @@ def test_a_good_trace_gives_a_recommendation(trace: Path):
             "--trace-format: unknown trace format 'nope' "
             "(one of bitbrains, crane, google2011, canonical)",
         ),
-        (["--step", "0"], "--step: must be a positive number of seconds, got 0"),
-        (["--step", "-5"], "--step: must be a positive number of seconds, got -5"),
+        (["--step", "0"], "--step: must be more than 0, got '0'"),
+        (["--step", "-5"], "--step: '-5' is not a duration"),
         (["--buffer", "-50"], "--buffer: must be between 0 and 1000 percent, got -50"),
-        (["--lookback", "-1h"], "--lookback: '-1h' is not a duration (e.g. 14d, 90m, 1h30m)"),
+        (["--lookback", "-1h"], "--lookback: '-1h' is not a duration (e.g. 30s, 5m, 1h30m, 14d)"),
         (["--min-lookback", "xx"], "--min-lookback: 'xx' is not a duration"),
     ],
 )
@@ -64,4 +66,20 @@ def test_a_trace_of_garbage_lines_is_an_error_naming_the_first_bad_line(tmp_path
     assert str(result.exception) == (
         f"{path}: no usable series (1 files, 2 rows, 2 skipped); "
         f"first: {path}:2: expected 7 fields, got 1"
+    )
+
+
+def test_a_trace_in_another_format_suggests_trace_format(tmp_path: Path):
+    path = tmp_path / "1.csv"
+    path.write_text(
+        "Timestamp [ms];\tCPU cores;\tCPU capacity provisioned [MHZ];\tCPU usage [MHZ];\t"
+        "CPU usage [%];\tMemory capacity provisioned [KB];\tMemory usage [KB];\t"
+        "Disk read throughput [KB/s];\tDisk write throughput [KB/s];\t"
+        "Network received throughput [KB/s];\tNetwork transmitted throughput [KB/s]\n"
+        "1372629804;\t2;\t5851.9989;\t87.78;\t1.5;\t8218624.0;\t1034592.8;\t0;\t0;\t0;\t0\n"
+    )
+    result = recommend("--traces", str(path))
+    assert isinstance(result.exception, ForesizeError), result.output
+    assert str(result.exception).endswith(
+        "(another format? --trace-format bitbrains, crane or google2011)"
     )

@@ -449,3 +449,135 @@ def test_report_for_a_non_static_policy_prints_the_same_summary_and_runs_the_ref
     assert with_report["savings_vs_static"]["baseline"] == "static"
     _, page = parse(out)
     assert [row[0] for row in page.table("headline")[1:]] == ["vpa", "static (reference)"]
+
+
+# The tiny scenario with memory resized by restarting the container: foresize's OOM
+# remediation resizes the leaky worker within hours, and each resize restarts it.
+RESTARTING = {
+    **TINY,
+    "workloads": [
+        {
+            **w,
+            "containers": [
+                {**c, "resize_policy": {"memory": "RestartContainer"}} for c in w["containers"]
+            ],
+        }
+        for w in TINY["workloads"]
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def restarting_report(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("restarting")
+    path = tmp / "restarting.yaml"
+    path.write_text(yaml.safe_dump(RESTARTING))
+    out = tmp / "rep"
+    data = json.loads(
+        run_cli("--scenario", str(path), "-d", "6h", "-o", "json",
+                "--compare", "static,foresize", "--report", str(out))
+    )  # fmt: skip
+    return out, {run["policy"]: run for run in data["runs"]}
+
+
+def test_headline_shows_restarts_caused_by_resizes_and_resizes_per_day(restarting_report):
+    out, runs = restarting_report
+    restarts = runs["foresize"]["totals"]["resize_restarts"]
+    assert restarts >= 1 and runs["static"]["totals"]["resize_restarts"] == 0
+    text, page = parse(out)
+    headline = page.table("headline")
+    col = headline[0].index("restartsfrom resizes")  # the parser joins the <br> halves
+    per_day = headline[0].index("resizesper day")
+    row = next(r for r in headline[1:] if r[0] == "foresize")
+    assert row[col] == str(restarts)
+    assert row[per_day] == f"{runs['foresize']['totals']['resizes'] / 0.25:.1f}"  # 6 h
+    assert f"with {restarts} container restarts caused by resizes" in text
+    # Per workload in the headline: the leaky worker's restarts under foresize.
+    risk = page.table("headline-risk")
+    assert risk[0][:3] == ["workload", "policy", "restarts from resizes"]
+    leaky = next(r for r in runs["foresize"]["workloads"] if r["name"].endswith("/leaky"))
+    i = next(i for i, r in enumerate(risk) if r[0] == "Deployment/default/leaky")
+    assert [risk[i][1], risk[i + 1][0]] == ["static", "foresize"]
+    assert risk[i + 1][1] == str(leaky["resize_restarts"]) == str(restarts)
+    # The risk events list them: no "No risk events" for a policy that restarted containers.
+    timeline = page.table("timeline", "foresize")
+    assert sum(r[1] == "resize restart" for r in timeline[1:]) == restarts
+    assert "<p data-policy='foresize'>No risk events.</p>" not in text
+
+
+def test_rows_no_policy_changed_are_explained(restarting_report):
+    out, runs = restarting_report
+    steady = [
+        next(w for w in run["workloads"] if w["name"].endswith("/steady")) for run in runs.values()
+    ]
+    assert len({w["memory_requested_gib_hours"] for w in steady}) == 1  # unchanged by all
+    text, _ = parse(out)
+    assert (
+        "Identical under every policy: Deployment/default/steady (no policy resized it in "
+        "this run)."
+    ) in text
+    assert "Deployment/default/leaky (" not in text.split("Identical under every policy")[1]
+
+
+def _chromium() -> str | None:
+    import shutil
+
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(_chromium() is None, reason="Debian's chromium is not installed")
+def test_report_renders_in_headless_chromium_with_restarts_in_the_headline(
+    restarting_report, tmp_path
+):
+    """The page as a browser shows it: the rendered DOM keeps the headline's restart
+    count, and the screenshot has the window's size (docs/report.md has the command that
+    makes one of the demo report for a person to look at)."""
+    import subprocess
+
+    out, runs = restarting_report
+    flags = [
+        _chromium(),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp_path / 'profile'}",
+    ]
+    url = (out / "index.html").as_uri()
+    dom = subprocess.run(
+        [*flags, "--dump-dom", url], capture_output=True, text=True, timeout=120
+    ).stdout
+    restarts = runs["foresize"]["totals"]["resize_restarts"]
+    assert f"with {restarts} container restarts caused by resizes" in dom
+    assert "Risk per workload" in dom
+    shot = tmp_path / "report.png"
+    subprocess.run(
+        [*flags, f"--screenshot={shot}", "--window-size=1400,2400", url],
+        capture_output=True,
+        timeout=120,
+    )
+    assert png_size(shot.read_bytes()) == (1400, 2400)
+
+
+def test_prices_give_each_policy_its_cost_and_saving(tiny, tmp_path):
+    out = tmp_path / "cost"
+    data = json.loads(
+        run_cli("--scenario", tiny, "-d", "1h", "-o", "json", "--compare", "static,foresize",
+                "--report", str(out), "--cpu-price", "0.04", "--memory-price", "0.005")
+    )  # fmt: skip
+    _, page = parse(out)
+    rows = {r[0]: r for r in page.table("cost")[1:]}
+    cost = {}
+    for run in data["runs"]:
+        t = run["totals"]
+        cost[run["policy"]] = (
+            t["cpu_requested_core_hours"] * 0.04 + t["memory_requested_gib_hours"] * 0.005
+        )
+        assert rows[run["policy"]][1] == f"{cost[run['policy']]:.2f}"
+        assert rows[run["policy"]][2] == f"{cost[run['policy']] * 730:.2f}"  # 1 h run
+    assert rows["foresize"][3] == f"{cost['static'] - cost['foresize']:.2f}"
+    bad = CliRunner().invoke(app, ["simulate", "--cpu-price", "1"])
+    assert str(bad.exception) == "--cpu-price and --memory-price go with --report"

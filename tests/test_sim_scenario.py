@@ -175,7 +175,7 @@ def test_simulate_cli_reports_user_errors(tmp_path, capsys, monkeypatch):
 
 def test_bench_sim_cli_json():
     runner = CliRunner()
-    args = ["bench", "sim", "--json", "--duration", "1h", "--runs", "1"]
+    args = ["bench", "sim", "--json", "--duration", "1h", "--repeats", "1"]
     result = runner.invoke(app, [*args, "--nodes", "5", "--pods", "100"])
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)

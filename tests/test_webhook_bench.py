@@ -21,7 +21,7 @@ def test_bench_webhook_smoke_json():
             "--rate",
             "40",
             "--duration",
-            "0.5",
+            "500ms",
             "--repeats",
             "1",
             "--max-rate",

@@ -134,3 +134,67 @@ def test_webhook_command_serves_https_from_a_state_file(tmp_path: Path):
             proc.kill()
             raise
     assert rc == 0
+
+
+def test_a_busy_port_is_one_line_naming_it(tmp_path):
+    # The console entry point, as a user runs it: one line, exit 2, no traceback.
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "from foresize.cli import main; main()",
+                "webhook",
+                "--self-signed",
+                "--cert-dir",
+                str(tmp_path / "tls"),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert proc.returncode == 2, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [
+        f"error: --port {port}: 127.0.0.1:{port} is already in use (another webhook, or "
+        "choose another --port)"
+    ]
+    assert "Traceback" not in proc.stderr
+
+
+def test_a_busy_port_leaves_no_temporary_key_behind():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "from foresize.cli import main; main()",
+                "webhook",
+                "--self-signed",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert proc.returncode == 2, proc.stderr
+    written = [
+        line.split(" written to ", 1)[1]
+        for line in proc.stderr.splitlines()
+        if line.startswith("self-signed CA and certificate written to ")
+    ]
+    assert len(written) == 1
+    assert not Path(written[0]).exists()

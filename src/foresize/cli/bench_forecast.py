@@ -81,7 +81,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
         series: Annotated[int, typer.Option("--series", help="Number of series.")] = 10_000,
         days: Annotated[float, typer.Option("--days", help="Days of history each.")] = 14.0,
-        repeat: Annotated[int, typer.Option("--repeat", help="Runs (median reported).")] = 3,
+        repeat: Annotated[int, typer.Option("--repeats", help="Runs (median reported).")] = 3,
+        repeat_alias: Annotated[int | None, typer.Option("--repeat", hidden=True)] = None,
         store: Annotated[
             bool, typer.Option("--store", help="Also time a SQLite bulk insert.")
         ] = False,
@@ -89,8 +90,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         """Forecast throughput: 10,000 series x 14 days at 5 minutes, with model selection."""
         from foresize.errors import ForesizeError
 
+        repeat = repeat_alias if repeat_alias is not None else repeat
         if series < 1 or days < 1 or repeat < 1:
-            raise ForesizeError("--series, --days and --repeat must be positive (days >= 1)")
+            raise ForesizeError("--series, --days and --repeats must be positive (days >= 1)")
         doc = run_bench(series, days, repeat, store)
         if json_out:
             typer.echo(json.dumps(doc, indent=2))

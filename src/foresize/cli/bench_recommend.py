@@ -123,9 +123,10 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     def bench_recommend(
         traces: Annotated[str, typer.Option("--traces", help="Folder (or file) of traces.")],
         fmt: Annotated[
-            str,
-            typer.Option("--format", help="bitbrains | crane | google2011 | canonical"),
-        ],
+            str | None,
+            typer.Option("--trace-format", help="bitbrains, crane, google2011 or canonical."),
+        ] = None,
+        fmt_alias: Annotated[str | None, typer.Option("--format", hidden=True)] = None,
         json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
         modes: Annotated[
             list[str] | None,
@@ -142,6 +143,13 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         ] = None,
     ) -> None:
         """Recommendation quality: manual, vpa, krr, clairvoyant and foresize on real traces."""
+        fmt = fmt if fmt is not None else fmt_alias
+        if fmt is None:
+            from foresize.errors import ForesizeError
+
+            raise ForesizeError(
+                "--trace-format is required (bitbrains, crane, google2011 or canonical)"
+            )
         names = [m.strip() for item in (modes or []) for m in item.split(",") if m.strip()]
         doc = run_bench(traces, fmt, names, every=every, limit=limit)
         if json_out:

@@ -18,7 +18,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             "-d",
             help="Simulated time per run (the goal: a week in under 30 s of wall time).",
         ),
-        runs: int = typer.Option(3, "--runs", help="Number of runs; the median is reported."),
+        runs: int = typer.Option(3, "--repeats", help="Number of runs; the median is reported."),
+        runs_alias: int = typer.Option(None, "--runs", hidden=True),
         nodes: int = typer.Option(50, "--nodes", help="Nodes in the benchmark cluster."),
         pods: int = typer.Option(2000, "--pods", help="Pods in the benchmark cluster."),
         step: str = typer.Option("60s", "--step", help="Usage step of the simulation."),
@@ -26,6 +27,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     ) -> None:
         """Time the simulated cluster: simulated hours per wall second (median of runs)."""
         from foresize.sim.bench import run_bench
+
+        runs = runs_alias if runs_alias is not None else runs
         from foresize.sim.scenario import parse_duration
 
         try:

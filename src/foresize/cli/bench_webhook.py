@@ -9,12 +9,12 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     @bench_app.command("webhook")
     def bench_webhook(
         rate: float = typer.Option(200.0, help="Reference rate (requests/s)."),
-        duration: float = typer.Option(3.0, help="Seconds per measurement at --rate."),
+        duration_text: str = typer.Option("3s", "--duration", help="Per measurement at --rate."),
         repeats: int = typer.Option(3, help="Measurements at --rate (median reported)."),
         max_rate: float = typer.Option(6400.0, help="Highest rate the ramp tries."),
-        ramp_duration: float = typer.Option(2.0, help="Seconds per ramp step."),
+        ramp_text: str = typer.Option("2s", "--ramp-duration", help="Per ramp step."),
         targets: int = typer.Option(1000, help="Autonomous targets in the server's index."),
-        budget: float = typer.Option(60.0, help="Upper bound on the ramp (seconds)."),
+        budget_text: str = typer.Option("60s", "--budget", help="Upper bound on the ramp."),
         slow_connections: int = typer.Option(
             200, help="Slow-loris connections held open during a second load run (0: skip)."
         ),
@@ -28,8 +28,13 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         10 ms, and the same server's no-op review (the floor)."""
         import json
 
+        from foresize.cli.options import duration as parse_duration_option
         from foresize.errors import ForesizeError
         from foresize.webhook.bench import run_bench
+
+        duration = parse_duration_option(duration_text, "--duration")
+        ramp_duration = parse_duration_option(ramp_text, "--ramp-duration")
+        budget = parse_duration_option(budget_text, "--budget")
 
         for name, value in (
             ("rate", rate),

@@ -48,26 +48,23 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             min=1,
             help="At most this many shards per replica.",
         ),
-        interval: float = opt(
-            30.0,
+        interval: str = opt(
+            "30s",
             "--interval",
             env="FORESIZE_INTERVAL",
-            min=0.1,
-            help="Seconds between control-loop passes.",
+            help="Between control-loop passes.",
         ),
-        collect_interval: float = opt(
-            60.0,
+        collect_interval: str = opt(
+            "1m",
             "--collect-interval",
             env="FORESIZE_COLLECT_INTERVAL",
-            min=5.0,
-            help="metrics-server poll period (s).",
+            help="metrics-server poll period.",
         ),
-        suggest_interval: float = opt(
-            900.0,
+        suggest_interval: str = opt(
+            "15m",
             "--suggest-interval",
             env="FORESIZE_SUGGEST_INTERVAL",
-            min=10.0,
-            help="Seconds between forecasts.",
+            help="Between forecasts.",
         ),
         pause_configmap: str = opt(
             "foresize-pause",
@@ -123,26 +120,23 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             env="FORESIZE_CERT_MANAGER",
             help="cert-manager issues the certificate and injects the caBundle.",
         ),
-        lease_duration: float = opt(
-            15.0,
+        lease_duration: str = opt(
+            "15s",
             "--lease-duration",
             env="FORESIZE_LEASE_DURATION",
-            min=1.0,
-            help="Leader Lease duration (s); a standby takes over after it.",
+            help="Leader Lease duration; a standby takes over after it.",
         ),
-        lease_renew_deadline: float = opt(
-            10.0,
+        lease_renew_deadline: str = opt(
+            "10s",
             "--lease-renew-deadline",
             env="FORESIZE_LEASE_RENEW_DEADLINE",
-            min=0.5,
             help="Stop acting when the Lease was not renewed for this long (< duration).",
         ),
-        lease_retry: float = opt(
-            2.0,
+        lease_retry: str = opt(
+            "2s",
             "--lease-retry",
             env="FORESIZE_LEASE_RETRY",
-            min=0.1,
-            help="Seconds between Lease renewals and acquisition attempts.",
+            help="Between Lease renewals and acquisition attempts.",
         ),
         kube_api_qps: float = opt(
             50.0,
@@ -158,12 +152,11 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             min=1,
             help="Requests allowed at once above --kube-api-qps.",
         ),
-        cert_check_interval: float = opt(
-            300.0,
+        cert_check_interval: str = opt(
+            "5m",
             "--cert-check-interval",
             env="FORESIZE_CERT_CHECK_INTERVAL",
-            min=0.1,
-            help="Seconds between webhook certificate checks (renew, reload, expiry).",
+            help="Between webhook certificate checks (renew, reload, expiry).",
         ),
         exclude_selector: str = opt(
             "",
@@ -172,11 +165,10 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             help="Workloads (or targets) with these labels are never resized or evicted "
             "by the disruption worker: key=value[,key=value...].",
         ),
-        stall_timeout: float = opt(
+        stall_timeout: str | None = opt(
             None,
             "--stall-timeout",
             env="FORESIZE_STALL_TIMEOUT",
-            min=1.0,
             help="/healthz fails after the control loop made no progress for this long "
             "(default: 5 intervals, at least 120 s).",
         ),
@@ -193,14 +185,22 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         from foresize.kube.operator import OperatorOptions, run_operator
         from foresize.telemetry.logs import setup_logging
 
+        interval_s = _seconds(interval, "--interval", 0.1)
+        collect_interval_s = _seconds(collect_interval, "--collect-interval", 5.0)
+        suggest_interval_s = _seconds(suggest_interval, "--suggest-interval", 10.0)
+        lease_duration_s = _seconds(lease_duration, "--lease-duration", 1.0)
+        lease_renew_deadline_s = _seconds(lease_renew_deadline, "--lease-renew-deadline", 0.5)
+        lease_retry_s = _seconds(lease_retry, "--lease-retry", 0.1)
+        cert_check_interval_s = _seconds(cert_check_interval, "--cert-check-interval", 0.1)
+        stall = None if stall_timeout is None else _seconds(stall_timeout, "--stall-timeout", 1.0)
         if log_format not in ("json", "text"):
             raise ForesizeError(f"--log-format: must be json or text, not {log_format!r}")
         if log_level.lower() not in ("debug", "info", "warning", "error"):
             raise ForesizeError(f"--log-level: unknown level {log_level!r}")
-        if lease_renew_deadline >= lease_duration:
+        if lease_renew_deadline_s >= lease_duration_s:
             raise ForesizeError(
-                f"--lease-renew-deadline: {lease_renew_deadline:g} must be shorter than "
-                f"--lease-duration {lease_duration:g}"
+                f"--lease-renew-deadline: {lease_renew_deadline} must be shorter than "
+                f"--lease-duration {lease_duration}"
             )
         if bool(tls_cert) != bool(tls_key):
             raise ForesizeError("--tls-cert and --tls-key go together")
@@ -218,9 +218,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             identity=identity,
             shards=shards,
             max_shards=max_shards,
-            interval=interval,
-            collect_interval=collect_interval,
-            suggest_interval=suggest_interval,
+            interval=interval_s,
+            collect_interval=collect_interval_s,
+            suggest_interval=suggest_interval_s,
             metrics_port=metrics_port,
             webhook=not no_webhook,
             webhook_port=webhook_port,
@@ -233,13 +233,13 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             prometheus=prometheus,
             history_db=history_db,
             pause_configmap=pause_configmap,
-            lease_duration=lease_duration,
-            lease_renew_deadline=lease_renew_deadline,
-            lease_retry=lease_retry,
+            lease_duration=lease_duration_s,
+            lease_renew_deadline=lease_renew_deadline_s,
+            lease_retry=lease_retry_s,
             kube_api_qps=kube_api_qps,
             kube_api_burst=kube_api_burst,
-            stall_timeout=stall_timeout,
-            cert_check_interval=cert_check_interval,
+            stall_timeout=stall,
+            cert_check_interval=cert_check_interval_s,
             exclude_selector=excluded,
         )
         try:
@@ -252,3 +252,14 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             raise
         if code:
             raise typer.Exit(code)
+
+
+def _seconds(text: str, option: str, minimum: float) -> float:
+    """A duration option (`30s`, `5m`; a bare number is seconds) with its lower bound."""
+    from foresize.cli.options import duration, format_seconds
+    from foresize.errors import ForesizeError
+
+    seconds = duration(text, option, positive=False)
+    if seconds < minimum:
+        raise ForesizeError(f"{option}: must be at least {format_seconds(minimum)}, got {text!r}")
+    return seconds

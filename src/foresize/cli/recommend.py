@@ -1,31 +1,31 @@
 """`foresize recommend`: one-shot, read-only recommendations from usage history.
 
-    foresize recommend --prometheus http://prometheus:9090 [--namespace shop] [--format json]
-    foresize recommend --traces ../shared/traces/bitbrains-rnd-2013-07 --trace-format bitbrains
+    foresize recommend --prometheus http://prometheus:9090 [-n shop] [-o json]
+    foresize recommend --traces traces/ --trace-format bitbrains
 
 Nothing is installed and nothing in the cluster changes (what KRR offers, with Foresize's
-forecasts): history is read (PromQL range queries, or trace files), every workload/
-container is put on the 5-minute model grid (max per bucket), and the recommender's forecast
-of the maximum usage over the next horizon is taken at the mode's quantile, plus buffer,
-rounded up (CPU 1m, memory 1Mi). Containers with recent OOM kills get the OOM-remediation
-floor (1.2 x the peak working set before the kill). Both sources go through the same code,
-so the same samples give the same recommendations.
+modes): history is read (PromQL range queries on a step-aligned grid, or trace files),
+every workload/container is put on the 5-minute model grid (max per bucket), and the
+static request for a manifest is the mode's quantile of the 15-minute peaks over the last
+14, 7 and 1 days, whichever is highest (`foresize.recommend.static`), with the OOM floor
+(1.2 x the working-set peak before a kill). The recommender's own 15-minute forecast
+(what the operator would set now) is shown beside it. Current requests and limits come
+from kube-state-metrics. The same data give the same output whatever the minute of the run.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 import time
-from dataclasses import asdict
 from typing import Any
 
 import typer
 
+from foresize.cli.options import choice, duration, format_seconds, split_list, terminal_width
 from foresize.errors import ForesizeError
-from foresize.recommend.series import Recommendation, recommend_series
+from foresize.report.recommendations import OUTPUTS
 
-FORMATS = ("table", "json", "yaml")
+MAX_LOOKBACK = 14 * 86400.0  # the recommender reads 14 days (recommend.target.HISTORY_WINDOW)
 
 
 def parse_when(value: str | None, now: float, field: str) -> float | None:
@@ -46,7 +46,7 @@ def parse_when(value: str | None, now: float, field: str) -> float | None:
         if stamp is not None:
             return stamp
     try:
-        return now - parse_span(text)
+        return now - duration(text, field)
     except ForesizeError:
         raise ForesizeError(
             f"{field}: {value!r} is not a time (use now, epoch seconds, RFC 3339 or a "
@@ -54,27 +54,10 @@ def parse_when(value: str | None, now: float, field: str) -> float | None:
         ) from None
 
 
-def parse_span(text: str) -> float:
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-    total, num = 0.0, ""
-    for ch in text.strip():
-        if ch.isdigit() or ch == ".":
-            num += ch
-        elif ch in units and num:
-            total += float(num) * units[ch]
-            num = ""
-        else:
-            raise ForesizeError(f"{text!r} is not a duration (e.g. 14d, 90m, 1h30m)")
-    if num or total <= 0:
-        raise ForesizeError(f"{text!r} is not a duration (e.g. 14d, 90m, 1h30m)")
-    return total
+def _iso(t: float) -> str:
+    import datetime as dt
 
-
-def _span_of(text: str, option: str) -> float:
-    try:
-        return parse_span(text)
-    except ForesizeError as exc:
-        raise ForesizeError(f"{option}: {exc}") from None
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _trim(series: list[Any], start: float | None, end: float | None, step: float) -> list[Any]:
@@ -99,140 +82,270 @@ def _trim(series: list[Any], start: float | None, end: float | None, step: float
     return out
 
 
-def render(rows: list[Recommendation], fmt: str, source: str) -> str:
-    data = [asdict(r) for r in rows]
-    if fmt == "json":
-        return json.dumps({"source": source, "recommendations": data}, indent=2)
-    if fmt == "yaml":
-        import yaml
+CADVISOR_SERIES = 'container_memory_working_set_bytes{container!="",container!="POD"}'
 
-        return yaml.safe_dump({"source": source, "recommendations": data}, sort_keys=False)
-    from io import StringIO
 
-    from rich.console import Console
-    from rich.table import Table
+async def read_prometheus(
+    reader: Any, start: float, end: float, step: float, scope: Any, selector_text: str | None
+) -> Any:
+    """History for `foresize recommend`, or a ForesizeError saying why there is none: no
+    cAdvisor data in the range, an unknown namespace or cluster, a selector matching no
+    pod, several clusters mixed, or a step too fine for the scrape interval."""
+    from foresize.history.prometheus import align
 
-    table = Table(title=f"Foresize recommendations ({source})")
-    for col in (
-        "namespace",
-        "workload",
-        "container",
-        "cpu request",
-        "memory request",
-        "memory level",
-        "cpu peak",
-        "memory peak",
-        "history",
-        "oom",
-        "note",
-    ):
-        table.add_column(col)
-    for r in rows:
-        note = "" if r.enough_data else "not enough history for autonomous mode"
-        table.add_row(
-            r.namespace,
-            r.workload,
-            r.container,
-            r.cpu_request or "-",
-            r.memory_request or "-",
-            f"p{100 * r.memory_level:g}" if r.memory_level is not None else "-",
-            f"{r.cpu_peak_cores:.3f}" if r.cpu_peak_cores is not None else "-",
-            f"{r.memory_peak_bytes / 2**20:.0f}Mi" if r.memory_peak_bytes else "-",
-            f"{r.history_hours:.1f}h",
-            str(r.oom_kills),
-            note,
+    start, end = align(start, end, step)
+    span = f"between {_iso(start)} and {_iso(end)}"
+    namespaces = await reader.label_values("namespace", CADVISOR_SERIES, start, end)
+    if not namespaces:
+        raise ForesizeError(
+            f"Prometheus at {reader.url} holds no cAdvisor container series "
+            f"(container_memory_working_set_bytes) {span}: is the kubelet's /metrics/cadvisor "
+            "scraped, and are --end and --lookback right?"
         )
-    buf = StringIO()
-    Console(file=buf, width=160, force_terminal=False, color_system=None).print(table)
-    return buf.getvalue()
+    label = scope.cluster_label
+    clusters = await reader.label_values(label, CADVISOR_SERIES, start, end)
+    if scope.cluster is not None and scope.cluster not in clusters:
+        known = ", ".join(clusters) if clusters else f"no series carries the label {label!r}"
+        raise ForesizeError(f"--cluster: no series with {label}={scope.cluster!r} {span} ({known})")
+    if scope.cluster is None and len(clusters) > 1:
+        raise ForesizeError(
+            f"series from {len(clusters)} clusters ({label}: {', '.join(clusters)}): "
+            "choose one with --cluster (or name the label with --cluster-label)"
+        )
+    missing = [n for n in scope.namespaces if n not in namespaces]
+    if missing:
+        raise ForesizeError(
+            f"--namespace: no containers in {', '.join(missing)} {span} "
+            f"(namespaces with data: {', '.join(namespaces)})"
+        )
+    history = await reader.read(start, end, step, scope=scope)
+    if not history.series:
+        if selector_text is not None:
+            raise ForesizeError(
+                f"--selector {selector_text!r}: no pod with data {span} matches it (pod labels "
+                "come from kube-state-metrics' kube_pod_labels, which shows only the labels "
+                "in its --metric-labels-allowlist)"
+            )
+        raise ForesizeError(f"no container usage matched {span}")
+    newest = max(float(s.timestamps[-1]) for s in history.series if s.timestamps.size)
+    interval = await reader.scrape_interval(newest, scope)
+    from foresize.history.prometheus import RATE_SAMPLES
+
+    # 5% slack: the measured interval is 3600 / (samples in an hour - 1) and jitters.
+    if interval is not None and step < RATE_SAMPLES * interval * 0.95:
+        need = RATE_SAMPLES * interval
+        raise ForesizeError(
+            f"--step {format_seconds(step)} is too fine for cAdvisor's {interval:.0f}s scrape "
+            f"interval: CPU rate() needs {RATE_SAMPLES} samples per step (use --step "
+            f"{format_seconds(max(60.0, 60.0 * -(-need // 60)))} or more)"
+        )
+    import numpy as np
+
+    if not any(np.isfinite(s.cpu).any() for s in history.series):
+        raise ForesizeError(
+            f"no CPU usage (container_cpu_usage_seconds_total) {span}, only memory: "
+            "is cAdvisor's CPU counter dropped by a relabelling rule?"
+        )
+    return history
 
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     @app.command("recommend")
     def recommend(
-        prometheus: str = typer.Option(None, "--prometheus", help="Prometheus base URL."),
+        prometheus: str = typer.Option(
+            None, "--prometheus", envvar="FORESIZE_PROMETHEUS_URL", help="Prometheus base URL."
+        ),
         traces: str = typer.Option(None, "--traces", help="Trace file or folder instead."),
         trace_format: str = typer.Option(
-            "canonical", "--trace-format", help="bitbrains|crane|google2011|canonical"
+            "canonical", "--trace-format", help="bitbrains, crane, google2011 or canonical."
         ),
         namespace: list[str] = typer.Option(
-            None, "--namespace", "-n", help="Only these namespaces (repeatable)."
+            None, "--namespace", "-n", help="Only these namespaces (repeatable or a,b)."
         ),
-        fmt: str = typer.Option("table", "--format", "-f", help="table|json|yaml"),
+        selector: str = typer.Option(
+            None, "--selector", "-l", help="Pod label selector: app=web,tier!=db,env in (a,b)."
+        ),
+        cluster: str = typer.Option(None, "--cluster", help="Only this cluster (label value)."),
+        cluster_label: str = typer.Option(
+            "cluster", "--cluster-label", help="The label that names the cluster."
+        ),
+        token: str = typer.Option(
+            None, "--token", envvar="FORESIZE_PROMETHEUS_TOKEN", help="Bearer token."
+        ),
+        username: str = typer.Option(
+            None, "--username", envvar="FORESIZE_PROMETHEUS_USERNAME", help="Basic auth user."
+        ),
+        password: str = typer.Option(
+            None, "--password", envvar="FORESIZE_PROMETHEUS_PASSWORD", help="Basic auth password."
+        ),
+        ca_file: str = typer.Option(
+            None, "--ca-file", envvar="FORESIZE_PROMETHEUS_CA_FILE", help="CA bundle (PEM)."
+        ),
+        insecure_skip_verify: bool = typer.Option(
+            False,
+            "--insecure-skip-verify",
+            envvar="FORESIZE_PROMETHEUS_INSECURE_SKIP_VERIFY",
+            help="Do not verify the server's TLS certificate.",
+        ),
+        timeout: str = typer.Option(
+            "60s", "--timeout", envvar="FORESIZE_PROMETHEUS_TIMEOUT", help="Per request."
+        ),
+        output: str = typer.Option(
+            "table",
+            "--output",
+            "-o",
+            help="table, json, yaml, csv, markdown, html, patch or kustomize.",
+        ),
+        fmt: str = typer.Option(None, "--format", "-f", hidden=True),
+        wide: bool = typer.Option(False, "--wide", help="Every column in the table."),
+        explain: bool = typer.Option(False, "--explain", help="How each number came about."),
         lookback: str = typer.Option("14d", "--lookback", help="History to read before --end."),
         start: str = typer.Option(None, "--start", help="Start of history (overrides --lookback)."),
         end: str = typer.Option("now", "--end", help="End of history: now, epoch, RFC 3339."),
-        step: float = typer.Option(300.0, "--step", help="Query resolution in seconds."),
+        step: str = typer.Option("5m", "--step", help="Query resolution (at least 2 scrapes)."),
         mode: str = typer.Option(
             "balanced",
             "--mode",
-            help="undershoot|cost_optimized|balanced|assurance_optimized|overshoot|percentile",
+            help="undershoot, cost_optimized, balanced, assurance_optimized, overshoot or "
+            "percentile.",
         ),
         percentile: float = typer.Option(None, "--percentile", help="With --mode percentile."),
-        buffer: float = typer.Option(0.0, "--buffer", help="forecast_buffer_percentage."),
+        buffer: float = typer.Option(0.0, "--buffer", help="Percent added to every request."),
         min_lookback: str = typer.Option(
             "24h", "--min-lookback", help="History needed for autonomous mode."
         ),
+        cpu_min: str = typer.Option(None, "--cpu-min", help="Lowest CPU request (e.g. 10m)."),
+        cpu_max: str = typer.Option(None, "--cpu-max", help="Highest CPU request."),
+        memory_min: str = typer.Option(None, "--memory-min", help="Lowest memory (e.g. 64Mi)."),
+        memory_max: str = typer.Option(None, "--memory-max", help="Highest memory request."),
+        cpu_price: float = typer.Option(None, "--cpu-price", help="Price per core-hour."),
+        memory_price: float = typer.Option(None, "--memory-price", help="Price per GiB-hour."),
     ) -> None:
         """One-shot, read-only recommendations from Prometheus history (or trace files)."""
         import asyncio
 
-        if fmt not in FORMATS:
-            raise ForesizeError(f"--format: must be one of {', '.join(FORMATS)}, not {fmt!r}")
+        from foresize.api.quantity import CPU, MEMORY
+        from foresize.recommend.core import MODE_CPU_QUANTILES, mode_quantile
+        from foresize.recommend.series import recommend_series
+        from foresize.report.recommendations import Prices, build_rows, render
+
+        output = choice(fmt if fmt is not None else output, "--output", OUTPUTS)
         if (prometheus is None) == (traces is None):
             raise ForesizeError("give exactly one of --prometheus URL or --traces PATH")
+        if mode == "percentile" and percentile is None:
+            raise ForesizeError("--mode percentile needs --percentile (e.g. 95)")
         try:
-            from foresize.recommend.core import mode_quantile
-
-            mode_quantile(mode, "cpu", percentile)
+            quantiles = {res: mode_quantile(mode, res, percentile) for res in (CPU, MEMORY)}
         except ValueError as exc:
-            raise ForesizeError(f"--mode: {exc}") from None
-        if not step > 0:
-            raise ForesizeError(f"--step: must be a positive number of seconds, got {step:g}")
+            modes = ", ".join([*MODE_CPU_QUANTILES, "percentile"])
+            raise ForesizeError(f"--mode: {exc} (one of {modes})") from None
+        step_s = duration(step, "--step")
         if not 0 <= buffer <= 1000:
             # The range of forecast_buffer_percentage in the CRDs.
             raise ForesizeError(f"--buffer: must be between 0 and 1000 percent, got {buffer:g}")
-        min_lookback_s = _span_of(min_lookback, "--min-lookback")
+        bounds = _bounds(cpu_min, cpu_max, memory_min, memory_max)
+        prices = None
+        if cpu_price is not None or memory_price is not None:
+            for name, value in (("--cpu-price", cpu_price), ("--memory-price", memory_price)):
+                if value is not None and not value >= 0:
+                    raise ForesizeError(f"{name}: must be 0 or more, got {value:g}")
+            prices = Prices(cpu_price or 0.0, memory_price or 0.0)
+        min_lookback_s = duration(min_lookback, "--min-lookback")
+        timeout_s = duration(timeout, "--timeout")
+        namespaces = split_list(namespace)
         now = time.time()
         t_end = parse_when(end, now, "--end")
-        t_start = (
-            parse_when(start, now, "--start") if start else t_end - _span_of(lookback, "--lookback")
-        )
+        if start:
+            t_start = parse_when(start, now, "--start")
+        else:
+            span = duration(lookback, "--lookback")
+            if span > MAX_LOOKBACK:
+                raise ForesizeError(
+                    f"--lookback {lookback}: the recommender reads at most 14d of history "
+                    "(use --lookback 14d or less)"
+                )
+            t_start = t_end - span
         if t_start >= t_end:
             raise ForesizeError(f"--start {start or lookback} is not before --end {end}")
+        if t_end - t_start > MAX_LOOKBACK + step_s:
+            raise ForesizeError(
+                f"--start {start}: more than 14d before --end; the recommender reads at most 14d"
+            )
         oom: dict = {}
         throttling: dict = {}
+        resources: dict = {}
+        kinds: dict = {}
+        replicas: dict = {}
         if prometheus:
-            from foresize.history.prometheus import PrometheusReader
+            from foresize.history.prometheus import PrometheusReader, Scope, pod_selector
 
-            history = asyncio.run(
-                PrometheusReader(prometheus).read(t_start, t_end, step, namespace or None)
+            if not prometheus.startswith(("http://", "https://")):
+                raise ForesizeError(
+                    f"--prometheus: {prometheus!r} is not an http:// or https:// URL"
+                )
+            if (username is None) != (password is None):
+                raise ForesizeError("--username and --password go together")
+            scope = Scope(
+                tuple(namespaces),
+                cluster_label,
+                cluster,
+                pod_selector(selector) if selector else None,
             )
+            reader = PrometheusReader(
+                prometheus,
+                timeout=timeout_s,
+                bearer_token=token,
+                basic_auth=(username, password) if username is not None else None,
+                ca_file=ca_file,
+                insecure_skip_verify=insecure_skip_verify,
+            )
+            print(f"reading {prometheus} ({_iso(t_start)} to {_iso(t_end)})", file=sys.stderr)
+            history = asyncio.run(read_prometheus(reader, t_start, t_end, step_s, scope, selector))
             series, oom, throttling = history.series, history.oom_kills, history.throttling
+            resources, kinds, replicas = history.resources, history.kinds, history.replicas
             source = prometheus
         else:
             from foresize.history.traces import FORMATS as TRACE_FORMATS
             from foresize.history.traces import load_traces
 
+            if selector or cluster:
+                raise ForesizeError("--selector and --cluster need --prometheus")
             if trace_format.lower() not in TRACE_FORMATS:
                 raise ForesizeError(
                     f"--trace-format: unknown trace format {trace_format!r} "
                     f"(one of {', '.join(TRACE_FORMATS)})"
                 )
-            series, report = load_traces(traces, trace_format)
+            hint = " (another format? --trace-format bitbrains, crane or google2011)"
+            try:
+                series, report = load_traces(traces, trace_format)
+            except ForesizeError as exc:
+                if trace_format.lower() == "canonical" and "header" in str(exc):
+                    raise ForesizeError(f"{exc}{hint}") from None
+                raise
             if not series:
                 # Every row was unreadable (or the wrong --trace-format): say which and where,
                 # not an empty table.
                 first = f"; first: {report.problems[0]}" if report.problems else ""
-                raise ForesizeError(f"{traces}: no usable series ({report.summary()}){first}")
+                if trace_format.lower() != "canonical" or "header" not in first:
+                    hint = ""
+                raise ForesizeError(f"{traces}: no usable series ({report.summary()}){first}{hint}")
             series = _trim(
-                series, t_start if start else None, t_end if end != "now" else None, step
+                series, t_start if start else None, t_end if end != "now" else None, step_s
             )
-            if namespace:
-                series = [s for s in series if s.key.namespace in namespace]
+            if namespaces:
+                known = sorted({s.key.namespace for s in series})
+                missing = [n for n in namespaces if n not in known]
+                if missing:
+                    raise ForesizeError(
+                        f"--namespace: no series in {', '.join(missing)} "
+                        f"(namespaces in {traces}: {', '.join(known)})"
+                    )
+                series = [s for s in series if s.key.namespace in namespaces]
+            if not series:
+                raise ForesizeError(f"{traces}: no samples between --start and --end")
             source = traces
             print(f"read {report.summary()}", file=sys.stderr)
-        rows = recommend_series(
+        forecasts = recommend_series(
             series,
             mode=mode,
             buffer_percentage=buffer,
@@ -241,6 +354,59 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             oom_kills=oom,
             throttling=throttling,
         )
+        rows = build_rows(
+            series,
+            forecasts,
+            quantiles=quantiles,
+            buffer_percentage=buffer,
+            lookback=min(MAX_LOOKBACK, t_end - t_start),
+            resources=resources,
+            kinds=kinds,
+            replicas=replicas,
+            oom_kills=oom,
+            throttling=throttling,
+            bounds=bounds,
+        )
         if not rows:
-            print("no container usage found in the given range", file=sys.stderr)
-        print(render(rows, fmt, source))
+            raise ForesizeError("no container usage found in the given range")
+        print(
+            render(
+                rows,
+                output,
+                source=source,
+                mode=mode,
+                quantiles=quantiles,
+                width=terminal_width(),
+                wide=wide,
+                explain_rows=explain,
+                prices=prices,
+            )
+        )
+
+
+def _bounds(cpu_min: Any, cpu_max: Any, memory_min: Any, memory_max: Any) -> Any:
+    from foresize.api.quantity import CPU, MEMORY, QuantityError, to_canonical
+    from foresize.report.recommendations import Bounds
+
+    values: dict[str, int | None] = {}
+    for name, res, text in (
+        ("cpu_min", CPU, cpu_min),
+        ("cpu_max", CPU, cpu_max),
+        ("memory_min", MEMORY, memory_min),
+        ("memory_max", MEMORY, memory_max),
+    ):
+        option = "--" + name.replace("_", "-")
+        if text is None:
+            values[name] = None
+            continue
+        try:
+            values[name] = to_canonical(res, text)
+        except (QuantityError, ValueError) as exc:
+            raise ForesizeError(f"{option}: {text!r} is not a quantity ({exc})") from None
+        if values[name] <= 0:
+            raise ForesizeError(f"{option}: must be more than 0, got {text!r}")
+    for res in ("cpu", "memory"):
+        lo, hi = values[f"{res}_min"], values[f"{res}_max"]
+        if lo is not None and hi is not None and lo > hi:
+            raise ForesizeError(f"--{res}-min is above --{res}-max")
+    return Bounds(**values)

@@ -10,19 +10,26 @@ import typer
 
 from foresize.errors import ForesizeError
 
-_COLUMNS = (
-    ("workload", "name", "{}"),
+# (header, summary key, format). The narrow default splits them into two tables that fit
+# 80 columns: what is requested, and what it cost in risk; `--wide` prints one table.
+_REQUEST_COLUMNS = (
     ("cpu req\ncore·h", "cpu_requested_core_hours", "{:.1f}"),
     ("cpu used\ncore·h", "cpu_used_core_hours", "{:.1f}"),
     ("cpu\nslack", "cpu_slack_pct", "{:.0f}%"),
     ("mem req\nGiB·h", "memory_requested_gib_hours", "{:.1f}"),
     ("mem used\nGiB·h", "memory_used_gib_hours", "{:.1f}"),
     ("mem\nslack", "memory_slack_pct", "{:.0f}%"),
+)
+_RISK_COLUMNS = (
     ("OOM\nkills", "oom_kills", "{}"),
+    ("resize\nrestarts", "resize_restarts", "{}"),
+    ("resizes\n/day", "resizes_per_day", "{:.1f}"),
     ("throttled\ns", "throttled_seconds", "{:.0f}"),
     ("evic-\ntions", "evictions", "{}"),
-    ("re-\nsizes", "resizes", "{}"),
     ("stalls", "stalls", "{}"),
+)
+_WIDE_ONLY = (
+    ("re-\nsizes", "resizes", "{}"),
     ("preemp-\ntions", "preemptions", "{}"),
     ("breaker\nopened", "breaker_openings", "{}"),
     ("pending\npod·h", "pending_pod_hours", "{:.2f}"),
@@ -42,34 +49,55 @@ def _slack(req: float, used: float) -> float:
     return 100.0 * (req - used) / req if req > 0 else 0.0
 
 
-def render_summary(summary: dict[str, Any]) -> None:
-    """Print the per-workload summary table (rich) to stdout."""
+def summary_tables(summary: dict[str, Any], wide: bool = False) -> list[Any]:
+    """The per-workload summary as rich tables: requests and risk (narrow), or one table
+    with every column (`wide`)."""
+    from rich import box
     from rich.table import Table
 
-    from foresize.report.flow import table_console
-
-    table = Table(
-        title=(
-            f"scenario {summary['scenario']} · policy {summary['policy']} · "
-            f"{summary['duration_hours']:.1f} simulated hours · seed {summary['seed']}"
-        ),
-        title_justify="left",
+    title = (
+        f"scenario {summary['scenario']} · policy {summary['policy']} · "
+        f"{summary['duration_hours']:.1f} simulated hours · seed {summary['seed']}"
     )
-    for header, _, _ in _COLUMNS:
-        table.add_column(header, justify="left" if header == "workload" else "right")
-    rows = [*summary["workloads"], {"name": "TOTAL", **summary["totals"]}]
-    for i, row in enumerate(rows):
+    days = max(summary["duration_hours"], 1e-9) / 24.0
+    rows = []
+    for row in [*summary["workloads"], {"name": "TOTAL", **summary["totals"]}]:
         row = dict(row)
         row["cpu_slack_pct"] = _slack(row["cpu_requested_core_hours"], row["cpu_used_core_hours"])
         row["memory_slack_pct"] = _slack(
             row["memory_requested_gib_hours"], row["memory_used_gib_hours"]
         )
+        row["resizes_per_day"] = row.get("resizes", 0) / days
         row["name"] = _short_name(row["name"])
-        table.add_row(
-            *(fmt.format(row.get(key, 0)) for _, key, fmt in _COLUMNS),
-            end_section=i == len(rows) - 2,
-        )
-    table_console().print(table)
+        rows.append(row)
+    groups = (
+        [(title, (*_REQUEST_COLUMNS, *_RISK_COLUMNS, *_WIDE_ONLY))]
+        if wide
+        else [(title + " · requests", _REQUEST_COLUMNS), ("risk", _RISK_COLUMNS)]
+    )
+    tables = []
+    for heading, columns in groups:
+        table = Table(title=heading, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+        table.add_column("workload", justify="left", overflow="fold")
+        for header, _, _ in columns:
+            table.add_column(header, justify="right", no_wrap=True)
+        for i, row in enumerate(rows):
+            table.add_row(
+                row["name"],
+                *(fmt.format(row.get(key, 0)) for _, key, fmt in columns),
+                end_section=i == len(rows) - 2,
+            )
+        tables.append(table)
+    return tables
+
+
+def render_summary(summary: dict[str, Any], wide: bool = False) -> None:
+    """Print the per-workload summary tables (rich) to stdout."""
+    from foresize.report.flow import table_console
+
+    console = table_console(wide)
+    for table in summary_tables(summary, wide):
+        console.print(table)
 
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
@@ -100,9 +128,11 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             "static (requests as written). Non-static runs also report savings against static. "
             "[default: foresize]",
         ),
-        as_json: bool = typer.Option(
-            False, "--json", help="Print the summary as JSON on stdout instead of a table."
+        output: str = typer.Option(
+            "table", "--output", "-o", help="table or json (the summary on stdout)."
         ),
+        as_json: bool = typer.Option(False, "--json", hidden=True),
+        wide: bool = typer.Option(False, "--wide", help="One table with every column."),
         no_progress: bool = typer.Option(
             False, "--no-progress", help="Do not draw the progress bar on stderr."
         ),
@@ -117,6 +147,12 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             help="Also write an HTML report (index.html and PNG figures) into this "
             "directory: savings and risks against static and vpa, per-workload requested vs "
             "used, risk events, scheduler charge gap per node. See docs/report.md.",
+        ),
+        cpu_price: float = typer.Option(
+            None, "--cpu-price", help="Price per core-hour of requests: costs in the report."
+        ),
+        memory_price: float = typer.Option(
+            None, "--memory-price", help="Price per GiB-hour of requests."
         ),
         compare: str | None = typer.Option(
             None,
@@ -133,6 +169,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         """Run a scenario on the simulated cluster and summarise requested vs used CPU and
         memory, slack, OOM kills, throttling, evictions, resizes, stalls, preemptions and
         pending pods per workload."""
+        from foresize.cli.options import choice
         from foresize.report.flow import (
             check_options,
             print_savings,
@@ -143,6 +180,18 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         from foresize.sim.policies import get_policy
         from foresize.sim.runner import simulate
         from foresize.sim.scenario import load_scenario, parse_duration
+
+        as_json = as_json or choice(output, "--output", ("table", "json")) == "json"
+        prices = None
+        if cpu_price is not None or memory_price is not None:
+            from foresize.report.recommendations import Prices
+
+            for name, value in (("--cpu-price", cpu_price), ("--memory-price", memory_price)):
+                if value is not None and not value >= 0:
+                    raise ForesizeError(f"{name}: must be 0 or more, got {value:g}")
+            if report is None:
+                raise ForesizeError("--cpu-price and --memory-price go with --report")
+            prices = Prices(cpu_price or 0.0, memory_price or 0.0)
 
         try:
             total = parse_duration(duration)
@@ -178,7 +227,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 as_json=as_json,
                 show_progress=not no_progress and sys.stderr.isatty(),
                 events_path=events_path,
-                render=render_summary,
+                render=lambda summary: render_summary(summary, wide),
+                wide=wide,
+                prices=prices,
             )
             return
 
@@ -206,5 +257,5 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         if as_json:
             print(json.dumps(summary, indent=2, sort_keys=False))
         else:
-            render_summary(summary)
+            render_summary(summary, wide)
             print_savings(summary)

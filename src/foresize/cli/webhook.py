@@ -72,6 +72,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             bundle = generate_self_signed(hosts)
             import tempfile
 
+            made_dir = cert_dir is None
             directory = cert_dir or Path(tempfile.mkdtemp(prefix="foresize-tls-"))
             try:
                 _, cert, key = bundle.write(directory)
@@ -109,7 +110,26 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 if watcher is not None:
                     watcher.cancel()
 
-        asyncio.run(main())
+        try:
+            asyncio.run(main())
+        except OSError as exc:
+            import errno
+            import shutil
+
+            if self_signed and made_dir:
+                # The key and certificate were only for this run: do not leave them behind.
+                shutil.rmtree(directory, ignore_errors=True)
+
+            if exc.errno == errno.EADDRINUSE:
+                raise ForesizeError(
+                    f"--port {port}: {host}:{port} is already in use (another webhook, or "
+                    "choose another --port)"
+                ) from None
+            if exc.errno in (errno.EACCES, errno.EADDRNOTAVAIL):
+                raise ForesizeError(
+                    f"--port {port} / --host {host}: cannot listen there ({exc.strerror})"
+                ) from None
+            raise
 
 
 async def _watch(path: Path, holder) -> None:

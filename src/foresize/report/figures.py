@@ -24,6 +24,7 @@ _COLOURS = {"static": "#6b6b6b", "vpa": "#1f77b4", "foresize": "#2ca02c"}
 _CYCLE = ("#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf", "#ff7f0e")
 _MARKERS = {
     "OOM kill": ("X", "#d62728"),
+    "resize restart": ("o", "#e377c2"),
     "eviction": ("v", "#ff7f0e"),
     "stall": ("s", "#9467bd"),
     "preemption": ("D", "#8c564b"),

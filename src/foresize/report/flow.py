@@ -41,12 +41,14 @@ def progress_bar() -> Progress:
     )
 
 
-def table_console() -> Console:
-    """A console for the summary tables: piped, do not squeeze a table to 80 columns."""
+def table_console(wide: bool = False) -> Console:
+    """A console for the summary tables: the terminal's width (`COLUMNS` first; 120 when
+    piped), or unlimited for `--wide` (every column at its natural width)."""
     from rich.console import Console
 
-    console = Console()
-    return console if console.is_terminal else Console(width=170)
+    from foresize.report.terminal import terminal_width
+
+    return Console(width=1000 if wide else terminal_width(), highlight=False)
 
 
 def print_savings(summary: dict[str, Any]) -> None:
@@ -170,27 +172,32 @@ def write_events(path: str, logs: list[tuple[str | None, Iterable[Any]]]) -> Non
         raise ForesizeError(f"--events: cannot write {path}: {exc}") from None
 
 
-def _print_comparison(runs: list[PolicyRun]) -> None:
+def _print_comparison(runs: list[PolicyRun], wide: bool = False) -> None:
+    """Totals per policy: requests (and the change against static), then risk; one table
+    with every column under `--wide`."""
+    from rich import box
     from rich.table import Table
 
     static = next((r for r in runs if r.policy == "static"), None)
-    table = Table(title="side by side (totals)", title_justify="left")
-    for head in (
-        "policy",
-        "cpu req\ncore·h",
-        "vs\nstatic",
-        "mem req\nGiB·h",
-        "vs\nstatic",
+    requests = ["cpu req\ncore·h", "vs\nstatic", "mem req\nGiB·h", "vs\nstatic "]
+    risk = [
         "OOM\nkills",
+        "resize\nrestarts",
+        "resizes\n/day",
         "throttled\ns",
         "evic-\ntions",
         "stalls",
-        "breaker\nopened",
-        "preemp-\ntions",
-    ):
-        table.add_column(head, justify="left" if head == "policy" else "right")
+    ]
+    extra = ["breaker\nopened", "preemp-\ntions"]
+    groups = (
+        [("side by side (totals)", requests + risk + extra)]
+        if wide
+        else [("side by side (totals): requests", requests), ("side by side (totals): risk", risk)]
+    )
+    cells_by_run = []
     for r in runs:
         t = r.summary["totals"]
+        days = max(r.summary.get("duration_hours", 24.0), 1e-9) / 24.0
 
         def vs(key: str, t: dict[str, Any] = t, r: PolicyRun = r) -> str:
             if static is None or static is r or not static.summary["totals"].get(key):
@@ -198,20 +205,30 @@ def _print_comparison(runs: list[PolicyRun]) -> None:
             b = static.summary["totals"][key]
             return f"{-100 * (b - t.get(key, 0.0)) / b:+.1f}%"
 
-        table.add_row(
-            r.policy,
+        values = [
             f"{t.get('cpu_requested_core_hours', 0):.1f}",
             vs("cpu_requested_core_hours"),
             f"{t.get('memory_requested_gib_hours', 0):.1f}",
             vs("memory_requested_gib_hours"),
             str(t.get("oom_kills", 0)),
+            str(t.get("resize_restarts", 0)),
+            f"{t.get('resizes', 0) / days:.1f}",
             f"{t.get('throttled_seconds', 0):.0f}",
             str(t.get("evictions", 0)),
             str(t.get("stalls", 0)),
             str(t.get("breaker_openings", 0)),
             str(t.get("preemptions", 0)),
-        )
-    table_console().print(table)
+        ]
+        cells_by_run.append((r.policy, dict(zip(requests + risk + extra, values, strict=True))))
+    console = table_console(wide)
+    for title, heads in groups:
+        table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+        table.add_column("policy", justify="left", overflow="fold")
+        for head in heads:
+            table.add_column(head.strip(), justify="right", no_wrap=True)
+        for policy, cells in cells_by_run:
+            table.add_row(policy, *(cells[h] for h in heads))
+        console.print(table)
 
 
 def simulate_and_report(
@@ -228,6 +245,8 @@ def simulate_and_report(
     show_progress: bool,
     events_path: str | None,
     render: Callable[[dict[str, Any]], None],
+    wide: bool = False,
+    prices: Any = None,
 ) -> list[PolicyRun]:
     """The `--report` / `--compare` path of `foresize simulate`."""
     from foresize.sim.operator import savings_vs
@@ -273,7 +292,7 @@ def simulate_and_report(
         for r in subjects:
             render(r.summary)
         if compare is not None:
-            _print_comparison(subjects)
+            _print_comparison(subjects, wide)
         else:
             print_savings(subjects[0].summary)
     if report_dir is not None:
@@ -284,8 +303,19 @@ def simulate_and_report(
         if Path(sys.argv[0]).name in ("foresize", "__main__.py") and "simulate" in sys.argv:
             command = "foresize " + " ".join(shlex.quote(a) for a in sys.argv[1:])
         try:
+            hpa_cpu = {
+                f"{h.target_kind}/{h.namespace}/{h.target_name}"
+                for h in scenario.hpas
+                if any(resource == "cpu" for resource, _ in h.metrics)
+            }
             index = write_report(
-                report_dir, runs, duration=duration, gap_every=gap_every, command=command
+                report_dir,
+                runs,
+                duration=duration,
+                gap_every=gap_every,
+                command=command,
+                hpa_cpu=hpa_cpu,
+                prices=prices,
             )
         except OSError as exc:
             raise ForesizeError(

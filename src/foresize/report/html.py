@@ -32,6 +32,8 @@ HEADLINE = (
     ("cpu_used_core_hours", "CPU used<br>core·h", "{:.2f}"),
     ("memory_requested_gib_hours", "memory requested<br>GiB·h", "{:.2f}"),
     ("memory_used_gib_hours", "memory used<br>GiB·h", "{:.2f}"),
+    ("resize_restarts", "restarts<br>from resizes", "{:d}"),
+    ("resizes_per_day", "resizes<br>per day", "{:.1f}"),
     ("oom_kills", "OOM<br>kills", "{:d}"),
     ("throttled_seconds", "throttled<br>s", "{:.0f}"),
     ("evictions", "evic&shy;tions", "{:d}"),
@@ -40,6 +42,14 @@ HEADLINE = (
     ("preemptions", "preemp&shy;tions", "{:d}"),
     ("resizes", "in-place<br>resizes", "{:d}"),
     ("pending_pod_hours", "pending<br>pod·h", "{:.2f}"),
+)
+# The risk per workload in the headline: what each policy's resizing cost each workload.
+HEADLINE_WORKLOAD_RISK = (
+    ("resize_restarts", "restarts from resizes", "{:d}"),
+    ("resizes_per_day", "resizes per day", "{:.1f}"),
+    ("oom_kills", "OOM kills", "{:d}"),
+    ("throttled_seconds", "throttled s", "{:.0f}"),
+    ("stalls", "stalls", "{:d}"),
 )
 
 WORKLOAD_COLUMNS = (
@@ -54,6 +64,7 @@ WORKLOAD_COLUMNS = (
     ("preemptions", "preemp&shy;tions", "{:d}"),
     ("breaker_openings", "breaker", "{:d}"),
     ("resizes", "resizes", "{:d}"),
+    ("resize_restarts", "restarts<br>from resizes", "{:d}"),
 )
 
 CSS = """
@@ -147,9 +158,14 @@ def write_report(
     command: str = "",
     max_workload_figures: int = 20,
     max_event_rows: int = 300,
+    hpa_cpu: set[str] | None = None,
+    prices: Any = None,
 ) -> Path:
     """Write `out_dir/index.html` and its figures for `runs` (same scenario, seed, step;
-    the first non-baseline run is the primary one). Returns the index path."""
+    the first non-baseline run is the primary one). `hpa_cpu`: the workloads
+    (`Kind/namespace/name`) whose CPU an HPA scales on; `prices`
+    (`foresize.report.recommendations.Prices`) adds the cost of the requests. Returns the
+    index path."""
     if not runs:
         raise ValueError("no runs to report")
     out_dir = Path(out_dir)
@@ -192,6 +208,8 @@ def write_report(
     static, vpa = by_policy.get("static"), by_policy.get("vpa")
     for r in subjects:
         w(f"<p class='lead'>{_lead(r, static, vpa)}</p>")
+    if prices is not None:
+        w(_cost_table(ordered, static, prices))
     headline_png = "headline.png"
     figures.headline_figure(ordered, out_dir / headline_png, colours=colours)
     refs = [x for x in (static, vpa) if x is not None]
@@ -225,9 +243,12 @@ def write_report(
                         )
                     )
         for key, _, fmt in HEADLINE[4:]:
-            w(_num_cell(fmt, t.get(key, 0), key, r.policy, risk=key != "resizes"))
+            value = _per_day(r.summary, t) if key == "resizes_per_day" else t.get(key, 0)
+            w(_num_cell(fmt, value, key, r.policy, risk=key not in _NOT_RISK))
         w("</tr>")
     w("</table></div>")
+    w(_headline_workload_risk(ordered))
+    w(_unchanged_note(ordered, hpa_cpu or set()))
     w(f"<img src='{headline_png}' alt='requested CPU and memory per policy'>")
     w(
         "<p class='note'>Requested = the requests in force (what the kubelet applied) integrated "
@@ -279,7 +300,8 @@ def write_report(
     # ------------------------------------------------------------------ risks
     w("<h2 id='risks'>Risk events</h2>")
     w(
-        "<p class='note'>From the simulator's event log: OOM kills, evictions (Eviction API "
+        "<p class='note'>From the simulator's event log: OOM kills, container restarts that "
+        "applied a resize (resizePolicy RestartContainer), evictions (Eviction API "
         "and node pressure), stalls (a resize Deferred, Infeasible or failing in the kubelet, "
         "once per generation), preemptions and circuit-breaker openings.</p>"
     )
@@ -409,6 +431,7 @@ _NOT_RISK = {
     "memory_requested_gib_hours",
     "memory_used_gib_hours",
     "resizes",
+    "resizes_per_day",
 }
 
 
@@ -439,11 +462,117 @@ def _lead(r: PolicyRun, static: PolicyRun | None, vpa: PolicyRun | None) -> str:
         if c is not None and m is not None:
             bits.append(f"{_word(c)} CPU and {_word(m)} memory than {_e(ref.policy)}")
     risks = (
+        f"{t.get('resize_restarts', 0)} container restarts caused by resizes, "
+        f"{_per_day(r.summary, t):.1f} resizes a day, "
         f"{t.get('oom_kills', 0)} OOM kills, {t.get('throttled_seconds', 0):.0f} throttled s, "
         f"{t.get('evictions', 0)} evictions, {t.get('stalls', 0)} stalls, "
         f"{t.get('preemptions', 0)} preemptions, {t.get('breaker_openings', 0)} breaker openings"
     )
     return "; ".join(bits) + f" — with {risks}."
+
+
+def _cost(t: dict[str, Any], prices: Any) -> float:
+    return float(
+        t.get("cpu_requested_core_hours", 0.0) * prices.core_hour
+        + t.get("memory_requested_gib_hours", 0.0) * prices.gib_hour
+    )
+
+
+def _cost_table(runs: list[PolicyRun], static: PolicyRun | None, prices: Any) -> str:
+    """What each policy's requests cost over the run and per 30 days, and the saving
+    against static, at the given prices per core-hour and GiB-hour."""
+    from foresize.report.recommendations import HOURS_PER_MONTH
+
+    rows = []
+    base = _cost(static.summary["totals"], prices) if static is not None else None
+    for r in runs:
+        cost = _cost(r.summary["totals"], prices)
+        hours = max(float(r.summary.get("duration_hours", 1.0)), 1e-9)
+        saved = "–" if base is None or r is static else f"{base - cost:.2f}"
+        rows.append(
+            f"<tr data-policy='{_e(r.policy)}'><td class='l'>{_e(r.policy)}</td>"
+            f"<td data-key='cost'>{cost:.2f}</td><td>{cost / hours * HOURS_PER_MONTH:.2f}</td>"
+            f"<td data-key='saved'>{saved}</td></tr>"
+        )
+    return (
+        f"<p class='note'>At {prices.core_hour:g} per core-hour and {prices.gib_hour:g} per "
+        "GiB-hour of requests (a month is 730 hours):</p>"
+        "<table class='cost'><tr><th class='l'>policy</th><th>cost of the run</th>"
+        "<th>per month</th><th>saved vs static</th></tr>" + "".join(rows) + "</table>"
+    )
+
+
+def _per_day(summary: dict[str, Any], row: dict[str, Any]) -> float:
+    days = max(float(summary.get("duration_hours", 24.0)), 1e-9) / 24.0
+    return float(row.get("resizes", 0)) / days
+
+
+def _headline_workload_risk(runs: list[PolicyRun]) -> str:
+    """Per workload and policy: the restarts its resizes caused, resizes a day, kills,
+    throttling and stalls (rows where every policy has none are left out)."""
+    names = _workload_order(runs)
+    rows = []
+    for name in names:
+        cells = []
+        for r in runs:
+            row = _wl_row(r, name) or {}
+            values = [
+                _per_day(r.summary, row) if key == "resizes_per_day" else row.get(key, 0)
+                for key, _, _ in HEADLINE_WORKLOAD_RISK
+            ]
+            cells.append((r, values))
+        if not any(float(v) for _, values in cells for v in values):
+            continue
+        for i, (r, values) in enumerate(cells):
+            first = f"<td class='l' rowspan='{len(cells)}'>{_e(name)}</td>" if i == 0 else ""
+            tds = "".join(
+                _num_cell(fmt, v, key, r.policy, risk=key != "resizes_per_day")
+                for (key, _, fmt), v in zip(HEADLINE_WORKLOAD_RISK, values, strict=True)
+            )
+            rows.append(f"<tr>{first}<td class='l'>{_e(r.policy)}</td>{tds}</tr>")
+    if not rows:
+        return (
+            "<p class='note'>No workload had a resize restart, OOM kill, throttling or stall.</p>"
+        )
+    head = "".join(f"<th>{h}</th>" for _, h, _ in HEADLINE_WORKLOAD_RISK)
+    return (
+        "<h3 id='risk-per-workload'>Risk per workload</h3><div class='scroll'>"
+        "<table class='headline-risk'><tr><th class='l'>workload</th><th class='l'>policy</th>"
+        f"{head}</tr>{''.join(rows)}</table></div>"
+        "<p class='note'>Restarts from resizes: containers restarted to apply a resize "
+        "(resizePolicy RestartContainer), each one a lost process (a cache loses its data).</p>"
+    )
+
+
+def _unchanged_note(runs: list[PolicyRun], hpa_cpu: set[str]) -> str:
+    """A line naming the workloads whose requests no policy changed, and why if known."""
+    if len(runs) < 2:
+        return ""
+    same: list[str] = []
+    cpu_only: list[str] = []
+    for name in _workload_order(runs):
+        rows = [_wl_row(r, name) for r in runs]
+        if any(row is None for row in rows):
+            continue
+        cpu = {round(row["cpu_requested_core_hours"], 6) for row in rows if row}
+        mem = {round(row["memory_requested_gib_hours"], 6) for row in rows if row}
+        kind = name.split("/", 1)[0]
+        if len(cpu) == 1 and len(mem) == 1:
+            why = {
+                "Job": "a Job: its pods run once and keep their template's requests",
+                "DaemonSet": "a DaemonSet left at its written requests in this scenario",
+            }.get(kind, "no policy resized it in this run")
+            same.append(f"{_e(name)} ({why})")
+        elif len(cpu) == 1 and name in hpa_cpu:
+            cpu_only.append(f"{_e(name)} (its HPA scales on CPU, so CPU requests are left alone)")
+    if not same and not cpu_only:
+        return ""
+    parts = []
+    if same:
+        parts.append("Identical under every policy: " + "; ".join(same) + ".")
+    if cpu_only:
+        parts.append("CPU identical under every policy: " + "; ".join(cpu_only) + ".")
+    return f"<p class='note unchanged'>{' '.join(parts)}</p>"
 
 
 def _word(p: float) -> str:

@@ -201,9 +201,10 @@ RISK_KINDS = {
     "ResizeDeferred": "stall",
     "ResizeInfeasible": "stall",
     "ResizeError": "stall",
+    "ContainerRestarted": "resize restart",
 }
 BREAKER_REASONS = ("CircuitBreakerOpen", "CircuitBreakerOpened")
-RISK_LABELS = ("OOM kill", "eviction", "stall", "preemption", "breaker open")
+RISK_LABELS = ("OOM kill", "resize restart", "eviction", "stall", "preemption", "breaker open")
 
 
 @dataclass(frozen=True)
