@@ -111,11 +111,15 @@ def test_cli_json_keys_on_real_crane_trace(tmp_path):
             "1",
             "--modes",
             "cost_optimized",
+            "--sweep",
+            "90",
         ],
     )
     assert res.exit_code == 0, res.output
     doc = json.loads(res.output)
-    assert {"traces", "format", "series", "policies"} <= set(doc)
+    assert {"traces", "format", "series", "policies", "sweep", "matched"} <= set(doc)
+    assert set(doc["matched"]) == {"cpu"}
+    assert set(doc["matched"]["cpu"]) == {"vpa_risk", "foresize_slack", "vpa_slack", "ratio"}
     assert doc["series"] == 1
     assert set(doc["policies"]) == {
         "vpa",
@@ -192,3 +196,115 @@ def test_foresize_memory_ratchet_and_allocated_risk():
     uniform = ForesizePolicy("percentile", percentile_value=99.9)
     replay(data, uniform)
     assert np.allclose(np.concatenate(uniform.chosen["memory"]), 0.999)
+
+
+# --- comparison at equal risk ------------------------------------------------------------
+
+
+def test_matched_slack_interpolates_in_log_risk_and_never_extrapolates():
+    from foresize.recommend.replay import matched_slack, risk_frontier
+
+    curve = [(0.01, 0.5), (0.04, 0.3)]
+    # Half-way in log risk between 0.01 and 0.04 is 0.02: half-way in slack.
+    assert matched_slack(curve, 0.02) == pytest.approx(0.4)
+    assert matched_slack(curve, 0.01) == 0.5 and matched_slack(curve, 0.04) == 0.3
+    assert matched_slack(curve, 0.005) is None  # safer than any point: no extrapolation
+    assert matched_slack(curve, 0.08) is None
+    assert matched_slack([], 0.02) is None
+    # A point with more risk and more slack than another is not on the curve.
+    dominated = [*curve, (0.02, 0.6), (0.03, 0.5)]
+    assert risk_frontier(dominated) == [(0.01, 0.5), (0.04, 0.3)]
+    assert matched_slack(dominated, 0.02) == pytest.approx(0.4)
+    # Zero risk has no log: the safer point's slack is reported (never flattering).
+    assert matched_slack([(0.0, 0.7), (0.01, 0.5)], 0.005) == 0.7
+    assert matched_slack([(0.0, 0.7), (0.01, 0.5)], 0.0) == 0.7
+
+
+def test_bench_reports_matched_ratios_and_per_series_kills(tmp_path):
+    """A small synthetic fleet with memory: the sweep brackets or misses vpa's risk, the
+    matched ratio is the curve's slack at vpa's risk over vpa's slack (or null), and the
+    per-series kill figures agree with the replay's own per-series counts."""
+    from foresize.cli.bench_recommend import run_bench
+    from foresize.recommend.replay import matched_slack
+
+    rng = np.random.default_rng(3)
+    n = 288 * 8 + 96
+    lines = ["timestamp,namespace,workload,pod,container,cpu_cores,memory_bytes"]
+    for k in range(2):
+        cpu = rng.gamma(2.0, 0.1 * (k + 1), n)
+        mem = 1e9 * (1 + k) * (1 + 0.3 * (rng.random(n) < 0.01) + 0.05 * rng.random(n))
+        mem[288 * 7 + 48 :] *= 1.3  # a level shift in the scored period: some kills
+        for i in range(n):
+            lines.append(f"{T0 + 300 * i},ns,w{k},w{k}-0,app,{cpu[i]:.4f},{mem[i]:.0f}")
+    path = tmp_path / "fleet.csv"
+    path.write_text("\n".join(lines) + "\n")
+    doc = run_bench(str(path), "canonical", [], sweep=(50.0, 99.99))
+    assert set(doc["matched"]) == {"cpu", "memory"}
+    names = {p["policy"] for r in doc["sweep"].values() for p in r}
+    assert "foresize:percentile=50" in names and "foresize:overshoot" in names
+    # The percentile=50 point sizes CPU only, 99.99 memory only.
+    assert {p["policy"] for p in doc["sweep"]["memory"]} >= {"foresize:percentile=99.99"}
+    assert "foresize:percentile=50" not in {p["policy"] for p in doc["sweep"]["memory"]}
+    for r, m in doc["matched"].items():
+        vpa = doc["policies"]["vpa"][r]
+        risk = vpa["shortfall"] if r == "cpu" else vpa["events_per_series_day"]
+        assert m["vpa_risk"] == risk and m["vpa_slack"] == vpa["slack"]
+        pts = [(p["risk"], p["slack"]) for p in doc["sweep"][r]]
+        expect = matched_slack(pts, risk)
+        assert m["foresize_slack"] == expect
+        assert m["ratio"] == (None if expect is None else pytest.approx(expect / vpa["slack"]))
+    for pol in doc["policies"].values():
+        mem = pol["memory"]
+        assert mem["worst_series_kills"] >= 0
+        assert 0.0 <= mem["share_series_more_kills_than_vpa"] <= 1.0
+    assert doc["policies"]["vpa"]["memory"]["share_series_more_kills_than_vpa"] == 0.0
+    # Cross-check one policy against the replay's per-series kills.
+    data = prepare(load_canonical(path))
+    kills = replay(data, ForesizePolicy())["memory"].series_events
+    assert doc["policies"]["foresize"]["memory"]["worst_series_kills"] == kills.max()
+    assert kills.sum() > 0  # the level shift does kill: the figures are not vacuous
+
+
+def load_canonical(path):
+    from foresize.history.traces import load_traces
+
+    return load_traces(str(path), "canonical")[0]
+
+
+def test_split_halves_with_offset(tmp_path):
+    from foresize.cli.bench_recommend import run_bench
+    from foresize.errors import ForesizeError
+
+    lines = ["timestamp,namespace,workload,pod,container,cpu_cores,memory_bytes"]
+    for k in range(3):
+        lines += [f"{T0 + 300 * i},ns,w{k},w{k}-0,app,0.5,1000000000" for i in range(400)]
+    path = tmp_path / "f.csv"
+    path.write_text("\n".join(lines) + "\n")
+    odd = run_bench(str(path), "canonical", [], every=2, offset=1, sweep=None)
+    even = run_bench(str(path), "canonical", [], every=2, offset=0, sweep=None)
+    assert (odd["series"], even["series"]) == (1, 2)
+    assert "matched" not in odd
+    with pytest.raises(ForesizeError, match="--offset"):
+        run_bench(str(path), "canonical", [], every=2, offset=2)
+
+
+def test_replay_stabilised_cpu_changes_less_and_memory_keeps_its_peak(monkeypatch):
+    """The replay runs the operator's rules: a CPU request kept in the forecast's band
+    changes far less often than one that follows every forecast, and memory is never
+    sized below the last 3 days' peak plus headroom."""
+    from foresize.recommend import core
+
+    n = 288 * 8 + 96
+    rng = np.random.default_rng(5)
+    t = np.arange(n)
+    cpu = 0.5 + 0.3 * np.sin(2 * np.pi * t / 288) ** 2 + 0.1 * rng.random(n)
+    mem = np.full(n, 1e9)
+    mem[288 * 7 : 288 * 7 + 6] = 2e9  # a half-hour peak on day 8
+    data = prepare([series(cpu, mem)])
+    keep: dict = {}
+    banded = replay(data, ForesizePolicy(), keep)
+    req = keep["req"]["memory"][0]
+    assert np.nanmin(req[288 * 7 + 6 :]) >= 2e9 * (1 + core.MEMORY_HEADROOM)
+    monkeypatch.setattr(core, "CPU_BAND", 1.0)  # a band of one point: follow every forecast
+    following = replay(data, ForesizePolicy())
+    assert banded["cpu"].changes_per_series_day < 0.8 * following["cpu"].changes_per_series_day

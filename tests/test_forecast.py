@@ -158,3 +158,17 @@ def test_online_state_survives_a_sliding_window():
     assert np.allclose(a.loss, b.loss)
     assert np.allclose(fa.values, fb.values)
     assert a.last_origin == b.last_origin
+
+
+def test_forecast_max_in_blocks_equals_all_at_once(monkeypatch):
+    """Rows are forecast in blocks to bound memory; the blocks change no number."""
+    from foresize.forecast import select
+
+    y = np.concatenate([make_series(k, 4, days=3, seed=13) for k in ("spiky", "growing")])
+    qs = np.array([0.9, 0.999])
+    whole = select.forecast_max(y, qs)
+    monkeypatch.setattr(select, "FORECAST_CHUNK", 3)
+    parts = select.forecast_max(y, qs)
+    assert np.array_equal(parts.values, whole.values, equal_nan=True)
+    assert np.array_equal(parts.model, whole.model)
+    assert parts.per_model.shape == whole.per_model.shape

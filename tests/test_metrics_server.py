@@ -224,12 +224,16 @@ def test_history_becomes_a_bounded_suggestion(days, enough):
     assert again.status["vertical_suggestion"]["uid"] == write.status["vertical_suggestion"]["uid"]
 
 
-def test_suggestions_price_memory_risk_against_the_whole_fleet():
+def test_suggestions_price_memory_risk_against_the_whole_fleet(monkeypatch):
     """The suggestion state keeps every target's memory forecast at its mode's level; the
     fleet's mean is the risk allocation's reference for the targets due this round, and
     targets that left the cluster drop out of it."""
     from foresize.api.quantity import to_bytes
+    from foresize.recommend import target as recommend_target_module
     from foresize.recommend.suggestions import SuggestionState
+
+    # The recent-peak rule would hold the spike by itself; this checks the allocation.
+    monkeypatch.setattr(recommend_target_module, "MEMORY_PEAK_WINDOW", 0.0)
 
     history = UsageHistory(step=60.0)
     sink = HistorySink(history)

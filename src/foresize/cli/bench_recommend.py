@@ -3,6 +3,11 @@
 Replays every series of a trace folder for manual (where the trace records capacities),
 vpa, krr, clairvoyant and foresize (default mode plus `--modes`), all in one run, and
 prints slack, shortfall, under, events and changes per resource and policy.
+
+Then compares at equal risk: foresize is replayed at every named mode and at the
+`--sweep` percentiles, giving its curve of (risk, slack) per resource (risk: CPU
+shortfall, memory OOM kills per series-day); `matched` is its slack on that curve at
+vpa's risk over vpa's slack (`foresize.recommend.replay.matched_slack`).
 """
 
 from __future__ import annotations
@@ -16,6 +21,37 @@ from foresize.errors import ForesizeError
 
 KEYS = ("slack", "shortfall", "under", "events_per_series_day", "changes_per_series_day")
 
+SWEEP_PERCENTILES: tuple[float, ...] = (
+    50,
+    70,
+    80,
+    90,
+    95,
+    98,
+    99,
+    99.5,
+    99.8,
+    99.9,
+    99.95,
+    99.98,
+    99.99,
+    99.995,
+    99.999,
+)
+"""The `percentile` values swept besides the named modes. Wide on purpose: references sit
+at very different risks from one fleet to the next (CPU shortfall from 0.2% to 4% on the
+development sets, OOM kills from 0.01 to 0.1 a series-day), and a matched ratio is only
+reported where the curve brackets the reference. Roughly a factor of two in miss
+probability between neighbours keeps the log-linear interpolation short."""
+
+CPU_SWEEP_MAX = 99.0
+"""Swept percentiles up to this size CPU only, higher ones memory only: a CPU request at
+p99.5 or more is short less than a tenth as often as any reference (half the replay time
+saved), and memory below p99.5 is killed an order of magnitude more often than any."""
+
+RISK = {"cpu": "shortfall", "memory": "events_per_series_day"}
+"""The risk axis per resource: CPU demand not covered, memory OOM kills per series-day."""
+
 
 def run_bench(
     traces: str,
@@ -23,9 +59,15 @@ def run_bench(
     modes: list[str],
     *,
     every: int = 1,
+    offset: int = 0,
     limit: int | None = None,
+    sweep: tuple[float, ...] | None = SWEEP_PERCENTILES,
 ) -> dict:
-    """Run the replay and return the JSON document (see issue 3 for the keys)."""
+    """Run the replay and return the JSON document: `policies` (scores per policy and
+    resource; memory also the worst series' kills and the share of series killed more
+    often than under vpa), `slack_ratio_vs_vpa` (default and `modes`), `sweep` (foresize's
+    (risk, slack) points per resource) and `matched` (the comparison at vpa's risk)."""
+    from foresize.api.quantity import CPU, MEMORY
     from foresize.history.traces import load_traces
     from foresize.recommend.core import MODE_CPU_QUANTILES
     from foresize.recommend.replay import (
@@ -34,6 +76,7 @@ def run_bench(
         KRRPolicy,
         ManualPolicy,
         VPAPolicy,
+        matched_slack,
         prepare,
         replay,
     )
@@ -45,12 +88,17 @@ def run_bench(
             )
     if every < 1:
         raise ForesizeError("--every must be at least 1")
+    if not 0 <= offset < every:
+        raise ForesizeError(f"--offset must be in [0, --every), got {offset}")
+    for v in sweep or ():
+        if not 0.0 < v < 100.0:
+            raise ForesizeError(f"--sweep: percentile must be in (0, 100), got {v}")
     if limit is not None and limit < 1:
         raise ForesizeError(f"--limit must be at least 1, got {limit}")
     series, report = load_traces(traces, fmt)
     if not series:
         raise ForesizeError(f"{traces}: no usable series ({report.summary()})")
-    series = series[::every]
+    series = series[offset::every]
     if limit is not None:
         series = series[:limit]
     data = prepare(series)
@@ -72,9 +120,20 @@ def run_bench(
         },
         "policies": {},
     }
+    scored = {}
     for p in policies:
         scores = replay(data, p)
+        scored[p.name] = scores
         out["policies"][p.name] = {r: s.as_dict() for r, s in scores.items()}
+    vpa_scores = scored["vpa"]
+    if "memory" in vpa_scores:
+        vpa_kills = vpa_scores["memory"].series_events
+        for name, scores in scored.items():
+            kills = scores["memory"].series_events
+            out["policies"][name]["memory"]["worst_series_kills"] = int(kills.max(initial=0))
+            out["policies"][name]["memory"]["share_series_more_kills_than_vpa"] = float(
+                (kills > vpa_kills).mean()
+            )
     headline = {}
     vpa = out["policies"].get("vpa", {})
     for name, res in out["policies"].items():
@@ -86,6 +145,37 @@ def run_bench(
                     s["slack"] / vpa[r]["slack"]
                 )
     out["slack_ratio_vs_vpa"] = headline
+    if sweep is not None:
+        # Foresize's curve: every named mode and the swept percentiles.
+        points: dict[str, list[dict]] = {r: [] for r in vpa_scores}
+        runs = [(m, None) for m in MODE_CPU_QUANTILES] + [("percentile", v) for v in sweep]
+        for mode, value in runs:
+            name = "foresize" if mode == "balanced" else f"foresize:{mode}"
+            if value is not None:
+                name = f"foresize:percentile={value:g}"
+                sized = (CPU,) if value <= CPU_SWEEP_MAX else (MEMORY,)
+                if sized[0] not in vpa_scores:
+                    continue
+                pol = ForesizePolicy(mode, percentile_value=value, resources=sized)
+                scores = replay(data, pol)
+            elif name in scored:
+                scores = scored[name]
+            else:
+                scores = replay(data, ForesizePolicy(mode))
+            for r, sc in scores.items():
+                points[r].append({"policy": name, "risk": getattr(sc, RISK[r]), "slack": sc.slack})
+        out["sweep"] = points
+        matched = {}
+        for r, vs in vpa_scores.items():
+            risk = getattr(vs, RISK[r])
+            slack = matched_slack([(p["risk"], p["slack"]) for p in points[r]], risk)
+            matched[r] = {
+                "vpa_risk": risk,
+                "foresize_slack": slack,
+                "vpa_slack": vs.slack,
+                "ratio": slack / vs.slack if slack is not None and vs.slack > 0 else None,
+            }
+        out["matched"] = matched
     return out
 
 
@@ -107,6 +197,41 @@ def format_table(doc: dict) -> str:
                 f"{name:28s} {r:6s} {s['slack']:7.4f} {s['shortfall']:9.4f} {s['under']:7.4f} "
                 f"{s['events_per_series_day']:9.4f} {s['changes_per_series_day']:9.3f}"
             )
+    mem = {
+        n: r["memory"]
+        for n, r in doc["policies"].items()
+        if "worst_series_kills" in r.get("memory", {})
+    }
+    if mem:
+        lines += [
+            "",
+            "memory OOM kills per series: worst series, share of series killed more than under vpa",
+        ]
+        for name, m in mem.items():
+            lines.append(
+                f"  {name:26s} {m['worst_series_kills']:5d} "
+                f"{m['share_series_more_kills_than_vpa']:7.3f}"
+            )
+    if doc.get("sweep"):
+        lines += ["", "foresize's curve (risk: cpu shortfall, memory OOM kills per series-day):"]
+        for r, pts in doc["sweep"].items():
+            for p in sorted(pts, key=lambda p: p["risk"]):
+                lines.append(
+                    f"  {r:6s} {p['policy']:32s} risk {p['risk']:8.4f} slack {p['slack']:7.4f}"
+                )
+    if doc.get("matched"):
+        lines.append("")
+        for r, m in doc["matched"].items():
+            fs = "n/a" if m["foresize_slack"] is None else f"{m['foresize_slack']:.4f}"
+            ratio = (
+                "null (vpa's risk is outside foresize's curve)"
+                if m["ratio"] is None
+                else f"{m['ratio']:.3f}"
+            )
+            lines.append(
+                f"matched {r}: at vpa's risk {m['vpa_risk']:.4f} foresize slack {fs} vs vpa "
+                f"{m['vpa_slack']:.4f}: ratio {ratio}"
+            )
     if doc.get("slack_ratio_vs_vpa"):
         lines.append("")
         for name, ratios in doc["slack_ratio_vs_vpa"].items():
@@ -116,6 +241,23 @@ def format_table(doc: dict) -> str:
         "(memory events are OOM kills; every policy's requests are rounded up to 1m / 1Mi)"
     )
     return "\n".join(lines)
+
+
+def parse_sweep(text: str | None) -> tuple[float, ...] | None:
+    """`--sweep`: None = the default grid, 'none' = no sweep, else comma-separated values."""
+    if text is None:
+        return SWEEP_PERCENTILES
+    if text.strip().lower() == "none":
+        return None
+    out = []
+    for part in text.split(","):
+        if not part.strip():
+            continue
+        try:
+            out.append(float(part))
+        except ValueError:
+            raise ForesizeError(f"--sweep: not a number: {part.strip()!r}") from None
+    return tuple(out)
 
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
@@ -138,6 +280,20 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         every: Annotated[
             int, typer.Option("--every", help="Use every N-th series (quick runs).")
         ] = 1,
+        offset: Annotated[
+            int,
+            typer.Option(
+                "--offset", help="With --every N: start at series K (split halves: 0 and 1)."
+            ),
+        ] = 0,
+        sweep: Annotated[
+            str | None,
+            typer.Option(
+                "--sweep",
+                help="Percentiles swept for the equal-risk comparison (comma-separated), "
+                "or 'none'. Default: 50,70,...,99.999.",
+            ),
+        ] = None,
         limit: Annotated[
             int | None, typer.Option("--limit", help="At most this many series.")
         ] = None,
@@ -151,7 +307,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 "--trace-format is required (bitbrains, crane, google2011 or canonical)"
             )
         names = [m.strip() for item in (modes or []) for m in item.split(",") if m.strip()]
-        doc = run_bench(traces, fmt, names, every=every, limit=limit)
+        doc = run_bench(
+            traces, fmt, names, every=every, offset=offset, limit=limit, sweep=parse_sweep(sweep)
+        )
         if json_out:
             typer.echo(json.dumps(doc, indent=2))
         else:

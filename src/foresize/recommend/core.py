@@ -107,6 +107,76 @@ def risk_levels(
     return (mode_quantile(mode, resource, percentile_value),)
 
 
+CPU_BAND = 32.0
+"""The stabilised CPU request (`cpu_band`): a request is kept while the forecast says its
+miss probability is within a factor of 32 of the mode's, and never below the median
+(CPU_BAND_FLOOR): for `balanced` (p = 0.02) it is kept between the forecast's 0.5 and
+0.99937 quantiles of the 15-minute max. Why a factor: it is scale free (the same on every
+fleet and unit) and follows the forecast's own uncertainty: a series whose next peak is
+uncertain gets a wide band in cores, a predictable one a narrow band. Why 32: CPU
+targets move with every forecast (time-of-day models follow daily ramps in 5% steps);
+factors 16, 32 and 64 gave 4.7, 3.8 and 3.7 changes a series-day on the most seasonal
+development trace (12-28 without a band), and 4 a day is what a fleet of 10,000
+containers can afford in resizes, API writes and Events. Throttling is reversible, so a
+request kept a little low for a while costs seconds of CPU, not a restart."""
+CPU_BAND_FLOOR = 0.5
+"""The band's lower edge is never below the forecast's median: a request the forecast
+says is short more often than not is raised whatever the factor."""
+
+
+def cpu_band(q: float) -> tuple[float, float]:
+    """The quantiles (low, high) between which a CPU request at quantile `q` is kept."""
+    p = 1.0 - q
+    return max(1.0 - CPU_BAND * p, CPU_BAND_FLOOR), 1.0 - p / CPU_BAND
+
+
+CPU_KEEP_MIN_SHARE = 0.5
+"""A request below half the mode's forecast is raised whatever the band: the forecast
+sees a peak coming (a daily spike a time-of-day model knows) that would run the
+container at under half the CPU it wants; upsizes ahead of recurring peaks are the
+point of forecasting. Unit free; a ramp within a factor of two still waits for the band."""
+
+
+def keep_in_band(
+    current: np.ndarray, low: np.ndarray, high: np.ndarray, target: np.ndarray | None = None
+) -> np.ndarray:
+    """True where the request in force lies within the forecast's band [low, high] (and
+    not below CPU_KEEP_MIN_SHARE of the mode's forecast `target`): it is kept (no
+    change), else the request moves to the mode's quantile."""
+    cur = np.asarray(current, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        keep = np.isfinite(cur) & (cur > 0) & (cur >= low) & (cur <= high)
+        if target is not None:
+            keep &= ~(cur < CPU_KEEP_MIN_SHARE * np.asarray(target, dtype=np.float64))
+    return keep
+
+
+MEMORY_HEADROOM = 0.10
+"""Memory forecasts (and the recent peak below) are raised by 10% (after the risk
+allocation, which is scale free, so this changes no level). Why: a memory level of 0.999
+or more asks for a miss once in thousands of windows, more than 14 days of history can
+resolve; every estimator then saturates at the highest value seen, and a working set
+that grows (caches, heaps, leaks) or steps up beats its old high by a little: the kills
+of steadily growing containers on the development sets were 0.4-9% above the request.
+10% covers that drift with a margin, two thirds of VPA's own 15%. 0 and 5% left the
+unseen fleet killed more often than under VPA (docs/recommender.md)."""
+MEMORY_PEAK_WINDOW = 3 * 86400.0
+"""A memory request is never below the highest usage of the last 3 days. Why: level
+shifts come back: a peak reached in the last days is a level the container has shown it
+needs (a nightly job, a weekly report's build-up), and the forecast's one-day models
+forget it after a day. Three days, the forecast's own error memory (`score_half_life`),
+is long enough to span a weekend lull and short enough to release a one-off peak within
+the week; 1 and 7 days are compared in docs/recommender.md."""
+KILL_MEMORY = 3 * 86400.0
+"""An OOM floor holds at least 3 days (longer if the stabilization window is). Why: what
+a kill teaches is that this container's demand goes beyond what its history forecast, and
+kills recur at the same phase of its cycle (the next day's batch, the next burst): a
+floor held only an hour is released before the next episode, so the same container is
+killed again (on the development sets the repeat kills came 1.4-2 days apart). Three
+days is the forecast's error memory (`score_half_life`), after which it has seen the
+episode in its own history; 1 and 7 days are compared in docs/recommender.md."""
+
+
 def allocate_risk(
     values: np.ndarray,
     levels: np.ndarray,
@@ -202,9 +272,14 @@ def passes_hysteresis(
 # --- OOM remediation -----------------------------------------------------------------------
 
 OOM_FACTOR = 1.2
-"""architecture §3.1: memory x1.2 at an OOM kill."""
+"""At an OOM kill the memory floor is 1.2 x the larger of the request that was hit and the
+usage seen (docs/architecture.md §3.1). Why 1.2: a kill shows demand above the request by an unknown
+amount; 20% covers the growth of most working sets between two samples in one step,
+and a repeat kill compounds (x1.44, x1.73, ...) so even a doubling is covered within a
+few kills, while one spurious kill costs a fifth more memory for one stabilization window."""
 OOM_REPEAT_SECONDS = 120.0
-"""architecture §3.1: while OOMs continue, compound again at most every 2 minutes."""
+"""While OOMs continue, compound again at most every 2 minutes (docs/architecture.md
+§3.1): kills within that time of a bump are the same episode (the bump has not landed)."""
 DEFAULT_STABILIZATION = 3600.0
 """docs/api.md: stabilization_window default max(forecast_interval, 1h)."""
 DEFAULT_MEMORY_STABILIZATION = 6 * 3600.0
@@ -250,29 +325,36 @@ def oom_bump(
     stabilization: float = DEFAULT_STABILIZATION,
     safest: np.ndarray | None = None,
 ) -> OOMArrays:
-    """Record OOM kills at `now` for containers in `mask`; returns the new state.
+    """THE OOM rule: record OOM kills at `now` for the containers in `mask`; returns the
+    new state. The operator and the simulator apply it through
+    `foresize.recommend.target.apply_ooms` (one container, its kills one by one) and the
+    replay benchmark calls it directly for the whole fleet, so what is scored is what runs.
 
-    The new floor is x1.2 over the larger of the request that was hit, the usage seen at
-    the kill and any active floor (so repeated kills compound). A second kill within 2
-    minutes of the last bump does not bump again (the first bump has not landed yet), but
-    extends the hold. `safest` (optional, per container) is the latest forecast at the
-    safest memory level (`MEMORY_RISK_LEVELS[-1]`): a kill ends the risk `allocate_risk`
-    took, because the container is in one of its bursts, so a bump is at least that
-    forecast (the burst its history knows), not only 1.2 x what was seen.
+    The new floor is OOM_FACTOR over the larger of the request that was hit, the usage
+    seen at the kill and any active floor (so repeated kills compound), rounded up to
+    1Mi. A kill within OOM_REPEAT_SECONDS of the last bump does not bump again (the first
+    bump has not landed yet) but extends the hold. `safest` (optional, per container) is
+    the latest forecast at the safest memory level (`MEMORY_RISK_LEVELS[-1]`): a kill ends
+    the risk `allocate_risk` took, because the container is in one of its bursts, so a
+    bump is at least that forecast (the burst its history knows), not only 1.2 x what was
+    seen. The floor holds for `stabilization` seconds after the last kill, and at least
+    KILL_MEMORY (what a kill teaches: this container's demand goes beyond its forecast).
     """
     mask = np.asarray(mask, dtype=bool)
-    base = np.fmax(np.asarray(request, dtype=np.float64), state.active_floor(now))
+    active = state.active_floor(now)
+    base = np.fmax(np.asarray(request, dtype=np.float64), active)
     if usage is not None:
         base = np.fmax(base, np.asarray(usage, dtype=np.float64))
     can_bump = mask & (now - state.last_bump >= OOM_REPEAT_SECONDS)
     bump = base * OOM_FACTOR
     if safest is not None:
         bump = np.fmax(bump, np.asarray(safest, dtype=np.float64))
+    bump = np.ceil(bump / MIB) * MIB
     floor = np.where(can_bump, bump, state.floor)
-    floor = np.where(mask & ~can_bump, np.fmax(state.active_floor(now), state.floor), floor)
+    floor = np.where(mask & ~can_bump, np.fmax(active, state.floor), floor)
     return OOMArrays(
         floor=floor,
-        until=np.where(mask, now + stabilization, state.until),
+        until=np.where(mask, now + max(stabilization, KILL_MEMORY), state.until),
         last_bump=np.where(can_bump, now, state.last_bump),
         count=state.count + mask,
     )

@@ -22,6 +22,7 @@ Requests are compared in canonical units rounded up (CPU 1m, memory 1Mi) for eve
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -35,10 +36,14 @@ from foresize.recommend.core import (
     DEFAULT_SCALE_DOWN,
     DEFAULT_SCALE_UP,
     DEFAULT_STABILIZATION,
+    MEMORY_HEADROOM,
+    MEMORY_PEAK_WINDOW,
     MIB,
     OOMArrays,
     Threshold,
     allocate_risk,
+    cpu_band,
+    keep_in_band,
     mode_quantile,
     oom_bump,
     passes_hysteresis,
@@ -109,6 +114,10 @@ class Policy:
     name = "policy"
     up: Threshold = Threshold("percent", 0.0)
     down: Threshold = Threshold("percent", 0.0)
+    resources: tuple[str, ...] = (CPU, MEMORY)
+    """The resources the policy sizes (a sweep point may size only the one it is for)."""
+    in_force: dict[str, np.ndarray]
+    """The requests in force, per resource (set by `replay` before each decision)."""
 
     def start(self, data: ReplayData) -> None:
         self.data = data
@@ -318,14 +327,18 @@ class ForesizePolicy(Policy):
         buffer_percentage: float = 0.0,
         percentile_value: float | None = None,
         config: ForecastConfig | None = None,
-        shared: dict | None = None,
+        resources: tuple[str, ...] = (CPU, MEMORY),
     ) -> None:
         self.mode = mode
+        self.resources = resources
         self.name = "foresize" if mode == "balanced" else f"foresize:{mode}"
         self.buffer = buffer_percentage / 100.0
         self.q = {r: mode_quantile(mode, r, percentile_value) for r in (CPU, MEMORY)}
-        # The quantiles forecast per resource; memory risk is allocated across them.
+        # The quantiles forecast per resource; memory risk is allocated across them, CPU
+        # is forecast at its band's edges too (the stabilised request, `cpu_band`).
         self.levels = {r: np.array(risk_levels(mode, r, percentile_value)) for r in (CPU, MEMORY)}
+        lo, hi = cpu_band(self.q[CPU])
+        self.levels[CPU] = np.array([lo, self.q[CPU], hi])
         self.cfg = config or ForecastConfig(step=STEP)
         self.up, self.down = DEFAULT_SCALE_UP, DEFAULT_SCALE_DOWN
         self.stabilization = DEFAULT_STABILIZATION
@@ -350,7 +363,9 @@ class ForesizePolicy(Policy):
         levels = self.levels[res]
         fc, self.scores[res] = online_step(self.scores[res], y, i, levels, self.cfg, m=self.m[res])
         rows = np.arange(y.shape[0])
-        if len(levels) > 1:
+        if res == CPU:
+            pick = np.ones(y.shape[0], dtype=np.int64)  # the mode's quantile, mid-band
+        elif len(levels) > 1:
             pick = allocate_risk(fc.values, levels, np.full(y.shape[0], self.q[res]))
         else:
             pick = np.zeros(y.shape[0], dtype=np.int64)
@@ -359,13 +374,20 @@ class ForesizePolicy(Policy):
         self.models[res].append(fc.model[rows, pick])
         self.chosen[res].append(levels[pick])
         val = fc.values[rows, pick] * (1.0 + self.buffer)
+        if res == CPU:
+            # The stabilised request: kept while it lies in the forecast's band.
+            band = fc.values * (1.0 + self.buffer)
+            kept = keep_in_band(self.in_force[CPU], band[:, 0], band[:, 2], val)
+            val = np.where(kept, np.nan, val)
+        else:
+            val = val * (1.0 + MEMORY_HEADROOM)
         # hasEnoughDataToScale: no action before min_lookback_to_scale of history.
         enough = (i - self.data.first + 1) * STEP >= MIN_LOOKBACK
         return np.where(enough, val, np.nan)
 
     def decide(self, i: int) -> dict[str, np.ndarray]:
-        out = {CPU: self._target(CPU, i)}
-        if self.data.memory is not None:
+        out = {CPU: self._target(CPU, i)} if CPU in self.resources else {}
+        if self.data.memory is not None and MEMORY in self.resources:
             now = (i + 1) * STEP
             floor = self.oom.active_floor(now)
             target = self._target(MEMORY, i)
@@ -376,6 +398,12 @@ class ForesizePolicy(Policy):
                 self.recent_memory.append((now, target))
                 with np.errstate(invalid="ignore"):
                     target = np.fmax.reduce(np.stack([v for _, v in self.recent_memory]), axis=0)
+            # Never below the highest usage of the last MEMORY_PEAK_WINDOW (with headroom).
+            lo = max(0, i + 1 - int(MEMORY_PEAK_WINDOW / STEP))
+            with np.errstate(invalid="ignore"):
+                peak = np.fmax.reduce(self.data.memory[:, lo : i + 1], axis=1)
+            peak = peak * (1.0 + MEMORY_HEADROOM)
+            target = np.where(np.isfinite(target), np.fmax(target, peak), target)
             out[MEMORY] = np.where(floor > 0, np.fmax(target, floor), target)
         return out
 
@@ -403,6 +431,9 @@ class ResourceScore:
     under: float
     events_per_series_day: float
     changes_per_series_day: float
+    # Events (memory: OOM kills) of each series in the scored period, for the per-series
+    # view: a fleet average can hide a few containers killed over and over.
+    series_events: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     def as_dict(self) -> dict[str, float]:
         return {
@@ -430,6 +461,7 @@ def replay(data: ReplayData, policy: Policy, keep: dict | None = None) -> dict[s
     s, t = data.shape
     policy.start(data)
     resources = [(CPU, data.cpu)] + ([(MEMORY, data.memory)] if data.memory is not None else [])
+    resources = [(r, y) for r, y in resources if r in policy.resources]
     req = {r: np.full((s, t), np.nan) for r, _ in resources}
     cur = {r: np.full(s, np.nan) for r, _ in resources}
     changes = {r: np.zeros((s, t), dtype=bool) for r, _ in resources}
@@ -437,7 +469,7 @@ def replay(data: ReplayData, policy: Policy, keep: dict | None = None) -> dict[s
     for j in range(t):
         for r, _ in resources:
             req[r][:, j] = cur[r]
-        if data.memory is not None:
+        if MEMORY in cur:
             over = data.memory[:, j] > cur[MEMORY]  # NaN compares False: gaps never kill
             if over.any():
                 ooms[:, j] = over
@@ -449,6 +481,7 @@ def replay(data: ReplayData, policy: Policy, keep: dict | None = None) -> dict[s
                     if j + 1 < t:
                         changes[MEMORY][:, j + 1] |= ch
         if j % DECISION_EVERY == DECISION_EVERY - 1:
+            policy.in_force = {r: v.copy() for r, v in cur.items()}
             targets = policy.decide(j)
             for r, _ in resources:
                 if r in targets:
@@ -469,11 +502,12 @@ def replay(data: ReplayData, policy: Policy, keep: dict | None = None) -> dict[s
         rqs = np.where(ok, rq0, 0.0)
         over = ok & (u > rqs)
         if r == MEMORY:
-            events = int((ooms & ok).sum())
+            per_series = (ooms & ok).sum(axis=1)
         else:
             prev = np.zeros_like(over)
             prev[:, 1:] = over[:, :-1]
-            events = int((over & ~prev).sum())
+            per_series = (over & ~prev).sum(axis=1)
+        events = int(per_series.sum())
         last = t - 1 - np.argmax(np.isfinite(y[:, ::-1]), axis=1)
         series_days = float(np.maximum(last + 1 - scored_from, 0).sum()) * STEP / 86400.0
         total_req = rqs.sum()
@@ -486,5 +520,49 @@ def replay(data: ReplayData, policy: Policy, keep: dict | None = None) -> dict[s
             changes_per_series_day=float((changes[r] & in_score).sum()) / series_days
             if series_days
             else 0.0,
+            series_events=per_series.astype(np.int64),
         )
     return out
+
+
+# --- Comparison at equal risk ---------------------------------------------------------------
+
+
+def risk_frontier(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The (risk, slack) points no other point beats on both axes, by increasing risk.
+
+    A point with more risk and more slack than another is not on the curve: choosing the
+    quantile that gave the other is better on both counts. Ties keep the lower slack.
+    """
+    pts = sorted((float(r), float(s)) for r, s in points if np.isfinite(r) and np.isfinite(s))
+    out: list[tuple[float, float]] = []
+    for r, s in pts:
+        # Sorted by risk then slack: a later point is on the curve only with less slack
+        # than every point of less (or equal) risk.
+        if not out or s < out[-1][1]:
+            out.append((r, s))
+    return out
+
+
+def matched_slack(points: list[tuple[float, float]], risk: float) -> float | None:
+    """Slack of the (risk, slack) curve at `risk`, interpolated linearly in log risk
+    between the two adjacent points of its frontier (`risk_frontier`); None when `risk`
+    lies outside the curve (never extrapolated).
+
+    A curve point at zero risk cannot be placed on a log axis: between it and the next
+    point the safer (zero-risk) point's slack is reported, an upper bound of the curve
+    there (conservative: it never flatters the policy).
+    """
+    curve = risk_frontier(points)
+    if not curve or not np.isfinite(risk) or risk < 0:
+        return None
+    for r, s in curve:
+        if r == risk:
+            return s
+    for (r0, s0), (r1, s1) in itertools.pairwise(curve):
+        if r0 < risk < r1:
+            if r0 <= 0:
+                return s0
+            w = (np.log(risk) - np.log(r0)) / (np.log(r1) - np.log(r0))
+            return float(s0 + w * (s1 - s0))
+    return None

@@ -36,12 +36,16 @@ from foresize.recommend.core import (
     DEFAULT_SCALE_DOWN,
     DEFAULT_SCALE_UP,
     DEFAULT_STABILIZATION,
+    MEMORY_HEADROOM,
+    MEMORY_PEAK_WINDOW,
     MIB,
-    OOM_FACTOR,
-    OOM_REPEAT_SECONDS,
+    OOMArrays,
     Threshold,
     allocate_risk,
+    cpu_band,
+    keep_in_band,
     mode_quantile,
+    oom_bump,
     risk_levels,
 )
 
@@ -256,31 +260,43 @@ def apply_ooms(
     stabilization: float,
     safest: float | None = None,
 ) -> OOMState:
-    """Apply OOM kills newer than the state has seen: x1.2 at a kill, compounding again
-    if kills continue 2 minutes or more after the last bump; hold for `stabilization`.
-    With `safest` (the forecast at the safest memory level, bytes) a bump is at least
-    that: the kill ends the risk the allocation took (`oom_bump`)."""
-    st = replace(state)
+    """Apply the OOM kills newer than the state has seen, oldest first, by THE OOM rule
+    (`foresize.recommend.core.oom_bump`) on a fleet of one: x1.2 at a kill, compounding
+    again if kills continue 2 minutes or more after the last bump, held for
+    `stabilization`; at least `safest` (the forecast at the safest memory level, bytes)."""
     events = sorted(
         (t, oom_usage[i] if i < len(oom_usage) else math.nan)
         for i, t in enumerate(oom_times)
         if t > state.last_seen_oom and t <= now
     )
+    if not events:
+        return replace(state)
+    arrays = OOMArrays(
+        floor=np.array([float(state.floor)]),
+        until=np.array([state.until]),
+        last_bump=np.array([state.last_bump]),
+        count=np.array([state.count], dtype=np.int64),
+    )
+    one = np.ones(1, dtype=bool)
+    known = safest is not None and math.isfinite(safest)
     for t, usage in events:
-        base = max(request, st.active(t))
-        if usage is not None and math.isfinite(usage):
-            base = max(base, int(usage))
-        if t - st.last_bump >= OOM_REPEAT_SECONDS:
-            st.floor = int(math.ceil(base * OOM_FACTOR / MIB) * MIB)
-            if safest is not None and math.isfinite(safest):
-                st.floor = max(st.floor, int(math.ceil(safest / MIB) * MIB))
-            st.last_bump = t
-        else:
-            st.floor = max(st.floor, st.active(t))
-        st.until = t + stabilization
-        st.last_seen_oom = t
-        st.count += 1
-    return st
+        arrays = oom_bump(
+            arrays,
+            one,
+            t,
+            np.array([float(request)]),
+            np.array([usage if usage is not None else math.nan], dtype=np.float64),
+            stabilization,
+            safest=np.array([safest]) if known else None,
+        )
+    return replace(
+        state,
+        floor=int(arrays.floor[0]),
+        until=float(arrays.until[0]),
+        last_bump=float(arrays.last_bump[0]),
+        last_seen_oom=events[-1][0],
+        count=int(arrays.count[0]),
+    )
 
 
 # --- The recommendation -------------------------------------------------------------------
@@ -359,6 +375,8 @@ class _RowForecasts:
     level: np.ndarray  # that level (the mode's quantile, or the allocated memory level)
     safest: np.ndarray  # the forecast at the row's safest allowed level (OOM bump floor)
     at_mode: np.ndarray  # the forecast at the mode's own level (the fleet reference)
+    band_low: np.ndarray  # CPU: the forecast at the band's edges (`cpu_band`); else NaN
+    band_high: np.ndarray
 
 
 def _forecast(reqs, rows, res, new_states, now, memory_reference=None) -> _RowForecasts:
@@ -371,12 +389,16 @@ def _forecast(reqs, rows, res, new_states, now, memory_reference=None) -> _RowFo
     """
     if not rows:
         empty = np.full(0, np.nan)
-        return _RowForecasts(empty, np.full(0, "", dtype=object), empty, empty, empty)
+        return _RowForecasts(empty, np.full(0, "", dtype=object), empty, empty, empty, empty, empty)
     row_levels = []
     for ti, _name in rows:
         p = reqs[ti].params
         m = p.model(res)
-        if p.allocate_memory_risk:
+        if res == CPU:
+            # The stabilised request: also forecast at the edges of the band.
+            lo, hi = cpu_band(m.quantile(res))
+            row_levels.append(tuple(sorted({lo, m.quantile(res), hi})))
+        elif p.allocate_memory_risk:
             row_levels.append(risk_levels(m.mode, res, m.percentile_value))
         else:
             row_levels.append((m.quantile(res),))
@@ -436,12 +458,20 @@ def _forecast(reqs, rows, res, new_states, now, memory_reference=None) -> _RowFo
     pick = allocate_risk(values, all_levels, mode_q, reference=ref) if res == MEMORY else own
     top = np.array([np.searchsorted(all_levels, max(lv)) for lv in row_levels])
     unit = _UNIT[res]
+    nan = np.full(len(rows), np.nan)
+    if res == CPU:
+        low = np.array([np.searchsorted(all_levels, min(lv)) for lv in row_levels])
+        band_low, band_high = values[idx, low] * unit, values[idx, top] * unit
+    else:
+        band_low, band_high = nan, nan
     return _RowForecasts(
         value=values[idx, pick] * unit,
         model=models[idx, pick],
         level=all_levels[pick],
         safest=values[idx, top] * unit,
         at_mode=values[idx, own] * unit,
+        band_low=band_low,
+        band_high=band_high,
     )
 
 
@@ -503,11 +533,25 @@ def _finish(
                 if floor and floor > cur.requests.get(res, 0):
                     _set(new, cur, res, float(floor), bounds.for_resource(res))
                 continue
-            target = value * (1.0 + m.buffer_percentage / 100.0)
-            if res == MEMORY and p.memory_stabilization > 0:
-                # Memory goes down only to the highest target of the stabilization window.
-                target, st = st.stabilized(now, target, p.memory_stabilization)
-                oom_out[name] = st
+            buffer = 1.0 + m.buffer_percentage / 100.0
+            target = value * buffer
+            held = cur.requests.get(res)
+            if res == CPU and held is not None:
+                low, high = fc[res].band_low[k] * buffer, fc[res].band_high[k] * buffer
+                if keep_in_band(np.array([float(held)]), low, high, target)[0]:
+                    # The stabilised request: kept while it lies in the forecast's band.
+                    target = float(held)
+            if res == MEMORY:
+                target *= 1.0 + MEMORY_HEADROOM
+                if p.memory_stabilization > 0:
+                    # Memory goes down only to the highest target of the window.
+                    target, st = st.stabilized(now, target, p.memory_stabilization)
+                    oom_out[name] = st
+                # Never below the highest usage of the last MEMORY_PEAK_WINDOW.
+                span = int(MEMORY_PEAK_WINDOW / MODEL_STEP)
+                recent = np.asarray(hist.memory[-span:] if span > 0 else [])
+                if np.isfinite(recent).any():
+                    target = max(target, float(np.nanmax(recent)) * (1.0 + MEMORY_HEADROOM))
             target = max(target, float(floor))
             # The OOM floor is raised over the lower bound but the upper bound and an
             # unmanaged limit remain the user's hard ceiling.
