@@ -592,6 +592,11 @@ def _memory_only() -> list[Literal["cpu", "memory"]]:
     return ["memory"]
 
 
+# Like VPA's updater default (`--min-replicas=2`): evicting the last ready replica of a
+# workload is an outage until its replacement is Ready, so the target must opt in.
+DEFAULT_MIN_REPLICAS = 2
+
+
 class UpdatePolicy(_Base):
     update_mode: UpdateMode = "recreate"
     """initial: admission only; recreate: evict; in_place: resize running pods;
@@ -599,6 +604,10 @@ class UpdatePolicy(_Base):
     recreate_resources: Annotated[list[Literal["cpu", "memory"]], AfterValidator(_unique)] = Field(
         default_factory=_memory_only, max_length=2
     )
+    min_replicas: int = Field(default=DEFAULT_MIN_REPLICAS, ge=1)
+    """A pod is evicted only while its workload has at least this many ready replicas
+    (the pod included), so an eviction never takes the last ready replica down; set 1 to
+    allow evicting a single-replica workload (in-place resizes are not affected)."""
 
 
 def _unique(values: list[Any] | None) -> list[Any] | None:

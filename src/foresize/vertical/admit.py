@@ -24,6 +24,9 @@ from foresize.vertical.run import (
     describe_change,
 )
 
+# The Event reason of an eviction the min-replicas rule holds back.
+EVICTION_SKIPPED_MIN_REPLICAS = "EvictionSkippedMinReplicas"
+
 _WHY_EVICT = {
     "recreate": "recreate with the suggested resources",
     "stall-fallback": "resize stalled past stall_timeout",
@@ -148,6 +151,29 @@ def _not_evicted_without_controller(c: Candidate) -> None:
         run.target_event("PodWithoutController", f"pod {pod.name}: {msg}", "Warning")
 
 
+def _leaves_too_few_ready(c: Candidate) -> bool:
+    """The min-replicas rule: a pod is evicted only while its workload has at least
+    `update_policy.min_replicas` ready replicas, the pod included (VPA's updater rule), so
+    an eviction never takes a workload's last ready replica down unless the target allows
+    it with `min_replicas: 1`. In-place resizes are not affected. A held pod is listed in
+    `status.pods_held_by_min_replicas`, with one Event per pod and reason."""
+    run, pod = c.run, c.pod
+    need = run.policy.min_replicas
+    if run.ready_replicas >= need:
+        run.state.reported.pop(f"minreplicas:{pod.uid}", None)
+        return False
+    run.held_min_replicas.append(pod.name)
+    if run.report_once(f"minreplicas:{pod.uid}", c.reason):
+        why = _WHY_EVICT.get(c.reason, c.reason)
+        msg = (
+            f"not evicting ({why}): the workload has {run.ready_replicas} ready replica(s), "
+            f"fewer than update_policy.min_replicas={need}"
+        )
+        run.pod_event(pod, EVICTION_SKIPPED_MIN_REPLICAS, msg, "Warning")
+        run.target_event(EVICTION_SKIPPED_MIN_REPLICAS, f"pod {pod.name}: {msg}", "Warning")
+    return True
+
+
 def _need_recreated(c: Candidate) -> ResourceMap | None:
     """The requests the recreated pod will have (None: no suggestion, nothing to check)."""
     if c.run.suggestion is None:
@@ -162,6 +188,8 @@ def _evict(c: Candidate, ctx: PassContext, ledger: NodeLedger, actions: list[Act
     run, pod = c.run, c.pod
     if not recreated_by_controller(pod):
         _not_evicted_without_controller(c)
+        return
+    if _leaves_too_few_ready(c):
         return
     # Every eviction counts against the batch, an OOM-killed pod's too (only in-place
     # OOM fixes skip the pacing, see `modes.OOM_URGENT_WINDOW`): an evicted replica serves
@@ -186,6 +214,8 @@ def _evict(c: Candidate, ctx: PassContext, ledger: NodeLedger, actions: list[Act
     actions.append(EvictPod(pod.namespace, pod.name, run.policy.key, c.reason, uid=pod.uid))
     run.state.inflight[pod.name] = pod.uid
     run.evictions_left -= 1
+    if pod.ready:
+        run.ready_replicas -= 1  # its replacement is not ready yet
     run.budget -= 1
     run.issued += 1
     why = _WHY_EVICT.get(c.reason, c.reason)

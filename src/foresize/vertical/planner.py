@@ -274,6 +274,7 @@ def _decide(run: TargetRun, ctx: PassContext, candidates: list[Candidate]) -> No
     assert run.suggestion is not None
     move_breaker(run, run.suggestion, ctx.now, ctx.config)
     size = open_gates(run, ctx.now)
+    run.ready_replicas = sum(1 for p in run.pods if p.ready and not p.terminating)
     decide = DECIDE[run.policy.update_mode]
     disrupted = 0
     for pod in run.pods:
@@ -336,6 +337,7 @@ def _status(run: TargetRun) -> dict[str, Any]:
         "pods_stalled": run.stalled,
         "pods_waiting_for_capacity": run.waiting_capacity,
         "pods_without_controller": list(run.without_controller),
+        "pods_held_by_min_replicas": sorted(run.held_min_replicas),
         "overlapping_targets": list(run.overlaps),
         "stall_fallbacks": ts.stall_fallbacks,
         "circuit_breaker": ts.breaker.to_status(),

@@ -20,6 +20,7 @@ from foresize.api import duration
 from foresize.api.access import first as _get
 from foresize.api.selectors import selector_matches
 from foresize.api.types import (
+    DEFAULT_MIN_REPLICAS,
     DEFAULT_VERTICAL_SCALE_DOWN_PERCENT,
     DEFAULT_VERTICAL_SCALE_UP_PERCENT,
 )
@@ -125,6 +126,7 @@ class TargetPolicy:
     mode: str = "recommendation"  # autonomous | recommendation | observe
     update_mode: str = "recreate"
     recreate_resources: tuple[str, ...] = ("memory",)
+    min_replicas: int = DEFAULT_MIN_REPLICAS  # evict only while this many replicas are ready
     max_disrupted: int | str = DEFAULT_MAX_DISRUPTED
     interval: float = DEFAULT_INTERVAL
     stall_timeout: float = DEFAULT_STALL_TIMEOUT
@@ -276,6 +278,7 @@ def policy_of(target: Any) -> TargetPolicy:
         mode=mode,
         update_mode=update_mode,
         recreate_resources=tuple(str(r) for r in recreate),
+        min_replicas=_min_replicas(update_policy, f"{where}.update_policy.min_replicas"),
         max_disrupted=parse_max_disrupted(
             _get(disruption, "max_disrupted", "maxDisrupted"), f"{d}.max_disrupted"
         ),
@@ -310,3 +313,10 @@ def policy_of(target: Any) -> TargetPolicy:
         labels=labels,
         deleting=_get(meta, "deletion_timestamp", "deletionTimestamp") is not None,
     )
+
+
+def _min_replicas(update_policy: Any, where: str) -> int:
+    value = _get(update_policy, "min_replicas", "minReplicas", default=DEFAULT_MIN_REPLICAS)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ForesizeError(f"{where}: expected an integer >= 1, got {value!r}")
+    return value
