@@ -570,6 +570,8 @@ def test_acceptance_stable_counts_and_values_match_the_raw_data(prom):
     peak = max(mem[(ts > t0 + off - 3600) & (ts <= t0 + off)].max() for off in KILL_OFFSETS)
     assert peak > 0.98 * GIB
     assert to_bytes(proxy["memory"]["limit"]) >= 1.2 * peak
+    memory_line = proxy["explanation"][1]
+    assert "; raised to the OOM floor, 1.2 x the working-set peak before a kill: " in memory_line
     # postgres: the raw readings (not the duplicates' sum, not cluster b), and a static
     # request never below the p99.9 of the raw 15-minute peaks over the history.
     pg = rows[("postgres", "postgres")]

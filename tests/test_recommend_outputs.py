@@ -151,6 +151,12 @@ def test_bad_options_name_themselves(trace, args, message):
 
 def test_explain_says_how_each_number_came_about(trace):
     out = run(trace, "--explain")
-    assert "batch/etl worker:" in out
-    assert "cpu: 2 = highest p98 of 15-minute peaks over all 72h" in out
-    assert "memory:" in out and "history: 72 h, 864 five-minute samples" in out
+    assert "batch/etl worker:" in out and "history: 72 h, 864 five-minute samples" in out
+    doc = json.loads(run(trace, "-o", "json", "--cpu-max", "1500m", "--buffer", "10"))
+    worker = next(r for r in doc["recommendations"] if r["container"] == "worker")
+    cpu_line = worker["explanation"][0]
+    assert cpu_line.startswith(
+        "cpu: 1500m: the highest p98 of 15-minute peaks over all 72h 2, 1d 2 = 2; "
+        "+10% buffer: 2200m; bounded by --cpu-min/--cpu-max: 1500m; peak 2.000 cores; "
+        "15-minute forecast"
+    ), cpu_line

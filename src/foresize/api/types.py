@@ -62,6 +62,7 @@ from foresize.api.quantity import (
     to_bytes,
     to_canonical,
 )
+from foresize.api.selectors import selector_matches
 from foresize.api.vocabulary import (
     FORECAST_MODES,
     SCALING_MODE_ALIASES,
@@ -365,21 +366,11 @@ class LabelSelector(_Base):
     def matches(self, labels: dict[str, str]) -> bool:
         """Kubernetes label-selector semantics; an empty selector matches nothing here
         (Foresize never wants to select everything by accident)."""
-        if self.is_empty():
-            return False
-        if any(labels.get(k) != v for k, v in self.matchLabels.items()):
-            return False
-        for req in self.matchExpressions:
-            present = req.key in labels
-            if req.operator == "In" and (not present or labels[req.key] not in req.values):
-                return False
-            if req.operator == "NotIn" and present and labels[req.key] in req.values:
-                return False
-            if req.operator == "Exists" and not present:
-                return False
-            if req.operator == "DoesNotExist" and present:
-                return False
-        return True
+        return selector_matches(
+            self.matchLabels,
+            [(r.key, r.operator, r.values) for r in self.matchExpressions],
+            labels,
+        )
 
 
 # --------------------------------------------------------------------------------------

@@ -37,6 +37,14 @@ _DNS1123_LABEL = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?")
 WEBHOOK_SERVICE = "foresize-webhook"
 TLS_SECRET = "foresize-webhook-tls"
 PAUSE_CONFIGMAP = "foresize-pause"
+PRIORITY_CLASS = "foresize-critical"
+# Above every workload it resizes (default priority 0), below the system's own classes
+# (system-cluster-critical is 2000000000): the webhook and the Lease holder are not
+# preempted by the pods they size, and never preempt the control plane's.
+PRIORITY_VALUE = 1_000_000
+# On the mounted data volume: the history survives container restarts (OOM kill, failed
+# liveness); the Helm chart can put a PersistentVolumeClaim there to survive rollouts.
+HISTORY_DB = "/var/lib/foresize/history.db"
 WEBHOOK_PORT = 8443
 METRICS_PORT = 8080
 SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
@@ -83,63 +91,43 @@ def _rule(groups: list[str], resources: list[str], verbs: list[str], **extra: An
 READ = ["get", "list", "watch"]
 
 
+WATCH = ["list", "watch"]
+
+
 def cluster_role_rules() -> list[dict[str, Any]]:
-    """Least privilege: what the operator reads, and exactly the writes it makes."""
+    """Exactly the calls the operator makes, no more (tests/test_rbac_calls.py compares
+    these rules both ways with the requests recorded while the operator runs)."""
+    foresize_kinds = ["aiscaletargets", "daemonsetautoscalers", "clusteraiscaletemplates"]
     return [
-        # Pods: watched; resized in place; their metadata patched (annotations); evicted.
-        _rule([""], ["pods"], [*READ, "patch"]),
+        # Pods: watched; read when not cached; resized in place; annotated; evicted.
+        _rule([""], ["pods"], ["get", *WATCH, "patch"]),
         _rule([""], ["pods/resize"], ["patch"]),
         _rule([""], ["pods/eviction"], ["create"]),
-        _rule([""], ["nodes", "namespaces"], READ),
+        _rule([""], ["nodes"], WATCH),
+        # Events: created, then their count patched when the same one recurs (aggregation).
         _rule([""], ["events"], ["create", "patch"]),
-        _rule(["events.k8s.io"], ["events"], ["create", "patch"]),
-        # Workloads: owner chains and templates; restart (template annotation) on revert.
-        _rule(["apps"], ["replicasets"], READ),
+        _rule(["apps"], ["replicasets"], WATCH),
         # patch: the restartedAt template annotation when a revert cannot be done in place.
-        _rule(["apps"], ["deployments", "statefulsets", "daemonsets"], [*READ, "patch"]),
-        _rule(["argoproj.io"], ["rollouts"], [*READ, "patch"]),
+        _rule(["apps"], ["deployments", "statefulsets", "daemonsets"], [*WATCH, "patch"]),
+        _rule(["argoproj.io"], ["rollouts"], [*WATCH, "patch"]),
         # Replicas (horizontal autonomous mode).
-        _rule(["apps"], ["deployments/scale", "statefulsets/scale"], ["get", "patch", "update"]),
-        _rule(["argoproj.io"], ["rollouts/scale"], ["get", "patch", "update"]),
-        _rule(["policy"], ["poddisruptionbudgets"], READ),
-        _rule(["autoscaling"], ["horizontalpodautoscalers"], READ),
-        _rule(["metrics.k8s.io"], ["pods", "nodes"], ["get", "list"]),
-        # Foresize's own kinds: templates create and remove targets; finalizers need update.
-        _rule(
-            ["foresize.io"],
-            ["aiscaletargets"],
-            [*READ, "create", "update", "patch", "delete"],
-        ),
-        _rule(
-            ["foresize.io"],
-            ["daemonsetautoscalers", "clusteraiscaletemplates"],
-            [*READ, "update", "patch"],
-        ),
-        _rule(
-            ["foresize.io"],
-            [
-                "aiscaletargets/status",
-                "daemonsetautoscalers/status",
-                "clusteraiscaletemplates/status",
-            ],
-            ["get", "update", "patch"],
-        ),
-        _rule(
-            ["foresize.io"],
-            [
-                "aiscaletargets/finalizers",
-                "daemonsetautoscalers/finalizers",
-                "clusteraiscaletemplates/finalizers",
-            ],
-            ["update"],
-        ),
-        # The CRDs are watched by Kopf to find its resources.
-        _rule(["apiextensions.k8s.io"], ["customresourcedefinitions"], READ),
+        _rule(["apps"], ["deployments/scale", "statefulsets/scale"], ["patch"]),
+        _rule(["argoproj.io"], ["rollouts/scale"], ["patch"]),
+        _rule(["policy"], ["poddisruptionbudgets"], WATCH),
+        _rule(["autoscaling"], ["horizontalpodautoscalers"], WATCH),
+        _rule(["metrics.k8s.io"], ["pods"], ["list"]),
+        # Foresize's own kinds: finalizers (get, then a JSON patch pinned to what was read);
+        # templates create, update (patch) and delete targets.
+        _rule(["foresize.io"], ["aiscaletargets"], ["get", *WATCH, "create", "patch", "delete"]),
+        _rule(["foresize.io"], foresize_kinds[1:], ["get", *WATCH, "patch"]),
+        _rule(["foresize.io"], [f"{k}/status" for k in foresize_kinds], ["patch"]),
+        # Kopf's resource observer watches the CRDs (in a cluster; not with --server).
+        _rule(["apiextensions.k8s.io"], ["customresourcedefinitions"], WATCH),
         # Only its own webhook configurations, to write the caBundle.
         _rule(
             ["admissionregistration.k8s.io"],
             ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],
-            ["get", "update", "patch"],
+            ["get", "patch"],
             resourceNames=[NAME],
         ),
     ]
@@ -148,12 +136,42 @@ def cluster_role_rules() -> list[dict[str, Any]]:
 def role_rules() -> list[dict[str, Any]]:
     """Rights inside the operator's own namespace only."""
     return [
-        _rule(["coordination.k8s.io"], ["leases"], [*READ, "create", "update", "patch"]),
-        _rule([""], ["configmaps"], READ),
-        # `create` cannot be limited by name; get/update only on the TLS secret.
+        _rule(["coordination.k8s.io"], ["leases"], ["get", "create", "patch"]),
+        _rule([""], ["configmaps"], ["get"], resourceNames=[PAUSE_CONFIGMAP]),
+        # `create` cannot be limited by name; get only on the TLS secret.
         _rule([""], ["secrets"], ["create"]),
-        _rule([""], ["secrets"], ["get", "update", "patch"], resourceNames=[TLS_SECRET]),
+        _rule([""], ["secrets"], ["get"], resourceNames=[TLS_SECRET]),
     ]
+
+
+# Namespaced Foresize kinds that namespace users manage (the cluster template is an admin's).
+USER_KINDS = ["aiscaletargets", "daemonsetautoscalers"]
+
+
+def aggregated_roles() -> list[dict[str, Any]]:
+    """Rights on Foresize's kinds added to the built-in `view`, `edit` and `admin`
+    ClusterRoles (aggregation labels), so namespace users need no hand-written RBAC."""
+    out = []
+    for role, verbs, aggregate in (
+        ("view", READ, ["view", "edit", "admin"]),
+        ("edit", ["create", "update", "patch", "delete", "deletecollection"], ["edit", "admin"]),
+    ):
+        meta = _meta(f"{NAME}-{role}", component="rbac")
+        meta["labels"].update(
+            {f"rbac.authorization.k8s.io/aggregate-to-{a}": "true" for a in aggregate}
+        )
+        rules = [_rule(["foresize.io"], list(USER_KINDS), list(verbs))]
+        if role == "view":
+            rules.append(_rule(["foresize.io"], [f"{k}/status" for k in USER_KINDS], ["get"]))
+        out.append(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRole",
+                "metadata": meta,
+                "rules": rules,
+            }
+        )
+    return out
 
 
 def rbac(namespace: str) -> list[dict[str, Any]]:
@@ -187,6 +205,7 @@ def rbac(namespace: str) -> list[dict[str, Any]]:
             "metadata": _meta(NAME, namespace, "operator"),
             "rules": role_rules(),
         },
+        *aggregated_roles(),
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "RoleBinding",
@@ -215,6 +234,7 @@ def operator(namespace: str, image: str, replicas: int = 2) -> list[dict[str, An
         {"name": "FORESIZE_PAUSE_CONFIGMAP", "value": PAUSE_CONFIGMAP},
         {"name": "FORESIZE_WEBHOOK_PORT", "value": str(WEBHOOK_PORT)},
         {"name": "FORESIZE_METRICS_PORT", "value": str(METRICS_PORT)},
+        {"name": "FORESIZE_HISTORY_DB", "value": HISTORY_DB},
     ]
     probe = {"httpGet": {"path": "/healthz", "port": "webhook", "scheme": "HTTPS"}}
     container = {
@@ -232,6 +252,9 @@ def operator(namespace: str, image: str, replicas: int = 2) -> list[dict[str, An
             "periodSeconds": 5,
         },
         "livenessProbe": {**probe, "periodSeconds": 10, "failureThreshold": 6},
+        # Start-up may wait up to 120 s for cert-manager's Secret and lists every watched
+        # kind first: liveness only counts once this has passed (5 s x 36 = 3 minutes).
+        "startupProbe": {**probe, "periodSeconds": 5, "failureThreshold": 36},
         "resources": {
             "requests": {"cpu": "100m", "memory": "256Mi"},
             "limits": {"memory": "1Gi"},
@@ -259,6 +282,7 @@ def operator(namespace: str, image: str, replicas: int = 2) -> list[dict[str, An
                 "metadata": {"labels": _labels("operator")},
                 "spec": {
                     "serviceAccountName": NAME,
+                    "priorityClassName": PRIORITY_CLASS,
                     "securityContext": {
                         "runAsNonRoot": True,
                         "runAsUser": 65532,
@@ -306,14 +330,27 @@ def operator(namespace: str, image: str, replicas: int = 2) -> list[dict[str, An
             ],
         },
     }
+    # maxUnavailable, not minAvailable: with 2 replicas a drain takes one at a time, and
+    # with 1 replica (allowed) the drain is not blocked forever.
     pdb = {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
         "metadata": _meta(NAME, namespace, "operator"),
-        "spec": {"minAvailable": 1, "selector": {"matchLabels": _selector()}},
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": _selector()}},
+    }
+    priority = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": _meta(PRIORITY_CLASS, component="operator"),
+        "value": PRIORITY_VALUE,
+        "globalDefault": False,
+        "preemptionPolicy": "PreemptLowerPriority",
+        "description": "Foresize's operator: its webhooks and Lease holder outrank the "
+        "workloads it sizes.",
     }
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(namespace)},
+        priority,
         deployment,
         service,
         pdb,
@@ -459,10 +496,83 @@ def alert_rules() -> list[dict[str, Any]]:
                 ),
             },
         },
+        *operational_alerts(),
+    ]
+
+
+def operational_alerts(service: str = WEBHOOK_SERVICE) -> list[dict[str, Any]]:
+    """The operator itself: down, no Lease holder, webhook errors, certificate expiry.
+    (Every webhook fails open, so each of these is otherwise silent.)"""
+    up = f'up{{job="{service}"}}'
+    return [
+        {
+            "alert": "ForesizeOperatorDown",
+            "expr": f"absent({up} == 1)",
+            "for": "5m",
+            "labels": {"severity": "critical"},
+            "annotations": {
+                "summary": "No Foresize operator replica is up",
+                "description": (
+                    "Prometheus scrapes no live replica: nothing is resized and every "
+                    "webhook fails open (pods are admitted unchanged)."
+                ),
+            },
+        },
+        {
+            "alert": "ForesizeNoLeaseHeld",
+            "expr": "sum by (shard) (foresize_leader) < 1",
+            "for": "5m",
+            "labels": {"severity": "critical"},
+            "annotations": {
+                "summary": "No replica holds Foresize shard {{ $labels.shard }}",
+                "description": (
+                    "The targets of this shard are not acted on: no replica holds its Lease "
+                    "(API errors, RBAC, or every replica lost it)."
+                ),
+            },
+        },
+        {
+            "alert": "ForesizeWebhookErrors",
+            "expr": (
+                "sum(rate(foresize_webhook_bad_requests_total[5m])) > 0.05 or "
+                'sum(rate(apiserver_admission_webhook_request_total{name=~".*foresize.io",'
+                'code!="200"}[5m])) > 0.05'
+            ),
+            "for": "10m",
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "Foresize's admission webhooks are failing",
+                "description": (
+                    "Requests to the webhooks are refused, cut off or answered with errors "
+                    "(operator side), or the API server's calls to them fail: pods are "
+                    "admitted unchanged (failurePolicy Ignore)."
+                ),
+            },
+        },
+        {
+            "alert": "ForesizeWebhookCertificateExpiry",
+            "expr": "min(foresize_webhook_certificate_expiry_seconds) < 7 * 86400",
+            "for": "1h",
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": (
+                    "Foresize's webhook certificate expires in {{ $value | humanizeDuration }}"
+                ),
+                "description": (
+                    "The served certificate is near or past its expiry and was not renewed: "
+                    "once expired, the API server cannot call the webhooks and every one "
+                    "fails open."
+                ),
+            },
+        },
     ]
 
 
 def monitoring(namespace: str) -> list[dict[str, Any]]:
+    """PrometheusRule and ServiceMonitor. prometheus-operator picks them up only when their
+    labels match its `ruleSelector`/`serviceMonitorSelector` (kube-prometheus-stack: the
+    label `release: <its release>`): add those with `kubectl label`, or the chart's
+    `monitoring.labels`."""
     return [
         {
             "apiVersion": "monitoring.coreos.com/v1",

@@ -6,6 +6,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from foresize.api.selectors import selector_matches
 from foresize.cluster.model import (
     HorizontalPodAutoscaler,
     Node,
@@ -18,11 +19,8 @@ TOP_LEVEL_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "Rollout")
 
 
 def labels_match(selector: dict[str, str], labels: dict[str, str]) -> bool:
-    """matchLabels semantics. An empty selector matches nothing (as PDBs treat `{}` is
-    'everything' only via explicit selector; Foresize never wants match-all by accident)."""
-    if not selector:
-        return False
-    return all(labels.get(k) == v for k, v in selector.items())
+    """matchLabels only (`api.selectors`: an empty selector matches nothing)."""
+    return selector_matches(selector, (), labels)
 
 
 @dataclass(slots=True)

@@ -18,6 +18,7 @@ from typing import Any
 from foresize.api.access import first as get
 from foresize.api.duration import parse_duration
 from foresize.api.quantity import CPU, MEMORY, to_canonical
+from foresize.api.selectors import selector_matches
 from foresize.api.vocabulary import SCALING_MODE_ALIASES, SCALING_MODES
 from foresize.cluster.model import ContainerSuggestion, Suggestion
 
@@ -149,9 +150,7 @@ class TargetView:
         selects nothing)."""
         if self.selector_expr is not None:
             return bool(self.selector_expr.matches(dict(labels)))
-        if not self.selector:
-            return False
-        return all(labels.get(k) == v for k, v in self.selector.items())
+        return selector_matches(self.selector or {}, (), labels)
 
     def oom_floor_for(self, container: str, now: float) -> int | None:
         """The container's OOM memory floor still in force at `now`, if any."""

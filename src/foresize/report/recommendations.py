@@ -52,6 +52,7 @@ class ResourceRow:
     peak: float | None = None  # the highest reading (cores or bytes)
     quantile: float | None = None
     spans: dict[str, float] = field(default_factory=dict)  # span -> quantile of 15-min peaks
+    steps: list[str] = field(default_factory=list)  # what changed the value after the spans
     severity: str = "unset"
 
 
@@ -218,14 +219,27 @@ def build_rows(
                 rr.current_limit = _round(res, lim) if lim is not None else None
             if not math.isfinite(value):
                 continue
-            value *= 1.0 + buffer_percentage / 100.0
+            if buffer_percentage:
+                value *= 1.0 + buffer_percentage / 100.0
+                rr.steps.append(
+                    f"+{buffer_percentage:g}% buffer: {_pretty(res, _round(res, value))}"
+                )
             if res == MEMORY:
+                floor = 0.0
                 for t in kills:
                     k = int((t - start) // step)
                     before = grid[max(0, k - 12) : k + 1]
                     if np.isfinite(before).any():
-                        value = max(value, OOM_FACTOR * float(np.nanmax(before)))
+                        floor = max(floor, OOM_FACTOR * float(np.nanmax(before)))
+                if floor > value:
+                    value = floor
+                    rr.steps.append(
+                        f"raised to the OOM floor, {OOM_FACTOR:g} x the working-set peak before "
+                        f"a kill: {_pretty(res, _round(res, value))}"
+                    )
             rr.request = bounds.clamp(res, _round(res, value))
+            if rr.request != _round(res, value):
+                rr.steps.append(f"bounded by --{res}-min/--{res}-max: {_pretty(res, rr.request)}")
         _limits(row)
         _notes(row)
         row.cpu.severity = severity_of(row.cpu.current_request, row.cpu.request)
@@ -362,10 +376,14 @@ def explain(row: Row) -> list[str]:
             if rr.peak is None
             else (f"{rr.peak:.3f} cores" if res == CPU else _pretty(MEMORY, int(rr.peak)))
         )
+        base = max(rr.spans.values()) if rr.spans else None
         lines.append(
-            f"{res}: {_pretty(res, rr.request)} = highest {_level(rr.quantile)} of 15-minute "
-            f"peaks over {spans or 'no data'}; peak {peak}; 15-minute forecast "
-            f"{_pretty(res, rr.forecast)} (model {model or '-'})"
+            f"{res}: {_pretty(res, rr.request)}: the highest {_level(rr.quantile)} of 15-minute "
+            f"peaks over {spans or 'no data'}"
+            + (f" = {_pretty(res, _round(res, base))}" if base is not None else "")
+            + "".join(f"; {step}" for step in rr.steps)
+            + f"; peak {peak}; 15-minute forecast {_pretty(res, rr.forecast)} "
+            f"(model {model or '-'})"
         )
     lines.append(f"history: {row.history_hours:g} h, {row.samples} five-minute samples")
     if row.oom_kills:

@@ -18,6 +18,7 @@ from typing import Any
 
 from foresize.api import duration
 from foresize.api.access import first as _get
+from foresize.api.selectors import selector_matches
 from foresize.api.types import (
     DEFAULT_VERTICAL_SCALE_DOWN_PERCENT,
     DEFAULT_VERTICAL_SCALE_UP_PERCENT,
@@ -146,21 +147,7 @@ class TargetPolicy:
     def selects(self, labels: dict[str, str]) -> bool:
         """LabelSelector semantics (all of matchLabels and matchExpressions); an empty
         selector selects nothing (never every pod of a namespace by accident)."""
-        if not self.has_selector:
-            return False
-        if any(labels.get(k) != v for k, v in self.selector.items()):
-            return False
-        for key, op, values in self.selector_expressions:
-            present = key in labels
-            if op == "In" and (not present or labels[key] not in values):
-                return False
-            if op == "NotIn" and present and labels[key] in values:
-                return False
-            if op == "Exists" and not present:
-                return False
-            if op == "DoesNotExist" and present:
-                return False
-        return True
+        return selector_matches(self.selector, self.selector_expressions, labels)
 
 
 # Kubernetes label syntax (apimachinery validation): an optional DNS-subdomain prefix and a

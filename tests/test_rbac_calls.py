@@ -1,0 +1,293 @@
+"""RBAC is exactly what the code calls: the shipped ClusterRole and Role are compared, both
+ways, with the requests the strict API server records while the real operator runs and
+while the executor carries out every kind of core action and Foresize-object call.
+
+A call the roles do not allow fails in a cluster with 403; a grant no call uses is blast
+radius for nothing (kube.md GAP 16). Nothing here lists the calls by hand: they come from
+the request log."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import typing
+from typing import Any
+
+from foresize.cli.manifests import NAME, TLS_SECRET, WEBHOOK_SERVICE, build
+from foresize.cluster import actions as core
+from foresize.kube.api import KubeApi
+from foresize.kube.executor import KubeExecutor
+from foresize.kube.operator import OperatorOptions, run_operator
+from foresize.testing.apiserver import RecordedRequest, StrictApiServer
+from kube_objects import (
+    container,
+    deployment,
+    namespace,
+    node,
+    pod,
+    replicaset,
+    target,
+    workload,
+)
+from test_kube_operator import free_port
+from test_kube_watch import SUGGESTION
+
+OPERATOR_NS = "foresize-system"
+
+ROLLOUT_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "rollouts.argoproj.io"},
+    "spec": {
+        "group": "argoproj.io",
+        "names": {"kind": "Rollout", "plural": "rollouts", "singular": "rollout"},
+        "scope": "Namespaced",
+        "versions": [
+            {
+                "name": "v1alpha1",
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "x-kubernetes-preserve-unknown-fields": True,
+                    }
+                },
+                "subresources": {
+                    "status": {},
+                    "scale": {
+                        "specReplicasPath": ".spec.replicas",
+                        "statusReplicasPath": ".status.replicas",
+                        "labelSelectorPath": ".status.selector",
+                    },
+                },
+            }
+        ],
+    },
+}
+
+
+def seed_cluster(server: StrictApiServer) -> dict[str, str]:
+    """A small cluster: a Deployment with pods and an autonomous target, a StatefulSet, a
+    DaemonSet, an Argo Rollout, and the operator's webhook configurations."""
+    server.seed(ROLLOUT_CRD)
+    server.seed(namespace(OPERATOR_NS))
+    server.seed(node())
+    dep = server.seed(deployment())
+    rs = server.seed(replicaset(deployment_uid=dep["metadata"]["uid"]))
+    uids = {}
+    for name in ("web-1", "web-2"):
+        owner = ("ReplicaSet", "web-abc", rs["metadata"]["uid"])
+        uids[name] = server.seed(pod(name, owner=owner))["metadata"]["uid"]
+    server.seed(target(suggestion=SUGGESTION))
+    server.seed(workload("StatefulSet", "db"))
+    server.seed(workload("DaemonSet", "agent", labels={"app": "agent"}))
+    server.seed(
+        {
+            "apiVersion": "foresize.io/v1",
+            "kind": "DaemonSetAutoscaler",
+            "metadata": {"name": "agent", "namespace": "shop"},
+            "spec": {
+                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent"},
+                "scaleMode": "recommendation",
+            },
+        }
+    )
+    server.seed(
+        {
+            "apiVersion": "foresize.io/v1",
+            "kind": "ClusterAIScaleTemplate",
+            "metadata": {"name": "fleet"},
+            "spec": {
+                "selector": {"matchLabels": {"tier": "none"}},
+                "template": {"spec": {"vertical": {"mode": "recommendation"}}},
+            },
+        }
+    )
+    rollout = {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Rollout",
+        "metadata": {"name": "front", "namespace": "shop"},
+        "spec": {"replicas": 2, "template": {"spec": {"containers": [container()]}}},
+    }
+    server.seed(rollout)
+    hook = {
+        "clientConfig": {"service": {"name": WEBHOOK_SERVICE, "namespace": OPERATOR_NS}},
+        "sideEffects": "None",
+        "admissionReviewVersions": ["v1"],
+    }
+    for kind, names in (
+        ("MutatingWebhookConfiguration", ["pods.foresize.io", "scale.foresize.io"]),
+        ("ValidatingWebhookConfiguration", ["aiscaletargets.foresize.io"]),
+    ):
+        server.seed(
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": kind,
+                "metadata": {"name": NAME},
+                "webhooks": [{"name": n, **hook} for n in names],
+            }
+        )
+    return uids
+
+
+async def operator_run(server: StrictApiServer, kubeconfig: str) -> None:
+    """The real operator as it runs in a cluster (a kubeconfig with a bearer token, so Kopf
+    scans CRDs; webhook TLS from the shared Secret) until it has resized."""
+    opts = OperatorOptions(
+        kubeconfig=kubeconfig,
+        namespace=OPERATOR_NS,
+        identity="foresize-0",
+        interval=0.2,
+        metrics_host="127.0.0.1",
+        metrics_port=free_port(),
+        webhook_host="127.0.0.1",
+        webhook_port=free_port(),
+        tls_secret=TLS_SECRET,
+        webhook_service=WEBHOOK_SERVICE,
+        webhook_configuration=NAME,
+        suggest_interval=3600,
+        shutdown_grace=1.0,
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(run_operator(opts, stop))
+    try:
+        for _ in range(150):
+            await asyncio.sleep(0.1)
+            if len(server.calls("PATCH", "/resize$", code=200)) >= 2 and server.calls(
+                "PATCH", "webhookconfigurations"
+            ):
+                break
+        assert len(server.calls("PATCH", "/resize$", code=200)) >= 2
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 20)
+
+
+def one_of_each_action(uids: dict[str, str]) -> list[core.Action]:
+    """One core action of every kind the planners can emit (all of `Action`'s members)."""
+    resize = core.ContainerResize("app", requests={"cpu": 300})
+    made: dict[type, list[core.Action]] = {
+        core.ResizePod: [core.ResizePod("shop", "web-1", (resize,), uid=uids["web-1"])],
+        core.PatchPodMetadata: [core.PatchPodMetadata("shop", "web-1", annotations={"a": "b"})],
+        core.EvictPod: [core.EvictPod("shop", "web-2", target="shop/web", uid=uids["web-2"])],
+        core.PatchScale: [
+            core.PatchScale("shop", kind, name, 3)
+            for kind, name in (("Deployment", "web"), ("StatefulSet", "db"), ("Rollout", "front"))
+        ],
+        core.RestartWorkload: [
+            core.RestartWorkload("shop", kind, name, restarted_at=1_780_000_000.0)
+            for kind, name in (
+                ("Deployment", "web"),
+                ("StatefulSet", "db"),
+                ("DaemonSet", "agent"),
+                ("Rollout", "front"),
+            )
+        ],
+        core.WriteTargetStatus: [
+            core.WriteTargetStatus("shop", "web", {"pods_resized": 1}),
+            core.WriteTargetStatus("shop", "agent", {}, kind="DaemonSetAutoscaler"),
+            core.WriteTargetStatus("", "fleet", {"targets": []}, kind="ClusterAIScaleTemplate"),
+        ],
+        # Twice: the second of the same Event is its count patched (aggregation).
+        core.EmitEvent: [core.EmitEvent("shop", "Pod", "web-1", "Resized", "cpu 300m")] * 2,
+    }
+    kinds = set(typing.get_args(core.Action))
+    assert kinds == set(made), f"a new action kind needs an example here: {kinds - set(made)}"
+    return [a for group in made.values() for a in group]
+
+
+async def executor_calls(server: StrictApiServer, uids: dict[str, str], kubeconfig: str) -> None:
+    api = KubeApi.from_environment(kubeconfig)
+    try:
+        executor = KubeExecutor(api, server_version=(1, 34))
+        for action in one_of_each_action(uids):
+            result = await executor.apply(action)
+            assert result.ok, (action, result)
+        # The Foresize objects the lifecycle and template planners manage.
+        kinds = ("AIScaleTarget", "DaemonSetAutoscaler", "ClusterAIScaleTemplate")
+        made = copy.deepcopy(target("made"))
+        assert (await executor.create_object("AIScaleTarget", made)).ok
+        made["spec"]["vertical"]["mode"] = "recommendation"
+        assert (await executor.update_object("AIScaleTarget", made)).ok
+        assert (await executor.add_finalizer(kinds[0], "shop", "made", "foresize.io/x")).ok
+        assert (await executor.remove_finalizer(kinds[0], "shop", "made", "foresize.io/x")).ok
+        assert (await executor.delete_object("AIScaleTarget", "shop", "made")).ok
+        for kind, ns, name in ((kinds[1], "shop", "agent"), (kinds[2], "", "fleet")):
+            assert (await executor.add_finalizer(kind, ns, name, "foresize.io/x")).ok
+            assert (await executor.remove_finalizer(kind, ns, name, "foresize.io/x")).ok
+    finally:
+        await api.close()
+
+
+def allows(rules: list[dict[str, Any]], call: RecordedRequest) -> bool:
+    resource = f"{call.resource}/{call.subresource}" if call.subresource else call.resource
+    for rule in rules:
+        if call.group not in rule["apiGroups"] or resource not in rule["resources"]:
+            continue
+        if call.verb not in rule["verbs"]:
+            continue
+        names = rule.get("resourceNames")
+        if names and (call.verb in ("create", "list", "watch") or call.name not in names):
+            continue
+        return True
+    return False
+
+
+async def test_the_roles_grant_exactly_what_the_operator_calls(tmp_path):
+    server = StrictApiServer(bookmark_interval=1.0, token="sa-token")
+    await server.start()
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": server.url}}],
+                "users": [{"name": "u", "user": {"token": "sa-token"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+    )
+    try:
+        uids = seed_cluster(server)
+        await operator_run(server, str(kubeconfig))
+        await executor_calls(server, uids, str(kubeconfig))
+    finally:
+        await server.stop()
+    docs = {(d["kind"], d["metadata"]["name"]): d for d in build("rbac")}
+    cluster_rules = docs[("ClusterRole", NAME)]["rules"]
+    role_rules = docs[("Role", NAME)]["rules"]
+    calls = [r for r in server.requests if r.resource]  # not discovery or /version
+    assert calls and server.internal_errors == []
+    # Every call is allowed: cluster-wide by the ClusterRole, in its namespace by the Role.
+    refused = sorted(
+        {
+            (c.verb, c.group, c.resource, c.subresource, c.namespace, c.name)
+            for c in calls
+            if not allows(cluster_rules, c)
+            and not (c.namespace == OPERATOR_NS and allows(role_rules, c))
+        }
+    )
+    assert refused == [], f"calls the roles do not allow: {refused}"
+    # Every grant is used by some call.
+    unused = []
+    for scope, rules in (("ClusterRole", cluster_rules), ("Role", role_rules)):
+        for rule in rules:
+            for group in rule["apiGroups"]:
+                for resource in rule["resources"]:
+                    res, _, sub = resource.partition("/")
+                    for verb in rule["verbs"]:
+                        used = any(
+                            c.group == group
+                            and c.resource == res
+                            and c.subresource == sub
+                            and c.verb == verb
+                            and (scope == "ClusterRole" or c.namespace == OPERATOR_NS)
+                            for c in calls
+                        )
+                        if not used:
+                            unused.append((scope, group, resource, verb))
+    assert unused == [], f"grants no call uses: {unused}"
