@@ -159,3 +159,70 @@ def test_a_long_cron_is_refused_fast():
     text = "1," * 20_000 + "1 * * * *"
     assert _elapsed(cron_error, text) < 0.05
     assert "at most 128" in cron_error(text)
+
+
+# --- label keys and values --------------------------------------------------------------
+
+
+def _selector_target(match_labels: dict, key: str = "app") -> dict:
+    obj = _target("@hourly")
+    spec = obj["spec"]
+    del spec["scaleTargetRef"]
+    spec["selector"] = {
+        "matchLabels": match_labels,
+        "matchExpressions": [{"key": key, "operator": "Exists"}],
+    }
+    return obj
+
+
+@pytest.mark.parametrize(
+    "labels,key",
+    [
+        ({"app": "Web_Bad!"}, "app"),
+        ({"app": "x" * 64}, "app"),
+        ({"-app": "web"}, "app"),
+        ({"Example.com/app": "web"}, "app"),
+        ({"app": "web"}, "bad key!"),
+        ({"app": "web"}, "a/b/c"),
+    ],
+)
+def test_the_cli_and_the_webhook_refuse_the_same_labels(labels, key):
+    with pytest.raises(ForesizeError, match="label"):
+        parse_object(_selector_target(labels, key), "t.yaml")
+    assert any("label" in e for e in validate_target(_selector_target(labels, key)))
+
+
+@pytest.mark.parametrize(
+    "labels,key",
+    [
+        ({"app": "web", "tier": ""}, "app"),
+        ({"example.com/app": "v1.2_3-x"}, "kubernetes.io/os"),
+        ({"a": "b" * 63}, "A_b.c"),
+    ],
+)
+def test_the_cli_and_the_webhook_accept_the_same_labels(labels, key):
+    parse_object(_selector_target(labels, key), "t.yaml")
+    assert validate_target(_selector_target(labels, key)) == []
+
+
+def test_a_long_label_is_refused_fast():
+    from foresize.api.labels import label_key_error, label_value_error
+
+    assert _elapsed(label_value_error, "a" * 1_000_000 + "!") < 0.05
+    assert "63" in label_value_error("a" * 100)
+    assert _elapsed(label_key_error, "a." * 500_000 + "/x") < 0.05
+
+
+def test_scenario_labels_use_the_same_rules(tmp_path):
+    import yaml
+
+    from foresize.sim.scenario import load_scenario
+    from test_sim_support import workload
+
+    data = {"nodes": [{"name": "n", "cpu": "2", "memory": "4Gi"}], "workloads": [workload("a")]}
+    data["workloads"][0]["labels"] = {"app": "Web_Bad!"}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ForesizeError, match=r"workloads\[0\]\.labels.*label value") as info:
+        load_scenario(str(path))
+    assert len(str(info.value).splitlines()) == 1

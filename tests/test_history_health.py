@@ -191,3 +191,28 @@ async def test_the_operator_task_posts_the_recovery_event_then_maintains(tmp_pat
     await asyncio.wait_for(history_upkeep(store, stop, apply, "foresize", "foresize-0"), 10)
     assert [e.reason for e in posted] == ["HistoryStoreRecovered"]
     store.close()
+
+
+def test_a_polls_cpu_and_memory_land_together_or_not_at_all(tmp_path):
+    # Audit F-15: cpu and memory were two transactions; a kill between them tore a sample.
+    from foresize.history.metrics_server import HistorySink, Sample
+
+    store = HistoryStore(tmp_path / "h.db")
+    real = store.write_matrix
+
+    def failing(keys, resource, *args, **kwargs):
+        if resource == "memory":
+            raise RuntimeError("killed between the two writes")
+        return real(keys, resource, *args, **kwargs)
+
+    store.write_matrix = failing
+    with pytest.raises(RuntimeError):
+        HistorySink(store).add_samples([Sample(T0, "ns", "web", "web-1", "app", 0.5, 1e8)])
+    store.write_matrix = real
+    _, cpu = store.series(KEY, "cpu", T0, T0 + 60)
+    assert np.isnan(cpu).all()  # rolled back with the memory write
+    HistorySink(store).add_samples([Sample(T0, "ns", "web", "web-1", "app", 0.5, 1e8)])
+    _, cpu = store.series(KEY, "cpu", T0, T0 + 60)
+    _, mem = store.series(KEY, "memory", T0, T0 + 60)
+    assert cpu[0] == 0.5 and mem[0] == 1e8
+    store.close()

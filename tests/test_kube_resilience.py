@@ -181,7 +181,7 @@ class LeaseApi:
         self.lease: dict | None = None
         self.hang = False
 
-    async def request(self, method, path, body=None, content_type=None, params=None):
+    async def request(self, method, path, body=None, content_type=None, params=None, **_):
         from foresize.kube.api import ApiResponse
 
         if self.hang:
@@ -285,7 +285,7 @@ class ScriptedKubeApi(KubeApi):
         self.sent: list[str] = []
         self.slept: list[float] = []
 
-    async def _send_once(self, method, path, body, content_type, params):
+    async def _send_once(self, method, path, body, content_type, params, **_):
         from foresize.kube.api import ApiResponse
 
         self.sent.append(f"{method} {path}")

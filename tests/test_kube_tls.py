@@ -1,40 +1,44 @@
-"""The webhook certificate in-cluster, against kmock: create the shared Secret, patch the
-caBundle into both webhook configurations, reuse a Secret another replica created."""
+"""The webhook certificate in-cluster, against the strict API server: create the shared
+Secret, patch the caBundle into both webhook configurations, reuse a Secret another replica
+created."""
 
 from __future__ import annotations
 
 import base64
 import ssl
 
-import kmock
-
 from foresize.kube.api import KubeApi
 from foresize.kube.tls import webhook_ssl_context
 from foresize.webhook.certs import generate_self_signed
 
-R = kmock.resource
 ADM = "/apis/admissionregistration.k8s.io/v1"
 
 
-def configs(handler) -> None:
-    hook = {"clientConfig": {"service": {"name": "foresize-webhook", "namespace": "fs"}}}
-    handler.objects[
-        R("admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"), None, "foresize"
-    ] = {
-        "metadata": {"name": "foresize"},
-        "webhooks": [{"name": "pods.foresize.io", **hook}, {"name": "scale.foresize.io", **hook}],
+def configs(server) -> None:
+    """The webhook configurations as the manifests install them, and the namespace."""
+    server.seed({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "fs"}})
+    hook = {
+        "clientConfig": {"service": {"name": "foresize-webhook", "namespace": "fs"}},
+        "sideEffects": "None",
+        "admissionReviewVersions": ["v1"],
     }
-    handler.objects[
-        R("admissionregistration.k8s.io/v1/validatingwebhookconfigurations"), None, "foresize"
-    ] = {
-        "metadata": {"name": "foresize"},
-        "webhooks": [{"name": "aiscaletargets.foresize.io", **hook}],
-    }
+    for kind, names in (
+        ("MutatingWebhookConfiguration", ["pods.foresize.io", "scale.foresize.io"]),
+        ("ValidatingWebhookConfiguration", ["aiscaletargets.foresize.io"]),
+    ):
+        server.seed(
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": kind,
+                "metadata": {"name": "foresize"},
+                "webhooks": [{"name": n, **hook} for n in names],
+            }
+        )
 
 
-async def test_creates_secret_and_injects_ca_bundle(kmock, tmp_path):
-    configs(kmock)
-    api = KubeApi.from_url(str(kmock.url).rstrip("/"))
+async def test_creates_secret_and_injects_ca_bundle(apiserver, tmp_path):
+    configs(apiserver)
+    api = KubeApi.from_url(apiserver.url)
     try:
         ctx = await webhook_ssl_context(
             api,
@@ -48,41 +52,43 @@ async def test_creates_secret_and_injects_ca_bundle(kmock, tmp_path):
     finally:
         await api.close()
     assert isinstance(ctx, ssl.SSLContext)
-    (create,) = [r for r in kmock["post"] if r.url.path == "/api/v1/namespaces/fs/secrets"]
-    assert create.headers["Content-Type"] == "application/json"
-    assert create.data["type"] == "kubernetes.io/tls"
-    assert set(create.data["data"]) == {"ca.crt", "tls.crt", "tls.key"}
-    ca = create.data["data"]["ca.crt"]
+    (create,) = apiserver.calls("POST", "^/api/v1/namespaces/fs/secrets$")
+    assert create.code == 201 and create.content_type == "application/json"
+    assert create.body["type"] == "kubernetes.io/tls"
+    assert set(create.body["data"]) == {"ca.crt", "tls.crt", "tls.key"}
+    ca = create.body["data"]["ca.crt"]
     assert b"BEGIN CERTIFICATE" in base64.b64decode(ca)
-    (mutating,) = [
-        r for r in kmock["patch"] if r.url.path == f"{ADM}/mutatingwebhookconfigurations/foresize"
-    ]
-    assert mutating.headers["Content-Type"] == "application/json-patch+json"
-    assert mutating.data == [
+    (mutating,) = apiserver.calls("PATCH", f"^{ADM}/mutatingwebhookconfigurations/foresize$")
+    assert mutating.code == 200 and mutating.content_type == "application/json-patch+json"
+    assert mutating.body == [
         {"op": "add", "path": "/webhooks/0/clientConfig/caBundle", "value": ca},
         {"op": "add", "path": "/webhooks/1/clientConfig/caBundle", "value": ca},
     ]
-    (validating,) = [
-        r for r in kmock["patch"] if r.url.path == f"{ADM}/validatingwebhookconfigurations/foresize"
-    ]
-    assert validating.data == [
+    (validating,) = apiserver.calls("PATCH", f"^{ADM}/validatingwebhookconfigurations/foresize$")
+    assert validating.code == 200
+    assert validating.body == [
         {"op": "add", "path": "/webhooks/0/clientConfig/caBundle", "value": ca}
     ]
 
 
-async def test_reuses_the_secret_of_another_replica(kmock, tmp_path):
-    configs(kmock)
+async def test_reuses_the_secret_of_another_replica(apiserver, tmp_path):
+    configs(apiserver)
     bundle = generate_self_signed(["foresize-webhook.fs.svc"])
     data = {
         "ca.crt": base64.b64encode(bundle.ca_pem).decode(),
         "tls.crt": base64.b64encode(bundle.cert_pem).decode(),
         "tls.key": base64.b64encode(bundle.key_pem).decode(),
     }
-    kmock.objects[R("v1/secrets"), "fs", "foresize-webhook-tls"] = {
-        "metadata": {"name": "foresize-webhook-tls", "namespace": "fs"},
-        "data": data,
-    }
-    api = KubeApi.from_url(str(kmock.url).rstrip("/"))
+    apiserver.seed(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "kubernetes.io/tls",
+            "metadata": {"name": "foresize-webhook-tls", "namespace": "fs"},
+            "data": data,
+        }
+    )
+    api = KubeApi.from_url(apiserver.url)
     try:
         await webhook_ssl_context(
             api,
@@ -95,12 +101,10 @@ async def test_reuses_the_secret_of_another_replica(kmock, tmp_path):
         )
     finally:
         await api.close()
-    assert [r for r in kmock["post"] if "secrets" in r.url.path] == []
+    assert apiserver.calls("POST", "secrets") == []
     assert (tmp_path / "tls.crt").read_bytes() == bundle.cert_pem
-    (mutating,) = [
-        r for r in kmock["patch"] if r.url.path.endswith("mutatingwebhookconfigurations/foresize")
-    ]
-    assert {op["value"] for op in mutating.data} == {data["ca.crt"]}
+    (mutating,) = apiserver.calls("PATCH", "mutatingwebhookconfigurations/foresize$")
+    assert {op["value"] for op in mutating.body} == {data["ca.crt"]}
 
 
 def test_kopf_logs_in_as_the_executor(tmp_path):

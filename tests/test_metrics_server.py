@@ -1,4 +1,4 @@
-"""metrics.k8s.io polling (against kmock) into the in-memory history, the start-up
+"""metrics.k8s.io polling (against the strict API server) into the in-memory history, the start-up
 exclusion, and history -> the target's vertical suggestion (bounds, limit ratio, lookback)."""
 
 from __future__ import annotations
@@ -81,49 +81,45 @@ def state_with_workload() -> ClusterState:
     return state
 
 
-async def test_poller_reads_metrics_api_and_skips_new_pods(kmock):
+async def test_poller_reads_metrics_api_and_skips_new_pods(apiserver):
     state = state_with_workload()
     state.apply_event("Pod", "ADDED", owned_pod("web-7d9f8-aaaaa", "2026-05-28T19:00:00Z"))
     # Started 60 s before the sample: inside its first 2 minutes.
     state.apply_event("Pod", "ADDED", owned_pod("web-7d9f8-bbbbb", "2026-05-28T20:25:40Z"))
-    kmock[f"get {METRICS_PATH}"] << {
-        "kind": "PodMetricsList",
-        "apiVersion": "metrics.k8s.io/v1beta1",
-        "items": [
-            {
-                "metadata": {"name": "web-7d9f8-aaaaa", "namespace": "shop"},
-                "timestamp": "2026-05-28T20:26:40Z",
-                "window": "15s",
-                "containers": [
-                    {"name": "app", "usage": {"cpu": "123456789n", "memory": "204800Ki"}}
-                ],
-            },
-            {
-                "metadata": {"name": "web-7d9f8-bbbbb", "namespace": "shop"},
-                "timestamp": "2026-05-28T20:26:40Z",
-                "window": "15s",
-                "containers": [{"name": "app", "usage": {"cpu": "2", "memory": "2Gi"}}],
-            },
-            {
-                "metadata": {"name": "agent-x7k2p", "namespace": "ops"},
-                "timestamp": "2026-05-28T20:26:40Z",
-                "window": "15s",
-                "containers": [{"name": "agent", "usage": {"cpu": "5m", "memory": "10Mi"}}],
-            },
-        ],
-    }
+    for item in [
+        {
+            "metadata": {"name": "web-7d9f8-aaaaa", "namespace": "shop"},
+            "timestamp": "2026-05-28T20:26:40Z",
+            "window": "15s",
+            "containers": [{"name": "app", "usage": {"cpu": "123456789n", "memory": "204800Ki"}}],
+        },
+        {
+            "metadata": {"name": "web-7d9f8-bbbbb", "namespace": "shop"},
+            "timestamp": "2026-05-28T20:26:40Z",
+            "window": "15s",
+            "containers": [{"name": "app", "usage": {"cpu": "2", "memory": "2Gi"}}],
+        },
+        {
+            "metadata": {"name": "agent-x7k2p", "namespace": "ops"},
+            "timestamp": "2026-05-28T20:26:40Z",
+            "window": "15s",
+            "containers": [{"name": "agent", "usage": {"cpu": "5m", "memory": "10Mi"}}],
+        },
+    ]:
+        apiserver.seed({"apiVersion": "metrics.k8s.io/v1beta1", "kind": "PodMetrics", **item})
     history = UsageHistory(step=60.0)
-    api = KubeApi.from_url(str(kmock.url).rstrip("/"))
+    api = KubeApi.from_url(apiserver.url)
     try:
         poller = MetricsServerPoller(api, [HistorySink(history)], state=state, clock=lambda: NOW)
         samples = await poller.poll_once()
     finally:
         await api.close()
-    (req,) = [r for r in kmock["get"] if r.url.path == METRICS_PATH]
-    assert req.method == "GET"
+    (req,) = apiserver.calls("GET", f"^{METRICS_PATH}$")
+    assert req.code == 200 and req.verb == "list"
+    # In the API server's order (by namespace, then name).
     assert samples == [
-        Sample(NOW, "shop", "web", "web-7d9f8-aaaaa", "app", 0.123456789, 204800 * 1024.0),
         Sample(NOW, "ops", "agent", "agent-x7k2p", "agent", 0.005, 10 * 2**20),
+        Sample(NOW, "shop", "web", "web-7d9f8-aaaaa", "app", 0.123456789, 204800 * 1024.0),
     ]
     assert sorted(history.keys) == [
         SeriesKey("ops", "agent", TOTAL_CONTAINER),

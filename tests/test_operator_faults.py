@@ -25,6 +25,9 @@ from foresize.kube import chaos
         chaos.scenario_leader_loss,
         chaos.scenario_kopf_dies,
         chaos.scenario_templates_before_workloads,
+        chaos.scenario_certificate,
+        lambda: chaos.scenario_certificate(cert_manager=True),
+        chaos.scenario_certificate_expired,
     ],
     ids=[
         "sigterm",
@@ -36,6 +39,9 @@ from foresize.kube import chaos
         "leader",
         "kopf-dies",
         "templates-before-workloads",
+        "certificate-near-expiry",
+        "certificate-renewed-by-cert-manager",
+        "certificate-expired",
     ],
 )
 async def test_scenario_keeps_its_invariant(scenario):

@@ -208,3 +208,21 @@ def test_crane_values_above_any_machine_are_skipped(tmp_path: Path):
     report = ReadReport()
     series = read_crane(path, report)
     assert series is not None and list(series.cpu) == [1.5, 2.0] and report.skipped == 1
+
+
+def test_a_device_as_a_trace_file_is_one_line_not_a_memory_error(tmp_path: Path):
+    # Audit 4b: `file: /dev/zero` ended in a MemoryError traceback after 10 s.
+    data = {"nodes": [{"name": "n", "cpu": "2", "memory": "4Gi"}], "workloads": [workload("a")]}
+    usage = data["workloads"][0]["containers"][0]["usage"]
+    usage["cpu"] = {"generator": "trace", "file": "/dev/zero"}
+    message = one_error(load_scenario, _scenario(tmp_path, data))
+    assert "/dev/zero" in message and "not a regular file" in message
+    from foresize.history.traces import load_traces
+
+    assert "/dev/zero" in one_error(load_traces, "/dev/zero", "crane")
+
+
+def test_a_budget_above_100_percent_is_refused(tmp_path: Path):
+    data = {"nodes": [{"name": "n", "cpu": "2", "memory": "4Gi"}], "workloads": [workload("a")]}
+    data["pdbs"] = [{"name": "p", "selector": {"app": "a"}, "min_available": "150%"}]
+    assert "min_available" in one_error(load_scenario, _scenario(tmp_path, data))

@@ -134,3 +134,26 @@ def test_pending_and_terminating_pods_skip_the_budget_and_two_pdbs_are_a_500():
     )
     res = evict(sim, pods_of(sim, "a")[0])
     assert res.code == 500 and "more than one PodDisruptionBudget" in res.message
+
+
+def test_a_stale_plan_for_a_recreated_statefulset_pod_is_a_409():
+    # The same name, another pod: eviction's deleteOptions.preconditions.uid and the
+    # resize patch's test of /metadata/uid both refuse (409), nothing happens to the pod.
+    from foresize.cluster.actions import ContainerResize, ResizePod
+
+    sim = make_sim([workload("db", 1, kind="StatefulSet", labels=WEB)])
+    (old,) = pods_of(sim, "db", kind="StatefulSet")
+    assert sim.apply(EvictPod(old.namespace, old.name, uid=old.uid)).code == 201
+    sim.run(60)
+    (new,) = pods_of(sim, "db", kind="StatefulSet")
+    assert new.name == old.name and new.uid != old.uid and new.ready
+    res = sim.apply(EvictPod(new.namespace, new.name, uid=old.uid))
+    assert res.code == 409 and "Precondition failed" in res.message
+    resize = ResizePod(
+        new.namespace, new.name, (ContainerResize("app", {"cpu": 400}),), uid=old.uid
+    )
+    assert sim.apply(resize).code == 409
+    now = sim.pod(new.namespace, new.name)
+    assert now.deletion_time is None and now.generation == 1
+    # The right uid goes through.
+    assert sim.apply(EvictPod(new.namespace, new.name, uid=new.uid)).code == 201

@@ -309,3 +309,25 @@ async def test_a_state_reload_runs_off_the_event_loop(tmp_path, monkeypatch):
         assert worst_gap < 0.5, worst_gap  # on the loop, one tick would wait the whole second
     finally:
         watcher.cancel()
+
+
+def test_the_private_key_is_owner_only_even_over_an_old_world_readable_file(tmp_path):
+    # Audit F-14: a pre-existing 0644 tls.key stayed 0644 with the new key written into it.
+    import os
+    import stat
+
+    from foresize.webhook.certs import generate_self_signed
+
+    (tmp_path / "tls.key").write_text("old")
+    os.chmod(tmp_path / "tls.key", 0o644)
+    _, _, key = generate_self_signed(["localhost"]).write(tmp_path)
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+    assert key.read_bytes().startswith(b"-----BEGIN")
+    fresh = tmp_path / "new" / "dir"
+    old_umask = os.umask(0)
+    try:
+        generate_self_signed(["localhost"]).write(fresh)
+    finally:
+        os.umask(old_umask)
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o700
+    assert stat.S_IMODE((fresh / "tls.key").stat().st_mode) == 0o600

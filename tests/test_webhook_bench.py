@@ -32,6 +32,10 @@ def test_bench_webhook_smoke_json():
             "50",
             "--budget",
             "10",
+            "--slow-connections",
+            "5",
+            "--idle-connections",
+            "0",  # the idle mode waits out the server's 10 s head timeout: see test_webhook_abuse
         ],
     )
     assert result.exit_code == 0, result.output
@@ -42,3 +46,9 @@ def test_bench_webhook_smoke_json():
     assert data["rate"] == 40 and data["requests"] == 20 and data["errors"] == 0
     assert 0.5 < data["patched_share"] < 1.0  # 80% of the reviews are for autonomous targets
     assert data["handler_us"]["pod"] > 0
+    abuse = data["abuse"]
+    assert abuse["malicious_quantity_ms"] > 0 and abuse["rss_mib_baseline"] > 0
+    slow = abuse["slow_loris"]
+    assert slow["connections"] == 5 and slow["held_at_start"] == 5
+    assert slow["requests"] == 20 and slow["errors"] == 0 and slow["p99_ratio_to_quiet"] > 0
+    assert "idle" not in abuse

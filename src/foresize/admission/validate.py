@@ -21,6 +21,7 @@ from typing import Any
 from foresize.admission.index import AdmissionIndex
 from foresize.api.cron import cron_error
 from foresize.api.duration import shown
+from foresize.api.labels import label_key_error, label_map_errors
 from foresize.api.quantity import CPU, MEMORY, QuantityError, to_canonical
 from foresize.api.vocabulary import FORECAST_MODES, SCALING_MODES, UPDATE_MODES
 from foresize.cluster.target import (
@@ -184,6 +185,14 @@ def _target_problems(obj: Mapping[str, Any] | Any, index: AdmissionIndex | None)
         errors.append("spec.horizontal.mode: only one of vertical and horizontal may be autonomous")
     if selector is not None and horizontal is not None:
         errors.append("spec.horizontal: a selector target is vertical only")
+    if selector is not None:
+        match_labels = get(selector, "matchLabels", "match_labels")
+        if match_labels is not None:
+            errors.extend(f"spec.selector.matchLabels: {p}" for p in label_map_errors(match_labels))
+        for i, req in enumerate(get(selector, "matchExpressions", "match_expressions") or ()):
+            problem = label_key_error(get(req, "key"))
+            if problem:
+                errors.append(f"spec.selector.matchExpressions[{i}].key: {problem}")
     _check_model(errors, "spec.model", get(spec, "model"))
     if vertical is not None:
         _check_model(errors, "spec.vertical.model", get(vertical, "model"))

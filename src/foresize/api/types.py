@@ -51,6 +51,7 @@ from foresize.api.duration import (
     format_duration,
     parse_duration,
 )
+from foresize.api.labels import check_label_key, check_label_map, check_label_value
 from foresize.api.quantity import (
     CPU,
     MEMORY,
@@ -351,13 +352,17 @@ class DaemonSetRef(_Base):
 
 
 class LabelSelectorRequirement(_Base):
-    key: str = Field(max_length=317)
+    key: Annotated[str, Field(max_length=317), AfterValidator(check_label_key)]
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
-    values: list[Annotated[str, Field(max_length=63)]] = Field(default_factory=list, max_length=64)
+    values: list[Annotated[str, Field(max_length=63), AfterValidator(check_label_value)]] = Field(
+        default_factory=list, max_length=64
+    )
 
 
 class LabelSelector(_Base):
-    matchLabels: dict[str, str] = Field(default_factory=dict)
+    matchLabels: Annotated[dict[str, str], AfterValidator(check_label_map)] = Field(
+        default_factory=dict
+    )
     matchExpressions: list[LabelSelectorRequirement] = Field(default_factory=list, max_length=32)
 
     def is_empty(self) -> bool:

@@ -113,9 +113,10 @@ class HistorySink:
             mem = np.array([row[k][1] for k in keys], dtype=np.float64)
             if hasattr(self.store, "indices"):  # UsageHistory
                 self.store.append(t, self.store.indices(keys), cpu=cpu, memory=mem)
-            else:  # HistoryStore
-                self.store.append(t, keys, "cpu", cpu)
-                self.store.append(t, keys, "memory", mem)
+            else:  # HistoryStore: both resources of a poll in one transaction
+                with self.store.transaction():
+                    self.store.append(t, keys, "cpu", cpu)
+                    self.store.append(t, keys, "memory", mem)
 
     def record_oom(self, key: SeriesKey, t: float, usage: float = 0.0) -> None:
         self.store.record_event(key, "oom", t, usage)

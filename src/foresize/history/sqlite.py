@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -131,6 +131,7 @@ class HistoryStore:
         self.on_bad_values: Callable[[int], None] | None = None
         """Called with each new count of dropped samples (the operator's metric)."""
         self._ids: dict[tuple[SeriesKey, str], int] = {}
+        self._in_transaction = False
         try:
             self._open()
         except _Damaged as exc:
@@ -234,6 +235,23 @@ class HistoryStore:
 
     # -- writing -----------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One transaction around several writes (a poll's cpu and memory land together or
+        not at all: a crash between them tore samples). Writes inside join it."""
+        if self._in_transaction:
+            yield
+            return
+        self._in_transaction = True
+        try:
+            with self.db:
+                yield
+        except BaseException:
+            self._ids.clear()  # series rows created in it were rolled back with it
+            raise
+        finally:
+            self._in_transaction = False
+
     def write_matrix(
         self,
         keys: Sequence[SeriesKey],
@@ -261,7 +279,7 @@ class HistoryStore:
         off = k0 - c0 * CHUNK_POINTS
         pad[:, off : off + values.shape[1]] = values
         blocks = pad.reshape(len(keys), c1 - c0, CHUNK_POINTS)
-        with self.db:
+        with self.transaction():
             ids = self._ids_for(keys, resource, create=True)
             existing = self._read_chunks(ids, step, c0, c1)
             empty = np.isnan(blocks).all(axis=2)

@@ -81,6 +81,8 @@ class ReadReport:
 def open_text(path: Path | str) -> io.TextIOBase:
     """Open a text file, gunzipping transparently (by magic bytes); errors name the file."""
     p = Path(path)
+    if p.exists() and not p.is_file():  # a device such as /dev/zero would never end
+        raise ForesizeError(f"{p}: cannot read trace file: not a regular file")
     try:
         with open(p, "rb") as fh:
             magic = fh.read(2)

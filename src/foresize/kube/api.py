@@ -190,12 +190,18 @@ class KubeApi:
         body: Any = None,
         content_type: str = JSON,
         params: dict[str, str] | None = None,
+        *,
+        unthrottled: bool = False,
     ) -> ApiResponse:
-        """One API call: rate-limited, retried on transient answers (see module doc)."""
+        """One API call: rate-limited (unless `unthrottled`: leader election, which must
+        not wait behind a pass's bulk of writes, as kube-controller-manager gives it a
+        client of its own), retried on transient answers (see module doc)."""
         for attempt in range(self.attempts):
             last = attempt == self.attempts - 1
             try:
-                answer = await self._send_once(method, path, body, content_type, params)
+                answer = await self._send_once(
+                    method, path, body, content_type, params, unthrottled=unthrottled
+                )
             except Exception as exc:
                 # Connection refused/reset, timeouts: the request may not have arrived.
                 if last or not _transport_error(exc):
@@ -221,8 +227,11 @@ class KubeApi:
         body: Any,
         content_type: str,
         params: dict[str, str] | None,
+        *,
+        unthrottled: bool = False,
     ) -> ApiResponse:
-        self.throttled_seconds += await self.limiter.acquire()
+        if not unthrottled:
+            self.throttled_seconds += await self.limiter.acquire()
         why = self.veto(method, path) if self.veto is not None else None
         if why is not None:
             raise NotSent(f"{method} {path} not sent: {why}")

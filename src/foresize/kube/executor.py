@@ -490,7 +490,7 @@ class KubeExecutor:
 
     async def update_object(self, kind: str, obj: dict[str, Any]) -> ActionResult:
         """Replace the spec and set the given labels/annotations of an existing object by
-        JSON patch (kmock and the API server alike: no PUT, and a merge patch would keep
+        JSON patch (a PUT would need the whole object, and a merge patch would keep
         spec fields the new spec no longer has)."""
         meta = obj.get("metadata") or {}
         path = foresize_path(kind, meta.get("namespace", ""), meta.get("name", ""))

@@ -148,7 +148,9 @@ class LeaseElector:
         """One election round. Returns True when this replica holds the Lease afterwards."""
         now = self.clock()
         started = self.monotonic()
-        resp = await self.api.request("GET", lease_path(self.namespace, self.name))
+        resp = await self.api.request(
+            "GET", lease_path(self.namespace, self.name), unthrottled=True
+        )
         if resp.code == 404:
             body = {
                 "apiVersion": "coordination.k8s.io/v1",
@@ -156,7 +158,9 @@ class LeaseElector:
                 "metadata": {"name": self.name, "namespace": self.namespace},
                 "spec": self._spec(now, 0, acquire=True),
             }
-            created = await self.api.request("POST", lease_path(self.namespace), body, JSON)
+            created = await self.api.request(
+                "POST", lease_path(self.namespace), body, JSON, unthrottled=True
+            )
             self._won(created.ok, started)
             if created.ok:
                 log.info("acquired new lease %s as %s", self.name, self.identity)
@@ -190,7 +194,7 @@ class LeaseElector:
             self.held = False
             return False
         answer = await self.api.request(
-            "PATCH", lease_path(self.namespace, self.name), patch, MERGE_PATCH
+            "PATCH", lease_path(self.namespace, self.name), patch, MERGE_PATCH, unthrottled=True
         )
         self._won(answer.ok, started)
         if answer.code == 409:
@@ -201,7 +205,9 @@ class LeaseElector:
         """Give the Lease up so another replica can take it at once (on shutdown)."""
         if not self._held:
             return
-        resp = await self.api.request("GET", lease_path(self.namespace, self.name))
+        resp = await self.api.request(
+            "GET", lease_path(self.namespace, self.name), unthrottled=True
+        )
         if resp.ok and isinstance(resp.body, dict):
             spec = resp.body.get("spec") or {}
             if spec.get("holderIdentity") == self.identity:
@@ -215,7 +221,11 @@ class LeaseElector:
                     },
                 }
                 await self.api.request(
-                    "PATCH", lease_path(self.namespace, self.name), patch, MERGE_PATCH
+                    "PATCH",
+                    lease_path(self.namespace, self.name),
+                    patch,
+                    MERGE_PATCH,
+                    unthrottled=True,
                 )
                 log.info("released lease %s", self.name)
         self.held = False

@@ -418,6 +418,9 @@ async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None)
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     signalled: list[str] = []
+    # One INFO line per API request (the HTTP client's) drowns the operator's own log.
+    for noisy in ("httpx", "httpx2", "httpcore"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
 
     def on_signal(sig: signal.Signals) -> None:
         if not signalled:

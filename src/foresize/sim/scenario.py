@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from foresize.api.duration import parse_duration, shown
+from foresize.api.labels import label_key_error, label_value_error
 from foresize.api.quantity import QuantityError, parse_quantity, to_canonical
 from foresize.api.safe_yaml import load_one, read_text
 from foresize.errors import ForesizeError
@@ -240,7 +241,11 @@ class _Ctx:
     def labels(self, value: Any, path: str) -> dict[str, str]:
         out = {}
         for k, v in self.mapping(value, path).items():
-            out[str(k)] = self.string(v, f"{path}.{k}")
+            text = self.string(v, f"{path}.{k}")
+            problem = label_key_error(str(k)) or label_value_error(text)
+            if problem:
+                raise self.fail(f"{path}.{shown(str(k))}", problem)
+            out[str(k)] = text
         return out
 
 
@@ -448,7 +453,7 @@ _WORKLOAD_FIELDS = {
 def _budget_value(ctx: _Ctx, value: Any, path: str) -> int | str:
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return value
-    if isinstance(value, str) and re.fullmatch(r"\d+%", value):
+    if isinstance(value, str) and re.fullmatch(r"\d{1,3}%", value) and int(value[:-1]) <= 100:
         return value
     raise ctx.fail(
         path, f"expected a non-negative integer or a percentage like '25%', got {shown(value)}"

@@ -55,18 +55,30 @@ class GeneratorSpec:
     trace_offset: float = 0.0  # seconds into the trace at simulated time 0
 
 
+# A year at one-second resolution is 31.5 million rows; 10 million (four months at 1 s,
+# 19 years at 1 min) is more than any scenario replays, and keeps a wrong file (a huge log,
+# a device) from filling memory before it is refused.
+MAX_TRACE_ROWS = 10_000_000
+
+
 def load_trace(path: Path, resource: str, *, select: dict[str, str] | None = None) -> np.ndarray:
     """Read a usage trace: `ts,value` CSV, or the canonical CSV
     (`timestamp, namespace, workload, pod, container, cpu_cores, memory_bytes`; rows matching
     `select` are averaged per timestamp). `.gz` files are read transparently. Returns the
     values in time order; the caller knows the step."""
     opener = gzip.open if path.suffix == ".gz" else open
+    if path.exists() and not path.is_file():  # a directory, /dev/zero, a FIFO: never read
+        raise ForesizeError(f"{path}: cannot read trace: not a regular file")
     try:
         with opener(path, "rt", newline="") as fh:
             reader = csv.reader(fh)
             header = [h.strip() for h in next(reader, [])]
-            rows = list(reader)
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+            rows = []
+            for row in reader:
+                rows.append(row)
+                if len(rows) > MAX_TRACE_ROWS:
+                    raise ForesizeError(f"{path}: more than {MAX_TRACE_ROWS} rows; refused")
+    except (OSError, UnicodeDecodeError, csv.Error, EOFError, gzip.BadGzipFile) as exc:
         raise ForesizeError(f"{path}: cannot read trace: {exc}") from exc
     if not header:
         raise ForesizeError(f"{path}: empty trace file")

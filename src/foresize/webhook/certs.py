@@ -12,6 +12,7 @@ import base64
 import copy
 import datetime as dt
 import ipaddress
+import os
 import ssl
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -35,13 +36,18 @@ class CertBundle:
     key_pem: bytes  # serving key (PKCS8, unencrypted)
 
     def write(self, directory: Path) -> tuple[Path, Path, Path]:
-        """Write ca.crt, tls.crt, tls.key (key readable by the owner only)."""
-        directory.mkdir(parents=True, exist_ok=True)
+        """Write ca.crt, tls.crt, tls.key. The key is 0600 whatever the umask and even when
+        a tls.key with wider permissions was there before (touch(mode=) would keep those);
+        a directory created here is 0700."""
+        if not directory.exists():
+            directory.mkdir(parents=True, mode=0o700)
         ca, crt, key = directory / "ca.crt", directory / "tls.crt", directory / "tls.key"
         ca.write_bytes(self.ca_pem)
         crt.write_bytes(self.cert_pem)
-        key.touch(mode=0o600)
-        key.write_bytes(self.key_pem)
+        fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, 0o600)  # an existing file keeps its mode on open: set it
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(self.key_pem)
         return ca, crt, key
 
 

@@ -92,6 +92,16 @@ class ApiServer:
         pod = self.sim.pods.get(key)
         if pod is None:
             return self.not_found("pods", a.name)
+        if a.uid and a.uid != pod.uid:
+            # The kube executor's patch tests /metadata/uid first: another pod under the same
+            # name (a recreated StatefulSet ordinal) is a stale plan, answered 409.
+            return ActionResult(
+                False,
+                409,
+                "Conflict",
+                f"pod {key} changed since the resize was planned (/metadata/uid is "
+                f"{pod.uid!r}, expected {a.uid!r}); not resized",
+            )
         refused = check_resize(pod, a, self.sim.server_version)
         if refused is not None:
             self.sim.log(

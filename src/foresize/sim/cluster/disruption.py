@@ -177,6 +177,19 @@ class Disruption:
         pod = self.sim.pods.get(key)
         if pod is None:
             return self.sim.api.not_found("pods", a.name)
+        if a.uid and a.uid != pod.uid:
+            # deleteOptions.preconditions.uid: the pod under that name is another one.
+            return self.refuse(
+                key,
+                a.target,
+                ActionResult(
+                    False,
+                    409,
+                    "Conflict",
+                    f'Operation cannot be fulfilled on pods "{a.name}": Precondition failed: '
+                    f"UID in precondition: {a.uid}, UID in object meta: {pod.uid}",
+                ),
+            )
         meta = self.sim.meta[key]
         grace = float(a.grace_period_seconds) if a.grace_period_seconds is not None else meta.grace
         refused = None if self.can_ignore_pdb(pod) else self.check_budget(pod, meta.ready)
