@@ -10,6 +10,7 @@ seconds, modes their normalised names.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -304,10 +305,60 @@ def _selector_expr(obj: Any) -> Any:
     return LabelSelector.model_validate(obj)
 
 
+# A bounded memo of the two readers below. Reading a target is a pure function of the
+# object's content, and every reconcile pass re-reads every target (the simulator runs
+# tens of thousands of passes), so the view is kept per object and reused while the
+# object's content is unchanged. The key is the object's identity AND a fingerprint of
+# its full content, so an object mutated in place, replaced, or a recycled id() never
+# gets a stale view. Bounded so long runs with churning targets cannot grow it.
+_VIEW_MEMO_LIMIT = 4096  # far above any real target count; cleared whole when reached
+_view_memo: dict[tuple[str, int], tuple[Any, str, TargetView]] = {}
+
+
+def _fingerprint(obj: Any) -> str | None:
+    """The object's full content as a string (None: not fingerprintable, not memoised)."""
+    try:
+        dump = getattr(obj, "model_dump_json", None)
+        if dump is not None:
+            return str(dump())
+        return json.dumps(obj, sort_keys=True, default=repr)
+    except (TypeError, ValueError):
+        return None
+
+
+def _memoised(reader: str, obj: Any, read: Any) -> TargetView:
+    fingerprint = _fingerprint(obj)
+    if fingerprint is None:
+        view: TargetView = read(obj)
+        return view
+    key = (reader, id(obj))
+    hit = _view_memo.get(key)
+    if hit is not None and hit[0] is obj and hit[1] == fingerprint:
+        return hit[2]
+    view = read(obj)
+    if len(_view_memo) >= _VIEW_MEMO_LIMIT:
+        _view_memo.clear()
+    _view_memo[key] = (obj, fingerprint, view)
+    return view
+
+
 def target_view(obj: Any) -> TargetView:
-    """Read an AIScaleTarget (API model or manifest dict) into a `TargetView`."""
+    """Read an AIScaleTarget (API model or manifest dict) into a `TargetView`. The view is
+    shared between reads of an unchanged object: treat it as read-only."""
     if isinstance(obj, TargetView):
         return obj
+    return _memoised("AIScaleTarget", obj, _read_target)
+
+
+def dsa_view(obj: Any) -> TargetView:
+    """Read a DaemonSetAutoscaler (API model or manifest dict) into a `TargetView`. The
+    view is shared between reads of an unchanged object: treat it as read-only."""
+    if isinstance(obj, TargetView):
+        return obj
+    return _memoised("DaemonSetAutoscaler", obj, _read_dsa)
+
+
+def _read_target(obj: Any) -> TargetView:
     namespace, name, uid, deleting, finalizers = _metadata(obj)
     spec = get(obj, "spec", default={})
     status = get(obj, "status", default={})
@@ -351,10 +402,7 @@ def target_view(obj: Any) -> TargetView:
     )
 
 
-def dsa_view(obj: Any) -> TargetView:
-    """Read a DaemonSetAutoscaler (API model or manifest dict) into a `TargetView`."""
-    if isinstance(obj, TargetView):
-        return obj
+def _read_dsa(obj: Any) -> TargetView:
     namespace, name, uid, deleting, finalizers = _metadata(obj)
     spec = get(obj, "spec", default={})
     status = get(obj, "status", default={})

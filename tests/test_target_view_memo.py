@@ -1,0 +1,61 @@
+"""The memo behind `target_view`/`dsa_view`: an unchanged object is read once, and a
+changed one (mutated in place, or a new object) is never given a stale view."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from foresize.api.types import parse_target
+from foresize.cluster.target import dsa_view, target_view
+
+
+def _manifest() -> dict[str, Any]:
+    return {
+        "apiVersion": "foresize.io/v1",
+        "kind": "AIScaleTarget",
+        "metadata": {"name": "web", "namespace": "shop", "uid": "t-web", "generation": 1},
+        "spec": {
+            "scaleTargetRef": {"kind": "Deployment", "name": "web"},
+            "vertical": {"mode": "autonomous", "update_policy": {"update_mode": "in_place"}},
+        },
+    }
+
+
+def test_unchanged_object_reuses_its_view() -> None:
+    target = parse_target(_manifest())
+    assert target_view(target) is target_view(target)
+
+
+def test_model_mutated_in_place_gets_a_fresh_view() -> None:
+    target = parse_target(_manifest())
+    assert target_view(target).vertical_mode == "autonomous"
+    target.spec.vertical.mode = "recommendation"  # same object, same resourceVersion
+    assert target_view(target).vertical_mode == "recommendation"
+
+
+def test_dict_mutated_in_place_gets_a_fresh_view() -> None:
+    manifest = _manifest()
+    assert target_view(manifest).update_mode == "in_place"
+    manifest["spec"]["vertical"]["update_policy"]["update_mode"] = "recreate"
+    assert target_view(manifest).update_mode == "recreate"
+    manifest["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    assert target_view(manifest).deleting
+
+
+def test_equal_objects_keep_their_own_source() -> None:
+    first = _manifest()
+    second = copy.deepcopy(first)
+    assert target_view(first).source is first
+    assert target_view(second).source is second
+
+
+def test_daemonset_autoscaler_view_follows_changes() -> None:
+    dsa = {
+        "kind": "DaemonSetAutoscaler",
+        "metadata": {"name": "agent", "namespace": "kube-system"},
+        "spec": {"scaleTargetRef": {"name": "agent"}, "percentile": 90},
+    }
+    assert dsa_view(dsa).percentile == 90.0
+    dsa["spec"]["percentile"] = 95
+    assert dsa_view(dsa).percentile == 95.0
