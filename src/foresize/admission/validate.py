@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from foresize.admission.index import AdmissionIndex
+from foresize.api.access import first as get
 from foresize.api.cron import cron_error
 from foresize.api.duration import shown
 from foresize.api.labels import label_key_error, label_map_errors
@@ -27,7 +28,6 @@ from foresize.api.vocabulary import FORECAST_MODES, SCALING_MODES, UPDATE_MODES
 from foresize.cluster.target import (
     AUTONOMOUS,
     duration_seconds,
-    get,
     normalise_kind,
     normalise_mode,
 )

@@ -22,6 +22,8 @@ from foresize.errors import ForesizeError
 KEYS = ("slack", "shortfall", "under", "events_per_series_day", "changes_per_series_day")
 
 SWEEP_PERCENTILES: tuple[float, ...] = (
+    10,
+    30,
     50,
     70,
     80,
@@ -45,9 +47,10 @@ reported where the curve brackets the reference. Roughly a factor of two in miss
 probability between neighbours keeps the log-linear interpolation short."""
 
 CPU_SWEEP_MAX = 99.0
-"""Swept percentiles up to this size CPU only, higher ones memory only: a CPU request at
-p99.5 or more is short less than a tenth as often as any reference (half the replay time
-saved), and memory below p99.5 is killed an order of magnitude more often than any."""
+MEMORY_SWEEP_MIN = 90.0
+"""Swept percentiles up to 99 size CPU, from 90 up memory (both in between): a CPU
+request at p99.5 or more is short far less often than any reference, and memory below
+p90 is killed far more often than any (half the replay time saved)."""
 
 RISK = {"cpu": "shortfall", "memory": "events_per_series_day"}
 """The risk axis per resource: CPU demand not covered, memory OOM kills per series-day."""
@@ -153,8 +156,15 @@ def run_bench(
             name = "foresize" if mode == "balanced" else f"foresize:{mode}"
             if value is not None:
                 name = f"foresize:percentile={value:g}"
-                sized = (CPU,) if value <= CPU_SWEEP_MAX else (MEMORY,)
-                if sized[0] not in vpa_scores:
+                sized = tuple(
+                    r
+                    for r, ok in (
+                        (CPU, value <= CPU_SWEEP_MAX),
+                        (MEMORY, value >= MEMORY_SWEEP_MIN),
+                    )
+                    if ok and r in vpa_scores
+                )
+                if not sized:
                     continue
                 pol = ForesizePolicy(mode, percentile_value=value, resources=sized)
                 scores = replay(data, pol)
@@ -291,7 +301,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             typer.Option(
                 "--sweep",
                 help="Percentiles swept for the equal-risk comparison (comma-separated), "
-                "or 'none'. Default: 50,70,...,99.999.",
+                "or 'none'. Default: 10,30,...,99.999.",
             ),
         ] = None,
         limit: Annotated[

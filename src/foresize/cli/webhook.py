@@ -82,7 +82,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 ) from None
             ca_pem = bundle.ca_pem
             typer.echo(f"self-signed CA and certificate written to {directory}", err=True)
-        elif key is None:
+        elif cert is None or key is None:  # cert is set here: checked with self_signed above
             raise ForesizeError("--cert needs --key")
         elif ca is not None:
             try:

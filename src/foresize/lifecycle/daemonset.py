@@ -32,7 +32,7 @@ from foresize.cluster.actions import (
     WriteTargetStatus,
 )
 from foresize.cluster.capacity import NodeLedger, no_room_message, resize_delta
-from foresize.cluster.model import ContainerSuggestion, Suggestion
+from foresize.cluster.model import ContainerSuggestion, Pod, Suggestion
 from foresize.cluster.qos import pod_qos_class
 from foresize.cluster.sizing import size_container
 from foresize.cluster.snapshot import ClusterSnapshot
@@ -249,7 +249,7 @@ def _hold(
     )
 
 
-def _direction(pod, changes: list[ContainerResize]) -> str:
+def _direction(pod: Pod, changes: list[ContainerResize]) -> str:
     ups = downs = 0
     for ch in changes:
         cur = pod.container(ch.name)

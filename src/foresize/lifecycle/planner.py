@@ -24,11 +24,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from foresize.api.access import first as get
 from foresize.api.types import format_timestamp, parse_timestamp
 from foresize.cluster.actions import Action, WriteTargetStatus
 from foresize.cluster.capacity import NodeLedger
 from foresize.cluster.snapshot import ClusterSnapshot
-from foresize.cluster.target import AUTONOMOUS, TargetView, dsa_view, get, target_view
+from foresize.cluster.target import AUTONOMOUS, TargetView, dsa_view, target_view
 from foresize.lifecycle.revert import HELD_PREFIX, REVERT_FINALIZER, RevertPlan, plan_revert
 
 STATUS_KEY = "lifecycle"

@@ -25,8 +25,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from foresize.api.access import first as get
 from foresize.cluster.snapshot import ClusterSnapshot
-from foresize.cluster.target import get, normalise_kind
+from foresize.cluster.target import normalise_kind
 from foresize.lifecycle.revert import REVERT_FINALIZER
 
 TEMPLATE_LABEL = "foresize.io/template"
@@ -60,7 +61,8 @@ def _owner_template(target: Any) -> str | None:
 
 
 def _spec_json(target: Any) -> dict[str, Any]:
-    return target.spec.model_dump(by_alias=True, exclude_none=True, mode="json")
+    spec: dict[str, Any] = target.spec.model_dump(by_alias=True, exclude_none=True, mode="json")
+    return spec
 
 
 def plan_templates(

@@ -174,7 +174,7 @@ def headline_figure(runs: list[PolicyRun], path: Path, *, colours: dict[str, str
         ax.barh(y, vals, color=[colours[n] for n in names], height=0.6)
         ax.plot(used, y, linestyle="none", marker="|", markersize=18, color="#222222")
         for yi, v in zip(y, vals, strict=True):
-            ax.text(v, yi, f" {v:,.1f}", va="center", fontsize=8)
+            ax.text(v, float(yi), f" {v:,.1f}", va="center", fontsize=8)
         ax.set_yticks(y, names)
         ax.invert_yaxis()
         ax.set_xlabel(unit + "   (| = used)")

@@ -167,8 +167,11 @@ class NodeGapSampler:
         for node, c, m in with_gap.values():
             gc, gm = gaps.get(node, (0, 0))
             gaps[node] = (gc + c, gm + m)
-        for name, node in snap.nodes.items():
-            self._alloc[name] = (node.allocatable.get(CPU, 0), node.allocatable.get(MEMORY, 0))
+        for name, node_model in snap.nodes.items():
+            self._alloc[name] = (
+                node_model.allocatable.get(CPU, 0),
+                node_model.allocatable.get(MEMORY, 0),
+            )
         self._times.append(now)
         self._samples.append(gaps)
 

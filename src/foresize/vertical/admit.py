@@ -43,7 +43,7 @@ def recreated_by_controller(pod: Pod) -> bool:
     return owner is not None and owner.controller and owner.kind != "Node" and not pod.static
 
 
-def priority(c: Candidate) -> tuple:
+def priority(c: Candidate) -> tuple[int, int, int, float, str, str]:
     """Evictions (fallbacks) and releases first, then urgent OOM fixes, then downsizes (they
     free capacity once actuated), then upsizes by priority, Guaranteed first, oldest first —
     the order the kubelet itself retries Deferred resizes in."""

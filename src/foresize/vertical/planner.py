@@ -78,11 +78,14 @@ def status_disruption(target: Any) -> dict[str, Any] | None:
     if hasattr(status, "model_dump"):
         extra = getattr(status, "model_extra", None) or {}
         if STATUS_KEY in extra:
-            return extra[STATUS_KEY]
+            persisted: dict[str, Any] | None = extra[STATUS_KEY]
+            return persisted
         value = getattr(status, STATUS_KEY, None)
         if value is not None and hasattr(value, "model_dump"):
-            return value.model_dump(by_alias=True)
-        return value
+            dumped: dict[str, Any] = value.model_dump(by_alias=True)
+            return dumped
+        plain: dict[str, Any] | None = value
+        return plain
     if isinstance(status, dict):
         return status.get(STATUS_KEY)
     return getattr(status, STATUS_KEY, None)
@@ -244,7 +247,8 @@ def _cached_policy(state: WorkerState, target: Any) -> TargetPolicy:
     if uid and gen is not None:
         hit = state.policies.get(uid)
         if hit is not None and hit[0] == gen:
-            return hit[1]
+            cached: TargetPolicy = hit[1]
+            return cached
         pol = policy_of(target)
         state.policies[uid] = (gen, pol)
         return pol
