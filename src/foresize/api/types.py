@@ -605,9 +605,10 @@ class UpdatePolicy(_Base):
         default_factory=_memory_only, max_length=2
     )
     min_replicas: int = Field(default=DEFAULT_MIN_REPLICAS, ge=1)
-    """A pod is evicted only while its workload has at least this many ready replicas
-    (the pod included), so an eviction never takes the last ready replica down; set 1 to
-    allow evicting a single-replica workload (in-place resizes are not affected)."""
+    """A ready pod is evicted only while its workload has at least this many ready
+    replicas (the pod included), so evictions leave min_replicas - 1 ready and never take
+    the last ready replica down; set 1 to allow evicting a single-replica workload. Pods
+    that are not ready and in-place resizes are not affected."""
 
 
 def _unique(values: list[Any] | None) -> list[Any] | None:

@@ -26,7 +26,7 @@ from foresize.cluster.capacity import NodeLedger
 from foresize.cluster.model import Pod, Suggestion
 from foresize.cluster.snapshot import ClusterSnapshot
 from foresize.errors import ForesizeError
-from foresize.vertical.admit import admit, recreated_by_controller
+from foresize.vertical.admit import admit, count_ready, recreated_by_controller
 from foresize.vertical.breaker import move_breaker
 from foresize.vertical.guards import (
     TARGET_GUARDS,
@@ -278,7 +278,7 @@ def _decide(run: TargetRun, ctx: PassContext, candidates: list[Candidate]) -> No
     assert run.suggestion is not None
     move_breaker(run, run.suggestion, ctx.now, ctx.config)
     size = open_gates(run, ctx.now)
-    run.ready_replicas = sum(1 for p in run.pods if p.ready and not p.terminating)
+    count_ready(run, ctx)
     decide = DECIDE[run.policy.update_mode]
     disrupted = 0
     for pod in run.pods:

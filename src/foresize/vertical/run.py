@@ -66,7 +66,8 @@ class TargetRun:
     stalled: int = 0
     waiting_capacity: int = 0
     without_controller: list[str] = field(default_factory=list)  # pods never evicted
-    ready_replicas: int = 0  # ready, not terminating, less the ready pods evicted this pass
+    # workload key -> ready, not terminating, less the ready pods evicted this pass
+    ready_replicas: dict[str, int] = field(default_factory=dict)
     held_min_replicas: list[str] = field(default_factory=list)  # not evicted: min_replicas
     overlaps: list[str] = field(default_factory=list)  # targets claiming our selected pods
     notes: list[str] = field(default_factory=list)
