@@ -243,6 +243,10 @@ def _evict(c: Candidate, ctx: PassContext, ledger: NodeLedger, actions: list[Act
                 "Warning",
             )
         return
+    # Last, so a token is spent only on an eviction that is sent.
+    if ctx.bucket is not None and not ctx.bucket.take():
+        run.rate_limited += 1
+        return
     actions.append(EvictPod(pod.namespace, pod.name, run.policy.key, c.reason, uid=pod.uid))
     run.state.inflight[pod.name] = pod.uid
     run.evictions_left -= 1

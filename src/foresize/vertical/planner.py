@@ -40,7 +40,13 @@ from foresize.vertical.policy import TargetPolicy, WorkerConfig, policy_of
 from foresize.vertical.results import execute, on_result
 from foresize.vertical.run import Candidate, PassContext, PodView, TargetRun
 from foresize.vertical.stall import awaiting_kubelet, stall_message, stall_reason
-from foresize.vertical.state import STATUS_KEY, StallRecord, TargetState, WorkerState
+from foresize.vertical.state import (
+    STATUS_KEY,
+    EvictionBucket,
+    StallRecord,
+    TargetState,
+    WorkerState,
+)
 
 # The update modes that may evict a pod.
 EVICTING_MODES = ("recreate", "in_place_or_recreate")
@@ -112,6 +118,7 @@ def plan(
     ctx = PassContext(snapshot, now, config or WorkerConfig())
     suggestions = suggestions or {}
     new_state = state.copy()
+    ctx.bucket = _eviction_bucket(new_state, ctx)
     actions: list[Action] = []
     runs: list[TargetRun] = []
     candidates: list[Candidate] = []
@@ -132,6 +139,7 @@ def plan(
     for run in runs:
         if run.issued:
             run.state.last_batch_at = now
+        _report_rate_limited(run, ctx)
         actions.extend(run.events)
         status = _status(run)
         # Written until it lands: `last_status` is only set by `on_result` when the write
@@ -140,6 +148,35 @@ def plan(
         if status != run.state.last_status:
             actions.append(WriteTargetStatus(run.policy.namespace, run.policy.name, status))
     return actions, new_state
+
+
+def _eviction_bucket(state: WorkerState, ctx: PassContext) -> EvictionBucket | None:
+    """The cluster-wide eviction bucket refilled to `now` (None: no rate limit)."""
+    rate, burst = ctx.config.eviction_rate_limit, ctx.config.eviction_rate_burst
+    if rate is None:
+        state.eviction_bucket = None
+        return None
+    bucket = state.eviction_bucket
+    if bucket is None:
+        bucket = state.eviction_bucket = EvictionBucket(float(burst), ctx.now)
+    bucket.refill(ctx.now, rate, burst)
+    return bucket
+
+
+def _report_rate_limited(run: TargetRun, ctx: PassContext) -> None:
+    """A target whose evictions the rate limit held says so: a note while it lasts, one
+    Event when it starts."""
+    if not run.rate_limited:
+        run.state.reported.pop("ratelimit", None)
+        return
+    rate = ctx.config.eviction_rate_limit
+    msg = (
+        f"{run.rate_limited} eviction(s) wait for the operator's eviction rate limit "
+        f"({rate:g}/s, burst {ctx.config.eviction_rate_burst})"
+    )
+    run.notes.append(msg)
+    if run.report_once("ratelimit", "1"):
+        run.target_event("EvictionRateLimited", msg)
 
 
 def _start_run(
