@@ -326,4 +326,4 @@ def _min_replicas(update_policy: Any, where: str) -> int:
     value = _get(update_policy, "min_replicas", "minReplicas", default=DEFAULT_MIN_REPLICAS)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ForesizeError(f"{where}: expected an integer >= 1, got {value!r}")
-    return value
+    return int(value)
