@@ -22,7 +22,6 @@ import json
 import os
 import random
 import signal
-import socket
 import sys
 import tempfile
 import time
@@ -30,6 +29,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from foresize.testing.ports import free_port
 
 NAMESPACE = "foresize"
 LEASE_DURATION = 3.0
@@ -213,12 +214,6 @@ def _status(code: int, reason: str, message: str, headers: dict | None = None) -
     body = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code}
     body |= {"reason": reason, "message": message}
     return web.json_response(body, status=code, headers=headers or {})
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 # ------------------------------------------------------------------ the cluster
