@@ -905,31 +905,18 @@ async def served_certificate(port: int) -> bytes | None:
 
 def _tls_secret(server: Any, age_days: float, days: int = 365) -> bytes:
     """Put a certificate issued `age_days` ago into the webhook Secret; returns its DER."""
-    import base64
     import datetime as dt
     import ssl
 
-    from foresize.webhook.certs import generate_self_signed, service_dns_names
+    from foresize.webhook.certs import generate_self_signed, service_dns_names, tls_secret
 
     issued = dt.datetime.now(dt.UTC) - dt.timedelta(days=age_days)
     b = generate_self_signed(
         service_dns_names("foresize-webhook", NAMESPACE), now=issued, days=days
     )
-    data = {
-        "ca.crt": base64.b64encode(b.ca_pem).decode(),
-        "tls.crt": base64.b64encode(b.cert_pem).decode(),
-        "tls.key": base64.b64encode(b.key_pem).decode(),
-    }
+    data = b.secret_data()
     if server.get("Secret", NAMESPACE, "foresize-webhook-tls") is None:
-        server.seed(
-            {
-                "apiVersion": "v1",
-                "kind": "Secret",
-                "type": "kubernetes.io/tls",
-                "metadata": {"name": "foresize-webhook-tls", "namespace": NAMESPACE},
-                "data": data,
-            }
-        )
+        server.seed(tls_secret(b, "foresize-webhook-tls", NAMESPACE))
     else:
 
         def put(secret: dict[str, Any]) -> None:
