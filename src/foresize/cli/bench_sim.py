@@ -26,9 +26,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     ) -> None:
         """Time the simulated cluster: simulated hours per wall second (median of runs)."""
-        from foresize.sim.bench import run_bench
-
         from foresize.cli.options import duration as parse_duration_option
+        from foresize.sim.bench import run_bench
 
         runs = runs_alias if runs_alias is not None else runs
         hours = parse_duration_option(duration, "--duration") / 3600.0
