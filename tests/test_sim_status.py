@@ -4,6 +4,8 @@ the patch creates, and what is stored does not alias the writer's dicts."""
 
 from __future__ import annotations
 
+import itertools
+
 from foresize.cluster.actions import WriteTargetStatus
 from foresize.vertical.state import TargetState
 from test_sim_support import make_sim, workload
@@ -83,7 +85,7 @@ def test_operator_hands_out_a_new_resource_version_with_each_status_write():
     for _ in range(6):
         sim.run(300)
         versions.append(op.targets["default/web"].metadata.resourceVersion)
-    changed = [b for a, b in zip(versions, versions[1:], strict=False) if a != b]
+    changed = [b for a, b in itertools.pairwise(versions) if a != b]
     assert changed, "status was written: the object must have a new version"
     assert len(set(versions)) == len(changed) + 1  # never an old version handed out again
     now = op.targets["default/web"]
