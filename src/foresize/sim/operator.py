@@ -711,6 +711,9 @@ def install_foresize(sim: Any, mode: str | None = None) -> SimOperator:
 def install_vpa(sim: Any) -> SimOperator:
     """`--policy vpa`: the VPA reference recommender through the same worker. VPA's
     updater acts on a 10% move of its target in either direction."""
+    # The one hysteresis rule (foresize.api.hysteresis) at VPA's 10% both ways, where
+    # Foresize's default is 5% up: a deliberate difference, the baseline sizes as VPA does
+    # (VPA's out-of-[lowerBound, upperBound] trigger is not modelled).
     opts = OperatorOptions(
         loop_interval=SIM_LOOP_INTERVAL, scale_up_percent=10.0, scale_down_percent=10.0
     )
