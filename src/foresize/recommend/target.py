@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from foresize.api.hysteresis import Threshold as TargetThreshold
+from foresize.api.hysteresis import clears
 from foresize.api.quantity import CPU, MEMORY
 from foresize.cluster.model import (
     Container,
@@ -556,11 +557,9 @@ def _finish(
 
 def _significant(th: Threshold, current: int, proposed: int) -> bool:
     delta = abs(proposed - current)
-    if th.type == "absolute":
-        return delta >= th.absolute
-    if current <= 0:
+    if th.type != "absolute" and current <= 0:
         return delta > 0
-    return delta * 100.0 >= th.percent * current
+    return bool(clears(th.type, th.percent, th.absolute, current, delta))
 
 
 def _round(res: str, value: float) -> int:
