@@ -48,7 +48,6 @@ PRIORITY_VALUE = 1_000_000
 HISTORY_DB = "/var/lib/foresize/history.db"
 WEBHOOK_PORT = 8443
 METRICS_PORT = 8080
-SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
 
 
 def default_image() -> str:
@@ -364,26 +363,14 @@ def operator(namespace: str, image: str, replicas: int = 2) -> list[dict[str, An
 
 
 def webhooks(namespace: str) -> list[dict[str, Any]]:
-    """The admission part's configurations (paths, rules, failurePolicy Ignore, 3 s), with
-    the operator's own namespace excluded as well as the system ones."""
+    """The admission part's configurations (`webhook.certs.webhook_configurations`: paths,
+    rules, failurePolicy Ignore, 3 s, the system namespaces and the operator's own excluded,
+    its pods excluded, matchConditions) with this install's labels."""
     from foresize.webhook.certs import webhook_configurations
 
     docs = webhook_configurations(service=WEBHOOK_SERVICE, namespace=namespace, port=443)
-    excluded = [*SYSTEM_NAMESPACES, namespace]
     for doc in docs:
         doc["metadata"] = _meta(NAME, component="webhook")
-        for hook in doc["webhooks"]:
-            hook["failurePolicy"] = "Ignore"
-            hook["timeoutSeconds"] = 3
-            hook["namespaceSelector"] = {
-                "matchExpressions": [
-                    {
-                        "key": "kubernetes.io/metadata.name",
-                        "operator": "NotIn",
-                        "values": list(dict.fromkeys(excluded)),
-                    }
-                ]
-            }
     return docs
 
 
