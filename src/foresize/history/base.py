@@ -124,16 +124,24 @@ _RS_HASH = re.compile(r"^(?P<wl>.+)-[bcdfghjklmnpqrstvwxz2456789]{6,10}$")
 _DEPLOY_POD = re.compile(r"^(?P<wl>.+)-[bcdfghjklmnpqrstvwxz2456789]{6,10}-[a-z0-9]{5}$")
 _STS_POD = re.compile(r"^(?P<wl>.+)-\d+$")
 _GENERATED_POD = re.compile(r"^(?P<wl>.+)-[a-z0-9]{5}$")
+# The CronJob controller names each run's Job `<cronjob>-<scheduled minute since the
+# epoch>` (8 digits since 1976): the runs of one CronJob are one workload with one
+# history, not a new workload with a few hours of it every run.
+_CRONJOB_RUN = re.compile(r"^(?P<wl>.+)-\d{8,}$")
 
 
 def workload_of_pod(pod: str, owner: tuple[str, str] | None = None) -> str:
-    """The workload a pod belongs to: from its owner (kube_pod_owner) if known, else from
-    the controllers' naming (Deployment `w-<rs hash>-<5>`, StatefulSet `w-<n>`, DaemonSet
-    or bare ReplicaSet `w-<5>`), else the pod itself."""
+    """The workload a pod belongs to: from its owner (kube_pod_owner) if known (a Job run
+    by a CronJob: the CronJob), else from the controllers' naming (Deployment
+    `w-<rs hash>-<5>`, StatefulSet `w-<n>`, DaemonSet or bare ReplicaSet `w-<5>`), else
+    the pod itself."""
     if owner is not None:
         kind, name = owner
         if kind == "ReplicaSet":
             match = _RS_HASH.match(name)
+            return match["wl"] if match else name
+        if kind == "Job":
+            match = _CRONJOB_RUN.match(name)
             return match["wl"] if match else name
         if kind and name and kind != "Node":
             return name
