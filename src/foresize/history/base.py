@@ -11,6 +11,7 @@ Times are float Unix seconds passed by the caller; nothing here reads a clock.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -74,6 +75,22 @@ class HistoryReader(Protocol):
 
     def first_seen(self, key: SeriesKey) -> float | None:
         """Time of the oldest stored sample of the key (for hasEnoughDataToScale)."""
+        ...
+
+
+class HistoryWriter(Protocol):
+    """What the collectors write into a history store (in memory or SQLite): one poll at a
+    time, and events."""
+
+    def write_poll(
+        self, t: float, keys: Sequence[SeriesKey], cpu: np.ndarray, memory: np.ndarray
+    ) -> None:
+        """One poll at time `t`: the CPU (cores) and memory (bytes) of each key, NaN = no
+        sample. Both resources land together or not at all (no torn samples)."""
+        ...
+
+    def record_event(self, key: SeriesKey, kind: str, t: float, value: float = 0.0) -> None:
+        """An OOM kill or a throttling observation (never mixed into usage)."""
         ...
 
 
