@@ -229,6 +229,11 @@ class GatedExecutor:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
+    @property
+    def server_version(self) -> tuple[int, int]:
+        version: tuple[int, int] = self.inner.server_version
+        return version
+
     def _allowed(self, target: str | None, shard: int | None = None) -> str | None:
         if self.stop.is_set():
             return "stopping"
