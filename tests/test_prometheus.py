@@ -24,7 +24,6 @@ import asyncio
 import json
 import math
 import shutil
-import socket
 import subprocess
 import time
 import urllib.request
@@ -40,11 +39,13 @@ from foresize.history.prometheus import (
     PrometheusReader,
     Scope,
     counter_increases,
+    kind_of_owner,
     merge_kills,
     pod_selector,
     workload_of_pod,
 )
 from foresize.history.traces import read_bitbrains
+from foresize.testing.ports import free_port
 
 pytestmark = pytest.mark.prometheus
 
@@ -313,12 +314,6 @@ def openmetrics(series: dict[str, tuple[float, np.ndarray, np.ndarray]], t0: flo
                 t,
             )
     return om.text()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -681,3 +676,8 @@ def test_workload_names_from_pods():
     assert workload_of_pod("agent-7xk2p") == "agent"
     assert workload_of_pod("x", ("ReplicaSet", "api-6b7f9c8d5")) == "api"
     assert workload_of_pod("x", ("StatefulSet", "kafka")) == "kafka"
+    # The runs of a CronJob (Jobs named <cronjob>-<scheduled minute>) are one workload.
+    assert workload_of_pod("x", ("Job", "nightly-etl-29412345")) == "nightly-etl"
+    assert kind_of_owner(("Job", "nightly-etl-29412345")) == "CronJob"
+    assert workload_of_pod("x", ("Job", "migrate-v2")) == "migrate-v2"
+    assert kind_of_owner(("Job", "migrate-v2")) == "Job"

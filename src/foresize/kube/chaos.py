@@ -22,7 +22,6 @@ import json
 import os
 import random
 import signal
-import socket
 import sys
 import tempfile
 import time
@@ -31,10 +30,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from foresize.testing.ports import free_port
+
 NAMESPACE = "foresize"
 LEASE_DURATION = 3.0
 RENEW_DEADLINE = 2.0
 LEASE_RETRY = 0.5
+# Beyond one retry period, what a standby's takeover may take on a loaded 2-core machine
+# (its GET and PATCH of the Lease, through a proxy, with its own pass running).
+TAKEOVER_SLACK = 0.5
 INTERVAL = 0.5
 
 
@@ -213,12 +217,6 @@ def _status(code: int, reason: str, message: str, headers: dict | None = None) -
     body = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code}
     body |= {"reason": reason, "message": message}
     return web.json_response(body, status=code, headers=headers or {})
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 # ------------------------------------------------------------------ the cluster
@@ -537,8 +535,8 @@ class Cluster:
 # ------------------------------------------------------------------ scenarios
 async def scenario_signal(sig: signal.Signals = signal.SIGTERM) -> ScenarioResult:
     """SIGTERM/SIGINT mid-pass: no action after the signal (one in flight at most),
-    Lease released, exit 0 within 10 s, and the standby takes over before the lease
-    would have expired (aim: one retry period). seconds = signal to exit."""
+    Lease released, exit 0 within 10 s, and the standby takes over within one retry
+    period of the release (plus `TAKEOVER_SLACK`). seconds = signal to exit."""
     name = f"{sig.name.lower()} mid-pass"
     async with Cluster(pods=40) as c:
         # A slow client rate limit makes the pass long enough to be interrupted mid-way.
@@ -569,12 +567,25 @@ async def scenario_signal(sig: signal.Signals = signal.SIGTERM) -> ScenarioResul
             None,
         )
         taken = await wait_until(lambda: lease_holder(c.k) == "b", 10)
-        took_over = time.monotonic() - (released or sent)
+        # When the standby's Lease write landed (its proxy's log), not when this check
+        # noticed: the check runs after the leader's exit, which takes longer.
+        won = next(
+            (
+                e.at
+                for e in proxy_b.log
+                if e.at > (released or sent)
+                and e.method == "PATCH"
+                and "/leases" in e.path
+                and e.status == 200
+            ),
+            time.monotonic(),
+        )
+        took_over = won - (released or sent)
         if not taken:
             problems.append("the standby never took over")
-        elif released is not None and took_over >= LEASE_DURATION:
-            # Without the release it would wait out the whole lease; one retry period is
-            # the aim, a loaded machine's event loop adds to it.
+        elif released is not None and took_over >= LEASE_RETRY + TAKEOVER_SLACK:
+            # The standby's next round after the release wins: one retry period, plus
+            # a GET and a PATCH on a loaded machine.
             problems.append(f"the standby took {took_over:.1f}s after the release")
         if code != 0:
             problems.append(f"exit code {code}")
@@ -837,6 +848,8 @@ async def scenario_kopf_dies() -> ScenarioResult:
             problems.append("still running 30 s after Kopf died")
         elif code == 0:
             problems.append("exit code 0 after a failure")
+        if problems:  # the process's own account, for a failure seen once under load
+            problems.append(op.output()[-3000:])
         return ScenarioResult(name, took, not problems, f"exit code {code}", problems)
 
 
@@ -910,31 +923,18 @@ async def served_certificate(port: int) -> bytes | None:
 
 def _tls_secret(server: Any, age_days: float, days: int = 365) -> bytes:
     """Put a certificate issued `age_days` ago into the webhook Secret; returns its DER."""
-    import base64
     import datetime as dt
     import ssl
 
-    from foresize.webhook.certs import generate_self_signed, service_dns_names
+    from foresize.webhook.certs import generate_self_signed, service_dns_names, tls_secret
 
     issued = dt.datetime.now(dt.UTC) - dt.timedelta(days=age_days)
     b = generate_self_signed(
         service_dns_names("foresize-webhook", NAMESPACE), now=issued, days=days
     )
-    data = {
-        "ca.crt": base64.b64encode(b.ca_pem).decode(),
-        "tls.crt": base64.b64encode(b.cert_pem).decode(),
-        "tls.key": base64.b64encode(b.key_pem).decode(),
-    }
+    data = b.secret_data()
     if server.get("Secret", NAMESPACE, "foresize-webhook-tls") is None:
-        server.seed(
-            {
-                "apiVersion": "v1",
-                "kind": "Secret",
-                "type": "kubernetes.io/tls",
-                "metadata": {"name": "foresize-webhook-tls", "namespace": NAMESPACE},
-                "data": data,
-            }
-        )
+        server.seed(tls_secret(b, "foresize-webhook-tls", NAMESPACE))
     else:
 
         def put(secret: dict[str, Any]) -> None:

@@ -3,6 +3,7 @@
 Tasks, all on one asyncio loop:
 - informers: list+watch of every kind into `ClusterState` (`kube/informer.py`);
 - Kopf: the CRD handlers (validation verdicts in status), started once the API answers;
+- the API server's version, re-read every `--version-check-interval` (upgrades);
 - leader election: one Lease per shard; only shards held are planned and acted on, and
   the executor checks the Lease (within its renew deadline) before every single call;
 - collector: metrics-server polling into the in-memory history (or Prometheus history);
@@ -55,6 +56,9 @@ class OperatorOptions:
     kube_api_qps: float = 50.0  # client-side rate limit (VPA's --kube-api-qps)
     kube_api_burst: int = 100
     cert_check_interval: float = 300.0  # webhook certificate expiry/renewal/reload check
+    # GET /version this often: the resize API (and its rules) depend on the server's
+    # version, and control planes are upgraded under a running operator.
+    version_check_interval: float = 60.0
     stall_timeout: float | None = None  # liveness fails after this; default max(5 passes, 120 s)
     # Labels of workloads (or targets) the disruption worker never touches.
     exclude_selector: dict[str, str] = field(default_factory=dict)
@@ -118,11 +122,7 @@ class PrometheusHistory:
             keys = list(rows[t])
             cpu = np.array([rows[t][k][0] for k in keys])
             mem = np.array([rows[t][k][1] for k in keys])
-            if hasattr(self.store, "indices"):
-                self.store.append(t, self.store.indices(keys), cpu=cpu, memory=mem)
-            else:
-                self.store.append(t, keys, "cpu", cpu)
-                self.store.append(t, keys, "memory", mem)
+            self.store.write_poll(t, keys, cpu, mem)
         for key, times in history.oom_kills.items():
             for t in times:
                 self.store.record_event(key, "oom", t, 0.0)
@@ -231,6 +231,11 @@ class GatedExecutor:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
+    @property
+    def server_version(self) -> tuple[int, int]:
+        version: tuple[int, int] = self.inner.server_version
+        return version
+
     def _allowed(self, target: str | None, shard: int | None = None) -> str | None:
         if self.stop.is_set():
             return "stopping"
@@ -325,6 +330,29 @@ async def wait_for_api(api: Any, stop: asyncio.Event, cap: float = 10.0) -> bool
     return False
 
 
+async def follow_server_version(
+    executor: Any, state: Any, stop: asyncio.Event, period: float
+) -> None:
+    """Re-read the API server's version every `period` s into the executor (its resize
+    checks) and the cache (the snapshot the pass plans with), so an upgrade of the control
+    plane (say 1.32 -> 1.33, when `pods/resize` arrives) is acted on without a restart. A
+    failed read keeps the last version known."""
+    while not stop.is_set():
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), period)
+        if stop.is_set():
+            return
+        before = executor.server_version
+        try:
+            version = await executor.detect_server_version()
+        except Exception as exc:
+            log.warning("could not re-read the server version (%s); keeping %s", exc, before)
+            continue
+        if version != before:
+            log.info("API server version changed: %d.%d -> %d.%d", *before, *version)
+        state.server_version = version
+
+
 async def run_kopf(
     registry: Any, stop: asyncio.Event, ready: asyncio.Event, on_spawned: Any
 ) -> None:
@@ -412,7 +440,7 @@ async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None)
     from foresize.kube.handlers import WATCHED, build_registry, parse_foresize
     from foresize.kube.informer import Informer, Informers
     from foresize.kube.leader import ShardManager
-    from foresize.kube.shell import KubeShell
+    from foresize.kube.shell import KubeShell, Locked
     from foresize.kube.state import ClusterState
     from foresize.telemetry.metrics import ForesizeMetrics
     from foresize.vertical.policy import WorkerConfig
@@ -478,16 +506,18 @@ async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None)
     def supervise(coro: Any, name: str) -> None:
         tasks[asyncio.create_task(coro, name=f"foresize:{name}")] = name
 
-    history = open_history(opts, metrics)
+    store = open_history(opts, metrics)
     if opts.history_db:  # retention/downsampling off the loop; an Event if it was recovered
         from foresize.history.maintenance import history_upkeep
 
         pod_name = os.environ.get("POD_NAME")
-        upkeep = history_upkeep(history, stop, executor.apply, opts.namespace, pod_name)
+        upkeep = history_upkeep(store, stop, executor.apply, opts.namespace, pod_name)
         supervise(upkeep, "history upkeep")
     from foresize.lifecycle.daemonset import UsageWindow
 
-    dsa_window = UsageWindow()
+    # Written by the collector on this loop, read by the pass in its worker thread.
+    history = Locked(store)
+    dsa_window = Locked(UsageWindow())
     shell = KubeShell(
         state,
         gated,
@@ -534,6 +564,10 @@ async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None)
         poller = MetricsServerPoller(api, sinks, state=state, interval=opts.collect_interval)
         supervise(poller.run(stop), "metrics-server poller")
     supervise(shards.run(stop), "leader election")
+    supervise(
+        follow_server_version(executor, state, stop, opts.version_check_interval),
+        "server version",
+    )
     supervise(watch_pause(api, state, opts, stop), "pause flag")
     supervise(
         control_loop(shell, informers, stop, opts.interval, health, metrics, shards),

@@ -189,7 +189,7 @@ def _leaves_too_few_ready(c: Candidate, ctx: PassContext) -> bool:
     run, pod = c.run, c.pod
     if not pod.ready:
         return False
-    need = run.policy.min_replicas
+    need = run.policy.eviction_min_replicas
     ready = run.ready_replicas.get(workload_key(run, pod, ctx), 0)
     if ready >= need:
         run.state.reported.pop(f"minreplicas:{pod.uid}", None)
