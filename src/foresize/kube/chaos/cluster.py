@@ -23,6 +23,9 @@ NAMESPACE = "foresize"
 LEASE_DURATION = 3.0
 RENEW_DEADLINE = 2.0
 LEASE_RETRY = 0.5
+# Beyond one retry period, what a standby's takeover may take on a loaded 2-core machine
+# (its GET and PATCH of the Lease, through a proxy, with its own pass running).
+TAKEOVER_SLACK = 0.5
 INTERVAL = 0.5
 
 
