@@ -9,31 +9,17 @@ import ssl
 
 from foresize.kube.api import KubeApi
 from foresize.kube.tls import webhook_ssl_context
-from foresize.webhook.certs import generate_self_signed, tls_secret
+from foresize.webhook.certs import generate_self_signed, tls_secret, webhook_configurations
 
 ADM = "/apis/admissionregistration.k8s.io/v1"
 
 
 def configs(server) -> None:
-    """The webhook configurations as the manifests install them, and the namespace."""
+    """The webhook configurations as the manifests install them (no caBundle yet), and the
+    namespace."""
     server.seed({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "fs"}})
-    hook = {
-        "clientConfig": {"service": {"name": "foresize-webhook", "namespace": "fs"}},
-        "sideEffects": "None",
-        "admissionReviewVersions": ["v1"],
-    }
-    for kind, names in (
-        ("MutatingWebhookConfiguration", ["pods.foresize.io", "scale.foresize.io"]),
-        ("ValidatingWebhookConfiguration", ["aiscaletargets.foresize.io"]),
-    ):
-        server.seed(
-            {
-                "apiVersion": "admissionregistration.k8s.io/v1",
-                "kind": kind,
-                "metadata": {"name": "foresize"},
-                "webhooks": [{"name": n, **hook} for n in names],
-            }
-        )
+    for config in webhook_configurations(service="foresize-webhook", namespace="fs"):
+        server.seed(config)
 
 
 async def test_creates_secret_and_injects_ca_bundle(apiserver, tmp_path):
