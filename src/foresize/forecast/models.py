@@ -318,3 +318,36 @@ def pinball(actual: np.ndarray, forecast: np.ndarray, qs: np.ndarray) -> np.ndar
     """Quantile (pinball) loss; broadcasts actual (..., S, 1) against forecast (..., S, Q)."""
     diff = actual - forecast
     return np.where(diff >= 0, qs * diff, (qs - 1.0) * diff)
+
+
+def block_schedule(
+    m: np.ndarray,
+    o: int,
+    t_origin: float,
+    qs: np.ndarray,
+    cfg: ForecastConfig,
+    blocks: int,
+    days: int,
+) -> np.ndarray:
+    """(S, Q): the `qs`-quantiles of the forecast target M (the max of the next h samples)
+    over the time-of-day block that holds the next sample, pooled over the `days`
+    previous days. `t_origin` is the absolute time (seconds) of column `o`; blocks are
+    `DAY / blocks` long and aligned to midnight UTC. Only columns of `m` up to `o - h`
+    are read (they depend on samples up to `o`). NaN where no day has data.
+
+    The quantile is per window (a q of 0.98 is short in 2% of the block's 15-minute
+    windows), so a block's value reads like the 15-minute forecasts'."""
+    period = cfg.steps(DAY)
+    n = max(1, period // blocks)
+    nxt = int(round((t_origin + cfg.step) % DAY / cfg.step)) % period
+    start_today = o + 1 - (nxt % n)
+    cols: list[int] = []
+    for k in range(1, days + 1):
+        s0 = start_today - k * period
+        # M[c] covers samples c+1 .. c+h: the windows that lie within the block.
+        lo, hi = max(s0 - 1, 0), min(s0 + n - 1 - cfg.h, o - cfg.h)
+        if hi >= lo:
+            cols.extend(range(lo, hi + 1))
+    if not cols:
+        return np.full((m.shape[0], len(qs)), np.nan)
+    return nanquantile(m[:, np.asarray(cols)], np.asarray(qs, dtype=np.float64))

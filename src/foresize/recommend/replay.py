@@ -28,10 +28,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from foresize.api.quantity import CPU, MEMORY
-from foresize.forecast.models import ForecastConfig, forward_max
+from foresize.forecast.models import ForecastConfig, block_schedule, forward_max
 from foresize.forecast.select import OnlineScores, online_step
 from foresize.history.base import TraceSeries, resample_max
 from foresize.recommend.core import (
+    CPU_RAISE_QUANTILE,
     DEFAULT_MEMORY_STABILIZATION,
     DEFAULT_SCALE_DOWN,
     DEFAULT_SCALE_UP,
@@ -39,16 +40,18 @@ from foresize.recommend.core import (
     MEMORY_HEADROOM,
     MEMORY_PEAK_WINDOW,
     MIB,
+    SCHEDULE_BLOCKS,
+    SCHEDULE_DAYS,
     OOMArrays,
     Threshold,
     allocate_risk,
-    cpu_band,
-    keep_in_band,
     mode_quantile,
+    new_block,
     oom_bump,
     passes_hysteresis,
     risk_levels,
     round_up,
+    scheduled_cpu,
 )
 
 STEP = 300.0
@@ -335,10 +338,9 @@ class ForesizePolicy(Policy):
         self.buffer = buffer_percentage / 100.0
         self.q = {r: mode_quantile(mode, r, percentile_value) for r in (CPU, MEMORY)}
         # The quantiles forecast per resource; memory risk is allocated across them, CPU
-        # is forecast at its band's edges too (the stabilised request, `cpu_band`).
+        # is forecast at the raise quantile too (the scheduled request, `scheduled_cpu`).
         self.levels = {r: np.array(risk_levels(mode, r, percentile_value)) for r in (CPU, MEMORY)}
-        lo, hi = cpu_band(self.q[CPU])
-        self.levels[CPU] = np.array([lo, self.q[CPU], hi])
+        self.levels[CPU] = np.array([CPU_RAISE_QUANTILE, self.q[CPU]])
         self.cfg = config or ForecastConfig(step=STEP)
         self.up, self.down = DEFAULT_SCALE_UP, DEFAULT_SCALE_DOWN
         self.stabilization = DEFAULT_STABILIZATION
@@ -364,7 +366,7 @@ class ForesizePolicy(Policy):
         fc, self.scores[res] = online_step(self.scores[res], y, i, levels, self.cfg, m=self.m[res])
         rows = np.arange(y.shape[0])
         if res == CPU:
-            pick = np.ones(y.shape[0], dtype=np.int64)  # the mode's quantile, mid-band
+            pick = np.ones(y.shape[0], dtype=np.int64)  # the mode's quantile
         elif len(levels) > 1:
             pick = allocate_risk(fc.values, levels, np.full(y.shape[0], self.q[res]))
         else:
@@ -375,10 +377,25 @@ class ForesizePolicy(Policy):
         self.chosen[res].append(levels[pick])
         val = fc.values[rows, pick] * (1.0 + self.buffer)
         if res == CPU:
-            # The stabilised request: kept while it lies in the forecast's band.
-            band = fc.values * (1.0 + self.buffer)
-            kept = keep_in_band(self.in_force[CPU], band[:, 0], band[:, 2], val)
-            val = np.where(kept, np.nan, val)
+            # The scheduled request (`scheduled_cpu`): the time-of-day block's quantile,
+            # raised within the block where the forecast's median is above it.
+            sched = block_schedule(
+                self.m[CPU],
+                i,
+                self.data.start + i * STEP,
+                np.array([self.q[CPU]]),
+                self.cfg,
+                SCHEDULE_BLOCKS,
+                SCHEDULE_DAYS,
+            )[:, 0]
+            t_next = self.data.start + (i + 1) * STEP
+            val = scheduled_cpu(
+                sched * (1.0 + self.buffer),
+                fc.values[:, 0] * (1.0 + self.buffer),
+                val,
+                self.in_force[CPU],
+                new_block(t_next, DECISION_EVERY * STEP, SCHEDULE_BLOCKS),
+            )
         else:
             val = val * (1.0 + MEMORY_HEADROOM)
         # hasEnoughDataToScale: no action before min_lookback_to_scale of history.
