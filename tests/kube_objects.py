@@ -1,8 +1,10 @@
 """Valid Kubernetes objects for the kube-shell tests (the strict API server refuses
-anything a real one would: images, templates matching selectors, no server-set fields)."""
+anything a real one would: images, templates matching selectors, no server-set fields),
+and the seeding and waiting the operator tests share."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from typing import Any
 
@@ -182,6 +184,38 @@ def target(
 
 def namespace(name: str) -> dict:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+
+
+SUGGESTION = {
+    "uid": "sugg-1",
+    "containers": [{"name": "app", "requests": {"cpu": "600m", "memory": "256Mi"}}],
+}
+"""A vertical suggestion for `target()`'s container: 600m CPU (the pods have 200m)."""
+
+
+def seed_workload(server) -> None:
+    """Node n1, Deployment shop/web and its ReplicaSet web-abc (uids linked)."""
+    server.seed(node())
+    dep = server.seed(deployment())
+    server.seed(replicaset(deployment_uid=dep["metadata"]["uid"]))
+
+
+def web_pod(server, name: str) -> dict:
+    """A pod of shop/web owned by the ReplicaSet `seed_workload` put on `server`."""
+    rs = server.get("ReplicaSet", "shop", "web-abc")
+    return pod(name, owner=("ReplicaSet", "web-abc", rs["metadata"]["uid"]))
+
+
+async def wait_for_resizes(server, count: int = 2, seconds: float = 10.0) -> list:
+    """The successful pods/{name}/resize calls `server` recorded, once there are `count`
+    of them or `seconds` have passed (the caller asserts how many it needs)."""
+    resized: list = []
+    for _ in range(int(seconds / 0.1)):
+        await asyncio.sleep(0.1)
+        resized = server.calls("PATCH", r"/resize$", code=200)
+        if len(resized) >= count:
+            break
+    return resized
 
 
 WATCHED_KINDS = (

@@ -44,6 +44,33 @@ def test_bench_webhook_sizes(option: str, value: str, message: str) -> None:
     assert _error(["bench", "webhook", option, value]) == message
 
 
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--step", "0"], "--step: must be more than 0, got '0'"),
+        (["--duration", "a week"], "--duration: 'a week' is not a duration"),
+        (["--repeats", "0"], "--repeats: must be at least 1, got 0"),
+        (["--nodes", "0"], "--nodes: must be at least 1, got 0"),
+        (["--nodes", "5", "--pods", "4"], "--pods: must be at least --nodes (5), got 4"),
+    ],
+)
+def test_bench_sim_options_are_named(args: list[str], message: str) -> None:
+    assert _error(["bench", "sim", *args]).startswith(message)
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--step", "-1m"], "--step: '-1m' is not a duration"),
+        (["--duration", "0"], "--duration: must be more than 0, got '0'"),
+    ],
+)
+def test_simulate_durations_are_read_by_the_one_duration_option(
+    args: list[str], message: str
+) -> None:
+    assert _error(["simulate", *args]).startswith(message)
+
+
 def test_operator_kubeconfig_that_is_not_one(tmp_path: Path) -> None:
     path = tmp_path / "list.yaml"
     path.write_text("- a\n- b\n")  # valid YAML, not a kubeconfig

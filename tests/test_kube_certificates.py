@@ -5,19 +5,20 @@ Event, error), never served silently."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import datetime as dt
 import ssl
 import time
 
 from foresize.kube.api import KubeApi
+from foresize.kube.chaos import served_certificate
 from foresize.kube.executor import KubeExecutor
 from foresize.kube.tls import WebhookCertificate, certificate_window
 from foresize.telemetry.metrics import ForesizeMetrics
 from foresize.webhook.certs import (
     generate_self_signed,
     service_dns_names,
+    tls_secret,
     webhook_configurations,
 )
 
@@ -32,19 +33,7 @@ def bundle(age_days: float, days: int = 365):
 
 def seed(apiserver, b) -> None:
     apiserver.seed({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "fs"}})
-    apiserver.seed(
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "type": "kubernetes.io/tls",
-            "metadata": {"name": "foresize-webhook-tls", "namespace": "fs"},
-            "data": {
-                "ca.crt": base64.b64encode(b.ca_pem).decode(),
-                "tls.crt": base64.b64encode(b.cert_pem).decode(),
-                "tls.key": base64.b64encode(b.key_pem).decode(),
-            },
-        }
-    )
+    apiserver.seed(tls_secret(b, "foresize-webhook-tls", "fs"))
     for config in webhook_configurations(service="foresize-webhook", namespace="fs"):
         apiserver.seed(config)
 
@@ -64,17 +53,6 @@ def manager(api, tmp_path, **kw) -> WebhookCertificate:
 def secret_cert(apiserver) -> bytes:
     data = apiserver.get("Secret", "fs", "foresize-webhook-tls")["data"]
     return base64.b64decode(data["tls.crt"])
-
-
-async def served_certificate(port: int) -> bytes:
-    """The certificate a fresh TLS handshake gets (DER)."""
-    ctx = ssl.create_default_context()
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
-    _, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ctx)
-    der = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
-    writer.close()
-    return der
 
 
 def der(pem: bytes) -> bytes:

@@ -5,51 +5,36 @@ Lease on shutdown."""
 from __future__ import annotations
 
 import asyncio
-import socket
 
 import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from foresize.kube.operator import OperatorOptions, run_operator
-from kube_objects import namespace, pod, target
-from test_kube_watch import SUGGESTION, seed_workload, web_pod
+from foresize.kube.operator import run_operator
+from foresize.testing.ports import free_port
+from kube_objects import (
+    SUGGESTION,
+    namespace,
+    pod,
+    seed_workload,
+    target,
+    wait_for_resizes,
+    web_pod,
+)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-async def test_operator_runs_everything_and_releases_its_lease(apiserver):
+async def test_operator_runs_everything_and_releases_its_lease(apiserver, operator_options):
     apiserver.seed(namespace("foresize"))  # the operator's own (the manifests create it)
     seed_workload(apiserver)
     apiserver.seed(target(suggestion=SUGGESTION))
     for name in ("web-1", "web-2"):
         apiserver.seed(web_pod(apiserver, name))
-    metrics_port, webhook_port = free_port(), free_port()
-    opts = OperatorOptions(
-        server=apiserver.url,
-        namespace="foresize",
-        identity="foresize-0",
-        interval=0.2,
-        metrics_host="127.0.0.1",
-        metrics_port=metrics_port,
-        webhook_host="127.0.0.1",
-        webhook_port=webhook_port,
-        suggest_interval=3600,
-        shutdown_grace=1.0,
-    )
+    opts = operator_options(server=apiserver.url, webhook_port=free_port(), suggest_interval=3600)
+    metrics_port, webhook_port = opts.metrics_port, opts.webhook_port
     stop = asyncio.Event()
     task = asyncio.create_task(run_operator(opts, stop))
     try:
-        resized = []
-        for _ in range(100):
-            await asyncio.sleep(0.1)
-            resized = apiserver.calls("PATCH", r"/resize$", code=200)
-            if len(resized) >= 2:
-                break
+        resized = await wait_for_resizes(apiserver, 2)
         assert len(resized) >= 2, [(r.method, r.path, r.code) for r in apiserver.requests][-20:]
         lease = apiserver.get("Lease", "foresize", "foresize-shard-0")
         assert lease["spec"]["holderIdentity"] == "foresize-0"
@@ -186,7 +171,9 @@ def test_cli_reads_the_deployment_environment(monkeypatch, tmp_path):
 
 
 @pytest.mark.parametrize("excluded", [False, True])
-async def test_operator_end_to_end_from_collected_history(apiserver, tmp_path, excluded):
+async def test_operator_end_to_end_from_collected_history(
+    apiserver, tmp_path, excluded, operator_options
+):
     """History (2 days of a real trace, in the SQLite store) -> the recommender -> the
     target's status -> the watch -> the vertical planner -> pods/resize; with the
     operator's --exclude-selector matching the Deployment, no resize and an Event."""
@@ -226,16 +213,9 @@ async def test_operator_end_to_end_from_collected_history(apiserver, tmp_path, e
     apiserver.seed(target())  # no suggestion yet
     for name in ("web-1", "web-2"):
         apiserver.seed(web_pod(apiserver, name))
-    opts = OperatorOptions(
+    opts = operator_options(
         server=apiserver.url,
-        namespace="foresize",
-        identity="foresize-0",
-        interval=0.2,
-        metrics_host="127.0.0.1",
-        metrics_port=free_port(),
-        webhook=False,
         history_db=str(db),
-        shutdown_grace=1.0,
         exclude_selector={"app": "web"} if excluded else {},
     )
     stop = asyncio.Event()

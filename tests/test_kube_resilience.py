@@ -111,7 +111,7 @@ def test_state_is_safe_to_mutate_from_another_thread_while_snapshotting():
     import threading
 
     from foresize.kube.handlers import parse_foresize
-    from test_kube_watch import SUGGESTION
+    from kube_objects import SUGGESTION
 
     TARGET = target(suggestion=SUGGESTION)
 
@@ -353,11 +353,12 @@ def test_gauges_of_targets_gone_or_held_elsewhere_are_removed():
     assert 'target="shop/db"' not in text and 'target="shop/web"' in text
 
 
-async def test_an_internal_task_dying_stops_the_operator_with_exit_code_1(apiserver, monkeypatch):
+async def test_an_internal_task_dying_stops_the_operator_with_exit_code_1(
+    apiserver, monkeypatch, operator_options
+):
     """Before, nothing watched the tasks: a dead one left a healthy-looking process."""
     import foresize.kube.operator as operator_module
-    from foresize.kube.operator import OperatorOptions, run_operator
-    from test_kube_operator import free_port
+    from foresize.kube.operator import run_operator
 
     apiserver.seed(namespace("foresize"))
 
@@ -366,16 +367,7 @@ async def test_an_internal_task_dying_stops_the_operator_with_exit_code_1(apiser
         raise RuntimeError("boom")
 
     monkeypatch.setattr(operator_module, "watch_pause", dies)
-    opts = OperatorOptions(
-        server=apiserver.url,
-        namespace="foresize",
-        identity="foresize-0",
-        interval=0.2,
-        metrics_host="127.0.0.1",
-        metrics_port=free_port(),
-        webhook=False,
-        shutdown_grace=1.0,
-    )
+    opts = operator_options(server=apiserver.url)
     code = await asyncio.wait_for(run_operator(opts), 20)
     assert code == 1
 

@@ -9,7 +9,7 @@ import ssl
 
 from foresize.kube.api import KubeApi
 from foresize.kube.tls import webhook_ssl_context
-from foresize.webhook.certs import generate_self_signed
+from foresize.webhook.certs import generate_self_signed, tls_secret
 
 ADM = "/apis/admissionregistration.k8s.io/v1"
 
@@ -74,20 +74,7 @@ async def test_creates_secret_and_injects_ca_bundle(apiserver, tmp_path):
 async def test_reuses_the_secret_of_another_replica(apiserver, tmp_path):
     configs(apiserver)
     bundle = generate_self_signed(["foresize-webhook.fs.svc"])
-    data = {
-        "ca.crt": base64.b64encode(bundle.ca_pem).decode(),
-        "tls.crt": base64.b64encode(bundle.cert_pem).decode(),
-        "tls.key": base64.b64encode(bundle.key_pem).decode(),
-    }
-    apiserver.seed(
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "type": "kubernetes.io/tls",
-            "metadata": {"name": "foresize-webhook-tls", "namespace": "fs"},
-            "data": data,
-        }
-    )
+    apiserver.seed(tls_secret(bundle, "foresize-webhook-tls", "fs"))
     api = KubeApi.from_url(apiserver.url)
     try:
         await webhook_ssl_context(
@@ -104,7 +91,7 @@ async def test_reuses_the_secret_of_another_replica(apiserver, tmp_path):
     assert apiserver.calls("POST", "secrets") == []
     assert (tmp_path / "tls.crt").read_bytes() == bundle.cert_pem
     (mutating,) = apiserver.calls("PATCH", "mutatingwebhookconfigurations/foresize$")
-    assert {op["value"] for op in mutating.body} == {data["ca.crt"]}
+    assert {op["value"] for op in mutating.body} == {bundle.secret_data()["ca.crt"]}
 
 
 def test_kopf_logs_in_as_the_executor(tmp_path):

@@ -14,25 +14,7 @@ from foresize.kube.handlers import WATCHED, parse_foresize
 from foresize.kube.informer import Informer, Informers
 from foresize.kube.shell import KubeShell
 from foresize.kube.state import ClusterState
-from kube_objects import deployment, node, pod, replicaset, target
-
-SUGGESTION = {
-    "uid": "sugg-1",
-    "containers": [{"name": "app", "requests": {"cpu": "600m", "memory": "256Mi"}}],
-}
-
-
-def seed_workload(server) -> None:
-    """Node n1, Deployment shop/web and its ReplicaSet web-abc (uids linked)."""
-    server.seed(node())
-    dep = server.seed(deployment())
-    rs = replicaset(deployment_uid=dep["metadata"]["uid"])
-    server.seed(rs)
-
-
-def web_pod(server, name: str) -> dict:
-    rs = server.get("ReplicaSet", "shop", "web-abc")
-    return pod(name, owner=("ReplicaSet", "web-abc", rs["metadata"]["uid"]))
+from kube_objects import SUGGESTION, seed_workload, target, wait_for_resizes, web_pod
 
 
 async def test_target_and_pods_appear_and_the_shell_resizes(apiserver, caplog):
@@ -69,12 +51,7 @@ async def test_target_and_pods_appear_and_the_shell_resizes(apiserver, caplog):
         assert answer.code == 200, answer.body
         for name in ("web-1", "web-2"):
             apiserver.seed(web_pod(apiserver, name))
-        resized = []
-        for _ in range(100):
-            await asyncio.sleep(0.1)
-            resized = apiserver.calls("PATCH", r"/resize$", code=200)
-            if len(resized) >= 2:
-                break
+        resized = await wait_for_resizes(apiserver, 2)
         diag = (
             f"pods={sorted(state.pods)} targets={state.foresize['AIScaleTarget']} "
             f"workloads={sorted(state.workloads)} passes={shell.passes} "

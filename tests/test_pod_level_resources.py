@@ -96,11 +96,11 @@ def test_usage_accounting_reserves_pod_level_requests():
 
 
 def test_the_target_condition_turns_false_once_no_pod_sets_pod_level_resources():
-    from foresize.vertical.policy import TargetPolicy
+    from foresize.cluster.target import TargetView
     from foresize.vertical.run import TargetRun
     from foresize.vertical.state import TargetState
 
-    pol = TargetPolicy(key="shop/web", namespace="shop", name="web")
+    pol = TargetView(kind="AIScaleTarget", namespace="shop", name="web")
     run = TargetRun(pol, TargetState(), None)
     run.pod_level_left = ["web-1", "web-2"]
     written = pod_level_conditions(run)

@@ -24,7 +24,6 @@ import asyncio
 import json
 import math
 import shutil
-import socket
 import subprocess
 import time
 import urllib.request
@@ -45,6 +44,7 @@ from foresize.history.prometheus import (
     workload_of_pod,
 )
 from foresize.history.traces import read_bitbrains
+from foresize.testing.ports import free_port
 
 pytestmark = pytest.mark.prometheus
 
@@ -313,12 +313,6 @@ def openmetrics(series: dict[str, tuple[float, np.ndarray, np.ndarray]], t0: flo
                 t,
             )
     return om.text()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,9 @@ from foresize.kube.api import KubeApi
 from foresize.kube.executor import KubeExecutor
 from foresize.kube.operator import OperatorOptions, run_operator
 from foresize.testing.apiserver import RecordedRequest, StrictApiServer
+from foresize.testing.ports import free_port
 from kube_objects import (
+    SUGGESTION,
     container,
     deployment,
     namespace,
@@ -30,8 +32,6 @@ from kube_objects import (
     target,
     workload,
 )
-from test_kube_operator import free_port
-from test_kube_watch import SUGGESTION
 
 OPERATOR_NS = "foresize-system"
 
@@ -132,24 +132,9 @@ def seed_cluster(server: StrictApiServer) -> dict[str, str]:
     return uids
 
 
-async def operator_run(server: StrictApiServer, kubeconfig: str) -> None:
+async def operator_run(server: StrictApiServer, opts: OperatorOptions) -> None:
     """The real operator as it runs in a cluster (a kubeconfig with a bearer token, so Kopf
     scans CRDs; webhook TLS from the shared Secret) until it has resized."""
-    opts = OperatorOptions(
-        kubeconfig=kubeconfig,
-        namespace=OPERATOR_NS,
-        identity="foresize-0",
-        interval=0.2,
-        metrics_host="127.0.0.1",
-        metrics_port=free_port(),
-        webhook_host="127.0.0.1",
-        webhook_port=free_port(),
-        tls_secret=TLS_SECRET,
-        webhook_service=WEBHOOK_SERVICE,
-        webhook_configuration=NAME,
-        suggest_interval=3600,
-        shutdown_grace=1.0,
-    )
     stop = asyncio.Event()
     task = asyncio.create_task(run_operator(opts, stop))
     try:
@@ -235,7 +220,7 @@ def allows(rules: list[dict[str, Any]], call: RecordedRequest) -> bool:
     return False
 
 
-async def test_the_roles_grant_exactly_what_the_operator_calls(tmp_path):
+async def test_the_roles_grant_exactly_what_the_operator_calls(tmp_path, operator_options):
     server = StrictApiServer(bookmark_interval=1.0, token="sa-token")
     await server.start()
     kubeconfig = tmp_path / "kubeconfig"
@@ -253,7 +238,16 @@ async def test_the_roles_grant_exactly_what_the_operator_calls(tmp_path):
     )
     try:
         uids = seed_cluster(server)
-        await operator_run(server, str(kubeconfig))
+        opts = operator_options(
+            kubeconfig=str(kubeconfig),
+            namespace=OPERATOR_NS,
+            webhook_port=free_port(),
+            tls_secret=TLS_SECRET,
+            webhook_service=WEBHOOK_SERVICE,
+            webhook_configuration=NAME,
+            suggest_interval=3600,
+        )
+        await operator_run(server, opts)
         await executor_calls(server, uids, str(kubeconfig))
     finally:
         await server.stop()

@@ -10,6 +10,7 @@ import pytest
 
 from foresize.cluster.model import Container, ResourceRequirements
 from foresize.cluster.qos import qos_class_of
+from foresize.cluster.target import ContainerPolicy, ResourcePolicy
 from foresize.recommend.core import (
     KILL_MEMORY,
     MEMORY_HEADROOM,
@@ -28,11 +29,9 @@ from foresize.recommend.core import (
     scheduled_cpu,
 )
 from foresize.recommend.target import (
-    ContainerBounds,
     ContainerHistory,
     OOMState,
     RecommendParams,
-    ResourceBounds,
     ResourceModel,
     TargetRequest,
     apply_ooms,
@@ -126,7 +125,7 @@ def test_round_up_never_rounds_down():
 
 def test_bounds_clamp():
     h = flat_history(cpu=2.0, mem=4 * GIB)
-    b = ContainerBounds("*", ResourceBounds(100, 1000), ResourceBounds(256 * MIB, 2 * GIB))
+    b = ContainerPolicy("*", ResourcePolicy(100, 1000), ResourcePolicy(256 * MIB, 2 * GIB))
     p = RecommendParams(containers=(b,))
     s = recommend_target(p, {"app": h}, {"app": res(500, GIB)}, None, NOW).suggestion
     assert s.containers["app"].requests == {"cpu": 1000, "memory": 2 * GIB}
@@ -146,7 +145,7 @@ def test_without_limit_ratio_limits_stay_and_cap_the_request():
 
 def test_limit_ratio_keeps_limits_proportional():
     h = flat_history(cpu=0.4, mem=GIB)
-    b = ContainerBounds("app", ResourceBounds(limit_ratio=2.0), ResourceBounds(limit_ratio=1.5))
+    b = ContainerPolicy("app", ResourcePolicy(limit_ratio=2.0), ResourcePolicy(limit_ratio=1.5))
     cur = {"app": res(500, GIB, lcpu=1000, lmem=2 * GIB)}
     s = recommend_target(RecommendParams(containers=(b,)), {"app": h}, cur, None, NOW)
     c = s.suggestion.containers["app"]
@@ -170,7 +169,7 @@ def suggested(s) -> dict[str, ResourceRequirements]:
 def test_guaranteed_stays_guaranteed():
     h = flat_history(cpu=0.3, mem=GIB)
     cur = {"app": res(1000, 2 * GIB, lcpu=1000, lmem=2 * GIB)}
-    b = ContainerBounds("*", ResourceBounds(limit_ratio=2.0), ResourceBounds(limit_ratio=2.0))
+    b = ContainerPolicy("*", ResourcePolicy(limit_ratio=2.0), ResourcePolicy(limit_ratio=2.0))
     for params in (RecommendParams(), RecommendParams(containers=(b,))):
         s = recommend_target(params, {"app": h}, cur, None, NOW).suggestion
         assert qos(suggested(s)) == "Guaranteed"
@@ -383,8 +382,8 @@ def test_params_from_aiscaletarget():
     assert p.memory.mode == "overshoot"
     assert p.min_lookback_to_scale == 3 * 3600
     b = p.bounds("app")
-    assert b.cpu == ResourceBounds(100, 2000, 2.0)
-    assert b.memory == ResourceBounds(128 * MIB, None, None)
+    assert b.cpu == ResourcePolicy(100, 2000, 2.0)
+    assert b.memory == ResourcePolicy(128 * MIB, None, None)
     assert p.scale_down["cpu"] == Threshold("percent", 20.0)
     assert p.stabilization_window == 1800
     assert p.memory_stabilization == 6 * 3600  # the ratchet is never shorter than 6 h

@@ -58,6 +58,13 @@ def test_bad_options_are_named(trace: Path, args: list[str], message: str):
     assert str(result.exception).startswith(message)
 
 
+def test_an_empty_prometheus_url_is_named_not_read_as_a_missing_trace():
+    # `--prometheus ""` once fell through to the trace reader with no path (a TypeError).
+    result = recommend("--prometheus", "")
+    assert isinstance(result.exception, ForesizeError), result.output
+    assert str(result.exception) == "--prometheus: '' is not an http:// or https:// URL"
+
+
 def test_a_trace_of_garbage_lines_is_an_error_naming_the_first_bad_line(tmp_path: Path):
     path = tmp_path / "garbage.csv"
     path.write_text(HEADER + "this is garbage\n1,2\n")

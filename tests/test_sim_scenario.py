@@ -161,7 +161,7 @@ def test_simulate_cli_reports_user_errors(tmp_path, capsys, monkeypatch):
     bad = write(tmp_path, {"nodes": NODES, "workloads": [workload("a", replicas=-1)]})
     for argv, needle in (
         (["simulate", "--scenario", bad], "workloads[0].replicas: must be at least 0"),
-        (["simulate", "--duration", "forever"], "--duration: not a duration"),
+        (["simulate", "--duration", "forever"], "--duration: 'forever' is not a duration"),
         (["simulate", "--policy", "magic"], "unknown policy 'magic'"),
         (["simulate", "--seed", "-1"], "--seed: must be a non-negative integer"),
     ):

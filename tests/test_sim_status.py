@@ -4,6 +4,8 @@ the patch creates, and what is stored does not alias the writer's dicts."""
 
 from __future__ import annotations
 
+import itertools
+
 from foresize.cluster.actions import WriteTargetStatus
 from foresize.vertical.state import TargetState
 from test_sim_support import make_sim, workload
@@ -63,3 +65,31 @@ def test_vertical_worker_state_written_fresh_has_no_nulls_and_reads_back():
 
     assert nulls(status) == []
     assert TargetState.from_status(status["disruption"]).resized == 2
+
+
+def test_operator_hands_out_a_new_resource_version_with_each_status_write():
+    """As the API server does: the target object carrying a written status is a new object
+    with a new resourceVersion (the planners' memo of target views is keyed by it), and
+    what it reads is what was written."""
+    from foresize.cluster.target import target_view
+    from foresize.sim.operator import FixedRecommender, OperatorOptions, SimOperator
+
+    sim = make_sim([workload("web", 2)], settle=0)
+    op = SimOperator(
+        sim,
+        FixedRecommender({"*": (20.0, 20 * 2**20)}),
+        OperatorOptions(admission=False, min_lookback=0.0, recommend_interval=60.0),
+    ).install()
+    first = op.targets["default/web"]
+    versions = [first.metadata.resourceVersion]
+    for _ in range(6):
+        sim.run(300)
+        versions.append(op.targets["default/web"].metadata.resourceVersion)
+    changed = [b for a, b in itertools.pairwise(versions) if a != b]
+    assert changed, "status was written: the object must have a new version"
+    assert len(set(versions)) == len(changed) + 1  # never an old version handed out again
+    now = op.targets["default/web"]
+    assert now is not first and now.metadata.uid == first.metadata.uid
+    written = sim.target_status[KEY]
+    assert target_view(now).vertical_mode == "autonomous"
+    assert now.status.model_dump(mode="json")["pods_resized"] == written["pods_resized"]

@@ -59,3 +59,23 @@ def test_daemonset_autoscaler_view_follows_changes() -> None:
     assert dsa_view(dsa).percentile == 90.0
     dsa["spec"]["percentile"] = 95
     assert dsa_view(dsa).percentile == 95.0
+
+
+def test_object_with_a_resource_version_is_recognised_by_it(monkeypatch) -> None:
+    """A served object (uid + resourceVersion) is identified by its version, as Kubernetes
+    clients' caches do: it is not serialised on every read (what made every pass slow),
+    and a new version of it (a new object, as both shells hand out) is read afresh."""
+    manifest = _manifest()
+    manifest["metadata"]["resourceVersion"] = "41"
+    target = parse_target(manifest)
+    first = target_view(target)
+
+    def no_dump(*args: Any, **kwargs: Any) -> str:
+        raise AssertionError("a versioned object must not be serialised")
+
+    monkeypatch.setattr(type(target), "model_dump_json", no_dump)
+    assert target_view(target) is first
+    manifest["metadata"]["resourceVersion"] = "42"
+    manifest["spec"]["vertical"]["mode"] = "observe"
+    newer = parse_target(manifest)
+    assert target_view(newer).vertical_mode == "observe"

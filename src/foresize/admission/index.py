@@ -70,7 +70,7 @@ class AdmissionIndex:
             index.targets.append(view)
             if view.ref_kind and view.ref_name:
                 index.by_ref[(view.ref_kind, view.namespace, view.ref_name)] = view
-            elif view.selector or view.selector_expr is not None:
+            elif view.has_selector:
                 index.selector_targets.setdefault(view.namespace, []).append(view)
         for obj in daemonset_autoscalers:
             view = dsa_view(obj)

@@ -51,6 +51,11 @@ from foresize.api.duration import (
     format_duration,
     parse_duration,
 )
+from foresize.api.hysteresis import (
+    DEFAULT_VERTICAL_SCALE_DOWN_PERCENT,
+    DEFAULT_VERTICAL_SCALE_UP_PERCENT,
+    clears,
+)
 from foresize.api.labels import check_label_key, check_label_map, check_label_value
 from foresize.api.quantity import (
     CPU,
@@ -716,21 +721,12 @@ class VerticalThreshold(_Base):
         return self
 
     def exceeded(self, resource: str, current: int, proposed: int) -> bool:
+        """The hysteresis rule of `foresize.api.hysteresis`, for one resource."""
         delta = abs(proposed - current)
-        if self.type == "absolute":
-            limit = getattr(self.absolute, resource, None) if self.absolute else None
-            return limit is None or delta >= limit
-        if current <= 0:
+        if self.type != "absolute" and current <= 0:
             return delta > 0
-        return delta * 100 >= (self.percent or 0.0) * current
-
-
-DEFAULT_VERTICAL_SCALE_UP_PERCENT = 5.0
-"""Vertical hysteresis when `scaling_behavior.scale_up` is not given: upsizes protect
-against throttling and OOM kills, so only noise-level moves (< 5%) are suppressed."""
-DEFAULT_VERTICAL_SCALE_DOWN_PERCENT = 10.0
-"""Vertical hysteresis when `scaling_behavior.scale_down` is not given: VPA's own 10%
-threshold; each resize risks a disruption and a smaller saving is not worth one."""
+        limit = getattr(self.absolute, resource, None) if self.absolute else None
+        return bool(clears(self.type, self.percent or 0.0, limit, current, delta))
 
 
 class VerticalScalingBehavior(_Base):
@@ -772,12 +768,11 @@ class HorizontalThreshold(_Base):
         return self
 
     def exceeded(self, current: int, proposed: int) -> bool:
+        """The hysteresis rule of `foresize.api.hysteresis`, on replica counts."""
         delta = abs(proposed - current)
-        if self.type == "absolute":
-            return delta >= (self.absolute or 0)
-        if current <= 0:
+        if self.type != "absolute" and current <= 0:
             return delta > 0
-        return delta * 100 >= (self.percent or 0.0) * current
+        return bool(clears(self.type, self.percent or 0.0, self.absolute or 0, current, delta))
 
 
 class HorizontalScalingBehavior(_Base):

@@ -33,6 +33,7 @@ _COMMAND_MODULES = (
     "bench_forecast",
     "bench_plan",
     "bench_webhook",
+    "bench_loop",
     "bench_chaos",
     "manifests",
     "webhook",

@@ -26,20 +26,18 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     ) -> None:
         """Time the simulated cluster: simulated hours per wall second (median of runs)."""
+        from foresize.cli.options import duration as parse_duration_option
         from foresize.sim.bench import run_bench
 
         runs = runs_alias if runs_alias is not None else runs
-        from foresize.sim.scenario import parse_duration
-
-        try:
-            hours = parse_duration(duration) / 3600.0
-            step_s = parse_duration(step)
-        except ValueError as exc:
-            raise ForesizeError(f"--duration/--step: {exc}") from None
-        if hours <= 0 or step_s <= 0 or runs < 1 or nodes < 1 or pods < nodes:
-            raise ForesizeError(
-                "--duration and --step must be positive, --runs >= 1, --pods >= --nodes >= 1"
-            )
+        hours = parse_duration_option(duration, "--duration") / 3600.0
+        step_s = parse_duration_option(step, "--step")
+        if runs < 1:
+            raise ForesizeError(f"--repeats: must be at least 1, got {runs}")
+        if nodes < 1:
+            raise ForesizeError(f"--nodes: must be at least 1, got {nodes}")
+        if pods < nodes:
+            raise ForesizeError(f"--pods: must be at least --nodes ({nodes}), got {pods}")
         result = run_bench(hours=hours, runs=runs, nodes=nodes, pods=pods, step=step_s)
         if as_json:
             print(json.dumps(result, indent=2))

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -25,13 +25,23 @@ from foresize.cli.options import choice, duration, format_seconds, split_list, t
 from foresize.errors import ForesizeError
 from foresize.report.recommendations import OUTPUTS
 
+if TYPE_CHECKING:  # imported where used, so `foresize --help` stays quick
+    import numpy as np
+
+    from foresize.history.base import SeriesKey, TraceSeries
+    from foresize.history.prometheus import (
+        ContainerHistory,
+        PrometheusReader,
+        Resources,
+        Scope,
+    )
+    from foresize.report.recommendations import Bounds
+
 MAX_LOOKBACK = 14 * 86400.0  # the recommender reads 14 days (recommend.target.HISTORY_WINDOW)
 
 
-def parse_when(value: str | None, now: float, field: str) -> float | None:
+def parse_when(value: str, now: float, field: str) -> float:
     """`now`, epoch seconds, RFC 3339, or a duration before now (`2d`, `90m`)."""
-    if value is None:
-        return None
     text = value.strip()
     if text == "now":
         return now
@@ -60,7 +70,9 @@ def _iso(t: float) -> str:
     return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _trim(series: list[Any], start: float | None, end: float | None, step: float) -> list[Any]:
+def _trim(
+    series: list[TraceSeries], start: float | None, end: float | None, step: float
+) -> list[TraceSeries]:
     """Keep samples in [start, end + step): the buckets a range query over [start, end] has."""
     import numpy as np
 
@@ -74,10 +86,12 @@ def _trim(series: list[Any], start: float | None, end: float | None, step: float
         if keep.any():
             s.timestamps = s.timestamps[keep]
             s.cpu = s.cpu[keep]
-            for name in ("memory", "cpu_capacity", "memory_capacity"):
-                arr = getattr(s, name)
-                if arr is not None:
-                    setattr(s, name, arr[keep])
+            if s.memory is not None:
+                s.memory = s.memory[keep]
+            if s.cpu_capacity is not None:
+                s.cpu_capacity = s.cpu_capacity[keep]
+            if s.memory_capacity is not None:
+                s.memory_capacity = s.memory_capacity[keep]
             out.append(s)
     return out
 
@@ -86,8 +100,13 @@ CADVISOR_SERIES = 'container_memory_working_set_bytes{container!="",container!="
 
 
 async def read_prometheus(
-    reader: Any, start: float, end: float, step: float, scope: Any, selector_text: str | None
-) -> Any:
+    reader: PrometheusReader,
+    start: float,
+    end: float,
+    step: float,
+    scope: Scope,
+    selector_text: str | None,
+) -> ContainerHistory:
     """History for `foresize recommend`, or a ForesizeError saying why there is none: no
     cAdvisor data in the range, an unknown namespace or cluster, a selector matching no
     pod, several clusters mixed, or a step too fine for the scrape interval."""
@@ -152,33 +171,35 @@ async def read_prometheus(
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     @app.command("recommend")
     def recommend(
-        prometheus: str = typer.Option(
+        prometheus: str | None = typer.Option(
             None, "--prometheus", envvar="FORESIZE_PROMETHEUS_URL", help="Prometheus base URL."
         ),
-        traces: str = typer.Option(None, "--traces", help="Trace file or folder instead."),
+        traces: str | None = typer.Option(None, "--traces", help="Trace file or folder instead."),
         trace_format: str = typer.Option(
             "canonical", "--trace-format", help="bitbrains, crane, google2011 or canonical."
         ),
-        namespace: list[str] = typer.Option(
+        namespace: list[str] | None = typer.Option(
             None, "--namespace", "-n", help="Only these namespaces (repeatable or a,b)."
         ),
-        selector: str = typer.Option(
+        selector: str | None = typer.Option(
             None, "--selector", "-l", help="Pod label selector: app=web,tier!=db,env in (a,b)."
         ),
-        cluster: str = typer.Option(None, "--cluster", help="Only this cluster (label value)."),
+        cluster: str | None = typer.Option(
+            None, "--cluster", help="Only this cluster (label value)."
+        ),
         cluster_label: str = typer.Option(
             "cluster", "--cluster-label", help="The label that names the cluster."
         ),
-        token: str = typer.Option(
+        token: str | None = typer.Option(
             None, "--token", envvar="FORESIZE_PROMETHEUS_TOKEN", help="Bearer token."
         ),
-        username: str = typer.Option(
+        username: str | None = typer.Option(
             None, "--username", envvar="FORESIZE_PROMETHEUS_USERNAME", help="Basic auth user."
         ),
-        password: str = typer.Option(
+        password: str | None = typer.Option(
             None, "--password", envvar="FORESIZE_PROMETHEUS_PASSWORD", help="Basic auth password."
         ),
-        ca_file: str = typer.Option(
+        ca_file: str | None = typer.Option(
             None, "--ca-file", envvar="FORESIZE_PROMETHEUS_CA_FILE", help="CA bundle (PEM)."
         ),
         insecure_skip_verify: bool = typer.Option(
@@ -196,11 +217,13 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             "-o",
             help="table, json, yaml, csv, markdown, html, patch or kustomize.",
         ),
-        fmt: str = typer.Option(None, "--format", "-f", hidden=True),
+        fmt: str | None = typer.Option(None, "--format", "-f", hidden=True),
         wide: bool = typer.Option(False, "--wide", help="Every column in the table."),
         explain: bool = typer.Option(False, "--explain", help="How each number came about."),
         lookback: str = typer.Option("14d", "--lookback", help="History to read before --end."),
-        start: str = typer.Option(None, "--start", help="Start of history (overrides --lookback)."),
+        start: str | None = typer.Option(
+            None, "--start", help="Start of history (overrides --lookback)."
+        ),
         end: str = typer.Option("now", "--end", help="End of history: now, epoch, RFC 3339."),
         step: str = typer.Option("5m", "--step", help="Query resolution (at least 2 scrapes)."),
         mode: str = typer.Option(
@@ -209,17 +232,25 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             help="undershoot, cost_optimized, balanced, assurance_optimized, overshoot or "
             "percentile.",
         ),
-        percentile: float = typer.Option(None, "--percentile", help="With --mode percentile."),
+        percentile: float | None = typer.Option(
+            None, "--percentile", help="With --mode percentile."
+        ),
         buffer: float = typer.Option(0.0, "--buffer", help="Percent added to every request."),
         min_lookback: str = typer.Option(
             "24h", "--min-lookback", help="History needed for autonomous mode."
         ),
-        cpu_min: str = typer.Option(None, "--cpu-min", help="Lowest CPU request (e.g. 10m)."),
-        cpu_max: str = typer.Option(None, "--cpu-max", help="Highest CPU request."),
-        memory_min: str = typer.Option(None, "--memory-min", help="Lowest memory (e.g. 64Mi)."),
-        memory_max: str = typer.Option(None, "--memory-max", help="Highest memory request."),
-        cpu_price: float = typer.Option(None, "--cpu-price", help="Price per core-hour."),
-        memory_price: float = typer.Option(None, "--memory-price", help="Price per GiB-hour."),
+        cpu_min: str | None = typer.Option(
+            None, "--cpu-min", help="Lowest CPU request (e.g. 10m)."
+        ),
+        cpu_max: str | None = typer.Option(None, "--cpu-max", help="Highest CPU request."),
+        memory_min: str | None = typer.Option(
+            None, "--memory-min", help="Lowest memory (e.g. 64Mi)."
+        ),
+        memory_max: str | None = typer.Option(None, "--memory-max", help="Highest memory request."),
+        cpu_price: float | None = typer.Option(None, "--cpu-price", help="Price per core-hour."),
+        memory_price: float | None = typer.Option(
+            None, "--memory-price", help="Price per GiB-hour."
+        ),
     ) -> None:
         """One-shot, read-only recommendations from Prometheus history (or trace files)."""
         import asyncio
@@ -271,12 +302,13 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             raise ForesizeError(
                 f"--start {start}: more than 14d before --end; the recommender reads at most 14d"
             )
-        oom: dict = {}
-        throttling: dict = {}
-        resources: dict = {}
-        kinds: dict = {}
-        replicas: dict = {}
-        if prometheus:
+        oom: dict[SeriesKey, list[float]] = {}
+        throttling: dict[SeriesKey, tuple[np.ndarray, np.ndarray]] = {}
+        resources: dict[SeriesKey, Resources] = {}
+        kinds: dict[tuple[str, str], str] = {}
+        replicas: dict[tuple[str, str], int] = {}
+        source: str
+        if prometheus is not None:
             from foresize.history.prometheus import PrometheusReader, Scope, pod_selector
 
             if not prometheus.startswith(("http://", "https://")):
@@ -295,7 +327,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 prometheus,
                 timeout=timeout_s,
                 bearer_token=token,
-                basic_auth=(username, password) if username is not None else None,
+                basic_auth=(
+                    (username, password) if username is not None and password is not None else None
+                ),
                 ca_file=ca_file,
                 insecure_skip_verify=insecure_skip_verify,
             )
@@ -304,7 +338,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             series, oom, throttling = history.series, history.oom_kills, history.throttling
             resources, kinds, replicas = history.resources, history.kinds, history.replicas
             source = prometheus
-        else:
+        elif traces is not None:
             from foresize.history.traces import FORMATS as TRACE_FORMATS
             from foresize.history.traces import load_traces
 
@@ -345,6 +379,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 raise ForesizeError(f"{traces}: no samples between --start and --end")
             source = traces
             print(f"read {report.summary()}", file=sys.stderr)
+        else:  # the check at the top: exactly one of the two is given
+            raise ForesizeError("give exactly one of --prometheus URL or --traces PATH")
         forecasts = recommend_series(
             series,
             mode=mode,
@@ -384,7 +420,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         )
 
 
-def _bounds(cpu_min: Any, cpu_max: Any, memory_min: Any, memory_max: Any) -> Any:
+def _bounds(
+    cpu_min: str | None, cpu_max: str | None, memory_min: str | None, memory_max: str | None
+) -> Bounds:
     from foresize.api.quantity import CPU, MEMORY, QuantityError, to_canonical
     from foresize.report.recommendations import Bounds
 
@@ -400,13 +438,19 @@ def _bounds(cpu_min: Any, cpu_max: Any, memory_min: Any, memory_max: Any) -> Any
             values[name] = None
             continue
         try:
-            values[name] = to_canonical(res, text)
+            amount = to_canonical(res, text)
         except (QuantityError, ValueError) as exc:
             raise ForesizeError(f"{option}: {text!r} is not a quantity ({exc})") from None
-        if values[name] <= 0:
+        if amount <= 0:
             raise ForesizeError(f"{option}: must be more than 0, got {text!r}")
+        values[name] = amount
     for res in ("cpu", "memory"):
         lo, hi = values[f"{res}_min"], values[f"{res}_max"]
         if lo is not None and hi is not None and lo > hi:
             raise ForesizeError(f"--{res}-min is above --{res}-max")
-    return Bounds(**values)
+    return Bounds(
+        cpu_min=values["cpu_min"],
+        cpu_max=values["cpu_max"],
+        memory_min=values["memory_min"],
+        memory_max=values["memory_max"],
+    )

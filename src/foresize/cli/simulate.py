@@ -170,6 +170,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         memory, slack, OOM kills, throttling, evictions, resizes, stalls, preemptions and
         pending pods per workload."""
         from foresize.cli.options import choice
+        from foresize.cli.options import duration as parse_duration_option
         from foresize.report.flow import (
             check_options,
             print_savings,
@@ -179,7 +180,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         )
         from foresize.sim.policies import get_policy
         from foresize.sim.runner import simulate
-        from foresize.sim.scenario import load_scenario, parse_duration
+        from foresize.sim.scenario import load_scenario
 
         as_json = as_json or choice(output, "--output", ("table", "json")) == "json"
         prices = None
@@ -193,18 +194,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 raise ForesizeError("--cpu-price and --memory-price go with --report")
             prices = Prices(cpu_price or 0.0, memory_price or 0.0)
 
-        try:
-            total = parse_duration(duration)
-        except ValueError as exc:
-            raise ForesizeError(f"--duration: {exc}") from None
-        try:
-            step_s = parse_duration(step)
-        except ValueError as exc:
-            raise ForesizeError(f"--step: {exc}") from None
-        if total <= 0:
-            raise ForesizeError("--duration: must be positive")
-        if step_s <= 0:
-            raise ForesizeError("--step: must be positive")
+        total = parse_duration_option(duration, "--duration")
+        step_s = parse_duration_option(step, "--step")
         if seed is not None and seed < 0:
             raise ForesizeError(f"--seed: must be a non-negative integer, got {seed}")
         policy_given = policy is not None

@@ -29,8 +29,13 @@ import numpy as np
 
 from foresize.api.quantity import CPU, MAX_PLAUSIBLE_CORES, MAX_PLAUSIBLE_MEMORY_BYTES
 from foresize.errors import ForesizeError
-from foresize.history.base import EVENT_KINDS, SeriesKey, check_resource, window_start
-from foresize.history.metrics_server import TOTAL_CONTAINER
+from foresize.history.base import (
+    EVENT_KINDS,
+    TOTAL_CONTAINER,
+    SeriesKey,
+    check_resource,
+    window_start,
+)
 
 CHUNK_POINTS = 288
 """Samples per chunk: one day at 5 minutes, 4.8 hours at 1 minute. ~1 KB blobs: large
@@ -282,7 +287,7 @@ class HistoryStore:
         with self.transaction():
             ids = self._ids_for(keys, resource, create=True)
             existing = self._read_chunks(ids, step, c0, c1)
-            empty = np.isnan(blocks).all(axis=2)
+            empty = np.all(np.isnan(blocks), axis=2)
             rows = []
             for i, sid in enumerate(ids):
                 for c in range(c1 - c0):
@@ -489,11 +494,12 @@ class HistoryStore:
             "SELECT ts, kind, value FROM events WHERE namespace=? AND workload=? AND container=?"
             " AND ts >= ? AND ts < ?"
         )
-        args: list = [key.namespace, key.workload, key.container, start, end]
+        args: list[str | float] = [key.namespace, key.workload, key.container, start, end]
         if kind is not None:
             q += " AND kind = ?"
             args.append(kind)
-        return [tuple(r) for r in self.db.execute(q + " ORDER BY ts", args)]
+        rows = self.db.execute(q + " ORDER BY ts", args)
+        return [(float(ts), str(name), float(value)) for ts, name, value in rows]
 
     def first_seen(self, key: SeriesKey) -> float | None:
         rows = self.db.execute(

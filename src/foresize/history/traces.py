@@ -193,7 +193,7 @@ def read_bitbrains(path: Path | str, report: ReadReport | None = None) -> TraceS
         rep.count("files without usable rows")
         rep.skip(p, 0, "no usable rows in file")
         return None
-    t, c, m, cc, cm = _dedupe(
+    times, cpu_a, mem_a, cap_cores_a, cap_mem_a = _dedupe(
         np.asarray(ts, dtype=np.float64),
         np.asarray(cpu),
         np.asarray(mem),
@@ -202,7 +202,8 @@ def read_bitbrains(path: Path | str, report: ReadReport | None = None) -> TraceS
         report=rep,
     )
     vm = p.name.split(".")[0]
-    return TraceSeries(SeriesKey("bitbrains", vm, "vm"), t, c, m, cc, cm, source=str(p))
+    key = SeriesKey("bitbrains", vm, "vm")
+    return TraceSeries(key, times, cpu_a, mem_a, cap_cores_a, cap_mem_a, source=str(p))
 
 
 # --- Crane -------------------------------------------------------------------------------
@@ -241,9 +242,9 @@ def read_crane(path: Path | str, report: ReadReport | None = None) -> TraceSerie
     if not ts:
         rep.skip(p, 0, "no usable rows in file")
         return None
-    t, v = _dedupe(np.asarray(ts, dtype=np.float64), np.asarray(vals), report=rep)
+    times, cpu_a = _dedupe(np.asarray(ts, dtype=np.float64), np.asarray(vals), report=rep)
     name = p.name.split(".")[0]
-    return TraceSeries(SeriesKey("crane", name, "main"), t, v, None, source=str(p))
+    return TraceSeries(SeriesKey("crane", name, "main"), times, cpu_a, None, source=str(p))
 
 
 # --- Google 2011 per-job files -----------------------------------------------------------
@@ -308,12 +309,11 @@ def read_google2011(
                 mem.append(mm / 100.0 * machine_memory_bytes)
         if not ts:
             continue
-        t, c, m = _dedupe(
+        times, cpu_a, mem_a = _dedupe(
             np.asarray(ts, dtype=np.float64), np.asarray(cpu), np.asarray(mem), report=rep
         )
-        out.append(
-            TraceSeries(SeriesKey("google2011", job, "task"), t, c, m, source=str(files[0][1]))
-        )
+        key = SeriesKey("google2011", job, "task")
+        out.append(TraceSeries(key, times, cpu_a, mem_a, source=str(files[0][1])))
     return out
 
 

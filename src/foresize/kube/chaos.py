@@ -22,7 +22,6 @@ import json
 import os
 import random
 import signal
-import socket
 import sys
 import tempfile
 import time
@@ -30,6 +29,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from foresize.testing.ports import free_port
 
 NAMESPACE = "foresize"
 LEASE_DURATION = 3.0
@@ -213,12 +214,6 @@ def _status(code: int, reason: str, message: str, headers: dict | None = None) -
     body = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code}
     body |= {"reason": reason, "message": message}
     return web.json_response(body, status=code, headers=headers or {})
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 # ------------------------------------------------------------------ the cluster
@@ -910,31 +905,18 @@ async def served_certificate(port: int) -> bytes | None:
 
 def _tls_secret(server: Any, age_days: float, days: int = 365) -> bytes:
     """Put a certificate issued `age_days` ago into the webhook Secret; returns its DER."""
-    import base64
     import datetime as dt
     import ssl
 
-    from foresize.webhook.certs import generate_self_signed, service_dns_names
+    from foresize.webhook.certs import generate_self_signed, service_dns_names, tls_secret
 
     issued = dt.datetime.now(dt.UTC) - dt.timedelta(days=age_days)
     b = generate_self_signed(
         service_dns_names("foresize-webhook", NAMESPACE), now=issued, days=days
     )
-    data = {
-        "ca.crt": base64.b64encode(b.ca_pem).decode(),
-        "tls.crt": base64.b64encode(b.cert_pem).decode(),
-        "tls.key": base64.b64encode(b.key_pem).decode(),
-    }
+    data = b.secret_data()
     if server.get("Secret", NAMESPACE, "foresize-webhook-tls") is None:
-        server.seed(
-            {
-                "apiVersion": "v1",
-                "kind": "Secret",
-                "type": "kubernetes.io/tls",
-                "metadata": {"name": "foresize-webhook-tls", "namespace": NAMESPACE},
-                "data": data,
-            }
-        )
+        server.seed(tls_secret(b, "foresize-webhook-tls", NAMESPACE))
     else:
 
         def put(secret: dict[str, Any]) -> None:

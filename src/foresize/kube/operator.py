@@ -410,7 +410,7 @@ async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None)
     from foresize.kube.handlers import WATCHED, build_registry, parse_foresize
     from foresize.kube.informer import Informer, Informers
     from foresize.kube.leader import ShardManager
-    from foresize.kube.shell import KubeShell
+    from foresize.kube.shell import KubeShell, Locked
     from foresize.kube.state import ClusterState
     from foresize.telemetry.metrics import ForesizeMetrics
     from foresize.vertical.policy import WorkerConfig
@@ -476,16 +476,18 @@ async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None)
     def supervise(coro: Any, name: str) -> None:
         tasks[asyncio.create_task(coro, name=f"foresize:{name}")] = name
 
-    history = open_history(opts, metrics)
+    store = open_history(opts, metrics)
     if opts.history_db:  # retention/downsampling off the loop; an Event if it was recovered
         from foresize.history.maintenance import history_upkeep
 
         pod_name = os.environ.get("POD_NAME")
-        upkeep = history_upkeep(history, stop, executor.apply, opts.namespace, pod_name)
+        upkeep = history_upkeep(store, stop, executor.apply, opts.namespace, pod_name)
         supervise(upkeep, "history upkeep")
     from foresize.lifecycle.daemonset import UsageWindow
 
-    dsa_window = UsageWindow()
+    # Written by the collector on this loop, read by the pass in its worker thread.
+    history = Locked(store)
+    dsa_window = Locked(UsageWindow())
     shell = KubeShell(
         state,
         gated,

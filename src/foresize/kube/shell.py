@@ -12,7 +12,11 @@
    snapshot;
 2. runs the core's pass (`foresize.reconcile.plan_pass`: recommendations, DaemonSets,
    horizontal, lifecycle, templates, the in-place gate, vertical), the same function the
-   simulated operator runs;
+   simulated operator runs, in a worker thread: a pass over 10k pods takes most of a
+   second, and the admission webhooks and the Lease renewals share this event loop. The
+   snapshot is copied from the cache on the loop (under the cache's lock, objects never
+   mutated), and the pass state is touched by nobody else while the pass runs; the usage
+   history it reads is the shared, locked one (`kube.operator.Locked`);
 3. makes the object writes the pass asked for (revert finalizers, template-owned
    AIScaleTargets), then sends the pass's actions through the core's `ActionQueue` (429
    deferral, results fed back to the vertical planner);
@@ -25,7 +29,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -62,6 +68,7 @@ class KubeShell:
         worker_config: Any = None,
         history: Any = None,
         suggest_interval: float = 900.0,
+        planner: Callable[..., PassPlan] | None = None,
     ) -> None:
         self.state = state
         self.executor = executor
@@ -75,6 +82,11 @@ class KubeShell:
         self.config = ReconcileConfig(worker=worker_config, suggest_interval=suggest_interval)
         self.pass_state = ReconcileState()
         self.dsa_window: Any = None  # lifecycle.daemonset.UsageWindow, fed by the collector
+        # The core's pass (tests inject a slow one), and where it runs: a worker thread,
+        # so that the webhooks and Lease renewals on this loop are answered meanwhile
+        # (False only for `foresize bench loop`'s baseline).
+        self.planner = planner or plan_pass
+        self.plan_off_loop = True
 
     # ------------------------------------------------------------ AsyncClusterPort
     async def snapshot(self) -> ClusterSnapshot:
@@ -190,7 +202,8 @@ class KubeShell:
         snap = self._owned(full)
         self._forget_unowned(full)
         self.config.reconcile_templates = self._reconciles_templates()
-        decided = plan_pass(
+        plan = functools.partial(
+            self.planner,
             snap,
             now,
             self.pass_state,
@@ -199,6 +212,7 @@ class KubeShell:
             full=full,
             dsa_usage=self.dsa_window,
         )
+        decided = await asyncio.to_thread(plan) if self.plan_off_loop else plan()
         self.pass_state = decided.state
         await self._finalizers(decided)
         if decided.templates is not None:
@@ -209,8 +223,11 @@ class KubeShell:
             queue.feed(action, await self.executor.apply_guarded(action))
         self.pass_state.worker = queue.state
         done = queue.done
-        events = self.recorder.record(done, snap)
-        events += self.recorder.observe(snap)
+        # The records of thousands of actions and the charge-gap walk over every pod are
+        # the other long stretches (0.05 s and 0.2 s at 10k pods); the recorder's state
+        # they touch is not the webhook's (its admissions have their own lock).
+        telemetry = functools.partial(self._telemetry, done, snap)
+        events = await asyncio.to_thread(telemetry) if self.plan_off_loop else telemetry()
         events += self.recorder.drain_admissions()
         self._record_ooms(snap)
         self._provisioning(snap, now)
@@ -219,6 +236,11 @@ class KubeShell:
         self.metrics.loop_duration.observe(time.perf_counter() - start)
         self.passes += 1
         return done
+
+    def _telemetry(
+        self, done: list[tuple[Action, ActionResult | None]], snap: ClusterSnapshot
+    ) -> list[Any]:
+        return [*self.recorder.record(done, snap), *self.recorder.observe(snap)]
 
     async def _finalizers(self, decided: PassPlan) -> None:
         """The `foresize.io/revert` finalizer holds a deletion until the revert is done:
@@ -266,6 +288,34 @@ class KubeShell:
                 log.exception("control-loop pass failed")
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(stop.wait(), interval)
+
+
+class Locked:
+    """`inner` with every method call made under one lock: the usage history and the
+    DaemonSet usage window are written by the collector on the event loop while the pass
+    reads them in its worker thread (a write can regrow the history's arrays or add a key
+    to a dict the pass iterates). Each call is atomic; a pass may see a sample that arrived
+    after it started, as it would have on the next pass. Attributes that are not methods
+    are passed through."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self._lock = threading.Lock()
+
+    @property
+    def inner(self) -> Any:
+        return self._inner
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._inner, name)
+        if not callable(value):
+            return value
+
+        def locked(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                return value(*args, **kwargs)
+
+        return locked
 
 
 def _as_json(obj: Any) -> dict[str, Any]:

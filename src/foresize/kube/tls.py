@@ -54,7 +54,7 @@ async def load_or_create_secret(
     api: KubeApi, namespace: str, secret: str, service: str, *, create: bool = True
 ) -> dict[str, bytes] | None:
     """The Secret's ca.crt/tls.crt/tls.key, creating a self-signed set if `create`."""
-    from foresize.webhook.certs import generate_self_signed, service_dns_names
+    from foresize.webhook.certs import generate_self_signed, service_dns_names, tls_secret
 
     path = f"/api/v1/namespaces/{namespace}/secrets/{secret}"
     for _ in range(2):
@@ -66,21 +66,7 @@ async def load_or_create_secret(
         if not create:
             return None
         bundle = generate_self_signed(service_dns_names(service, namespace))
-        body = {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "type": "kubernetes.io/tls",
-            "metadata": {
-                "name": secret,
-                "namespace": namespace,
-                "labels": {"app.kubernetes.io/name": "foresize"},
-            },
-            "data": {
-                "ca.crt": _b64(bundle.ca_pem),
-                "tls.crt": _b64(bundle.cert_pem),
-                "tls.key": _b64(bundle.key_pem),
-            },
-        }
+        body = tls_secret(bundle, secret, namespace, {"app.kubernetes.io/name": "foresize"})
         created = await api.request("POST", f"/api/v1/namespaces/{namespace}/secrets", body, JSON)
         if created.ok:
             log.info("created webhook certificate Secret %s/%s", namespace, secret)
@@ -241,7 +227,7 @@ class WebhookCertificate:
             days=self.validity_days,
         )
         data = {"ca.crt": bundle.ca_pem, "tls.crt": bundle.cert_pem, "tls.key": bundle.key_pem}
-        patch: dict[str, Any] = {"data": {k: _b64(v) for k, v in data.items()}}
+        patch: dict[str, Any] = {"data": bundle.secret_data()}
         if rv:
             patch["metadata"] = {"resourceVersion": rv}
         path = f"/api/v1/namespaces/{self.namespace}/secrets/{self.secret}"

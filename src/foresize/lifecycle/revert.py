@@ -70,7 +70,7 @@ def pods_of_target(snapshot: ClusterSnapshot, target: TargetView) -> list[Pod]:
     if target.ref_kind and target.ref_name:
         wl = snapshot.workload(target.ref_kind, target.namespace, target.ref_name)
         pods = list(snapshot.pods_of(wl)) if wl is not None else []
-    elif target.selector or target.selector_expr is not None:
+    elif target.has_selector:
         pods = [
             p for p in snapshot.pods if p.namespace == target.namespace and target.selects(p.labels)
         ]

@@ -17,11 +17,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from foresize.api.quantity import MEMORY
-from foresize.api.types import (
+from foresize.api.hysteresis import (
     DEFAULT_VERTICAL_SCALE_DOWN_PERCENT,
     DEFAULT_VERTICAL_SCALE_UP_PERCENT,
+    clears,
 )
+from foresize.api.quantity import MEMORY
 
 MIB = 2**20
 
@@ -249,17 +250,16 @@ def round_up(resource: str, values: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True, slots=True)
 class Threshold:
-    """One direction of `scaling_behavior`: a change smaller than this is not made."""
+    """One direction of `scaling_behavior` for one resource: a change smaller than this
+    is not made (`absolute` is that resource's amount). The rule is
+    `foresize.api.hysteresis.clears`, shared with the planner and the API types."""
 
     type: str = "percent"  # percent | absolute
     percent: float = 0.0
     absolute: float = 0.0  # canonical units
 
 
-# scaling_behavior defaults, from the one place the API defines them (the same rule as
-# `VerticalScalingBehavior.is_significant`): upsizes pass at 5% (they protect against
-# throttling and OOM, so only noise-level moves are suppressed); downsizes wait for 10%
-# (VPA's own threshold: each resize is a disruption risk, a small saving is not worth one).
+# scaling_behavior defaults, from their one home (`foresize.api.hysteresis`, which says why).
 DEFAULT_SCALE_UP = Threshold("percent", percent=DEFAULT_VERTICAL_SCALE_UP_PERCENT)
 DEFAULT_SCALE_DOWN = Threshold("percent", percent=DEFAULT_VERTICAL_SCALE_DOWN_PERCENT)
 
@@ -280,10 +280,8 @@ def passes_hysteresis(
     fresh = ~np.isfinite(cur) | (cur <= 0)
 
     def big(th: Threshold, d: np.ndarray) -> np.ndarray:
-        if th.type == "absolute":
-            return d >= th.absolute
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return d >= th.percent / 100.0 * np.abs(cur)
+        with np.errstate(invalid="ignore"):
+            return np.asarray(clears(th.type, th.percent, th.absolute, np.abs(cur), d))
 
     ok = np.where(delta > 0, big(up, delta), np.where(delta < 0, big(down, -delta), False))
     return (fresh & np.isfinite(tgt)) | (ok & np.isfinite(tgt))

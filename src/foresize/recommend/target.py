@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from foresize.api.hysteresis import Threshold as TargetThreshold
+from foresize.api.hysteresis import clears
 from foresize.api.quantity import CPU, MEMORY
 from foresize.cluster.model import (
     Container,
@@ -28,6 +30,8 @@ from foresize.cluster.model import (
     Suggestion,
 )
 from foresize.cluster.qos import qos_class_of
+from foresize.cluster.target import ContainerPolicy, ResourcePolicy, TargetView, target_view
+from foresize.errors import ForesizeError
 from foresize.forecast.models import ForecastConfig, block_schedule, forward_max
 from foresize.forecast.select import OnlineScores, backtest_scores, forecast_max, online_step
 from foresize.recommend.core import (
@@ -65,23 +69,6 @@ _UNIT = {CPU: 1000.0, MEMORY: 1.0}  # history units (cores, bytes) -> canonical
 
 
 @dataclass(frozen=True, slots=True)
-class ResourceBounds:
-    lowerbound: int | None = None
-    upperbound: int | None = None
-    limit_ratio: float | None = None  # None: limits are left as they are
-
-
-@dataclass(frozen=True, slots=True)
-class ContainerBounds:
-    name: str = "*"
-    cpu: ResourceBounds = field(default_factory=ResourceBounds)
-    memory: ResourceBounds = field(default_factory=ResourceBounds)
-
-    def for_resource(self, resource: str) -> ResourceBounds:
-        return self.cpu if resource == CPU else self.memory
-
-
-@dataclass(frozen=True, slots=True)
 class ResourceModel:
     mode: str = DEFAULT_MODE
     percentile_value: float | None = None
@@ -101,7 +88,7 @@ class RecommendParams:
     cpu: ResourceModel = field(default_factory=ResourceModel)
     memory: ResourceModel = field(default_factory=ResourceModel)
     min_lookback_to_scale: float = 86400.0
-    containers: tuple[ContainerBounds, ...] = ()
+    containers: tuple[ContainerPolicy, ...] = ()
     scale_up: Mapping[str, Threshold] = field(
         default_factory=lambda: {CPU: DEFAULT_SCALE_UP, MEMORY: DEFAULT_SCALE_UP}
     )
@@ -118,71 +105,56 @@ class RecommendParams:
     def model(self, resource: str) -> ResourceModel:
         return self.cpu if resource == CPU else self.memory
 
-    def bounds(self, container: str) -> ContainerBounds:
+    def bounds(self, container: str) -> ContainerPolicy:
+        """The container's bounds: its own entry, else `*`, else none."""
         for c in self.containers:
             if c.name == container:
                 return c
         for c in self.containers:
             if c.name == "*":
                 return c
-        return ContainerBounds(container)
+        return ContainerPolicy(container)
 
     @classmethod
     def from_target(cls, target: Any) -> RecommendParams:
-        """From an `foresize.api.types.AIScaleTarget` (or anything shaped like one)."""
-        spec = target.spec
-        model = spec.effective_model("vertical")
-        per = {}
-        for r in RESOURCES:
-            m = model.for_metric(r)
-            per[r] = ResourceModel(m.mode, m.percentile_value, m.forecast_buffer_percentage)
-        vertical = spec.vertical
-        containers = []
-        ups: dict[str, Threshold] = {CPU: DEFAULT_SCALE_UP, MEMORY: DEFAULT_SCALE_UP}
-        downs: dict[str, Threshold] = {CPU: DEFAULT_SCALE_DOWN, MEMORY: DEFAULT_SCALE_DOWN}
-        oom_enabled = True
-        if vertical is not None:
-            for c in vertical.containers:
-                containers.append(ContainerBounds(c.name, _bounds(c.cpu), _bounds(c.memory)))
-            sb = vertical.scaling_behavior
-            if sb is not None:
-                for r in RESOURCES:
-                    if sb.scale_up is not None:
-                        ups[r] = _threshold(sb.scale_up, r)
-                    if sb.scale_down is not None:
-                        downs[r] = _threshold(sb.scale_down, r)
-            oom_enabled = vertical.oom_remediation.enabled
-        cadence = model.cadence_seconds or model.forecast_blocks
+        """From an `foresize.api.types.AIScaleTarget`, through its read-model."""
+        return cls.from_view(target_view(target))
+
+    @classmethod
+    def from_view(cls, view: TargetView) -> RecommendParams:
+        """From the target's read-model (`foresize.cluster.target.TargetView`)."""
+        forecast = view.forecast
+        if forecast is None:
+            raise ForesizeError(
+                f"{view.kind} {view.key}: the recommendation needs the API model, not a"
+                " plain manifest"
+            )
+        per = {
+            r: ResourceModel(m.mode, m.percentile_value, m.buffer_percentage)
+            for r, m in ((CPU, forecast.cpu), (MEMORY, forecast.memory))
+        }
         return cls(
-            uid=str(target.metadata.uid or ""),
-            forecast_blocks=float(model.forecast_blocks),
-            forecast_interval=float(cadence),
+            uid=view.uid,
+            forecast_blocks=forecast.forecast_blocks,
+            forecast_interval=forecast.forecast_interval,
             cpu=per[CPU],
             memory=per[MEMORY],
-            min_lookback_to_scale=float(model.min_lookback_to_scale),
-            containers=tuple(containers),
-            scale_up=ups,
-            scale_down=downs,
-            oom_enabled=oom_enabled,
-            stabilization_window=float(spec.oom_stabilization_window()),
+            min_lookback_to_scale=forecast.min_lookback_to_scale,
+            containers=view.containers,
+            scale_up={r: _threshold(view.scale_up, r) for r in RESOURCES},
+            scale_down={r: _threshold(view.scale_down, r) for r in RESOURCES},
+            oom_enabled=view.oom_enabled,
+            stabilization_window=forecast.oom_stabilization_window,
             memory_stabilization=max(
-                DEFAULT_MEMORY_STABILIZATION, float(spec.oom_stabilization_window())
+                DEFAULT_MEMORY_STABILIZATION, forecast.oom_stabilization_window
             ),
         )
 
 
-def _bounds(policy: Any) -> ResourceBounds:
-    if policy is None:
-        return ResourceBounds()
-    ratio = policy.limit.ratio if policy.limit is not None else None
-    return ResourceBounds(policy.lowerbound, policy.upperbound, ratio)
-
-
-def _threshold(th: Any, resource: str) -> Threshold:
+def _threshold(th: TargetThreshold, resource: str) -> Threshold:
     if th.type == "absolute":
-        amount = getattr(th.absolute, resource, None) if th.absolute is not None else None
-        return Threshold("absolute", absolute=float(amount or 0))
-    return Threshold("percent", percent=float(th.percent or 0.0))
+        return Threshold("absolute", absolute=float(dict(th.absolute).get(resource) or 0))
+    return Threshold("percent", percent=float(th.percent))
 
 
 # --- Inputs and state ---------------------------------------------------------------------
@@ -607,11 +579,9 @@ def _finish(
 
 def _significant(th: Threshold, current: int, proposed: int) -> bool:
     delta = abs(proposed - current)
-    if th.type == "absolute":
-        return delta >= th.absolute
-    if current <= 0:
+    if th.type != "absolute" and current <= 0:
         return delta > 0
-    return delta * 100.0 >= th.percent * current
+    return bool(clears(th.type, th.percent, th.absolute, current, delta))
 
 
 def _round(res: str, value: float) -> int:
@@ -628,20 +598,21 @@ def _set(
     cur: ResourceRequirements,
     res: str,
     target: float,
-    b: ResourceBounds,
+    b: ResourcePolicy | None,
 ) -> None:
     """Bounds, rounding and limits for one resource of one container (in place on `new`)."""
     if res not in cur.requests and res not in cur.limits:
         # No request and no limit: setting one would change the pod's QoS class.
         return
+    b = b or ResourcePolicy()
     v = target
-    if b.lowerbound is not None:
-        v = max(v, b.lowerbound)
-    if b.upperbound is not None:
-        v = min(v, b.upperbound)
+    if b.lower is not None:
+        v = max(v, b.lower)
+    if b.upper is not None:
+        v = min(v, b.upper)
     request = _round(res, v)
-    if b.upperbound is not None:
-        request = min(request, int(b.upperbound))
+    if b.upper is not None:
+        request = min(request, int(b.upper))
     limit = cur.limits.get(res)
     if b.limit_ratio is not None and limit is not None:
         # Limits kept proportional: limit = request x ratio (rounded up).

@@ -37,7 +37,7 @@ from foresize.cluster.model import (
     ContainerSuggestion,
     Suggestion,
 )
-from foresize.history.aggregate import per_container, workload_totals
+from foresize.history.aggregate import Grouping
 from foresize.history.base import OOM, TOTAL_CONTAINER, SeriesKey
 from foresize.history.memory import UsageHistory
 from foresize.recommend.suggestions import suggestion_uid
@@ -247,15 +247,56 @@ class ForesizeRecommender:
         """One step's per-pod samples (`keys[i]` = the workload container of sample i)."""
         if not keys:
             return
-        groups = self.history.indices(keys)
-        ids, cpu, memory = per_container(groups, cpu_cores, mem)
-        self.history.append(now, ids, cpu=cpu, memory=memory)
+        containers, totals = self.groupings(keys)
+        self.observe_grouped(now, containers, totals, cpu_cores, mem)
+
+    def groupings(self, keys: list[SeriesKey]) -> tuple[Grouping, Grouping]:
+        """How samples keyed `keys` fold into history columns: per workload container, and
+        per workload total (columns registered on first use)."""
         totals = [SeriesKey(k.namespace, k.workload, TOTAL_CONTAINER) for k in keys]
-        tids, tcpu, tmem = workload_totals(self.history.indices(totals), cpu_cores, mem)
+        return Grouping(self.history.indices(keys)), Grouping(self.history.indices(totals))
+
+    def observe_grouped(
+        self,
+        now: float,
+        containers: Grouping,
+        totals: Grouping,
+        cpu_cores: np.ndarray,
+        mem: np.ndarray,
+    ) -> None:
+        """`observe_samples` with the samples' groupings worked out before (`groupings`):
+        the replicas folded per container (`history.aggregate`), and the workload totals."""
+        ids, cpu, memory = containers.per_container(cpu_cores, mem)
+        self.history.append(now, ids, cpu=cpu, memory=memory)
+        tids, tcpu, tmem = totals.totals(cpu_cores, mem)
         self.history.append(now, tids, cpu=tcpu, memory=tmem)
 
     def record_oom(self, key: SeriesKey, when: float, usage: float) -> None:
         self.history.record_event(key, OOM, when, usage)
+
+
+@dataclass(slots=True)
+class _Sampling:
+    """The samples of one active set of the simulator that the recommender gets."""
+
+    keys: np.ndarray  # the active set's sample keys (held: its identity is the cache key)
+    positions: np.ndarray  # sample positions of a target's container
+    series: np.ndarray  # the series of each
+    start: np.ndarray  # the start time of each one's pod
+    history_keys: list[SeriesKey]  # the history key of each
+    # How the kept samples fold into history columns (per container, per workload
+    # total), per mask of the positions kept: the mask only changes when a pod passes its
+    # first 2 minutes or a container goes down.
+    by_mask: dict[bytes, tuple[Grouping, Grouping]] = field(default_factory=dict)
+
+    def groupings(self, keep: np.ndarray, rec: ForesizeRecommender) -> tuple[Grouping, Grouping]:
+        mask = keep.tobytes()
+        hit = self.by_mask.get(mask)
+        if hit is None:
+            kept = [k for k, on in zip(self.history_keys, keep, strict=True) if on]
+            hit = rec.groupings(kept)
+            self.by_mask[mask] = hit
+        return hit
 
 
 # --------------------------------------------------------------------------- admission
@@ -340,6 +381,13 @@ class SimOperator:
         self.passes = 0
         self.record_actions = False
         self.applied: list[tuple[float, Any, Any]] = []
+        self.versions = 0  # the last resourceVersion given to a target object
+        self._sampling: _Sampling | None = None
+
+    def _next_version(self) -> int:
+        """The next `metadata.resourceVersion` of a target this operator writes."""
+        self.versions += 1
+        return self.versions
 
     @property
     def state(self) -> WorkerState:
@@ -379,6 +427,7 @@ class SimOperator:
                         "namespace": wl.namespace,
                         "uid": f"ast-{wl.namespace}-{wl.name}",
                         "generation": 1,
+                        "resourceVersion": str(self._next_version()),
                     },
                     "spec": {
                         "scaleTargetRef": {"kind": wl.kind, "name": wl.name},
@@ -435,28 +484,54 @@ class SimOperator:
         """Every pod's sample of a target's container goes to the recommender, keyed by
         its workload container (a pod's first 2 minutes and a container that is down are
         left out, as the kube shell's collector leaves them out)."""
+        sampling = self._sampling_for(keys)
+        if sampling.positions.size == 0:
+            return
+        memory = np.asarray(mem)
+        with np.errstate(invalid="ignore"):
+            keep = ~(memory[sampling.positions] <= 0) & (now - sampling.start >= NEW_POD_EXCLUSION)
+        if not keep.any():
+            return
+        sel = sampling.positions[keep]
+        if isinstance(self.rec, ForesizeRecommender):
+            containers, totals = sampling.groupings(keep, self.rec)
+            self.rec.observe_grouped(now, containers, totals, np.asarray(cpu)[sel], memory[sel])
+            return
+        self.rec.observe(now, sampling.series[keep], np.asarray(cpu)[sel] * 1000.0, memory[sel])
+
+    def _sampling_for(self, keys: np.ndarray) -> _Sampling:
+        """Which samples of the simulator's active set belong to a target's container,
+        worked out once per active set (the simulator hands the same `keys` array until a
+        pod starts or stops): the per-step work is then a few vector operations."""
+        cached = self._sampling
+        if cached is not None and cached.keys is keys:
+            return cached
         pods = self.sim.pods
-        idx: list[int] = []
-        keep: list[int] = []
+        positions: list[int] = []
+        series: list[int] = []
+        start: list[float] = []
         for i, k in enumerate(keys):
-            if not k.workload or mem[i] <= 0:  # bare pod, or the container is down
+            if not k.workload:  # a bare pod
                 continue
             s = self.series.get((k.namespace, k.workload, k.container))
             if s is None:  # not a container of a target
                 continue
             pod = pods.get(f"{k.namespace}/{k.pod}")
-            if pod is None or pod.start_time is None or now - pod.start_time < NEW_POD_EXCLUSION:
+            if pod is None or pod.start_time is None:
                 continue
-            idx.append(s)
-            keep.append(i)
-        if not idx:
-            return
-        sel = np.asarray(keep)
-        if isinstance(self.rec, ForesizeRecommender):
-            series_keys = [self._history_key(s) for s in idx]
-            self.rec.observe_samples(now, series_keys, np.asarray(cpu)[sel], np.asarray(mem)[sel])
-            return
-        self.rec.observe(now, np.asarray(idx), np.asarray(cpu)[sel] * 1000.0, np.asarray(mem)[sel])
+            # A pod's start time is set when it is bound, before its samples start, and
+            # stays while they last.
+            positions.append(i)
+            series.append(s)
+            start.append(pod.start_time)
+        self._sampling = _Sampling(
+            keys,
+            np.asarray(positions, dtype=np.int64),
+            np.asarray(series, dtype=np.int64),
+            np.asarray(start, dtype=np.float64),
+            [self._history_key(s) for s in series],
+        )
+        return self._sampling
 
     def _history_key(self, series: int) -> SeriesKey:
         """The history key of a series: namespace, workload name (not kind), container."""
@@ -514,7 +589,12 @@ class SimOperator:
             status = self.sim.target_status.get(("AIScaleTarget", ns, target.metadata.name))
             if status is None:
                 continue
-            fresh = target.model_copy(update={"status": type(target.status).model_validate(status)})
+            # A new object with a new resourceVersion, as the API server hands out after a
+            # write (the planners' memo of target views is keyed by it).
+            meta = target.metadata.model_copy(update={"resourceVersion": str(self._next_version())})
+            fresh = target.model_copy(
+                update={"status": type(target.status).model_validate(status), "metadata": meta}
+            )
             self.sim.targets[i] = fresh
             tkey = f"{ns}/{target.metadata.name}"
             if tkey in self.targets:
@@ -631,6 +711,9 @@ def install_foresize(sim: Any, mode: str | None = None) -> SimOperator:
 def install_vpa(sim: Any) -> SimOperator:
     """`--policy vpa`: the VPA reference recommender through the same worker. VPA's
     updater acts on a 10% move of its target in either direction."""
+    # The one hysteresis rule (foresize.api.hysteresis) at VPA's 10% both ways, where
+    # Foresize's default is 5% up: a deliberate difference, the baseline sizes as VPA does
+    # (VPA's out-of-[lowerBound, upperBound] trigger is not modelled).
     opts = OperatorOptions(
         loop_interval=SIM_LOOP_INTERVAL, scale_up_percent=10.0, scale_down_percent=10.0
     )

@@ -7,11 +7,10 @@ applies a pass's actions in order through a callable and feeds the results back.
 """
 
 from foresize.vertical.planner import execute, on_result, plan, stall_reason
-from foresize.vertical.policy import TargetPolicy, WorkerConfig, batch_size, policy_of
+from foresize.vertical.policy import WorkerConfig, batch_size, policy_of
 from foresize.vertical.state import TargetState, WorkerState
 
 __all__ = [
-    "TargetPolicy",
     "TargetState",
     "WorkerConfig",
     "WorkerState",

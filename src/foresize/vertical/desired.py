@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from foresize.api.hysteresis import Threshold
 from foresize.cluster.actions import ContainerResize
 from foresize.cluster.capacity import resize_delta
 from foresize.cluster.model import (
@@ -20,7 +21,6 @@ from foresize.cluster.model import (
     Suggestion,
 )
 from foresize.cluster.qos import pod_qos_class, qos_class_of
-from foresize.vertical.policy import Threshold
 
 
 @dataclass(slots=True)

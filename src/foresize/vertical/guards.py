@@ -43,7 +43,7 @@ def acting(run: TargetRun, ctx: PassContext) -> bool:
     the others keep their stall count honest and change nothing."""
     pol = run.policy
     if (
-        pol.mode == "autonomous"
+        pol.vertical_mode == "autonomous"
         and not ctx.snapshot.paused
         and not pol.deleting
         and run.suggestion is not None
@@ -88,7 +88,7 @@ def open_gates(run: TargetRun, now: float) -> int:
     batch size (disruptions allowed before counting pods already disrupted)."""
     pol, ts = run.policy, run.state
     size = batch_size(pol.max_disrupted, run.replicas or len(run.pods))
-    run.paced = ts.last_batch_at is not None and now - ts.last_batch_at < pol.interval
+    run.paced = ts.last_batch_at is not None and now - ts.last_batch_at < pol.disruption_interval
     if ts.evict_retry_at is not None and now >= ts.evict_retry_at:
         ts.evict_retry_at = None
     if ts.evict_retry_at is not None:

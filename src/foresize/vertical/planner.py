@@ -25,6 +25,7 @@ from foresize.cluster.actions import Action, EmitEvent, WriteTargetStatus
 from foresize.cluster.capacity import NodeLedger
 from foresize.cluster.model import Pod, Suggestion
 from foresize.cluster.snapshot import ClusterSnapshot
+from foresize.cluster.target import TargetView
 from foresize.errors import ForesizeError
 from foresize.vertical.admit import admit, recreated_by_controller
 from foresize.vertical.breaker import move_breaker
@@ -36,7 +37,7 @@ from foresize.vertical.guards import (
     target_conditions,
 )
 from foresize.vertical.modes import DECIDE
-from foresize.vertical.policy import TargetPolicy, WorkerConfig, policy_of
+from foresize.vertical.policy import WorkerConfig, policy_of
 from foresize.vertical.results import execute, on_result
 from foresize.vertical.run import Candidate, PassContext, PodView, TargetRun
 from foresize.vertical.stall import awaiting_kubelet, stall_message, stall_reason
@@ -240,14 +241,14 @@ def _forget_gone_targets(state: WorkerState, runs: list[TargetRun]) -> None:
         state.policies = {u: v for u, v in state.policies.items() if u in uids}
 
 
-def _cached_policy(state: WorkerState, target: Any) -> TargetPolicy:
+def _cached_policy(state: WorkerState, target: Any) -> TargetView:
     meta = getattr(target, "metadata", None)
     uid = getattr(meta, "uid", None)
     gen = getattr(meta, "generation", None)
     if uid and gen is not None:
         hit = state.policies.get(uid)
         if hit is not None and hit[0] == gen:
-            cached: TargetPolicy = hit[1]
+            cached: TargetView = hit[1]
             return cached
         pol = policy_of(target)
         state.policies[uid] = (gen, pol)

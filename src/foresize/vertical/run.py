@@ -10,8 +10,9 @@ from foresize.cluster.actions import EmitEvent
 from foresize.cluster.capacity import format_resources
 from foresize.cluster.model import Pod, Suggestion
 from foresize.cluster.snapshot import ClusterSnapshot
+from foresize.cluster.target import TargetView
 from foresize.vertical.desired import PodChange
-from foresize.vertical.policy import TargetPolicy, WorkerConfig
+from foresize.vertical.policy import WorkerConfig
 from foresize.vertical.state import StallRecord, TargetState
 
 # Candidate kinds: an in-place resize, an eviction, and the release of a Deferred resize
@@ -51,7 +52,7 @@ class PodView:
 
 @dataclass(slots=True)
 class TargetRun:
-    policy: TargetPolicy
+    policy: TargetView
     state: TargetState
     suggestion: Suggestion | None
     workload: Any = None

@@ -50,6 +50,31 @@ class CertBundle:
             handle.write(self.key_pem)
         return ca, crt, key
 
+    def secret_data(self) -> dict[str, str]:
+        """The bundle as the data of a `kubernetes.io/tls` Secret (ca.crt, tls.crt and
+        tls.key, base64 as the API stores them)."""
+        return {
+            "ca.crt": base64.b64encode(self.ca_pem).decode(),
+            "tls.crt": base64.b64encode(self.cert_pem).decode(),
+            "tls.key": base64.b64encode(self.key_pem).decode(),
+        }
+
+
+def tls_secret(
+    bundle: CertBundle, name: str, namespace: str, labels: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """The `kubernetes.io/tls` Secret holding `bundle`, as the webhook replicas share it."""
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace}
+    if labels:
+        metadata["labels"] = dict(labels)
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "kubernetes.io/tls",
+        "metadata": metadata,
+        "data": bundle.secret_data(),
+    }
+
 
 def service_dns_names(service: str, namespace: str) -> list[str]:
     return [
