@@ -119,3 +119,40 @@ def test_console_script_prints_one_line_and_exits_2(tmp_path: Path):
     assert proc.returncode == 2
     assert proc.stderr.startswith(f"error: {path}:7: spec.vertical.disruption.max_disrupted")
     assert "Traceback" not in proc.stderr
+
+
+def test_names_the_api_server_refuses_are_refused_naming_the_field(tmp_path: Path):
+    long_name = "a" * 300
+    path = tmp_path / "names.yaml"
+    path.write_text(
+        "apiVersion: foresize.io/v1\nkind: AIScaleTarget\n"
+        "metadata: {name: Web_Bad!, namespace: shop}\n"
+        "spec: {scaleTargetRef: {kind: Deployment, name: web}}\n---\n"
+        "apiVersion: foresize.io/v1\nkind: AIScaleTarget\n"
+        f"metadata: {{name: {long_name}, namespace: Shop_X}}\n"
+        "spec: {scaleTargetRef: {kind: Deployment, name: web}}\n---\n"
+        "apiVersion: foresize.io/v1\nkind: AIScaleTarget\n"
+        "metadata: {namespace: shop}\n"
+        "spec: {scaleTargetRef: {kind: Deployment, name: web}}\n---\n"
+        # Dots are allowed in a custom resource's name (a subdomain), and 253 characters.
+        "apiVersion: foresize.io/v1\nkind: AIScaleTarget\n"
+        f"metadata: {{name: web.v2-{'b' * 246}, namespace: shop}}\n"
+        "spec: {scaleTargetRef: {kind: Deployment, name: web}}\n"
+    )
+    result = run(str(path))
+    assert isinstance(result.exception, ForesizeError), result.output
+    subdomain = (
+        "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, "
+        "'-' or '.', and must start and end with an alphanumeric character"
+    )
+    label = (
+        "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or "
+        "'-', and must start and end with an alphanumeric character"
+    )
+    assert str(result.exception).splitlines() == [
+        f"{path}:1: metadata.name: 'Web_Bad!' is not a valid name: {subdomain}",
+        f"{path}:6: metadata.name: a 300-character string is not a valid name: must be no "
+        "more than 253 characters",
+        f"{path}:6: metadata.namespace: 'Shop_X' is not a valid namespace: {label}",
+        f"{path}:11: metadata.name: required (the API server refuses an object without one)",
+    ]

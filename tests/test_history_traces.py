@@ -102,6 +102,37 @@ def test_crane_malformed_rows_reported(tmp_path):
     assert [p.split(": ")[0].rsplit(":", 1)[1] for p in rep.problems] == ["3", "4", "5"]
 
 
+def test_timestamps_in_finer_units_are_read_as_seconds_and_counted(tmp_path):
+    # Crane exports (and canonical CSVs) in milliseconds once read as the year 53,000 and
+    # gave "no usage in range"; micro- and nanoseconds likewise.
+    seconds = [1_628_640_000 + 60 * i for i in range(3)]
+    crane = tmp_path / "crane"
+    crane.mkdir()
+    write(crane / "ms.csv", ["ts,value", *(f"{t * 1000},{i + 1}" for i, t in enumerate(seconds))])
+    write(crane / "s.csv", ["ts,value", *(f"{t},{i + 1}" for i, t in enumerate(seconds))])
+    series, rep = load_traces(crane, "crane")
+    assert [s.key.workload for s in series] == ["s", "ms"]  # shortest name first
+    for s in series:
+        assert s.timestamps.tolist() == seconds
+    assert rep.counters == {"timestamps in milliseconds (converted to seconds)": 3}
+    canonical = tmp_path / "u.csv"
+    write(
+        canonical,
+        [
+            "timestamp,namespace,workload,pod,container,cpu_cores,memory_bytes",
+            f"{seconds[0] * 10**6},shop,web,web-1,app,0.5,100",
+            f"{seconds[1] * 10**9},shop,web,web-1,app,0.5,100",
+            f"{seconds[2]},shop,web,web-1,app,0.5,100",
+        ],
+    )
+    (s,), rep = load_traces(canonical, "canonical")
+    assert s.timestamps.tolist() == seconds
+    assert rep.counters == {
+        "timestamps in microseconds (converted to seconds)": 1,
+        "timestamps in nanoseconds (converted to seconds)": 1,
+    }
+
+
 def test_google2011_per_job_files_joined_by_day(tmp_path):
     write(tmp_path / "vm_42_0", [f"{i % 50} {10 + i % 3}" for i in range(288)])
     write(tmp_path / "vm_42_1", ["25,30", "oops", "26 31 5"])

@@ -65,6 +65,16 @@ def test_an_empty_prometheus_url_is_named_not_read_as_a_missing_trace():
     assert str(result.exception) == "--prometheus: '' is not an http:// or https:// URL"
 
 
+def test_a_range_without_samples_says_what_the_traces_cover(trace: Path):
+    result = recommend("--traces", str(trace), "--start", "2030-01-01", "--end", "2030-01-02")
+    assert isinstance(result.exception, ForesizeError), result.output
+    assert str(result.exception) == (
+        f"{trace}: no samples between 2030-01-01T00:00:00Z and 2030-01-02T00:00:00Z "
+        "(--start/--lookback and --end); the traces cover 1970-01-01T00:00:00Z to "
+        "1970-01-02T00:55:00Z"
+    )
+
+
 def test_a_trace_of_garbage_lines_is_an_error_naming_the_first_bad_line(tmp_path: Path):
     path = tmp_path / "garbage.csv"
     path.write_text(HEADER + "this is garbage\n1,2\n")

@@ -82,6 +82,28 @@ def test_bad_quantity_names_file_and_path(tmp_path):
             "workloads[0].readiness_delay",
             "not a duration",
         ),
+        # Names the API server refuses (a workload's name is an RFC 1123 subdomain, its
+        # namespace an RFC 1123 label).
+        (
+            lambda d: d["workloads"][0].update(name="Web_Bad!"),
+            "workloads[0].name",
+            "'Web_Bad!' is not a valid name: a lowercase RFC 1123 subdomain",
+        ),
+        (
+            lambda d: d["workloads"][0].update(name="a" * 300),
+            "workloads[0].name",
+            "a 300-character string is not a valid name: must be no more than 253 characters",
+        ),
+        (
+            lambda d: d["workloads"][0].update(namespace="Shop_X"),
+            "workloads[0].namespace",
+            "'Shop_X' is not a valid namespace: a lowercase RFC 1123 label",
+        ),
+        (
+            lambda d: d["workloads"][0].update(namespace="s" * 64),
+            "workloads[0].namespace",
+            "a 64-character string is not a valid namespace: must be no more than 63",
+        ),
     ],
 )
 def test_scenario_mistakes_are_reported_with_their_path(tmp_path, mutate, path, problem):

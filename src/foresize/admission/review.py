@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import functools
 import json
 from collections.abc import Callable
 from typing import Any
@@ -21,13 +20,9 @@ from foresize.admission.index import AdmissionIndex
 from foresize.admission.pod import MANAGED_ANNOTATION, MANAGED_VALUE, PodDecision, decide_pod
 from foresize.admission.scale import RESOURCE_KINDS, decide_scale
 from foresize.admission.validate import validate_daemonset_autoscaler, validate_target
-from foresize.api.quantity import QuantityError, format_quantity, to_canonical
-from foresize.cluster.model import (
-    Container,
-    OwnerRef,
-    Pod,
-    ResourceRequirements,
-)
+from foresize.api.quantity import QuantityError, format_quantity
+from foresize.cluster.kubejson import pod_from
+from foresize.cluster.model import Pod, ResourceRequirements
 
 API_VERSION = "admission.k8s.io/v1"
 _COMPUTE = ("cpu", "memory")
@@ -41,7 +36,7 @@ def _response(
     uid: str,
     *,
     allowed: bool = True,
-    patch: list[dict] | None = None,
+    patch: list[dict[str, Any]] | None = None,
     warnings: list[str] | None = None,
     message: str | None = None,
 ) -> dict[str, Any]:
@@ -108,75 +103,19 @@ def guarded(fn: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
 # -- pods ------------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=4096)
-def _canonical(resource: str, value: str | int | float) -> int:
-    # Pods of one workload repeat the same few quantity strings: parse each once.
-    return to_canonical(resource, value)
-
-
-def _compute_map(values: Any) -> dict[str, int]:
-    if not values:
-        return {}
-    if not isinstance(values, dict):
-        raise ReviewError("resources.requests/limits is not a map")
-    out = {}
-    for name in _COMPUTE:
-        v = values.get(name)
-        if v is not None:
-            try:
-                out[name] = _canonical(name, v if isinstance(v, str | int | float) else str(v))
-            except QuantityError as exc:  # the API server never sends one: a bad caller
-                raise ReviewError(f"{name}: {exc}") from None
-    return out
-
-
-def _container(obj: dict[str, Any]) -> Container:
-    res = obj.get("resources") or {}
-    return Container(
-        name=str(obj.get("name", "")),
-        resources=ResourceRequirements(
-            requests=_compute_map(res.get("requests")),
-            limits=_compute_map(res.get("limits")),
-        ),
-        restart_policy=obj.get("restartPolicy"),
-    )
-
-
-def pod_from_json(obj: dict[str, Any], namespace: str = "") -> Pod:
-    """The parts of a pod manifest the pod decision reads."""
+def pod_from_json(obj: Any, namespace: str = "") -> Pod:
+    """The pod of an admission request, read by the one pod converter
+    (`foresize.cluster.kubejson.pod_from`), strictly: a request that is not a pod, or a
+    bad quantity, is a ReviewError (the review is answered allowed, with a warning)."""
     if not isinstance(obj, dict):
         raise ReviewError("request.object is not a pod")
-    meta = obj.get("metadata") or {}
-    spec = obj.get("spec") or {}
-    containers = spec.get("containers")
-    if not isinstance(containers, list):
+    spec = obj.get("spec")
+    if not isinstance(spec, dict) or not isinstance(spec.get("containers"), list):
         raise ReviewError("request.object.spec.containers is missing")
-    owner = None
-    for ref in meta.get("ownerReferences") or ():
-        if ref.get("controller"):
-            owner = OwnerRef(
-                kind=str(ref.get("kind", "")),
-                name=str(ref.get("name", "")),
-                uid=str(ref.get("uid", "")),
-                api_version=str(ref.get("apiVersion", "")),
-            )
-            break
-    return Pod(
-        namespace=str(meta.get("namespace") or namespace or "default"),
-        name=str(meta.get("name") or meta.get("generateName") or ""),
-        uid=str(meta.get("uid", "")),
-        labels=dict(meta.get("labels") or {}),
-        annotations=dict(meta.get("annotations") or {}),
-        owner=owner,
-        containers=[_container(c) for c in containers],
-        init_containers=[_container(c) for c in spec.get("initContainers") or ()],
-        # Pod-level resources: the decision leaves such a pod alone.
-        resources=(
-            _container({"resources": spec["resources"]}).resources
-            if isinstance(spec.get("resources"), dict)
-            else None
-        ),
-    )
+    try:
+        return pod_from(obj, namespace or "default", strict=True)
+    except (QuantityError, AttributeError, TypeError) as exc:
+        raise ReviewError(str(exc)) from None
 
 
 def _escape(key: str) -> str:
@@ -242,6 +181,8 @@ def review_pod(
     if request.get("operation") != "CREATE" or request.get("subResource"):
         return _response(uid)
     obj = request.get("object")
+    if not isinstance(obj, dict):
+        raise ReviewError("request.object is not a pod")
     pod = pod_from_json(obj, str(request.get("namespace") or ""))
     decision = decide_pod(pod, None, index, now)
     if not decision.changed:

@@ -20,10 +20,12 @@ container):
 from __future__ import annotations
 
 import copy
-import re
 from typing import Any
 
 import typer
+
+from foresize.api.duration import shown
+from foresize.api.names import dns_label_error, dns_subdomain_error
 
 SECTIONS = ("all", "crds", "rbac", "operator", "webhooks", "monitoring", "networkpolicy")
 # Printed only when asked for (like the chart's networkPolicy.enabled, off by default): a
@@ -33,7 +35,6 @@ OPTIONAL_SECTIONS = ("networkpolicy",)
 
 NAME = "foresize"
 DEFAULT_NAMESPACE = "foresize-system"
-_DNS1123_LABEL = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?")
 WEBHOOK_SERVICE = "foresize-webhook"
 TLS_SECRET = "foresize-webhook-tls"
 PAUSE_CONFIGMAP = "foresize-pause"
@@ -47,7 +48,6 @@ PRIORITY_VALUE = 1_000_000
 HISTORY_DB = "/var/lib/foresize/history.db"
 WEBHOOK_PORT = 8443
 METRICS_PORT = 8080
-SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
 
 
 def default_image() -> str:
@@ -363,26 +363,14 @@ def operator(namespace: str, image: str, replicas: int = 2) -> list[dict[str, An
 
 
 def webhooks(namespace: str) -> list[dict[str, Any]]:
-    """The admission part's configurations (paths, rules, failurePolicy Ignore, 3 s), with
-    the operator's own namespace excluded as well as the system ones."""
+    """The admission part's configurations (`webhook.certs.webhook_configurations`: paths,
+    rules, failurePolicy Ignore, 3 s, the system namespaces and the operator's own excluded,
+    its pods excluded, matchConditions) with this install's labels."""
     from foresize.webhook.certs import webhook_configurations
 
     docs = webhook_configurations(service=WEBHOOK_SERVICE, namespace=namespace, port=443)
-    excluded = [*SYSTEM_NAMESPACES, namespace]
     for doc in docs:
         doc["metadata"] = _meta(NAME, component="webhook")
-        for hook in doc["webhooks"]:
-            hook["failurePolicy"] = "Ignore"
-            hook["timeoutSeconds"] = 3
-            hook["namespaceSelector"] = {
-                "matchExpressions": [
-                    {
-                        "key": "kubernetes.io/metadata.name",
-                        "operator": "NotIn",
-                        "values": list(dict.fromkeys(excluded)),
-                    }
-                ]
-            }
     return docs
 
 
@@ -652,7 +640,7 @@ def build(
         raise ForesizeError("--replicas must be at least 1")
     # The API server refuses every namespaced object of a bad name, after the CRDs and
     # cluster-scoped objects were already applied: refuse it before printing anything.
-    if not _DNS1123_LABEL.fullmatch(namespace):
+    if dns_label_error(namespace):
         raise ForesizeError(
             f"--namespace: {namespace!r} is not a valid namespace (lowercase letters, digits "
             "and '-', starting and ending with a letter or digit, at most 63 characters)"
@@ -670,6 +658,34 @@ def build(
             doc for name in SECTIONS[1:] if name not in OPTIONAL_SECTIONS for doc in parts[name]()
         ]
     return parts[section]()
+
+
+CLUSTER_SCOPED_KINDS = ("ClusterAIScaleTemplate",)
+
+
+def name_errors(obj: dict[str, Any]) -> list[str]:
+    """`metadata.name` and `metadata.namespace` the API server would refuse: a custom
+    resource's name is an RFC 1123 subdomain, its namespace an RFC 1123 label. (The models
+    do not check names: objects read from a cluster were named by its API server.)"""
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        return []  # the models name a missing or non-map metadata
+    problems = []
+    name = meta.get("name")
+    if name in (None, "") and not meta.get("generateName"):
+        problems.append("metadata.name: required (the API server refuses an object without one)")
+    elif isinstance(name, str):
+        why = dns_subdomain_error(name)
+        if why:
+            problems.append(f"metadata.name: {shown(name)} is not a valid name: {why}")
+    namespace = meta.get("namespace")
+    if isinstance(namespace, str) and namespace and obj.get("kind") not in CLUSTER_SCOPED_KINDS:
+        why = dns_label_error(namespace)
+        if why:
+            problems.append(
+                f"metadata.namespace: {shown(namespace)} is not a valid namespace: {why}"
+            )
+    return problems
 
 
 def validate_files(paths: list[str]) -> tuple[int, int, list[str]]:
@@ -691,6 +707,8 @@ def validate_files(paths: list[str]) -> tuple[int, int, list[str]]:
                     skipped += obj is not None
                     continue
                 checked += 1
+                named = name_errors(obj)
+                errors.extend(f"{path}:{line}: {problem}" for problem in named)
                 try:
                     parse_object(obj, f"{path}:{line}")
                 except ForesizeError as exc:

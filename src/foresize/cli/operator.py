@@ -158,6 +158,12 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             env="FORESIZE_CERT_CHECK_INTERVAL",
             help="Between webhook certificate checks (renew, reload, expiry).",
         ),
+        version_check_interval: str = opt(
+            "1m",
+            "--version-check-interval",
+            env="FORESIZE_VERSION_CHECK_INTERVAL",
+            help="Between reads of the API server's version (control-plane upgrades).",
+        ),
         exclude_selector: str = opt(
             "",
             "--exclude-selector",
@@ -192,6 +198,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         lease_renew_deadline_s = _seconds(lease_renew_deadline, "--lease-renew-deadline", 0.5)
         lease_retry_s = _seconds(lease_retry, "--lease-retry", 0.1)
         cert_check_interval_s = _seconds(cert_check_interval, "--cert-check-interval", 0.1)
+        version_check_s = _seconds(version_check_interval, "--version-check-interval", 0.1)
         stall = None if stall_timeout is None else _seconds(stall_timeout, "--stall-timeout", 1.0)
         if log_format not in ("json", "text"):
             raise ForesizeError(f"--log-format: must be json or text, not {log_format!r}")
@@ -240,6 +247,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             kube_api_burst=kube_api_burst,
             stall_timeout=stall,
             cert_check_interval=cert_check_interval_s,
+            version_check_interval=version_check_s,
             exclude_selector=excluded,
         )
         try:

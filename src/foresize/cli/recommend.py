@@ -363,6 +363,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 if trace_format.lower() != "canonical" or "header" not in first:
                     hint = ""
                 raise ForesizeError(f"{traces}: no usable series ({report.summary()}){first}{hint}")
+            data_from = min(float(s.timestamps[0]) for s in series if s.timestamps.size)
+            data_to = max(float(s.timestamps[-1]) for s in series if s.timestamps.size)
             series = _trim(
                 series, t_start if start else None, t_end if end != "now" else None, step_s
             )
@@ -376,7 +378,10 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                     )
                 series = [s for s in series if s.key.namespace in namespaces]
             if not series:
-                raise ForesizeError(f"{traces}: no samples between --start and --end")
+                raise ForesizeError(
+                    f"{traces}: no samples between {_iso(t_start)} and {_iso(t_end)} (--start/"
+                    f"--lookback and --end); the traces cover {_iso(data_from)} to {_iso(data_to)}"
+                )
             source = traces
             print(f"read {report.summary()}", file=sys.stderr)
         else:  # the check at the top: exactly one of the two is given

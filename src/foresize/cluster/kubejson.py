@@ -5,11 +5,17 @@ planners reason about small typed values with canonical integer amounts, so ever
 is converted once, on arrival. Conversion is lenient about what the API server may omit
 (defaults as the API server would apply them) and strict about amounts: a quantity that
 does not parse is dropped from that one map and logged with the object and field named,
-rather than taking down the watch.
+rather than taking down the watch (`strict=True`, the admission webhook's reading of a
+pod, raises `QuantityError` naming the field instead: its caller answers the review
+allowed-unchanged with a warning rather than deciding on a partly read pod).
+
+The one converter for each kind: the kube shell's watches and the pod webhook read pods
+with the same `pod_from`.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from datetime import UTC, datetime
 from typing import Any
@@ -67,33 +73,49 @@ def format_time(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def resource_map(values: dict[str, Any] | None, where: str = "") -> ResourceMap:
-    """A `requests`/`limits`/`allocatable` map -> canonical ints; bad entries logged, dropped."""
+@functools.lru_cache(maxsize=4096)
+def _canonical(resource: str, value: str) -> int:
+    # Pods of one workload repeat the same few quantity strings (every watch event, every
+    # admission review): parse each once. Bounded: a hostile stream cannot grow it.
+    return to_canonical(resource, value)
+
+
+def resource_map(
+    values: dict[str, Any] | None, where: str = "", strict: bool = False
+) -> ResourceMap:
+    """A `requests`/`limits`/`allocatable` map -> canonical ints; bad entries logged and
+    dropped (`strict`: a QuantityError naming the field)."""
+    if strict and values is not None and not isinstance(values, dict):
+        raise QuantityError(f"{where}: not a map of quantities")
     out: ResourceMap = {}
     for name, raw in (values or {}).items():
         try:
-            out[name] = to_canonical(name, raw)
-        except (QuantityError, TypeError, ValueError):
+            out[name] = _canonical(name, raw) if isinstance(raw, str) else to_canonical(name, raw)
+        except (QuantityError, TypeError, ValueError) as exc:
+            if strict:
+                raise QuantityError(f"{where}.{name}: {exc}") from None
             log.warning(
                 "%s: %s quantity %r is not a Kubernetes quantity; ignored", where, name, raw
             )
     return out
 
 
-def _requirements(raw: dict[str, Any] | None, where: str) -> ResourceRequirements:
+def _requirements(
+    raw: dict[str, Any] | None, where: str, strict: bool = False
+) -> ResourceRequirements:
     raw = raw or {}
     return ResourceRequirements(
-        requests=resource_map(raw.get("requests"), f"{where}.requests"),
-        limits=resource_map(raw.get("limits"), f"{where}.limits"),
+        requests=resource_map(raw.get("requests"), f"{where}.requests", strict),
+        limits=resource_map(raw.get("limits"), f"{where}.limits", strict),
     )
 
 
-def container_from(raw: dict[str, Any], where: str = "") -> Container:
+def container_from(raw: dict[str, Any], where: str = "", strict: bool = False) -> Container:
     name = raw.get("name", "")
     path = f"{where}[{name}]"
     return Container(
         name=name,
-        resources=_requirements(raw.get("resources"), f"{path}.resources"),
+        resources=_requirements(raw.get("resources"), f"{path}.resources", strict),
         resize_policy={
             p["resourceName"]: p.get("restartPolicy", "NotRequired")
             for p in raw.get("resizePolicy") or []
@@ -133,26 +155,35 @@ def owner_from(meta: dict[str, Any]) -> OwnerRef | None:
     )
 
 
-def pod_from(obj: dict[str, Any]) -> Pod:
-    """A core/v1 Pod -> `Pod` (spec, resize conditions, allocated and actual resources)."""
+def pod_from(obj: dict[str, Any], namespace: str = "", strict: bool = False) -> Pod:
+    """A core/v1 Pod -> `Pod` (spec, resize conditions, allocated and actual resources).
+
+    `namespace`: where the pod is when its metadata does not say (a pod in an admission
+    request may carry none, nor a name yet: then `generateName` names it). `strict`: a bad
+    quantity raises QuantityError rather than being dropped."""
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
-    where = f"pod {meta.get('namespace', '')}/{meta.get('name', '')}"
+    namespace = meta.get("namespace") or namespace
+    name = meta.get("name") or meta.get("generateName") or ""
+    where = f"pod {namespace}/{name}"
     annotations = dict(meta.get("annotations") or {})
     owner = owner_from(meta)
     return Pod(
-        namespace=meta.get("namespace", ""),
-        name=meta.get("name", ""),
+        namespace=namespace,
+        name=name,
         uid=meta.get("uid", ""),
         labels=dict(meta.get("labels") or {}),
         annotations=annotations,
         owner=owner,
         node_name=spec.get("nodeName"),
         priority=int(spec.get("priority") or 0),
-        containers=[container_from(c, f"{where} containers") for c in spec.get("containers") or []],
+        containers=[
+            container_from(c, f"{where} containers", strict) for c in spec.get("containers") or []
+        ],
         init_containers=[
-            container_from(c, f"{where} initContainers") for c in spec.get("initContainers") or []
+            container_from(c, f"{where} initContainers", strict)
+            for c in spec.get("initContainers") or []
         ],
         phase=status.get("phase", "Pending"),
         conditions=[
@@ -182,11 +213,11 @@ def pod_from(obj: dict[str, Any]) -> Pod:
         static=MIRROR_ANNOTATION in annotations or (owner is not None and owner.kind == "Node"),
         os=((spec.get("os") or {}).get("name") or "linux"),
         resources=(
-            _requirements(spec["resources"], f"{where} spec.resources")
+            _requirements(spec["resources"], f"{where} spec.resources", strict)
             if spec.get("resources") is not None
             else None
         ),
-        overhead=resource_map(spec.get("overhead"), f"{where} spec.overhead"),
+        overhead=resource_map(spec.get("overhead"), f"{where} spec.overhead", strict),
     )
 
 

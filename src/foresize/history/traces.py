@@ -5,7 +5,9 @@ seconds, CPU in cores, memory in bytes, NaN where a reading is missing) together
 `ReadReport` that counts every row read and every row skipped, with the file and line of
 each problem. Nothing is dropped silently: a malformed row is skipped *and reported*; a file
 that cannot be opened or decoded at all raises `ForesizeError` naming it. Gzip-compressed
-files are recognised by their magic bytes, whatever their name.
+files are recognised by their magic bytes, whatever their name. Numeric timestamps in
+milliseconds, microseconds or nanoseconds are recognised by their size and converted to
+seconds (counted in the report).
 
 Formats (`load_traces(path, fmt)`):
 - `bitbrains`: GWA-T-12 Bitbrains (one VM per file, `;` + tab separated, one header row).
@@ -110,6 +112,25 @@ def _finite(text: str) -> float:
     return v
 
 
+# Unix time in seconds reaches 1e11 only in the year 5138, so a larger timestamp is in a
+# finer unit: milliseconds (Prometheus, Java and JavaScript exporters) up to 1e14, then
+# microseconds up to 1e17, then nanoseconds. Each such row is converted and counted.
+_FINER_UNITS = (
+    (1e17, 1e9, "nanoseconds"),
+    (1e14, 1e6, "microseconds"),
+    (1e11, 1e3, "milliseconds"),
+)
+
+
+def _unix_seconds(value: float, rep: ReadReport) -> float:
+    """A numeric timestamp in Unix seconds, whatever unit its size shows (see above)."""
+    for threshold, per_second, unit in _FINER_UNITS:
+        if abs(value) >= threshold:
+            rep.count(f"timestamps in {unit} (converted to seconds)")
+            return value / per_second
+    return value
+
+
 def _plausible(cpu_cores: float, memory_bytes: float) -> None:
     """ValueError (the row is skipped and reported) for a reading no container can show."""
     for resource, value in ((CPU, cpu_cores), (MEMORY, memory_bytes)):
@@ -158,7 +179,7 @@ def read_bitbrains(path: Path | str, report: ReadReport | None = None) -> TraceS
             rep.skip(p, n, f"expected {_BB_COLUMNS} ';'-separated fields, got {len(fields)}")
             continue
         try:
-            t = _finite(fields[0])
+            t = _unix_seconds(_finite(fields[0]), rep)
             ncores = _finite(fields[1])
             cap_mhz = _finite(fields[2])
             use_mhz = _finite(fields[3])
@@ -226,7 +247,7 @@ def read_crane(path: Path | str, report: ReadReport | None = None) -> TraceSerie
             rep.skip(p, n, f"expected 'ts,value', got {len(parts)} fields")
             continue
         try:
-            t, v = _finite(parts[0]), _finite(parts[1])
+            t, v = _unix_seconds(_finite(parts[0]), rep), _finite(parts[1])
         except ValueError as exc:
             rep.skip(p, n, f"bad number: {exc}")
             continue
@@ -338,10 +359,10 @@ CANONICAL_COLUMNS = (
 )
 
 
-def _parse_time(text: str) -> float:
+def _parse_time(text: str, rep: ReadReport) -> float:
     text = text.strip()
     try:
-        return _finite(text)
+        return _unix_seconds(_finite(text), rep)
     except ValueError:
         pass
     iso = text.replace("Z", "+00:00")
@@ -384,7 +405,7 @@ def read_canonical_csv(path: Path | str, report: ReadReport | None = None) -> li
             rep.skip(p, n, f"expected {width} fields, got {len(parts)}")
             continue
         try:
-            t = _parse_time(parts[cols["timestamp"]])
+            t = _parse_time(parts[cols["timestamp"]], rep)
             c = _opt_float(parts[cols["cpu_cores"]])
             m = _opt_float(parts[cols["memory_bytes"]])
             _plausible(c, m)
@@ -448,7 +469,7 @@ def read_canonical_parquet(path: Path | str, report: ReadReport | None = None) -
         rep.rows += 1
         try:
             raw_t = data["timestamp"][i]
-            t = raw_t.timestamp() if hasattr(raw_t, "timestamp") else _parse_time(str(raw_t))
+            t = raw_t.timestamp() if hasattr(raw_t, "timestamp") else _parse_time(str(raw_t), rep)
             c = _opt_float("" if data["cpu_cores"][i] is None else str(data["cpu_cores"][i]))
             m = _opt_float("" if data["memory_bytes"][i] is None else str(data["memory_bytes"][i]))
             _plausible(c, m)

@@ -3,6 +3,7 @@
 Tasks, all on one asyncio loop:
 - informers: list+watch of every kind into `ClusterState` (`kube/informer.py`);
 - Kopf: the CRD handlers (validation verdicts in status), started once the API answers;
+- the API server's version, re-read every `--version-check-interval` (upgrades);
 - leader election: one Lease per shard; only shards held are planned and acted on, and
   the executor checks the Lease (within its renew deadline) before every single call;
 - collector: metrics-server polling into the in-memory history (or Prometheus history);
@@ -55,6 +56,9 @@ class OperatorOptions:
     kube_api_qps: float = 50.0  # client-side rate limit (VPA's --kube-api-qps)
     kube_api_burst: int = 100
     cert_check_interval: float = 300.0  # webhook certificate expiry/renewal/reload check
+    # GET /version this often: the resize API (and its rules) depend on the server's
+    # version, and control planes are upgraded under a running operator.
+    version_check_interval: float = 60.0
     stall_timeout: float | None = None  # liveness fails after this; default max(5 passes, 120 s)
     # Labels of workloads (or targets) the disruption worker never touches.
     exclude_selector: dict[str, str] = field(default_factory=dict)
@@ -323,6 +327,29 @@ async def wait_for_api(api: Any, stop: asyncio.Event, cap: float = 10.0) -> bool
     return False
 
 
+async def follow_server_version(
+    executor: Any, state: Any, stop: asyncio.Event, period: float
+) -> None:
+    """Re-read the API server's version every `period` s into the executor (its resize
+    checks) and the cache (the snapshot the pass plans with), so an upgrade of the control
+    plane (say 1.32 -> 1.33, when `pods/resize` arrives) is acted on without a restart. A
+    failed read keeps the last version known."""
+    while not stop.is_set():
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), period)
+        if stop.is_set():
+            return
+        before = executor.server_version
+        try:
+            version = await executor.detect_server_version()
+        except Exception as exc:
+            log.warning("could not re-read the server version (%s); keeping %s", exc, before)
+            continue
+        if version != before:
+            log.info("API server version changed: %d.%d -> %d.%d", *before, *version)
+        state.server_version = version
+
+
 async def run_kopf(
     registry: Any, stop: asyncio.Event, ready: asyncio.Event, on_spawned: Any
 ) -> None:
@@ -530,6 +557,10 @@ async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None)
         poller = MetricsServerPoller(api, sinks, state=state, interval=opts.collect_interval)
         supervise(poller.run(stop), "metrics-server poller")
     supervise(shards.run(stop), "leader election")
+    supervise(
+        follow_server_version(executor, state, stop, opts.version_check_interval),
+        "server version",
+    )
     supervise(watch_pause(api, state, opts, stop), "pause flag")
     supervise(
         control_loop(shell, informers, stop, opts.interval, health, metrics, shards),

@@ -18,6 +18,7 @@ from typing import Any
 
 from foresize.api.duration import parse_duration, shown
 from foresize.api.labels import label_key_error, label_value_error
+from foresize.api.names import dns_label_error, dns_subdomain_error
 from foresize.api.quantity import QuantityError, parse_quantity, to_canonical
 from foresize.api.safe_yaml import load_one, read_text
 from foresize.errors import ForesizeError
@@ -579,11 +580,17 @@ def parse_scenario(data: Any, source: str, base_dir: Path | None = None) -> Scen
                 f"{path}.kind", f"unknown kind {shown(kind)} (one of {', '.join(WORKLOAD_KINDS)})"
             )
         w = WorkloadSpec(kind=kind, name=ctx.string(m.get("name"), f"{path}.name"))
-        if not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", w.name):
-            raise ctx.fail(f"{path}.name", f"not a valid Kubernetes name: {shown(w.name)}")
+        why = dns_subdomain_error(w.name)  # what the API server refuses
+        if why:
+            raise ctx.fail(f"{path}.name", f"{shown(w.name)} is not a valid name: {why}")
         w.namespace = ctx.string(
             m.get("namespace"), f"{path}.namespace", required=False, default="default"
         )
+        why = dns_label_error(w.namespace)
+        if why:
+            raise ctx.fail(
+                f"{path}.namespace", f"{shown(w.namespace)} is not a valid namespace: {why}"
+            )
         key = (w.kind, w.namespace, w.name)
         if key in seen_wl:
             raise ctx.fail(f"{path}.name", f"duplicate workload {kind}/{w.namespace}/{w.name}")

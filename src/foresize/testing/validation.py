@@ -25,6 +25,8 @@ from decimal import Decimal, InvalidOperation
 from functools import cache
 from typing import Any
 
+from foresize.api.names import dns_label_error, dns_subdomain_error
+
 SCHEMA_VERSION = "1.34.0"  # the Kubernetes release whose built-in schemas are checked
 
 
@@ -147,27 +149,7 @@ def quantity_value(value: Any) -> Decimal | None:
 
 
 # ------------------------------------------------------------------ names, labels
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-
-
-def dns_subdomain_error(value: str) -> str | None:
-    if len(value) > 253 or not _DNS_SUBDOMAIN.match(value):
-        return (
-            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric "
-            "characters, '-' or '.', and must start and end with an alphanumeric character"
-        )
-    return None
-
-
-def dns_label_error(value: str) -> str | None:
-    if len(value) > 63 or not _DNS_LABEL.match(value):
-        return (
-            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters "
-            "or '-', and must start and end with an alphanumeric character"
-        )
-    return None
 
 
 def qualified_name_error(key: str) -> str | None:

@@ -28,6 +28,33 @@ from foresize.errors import ForesizeError
 
 SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
 
+# The operator's own pods carry this label (both install paths): they are never sent to
+# the pod webhook, wherever they run, so a restart of the operator can never wait on it.
+OPERATOR_POD_LABEL = ("app.kubernetes.io/name", "foresize")
+
+# Requests the API server skips itself (CEL matchConditions, GA since Kubernetes 1.30;
+# the chart requires 1.33). Each is one the handlers would answer with "no change" anyway,
+# at the price of a TLS round trip inside someone's pod creation.
+POD_MATCH_CONDITIONS = (
+    # Mirror pods are the kubelet's copies of static pods: their spec cannot be changed.
+    {
+        "name": "not-a-mirror-pod",
+        "expression": "!has(object.metadata.annotations) || "
+        "!('kubernetes.io/config.mirror' in object.metadata.annotations)",
+    },
+    # Pods with pod-level resources (spec.resources) are left alone by the pod decision.
+    {"name": "no-pod-level-resources", "expression": "!has(object.spec.resources)"},
+)
+TARGET_MATCH_CONDITIONS = (
+    # Updates that leave spec as it was (finalizers, labels, annotations) have nothing to
+    # validate; answering them could only block the revert finalizer's release.
+    {
+        "name": "spec-changed",
+        "expression": "request.operation == 'CREATE' || !has(oldObject.spec) || "
+        "!has(object.spec) || object.spec != oldObject.spec",
+    },
+)
+
 
 @dataclass(frozen=True, slots=True)
 class CertBundle:
@@ -190,14 +217,16 @@ def webhook_configurations(
     ca_pem: bytes | None = None,
     timeout_seconds: int = 3,
 ) -> list[dict[str, Any]]:
-    """The Mutating- and ValidatingWebhookConfiguration for Foresize (architecture §3.3):
-    failurePolicy Ignore, 3 s timeout, system namespaces excluded."""
+    """The Mutating- and ValidatingWebhookConfiguration for Foresize: failurePolicy Ignore,
+    3 s timeout, the system namespaces and the operator's own (`namespace`) excluded, the
+    operator's pods excluded wherever they are, and the requests the handlers would not
+    change skipped by the API server (`POD_MATCH_CONDITIONS`, `TARGET_MATCH_CONDITIONS`)."""
     ns_selector = {
         "matchExpressions": [
             {
                 "key": "kubernetes.io/metadata.name",
                 "operator": "NotIn",
-                "values": list(SYSTEM_NAMESPACES),
+                "values": list(dict.fromkeys([*SYSTEM_NAMESPACES, namespace])),
             }
         ]
     }
@@ -239,6 +268,16 @@ def webhook_configurations(
                 ),
                 # Another webhook changing the pod must not make us run twice.
                 "reinvocationPolicy": "Never",
+                "objectSelector": {
+                    "matchExpressions": [
+                        {
+                            "key": OPERATOR_POD_LABEL[0],
+                            "operator": "NotIn",
+                            "values": [OPERATOR_POD_LABEL[1]],
+                        }
+                    ]
+                },
+                "matchConditions": copy.deepcopy(list(POD_MATCH_CONDITIONS)),
             },
             hook(
                 "scale.foresize.io",
@@ -265,18 +304,21 @@ def webhook_configurations(
         "kind": "ValidatingWebhookConfiguration",
         "metadata": {"name": "foresize"},
         "webhooks": [
-            hook(
-                "aiscaletargets.foresize.io",
-                "/validate-targets",
-                [
-                    {
-                        "apiGroups": ["foresize.io"],
-                        "apiVersions": ["v1"],
-                        "operations": ["CREATE", "UPDATE"],
-                        "resources": ["aiscaletargets", "daemonsetautoscalers"],
-                    }
-                ],
-            )
+            {
+                **hook(
+                    "aiscaletargets.foresize.io",
+                    "/validate-targets",
+                    [
+                        {
+                            "apiGroups": ["foresize.io"],
+                            "apiVersions": ["v1"],
+                            "operations": ["CREATE", "UPDATE"],
+                            "resources": ["aiscaletargets", "daemonsetautoscalers"],
+                        }
+                    ],
+                ),
+                "matchConditions": copy.deepcopy(list(TARGET_MATCH_CONDITIONS)),
+            }
         ],
     }
     docs = [mutating, validating]
