@@ -679,17 +679,18 @@ def test_cpu_follows_the_time_of_day_schedule_and_downsizes_only_at_a_block_star
 
 def test_scheduled_cpu_rule():
     nan = np.nan
-    sched = np.array([100.0, 100.0, 100.0, nan, nan, 100.0])
-    raise_at = np.array([50.0, 150.0, 150.0, 50.0, 50.0, 90.0])
-    raise_to = np.array([300.0, 300.0, 300.0, 300.0, 300.0, 300.0])
-    current = np.array([400.0, 400.0, 120.0, 400.0, nan, 80.0])
+    sched = np.array([100.0, 100.0, 100.0, nan, nan, 100.0, 100.0])
+    raise_at = np.array([50.0, 150.0, 150.0, 50.0, 50.0, 90.0, 90.0])
+    raise_to = np.array([300.0, 300.0, 300.0, 300.0, 300.0, 180.0, 300.0])
+    current = np.array([400.0, 400.0, 120.0, 400.0, nan, 95.0, 80.0])
     start = scheduled_cpu(sched, raise_at, raise_to, current, True)
-    # Block start: the schedule, or the raise where the median is above it; no schedule
-    # (less than a day of history): the forecast at the mode's quantile.
-    assert np.array_equal(start, [100.0, 300.0, 300.0, 300.0, 300.0, 100.0], equal_nan=True)
+    # Block start: the schedule, or the raise where the median is above it or the request
+    # is under 40% of the forecast; no schedule (less than a day of history): the forecast.
+    assert np.array_equal(start, [100.0, 300.0, 300.0, 300.0, 300.0, 100.0, 300.0], equal_nan=True)
     mid = scheduled_cpu(sched, raise_at, raise_to, current, False)
-    # Mid-block: keep, unless the median is above both the schedule and the request.
-    assert np.array_equal(mid, [nan, nan, 300.0, nan, 300.0, nan], equal_nan=True)
+    # Mid-block: keep, unless the median is above both the schedule and the request, or
+    # the request is under 40% of the forecast at the mode's quantile.
+    assert np.array_equal(mid, [nan, nan, 300.0, nan, 300.0, nan, 300.0], equal_nan=True)
 
 
 def test_memory_headroom_and_recent_peak():

@@ -133,6 +133,14 @@ the container would be short more often than not, a level the last week at this 
 day has not shown (a level shift, a new daily peak). Raises are the point of forecasting;
 only downsizes wait for the next block. The median is scale free and the same for every
 mode."""
+CPU_RAISE_SHARE = 0.4
+"""A request in force below 40% of the 15-minute forecast at the mode's quantile is raised
+whatever the schedule: the forecast sees a peak coming (a daily spike a time-of-day
+model knows, shorter than a block) that would run the container at under half the CPU
+it wants; upsizes ahead of recurring peaks are the point of forecasting. Unit free; a
+smaller gap waits for the median rule or the next block. Shares of 0.25 and 0.4 gave the
+same changes on the most diurnal development set (3.94 a series-day), 0.5 gave 4.02:
+each such raise is a resize, so only a gap of more than a factor 2.5 is worth one."""
 
 
 def scheduled_cpu(
@@ -150,8 +158,8 @@ def scheduled_cpu(
     this decision is the first of a block (`new_block`).
 
     At a block's start the request moves to the schedule; at any time, where the forecast
-    at the raise quantile is above both the schedule and the request in force, it moves to
-    `raise_to`; otherwise it is kept until the next block. Without a schedule (less than a
+    at the raise quantile is above both the schedule and the request in force, or the
+    request is below CPU_RAISE_SHARE of `raise_to`, it moves to `raise_to`; otherwise it is kept until the next block. Without a schedule (less than a
     day of history) the forecast `raise_to` stands in for it."""
     sched = np.asarray(schedule, dtype=np.float64)
     cur = np.asarray(current, dtype=np.float64)
@@ -159,11 +167,13 @@ def scheduled_cpu(
     level = np.where(np.isfinite(sched), sched, 0.0)
     if not block_start:
         level = np.where(have, np.fmax(level, np.where(have, cur, 0.0)), level)
+    to = np.asarray(raise_to, dtype=np.float64)
     with np.errstate(invalid="ignore"):
         up = np.asarray(raise_at, dtype=np.float64) > level
+        up |= have & (np.where(have, cur, 0.0) < CPU_RAISE_SHARE * to)
     base = sched if block_start else np.where(have, np.nan, sched)
-    out = np.where(up, np.asarray(raise_to, dtype=np.float64), base)
-    return np.where(~np.isfinite(sched) & ~have, raise_to, out)
+    out = np.where(up, to, base)
+    return np.where(~np.isfinite(sched) & ~have, to, out)
 
 
 def new_block(t: float, interval: float, blocks: int = SCHEDULE_BLOCKS) -> bool:
