@@ -159,8 +159,9 @@ def scheduled_cpu(
 
     At a block's start the request moves to the schedule; at any time, where the forecast
     at the raise quantile is above both the schedule and the request in force, or the
-    request is below CPU_RAISE_SHARE of `raise_to`, it moves to `raise_to`; otherwise it is kept until the next block. Without a schedule (less than a
-    day of history) the forecast `raise_to` stands in for it."""
+    request is below CPU_RAISE_SHARE of `raise_to`, it moves to `raise_to`; otherwise it
+    is kept until the next block. Without a schedule (less than a day of history) the
+    forecast `raise_to` stands in for it."""
     sched = np.asarray(schedule, dtype=np.float64)
     cur = np.asarray(current, dtype=np.float64)
     have = np.isfinite(cur) & (cur > 0)
@@ -241,12 +242,12 @@ def allocate_risk(
     at_mode = values[np.arange(len(own)), own]
     if reference is None or not np.isfinite(reference) or reference <= 0:
         if not np.isfinite(at_mode).any():
-            return own
+            return np.asarray(own, dtype=np.int64)
         reference = float(np.nanmean(at_mode))
     penalty = price * reference * (1.0 - levels)[None, :] / (1.0 - mode_q)[:, None]
     cost = np.where(np.isfinite(values), values + penalty, np.inf)
     best = np.argmin(cost, axis=1)
-    return np.where(np.isfinite(cost).any(axis=1), best, own)
+    return np.asarray(np.where(np.isfinite(cost).any(axis=1), best, own), dtype=np.int64)
 
 
 def round_up(resource: str, values: np.ndarray) -> np.ndarray:

@@ -23,6 +23,7 @@ Requests are compared in canonical units rounded up (CPU 1m, memory 1Mi) for eve
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -74,7 +75,15 @@ class ReplayData:
 
     @property
     def shape(self) -> tuple[int, int]:
-        return self.cpu.shape
+        s, t = self.cpu.shape
+        return s, t
+
+    def usage(self, resource: str) -> np.ndarray:
+        """The usage matrix of `resource`; an error when the traces have none."""
+        y = self.cpu if resource == CPU else self.memory
+        if y is None:
+            raise ValueError(f"the traces have no {resource} usage")
+        return y
 
 
 def prepare(series: list[TraceSeries], step: float = STEP) -> ReplayData:
@@ -86,7 +95,7 @@ def prepare(series: list[TraceSeries], step: float = STEP) -> ReplayData:
     start = np.floor(t0 / step) * step
     n = int((t1 - start) // step) + 1
 
-    def grid(get, scale: float) -> np.ndarray | None:
+    def grid(get: Callable[[TraceSeries], np.ndarray | None], scale: float) -> np.ndarray | None:
         if all(get(s) is None for s in series):
             return None
         out = np.full((len(series), n), np.nan)
@@ -98,6 +107,8 @@ def prepare(series: list[TraceSeries], step: float = STEP) -> ReplayData:
 
     cpu = grid(lambda s: s.cpu, 1000.0)
     mem = grid(lambda s: s.memory, 1.0)
+    if cpu is None:
+        raise ValueError("no series has CPU usage")
     have = np.isfinite(cpu) if mem is None else np.isfinite(cpu) | np.isfinite(mem)
     first = np.argmax(have, axis=1)
     return ReplayData(
@@ -188,7 +199,8 @@ class _Hist:
         b = np.floor(
             np.log(np.maximum(v, 0) * (self.ratio - 1) / self.first + 1) / np.log(self.ratio)
         )
-        return np.clip(np.nan_to_num(b), 0, self.nb - 1).astype(np.int64)
+        out: np.ndarray = np.clip(np.nan_to_num(b), 0, self.nb - 1).astype(np.int64)
+        return out
 
     def add(self, v: np.ndarray, weight: np.ndarray | float = 1.0) -> None:
         ok = np.isfinite(v)
@@ -273,7 +285,7 @@ class VPAPolicy(Policy):
 
     def on_oom(self, j: int, mask: np.ndarray, request: np.ndarray) -> np.ndarray | None:
         self._feed(j)
-        u = self.data.memory[:, j]
+        u = self.data.usage(MEMORY)[:, j]
         bump = np.fmax(u + 100 * MIB, u * 1.2)
         d = j // 288
         self.peaks[:, d] = np.where(mask, np.fmax(self.peaks[:, d], bump), self.peaks[:, d])
@@ -360,7 +372,7 @@ class ForesizePolicy(Policy):
         self.recent_memory: list[tuple[float, np.ndarray]] = []
 
     def _target(self, res: str, i: int) -> np.ndarray:
-        y = self.data.cpu if res == CPU else self.data.memory
+        y = self.data.usage(res)
         # Only columns <= i of y are read (forward max columns <= i - h).
         levels = self.levels[res]
         fc, self.scores[res] = online_step(self.scores[res], y, i, levels, self.cfg, m=self.m[res])
@@ -431,7 +443,7 @@ class ForesizePolicy(Policy):
             mask,
             now,
             request,
-            self.data.memory[:, j],
+            self.data.usage(MEMORY)[:, j],
             self.stabilization,
             safest=self.safest,
         )
@@ -472,7 +484,9 @@ def _apply(
     return np.where(change, tgt, cur), change
 
 
-def replay(data: ReplayData, policy: Policy, keep: dict | None = None) -> dict[str, ResourceScore]:
+def replay(
+    data: ReplayData, policy: Policy, keep: dict[str, object] | None = None
+) -> dict[str, ResourceScore]:
     """Run one policy over the data; scores per resource. `keep` receives the request
     matrices and the OOM mask (for per-series breakdowns)."""
     s, t = data.shape
@@ -487,7 +501,7 @@ def replay(data: ReplayData, policy: Policy, keep: dict | None = None) -> dict[s
         for r, _ in resources:
             req[r][:, j] = cur[r]
         if MEMORY in cur:
-            over = data.memory[:, j] > cur[MEMORY]  # NaN compares False: gaps never kill
+            over = data.usage(MEMORY)[:, j] > cur[MEMORY]  # NaN compares False: gaps never kill
             if over.any():
                 ooms[:, j] = over
                 new = policy.on_oom(j, over, cur[MEMORY])
