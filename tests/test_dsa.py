@@ -1,6 +1,8 @@
-"""DaemonSetAutoscaler: the percentile suggestion (pure), and on the simulated cluster:
-nothing before minObservationWindow, running pods resized in place every scaleInterval,
-new pods (including one for a node added later) seeded at admission."""
+"""DaemonSetAutoscaler: the percentile suggestion (pure), and on the simulated cluster
+through the simulated operator's reconcile pass (the kube shell's pass): nothing before
+minObservationWindow, running pods resized in place every scaleInterval, the suggestion in
+the DSA's status, new pods (including one for a node added later) seeded at admission
+from it."""
 
 from __future__ import annotations
 
@@ -9,9 +11,10 @@ import numpy as np
 from foresize.admission.pod import MANAGED_ANNOTATION
 from foresize.api.quantity import MIB
 from foresize.api.types import parse_daemonset_autoscaler
+from foresize.cluster.target import dsa_view
 from foresize.lifecycle.daemonset import ContainerSamples, dsa_suggestion
-from foresize.sim.admission import install, install_daemonset_autoscaling
 from foresize.sim.cluster import SimCluster
+from foresize.sim.operator import FixedRecommender, OperatorOptions, SimOperator
 from foresize.sim.scenario import parse_scenario
 
 H = 3600.0
@@ -94,21 +97,34 @@ def agent_pods(sim):
     return [p for p in sim.pods_of("DaemonSet", "mon", "agent") if not p.terminating]
 
 
+def operate(sim, autoscaler, loop_interval=60.0):
+    """The simulated operator, with no AIScaleTargets, running the pass every minute."""
+    sim.daemonset_autoscalers = [autoscaler]
+    options = OperatorOptions(targets=[], loop_interval=loop_interval)
+    return SimOperator(sim, FixedRecommender({}), options).install()
+
+
+def published(sim):
+    """The suggestion in the DaemonSetAutoscaler's status (as the pass wrote it)."""
+    (autoscaler,) = sim.daemonset_autoscalers
+    return dsa_view(autoscaler).suggestion
+
+
 def test_daemonset_pods_resized_in_place_and_new_node_pod_seeded():
     sim = SimCluster(scenario(), seed=9)
-    hook = install(sim)
-    sim.daemonset_autoscalers = [dsa()]
-    loop = install_daemonset_autoscaling(sim, hook)
+    op = operate(sim, dsa())
     sim.run_until(2 * H)
     pods = agent_pods(sim)
     original = {p.name: p.uid for p in pods}
     assert len(pods) == 2
     # Under minObservationWindow (3h): nothing suggested, nothing resized.
-    assert not hook.dsa_suggestions and not sim.events.query("ResizeRequested")
+    assert published(sim) is None and not sim.events.query("ResizeRequested")
+    status = sim.target_status[("DaemonSetAutoscaler", "mon", "agent")]
+    assert status["hasEnoughDataToScale"] is False
     assert all(p.containers[0].resources.requests["cpu"] == 200 for p in pods)
 
     sim.run_until(4 * H)
-    sug = hook.dsa_suggestions["mon/agent"].containers["agent"].requests
+    sug = published(sim).containers["agent"].requests
     assert 60 <= sug["cpu"] <= 90 and 100 * MIB <= sug["memory"] <= 110 * MIB
     pods = agent_pods(sim)
     assert {p.name: p.uid for p in pods} == original  # in place
@@ -116,26 +132,24 @@ def test_daemonset_pods_resized_in_place_and_new_node_pod_seeded():
         res = p.containers[0].resources
         assert res.requests == sug and res.limits == {"memory": 512 * MIB}
         assert MANAGED_ANNOTATION not in p.annotations  # in-place resizes never annotate
-    # Re-planned every scaleInterval (15m), not every check.
+    # Re-planned every scaleInterval (15m), not every pass.
     runs = {round(e.time) for e in sim.events.query("ResizeRequested")}
-    assert all(r % 900 == 0 for r in runs)
+    assert runs and all(r % 900 == 0 for r in runs)
 
     sim.run_until(5 * H + 120)
     late = [p for p in agent_pods(sim) if p.name not in original]
     assert len(late) == 1 and late[0].node_name == "late"
-    current = hook.dsa_suggestions["mon/agent"].containers["agent"].requests
+    current = published(sim).containers["agent"].requests
     assert late[0].containers[0].resources.requests == current
     assert late[0].annotations[MANAGED_ANNOTATION] == "true"
-    assert loop.last_run
+    assert op.pass_state.last_dsa == {"mon/agent": 5 * H}
 
 
 def test_recommendation_mode_dsa_neither_seeds_nor_resizes():
     sim = SimCluster(scenario(), seed=9)
-    hook = install(sim)
-    sim.daemonset_autoscalers = [dsa("recommendation")]
-    install_daemonset_autoscaling(sim, hook)
+    operate(sim, dsa("recommendation"))
     sim.run_until(5 * H + 120)
-    assert hook.dsa_suggestions  # it still computes what it would do
+    assert published(sim) is not None  # it still computes what it would do
     assert not sim.events.query("ResizeRequested")
     pods = agent_pods(sim)
     assert len(pods) == 3
@@ -146,25 +160,14 @@ def test_recommendation_mode_dsa_neither_seeds_nor_resizes():
 
 
 def test_leaving_autonomous_mode_reverts_daemonset_pods_in_place():
-    from foresize.lifecycle.planner import LifecycleState, plan_lifecycle
-
     sim = SimCluster(scenario(), seed=9)
-    hook = install(sim)
-    sim.daemonset_autoscalers = [dsa()]
-    install_daemonset_autoscaling(sim, hook)
-    state = {"life": LifecycleState()}
-
-    def lifecycle(sim, now):
-        plan = plan_lifecycle(sim.snapshot(), now, state["life"])
-        state["life"] = plan.state
-        for a in plan.actions:
-            sim.apply(a)
-
-    sim.every(60, lifecycle)
+    operate(sim, dsa())
     sim.run_until(4 * H)
     names = {p.name: p.uid for p in agent_pods(sim)}
     assert all(p.containers[0].resources.requests["cpu"] < 200 for p in agent_pods(sim))
-    sim.daemonset_autoscalers = [dsa("recommendation")]
+    (autoscaler,) = sim.daemonset_autoscalers
+    spec = autoscaler.spec.model_copy(update={"scaleMode": "recommendation"})
+    sim.daemonset_autoscalers = [autoscaler.model_copy(update={"spec": spec})]
     sim.run_until(4 * H + 300)
     pods = agent_pods(sim)
     assert {p.name: p.uid for p in pods} == names
@@ -216,9 +219,7 @@ def test_a_daemonset_upsize_with_no_room_on_its_node_is_held_not_deferred():
         ],
     }
     sim = SimCluster(parse_scenario(spec, "test"), seed=9)
-    hook = install(sim)
-    sim.daemonset_autoscalers = [dsa()]
-    install_daemonset_autoscaling(sim, hook)
+    operate(sim, dsa())
     lowest: dict[str, int] = {}
 
     def watch(sim, now):

@@ -10,10 +10,11 @@ while under the Foresize operator, then its state is taken two ways:
   server would serve, fed through the kube shell's watch cache (`kube.state.ClusterState`,
   i.e. `cluster.kubejson` conversion and `api.types` parsing of the targets).
 
-`reconcile.plan_pass` on each, with the same pass state and the same usage history, must
-give the same actions (recommendations, in-place gate, vertical resizes, evictions, status
-writes). Both shells call `plan_pass`; the test pins down that the inputs they build are
-equivalent and that the pass depends on nothing else.
+`reconcile.plan_pass` on each, with the same pass state, the same usage history and the
+same DaemonSet usage window, must give the same actions (recommendations, DaemonSet
+suggestions and resizes, in-place gate, vertical resizes, evictions, status writes). Both
+shells call `plan_pass`; the test pins down that the inputs they build are equivalent and
+that the pass depends on nothing else.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ import random
 from typing import Any
 
 from foresize.api.quantity import MIB, format_quantity
-from foresize.api.types import parse_object
+from foresize.api.types import parse_daemonset_autoscaler, parse_object
+from foresize.cluster.actions import ResizePod
 from foresize.cluster.kubejson import format_time
 from foresize.cluster.model import Container, ContainerStatus, Node, Pod, Workload
 from foresize.kube.state import ClusterState
@@ -206,6 +208,7 @@ def kube_snapshot(sim: Any, now: float) -> Any:
     for kind, items in by_kind.items():
         state.replace(kind, items)
     state.replace("AIScaleTarget", [t.to_kube() for t in snap.targets])
+    state.replace("DaemonSetAutoscaler", [d.to_kube() for d in snap.daemonset_autoscalers])
     state.server_version = snap.server_version
     return state.snapshot(now)
 
@@ -230,15 +233,27 @@ class Differential:
         sim_snap = sim.snapshot()
         kube_snap = kube_snapshot(sim, now)
         history, overrides = self.inputs(op)
-        sim_plan = plan_pass(
-            sim_snap, now, copy.deepcopy(op.pass_state), history, op.config, suggestions=overrides
-        )
-        kube_plan = plan_pass(
-            kube_snap, now, copy.deepcopy(op.pass_state), history, op.config, suggestions=overrides
-        )
+        plans = [
+            plan_pass(
+                snap,
+                now,
+                copy.deepcopy(op.pass_state),
+                history,
+                op.config,
+                dsa_usage=op.dsa_usage,
+                suggestions=overrides,
+            )
+            for snap in (sim_snap, kube_snap)
+        ]
+        sim_plan, kube_plan = plans
         assert kube_plan.actions == sim_plan.actions, f"at t={now}"
         self.compared += 1
-        self.kinds |= {type(a).__name__ for a in sim_plan.actions}
+        for a in sim_plan.actions:
+            self.kinds.add(type(a).__name__)
+            if getattr(a, "kind", None) == "DaemonSetAutoscaler":
+                self.kinds.add("DaemonSetAutoscaler status")
+            if isinstance(a, ResizePod) and a.reason == "DaemonSetAutoscaler":
+                self.kinds.add("DaemonSet resize")
 
 
 def random_cluster(seed: int, differential: Differential) -> tuple[Any, SimOperator]:
@@ -275,7 +290,42 @@ def random_cluster(seed: int, differential: Differential) -> tuple[Any, SimOpera
                 ],
             )
         )
+    daemonset = rng.random() < 0.75
+    if daemonset:
+        # A node agent under a DaemonSetAutoscaler: the pass's DaemonSet step (percentile
+        # suggestion into the DSA's status, in-place resizes of its pods).
+        workloads.append(
+            workload(
+                "agent",
+                kind="DaemonSet",
+                containers=[
+                    container(
+                        name="agent",
+                        req={"cpu": "300m", "memory": "256Mi"},
+                        lim={"memory": "512Mi"},
+                        cpu={"generator": "spiky", "base": "80m", "noise": 0.3},
+                        memory={"generator": "constant", "base": "90Mi", "noise": 0.05},
+                    )
+                ],
+            )
+        )
     sim = make_sim(workloads, nodes=rng.randint(1, 2), cpu="4", memory="6Gi", seed=seed)
+    if daemonset:
+        sim.daemonset_autoscalers = [
+            parse_daemonset_autoscaler(
+                {
+                    "apiVersion": "foresize.io/v1",
+                    "kind": "DaemonSetAutoscaler",
+                    "metadata": {"name": "agent", "namespace": "default", "uid": "dsa-agent"},
+                    "spec": {
+                        "scaleTargetRef": {"name": "agent"},
+                        "scaleMode": rng.choice(["autonomous", "autonomous", "recommendation"]),
+                        "minObservationWindow": "15m",
+                        "scaleInterval": rng.choice(["5m", "10m"]),
+                    },
+                }
+            )
+        ]
     sim.server_version = rng.choice([(1, 32), (1, 34), (1, 35), (1, 35)])
     options = OperatorOptions(
         update_mode=rng.choice(["recreate", "in_place", "in_place_or_recreate"]),
@@ -316,17 +366,24 @@ def test_kube_and_sim_shells_build_equivalent_input_for_the_same_pass() -> None:
         # and every target is due for a recommendation) the inputs decide alike too.
         now = sim.now
         history, overrides = diff.inputs(op)
-        sim_plan = plan_pass(
-            sim.snapshot(), now, ReconcileState(), history, op.config, suggestions=overrides
-        )
-        kube_plan = plan_pass(
-            kube_snapshot(sim, now),
-            now,
-            ReconcileState(),
-            history,
-            op.config,
-            suggestions=overrides,
+        sim_plan, kube_plan = (
+            plan_pass(
+                snap,
+                now,
+                ReconcileState(),
+                history,
+                op.config,
+                dsa_usage=op.dsa_usage,
+                suggestions=overrides,
+            )
+            for snap in (sim.snapshot(), kube_snapshot(sim, now))
         )
         assert kube_plan.actions == sim_plan.actions, seed
-    # Not vacuous: the compared passes resized, evicted and published.
-    assert {"ResizePod", "EvictPod", "WriteTargetStatus"} <= decided, decided
+    # Not vacuous: the compared passes resized, evicted and published, DaemonSets too.
+    assert {
+        "ResizePod",
+        "EvictPod",
+        "WriteTargetStatus",
+        "DaemonSetAutoscaler status",
+        "DaemonSet resize",
+    } <= decided, decided

@@ -729,8 +729,8 @@ def test_a_status_write_that_failed_is_sent_again_until_it_lands() -> None:
     assert state.targets["default/web"].last_status == again.status
 
 
-def test_fast_charge_equals_the_scheduler_charge() -> None:
-    from foresize.cluster.capacity import fast_charge
+def test_the_capacity_guard_counts_the_scheduler_charge_of_every_pod() -> None:
+    from foresize.cluster.capacity import NodeLedger
     from foresize.cluster.qos import pod_charge
 
     cases = [
@@ -747,8 +747,18 @@ def test_fast_charge_equals_the_scheduler_charge() -> None:
     side = pod("e")
     side.init_containers = [Container("init", ResourceRequirements({"cpu": 900}, {}))]
     cases.append(side)
+    # One rule: the ledger's free room is allocatable minus `qos.pod_charge` of each pod
+    # (spec, allocated and actual; Infeasible skips the spec; init containers at peak).
+    ledger = NodeLedger(snap(cases, []))
+    used = {"cpu": 0, "memory": 0}
     for p in cases:
-        assert fast_charge(p) == pod_charge(p), p.name
+        for r, v in pod_charge(p).items():
+            used[r] += v
+    assert used["cpu"] == 100 + 300 + 100 + 100 + 900  # c: Infeasible, d: request 100
+    assert ledger.free("n1") == {
+        "cpu": 64000 - used["cpu"],
+        "memory": 256 * 1024 * MIB - used["memory"],
+    }
 
 
 def test_selector_target_uses_match_labels_and_expressions() -> None:

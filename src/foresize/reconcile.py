@@ -134,7 +134,7 @@ def plan_pass(
 
     `full` is the unfiltered snapshot (templates claim workloads across shards; defaults
     to `snapshot`). `history` is None when the shell has no usage history yet (no
-    recommendations, DaemonSets or horizontal then). `dsa_usage` is the DaemonSet usage
+    recommendations or horizontal then). `dsa_usage` is the DaemonSet usage
     window (`lifecycle.daemonset.UsageWindow`). `suggestions` overrides what the vertical
     planner reads from the targets' status (the simulator's baseline recommenders); the
     suggestions this shell's recommender published before are used likewise, so a new
@@ -155,8 +155,9 @@ def plan_pass(
     ledger = NodeLedger(snapshot)
     if history is not None:
         actions += _suggestions(snapshot, now, state, history, config)
-        if dsa_usage is not None:
-            actions += _daemonsets(snapshot, now, state, dsa_usage, ledger)
+    if dsa_usage is not None:  # its own usage window: not the recommender's history
+        actions += _daemonsets(snapshot, now, state, dsa_usage, ledger)
+    if history is not None:
         interval = min(config.suggest_interval, HORIZONTAL_INTERVAL)
         if state.last_horizontal is None or now - state.last_horizontal >= interval:
             state.last_horizontal = now

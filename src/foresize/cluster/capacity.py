@@ -17,8 +17,6 @@ from collections.abc import Iterable
 
 from foresize.cluster.actions import ContainerResize
 from foresize.cluster.model import (
-    POD_RESIZE_PENDING,
-    REASON_INFEASIBLE,
     Container,
     ContainerStatus,
     Pod,
@@ -34,39 +32,6 @@ from foresize.cluster.qos import (
     spec_requests,
 )
 from foresize.cluster.snapshot import ClusterSnapshot
-
-
-def fast_charge(pod: Pod) -> ResourceMap:
-    """`qos.pod_charge` with a fast path for the common pod (no init containers, status for
-    every container, no Infeasible resize); identical results (tested)."""
-    if pod.init_containers or pod.resources or pod.overhead or pod.phase in ("Succeeded", "Failed"):
-        return pod_charge(pod)
-    for cond in pod.conditions:
-        if cond.type == POD_RESIZE_PENDING and cond.reason == REASON_INFEASIBLE:
-            return pod_charge(pod)
-    statuses = pod.container_statuses
-    if len(statuses) != len(pod.containers):
-        return pod_charge(pod)
-    total: ResourceMap = {}
-    for c, st in zip(pod.containers, statuses, strict=True):
-        if st.name != c.name:
-            return pod_charge(pod)
-        req = c.resources.requests
-        lim = c.resources.limits
-        alloc = st.allocated
-        act = st.resources.requests
-        for r in {*req, *lim, *alloc, *act}:
-            v = req.get(r)
-            if v is None:
-                v = lim.get(r, 0)
-            a = alloc.get(r, 0)
-            if a > v:
-                v = a
-            a = act.get(r, 0)
-            if a > v:
-                v = a
-            total[r] = total.get(r, 0) + v
-    return total
 
 
 def _patched(container: Container, change: ContainerResize) -> Container:
@@ -179,7 +144,7 @@ class NodeLedger:
             n = self.snapshot.nodes.get(node)
             free = dict(n.allocatable) if n is not None else {}
             for p in self.snapshot.pods_on_node(node):
-                for r, v in fast_charge(p).items():
+                for r, v in pod_charge(p).items():
                     free[r] = free.get(r, 0) - v
             self._free[node] = free
         return free
@@ -202,7 +167,7 @@ class NodeLedger:
         node it runs on first (its own charge goes with it); the room found is reserved, so
         two evictions in one pass do not count on the same room."""
         nodes = self.snapshot.nodes
-        own = fast_charge(pod)
+        own = pod_charge(pod)
         order = [pod.node_name] if pod.node_name in nodes else []
         order += [n for n in nodes if n != pod.node_name]
         for name in order:

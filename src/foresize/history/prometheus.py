@@ -64,12 +64,14 @@ interval, or CPU points go missing depending on where the grid falls."""
 
 def kind_of_owner(owner: tuple[str, str] | None) -> str:
     """The workload kind behind a pod's owner (a ReplicaSet named `<d>-<hash>` is a
-    Deployment's); empty when unknown."""
+    Deployment's, a Job named `<c>-<minute>` a CronJob's); empty when unknown."""
     if owner is None:
         return ""
     kind, name = owner
     if kind == "ReplicaSet" and workload_of_pod("", owner) != name:
         return "Deployment"  # the ReplicaSet's name is `<deployment>-<pod-template-hash>`
+    if kind == "Job" and workload_of_pod("", owner) != name:
+        return "CronJob"  # the Job's name is `<cronjob>-<scheduled minute>`
     return "" if kind == "Node" else kind
 
 

@@ -36,6 +36,9 @@ NAMESPACE = "foresize"
 LEASE_DURATION = 3.0
 RENEW_DEADLINE = 2.0
 LEASE_RETRY = 0.5
+# Beyond one retry period, what a standby's takeover may take on a loaded 2-core machine
+# (its GET and PATCH of the Lease, through a proxy, with its own pass running).
+TAKEOVER_SLACK = 0.5
 INTERVAL = 0.5
 
 
@@ -532,8 +535,8 @@ class Cluster:
 # ------------------------------------------------------------------ scenarios
 async def scenario_signal(sig: signal.Signals = signal.SIGTERM) -> ScenarioResult:
     """SIGTERM/SIGINT mid-pass: no action after the signal (one in flight at most),
-    Lease released, exit 0 within 10 s, and the standby takes over before the lease
-    would have expired (aim: one retry period). seconds = signal to exit."""
+    Lease released, exit 0 within 10 s, and the standby takes over within one retry
+    period of the release (plus `TAKEOVER_SLACK`). seconds = signal to exit."""
     name = f"{sig.name.lower()} mid-pass"
     async with Cluster(pods=40) as c:
         # A slow client rate limit makes the pass long enough to be interrupted mid-way.
@@ -564,12 +567,25 @@ async def scenario_signal(sig: signal.Signals = signal.SIGTERM) -> ScenarioResul
             None,
         )
         taken = await wait_until(lambda: lease_holder(c.k) == "b", 10)
-        took_over = time.monotonic() - (released or sent)
+        # When the standby's Lease write landed (its proxy's log), not when this check
+        # noticed: the check runs after the leader's exit, which takes longer.
+        won = next(
+            (
+                e.at
+                for e in proxy_b.log
+                if e.at > (released or sent)
+                and e.method == "PATCH"
+                and "/leases" in e.path
+                and e.status == 200
+            ),
+            time.monotonic(),
+        )
+        took_over = won - (released or sent)
         if not taken:
             problems.append("the standby never took over")
-        elif released is not None and took_over >= LEASE_DURATION:
-            # Without the release it would wait out the whole lease; one retry period is
-            # the aim, a loaded machine's event loop adds to it.
+        elif released is not None and took_over >= LEASE_RETRY + TAKEOVER_SLACK:
+            # The standby's next round after the release wins: one retry period, plus
+            # a GET and a PATCH on a loaded machine.
             problems.append(f"the standby took {took_over:.1f}s after the release")
         if code != 0:
             problems.append(f"exit code {code}")
@@ -832,6 +848,8 @@ async def scenario_kopf_dies() -> ScenarioResult:
             problems.append("still running 30 s after Kopf died")
         elif code == 0:
             problems.append("exit code 0 after a failure")
+        if problems:  # the process's own account, for a failure seen once under load
+            problems.append(op.output()[-3000:])
         return ScenarioResult(name, took, not problems, f"exit code {code}", problems)
 
 

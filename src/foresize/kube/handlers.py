@@ -156,15 +156,25 @@ def build_registry(
             return connection_from_lightkube(lightkube_config)
         return None
 
-    own = connection() is not None
-    registry = kopf.OperatorRegistry() if own else kopf.SmartOperatorRegistry()
-
-    if own:
+    registry = kopf.OperatorRegistry()
+    if connection() is not None:
 
         @kopf.on.login(registry=registry)
-        def login(**_: Any) -> kopf.ConnectionInfo:
+        def login(**_: Any) -> kopf.ConnectionInfo | None:
             # Called again on a 401: re-reads a rotated service-account token file.
-            return connection()
+            info: kopf.ConnectionInfo | None = connection()
+            return info
+
+    else:
+        # Kopf's own logins (what its unexported "smart" registry would add without the
+        # kubernetes/pykube clients): the in-cluster service account, else the kubeconfig.
+        # The latter knows tokens, certificates and basic auth, not exec plugins.
+        log.warning(
+            "the kubeconfig user authenticates through an exec plugin or auth provider; "
+            "the CRD handlers log in with Kopf's own kubeconfig reader, which has neither"
+        )
+        for login_fn in (kopf.login_with_service_account, kopf.login_with_kubeconfig):
+            kopf.on.login(registry=registry, errors=kopf.ErrorsMode.IGNORED)(login_fn)
 
     @kopf.on.startup(registry=registry)
     def startup(settings: kopf.OperatorSettings, **_: Any) -> None:

@@ -203,7 +203,8 @@ class Informers:
         stopper = asyncio.ensure_future(stop.wait())
         try:
             all_synced = asyncio.ensure_future(asyncio.gather(*waiters))
-            await asyncio.wait({all_synced, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            either: set[asyncio.Future[Any]] = {all_synced, stopper}
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
             if not all_synced.done():
                 all_synced.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

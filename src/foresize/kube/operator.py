@@ -120,11 +120,7 @@ class PrometheusHistory:
             keys = list(rows[t])
             cpu = np.array([rows[t][k][0] for k in keys])
             mem = np.array([rows[t][k][1] for k in keys])
-            if hasattr(self.store, "indices"):
-                self.store.append(t, self.store.indices(keys), cpu=cpu, memory=mem)
-            else:
-                self.store.append(t, keys, "cpu", cpu)
-                self.store.append(t, keys, "memory", mem)
+            self.store.write_poll(t, keys, cpu, mem)
         for key, times in history.oom_kills.items():
             for t in times:
                 self.store.record_event(key, "oom", t, 0.0)
@@ -232,6 +228,11 @@ class GatedExecutor:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
+
+    @property
+    def server_version(self) -> tuple[int, int]:
+        version: tuple[int, int] = self.inner.server_version
+        return version
 
     def _allowed(self, target: str | None, shard: int | None = None) -> str | None:
         if self.stop.is_set():

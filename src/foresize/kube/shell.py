@@ -34,7 +34,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from foresize.api.access import get_path
 from foresize.cluster.actions import (
@@ -42,7 +42,6 @@ from foresize.cluster.actions import (
     ActionResult,
 )
 from foresize.cluster.snapshot import ClusterSnapshot
-from foresize.kube.executor import KubeExecutor
 from foresize.kube.leader import ShardManager
 from foresize.kube.state import ClusterState
 from foresize.lifecycle.revert import REVERT_FINALIZER
@@ -54,13 +53,39 @@ from foresize.telemetry.recorder import ChangeRecorder, target_key
 log = logging.getLogger("foresize.operator")
 
 
+class ShellExecutor(Protocol):
+    """What the shell sends its calls through: `kube.executor.KubeExecutor`, or the
+    operator's `GatedExecutor` around it (the Lease and stop checks before each call)."""
+
+    @property
+    def server_version(self) -> tuple[int, int]: ...
+
+    async def apply(self, action: Action) -> ActionResult: ...
+
+    async def apply_guarded(self, action: Action) -> ActionResult: ...
+
+    async def add_finalizer(
+        self, kind: str, ns: str, name: str, finalizer: str
+    ) -> ActionResult: ...
+
+    async def remove_finalizer(
+        self, kind: str, ns: str, name: str, finalizer: str
+    ) -> ActionResult: ...
+
+    async def create_object(self, kind: str, obj: dict[str, Any]) -> ActionResult: ...
+
+    async def update_object(self, kind: str, obj: dict[str, Any]) -> ActionResult: ...
+
+    async def delete_object(self, kind: str, ns: str, name: str) -> ActionResult: ...
+
+
 class KubeShell:
     """The real-cluster shell around the core."""
 
     def __init__(
         self,
         state: ClusterState,
-        executor: KubeExecutor,
+        executor: ShellExecutor,
         *,
         metrics: ForesizeMetrics | None = None,
         shards: ShardManager | None = None,

@@ -3,9 +3,11 @@
 `install(sim)` sets `sim.admission_hook` (every pod CREATE of the simulator's controllers
 goes through `mutate_pod`, the same decision the HTTPS webhook makes) and
 `sim.scale_hook` (every replica write, the simulator's `*/scale` UPDATE, goes through
-`decide_scale`). The returned `SimAdmission` holds the in-memory suggestion, OOM-floor,
-prediction and DaemonSet-suggestion overrides the sim loop updates, and can be switched
-off (`enabled = False`) to model a webhook that is down (the circuit-breaker scenario).
+`decide_scale`). The returned `SimAdmission` holds the in-memory suggestion, OOM-floor
+and prediction overrides the simulated operator updates, and can be switched off
+(`enabled = False`) to model a webhook that is down (the circuit-breaker scenario).
+DaemonSet pods are seeded from their DaemonSetAutoscaler's status, which the operator's
+pass writes (`foresize.sim.operator`).
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ class SimAdmission:
     suggestions: dict[str, Suggestion] = field(default_factory=dict)
     oom_floors: dict[str, dict[str, int]] = field(default_factory=dict)
     predictions: dict[str, int] = field(default_factory=dict)
-    dsa_suggestions: dict[str, Suggestion] = field(default_factory=dict)
     admitted: int = 0
     mutated: int = 0
     _cache: tuple[Any, AdmissionIndex] | None = None
@@ -59,7 +60,6 @@ class SimAdmission:
             suggestions=self.suggestions,
             oom_floors=self.oom_floors,
             predictions=self.predictions,
-            dsa_suggestions=self.dsa_suggestions,
         )
         # Keep the objects referenced so their ids cannot be reused while cached.
         self._cache = (key, index)
@@ -90,73 +90,3 @@ def install(sim: Any, *, scale: bool = True) -> SimAdmission:
     if scale:
         sim.scale_hook = hook.scale
     return hook
-
-
-@dataclass
-class SimDaemonSetAutoscaling:
-    """The DaemonSetAutoscaler loop on the simulator: record the DaemonSets' usage,
-    compute each DSA's percentile suggestion every `scaleInterval`, publish it to the
-    admission hook (new pods are seeded) and resize running pods in place."""
-
-    sim: Any
-    admission: SimAdmission
-    check_every: float = 60.0
-    last_run: dict[str, float] = field(default_factory=dict)
-    usage: Any = None
-
-    def __post_init__(self) -> None:
-        from foresize.lifecycle.daemonset import UsageWindow
-
-        self.usage = UsageWindow()
-
-    def observe(self, now: float, keys: Any, cpu: Any, mem: Any) -> None:
-        import numpy as np
-
-        wanted = {}
-        for d in self.sim.daemonset_autoscalers:
-            ref = d.spec.scaleTargetRef.name
-            wanted[(d.metadata.namespace or "default", f"DaemonSet/{ref}")] = ref
-            self.usage.window = max(self.usage.window, d.spec.observationWindow)
-        if not wanted:
-            return
-        groups: dict[tuple[str, str, str], list[int]] = {}
-        for i, k in enumerate(keys):
-            ref = wanted.get((k.namespace, k.workload))
-            if ref is not None:
-                groups.setdefault((k.namespace, ref, k.container), []).append(i)
-        for (ns, ds, container), idx in groups.items():
-            ix = np.asarray(idx)
-            self.usage.add(ns, ds, container, now, cpu[ix], mem[ix])
-
-    def tick(self, sim: Any, now: float) -> None:
-        from foresize.cluster.target import dsa_view
-        from foresize.lifecycle.daemonset import dsa_suggestion, plan_dsa
-
-        snapshot = None
-        for d in self.sim.daemonset_autoscalers:
-            view = dsa_view(d)
-            if now - self.last_run.get(view.key, -1e18) < view.scale_interval:
-                continue
-            self.last_run[view.key] = now
-            ns = view.namespace
-            suggestion = dsa_suggestion(
-                view,
-                self.usage.samples(ns, view.ref_name),
-                now,
-                first_seen=self.usage.first_seen.get((ns, view.ref_name)),
-            )
-            if suggestion is None:
-                continue
-            self.admission.dsa_suggestions[view.key] = suggestion
-            snapshot = snapshot or sim.snapshot()
-            for action in plan_dsa(snapshot, view, suggestion, now).actions:
-                sim.apply(action)
-
-
-def install_daemonset_autoscaling(
-    sim: Any, admission: SimAdmission, *, check_every: float = 60.0
-) -> SimDaemonSetAutoscaling:
-    loop = SimDaemonSetAutoscaling(sim, admission, check_every)
-    sim.on_usage(loop.observe)
-    sim.every(check_every, loop.tick)
-    return loop

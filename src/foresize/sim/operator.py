@@ -11,8 +11,12 @@ real API server, and runs the same pass (`foresize.reconcile.plan_pass`):
   in-place gate, the vertical planner) and sends its actions through the core's
   `ActionQueue` and `sim.apply`; status writes are reflected into the target objects, as
   a watch would deliver them;
+- the samples of DaemonSets that DaemonSetAutoscalers scale go into the pass's DaemonSet
+  usage window (`dsa_usage`), every pod's sample as the kube shell's collector feeds it:
+  the pass's DaemonSet step publishes each percentile suggestion into the DSA's status
+  and resizes running pods in place;
 - the admission pod hook (`foresize.sim.admission`) gives recreated pods the suggested
-  resources from the targets' status; it can be switched off
+  resources from the targets' (and DaemonSetAutoscalers') status; it can be switched off
   (`operator.admission.enabled = False`).
 
 `restart()` drops the pass's in-memory state as an operator restart would: the state is
@@ -37,9 +41,11 @@ from foresize.cluster.model import (
     ContainerSuggestion,
     Suggestion,
 )
+from foresize.cluster.target import dsa_view
 from foresize.history.aggregate import Grouping
 from foresize.history.base import OOM, TOTAL_CONTAINER, SeriesKey
 from foresize.history.memory import UsageHistory
+from foresize.lifecycle.daemonset import UsageWindow
 from foresize.recommend.suggestions import suggestion_uid
 from foresize.reconcile import ActionQueue, ReconcileConfig, ReconcileState, plan_pass
 from foresize.vertical import WorkerConfig, WorkerState
@@ -382,6 +388,7 @@ class SimOperator:
         self.record_actions = False
         self.applied: list[tuple[float, Any, Any]] = []
         self.versions = 0  # the last resourceVersion given to a target object
+        self.dsa_usage = UsageWindow()  # DaemonSet usage, read by the pass's DSA step
         self._sampling: _Sampling | None = None
 
     def _next_version(self) -> int:
@@ -484,6 +491,8 @@ class SimOperator:
         """Every pod's sample of a target's container goes to the recommender, keyed by
         its workload container (a pod's first 2 minutes and a container that is down are
         left out, as the kube shell's collector leaves them out)."""
+        if self.sim.daemonset_autoscalers:
+            self._observe_daemonsets(now, keys, cpu, mem)
         sampling = self._sampling_for(keys)
         if sampling.positions.size == 0:
             return
@@ -498,6 +507,31 @@ class SimOperator:
             self.rec.observe_grouped(now, containers, totals, np.asarray(cpu)[sel], memory[sel])
             return
         self.rec.observe(now, sampling.series[keep], np.asarray(cpu)[sel] * 1000.0, memory[sel])
+
+    def _observe_daemonsets(
+        self, now: float, keys: np.ndarray, cpu: np.ndarray, mem: np.ndarray
+    ) -> None:
+        """Every pod's sample of a DaemonSet a DaemonSetAutoscaler scales, into the usage
+        window the pass's DaemonSet step reads (the percentile is over pods: no fold),
+        without a pod's first 2 minutes or a container that is down."""
+        wanted: dict[tuple[str, str], str] = {}
+        for d in self.sim.daemonset_autoscalers:
+            view = dsa_view(d)
+            wanted[(view.namespace, f"DaemonSet/{view.ref_name}")] = view.ref_name
+            self.dsa_usage.window = max(self.dsa_usage.window, view.observation_window)
+        pods = self.sim.pods
+        groups: dict[tuple[str, str, str], list[int]] = {}
+        for i, k in enumerate(keys):
+            ds = wanted.get((k.namespace, k.workload))
+            if ds is None or mem[i] <= 0:
+                continue
+            pod = pods.get(f"{k.namespace}/{k.pod}")
+            if pod is None or pod.start_time is None or now - pod.start_time < NEW_POD_EXCLUSION:
+                continue
+            groups.setdefault((k.namespace, ds, k.container), []).append(i)
+        for (ns, ds, container), idx in groups.items():
+            ix = np.asarray(idx)
+            self.dsa_usage.add(ns, ds, container, now, np.asarray(cpu)[ix], np.asarray(mem)[ix])
 
     def _sampling_for(self, keys: np.ndarray) -> _Sampling:
         """Which samples of the simulator's active set belong to a target's container,
@@ -554,7 +588,15 @@ class SimOperator:
             if oom or now - self.last_recommend >= self.opt.recommend_interval:
                 self._recommend(now)
             overrides = self.suggestions
-        decided = plan_pass(snap, now, self.pass_state, history, self.config, suggestions=overrides)
+        decided = plan_pass(
+            snap,
+            now,
+            self.pass_state,
+            history,
+            self.config,
+            dsa_usage=self.dsa_usage,
+            suggestions=overrides,
+        )
         self.pass_state = decided.state
         if decided.templates is not None:
             self._templates(decided.templates)
@@ -570,35 +612,42 @@ class SimOperator:
 
     def _reflect_status(self, done: list[tuple[Any, Any]]) -> None:
         """The simulator keeps written status apart (`sim.target_status`); the AIScaleTarget
-        objects are replaced by copies carrying it, as a watch would deliver them, so the
-        next snapshot and the admission hook read what was written."""
+        and DaemonSetAutoscaler objects are replaced by copies carrying it, with a new
+        resourceVersion, as a watch would deliver them, so the next snapshot and the
+        admission hook read what was written."""
         written = {
-            (a.namespace, a.name)
+            (a.kind, a.namespace, a.name)
             for a, r in done
             if isinstance(a, WriteTargetStatus)
-            and a.kind == "AIScaleTarget"
+            and a.kind in ("AIScaleTarget", "DaemonSetAutoscaler")
             and r is not None
             and r.ok
         }
         if not written:
             return
-        for i, target in enumerate(self.sim.targets):
-            ns = target.metadata.namespace or "default"
-            if (ns, target.metadata.name) not in written:
-                continue
-            status = self.sim.target_status.get(("AIScaleTarget", ns, target.metadata.name))
-            if status is None:
-                continue
-            # A new object with a new resourceVersion, as the API server hands out after a
-            # write (the planners' memo of target views is keyed by it).
-            meta = target.metadata.model_copy(update={"resourceVersion": str(self._next_version())})
-            fresh = target.model_copy(
-                update={"status": type(target.status).model_validate(status), "metadata": meta}
-            )
-            self.sim.targets[i] = fresh
-            tkey = f"{ns}/{target.metadata.name}"
-            if tkey in self.targets:
-                self.targets[tkey] = fresh
+        for kind, objects in (
+            ("AIScaleTarget", self.sim.targets),
+            ("DaemonSetAutoscaler", self.sim.daemonset_autoscalers),
+        ):
+            for i, obj in enumerate(objects):
+                key = (kind, obj.metadata.namespace or "default", obj.metadata.name)
+                if key not in written:
+                    continue
+                status = self.sim.target_status.get(key)
+                if status is None:
+                    continue
+                # A new object with a new resourceVersion, as the API server hands out
+                # after a write (the planners' memo of target views is keyed by it).
+                meta = obj.metadata.model_copy(
+                    update={"resourceVersion": str(self._next_version())}
+                )
+                fresh = obj.model_copy(
+                    update={"status": type(obj.status).model_validate(status), "metadata": meta}
+                )
+                objects[i] = fresh
+                tkey = f"{key[1]}/{key[2]}"
+                if kind == "AIScaleTarget" and tkey in self.targets:
+                    self.targets[tkey] = fresh
 
     def _templates(self, tp: Any) -> None:
         """The AIScaleTargets ClusterAIScaleTemplates create, update and delete."""
