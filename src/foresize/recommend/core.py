@@ -115,7 +115,8 @@ what a fleet of 10,000 containers can afford (API writes, Events, restarts where
 resize is not available); a request that follows every forecast changed 12-28 times a
 series-day on the development traces. Three blocks leave room for raises within the
 budget; on the most diurnal development set a first version of the rule changed 3.8
-times a series-day with 3 blocks and 4.8 with 4 (docs/recommender.md). Even knowing the future, a request fixed per
+times a series-day with 3 blocks and 4.8 with 4 (docs/recommender.md). Even knowing
+the future, a request fixed per
 8-hour block keeps 0.38 of the CPU slack on a spiky fleet at 4% shortfall (0.18 with a
 change every 15 minutes): the block is the price of few changes, the schedule makes the
 best of it by following the daily cycle instead of holding a band around the last
