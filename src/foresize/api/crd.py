@@ -366,7 +366,7 @@ class _Converter:
         return schema
 
 
-def openapi_schema(kind_cls: type[t._Object]) -> dict[str, Any]:
+def openapi_schema(kind_cls: type[t.APIObject]) -> dict[str, Any]:
     """The openAPIV3Schema of one kind: apiVersion, kind, metadata, spec, status."""
     spec_cls = kind_cls.model_fields["spec"].annotation
     status_cls = kind_cls.model_fields["status"].annotation
