@@ -182,6 +182,36 @@ def target(
     return obj
 
 
+def hpa(
+    name: str = "web",
+    namespace: str = "shop",
+    *,
+    min_replicas: int = 2,
+    max_replicas: int = 10,
+    cpu_utilization: int = 70,
+) -> dict:
+    """An autoscaling/v2 HPA of Deployment `name` on CPU utilization."""
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
+            "minReplicas": min_replicas,
+            "maxReplicas": max_replicas,
+            "metrics": [
+                {
+                    "type": "Resource",
+                    "resource": {
+                        "name": "cpu",
+                        "target": {"type": "Utilization", "averageUtilization": cpu_utilization},
+                    },
+                }
+            ],
+        },
+    }
+
+
 def namespace(name: str) -> dict:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
 

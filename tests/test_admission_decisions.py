@@ -419,28 +419,10 @@ def test_hpa_guard_same_on_the_json_path_and_from_a_state_file(tmp_path):
     import yaml
 
     from foresize.webhook.state_file import load_state_file
+    from kube_objects import hpa
 
-    hpa = {
-        "apiVersion": "autoscaling/v2",
-        "kind": "HorizontalPodAutoscaler",
-        "metadata": {"name": "web", "namespace": "shop"},
-        "spec": {
-            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
-            "minReplicas": 2,
-            "maxReplicas": 10,
-            "metrics": [
-                {
-                    "type": "Resource",
-                    "resource": {
-                        "name": "cpu",
-                        "target": {"type": "Utilization", "averageUtilization": 70},
-                    },
-                }
-            ],
-        },
-    }
     path = tmp_path / "state.yaml"
-    path.write_text(yaml.safe_dump_all([target_manifest(suggestion=SUG), hpa]))
+    path.write_text(yaml.safe_dump_all([target_manifest(suggestion=SUG), hpa()]))
     index = load_state_file(path)
     obj = pod_json()
     patched = apply_patch(obj, decode_patch(review_pod(review(obj), index, 0.0)))

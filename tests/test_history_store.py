@@ -209,3 +209,57 @@ def test_both_stores_answer_the_same_window(tmp_path):
         a = st.window(K, "cpu", T0 + 719 * 60, 144, 300.0)
     b = mem.window(K, "cpu", T0 + 719 * 60, 144, 300.0)
     assert np.allclose(a, b, equal_nan=True, atol=1e-6)
+
+
+def test_a_poll_lands_whole_or_not_at_all(tmp_path, monkeypatch):
+    """`write_poll` is one transaction in SQLite: a failure between the cpu and the memory
+    write leaves neither (it used to leave cpu without memory, a torn sample)."""
+    store = HistoryStore(tmp_path / "h.db", step=60.0)
+    plain_append = store.append
+
+    def crash_before_memory(t, keys, resource, values):
+        if resource == "memory":
+            raise RuntimeError("killed between the two writes")
+        plain_append(t, keys, resource, values)
+
+    monkeypatch.setattr(store, "append", crash_before_memory)
+    with pytest.raises(RuntimeError):
+        store.write_poll(T0, K[:1], np.array([0.5]), np.array([1e8]))
+    monkeypatch.undo()
+    _, cpu = store.series(K[0], "cpu", T0 - 60, T0 + 60)
+    assert not np.isfinite(cpu).any()
+    store.write_poll(T0, K[:1], np.array([0.5]), np.array([1e8]))
+    for resource, value in (("cpu", 0.5), ("memory", 1e8)):
+        _, got = store.series(K[0], resource, T0 - 60, T0 + 60)
+        assert np.nanmax(got) == pytest.approx(value)
+    store.close()
+
+
+async def test_prometheus_history_fills_either_store_alike(tmp_path):
+    """The operator's `--prometheus` loader writes through `HistoryWriter` into the SQLite
+    store and the in-memory one alike (it once bridged their two append signatures)."""
+    from foresize.history.base import TraceSeries
+    from foresize.history.prometheus import ContainerHistory
+    from foresize.kube.operator import PrometheusHistory
+
+    times = T0 + 300.0 * np.arange(12)
+    cpu = np.linspace(0.1, 1.2, 12)
+    memory = np.full(12, 2e8)
+
+    class Reader:
+        async def read(self, start, end, step):
+            return ContainerHistory(
+                series=[TraceSeries(K[0], times, cpu, memory)], oom_kills={K[0]: [T0 + 600]}
+            )
+
+    windows = []
+    for store in (HistoryStore(tmp_path / "h.db", step=300.0), UsageHistory(step=300.0)):
+        loader = PrometheusHistory("http://prometheus.invalid", store, step=300.0)
+        loader.reader = Reader()
+        assert await loader.refresh(T0 + 3600) == 12
+        windows.append(
+            [store.window(K[:1], r, float(times[-1]), 12, 300.0)[0] for r in ("cpu", "memory")]
+        )
+        assert [e[:2] for e in store.events(K[0], "oom", T0, T0 + 3600)] == [(T0 + 600, "oom")]
+    for got in windows:
+        assert np.allclose(got[0], cpu, atol=1e-6) and np.allclose(got[1], memory)

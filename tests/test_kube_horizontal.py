@@ -15,7 +15,7 @@ from foresize.history.metrics_server import HistorySink
 from foresize.kube.api import KubeApi
 from foresize.kube.executor import KubeExecutor
 from foresize.kube.shell import KubeShell
-from kube_objects import load_state
+from kube_objects import hpa, load_state
 from test_kube_lifecycle import base_state, pod, seed_base
 from test_metrics_server import crane_samples
 
@@ -24,27 +24,7 @@ NOW = 1_780_000_000.0
 
 async def test_scale_up_ahead_of_forecast(apiserver):
     rs_uid = seed_base(apiserver)
-    apiserver.seed(
-        {
-            "apiVersion": "autoscaling/v2",
-            "kind": "HorizontalPodAutoscaler",
-            "metadata": {"name": "web", "namespace": "shop"},
-            "spec": {
-                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
-                "minReplicas": 2,
-                "maxReplicas": 20,
-                "metrics": [
-                    {
-                        "type": "Resource",
-                        "resource": {
-                            "name": "cpu",
-                            "target": {"type": "Utilization", "averageUtilization": 50},
-                        },
-                    }
-                ],
-            },
-        }
-    )
+    apiserver.seed(hpa(max_replicas=20, cpu_utilization=50))
     apiserver.seed(
         {
             "apiVersion": "foresize.io/v1",

@@ -9,48 +9,40 @@ import ssl
 
 from foresize.kube.api import KubeApi
 from foresize.kube.tls import webhook_ssl_context
-from foresize.webhook.certs import generate_self_signed, tls_secret
+from foresize.webhook.certs import generate_self_signed, tls_secret, webhook_configurations
 
 ADM = "/apis/admissionregistration.k8s.io/v1"
 
 
 def configs(server) -> None:
-    """The webhook configurations as the manifests install them, and the namespace."""
+    """The webhook configurations as the manifests install them (no caBundle yet), and the
+    namespace."""
     server.seed({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "fs"}})
-    hook = {
-        "clientConfig": {"service": {"name": "foresize-webhook", "namespace": "fs"}},
-        "sideEffects": "None",
-        "admissionReviewVersions": ["v1"],
-    }
-    for kind, names in (
-        ("MutatingWebhookConfiguration", ["pods.foresize.io", "scale.foresize.io"]),
-        ("ValidatingWebhookConfiguration", ["aiscaletargets.foresize.io"]),
-    ):
-        server.seed(
-            {
-                "apiVersion": "admissionregistration.k8s.io/v1",
-                "kind": kind,
-                "metadata": {"name": "foresize"},
-                "webhooks": [{"name": n, **hook} for n in names],
-            }
-        )
+    for config in webhook_configurations(service="foresize-webhook", namespace="fs"):
+        server.seed(config)
 
 
-async def test_creates_secret_and_injects_ca_bundle(apiserver, tmp_path):
-    configs(apiserver)
+async def serving_context(apiserver, workdir) -> ssl.SSLContext:
+    """What a replica of the operator does at start: TLS from the shared Secret `fs/
+    foresize-webhook-tls`, the caBundle into the `foresize` configurations."""
     api = KubeApi.from_url(apiserver.url)
     try:
-        ctx = await webhook_ssl_context(
+        return await webhook_ssl_context(
             api,
             namespace="fs",
             secret="foresize-webhook-tls",
             service="foresize-webhook",
             configuration="foresize",
             cert_manager=False,
-            workdir=tmp_path,
+            workdir=workdir,
         )
     finally:
         await api.close()
+
+
+async def test_creates_secret_and_injects_ca_bundle(apiserver, tmp_path):
+    configs(apiserver)
+    ctx = await serving_context(apiserver, tmp_path)
     assert isinstance(ctx, ssl.SSLContext)
     (create,) = apiserver.calls("POST", "^/api/v1/namespaces/fs/secrets$")
     assert create.code == 201 and create.content_type == "application/json"
@@ -75,19 +67,7 @@ async def test_reuses_the_secret_of_another_replica(apiserver, tmp_path):
     configs(apiserver)
     bundle = generate_self_signed(["foresize-webhook.fs.svc"])
     apiserver.seed(tls_secret(bundle, "foresize-webhook-tls", "fs"))
-    api = KubeApi.from_url(apiserver.url)
-    try:
-        await webhook_ssl_context(
-            api,
-            namespace="fs",
-            secret="foresize-webhook-tls",
-            service="foresize-webhook",
-            configuration="foresize",
-            cert_manager=False,
-            workdir=tmp_path,
-        )
-    finally:
-        await api.close()
+    await serving_context(apiserver, tmp_path)
     assert apiserver.calls("POST", "secrets") == []
     assert (tmp_path / "tls.crt").read_bytes() == bundle.cert_pem
     (mutating,) = apiserver.calls("PATCH", "mutatingwebhookconfigurations/foresize$")

@@ -39,6 +39,7 @@ from foresize.history.prometheus import (
     PrometheusReader,
     Scope,
     counter_increases,
+    kind_of_owner,
     merge_kills,
     pod_selector,
     workload_of_pod,
@@ -675,3 +676,8 @@ def test_workload_names_from_pods():
     assert workload_of_pod("agent-7xk2p") == "agent"
     assert workload_of_pod("x", ("ReplicaSet", "api-6b7f9c8d5")) == "api"
     assert workload_of_pod("x", ("StatefulSet", "kafka")) == "kafka"
+    # The runs of a CronJob (Jobs named <cronjob>-<scheduled minute>) are one workload.
+    assert workload_of_pod("x", ("Job", "nightly-etl-29412345")) == "nightly-etl"
+    assert kind_of_owner(("Job", "nightly-etl-29412345")) == "CronJob"
+    assert workload_of_pod("x", ("Job", "migrate-v2")) == "migrate-v2"
+    assert kind_of_owner(("Job", "migrate-v2")) == "Job"

@@ -112,23 +112,8 @@ def seed_cluster(server: StrictApiServer) -> dict[str, str]:
         "spec": {"replicas": 2, "template": {"spec": {"containers": [container()]}}},
     }
     server.seed(rollout)
-    hook = {
-        "clientConfig": {"service": {"name": WEBHOOK_SERVICE, "namespace": OPERATOR_NS}},
-        "sideEffects": "None",
-        "admissionReviewVersions": ["v1"],
-    }
-    for kind, names in (
-        ("MutatingWebhookConfiguration", ["pods.foresize.io", "scale.foresize.io"]),
-        ("ValidatingWebhookConfiguration", ["aiscaletargets.foresize.io"]),
-    ):
-        server.seed(
-            {
-                "apiVersion": "admissionregistration.k8s.io/v1",
-                "kind": kind,
-                "metadata": {"name": NAME},
-                "webhooks": [{"name": n, **hook} for n in names],
-            }
-        )
+    for config in build("webhooks", namespace=OPERATOR_NS):  # as installed
+        server.seed(config)
     return uids
 
 

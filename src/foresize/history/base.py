@@ -11,6 +11,7 @@ Times are float Unix seconds passed by the caller; nothing here reads a clock.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -77,6 +78,22 @@ class HistoryReader(Protocol):
         ...
 
 
+class HistoryWriter(Protocol):
+    """What the collectors write into a history store (in memory or SQLite): one poll at a
+    time, and events."""
+
+    def write_poll(
+        self, t: float, keys: Sequence[SeriesKey], cpu: np.ndarray, memory: np.ndarray
+    ) -> None:
+        """One poll at time `t`: the CPU (cores) and memory (bytes) of each key, NaN = no
+        sample. Both resources land together or not at all (no torn samples)."""
+        ...
+
+    def record_event(self, key: SeriesKey, kind: str, t: float, value: float = 0.0) -> None:
+        """An OOM kill or a throttling observation (never mixed into usage)."""
+        ...
+
+
 def check_resource(resource: str) -> None:
     if resource not in RESOURCES:
         raise ValueError(f"unknown resource {resource!r} (one of {RESOURCES})")
@@ -124,16 +141,24 @@ _RS_HASH = re.compile(r"^(?P<wl>.+)-[bcdfghjklmnpqrstvwxz2456789]{6,10}$")
 _DEPLOY_POD = re.compile(r"^(?P<wl>.+)-[bcdfghjklmnpqrstvwxz2456789]{6,10}-[a-z0-9]{5}$")
 _STS_POD = re.compile(r"^(?P<wl>.+)-\d+$")
 _GENERATED_POD = re.compile(r"^(?P<wl>.+)-[a-z0-9]{5}$")
+# The CronJob controller names each run's Job `<cronjob>-<scheduled minute since the
+# epoch>` (8 digits since 1976): the runs of one CronJob are one workload with one
+# history, not a new workload with a few hours of it every run.
+_CRONJOB_RUN = re.compile(r"^(?P<wl>.+)-\d{8,}$")
 
 
 def workload_of_pod(pod: str, owner: tuple[str, str] | None = None) -> str:
-    """The workload a pod belongs to: from its owner (kube_pod_owner) if known, else from
-    the controllers' naming (Deployment `w-<rs hash>-<5>`, StatefulSet `w-<n>`, DaemonSet
-    or bare ReplicaSet `w-<5>`), else the pod itself."""
+    """The workload a pod belongs to: from its owner (kube_pod_owner) if known (a Job run
+    by a CronJob: the CronJob), else from the controllers' naming (Deployment
+    `w-<rs hash>-<5>`, StatefulSet `w-<n>`, DaemonSet or bare ReplicaSet `w-<5>`), else
+    the pod itself."""
     if owner is not None:
         kind, name = owner
         if kind == "ReplicaSet":
             match = _RS_HASH.match(name)
+            return match["wl"] if match else name
+        if kind == "Job":
+            match = _CRONJOB_RUN.match(name)
             return match["wl"] if match else name
         if kind and name and kind != "Node":
             return name

@@ -138,6 +138,12 @@ class UsageHistory:
         fresh = idx[have & np.isnan(self._first_seen[idx])]
         self._first_seen[fresh] = float(t)
 
+    def write_poll(
+        self, t: float, keys: Sequence[SeriesKey], cpu: np.ndarray, memory: np.ndarray
+    ) -> None:
+        """One poll of `keys` (`HistoryWriter`): registers new keys, then `append`."""
+        self.append(t, self.indices(keys), cpu=cpu, memory=memory)
+
     def record_event(self, key: SeriesKey, kind: str, t: float, value: float = 0.0) -> None:
         """An OOM kill or a throttling observation (never mixed into usage)."""
         self._events.setdefault(key, []).append((float(t), kind, float(value)))

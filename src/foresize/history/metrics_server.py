@@ -32,7 +32,7 @@ import numpy as np
 from foresize.api.quantity import QuantityError, parse_quantity
 from foresize.cluster.kubejson import parse_time
 from foresize.history.aggregate import per_container, workload_totals
-from foresize.history.base import TOTAL_CONTAINER, SeriesKey, workload_of_pod
+from foresize.history.base import TOTAL_CONTAINER, HistoryWriter, SeriesKey, workload_of_pod
 from foresize.history.prometheus import STARTUP_EXCLUSION
 
 log = logging.getLogger("foresize.collector")
@@ -103,7 +103,7 @@ class HistorySink:
     the pods by `fold_samples` (the shared fold of `foresize.history.aggregate`). Each
     poll also writes the workload's total under the `__total__` container."""
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: HistoryWriter) -> None:
         self.store = store
 
     def add_samples(self, samples: list[Sample]) -> None:
@@ -111,12 +111,7 @@ class HistorySink:
             keys = list(row)
             cpu = np.array([row[k][0] for k in keys], dtype=np.float64)
             mem = np.array([row[k][1] for k in keys], dtype=np.float64)
-            if hasattr(self.store, "indices"):  # UsageHistory
-                self.store.append(t, self.store.indices(keys), cpu=cpu, memory=mem)
-            else:  # HistoryStore: both resources of a poll in one transaction
-                with self.store.transaction():
-                    self.store.append(t, keys, "cpu", cpu)
-                    self.store.append(t, keys, "memory", mem)
+            self.store.write_poll(t, keys, cpu, mem)
 
     def record_oom(self, key: SeriesKey, t: float, usage: float = 0.0) -> None:
         self.store.record_event(key, "oom", t, usage)

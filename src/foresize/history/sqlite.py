@@ -324,6 +324,15 @@ class HistoryStore:
             np.asarray(values, dtype=np.float64).reshape(-1, 1),
         )
 
+    def write_poll(
+        self, t: float, keys: Sequence[SeriesKey], cpu: np.ndarray, memory: np.ndarray
+    ) -> None:
+        """One poll of `keys` (`HistoryWriter`): cpu and memory in one transaction (a crash
+        between two transactions tore samples: cpu without memory)."""
+        with self.transaction():
+            self.append(t, keys, "cpu", cpu)
+            self.append(t, keys, "memory", memory)
+
     def record_event(
         self, key: SeriesKey, kind: str, t: float, value: float = 0.0, pod: str | None = None
     ) -> None:

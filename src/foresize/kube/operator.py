@@ -120,11 +120,7 @@ class PrometheusHistory:
             keys = list(rows[t])
             cpu = np.array([rows[t][k][0] for k in keys])
             mem = np.array([rows[t][k][1] for k in keys])
-            if hasattr(self.store, "indices"):
-                self.store.append(t, self.store.indices(keys), cpu=cpu, memory=mem)
-            else:
-                self.store.append(t, keys, "cpu", cpu)
-                self.store.append(t, keys, "memory", mem)
+            self.store.write_poll(t, keys, cpu, mem)
         for key, times in history.oom_kills.items():
             for t in times:
                 self.store.record_event(key, "oom", t, 0.0)

@@ -21,7 +21,8 @@ from foresize.errors import ForesizeError
 if TYPE_CHECKING:
     from foresize.sim.cluster import SimCluster
 
-PolicyInstaller = Callable[["SimCluster"], None]
+# What an installer returns (e.g. the simulated operator it installed) is not used.
+PolicyInstaller = Callable[["SimCluster"], object]
 
 
 def _static(sim: SimCluster) -> None:

@@ -21,7 +21,9 @@ _EXISTS_RE = re.compile(r"^\s*(!?)\s*([^\s!=(),]+)\s*$")
 
 def _split_requirements(text: str) -> list[str]:
     """Split on commas outside parentheses."""
-    parts, depth, current = [], 0, []
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
     for ch in text:
         if ch == "(":
             depth += 1
@@ -40,6 +42,47 @@ def _split_requirements(text: str) -> list[str]:
     return [p for p in parts if p.strip()] if text.strip() else []
 
 
+LabelTest = Callable[[dict[str, str]], bool]
+
+
+def _label_in(key: str, values: set[str], *, negate: bool) -> LabelTest:
+    """`key in (values)`, or `key notin (values)` (true for a missing key)."""
+
+    def test(labels: dict[str, str]) -> bool:
+        return (labels.get(key) in values) != negate
+
+    return test
+
+
+def _label_equals(key: str, value: str, *, negate: bool) -> LabelTest:
+    """`key=value` (the label must exist), or `key!=value` (true for a missing key)."""
+
+    def test(labels: dict[str, str]) -> bool:
+        if negate:
+            return labels.get(key) != value
+        return key in labels and labels[key] == value
+
+    return test
+
+
+def _label_exists(key: str, *, negate: bool) -> LabelTest:
+    """`key`, or `!key`."""
+
+    def test(labels: dict[str, str]) -> bool:
+        return (key in labels) != negate
+
+    return test
+
+
+def _field_equals(name: str, value: str, *, negate: bool) -> Callable[[dict[str, Any]], bool]:
+    """`name=value` or `name!=value` over a field of the object."""
+
+    def test(obj: dict[str, Any]) -> bool:
+        return (_field_value(obj, name) == value) != negate
+
+    return test
+
+
 def label_matcher(text: str | None) -> Matcher:
     """A matcher over an object's `metadata.labels`."""
     tests: list[Callable[[dict[str, str]], bool]] = []
@@ -47,22 +90,13 @@ def label_matcher(text: str | None) -> Matcher:
         if m := _SET_RE.match(req):
             key, op, raw = m.groups()
             values = {v.strip() for v in raw.split(",") if v.strip()}
-            if op == "in":
-                tests.append(lambda lb, k=key, vs=values: lb.get(k) in vs)
-            else:
-                tests.append(lambda lb, k=key, vs=values: lb.get(k) not in vs)
+            tests.append(_label_in(key, values, negate=op == "notin"))
         elif m := _EQ_RE.match(req):
             key, op, value = m.groups()
-            if op == "!=":
-                tests.append(lambda lb, k=key, v=value: lb.get(k) != v)
-            else:
-                tests.append(lambda lb, k=key, v=value: k in lb and lb[k] == v)
+            tests.append(_label_equals(key, value, negate=op == "!="))
         elif m := _EXISTS_RE.match(req):
             neg, key = m.groups()
-            if neg:
-                tests.append(lambda lb, k=key: k not in lb)
-            else:
-                tests.append(lambda lb, k=key: k in lb)
+            tests.append(_label_exists(key, negate=bool(neg)))
         else:
             raise SelectorError(f"unable to parse requirement {req.strip()!r}")
 
@@ -127,10 +161,7 @@ def field_matcher(text: str | None, kind: str) -> Matcher:
         field, op, value = m.groups()
         if field not in allowed:
             raise SelectorError(f'field label not supported: "{field}"')
-        if op == "!=":
-            tests.append(lambda o, f=field, v=value: _field_value(o, f) != v)
-        else:
-            tests.append(lambda o, f=field, v=value: _field_value(o, f) == v)
+        tests.append(_field_equals(field, value, negate=op == "!="))
 
     def match(obj: dict[str, Any]) -> bool:
         return all(t(obj) for t in tests)

@@ -149,9 +149,14 @@ class Controllers:
         # ReplicaSet replica counts for snapshots; drop emptied old ReplicaSets.
         counts: dict[str, int] = {}
         for k in st.pods:
-            p = self.sim.pods.get(k)
-            if p is not None and p.owner is not None and p.phase not in ("Succeeded", "Failed"):
-                counts[p.owner.name] = counts.get(p.owner.name, 0) + (p.deletion_time is None)
+            member = self.sim.pods.get(k)
+            if (
+                member is not None
+                and member.owner is not None
+                and member.phase not in ("Succeeded", "Failed")
+            ):
+                name = member.owner.name
+                counts[name] = counts.get(name, 0) + (member.deletion_time is None)
         for rs_key in [
             k
             for k, w in self.sim.workloads.items()
@@ -278,6 +283,7 @@ class Controllers:
     ) -> Pod | None:
         wl = self.sim.workloads[key]
         spec = st.spec
+        owner: OwnerRef | None
         if spec.kind == "Deployment":
             owner = OwnerRef(
                 "ReplicaSet",

@@ -121,7 +121,11 @@ class Kubelet:
 
     def periodic(self) -> None:
         nodes = sorted(
-            {self.sim.pods[k].node_name for k in self.resizing if k in self.sim.pods} - {None}
+            {
+                node
+                for k in self.resizing
+                if k in self.sim.pods and (node := self.sim.pods[k].node_name) is not None
+            }
         )
         for n in nodes:
             self.sync(n)  # type: ignore[arg-type]

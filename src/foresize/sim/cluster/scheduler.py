@@ -135,10 +135,10 @@ class Scheduler:
                 free_all[bi] -= charge
             if best is not None:
                 if meta.nominated_node is not None:
-                    r = reserved.get(meta.nominated_node)
-                    if r is not None:
-                        r[0] -= charge[0]
-                        r[1] -= charge[1]
+                    held = reserved.get(meta.nominated_node)
+                    if held is not None:
+                        held[0] -= charge[0]
+                        held[1] -= charge[1]
                         res_arr[self.sim.node_index[meta.nominated_node]] -= charge
                 self.sim.lifecycle.bind(key, best[1])
                 continue

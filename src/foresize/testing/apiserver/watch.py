@@ -1,0 +1,137 @@
+"""Lists and watch events of the strict API server: label/field selectors, `limit` and
+`continue`, which event a watcher sees for a change (an object moving out of its
+selector is DELETED for it), and the 410 Expired status."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import copy
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from foresize.testing.apiserver.errors import ApiError, bad_request
+from foresize.testing.apiserver.resources import ResourceType
+from foresize.testing.selectors import SelectorError, field_matcher, label_matcher
+
+
+@dataclass(slots=True)
+class Watcher:
+    rtype: ResourceType
+    namespace: str | None
+    labels: Callable[[dict[str, Any]], bool]
+    fields: Callable[[dict[str, Any]], bool]
+    # (kind, object, old object) events, or CLOSE.
+    queue: asyncio.Queue[Any] = field(default_factory=asyncio.Queue)
+
+    def matches(self, obj: dict[str, Any] | None) -> bool:
+        if obj is None:
+            return False
+        ns = (obj.get("metadata") or {}).get("namespace")
+        if self.namespace is not None and ns != self.namespace:
+            return False
+        return self.labels(obj) and self.fields(obj)
+
+
+CLOSE = object()  # queued to a watcher: end its stream
+
+
+def list_objects(
+    objects: dict[tuple[str, str, str], dict[str, Any]],
+    rtype: ResourceType,
+    namespace: str | None,
+    query: Any,
+    *,
+    rv: int,
+    compacted_rv: int,
+) -> dict[str, Any]:
+    """A list response (selectors, `limit`/`continue` pinned to the list's
+    resourceVersion `rv`; 410 for a continue token older than `compacted_rv`)."""
+    try:
+        labels = label_matcher(query.get("labelSelector"))
+        fields = field_matcher(query.get("fieldSelector"), rtype.kind)
+    except SelectorError as exc:
+        raise bad_request(str(exc)) from None
+    items = [
+        (key, obj)
+        for key, obj in sorted(objects.items())
+        if key[0] == rtype.key
+        and (namespace is None or key[1] == namespace)
+        and labels(obj)
+        and fields(obj)
+    ]
+    start = 0
+    token = query.get("continue")
+    list_rv = rv
+    if token:
+        try:
+            state = json.loads(base64.urlsafe_b64decode(token.encode()))
+            list_rv, after = int(state["rv"]), tuple(state["after"])
+        except (ValueError, KeyError, TypeError):
+            raise bad_request("invalid continue token") from None
+        if list_rv < compacted_rv:
+            raise ApiError(
+                410,
+                "Expired",
+                "The provided continue parameter is too old to display a consistent list "
+                "result. You can start a new list without the continue parameter.",
+            )
+        start = next((i for i, (k, _) in enumerate(items) if k > after), len(items))
+    limit = int(query.get("limit") or 0)
+    page = items[start : start + limit] if limit > 0 else items[start:]
+    meta: dict[str, Any] = {"resourceVersion": str(list_rv)}
+    if limit > 0 and start + limit < len(items):
+        last = list(page[-1][0])
+        meta["continue"] = base64.urlsafe_b64encode(
+            json.dumps({"rv": list_rv, "after": last}).encode()
+        ).decode()
+        meta["remainingItemCount"] = len(items) - start - limit
+    out_items = []
+    for _, obj in page:
+        item = copy.deepcopy(obj)
+        if rtype.custom:  # unstructured lists carry each item's kind; typed lists do not
+            item["apiVersion"], item["kind"] = rtype.api_version, rtype.kind
+        out_items.append(item)
+    return {
+        "kind": f"{rtype.kind}List",
+        "apiVersion": rtype.api_version,
+        "metadata": meta,
+        "items": out_items,
+    }
+
+
+def expired_status(rv: int, compacted_rv: int) -> dict[str, Any]:
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": f"too old resource version: {rv} ({compacted_rv})",
+        "reason": "Expired",
+        "code": 410,
+    }
+
+
+def event_for(
+    watcher: Watcher, kind: str, obj: dict[str, Any], old: dict[str, Any] | None
+) -> tuple[str, dict[str, Any]] | None:
+    now, before = watcher.matches(obj), watcher.matches(old)
+    if kind == "DELETED":
+        return ("DELETED", obj) if (now or before) else None
+    if kind == "ADDED":
+        return ("ADDED", obj) if now else None
+    if now and before:
+        return ("MODIFIED", obj)
+    if now:
+        return ("ADDED", obj)
+    if before:
+        return ("DELETED", obj)
+    return None
+
+
+async def send_event(response: web.StreamResponse, kind: str, obj: dict[str, Any]) -> None:
+    await response.write(json.dumps({"type": kind, "object": obj}).encode() + b"\n")
