@@ -289,10 +289,11 @@ def test_split_halves_with_offset(tmp_path):
 
 
 def test_replay_stabilised_cpu_changes_less_and_memory_keeps_its_peak(monkeypatch):
-    """The replay runs the operator's rules: a CPU request kept in the forecast's band
-    changes far less often than one that follows every forecast, and memory is never
+    """The replay runs the operator's rules: a CPU request scheduled in 3 blocks a day
+    changes far less often than one rescheduled every 15 minutes, and memory is never
     sized below the last 3 days' peak plus headroom."""
     from foresize.recommend import core
+    from foresize.recommend import replay as replay_module
 
     n = 288 * 8 + 96
     rng = np.random.default_rng(5)
@@ -305,6 +306,7 @@ def test_replay_stabilised_cpu_changes_less_and_memory_keeps_its_peak(monkeypatc
     banded = replay(data, ForesizePolicy(), keep)
     req = keep["req"]["memory"][0]
     assert np.nanmin(req[288 * 7 + 6 :]) >= 2e9 * (1 + core.MEMORY_HEADROOM)
-    monkeypatch.setattr(core, "CPU_BAND", 1.0)  # a band of one point: follow every forecast
+    assert banded["cpu"].changes_per_series_day <= core.SCHEDULE_BLOCKS
+    monkeypatch.setattr(replay_module, "SCHEDULE_BLOCKS", 96)  # a block per decision
     following = replay(data, ForesizePolicy())
-    assert banded["cpu"].changes_per_series_day < 0.8 * following["cpu"].changes_per_series_day
+    assert banded["cpu"].changes_per_series_day < 0.5 * following["cpu"].changes_per_series_day

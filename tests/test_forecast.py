@@ -172,3 +172,27 @@ def test_forecast_max_in_blocks_equals_all_at_once(monkeypatch):
     assert np.array_equal(parts.values, whole.values, equal_nan=True)
     assert np.array_equal(parts.model, whole.model)
     assert parts.per_model.shape == whole.per_model.shape
+
+
+def test_block_schedule_pools_the_coming_time_of_day_block_of_past_days():
+    """Blocks of 8 hours from midnight UTC: the quantile of the 15-minute maxima that lie
+    within the coming block on past days, never of other hours nor of the future."""
+    from foresize.forecast.models import block_schedule
+
+    cfg = ForecastConfig()
+    day = 288
+    t0 = 1_700_006_400.0  # midnight UTC
+    n = 3 * day
+    hours = (np.arange(n) % day) / 12.0
+    y = np.where(hours < 8, 1.0, 5.0)[None, :] * np.array([[1.0], [2.0]])
+    y[1, :day] = np.nan  # a gap: the other days still count
+    m = forward_max(y, cfg.h)
+    o = n - 1  # 23:55 of day 3: the next sample opens block 0
+    got = block_schedule(m, o, t0 + o * cfg.step, np.array([0.99]), cfg, 3, 7)
+    assert got[:, 0].tolist() == [1.0, 2.0]
+    o = n - 1 - 16 * 12  # 07:55: the next sample opens block 1
+    got = block_schedule(m, o, t0 + o * cfg.step, np.array([0.5]), cfg, 3, 7)
+    assert got[:, 0].tolist() == [5.0, 10.0]
+    # Nothing before the first full day: NaN.
+    early = block_schedule(m, 100, t0 + 100 * cfg.step, np.array([0.5]), cfg, 3, 7)
+    assert np.isnan(early).all()

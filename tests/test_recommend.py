@@ -20,13 +20,13 @@ from foresize.recommend.core import (
     OOMArrays,
     Threshold,
     allocate_risk,
-    cpu_band,
-    keep_in_band,
     mode_quantile,
+    new_block,
     oom_bump,
     passes_hysteresis,
     risk_levels,
     round_up,
+    scheduled_cpu,
 )
 from foresize.recommend.target import (
     ContainerHistory,
@@ -398,7 +398,8 @@ def test_params_from_aiscaletarget():
 
 
 def test_memory_scale_down_stabilization():
-    """Memory goes down only to the highest target of the last 6 hours; CPU at once."""
+    """Memory goes down only to the highest target of the last 6 hours; CPU at the next
+    block start (`scheduled_cpu`)."""
     cur = {"app": res(500, GIB)}
     high = flat_history(cpu=2.0, mem=3 * GIB)
     low = flat_history(cpu=0.2, mem=500 * MIB)
@@ -408,7 +409,9 @@ def test_memory_scale_down_stabilization():
     r2 = recommend_target(RecommendParams(), {"app": low}, cur, r1.oom_state, NOW + 900)
     c2 = r2.suggestion.containers["app"].requests
     assert c2["memory"] == high_mem  # held
-    assert c2["cpu"] == 200  # CPU follows the forecast down at once
+    assert c2["cpu"] == 500  # CPU mid-block: a downsize waits for the block start
+    at_block = recommend_target(RecommendParams(), {"app": low}, cur, None, NOW + 8 * 3600)
+    assert at_block.suggestion.containers["app"].requests["cpu"] == 200
     # Still held hours later (a lull between bursts is not a reason to release memory).
     mid = recommend_target(RecommendParams(), {"app": low}, cur, r2.oom_state, NOW + 5 * 3600)
     assert mid.suggestion.containers["app"].requests["memory"] == high_mem
@@ -642,29 +645,52 @@ def test_a_fleet_reference_given_by_the_caller_prices_the_risk():
 # --- stabilised CPU, memory headroom and peaks, what a kill teaches ------------------------
 
 
-def test_cpu_request_is_kept_while_it_lies_in_the_forecasts_band():
-    h = {"app": flat_history(cpu=0.5, mem=GIB, noise=0.1, seed=21)}
-    fresh = recommend_target(RecommendParams(), h, {"app": res(100, GIB)}, None, NOW)
-    target = fresh.suggestion.containers["app"].requests["cpu"]
-    lo, hi = cpu_band(0.98)
-    assert lo == 0.5 and hi > 0.999
-    # 10% under the mode's quantile (a 5% upsize would pass the hysteresis) but above
-    # the forecast's median: kept, not resized.
-    inside = int(target * 0.9)
-    r = recommend_target(RecommendParams(), h, {"app": res(inside, GIB)}, None, NOW)
-    assert r.suggestion.containers["app"].requests["cpu"] == inside
-    assert r.changed["app"]["cpu"] is False
-    # Below the median: raised to the mode's quantile.
-    low = recommend_target(RecommendParams(), h, {"app": res(250, GIB)}, None, NOW)
-    assert low.suggestion.containers["app"].requests["cpu"] == target
-    # Far above the band's top: lowered.
-    high = recommend_target(RecommendParams(), h, {"app": res(4000, GIB)}, None, NOW)
-    assert high.suggestion.containers["app"].requests["cpu"] == target
-    assert keep_in_band(np.array([np.nan, 0.0, 5.0]), 1.0, 10.0).tolist() == [
-        False,
-        False,
-        True,
-    ]
+def daily_history(now: float, days: int = 4, peak_hours=(8, 16)) -> ContainerHistory:
+    """0.2 cores, 1 core from peak_hours[0] to peak_hours[1] UTC every day; the last sample
+    is at `now`."""
+    n = days * DAY_POINTS
+    t = now - (n - 1 - np.arange(n)) * 300.0
+    hour = (t % 86400.0) / 3600.0
+    cpu = np.where((hour >= peak_hours[0]) & (hour < peak_hours[1]), 1.0, 0.2)
+    return ContainerHistory(cpu, np.full(n, float(GIB)), first_seen=now - days * 86400.0)
+
+
+def test_cpu_follows_the_time_of_day_schedule_and_downsizes_only_at_a_block_start():
+    """The operator path runs THE CPU rule (`scheduled_cpu`): at midnight UTC (a block
+    start) the request becomes the quantile of the coming block on past days (0.2 cores:
+    the 1-core peak comes at 08:00). An hour into the block a request above the schedule is
+    kept: downsizes wait for the next block."""
+    assert new_block(NOW, 900.0) and not new_block(NOW + 3600.0, 900.0)
+    h = {"app": daily_history(NOW)}
+    r = recommend_target(RecommendParams(), h, {"app": res(1000, GIB)}, None, NOW)
+    assert 200 <= r.suggestion.containers["app"].requests["cpu"] <= 210
+    assert r.changed["app"]["cpu"] is True
+    later = NOW + 3600.0
+    h = {"app": daily_history(later)}
+    kept = recommend_target(RecommendParams(), h, {"app": res(1000, GIB)}, None, later)
+    assert kept.suggestion.containers["app"].requests["cpu"] == 1000
+    assert kept.changed["app"]["cpu"] is False
+    # At 08:00 (the next block start) the request goes up ahead of the peak.
+    eight = NOW + 8 * 3600.0
+    h = {"app": daily_history(eight)}
+    up = recommend_target(RecommendParams(), h, {"app": res(200, GIB)}, None, eight)
+    assert up.suggestion.containers["app"].requests["cpu"] >= 1000
+
+
+def test_scheduled_cpu_rule():
+    nan = np.nan
+    sched = np.array([100.0, 100.0, 100.0, nan, nan, 100.0, 100.0])
+    raise_at = np.array([50.0, 150.0, 150.0, 50.0, 50.0, 90.0, 90.0])
+    raise_to = np.array([300.0, 300.0, 300.0, 300.0, 300.0, 180.0, 300.0])
+    current = np.array([400.0, 400.0, 120.0, 400.0, nan, 95.0, 80.0])
+    start = scheduled_cpu(sched, raise_at, raise_to, current, True)
+    # Block start: the schedule, or the raise where the median is above it or the request
+    # is under 40% of the forecast; no schedule (less than a day of history): the forecast.
+    assert np.array_equal(start, [100.0, 300.0, 300.0, 300.0, 300.0, 100.0, 300.0], equal_nan=True)
+    mid = scheduled_cpu(sched, raise_at, raise_to, current, False)
+    # Mid-block: keep, unless the median is above both the schedule and the request, or
+    # the request is under 40% of the forecast at the mode's quantile.
+    assert np.array_equal(mid, [nan, nan, 300.0, nan, 300.0, nan, 300.0], equal_nan=True)
 
 
 def test_memory_headroom_and_recent_peak():
@@ -702,10 +728,3 @@ def test_a_kill_holds_its_floor_for_days():
     # A longer stabilization window still wins.
     longer = apply_ooms(OOMState(), [NOW - 60], [], GIB, NOW, 2 * KILL_MEMORY)
     assert longer.until == NOW - 60 + 2 * KILL_MEMORY
-
-
-def test_a_request_under_half_the_forecast_is_raised_whatever_the_band():
-    # 100m at the forecast's median would be in the band, but the mode's forecast is 900m.
-    assert keep_in_band(np.array([300.0]), 100.0, 1000.0)[0]
-    assert not keep_in_band(np.array([300.0]), 100.0, 1000.0, np.array([900.0]))[0]
-    assert keep_in_band(np.array([500.0]), 100.0, 1000.0, np.array([900.0]))[0]

@@ -36,7 +36,7 @@ def run_bench(
     qs = np.array([mode_quantile("balanced", "cpu")])
     times = []
     cpu_times = []
-    picked = None
+    picked = np.zeros(len(MODELS), dtype=np.int64)
     for _ in range(max(1, repeat)):
         t0, c0 = time.perf_counter(), time.process_time()
         f = forecast_max(y, qs, cfg)

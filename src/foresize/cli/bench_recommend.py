@@ -78,6 +78,7 @@ def run_bench(
         ForesizePolicy,
         KRRPolicy,
         ManualPolicy,
+        Policy,
         VPAPolicy,
         matched_slack,
         prepare,
@@ -105,7 +106,7 @@ def run_bench(
     if limit is not None:
         series = series[:limit]
     data = prepare(series)
-    policies = []
+    policies: list[Policy] = []
     if data.cpu_capacity is not None or data.memory_capacity is not None:
         policies.append(ManualPolicy())
     policies += [VPAPolicy(), KRRPolicy(), ClairvoyantPolicy(), ForesizePolicy()]
@@ -137,7 +138,7 @@ def run_bench(
             out["policies"][name]["memory"]["share_series_more_kills_than_vpa"] = float(
                 (kills > vpa_kills).mean()
             )
-    headline = {}
+    headline: dict[str, dict[str, float]] = {}
     vpa = out["policies"].get("vpa", {})
     for name, res in out["policies"].items():
         if not name.startswith("foresize"):

@@ -113,7 +113,7 @@ def nanquantile(a: np.ndarray, qs: np.ndarray) -> np.ndarray:
     frac = pos - lo
     vlo = np.take_along_axis(s, lo, axis=-1)
     vhi = np.take_along_axis(s, hi, axis=-1)
-    out = vlo + (vhi - vlo) * frac
+    out: np.ndarray = vlo + (vhi - vlo) * frac
     out[n == 0] = np.nan
     return out
 
@@ -124,14 +124,16 @@ def _window(m: np.ndarray, end: int, length: int) -> np.ndarray:
     return m[:, start : end + 1]
 
 
-def model_recent(y, m, o, qs, cfg: ForecastConfig):
+def model_recent(
+    y: np.ndarray, m: np.ndarray, o: int, qs: np.ndarray, cfg: ForecastConfig
+) -> np.ndarray:
     known = o - cfg.h  # the latest M fully observed at origin o
     if known < 0:
         return np.full((y.shape[0], len(qs)), np.nan)
     return nanquantile(_window(m, known, cfg.steps(cfg.recent_window)), qs)
 
 
-def _slot_gather(m, o, period: int, count: int, nb: int, h: int) -> np.ndarray:
+def _slot_gather(m: np.ndarray, o: int, period: int, count: int, nb: int, h: int) -> np.ndarray:
     idx = []
     for d in range(1, count + 1):
         centre = o - d * period
@@ -144,14 +146,18 @@ def _slot_gather(m, o, period: int, count: int, nb: int, h: int) -> np.ndarray:
     return m[:, np.asarray(idx)]
 
 
-def model_slot_day(y, m, o, qs, cfg: ForecastConfig):
+def model_slot_day(
+    y: np.ndarray, m: np.ndarray, o: int, qs: np.ndarray, cfg: ForecastConfig
+) -> np.ndarray:
     pts = _slot_gather(
         m, o, cfg.steps(DAY), cfg.slot_days, round(cfg.slot_neighbours / cfg.step), cfg.h
     )
     return nanquantile(pts, qs)
 
 
-def model_slot_week(y, m, o, qs, cfg: ForecastConfig):
+def model_slot_week(
+    y: np.ndarray, m: np.ndarray, o: int, qs: np.ndarray, cfg: ForecastConfig
+) -> np.ndarray:
     pts = _slot_gather(
         m, o, cfg.steps(WEEK), cfg.weeks, round(cfg.week_neighbours / cfg.step), cfg.h
     )
@@ -184,9 +190,11 @@ class _DecayState:
     def buckets(self, cols: np.ndarray) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore"):
             b = np.floor(np.log(cols / DECAY_FLOOR) / np.log(self.ratio)) + 1
-        b = np.clip(np.nan_to_num(b, nan=0.0, neginf=0.0), 0, self.nb - 1).astype(np.int64)
-        b[np.isnan(cols)] = self.nb  # dump bucket for gaps
-        return b
+        out: np.ndarray = np.clip(np.nan_to_num(b, nan=0.0, neginf=0.0), 0, self.nb - 1).astype(
+            np.int64
+        )
+        out[np.isnan(cols)] = self.nb  # dump bucket for gaps
+        return out
 
     def advance(self, known: int, window: int) -> None:
         if known <= self.known:
@@ -227,7 +235,9 @@ class _DecayState:
 _decay_cache: list[_DecayState | None] = [None]
 
 
-def model_decay(y, m, o, qs, cfg: ForecastConfig):
+def model_decay(
+    y: np.ndarray, m: np.ndarray, o: int, qs: np.ndarray, cfg: ForecastConfig
+) -> np.ndarray:
     """VPA-style decaying histogram of the max (24 h half-life, buckets 5% apart)."""
     known = o - cfg.h
     if known < 0:
@@ -243,7 +253,9 @@ def model_decay(y, m, o, qs, cfg: ForecastConfig):
     return st.quantiles(np.asarray(qs, dtype=np.float64), cap)
 
 
-def model_persist(y, m, o, qs, cfg: ForecastConfig):
+def model_persist(
+    y: np.ndarray, m: np.ndarray, o: int, qs: np.ndarray, cfg: ForecastConfig
+) -> np.ndarray:
     known = o - cfg.h
     if known < 0:
         return np.full((y.shape[0], len(qs)), np.nan)
@@ -257,10 +269,13 @@ def model_persist(y, m, o, qs, cfg: ForecastConfig):
     fin = np.isfinite(tail)
     last = tail.shape[1] - 1 - np.argmax(fin[:, ::-1], axis=1)
     now = np.where(fin.any(axis=1), tail[np.arange(tail.shape[0]), last], np.nan)
-    return np.maximum(now[:, None] + nanquantile(rises, qs), 0.0)
+    out: np.ndarray = np.maximum(now[:, None] + nanquantile(rises, qs), 0.0)
+    return out
 
 
-def model_peaks(y, m, o, qs, cfg: ForecastConfig):
+def model_peaks(
+    y: np.ndarray, m: np.ndarray, o: int, qs: np.ndarray, cfg: ForecastConfig
+) -> np.ndarray:
     """Decayed quantile of daily peaks (VPA's memory estimator, without its margin).
 
     The q-quantile of a 15-minute max is the q**n quantile of a day's max when the n
@@ -317,4 +332,38 @@ def all_models(
 def pinball(actual: np.ndarray, forecast: np.ndarray, qs: np.ndarray) -> np.ndarray:
     """Quantile (pinball) loss; broadcasts actual (..., S, 1) against forecast (..., S, Q)."""
     diff = actual - forecast
-    return np.where(diff >= 0, qs * diff, (qs - 1.0) * diff)
+    loss: np.ndarray = np.where(diff >= 0, qs * diff, (qs - 1.0) * diff)
+    return loss
+
+
+def block_schedule(
+    m: np.ndarray,
+    o: int,
+    t_origin: float,
+    qs: np.ndarray,
+    cfg: ForecastConfig,
+    blocks: int,
+    days: int,
+) -> np.ndarray:
+    """(S, Q): the `qs`-quantiles of the forecast target M (the max of the next h samples)
+    over the time-of-day block that holds the next sample, pooled over the `days`
+    previous days. `t_origin` is the absolute time (seconds) of column `o`; blocks are
+    `DAY / blocks` long and aligned to midnight UTC. Only columns of `m` up to `o - h`
+    are read (they depend on samples up to `o`). NaN where no day has data.
+
+    The quantile is per window (a q of 0.98 is short in 2% of the block's 15-minute
+    windows), so a block's value reads like the 15-minute forecasts'."""
+    period = cfg.steps(DAY)
+    n = max(1, period // blocks)
+    nxt = int(round((t_origin + cfg.step) % DAY / cfg.step)) % period
+    start_today = o + 1 - (nxt % n)
+    cols: list[int] = []
+    for k in range(1, days + 1):
+        s0 = start_today - k * period
+        # M[c] covers samples c+1 .. c+h: the windows that lie within the block.
+        lo, hi = max(s0 - 1, 0), min(s0 + n - 1 - cfg.h, o - cfg.h)
+        if hi >= lo:
+            cols.extend(range(lo, hi + 1))
+    if not cols:
+        return np.full((m.shape[0], len(qs)), np.nan)
+    return nanquantile(m[:, np.asarray(cols)], np.asarray(qs, dtype=np.float64))

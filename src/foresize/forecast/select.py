@@ -38,7 +38,8 @@ class Forecast:
     per_model: np.ndarray  # (len(MODELS), S, Q)
 
     def model_names(self) -> np.ndarray:
-        return np.asarray(MODELS, dtype=object)[self.model]
+        names: np.ndarray = np.asarray(MODELS, dtype=object)[self.model]
+        return names
 
 
 def backtest_scores(
@@ -181,7 +182,7 @@ class OnlineScores:
             self.last_origin,
         )
 
-    def signature(self) -> tuple:
+    def signature(self) -> tuple[int | None, tuple[int, ...], int]:
         """States with equal signatures can be stacked."""
         return (self.last_origin, tuple(p[0] for p in self.pending), self.loss.shape[2])
 
@@ -295,4 +296,5 @@ def calibrate(
             continue
         rate = (missed & sel).sum(axis=0) / np.maximum(n, 1)
         out[k] += np.where(n > 0, cfg.calibration_rate * (rate - (1.0 - qs)), 0.0)[None, :]
-    return np.clip(out, cfg.calibration_min, cfg.calibration_max)
+    clipped: np.ndarray = np.clip(out, cfg.calibration_min, cfg.calibration_max)
+    return clipped

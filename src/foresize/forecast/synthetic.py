@@ -37,7 +37,8 @@ def make_series(
         y = level * trend[None, :] * (1 + 0.03 * rng.standard_normal((n, t.size)))
     else:
         raise ValueError(f"unknown kind {kind!r} (one of {KINDS})")
-    return np.maximum(y, 0.0)
+    out: np.ndarray = np.maximum(y, 0.0)
+    return out
 
 
 MIXED_CHUNK = 500

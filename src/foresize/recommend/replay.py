@@ -23,15 +23,17 @@ Requests are compared in canonical units rounded up (CPU 1m, memory 1Mi) for eve
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from foresize.api.quantity import CPU, MEMORY
-from foresize.forecast.models import ForecastConfig, forward_max
+from foresize.forecast.models import ForecastConfig, block_schedule, forward_max
 from foresize.forecast.select import OnlineScores, online_step
 from foresize.history.base import TraceSeries, resample_max
 from foresize.recommend.core import (
+    CPU_RAISE_QUANTILE,
     DEFAULT_MEMORY_STABILIZATION,
     DEFAULT_SCALE_DOWN,
     DEFAULT_SCALE_UP,
@@ -39,16 +41,18 @@ from foresize.recommend.core import (
     MEMORY_HEADROOM,
     MEMORY_PEAK_WINDOW,
     MIB,
+    SCHEDULE_BLOCKS,
+    SCHEDULE_DAYS,
     OOMArrays,
     Threshold,
     allocate_risk,
-    cpu_band,
-    keep_in_band,
     mode_quantile,
+    new_block,
     oom_bump,
     passes_hysteresis,
     risk_levels,
     round_up,
+    scheduled_cpu,
 )
 
 STEP = 300.0
@@ -71,7 +75,15 @@ class ReplayData:
 
     @property
     def shape(self) -> tuple[int, int]:
-        return self.cpu.shape
+        s, t = self.cpu.shape
+        return s, t
+
+    def usage(self, resource: str) -> np.ndarray:
+        """The usage matrix of `resource`; an error when the traces have none."""
+        y = self.cpu if resource == CPU else self.memory
+        if y is None:
+            raise ValueError(f"the traces have no {resource} usage")
+        return y
 
 
 def prepare(series: list[TraceSeries], step: float = STEP) -> ReplayData:
@@ -83,7 +95,7 @@ def prepare(series: list[TraceSeries], step: float = STEP) -> ReplayData:
     start = np.floor(t0 / step) * step
     n = int((t1 - start) // step) + 1
 
-    def grid(get, scale: float) -> np.ndarray | None:
+    def grid(get: Callable[[TraceSeries], np.ndarray | None], scale: float) -> np.ndarray | None:
         if all(get(s) is None for s in series):
             return None
         out = np.full((len(series), n), np.nan)
@@ -95,6 +107,8 @@ def prepare(series: list[TraceSeries], step: float = STEP) -> ReplayData:
 
     cpu = grid(lambda s: s.cpu, 1000.0)
     mem = grid(lambda s: s.memory, 1.0)
+    if cpu is None:
+        raise ValueError("no series has CPU usage")
     have = np.isfinite(cpu) if mem is None else np.isfinite(cpu) | np.isfinite(mem)
     first = np.argmax(have, axis=1)
     return ReplayData(
@@ -185,7 +199,8 @@ class _Hist:
         b = np.floor(
             np.log(np.maximum(v, 0) * (self.ratio - 1) / self.first + 1) / np.log(self.ratio)
         )
-        return np.clip(np.nan_to_num(b), 0, self.nb - 1).astype(np.int64)
+        out: np.ndarray = np.clip(np.nan_to_num(b), 0, self.nb - 1).astype(np.int64)
+        return out
 
     def add(self, v: np.ndarray, weight: np.ndarray | float = 1.0) -> None:
         ok = np.isfinite(v)
@@ -270,7 +285,7 @@ class VPAPolicy(Policy):
 
     def on_oom(self, j: int, mask: np.ndarray, request: np.ndarray) -> np.ndarray | None:
         self._feed(j)
-        u = self.data.memory[:, j]
+        u = self.data.usage(MEMORY)[:, j]
         bump = np.fmax(u + 100 * MIB, u * 1.2)
         d = j // 288
         self.peaks[:, d] = np.where(mask, np.fmax(self.peaks[:, d], bump), self.peaks[:, d])
@@ -335,10 +350,9 @@ class ForesizePolicy(Policy):
         self.buffer = buffer_percentage / 100.0
         self.q = {r: mode_quantile(mode, r, percentile_value) for r in (CPU, MEMORY)}
         # The quantiles forecast per resource; memory risk is allocated across them, CPU
-        # is forecast at its band's edges too (the stabilised request, `cpu_band`).
+        # is forecast at the raise quantile too (the scheduled request, `scheduled_cpu`).
         self.levels = {r: np.array(risk_levels(mode, r, percentile_value)) for r in (CPU, MEMORY)}
-        lo, hi = cpu_band(self.q[CPU])
-        self.levels[CPU] = np.array([lo, self.q[CPU], hi])
+        self.levels[CPU] = np.array([CPU_RAISE_QUANTILE, self.q[CPU]])
         self.cfg = config or ForecastConfig(step=STEP)
         self.up, self.down = DEFAULT_SCALE_UP, DEFAULT_SCALE_DOWN
         self.stabilization = DEFAULT_STABILIZATION
@@ -358,13 +372,13 @@ class ForesizePolicy(Policy):
         self.recent_memory: list[tuple[float, np.ndarray]] = []
 
     def _target(self, res: str, i: int) -> np.ndarray:
-        y = self.data.cpu if res == CPU else self.data.memory
+        y = self.data.usage(res)
         # Only columns <= i of y are read (forward max columns <= i - h).
         levels = self.levels[res]
         fc, self.scores[res] = online_step(self.scores[res], y, i, levels, self.cfg, m=self.m[res])
         rows = np.arange(y.shape[0])
         if res == CPU:
-            pick = np.ones(y.shape[0], dtype=np.int64)  # the mode's quantile, mid-band
+            pick = np.ones(y.shape[0], dtype=np.int64)  # the mode's quantile
         elif len(levels) > 1:
             pick = allocate_risk(fc.values, levels, np.full(y.shape[0], self.q[res]))
         else:
@@ -375,10 +389,25 @@ class ForesizePolicy(Policy):
         self.chosen[res].append(levels[pick])
         val = fc.values[rows, pick] * (1.0 + self.buffer)
         if res == CPU:
-            # The stabilised request: kept while it lies in the forecast's band.
-            band = fc.values * (1.0 + self.buffer)
-            kept = keep_in_band(self.in_force[CPU], band[:, 0], band[:, 2], val)
-            val = np.where(kept, np.nan, val)
+            # The scheduled request (`scheduled_cpu`): the time-of-day block's quantile,
+            # raised within the block where the forecast's median is above it.
+            sched = block_schedule(
+                self.m[CPU],
+                i,
+                self.data.start + i * STEP,
+                np.array([self.q[CPU]]),
+                self.cfg,
+                SCHEDULE_BLOCKS,
+                SCHEDULE_DAYS,
+            )[:, 0]
+            t_next = self.data.start + (i + 1) * STEP
+            val = scheduled_cpu(
+                sched * (1.0 + self.buffer),
+                fc.values[:, 0] * (1.0 + self.buffer),
+                val,
+                self.in_force[CPU],
+                new_block(t_next, DECISION_EVERY * STEP, SCHEDULE_BLOCKS),
+            )
         else:
             val = val * (1.0 + MEMORY_HEADROOM)
         # hasEnoughDataToScale: no action before min_lookback_to_scale of history.
@@ -414,7 +443,7 @@ class ForesizePolicy(Policy):
             mask,
             now,
             request,
-            self.data.memory[:, j],
+            self.data.usage(MEMORY)[:, j],
             self.stabilization,
             safest=self.safest,
         )
@@ -455,7 +484,9 @@ def _apply(
     return np.where(change, tgt, cur), change
 
 
-def replay(data: ReplayData, policy: Policy, keep: dict | None = None) -> dict[str, ResourceScore]:
+def replay(
+    data: ReplayData, policy: Policy, keep: dict[str, object] | None = None
+) -> dict[str, ResourceScore]:
     """Run one policy over the data; scores per resource. `keep` receives the request
     matrices and the OOM mask (for per-series breakdowns)."""
     s, t = data.shape
@@ -470,7 +501,7 @@ def replay(data: ReplayData, policy: Policy, keep: dict | None = None) -> dict[s
         for r, _ in resources:
             req[r][:, j] = cur[r]
         if MEMORY in cur:
-            over = data.memory[:, j] > cur[MEMORY]  # NaN compares False: gaps never kill
+            over = data.usage(MEMORY)[:, j] > cur[MEMORY]  # NaN compares False: gaps never kill
             if over.any():
                 ooms[:, j] = over
                 new = policy.on_oom(j, over, cur[MEMORY])

@@ -32,9 +32,10 @@ from foresize.cluster.model import (
 from foresize.cluster.qos import qos_class_of
 from foresize.cluster.target import ContainerPolicy, ResourcePolicy, TargetView, target_view
 from foresize.errors import ForesizeError
-from foresize.forecast.models import ForecastConfig
+from foresize.forecast.models import ForecastConfig, block_schedule, forward_max
 from foresize.forecast.select import OnlineScores, backtest_scores, forecast_max, online_step
 from foresize.recommend.core import (
+    CPU_RAISE_QUANTILE,
     DEFAULT_MEMORY_STABILIZATION,
     DEFAULT_MODE,
     DEFAULT_SCALE_DOWN,
@@ -43,14 +44,16 @@ from foresize.recommend.core import (
     MEMORY_HEADROOM,
     MEMORY_PEAK_WINDOW,
     MIB,
+    SCHEDULE_BLOCKS,
+    SCHEDULE_DAYS,
     OOMArrays,
     Threshold,
     allocate_risk,
-    cpu_band,
-    keep_in_band,
     mode_quantile,
+    new_block,
     oom_bump,
     risk_levels,
+    scheduled_cpu,
 )
 
 MODEL_STEP = 300.0
@@ -347,8 +350,8 @@ class _RowForecasts:
     level: np.ndarray  # that level (the mode's quantile, or the allocated memory level)
     safest: np.ndarray  # the forecast at the row's safest allowed level (OOM bump floor)
     at_mode: np.ndarray  # the forecast at the mode's own level (the fleet reference)
-    band_low: np.ndarray  # CPU: the forecast at the band's edges (`cpu_band`); else NaN
-    band_high: np.ndarray
+    raise_at: np.ndarray  # CPU: the forecast at CPU_RAISE_QUANTILE; else NaN
+    schedule: np.ndarray  # CPU: the time-of-day block's quantile (`block_schedule`); else NaN
 
 
 def _forecast(reqs, rows, res, new_states, now, memory_reference=None) -> _RowForecasts:
@@ -367,9 +370,8 @@ def _forecast(reqs, rows, res, new_states, now, memory_reference=None) -> _RowFo
         p = reqs[ti].params
         m = p.model(res)
         if res == CPU:
-            # The stabilised request: also forecast at the edges of the band.
-            lo, hi = cpu_band(m.quantile(res))
-            row_levels.append(tuple(sorted({lo, m.quantile(res), hi})))
+            # The scheduled request (`scheduled_cpu`): also forecast at the raise quantile.
+            row_levels.append(tuple(sorted({CPU_RAISE_QUANTILE, m.quantile(res)})))
         elif p.allocate_memory_risk:
             row_levels.append(risk_levels(m.mode, res, m.percentile_value))
         else:
@@ -377,6 +379,7 @@ def _forecast(reqs, rows, res, new_states, now, memory_reference=None) -> _RowFo
     all_levels = np.array(sorted({q for lv in row_levels for q in lv}))
     values = np.full((len(rows), len(all_levels)), np.nan)
     models = np.full((len(rows), len(all_levels)), "", dtype=object)
+    schedule = np.full(len(rows), np.nan)
     groups: dict[tuple[float, bool, tuple[float, ...]], list[int]] = {}
     for k, (ti, _name) in enumerate(rows):
         p = reqs[ti].params
@@ -394,6 +397,20 @@ def _forecast(reqs, rows, res, new_states, now, memory_reference=None) -> _RowFo
         qs = np.array(levels)
         cols = np.searchsorted(all_levels, qs)
         base = int(math.floor(now / MODEL_STEP)) - (y.shape[1] - 1)
+        if res == CPU:
+            mode_q = np.array([reqs[rows[k][0]].params.model(res).quantile(res) for k in ks])
+            for q in np.unique(mode_q):
+                sel = np.nonzero(mode_q == q)[0]
+                sched = block_schedule(
+                    forward_max(y[sel], cfg.h),
+                    y.shape[1] - 1,
+                    (base + y.shape[1] - 1) * MODEL_STEP,
+                    np.array([q]),
+                    cfg,
+                    SCHEDULE_BLOCKS,
+                    SCHEDULE_DAYS,
+                )
+                schedule[np.asarray(ks)[sel]] = sched[:, 0] * _UNIT[res]
         if online:
             # Rolling backtest: one state per (target, container, resource), stacked into
             # one vectorised step where the states line up (same decision history).
@@ -432,18 +449,17 @@ def _forecast(reqs, rows, res, new_states, now, memory_reference=None) -> _RowFo
     unit = _UNIT[res]
     nan = np.full(len(rows), np.nan)
     if res == CPU:
-        low = np.array([np.searchsorted(all_levels, min(lv)) for lv in row_levels])
-        band_low, band_high = values[idx, low] * unit, values[idx, top] * unit
+        raise_at = values[:, int(np.searchsorted(all_levels, CPU_RAISE_QUANTILE))] * unit
     else:
-        band_low, band_high = nan, nan
+        raise_at, schedule = nan, nan
     return _RowForecasts(
         value=values[idx, pick] * unit,
         model=models[idx, pick],
         level=all_levels[pick],
         safest=values[idx, top] * unit,
         at_mode=values[idx, own] * unit,
-        band_low=band_low,
-        band_high=band_high,
+        raise_at=raise_at,
+        schedule=schedule,
     )
 
 
@@ -508,11 +524,17 @@ def _finish(
             buffer = 1.0 + m.buffer_percentage / 100.0
             target = value * buffer
             held = cur.requests.get(res)
-            if res == CPU and held is not None:
-                low, high = fc[res].band_low[k] * buffer, fc[res].band_high[k] * buffer
-                if keep_in_band(np.array([float(held)]), low, high, target)[0]:
-                    # The stabilised request: kept while it lies in the forecast's band.
-                    target = float(held)
+            if res == CPU:
+                # THE CPU rule (`scheduled_cpu`): the time-of-day block's request, raised
+                # where the forecast's median is above it; downsizes wait for a block.
+                chosen = scheduled_cpu(
+                    np.array([fc[res].schedule[k] * buffer]),
+                    np.array([fc[res].raise_at[k] * buffer]),
+                    np.array([target]),
+                    np.array([float(held) if held is not None else math.nan]),
+                    new_block(now, p.forecast_blocks),
+                )[0]
+                target = float(held) if not np.isfinite(chosen) else float(chosen)
             if res == MEMORY:
                 target *= 1.0 + MEMORY_HEADROOM
                 if p.memory_stabilization > 0:
