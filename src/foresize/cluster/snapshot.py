@@ -37,6 +37,11 @@ class ClusterSnapshot:
     templates: list[Any] = field(default_factory=list)
     server_version: tuple[int, int] = (1, 35)
     paused: bool = False  # cluster-wide pause (ConfigMap flag)
+    # The pod webhook is serving (server up, certificate valid). An evicted pod gets its
+    # new size only through it, so the vertical worker holds evictions while this is
+    # False. The shells derive it: the operator from its webhook server, the simulator
+    # from its admission hook; True where nothing tells (the circuit breaker still acts).
+    admission_healthy: bool = True
     _by_node: dict[str, list[Pod]] | None = None
     _by_owner: dict[str, list[Pod]] | None = None
 

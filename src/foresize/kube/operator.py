@@ -30,6 +30,7 @@ import os
 import signal
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -618,6 +619,7 @@ async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None)
                 app, host=opts.webhook_host, port=opts.webhook_port, ssl_context=ssl_context
             )
             await webhook.start()
+            state.admission_health = admission_health(webhook, certificate)
             log.info(
                 "webhooks on %s:%d (tls=%s)",
                 opts.webhook_host,
@@ -666,6 +668,24 @@ async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None)
         return 1
     log.info("stopped")
     return 0
+
+
+def admission_health(webhook: Any, certificate: Any) -> Callable[[float], bool] | None:
+    """now -> is this replica's pod webhook serving with a valid certificate? The vertical
+    worker holds evictions while it is not (`ClusterSnapshot.admission_healthy`). Every
+    replica serves the same certificate from the shared Secret, so this replica's server
+    stands for the Service's. None without a webhook here (served elsewhere): the circuit
+    breaker is then the only guard."""
+    if webhook is None:
+        return None
+
+    def healthy(now: float) -> bool:
+        if not webhook.serving:
+            return False
+        not_after = getattr(certificate, "not_after", 0.0) if certificate is not None else 0.0
+        return not not_after or now < not_after
+
+    return healthy
 
 
 async def _webhook_tls(opts: OperatorOptions, api: Any, metrics: Any, executor: Any) -> Any:

@@ -60,6 +60,8 @@ class ClusterState:
         self.raw_foresize: dict[str, dict[Key, dict[str, Any]]] = {k: {} for k in FORESIZE_KINDS}
         self.server_version: tuple[int, int] = (1, 35)
         self.paused = False
+        # now -> is the pod webhook serving? (set by the operator; None: nothing to judge by)
+        self.admission_health: Callable[[float], bool] | None = None
         self.events_seen = 0
         self._target_parser = target_parser
         # The pause ConfigMap counts only in the operator's namespace (None: any).
@@ -177,4 +179,5 @@ class ClusterState:
             ],
             server_version=self.server_version,
             paused=self.paused,
+            admission_healthy=self.admission_health(now) if self.admission_health else True,
         )

@@ -25,6 +25,10 @@ from foresize.cluster.model import Pod, Suggestion, Workload
 class SimAdmission:
     sim: Any
     enabled: bool = True
+    # False: the webhook server is down (or its certificate expired) and the operator
+    # knows it (`ClusterSnapshot.admission_healthy`); `enabled = False` instead models an
+    # API server that silently stops calling it, which only the circuit breaker notices.
+    serving: bool = True
     scale_enabled: bool = True
     suggestions: dict[str, Suggestion] = field(default_factory=dict)
     oom_floors: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -67,7 +71,7 @@ class SimAdmission:
         return index
 
     def admit(self, pod: Pod, workload: Workload | None, now: float) -> Pod:
-        if not self.enabled:
+        if not self.enabled or not self.serving:
             return pod
         self.admitted += 1
         new, changed = mutate_pod(pod, workload, self.index(), now)

@@ -29,6 +29,7 @@ reads), and the baselines, whose suggestions replace the pass's own: `VPARecomme
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -582,6 +583,8 @@ class SimOperator:
         -> the actions through `ActionQueue` and `sim.apply` -> status reflected into the
         targets, as the API server would."""
         snap = sim.snapshot()
+        if self.admission is not None and not self.admission.serving:
+            snap = dataclasses.replace(snap, admission_healthy=False)
         oom = self._ooms(snap)
         history = None
         overrides = None

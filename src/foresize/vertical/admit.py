@@ -27,6 +27,8 @@ from foresize.vertical.run import (
 
 # The Event reason of an eviction the min-replicas rule holds back.
 EVICTION_SKIPPED_MIN_REPLICAS = "EvictionSkippedMinReplicas"
+# The Event reason of evictions held while the pod webhook is not serving.
+EVICTION_SKIPPED_WEBHOOK = "EvictionSkippedWebhookUnavailable"
 
 _WHY_EVICT = {
     "recreate": "recreate with the suggested resources",
@@ -220,6 +222,14 @@ def _evict(c: Candidate, ctx: PassContext, ledger: NodeLedger, actions: list[Act
     run, pod = c.run, c.pod
     if not recreated_by_controller(pod):
         _not_evicted_without_controller(c)
+        return
+    # VPA's `--use-admission-controller-status`: the replacement gets its new size only
+    # from the pod webhook; while it is not serving (down, or its certificate expired: the
+    # API server then skips it, failurePolicy Ignore) the pod would come back at its old
+    # size, a disruption for nothing and, pass after pass, an eviction loop the circuit
+    # breaker stops only after three cycles. In-place resizes do not need the webhook.
+    if not ctx.snapshot.admission_healthy:
+        run.held_for_webhook += 1
         return
     if _leaves_too_few_ready(c, ctx):
         return

@@ -27,7 +27,12 @@ from foresize.cluster.model import Pod, Suggestion
 from foresize.cluster.snapshot import ClusterSnapshot
 from foresize.cluster.target import TargetView
 from foresize.errors import ForesizeError
-from foresize.vertical.admit import admit, count_ready, recreated_by_controller
+from foresize.vertical.admit import (
+    EVICTION_SKIPPED_WEBHOOK,
+    admit,
+    count_ready,
+    recreated_by_controller,
+)
 from foresize.vertical.breaker import move_breaker
 from foresize.vertical.guards import (
     TARGET_GUARDS,
@@ -141,6 +146,7 @@ def plan(
         if run.issued:
             run.state.last_batch_at = now
         _report_rate_limited(run, ctx)
+        _report_held_for_webhook(run)
         actions.extend(run.events)
         status = _status(run)
         # Written until it lands: `last_status` is only set by `on_result` when the write
@@ -178,6 +184,21 @@ def _report_rate_limited(run: TargetRun, ctx: PassContext) -> None:
     run.notes.append(msg)
     if run.report_once("ratelimit", "1"):
         run.target_event("EvictionRateLimited", msg)
+
+
+def _report_held_for_webhook(run: TargetRun) -> None:
+    """A target whose evictions wait for the pod webhook says so: a note while it lasts,
+    one Warning when it starts."""
+    if not run.held_for_webhook:
+        run.state.reported.pop("webhook", None)
+        return
+    msg = (
+        f"{run.held_for_webhook} eviction(s) wait: the pod webhook is not serving, so a "
+        "recreated pod would come back at its old size"
+    )
+    run.notes.append(msg)
+    if run.report_once("webhook", "1"):
+        run.target_event(EVICTION_SKIPPED_WEBHOOK, msg, "Warning")
 
 
 def _start_run(

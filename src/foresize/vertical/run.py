@@ -72,6 +72,7 @@ class TargetRun:
     ready_replicas: dict[str, int] = field(default_factory=dict)
     held_min_replicas: list[str] = field(default_factory=list)  # not evicted: min_replicas
     rate_limited: int = 0  # evictions held back by the cluster-wide rate limit
+    held_for_webhook: int = 0  # evictions held while the pod webhook is not serving
     overlaps: list[str] = field(default_factory=list)  # targets claiming our selected pods
     notes: list[str] = field(default_factory=list)
     events: list[EmitEvent] = field(default_factory=list)

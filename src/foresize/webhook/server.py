@@ -451,6 +451,11 @@ class WebhookServer:
         return self.port
 
     @property
+    def serving(self) -> bool:
+        """Started and not stopped."""
+        return self._runner is not None
+
+    @property
     def connections(self) -> int:
         """Connections open now (the connection cap counts these)."""
         return self.guard.active
