@@ -310,20 +310,25 @@ class _Converter:
         if not defaults or node.get("default") is None:
             node.pop("default", None)
         if node.get("type") == "object":
-            extra = node.pop("additionalProperties", None)
-            if "properties" in node:
-                node["properties"] = {
-                    k: self.convert(v, defaults=defaults) for k, v in node["properties"].items()
-                }
-                if extra is True:
-                    node["x-kubernetes-preserve-unknown-fields"] = True
-            elif isinstance(extra, dict):
-                node["additionalProperties"] = self.convert(extra, defaults=defaults)
-            elif extra is True or extra is None:
-                node["x-kubernetes-preserve-unknown-fields"] = True
+            self._convert_object(node, defaults=defaults)
         if node.get("type") == "array" and "items" in node:
             node["items"] = self.convert(node["items"], defaults=defaults)
         return node
+
+    def _convert_object(self, node: dict[str, Any], *, defaults: bool) -> None:
+        """An object's properties (or its map values) converted in place; an object open to
+        unknown fields says so the structural-schema way."""
+        extra = node.pop("additionalProperties", None)
+        if "properties" in node:
+            node["properties"] = {
+                k: self.convert(v, defaults=defaults) for k, v in node["properties"].items()
+            }
+            if extra is True:
+                node["x-kubernetes-preserve-unknown-fields"] = True
+        elif isinstance(extra, dict):
+            node["additionalProperties"] = self.convert(extra, defaults=defaults)
+        elif extra is True or extra is None:
+            node["x-kubernetes-preserve-unknown-fields"] = True
 
     @staticmethod
     def int_or_string(node: dict[str, Any], options: list[dict[str, Any]]) -> dict[str, Any]:

@@ -41,6 +41,8 @@ def _number(text: str) -> int | None:
 
 def cron_error(expr: object) -> str | None:
     """None if `expr` is a valid schedule (see the module docstring), else what is wrong."""
+    # Complexity over 15 on purpose: one check per rule of the cron syntax, each returning
+    # its own message; a flat checklist is easier to hold against the syntax than helpers.
     if not isinstance(expr, str):
         return f"must be a string, not {shown(expr)}"
     if len(expr) > MAX_CRON_LENGTH:

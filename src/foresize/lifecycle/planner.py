@@ -90,62 +90,80 @@ def plan_lifecycle(
         dsa_view(d) for d in snapshot.daemonset_autoscalers
     ]
     for view in views:
-        key = _key(view)
-        if key not in new.modes:
-            _restore(new, key, view)
-        prev = new.modes.get(key)
-        new.modes[key] = view.vertical_mode
-        job = new.jobs.get(key)
-        if view.deleting:
-            if REVERT_FINALIZER in view.finalizers and (
-                job is None or job.reason != "TargetDeleted"
-            ):
-                new.jobs[key] = RevertJob(view, "TargetDeleted", now)
-            elif job is not None:
-                job.target = view
-            continue
-        if view.vertical_mode == AUTONOMOUS:
-            new.jobs.pop(key, None)  # back to autonomous: the revert is moot
-        elif prev == AUTONOMOUS:
-            new.jobs[key] = RevertJob(view, "LeftAutonomousMode", now)
+        _track_mode(new, view, now)
+    for key in sorted(new.jobs):
+        _run_revert(snapshot, now, plan, key, ledger)
+    for view in views:
+        _write_status(plan, view)
+    return plan
+
+
+def _track_mode(new: LifecycleState, view: TargetView, now: float) -> None:
+    """Start, update or cancel the target's revert job from its mode and deletion."""
+    key = _key(view)
+    if key not in new.modes:
+        _restore(new, key, view)
+    prev = new.modes.get(key)
+    new.modes[key] = view.vertical_mode
+    job = new.jobs.get(key)
+    if view.deleting:
+        if REVERT_FINALIZER in view.finalizers and (job is None or job.reason != "TargetDeleted"):
+            new.jobs[key] = RevertJob(view, "TargetDeleted", now)
         elif job is not None:
             job.target = view
-    for key in sorted(new.jobs):
-        job = new.jobs[key]
-        rp = plan_revert(
-            snapshot,
-            job.target,
-            now,
-            reason=job.reason,
-            already_restarted=job.restarted,
-            reported=job.reported,
-            ledger=ledger,
+        return
+    if view.vertical_mode == AUTONOMOUS:
+        new.jobs.pop(key, None)  # back to autonomous: the revert is moot
+    elif prev == AUTONOMOUS:
+        new.jobs[key] = RevertJob(view, "LeftAutonomousMode", now)
+    elif job is not None:
+        job.target = view
+
+
+def _run_revert(
+    snapshot: ClusterSnapshot, now: float, plan: LifecyclePlan, key: str, ledger: NodeLedger
+) -> None:
+    """One revert job's step this pass; a complete job is dropped (and a deleted
+    target's finalizer released)."""
+    new = plan.state
+    job = new.jobs[key]
+    rp = plan_revert(
+        snapshot,
+        job.target,
+        now,
+        reason=job.reason,
+        already_restarted=job.restarted,
+        reported=job.reported,
+        ledger=ledger,
+    )
+    plan.reverts[key] = rp
+    plan.actions.extend(rp.actions)
+    job.restarted.update(rp.restarted)
+    job.reported.update(rp.left)
+    job.reported.update(HELD_PREFIX + k for k in rp.held)
+    if rp.complete:
+        if job.reason == "TargetDeleted":
+            plan.finalizers_done.append(key)
+        # Pods left behind (in_place) stay reported; nothing more to do for them.
+        del new.jobs[key]
+
+
+def _write_status(plan: LifecyclePlan, view: TargetView) -> None:
+    """The target's lifecycle status, written when it differs from what is there."""
+    new = plan.state
+    key = _key(view)
+    if key in plan.finalizers_done:
+        return
+    record = _record(new, key)
+    before = new.written.get(key) or _persisted(view)
+    if before != record:
+        patch = dict(record)
+        if before and "reverting" in before and "reverting" not in record:
+            patch["reverting"] = None  # a merge patch removes a key with null
+        plan.actions.append(
+            WriteTargetStatus(view.namespace, view.name, {STATUS_KEY: patch}, kind=view.kind)
         )
-        plan.reverts[key] = rp
-        plan.actions.extend(rp.actions)
-        job.restarted.update(rp.restarted)
-        job.reported.update(rp.left)
-        job.reported.update(HELD_PREFIX + k for k in rp.held)
-        if rp.complete:
-            if job.reason == "TargetDeleted":
-                plan.finalizers_done.append(key)
-            # Pods left behind (in_place) stay reported; nothing more to do for them.
-            del new.jobs[key]
-    for view in views:
-        key = _key(view)
-        if key in plan.finalizers_done:
-            continue
-        record = _record(new, key)
-        before = new.written.get(key) or _persisted(view)
-        if before != record:
-            patch = dict(record)
-            if before and "reverting" in before and "reverting" not in record:
-                patch["reverting"] = None  # a merge patch removes a key with null
-            plan.actions.append(
-                WriteTargetStatus(view.namespace, view.name, {STATUS_KEY: patch}, kind=view.kind)
-            )
-        new.written[key] = record
-    return plan
+    new.written[key] = record
 
 
 def _persisted(view: TargetView) -> dict[str, Any] | None:

@@ -65,6 +65,23 @@ def _spec_json(target: Any) -> dict[str, Any]:
     return spec
 
 
+@dataclass(slots=True)
+class _Claims:
+    """One planning pass's bookkeeping: which workloads are claimed, which targets wanted."""
+
+    plan: TemplatePlan
+    planned_names: set[str]  # the templates this shard plans
+    live_names: set[str]  # templates not being deleted
+    by_ref: dict[tuple[str, str, str], Any] = field(default_factory=dict)
+    by_name: dict[tuple[str, str], Any] = field(default_factory=dict)
+    claimed: set[tuple[str, str, str]] = field(default_factory=set)
+    wanted: set[tuple[str, str]] = field(default_factory=set)
+
+    def take(self, ref: tuple[str, str, str], namespace: str, name: str) -> None:
+        self.claimed.add(ref)
+        self.wanted.add((namespace, name))
+
+
 def plan_templates(
     snapshot: ClusterSnapshot, templates: Iterable[Any] | None = None
 ) -> TemplatePlan:
@@ -80,86 +97,95 @@ def plan_templates(
     if templates is not None:
         for t in templates:
             everything.setdefault(t.metadata.name, t)
-    templates = sorted(everything.values(), key=lambda t: t.metadata.name)
-    plan = TemplatePlan()
-    by_ref: dict[tuple[str, str, str], Any] = {}
-    by_name: dict[tuple[str, str], Any] = {}
+    ordered = sorted(everything.values(), key=lambda t: t.metadata.name)
+    live_names = {t.metadata.name for t in ordered if t.metadata.deletion_timestamp is None}
+    claims = _Claims(TemplatePlan(), planned_names, live_names)
     for t in snapshot.targets:
         ref = _ref(t)
         if ref is not None:
-            by_ref.setdefault(ref, t)
-        by_name[(str(t.metadata.namespace or "default"), t.metadata.name)] = t
-    claimed: set[tuple[str, str, str]] = set()
-    live_names = {t.metadata.name for t in templates if t.metadata.deletion_timestamp is None}
-    wanted: set[tuple[str, str]] = set()
-    for tmpl in templates:
-        name = tmpl.metadata.name
-        spec = tmpl.spec
-        mine = name in planned_names
-        made: list[str] = []
-        skipped: list[str] = []
-        if tmpl.metadata.deletion_timestamp is not None:
+            claims.by_ref.setdefault(ref, t)
+        claims.by_name[(str(t.metadata.namespace or "default"), t.metadata.name)] = t
+    for tmpl in ordered:
+        if tmpl.metadata.deletion_timestamp is None:
+            _plan_template(snapshot, tmpl, claims)
+    _plan_deletions(snapshot, claims)
+    return claims.plan
+
+
+def _plan_template(snapshot: ClusterSnapshot, tmpl: Any, claims: _Claims) -> None:
+    """Claim the workloads one template selects (in key order); record its status."""
+    name = tmpl.metadata.name
+    spec = tmpl.spec
+    mine = name in claims.planned_names
+    made: list[str] = []
+    skipped: list[str] = []
+    for wl in sorted(snapshot.workloads.values(), key=lambda w: w.key):
+        kind = normalise_kind(wl.kind)
+        if kind not in _TEMPLATE_KINDS or kind not in spec.kinds:
             continue
-        for wl in sorted(snapshot.workloads.values(), key=lambda w: w.key):
-            kind = normalise_kind(wl.kind)
-            if kind not in _TEMPLATE_KINDS or kind not in spec.kinds:
-                continue
-            if not spec.selects_namespace(wl.namespace) or not spec.selector.matches(wl.labels):
-                continue
-            ref = (kind, wl.namespace, wl.name)
-            if ref in claimed:
-                skipped.append(f"{wl.namespace}/{wl.name}: already claimed by an earlier template")
-                continue
-            desired = spec.build_target(kind, wl.name, wl.namespace, name)
-            if REVERT_FINALIZER not in desired.metadata.finalizers:
-                desired.metadata.finalizers.append(REVERT_FINALIZER)
-            existing = by_ref.get(ref)
-            if existing is None:
-                clash = by_name.get((wl.namespace, wl.name))
-                if clash is not None:
-                    skipped.append(
-                        f"{wl.namespace}/{wl.name}: an AIScaleTarget of that name targets "
-                        "another workload"
-                    )
-                    continue
-                claimed.add(ref)
-                wanted.add((wl.namespace, wl.name))
-                if mine:
-                    plan.create.append(desired)
-                made.append(f"{wl.namespace}/{wl.name}")
-                continue
-            owner = _owner_template(existing)
-            ex_key = f"{existing.metadata.namespace}/{existing.metadata.name}"
-            if owner == name:
-                claimed.add(ref)
-                wanted.add((str(existing.metadata.namespace), existing.metadata.name))
-                made.append(ex_key)
-                if mine and _spec_json(existing) != _spec_json(desired):
-                    plan.update.append(_updated(existing, desired, name))
-                continue
-            if owner is not None and owner in live_names:
-                skipped.append(f"{ex_key}: managed by template {owner}")
-                continue
-            if spec.conflictResolution == "override":
-                claimed.add(ref)
-                wanted.add((str(existing.metadata.namespace), existing.metadata.name))
-                made.append(ex_key)
-                if mine:
-                    plan.update.append(_updated(existing, desired, name))
-            else:
-                skipped.append(f"{ex_key}: exists and conflictResolution is skip")
+        if not spec.selects_namespace(wl.namespace) or not spec.selector.matches(wl.labels):
+            continue
+        ref = (kind, wl.namespace, wl.name)
+        if ref in claims.claimed:
+            skipped.append(f"{wl.namespace}/{wl.name}: already claimed by an earlier template")
+            continue
+        desired = spec.build_target(kind, wl.name, wl.namespace, name)
+        if REVERT_FINALIZER not in desired.metadata.finalizers:
+            desired.metadata.finalizers.append(REVERT_FINALIZER)
+        held, what = _claim_one(claims, ref, desired, tmpl, mine)
+        (made if held else skipped).append(what)
+    if mine:
+        claims.plan.skipped[name] = skipped
+        claims.plan.status[name] = {"targets": sorted(made), "skipped": skipped}
+
+
+def _claim_one(
+    claims: _Claims, ref: tuple[str, str, str], desired: Any, tmpl: Any, mine: bool
+) -> tuple[bool, str]:
+    """Decide one selected workload: (True, "ns/name") when the template holds its target
+    (created, kept or taken over), else (False, why it is skipped)."""
+    _, namespace, wl_name = ref
+    name = tmpl.metadata.name
+    existing = claims.by_ref.get(ref)
+    if existing is None:
+        if claims.by_name.get((namespace, wl_name)) is not None:
+            return (
+                False,
+                f"{namespace}/{wl_name}: an AIScaleTarget of that name targets another workload",
+            )
+        claims.take(ref, namespace, wl_name)
         if mine:
-            plan.skipped[name] = skipped
-            plan.status[name] = {"targets": sorted(made), "skipped": skipped}
+            claims.plan.create.append(desired)
+        return True, f"{namespace}/{wl_name}"
+    owner = _owner_template(existing)
+    ex_ns, ex_name = str(existing.metadata.namespace), existing.metadata.name
+    ex_key = f"{existing.metadata.namespace}/{ex_name}"
+    if owner == name:
+        claims.take(ref, ex_ns, ex_name)
+        if mine and _spec_json(existing) != _spec_json(desired):
+            claims.plan.update.append(_updated(existing, desired, name))
+        return True, ex_key
+    if owner is not None and owner in claims.live_names:
+        return False, f"{ex_key}: managed by template {owner}"
+    if tmpl.spec.conflictResolution != "override":
+        return False, f"{ex_key}: exists and conflictResolution is skip"
+    claims.take(ref, ex_ns, ex_name)
+    if mine:
+        claims.plan.update.append(_updated(existing, desired, name))
+    return True, ex_key
+
+
+def _plan_deletions(snapshot: ClusterSnapshot, claims: _Claims) -> None:
+    """Targets a template made that it no longer wants (or whose template is gone)."""
+    plan = claims.plan
     for t in snapshot.targets:
         owner = _owner_template(t)
         key = (str(t.metadata.namespace or "default"), t.metadata.name)
-        if owner is None or key in wanted or t.metadata.deletion_timestamp is not None:
+        if owner is None or key in claims.wanted or t.metadata.deletion_timestamp is not None:
             continue
-        if owner in planned_names or owner not in live_names:
+        if owner in claims.planned_names or owner not in claims.live_names:
             plan.delete.append(key)
     plan.delete.sort()
-    return plan
 
 
 def _updated(existing: Any, desired: Any, template: str) -> Any:

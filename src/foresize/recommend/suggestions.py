@@ -142,6 +142,18 @@ def _tail(a: Any, n: int) -> Any:
     return np.concatenate([np.full(n - len(a), np.nan), a])
 
 
+@dataclass(slots=True)
+class _Due:
+    """One target whose suggestion is due this round."""
+
+    key: str  # "namespace/name"
+    namespace: str
+    name: str
+    mode: str
+    containers: list[str]
+    current: dict[str, ResourceRequirements]
+
+
 def plan_suggestions(
     snapshot: ClusterSnapshot,
     history: Any,
@@ -150,47 +162,67 @@ def plan_suggestions(
     state: SuggestionState | None = None,
 ) -> list[WriteTargetStatus]:
     """Status writes with fresh vertical suggestions (for the targets `due` accepts)."""
-    from foresize.recommend.target import TargetRequest, load_histories, recommend_batch
+    from foresize.recommend.target import recommend_batch
 
     state = state if state is not None else SuggestionState()
-    writes: list[WriteTargetStatus] = []
-    due_targets: list[tuple[str, str, str, str, list[str]]] = []
-    requests: list[TargetRequest] = []
-    currents: list[dict[str, ResourceRequirements]] = []
+    due_targets: list[_Due] = []
+    requests: list[Any] = []
     for target in snapshot.targets:
         if due is not None and not due(target):
             continue
-        mode = get_path(target, "spec", "vertical", "mode")
-        if mode not in ("recommendation", "autonomous") or not hasattr(target, "spec"):
-            continue
-        if get_path(target, "metadata", "deletion_timestamp") is not None:
-            continue
-        ns = get_path(target, "metadata", "namespace")
-        name = get_path(target, "metadata", "name")
-        source = history_source(snapshot, target)
-        if source is None:
-            continue
-        workloads, templates = source
-        containers = [c.name for c in templates]
-        histories = merged_histories(
-            [
-                load_histories(history, ns, wl, containers, now, window=HISTORY_WINDOW)
-                for wl in workloads
-            ]
-        )
-        key = f"{ns}/{name}"
-        current = _current(templates, state.latest.get(key), target)
-        due_targets.append((key, ns, name, mode, containers))
-        currents.append(current)
-        requests.append(
-            # An empty forecast state (not None) starts the rolling backtest, carried from
-            # then on; None would cold-start the backtest on every round.
-            TargetRequest(
-                target, histories, current, state.oom.get(key), state.forecast.get(key, {})
-            )
-        )
+        found = _due_request(snapshot, history, now, target, state)
+        if found is not None:
+            due_targets.append(found[0])
+            requests.append(found[1])
     # One batch for every due target, priced against the whole fleet of the shard (the
     # latest mode-level memory forecast of every target still here).
+    _forget_gone(snapshot, state)
+    fleet = list(state.memory_at_mode.values())
+    reference = sum(fleet) / len(fleet) if fleet else None
+    results = recommend_batch(requests, now, memory_reference=reference) if requests else []
+    return [
+        WriteTargetStatus(d.namespace, d.name, _status(d, result, now, state))
+        for d, result in zip(due_targets, results, strict=True)
+    ]
+
+
+def _due_request(
+    snapshot: ClusterSnapshot, history: Any, now: float, target: Any, state: SuggestionState
+) -> tuple[_Due, Any] | None:
+    """The recommendation request of a target that takes suggestions (None: it does not,
+    or there is nothing to read its usage from)."""
+    from foresize.recommend.target import TargetRequest, load_histories
+
+    mode = get_path(target, "spec", "vertical", "mode")
+    if mode not in ("recommendation", "autonomous") or not hasattr(target, "spec"):
+        return None
+    if get_path(target, "metadata", "deletion_timestamp") is not None:
+        return None
+    ns = get_path(target, "metadata", "namespace")
+    name = get_path(target, "metadata", "name")
+    source = history_source(snapshot, target)
+    if source is None:
+        return None
+    workloads, templates = source
+    containers = [c.name for c in templates]
+    histories = merged_histories(
+        [
+            load_histories(history, ns, wl, containers, now, window=HISTORY_WINDOW)
+            for wl in workloads
+        ]
+    )
+    key = f"{ns}/{name}"
+    current = _current(templates, state.latest.get(key), target)
+    # An empty forecast state (not None) starts the rolling backtest, carried from then
+    # on; None would cold-start the backtest on every round.
+    request = TargetRequest(
+        target, histories, current, state.oom.get(key), state.forecast.get(key, {})
+    )
+    return _Due(key, ns, name, mode, containers, current), request
+
+
+def _forget_gone(snapshot: ClusterSnapshot, state: SuggestionState) -> None:
+    """Drop the state of targets that are gone."""
     present = {
         f"{get_path(t, 'metadata', 'namespace')}/{get_path(t, 'metadata', 'name')}"
         for t in snapshot.targets
@@ -199,49 +231,46 @@ def plan_suggestions(
         del state.memory_at_mode[k]
     for k in [k for k in state.latest if k not in present]:
         del state.latest[k]
-    fleet = list(state.memory_at_mode.values())
-    reference = sum(fleet) / len(fleet) if fleet else None
-    results = recommend_batch(requests, now, memory_reference=reference) if requests else []
-    for (key, ns, name, mode, containers), current, result in zip(
-        due_targets, currents, results, strict=True
-    ):
-        for cname, value in result.at_mode.items():
-            state.memory_at_mode[f"{key}/{cname}"] = value
-        state.oom[key] = result.oom_state
-        if result.forecast_state is not None:
-            state.forecast[key] = result.forecast_state
-        status: dict[str, Any] = {"hasEnoughDataToScale": bool(result.has_enough_data)}
-        sugg = result.suggestion
-        entries = []
-        for cname in containers:
-            cs = sugg.containers.get(cname)
-            if cs is None:
-                continue
-            requests_, limits_ = _hysteresis(current[cname], cs, result.changed.get(cname, {}))
-            entry: dict[str, Any] = {"name": cname, "requests": format_resource_map(requests_)}
-            if limits_:
-                entry["limits"] = format_resource_map(limits_)
-            entries.append(entry)
-        # Autonomous targets get no suggestion before min_lookback_to_scale of history,
-        # unless an OOM kill raised a floor: remediation does not wait for the lookback.
-        oom_floor = any(st.active(now) for st in result.oom_state.values())
-        if entries and (result.has_enough_data or mode == "recommendation" or oom_floor):
-            status["vertical_suggestion"] = {
-                # Content-addressed: the same recommendation keeps its uid (the circuit
-                # breaker and stall tracking are per suggestion).
-                "uid": entries_uid(entries),
-                "containers": entries,
-                "forecast_window": {
-                    "start": format_time(sugg.window_start),
-                    "end": format_time(sugg.window_end),
-                },
-                "created_at": format_time(now),
-            }
-            published = suggestion_from(status["vertical_suggestion"])
-            if published is not None:
-                state.latest[key] = published
-        writes.append(WriteTargetStatus(ns, name, status))
-    return writes
+
+
+def _status(d: _Due, result: Any, now: float, state: SuggestionState) -> dict[str, Any]:
+    """The target's status patch from its recommendation (and the state carried on)."""
+    for cname, value in result.at_mode.items():
+        state.memory_at_mode[f"{d.key}/{cname}"] = value
+    state.oom[d.key] = result.oom_state
+    if result.forecast_state is not None:
+        state.forecast[d.key] = result.forecast_state
+    status: dict[str, Any] = {"hasEnoughDataToScale": bool(result.has_enough_data)}
+    sugg = result.suggestion
+    entries = []
+    for cname in d.containers:
+        cs = sugg.containers.get(cname)
+        if cs is None:
+            continue
+        requests_, limits_ = _hysteresis(d.current[cname], cs, result.changed.get(cname, {}))
+        entry: dict[str, Any] = {"name": cname, "requests": format_resource_map(requests_)}
+        if limits_:
+            entry["limits"] = format_resource_map(limits_)
+        entries.append(entry)
+    # Autonomous targets get no suggestion before min_lookback_to_scale of history,
+    # unless an OOM kill raised a floor: remediation does not wait for the lookback.
+    oom_floor = any(st.active(now) for st in result.oom_state.values())
+    if entries and (result.has_enough_data or d.mode == "recommendation" or oom_floor):
+        status["vertical_suggestion"] = {
+            # Content-addressed: the same recommendation keeps its uid (the circuit
+            # breaker and stall tracking are per suggestion).
+            "uid": entries_uid(entries),
+            "containers": entries,
+            "forecast_window": {
+                "start": format_time(sugg.window_start),
+                "end": format_time(sugg.window_end),
+            },
+            "created_at": format_time(now),
+        }
+        published = suggestion_from(status["vertical_suggestion"])
+        if published is not None:
+            state.latest[d.key] = published
+    return status
 
 
 def entries_uid(entries: list[dict[str, Any]]) -> str:
