@@ -100,6 +100,32 @@ def test_http_errors_say_what_answered():
         assert error_of(recommend(url)).endswith("answered HTTP 503: overloaded try later")
 
 
+def test_a_success_answer_of_the_wrong_shape_is_named_not_a_traceback():
+    # JSON with status success but no data (an API gateway's health answer, say) was a
+    # KeyError traceback; values that are not a list were read character by character.
+    async def no_data(request):
+        return web.json_response({"status": "success"})
+
+    async def odd_values(request):
+        return web.json_response({"status": "success", "data": "shop"})
+
+    async def no_result(request):
+        if request.path.startswith("/api/v1/label/"):
+            return web.json_response({"status": "success", "data": ["shop"]})
+        return web.json_response({"status": "success", "data": {"resultType": "matrix"}})
+
+    for handler, path, what in (
+        (no_data, "/api/v1/label/namespace/values", "a list of values"),
+        (odd_values, "/api/v1/label/namespace/values", "a list of values"),
+        (no_result, "/api/v1/query_range", "a result list"),
+    ):
+        with serve(handler) as url:
+            message = error_of(recommend(url, "-n", "shop"))
+        assert message == (
+            f"{url}{path} answered success without {what} (is this a Prometheus URL?)"
+        ), handler.__name__
+
+
 def test_unreachable_prometheus_names_the_reason():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -214,7 +214,8 @@ class PrometheusReader:
         self.insecure_skip_verify = insecure_skip_verify
         self.startup_exclusion = startup_exclusion
 
-    async def _get(self, session: Any, path: str, params: dict[str, str]) -> Any:
+    async def _get(self, session: Any, path: str, params: dict[str, str]) -> object:
+        """The `data` of a successful answer (a ForesizeError naming the cause otherwise)."""
         import aiohttp
 
         try:
@@ -248,7 +249,17 @@ class PrometheusReader:
         if not isinstance(body, dict) or body.get("status") != "success":
             error = body.get("error", body) if isinstance(body, dict) else body
             raise ForesizeError(f"Prometheus query failed: {error}")
-        return body["data"]
+        return body.get("data")
+
+    def _result(self, data: object, path: str) -> list[dict[str, Any]]:
+        """The `result` list of a query's `data`."""
+        result = data.get("result") if isinstance(data, dict) else None
+        if not isinstance(result, list):
+            raise ForesizeError(
+                f"{self.url}{path} answered success without a result list "
+                "(is this a Prometheus URL?)"
+            )
+        return result
 
     def _http_error(self, path: str, status: int, resp: Any, text: str) -> str:
         where = f"Prometheus {self.url}{path} answered HTTP {status}"
@@ -284,7 +295,10 @@ class PrometheusReader:
         own = session is None
         session = session or self._session()
         try:
-            merged: dict[tuple, tuple[dict[str, str], list[np.ndarray], list[np.ndarray]]] = {}
+            merged: dict[
+                tuple[tuple[str, str], ...],
+                tuple[dict[str, str], list[np.ndarray], list[np.ndarray]],
+            ] = {}
             chunk = step * (MAX_POINTS - 1)
             t = start
             while t <= end:
@@ -294,7 +308,7 @@ class PrometheusReader:
                     "/api/v1/query_range",
                     {"query": query, "start": repr(t), "end": repr(stop), "step": repr(step)},
                 )
-                for item in data.get("result", []):
+                for item in self._result(data, "/api/v1/query_range"):
                     labels = item.get("metric", {})
                     values = item.get("values", [])
                     if not values:
@@ -323,7 +337,7 @@ class PrometheusReader:
         session = session or self._session()
         try:
             data = await self._get(session, "/api/v1/query", {"query": query, "time": repr(at)})
-            return data.get("result", [])
+            return self._result(data, "/api/v1/query")
         finally:
             if own:
                 await session.close()
@@ -335,12 +349,16 @@ class PrometheusReader:
         own = session is None
         session = session or self._session()
         try:
+            path = f"/api/v1/label/{label}/values"
             data = await self._get(
-                session,
-                f"/api/v1/label/{label}/values",
-                {"match[]": match, "start": repr(start), "end": repr(end)},
+                session, path, {"match[]": match, "start": repr(start), "end": repr(end)}
             )
-            return sorted(str(v) for v in data or [])
+            if not isinstance(data, list):
+                raise ForesizeError(
+                    f"{self.url}{path} answered success without a list of values "
+                    "(is this a Prometheus URL?)"
+                )
+            return sorted(str(v) for v in data)
         finally:
             if own:
                 await session.close()
