@@ -147,6 +147,7 @@ def astt(spec: dict[str, Any]) -> dict[str, Any]:
 
 VALID = {
     "minimal": ast({}),
+    "evict_single_replica": ast({"vertical": {"update_policy": {"min_replicas": 1}}}),
     "full": ast(
         {
             "model": {
@@ -285,6 +286,11 @@ INVALID = {
     ),
     "bad_kind": (ast({"scaleTargetRef": {"kind": "Job", "name": "j"}}), "scaleTargetRef.kind"),
     "zero_min_replicas": (ast({"horizontal": {"minReplicas": 0}}), "horizontal.minReplicas"),
+    # The eviction guard cannot be switched off below one ready replica left alone.
+    "zero_eviction_min_replicas": (
+        ast({"vertical": {"update_policy": {"min_replicas": 0}}}),
+        "vertical.update_policy.min_replicas",
+    ),
     "empty_allowed_replicas": (
         ast({"horizontal": {"allowedReplicas": []}}),
         "horizontal.allowedReplicas",

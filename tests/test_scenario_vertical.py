@@ -552,7 +552,8 @@ def test_several_pdbs_500_is_reported_and_not_hot_looped() -> None:
             {"name": "two", "namespace": "default", "selector": {"app": "d"}, "min_available": 0},
         ],
     )
-    op = operator(sim, "recreate", targets=["Deployment/default/d"])
+    # One replica: the target allows evicting it, so the eviction reaches the PDBs.
+    op = operator(sim, "recreate", targets=["Deployment/default/d"], min_replicas=1)
     suggest(op, "d", app=({"cpu": 500, "memory": 256 * MIB}, {"cpu": 1000, "memory": GIB}))
     sim.run(300)
     refused = sim.events.query("EvictionRefused")

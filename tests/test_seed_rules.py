@@ -16,6 +16,7 @@ from foresize.vertical import WorkerConfig, WorkerState, execute, plan
 from test_vertical_planner import KEY, apply_ok, names, of, pod, snap, sugg, target
 
 DAY = 86400.0
+# The pods here are single replicas: targets that evict opt in with min_replicas=1.
 
 
 # --------------------------------------------------------------------------- stalls
@@ -30,7 +31,9 @@ def test_infeasible_is_a_stall_and_falls_back_after_the_stall_timeout() -> None:
         conditions=[PodCondition("PodResizePending", "True", "Infeasible", "node too small")],
     )
     # n1 (1 core) can never hold 2 cores; n2 can, so the fallback eviction has somewhere to go.
-    s = snap([stuck], [target("in_place_or_recreate")], nodes={"n1": 1000, "n2": 8000})
+    s = snap(
+        [stuck], [target("in_place_or_recreate", min_replicas=1)], nodes={"n1": 1000, "n2": 8000}
+    )
     state = WorkerState()
     actions, state = plan(s, 0.0, state, suggestions=sugg(cpu=2000, mem=100 * MIB))
     stalled = [e for e in of(actions, EmitEvent) if e.reason == "ResizeStalled"]
@@ -53,7 +56,7 @@ def test_resize_in_progress_without_a_reason_is_not_a_stall() -> None:
         alloc={"cpu": 100, "memory": 100 * MIB},
         conditions=[PodCondition("PodResizeInProgress", "True", "", "")],
     )
-    s = snap([busy], [target("in_place_or_recreate")])
+    s = snap([busy], [target("in_place_or_recreate", min_replicas=1)])
     state = WorkerState()
     for t in range(0, 1200, 30):
         actions, state = plan(s, float(t), state, suggestions=sugg())
@@ -89,7 +92,7 @@ def test_an_in_place_stall_is_resolved_by_a_lower_forecast() -> None:
 def test_a_new_suggestion_resets_an_open_breaker() -> None:
     """Rule: the circuit breaker is per target *and suggestion*: a new suggestion uid starts
     closed, so evictions for it go out at once instead of waiting out the old back-off."""
-    t = target("recreate", disruption={"max_disrupted": 1, "interval": "1s"})
+    t = target("recreate", min_replicas=1, disruption={"max_disrupted": 1, "interval": "1s"})
     cfg = WorkerConfig()
     state, now, gen = WorkerState(), 0.0, 0
     current = pod("p-0")
@@ -148,7 +151,7 @@ def test_a_replacement_created_in_the_eviction_second_is_judged() -> None:
     API server creationTimestamp has whole seconds while the pass clock has a fraction: a
     pod created in the same second as the eviction is its replacement (else the breaker
     opens one eviction late)."""
-    t = target("recreate", disruption={"max_disrupted": 1, "interval": "1s"})
+    t = target("recreate", min_replicas=1, disruption={"max_disrupted": 1, "interval": "1s"})
     cfg = WorkerConfig()
     state, now, gen, evictions = WorkerState(), 0.4, 0, 0
     current = pod("p-0")
@@ -178,7 +181,7 @@ def test_a_stall_whose_reason_changes_keeps_its_clock() -> None:
             conditions=[PodCondition("PodResizePending", "True", reason, "")],
         )
 
-    t = target("in_place_or_recreate")
+    t = target("in_place_or_recreate", min_replicas=1)
     nodes = {"n1": 1000, "n2": 8000}
     want = sugg(cpu=2000, mem=100 * MIB)
     _, state = plan(

@@ -35,11 +35,19 @@ from foresize.vertical.state import STATUS_KEY, TargetState
 KEY = "default/web"
 
 
-def target(update_mode: str = "in_place", name: str = "web", **vertical: Any) -> Any:
+def target(
+    update_mode: str = "in_place",
+    name: str = "web",
+    min_replicas: int | None = None,
+    **vertical: Any,
+) -> Any:
     disruption = vertical.pop("disruption", {})
+    update_policy: dict[str, Any] = {"update_mode": update_mode}
+    if min_replicas is not None:
+        update_policy["min_replicas"] = min_replicas
     spec: dict[str, Any] = {
         "mode": vertical.pop("mode", "autonomous"),
-        "update_policy": {"update_mode": update_mode},
+        "update_policy": update_policy,
         "disruption": disruption,
         **vertical,
     }
@@ -183,8 +191,9 @@ def test_recommendation_mode_changes_nothing() -> None:
         s = snap([pod("p0")], [target(update, mode="recommendation")])
         actions, _ = plan(s, 100.0, WorkerState(), suggestions=sugg())
         assert not of(actions, ResizePod) and not of(actions, EvictPod), update
-        # The same target in autonomous mode does act on the pod.
-        s = snap([pod("p0")], [target(update)])
+        # The same target in autonomous mode does act on the pod (allowed to evict its
+        # only replica).
+        s = snap([pod("p0")], [target(update, min_replicas=1)])
         actions, _ = plan(s, 100.0, WorkerState(), suggestions=sugg())
         assert of(actions, ResizePod) or of(actions, EvictPod), update
 
@@ -440,7 +449,7 @@ def test_oom_memory_upsize_skips_the_pacing() -> None:
 
 
 def test_pdb_429_stops_evictions_of_the_target_until_retry_after() -> None:
-    t = target("recreate", disruption={"max_disrupted": 3, "interval": "1s"})
+    t = target("recreate", min_replicas=1, disruption={"max_disrupted": 3, "interval": "1s"})
     pods = [pod(f"p{i}") for i in range(3)]
     s = snap(pods, [t])
     actions, state = plan(s, 0.0, WorkerState(), suggestions=sugg())
@@ -487,7 +496,7 @@ def test_multiple_pdbs_500_blocks_that_pod_and_is_reported() -> None:
 
 def test_resize_refused_422_goes_straight_to_fallback() -> None:
     for mode, expect_evict in (("in_place_or_recreate", True), ("in_place", False)):
-        t = target(mode, disruption={"interval": "1s"})
+        t = target(mode, min_replicas=1, disruption={"interval": "1s"})
         s = snap([pod("p0")], [t])
         actions, state = plan(s, 0.0, WorkerState(), suggestions=sugg())
         (rz,) = of(actions, ResizePod)
@@ -498,7 +507,7 @@ def test_resize_refused_422_goes_straight_to_fallback() -> None:
 
 
 def test_resize_refused_403_node_capacity_evicts() -> None:
-    t = target("in_place_or_recreate", disruption={"interval": "1s"})
+    t = target("in_place_or_recreate", min_replicas=1, disruption={"interval": "1s"})
     s = snap([pod("p0")], [t])
     actions, state = plan(s, 0.0, WorkerState(), suggestions=sugg())
     (rz,) = of(actions, ResizePod)
@@ -512,7 +521,8 @@ def test_resize_refused_403_node_capacity_evicts() -> None:
 
 
 def test_circuit_breaker_opens_backs_off_probes_and_closes() -> None:
-    t = target("recreate", disruption={"max_disrupted": 1, "interval": "1s"})
+    # One replica: the test is about the breaker, so the target allows evicting it.
+    t = target("recreate", min_replicas=1, disruption={"max_disrupted": 1, "interval": "1s"})
     cfg = WorkerConfig()
     state = WorkerState()
     now = 0.0
@@ -561,7 +571,8 @@ def test_circuit_breaker_opens_backs_off_probes_and_closes() -> None:
 
 def test_breaker_backoff_doubles_and_is_capped_at_one_hour() -> None:
     """Every failed probe reopens the breaker with twice the back-off, up to one hour."""
-    t = target("recreate", disruption={"max_disrupted": 1, "interval": "1s"})
+    # One replica: the test is about the breaker, so the target allows evicting it.
+    t = target("recreate", min_replicas=1, disruption={"max_disrupted": 1, "interval": "1s"})
     cfg = WorkerConfig()
     state = WorkerState()
     now, gen = 0.0, 0
@@ -835,7 +846,7 @@ def test_suggestion_is_read_from_the_target_status_when_not_passed() -> None:
 # ---------------------------------------------------------- pods without a controller
 
 
-def selector_target(update_mode: str, **disruption: Any) -> Any:
+def selector_target(update_mode: str, min_replicas: int = 2, **disruption: Any) -> Any:
     return parse_target(
         {
             "apiVersion": "foresize.io/v1",
@@ -845,7 +856,7 @@ def selector_target(update_mode: str, **disruption: Any) -> Any:
                 "selector": {"matchLabels": {"app": "web"}},
                 "vertical": {
                     "mode": "autonomous",
-                    "update_policy": {"update_mode": update_mode},
+                    "update_policy": {"update_mode": update_mode, "min_replicas": min_replicas},
                     "disruption": {"max_disrupted": 5, **disruption},
                 },
             },
@@ -863,7 +874,7 @@ def test_a_stalled_pod_without_a_controller_is_never_evicted_and_the_target_says
     stuck.conditions.append(error())
     owned = pod("owned", cpu=200, mem=200 * MIB, alloc={"cpu": 200, "memory": 300 * MIB})
     owned.conditions.append(error())
-    s = snap([stuck, owned], [selector_target("in_place_or_recreate")])
+    s = snap([stuck, owned], [selector_target("in_place_or_recreate", min_replicas=1)])
     state = WorkerState()
     seen: list[Any] = []
     for t in (0.0, 130.0, 400.0, 1000.0):

@@ -36,6 +36,7 @@ from foresize.api.quantity import (
     CPU,
     MEMORY,
 )
+from foresize.api.vocabulary import DEFAULT_MIN_REPLICAS
 
 
 class LimitPolicy(_Base):
@@ -102,6 +103,11 @@ class UpdatePolicy(_Base):
     recreate_resources: Annotated[list[Literal["cpu", "memory"]], AfterValidator(_unique)] = Field(
         default_factory=_memory_only, max_length=2
     )
+    min_replicas: int = Field(default=DEFAULT_MIN_REPLICAS, ge=1)
+    """A ready pod is evicted only while its workload has at least this many ready
+    replicas (the pod included), so evictions leave min_replicas - 1 ready and never take
+    the last ready replica down; set 1 to allow evicting a single-replica workload. Pods
+    that are not ready and in-place resizes are not affected."""
 
 
 def _unique(values: list[Any] | None) -> list[Any] | None:

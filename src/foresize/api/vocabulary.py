@@ -30,3 +30,8 @@ FORECAST_MODES = (
 
 UPDATE_MODES = ("initial", "recreate", "in_place", "in_place_or_recreate")
 """`vertical.update_policy.update_mode`."""
+
+DEFAULT_MIN_REPLICAS = 2
+"""`vertical.update_policy.min_replicas`, like VPA's updater default (`--min-replicas=2`):
+evicting the last ready replica of a workload is an outage until its replacement is
+Ready, so a single-replica target must opt in with 1."""

@@ -152,6 +152,21 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             min=1,
             help="Requests allowed at once above --kube-api-qps.",
         ),
+        eviction_rate_limit: float = opt(
+            0.0,
+            "--eviction-rate-limit",
+            env="FORESIZE_EVICTION_RATE_LIMIT",
+            min=0.0,
+            help="Evictions per second across all targets (0 = no cluster-wide limit; "
+            "each target's max_disrupted/interval still apply).",
+        ),
+        eviction_rate_burst: int = opt(
+            1,
+            "--eviction-rate-burst",
+            env="FORESIZE_EVICTION_RATE_BURST",
+            min=1,
+            help="Evictions allowed at once under --eviction-rate-limit.",
+        ),
         cert_check_interval: str = opt(
             "5m",
             "--cert-check-interval",
@@ -249,6 +264,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             cert_check_interval=cert_check_interval_s,
             version_check_interval=version_check_s,
             exclude_selector=excluded,
+            eviction_rate_limit=eviction_rate_limit or None,
+            eviction_rate_burst=eviction_rate_burst,
         )
         try:
             code = asyncio.run(run_operator(opts))

@@ -24,7 +24,12 @@ from foresize.api.duration import DurationError, parse_duration
 from foresize.api.hysteresis import DEFAULT_SCALE_DOWN, DEFAULT_SCALE_UP, Threshold
 from foresize.api.quantity import CPU, MEMORY, to_canonical
 from foresize.api.selectors import selector_matches
-from foresize.api.vocabulary import SCALING_MODE_ALIASES, SCALING_MODES, UPDATE_MODES
+from foresize.api.vocabulary import (
+    DEFAULT_MIN_REPLICAS,
+    SCALING_MODE_ALIASES,
+    SCALING_MODES,
+    UPDATE_MODES,
+)
 from foresize.cluster.model import ContainerSuggestion, Suggestion
 from foresize.errors import ForesizeError
 
@@ -213,6 +218,8 @@ class TargetView:
     # The vertical disruption worker's settings (spec.vertical.disruption, update_policy,
     # scaling_behavior).
     recreate_resources: tuple[str, ...] = ("memory",)
+    # update_policy.min_replicas: evict only while this many replicas are ready.
+    eviction_min_replicas: int = DEFAULT_MIN_REPLICAS
     max_disrupted: int | str = DEFAULT_MAX_DISRUPTED
     disruption_interval: float = DEFAULT_INTERVAL
     stall_timeout: float = DEFAULT_STALL_TIMEOUT
@@ -547,6 +554,11 @@ def _read_vertical(vertical: Any, where: str, errors: list[str]) -> dict[str, An
     if recreate is None:
         recreate = get(vertical, "recreate_resources", default=["memory"])
     out["recreate_resources"] = tuple(str(r) for r in recreate)
+    min_ready = get(update_policy, "min_replicas", "minReplicas", default=DEFAULT_MIN_REPLICAS)
+    if isinstance(min_ready, bool) or not isinstance(min_ready, int) or min_ready < 1:
+        errors.append(f"{where}.update_policy.min_replicas: expected an integer >= 1")
+    else:
+        out["eviction_min_replicas"] = min_ready
     hpa_policy = str(get(vertical, "hpa_resource_policy", "hpaResourcePolicy", default="leave"))
     out["hpa_resource_policy"] = hpa_policy.lower()
     if out["hpa_resource_policy"] not in ("leave", "override"):

@@ -62,6 +62,8 @@ class OperatorOptions:
     stall_timeout: float | None = None  # liveness fails after this; default max(5 passes, 120 s)
     # Labels of workloads (or targets) the disruption worker never touches.
     exclude_selector: dict[str, str] = field(default_factory=dict)
+    eviction_rate_limit: float | None = None  # evictions/s, all targets (VPA's flag)
+    eviction_rate_burst: int = 1
     metrics_host: str = "0.0.0.0"
     metrics_port: int = 8080
     webhook: bool = True
@@ -523,7 +525,11 @@ async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None)
         shards=shards,
         history=history,
         suggest_interval=opts.suggest_interval,
-        worker_config=WorkerConfig(exclude_selector=dict(opts.exclude_selector)),
+        worker_config=WorkerConfig(
+            exclude_selector=dict(opts.exclude_selector),
+            eviction_rate_limit=opts.eviction_rate_limit,
+            eviction_rate_burst=opts.eviction_rate_burst,
+        ),
     )
     shell.dsa_window = dsa_window
 

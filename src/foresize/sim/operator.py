@@ -356,6 +356,7 @@ class OperatorOptions:
     # VPA does by default, so a memory leak can be followed above the template's limit.
     proportional_limits: bool = True
     min_lookback_to_scale: str | None = None  # the target's own (API default 24 h)
+    min_replicas: int | None = None  # the targets' update_policy.min_replicas (API default 2)
 
 
 class SimOperator:
@@ -413,7 +414,10 @@ class SimOperator:
                 continue
             vertical: dict[str, Any] = {
                 "mode": "autonomous",
-                "update_policy": {"update_mode": self.opt.update_mode},
+                "update_policy": {
+                    "update_mode": self.opt.update_mode,
+                    **({"min_replicas": m} if (m := self.opt.min_replicas) is not None else {}),
+                },
                 "hpa_resource_policy": self.opt.hpa_resource_policy,
             }
             if self.opt.disruption:

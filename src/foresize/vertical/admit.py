@@ -21,8 +21,12 @@ from foresize.vertical.run import (
     RELEASE,
     Candidate,
     PassContext,
+    TargetRun,
     describe_change,
 )
+
+# The Event reason of an eviction the min-replicas rule holds back.
+EVICTION_SKIPPED_MIN_REPLICAS = "EvictionSkippedMinReplicas"
 
 _WHY_EVICT = {
     "recreate": "recreate with the suggested resources",
@@ -148,6 +152,60 @@ def _not_evicted_without_controller(c: Candidate) -> None:
         run.target_event("PodWithoutController", f"pod {pod.name}: {msg}", "Warning")
 
 
+def workload_key(run: TargetRun, pod: Pod, ctx: PassContext) -> str:
+    """The workload whose ready replicas the min-replicas rule counts: the target's own
+    (`scaleTargetRef`), else the pod's top controller (a selector target may span several
+    workloads; VPA likewise counts per controller)."""
+    if run.workload is not None:
+        return str(run.workload.key)
+    top = ctx.snapshot.top_owner(pod)
+    if top is not None:
+        return str(top.key)
+    owner = pod.owner
+    return f"{owner.kind}/{pod.namespace}/{owner.name}" if owner is not None else pod.uid
+
+
+def count_ready(run: TargetRun, ctx: PassContext) -> None:
+    """The ready replicas per workload at the start of the pass (the rule's baseline)."""
+    run.ready_replicas = {}
+    for p in run.pods:
+        if p.ready and not p.terminating:
+            key = workload_key(run, p, ctx)
+            run.ready_replicas[key] = run.ready_replicas.get(key, 0) + 1
+
+
+def _leaves_too_few_ready(c: Candidate, ctx: PassContext) -> bool:
+    """The min-replicas rule: a ready pod is evicted only while its workload has at least
+    `update_policy.min_replicas` ready replicas, the pod included, counting down the ready
+    pods this pass already evicts — so evictions always leave `min_replicas - 1` replicas
+    ready, and never take a workload's last ready replica down unless the target allows it
+    with `min_replicas: 1`. VPA's updater (`--min-replicas`, per VPA
+    `updatePolicy.minReplicas`) counts live pods instead; counting ready ones also holds
+    the healthy replica while its sibling is not ready. A pod that is not ready serves
+    nothing, so evicting it takes nothing down (VPA likewise always lets a pending pod
+    go): that is how a crash-looping single replica still gets its bigger size. In-place
+    resizes are not affected. A held pod is listed in `status.pods_held_by_min_replicas`,
+    with one Event per pod and reason."""
+    run, pod = c.run, c.pod
+    if not pod.ready:
+        return False
+    need = run.policy.eviction_min_replicas
+    ready = run.ready_replicas.get(workload_key(run, pod, ctx), 0)
+    if ready >= need:
+        run.state.reported.pop(f"minreplicas:{pod.uid}", None)
+        return False
+    run.held_min_replicas.append(pod.name)
+    if run.report_once(f"minreplicas:{pod.uid}", c.reason):
+        why = _WHY_EVICT.get(c.reason, c.reason)
+        msg = (
+            f"not evicting ({why}): the workload has {ready} ready replica(s), "
+            f"fewer than update_policy.min_replicas={need}"
+        )
+        run.pod_event(pod, EVICTION_SKIPPED_MIN_REPLICAS, msg, "Warning")
+        run.target_event(EVICTION_SKIPPED_MIN_REPLICAS, f"pod {pod.name}: {msg}", "Warning")
+    return True
+
+
 def _need_recreated(c: Candidate) -> ResourceMap | None:
     """The requests the recreated pod will have (None: no suggestion, nothing to check)."""
     if c.run.suggestion is None:
@@ -162,6 +220,8 @@ def _evict(c: Candidate, ctx: PassContext, ledger: NodeLedger, actions: list[Act
     run, pod = c.run, c.pod
     if not recreated_by_controller(pod):
         _not_evicted_without_controller(c)
+        return
+    if _leaves_too_few_ready(c, ctx):
         return
     # Every eviction counts against the batch, an OOM-killed pod's too (only in-place
     # OOM fixes skip the pacing, see `modes.OOM_URGENT_WINDOW`): an evicted replica serves
@@ -183,9 +243,16 @@ def _evict(c: Candidate, ctx: PassContext, ledger: NodeLedger, actions: list[Act
                 "Warning",
             )
         return
+    # Last, so a token is spent only on an eviction that is sent.
+    if ctx.bucket is not None and not ctx.bucket.take():
+        run.rate_limited += 1
+        return
     actions.append(EvictPod(pod.namespace, pod.name, run.policy.key, c.reason, uid=pod.uid))
     run.state.inflight[pod.name] = pod.uid
     run.evictions_left -= 1
+    if pod.ready:  # its replacement is not ready yet
+        key = workload_key(run, pod, ctx)
+        run.ready_replicas[key] = run.ready_replicas.get(key, 0) - 1
     run.budget -= 1
     run.issued += 1
     why = _WHY_EVICT.get(c.reason, c.reason)

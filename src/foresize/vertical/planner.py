@@ -27,7 +27,7 @@ from foresize.cluster.model import Pod, Suggestion
 from foresize.cluster.snapshot import ClusterSnapshot
 from foresize.cluster.target import TargetView
 from foresize.errors import ForesizeError
-from foresize.vertical.admit import admit, recreated_by_controller
+from foresize.vertical.admit import admit, count_ready, recreated_by_controller
 from foresize.vertical.breaker import move_breaker
 from foresize.vertical.guards import (
     TARGET_GUARDS,
@@ -41,7 +41,13 @@ from foresize.vertical.policy import WorkerConfig, policy_of
 from foresize.vertical.results import execute, on_result
 from foresize.vertical.run import Candidate, PassContext, PodView, TargetRun
 from foresize.vertical.stall import awaiting_kubelet, stall_message, stall_reason
-from foresize.vertical.state import STATUS_KEY, StallRecord, TargetState, WorkerState
+from foresize.vertical.state import (
+    STATUS_KEY,
+    EvictionBucket,
+    StallRecord,
+    TargetState,
+    WorkerState,
+)
 
 # The update modes that may evict a pod.
 EVICTING_MODES = ("recreate", "in_place_or_recreate")
@@ -113,6 +119,7 @@ def plan(
     ctx = PassContext(snapshot, now, config or WorkerConfig())
     suggestions = suggestions or {}
     new_state = state.copy()
+    ctx.bucket = _eviction_bucket(new_state, ctx)
     actions: list[Action] = []
     runs: list[TargetRun] = []
     candidates: list[Candidate] = []
@@ -133,6 +140,7 @@ def plan(
     for run in runs:
         if run.issued:
             run.state.last_batch_at = now
+        _report_rate_limited(run, ctx)
         actions.extend(run.events)
         status = _status(run)
         # Written until it lands: `last_status` is only set by `on_result` when the write
@@ -141,6 +149,35 @@ def plan(
         if status != run.state.last_status:
             actions.append(WriteTargetStatus(run.policy.namespace, run.policy.name, status))
     return actions, new_state
+
+
+def _eviction_bucket(state: WorkerState, ctx: PassContext) -> EvictionBucket | None:
+    """The cluster-wide eviction bucket refilled to `now` (None: no rate limit)."""
+    rate, burst = ctx.config.eviction_rate_limit, ctx.config.eviction_rate_burst
+    if rate is None:
+        state.eviction_bucket = None
+        return None
+    bucket = state.eviction_bucket
+    if bucket is None:
+        bucket = state.eviction_bucket = EvictionBucket(float(burst), ctx.now)
+    bucket.refill(ctx.now, rate, burst)
+    return bucket
+
+
+def _report_rate_limited(run: TargetRun, ctx: PassContext) -> None:
+    """A target whose evictions the rate limit held says so: a note while it lasts, one
+    Event when it starts."""
+    if not run.rate_limited:
+        run.state.reported.pop("ratelimit", None)
+        return
+    rate = ctx.config.eviction_rate_limit
+    msg = (
+        f"{run.rate_limited} eviction(s) wait for the operator's eviction rate limit "
+        f"({rate:g}/s, burst {ctx.config.eviction_rate_burst})"
+    )
+    run.notes.append(msg)
+    if run.report_once("ratelimit", "1"):
+        run.target_event("EvictionRateLimited", msg)
 
 
 def _start_run(
@@ -279,6 +316,7 @@ def _decide(run: TargetRun, ctx: PassContext, candidates: list[Candidate]) -> No
     assert run.suggestion is not None
     move_breaker(run, run.suggestion, ctx.now, ctx.config)
     size = open_gates(run, ctx.now)
+    count_ready(run, ctx)
     decide = DECIDE[run.policy.update_mode]
     disrupted = 0
     for pod in run.pods:
@@ -341,6 +379,7 @@ def _status(run: TargetRun) -> dict[str, Any]:
         "pods_stalled": run.stalled,
         "pods_waiting_for_capacity": run.waiting_capacity,
         "pods_without_controller": list(run.without_controller),
+        "pods_held_by_min_replicas": sorted(run.held_min_replicas),
         "overlapping_targets": list(run.overlaps),
         "stall_fallbacks": ts.stall_fallbacks,
         "circuit_breaker": ts.breaker.to_status(),

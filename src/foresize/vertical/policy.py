@@ -95,6 +95,13 @@ class WorkerConfig:
     # A recreated pod "comes back right" when each suggested request is within this
     # fraction (admission rounds the same way, so this only absorbs rounding).
     match_tolerance: float = 0.02
+    # Cluster-wide eviction pacing, VPA updater's `--eviction-rate-limit` /
+    # `--eviction-rate-burst`: a token bucket holding up to `eviction_rate_burst` evictions,
+    # refilled at `eviction_rate_limit` per second, shared by every target. None = off, as
+    # in VPA (-1): each target's `max_disrupted` / `interval` already bound what a workload
+    # loses, and a cluster-wide cap only makes sense sized to the cluster, by its operator.
+    eviction_rate_limit: float | None = None
+    eviction_rate_burst: int = 1
 
 
 def policy_of(target: Any) -> TargetView:

@@ -13,7 +13,7 @@ from foresize.cluster.snapshot import ClusterSnapshot
 from foresize.cluster.target import TargetView
 from foresize.vertical.desired import PodChange
 from foresize.vertical.policy import WorkerConfig
-from foresize.vertical.state import StallRecord, TargetState
+from foresize.vertical.state import EvictionBucket, StallRecord, TargetState
 
 # Candidate kinds: an in-place resize, an eviction, and the release of a Deferred resize
 # (patch back to what the kubelet allocated).
@@ -39,6 +39,7 @@ class PassContext:
     snapshot: ClusterSnapshot
     now: float
     config: WorkerConfig
+    bucket: EvictionBucket | None = None  # the cluster-wide eviction rate limit, if on
 
 
 @dataclass(slots=True)
@@ -67,6 +68,10 @@ class TargetRun:
     stalled: int = 0
     waiting_capacity: int = 0
     without_controller: list[str] = field(default_factory=list)  # pods never evicted
+    # workload key -> ready, not terminating, less the ready pods evicted this pass
+    ready_replicas: dict[str, int] = field(default_factory=dict)
+    held_min_replicas: list[str] = field(default_factory=list)  # not evicted: min_replicas
+    rate_limited: int = 0  # evictions held back by the cluster-wide rate limit
     overlaps: list[str] = field(default_factory=list)  # targets claiming our selected pods
     notes: list[str] = field(default_factory=list)
     events: list[EmitEvent] = field(default_factory=list)

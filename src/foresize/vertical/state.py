@@ -233,6 +233,26 @@ class TargetState:
 
 
 @dataclass(slots=True)
+class EvictionBucket:
+    """The cluster-wide eviction token bucket (`WorkerConfig.eviction_rate_limit`): one
+    token per eviction, refilled with the pass's `now` (no clock of its own). Not
+    persisted: a restarted worker starts with a full bucket, as VPA's limiter does."""
+
+    tokens: float
+    at: float
+
+    def refill(self, now: float, rate: float, burst: int) -> None:
+        self.tokens = min(float(burst), self.tokens + max(0.0, now - self.at) * rate)
+        self.at = max(self.at, now)
+
+    def take(self) -> bool:
+        if self.tokens < 1.0:
+            return False
+        self.tokens -= 1.0
+        return True
+
+
+@dataclass(slots=True)
 class WorkerState:
     """Per-target state, keyed by "namespace/name" of the target."""
 
@@ -240,10 +260,13 @@ class WorkerState:
     # Not persisted: parsed target policies by uid, reused while metadata.generation (which
     # the API server bumps on every spec change) stays the same.
     policies: dict[str, tuple[int, Any]] = field(default_factory=dict)
+    eviction_bucket: EvictionBucket | None = None
 
     def copy(self) -> WorkerState:
         # Shallow: the planner clones a TargetState before changing it.
-        return WorkerState(dict(self.targets), self.policies)
+        b = self.eviction_bucket
+        bucket = EvictionBucket(b.tokens, b.at) if b is not None else None
+        return WorkerState(dict(self.targets), self.policies, bucket)
 
     def to_status(self, key: str) -> dict[str, Any]:
         ts = self.targets.get(key)
