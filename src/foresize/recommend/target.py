@@ -536,16 +536,8 @@ def _finish(
                 )[0]
                 target = float(held) if not np.isfinite(chosen) else float(chosen)
             if res == MEMORY:
-                target *= 1.0 + MEMORY_HEADROOM
-                if p.memory_stabilization > 0:
-                    # Memory goes down only to the highest target of the window.
-                    target, st = st.stabilized(now, target, p.memory_stabilization)
-                    oom_out[name] = st
-                # Never below the highest usage of the last MEMORY_PEAK_WINDOW.
-                span = int(MEMORY_PEAK_WINDOW / MODEL_STEP)
-                recent = np.asarray(hist.memory[-span:] if span > 0 else [])
-                if np.isfinite(recent).any():
-                    target = max(target, float(np.nanmax(recent)) * (1.0 + MEMORY_HEADROOM))
+                target, st = _memory_target(target, st, hist, p, now)
+                oom_out[name] = st
             target = max(target, float(floor))
             # The OOM floor is raised over the lower bound but the upper bound and an
             # unmanaged limit remain the user's hard ceiling.
@@ -553,14 +545,7 @@ def _finish(
         proposed[name] = new
     proposed = _keep_qos(r.current, proposed)
     for name, new in proposed.items():
-        cur = r.current[name]
-        for res in RESOURCES:
-            a, b = cur.requests.get(res), new.requests.get(res)
-            if a is None or b is None or a == b:
-                changed[name][res] = a != b
-                continue
-            th = p.scale_up[res] if b > a else p.scale_down[res]
-            changed[name][res] = _significant(th, a, b)
+        changed[name] = _changes(p, r.current[name], new)
         suggestion.containers[name] = ContainerSuggestion(
             name, dict(new.requests), dict(new.limits)
         )
@@ -575,6 +560,37 @@ def _finish(
         at_mode=mode_values,
         changed=changed,
     )
+
+
+def _memory_target(
+    target: float, st: OOMState, hist: ContainerHistory, p: RecommendParams, now: float
+) -> tuple[float, OOMState]:
+    """A memory request from its forecast target: the headroom added, held by the
+    scale-down stabilization (memory goes down only to the highest target of the window)
+    and never below the highest usage of the last MEMORY_PEAK_WINDOW."""
+    target *= 1.0 + MEMORY_HEADROOM
+    if p.memory_stabilization > 0:
+        target, st = st.stabilized(now, target, p.memory_stabilization)
+    span = int(MEMORY_PEAK_WINDOW / MODEL_STEP)
+    recent = np.asarray(hist.memory[-span:] if span > 0 else [])
+    if np.isfinite(recent).any():
+        target = max(target, float(np.nanmax(recent)) * (1.0 + MEMORY_HEADROOM))
+    return target, st
+
+
+def _changes(
+    p: RecommendParams, cur: ResourceRequirements, new: ResourceRequirements
+) -> dict[str, bool]:
+    """Per resource, whether the proposed request is a change worth making (hysteresis)."""
+    out: dict[str, bool] = {}
+    for res in RESOURCES:
+        a, b = cur.requests.get(res), new.requests.get(res)
+        if a is None or b is None or a == b:
+            out[res] = a != b
+            continue
+        th = p.scale_up[res] if b > a else p.scale_down[res]
+        out[res] = _significant(th, a, b)
+    return out
 
 
 def _significant(th: Threshold, current: int, proposed: int) -> bool:

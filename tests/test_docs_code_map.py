@@ -1,0 +1,48 @@
+"""docs/architecture.md's code map matches the tree: every package is in it, and every
+module a row names exists (code moves; the map must follow)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "src" / "foresize"
+ROW = re.compile(r"^\| (`[^|]+`(?:, `[^|]+`)*) \| [^|]+ \| (.+) \|$")
+MODULE = re.compile(r"`([a-z_]+(?:/[a-z_]+)?/?)`")
+
+
+def code_map_rows() -> list[tuple[list[str], str]]:
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    section = text.split("### Code map", 1)[1].split("\n## ", 1)[0]
+    rows = []
+    for line in section.splitlines():
+        m = ROW.match(line)
+        if m:
+            rows.append((re.findall(r"`([^`]+)`", m[1]), m[2]))
+    return rows
+
+
+def exists(name: str, packages: list[str]) -> bool:
+    """A module or package named in a row: inside one of the row's packages, or top-level."""
+    name = name.rstrip("/")
+    bases = [PACKAGE / p.rstrip("/") for p in packages if p.endswith("/")] + [PACKAGE]
+    return any((b / name).is_dir() or (b / f"{name}.py").is_file() for b in bases)
+
+
+def test_every_package_is_on_the_map():
+    rows = code_map_rows()
+    mapped = {p.rstrip("/").removesuffix(".py") for packages, _ in rows for p in packages}
+    on_disk = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    on_disk |= {p.stem for p in PACKAGE.glob("*.py")} - {"__init__", "__main__", "errors"}
+    assert on_disk - mapped == set()
+
+
+def test_every_module_the_map_names_exists():
+    missing = [
+        (packages, name)
+        for packages, text in code_map_rows()
+        for name in MODULE.findall(text)
+        if not exists(name, packages)
+    ]
+    assert missing == []
