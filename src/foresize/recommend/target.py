@@ -14,7 +14,7 @@ nothing here writes history (OOM floors are state, never usage).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -218,7 +218,7 @@ class RecommendResult:
     # container -> resource -> whether the suggestion differs beyond hysteresis
     changed: dict[str, dict[str, bool]] = field(default_factory=dict)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         """Unpacks as (suggestion, oom_state)."""
         return iter((self.suggestion, self.oom_state))
 
@@ -354,7 +354,21 @@ class _RowForecasts:
     schedule: np.ndarray  # CPU: the time-of-day block's quantile (`block_schedule`); else NaN
 
 
-def _forecast(reqs, rows, res, new_states, now, memory_reference=None) -> _RowForecasts:
+_Row = tuple[int, str]
+"""A row of a batch: (index of the target in the batch, container name)."""
+
+_GroupKey = tuple[float, bool, tuple[float, ...]]
+"""Rows forecast together: (forecast horizon, carries a forecast state, levels)."""
+
+
+def _forecast(
+    reqs: Sequence[TargetRequest],
+    rows: Sequence[_Row],
+    res: str,
+    new_states: list[dict[str, OnlineScores] | None],
+    now: float,
+    memory_reference: float | None = None,
+) -> _RowForecasts:
     """Forecast every (target, container) row for `res` at its mode's levels, then pick
     one level per row: the mode's quantile, or for memory under a named mode the level
     `allocate_risk` gives it among the rows of the whole batch.
@@ -365,81 +379,149 @@ def _forecast(reqs, rows, res, new_states, now, memory_reference=None) -> _RowFo
     if not rows:
         empty = np.full(0, np.nan)
         return _RowForecasts(empty, np.full(0, "", dtype=object), empty, empty, empty, empty, empty)
-    row_levels = []
-    for ti, _name in rows:
-        p = reqs[ti].params
-        m = p.model(res)
-        if res == CPU:
-            # The scheduled request (`scheduled_cpu`): also forecast at the raise quantile.
-            row_levels.append(tuple(sorted({CPU_RAISE_QUANTILE, m.quantile(res)})))
-        elif p.allocate_memory_risk:
-            row_levels.append(risk_levels(m.mode, res, m.percentile_value))
-        else:
-            row_levels.append((m.quantile(res),))
+    row_levels = [_row_levels(reqs[ti].params, res) for ti, _name in rows]
     all_levels = np.array(sorted({q for lv in row_levels for q in lv}))
     values = np.full((len(rows), len(all_levels)), np.nan)
     models = np.full((len(rows), len(all_levels)), "", dtype=object)
     schedule = np.full(len(rows), np.nan)
-    groups: dict[tuple[float, bool, tuple[float, ...]], list[int]] = {}
+    for (blocks, online, levels), ks in _forecast_groups(reqs, rows, row_levels).items():
+        cfg = ForecastConfig(step=MODEL_STEP, horizon=blocks)
+        group = [rows[k] for k in ks]
+        y = _history_matrix(reqs, group, res)
+        qs = np.array(levels)
+        base = int(math.floor(now / MODEL_STEP)) - (y.shape[1] - 1)
+        if res == CPU:
+            schedule[ks] = _cpu_schedule(reqs, group, y, base, cfg)
+        if online:
+            group_values, group_models = _online_forecast(
+                reqs, group, res, y, qs, cfg, base, new_states
+            )
+        else:
+            f = forecast_max(y, qs, cfg, backtest_scores(y, qs, cfg))
+            group_values, group_models = f.values, f.model_names()
+        cols = np.searchsorted(all_levels, qs)
+        for i, k in enumerate(ks):
+            values[k, cols] = group_values[i]
+            models[k, cols] = group_models[i]
+    return _pick_levels(
+        reqs, rows, res, row_levels, all_levels, values, models, schedule, memory_reference
+    )
+
+
+def _row_levels(p: RecommendParams, res: str) -> tuple[float, ...]:
+    """The quantiles one row of `res` is forecast at."""
+    m = p.model(res)
+    if res == CPU:
+        # The scheduled request (`scheduled_cpu`): also forecast at the raise quantile.
+        return tuple(sorted({CPU_RAISE_QUANTILE, m.quantile(res)}))
+    if p.allocate_memory_risk:
+        return risk_levels(m.mode, res, m.percentile_value)
+    return (m.quantile(res),)
+
+
+def _forecast_groups(
+    reqs: Sequence[TargetRequest], rows: Sequence[_Row], row_levels: Sequence[tuple[float, ...]]
+) -> dict[_GroupKey, list[int]]:
+    """Row numbers by what lets them share one vectorised forecast."""
+    groups: dict[_GroupKey, list[int]] = {}
     for k, (ti, _name) in enumerate(rows):
         p = reqs[ti].params
         key = (p.forecast_blocks, reqs[ti].forecast_state is not None, row_levels[k])
         groups.setdefault(key, []).append(k)
-    for (blocks, online, levels), ks in groups.items():
-        cfg = ForecastConfig(step=MODEL_STEP, horizon=blocks)
-        length = max(len(getattr(reqs[rows[k][0]].histories[rows[k][1]], res)) for k in ks)
-        y = np.full((len(ks), max(length, 1)), np.nan)
-        for i, k in enumerate(ks):
-            ti, name = rows[k]
-            v = np.asarray(getattr(reqs[ti].histories[name], res), dtype=np.float64)
-            if len(v):
-                y[i, length - len(v) :] = v
-        qs = np.array(levels)
-        cols = np.searchsorted(all_levels, qs)
-        base = int(math.floor(now / MODEL_STEP)) - (y.shape[1] - 1)
-        if res == CPU:
-            mode_q = np.array([reqs[rows[k][0]].params.model(res).quantile(res) for k in ks])
-            for q in np.unique(mode_q):
-                sel = np.nonzero(mode_q == q)[0]
-                sched = block_schedule(
-                    forward_max(y[sel], cfg.h),
-                    y.shape[1] - 1,
-                    (base + y.shape[1] - 1) * MODEL_STEP,
-                    np.array([q]),
-                    cfg,
-                    SCHEDULE_BLOCKS,
-                    SCHEDULE_DAYS,
-                )
-                schedule[np.asarray(ks)[sel]] = sched[:, 0] * _UNIT[res]
-        if online:
-            # Rolling backtest: one state per (target, container, resource), stacked into
-            # one vectorised step where the states line up (same decision history).
-            # Origins are absolute bucket numbers, so states survive the window sliding.
-            states = []
-            for k in ks:
-                ti, name = rows[k]
-                st = reqs[ti].forecast_state.get(f"{name}/{res}")
-                if st is None or st.loss.shape[1:] != (1, len(qs)):
-                    st = OnlineScores.empty(1, len(qs))
-                states.append(st)
-            by_sig: dict[tuple, list[int]] = {}
-            for i, st in enumerate(states):
-                by_sig.setdefault(st.signature(), []).append(i)
-            for idxs in by_sig.values():
-                stacked = OnlineScores.stack([states[i] for i in idxs])
-                f, st2 = online_step(stacked, y[idxs], y.shape[1] - 1, qs, cfg, base=base)
-                names_all = f.model_names()
-                for j, i in enumerate(idxs):
-                    ti, name = rows[ks[i]]
-                    new_states[ti][f"{name}/{res}"] = st2.row(j)
-                    values[ks[i], cols] = f.values[j]
-                    models[ks[i], cols] = names_all[j]
-        else:
-            f = forecast_max(y, qs, cfg, backtest_scores(y, qs, cfg))
-            names_all = f.model_names()
-            for i, k in enumerate(ks):
-                values[k, cols] = f.values[i]
-                models[k, cols] = names_all[i]
+    return groups
+
+
+def _history_matrix(reqs: Sequence[TargetRequest], group: Sequence[_Row], res: str) -> np.ndarray:
+    """The group's histories of `res`, right-aligned (newest last), NaN-padded at the left."""
+    series = [
+        np.asarray(getattr(reqs[ti].histories[name], res), dtype=np.float64) for ti, name in group
+    ]
+    length = max(len(v) for v in series)
+    y = np.full((len(series), max(length, 1)), np.nan)
+    for i, v in enumerate(series):
+        if len(v):
+            y[i, length - len(v) :] = v
+    return y
+
+
+def _cpu_schedule(
+    reqs: Sequence[TargetRequest],
+    group: Sequence[_Row],
+    y: np.ndarray,
+    base: int,
+    cfg: ForecastConfig,
+) -> np.ndarray:
+    """Each row's time-of-day block request at its mode's quantile (`block_schedule`),
+    canonical units."""
+    schedule = np.full(len(group), np.nan)
+    mode_q = np.array([reqs[ti].params.model(CPU).quantile(CPU) for ti, _name in group])
+    for q in np.unique(mode_q):
+        sel = np.nonzero(mode_q == q)[0]
+        sched = block_schedule(
+            forward_max(y[sel], cfg.h),
+            y.shape[1] - 1,
+            (base + y.shape[1] - 1) * MODEL_STEP,
+            np.array([q]),
+            cfg,
+            SCHEDULE_BLOCKS,
+            SCHEDULE_DAYS,
+        )
+        schedule[sel] = sched[:, 0] * _UNIT[CPU]
+    return schedule
+
+
+def _online_forecast(
+    reqs: Sequence[TargetRequest],
+    group: Sequence[_Row],
+    res: str,
+    y: np.ndarray,
+    qs: np.ndarray,
+    cfg: ForecastConfig,
+    base: int,
+    new_states: list[dict[str, OnlineScores] | None],
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rolling backtest: one state per (target, container, resource), stacked into one
+    vectorised step where the states line up (same decision history). Origins are
+    absolute bucket numbers, so states survive the window sliding. Stores each row's next
+    state in `new_states`; returns the group's values and model names, (rows, levels)."""
+    states = []
+    for ti, name in group:
+        carried = reqs[ti].forecast_state
+        st = carried.get(f"{name}/{res}") if carried is not None else None
+        if st is None or st.loss.shape[1:] != (1, len(qs)):
+            st = OnlineScores.empty(1, len(qs))
+        states.append(st)
+    by_sig: dict[tuple[int | None, tuple[int, ...], int], list[int]] = {}
+    for i, st in enumerate(states):
+        by_sig.setdefault(st.signature(), []).append(i)
+    values = np.full((len(group), len(qs)), np.nan)
+    names = np.full((len(group), len(qs)), "", dtype=object)
+    for idxs in by_sig.values():
+        stacked = OnlineScores.stack([states[i] for i in idxs])
+        f, st2 = online_step(stacked, y[idxs], y.shape[1] - 1, qs, cfg, base=base)
+        names_all = f.model_names()
+        for j, i in enumerate(idxs):
+            ti, name = group[i]
+            target_states = new_states[ti]
+            if target_states is not None:
+                target_states[f"{name}/{res}"] = st2.row(j)
+            values[i] = f.values[j]
+            names[i] = names_all[j]
+    return values, names
+
+
+def _pick_levels(
+    reqs: Sequence[TargetRequest],
+    rows: Sequence[_Row],
+    res: str,
+    row_levels: Sequence[tuple[float, ...]],
+    all_levels: np.ndarray,
+    values: np.ndarray,
+    models: np.ndarray,
+    schedule: np.ndarray,
+    memory_reference: float | None,
+) -> _RowForecasts:
+    """One level per row from the forecasts at every level (canonical units)."""
     mode_q = np.array([reqs[ti].params.model(res).quantile(res) for ti, _ in rows])
     own = np.searchsorted(all_levels, mode_q)
     idx = np.arange(len(rows))
@@ -464,7 +546,12 @@ def _forecast(reqs, rows, res, new_states, now, memory_reference=None) -> _RowFo
 
 
 def _finish(
-    ti, r: TargetRequest, rows, fc: dict[str, _RowForecasts], now, fstate
+    ti: int,
+    r: TargetRequest,
+    rows: Sequence[_Row],
+    fc: dict[str, _RowForecasts],
+    now: float,
+    fstate: dict[str, OnlineScores] | None,
 ) -> RecommendResult:
     p: RecommendParams = r.params
     suggestion = Suggestion(
@@ -515,7 +602,7 @@ def _finish(
                 mode_values[name] = float(fc[res].at_mode[k])
             m = p.model(res)
             floor = st.active(now) if res == MEMORY else 0
-            if not np.isfinite(value) or not enough:
+            if not np.isfinite(value) or not enough or hist is None:
                 # Not enough history (hasEnoughDataToScale false) or nothing to forecast
                 # from: hold the current value, but an OOM floor still raises memory.
                 if floor and floor > cur.requests.get(res, 0):
@@ -534,7 +621,10 @@ def _finish(
                     np.array([float(held) if held is not None else math.nan]),
                     new_block(now, p.forecast_blocks),
                 )[0]
-                target = float(held) if not np.isfinite(chosen) else float(chosen)
+                if np.isfinite(chosen):
+                    target = float(chosen)
+                elif held is not None:
+                    target = float(held)
             if res == MEMORY:
                 target, st = _memory_target(target, st, hist, p, now)
                 oom_out[name] = st
