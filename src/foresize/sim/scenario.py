@@ -101,6 +101,19 @@ def parse_scenario(data: Any, source: str, base_dir: Path | None = None) -> Scen
     for k, v in ctx.mapping(top.get("priority_classes"), "priority_classes").items():
         classes[str(k)] = ctx.integer(v, f"priority_classes.{k}", 0, minimum=-(2**31))
 
+    _read_nodes(ctx, top, sc)
+    _read_autoscaler(ctx, top, sc)
+    seen_wl: set[tuple[str, str, str]] = set()
+    for i, raw in enumerate(ctx.seq(top.get("workloads"), "workloads")):
+        sc.workloads.append(_read_workload(ctx, raw, f"workloads[{i}]", classes, seen_wl))
+    _read_pdbs(ctx, top, sc)
+    _read_hpas(ctx, top, sc, seen_wl)
+    _check_size(ctx, sc)
+    return sc
+
+
+def _read_nodes(ctx: FieldReader, top: dict[str, Any], sc: Scenario) -> None:
+    """The `nodes` section: each entry expanded to `count` named nodes."""
     seen_nodes: set[str] = set()
     for i, raw in enumerate(ctx.seq(top.get("nodes"), "nodes")):
         path = f"nodes[{i}]"
@@ -148,6 +161,9 @@ def parse_scenario(data: Any, source: str, base_dir: Path | None = None) -> Scen
     if not sc.nodes:
         raise ctx.fail("nodes", "a scenario needs at least one node")
 
+
+def _read_autoscaler(ctx: FieldReader, top: dict[str, Any], sc: Scenario) -> None:
+    """The optional `cluster_autoscaler` section."""
     if top.get("cluster_autoscaler") is not None:
         path = "cluster_autoscaler"
         m = ctx.mapping(top["cluster_autoscaler"], path)
@@ -175,103 +191,118 @@ def parse_scenario(data: Any, source: str, base_dir: Path | None = None) -> Scen
             provision_time=ctx.duration(m.get("provision_time"), f"{path}.provision_time", 300.0),
         )
 
-    seen_wl: set[tuple[str, str, str]] = set()
-    for i, raw in enumerate(ctx.seq(top.get("workloads"), "workloads")):
-        path = f"workloads[{i}]"
-        m = ctx.mapping(raw, path)
-        ctx.known(m, WORKLOAD_FIELDS, path)
-        kind = ctx.string(m.get("kind"), f"{path}.kind", required=False, default="Deployment")
-        if kind not in WORKLOAD_KINDS:
-            raise ctx.fail(
-                f"{path}.kind", f"unknown kind {shown(kind)} (one of {', '.join(WORKLOAD_KINDS)})"
-            )
-        w = WorkloadSpec(kind=kind, name=ctx.string(m.get("name"), f"{path}.name"))
-        why = dns_subdomain_error(w.name)  # what the API server refuses
-        if why:
-            raise ctx.fail(f"{path}.name", f"{shown(w.name)} is not a valid name: {why}")
-        w.namespace = ctx.string(
-            m.get("namespace"), f"{path}.namespace", required=False, default="default"
-        )
-        why = dns_label_error(w.namespace)
-        if why:
-            raise ctx.fail(
-                f"{path}.namespace", f"{shown(w.namespace)} is not a valid namespace: {why}"
-            )
-        key = (w.kind, w.namespace, w.name)
-        if key in seen_wl:
-            raise ctx.fail(f"{path}.name", f"duplicate workload {kind}/{w.namespace}/{w.name}")
-        seen_wl.add(key)
-        w.replicas = ctx.integer(m.get("replicas"), f"{path}.replicas", 1, maximum=MAX_REPLICAS)
-        w.labels = ctx.labels(m.get("labels"), f"{path}.labels") or {"app": w.name}
-        if "priority_class" in m:
-            pc = ctx.string(m["priority_class"], f"{path}.priority_class")
-            if pc not in classes:
-                raise ctx.fail(
-                    f"{path}.priority_class",
-                    f"unknown priority class {shown(pc)} (define it under priority_classes)",
-                )
-            w.priority = classes[pc]
-        w.priority = ctx.integer(
-            m.get("priority"), f"{path}.priority", w.priority, minimum=-(2**31)
-        )
-        w.readiness_delay = ctx.duration(m.get("readiness_delay"), f"{path}.readiness_delay", 10.0)
-        w.termination_grace = ctx.duration(
-            m.get("termination_grace"), f"{path}.termination_grace", 30.0
-        )
-        w.load_shared = bool(m.get("load_shared", False))
-        w.jitter = ctx.number(m.get("jitter"), f"{path}.jitter", 0.1)
-        if w.jitter >= 1:
-            raise ctx.fail(f"{path}.jitter", "must be below 1")
-        w.completions = ctx.integer(
-            m.get("completions"), f"{path}.completions", 1, minimum=1, maximum=MAX_REPLICAS
-        )
-        w.parallelism = ctx.integer(
-            m.get("parallelism"), f"{path}.parallelism", 1, minimum=1, maximum=MAX_REPLICAS
-        )
-        w.run_time = ctx.duration(m.get("run_time"), f"{path}.run_time", 3600.0)
-        if "every" in m:
-            w.every = ctx.duration(m["every"], f"{path}.every", 0.0)
-            if w.every <= 0:
-                raise ctx.fail(f"{path}.every", "must be positive")
-        containers = ctx.seq(m.get("containers"), f"{path}.containers")
-        if not containers:
-            raise ctx.fail(f"{path}.containers", "a workload needs at least one container")
-        names: set[str] = set()
-        for j, rc in enumerate(containers):
-            c = read_container(ctx, rc, f"{path}.containers[{j}]")
-            if c.name in names:
-                raise ctx.fail(
-                    f"{path}.containers[{j}].name", f"duplicate container name {shown(c.name)}"
-                )
-            names.add(c.name)
-            w.containers.append(c)
-        for j, rc in enumerate(ctx.seq(m.get("init_containers"), f"{path}.init_containers")):
-            c = read_container(ctx, rc, f"{path}.init_containers[{j}]", init=True)
-            if c.name in names:
-                raise ctx.fail(
-                    f"{path}.init_containers[{j}].name", f"duplicate container name {c.name!r}"
-                )
-            names.add(c.name)
-            w.init_containers.append(c)
-        pod_res = ctx.mapping(m.get("resources"), f"{path}.resources")
-        ctx.known(pod_res, {"requests", "limits"}, f"{path}.resources")
-        w.pod_requests = read_resources(ctx, pod_res.get("requests"), f"{path}.resources.requests")
-        w.pod_limits = read_resources(ctx, pod_res.get("limits"), f"{path}.resources.limits")
-        for res in (*w.pod_requests, *w.pod_limits):
-            if res not in ("cpu", "memory"):
-                raise ctx.fail(
-                    f"{path}.resources", f"pod-level resources are cpu and memory only, got {res!r}"
-                )
-        for res in ("cpu", "memory"):
-            pod_req, pod_lim = w.pod_requests.get(res), w.pod_limits.get(res)
-            if pod_req is not None and pod_lim is not None and pod_req > pod_lim:
-                raise ctx.fail(
-                    f"{path}.resources.requests.{res}",
-                    f"must be less than or equal to the pod-level {res} limit",
-                )
-        w.overhead = read_resources(ctx, m.get("overhead"), f"{path}.overhead")
-        sc.workloads.append(w)
 
+def _read_workload(
+    ctx: FieldReader,
+    raw: Any,
+    path: str,
+    classes: dict[str, int],
+    seen_wl: set[tuple[str, str, str]],
+) -> WorkloadSpec:
+    """One entry of `workloads`; records its (kind, namespace, name) in `seen_wl`."""
+    m = ctx.mapping(raw, path)
+    ctx.known(m, WORKLOAD_FIELDS, path)
+    kind = ctx.string(m.get("kind"), f"{path}.kind", required=False, default="Deployment")
+    if kind not in WORKLOAD_KINDS:
+        raise ctx.fail(
+            f"{path}.kind", f"unknown kind {shown(kind)} (one of {', '.join(WORKLOAD_KINDS)})"
+        )
+    w = WorkloadSpec(kind=kind, name=ctx.string(m.get("name"), f"{path}.name"))
+    why = dns_subdomain_error(w.name)  # what the API server refuses
+    if why:
+        raise ctx.fail(f"{path}.name", f"{shown(w.name)} is not a valid name: {why}")
+    w.namespace = ctx.string(
+        m.get("namespace"), f"{path}.namespace", required=False, default="default"
+    )
+    why = dns_label_error(w.namespace)
+    if why:
+        raise ctx.fail(f"{path}.namespace", f"{shown(w.namespace)} is not a valid namespace: {why}")
+    key = (w.kind, w.namespace, w.name)
+    if key in seen_wl:
+        raise ctx.fail(f"{path}.name", f"duplicate workload {kind}/{w.namespace}/{w.name}")
+    seen_wl.add(key)
+    w.replicas = ctx.integer(m.get("replicas"), f"{path}.replicas", 1, maximum=MAX_REPLICAS)
+    w.labels = ctx.labels(m.get("labels"), f"{path}.labels") or {"app": w.name}
+    if "priority_class" in m:
+        pc = ctx.string(m["priority_class"], f"{path}.priority_class")
+        if pc not in classes:
+            raise ctx.fail(
+                f"{path}.priority_class",
+                f"unknown priority class {shown(pc)} (define it under priority_classes)",
+            )
+        w.priority = classes[pc]
+    w.priority = ctx.integer(m.get("priority"), f"{path}.priority", w.priority, minimum=-(2**31))
+    w.readiness_delay = ctx.duration(m.get("readiness_delay"), f"{path}.readiness_delay", 10.0)
+    w.termination_grace = ctx.duration(
+        m.get("termination_grace"), f"{path}.termination_grace", 30.0
+    )
+    w.load_shared = bool(m.get("load_shared", False))
+    w.jitter = ctx.number(m.get("jitter"), f"{path}.jitter", 0.1)
+    if w.jitter >= 1:
+        raise ctx.fail(f"{path}.jitter", "must be below 1")
+    w.completions = ctx.integer(
+        m.get("completions"), f"{path}.completions", 1, minimum=1, maximum=MAX_REPLICAS
+    )
+    w.parallelism = ctx.integer(
+        m.get("parallelism"), f"{path}.parallelism", 1, minimum=1, maximum=MAX_REPLICAS
+    )
+    w.run_time = ctx.duration(m.get("run_time"), f"{path}.run_time", 3600.0)
+    if "every" in m:
+        w.every = ctx.duration(m["every"], f"{path}.every", 0.0)
+        if w.every <= 0:
+            raise ctx.fail(f"{path}.every", "must be positive")
+    _read_containers(ctx, m, path, w)
+    _read_pod_resources(ctx, m, path, w)
+    w.overhead = read_resources(ctx, m.get("overhead"), f"{path}.overhead")
+    return w
+
+
+def _read_containers(ctx: FieldReader, m: dict[str, Any], path: str, w: WorkloadSpec) -> None:
+    """A workload's containers and init containers (names unique across both)."""
+    containers = ctx.seq(m.get("containers"), f"{path}.containers")
+    if not containers:
+        raise ctx.fail(f"{path}.containers", "a workload needs at least one container")
+    names: set[str] = set()
+    for j, rc in enumerate(containers):
+        c = read_container(ctx, rc, f"{path}.containers[{j}]")
+        if c.name in names:
+            raise ctx.fail(
+                f"{path}.containers[{j}].name", f"duplicate container name {shown(c.name)}"
+            )
+        names.add(c.name)
+        w.containers.append(c)
+    for j, rc in enumerate(ctx.seq(m.get("init_containers"), f"{path}.init_containers")):
+        c = read_container(ctx, rc, f"{path}.init_containers[{j}]", init=True)
+        if c.name in names:
+            raise ctx.fail(
+                f"{path}.init_containers[{j}].name", f"duplicate container name {c.name!r}"
+            )
+        names.add(c.name)
+        w.init_containers.append(c)
+
+
+def _read_pod_resources(ctx: FieldReader, m: dict[str, Any], path: str, w: WorkloadSpec) -> None:
+    """A workload's pod-level `resources` (cpu and memory only, requests <= limits)."""
+    pod_res = ctx.mapping(m.get("resources"), f"{path}.resources")
+    ctx.known(pod_res, {"requests", "limits"}, f"{path}.resources")
+    w.pod_requests = read_resources(ctx, pod_res.get("requests"), f"{path}.resources.requests")
+    w.pod_limits = read_resources(ctx, pod_res.get("limits"), f"{path}.resources.limits")
+    for res in (*w.pod_requests, *w.pod_limits):
+        if res not in ("cpu", "memory"):
+            raise ctx.fail(
+                f"{path}.resources", f"pod-level resources are cpu and memory only, got {res!r}"
+            )
+    for res in ("cpu", "memory"):
+        pod_req, pod_lim = w.pod_requests.get(res), w.pod_limits.get(res)
+        if pod_req is not None and pod_lim is not None and pod_req > pod_lim:
+            raise ctx.fail(
+                f"{path}.resources.requests.{res}",
+                f"must be less than or equal to the pod-level {res} limit",
+            )
+
+
+def _read_pdbs(ctx: FieldReader, top: dict[str, Any], sc: Scenario) -> None:
+    """The `pdbs` section."""
     for i, raw in enumerate(ctx.seq(top.get("pdbs"), "pdbs")):
         path = f"pdbs[{i}]"
         m = ctx.mapping(raw, path)
@@ -320,6 +351,11 @@ def parse_scenario(data: Any, source: str, base_dir: Path | None = None) -> Scen
             )
         )
 
+
+def _read_hpas(
+    ctx: FieldReader, top: dict[str, Any], sc: Scenario, seen_wl: set[tuple[str, str, str]]
+) -> None:
+    """The `hpas` section: each targets a Deployment or StatefulSet of this scenario."""
     for i, raw in enumerate(ctx.seq(top.get("hpas"), "hpas")):
         path = f"hpas[{i}]"
         m = ctx.mapping(raw, path)
@@ -376,8 +412,6 @@ def parse_scenario(data: Any, source: str, base_dir: Path | None = None) -> Scen
                 metrics,
             )
         )
-    _check_size(ctx, sc)
-    return sc
 
 
 def peak_pods(sc: Scenario) -> int:
