@@ -150,7 +150,7 @@ def validate_target(obj: Mapping[str, Any] | Any, index: AdmissionIndex | None =
         return [f"spec: malformed object ({type(exc).__name__}: {shown(str(exc), 120)})"]
 
 
-def _target_problems(obj: Mapping[str, Any] | Any, index: AdmissionIndex | None) -> list[str]:
+def _target_problems(obj: Mapping[str, Any] | Any, index: AdmissionIndex | None) -> list[str]:  # noqa: C901
     # Complexity over 15 on purpose: one independent check per spec field, in the order of
     # the spec and of the CRD's CEL rules, so the two read side by side; splitting it would
     # scatter one checklist over helpers without a seam between them.

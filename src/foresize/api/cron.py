@@ -39,7 +39,7 @@ def _number(text: str) -> int | None:
     return None
 
 
-def cron_error(expr: object) -> str | None:
+def cron_error(expr: object) -> str | None:  # noqa: C901
     """None if `expr` is a valid schedule (see the module docstring), else what is wrong."""
     # Complexity over 15 on purpose: one check per rule of the cron syntax, each returning
     # its own message; a flat checklist is easier to hold against the syntax than helpers.

@@ -8,9 +8,11 @@ from pathlib import Path
 import typer
 
 
-def register(app: typer.Typer, bench_app: typer.Typer) -> None:
+# Complexity over 15 only through the nested command below (mccabe counts it here).
+def register(app: typer.Typer, bench_app: typer.Typer) -> None:  # noqa: C901
     @app.command("webhook")
-    def webhook(
+    # Not split yet (issue 12: complexity over 15 with no seam-free reason): a candidate to split.
+    def webhook(  # noqa: C901
         host: str = typer.Option("0.0.0.0", help="Address to listen on."),
         port: int = typer.Option(8443, help="HTTPS port."),
         cert: Path | None = typer.Option(None, help="PEM serving certificate (with --key)."),

@@ -143,7 +143,7 @@ def _removed(old: dict[str, int], new: dict[str, int]) -> bool:
     return any(name in COMPUTE_RESOURCES and name not in new for name in old)
 
 
-def validate_resize_spec(
+def validate_resize_spec(  # noqa: C901
     pod: Pod,
     new_containers: list[Container],
     new_init_containers: list[Container],

@@ -189,7 +189,8 @@ class Kubelet:
             self.sim.count(meta.top, "stalls")
             self.sim.log(kind, f"Pod/{key}", reason, message, generation=pod.generation)
 
-    def resize(self, key: str) -> None:
+    # Not split yet (issue 12: complexity over 15 with no seam-free reason): a candidate to split.
+    def resize(self, key: str) -> None:  # noqa: C901
         pod0 = self.sim.pods.get(key)
         if (
             pod0 is None

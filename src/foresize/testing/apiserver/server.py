@@ -330,7 +330,8 @@ class StrictApiServer(ObjectStore):
         }.get(method, method.lower())
         return verb, rtype, namespace, name, sub
 
-    async def _resource(
+    # Not split yet (issue 12: complexity over 15 with no seam-free reason): a candidate to split.
+    async def _resource(  # noqa: C901
         self,
         request: web.Request,
         record: RecordedRequest,
@@ -407,7 +408,8 @@ class StrictApiServer(ObjectStore):
         record.code = 200
         return web.json_response(self._out(rtype, stored))
 
-    async def _watch(
+    # Not split yet (issue 12: complexity over 15 with no seam-free reason): a candidate to split.
+    async def _watch(  # noqa: C901
         self, request: web.Request, record: RecordedRequest, rtype: ResourceType, ns: str | None
     ) -> web.StreamResponse:
         query = request.query
