@@ -61,12 +61,32 @@ class GeneratorSpec:
 MAX_TRACE_ROWS = 10_000_000
 
 
-# Not split yet (issue 12: complexity over 15 with no seam-free reason): a candidate to split.
-def load_trace(path: Path, resource: str, *, select: dict[str, str] | None = None) -> np.ndarray:  # noqa: C901
+def load_trace(path: Path, resource: str, *, select: dict[str, str] | None = None) -> np.ndarray:
     """Read a usage trace: `ts,value` CSV, or the canonical CSV
     (`timestamp, namespace, workload, pod, container, cpu_cores, memory_bytes`; rows matching
     `select` are averaged per timestamp). `.gz` files are read transparently. Returns the
     values in time order; the caller knows the step."""
+    header, rows = _read_csv(path)
+    ts_col, val_col, filters = _trace_columns(path, header, resource, select)
+    sums: dict[float, list[float]] = {}
+    for lineno, row in enumerate(rows, start=2):
+        if not row or all(not c.strip() for c in row):
+            continue
+        if any(row[i] != want for i, want in filters):
+            continue
+        try:
+            ts = float(row[ts_col])
+            val = float(row[val_col])
+        except (ValueError, IndexError) as exc:
+            raise ForesizeError(f"{path}:{lineno}: not a number: {row!r}") from exc
+        sums.setdefault(ts, []).append(val)
+    if not sums:
+        raise ForesizeError(f"{path}: no usable rows")
+    return np.array([sum(v) / len(v) for _, v in sorted(sums.items())], dtype=np.float64)
+
+
+def _read_csv(path: Path) -> tuple[list[str], list[list[str]]]:
+    """A trace file's header (stripped) and rows, at most MAX_TRACE_ROWS of them."""
     opener = gzip.open if path.suffix == ".gz" else open
     if path.exists() and not path.is_file():  # a directory, /dev/zero, a FIFO: never read
         raise ForesizeError(f"{path}: cannot read trace: not a regular file")
@@ -83,41 +103,31 @@ def load_trace(path: Path, resource: str, *, select: dict[str, str] | None = Non
         raise ForesizeError(f"{path}: cannot read trace: {exc}") from exc
     if not header:
         raise ForesizeError(f"{path}: empty trace file")
+    return header, rows
+
+
+def _trace_columns(
+    path: Path, header: list[str], resource: str, select: dict[str, str] | None
+) -> tuple[int, int, list[tuple[int, str]]]:
+    """The timestamp and value columns of the trace's format, and the (column, wanted
+    value) filters of `select` (canonical format only)."""
     cols = {h: i for i, h in enumerate(header)}
-    sums: dict[float, list[float]] = {}
     if "value" in cols and "ts" in cols:
-        ts_col, val_col = cols["ts"], cols["value"]
-        filters: list[tuple[int, str]] = []
-    elif "timestamp" in cols:
-        ts_col = cols["timestamp"]
+        return cols["ts"], cols["value"], []
+    if "timestamp" in cols:
         name = "cpu_cores" if resource == "cpu" else "memory_bytes"
         if name not in cols:
             raise ForesizeError(f"{path}: canonical trace has no {name} column")
-        val_col = cols[name]
         filters = []
         for key, want in (select or {}).items():
             if key not in cols:
                 raise ForesizeError(f"{path}: select on unknown column {key!r}")
             filters.append((cols[key], str(want)))
-    else:
-        raise ForesizeError(
-            f"{path}: unknown trace format (expected a `ts,value` header or the canonical "
-            "`timestamp,namespace,workload,pod,container,cpu_cores,memory_bytes`)"
-        )
-    for lineno, row in enumerate(rows, start=2):
-        if not row or all(not c.strip() for c in row):
-            continue
-        if any(row[i] != want for i, want in filters):
-            continue
-        try:
-            ts = float(row[ts_col])
-            val = float(row[val_col])
-        except (ValueError, IndexError) as exc:
-            raise ForesizeError(f"{path}:{lineno}: not a number: {row!r}") from exc
-        sums.setdefault(ts, []).append(val)
-    if not sums:
-        raise ForesizeError(f"{path}: no usable rows")
-    return np.array([sum(v) / len(v) for _, v in sorted(sums.items())], dtype=np.float64)
+        return cols["timestamp"], cols[name], filters
+    raise ForesizeError(
+        f"{path}: unknown trace format (expected a `ts,value` header or the canonical "
+        "`timestamp,namespace,workload,pod,container,cpu_cores,memory_bytes`)"
+    )
 
 
 class UsageState:

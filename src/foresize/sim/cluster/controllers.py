@@ -114,8 +114,7 @@ class Controllers:
             p.name,
         )
 
-    # Not split yet (issue 12: complexity over 15 with no seam-free reason): a candidate to split.
-    def reconcile_deployment(self, key: str, st: WorkloadState) -> None:  # noqa: C901
+    def reconcile_deployment(self, key: str, st: WorkloadState) -> None:
         dep = self.sim.workloads[key]
         desired = dep.replicas
         live = self.live(st)
@@ -147,7 +146,10 @@ class Controllers:
                 elif budget > 0:
                     budget -= 1
                     self.sim.lifecycle.delete(p.key, self.sim.meta[p.key].grace, "RollingUpdate")
-        # ReplicaSet replica counts for snapshots; drop emptied old ReplicaSets.
+        self._sync_replica_sets(dep, st, desired)
+
+    def _sync_replica_sets(self, dep: Workload, st: WorkloadState, desired: int) -> None:
+        """ReplicaSet replica counts for snapshots; drop emptied old ReplicaSets."""
         counts: dict[str, int] = {}
         for k in st.pods:
             member = self.sim.pods.get(k)
