@@ -26,7 +26,9 @@ from foresize.cluster.qos import (
 from foresize.sim.objects import resizable_containers
 
 if TYPE_CHECKING:
+    from foresize.cluster.model import ContainerStatus, Node
     from foresize.sim.cluster.facade import SimCluster
+    from foresize.sim.objects import PodMeta
 
 _QOS_RANK = {"BestEffort": 0, "Burstable": 1, "Guaranteed": 2}
 
@@ -189,8 +191,7 @@ class Kubelet:
             self.sim.count(meta.top, "stalls")
             self.sim.log(kind, f"Pod/{key}", reason, message, generation=pod.generation)
 
-    # Not split yet (issue 12: complexity over 15 with no seam-free reason): a candidate to split.
-    def resize(self, key: str) -> None:  # noqa: C901
+    def resize(self, key: str) -> None:
         pod0 = self.sim.pods.get(key)
         if (
             pod0 is None
@@ -226,48 +227,8 @@ class Kubelet:
             self.resizing.discard(key)
             self.sim.scheduler.recharge(key)
             return
-        if not allocated_ok:
-            want = spec_requests(pod)
-            cpu_req, mem_req = want.get(CPU, 0), want.get(MEMORY, 0)
-            cpu_cap, mem_cap = node.allocatable.get(CPU, 0), node.allocatable.get(MEMORY, 0)
-            if cpu_req > cpu_cap or mem_req > mem_cap:
-                if mem_req > mem_cap:
-                    msg = f"memory, requested: {mem_req}, capacity: {mem_cap}"
-                else:
-                    msg = f"cpu, requested: {cpu_req}, capacity: {cpu_cap}"
-                msg = "Node didn't have enough capacity: " + msg
-                self.set_condition(pod, POD_RESIZE_PENDING, REASON_INFEASIBLE, msg)
-                self.clear_condition(pod, POD_RESIZE_IN_PROGRESS)
-                self.sim.scheduler.recharge(key)
-                self.stall(key, pod, "ResizeInfeasible", REASON_INFEASIBLE, msg)
-                return
-            # The kubelet admits against every other pod at its allocated resources, sidecars,
-            # init containers, pod-level requests and overhead included (canAdmitPod over
-            # getAllocatedPods).
-            used_cpu = used_mem = 0
-            for k in self.sim.scheduler.node_pods[node.name]:
-                if k == key:
-                    continue
-                p = self.sim.pods.get(k)
-                if p is None or p.phase in ("Succeeded", "Failed"):
-                    continue
-                used = allocated_requests(p)
-                used_cpu += used.get(CPU, 0)
-                used_mem += used.get(MEMORY, 0)
-            if cpu_req + used_cpu > cpu_cap or mem_req + used_mem > mem_cap:
-                if mem_req + used_mem > mem_cap:
-                    msg = f"memory, requested: {mem_req}, used: {used_mem}, capacity: {mem_cap}"
-                else:
-                    msg = f"cpu, requested: {cpu_req}, used: {used_cpu}, capacity: {cpu_cap}"
-                msg = "Node didn't have enough resource: " + msg
-                self.set_condition(pod, POD_RESIZE_PENDING, REASON_DEFERRED, msg)
-                self.sim.scheduler.recharge(key)
-                self.stall(key, pod, "ResizeDeferred", REASON_DEFERRED, msg)
-                return
-            for s, (req, _) in zip(statuses, desired, strict=True):
-                assert s is not None
-                s.allocated = dict(req)
-            self.clear_condition(pod, POD_RESIZE_PENDING)
+        if not allocated_ok and not self._allocate(key, pod, node, statuses, desired):
+            return
         downsize = self.is_downsize_of_actual(pod)
         if self.sim.actuation_delay > 0:
             # Allocated, not yet actuated: PodResizeInProgress with no reason meanwhile.
@@ -281,25 +242,12 @@ class Kubelet:
                 return
         # Actuation: all or nothing. A memory limit below live usage cannot be set.
         u = self.sim.metering.usage
-        for i, (s, (_, lim)) in enumerate(zip(statuses, desired, strict=True)):
-            assert s is not None
-            new_lim = lim.get(MEMORY)
-            old_lim = s.resources.limits.get(MEMORY)
-            slot = meta.slots[i] if i < len(meta.slots) else None
-            if (
-                slot is not None
-                and new_lim is not None
-                and (old_lim is None or new_lim < old_lim)
-                and u.mem[slot] > new_lim
-            ):
-                msg = (
-                    f"container {s.name}: attempting to set memory limit ({new_lim}) "
-                    f"below current usage ({int(u.mem[slot])})"
-                )
-                self.set_condition(pod, POD_RESIZE_IN_PROGRESS, REASON_ERROR, msg)
-                self.sim.scheduler.recharge(key)
-                self.stall(key, pod, "ResizeError", REASON_ERROR, msg)
-                return
+        error = self._limit_below_usage(meta, statuses, desired)
+        if error is not None:
+            self.set_condition(pod, POD_RESIZE_IN_PROGRESS, REASON_ERROR, error)
+            self.sim.scheduler.recharge(key)
+            self.stall(key, pod, "ResizeError", REASON_ERROR, error)
+            return
         changes: dict[str, Any] = {}
         self.sim.metering.account(self.sim.now)
         for i, (c, s, (req, lim)) in enumerate(
@@ -359,6 +307,90 @@ class Kubelet:
             # scheduler its pending pods.
             self.sim.at(self.sim.now, self.sync, node.name)
             self.sim.scheduler.queue()
+
+    def _allocate(
+        self,
+        key: str,
+        pod: Pod,
+        node: Node,
+        statuses: list[ContainerStatus | None],
+        desired: list[tuple[dict[str, int], dict[str, int]]],
+    ) -> bool:
+        """Admit the resize against the node (allocating it), or mark it infeasible or
+        deferred and return False."""
+        want = spec_requests(pod)
+        cpu_req, mem_req = want.get(CPU, 0), want.get(MEMORY, 0)
+        cpu_cap, mem_cap = node.allocatable.get(CPU, 0), node.allocatable.get(MEMORY, 0)
+        if cpu_req > cpu_cap or mem_req > mem_cap:
+            if mem_req > mem_cap:
+                msg = f"memory, requested: {mem_req}, capacity: {mem_cap}"
+            else:
+                msg = f"cpu, requested: {cpu_req}, capacity: {cpu_cap}"
+            msg = "Node didn't have enough capacity: " + msg
+            self.set_condition(pod, POD_RESIZE_PENDING, REASON_INFEASIBLE, msg)
+            self.clear_condition(pod, POD_RESIZE_IN_PROGRESS)
+            self.sim.scheduler.recharge(key)
+            self.stall(key, pod, "ResizeInfeasible", REASON_INFEASIBLE, msg)
+            return False
+        # The kubelet admits against every other pod at its allocated resources, sidecars,
+        # init containers, pod-level requests and overhead included (canAdmitPod over
+        # getAllocatedPods).
+        used_cpu, used_mem = self._allocated_to_others(node.name, key)
+        if cpu_req + used_cpu > cpu_cap or mem_req + used_mem > mem_cap:
+            if mem_req + used_mem > mem_cap:
+                msg = f"memory, requested: {mem_req}, used: {used_mem}, capacity: {mem_cap}"
+            else:
+                msg = f"cpu, requested: {cpu_req}, used: {used_cpu}, capacity: {cpu_cap}"
+            msg = "Node didn't have enough resource: " + msg
+            self.set_condition(pod, POD_RESIZE_PENDING, REASON_DEFERRED, msg)
+            self.sim.scheduler.recharge(key)
+            self.stall(key, pod, "ResizeDeferred", REASON_DEFERRED, msg)
+            return False
+        for s, (req, _) in zip(statuses, desired, strict=True):
+            assert s is not None
+            s.allocated = dict(req)
+        self.clear_condition(pod, POD_RESIZE_PENDING)
+        return True
+
+    def _allocated_to_others(self, node_name: str, key: str) -> tuple[int, int]:
+        """CPU and memory allocated to the node's other live pods."""
+        used_cpu = used_mem = 0
+        for k in self.sim.scheduler.node_pods[node_name]:
+            if k == key:
+                continue
+            p = self.sim.pods.get(k)
+            if p is None or p.phase in ("Succeeded", "Failed"):
+                continue
+            used = allocated_requests(p)
+            used_cpu += used.get(CPU, 0)
+            used_mem += used.get(MEMORY, 0)
+        return used_cpu, used_mem
+
+    def _limit_below_usage(
+        self,
+        meta: PodMeta,
+        statuses: list[ContainerStatus | None],
+        desired: list[tuple[dict[str, int], dict[str, int]]],
+    ) -> str | None:
+        """Why the resize cannot be actuated: a memory limit lowered below the container's
+        live usage (None when every new limit fits)."""
+        u = self.sim.metering.usage
+        for i, (s, (_, lim)) in enumerate(zip(statuses, desired, strict=True)):
+            assert s is not None
+            new_lim = lim.get(MEMORY)
+            old_lim = s.resources.limits.get(MEMORY)
+            slot = meta.slots[i] if i < len(meta.slots) else None
+            if (
+                slot is not None
+                and new_lim is not None
+                and (old_lim is None or new_lim < old_lim)
+                and u.mem[slot] > new_lim
+            ):
+                return (
+                    f"container {s.name}: attempting to set memory limit ({new_lim}) "
+                    f"below current usage ({int(u.mem[slot])})"
+                )
+        return None
 
     def resize_if_pending(self, key: str, uid: str) -> None:
         pod = self.sim.pods.get(key)
