@@ -548,8 +548,7 @@ class PrometheusReader:
                 out[k] = times
         return out
 
-    # Not split yet (issue 12: complexity over 15 with no seam-free reason): a candidate to split.
-    async def read(  # noqa: C901
+    async def read(
         self,
         start: float,
         end: float,
@@ -604,20 +603,7 @@ class PrometheusReader:
         for key, (ts, vs) in _fold_max(throttled, owners).items():
             history.throttling[key] = (ts, vs)
         seen = {(s.namespace, s.pod) for s in [*cpu, *mem]}
-        newest: dict[tuple[str, str], float] = {}
-        for s in [*cpu, *mem]:
-            if s.timestamps.size:
-                wl = (s.namespace, workload_of_pod(s.pod, owners.get((s.namespace, s.pod))))
-                newest[wl] = max(newest.get(wl, -math.inf), float(s.timestamps[-1]))
-                kind = kind_of_owner(owners.get((s.namespace, s.pod)))
-                if kind:
-                    history.kinds[wl] = kind
-        replicas: dict[tuple[str, str], set[str]] = defaultdict(set)
-        for s in [*cpu, *mem]:
-            wl = (s.namespace, workload_of_pod(s.pod, owners.get((s.namespace, s.pod))))
-            if s.timestamps.size and float(s.timestamps[-1]) >= newest[wl] - REPLICA_WINDOW:
-                replicas[wl].add(s.pod)
-        history.replicas = {wl: len(pods) for wl, pods in replicas.items()}
+        _workload_kinds_and_replicas([*cpu, *mem], owners, history)
         for (ns, pod, container), res in sorted(resources.items()):
             if (ns, pod) not in seen:
                 continue
@@ -629,6 +615,29 @@ class PrometheusReader:
                     old = getattr(have, name)
                     setattr(have, name, value if old is None else max(old, value))
         return history
+
+
+def _workload_kinds_and_replicas(
+    series: list[PodSeries],
+    owners: dict[tuple[str, str], tuple[str, str]],
+    history: ContainerHistory,
+) -> None:
+    """Fill `history.kinds` (each workload's owner kind) and `history.replicas` (pods of the
+    workload seen within REPLICA_WINDOW of its newest sample)."""
+    newest: dict[tuple[str, str], float] = {}
+    for s in series:
+        if s.timestamps.size:
+            wl = (s.namespace, workload_of_pod(s.pod, owners.get((s.namespace, s.pod))))
+            newest[wl] = max(newest.get(wl, -math.inf), float(s.timestamps[-1]))
+            kind = kind_of_owner(owners.get((s.namespace, s.pod)))
+            if kind:
+                history.kinds[wl] = kind
+    replicas: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for s in series:
+        wl = (s.namespace, workload_of_pod(s.pod, owners.get((s.namespace, s.pod))))
+        if s.timestamps.size and float(s.timestamps[-1]) >= newest[wl] - REPLICA_WINDOW:
+            replicas[wl].add(s.pod)
+    history.replicas = {wl: len(pods) for wl, pods in replicas.items()}
 
 
 def _fold(
