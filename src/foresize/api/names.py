@@ -16,27 +16,32 @@ _LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
+def _name_error(value: str, limit: int, pattern: re.Pattern[str], shape: str) -> str | None:
+    problems = []
+    if len(value) > limit:
+        problems.append(f"must be no more than {limit} characters")
+    if not pattern.fullmatch(value):
+        problems.append(shape)
+    return "; ".join(problems) or None
+
+
 def dns_label_error(value: str) -> str | None:
     """Why `value` is not an RFC 1123 label (a namespace, a Service), or None."""
-    problems = []
-    if len(value) > DNS1123_LABEL_MAX:
-        problems.append(f"must be no more than {DNS1123_LABEL_MAX} characters")
-    if not _LABEL.fullmatch(value):
-        problems.append(
-            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters "
-            "or '-', and must start and end with an alphanumeric character"
-        )
-    return "; ".join(problems) or None
+    return _name_error(
+        value,
+        DNS1123_LABEL_MAX,
+        _LABEL,
+        "a lowercase RFC 1123 label must consist of lower case alphanumeric characters "
+        "or '-', and must start and end with an alphanumeric character",
+    )
 
 
 def dns_subdomain_error(value: str) -> str | None:
     """Why `value` is not an RFC 1123 subdomain (most object names), or None."""
-    problems = []
-    if len(value) > DNS1123_SUBDOMAIN_MAX:
-        problems.append(f"must be no more than {DNS1123_SUBDOMAIN_MAX} characters")
-    if not _SUBDOMAIN.fullmatch(value):
-        problems.append(
-            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric "
-            "characters, '-' or '.', and must start and end with an alphanumeric character"
-        )
-    return "; ".join(problems) or None
+    return _name_error(
+        value,
+        DNS1123_SUBDOMAIN_MAX,
+        _SUBDOMAIN,
+        "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric "
+        "characters, '-' or '.', and must start and end with an alphanumeric character",
+    )

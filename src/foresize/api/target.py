@@ -11,6 +11,7 @@ from pydantic import (
     model_validator,
 )
 
+from foresize.api.containers import entry_for
 from foresize.api.fields import (
     AIScaleTargetKind,
     Duration,
@@ -125,13 +126,7 @@ class VerticalSuggestion(_Open):
     created_at: Timestamp | None = None
 
     def for_container(self, name: str) -> ContainerSuggestion | None:
-        wildcard = None
-        for entry in self.containers:
-            if entry.name == name:
-                return entry
-            if entry.name == "*":
-                wildcard = entry
-        return wildcard
+        return entry_for(self.containers, name)
 
 
 class HorizontalSuggestion(_Open):

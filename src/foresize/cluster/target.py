@@ -20,6 +20,7 @@ from functools import partial
 from typing import Any
 
 from foresize.api.access import first as get
+from foresize.api.containers import ANY_CONTAINER, entry_for
 from foresize.api.duration import DurationError, parse_duration
 from foresize.api.hysteresis import DEFAULT_SCALE_DOWN, DEFAULT_SCALE_UP, Threshold
 from foresize.api.quantity import CPU, MEMORY, to_canonical
@@ -281,14 +282,8 @@ class TargetView:
         """The container's policy: an exact name wins over `*`. With no `containers` list
         at all every container is managed without bounds."""
         if not self.containers:
-            return ContainerPolicy(name="*")
-        star = None
-        for p in self.containers:
-            if p.name == container:
-                return p
-            if p.name == "*":
-                star = p
-        return star
+            return ContainerPolicy(name=ANY_CONTAINER)
+        return entry_for(self.containers, container)
 
 
 def _resource_policy(resource: str, obj: Any) -> ResourcePolicy | None:

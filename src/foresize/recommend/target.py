@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from foresize.api.containers import entry_for
 from foresize.api.hysteresis import Threshold as TargetThreshold
 from foresize.api.hysteresis import clears
 from foresize.api.quantity import CPU, MEMORY
@@ -107,13 +108,7 @@ class RecommendParams:
 
     def bounds(self, container: str) -> ContainerPolicy:
         """The container's bounds: its own entry, else `*`, else none."""
-        for c in self.containers:
-            if c.name == container:
-                return c
-        for c in self.containers:
-            if c.name == "*":
-                return c
-        return ContainerPolicy(container)
+        return entry_for(self.containers, container) or ContainerPolicy(container)
 
     @classmethod
     def from_target(cls, target: Any) -> RecommendParams:
