@@ -19,8 +19,8 @@ from foresize.webhook.certs import (
     generate_self_signed,
     service_dns_names,
     tls_secret,
-    webhook_configurations,
 )
+from foresize.webhook.configurations import webhook_configurations
 
 DAY = 86400.0
 

@@ -9,7 +9,8 @@ import ssl
 
 from foresize.kube.api import KubeApi
 from foresize.kube.tls import webhook_ssl_context
-from foresize.webhook.certs import generate_self_signed, tls_secret, webhook_configurations
+from foresize.webhook.certs import generate_self_signed, tls_secret
+from foresize.webhook.configurations import webhook_configurations
 
 ADM = "/apis/admissionregistration.k8s.io/v1"
 

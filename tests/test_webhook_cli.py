@@ -20,7 +20,8 @@ import yaml
 
 from foresize.errors import ForesizeError
 from foresize.testing.ports import free_port
-from foresize.webhook.certs import generate_self_signed, inject_ca_bundle, webhook_configurations
+from foresize.webhook.certs import generate_self_signed
+from foresize.webhook.configurations import inject_ca_bundle, webhook_configurations
 from foresize.webhook.state_file import load_state_file
 from test_admission_support import pod_json, review, target_manifest
 

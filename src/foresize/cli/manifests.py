@@ -363,10 +363,10 @@ def operator(namespace: str, image: str, replicas: int = 2) -> list[dict[str, An
 
 
 def webhooks(namespace: str) -> list[dict[str, Any]]:
-    """The admission part's configurations (`webhook.certs.webhook_configurations`: paths,
+    """The admission part's configurations (`webhook.configurations.webhook_configurations`: paths,
     rules, failurePolicy Ignore, 3 s, the system namespaces and the operator's own excluded,
     its pods excluded, matchConditions) with this install's labels."""
-    from foresize.webhook.certs import webhook_configurations
+    from foresize.webhook.configurations import webhook_configurations
 
     docs = webhook_configurations(service=WEBHOOK_SERVICE, namespace=namespace, port=443)
     for doc in docs:

@@ -54,8 +54,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:  # noqa: C901
             generate_self_signed,
             server_ssl_context,
             service_dns_names,
-            webhook_configurations,
         )
+        from foresize.webhook.configurations import webhook_configurations
         from foresize.webhook.server import AdmissionState, run_server
         from foresize.webhook.state_file import load_state_file
 

@@ -59,7 +59,7 @@ async def scenario_certificate(cert_manager: bool = False) -> ScenarioResult:
     it is renewed and the new one served on the same port, no restart.
     cert-manager: cert-manager renews the Secret; the new certificate is served.
     seconds = Secret change to the new certificate served."""
-    from foresize.webhook.certs import webhook_configurations
+    from foresize.webhook.configurations import webhook_configurations
 
     name = "certificate renewed by cert-manager" if cert_manager else "certificate near expiry"
     async with Cluster(pods=1) as c:
