@@ -212,6 +212,15 @@ def hpa(
     }
 
 
+def pod_creation_review(obj: dict, uid: str = "r-1") -> dict:
+    """The AdmissionReview the API server sends the pod webhook for creating `obj`."""
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {"uid": uid, "operation": "CREATE", "kind": {"kind": "Pod"}, "object": obj},
+    }
+
+
 def namespace(name: str) -> dict:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
 

@@ -14,11 +14,18 @@ import time
 import aiohttp
 
 import foresize.kube.shell as shell_module
-from foresize.kube.operator import OperatorOptions, run_operator
+from foresize.kube.operator import run_operator
 from foresize.reconcile import plan_pass
-from kube_objects import namespace, pod, target
-from test_kube_operator import free_port
-from test_kube_watch import SUGGESTION, seed_workload, web_pod
+from foresize.testing.ports import free_port
+from kube_objects import (
+    SUGGESTION,
+    namespace,
+    pod,
+    pod_creation_review,
+    seed_workload,
+    target,
+    web_pod,
+)
 
 # Generous for a loaded 2-core machine: the webhook's own work is a few milliseconds.
 WEBHOOK_BOUND = 1.0
@@ -27,7 +34,9 @@ WEBHOOK_BOUND = 1.0
 PASS_HOLD = 8.0
 
 
-async def test_webhook_and_lease_renewals_are_served_while_a_pass_runs(apiserver, monkeypatch):
+async def test_webhook_and_lease_renewals_are_served_while_a_pass_runs(
+    apiserver, monkeypatch, operator_options
+):
     apiserver.seed(namespace("foresize"))
     seed_workload(apiserver)
     apiserver.seed(target(suggestion=SUGGESTION))
@@ -47,36 +56,20 @@ async def test_webhook_and_lease_renewals_are_served_while_a_pass_runs(apiserver
 
     monkeypatch.setattr(shell_module, "plan_pass", slow_pass)
     webhook_port = free_port()
-    opts = OperatorOptions(
+    opts = operator_options(
         server=apiserver.url,
-        namespace="foresize",
-        identity="foresize-0",
-        interval=0.2,
         lease_retry=0.2,
         lease_renew_deadline=2.0,
         lease_duration=3.0,
-        metrics_host="127.0.0.1",
-        metrics_port=free_port(),
-        webhook_host="127.0.0.1",
         webhook_port=webhook_port,
         suggest_interval=3600,
-        shutdown_grace=1.0,
     )
     stop = asyncio.Event()
     task = asyncio.create_task(run_operator(opts, stop))
     try:
         assert await asyncio.to_thread(entered.wait, 30.0), "no pass started"
         started = len(apiserver.requests)
-        review = {
-            "apiVersion": "admission.k8s.io/v1",
-            "kind": "AdmissionReview",
-            "request": {
-                "uid": "r-1",
-                "operation": "CREATE",
-                "kind": {"kind": "Pod"},
-                "object": pod("web-3"),
-            },
-        }
+        review = pod_creation_review(pod("web-3"))
         async with aiohttp.ClientSession() as session:
             t0 = time.perf_counter()
             async with session.post(

@@ -16,6 +16,7 @@ from kube_objects import (
     SUGGESTION,
     namespace,
     pod,
+    pod_creation_review,
     seed_workload,
     target,
     wait_for_resizes,
@@ -43,16 +44,7 @@ async def test_operator_runs_everything_and_releases_its_lease(apiserver, operat
         assert apiserver.calls("GET", f"^{pause}$")
         assert not apiserver.calls("GET", "^/api/v1/configmaps$")
         async with aiohttp.ClientSession() as session:
-            review = {
-                "apiVersion": "admission.k8s.io/v1",
-                "kind": "AdmissionReview",
-                "request": {
-                    "uid": "r-1",
-                    "operation": "CREATE",
-                    "kind": {"kind": "Pod"},
-                    "object": pod("web-3"),
-                },
-            }
+            review = pod_creation_review(pod("web-3"))
             for _ in range(50):  # until the webhook has its first index
                 async with session.post(
                     f"http://127.0.0.1:{webhook_port}/mutate-pods", json=review

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
-from foresize.kube.operator import OperatorOptions, run_operator
-from kube_objects import namespace, target
-from test_kube_operator import free_port
-from test_kube_watch import SUGGESTION, seed_workload, web_pod
+from foresize.kube.operator import run_operator
+from kube_objects import SUGGESTION, namespace, seed_workload, target, web_pod
 
 
 def _in_place_unsupported(apiserver) -> bool:
@@ -23,25 +21,14 @@ def _in_place_unsupported(apiserver) -> bool:
     return False
 
 
-async def test_an_upgraded_control_plane_is_noticed_without_a_restart(apiserver):
+async def test_an_upgraded_control_plane_is_noticed_without_a_restart(apiserver, operator_options):
     apiserver.kube_version = (1, 32)
     apiserver.seed(namespace("foresize"))
     seed_workload(apiserver)
     apiserver.seed(target(suggestion=SUGGESTION))
     for name in ("web-1", "web-2"):
         apiserver.seed(web_pod(apiserver, name))
-    opts = OperatorOptions(
-        server=apiserver.url,
-        namespace="foresize",
-        identity="foresize-0",
-        interval=0.2,
-        version_check_interval=0.2,
-        metrics_host="127.0.0.1",
-        metrics_port=free_port(),
-        webhook=False,
-        suggest_interval=3600,
-        shutdown_grace=1.0,
-    )
+    opts = operator_options(server=apiserver.url, version_check_interval=0.2, suggest_interval=3600)
     stop = asyncio.Event()
     task = asyncio.create_task(run_operator(opts, stop))
     try:
