@@ -136,6 +136,8 @@ def test_cli_reads_the_deployment_environment(monkeypatch, tmp_path):
         "FORESIZE_METRICS_PORT": "9090",
         "FORESIZE_CERT_MANAGER": "true",
         "FORESIZE_EXCLUDE_SELECTOR": "team=payments,foresize.io/in-place=off",
+        "FORESIZE_EVICTION_RATE_LIMIT": "0.5",
+        "FORESIZE_EVICTION_RATE_BURST": "3",
     }
     result = CliRunner().invoke(app, ["operator", "--server", "http://127.0.0.1:1"], env=env)
     assert result.exit_code == 0, result.output
@@ -154,6 +156,13 @@ def test_cli_reads_the_deployment_environment(monkeypatch, tmp_path):
         True,
     )
     assert o.exclude_selector == {"team": "payments", "foresize.io/in-place": "off"}
+    assert (o.eviction_rate_limit, o.eviction_rate_burst) == (0.5, 3)
+    unlimited = CliRunner().invoke(app, ["operator", "--server", "http://127.0.0.1:1"])
+    assert unlimited.exit_code == 0 and seen["opts"].eviction_rate_limit is None  # 0 = off
+    negative = CliRunner().invoke(
+        app, ["operator", "--server", "http://127.0.0.1:1", "--eviction-rate-limit", "-1"]
+    )
+    assert negative.exit_code != 0 and "--eviction-rate-limit" in negative.output
     wrong = CliRunner().invoke(
         app, ["operator", "--server", "http://127.0.0.1:1", "--exclude-selector", "team"]
     )
