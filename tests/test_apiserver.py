@@ -558,3 +558,97 @@ async def test_an_updated_crd_serves_its_new_versions(apiserver, api):
     answer = await api.request("PATCH", crd, add, JSON_PATCH)
     assert answer.code == 200, answer.body
     assert (await api.request("GET", v2)).code == 200
+
+
+async def watch_events(apiserver, path: str, params: dict[str, str], *, until=None) -> list:
+    """Open a watch on `path`, run `until` (if given) once the stream is open, and collect
+    its events until the server ends the stream."""
+    events = []
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"{apiserver.url}{path}", params={"watch": "true", **params}) as resp,
+    ):
+        assert resp.status == 200
+        if until is not None:
+            await asyncio.sleep(0.1)
+            until()
+        async for line in resp.content:
+            events.append(json.loads(line))
+    return events
+
+
+async def test_a_watch_without_a_resource_version_starts_with_the_current_objects(apiserver, api):
+    apiserver.seed(pod("web-1"))
+    apiserver.seed(pod("db-1", labels={"app": "db"}))
+
+    for value, since in (("a", {}), ("b", {"resourceVersion": "0"})):
+
+        def relabel(x: str = value) -> None:
+            apiserver.update("Pod", "shop", "web-1", lambda p: p["metadata"]["labels"].update(x=x))
+            apiserver.drop_watches()
+
+        events = await watch_events(
+            apiserver,
+            PODS,
+            {"labelSelector": "app=web", "timeoutSeconds": "5", **since},
+            until=relabel,
+        )
+        kinds = [(e["type"], e["object"]["metadata"]["name"]) for e in events]
+        # The current objects as ADDED, then the live change; drop_watches ends the stream.
+        assert kinds == [("ADDED", "web-1"), ("MODIFIED", "web-1")], (since, kinds)
+
+
+async def test_send_initial_events_ends_the_replay_with_a_bookmark(apiserver, api):
+    apiserver.seed(pod("web-1"))
+    apiserver.seed(pod("web-2"))
+    rv = str(apiserver.rv)
+    params = {
+        "sendInitialEvents": "true",
+        "resourceVersionMatch": "NotOlderThan",
+        "allowWatchBookmarks": "true",
+        "timeoutSeconds": "5",
+    }
+    events = await watch_events(apiserver, PODS, params, until=apiserver.drop_watches)
+    assert [(e["type"], e["object"]["metadata"].get("name")) for e in events] == [
+        ("ADDED", "web-1"),
+        ("ADDED", "web-2"),
+        ("BOOKMARK", None),
+    ]
+    end = events[-1]["object"]
+    assert end["kind"] == "Pod" and end["apiVersion"] == "v1"
+    assert end["metadata"] == {
+        "resourceVersion": rv,
+        "annotations": {"k8s.io/initial-events-end": "true"},
+    }
+    wrong_match = {"sendInitialEvents": "true", "watch": "true"}
+    answer = await api.request("GET", PODS, params=wrong_match)
+    assert answer.code == 422
+    assert answer.body["details"]["causes"][0]["field"] == "resourceVersionMatch"
+
+
+async def test_a_watch_refuses_bad_selectors_and_resource_versions_before_streaming(api):
+    bad_selector = await api.request(
+        "GET", PODS, params={"watch": "true", "labelSelector": "app in (web"}
+    )
+    assert bad_selector.code == 400
+    bad_rv = await api.request("GET", PODS, params={"watch": "true", "resourceVersion": "abc"})
+    assert bad_rv.code == 400 and bad_rv.body["message"] == "invalid resource version 'abc'"
+
+
+async def test_a_watch_ends_at_its_timeout_on_close_and_after_a_410(apiserver, api):
+    apiserver.seed(pod("web-1"))
+    rv = str(apiserver.rv)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    quiet = await watch_events(apiserver, PODS, {"resourceVersion": rv, "timeoutSeconds": "1"})
+    assert quiet == [] and 0.9 < loop.time() - started < 3
+    # The server's 410 while the watch is open: the ERROR event, then the end of the stream.
+    started = loop.time()
+    events = await watch_events(
+        apiserver,
+        PODS,
+        {"resourceVersion": rv, "timeoutSeconds": "30"},
+        until=apiserver.expire_resource_versions,
+    )
+    assert [(e["type"], e["object"].get("code")) for e in events] == [("ERROR", 410)]
+    assert loop.time() - started < 5
