@@ -145,6 +145,10 @@ def test_cli_errors_are_clear(tmp_path):
         "timestamp,namespace,workload,pod,container,cpu_cores,memory_bytes\n"
         + "".join(f"{300 * i},shop,web,web-1,app,0.5,1000000\n" for i in range(300))
     )
+    unusable = tmp_path / "unusable.csv"
+    unusable.write_text(
+        "timestamp,namespace,workload,pod,container,cpu_cores,memory_bytes\n0,a,b,c,d,x,1\n"
+    )
     for args, needle in (
         (["--traces", none, "--trace-format", "crane"], f"{none}: no such trace file or folder"),
         (
@@ -153,11 +157,24 @@ def test_cli_errors_are_clear(tmp_path):
         ),
         (["--traces", str(canonical), "--trace-format", "canonical", "--limit", "0"], "--limit"),
         (["--traces", str(canonical), "--trace-format", "canonical", "--every", "0"], "--every"),
+        (
+            ["--traces", str(canonical), "--trace-format", "canonical", "--sweep", "50,100"],
+            "--sweep: percentile must be in (0, 100), got 100.0",
+        ),
+        (["--traces", str(unusable), "--trace-format", "canonical"], f"{unusable}: no usable"),
     ):
         res = CliRunner().invoke(app, ["bench", "recommend", *args])
         assert res.exit_code != 0
         assert isinstance(res.exception, ForesizeError), res.exception
         assert needle in str(res.exception)
+
+
+def test_manual_is_replayed_where_the_trace_records_capacities():
+    from foresize.cli.bench_recommend import run_bench
+
+    doc = run_bench(str(TRACES / "bitbrains-rnd-2013-07"), "bitbrains", [], limit=1, sweep=None)
+    assert list(doc["policies"]) == ["manual", "vpa", "krr", "clairvoyant", "foresize"]
+    assert "sweep" not in doc and "matched" not in doc
 
 
 def test_bench_forecast_json_keys():

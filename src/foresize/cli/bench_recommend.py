@@ -13,11 +13,19 @@ vpa's risk over vpa's slack (`foresize.recommend.replay.matched_slack`).
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from foresize.errors import ForesizeError
+
+if TYPE_CHECKING:  # imported where used, so `foresize --help` stays quick
+    from foresize.history.base import TraceSeries
+    from foresize.history.traces import ReadReport
+    from foresize.recommend.replay import Policy, ReplayData, ResourceScore
+
+Scored = dict[str, dict[str, "ResourceScore"]]
+"""Each replayed policy's scores per resource, by policy name."""
 
 KEYS = ("slack", "shortfall", "under", "events_per_series_day", "changes_per_series_day")
 
@@ -56,8 +64,7 @@ RISK = {"cpu": "shortfall", "memory": "events_per_series_day"}
 """The risk axis per resource: CPU demand not covered, memory OOM kills per series-day."""
 
 
-# Not split yet (issue 12: complexity over 15 with no seam-free reason): a candidate to split.
-def run_bench(  # noqa: C901
+def run_bench(
     traces: str,
     fmt: str,
     modes: list[str],
@@ -71,20 +78,42 @@ def run_bench(  # noqa: C901
     resource; memory also the worst series' kills and the share of series killed more
     often than under vpa), `slack_ratio_vs_vpa` (default and `modes`), `sweep` (foresize's
     (risk, slack) points per resource) and `matched` (the comparison at vpa's risk)."""
-    from foresize.api.quantity import CPU, MEMORY
-    from foresize.history.traces import load_traces
+    from foresize.recommend.replay import prepare, replay
+
+    check_options(modes, every=every, offset=offset, limit=limit, sweep=sweep)
+    series, report = load_selected_series(traces, fmt, every=every, offset=offset, limit=limit)
+    data = prepare(series)
+    out: dict = {
+        "traces": str(traces),
+        "format": fmt,
+        "series": len(series),
+        "read": {
+            "files": report.files,
+            "rows": report.rows,
+            "skipped_rows": report.skipped,
+            "problems": report.problems,
+            "counters": report.counters,
+        },
+        "policies": {},
+    }
+    scored: Scored = {}
+    for p in compared_policies(data, modes):
+        scores = replay(data, p)
+        scored[p.name] = scores
+        out["policies"][p.name] = {r: s.as_dict() for r, s in scores.items()}
+    add_memory_kills_vs_vpa(out["policies"], scored)
+    out["slack_ratio_vs_vpa"] = slack_ratios_vs_vpa(out["policies"])
+    if sweep is not None:
+        out["sweep"] = foresize_curve(data, scored, sweep)
+        out["matched"] = matched_at_vpa_risk(scored["vpa"], out["sweep"])
+    return out
+
+
+def check_options(
+    modes: list[str], *, every: int, offset: int, limit: int | None, sweep: tuple[float, ...] | None
+) -> None:
+    """Refuse bad options with a one-line error naming the option, before any trace is read."""
     from foresize.recommend.core import MODE_CPU_QUANTILES
-    from foresize.recommend.replay import (
-        ClairvoyantPolicy,
-        ForesizePolicy,
-        KRRPolicy,
-        ManualPolicy,
-        Policy,
-        VPAPolicy,
-        matched_slack,
-        prepare,
-        replay,
-    )
 
     for m in modes:
         if m not in MODE_CPU_QUANTILES:
@@ -100,48 +129,63 @@ def run_bench(  # noqa: C901
             raise ForesizeError(f"--sweep: percentile must be in (0, 100), got {v}")
     if limit is not None and limit < 1:
         raise ForesizeError(f"--limit must be at least 1, got {limit}")
+
+
+def load_selected_series(
+    traces: str, fmt: str, *, every: int, offset: int, limit: int | None
+) -> tuple[list[TraceSeries], ReadReport]:
+    """The trace's series picked by `--every`/`--offset`/`--limit`, and the read report;
+    an error if the trace has no usable series at all."""
+    from foresize.history.traces import load_traces
+
     series, report = load_traces(traces, fmt)
     if not series:
         raise ForesizeError(f"{traces}: no usable series ({report.summary()})")
     series = series[offset::every]
     if limit is not None:
         series = series[:limit]
-    data = prepare(series)
+    return series, report
+
+
+def compared_policies(data: ReplayData, modes: list[str]) -> list[Policy]:
+    """The policies replayed and reported: manual where the trace records capacities, the
+    references, foresize's default mode and each extra mode in `modes` once."""
+    from foresize.recommend.replay import (
+        ClairvoyantPolicy,
+        ForesizePolicy,
+        KRRPolicy,
+        ManualPolicy,
+        VPAPolicy,
+    )
+
     policies: list[Policy] = []
     if data.cpu_capacity is not None or data.memory_capacity is not None:
         policies.append(ManualPolicy())
     policies += [VPAPolicy(), KRRPolicy(), ClairvoyantPolicy(), ForesizePolicy()]
     policies += [ForesizePolicy(m) for m in dict.fromkeys(modes) if m != "balanced"]
-    out: dict = {
-        "traces": str(traces),
-        "format": fmt,
-        "series": len(series),
-        "read": {
-            "files": report.files,
-            "rows": report.rows,
-            "skipped_rows": report.skipped,
-            "problems": report.problems,
-            "counters": report.counters,
-        },
-        "policies": {},
-    }
-    scored = {}
-    for p in policies:
-        scores = replay(data, p)
-        scored[p.name] = scores
-        out["policies"][p.name] = {r: s.as_dict() for r, s in scores.items()}
+    return policies
+
+
+def add_memory_kills_vs_vpa(policies_doc: dict, scored: Scored) -> None:
+    """Add to each policy's memory scores its worst series' OOM kills and the share of
+    series killed more often than under vpa (nothing when the trace has no memory)."""
     vpa_scores = scored["vpa"]
-    if "memory" in vpa_scores:
-        vpa_kills = vpa_scores["memory"].series_events
-        for name, scores in scored.items():
-            kills = scores["memory"].series_events
-            out["policies"][name]["memory"]["worst_series_kills"] = int(kills.max(initial=0))
-            out["policies"][name]["memory"]["share_series_more_kills_than_vpa"] = float(
-                (kills > vpa_kills).mean()
-            )
+    if "memory" not in vpa_scores:
+        return
+    vpa_kills = vpa_scores["memory"].series_events
+    for name, scores in scored.items():
+        kills = scores["memory"].series_events
+        policies_doc[name]["memory"]["worst_series_kills"] = int(kills.max(initial=0))
+        policies_doc[name]["memory"]["share_series_more_kills_than_vpa"] = float(
+            (kills > vpa_kills).mean()
+        )
+
+
+def slack_ratios_vs_vpa(policies_doc: dict) -> dict[str, dict[str, float]]:
+    """Each foresize policy's slack over vpa's, per resource where vpa has slack."""
     headline: dict[str, dict[str, float]] = {}
-    vpa = out["policies"].get("vpa", {})
-    for name, res in out["policies"].items():
+    vpa = policies_doc.get("vpa", {})
+    for name, res in policies_doc.items():
         if not name.startswith("foresize"):
             continue
         for r, s in res.items():
@@ -149,46 +193,65 @@ def run_bench(  # noqa: C901
                 headline.setdefault(name, {})[f"{r}_slack_ratio_vs_vpa"] = (
                     s["slack"] / vpa[r]["slack"]
                 )
-    out["slack_ratio_vs_vpa"] = headline
-    if sweep is not None:
-        # Foresize's curve: every named mode and the swept percentiles.
-        points: dict[str, list[dict]] = {r: [] for r in vpa_scores}
-        runs = [(m, None) for m in MODE_CPU_QUANTILES] + [("percentile", v) for v in sweep]
-        for mode, value in runs:
-            name = "foresize" if mode == "balanced" else f"foresize:{mode}"
-            if value is not None:
-                name = f"foresize:percentile={value:g}"
-                sized = tuple(
-                    r
-                    for r, ok in (
-                        (CPU, value <= CPU_SWEEP_MAX),
-                        (MEMORY, value >= MEMORY_SWEEP_MIN),
-                    )
-                    if ok and r in vpa_scores
+    return headline
+
+
+def foresize_curve(
+    data: ReplayData, scored: Scored, sweep: tuple[float, ...]
+) -> dict[str, list[dict]]:
+    """Foresize's (risk, slack) points per resource: every named mode (reusing the runs
+    already scored) and the swept percentiles, each sizing only the resources its range
+    covers (`CPU_SWEEP_MAX`, `MEMORY_SWEEP_MIN`)."""
+    from foresize.api.quantity import CPU, MEMORY
+    from foresize.recommend.core import MODE_CPU_QUANTILES
+    from foresize.recommend.replay import ForesizePolicy, replay
+
+    vpa_scores = scored["vpa"]
+    points: dict[str, list[dict]] = {r: [] for r in vpa_scores}
+    runs = [(m, None) for m in MODE_CPU_QUANTILES] + [("percentile", v) for v in sweep]
+    for mode, value in runs:
+        name = "foresize" if mode == "balanced" else f"foresize:{mode}"
+        if value is not None:
+            name = f"foresize:percentile={value:g}"
+            sized = tuple(
+                r
+                for r, ok in (
+                    (CPU, value <= CPU_SWEEP_MAX),
+                    (MEMORY, value >= MEMORY_SWEEP_MIN),
                 )
-                if not sized:
-                    continue
-                pol = ForesizePolicy(mode, percentile_value=value, resources=sized)
-                scores = replay(data, pol)
-            elif name in scored:
-                scores = scored[name]
-            else:
-                scores = replay(data, ForesizePolicy(mode))
-            for r, sc in scores.items():
-                points[r].append({"policy": name, "risk": getattr(sc, RISK[r]), "slack": sc.slack})
-        out["sweep"] = points
-        matched = {}
-        for r, vs in vpa_scores.items():
-            risk = getattr(vs, RISK[r])
-            slack = matched_slack([(p["risk"], p["slack"]) for p in points[r]], risk)
-            matched[r] = {
-                "vpa_risk": risk,
-                "foresize_slack": slack,
-                "vpa_slack": vs.slack,
-                "ratio": slack / vs.slack if slack is not None and vs.slack > 0 else None,
-            }
-        out["matched"] = matched
-    return out
+                if ok and r in vpa_scores
+            )
+            if not sized:
+                continue
+            pol = ForesizePolicy(mode, percentile_value=value, resources=sized)
+            scores = replay(data, pol)
+        elif name in scored:
+            scores = scored[name]
+        else:
+            scores = replay(data, ForesizePolicy(mode))
+        for r, sc in scores.items():
+            points[r].append({"policy": name, "risk": getattr(sc, RISK[r]), "slack": sc.slack})
+    return points
+
+
+def matched_at_vpa_risk(
+    vpa_scores: dict[str, ResourceScore], points: dict[str, list[dict]]
+) -> dict:
+    """Per resource: vpa's risk and slack, foresize's slack on its curve at that risk
+    (None outside the curve) and the ratio of the two slacks."""
+    from foresize.recommend.replay import matched_slack
+
+    matched = {}
+    for r, vs in vpa_scores.items():
+        risk = getattr(vs, RISK[r])
+        slack = matched_slack([(p["risk"], p["slack"]) for p in points[r]], risk)
+        matched[r] = {
+            "vpa_risk": risk,
+            "foresize_slack": slack,
+            "vpa_slack": vs.slack,
+            "ratio": slack / vs.slack if slack is not None and vs.slack > 0 else None,
+        }
+    return matched
 
 
 def format_table(doc: dict) -> str:
