@@ -386,7 +386,9 @@ def test_params_from_aiscaletarget():
     assert b.memory == ResourcePolicy(128 * MIB, None, None)
     assert p.scale_down["cpu"] == Threshold("percent", 20.0)
     assert p.stabilization_window == 1800
-    assert p.memory_stabilization == 6 * 3600  # the ratchet is never shorter than 6 h
+    # Memory at overshoot (a twentieth of the default's misses) remembers a level twenty
+    # times as long: the ratchet 5 days instead of 6 hours, a kill the 14 days of history.
+    assert p.memory_holds() == pytest.approx((20 * 6 * 3600, 14 * 86400))
     # The target itself is accepted too.
     h = {"app": flat_history(0.5, GIB)}
     r = recommend_target(ast, h, {"app": res(500, GIB, lcpu=1000)}, None, NOW)
@@ -585,10 +587,10 @@ def test_a_kill_ends_the_risk_taken_floor_at_the_safest_level():
 
 
 def test_recommend_batch_lifts_a_killed_container_to_its_safest_level(monkeypatch):
-    from foresize.recommend import target
+    from foresize.recommend import core as recommend_core
 
     # The recent-peak rule would hold the spike by itself; this checks the allocation.
-    monkeypatch.setattr(target, "MEMORY_PEAK_WINDOW", 0.0)
+    monkeypatch.setattr(recommend_core, "MEMORY_PEAK_WINDOW", 0.0)
     rng = np.random.default_rng(4)
     n = 288 * 8
     reqs = []
