@@ -741,9 +741,7 @@ def test_memory_holds_scale_with_the_modes_miss_probability():
     the measured 6 h ratchet and 3-day kill memory, a mode with k times the misses holds
     1/k as long, and no hold outlives the 14 days of history."""
     q = {m: mode_quantile(m, "memory") for m in MODE_CPU_QUANTILES}
-    assert memory_holds(q["balanced"]) == pytest.approx(
-        (DEFAULT_MEMORY_STABILIZATION, KILL_MEMORY)
-    )
+    assert memory_holds(q["balanced"]) == pytest.approx((DEFAULT_MEMORY_STABILIZATION, KILL_MEMORY))
     assert memory_holds(0.999) == memory_holds(q["balanced"])  # percentile 99.9 alike
     assert memory_holds(q["undershoot"]) == pytest.approx((6 * 3600 / 5, 3 * 86400 / 5))
     assert memory_holds(q["cost_optimized"]) == pytest.approx((6 * 3600 / 2.5, 3 * 86400 / 2.5))
