@@ -451,3 +451,204 @@ async def test_discovery_lists_subresources_for_kopf(apiserver, api):
     assert "foresize.io" in {g["name"] for g in groups.body["groups"]}
     assert (await api.request("GET", "/version")).body["minor"] == "34"
     await asyncio.sleep(0)
+
+
+async def test_updates_refuse_identity_changes_in_the_api_servers_order(api):
+    created = (await api.request("POST", PODS, bare_pod())).body
+    rv = created["metadata"]["resourceVersion"]
+    no_meta = await api.request("PATCH", f"{PODS}/web-1", {"metadata": None}, MERGE_PATCH)
+    assert no_meta.code == 422 and no_meta.body["details"]["causes"][0]["field"] == "metadata"
+    renamed = {"metadata": {"name": "web-2"}}
+    answer = await api.request("PATCH", f"{PODS}/web-1", renamed, MERGE_PATCH)
+    assert answer.code == 422
+    assert answer.body["details"]["causes"][0]["field"] == "metadata.name"
+    other_uid = {"metadata": {"uid": "someone-else"}}
+    answer = await api.request("PATCH", f"{PODS}/web-1", other_uid, MERGE_PATCH)
+    assert answer.code == 422
+    assert answer.body["details"]["causes"][0]["field"] == "metadata.uid"
+    other_kind = await api.request("PATCH", f"{PODS}/web-1", {"kind": "Service"}, MERGE_PATCH)
+    assert other_kind.code == 400 and "kind or apiVersion" in other_kind.body["message"]
+    # A stale resourceVersion is checked before the name: 409, not 422.
+    (await api.request("PATCH", f"{PODS}/web-1", {"metadata": {"labels": {"x": "1"}}}, MERGE_PATCH))
+    stale_rename = {"metadata": {"resourceVersion": rv, "name": "web-2"}}
+    answer = await api.request("PATCH", f"{PODS}/web-1", stale_rename, MERGE_PATCH)
+    assert answer.code == 409
+    # Server-owned metadata keeps the stored values; managedFields are dropped.
+    owned = {
+        "metadata": {
+            "creationTimestamp": "2000-01-01T00:00:00Z",
+            "generation": 9,
+            "managedFields": [{"manager": "me"}],
+            "labels": {"x": "2"},
+        }
+    }
+    answer = await api.request("PATCH", f"{PODS}/web-1", owned, MERGE_PATCH)
+    assert answer.code == 200, answer.body
+    meta = answer.body["metadata"]
+    assert meta["creationTimestamp"] == created["metadata"]["creationTimestamp"]
+    assert meta["generation"] == 1 and "managedFields" not in meta
+    assert meta["labels"]["x"] == "2"
+
+
+async def test_workload_selectors_are_immutable(apiserver, api):
+    apiserver.seed(deployment())
+    path = "/apis/apps/v1/namespaces/shop/deployments/web"
+    wider = {"spec": {"selector": {"matchLabels": {"app": "web", "tier": "front"}}}}
+    answer = await api.request("PATCH", path, wider, MERGE_PATCH)
+    assert answer.code == 422
+    (cause,) = answer.body["details"]["causes"]
+    assert cause["field"] == "spec.selector" and "immutable" in cause["message"]
+
+
+async def test_a_status_write_without_status_clears_it(api):
+    await api.request("POST", TARGETS, target())
+    path = f"{TARGETS}/web/status"
+    await api.request("PATCH", path, {"status": {"pods_resized": 1}}, MERGE_PATCH)
+    cleared = await api.request("PATCH", path, [{"op": "remove", "path": "/status"}], JSON_PATCH)
+    assert cleared.code == 200, cleared.body
+    assert "status" not in cleared.body
+    assert "status" not in (await api.request("GET", f"{TARGETS}/web")).body
+
+
+async def test_a_dry_run_update_answers_the_result_and_stores_nothing(apiserver, api):
+    created = (await api.request("POST", PODS, bare_pod())).body
+    labels = {"metadata": {"labels": {"app": "web", "x": "1"}}}
+    answer = await api.request(
+        "PATCH", f"{PODS}/web-1", labels, MERGE_PATCH, params={"dryRun": "All"}
+    )
+    assert answer.code == 200 and answer.body["metadata"]["labels"]["x"] == "1"
+    live = apiserver.get("Pod", "shop", "web-1")
+    assert "x" not in live["metadata"]["labels"]
+    assert live["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+    assert answer.body["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+
+
+async def test_an_updated_crd_serves_its_new_versions(apiserver, api):
+    version = {
+        "name": "v1",
+        "served": True,
+        "storage": True,
+        "schema": {
+            "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+        },
+    }
+    apiserver.seed(
+        {
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.example.io"},
+            "spec": {
+                "group": "example.io",
+                "names": {"kind": "Widget", "plural": "widgets", "singular": "widget"},
+                "scope": "Namespaced",
+                "versions": [version],
+            },
+        }
+    )
+    v2 = "/apis/example.io/v2/namespaces/shop/widgets"
+    assert (await api.request("GET", v2)).code == 404
+    crd = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.io"
+    add = [
+        {
+            "op": "add",
+            "path": "/spec/versions/-",
+            "value": {**version, "name": "v2", "storage": False},
+        }
+    ]
+    answer = await api.request("PATCH", crd, add, JSON_PATCH)
+    assert answer.code == 200, answer.body
+    assert (await api.request("GET", v2)).code == 200
+
+
+async def watch_events(apiserver, path: str, params: dict[str, str], *, until=None) -> list:
+    """Open a watch on `path`, run `until` (if given) once the stream is open, and collect
+    its events until the server ends the stream."""
+    events = []
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"{apiserver.url}{path}", params={"watch": "true", **params}) as resp,
+    ):
+        assert resp.status == 200
+        if until is not None:
+            await asyncio.sleep(0.1)
+            until()
+        async for line in resp.content:
+            events.append(json.loads(line))
+    return events
+
+
+async def test_a_watch_without_a_resource_version_starts_with_the_current_objects(apiserver, api):
+    apiserver.seed(pod("web-1"))
+    apiserver.seed(pod("db-1", labels={"app": "db"}))
+
+    for value, since in (("a", {}), ("b", {"resourceVersion": "0"})):
+
+        def relabel(x: str = value) -> None:
+            apiserver.update("Pod", "shop", "web-1", lambda p: p["metadata"]["labels"].update(x=x))
+            apiserver.drop_watches()
+
+        events = await watch_events(
+            apiserver,
+            PODS,
+            {"labelSelector": "app=web", "timeoutSeconds": "5", **since},
+            until=relabel,
+        )
+        kinds = [(e["type"], e["object"]["metadata"]["name"]) for e in events]
+        # The current objects as ADDED, then the live change; drop_watches ends the stream.
+        assert kinds == [("ADDED", "web-1"), ("MODIFIED", "web-1")], (since, kinds)
+
+
+async def test_send_initial_events_ends_the_replay_with_a_bookmark(apiserver, api):
+    apiserver.seed(pod("web-1"))
+    apiserver.seed(pod("web-2"))
+    rv = str(apiserver.rv)
+    params = {
+        "sendInitialEvents": "true",
+        "resourceVersionMatch": "NotOlderThan",
+        "allowWatchBookmarks": "true",
+        "timeoutSeconds": "5",
+    }
+    events = await watch_events(apiserver, PODS, params, until=apiserver.drop_watches)
+    assert [(e["type"], e["object"]["metadata"].get("name")) for e in events] == [
+        ("ADDED", "web-1"),
+        ("ADDED", "web-2"),
+        ("BOOKMARK", None),
+    ]
+    end = events[-1]["object"]
+    assert end["kind"] == "Pod" and end["apiVersion"] == "v1"
+    assert end["metadata"] == {
+        "resourceVersion": rv,
+        "annotations": {"k8s.io/initial-events-end": "true"},
+    }
+    wrong_match = {"sendInitialEvents": "true", "watch": "true"}
+    answer = await api.request("GET", PODS, params=wrong_match)
+    assert answer.code == 422
+    assert answer.body["details"]["causes"][0]["field"] == "resourceVersionMatch"
+
+
+async def test_a_watch_refuses_bad_selectors_and_resource_versions_before_streaming(api):
+    bad_selector = await api.request(
+        "GET", PODS, params={"watch": "true", "labelSelector": "app in (web"}
+    )
+    assert bad_selector.code == 400
+    bad_rv = await api.request("GET", PODS, params={"watch": "true", "resourceVersion": "abc"})
+    assert bad_rv.code == 400 and bad_rv.body["message"] == "invalid resource version 'abc'"
+
+
+async def test_a_watch_ends_at_its_timeout_on_close_and_after_a_410(apiserver, api):
+    apiserver.seed(pod("web-1"))
+    rv = str(apiserver.rv)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    quiet = await watch_events(apiserver, PODS, {"resourceVersion": rv, "timeoutSeconds": "1"})
+    assert quiet == [] and 0.9 < loop.time() - started < 3
+    # The server's 410 while the watch is open: the ERROR event, then the end of the stream.
+    started = loop.time()
+    events = await watch_events(
+        apiserver,
+        PODS,
+        {"resourceVersion": rv, "timeoutSeconds": "30"},
+        until=apiserver.expire_resource_versions,
+    )
+    assert [(e["type"], e["object"].get("code")) for e in events] == [("ERROR", 410)]
+    assert loop.time() - started < 5

@@ -30,6 +30,45 @@ def test_webhook_cert_dir_that_is_a_file(tmp_path: Path) -> None:
     assert message.startswith(f"--cert-dir {afile}: cannot write")
 
 
+@pytest.fixture(scope="module")
+def serving_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """A CA, certificate and key on disk, for `foresize webhook --cert/--key/--ca`."""
+    from foresize.webhook.certs import generate_self_signed
+
+    return generate_self_signed(["localhost"]).write(tmp_path_factory.mktemp("tls"))
+
+
+@pytest.mark.parametrize(
+    "which,message",
+    [
+        ("neither", "give either --cert and --key, or --self-signed"),
+        ("both", "give either --cert and --key, or --self-signed"),
+        ("cert only", "--cert needs --key"),
+        ("unreadable ca", "{missing}: cannot read (No such file or directory)"),
+        ("config without ca", "--webhook-config needs --self-signed or --ca"),
+        ("config unwritable", "--webhook-config {missing}/w.yaml: No such file or directory"),
+        ("host not here", "--port 0 / --host 192.0.2.1: cannot listen there"),
+    ],
+)
+def test_webhook_tls_and_config_options(
+    serving_pair: tuple[Path, Path, Path], tmp_path: Path, which: str, message: str
+) -> None:
+    ca, cert, key = serving_pair
+    missing = tmp_path / "missing"
+    pair = ["--cert", str(cert), "--key", str(key)]
+    args = {
+        "neither": [],
+        "both": ["--self-signed", *pair],
+        "cert only": ["--cert", str(cert)],
+        "unreadable ca": [*pair, "--ca", str(missing)],
+        "config without ca": [*pair, "--webhook-config", str(tmp_path / "w.yaml")],
+        "config unwritable": [*pair, "--ca", str(ca), "--webhook-config", f"{missing}/w.yaml"],
+        # 192.0.2.0/24 is TEST-NET-1 (RFC 5737): never an address of this machine.
+        "host not here": [*pair, "--host", "192.0.2.1", "--port", "0"],
+    }[which]
+    assert _error(["webhook", *args]).startswith(message.format(missing=missing))
+
+
 @pytest.mark.parametrize(
     "option,value,message",
     [

@@ -5,7 +5,9 @@ limit and retries, token-file logins, probes and stale gauges, and supervision."
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
+import socket
 import time
 
 import pytest
@@ -17,6 +19,7 @@ from foresize.kube.leader import LeaseElector, ShardManager
 from foresize.kube.operator import GatedExecutor, Health
 from foresize.kube.state import ClusterState
 from foresize.telemetry.metrics import ForesizeMetrics
+from foresize.testing.ports import free_port
 from kube_objects import namespace, pod, target
 
 PODS = WatchedKind("", "v1", "pods", "Pod")
@@ -394,3 +397,70 @@ async def test_repeated_events_are_one_event_with_a_count(apiserver):
     assert len(apiserver.calls("PATCH", "/events/")) == 4
     events = {e["reason"]: e for e in apiserver.list("Event", "shop")}
     assert events["EvictionDeferred"]["count"] == 5 and events["Resized"]["count"] == 1
+
+
+async def test_a_task_that_ignores_the_stop_flag_is_cancelled_after_the_grace(
+    apiserver, monkeypatch, operator_options, caplog
+):
+    import foresize.kube.operator as operator_module
+    from foresize.kube.operator import run_operator
+
+    apiserver.seed(namespace("foresize"))
+
+    cancelled = []
+
+    async def deaf(*_a, **_k):
+        try:
+            await asyncio.sleep(3600)  # never looks at the stop flag
+        except asyncio.CancelledError:
+            cancelled.append("pause flag")
+            raise
+
+    monkeypatch.setattr(operator_module, "watch_pause", deaf)
+    opts = operator_options(server=apiserver.url, shutdown_grace=1.0)
+    stop = asyncio.Event()
+    task = asyncio.create_task(run_operator(opts, stop))
+    await asyncio.sleep(1.0)
+    stop.set()
+    started = asyncio.get_running_loop().time()
+    with caplog.at_level(logging.WARNING, logger="foresize.operator"):
+        code = await asyncio.wait_for(task, 10)
+    assert code == 0  # asked to stop: not a failure
+    assert asyncio.get_running_loop().time() - started < 4
+    assert "pause flag did not stop within 1s; cancelled" in caplog.text
+    assert cancelled == ["pause flag"]
+
+
+async def test_a_metrics_port_in_use_fails_the_start_with_exit_code_1(
+    apiserver, operator_options, caplog
+):
+    from foresize.kube.operator import run_operator
+
+    apiserver.seed(namespace("foresize"))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        opts = operator_options(server=apiserver.url, metrics_port=taken.getsockname()[1])
+        with caplog.at_level(logging.ERROR, logger="foresize.operator"):
+            code = await asyncio.wait_for(run_operator(opts), 20)
+    assert code == 1
+    assert "operator failed to start" in caplog.text
+
+
+async def test_with_prometheus_the_operator_reads_no_metrics_server(
+    apiserver, operator_options, caplog
+):
+    from foresize.kube.operator import run_operator
+
+    apiserver.seed(namespace("foresize"))
+    nowhere = f"http://127.0.0.1:{free_port()}"
+    opts = operator_options(server=apiserver.url, prometheus=nowhere, collect_interval=0.2)
+    stop = asyncio.Event()
+    with caplog.at_level(logging.WARNING, logger="foresize.operator"):
+        task = asyncio.create_task(run_operator(opts, stop))
+        await asyncio.sleep(2.0)
+        stop.set()
+        assert await asyncio.wait_for(task, 10) == 0
+    assert "Prometheus history refresh failed" in caplog.text
+    assert not apiserver.calls("GET", "metrics.k8s.io")
+    assert apiserver.calls(None, "/leases")  # it ran: it took its Lease

@@ -50,12 +50,35 @@ def test_a_good_trace_gives_a_recommendation(trace: Path):
         (["--buffer", "-50"], "--buffer: must be between 0 and 1000 percent, got -50"),
         (["--lookback", "-1h"], "--lookback: '-1h' is not a duration (e.g. 30s, 5m, 1h30m, 14d)"),
         (["--min-lookback", "xx"], "--min-lookback: 'xx' is not a duration"),
+        (
+            ["--lookback", "15d"],
+            "--lookback 15d: the recommender reads at most 14d of history",
+        ),
+        (
+            ["--start", "1970-01-02", "--end", "1970-01-01"],
+            "--start 1970-01-02 is not before --end 1970-01-01",
+        ),
+        (
+            ["--start", "1970-01-01", "--end", "1970-01-20"],
+            "--start 1970-01-01: more than 14d before --end",
+        ),
+        (["--end", "yesterday"], "--end: 'yesterday' is not a time"),
+        (["--start", "zz"], "--start: 'zz' is not a time"),
+        (["--selector", "app=web"], "--selector and --cluster need --prometheus"),
+        (["--cluster", "east"], "--selector and --cluster need --prometheus"),
+        (["--prometheus", "http://127.0.0.1:9"], "give exactly one of --prometheus URL or"),
     ],
 )
 def test_bad_options_are_named(trace: Path, args: list[str], message: str):
     result = recommend("--traces", str(trace), *args)
     assert isinstance(result.exception, ForesizeError), result.output
     assert str(result.exception).startswith(message)
+
+
+def test_neither_source_is_named():
+    result = recommend()
+    assert isinstance(result.exception, ForesizeError), result.output
+    assert str(result.exception) == "give exactly one of --prometheus URL or --traces PATH"
 
 
 def test_an_empty_prometheus_url_is_named_not_read_as_a_missing_trace():

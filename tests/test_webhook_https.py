@@ -67,9 +67,9 @@ async def serve(certs):
     servers = []
     sessions = []
 
-    async def start(provider):
+    async def start(provider, **app_options):
         server = WebhookServer(
-            create_app(provider, clock=lambda: 1000.0),
+            create_app(provider, clock=lambda: 1000.0, **app_options),
             host="127.0.0.1",
             port=0,
             ssl_context=server_ssl_context(crt, key),
@@ -235,6 +235,27 @@ async def test_health_and_readiness(serve):
     assert out["response"]["allowed"] is True and "not ready" in out["response"]["warnings"][0]
     state.set(default_index())
     assert await client.get("/readyz") == 200
+
+
+async def test_a_failing_state_provider_means_not_ready_and_reviews_fail_open(serve):
+    def lost() -> AdmissionIndex:
+        raise RuntimeError("index gone")
+
+    client = await serve(lost)
+    assert await client.get("/healthz") == 200
+    assert await client.get("/readyz") == 503
+    out = await client.post("/mutate-pods", review(pod_json(), uid="u-1"))
+    assert out["response"]["allowed"] is True and "patch" not in out["response"]
+    assert "internal error (RuntimeError: index gone)" in out["response"]["warnings"][0]
+
+
+async def test_the_noop_endpoint_needs_no_index_and_exists_only_when_asked(serve):
+    bench = await serve(lambda: None, noop_endpoint=True)
+    out = await bench.post("/noop", review(pod_json(), uid="u-2"))
+    assert out["response"] == {"uid": "u-2", "allowed": True}
+    plain = await serve(lambda: None)
+    async with plain.session.post(plain.base + "/noop", json=review(pod_json())) as resp:
+        assert resp.status == 404
 
 
 async def test_validate_daemonset_autoscaler_conflict_and_bounds(serve):

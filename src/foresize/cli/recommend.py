@@ -26,16 +26,9 @@ from foresize.errors import ForesizeError
 from foresize.report.recommendations import OUTPUTS
 
 if TYPE_CHECKING:  # imported where used, so `foresize --help` stays quick
-    import numpy as np
-
-    from foresize.history.base import SeriesKey, TraceSeries
-    from foresize.history.prometheus import (
-        ContainerHistory,
-        PrometheusReader,
-        Resources,
-        Scope,
-    )
-    from foresize.report.recommendations import Bounds
+    from foresize.history.base import TraceSeries
+    from foresize.history.prometheus import ContainerHistory, PrometheusReader, Scope
+    from foresize.report.recommendations import Bounds, Prices
 
 MAX_LOOKBACK = 14 * 86400.0  # the recommender reads 14 days (recommend.target.HISTORY_WINDOW)
 
@@ -168,11 +161,9 @@ async def read_prometheus(
     return history
 
 
-# Complexity over 15 only through the nested command below (mccabe counts it here).
-def register(app: typer.Typer, bench_app: typer.Typer) -> None:  # noqa: C901
+def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     @app.command("recommend")
-    # Not split yet (issue 12: complexity over 15 with no seam-free reason): a candidate to split.
-    def recommend(  # noqa: C901
+    def recommend(
         prometheus: str | None = typer.Option(
             None, "--prometheus", envvar="FORESIZE_PROMETHEUS_URL", help="Prometheus base URL."
         ),
@@ -255,159 +246,77 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:  # noqa: C901
         ),
     ) -> None:
         """One-shot, read-only recommendations from Prometheus history (or trace files)."""
-        import asyncio
-
-        from foresize.api.quantity import CPU, MEMORY
-        from foresize.recommend.core import MODE_CPU_QUANTILES, mode_quantile
         from foresize.recommend.series import recommend_series
-        from foresize.report.recommendations import Prices, build_rows, render
+        from foresize.report.recommendations import build_rows, render
 
         output = choice(fmt if fmt is not None else output, "--output", OUTPUTS)
         if (prometheus is None) == (traces is None):
             raise ForesizeError("give exactly one of --prometheus URL or --traces PATH")
-        if mode == "percentile" and percentile is None:
-            raise ForesizeError("--mode percentile needs --percentile (e.g. 95)")
-        try:
-            quantiles = {res: mode_quantile(mode, res, percentile) for res in (CPU, MEMORY)}
-        except ValueError as exc:
-            modes = ", ".join([*MODE_CPU_QUANTILES, "percentile"])
-            raise ForesizeError(f"--mode: {exc} (one of {modes})") from None
+        quantiles = mode_quantiles(mode, percentile)
         step_s = duration(step, "--step")
         if not 0 <= buffer <= 1000:
             # The range of forecast_buffer_percentage in the CRDs.
             raise ForesizeError(f"--buffer: must be between 0 and 1000 percent, got {buffer:g}")
         bounds = _bounds(cpu_min, cpu_max, memory_min, memory_max)
-        prices = None
-        if cpu_price is not None or memory_price is not None:
-            for name, value in (("--cpu-price", cpu_price), ("--memory-price", memory_price)):
-                if value is not None and not value >= 0:
-                    raise ForesizeError(f"{name}: must be 0 or more, got {value:g}")
-            prices = Prices(cpu_price or 0.0, memory_price or 0.0)
+        prices = _prices(cpu_price, memory_price)
         min_lookback_s = duration(min_lookback, "--min-lookback")
         timeout_s = duration(timeout, "--timeout")
         namespaces = split_list(namespace)
-        now = time.time()
-        t_end = parse_when(end, now, "--end")
-        if start:
-            t_start = parse_when(start, now, "--start")
-        else:
-            span = duration(lookback, "--lookback")
-            if span > MAX_LOOKBACK:
-                raise ForesizeError(
-                    f"--lookback {lookback}: the recommender reads at most 14d of history "
-                    "(use --lookback 14d or less)"
-                )
-            t_start = t_end - span
-        if t_start >= t_end:
-            raise ForesizeError(f"--start {start or lookback} is not before --end {end}")
-        if t_end - t_start > MAX_LOOKBACK + step_s:
-            raise ForesizeError(
-                f"--start {start}: more than 14d before --end; the recommender reads at most 14d"
-            )
-        oom: dict[SeriesKey, list[float]] = {}
-        throttling: dict[SeriesKey, tuple[np.ndarray, np.ndarray]] = {}
-        resources: dict[SeriesKey, Resources] = {}
-        kinds: dict[tuple[str, str], str] = {}
-        replicas: dict[tuple[str, str], int] = {}
-        source: str
+        t_start, t_end = history_window(start, end, lookback, step_s, now=time.time())
         if prometheus is not None:
-            from foresize.history.prometheus import PrometheusReader, Scope, pod_selector
-
-            if not prometheus.startswith(("http://", "https://")):
-                raise ForesizeError(
-                    f"--prometheus: {prometheus!r} is not an http:// or https:// URL"
-                )
-            if (username is None) != (password is None):
-                raise ForesizeError("--username and --password go together")
-            scope = Scope(
-                tuple(namespaces),
-                cluster_label,
-                cluster,
-                pod_selector(selector) if selector else None,
-            )
-            reader = PrometheusReader(
+            history = read_prometheus_history(
                 prometheus,
-                timeout=timeout_s,
-                bearer_token=token,
-                basic_auth=(
-                    (username, password) if username is not None and password is not None else None
-                ),
+                t_start,
+                t_end,
+                step_s,
+                namespaces=namespaces,
+                selector=selector,
+                cluster=cluster,
+                cluster_label=cluster_label,
+                token=token,
+                username=username,
+                password=password,
                 ca_file=ca_file,
                 insecure_skip_verify=insecure_skip_verify,
+                timeout=timeout_s,
             )
-            print(f"reading {prometheus} ({_iso(t_start)} to {_iso(t_end)})", file=sys.stderr)
-            history = asyncio.run(read_prometheus(reader, t_start, t_end, step_s, scope, selector))
-            series, oom, throttling = history.series, history.oom_kills, history.throttling
-            resources, kinds, replicas = history.resources, history.kinds, history.replicas
             source = prometheus
         elif traces is not None:
-            from foresize.history.traces import FORMATS as TRACE_FORMATS
-            from foresize.history.traces import load_traces
-
             if selector or cluster:
                 raise ForesizeError("--selector and --cluster need --prometheus")
-            if trace_format.lower() not in TRACE_FORMATS:
-                raise ForesizeError(
-                    f"--trace-format: unknown trace format {trace_format!r} "
-                    f"(one of {', '.join(TRACE_FORMATS)})"
-                )
-            hint = " (another format? --trace-format bitbrains, crane or google2011)"
-            try:
-                series, report = load_traces(traces, trace_format)
-            except ForesizeError as exc:
-                if trace_format.lower() == "canonical" and "header" in str(exc):
-                    raise ForesizeError(f"{exc}{hint}") from None
-                raise
-            if not series:
-                # Every row was unreadable (or the wrong --trace-format): say which and where,
-                # not an empty table.
-                first = f"; first: {report.problems[0]}" if report.problems else ""
-                if trace_format.lower() != "canonical" or "header" not in first:
-                    hint = ""
-                raise ForesizeError(f"{traces}: no usable series ({report.summary()}){first}{hint}")
-            data_from = min(float(s.timestamps[0]) for s in series if s.timestamps.size)
-            data_to = max(float(s.timestamps[-1]) for s in series if s.timestamps.size)
-            series = _trim(
-                series, t_start if start else None, t_end if end != "now" else None, step_s
+            history = read_trace_history(
+                traces,
+                trace_format,
+                t_start,
+                t_end,
+                step_s,
+                namespaces=namespaces,
+                trim_start=bool(start),
+                trim_end=end != "now",
             )
-            if namespaces:
-                known = sorted({s.key.namespace for s in series})
-                missing = [n for n in namespaces if n not in known]
-                if missing:
-                    raise ForesizeError(
-                        f"--namespace: no series in {', '.join(missing)} "
-                        f"(namespaces in {traces}: {', '.join(known)})"
-                    )
-                series = [s for s in series if s.key.namespace in namespaces]
-            if not series:
-                raise ForesizeError(
-                    f"{traces}: no samples between {_iso(t_start)} and {_iso(t_end)} (--start/"
-                    f"--lookback and --end); the traces cover {_iso(data_from)} to {_iso(data_to)}"
-                )
             source = traces
-            print(f"read {report.summary()}", file=sys.stderr)
         else:  # the check at the top: exactly one of the two is given
             raise ForesizeError("give exactly one of --prometheus URL or --traces PATH")
         forecasts = recommend_series(
-            series,
+            history.series,
             mode=mode,
             buffer_percentage=buffer,
             percentile_value=percentile,
             min_lookback=min_lookback_s,
-            oom_kills=oom,
-            throttling=throttling,
+            oom_kills=history.oom_kills,
+            throttling=history.throttling,
         )
         rows = build_rows(
-            series,
+            history.series,
             forecasts,
             quantiles=quantiles,
             buffer_percentage=buffer,
             lookback=min(MAX_LOOKBACK, t_end - t_start),
-            resources=resources,
-            kinds=kinds,
-            replicas=replicas,
-            oom_kills=oom,
-            throttling=throttling,
+            resources=history.resources,
+            kinds=history.kinds,
+            replicas=history.replicas,
+            oom_kills=history.oom_kills,
+            throttling=history.throttling,
             bounds=bounds,
         )
         if not rows:
@@ -425,6 +334,161 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:  # noqa: C901
                 prices=prices,
             )
         )
+
+
+def mode_quantiles(mode: str, percentile: float | None) -> dict[str, float]:
+    """`--mode` (and `--percentile`) as the quantile of the static request per resource."""
+    from foresize.api.quantity import CPU, MEMORY
+    from foresize.recommend.core import MODE_CPU_QUANTILES, mode_quantile
+
+    if mode == "percentile" and percentile is None:
+        raise ForesizeError("--mode percentile needs --percentile (e.g. 95)")
+    try:
+        return {res: mode_quantile(mode, res, percentile) for res in (CPU, MEMORY)}
+    except ValueError as exc:
+        modes = ", ".join([*MODE_CPU_QUANTILES, "percentile"])
+        raise ForesizeError(f"--mode: {exc} (one of {modes})") from None
+
+
+def _prices(cpu_price: float | None, memory_price: float | None) -> Prices | None:
+    """`--cpu-price` and `--memory-price` (None if neither is given: no cost column)."""
+    from foresize.report.recommendations import Prices
+
+    if cpu_price is None and memory_price is None:
+        return None
+    for name, value in (("--cpu-price", cpu_price), ("--memory-price", memory_price)):
+        if value is not None and not value >= 0:
+            raise ForesizeError(f"{name}: must be 0 or more, got {value:g}")
+    return Prices(cpu_price or 0.0, memory_price or 0.0)
+
+
+def history_window(
+    start: str | None, end: str, lookback: str, step: float, *, now: float
+) -> tuple[float, float]:
+    """The (start, end) of the history to read from `--start` (or `--lookback` back from
+    `--end`) and `--end`: start before end and at most 14 days apart."""
+    t_end = parse_when(end, now, "--end")
+    if start:
+        t_start = parse_when(start, now, "--start")
+    else:
+        span = duration(lookback, "--lookback")
+        if span > MAX_LOOKBACK:
+            raise ForesizeError(
+                f"--lookback {lookback}: the recommender reads at most 14d of history "
+                "(use --lookback 14d or less)"
+            )
+        t_start = t_end - span
+    if t_start >= t_end:
+        raise ForesizeError(f"--start {start or lookback} is not before --end {end}")
+    if t_end - t_start > MAX_LOOKBACK + step:
+        raise ForesizeError(
+            f"--start {start}: more than 14d before --end; the recommender reads at most 14d"
+        )
+    return t_start, t_end
+
+
+def read_prometheus_history(
+    url: str,
+    start: float,
+    end: float,
+    step: float,
+    *,
+    namespaces: list[str],
+    selector: str | None,
+    cluster: str | None,
+    cluster_label: str,
+    token: str | None,
+    username: str | None,
+    password: str | None,
+    ca_file: str | None,
+    insecure_skip_verify: bool,
+    timeout: float,
+) -> ContainerHistory:
+    """Check the Prometheus options, then read the history of the containers they select
+    (`read_prometheus`)."""
+    import asyncio
+
+    from foresize.history.prometheus import PrometheusReader, Scope, pod_selector
+
+    if not url.startswith(("http://", "https://")):
+        raise ForesizeError(f"--prometheus: {url!r} is not an http:// or https:// URL")
+    if (username is None) != (password is None):
+        raise ForesizeError("--username and --password go together")
+    scope = Scope(
+        tuple(namespaces),
+        cluster_label,
+        cluster,
+        pod_selector(selector) if selector else None,
+    )
+    reader = PrometheusReader(
+        url,
+        timeout=timeout,
+        bearer_token=token,
+        basic_auth=(username, password) if username is not None and password is not None else None,
+        ca_file=ca_file,
+        insecure_skip_verify=insecure_skip_verify,
+    )
+    print(f"reading {url} ({_iso(start)} to {_iso(end)})", file=sys.stderr)
+    return asyncio.run(read_prometheus(reader, start, end, step, scope, selector))
+
+
+def read_trace_history(
+    traces: str,
+    trace_format: str,
+    start: float,
+    end: float,
+    step: float,
+    *,
+    namespaces: list[str],
+    trim_start: bool,
+    trim_end: bool,
+) -> ContainerHistory:
+    """The usage in trace files (nothing else: traces record no OOM kills, throttling or
+    workload objects), cut to [start, end] where `--start`/`--end` were given and to
+    `--namespace`; an error naming the first bad line if no row is usable, or saying
+    what the traces cover if nothing falls in the range."""
+    from foresize.history.prometheus import ContainerHistory
+    from foresize.history.traces import FORMATS as TRACE_FORMATS
+    from foresize.history.traces import load_traces
+
+    if trace_format.lower() not in TRACE_FORMATS:
+        raise ForesizeError(
+            f"--trace-format: unknown trace format {trace_format!r} "
+            f"(one of {', '.join(TRACE_FORMATS)})"
+        )
+    hint = " (another format? --trace-format bitbrains, crane or google2011)"
+    try:
+        series, report = load_traces(traces, trace_format)
+    except ForesizeError as exc:
+        if trace_format.lower() == "canonical" and "header" in str(exc):
+            raise ForesizeError(f"{exc}{hint}") from None
+        raise
+    if not series:
+        # Every row was unreadable (or the wrong --trace-format): say which and where,
+        # not an empty table.
+        first = f"; first: {report.problems[0]}" if report.problems else ""
+        if trace_format.lower() != "canonical" or "header" not in first:
+            hint = ""
+        raise ForesizeError(f"{traces}: no usable series ({report.summary()}){first}{hint}")
+    data_from = min(float(s.timestamps[0]) for s in series if s.timestamps.size)
+    data_to = max(float(s.timestamps[-1]) for s in series if s.timestamps.size)
+    series = _trim(series, start if trim_start else None, end if trim_end else None, step)
+    if namespaces:
+        known = sorted({s.key.namespace for s in series})
+        missing = [n for n in namespaces if n not in known]
+        if missing:
+            raise ForesizeError(
+                f"--namespace: no series in {', '.join(missing)} "
+                f"(namespaces in {traces}: {', '.join(known)})"
+            )
+        series = [s for s in series if s.key.namespace in namespaces]
+    if not series:
+        raise ForesizeError(
+            f"{traces}: no samples between {_iso(start)} and {_iso(end)} (--start/"
+            f"--lookback and --end); the traces cover {_iso(data_from)} to {_iso(data_to)}"
+        )
+    print(f"read {report.summary()}", file=sys.stderr)
+    return ContainerHistory(series=series)
 
 
 def _bounds(

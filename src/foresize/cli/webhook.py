@@ -3,16 +3,22 @@ the same server in-process)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
+if TYPE_CHECKING:  # imported where used, so `foresize --help` stays quick
+    from ssl import SSLContext
 
-# Complexity over 15 only through the nested command below (mccabe counts it here).
-def register(app: typer.Typer, bench_app: typer.Typer) -> None:  # noqa: C901
+    from foresize.errors import ForesizeError
+    from foresize.webhook.server import AdmissionState
+
+
+def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     @app.command("webhook")
-    # Not split yet (issue 12: complexity over 15 with no seam-free reason): a candidate to split.
-    def webhook(  # noqa: C901
+    def webhook(
         host: str = typer.Option("0.0.0.0", help="Address to listen on."),
         port: int = typer.Option(8443, help="HTTPS port."),
         cert: Path | None = typer.Option(None, help="PEM serving certificate (with --key)."),
@@ -46,17 +52,10 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:  # noqa: C901
         import asyncio
         import logging
 
-        import yaml
-
         from foresize.admission.index import AdmissionIndex
         from foresize.errors import ForesizeError
-        from foresize.webhook.certs import (
-            generate_self_signed,
-            server_ssl_context,
-            service_dns_names,
-        )
-        from foresize.webhook.configurations import webhook_configurations
-        from foresize.webhook.server import AdmissionState, run_server
+        from foresize.webhook.certs import server_ssl_context
+        from foresize.webhook.server import AdmissionState
         from foresize.webhook.state_file import load_state_file
 
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
@@ -64,77 +63,142 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:  # noqa: C901
             raise ForesizeError(f"--port must be 0-65535, got {port}")
         if self_signed == (cert is not None):
             raise ForesizeError("give either --cert and --key, or --self-signed")
-        ca_pem: bytes | None = None
-        if self_signed:
-            hosts = [h.strip() for h in tls_hosts.split(",") if h.strip()] or [
-                *service_dns_names(service, namespace),
-                "localhost",
-                "127.0.0.1",
-            ]
-            bundle = generate_self_signed(hosts)
-            import tempfile
-
-            made_dir = cert_dir is None
-            directory = cert_dir or Path(tempfile.mkdtemp(prefix="foresize-tls-"))
-            try:
-                _, cert, key = bundle.write(directory)
-            except OSError as exc:
-                raise ForesizeError(
-                    f"--cert-dir {directory}: cannot write ({exc.strerror})"
-                ) from None
-            ca_pem = bundle.ca_pem
-            typer.echo(f"self-signed CA and certificate written to {directory}", err=True)
-        elif cert is None or key is None:  # cert is set here: checked with self_signed above
-            raise ForesizeError("--cert needs --key")
-        elif ca is not None:
-            try:
-                ca_pem = ca.read_bytes()
-            except OSError as exc:
-                raise ForesizeError(f"{ca}: cannot read ({exc.strerror})") from None
-        ssl_context = server_ssl_context(cert, key)
+        tls = serving_certificate(
+            self_signed=self_signed,
+            cert=cert,
+            key=key,
+            ca=ca,
+            tls_hosts=tls_hosts,
+            cert_dir=cert_dir,
+            service=service,
+            namespace=namespace,
+        )
+        ssl_context = server_ssl_context(tls.cert, tls.key)
         if webhook_config is not None:
-            if ca_pem is None:
-                raise ForesizeError("--webhook-config needs --self-signed or --ca")
-            docs = webhook_configurations(service=service, namespace=namespace, ca_pem=ca_pem)
-            try:
-                webhook_config.write_text(yaml.safe_dump_all(docs, sort_keys=False))
-            except OSError as exc:
-                raise ForesizeError(f"--webhook-config {webhook_config}: {exc.strerror}") from None
-            typer.echo(f"webhook configurations written to {webhook_config}", err=True)
-
+            write_webhook_config(webhook_config, service, namespace, tls.ca_pem)
         holder = AdmissionState(load_state_file(state) if state else AdmissionIndex())
-
-        async def main() -> None:
-            watcher = asyncio.create_task(_watch(state, holder)) if state else None
-            try:
-                await run_server(holder, host=host, port=port, ssl_context=ssl_context)
-            finally:
-                if watcher is not None:
-                    watcher.cancel()
-
         try:
-            asyncio.run(main())
+            asyncio.run(_serve(holder, state, host=host, port=port, ssl_context=ssl_context))
         except OSError as exc:
-            import errno
-            import shutil
+            if tls.temporary_dir is not None:
+                import shutil
 
-            if self_signed and made_dir:
                 # The key and certificate were only for this run: do not leave them behind.
-                shutil.rmtree(directory, ignore_errors=True)
-
-            if exc.errno == errno.EADDRINUSE:
-                raise ForesizeError(
-                    f"--port {port}: {host}:{port} is already in use (another webhook, or "
-                    "choose another --port)"
-                ) from None
-            if exc.errno in (errno.EACCES, errno.EADDRNOTAVAIL):
-                raise ForesizeError(
-                    f"--port {port} / --host {host}: cannot listen there ({exc.strerror})"
-                ) from None
-            raise
+                shutil.rmtree(tls.temporary_dir, ignore_errors=True)
+            error = listen_error(exc, host, port)
+            if error is None:
+                raise
+            raise error from None
 
 
-async def _watch(path: Path, holder) -> None:
+@dataclass(frozen=True)
+class ServingCertificate:
+    """The certificate and key files the webhook serves with, the CA PEM that signed them
+    when known (for the webhook configurations' caBundle), and the temporary folder a
+    self-signed pair was written to (None if the user chose the folder)."""
+
+    cert: Path
+    key: Path
+    ca_pem: bytes | None
+    temporary_dir: Path | None
+
+
+def serving_certificate(
+    *,
+    self_signed: bool,
+    cert: Path | None,
+    key: Path | None,
+    ca: Path | None,
+    tls_hosts: str,
+    cert_dir: Path | None,
+    service: str,
+    namespace: str,
+) -> ServingCertificate:
+    """With `--self-signed`: a new CA and serving certificate for `--tls-hosts` (default:
+    the service's cluster names and localhost), written to `--cert-dir` or a temporary
+    folder. Otherwise `--cert` and `--key`, with the CA read from `--ca` if given."""
+    from foresize.errors import ForesizeError
+    from foresize.webhook.certs import generate_self_signed, service_dns_names
+
+    if self_signed:
+        hosts = [h.strip() for h in tls_hosts.split(",") if h.strip()] or [
+            *service_dns_names(service, namespace),
+            "localhost",
+            "127.0.0.1",
+        ]
+        bundle = generate_self_signed(hosts)
+        import tempfile
+
+        directory = cert_dir or Path(tempfile.mkdtemp(prefix="foresize-tls-"))
+        try:
+            _, cert, key = bundle.write(directory)
+        except OSError as exc:
+            raise ForesizeError(f"--cert-dir {directory}: cannot write ({exc.strerror})") from None
+        typer.echo(f"self-signed CA and certificate written to {directory}", err=True)
+        return ServingCertificate(cert, key, bundle.ca_pem, directory if cert_dir is None else None)
+    if cert is None or key is None:
+        raise ForesizeError("--cert needs --key")
+    ca_pem: bytes | None = None
+    if ca is not None:
+        try:
+            ca_pem = ca.read_bytes()
+        except OSError as exc:
+            raise ForesizeError(f"{ca}: cannot read ({exc.strerror})") from None
+    return ServingCertificate(cert, key, ca_pem, None)
+
+
+def write_webhook_config(path: Path, service: str, namespace: str, ca_pem: bytes | None) -> None:
+    """`--webhook-config`: the Mutating/ValidatingWebhookConfiguration for the service,
+    with `ca_pem` as caBundle, as YAML."""
+    import yaml
+
+    from foresize.errors import ForesizeError
+    from foresize.webhook.configurations import webhook_configurations
+
+    if ca_pem is None:
+        raise ForesizeError("--webhook-config needs --self-signed or --ca")
+    docs = webhook_configurations(service=service, namespace=namespace, ca_pem=ca_pem)
+    try:
+        path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+    except OSError as exc:
+        raise ForesizeError(f"--webhook-config {path}: {exc.strerror}") from None
+    typer.echo(f"webhook configurations written to {path}", err=True)
+
+
+async def _serve(
+    holder: AdmissionState, state: Path | None, *, host: str, port: int, ssl_context: SSLContext
+) -> None:
+    """Serve until stopped, reloading the state file (if any) as it changes."""
+    import asyncio
+
+    from foresize.webhook.server import run_server
+
+    watcher = asyncio.create_task(_watch(state, holder)) if state else None
+    try:
+        await run_server(holder, host=host, port=port, ssl_context=ssl_context)
+    finally:
+        if watcher is not None:
+            watcher.cancel()
+
+
+def listen_error(exc: OSError, host: str, port: int) -> ForesizeError | None:
+    """A one-line error naming --port/--host for an address that is taken or not ours;
+    None for any other failure."""
+    import errno
+
+    from foresize.errors import ForesizeError
+
+    if exc.errno == errno.EADDRINUSE:
+        return ForesizeError(
+            f"--port {port}: {host}:{port} is already in use (another webhook, or "
+            "choose another --port)"
+        )
+    if exc.errno in (errno.EACCES, errno.EADDRNOTAVAIL):
+        return ForesizeError(f"--port {port} / --host {host}: cannot listen there ({exc.strerror})")
+    return None
+
+
+async def _watch(path: Path, holder: AdmissionState) -> None:
     """Reload the state file when its modification time changes (bad edits are logged
     and the previous state kept), in a worker thread."""
     import asyncio

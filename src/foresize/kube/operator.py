@@ -13,12 +13,12 @@ Tasks, all on one asyncio loop:
 - `/metrics`, `/healthz` (liveness: the control loop makes progress) and `/readyz`
   (caches synced and a recent pass) on the metrics port and the webhook port.
 
-Supervision: every task above is meant to run until the stop flag. If one ends or fails
-on its own (Kopf's observer giving up, an informer crashing), the process stops and exits
-1 so Kubernetes restarts it. SIGTERM/SIGINT set the stop flag (re-installed after Kopf
-installs its own handlers, which would otherwise stop Kopf alone): the executor refuses
-every call from then on, held Leases are released so another replica takes over at once,
-and the process exits 0.
+Supervision (`kube/supervision.py`): every task above is meant to run until the stop
+flag. If one ends or fails on its own (Kopf's observer giving up, an informer crashing),
+the process stops and exits 1 so Kubernetes restarts it. SIGTERM/SIGINT set the stop flag
+(re-installed after Kopf installs its own handlers, which would otherwise stop Kopf
+alone): the executor refuses every call from then on, held Leases are released so another
+replica takes over at once, and the process exits 0.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import signal
 import socket
 import time
 from collections.abc import Callable
@@ -35,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from foresize.history.base import SeriesKey
+from foresize.kube.supervision import StopOnSignal, Supervisor
 
 log = logging.getLogger("foresize.operator")
 
@@ -431,41 +431,36 @@ def _export_leadership(shell: Any, metrics: Any, shards: Any) -> None:
     metrics.forget_targets(keep)
 
 
-# Not split yet (issue 12: complexity over 15 with no seam-free reason): a candidate to split.
-async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None) -> int:  # noqa: C901
-    """Run until SIGTERM/SIGINT or `stop` (returns 0), or until a task fails (returns 1)."""
-    from aiohttp import web
+@dataclass(slots=True)
+class _Components:
+    """The parts of the operator process, built from its options (nothing started)."""
 
-    from foresize.history.metrics_server import DaemonSetSink, HistorySink, MetricsServerPoller
+    api: Any
+    state: Any
+    metrics: Any
+    health: Health
+    shards: Any
+    executor: Any  # the KubeExecutor itself (upkeep, certificates, server version)
+    informers: Any
+    store: Any  # the history store
+    history: Any  # the store behind its lock: the collector writes, the pass reads
+    dsa_window: Any
+    shell: Any
+
+
+def _build_components(opts: OperatorOptions, stop: asyncio.Event) -> _Components:
+    """The parts, wired: the API client (no writes once stopping, but the Lease release),
+    the cache, metrics, probes, Leases, executor, informers, history and the shell."""
     from foresize.kube.api import KubeApi
     from foresize.kube.executor import KubeExecutor
-    from foresize.kube.handlers import WATCHED, build_registry, parse_foresize
+    from foresize.kube.handlers import WATCHED, parse_foresize
     from foresize.kube.informer import Informer, Informers
     from foresize.kube.leader import ShardManager
     from foresize.kube.shell import KubeShell, Locked
     from foresize.kube.state import ClusterState
+    from foresize.lifecycle.daemonset import UsageWindow
     from foresize.telemetry.metrics import ForesizeMetrics
     from foresize.vertical.policy import WorkerConfig
-
-    stop = stop or asyncio.Event()
-    loop = asyncio.get_running_loop()
-    signalled: list[str] = []
-    # One INFO line per API request (the HTTP client's) drowns the operator's own log.
-    for noisy in ("httpx", "httpx2", "httpcore"):
-        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
-
-    def on_signal(sig: signal.Signals) -> None:
-        if not signalled:
-            log.info("%s received: stopping", sig.name)
-        signalled.append(sig.name)
-        stop.set()
-
-    def install_signals() -> None:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                loop.add_signal_handler(sig, on_signal, sig)
-
-    install_signals()
 
     identity = opts.identity or os.environ.get("POD_NAME") or socket.gethostname()
     api = (
@@ -501,28 +496,14 @@ async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None)
         max_shards=opts.max_shards,
     )
     executor = KubeExecutor(api, pod_lookup=state.pod, instance=identity)
-    gated = GatedExecutor(executor, shards, stop, health)
     informers = Informers([Informer(api, state, w) for w in WATCHED])
-    tasks: dict[asyncio.Task, str] = {}
-
-    def supervise(coro: Any, name: str) -> None:
-        tasks[asyncio.create_task(coro, name=f"foresize:{name}")] = name
-
     store = open_history(opts, metrics)
-    if opts.history_db:  # retention/downsampling off the loop; an Event if it was recovered
-        from foresize.history.maintenance import history_upkeep
-
-        pod_name = os.environ.get("POD_NAME")
-        upkeep = history_upkeep(store, stop, executor.apply, opts.namespace, pod_name)
-        supervise(upkeep, "history upkeep")
-    from foresize.lifecycle.daemonset import UsageWindow
-
     # Written by the collector on this loop, read by the pass in its worker thread.
     history = Locked(store)
     dsa_window = Locked(UsageWindow())
     shell = KubeShell(
         state,
-        gated,
+        GatedExecutor(executor, shards, stop, health),
         metrics=metrics,
         shards=shards,
         history=history,
@@ -534,138 +515,205 @@ async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None)
         ),
     )
     shell.dsa_window = dsa_window
+    return _Components(
+        api, state, metrics, health, shards, executor, informers, store, history, dsa_window, shell
+    )
 
-    async def versioned_start() -> None:
-        """The server version, then Kopf: both need the API server to answer."""
-        if not await wait_for_api(api, stop):
-            return
-        try:
-            version = await executor.detect_server_version()
-            log.info("API server %d.%d", *version)
-        except Exception as exc:
-            log.warning(
-                "could not read the server version (%s); assuming %s",
-                exc,
-                executor.server_version,
-            )
-        state.server_version = executor.server_version
-        registry = build_registry(
-            server=opts.server,
-            lightkube_config=None if opts.server else api.client.config,
-        )
-        await run_kopf(registry, stop, asyncio.Event(), install_signals)
 
-    for informer_task in informers.tasks(stop):
-        tasks[informer_task] = informer_task.get_name().removeprefix("foresize:")
-    supervise(versioned_start(), "kopf")
+def _start_tasks(
+    supervisor: Supervisor,
+    parts: _Components,
+    opts: OperatorOptions,
+    stop: asyncio.Event,
+    reinstall_signals: Callable[[], None],
+) -> None:
+    """Start every task of the module docstring but the webhook's."""
+    from foresize.history.metrics_server import DaemonSetSink, HistorySink, MetricsServerPoller
+
+    if opts.history_db:  # retention/downsampling off the loop; an Event if it was recovered
+        from foresize.history.maintenance import history_upkeep
+
+        pod_name = os.environ.get("POD_NAME")
+        upkeep = history_upkeep(parts.store, stop, parts.executor.apply, opts.namespace, pod_name)
+        supervisor.start(upkeep, "history upkeep")
+    for informer_task in parts.informers.tasks(stop):
+        supervisor.adopt(informer_task)
+    supervisor.start(_versioned_start(parts, opts, stop, reinstall_signals), "kopf")
     if opts.prometheus:
-        loader = PrometheusHistory(opts.prometheus, history)
-        supervise(loader.run(stop, opts.suggest_interval), "prometheus history")
+        loader = PrometheusHistory(opts.prometheus, parts.history)
+        supervisor.start(loader.run(stop, opts.suggest_interval), "prometheus history")
     else:
-        sinks: list[Any] = [HistorySink(history), DaemonSetSink(dsa_window, state)]
-        poller = MetricsServerPoller(api, sinks, state=state, interval=opts.collect_interval)
-        supervise(poller.run(stop), "metrics-server poller")
-    supervise(shards.run(stop), "leader election")
-    supervise(
-        follow_server_version(executor, state, stop, opts.version_check_interval),
+        sinks: list[Any] = [
+            HistorySink(parts.history),
+            DaemonSetSink(parts.dsa_window, parts.state),
+        ]
+        poller = MetricsServerPoller(
+            parts.api, sinks, state=parts.state, interval=opts.collect_interval
+        )
+        supervisor.start(poller.run(stop), "metrics-server poller")
+    supervisor.start(parts.shards.run(stop), "leader election")
+    supervisor.start(
+        follow_server_version(parts.executor, parts.state, stop, opts.version_check_interval),
         "server version",
     )
-    supervise(watch_pause(api, state, opts, stop), "pause flag")
-    supervise(
-        control_loop(shell, informers, stop, opts.interval, health, metrics, shards),
+    supervisor.start(watch_pause(parts.api, parts.state, opts, stop), "pause flag")
+    supervisor.start(
+        control_loop(
+            parts.shell,
+            parts.informers,
+            stop,
+            opts.interval,
+            parts.health,
+            parts.metrics,
+            parts.shards,
+        ),
         "control loop",
     )
 
-    runners: list[web.AppRunner] = []
-    webhook = None
+
+async def _versioned_start(
+    parts: _Components,
+    opts: OperatorOptions,
+    stop: asyncio.Event,
+    reinstall_signals: Callable[[], None],
+) -> None:
+    """The server version, then Kopf: both need the API server to answer."""
+    from foresize.kube.handlers import build_registry
+
+    api, executor = parts.api, parts.executor
+    if not await wait_for_api(api, stop):
+        return
     try:
-        metrics_app = metrics.aiohttp_app()
-        metrics_app.middlewares.append(health.middleware())
+        version = await executor.detect_server_version()
+        log.info("API server %d.%d", *version)
+    except Exception as exc:
+        log.warning(
+            "could not read the server version (%s); assuming %s",
+            exc,
+            executor.server_version,
+        )
+    parts.state.server_version = executor.server_version
+    registry = build_registry(
+        server=opts.server,
+        lightkube_config=None if opts.server else api.client.config,
+    )
+    await run_kopf(registry, stop, asyncio.Event(), reinstall_signals)
+
+
+class _Servers:
+    """The operator's HTTP servers. Each is kept here as soon as it exists, so `stop`
+    also cleans up one that failed to start."""
+
+    def __init__(self) -> None:
+        self.runners: list[Any] = []  # aiohttp AppRunners
+        self.webhook: Any = None  # WebhookServer
+
+    async def serve_metrics(self, parts: _Components, opts: OperatorOptions) -> None:
+        """/metrics, /healthz and /readyz on the metrics port."""
+        from aiohttp import web
+
+        metrics_app = parts.metrics.aiohttp_app()
+        metrics_app.middlewares.append(parts.health.middleware())
         metrics_runner = web.AppRunner(metrics_app, access_log=None)
         await metrics_runner.setup()
-        runners.append(metrics_runner)
+        self.runners.append(metrics_runner)
         await web.TCPSite(metrics_runner, opts.metrics_host, opts.metrics_port).start()
         log.info("metrics on %s:%d/metrics", opts.metrics_host, opts.metrics_port)
 
+    async def serve_webhook(
+        self,
+        supervisor: Supervisor,
+        parts: _Components,
+        opts: OperatorOptions,
+        stop: asyncio.Event,
+    ) -> None:
+        """The admission webhooks (and the probes) on the webhook port, with the tasks
+        that keep their index and their certificate current."""
+        from foresize.webhook.server import AdmissionState, WebhookServer, create_app
+
+        admission = AdmissionState()
+        supervisor.start(
+            refresh_admission_index(admission, parts.state, parts.health, stop),
+            "admission index",
+        )
+        # AdmissionState is the state provider (callable); pods sized at admission are
+        # counted and get an Event on their target, like every request change.
+        metrics = parts.metrics
+        app = create_app(
+            admission,
+            on_bad_request=lambda reason: metrics.webhook_bad_requests.labels(reason).inc(),
+            on_pod_change=parts.shell.recorder.admitted,
+        )
+        app.middlewares.append(parts.health.middleware())
+        app.middlewares.append(metrics.webhook_middleware())
+        certificate = await _webhook_tls(opts, parts.api, metrics, parts.executor)
+        ssl_context = certificate.context if certificate is not None else None
+        if certificate is not None:
+            supervisor.start(certificate.run(stop, opts.cert_check_interval), "webhook certificate")
+        self.webhook = WebhookServer(
+            app, host=opts.webhook_host, port=opts.webhook_port, ssl_context=ssl_context
+        )
+        await self.webhook.start()
+        parts.state.admission_health = admission_health(self.webhook, certificate)
+        log.info(
+            "webhooks on %s:%d (tls=%s)",
+            opts.webhook_host,
+            self.webhook.port,
+            ssl_context is not None,
+        )
+
+    async def stop(self) -> None:
+        if self.webhook is not None:
+            await self.webhook.stop()
+        for runner in self.runners:
+            await runner.cleanup()
+
+
+async def refresh_admission_index(
+    admission: Any, state: Any, health: Health, stop: asyncio.Event, period: float = 2.0
+) -> None:
+    """Rebuild the webhook's index from the cache every `period` s, once the caches have
+    synced (an index from a partial cache would mislead)."""
+    while not stop.is_set():
+        if health.synced:
+            try:
+                admission.update_from_snapshot(state.snapshot(time.time()))
+            except Exception as exc:
+                log.warning("admission index refresh failed: %s", exc)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), period)
+
+
+async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None) -> int:
+    """Run until SIGTERM/SIGINT or `stop` (returns 0), or until a task fails (returns 1)."""
+    stop = stop or asyncio.Event()
+    # One INFO line per API request (the HTTP client's) drowns the operator's own log.
+    for noisy in ("httpx", "httpx2", "httpcore"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
+    signals = StopOnSignal(stop)
+    signals.install()
+    parts = _build_components(opts, stop)
+    supervisor = Supervisor()
+    _start_tasks(supervisor, parts, opts, stop, signals.install)
+    servers = _Servers()
+    try:
+        await servers.serve_metrics(parts, opts)
         if opts.webhook:
-            from foresize.webhook.server import AdmissionState, WebhookServer, create_app
-
-            admission = AdmissionState()
-
-            async def refresh_index() -> None:
-                while not stop.is_set():
-                    if health.synced:  # an index from a partial cache would mislead
-                        try:
-                            admission.update_from_snapshot(state.snapshot(time.time()))
-                        except Exception as exc:
-                            log.warning("admission index refresh failed: %s", exc)
-                    with contextlib.suppress(asyncio.TimeoutError):
-                        await asyncio.wait_for(stop.wait(), 2.0)
-
-            supervise(refresh_index(), "admission index")
-            # AdmissionState is the state provider (callable); pods sized at admission are
-            # counted and get an Event on their target, like every request change.
-            app = create_app(
-                admission,
-                on_bad_request=lambda reason: metrics.webhook_bad_requests.labels(reason).inc(),
-                on_pod_change=shell.recorder.admitted,
-            )
-            app.middlewares.append(health.middleware())
-            app.middlewares.append(metrics.webhook_middleware())
-            certificate = await _webhook_tls(opts, api, metrics, executor)
-            ssl_context = certificate.context if certificate is not None else None
-            if certificate is not None:
-                supervise(certificate.run(stop, opts.cert_check_interval), "webhook certificate")
-            webhook = WebhookServer(
-                app, host=opts.webhook_host, port=opts.webhook_port, ssl_context=ssl_context
-            )
-            await webhook.start()
-            state.admission_health = admission_health(webhook, certificate)
-            log.info(
-                "webhooks on %s:%d (tls=%s)",
-                opts.webhook_host,
-                webhook.port,
-                ssl_context is not None,
-            )
-
+            await servers.serve_webhook(supervisor, parts, opts, stop)
         # Supervision: every task runs until stop; one that ends on its own ends us.
-        stopper = asyncio.ensure_future(stop.wait())
-        try:
-            done, _ = await asyncio.wait({stopper, *tasks}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stopper.cancel()
-        failed = [t for t in done if t is not stopper and not stop.is_set()]
-        for task in failed:
-            error = None if task.cancelled() else task.exception()
-            health.failed = tasks[task]
-            log.error(
-                "%s ended unexpectedly (%s): stopping so that Kubernetes restarts the operator",
-                tasks[task],
-                error or "no error",
-                exc_info=error,
-            )
+        failed = await supervisor.watch(stop)
+        if failed is not None:
+            parts.health.failed = failed
     except Exception as exc:
         log.error("operator failed to start: %s", exc)
-        health.failed = "startup"
+        parts.health.failed = "startup"
     finally:
         stop.set()
         log.info("stopping")
-        pending = [t for t in tasks if not t.done()]
-        if pending:
-            _, late = await asyncio.wait(pending, timeout=opts.shutdown_grace)
-            for task in late:
-                log.warning(
-                    "%s did not stop within %.0fs; cancelled", tasks[task], opts.shutdown_grace
-                )
-                task.cancel()
-            if late:
-                await asyncio.wait(late, timeout=1.0)
-        if webhook is not None:
-            await webhook.stop()
-        for runner in runners:
-            await runner.cleanup()
-        await api.close()
-    if health.failed:
+        await supervisor.stop_all(opts.shutdown_grace)
+        await servers.stop()
+        await parts.api.close()
+    if parts.health.failed:
         return 1
     log.info("stopped")
     return 0

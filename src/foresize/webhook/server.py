@@ -265,8 +265,95 @@ def _closing(status: int, text: str) -> web.Response:
     return response
 
 
-# Not split yet (issue 12: complexity over 15 with no seam-free reason): a candidate to split.
-def create_app(  # noqa: C901
+async def _read_body(request: web.Request, guard: ConnectionGuard) -> bytes | web.Response:
+    """The body, or the HTTP answer that refuses it (413 too large, 408 too slow)."""
+    limits = guard.limits
+    declared = request.content_length
+    if declared is not None and declared > limits.max_body:
+        guard.bad("body too large", f"Content-Length {declared} > {limits.max_body}")
+        return _closing(413, f"body larger than {limits.max_body} bytes")
+    try:
+        return await asyncio.wait_for(request.read(), limits.body_timeout)
+    except TimeoutError:
+        guard.bad("body timeout", f"no complete body within {limits.body_timeout:g} s")
+        return _closing(408, "request body too slow")
+    except web.HTTPRequestEntityTooLarge:
+        guard.bad("body too large", f"more than {limits.max_body} bytes (chunked)")
+        return _closing(413, f"body larger than {limits.max_body} bytes")
+
+
+@dataclass(frozen=True, slots=True)
+class _ReviewEndpoint:
+    """One AdmissionReview endpoint: read the body within the limits, review it (on the
+    loop, or in a worker thread when big) and answer 200 with an AdmissionReview whatever
+    happens: an unreadable body, no index yet or an internal error is `allowed: true`
+    plus a warning. `needs_index` False: the review takes the body alone (/noop)."""
+
+    review: Callable[..., dict[str, Any]]
+    needs_index: bool
+    state_provider: StateProvider
+    clock: Clock
+    guard: ConnectionGuard
+    pool: ThreadPoolExecutor
+
+    async def handle(self, request: web.Request) -> web.Response:
+        raw = await _read_body(request, self.guard)
+        if isinstance(raw, web.Response):
+            return raw
+        try:
+            index = self.state_provider() if self.needs_index else None
+            now = self.clock()
+        except Exception as exc:
+            self.guard.bad("internal error", f"state provider failed: {_one_line(exc)}")
+            return _json(allow_with_warning(None, f"internal error ({_one_line(exc)})"))
+        if len(raw) <= self.guard.limits.inline_body:
+            return _json(self.answer(raw, index, now))
+
+        def encoded() -> bytes:  # decoding, review and encoding all in the worker
+            return _encode(self.answer(raw, index, now))
+
+        loop = asyncio.get_running_loop()
+        body = await loop.run_in_executor(self.pool, encoded)
+        return web.Response(body=body, content_type="application/json")
+
+    def answer(self, raw: bytes, index: AdmissionIndex | None, now: float) -> dict[str, Any]:
+        """The AdmissionReview answering `raw` (internal errors in it are reported)."""
+        try:
+            body = json.loads(raw)
+        except Exception as exc:  # not JSON at all: still answer, never block
+            self.guard.bad("malformed AdmissionReview", _one_line(exc))
+            return allow_with_warning(None, f"malformed AdmissionReview ({_one_line(exc)})")
+        if not self.needs_index:
+            return self.review(body)
+        if index is None:
+            return allow_with_warning(body, "webhook not ready (no cluster state yet)")
+        response = self.review(body, index, now)
+        for warning in response.get("response", {}).get("warnings") or ():
+            if "internal error" in warning:  # a bug of ours: answered, and now seen
+                self.guard.bad("internal error", warning[:300])
+        return response
+
+
+async def _healthz(_: web.Request) -> web.Response:
+    return web.Response(text="ok")
+
+
+def _readyz(state_provider: StateProvider) -> Callable[[web.Request], Any]:
+    """GET /readyz: 200 once the provider has an index, else (or if it fails) 503."""
+
+    async def readyz(_: web.Request) -> web.Response:
+        try:
+            ready = state_provider() is not None
+        except Exception:
+            ready = False
+        return web.Response(
+            text="ok" if ready else "no cluster state yet", status=200 if ready else 503
+        )
+
+    return readyz
+
+
+def create_app(
     state_provider: StateProvider,
     *,
     clock: Clock = time.time,
@@ -289,82 +376,19 @@ def create_app(  # noqa: C901
 
     app.on_cleanup.append(close_pool)
 
-    async def read_body(request: web.Request) -> bytes | web.Response:
-        """The body, or the HTTP answer that refuses it (413 too large, 408 too slow)."""
-        declared = request.content_length
-        if declared is not None and declared > limits.max_body:
-            guard.bad("body too large", f"Content-Length {declared} > {limits.max_body}")
-            return _closing(413, f"body larger than {limits.max_body} bytes")
-        try:
-            return await asyncio.wait_for(request.read(), limits.body_timeout)
-        except TimeoutError:
-            guard.bad("body timeout", f"no complete body within {limits.body_timeout:g} s")
-            return _closing(408, "request body too slow")
-        except web.HTTPRequestEntityTooLarge:
-            guard.bad("body too large", f"more than {limits.max_body} bytes (chunked)")
-            return _closing(413, f"body larger than {limits.max_body} bytes")
-
-    def handler(review: Callable[..., dict[str, Any]], needs_index: bool = True) -> Any:
-        def answer(raw: bytes, index: AdmissionIndex | None, now: float) -> dict[str, Any]:
-            try:
-                body = json.loads(raw)
-            except Exception as exc:  # not JSON at all: still answer, never block
-                guard.bad("malformed AdmissionReview", _one_line(exc))
-                return allow_with_warning(None, f"malformed AdmissionReview ({_one_line(exc)})")
-            if not needs_index:
-                return review(body)
-            if index is None:
-                return allow_with_warning(body, "webhook not ready (no cluster state yet)")
-            response = review(body, index, now)
-            for warning in response.get("response", {}).get("warnings") or ():
-                if "internal error" in warning:  # a bug of ours: answered, and now seen
-                    guard.bad("internal error", warning[:300])
-            return response
-
-        async def handle(request: web.Request) -> web.Response:
-            raw = await read_body(request)
-            if isinstance(raw, web.Response):
-                return raw
-            try:
-                index = state_provider() if needs_index else None
-                now = clock()
-            except Exception as exc:
-                guard.bad("internal error", f"state provider failed: {_one_line(exc)}")
-                return _json(allow_with_warning(None, f"internal error ({_one_line(exc)})"))
-            if len(raw) <= limits.inline_body:
-                return _json(answer(raw, index, now))
-
-            def encoded() -> bytes:  # decoding, review and encoding all in the worker
-                return _encode(answer(raw, index, now))
-
-            loop = asyncio.get_running_loop()
-            body = await loop.run_in_executor(pool, encoded)
-            return web.Response(body=body, content_type="application/json")
-
-        return handle
-
-    async def healthz(_: web.Request) -> web.Response:
-        return web.Response(text="ok")
-
-    async def readyz(_: web.Request) -> web.Response:
-        try:
-            ready = state_provider() is not None
-        except Exception:
-            ready = False
-        return web.Response(
-            text="ok" if ready else "no cluster state yet", status=200 if ready else 503
-        )
+    def endpoint(review: Callable[..., dict[str, Any]], needs_index: bool = True) -> Any:
+        return _ReviewEndpoint(review, needs_index, state_provider, clock, guard, pool).handle
 
     def mutate_pods(body: Any, index: AdmissionIndex, now: float) -> dict[str, Any]:
         return review_pod(body, index, now, on_pod_change)
 
-    app.router.add_post("/mutate-pods", handler(mutate_pods))
-    app.router.add_post("/mutate-scale", handler(review_scale))
-    app.router.add_post("/validate-targets", handler(review_target))
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/readyz", readyz)
+    app.router.add_post("/mutate-pods", endpoint(mutate_pods))
+    app.router.add_post("/mutate-scale", endpoint(review_scale))
+    app.router.add_post("/validate-targets", endpoint(review_target))
+    app.router.add_get("/healthz", _healthz)
+    app.router.add_get("/readyz", _readyz(state_provider))
     if noop_endpoint:
-        app.router.add_post("/noop", handler(review_noop, needs_index=False))
+        app.router.add_post("/noop", endpoint(review_noop, needs_index=False))
     return app
 
 

@@ -16,19 +16,20 @@ from typing import Any
 from aiohttp import web
 
 from foresize.testing.apiserver.discovery import discovery
-from foresize.testing.apiserver.errors import ApiError, bad_request, invalid
+from foresize.testing.apiserver.errors import ApiError, bad_request
 from foresize.testing.apiserver.resources import ResourceType, scale_of
 from foresize.testing.apiserver.store import JSON, ObjectStore
 from foresize.testing.apiserver.watch import (
     CLOSE,
-    Watcher,
+    WatchEvent,
+    WatchRequest,
+    bookmark,
     event_for,
     expired_status,
     list_objects,
+    read_watch_request,
     send_event,
 )
-from foresize.testing.selectors import SelectorError, field_matcher, label_matcher
-from foresize.testing.validation import FieldError
 
 
 @dataclass(slots=True)
@@ -389,122 +390,103 @@ class StrictApiServer(ObjectStore):
         record.code = 200
         return web.json_response(self._out(rtype, stored))
 
-    # Not split yet (issue 12: complexity over 15 with no seam-free reason): a candidate to split.
-    async def _watch(  # noqa: C901
+    async def _watch(
         self, request: web.Request, record: RecordedRequest, rtype: ResourceType, ns: str | None
     ) -> web.StreamResponse:
-        query = request.query
-        try:
-            watcher = Watcher(
-                rtype,
-                ns,
-                label_matcher(query.get("labelSelector")),
-                field_matcher(query.get("fieldSelector"), rtype.kind),
-            )
-        except SelectorError as exc:
-            raise bad_request(str(exc)) from None
-        bookmarks = str(query.get("allowWatchBookmarks", "")).lower() in ("true", "1")
-        timeout = min(
-            float(query.get("timeoutSeconds") or self.max_watch_seconds), self.max_watch_seconds
-        )
-        since = query.get("resourceVersion")
-        initial = str(query.get("sendInitialEvents", "")).lower() in ("true", "1")
-        if initial and query.get("resourceVersionMatch") != "NotOlderThan":
-            raise invalid(
-                rtype,
-                "",
-                [
-                    FieldError(
-                        "resourceVersionMatch",
-                        "FieldValueForbidden",
-                        "sendInitialEvents requires resourceVersionMatch=NotOlderThan",
-                    )
-                ],
-            )
+        """Serve a watch: a bad request is refused before the stream starts; the stream
+        ends at its timeout, when the server drops it, or when the client goes."""
+        watch = read_watch_request(request.query, rtype, ns, self.max_watch_seconds)
         response = web.StreamResponse(status=200, headers={"Content-Type": JSON})
         response.enable_chunked_encoding()
         await response.prepare(request)
         record.code = 200
         self._streams.add(response)
-        self._watchers.append(watcher)
+        self._watchers.append(watch.watcher)
         try:
-            backlog: list[tuple[str, dict[str, Any], dict[str, Any] | None]] = []
-            last_rv = self.rv
-            if since is None or since in ("", "0") or initial:
-                for (type_key, _, _), obj in sorted(self.objects.items()):
-                    if type_key == rtype.key and watcher.matches(obj):
-                        backlog.append(("ADDED", obj, None))
-            else:
-                try:
-                    since_rv = int(since)
-                except ValueError:
-                    raise bad_request(f"invalid resource version {since!r}") from None
-                if since_rv < self.compacted_rv:
-                    await send_event(response, "ERROR", expired_status(since_rv, self.compacted_rv))
-                    return response
-                for rv, type_key, kind, obj, old in self._history:
-                    if rv > since_rv and type_key == rtype.key:
-                        backlog.append((kind, obj, old))
-            for kind, obj, old in backlog:
-                event = event_for(watcher, kind, obj, old)
-                if event:
-                    await send_event(response, event[0], self._out(rtype, event[1]))
-            if initial and bookmarks:
-                await send_event(
-                    response,
-                    "BOOKMARK",
-                    {
-                        "kind": rtype.kind,
-                        "apiVersion": rtype.api_version,
-                        "metadata": {
-                            "resourceVersion": str(last_rv),
-                            "annotations": {"k8s.io/initial-events-end": "true"},
-                        },
-                    },
-                )
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + timeout
-            while True:
-                left = deadline - loop.time()
-                if left <= 0:
-                    break
-                try:
-                    item = await asyncio.wait_for(
-                        watcher.queue.get(), min(left, self.bookmark_interval)
-                    )
-                except TimeoutError:
-                    if bookmarks and loop.time() < deadline:
-                        await send_event(
-                            response,
-                            "BOOKMARK",
-                            {
-                                "kind": rtype.kind,
-                                "apiVersion": rtype.api_version,
-                                "metadata": {"resourceVersion": str(self.rv)},
-                            },
-                        )
-                    continue
-                if item is CLOSE:
-                    break
-                kind, obj, old = item
-                if kind == "ERROR":
-                    await send_event(response, "ERROR", obj)
-                    break
-                rv = int(obj["metadata"]["resourceVersion"])
-                if rv <= last_rv and backlog:
-                    continue  # already sent from the backlog
-                event = event_for(watcher, kind, obj, old)
-                if event:
-                    await send_event(response, event[0], self._out(rtype, event[1]))
+            await self._stream_watch(response, rtype, watch)
         except (ConnectionResetError, asyncio.CancelledError, RuntimeError):
             pass
         finally:
             with contextlib.suppress(ValueError):
-                self._watchers.remove(watcher)
+                self._watchers.remove(watch.watcher)
             self._streams.discard(response)
         with contextlib.suppress(Exception):
             await response.write_eof()
         return response
+
+    async def _stream_watch(
+        self, response: web.StreamResponse, rtype: ResourceType, watch: WatchRequest
+    ) -> None:
+        """Replay what the watch starts from (or send 410 Expired if that history is gone),
+        then stream the changes queued to its watcher."""
+        last_rv = self.rv
+        if watch.since_rv is not None and watch.since_rv < self.compacted_rv:
+            await send_event(response, "ERROR", expired_status(watch.since_rv, self.compacted_rv))
+            return
+        backlog = self._watch_backlog(rtype, watch)
+        for kind, obj, old in backlog:
+            event = event_for(watch.watcher, kind, obj, old)
+            if event:
+                await send_event(response, event[0], self._out(rtype, event[1]))
+        if watch.initial_events and watch.bookmarks:
+            await send_event(
+                response, "BOOKMARK", bookmark(rtype, last_rv, initial_events_end=True)
+            )
+        await self._stream_changes(response, rtype, watch, last_rv, replayed=bool(backlog))
+
+    def _watch_backlog(self, rtype: ResourceType, watch: WatchRequest) -> list[WatchEvent]:
+        """The events a watch starts with: the current matching objects as ADDED, or the
+        history of the type after the watch's resourceVersion."""
+        if watch.since_rv is None:
+            return [
+                ("ADDED", obj, None)
+                for (type_key, _, _), obj in sorted(self.objects.items())
+                if type_key == rtype.key and watch.watcher.matches(obj)
+            ]
+        return [
+            (kind, obj, old)
+            for rv, type_key, kind, obj, old in self._history
+            if rv > watch.since_rv and type_key == rtype.key
+        ]
+
+    async def _stream_changes(
+        self,
+        response: web.StreamResponse,
+        rtype: ResourceType,
+        watch: WatchRequest,
+        last_rv: int,
+        *,
+        replayed: bool,
+    ) -> None:
+        """Send the watcher's queued changes (a BOOKMARK after each quiet
+        `bookmark_interval` if asked) until the timeout, CLOSE, or an ERROR event;
+        changes up to `last_rv` were already `replayed`."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + watch.timeout
+        while True:
+            left = deadline - loop.time()
+            if left <= 0:
+                break
+            try:
+                item = await asyncio.wait_for(
+                    watch.watcher.queue.get(), min(left, self.bookmark_interval)
+                )
+            except TimeoutError:
+                if watch.bookmarks and loop.time() < deadline:
+                    await send_event(response, "BOOKMARK", bookmark(rtype, self.rv))
+                continue
+            if item is CLOSE:
+                break
+            kind, obj, old = item
+            if kind == "ERROR":
+                await send_event(response, "ERROR", obj)
+                break
+            rv = int(obj["metadata"]["resourceVersion"])
+            if rv <= last_rv and replayed:
+                continue  # already sent from the backlog
+            event = event_for(watch.watcher, kind, obj, old)
+            if event:
+                await send_event(response, event[0], self._out(rtype, event[1]))
 
 
 def _check_route(route: tuple[str, ResourceType, str, str, str]) -> None:

@@ -361,8 +361,7 @@ class ObjectStore:
                 ],
             )
 
-    # Not split yet (issue 12: complexity over 15 with no seam-free reason): a candidate to split.
-    def _commit(  # noqa: C901
+    def _commit(
         self,
         rtype: ResourceType,
         old: dict[str, Any],
@@ -373,31 +372,29 @@ class ObjectStore:
     ) -> dict[str, Any]:
         """Apply an update (`subresource` None = the object, "status", "resize", or "*" for
         a controller's write of everything) with the API server's rules."""
-        old_meta = old["metadata"]
-        name = old_meta["name"]
-        meta = new.get("metadata")
-        if not isinstance(meta, dict):
-            raise invalid(
-                rtype, name, [FieldError("metadata", "FieldValueRequired", "Required value")]
-            )
-        wanted_rv = meta.get("resourceVersion")
-        if wanted_rv and str(wanted_rv) != old_meta["resourceVersion"]:
-            raise conflict(rtype, name, STALE)
-        if meta.get("name") != name:
-            raise invalid(
-                rtype,
-                name,
-                [FieldError("metadata.name", "FieldValueInvalid", "field is immutable")],
-            )
-        if meta.get("uid") and meta["uid"] != old_meta["uid"]:
-            raise invalid(
-                rtype, name, [FieldError("metadata.uid", "FieldValueInvalid", "field is immutable")]
-            )
-        if new.get("kind") not in (None, rtype.kind) or new.get("apiVersion") not in (
-            None,
-            rtype.api_version,
-        ):
-            raise bad_request("the kind or apiVersion of the object does not match the URL")
+        _check_identity(rtype, old, new)
+        new = self._written_part(rtype, old, new, subresource)
+        _keep_server_owned_metadata(old["metadata"], new["metadata"])
+        _check_update_rules(rtype, old, new, subresource)
+        new = self._validate(rtype, new, creating=False)
+        if new == old:
+            return old  # a no-op write: no new resourceVersion, no watch event
+        if rtype.generation and spec_part(new) != spec_part(old):
+            new["metadata"]["generation"] = int(old["metadata"].get("generation") or 0) + 1
+        if dry_run:
+            return new
+        return self._store_update(rtype, old, new)
+
+    def _written_part(
+        self,
+        rtype: ResourceType,
+        old: dict[str, Any],
+        new: dict[str, Any],
+        subresource: str | None,
+    ) -> dict[str, Any]:
+        """A copy of `new` (with the URL's kind) where only what `subresource` may change
+        differs from `old`: the status for "status", the resources for "resize", all but
+        the status for the object itself (when the type has a status subresource)."""
         new = copy.deepcopy(new)
         new["apiVersion"], new["kind"] = rtype.api_version, rtype.kind
         if subresource == "status":
@@ -406,71 +403,30 @@ class ObjectStore:
                 merged["status"] = new["status"]
             else:
                 merged.pop("status", None)
-            new = merged
-        elif subresource == "resize":
+            return merged
+        if subresource == "resize":
             node_name = (old.get("spec") or {}).get("nodeName") or ""
             node = self.objects.get(("/v1/nodes", "", node_name))
-            new = resize_strategy(rtype, old, new, self.kube_version, node)
-        elif subresource != "*" and "status" in rtype.subresources:
+            return resize_strategy(rtype, old, new, self.kube_version, node)
+        if subresource != "*" and "status" in rtype.subresources:
             if "status" in old:
                 new["status"] = copy.deepcopy(old["status"])
             else:
                 new.pop("status", None)
-        meta = new["metadata"]
-        # server-owned metadata
-        for owned in (
-            "uid",
-            "creationTimestamp",
-            "namespace",
-            "generation",
-            "deletionTimestamp",
-            "deletionGracePeriodSeconds",
-        ):
-            if owned in old_meta:
-                meta[owned] = old_meta[owned]
-            else:
-                meta.pop(owned, None)
-        meta["resourceVersion"] = old_meta["resourceVersion"]
-        meta.pop("managedFields", None)
-        if old_meta.get("deletionTimestamp"):
-            added = [
-                f
-                for f in meta.get("finalizers") or []
-                if f not in (old_meta.get("finalizers") or [])
-            ]
-            if added:
-                raise invalid(
-                    rtype,
-                    name,
-                    [
-                        FieldError(
-                            "metadata.finalizers",
-                            "FieldValueForbidden",
-                            f"Forbidden: no new finalizers can be added if the object is being "
-                            f"deleted, found new finalizers {added!r}",
-                        )
-                    ],
-                )
-        if rtype.kind == "Pod" and subresource is None:
-            check_pod_update(rtype, old, new)
-        workload = rtype.kind in ("Deployment", "StatefulSet", "ReplicaSet", "DaemonSet")
-        if workload and (new.get("spec") or {}).get("selector") != (old.get("spec") or {}).get(
-            "selector"
-        ):
-            raise invalid(
-                rtype,
-                name,
-                [FieldError("spec.selector", "FieldValueInvalid", "field is immutable")],
-            )
-        new = self._validate(rtype, new, creating=False)
-        if new == old:
-            return old  # a no-op write: no new resourceVersion, no watch event
-        if rtype.generation and spec_part(new) != spec_part(old):
-            new["metadata"]["generation"] = int(old_meta.get("generation") or 0) + 1
-        if dry_run:
-            return new
+        return new
+
+    def _store_update(
+        self, rtype: ResourceType, old: dict[str, Any], new: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Store a checked update under the next resourceVersion and tell the watchers (an
+        object being deleted whose last finalizer goes is removed: DELETED)."""
         new["metadata"]["resourceVersion"] = self._next_rv()
-        key = (rtype.key, old_meta.get("namespace", "") if rtype.namespaced else "", name)
+        old_meta = old["metadata"]
+        key = (
+            rtype.key,
+            old_meta.get("namespace", "") if rtype.namespaced else "",
+            old_meta["name"],
+        )
         if new["metadata"].get("deletionTimestamp") and not new["metadata"].get("finalizers"):
             del self.objects[key]
             self._record_event(rtype, "DELETED", new, old)
@@ -614,3 +570,90 @@ class ObjectStore:
             for (k, ns, _), o in sorted(self.objects.items())
             if k == rtype.key and (namespace is None or ns == namespace)
         ]
+
+
+# Metadata only the API server sets: an update keeps the stored values (or their absence).
+SERVER_OWNED_METADATA = (
+    "uid",
+    "creationTimestamp",
+    "namespace",
+    "generation",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+)
+
+
+def _check_identity(rtype: ResourceType, old: dict[str, Any], new: dict[str, Any]) -> None:
+    """An update names the object it replaces: metadata present, the stored
+    resourceVersion if any (else 409), the same name and uid, the URL's kind; checked in
+    kube-apiserver's order."""
+    old_meta = old["metadata"]
+    name = old_meta["name"]
+    meta = new.get("metadata")
+    if not isinstance(meta, dict):
+        raise invalid(rtype, name, [FieldError("metadata", "FieldValueRequired", "Required value")])
+    wanted_rv = meta.get("resourceVersion")
+    if wanted_rv and str(wanted_rv) != old_meta["resourceVersion"]:
+        raise conflict(rtype, name, STALE)
+    if meta.get("name") != name:
+        raise invalid(
+            rtype,
+            name,
+            [FieldError("metadata.name", "FieldValueInvalid", "field is immutable")],
+        )
+    if meta.get("uid") and meta["uid"] != old_meta["uid"]:
+        raise invalid(
+            rtype, name, [FieldError("metadata.uid", "FieldValueInvalid", "field is immutable")]
+        )
+    if new.get("kind") not in (None, rtype.kind) or new.get("apiVersion") not in (
+        None,
+        rtype.api_version,
+    ):
+        raise bad_request("the kind or apiVersion of the object does not match the URL")
+
+
+def _keep_server_owned_metadata(old_meta: dict[str, Any], meta: dict[str, Any]) -> None:
+    """Put back what the client may not write: server-owned fields, the stored
+    resourceVersion (the write gets the next one); managedFields are not kept."""
+    for owned in SERVER_OWNED_METADATA:
+        if owned in old_meta:
+            meta[owned] = old_meta[owned]
+        else:
+            meta.pop(owned, None)
+    meta["resourceVersion"] = old_meta["resourceVersion"]
+    meta.pop("managedFields", None)
+
+
+def _check_update_rules(
+    rtype: ResourceType, old: dict[str, Any], new: dict[str, Any], subresource: str | None
+) -> None:
+    """The rules of an update beyond the schema: no new finalizers on an object being
+    deleted, pods' update rules (writes to the pod itself), immutable workload selectors."""
+    name = old["metadata"]["name"]
+    if old["metadata"].get("deletionTimestamp"):
+        before = old["metadata"].get("finalizers") or []
+        added = [f for f in new["metadata"].get("finalizers") or [] if f not in before]
+        if added:
+            raise invalid(
+                rtype,
+                name,
+                [
+                    FieldError(
+                        "metadata.finalizers",
+                        "FieldValueForbidden",
+                        f"Forbidden: no new finalizers can be added if the object is being "
+                        f"deleted, found new finalizers {added!r}",
+                    )
+                ],
+            )
+    if rtype.kind == "Pod" and subresource is None:
+        check_pod_update(rtype, old, new)
+    workload = rtype.kind in ("Deployment", "StatefulSet", "ReplicaSet", "DaemonSet")
+    if workload and (new.get("spec") or {}).get("selector") != (old.get("spec") or {}).get(
+        "selector"
+    ):
+        raise invalid(
+            rtype,
+            name,
+            [FieldError("spec.selector", "FieldValueInvalid", "field is immutable")],
+        )

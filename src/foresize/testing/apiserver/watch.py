@@ -14,9 +14,12 @@ from typing import Any
 
 from aiohttp import web
 
-from foresize.testing.apiserver.errors import ApiError, bad_request
+from foresize.testing.apiserver.errors import ApiError, bad_request, invalid
 from foresize.testing.apiserver.resources import ResourceType
 from foresize.testing.selectors import SelectorError, field_matcher, label_matcher
+from foresize.testing.validation import FieldError
+
+WatchEvent = tuple[str, dict[str, Any], dict[str, Any] | None]  # (kind, object, old object)
 
 
 @dataclass(slots=True)
@@ -25,7 +28,7 @@ class Watcher:
     namespace: str | None
     labels: Callable[[dict[str, Any]], bool]
     fields: Callable[[dict[str, Any]], bool]
-    # (kind, object, old object) events, or CLOSE.
+    # WatchEvents, or CLOSE.
     queue: asyncio.Queue[Any] = field(default_factory=asyncio.Queue)
 
     def matches(self, obj: dict[str, Any] | None) -> bool:
@@ -135,3 +138,63 @@ def event_for(
 
 async def send_event(response: web.StreamResponse, kind: str, obj: dict[str, Any]) -> None:
     await response.write(json.dumps({"type": kind, "object": obj}).encode() + b"\n")
+
+
+@dataclass(slots=True)
+class WatchRequest:
+    """What a watch request asks for, read from its query before the stream starts."""
+
+    watcher: Watcher
+    bookmarks: bool  # allowWatchBookmarks
+    timeout: float  # seconds until the server ends the stream
+    # Replay the history after this resourceVersion; None: start with the current objects
+    # as ADDED (no resourceVersion, "0", or sendInitialEvents).
+    since_rv: int | None
+    initial_events: bool  # sendInitialEvents: end the replay with a bookmark
+
+
+def read_watch_request(
+    query: Any, rtype: ResourceType, namespace: str | None, max_seconds: float
+) -> WatchRequest:
+    """The watch request in `query`, or the API server's 400/422 for a bad one."""
+    try:
+        watcher = Watcher(
+            rtype,
+            namespace,
+            label_matcher(query.get("labelSelector")),
+            field_matcher(query.get("fieldSelector"), rtype.kind),
+        )
+    except SelectorError as exc:
+        raise bad_request(str(exc)) from None
+    bookmarks = str(query.get("allowWatchBookmarks", "")).lower() in ("true", "1")
+    timeout = min(float(query.get("timeoutSeconds") or max_seconds), max_seconds)
+    since = query.get("resourceVersion")
+    initial = str(query.get("sendInitialEvents", "")).lower() in ("true", "1")
+    if initial and query.get("resourceVersionMatch") != "NotOlderThan":
+        raise invalid(
+            rtype,
+            "",
+            [
+                FieldError(
+                    "resourceVersionMatch",
+                    "FieldValueForbidden",
+                    "sendInitialEvents requires resourceVersionMatch=NotOlderThan",
+                )
+            ],
+        )
+    since_rv = None
+    if not (since is None or since in ("", "0") or initial):
+        try:
+            since_rv = int(since)
+        except ValueError:
+            raise bad_request(f"invalid resource version {since!r}") from None
+    return WatchRequest(watcher, bookmarks, timeout, since_rv, initial)
+
+
+def bookmark(rtype: ResourceType, rv: int, *, initial_events_end: bool = False) -> dict[str, Any]:
+    """A BOOKMARK event's object: the resourceVersion the client has seen everything up to
+    (and, for sendInitialEvents, the annotation that the initial objects are all sent)."""
+    metadata: dict[str, Any] = {"resourceVersion": str(rv)}
+    if initial_events_end:
+        metadata["annotations"] = {"k8s.io/initial-events-end": "true"}
+    return {"kind": rtype.kind, "apiVersion": rtype.api_version, "metadata": metadata}

@@ -1,0 +1,83 @@
+"""Supervision of the operator's tasks (`foresize operator`, see `kube/operator.py`):
+every task is meant to run until the stop flag; one that ends on its own is a failure that
+stops the process (exit 1, so Kubernetes restarts it). SIGTERM/SIGINT set the stop flag."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from typing import Any
+
+log = logging.getLogger("foresize.operator")  # the operator's log: these are its lines
+
+
+class StopOnSignal:
+    """SIGTERM/SIGINT set the stop flag (the first one is logged). `install` is run again
+    once Kopf has put in its own handlers, which would otherwise stop Kopf alone."""
+
+    def __init__(self, stop: asyncio.Event) -> None:
+        self.stop = stop
+        self.loop = asyncio.get_running_loop()
+        self.received: list[str] = []
+
+    def install(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                self.loop.add_signal_handler(sig, self._received, sig)
+
+    def _received(self, sig: signal.Signals) -> None:
+        if not self.received:
+            log.info("%s received: stopping", sig.name)
+        self.received.append(sig.name)
+        self.stop.set()
+
+
+class Supervisor:
+    """The operator's tasks by name. Each is meant to run until the stop flag: `watch`
+    returns at stop or when one ends on its own (a failure); `stop_all` gives them the
+    shutdown grace, then cancels the late ones."""
+
+    def __init__(self) -> None:
+        self.tasks: dict[asyncio.Task[Any], str] = {}
+
+    def start(self, coro: Any, name: str) -> None:
+        self.tasks[asyncio.create_task(coro, name=f"foresize:{name}")] = name
+
+    def adopt(self, task: asyncio.Task[Any]) -> None:
+        """A task started elsewhere, named `foresize:<name>`."""
+        self.tasks[task] = task.get_name().removeprefix("foresize:")
+
+    async def watch(self, stop: asyncio.Event) -> str | None:
+        """Until stop, or until a task ends on its own: then it is logged and its name
+        returned (the last one's, if several ended at once)."""
+        stopper = asyncio.ensure_future(stop.wait())
+        try:
+            done, _ = await asyncio.wait(
+                {stopper, *self.tasks}, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            stopper.cancel()
+        failed = [t for t in done if t is not stopper and not stop.is_set()]
+        for task in failed:
+            error = None if task.cancelled() else task.exception()
+            log.error(
+                "%s ended unexpectedly (%s): stopping so that Kubernetes restarts the operator",
+                self.tasks[task],
+                error or "no error",
+                exc_info=error,
+            )
+        return self.tasks[failed[-1]] if failed else None
+
+    async def stop_all(self, grace: float) -> None:
+        """Wait up to `grace` s for the tasks to end after stop; cancel those still running."""
+        pending = [t for t in self.tasks if not t.done()]
+        if not pending:
+            return
+        _, late = await asyncio.wait(pending, timeout=grace)
+        for task in late:
+            log.warning("%s did not stop within %.0fs; cancelled", self.tasks[task], grace)
+            task.cancel()
+        if late:
+            await asyncio.wait(late, timeout=1.0)
