@@ -398,7 +398,7 @@ def recent_peak(memory: np.ndarray, step: float) -> np.ndarray:
     if span <= 0 or y.shape[1] == 0:
         return np.full(y.shape[0], np.nan)
     recent = y[:, -span:]
-    have = np.isfinite(recent).any(axis=1)
+    have: np.ndarray = np.asarray(np.isfinite(recent).any(axis=1))
     out = np.where(have, np.nanmax(np.where(have[:, None], recent, 0.0), axis=1), np.nan)
     return np.asarray(out, dtype=np.float64)
 
