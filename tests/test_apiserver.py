@@ -633,6 +633,12 @@ async def test_a_watch_refuses_bad_selectors_and_resource_versions_before_stream
     assert bad_selector.code == 400
     bad_rv = await api.request("GET", PODS, params={"watch": "true", "resourceVersion": "abc"})
     assert bad_rv.code == 400 and bad_rv.body["message"] == "invalid resource version 'abc'"
+    for timeout in ("soon", "1.5"):
+        bad_timeout = await api.request(
+            "GET", PODS, params={"watch": "true", "timeoutSeconds": timeout}
+        )
+        assert bad_timeout.code == 400, timeout
+        assert "timeoutSeconds" in bad_timeout.body["message"]
 
 
 async def test_a_watch_ends_at_its_timeout_on_close_and_after_a_410(apiserver, api):

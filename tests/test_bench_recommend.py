@@ -305,9 +305,30 @@ def test_split_halves_with_offset(tmp_path):
         run_bench(str(path), "canonical", [], every=2, offset=2)
 
 
+def test_changes_count_while_the_series_exists():
+    """A series that ends early is not resized after its last sample: its changes count
+    over the span its series-days count."""
+    from foresize.recommend.replay import Policy
+
+    class Flip(Policy):
+        name = "flip"
+        resources = ("cpu",)
+
+        def decide(self, i):
+            return {"cpu": np.full(2, 100.0 if (i // 3) % 2 else 200.0)}
+
+    n = 288 * 10
+    short = np.full(n, 0.1)
+    short[288 * 8 :] = np.nan  # ends after 8 days: 1 scored day
+    data = prepare([series(np.full(n, 0.1), name="a"), series(short, name="b")])
+    got = replay(data, Flip())["cpu"]
+    # 96 decisions a day, each a change; 3 + 1 scored series-days (minus the last sample).
+    assert got.changes_per_series_day == pytest.approx(96.0, rel=0.01)
+
+
 def test_replay_stabilised_cpu_changes_less_and_memory_keeps_its_peak(monkeypatch):
-    """The replay runs the operator's rules: a CPU request scheduled in 3 blocks a day
-    changes far less often than one rescheduled every 15 minutes, and memory is never
+    """The replay runs the operator's rules: a CPU request scheduled in 3 segments a day
+    changes far less often than one rescheduled every hour, and memory is never
     sized below the last 3 days' peak plus headroom."""
     from foresize.recommend import core
     from foresize.recommend import replay as replay_module
@@ -323,8 +344,8 @@ def test_replay_stabilised_cpu_changes_less_and_memory_keeps_its_peak(monkeypatc
     banded = replay(data, ForesizePolicy(), keep)
     req = keep["req"]["memory"][0]
     assert np.nanmin(req[288 * 7 + 6 :]) >= 2e9 * (1 + core.MEMORY_HEADROOM)
-    assert banded["cpu"].changes_per_series_day <= core.SCHEDULE_BLOCKS
-    monkeypatch.setattr(replay_module, "SCHEDULE_BLOCKS", 96)  # a block per decision
+    assert banded["cpu"].changes_per_series_day <= 4  # the budget: 3 segments and a raise
+    monkeypatch.setattr(replay_module, "SCHEDULE_BLOCKS", 96)  # a segment every hour
     following = replay(data, ForesizePolicy())
     assert banded["cpu"].changes_per_series_day < 0.5 * following["cpu"].changes_per_series_day
 

@@ -174,25 +174,79 @@ def test_forecast_max_in_blocks_equals_all_at_once(monkeypatch):
     assert parts.per_model.shape == whole.per_model.shape
 
 
-def test_block_schedule_pools_the_coming_time_of_day_block_of_past_days():
-    """Blocks of 8 hours from midnight UTC: the quantile of the 15-minute maxima that lie
-    within the coming block on past days, never of other hours nor of the future."""
-    from foresize.forecast.models import block_schedule
+def _hourly(days: int, high_hours, low=0.2, high=1.0) -> np.ndarray:
+    hours = (np.arange(days * 288) % 288) / 12.0
+    inside = np.zeros(len(hours), dtype=bool)
+    for a, b in high_hours:
+        inside |= (hours >= a) & (hours < b)
+    return np.where(inside, high, low)
+
+
+def test_day_schedule_cuts_each_series_day_around_its_own_peak():
+    """Each series gets its own segments: a peak from 13:00 to 17:00 is held from 13:00
+    to 17:00 only (blocks fixed at 08:00 and 16:00 would hold it 16 hours); a peak across
+    midnight (22:00-02:00) is one segment wrapping the day; the quantile is of the
+    15-minute maxima within the segment on past days."""
+    from foresize.forecast.models import day_schedule
 
     cfg = ForecastConfig()
-    day = 288
     t0 = 1_700_006_400.0  # midnight UTC
-    n = 3 * day
-    hours = (np.arange(n) % day) / 12.0
-    y = np.where(hours < 8, 1.0, 5.0)[None, :] * np.array([[1.0], [2.0]])
-    y[1, :day] = np.nan  # a gap: the other days still count
+    days = 4
+    y = np.stack([_hourly(days, [(13, 17)]), _hourly(days, [(22, 24), (0, 2)])])
     m = forward_max(y, cfg.h)
-    o = n - 1  # 23:55 of day 3: the next sample opens block 0
-    got = block_schedule(m, o, t0 + o * cfg.step, np.array([0.99]), cfg, 3, 7)
-    assert got[:, 0].tolist() == [1.0, 2.0]
-    o = n - 1 - 16 * 12  # 07:55: the next sample opens block 1
-    got = block_schedule(m, o, t0 + o * cfg.step, np.array([0.5]), cfg, 3, 7)
-    assert got[:, 0].tolist() == [5.0, 10.0]
-    # Nothing before the first full day: NaN.
-    early = block_schedule(m, 100, t0 + 100 * cfg.step, np.array([0.5]), cfg, 3, 7)
-    assert np.isnan(early).all()
+    o = days * 288 - 1  # 23:55 of day 4: the schedule of day 5
+    day = day_schedule(m, o, t0 + o * cfg.step, np.array([0.99]), cfg, 3, 7, 3600.0)
+    hour = 3600.0
+    t = t0 + days * 86400.0
+    assert np.flatnonzero(day.opens[0, 0]).tolist() == [0, 13, 17]
+    two = day_schedule(m, o, t0 + o * cfg.step, np.array([0.99]), cfg, 2, 7, 3600.0)
+    assert np.flatnonzero(two.opens[1, 0]).tolist() == [2, 22]  # not at midnight
+    level, opens = day.at(t + 13 * hour, 900.0)
+    assert level[0, 0] == 1.0 and opens[0, 0]
+    level, opens = day.at(t + 14 * hour, 900.0)
+    assert level[0, 0] == 1.0 and not opens[0, 0]
+    level, opens = day.at(t + 17 * hour, 900.0)
+    assert level[0, 0] == 0.2 and opens[0, 0]
+    level, opens = day.at(t + 8 * hour, 900.0)
+    assert level[0, 0] == 0.2 and not opens[0, 0]  # 08:00 is no boundary of this series
+    level, opens = two.at(t + 1 * hour, 900.0)
+    assert level[1, 0] == 1.0 and not opens[1, 0]  # the wrapped segment after midnight
+    level, _ = two.at(t + 12 * hour, 900.0)
+    assert level[1, 0] == 0.2
+
+
+def test_day_schedule_reads_only_the_days_before():
+    """The schedule of a day depends on the days before it only (every decision of the
+    day sees the same one), and is NaN before a full day of history."""
+    from foresize.forecast.models import day_schedule
+
+    cfg = ForecastConfig()
+    t0 = 1_700_006_400.0
+    rng = np.random.default_rng(3)
+    y = rng.random((2, 5 * 288))
+    o = 4 * 288 + 100  # 08:20 of day 5
+    base = day_schedule(
+        forward_max(y, cfg.h), o, t0 + o * cfg.step, np.array([0.9]), cfg, 3, 7, 3600.0
+    )
+    y2 = y.copy()
+    y2[:, 4 * 288 :] = 50.0  # today's samples, up to now and beyond
+    again = day_schedule(
+        forward_max(y2, cfg.h), o, t0 + o * cfg.step, np.array([0.9]), cfg, 3, 7, 3600.0
+    )
+    assert np.array_equal(base.level, again.level) and np.array_equal(base.opens, again.opens)
+    early = day_schedule(
+        forward_max(y, cfg.h), 100, t0 + 100 * cfg.step, np.array([0.5]), cfg, 3, 7, 3600.0
+    )
+    assert np.isnan(early.level).all()
+
+
+def test_cyclic_partition_minimises_the_area_held_above_the_profile():
+    from foresize.forecast.models import cyclic_partition
+
+    # The peak wraps midnight (slots 5 and 0): held by one segment from slot 5; the
+    # rest costs 2 (1 x 1 held at 3) at best.
+    prof = np.array([[5.0, 1.0, 3.0, 1.0, 1.0, 5.0], [2.0, 2.0, 2.0, 2.0, 2.0, 2.0]])
+    got = cyclic_partition(prof, 3)
+    assert np.flatnonzero(got[0]).tolist() == [1, 3, 5]
+    assert np.flatnonzero(got[1]).tolist() == [0, 1, 2]  # a flat day: the earliest starts
+    assert cyclic_partition(prof, 1).sum(axis=1).tolist() == [1, 1]

@@ -24,7 +24,6 @@ from foresize.recommend.core import (
     memory_holds,
     memory_request,
     mode_quantile,
-    new_block,
     oom_bump,
     passes_hysteresis,
     recent_peak,
@@ -405,7 +404,7 @@ def test_params_from_aiscaletarget():
 
 def test_memory_scale_down_stabilization():
     """Memory goes down only to the highest target of the last 6 hours; CPU at the next
-    block start (`scheduled_cpu`)."""
+    segment start (`scheduled_cpu`; a flat day is cut at midnight)."""
     cur = {"app": res(500, GIB)}
     high = flat_history(cpu=2.0, mem=3 * GIB)
     low = flat_history(cpu=0.2, mem=500 * MIB)
@@ -415,8 +414,8 @@ def test_memory_scale_down_stabilization():
     r2 = recommend_target(RecommendParams(), {"app": low}, cur, r1.oom_state, NOW + 900)
     c2 = r2.suggestion.containers["app"].requests
     assert c2["memory"] == high_mem  # held
-    assert c2["cpu"] == 500  # CPU mid-block: a downsize waits for the block start
-    at_block = recommend_target(RecommendParams(), {"app": low}, cur, None, NOW + 8 * 3600)
+    assert c2["cpu"] == 500  # CPU mid-segment: a downsize waits for the segment start
+    at_block = recommend_target(RecommendParams(), {"app": low}, cur, None, NOW + 86400.0)
     assert at_block.suggestion.containers["app"].requests["cpu"] == 200
     # Still held hours later (a lull between bursts is not a reason to release memory).
     mid = recommend_target(RecommendParams(), {"app": low}, cur, r2.oom_state, NOW + 5 * 3600)
@@ -666,7 +665,6 @@ def test_cpu_follows_the_time_of_day_schedule_and_downsizes_only_at_a_block_star
     start) the request becomes the quantile of the coming block on past days (0.2 cores:
     the 1-core peak comes at 08:00). An hour into the block a request above the schedule is
     kept: downsizes wait for the next block."""
-    assert new_block(NOW, 900.0) and not new_block(NOW + 3600.0, 900.0)
     h = {"app": daily_history(NOW)}
     r = recommend_target(RecommendParams(), h, {"app": res(1000, GIB)}, None, NOW)
     assert 200 <= r.suggestion.containers["app"].requests["cpu"] <= 210
@@ -680,6 +678,25 @@ def test_cpu_follows_the_time_of_day_schedule_and_downsizes_only_at_a_block_star
     eight = NOW + 8 * 3600.0
     h = {"app": daily_history(eight)}
     up = recommend_target(RecommendParams(), h, {"app": res(200, GIB)}, None, eight)
+    assert up.suggestion.containers["app"].requests["cpu"] >= 1000
+
+
+def test_cpu_segments_follow_the_container_own_peak_hours():
+    """The operator path cuts each container's day around its own peak: with a peak from
+    13:00 to 17:00 a request of 1 core is released at 17:00 (a segment starts there; fixed
+    blocks start at 16:00 and would hold the peak until midnight) and kept at 08:00 (no
+    boundary of this container)."""
+    at17 = NOW + 17 * 3600.0
+    h = {"app": daily_history(at17, days=8, peak_hours=(13, 17))}
+    r = recommend_target(RecommendParams(), h, {"app": res(1000, GIB)}, None, at17)
+    assert 200 <= r.suggestion.containers["app"].requests["cpu"] <= 210
+    at8 = NOW + 8 * 3600.0
+    h = {"app": daily_history(at8, days=8, peak_hours=(13, 17))}
+    kept = recommend_target(RecommendParams(), h, {"app": res(1000, GIB)}, None, at8)
+    assert kept.suggestion.containers["app"].requests["cpu"] == 1000
+    at13 = NOW + 13 * 3600.0
+    h = {"app": daily_history(at13, days=8, peak_hours=(13, 17))}
+    up = recommend_target(RecommendParams(), h, {"app": res(200, GIB)}, None, at13)
     assert up.suggestion.containers["app"].requests["cpu"] >= 1000
 
 
@@ -697,6 +714,10 @@ def test_scheduled_cpu_rule():
     # Mid-block: keep, unless the median is above both the schedule and the request, or
     # the request is under 40% of the forecast at the mode's quantile.
     assert np.array_equal(mid, [nan, nan, 300.0, nan, 300.0, nan, 300.0], equal_nan=True)
+    # Each container its own segment start.
+    own = np.array([True, False, True, False, True, False, True])
+    mixed = scheduled_cpu(sched, raise_at, raise_to, current, own)
+    assert np.array_equal(mixed, np.where(own, start, mid), equal_nan=True)
 
 
 def test_memory_headroom_and_recent_peak():

@@ -22,6 +22,8 @@ Models (constants are documented where they are defined, in `ForecastConfig`):
 
 from __future__ import annotations
 
+import functools
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -336,7 +338,74 @@ def pinball(actual: np.ndarray, forecast: np.ndarray, qs: np.ndarray) -> np.ndar
     return loss
 
 
-def block_schedule(
+@dataclass(frozen=True, slots=True)
+class DaySchedule:
+    """One day's scheduled request per series and quantile (`day_schedule`).
+
+    The day (from midnight UTC) is cut into slots; `opens[s, q, k]` is true where one of
+    the series' segments starts at slot k, and `level[s, q, k]` is the request of the
+    segment holding slot k (NaN where its history has no window)."""
+
+    midnight: float
+    """Absolute time (seconds) of the day's midnight UTC."""
+    slot: float
+    """Slot length (seconds); segments start on slot boundaries."""
+    opens: np.ndarray  # (S, Q, K) bool
+    level: np.ndarray  # (S, Q, K)
+
+    def at(self, t: float, interval: float) -> tuple[np.ndarray, np.ndarray]:
+        """(values, opens), each (S, Q), for a decision that applies from time `t`:
+        the level of the segment holding `t`, and whether `t` lies within `interval`
+        after that segment's start (the decision is the first of its segment)."""
+        into_day = (t - self.midnight) % DAY
+        k = min(int(into_day // self.slot), self.level.shape[2] - 1)
+        first = (into_day - k * self.slot) < interval
+        return self.level[:, :, k], self.opens[:, :, k] & first
+
+
+@functools.lru_cache(maxsize=16)
+def _partitions(slots: int, blocks: int) -> np.ndarray:
+    """(P, blocks) every choice of `blocks` segment starts among `slots` (sorted)."""
+    return np.array(list(itertools.combinations(range(slots), blocks)), dtype=np.int64)
+
+
+PARTITION_CHUNK = 2048
+"""Rows scored against every partition at once (bounds the (rows, partitions, blocks)
+cost gather to about 100 MB at 24 slots and 3 blocks)."""
+
+
+def cyclic_partition(profile: np.ndarray, blocks: int) -> np.ndarray:
+    """(R, K) profile -> (R, K) bool, the slots that start a segment: the cut of the cyclic
+    day into `blocks` contiguous segments that minimises the area between each segment's
+    peak and the profile (what holding each segment's peak reserves above the profile).
+    Ties keep the earliest starts (a flat profile is cut at midnight)."""
+    r, k = profile.shape
+    blocks = max(1, min(blocks, k))
+    pp = np.concatenate([profile, profile], axis=1)
+    # area[:, s, n]: the segment of n slots starting at slot s (wrapping past midnight).
+    area = np.zeros((r, k, k + 1))
+    peak = pp[:, :k].copy()
+    total = pp[:, :k].copy()
+    for n in range(1, k + 1):
+        if n > 1:
+            np.fmax(peak, pp[:, n - 1 : n - 1 + k], out=peak)
+            total += pp[:, n - 1 : n - 1 + k]
+        area[:, :, n] = n * peak - total
+    parts = _partitions(k, blocks)
+    lengths = np.diff(np.concatenate([parts, parts[:, :1] + k], axis=1), axis=1)
+    # In units of the day's total, rounded: sums of the same values in another order
+    # differ in the last bits, and ties must keep the earliest starts.
+    scale = np.abs(profile).sum(axis=1)
+    area /= np.where(scale > 0, scale, 1.0)[:, None, None]
+    opens = np.zeros((r, k), dtype=bool)
+    for lo in range(0, r, PARTITION_CHUNK):
+        a = area[lo : lo + PARTITION_CHUNK]
+        best = np.argmin(np.round(a[:, parts, lengths].sum(axis=2), 9), axis=1)
+        opens[np.arange(lo, lo + len(best))[:, None], parts[best]] = True
+    return opens
+
+
+def day_schedule(
     m: np.ndarray,
     o: int,
     t_origin: float,
@@ -344,26 +413,62 @@ def block_schedule(
     cfg: ForecastConfig,
     blocks: int,
     days: int,
-) -> np.ndarray:
-    """(S, Q): the `qs`-quantiles of the forecast target M (the max of the next h samples)
-    over the time-of-day block that holds the next sample, pooled over the `days`
-    previous days. `t_origin` is the absolute time (seconds) of column `o`; blocks are
-    `DAY / blocks` long and aligned to midnight UTC. Only columns of `m` up to `o - h`
-    are read (they depend on samples up to `o`). NaN where no day has data.
+    slot: float,
+) -> DaySchedule:
+    """The scheduled request of the day holding the next sample, per series and quantile,
+    from the `days` days before it (the same whatever the decision within the day).
 
-    The quantile is per window (a q of 0.98 is short in 2% of the block's 15-minute
-    windows), so a block's value reads like the 15-minute forecasts'."""
+    For each slot of the day (`slot` seconds, from midnight UTC) the `qs`-quantile of the
+    forecast target M (the max of the next h samples) over the windows that lay within
+    that slot on the previous days gives a profile; the cyclic day is cut into `blocks`
+    segments where that profile's shape says (`cyclic_partition`: each series its own
+    boundaries, around its own peaks), and a segment's request is the quantile of all the
+    windows within it (per window: a q of 0.98 is short in 2% of the segment's 15-minute
+    windows, as for the 15-minute forecasts). `t_origin` is the absolute time (seconds) of
+    column `o`; only columns of `m` before the day's first sample are read. Level NaN
+    where no previous day has data."""
+    qs = np.asarray(qs, dtype=np.float64)
     period = cfg.steps(DAY)
-    n = max(1, period // blocks)
+    n = max(1, min(period, cfg.steps(slot)))
+    k = period // n
+    blocks = max(1, min(blocks, k))
     nxt = int(round((t_origin + cfg.step) % DAY / cfg.step)) % period
-    start_today = o + 1 - (nxt % n)
-    cols: list[int] = []
-    for k in range(1, days + 1):
-        s0 = start_today - k * period
-        # M[c] covers samples c+1 .. c+h: the windows that lie within the block.
-        lo, hi = max(s0 - 1, 0), min(s0 + n - 1 - cfg.h, o - cfg.h)
-        if hi >= lo:
-            cols.extend(range(lo, hi + 1))
-    if not cols:
-        return np.full((m.shape[0], len(qs)), np.nan)
-    return nanquantile(m[:, np.asarray(cols)], np.asarray(qs, dtype=np.float64))
+    d0 = o + 1 - nxt  # column of the day's first sample
+    midnight = t_origin + cfg.step - nxt * cfg.step
+    s = m.shape[0]
+    # windows[:, j, w]: the windows of slot j on the previous days (NaN-padded).
+    per_slot: list[list[int]] = []
+    for j in range(k):
+        cols: list[int] = []
+        for day in range(1, days + 1):
+            s0 = d0 - day * period + j * n
+            # M[c] covers samples c+1 .. c+h: the windows that lie within the slot.
+            lo, hi = max(s0 - 1, 0), min(s0 + n - 1 - cfg.h, d0 - 1 - cfg.h)
+            if hi >= lo:
+                cols.extend(range(lo, hi + 1))
+        per_slot.append(cols)
+    width = max(1, max(len(c) for c in per_slot))
+    windows = np.full((s, k, width), np.nan)
+    for j, cols in enumerate(per_slot):
+        if cols:
+            windows[:, j, : len(cols)] = m[:, np.asarray(cols)]
+    profile = nanquantile(windows, qs)  # (S, K, Q)
+    opens = np.zeros((s, len(qs), k), dtype=bool)
+    level = np.full((s, len(qs), k), np.nan)
+    known = np.isfinite(profile)
+    for qi, q in enumerate(qs):
+        prof = profile[:, :, qi]
+        # A slot without history weighs like the series' highest: no segment is cut to
+        # save on hours nobody has seen.
+        high = np.nanmax(np.where(known[:, :, qi], prof, -np.inf), axis=1, keepdims=True)
+        prof = np.where(known[:, :, qi], prof, np.where(np.isfinite(high), high, 0.0))
+        cut = cyclic_partition(prof, blocks)
+        opens[:, qi] = cut
+        # Slots before the first start belong to the last segment (it wraps midnight).
+        segment = (np.cumsum(cut, axis=1) - 1) % blocks
+        for b in range(blocks):
+            inside = segment == b
+            pooled = np.where(inside[:, :, None], windows, np.nan).reshape(s, -1)
+            value = nanquantile(pooled, np.array([q]))[:, 0]
+            level[:, qi] = np.where(inside, value[:, None], level[:, qi])
+    return DaySchedule(midnight=midnight, slot=n * cfg.step, opens=opens, level=level)

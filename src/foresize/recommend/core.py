@@ -109,37 +109,44 @@ def risk_levels(
 
 
 SCHEDULE_BLOCKS = 3
-"""The scheduled CPU request (`scheduled_cpu`) changes at most at the starts of 3 blocks
-of 8 hours a day (aligned to midnight UTC), plus raises. Why: 4 resizes a series-day is
-what a fleet of 10,000 containers can afford (API writes, Events, restarts where in-place
-resize is not available); a request that follows every forecast changed 12-28 times a
-series-day on the development traces. Three blocks leave room for raises within the
-budget; on the most diurnal development set a first version of the rule changed 3.8
-times a series-day with 3 blocks and 4.8 with 4 (docs/recommender.md). Even knowing
-the future, a request fixed per
-8-hour block keeps 0.38 of the CPU slack on a spiky fleet at 4% shortfall (0.18 with a
-change every 15 minutes): the block is the price of few changes, the schedule makes the
-best of it by following the daily cycle instead of holding a band around the last
-forecast."""
+"""The scheduled CPU request (`scheduled_cpu`) changes at most at the starts of 3
+segments a day, plus raises. Why: 4 resizes a series-day is what a fleet of 10,000
+containers can afford (API writes, Events, restarts where in-place resize is not
+available); a request that follows every forecast changed 12-28 times a series-day on the
+development traces. Three segments leave room for raises within the budget. Each
+container's day is cut where its own daily profile says (`SCHEDULE_SLOT`), so three
+segments can hold a night, a ramp and a peak wherever they fall; even knowing the future,
+a request fixed per 8-hour block from midnight keeps 0.75 of vpa's slack at vpa's
+shortfall on the most diurnal development set, cut per series 0.62 (docs/recommender.md)."""
+SCHEDULE_SLOT = 3600.0
+"""Segments start on the hour, cut per container (`forecast.models.day_schedule`): the
+day's profile is the mode's quantile of each hour's 15-minute maxima on the last
+`SCHEDULE_DAYS` days, and the three segments are the cut of the cyclic day that reserves
+least above that profile when each segment holds its peak. Why per container: daily
+cycles peak at different hours (users' time zones, batch windows), and boundaries fixed at
+midnight, 08:00 and 16:00 cut through ramps, holding a peak level for hours of quiet.
+Why an hour: finer slots would follow the noise of a week of history (an hour pools 70
+windows over 7 days) and the cut is searched over every choice of 3 starts among the
+slots (2,024 at 24 slots)."""
 SCHEDULE_DAYS = 7
-"""A block's request is the quantile over the same block of the last 7 days: a full week,
-so a weekly pattern (quiet weekends) cannot leave a working day short, and at 8-hour
-blocks about 650 windows, enough for a 0.98-0.99 quantile to be an estimate rather than
-the maximum seen. Level shifts up are met by the raise (CPU_RAISE_QUANTILE) at once;
-down, the block lets go within the week."""
+"""A segment's request is the quantile over the same hours of the last 7 days: a full
+week, so a weekly pattern (quiet weekends) cannot leave a working day short, and at
+8-hour segments about 650 windows, enough for a 0.98-0.99 quantile to be an estimate
+rather than the maximum seen. Level shifts up are met by the raise (CPU_RAISE_QUANTILE)
+at once; down, the segment lets go within the week."""
 CPU_RAISE_QUANTILE = 0.5
-"""Within a block the request is raised (to the 15-minute forecast at the mode's quantile)
-when the forecast's median is above both the block's schedule and the request in force:
+"""Within a segment the request is raised (to the 15-minute forecast at the mode's quantile)
+when the forecast's median is above both the segment's schedule and the request in force:
 the container would be short more often than not, a level the last week at this time of
 day has not shown (a level shift, a new daily peak). Raises are the point of forecasting;
-only downsizes wait for the next block. The median is scale free and the same for every
+only downsizes wait for the next segment. The median is scale free and the same for every
 mode."""
 CPU_RAISE_SHARE = 0.4
 """A request in force below 40% of the 15-minute forecast at the mode's quantile is raised
 whatever the schedule: the forecast sees a peak coming (a daily spike a time-of-day
-model knows, shorter than a block) that would run the container at under half the CPU
+model knows, shorter than a segment) that would run the container at under half the CPU
 it wants; upsizes ahead of recurring peaks are the point of forecasting. Unit free; a
-smaller gap waits for the median rule or the next block. Shares of 0.25 and 0.4 gave the
+smaller gap waits for the median rule or the next segment. Shares of 0.25 and 0.4 gave the
 same changes on the most diurnal development set (3.94 a series-day), 0.5 gave 4.02:
 each such raise is a resize, so only a gap of more than a factor 2.5 is worth one."""
 
@@ -149,39 +156,34 @@ def scheduled_cpu(
     raise_at: np.ndarray,
     raise_to: np.ndarray,
     current: np.ndarray,
-    block_start: bool,
+    block_start: bool | np.ndarray,
 ) -> np.ndarray:
     """THE CPU rule, vectorised: the target per container (NaN = keep the request in force).
 
-    schedule: the block's quantile (`foresize.forecast.models.block_schedule`), NaN before
-    a day of history. raise_at / raise_to: the 15-minute forecast at CPU_RAISE_QUANTILE and
-    at the mode's quantile. current: the request in force (NaN or 0 = none). block_start:
-    this decision is the first of a block (`new_block`).
+    schedule: the request of the container's segment of the day
+    (`foresize.forecast.models.day_schedule`), NaN before a day of history. raise_at /
+    raise_to: the 15-minute forecast at CPU_RAISE_QUANTILE and at the mode's quantile.
+    current: the request in force (NaN or 0 = none). block_start: per container (or one
+    for all), this decision is the first of its segment (`DaySchedule.at`).
 
-    At a block's start the request moves to the schedule; at any time, where the forecast
-    at the raise quantile is above both the schedule and the request in force, or the
-    request is below CPU_RAISE_SHARE of `raise_to`, it moves to `raise_to`; otherwise it
-    is kept until the next block. Without a schedule (less than a day of history) the
+    At a segment's start the request moves to the schedule; at any time, where the
+    forecast at the raise quantile is above both the schedule and the request in force, or
+    the request is below CPU_RAISE_SHARE of `raise_to`, it moves to `raise_to`; otherwise
+    it is kept until the next segment. Without a schedule (less than a day of history) the
     forecast `raise_to` stands in for it."""
     sched = np.asarray(schedule, dtype=np.float64)
     cur = np.asarray(current, dtype=np.float64)
     have = np.isfinite(cur) & (cur > 0)
     level = np.where(np.isfinite(sched), sched, 0.0)
-    if not block_start:
-        level = np.where(have, np.fmax(level, np.where(have, cur, 0.0)), level)
+    block_start = np.asarray(block_start, dtype=bool)
+    level = np.where(~block_start & have, np.fmax(level, np.where(have, cur, 0.0)), level)
     to = np.asarray(raise_to, dtype=np.float64)
     with np.errstate(invalid="ignore"):
         up = np.asarray(raise_at, dtype=np.float64) > level
         up |= have & (np.where(have, cur, 0.0) < CPU_RAISE_SHARE * to)
-    base = sched if block_start else np.where(have, np.nan, sched)
+    base = np.where(block_start, sched, np.where(have, np.nan, sched))
     out = np.where(up, to, base)
     return np.where(~np.isfinite(sched) & ~have, to, out)
-
-
-def new_block(t: float, interval: float, blocks: int = SCHEDULE_BLOCKS) -> bool:
-    """True when time `t` (seconds) lies within `interval` after a block's start: the
-    decision that applies from `t` is the first of its block."""
-    return bool((t % (86400.0 / blocks)) < interval)
 
 
 MEMORY_HEADROOM = 0.10

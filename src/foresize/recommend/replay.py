@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from foresize.api.quantity import CPU, MEMORY
-from foresize.forecast.models import ForecastConfig, block_schedule, forward_max
+from foresize.forecast.models import DaySchedule, ForecastConfig, day_schedule, forward_max
 from foresize.forecast.select import OnlineScores, online_step
 from foresize.history.base import TraceSeries, resample_max
 from foresize.recommend.core import (
@@ -40,6 +40,7 @@ from foresize.recommend.core import (
     MIB,
     SCHEDULE_BLOCKS,
     SCHEDULE_DAYS,
+    SCHEDULE_SLOT,
     OOMArrays,
     RecentTargets,
     Threshold,
@@ -47,7 +48,6 @@ from foresize.recommend.core import (
     memory_holds,
     memory_request,
     mode_quantile,
-    new_block,
     oom_bump,
     passes_hysteresis,
     recent_peak,
@@ -372,6 +372,7 @@ class ForesizePolicy(Policy):
         self.models: dict[str, list[np.ndarray]] = {CPU: [], MEMORY: []}
         self.chosen: dict[str, list[np.ndarray]] = {CPU: [], MEMORY: []}  # level per decision
         self.recent_memory: RecentTargets = ()  # the ratchet's window (`memory_request`)
+        self.day: DaySchedule | None = None  # the CPU schedule of the day in force
 
     def _target(self, res: str, i: int) -> np.ndarray:
         y = self.data.usage(res)
@@ -393,22 +394,26 @@ class ForesizePolicy(Policy):
         if res == CPU:
             # The scheduled request (`scheduled_cpu`): the time-of-day block's quantile,
             # raised within the block where the forecast's median is above it.
-            sched = block_schedule(
-                self.m[CPU],
-                i,
-                self.data.start + i * STEP,
-                np.array([self.q[CPU]]),
-                self.cfg,
-                SCHEDULE_BLOCKS,
-                SCHEDULE_DAYS,
-            )[:, 0]
             t_next = self.data.start + (i + 1) * STEP
+            if self.day is None or not 0 <= t_next - self.day.midnight < 86400.0:
+                # The day's schedule reads only the days before it: one per day.
+                self.day = day_schedule(
+                    self.m[CPU],
+                    i,
+                    self.data.start + i * STEP,
+                    np.array([self.q[CPU]]),
+                    self.cfg,
+                    SCHEDULE_BLOCKS,
+                    SCHEDULE_DAYS,
+                    SCHEDULE_SLOT,
+                )
+            sched, opens = self.day.at(t_next, DECISION_EVERY * STEP)
             val = scheduled_cpu(
-                sched * (1.0 + self.buffer),
+                sched[:, 0] * (1.0 + self.buffer),
                 fc.values[:, 0] * (1.0 + self.buffer),
                 val,
                 self.in_force[CPU],
-                new_block(t_next, DECISION_EVERY * STEP, SCHEDULE_BLOCKS),
+                opens[:, 0],
             )
         # hasEnoughDataToScale: no action before min_lookback_to_scale of history.
         enough = (i - self.data.first + 1) * STEP >= MIN_LOOKBACK
@@ -535,6 +540,9 @@ def replay(
             per_series = (over & ~prev).sum(axis=1)
         events = int(per_series.sum())
         last = t - 1 - np.argmax(np.isfinite(y[:, ::-1]), axis=1)
+        # Changes count while the series exists (up to its last sample), the span its
+        # series-days count: a container that is gone is not resized.
+        alive = cols <= last[:, None]
         series_days = float(np.maximum(last + 1 - scored_from, 0).sum()) * STEP / 86400.0
         total_req = rqs.sum()
         total_use = u.sum()
@@ -543,7 +551,7 @@ def replay(
             shortfall=float(np.maximum(u - rqs, 0).sum() / total_use) if total_use > 0 else 0.0,
             under=float(over.sum() / max(ok.sum(), 1)),
             events_per_series_day=events / series_days if series_days else 0.0,
-            changes_per_series_day=float((changes[r] & in_score).sum()) / series_days
+            changes_per_series_day=float((changes[r] & in_score & alive).sum()) / series_days
             if series_days
             else 0.0,
             series_events=per_series.astype(np.int64),

@@ -33,7 +33,7 @@ from foresize.cluster.model import (
 from foresize.cluster.qos import qos_class_of
 from foresize.cluster.target import ContainerPolicy, ResourcePolicy, TargetView, target_view
 from foresize.errors import ForesizeError
-from foresize.forecast.models import ForecastConfig, block_schedule, forward_max
+from foresize.forecast.models import ForecastConfig, day_schedule, forward_max
 from foresize.forecast.select import OnlineScores, backtest_scores, forecast_max, online_step
 from foresize.recommend.core import (
     CPU_RAISE_QUANTILE,
@@ -45,13 +45,13 @@ from foresize.recommend.core import (
     MIB,
     SCHEDULE_BLOCKS,
     SCHEDULE_DAYS,
+    SCHEDULE_SLOT,
     OOMArrays,
     Threshold,
     allocate_risk,
     memory_holds,
     memory_request,
     mode_quantile,
-    new_block,
     oom_bump,
     recent_peak,
     risk_levels,
@@ -352,7 +352,8 @@ class _RowForecasts:
     safest: np.ndarray  # the forecast at the row's safest allowed level (OOM bump floor)
     at_mode: np.ndarray  # the forecast at the mode's own level (the fleet reference)
     raise_at: np.ndarray  # CPU: the forecast at CPU_RAISE_QUANTILE; else NaN
-    schedule: np.ndarray  # CPU: the time-of-day block's quantile (`block_schedule`); else NaN
+    schedule: np.ndarray  # CPU: the request of the day's segment (`day_schedule`); else NaN
+    opens: np.ndarray  # CPU: this decision is the first of the row's segment; else False
 
 
 _Row = tuple[int, str]
@@ -379,12 +380,15 @@ def _forecast(
     """
     if not rows:
         empty = np.full(0, np.nan)
-        return _RowForecasts(empty, np.full(0, "", dtype=object), empty, empty, empty, empty, empty)
+        return _RowForecasts(
+            empty, np.full(0, "", dtype=object), empty, empty, empty, empty, empty, empty > 0
+        )
     row_levels = [_row_levels(reqs[ti].params, res) for ti, _name in rows]
     all_levels = np.array(sorted({q for lv in row_levels for q in lv}))
     values = np.full((len(rows), len(all_levels)), np.nan)
     models = np.full((len(rows), len(all_levels)), "", dtype=object)
     schedule = np.full(len(rows), np.nan)
+    opens = np.zeros(len(rows), dtype=bool)
     for (blocks, online, levels), ks in _forecast_groups(reqs, rows, row_levels).items():
         cfg = ForecastConfig(step=MODEL_STEP, horizon=blocks)
         group = [rows[k] for k in ks]
@@ -392,7 +396,7 @@ def _forecast(
         qs = np.array(levels)
         base = int(math.floor(now / MODEL_STEP)) - (y.shape[1] - 1)
         if res == CPU:
-            schedule[ks] = _cpu_schedule(reqs, group, y, base, cfg)
+            schedule[ks], opens[ks] = _cpu_schedule(reqs, group, y, base, cfg, now)
         if online:
             group_values, group_models = _online_forecast(
                 reqs, group, res, y, qs, cfg, base, new_states
@@ -405,7 +409,7 @@ def _forecast(
             values[k, cols] = group_values[i]
             models[k, cols] = group_models[i]
     return _pick_levels(
-        reqs, rows, res, row_levels, all_levels, values, models, schedule, memory_reference
+        reqs, rows, res, row_levels, all_levels, values, models, (schedule, opens), memory_reference
     )
 
 
@@ -451,14 +455,18 @@ def _cpu_schedule(
     y: np.ndarray,
     base: int,
     cfg: ForecastConfig,
-) -> np.ndarray:
-    """Each row's time-of-day block request at its mode's quantile (`block_schedule`),
-    canonical units."""
+    now: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's scheduled request at its mode's quantile for the segment of the day that
+    holds `now` (`day_schedule`, canonical units), and whether this decision is the first
+    of that segment (a decision every `forecast_blocks`)."""
     schedule = np.full(len(group), np.nan)
+    opens = np.zeros(len(group), dtype=bool)
     mode_q = np.array([reqs[ti].params.model(CPU).quantile(CPU) for ti, _name in group])
+    interval = np.array([reqs[ti].params.forecast_blocks for ti, _name in group])
     for q in np.unique(mode_q):
         sel = np.nonzero(mode_q == q)[0]
-        sched = block_schedule(
+        day = day_schedule(
             forward_max(y[sel], cfg.h),
             y.shape[1] - 1,
             (base + y.shape[1] - 1) * MODEL_STEP,
@@ -466,9 +474,15 @@ def _cpu_schedule(
             cfg,
             SCHEDULE_BLOCKS,
             SCHEDULE_DAYS,
+            SCHEDULE_SLOT,
         )
-        schedule[sel] = sched[:, 0] * _UNIT[CPU]
-    return schedule
+        for every in np.unique(interval[sel]):
+            part = sel[interval[sel] == every]
+            level, first = day.at(now, float(every))
+            at = np.searchsorted(sel, part)
+            schedule[part] = level[at, 0] * _UNIT[CPU]
+            opens[part] = first[at, 0]
+    return schedule, opens
 
 
 def _online_forecast(
@@ -519,7 +533,7 @@ def _pick_levels(
     all_levels: np.ndarray,
     values: np.ndarray,
     models: np.ndarray,
-    schedule: np.ndarray,
+    schedule: tuple[np.ndarray, np.ndarray],
     memory_reference: float | None,
 ) -> _RowForecasts:
     """One level per row from the forecasts at every level (canonical units)."""
@@ -531,10 +545,11 @@ def _pick_levels(
     top = np.array([np.searchsorted(all_levels, max(lv)) for lv in row_levels])
     unit = _UNIT[res]
     nan = np.full(len(rows), np.nan)
+    sched, opens = schedule
     if res == CPU:
         raise_at = values[:, int(np.searchsorted(all_levels, CPU_RAISE_QUANTILE))] * unit
     else:
-        raise_at, schedule = nan, nan
+        raise_at, sched, opens = nan, nan, nan > 0
     return _RowForecasts(
         value=values[idx, pick] * unit,
         model=models[idx, pick],
@@ -542,7 +557,8 @@ def _pick_levels(
         safest=values[idx, top] * unit,
         at_mode=values[idx, own] * unit,
         raise_at=raise_at,
-        schedule=schedule,
+        schedule=sched,
+        opens=opens,
     )
 
 
@@ -614,14 +630,14 @@ def _finish(
             target = value * buffer
             held = cur.requests.get(res)
             if res == CPU:
-                # THE CPU rule (`scheduled_cpu`): the time-of-day block's request, raised
+                # THE CPU rule (`scheduled_cpu`): the day segment's request, raised
                 # where the forecast's median is above it; downsizes wait for a block.
                 chosen = scheduled_cpu(
                     np.array([fc[res].schedule[k] * buffer]),
                     np.array([fc[res].raise_at[k] * buffer]),
                     np.array([target]),
                     np.array([float(held) if held is not None else math.nan]),
-                    new_block(now, p.forecast_blocks),
+                    np.array([bool(fc[res].opens[k])]),
                 )[0]
                 if np.isfinite(chosen):
                     target = float(chosen)

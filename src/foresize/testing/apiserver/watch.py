@@ -153,6 +153,16 @@ class WatchRequest:
     initial_events: bool  # sendInitialEvents: end the replay with a bookmark
 
 
+def _timeout_seconds(raw: str | None, default: float) -> float:
+    """timeoutSeconds is an int64 query parameter: anything else is the API server's 400."""
+    if not raw:
+        return default
+    try:
+        return float(int(raw))
+    except ValueError:
+        raise bad_request(f"invalid timeoutSeconds {raw!r}: not an integer") from None
+
+
 def read_watch_request(
     query: Any, rtype: ResourceType, namespace: str | None, max_seconds: float
 ) -> WatchRequest:
@@ -167,7 +177,7 @@ def read_watch_request(
     except SelectorError as exc:
         raise bad_request(str(exc)) from None
     bookmarks = str(query.get("allowWatchBookmarks", "")).lower() in ("true", "1")
-    timeout = min(float(query.get("timeoutSeconds") or max_seconds), max_seconds)
+    timeout = min(_timeout_seconds(query.get("timeoutSeconds"), max_seconds), max_seconds)
     since = query.get("resourceVersion")
     initial = str(query.get("sendInitialEvents", "")).lower() in ("true", "1")
     if initial and query.get("resourceVersionMatch") != "NotOlderThan":
