@@ -348,3 +348,24 @@ def test_replay_stabilised_cpu_changes_less_and_memory_keeps_its_peak(monkeypatc
     monkeypatch.setattr(replay_module, "SCHEDULE_BLOCKS", 96)  # a segment every hour
     following = replay(data, ForesizePolicy())
     assert banded["cpu"].changes_per_series_day < 0.5 * following["cpu"].changes_per_series_day
+
+
+def test_replay_holds_memory_as_long_as_the_modes_posture(monkeypatch):
+    """The replay scores the operator's memory rule with the mode's holds: after a drop,
+    the default holds memory for 6 hours, undershoot (five times the misses) lets go
+    after 1.2 hours. (The recent peak, which would hold both, is off here.)"""
+    from foresize.recommend import core
+
+    monkeypatch.setattr(core, "MEMORY_PEAK_WINDOW", 0.0)
+    n = 288 * 2 + 48
+    rng = np.random.default_rng(3)
+    mem = 4e9 * (1 + 0.02 * rng.random(n))
+    mem[288 * 2 :] /= 4
+    data = prepare([series(np.full(n, 0.5), mem, name=f"s{k}") for k in range(2)])
+    held = {}
+    for mode in ("balanced", "undershoot"):
+        keep: dict = {}
+        replay(data, ForesizePolicy(mode, resources=("memory",)), keep)
+        held[mode] = keep["req"]["memory"][:, -12:]  # the last hour of the drop
+    assert np.nanmin(held["balanced"]) >= 4e9
+    assert np.nanmax(held["undershoot"]) < 1.5e9

@@ -225,11 +225,11 @@ def test_suggestions_price_memory_risk_against_the_whole_fleet(monkeypatch):
     fleet's mean is the risk allocation's reference for the targets due this round, and
     targets that left the cluster drop out of it."""
     from foresize.api.quantity import to_bytes
-    from foresize.recommend import target as recommend_target_module
+    from foresize.recommend import core as recommend_core
     from foresize.recommend.suggestions import SuggestionState
 
     # The recent-peak rule would hold the spike by itself; this checks the allocation.
-    monkeypatch.setattr(recommend_target_module, "MEMORY_PEAK_WINDOW", 0.0)
+    monkeypatch.setattr(recommend_core, "MEMORY_PEAK_WINDOW", 0.0)
 
     history = UsageHistory(step=60.0)
     sink = HistorySink(history)

@@ -12,6 +12,7 @@ from foresize.cluster.model import Container, ResourceRequirements
 from foresize.cluster.qos import qos_class_of
 from foresize.cluster.target import ContainerPolicy, ResourcePolicy
 from foresize.recommend.core import (
+    DEFAULT_MEMORY_STABILIZATION,
     KILL_MEMORY,
     MEMORY_HEADROOM,
     MEMORY_RISK_LEVELS,
@@ -20,9 +21,12 @@ from foresize.recommend.core import (
     OOMArrays,
     Threshold,
     allocate_risk,
+    memory_holds,
+    memory_request,
     mode_quantile,
     oom_bump,
     passes_hysteresis,
+    recent_peak,
     risk_levels,
     round_up,
     scheduled_cpu,
@@ -385,7 +389,9 @@ def test_params_from_aiscaletarget():
     assert b.memory == ResourcePolicy(128 * MIB, None, None)
     assert p.scale_down["cpu"] == Threshold("percent", 20.0)
     assert p.stabilization_window == 1800
-    assert p.memory_stabilization == 6 * 3600  # the ratchet is never shorter than 6 h
+    # Memory at overshoot (a twentieth of the default's misses) remembers a level twenty
+    # times as long: the ratchet 5 days instead of 6 hours, a kill the 14 days of history.
+    assert p.memory_holds() == pytest.approx((20 * 6 * 3600, 14 * 86400))
     # The target itself is accepted too.
     h = {"app": flat_history(0.5, GIB)}
     r = recommend_target(ast, h, {"app": res(500, GIB, lcpu=1000)}, None, NOW)
@@ -584,10 +590,10 @@ def test_a_kill_ends_the_risk_taken_floor_at_the_safest_level():
 
 
 def test_recommend_batch_lifts_a_killed_container_to_its_safest_level(monkeypatch):
-    from foresize.recommend import target
+    from foresize.recommend import core as recommend_core
 
     # The recent-peak rule would hold the spike by itself; this checks the allocation.
-    monkeypatch.setattr(target, "MEMORY_PEAK_WINDOW", 0.0)
+    monkeypatch.setattr(recommend_core, "MEMORY_PEAK_WINDOW", 0.0)
     rng = np.random.default_rng(4)
     n = 288 * 8
     reqs = []
@@ -749,3 +755,92 @@ def test_a_kill_holds_its_floor_for_days():
     # A longer stabilization window still wins.
     longer = apply_ooms(OOMState(), [NOW - 60], [], GIB, NOW, 2 * KILL_MEMORY)
     assert longer.until == NOW - 60 + 2 * KILL_MEMORY
+
+
+def test_memory_holds_scale_with_the_modes_miss_probability():
+    """The risk posture governs how long memory remembers a level: the default mode keeps
+    the measured 6 h ratchet and 3-day kill memory, a mode with k times the misses holds
+    1/k as long, and no hold outlives the 14 days of history."""
+    q = {m: mode_quantile(m, "memory") for m in MODE_CPU_QUANTILES}
+    assert memory_holds(q["balanced"]) == pytest.approx((DEFAULT_MEMORY_STABILIZATION, KILL_MEMORY))
+    assert memory_holds(0.999) == memory_holds(q["balanced"])  # percentile 99.9 alike
+    assert memory_holds(q["undershoot"]) == pytest.approx((6 * 3600 / 5, 3 * 86400 / 5))
+    assert memory_holds(q["cost_optimized"]) == pytest.approx((6 * 3600 / 2.5, 3 * 86400 / 2.5))
+    assert memory_holds(q["overshoot"]) == pytest.approx((20 * 6 * 3600, 14 * 86400))
+    holds = [memory_holds(q[m]) for m in sorted(q, key=q.get)]
+    assert holds == sorted(holds)
+    with pytest.raises(ValueError, match="memory quantile"):
+        memory_holds(1.0)
+
+
+def test_memory_request_headroom_ratchet_and_recent_peak():
+    """THE memory rule: headroom on the forecast, the highest target of the ratchet's
+    window, never below the recent peak with headroom; NaN (not enough data) stays NaN."""
+    h = 1.0 + MEMORY_HEADROOM
+    t, kept = memory_request(np.array([4.0, 1.0, np.nan]), (), 0.0, 3600.0, np.full(3, np.nan))
+    assert t[:2] == pytest.approx([4.0 * h, 1.0 * h]) and np.isnan(t[2])
+    # 30 minutes later the forecasts dropped: held at the window's highest target.
+    t, kept = memory_request(np.array([1.0, 1.0, 1.0]), kept, 1800.0, 3600.0, np.full(3, 0.5))
+    assert t == pytest.approx([4.0 * h, 1.0 * h, 1.0 * h])
+    # Past the window: released, except where the recent peak holds it up.
+    peak = np.array([0.5, 3.0, 0.5])
+    t, kept = memory_request(np.array([1.0, 1.0, 1.0]), kept, 3600.0 + 1.0, 3600.0, peak)
+    assert t == pytest.approx([1.0 * h, 3.0 * h, 1.0 * h])
+    assert [k for k, _ in kept] == [1800.0, 3601.0]
+    off, none = memory_request(np.array([1.0]), ((0.0, np.array([9.0])),), 60.0, 0.0, [np.nan])
+    assert off == pytest.approx([h]) and none == ()
+
+
+def test_recent_peak_reads_the_last_three_days():
+    y = np.full((2, 5 * DAY_POINTS), 1.0)
+    y[0, -3 * DAY_POINTS - 1] = 9.0  # just outside the 3 days
+    y[1, -3 * DAY_POINTS] = 9.0  # just inside
+    y[1, -10:] = np.nan
+    assert recent_peak(y, 300.0).tolist() == [1.0, 9.0]
+    assert np.isnan(recent_peak(np.full((1, 4), np.nan), 300.0)).all()
+    assert np.isnan(recent_peak(np.zeros((1, 0)), 300.0)).all()
+
+
+def test_operator_and_replay_run_one_memory_rule():
+    """The operator's scalar path (state in `OOMState.recent`) gives, decision by
+    decision, what the vectorised rule the replay calls gives for a fleet."""
+    from foresize.recommend.target import _memory_target
+
+    rng = np.random.default_rng(14)
+    n, steps = 3, 40
+    params = RecommendParams(memory=ResourceModel("cost_optimized"))
+    window = params.memory_holds()[0]
+    states = [OOMState() for _ in range(n)]
+    kept: tuple = ()
+    usage = rng.uniform(0.5, 2.0, (n, DAY_POINTS)) * GIB
+    for k in range(steps):
+        now = NOW + 900.0 * k
+        usage = np.concatenate([usage[:, 3:], rng.uniform(0.5, 2.0, (n, 3)) * GIB], axis=1)
+        fc = rng.uniform(0.5, 4.0, n) * GIB
+        fleet, kept = memory_request(fc, kept, now, window, recent_peak(usage, 300.0))
+        for i in range(n):
+            hist = ContainerHistory(np.full(DAY_POINTS, 0.5), usage[i], NOW - 86400.0)
+            one, states[i] = _memory_target(float(fc[i]), states[i], hist, params, now)
+            assert one == pytest.approx(fleet[i], rel=1e-12)
+
+
+def test_a_riskier_mode_releases_memory_and_forgets_a_kill_sooner():
+    """At undershoot (five times the default's misses) a drop is released after 1.2 h,
+    not 6 h, and a kill's floor holds 0.6 days, not 3: riskier is also cheaper."""
+    cur = {"app": res(500, GIB)}
+    high = flat_history(cpu=2.0, mem=3 * GIB)
+    low = flat_history(cpu=0.2, mem=500 * MIB)
+    with_headroom = int(np.ceil(500 * (1 + MEMORY_HEADROOM))) * MIB
+    for mode, held_at_2h in (("balanced", True), ("undershoot", False)):
+        p = RecommendParams(memory=ResourceModel(mode))
+        r1 = recommend_target(p, {"app": high}, cur, None, NOW)
+        high_mem = r1.suggestion.containers["app"].requests["memory"]
+        r2 = recommend_target(p, {"app": low}, cur, r1.oom_state, NOW + 2 * 3600)
+        mem = r2.suggestion.containers["app"].requests["memory"]
+        assert mem == (high_mem if held_at_2h else with_headroom), mode
+    under = RecommendParams(memory=ResourceModel("undershoot"))
+    killed = replace(flat_history(mem=GIB), oom_times=[NOW - 60], oom_usage=[1.5 * GIB])
+    r = recommend_target(under, {"app": killed}, cur, None, NOW)
+    assert r.oom_state["app"].until == pytest.approx(NOW - 60 + 0.6 * 86400)
+    r = recommend_target(RecommendParams(), {"app": killed}, cur, None, NOW)
+    assert r.oom_state["app"].until == pytest.approx(NOW - 60 + KILL_MEMORY)

@@ -394,6 +394,59 @@ def test_gap_section_reports_the_node_and_its_largest_gap(tmp_path):
     assert "gap-static.png" in page.images and (tmp_path / "gap-static.png").stat().st_size > 8000
 
 
+def test_long_lists_are_cut_with_a_note_and_quiet_or_unsampled_nodes_are_said(tmp_path):
+    """The report's limits and empty cases: event rows past `max_event_rows` and workload
+    figures past `max_workload_figures` are left out with a note saying how many; nodes
+    that never had a gap are counted, and a run without gap samples says so."""
+    from dataclasses import replace
+
+    from foresize.report.html import write_report
+    from foresize.report.recorder import RiskEvent
+    from foresize.report.run import PolicyRun
+
+    sim = make_sim([workload("a"), workload("b")], nodes=2, settle=30)
+    rec = UsageRecorder(sim).install()
+    sampler = NodeGapSampler(sim, interval=60).install()
+    pod = pods_of(sim, "a")[0]
+    sim.set_usage("default", pod.name, "app", memory=700 * MIB)
+    sim.run(120)
+    sim.apply(
+        ResizePod(
+            "default",
+            pod.name,
+            (ContainerResize("app", {"memory": 256 * MIB}, {"memory": 600 * MIB}),),
+        )
+    )
+    sim.run(600)
+    gaps = sampler.gaps()
+    assert len(gaps.nodes) == 2
+    risks = [
+        RiskEvent(60.0 * k, "OOM kill", "Deployment/default/a", f"Pod/default/{pod.name}", "", "")
+        for k in range(5)
+    ]
+    sampled = PolicyRun("static", sim.summary(), rec.series(), gaps, risks, False)
+    unsampled = replace(
+        sampled,
+        policy="vpa",
+        gaps=replace(gaps, times=gaps.times[:0], cpu=gaps.cpu[:0], memory=gaps.memory[:0]),
+    )
+    write_report(
+        tmp_path,
+        [sampled, unsampled],
+        duration=sim.now,
+        gap_every=60,
+        max_event_rows=2,
+        max_workload_figures=1,
+    )
+    text, page = parse(tmp_path)
+    assert len(page.table("timeline", "static")) == 1 + 2
+    assert "3 more events not listed" in text
+    assert "Figures for the 1 largest workloads by requested CPU and memory (1 more are in" in text
+    assert len([img for img in page.images if img.startswith("wl-")]) == 2  # CPU and memory
+    assert "1 other node(s) never had a gap." in text
+    assert "<h3>vpa</h3><p>No samples.</p>" in text
+
+
 def test_risk_events_attribute_evictions_stalls_and_breaker_openings_to_workloads():
     from foresize.cluster.actions import EmitEvent, EvictPod
 

@@ -209,7 +209,8 @@ kills recur at the same phase of its cycle (the next day's batch, the next burst
 floor held only an hour is released before the next episode, so the same container is
 killed again (on the development sets the repeat kills came 1.4-2 days apart). Three
 days is the forecast's error memory (`score_half_life`), after which it has seen the
-episode in its own history; 1 and 7 days are compared in docs/recommender.md."""
+episode in its own history; 1 and 7 days are compared in docs/recommender.md. This is the
+default mode's kill memory; other modes scale it (`memory_holds`)."""
 
 
 def allocate_risk(
@@ -324,7 +325,84 @@ whose excess only throttles, follows the forecast down at once). A quarter of a 
 the lulls within one working period without holding yesterday's peak all day (a 24-hour
 hold, tried, costs more slack than it saves kills). Measured on Bitbrains, the 1 h
 window's OOM kills came within 6 h of a downsize half the time (VPA's: 8%); 3 h and 6 h
-lie on the same better trade-off curve, 12 h on a worse one (docs/recommender.md)."""
+lie on the same better trade-off curve, 12 h on a worse one (docs/recommender.md). This is
+the default mode's hold; other modes scale it (`memory_holds`)."""
+MEMORY_HOLD_MAX = 14 * 86400.0
+"""No memory hold (ratchet, kill memory) is longer than the 14 days of history a
+recommendation reads: a level older than that is not known any more."""
+
+
+def memory_holds(quantile: float) -> tuple[float, float]:
+    """How long memory remembers a level at a mode's memory quantile: (the scale-down
+    ratchet's window, the kill memory), both in seconds.
+
+    The user's risk posture governs the holds, not only the forecast's quantile: both are
+    the default mode's values (DEFAULT_MEMORY_STABILIZATION, KILL_MEMORY) scaled by the
+    ratio of the default's miss probability to this one's, (1 - q_default) / (1 - q), up
+    to MEMORY_HOLD_MAX. Why this form: a hold of N windows misses when a level it let go
+    of comes back; for a container whose episodes recur at random the chance that the next
+    window beats the highest of the last N is 1 / (N + 1) (the record probability of an
+    exchangeable sequence), so a hold that keeps the miss rate in proportion to the mode's
+    must scale as 1 / (1 - q). The form has no new constant; the default keeps the values
+    measured for it, undershoot (five times the misses) holds 1.2 h and 0.6 days,
+    overshoot (a twentieth) 5 and 14 days. Measured in docs/recommender.md; the recent
+    peak and the headroom are not scaled (the same measurement: scaling them too left
+    growing jobs killed more often at every quantile).
+    """
+    q = float(quantile)
+    if not 0.0 < q < 1.0:
+        raise ValueError(f"memory quantile must be in (0, 1), got {quantile}")
+    scale = (1.0 - mode_quantile(DEFAULT_MODE, MEMORY)) / (1.0 - q)
+    return (
+        min(DEFAULT_MEMORY_STABILIZATION * scale, MEMORY_HOLD_MAX),
+        min(KILL_MEMORY * scale, MEMORY_HOLD_MAX),
+    )
+
+
+RecentTargets = tuple[tuple[float, np.ndarray], ...]
+"""The memory targets of the ratchet's window: (decision time, target per container)."""
+
+
+def memory_request(
+    forecast: np.ndarray,
+    recent: RecentTargets,
+    now: float,
+    window: float,
+    recent_memory: np.ndarray,
+) -> tuple[np.ndarray, RecentTargets]:
+    """THE memory rule after the forecast, vectorised (the operator applies it to one
+    container through `foresize.recommend.target`, the replay to the whole fleet):
+
+    1. the headroom: forecast x (1 + MEMORY_HEADROOM);
+    2. the scale-down ratchet: the highest such target of the last `window` seconds (this
+       one included; `window` <= 0 turns it off), `recent` being the targets kept so far;
+    3. the recent peak: never below the highest of `recent_memory` (each row's usage over
+       the last MEMORY_PEAK_WINDOW, see `recent_peak`) x (1 + MEMORY_HEADROOM).
+
+    NaN forecasts (not enough history) stay NaN. Returns the target per container and the
+    targets to keep for the next call. The OOM floor comes on top (`oom_bump`)."""
+    target = np.asarray(forecast, dtype=np.float64) * (1.0 + MEMORY_HEADROOM)
+    kept: RecentTargets = ()
+    if window > 0:
+        kept = (*((t, v) for t, v in recent if now - window < t <= now), (now, target))
+        with np.errstate(invalid="ignore"):
+            held = np.fmax.reduce(np.stack([v for _, v in kept]), axis=0)
+        target = np.where(np.isfinite(target), held, target)
+    peak = np.asarray(recent_memory, dtype=np.float64) * (1.0 + MEMORY_HEADROOM)
+    return np.where(np.isfinite(target), np.fmax(target, peak), target), kept
+
+
+def recent_peak(memory: np.ndarray, step: float) -> np.ndarray:
+    """Per row of `memory` (containers x samples on a grid of `step` seconds, the last
+    column now), the highest usage of the last MEMORY_PEAK_WINDOW (NaN without a sample)."""
+    y = np.atleast_2d(np.asarray(memory, dtype=np.float64))
+    span = int(MEMORY_PEAK_WINDOW / step)
+    if span <= 0 or y.shape[1] == 0:
+        return np.full(y.shape[0], np.nan)
+    recent = y[:, -span:]
+    have: np.ndarray = np.asarray(np.isfinite(recent).any(axis=1))
+    out = np.where(have, np.nanmax(np.where(have[:, None], recent, 0.0), axis=1), np.nan)
+    return np.asarray(out, dtype=np.float64)
 
 
 @dataclass(slots=True)
@@ -356,6 +434,7 @@ def oom_bump(
     usage: np.ndarray | None,
     stabilization: float = DEFAULT_STABILIZATION,
     safest: np.ndarray | None = None,
+    kill_memory: float = KILL_MEMORY,
 ) -> OOMArrays:
     """THE OOM rule: record OOM kills at `now` for the containers in `mask`; returns the
     new state. The operator and the simulator apply it through
@@ -370,7 +449,8 @@ def oom_bump(
     the risk `allocate_risk` took, because the container is in one of its bursts, so a
     bump is at least that forecast (the burst its history knows), not only 1.2 x what was
     seen. The floor holds for `stabilization` seconds after the last kill, and at least
-    KILL_MEMORY (what a kill teaches: this container's demand goes beyond its forecast).
+    `kill_memory` (what a kill teaches: this container's demand goes beyond its forecast;
+    KILL_MEMORY at the default mode, the mode's from `memory_holds`).
     """
     mask = np.asarray(mask, dtype=bool)
     active = state.active_floor(now)
@@ -386,7 +466,7 @@ def oom_bump(
     floor = np.where(mask & ~can_bump, np.fmax(active, state.floor), floor)
     return OOMArrays(
         floor=floor,
-        until=np.where(mask, now + max(stabilization, KILL_MEMORY), state.until),
+        until=np.where(mask, now + max(stabilization, kill_memory), state.until),
         last_bump=np.where(can_bump, now, state.last_bump),
         count=state.count + mask,
     )

@@ -34,22 +34,23 @@ from foresize.forecast.select import OnlineScores, online_step
 from foresize.history.base import TraceSeries, resample_max
 from foresize.recommend.core import (
     CPU_RAISE_QUANTILE,
-    DEFAULT_MEMORY_STABILIZATION,
     DEFAULT_SCALE_DOWN,
     DEFAULT_SCALE_UP,
     DEFAULT_STABILIZATION,
-    MEMORY_HEADROOM,
-    MEMORY_PEAK_WINDOW,
     MIB,
     SCHEDULE_BLOCKS,
     SCHEDULE_DAYS,
     SCHEDULE_SLOT,
     OOMArrays,
+    RecentTargets,
     Threshold,
     allocate_risk,
+    memory_holds,
+    memory_request,
     mode_quantile,
     oom_bump,
     passes_hysteresis,
+    recent_peak,
     risk_levels,
     round_up,
     scheduled_cpu,
@@ -356,7 +357,8 @@ class ForesizePolicy(Policy):
         self.cfg = config or ForecastConfig(step=STEP)
         self.up, self.down = DEFAULT_SCALE_UP, DEFAULT_SCALE_DOWN
         self.stabilization = DEFAULT_STABILIZATION
-        self.memory_stabilization = DEFAULT_MEMORY_STABILIZATION
+        # How long memory remembers a level: the mode's ratchet window and kill memory.
+        self.memory_stabilization, self.kill_memory = memory_holds(self.q[MEMORY])
 
     def start(self, data: ReplayData) -> None:
         super().start(data)
@@ -369,7 +371,7 @@ class ForesizePolicy(Policy):
         self.safest: np.ndarray | None = None
         self.models: dict[str, list[np.ndarray]] = {CPU: [], MEMORY: []}
         self.chosen: dict[str, list[np.ndarray]] = {CPU: [], MEMORY: []}  # level per decision
-        self.recent_memory: list[tuple[float, np.ndarray]] = []
+        self.recent_memory: RecentTargets = ()  # the ratchet's window (`memory_request`)
         self.day: DaySchedule | None = None  # the CPU schedule of the day in force
 
     def _target(self, res: str, i: int) -> np.ndarray:
@@ -413,8 +415,6 @@ class ForesizePolicy(Policy):
                 self.in_force[CPU],
                 opens[:, 0],
             )
-        else:
-            val = val * (1.0 + MEMORY_HEADROOM)
         # hasEnoughDataToScale: no action before min_lookback_to_scale of history.
         enough = (i - self.data.first + 1) * STEP >= MIN_LOOKBACK
         return np.where(enough, val, np.nan)
@@ -424,20 +424,14 @@ class ForesizePolicy(Policy):
         if self.data.memory is not None and MEMORY in self.resources:
             now = (i + 1) * STEP
             floor = self.oom.active_floor(now)
-            target = self._target(MEMORY, i)
-            if self.memory_stabilization > 0:
-                # Scale-down stabilization: the highest target of the window.
-                keep = now - self.memory_stabilization
-                self.recent_memory = [(t, v) for t, v in self.recent_memory if t > keep]
-                self.recent_memory.append((now, target))
-                with np.errstate(invalid="ignore"):
-                    target = np.fmax.reduce(np.stack([v for _, v in self.recent_memory]), axis=0)
-            # Never below the highest usage of the last MEMORY_PEAK_WINDOW (with headroom).
-            lo = max(0, i + 1 - int(MEMORY_PEAK_WINDOW / STEP))
-            with np.errstate(invalid="ignore"):
-                peak = np.fmax.reduce(self.data.memory[:, lo : i + 1], axis=1)
-            peak = peak * (1.0 + MEMORY_HEADROOM)
-            target = np.where(np.isfinite(target), np.fmax(target, peak), target)
+            # THE memory rule (headroom, ratchet, recent peak), as the operator runs it.
+            target, self.recent_memory = memory_request(
+                self._target(MEMORY, i),
+                self.recent_memory,
+                now,
+                self.memory_stabilization,
+                recent_peak(self.data.memory[:, : i + 1], STEP),
+            )
             out[MEMORY] = np.where(floor > 0, np.fmax(target, floor), target)
         return out
 
@@ -451,6 +445,7 @@ class ForesizePolicy(Policy):
             self.data.usage(MEMORY)[:, j],
             self.stabilization,
             safest=self.safest,
+            kill_memory=self.kill_memory,
         )
         return np.where(mask, self.oom.floor, np.nan)
 

@@ -37,13 +37,11 @@ from foresize.forecast.models import ForecastConfig, day_schedule, forward_max
 from foresize.forecast.select import OnlineScores, backtest_scores, forecast_max, online_step
 from foresize.recommend.core import (
     CPU_RAISE_QUANTILE,
-    DEFAULT_MEMORY_STABILIZATION,
     DEFAULT_MODE,
     DEFAULT_SCALE_DOWN,
     DEFAULT_SCALE_UP,
     DEFAULT_STABILIZATION,
-    MEMORY_HEADROOM,
-    MEMORY_PEAK_WINDOW,
+    KILL_MEMORY,
     MIB,
     SCHEDULE_BLOCKS,
     SCHEDULE_DAYS,
@@ -51,8 +49,11 @@ from foresize.recommend.core import (
     OOMArrays,
     Threshold,
     allocate_risk,
+    memory_holds,
+    memory_request,
     mode_quantile,
     oom_bump,
+    recent_peak,
     risk_levels,
     scheduled_cpu,
 )
@@ -98,13 +99,24 @@ class RecommendParams:
     )
     oom_enabled: bool = True
     stabilization_window: float = DEFAULT_STABILIZATION
-    memory_stabilization: float = DEFAULT_MEMORY_STABILIZATION
+    # The memory ratchet's window (seconds; 0 = off). None: the memory mode's own hold
+    # (`memory_holds`), never shorter than the OOM stabilization window.
+    memory_stabilization: float | None = None
     # Memory risk allocated across the batch (`allocate_risk`); off for forecasts that
     # are not one container's request (a workload's total for the horizontal planner).
     allocate_memory_risk: bool = True
 
     def model(self, resource: str) -> ResourceModel:
         return self.cpu if resource == CPU else self.memory
+
+    def memory_holds(self) -> tuple[float, float]:
+        """(the memory ratchet's window, the kill memory) in seconds: the memory mode's
+        (`foresize.recommend.core.memory_holds`), the ratchet never shorter than the OOM
+        stabilization window, or `memory_stabilization` when given."""
+        ratchet, kill = memory_holds(self.memory.quantile(MEMORY))
+        if self.memory_stabilization is not None:
+            return self.memory_stabilization, kill
+        return max(ratchet, self.stabilization_window), kill
 
     def bounds(self, container: str) -> ContainerPolicy:
         """The container's bounds: its own entry, else `*`, else none."""
@@ -140,9 +152,6 @@ class RecommendParams:
             scale_down={r: _threshold(view.scale_down, r) for r in RESOURCES},
             oom_enabled=view.oom_enabled,
             stabilization_window=forecast.oom_stabilization_window,
-            memory_stabilization=max(
-                DEFAULT_MEMORY_STABILIZATION, forecast.oom_stabilization_window
-            ),
         )
 
 
@@ -188,12 +197,6 @@ class OOMState:
     def active(self, now: float) -> int:
         return self.floor if now < self.until else 0
 
-    def stabilized(self, now: float, target: float, window: float) -> tuple[float, OOMState]:
-        """The highest memory target of the last `window` seconds (this one included)."""
-        kept = tuple((t, v) for t, v in self.recent if t > now - window and t <= now)
-        kept = (*kept, (now, float(target)))
-        return max(v for _, v in kept), replace(self, recent=kept)
-
 
 @dataclass(slots=True)
 class RecommendResult:
@@ -229,11 +232,13 @@ def apply_ooms(
     now: float,
     stabilization: float,
     safest: float | None = None,
+    kill_memory: float = KILL_MEMORY,
 ) -> OOMState:
     """Apply the OOM kills newer than the state has seen, oldest first, by THE OOM rule
     (`foresize.recommend.core.oom_bump`) on a fleet of one: x1.2 at a kill, compounding
     again if kills continue 2 minutes or more after the last bump, held for
-    `stabilization`; at least `safest` (the forecast at the safest memory level, bytes)."""
+    `stabilization` and at least `kill_memory` (the mode's, `memory_holds`); at least
+    `safest` (the forecast at the safest memory level, bytes)."""
     events = sorted(
         (t, oom_usage[i] if i < len(oom_usage) else math.nan)
         for i, t in enumerate(oom_times)
@@ -258,6 +263,7 @@ def apply_ooms(
             np.array([usage if usage is not None else math.nan], dtype=np.float64),
             stabilization,
             safest=np.array([safest]) if known else None,
+            kill_memory=kill_memory,
         )
     return replace(
         state,
@@ -598,6 +604,7 @@ def _finish(
                 now,
                 p.stabilization_window,
                 float(fc[MEMORY].safest[k]) if k is not None else None,
+                kill_memory=p.memory_holds()[1],
             )
         oom_out[name] = st
         new = cur.copy()
@@ -666,17 +673,19 @@ def _finish(
 def _memory_target(
     target: float, st: OOMState, hist: ContainerHistory, p: RecommendParams, now: float
 ) -> tuple[float, OOMState]:
-    """A memory request from its forecast target: the headroom added, held by the
-    scale-down stabilization (memory goes down only to the highest target of the window)
-    and never below the highest usage of the last MEMORY_PEAK_WINDOW."""
-    target *= 1.0 + MEMORY_HEADROOM
-    if p.memory_stabilization > 0:
-        target, st = st.stabilized(now, target, p.memory_stabilization)
-    span = int(MEMORY_PEAK_WINDOW / MODEL_STEP)
-    recent = np.asarray(hist.memory[-span:] if span > 0 else [])
-    if np.isfinite(recent).any():
-        target = max(target, float(np.nanmax(recent)) * (1.0 + MEMORY_HEADROOM))
-    return target, st
+    """A memory request from its forecast target by THE memory rule
+    (`foresize.recommend.core.memory_request`, the one the replay scores) on a fleet of
+    one: the headroom, the scale-down ratchet over the targets kept in `st.recent`, and
+    the recent peak."""
+    recent = tuple((t, np.array([v])) for t, v in st.recent)
+    value, kept = memory_request(
+        np.array([target]),
+        recent,
+        now,
+        p.memory_holds()[0],
+        recent_peak(np.asarray(hist.memory, dtype=np.float64)[None, :], MODEL_STEP),
+    )
+    return float(value[0]), replace(st, recent=tuple((t, float(v[0])) for t, v in kept))
 
 
 def _changes(

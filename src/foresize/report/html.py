@@ -149,8 +149,7 @@ def _slug(s: str) -> str:
     return "-".join(x for x in out.split("-") if x)
 
 
-# Not split yet (issue 12: complexity over 15 with no seam-free reason): a candidate to split.
-def write_report(  # noqa: C901
+def write_report(
     out_dir: Path,
     runs: list[PolicyRun],
     *,
@@ -174,17 +173,28 @@ def write_report(  # noqa: C901
     subjects = [r for r in runs if not r.baseline_only] or runs
     ordered = subjects + [r for r in runs if r.baseline_only]
     colours = figures.policy_colours([r.policy for r in ordered])
-    first = subjects[0].summary
-    by_policy = {r.policy: r for r in ordered}
-    parts: list[str] = []
-    w = parts.append
+    page = [
+        _page_head(runs, subjects, command),
+        _headline_section(ordered, subjects, out_dir, colours, hpa_cpu or set(), prices),
+        _workloads_section(ordered, out_dir, duration, colours, max_workload_figures),
+        _risks_section(ordered, out_dir, duration, max_event_rows),
+        _gap_section(ordered, out_dir, duration, gap_every),
+        _method_section(ordered, subjects),
+    ]
+    index = out_dir / "index.html"
+    index.write_text("".join(page), encoding="utf-8")
+    return index
 
+
+def _page_head(runs: list[PolicyRun], subjects: list[PolicyRun], command: str) -> str:
+    """The document head and style, the title, what was run, and the section links."""
+    first = subjects[0].summary
     title = f"Foresize simulation report — {first['scenario']}"
-    w(f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title>")
-    w("<meta name='viewport' content='width=device-width, initial-scale=1'>")
-    w(f"<style>{CSS}</style></head><body>")
-    w(f"<h1>{_e(title)}</h1>")
-    w(
+    parts = [
+        f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title>",
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>",
+        f"<style>{CSS}</style></head><body>",
+        f"<h1>{_e(title)}</h1>",
         f"<p class='meta'>scenario <b>{_e(first['scenario'])}</b> · "
         f"{first['duration_hours']:.1f} simulated hours · seed {first['seed']} · "
         f"usage step {first['step_seconds']:g} s · {first['nodes']} nodes at the end · "
@@ -194,79 +204,127 @@ def write_report(  # noqa: C901
             if any(r.baseline_only for r in runs)
             else ""
         )
-        + "</p>"
-    )
+        + "</p>",
+    ]
     if command:
-        w(f"<p class='meta'>made by <code>{_e(command)}</code></p>")
-    w(
+        parts.append(f"<p class='meta'>made by <code>{_e(command)}</code></p>")
+    parts.append(
         "<nav><a href='#headline'>Headline</a><a href='#workloads'>Workloads</a>"
         "<a href='#risks'>Risk events</a><a href='#gap'>Scheduler charge gap</a>"
         "<a href='#method'>How to read this</a></nav>"
     )
+    return "".join(parts)
 
-    # ------------------------------------------------------------------ headline
-    w("<h2 id='headline'>Headline</h2>")
+
+def _headline_section(
+    ordered: list[PolicyRun],
+    subjects: list[PolicyRun],
+    out_dir: Path,
+    colours: dict[str, str],
+    hpa_cpu: set[str],
+    prices: Any,
+) -> str:
+    """Headline: a sentence per policy, the cost table (with prices), the totals table
+    with savings against static and vpa, the risk per workload and the headline figure."""
+    by_policy = {r.policy: r for r in ordered}
     static, vpa = by_policy.get("static"), by_policy.get("vpa")
-    for r in subjects:
-        w(f"<p class='lead'>{_lead(r, static, vpa)}</p>")
+    parts = ["<h2 id='headline'>Headline</h2>"]
+    parts += [f"<p class='lead'>{_lead(r, static, vpa)}</p>" for r in subjects]
     if prices is not None:
-        w(_cost_table(ordered, static, prices))
+        parts.append(_cost_table(ordered, static, prices))
     headline_png = "headline.png"
     figures.headline_figure(ordered, out_dir / headline_png, colours=colours)
-    refs = [x for x in (static, vpa) if x is not None]
-    w("<div class='scroll'><table class='headline'><tr><th class='l'>policy</th>")
-    for _, head, _ in HEADLINE[:4]:
-        w(f"<th>{head}</th>")
-    for ref in refs:
-        w(f"<th>CPU saved<br>vs {_e(ref.policy)}</th><th>memory saved<br>vs {_e(ref.policy)}</th>")
-    for _, head, _ in HEADLINE[4:]:
-        w(f"<th>{head}</th>")
-    w("</tr>")
-    for r in ordered:
-        t = r.summary["totals"]
-        cls = " class='baseline'" if r.baseline_only else ""
-        w(
-            f"<tr{cls} data-policy='{_e(r.policy)}'><td class='l'>"
-            f"<span class='swatch' style='background:{colours[r.policy]}'></span>"
-            f"{_e(r.policy)}{' (reference)' if r.baseline_only else ''}</td>"
-        )
-        for key, _, fmt in HEADLINE[:4]:
-            w(_num_cell(fmt, t.get(key, 0), key, r.policy))
-        for ref in refs:
-            rt = ref.summary["totals"]
-            for key in ("cpu_requested_core_hours", "memory_requested_gib_hours"):
-                if ref is r:
-                    w("<td class='note'>–</td>")
-                else:
-                    w(
-                        _pct_cell(
-                            saved_pct(t.get(key, 0.0), rt.get(key, 0.0)), key, r.policy, ref.policy
-                        )
-                    )
-        for key, _, fmt in HEADLINE[4:]:
-            value = _per_day(r.summary, t) if key == "resizes_per_day" else t.get(key, 0)
-            w(_num_cell(fmt, value, key, r.policy, risk=key not in _NOT_RISK))
-        w("</tr>")
-    w("</table></div>")
-    w(_headline_workload_risk(ordered))
-    w(_unchanged_note(ordered, hpa_cpu or set()))
-    w(f"<img src='{headline_png}' alt='requested CPU and memory per policy'>")
-    w(
+    parts.append(_headline_table(ordered, [x for x in (static, vpa) if x is not None], colours))
+    parts.append(_headline_workload_risk(ordered))
+    parts.append(_unchanged_note(ordered, hpa_cpu))
+    parts.append(f"<img src='{headline_png}' alt='requested CPU and memory per policy'>")
+    parts.append(
         "<p class='note'>Requested = the requests in force (what the kubelet applied) integrated "
         "over time, summed over all containers; used = what cgroups reported (CPU capped at "
         "the limit). Savings are the share of the reference's requested amount not "
         "requested. Risk columns are counts over the whole run; throttled seconds are "
         "container-seconds whose CPU demand exceeded the limit.</p>"
     )
+    return "".join(parts)
 
-    # ------------------------------------------------------------------ workloads
-    w("<h2 id='workloads'>Workloads</h2>")
+
+def _headline_table(
+    ordered: list[PolicyRun], refs: list[PolicyRun], colours: dict[str, str]
+) -> str:
+    """A row per policy: the requested and used totals, the CPU and memory saved against
+    each reference in `refs`, then the risk counts (`HEADLINE`)."""
+    parts = ["<div class='scroll'><table class='headline'><tr><th class='l'>policy</th>"]
+    parts += [f"<th>{head}</th>" for _, head, _ in HEADLINE[:4]]
+    for ref in refs:
+        parts.append(
+            f"<th>CPU saved<br>vs {_e(ref.policy)}</th><th>memory saved<br>vs {_e(ref.policy)}</th>"
+        )
+    parts += [f"<th>{head}</th>" for _, head, _ in HEADLINE[4:]]
+    parts.append("</tr>")
+    for r in ordered:
+        t = r.summary["totals"]
+        cls = " class='baseline'" if r.baseline_only else ""
+        parts.append(
+            f"<tr{cls} data-policy='{_e(r.policy)}'><td class='l'>"
+            f"<span class='swatch' style='background:{colours[r.policy]}'></span>"
+            f"{_e(r.policy)}{' (reference)' if r.baseline_only else ''}</td>"
+        )
+        parts += [_num_cell(fmt, t.get(key, 0), key, r.policy) for key, _, fmt in HEADLINE[:4]]
+        for ref in refs:
+            rt = ref.summary["totals"]
+            for key in ("cpu_requested_core_hours", "memory_requested_gib_hours"):
+                if ref is r:
+                    parts.append("<td class='note'>–</td>")
+                else:
+                    saved = saved_pct(t.get(key, 0.0), rt.get(key, 0.0))
+                    parts.append(_pct_cell(saved, key, r.policy, ref.policy))
+        for key, _, fmt in HEADLINE[4:]:
+            value = _per_day(r.summary, t) if key == "resizes_per_day" else t.get(key, 0)
+            parts.append(_num_cell(fmt, value, key, r.policy, risk=key not in _NOT_RISK))
+        parts.append("</tr>")
+    parts.append("</table></div>")
+    return "".join(parts)
+
+
+def _workloads_section(
+    ordered: list[PolicyRun],
+    out_dir: Path,
+    duration: float,
+    colours: dict[str, str],
+    max_workload_figures: int,
+) -> str:
+    """Workloads: the table of every workload under every policy, then CPU and memory
+    figures and risk events for the largest `max_workload_figures`."""
     names = _workload_order(ordered)
-    w("<div class='scroll'><table class='workloads'>")
-    w("<tr><th class='l'>workload</th><th class='l'>policy</th>")
-    for _, head, _ in WORKLOAD_COLUMNS:
-        w(f"<th>{head}</th>")
-    w("<th>peak CPU used / req<br>cores</th><th>peak mem used / req<br>GiB</th></tr>")
+    parts = ["<h2 id='workloads'>Workloads</h2>", _workload_table(ordered, names)]
+    shown = names[:max_workload_figures]
+    if len(names) > len(shown):
+        parts.append(
+            f"<p class='note'>Figures for the {len(shown)} largest workloads by requested "
+            f"CPU and memory ({len(names) - len(shown)} more are in the table only).</p>"
+        )
+    for name in shown:
+        parts.append(f"<h3 id='wl-{_slug(name)}'>{_e(name)}</h3>")
+        for resource in ("cpu", "memory"):
+            png = f"wl-{_slug(name)}-{resource}.png"
+            figures.workload_figure(
+                ordered, name, resource, out_dir / png, duration=duration, colours=colours
+            )
+            parts.append(
+                f"<img src='{png}' alt='{_e(name)} {resource}: requested vs used over time'>"
+            )
+        parts.append(_workload_risks(ordered, name))
+    return "".join(parts)
+
+
+def _workload_table(ordered: list[PolicyRun], names: list[str]) -> str:
+    """A row per workload and policy (`WORKLOAD_COLUMNS`, then peak used / requested)."""
+    parts = [
+        "<div class='scroll'><table class='workloads'>",
+        "<tr><th class='l'>workload</th><th class='l'>policy</th>",
+    ]
+    parts += [f"<th>{head}</th>" for _, head, _ in WORKLOAD_COLUMNS]
+    parts.append("<th>peak CPU used / req<br>cores</th><th>peak mem used / req<br>GiB</th></tr>")
     for name in names:
         for i, r in enumerate(ordered):
             row = _wl_row(r, name)
@@ -275,133 +333,145 @@ def write_report(  # noqa: C901
             cls = " class='baseline'" if r.baseline_only else ""
             link = f"<a href='#wl-{_slug(name)}'>{_e(name)}</a>"
             first_cell = f"<td class='l' rowspan='{len(ordered)}'>{link}</td>" if i == 0 else ""
-            w(f"<tr{cls}>{first_cell}<td class='l'>{_e(r.policy)}</td>")
+            parts.append(f"<tr{cls}>{first_cell}<td class='l'>{_e(r.policy)}</td>")
             for key, _, fmt in WORKLOAD_COLUMNS:
-                w(_num_cell(fmt, row.get(key, 0), key, r.policy, risk=key not in _NOT_RISK))
+                parts.append(
+                    _num_cell(fmt, row.get(key, 0), key, r.policy, risk=key not in _NOT_RISK)
+                )
             pk = _peaks(r, name)
-            w(f"<td class='nw'>{pk[0]:.2f} / {pk[1]:.2f}</td>")
-            w(f"<td class='nw'>{pk[2]:.2f} / {pk[3]:.2f}</td></tr>")
-    w("</table></div>")
-    shown = names[:max_workload_figures]
-    if len(names) > len(shown):
-        w(
-            f"<p class='note'>Figures for the {len(shown)} largest workloads by requested "
-            f"CPU and memory ({len(names) - len(shown)} more are in the table only).</p>"
-        )
-    for name in shown:
-        w(f"<h3 id='wl-{_slug(name)}'>{_e(name)}</h3>")
-        for resource in ("cpu", "memory"):
-            png = f"wl-{_slug(name)}-{resource}.png"
-            figures.workload_figure(
-                ordered, name, resource, out_dir / png, duration=duration, colours=colours
-            )
-            w(f"<img src='{png}' alt='{_e(name)} {resource}: requested vs used over time'>")
-        w(_workload_risks(ordered, name))
+            parts.append(f"<td class='nw'>{pk[0]:.2f} / {pk[1]:.2f}</td>")
+            parts.append(f"<td class='nw'>{pk[2]:.2f} / {pk[3]:.2f}</td></tr>")
+    parts.append("</table></div>")
+    return "".join(parts)
 
-    # ------------------------------------------------------------------ risks
-    w("<h2 id='risks'>Risk events</h2>")
-    w(
+
+def _risks_section(
+    ordered: list[PolicyRun], out_dir: Path, duration: float, max_event_rows: int
+) -> str:
+    """Risk events: per policy, a timeline figure, counts per workload and the first
+    `max_event_rows` events."""
+    parts = [
+        "<h2 id='risks'>Risk events</h2>",
         "<p class='note'>From the simulator's event log: OOM kills, container restarts that "
         "applied a resize (resizePolicy RestartContainer), evictions (Eviction API "
         "and node pressure), stalls (a resize Deferred, Infeasible or failing in the kubelet, "
-        "once per generation), preemptions and circuit-breaker openings.</p>"
-    )
+        "once per generation), preemptions and circuit-breaker openings.</p>",
+    ]
     for r in ordered:
-        w(f"<h3>{_e(r.policy)}{' (reference)' if r.baseline_only else ''}</h3>")
+        parts.append(f"<h3>{_e(r.policy)}{' (reference)' if r.baseline_only else ''}</h3>")
         if not r.risks:
-            w(f"<p data-policy='{_e(r.policy)}'>No risk events.</p>")
+            parts.append(f"<p data-policy='{_e(r.policy)}'>No risk events.</p>")
             continue
-        counts: dict[str, dict[str, int]] = {}
-        for ev in r.risks:
-            row = counts.setdefault(ev.workload or "(unattributed)", {})
-            row[ev.label] = row.get(ev.label, 0) + 1
-        wls = sorted(counts)
-        png = f"risks-{_slug(r.policy)}.png"
-        figures.risk_figure(r, wls, out_dir / png, duration=duration)
-        w(f"<img src='{png}' alt='risk events over time, {_e(r.policy)}'>")
-        w("<table class='risk-counts'><tr><th class='l'>workload</th>")
-        for label in figures.RISK_LABELS:
-            w(f"<th>{_e(label)}</th>")
-        w("</tr>")
-        for name in wls:
-            w(f"<tr><td class='l'>{_e(name)}</td>")
-            for label in figures.RISK_LABELS:
-                n = counts[name].get(label, 0)
-                w(f"<td class='{'risk' if n else ''}'>{n}</td>")
-            w("</tr>")
-        w("</table>")
-        w(
-            f"<table class='timeline' data-policy='{_e(r.policy)}'><tr><th class='l'>time</th>"
-            "<th class='l'>event</th><th class='l'>workload</th><th class='l'>object</th>"
-            "<th class='l'>message</th></tr>"
-        )
-        for ev in r.risks[:max_event_rows]:
-            w(
-                f"<tr><td class='l'>{_clock(ev.time)}</td><td class='l'>{_e(ev.label)}</td>"
-                f"<td class='l'>{_e(ev.workload)}</td><td class='l'>{_e(ev.object)}</td>"
-                f"<td class='l'>{_e(ev.message)}</td></tr>"
-            )
-        w("</table>")
-        if len(r.risks) > max_event_rows:
-            w(
-                f"<p class='note'>{len(r.risks) - max_event_rows} more events not listed "
-                "(write them all with <code>--events FILE</code>).</p>"
-            )
+        parts.append(_policy_risks(r, out_dir, duration, max_event_rows))
+    return "".join(parts)
 
-    # ------------------------------------------------------------------ gap
-    w("<h2 id='gap'>Scheduler charge vs spec requests, per node</h2>")
-    w(
+
+def _policy_risks(r: PolicyRun, out_dir: Path, duration: float, max_event_rows: int) -> str:
+    """One policy's risk events (there are some): figure, counts table, timeline table."""
+    counts: dict[str, dict[str, int]] = {}
+    for ev in r.risks:
+        row = counts.setdefault(ev.workload or "(unattributed)", {})
+        row[ev.label] = row.get(ev.label, 0) + 1
+    wls = sorted(counts)
+    png = f"risks-{_slug(r.policy)}.png"
+    figures.risk_figure(r, wls, out_dir / png, duration=duration)
+    parts = [
+        f"<img src='{png}' alt='risk events over time, {_e(r.policy)}'>",
+        "<table class='risk-counts'><tr><th class='l'>workload</th>",
+    ]
+    parts += [f"<th>{_e(label)}</th>" for label in figures.RISK_LABELS]
+    parts.append("</tr>")
+    for name in wls:
+        parts.append(f"<tr><td class='l'>{_e(name)}</td>")
+        for label in figures.RISK_LABELS:
+            n = counts[name].get(label, 0)
+            parts.append(f"<td class='{'risk' if n else ''}'>{n}</td>")
+        parts.append("</tr>")
+    parts.append("</table>")
+    parts.append(
+        f"<table class='timeline' data-policy='{_e(r.policy)}'><tr><th class='l'>time</th>"
+        "<th class='l'>event</th><th class='l'>workload</th><th class='l'>object</th>"
+        "<th class='l'>message</th></tr>"
+    )
+    for ev in r.risks[:max_event_rows]:
+        parts.append(
+            f"<tr><td class='l'>{_clock(ev.time)}</td><td class='l'>{_e(ev.label)}</td>"
+            f"<td class='l'>{_e(ev.workload)}</td><td class='l'>{_e(ev.object)}</td>"
+            f"<td class='l'>{_e(ev.message)}</td></tr>"
+        )
+    parts.append("</table>")
+    if len(r.risks) > max_event_rows:
+        parts.append(
+            f"<p class='note'>{len(r.risks) - max_event_rows} more events not listed "
+            "(write them all with <code>--events FILE</code>).</p>"
+        )
+    return "".join(parts)
+
+
+def _gap_section(ordered: list[PolicyRun], out_dir: Path, duration: float, gap_every: float) -> str:
+    """Scheduler charge vs spec requests: per policy, a figure and the largest gap of each
+    node that had one (or why there is nothing to show)."""
+    parts = [
+        "<h2 id='gap'>Scheduler charge vs spec requests, per node</h2>",
         "<p class='note'>The scheduler charges each pod max(spec request, allocated, actual) "
         "per container (<code>foresize.cluster.qos.pod_charge</code>); while a resize is "
         "pending or in progress that can exceed the spec requests "
         "(<code>spec_requests</code>), so a node can look fuller to the scheduler than its "
-        f"pods ask for. Sampled every {gap_every / 60:g} min.</p>"
-    )
+        f"pods ask for. Sampled every {gap_every / 60:g} min.</p>",
+    ]
     for r in ordered:
         g = r.gaps
-        w(f"<h3>{_e(r.policy)}{' (reference)' if r.baseline_only else ''}</h3>")
+        parts.append(f"<h3>{_e(r.policy)}{' (reference)' if r.baseline_only else ''}</h3>")
         if not g.times.size:
-            w("<p>No samples.</p>")
-            continue
-        if not (g.cpu.any() or g.memory.any()):
-            w(
+            parts.append("<p>No samples.</p>")
+        elif not (g.cpu.any() or g.memory.any()):
+            parts.append(
                 f"<p data-policy='{_e(r.policy)}'>No gap: the scheduler's charge equalled the "
                 f"spec requests on every node at all {g.times.size} samples.</p>"
             )
-            continue
-        png = f"gap-{_slug(r.policy)}.png"
-        figures.gap_figure(r, out_dir / png, duration=duration)
-        w(f"<img src='{png}' alt='scheduler charge minus spec requests per node, {_e(r.policy)}'>")
-        w(
-            f"<table class='gap' data-policy='{_e(r.policy)}'><tr><th class='l'>node</th>"
-            "<th>largest CPU gap<br>m</th><th>% of<br>allocatable</th><th>at</th>"
-            "<th>largest memory gap<br>MiB</th><th>% of<br>allocatable</th><th>at</th>"
-            "<th>samples<br>with a gap</th></tr>"
-        )
-        for i, node in enumerate(g.nodes):
-            c, m = g.cpu[:, i], g.memory[:, i]
-            if not (c.any() or m.any()):
-                continue
-            # Largest in size: negative while an Infeasible resize's spec is left out.
-            ic, im = int(np.argmax(np.abs(c))), int(np.argmax(np.abs(m)))
-            n_gap = int(np.count_nonzero((c != 0) | (m != 0)))
-            ac, am = g.allocatable_cpu[i], g.allocatable_memory[i]
-            w(
-                f"<tr><td class='l'>{_e(node)}</td><td>{c[ic]:+.0f}</td>"
-                f"<td>{100 * c[ic] / ac if ac else 0:.1f}%</td><td>{_clock(g.times[ic])}</td>"
-                f"<td>{m[im] / MIB:+.0f}</td><td>{100 * m[im] / am if am else 0:.1f}%</td>"
-                f"<td>{_clock(g.times[im])}</td><td>{n_gap} of {g.times.size}</td></tr>"
-            )
-        w("</table>")
-        quiet = sum(
-            1 for i in range(len(g.nodes)) if not (g.cpu[:, i].any() or g.memory[:, i].any())
-        )
-        if quiet:
-            w(f"<p class='note'>{quiet} other node(s) never had a gap.</p>")
+        else:
+            parts.append(_policy_gaps(r, out_dir, duration))
+    return "".join(parts)
 
-    # ------------------------------------------------------------------ method
-    w("<h2 id='method'>How to read this</h2><ul>")
-    w(
+
+def _policy_gaps(r: PolicyRun, out_dir: Path, duration: float) -> str:
+    """One policy's gaps (there are some): figure, then a row per node that had a gap."""
+    g = r.gaps
+    png = f"gap-{_slug(r.policy)}.png"
+    figures.gap_figure(r, out_dir / png, duration=duration)
+    parts = [
+        f"<img src='{png}' alt='scheduler charge minus spec requests per node, {_e(r.policy)}'>",
+        f"<table class='gap' data-policy='{_e(r.policy)}'><tr><th class='l'>node</th>"
+        "<th>largest CPU gap<br>m</th><th>% of<br>allocatable</th><th>at</th>"
+        "<th>largest memory gap<br>MiB</th><th>% of<br>allocatable</th><th>at</th>"
+        "<th>samples<br>with a gap</th></tr>",
+    ]
+    for i, node in enumerate(g.nodes):
+        c, m = g.cpu[:, i], g.memory[:, i]
+        if not (c.any() or m.any()):
+            continue
+        # Largest in size: negative while an Infeasible resize's spec is left out.
+        ic, im = int(np.argmax(np.abs(c))), int(np.argmax(np.abs(m)))
+        n_gap = int(np.count_nonzero((c != 0) | (m != 0)))
+        ac, am = g.allocatable_cpu[i], g.allocatable_memory[i]
+        parts.append(
+            f"<tr><td class='l'>{_e(node)}</td><td>{c[ic]:+.0f}</td>"
+            f"<td>{100 * c[ic] / ac if ac else 0:.1f}%</td><td>{_clock(g.times[ic])}</td>"
+            f"<td>{m[im] / MIB:+.0f}</td><td>{100 * m[im] / am if am else 0:.1f}%</td>"
+            f"<td>{_clock(g.times[im])}</td><td>{n_gap} of {g.times.size}</td></tr>"
+        )
+    parts.append("</table>")
+    quiet = sum(1 for i in range(len(g.nodes)) if not (g.cpu[:, i].any() or g.memory[:, i].any()))
+    if quiet:
+        parts.append(f"<p class='note'>{quiet} other node(s) never had a gap.</p>")
+    return "".join(parts)
+
+
+def _method_section(ordered: list[PolicyRun], subjects: list[PolicyRun]) -> str:
+    """How to read the report, then every run's summary as JSON for tools, and the end."""
+    data = {r.policy: _strip(r.summary) for r in ordered}
+    return (
+        "<h2 id='method'>How to read this</h2><ul>"
         "<li>Every policy ran the same scenario with the same seed and usage step, so demand "
         "is the same; what differs is what each policy requested and what that cost in "
         "OOM kills, throttling and disruption.</li>"
@@ -412,18 +482,12 @@ def write_report(  # noqa: C901
         f"containers, from <b>{_e(subjects[0].policy)}</b>); lines = each policy's requests in "
         "force; dashed lines are references; ✕ marks an OOM kill.</li>"
         "<li>Times are simulated; day 0 starts on a Monday at 00:00.</li>"
-    )
-    w("</ul>")
-    data = {r.policy: _strip(r.summary) for r in ordered}
-    w(
+        "</ul>"
         "<script type='application/json' id='foresize-summaries'>"
         + json.dumps(data, sort_keys=False).replace("</", "<\\/")
         + "</script>"
+        "</body></html>\n"
     )
-    w("</body></html>\n")
-    index = out_dir / "index.html"
-    index.write_text("".join(parts), encoding="utf-8")
-    return index
 
 
 _NOT_RISK = {
