@@ -12,13 +12,16 @@ import pytest
 
 from foresize.admission.validate import validate_target
 from foresize.api.cron import cron_error
-from foresize.api.duration import MAX_DURATION_LENGTH, DurationError, parse_duration
+from foresize.api.duration import (
+    MAX_DURATION_LENGTH,
+    DurationError,
+    parse_duration,
+    parse_duration_field,
+)
 from foresize.api.quantity import MAX_QUANTITY_LENGTH, QuantityError, parse_quantity
 from foresize.api.types import parse_object
-from foresize.cluster.target import duration_seconds
 from foresize.errors import ForesizeError
 from foresize.sim import scenario
-from foresize.vertical import policy
 
 
 def _elapsed(fn, *args) -> float:
@@ -66,15 +69,12 @@ def _scenario(value):
     return scenario.parse_duration(value)
 
 
-def _policy(value):
-    return policy.parse_duration(value, "f")
+def _field(value):
+    # How the target read-model reads an optional duration field (the disruption's).
+    return parse_duration_field(value, "f")
 
 
-def _admission(value):
-    return duration_seconds(value, -1.0)
-
-
-PARSERS = [parse_duration, _scenario, _policy, _admission]
+PARSERS = [parse_duration, _scenario, _field]
 
 
 @pytest.mark.parametrize("parse", PARSERS)

@@ -82,3 +82,14 @@ def test_a_selector_with_an_unknown_operator_selects_nothing() -> None:
     assert view.selects({"app": "web", "tier": "y"}) and not view.selects(
         {"app": "web", "tier": "x"}
     )
+
+
+def test_a_bad_disruption_duration_is_reported_by_its_field() -> None:
+    view = target_view(_manifest(disruption={"interval": "90", "stall_timeout": "1h 5m"}))
+    assert view.errors == (
+        "AIScaleTarget shop/web: spec.vertical.disruption.interval: not a duration: '90' "
+        "(expected e.g. 60s, 15m, 1h30m, 8d or 1w)",
+        "AIScaleTarget shop/web: spec.vertical.disruption.stall_timeout: not a duration: "
+        "'1h 5m' (expected e.g. 60s, 15m, 1h30m, 8d or 1w)",
+    )
+    assert view.release_deferred_after is None  # unset: stays unset, not zero

@@ -21,13 +21,12 @@ from typing import Any
 from foresize.admission.index import AdmissionIndex
 from foresize.api.access import first as get
 from foresize.api.cron import cron_error
-from foresize.api.duration import shown
+from foresize.api.duration import parse_duration, shown
 from foresize.api.labels import label_key_error, label_map_errors
 from foresize.api.quantity import CPU, MEMORY, QuantityError, to_canonical
 from foresize.api.vocabulary import FORECAST_MODES, SCALING_MODES, UPDATE_MODES
 from foresize.cluster.target import (
     AUTONOMOUS,
-    duration_seconds,
     normalise_kind,
     normalise_mode,
 )
@@ -39,7 +38,7 @@ def _duration(errors: list[str], path: str, value: Any) -> float | None:
     if value is None:
         return None
     try:
-        return duration_seconds(value, 0.0)
+        return parse_duration(value)
     except ValueError as exc:
         errors.append(f"{path}: {exc}")
         return None

@@ -22,6 +22,8 @@ import numbers
 import re
 from decimal import Decimal
 
+from foresize.errors import ForesizeError
+
 _UNITS = {
     "ns": Decimal("1e-9"),
     "us": Decimal("1e-6"),
@@ -95,6 +97,17 @@ def parse_duration(value: object) -> float:
         total += Decimal(match[1]) * _UNITS[match[2]]
         pos = match.end()
     return _bounded(float(total), value)
+
+
+def parse_duration_field(value: object, field: str) -> float | None:
+    """`parse_duration` for an optional field of an object: None (unset) stays None; a bad
+    value is a ForesizeError naming `field`."""
+    if value is None:
+        return None
+    try:
+        return parse_duration(value)
+    except DurationError as exc:
+        raise ForesizeError(f"{field}: {exc}") from None
 
 
 def _bounded(seconds: float, original: object) -> float:

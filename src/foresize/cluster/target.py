@@ -21,7 +21,7 @@ from typing import Any
 
 from foresize.api.access import first as get
 from foresize.api.containers import ANY_CONTAINER, entry_for
-from foresize.api.duration import DurationError, parse_duration
+from foresize.api.duration import parse_duration, parse_duration_field
 from foresize.api.hysteresis import DEFAULT_SCALE_DOWN, DEFAULT_SCALE_UP, Threshold
 from foresize.api.quantity import CPU, MEMORY, to_canonical
 from foresize.api.selectors import selector_matches
@@ -83,30 +83,10 @@ def normalise_kind(value: Any) -> str:
     return _KIND_ALIASES.get(text.lower(), text)
 
 
-def duration_seconds(value: Any, default: float) -> float:
-    """Float seconds from a number or a duration string (`15m`, `1h30m`, `8d`)."""
-    if value is None:
-        return default
-    if hasattr(value, "total_seconds"):
-        value = value.total_seconds()
-    return parse_duration(value)
-
-
 def normalise_update_mode(value: Any) -> str | None:
     """`update_mode` in its canonical spelling (None: not one of `UPDATE_MODES`)."""
     text = str(getattr(value, "value", value)).strip().lower().replace("-", "_")
     return _UPDATE_ALIASES.get(text)
-
-
-def parse_duration_field(value: Any, field_name: str) -> float | None:
-    """Float seconds from a number or a Go-style duration string ("90s", "2m", "1h30m");
-    a ForesizeError naming `field_name` otherwise."""
-    if value is None:
-        return None
-    try:
-        return parse_duration(value)
-    except DurationError as exc:
-        raise ForesizeError(f"{field_name}: {exc}") from None
 
 
 def parse_max_disrupted(value: Any, field_name: str = "disruption.max_disrupted") -> int | str:
@@ -675,13 +655,13 @@ def _read_dsa(obj: Any) -> TargetView:
         deleting=deleting,
         finalizers=finalizers,
         percentile=float(get(spec, "percentile", default=90.0)),
-        observation_window=duration_seconds(
-            get(spec, "observationWindow", "observation_window"), 8 * 86400.0
+        observation_window=parse_duration(
+            get(spec, "observationWindow", "observation_window", default=8 * 86400.0)
         ),
-        min_observation_window=duration_seconds(
-            get(spec, "minObservationWindow", "min_observation_window"), 3 * 3600.0
+        min_observation_window=parse_duration(
+            get(spec, "minObservationWindow", "min_observation_window", default=3 * 3600.0)
         ),
-        scale_interval=duration_seconds(get(spec, "scaleInterval", "scale_interval"), 900.0),
+        scale_interval=parse_duration(get(spec, "scaleInterval", "scale_interval", default=900.0)),
         source=obj,
     )
 

@@ -22,14 +22,12 @@ from foresize.cluster.target import (
     parse_max_disrupted,
     target_view,
 )
-from foresize.cluster.target import parse_duration_field as parse_duration
 from foresize.errors import ForesizeError
 
 __all__ = [
     "DEFAULT_MAX_DISRUPTED",
     "WorkerConfig",
     "batch_size",
-    "parse_duration",
     "parse_exclude_selector",
     "parse_max_disrupted",
     "policy_of",
