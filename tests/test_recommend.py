@@ -844,3 +844,87 @@ def test_a_riskier_mode_releases_memory_and_forgets_a_kill_sooner():
     assert r.oom_state["app"].until == pytest.approx(NOW - 60 + 0.6 * 86400)
     r = recommend_target(RecommendParams(), {"app": killed}, cur, None, NOW)
     assert r.oom_state["app"].until == pytest.approx(NOW - 60 + KILL_MEMORY)
+
+
+# --- the CPU day schedule carried between calls ---------------------------------------------
+
+
+def _fleet_history(now: float, seed: int, peak: tuple[int, int]) -> ContainerHistory:
+    """9 days of 5-minute CPU (noisy, a daily peak) ending at `now`; the same absolute
+    times give the same samples whatever `now`, so later calls see the history grown."""
+    start = NOW - 12 * 86400.0
+    t = np.arange(start, now + 1.0, 300.0)
+    rng = np.random.default_rng(seed)
+    noise = rng.uniform(0.0, 0.3, size=int((NOW + 3 * 86400.0 - start) // 300.0) + 2)
+    hour = (t % 86400.0) / 3600.0
+    cpu = np.where((hour >= peak[0]) & (hour < peak[1]), 1.0, 0.2) + noise[: len(t)]
+    cpu, t = cpu[-9 * DAY_POINTS :], t[-9 * DAY_POINTS :]
+    return ContainerHistory(cpu, np.full(len(cpu), float(GIB)), first_seen=float(t[0]))
+
+
+def _fleet(now: float, schedules=None, backfill: str | None = None) -> list[TargetRequest]:
+    peaks = {"a": {"web": (8, 16), "side": (0, 4)}, "b": {"api": (13, 17)}}
+    reqs = []
+    for seed, (target, containers) in enumerate(peaks.items()):
+        hist = {
+            c: _fleet_history(now, seed * 10 + i, pk)
+            for i, (c, pk) in enumerate(containers.items())
+        }
+        if backfill in hist:
+            # A sample of yesterday changed after the schedule was computed (late data).
+            cpu = hist[backfill].cpu.copy()
+            cpu[-DAY_POINTS * 2] += 5.0
+            hist[backfill] = replace(hist[backfill], cpu=cpu)
+        current = {c: res(500, GIB) for c in containers}
+        carried = None if schedules is None else schedules.get(target, {})
+        reqs.append(
+            TargetRequest(RecommendParams(uid=target), hist, current, schedule_state=carried)
+        )
+    return reqs
+
+
+def _outcome(results) -> str:
+    return repr(
+        [(r.suggestion.containers, r.forecasts, r.models, r.quantiles, r.changed) for r in results]
+    )
+
+
+def test_a_carried_day_schedule_is_reused_within_the_day_and_equals_a_fresh_one():
+    """The CPU day schedule changes once a day: a call carrying the previous call's
+    schedules reuses them while the day and the history it reads are the same, recomputes
+    them on a new day or when that history changed, and always gives what a call without
+    carried schedules gives."""
+    morning, noon, tomorrow = NOW + 2 * 3600.0, NOW + 11 * 3600.0, NOW + 86400.0 + 2 * 3600.0
+    first = recommend_batch(_fleet(morning, schedules={}), morning)
+    assert _outcome(first) == _outcome(recommend_batch(_fleet(morning), morning))
+    assert all(r.schedule_state is None for r in recommend_batch(_fleet(morning), morning))
+    carried = {"a": first[0].schedule_state, "b": first[1].schedule_state}
+    assert set(carried["a"]) == {"web", "side"} and set(carried["b"]) == {"api"}
+
+    # Later the same day, the history grown: reused, and the same as a fresh computation.
+    later = recommend_batch(_fleet(noon, schedules=carried), noon)
+    assert later[0].schedule_state["web"] is carried["a"]["web"]
+    assert later[1].schedule_state["api"] is carried["b"]["api"]
+    assert _outcome(later) == _outcome(recommend_batch(_fleet(noon), noon))
+
+    # A sample the schedule reads changed: that container's schedule is recomputed.
+    late = recommend_batch(_fleet(noon, schedules=carried, backfill="web"), noon)
+    assert late[0].schedule_state["web"] is not carried["a"]["web"]
+    assert late[0].schedule_state["side"] is carried["a"]["side"]
+    assert _outcome(late) == _outcome(recommend_batch(_fleet(noon, backfill="web"), noon))
+
+    # The next day: every schedule is recomputed and equals a fresh one.
+    nxt = recommend_batch(_fleet(tomorrow, schedules=carried), tomorrow)
+    fresh = recommend_batch(_fleet(tomorrow, schedules={}), tomorrow)
+    assert _outcome(nxt) == _outcome(recommend_batch(_fleet(tomorrow), tomorrow))
+    for ti, target in enumerate(("a", "b")):
+        for name, old in carried[target].items():
+            new = nxt[ti].schedule_state[name]
+            assert new is not old and new.key != old.key
+            np.testing.assert_array_equal(new.level, fresh[ti].schedule_state[name].level)
+            np.testing.assert_array_equal(new.opens, fresh[ti].schedule_state[name].opens)
+    # The noise makes each day's schedule differ: a stale one would show.
+    assert any(
+        not np.array_equal(nxt[0].schedule_state[n].level, carried["a"][n].level)
+        for n in ("web", "side")
+    )

@@ -61,6 +61,9 @@ class SuggestionState:
     # planner acts on it in the same pass (an OOM floor must not wait for the status
     # write to come back through the watch); after a restart it is read from status.
     latest: dict[str, Suggestion] = field(default_factory=dict)
+    # "ns/target" -> container -> its CPU day schedule (`recommend.target.CachedSchedule`):
+    # it changes once a day, so the passes within the day reuse it.
+    schedule: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def history_source(snapshot: ClusterSnapshot, target: Any) -> tuple[list[str], list[Any]] | None:
@@ -216,7 +219,12 @@ def _due_request(
     # An empty forecast state (not None) starts the rolling backtest, carried from then
     # on; None would cold-start the backtest on every round.
     request = TargetRequest(
-        target, histories, current, state.oom.get(key), state.forecast.get(key, {})
+        target,
+        histories,
+        current,
+        state.oom.get(key),
+        state.forecast.get(key, {}),
+        state.schedule.get(key, {}),
     )
     return _Due(key, ns, name, mode, containers, current), request
 
@@ -231,6 +239,8 @@ def _forget_gone(snapshot: ClusterSnapshot, state: SuggestionState) -> None:
         del state.memory_at_mode[k]
     for k in [k for k in state.latest if k not in present]:
         del state.latest[k]
+    for k in [k for k in state.schedule if k not in present]:
+        del state.schedule[k]
 
 
 def _status(d: _Due, result: Any, now: float, state: SuggestionState) -> dict[str, Any]:
@@ -240,6 +250,8 @@ def _status(d: _Due, result: Any, now: float, state: SuggestionState) -> dict[st
     state.oom[d.key] = result.oom_state
     if result.forecast_state is not None:
         state.forecast[d.key] = result.forecast_state
+    if result.schedule_state is not None:
+        state.schedule[d.key] = result.schedule_state
     status: dict[str, Any] = {"hasEnoughDataToScale": bool(result.has_enough_data)}
     sugg = result.suggestion
     entries = []

@@ -13,6 +13,7 @@ nothing here writes history (OOM floors are state, never usage).
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -33,7 +34,7 @@ from foresize.cluster.model import (
 from foresize.cluster.qos import qos_class_of
 from foresize.cluster.target import ContainerPolicy, ResourcePolicy, TargetView, target_view
 from foresize.errors import ForesizeError
-from foresize.forecast.models import ForecastConfig, day_schedule, forward_max
+from foresize.forecast.models import DAY, DaySchedule, ForecastConfig, day_schedule, forward_max
 from foresize.forecast.select import OnlineScores, backtest_scores, forecast_max, online_step
 from foresize.recommend.core import (
     CPU_RAISE_QUANTILE,
@@ -198,6 +199,23 @@ class OOMState:
         return self.floor if now < self.until else 0
 
 
+@dataclass(frozen=True, slots=True)
+class CachedSchedule:
+    """One container's CPU day schedule (`day_schedule`) as computed for a day, carried
+    between calls by the caller: the schedule changes once a day, and at 10,000
+    containers one computation takes seconds, so passes within the day reuse it.
+
+    `key` holds everything the schedule is computed from: the day, the quantile, the
+    horizon, and a digest of the history that `day_schedule` reads (the SCHEDULE_DAYS
+    days before the day's midnight); a different key recomputes."""
+
+    key: tuple[float, float, int, bytes]
+    midnight: float
+    slot: float
+    opens: np.ndarray  # (K,) bool
+    level: np.ndarray  # (K,)
+
+
 @dataclass(slots=True)
 class RecommendResult:
     suggestion: Suggestion
@@ -215,6 +233,8 @@ class RecommendResult:
     at_mode: dict[str, float] = field(default_factory=dict)
     # container -> resource -> whether the suggestion differs beyond hysteresis
     changed: dict[str, dict[str, bool]] = field(default_factory=dict)
+    # container -> its CPU day schedule: carry to the next call (None: not carried)
+    schedule_state: dict[str, CachedSchedule] | None = None
 
     def __iter__(self) -> Iterator[Any]:
         """Unpacks as (suggestion, oom_state)."""
@@ -287,6 +307,9 @@ class TargetRequest:
     current: Mapping[str, ResourceRequirements]
     oom_state: Mapping[str, OOMState] | None = None
     forecast_state: Mapping[str, OnlineScores] | None = None
+    # The CPU day schedules of the previous call (`CachedSchedule`); None recomputes
+    # them on every call and carries nothing.
+    schedule_state: Mapping[str, CachedSchedule] | None = None
 
 
 def recommend_target(
@@ -338,8 +361,17 @@ def recommend_batch(
     new_states: list[dict[str, OnlineScores] | None] = [
         None if r.forecast_state is None else {} for r in reqs
     ]
-    fc = {res: _forecast(reqs, rows, res, new_states, now, memory_reference) for res in RESOURCES}
-    return [_finish(ti, r, rows, fc, now, new_states[ti]) for ti, r in enumerate(reqs)]
+    new_schedules: list[dict[str, CachedSchedule] | None] = [
+        None if r.schedule_state is None else {} for r in reqs
+    ]
+    fc = {
+        res: _forecast(reqs, rows, res, new_states, now, memory_reference, new_schedules)
+        for res in RESOURCES
+    }
+    results = [_finish(ti, r, rows, fc, now, new_states[ti]) for ti, r in enumerate(reqs)]
+    for result, schedules in zip(results, new_schedules, strict=True):
+        result.schedule_state = schedules
+    return results
 
 
 @dataclass(slots=True)
@@ -370,6 +402,7 @@ def _forecast(
     new_states: list[dict[str, OnlineScores] | None],
     now: float,
     memory_reference: float | None = None,
+    new_schedules: list[dict[str, CachedSchedule] | None] | None = None,
 ) -> _RowForecasts:
     """Forecast every (target, container) row for `res` at its mode's levels, then pick
     one level per row: the mode's quantile, or for memory under a named mode the level
@@ -396,7 +429,7 @@ def _forecast(
         qs = np.array(levels)
         base = int(math.floor(now / MODEL_STEP)) - (y.shape[1] - 1)
         if res == CPU:
-            schedule[ks], opens[ks] = _cpu_schedule(reqs, group, y, base, cfg, now)
+            schedule[ks], opens[ks] = _cpu_schedule(reqs, group, y, base, cfg, now, new_schedules)
         if online:
             group_values, group_models = _online_forecast(
                 reqs, group, res, y, qs, cfg, base, new_states
@@ -456,26 +489,23 @@ def _cpu_schedule(
     base: int,
     cfg: ForecastConfig,
     now: float,
+    new_schedules: list[dict[str, CachedSchedule] | None] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Each row's scheduled request at its mode's quantile for the segment of the day that
     holds `now` (`day_schedule`, canonical units), and whether this decision is the first
-    of that segment (a decision every `forecast_blocks`)."""
+    of that segment (a decision every `forecast_blocks`). Rows whose target carries a
+    schedule state reuse the schedule computed for the same key (`CachedSchedule`) and
+    store theirs in `new_schedules`."""
     schedule = np.full(len(group), np.nan)
     opens = np.zeros(len(group), dtype=bool)
     mode_q = np.array([reqs[ti].params.model(CPU).quantile(CPU) for ti, _name in group])
     interval = np.array([reqs[ti].params.forecast_blocks for ti, _name in group])
+    t_origin = (base + y.shape[1] - 1) * MODEL_STEP
+    carried = any(reqs[ti].schedule_state is not None for ti, _name in group)
+    digests = _schedule_digests(y, t_origin, cfg) if carried else None
     for q in np.unique(mode_q):
         sel = np.nonzero(mode_q == q)[0]
-        day = day_schedule(
-            forward_max(y[sel], cfg.h),
-            y.shape[1] - 1,
-            (base + y.shape[1] - 1) * MODEL_STEP,
-            np.array([q]),
-            cfg,
-            SCHEDULE_BLOCKS,
-            SCHEDULE_DAYS,
-            SCHEDULE_SLOT,
-        )
+        day = _day_schedules(reqs, group, y, sel, t_origin, float(q), cfg, digests, new_schedules)
         for every in np.unique(interval[sel]):
             part = sel[interval[sel] == every]
             level, first = day.at(now, float(every))
@@ -483,6 +513,79 @@ def _cpu_schedule(
             schedule[part] = level[at, 0] * _UNIT[CPU]
             opens[part] = first[at, 0]
     return schedule, opens
+
+
+def _schedule_digests(y: np.ndarray, t_origin: float, cfg: ForecastConfig) -> list[bytes]:
+    """Per row, a digest of the history `day_schedule` reads for the day holding the next
+    sample: the SCHEDULE_DAYS days before that day's midnight (NaN before the matrix)."""
+    period = cfg.steps(DAY)
+    nxt = int(round((t_origin + cfg.step) % DAY / cfg.step)) % period
+    d0 = y.shape[1] - nxt  # column of the day's first sample
+    lo = d0 - SCHEDULE_DAYS * period
+    missing = max(0, -lo).to_bytes(8, "little")
+    span = np.ascontiguousarray(y[:, max(lo, 0) : max(d0, 0)])
+    return [hashlib.blake2b(missing + row.tobytes(), digest_size=16).digest() for row in span]
+
+
+def _day_schedules(
+    reqs: Sequence[TargetRequest],
+    group: Sequence[_Row],
+    y: np.ndarray,
+    sel: np.ndarray,
+    t_origin: float,
+    q: float,
+    cfg: ForecastConfig,
+    digests: Sequence[bytes] | None,
+    new_schedules: list[dict[str, CachedSchedule] | None] | None,
+) -> DaySchedule:
+    """The day schedules (`day_schedule` at quantile `q`) of the rows `sel` of the group:
+    carried ones where their key matches, the others computed together (all of them
+    when no target carries a schedule state: `digests` None)."""
+    day_key = float((t_origin + cfg.step) // DAY)
+    keys = [(day_key, q, cfg.h, digests[i] if digests is not None else b"") for i in sel]
+    cached: list[CachedSchedule | None] = []
+    for i, key in zip(sel, keys, strict=True):
+        ti, name = group[i]
+        carried = reqs[ti].schedule_state
+        hit = carried.get(name) if carried is not None and digests is not None else None
+        cached.append(hit if hit is not None and hit.key == key else None)
+    miss = [j for j, c in enumerate(cached) if c is None]
+    fresh: DaySchedule | None = None
+    if miss:
+        fresh = day_schedule(
+            forward_max(y[sel[miss]], cfg.h),
+            y.shape[1] - 1,
+            t_origin,
+            np.array([q]),
+            cfg,
+            SCHEDULE_BLOCKS,
+            SCHEDULE_DAYS,
+            SCHEDULE_SLOT,
+        )
+        for m, j in enumerate(miss):
+            cached[j] = CachedSchedule(
+                keys[j],
+                fresh.midnight,
+                fresh.slot,
+                fresh.opens[m, 0].copy(),
+                fresh.level[m, 0].copy(),
+            )
+    entries = [c for c in cached if c is not None]
+    if new_schedules is not None:
+        for i, entry in zip(sel, entries, strict=True):
+            ti, name = group[i]
+            target_schedules = new_schedules[ti]
+            if target_schedules is not None:
+                target_schedules[name] = entry
+    if fresh is not None and len(miss) == len(sel):
+        return fresh
+    first = entries[0]
+    return DaySchedule(
+        midnight=first.midnight,
+        slot=first.slot,
+        opens=np.stack([e.opens for e in entries])[:, None, :],
+        level=np.stack([e.level for e in entries])[:, None, :],
+    )
 
 
 def _online_forecast(
