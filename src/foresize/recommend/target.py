@@ -523,8 +523,13 @@ def _schedule_digests(y: np.ndarray, t_origin: float, cfg: ForecastConfig) -> li
     d0 = y.shape[1] - nxt  # column of the day's first sample
     lo = d0 - SCHEDULE_DAYS * period
     missing = max(0, -lo).to_bytes(8, "little")
-    span = np.ascontiguousarray(y[:, max(lo, 0) : max(d0, 0)])
-    return [hashlib.blake2b(missing + row.tobytes(), digest_size=16).digest() for row in span]
+    out = []
+    for row in y[:, max(lo, 0) : max(d0, 0)]:
+        # A row of the span is one contiguous block of `y`: hashed in place, not copied.
+        digest = hashlib.blake2b(missing, digest_size=16)
+        digest.update(row.data if row.flags.c_contiguous else row.tobytes())
+        out.append(digest.digest())
+    return out
 
 
 def _day_schedules(
