@@ -368,7 +368,7 @@ def memory_request(
     recent: RecentTargets,
     now: float,
     window: float,
-    recent_memory: np.ndarray,
+    peak: np.ndarray,
 ) -> tuple[np.ndarray, RecentTargets]:
     """THE memory rule after the forecast, vectorised (the operator applies it to one
     container through `foresize.recommend.target`, the replay to the whole fleet):
@@ -376,8 +376,8 @@ def memory_request(
     1. the headroom: forecast x (1 + MEMORY_HEADROOM);
     2. the scale-down ratchet: the highest such target of the last `window` seconds (this
        one included; `window` <= 0 turns it off), `recent` being the targets kept so far;
-    3. the recent peak: never below the highest of `recent_memory` (each row's usage over
-       the last MEMORY_PEAK_WINDOW, see `recent_peak`) x (1 + MEMORY_HEADROOM).
+    3. the recent peak: never below `peak` (each row's highest usage over the last
+       MEMORY_PEAK_WINDOW, from `recent_peak`) x (1 + MEMORY_HEADROOM).
 
     NaN forecasts (not enough history) stay NaN. Returns the target per container and the
     targets to keep for the next call. The OOM floor comes on top (`oom_bump`)."""
@@ -388,8 +388,8 @@ def memory_request(
         with np.errstate(invalid="ignore"):
             held = np.fmax.reduce(np.stack([v for _, v in kept]), axis=0)
         target = np.where(np.isfinite(target), held, target)
-    peak = np.asarray(recent_memory, dtype=np.float64) * (1.0 + MEMORY_HEADROOM)
-    return np.where(np.isfinite(target), np.fmax(target, peak), target), kept
+    floor = np.asarray(peak, dtype=np.float64) * (1.0 + MEMORY_HEADROOM)
+    return np.where(np.isfinite(target), np.fmax(target, floor), target), kept
 
 
 def recent_peak(memory: np.ndarray, step: float) -> np.ndarray:
