@@ -392,8 +392,8 @@ class ForesizePolicy(Policy):
         self.chosen[res].append(levels[pick])
         val = fc.values[rows, pick] * (1.0 + self.buffer)
         if res == CPU:
-            # The scheduled request (`scheduled_cpu`): the time-of-day block's quantile,
-            # raised within the block where the forecast's median is above it.
+            # The scheduled request (`scheduled_cpu`): the quantile of the container's
+            # segment of the day, raised within it where the forecast's median is above.
             t_next = self.data.start + (i + 1) * STEP
             if self.day is None or not 0 <= t_next - self.day.midnight < 86400.0:
                 # The day's schedule reads only the days before it: one per day.
