@@ -73,22 +73,24 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             service=service,
             namespace=namespace,
         )
-        ssl_context = server_ssl_context(tls.cert, tls.key)
-        if webhook_config is not None:
-            write_webhook_config(webhook_config, service, namespace, tls.ca_pem)
-        holder = AdmissionState(load_state_file(state) if state else AdmissionIndex())
         try:
+            ssl_context = server_ssl_context(tls.cert, tls.key)
+            if webhook_config is not None:
+                write_webhook_config(webhook_config, service, namespace, tls.ca_pem)
+            holder = AdmissionState(load_state_file(state) if state else AdmissionIndex())
             asyncio.run(_serve(holder, state, host=host, port=port, ssl_context=ssl_context))
         except OSError as exc:
-            if tls.temporary_dir is not None:
-                import shutil
-
-                # The key and certificate were only for this run: do not leave them behind.
-                shutil.rmtree(tls.temporary_dir, ignore_errors=True)
             error = listen_error(exc, host, port)
             if error is None:
                 raise
             raise error from None
+        finally:
+            if tls.temporary_dir is not None:
+                import shutil
+
+                # The private key was only for this run: never leave it behind in /tmp,
+                # whether the server stopped on SIGTERM, could not listen, or failed.
+                shutil.rmtree(tls.temporary_dir, ignore_errors=True)
 
 
 @dataclass(frozen=True)
