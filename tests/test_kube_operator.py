@@ -117,8 +117,9 @@ def test_cli_reads_the_deployment_environment(monkeypatch, tmp_path):
 
     seen = {}
 
-    async def fake_run(opts, stop=None):
+    async def fake_run(opts, stop=None, *, bounded_exit=False):
         seen["opts"] = opts
+        seen["bounded_exit"] = bounded_exit
 
     monkeypatch.setattr(operator_module, "run_operator", fake_run)
     import foresize.telemetry.logs as logs_module
@@ -157,6 +158,7 @@ def test_cli_reads_the_deployment_environment(monkeypatch, tmp_path):
     )
     assert o.exclude_selector == {"team": "payments", "foresize.io/in-place": "off"}
     assert (o.eviction_rate_limit, o.eviction_rate_burst) == (0.5, 3)
+    assert seen["bounded_exit"] is True  # the real process bounds its shutdown
     unlimited = CliRunner().invoke(app, ["operator", "--server", "http://127.0.0.1:1"])
     assert unlimited.exit_code == 0 and seen["opts"].eviction_rate_limit is None  # 0 = off
     negative = CliRunner().invoke(

@@ -8,6 +8,8 @@ import asyncio
 import logging
 import random
 import socket
+import subprocess
+import sys
 import time
 
 import pytest
@@ -464,3 +466,44 @@ async def test_with_prometheus_the_operator_reads_no_metrics_server(
     assert "Prometheus history refresh failed" in caplog.text
     assert not apiserver.calls("GET", "metrics.k8s.io")
     assert apiserver.calls(None, "/leases")  # it ran: it took its Lease
+
+
+def test_a_shutdown_that_hangs_ends_the_process_with_every_threads_stack():
+    # A stuck thread (as a pass in `to_thread` would be): asyncio.run's cleanup would
+    # wait for it forever; the bound ends the process with exit 1 and says where it hung.
+    program = (
+        "import threading\n"
+        "from foresize.kube.supervision import exit_if_shutdown_hangs\n"
+        "def stuck_pass():\n"
+        "    threading.Event().wait()\n"
+        "exit_if_shutdown_hangs(0.5)\n"
+        "stuck_pass()\n"
+    )
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=30
+    )
+    assert done.returncode == 1
+    assert time.monotonic() - started < 20
+    assert "stuck_pass" in done.stderr  # the stack of what hung
+
+
+async def test_the_real_process_bounds_its_shutdown_from_the_stop_on(
+    apiserver, monkeypatch, operator_options
+):
+    import foresize.kube.operator as operator_module
+    from foresize.kube.operator import run_operator
+    from foresize.kube.supervision import HUNG_SHUTDOWN_SLACK
+
+    apiserver.seed(namespace("foresize"))
+    armed: list[float] = []
+    monkeypatch.setattr(operator_module, "exit_if_shutdown_hangs", armed.append)
+    opts = operator_options(server=apiserver.url, shutdown_grace=1.0)
+    for bounded, expected in ((False, []), (True, [1.0 + HUNG_SHUTDOWN_SLACK])):
+        stop = asyncio.Event()
+        task = asyncio.create_task(run_operator(opts, stop, bounded_exit=bounded))
+        await asyncio.sleep(1.0)
+        assert armed == []  # not while running
+        stop.set()
+        assert await asyncio.wait_for(task, 10) == 0
+        assert armed == expected

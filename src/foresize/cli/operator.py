@@ -268,7 +268,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             eviction_rate_burst=eviction_rate_burst,
         )
         try:
-            code = asyncio.run(run_operator(opts))
+            code = asyncio.run(run_operator(opts, bounded_exit=True))
         except Exception as exc:
             from lightkube.core.exceptions import ConfigError
 

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import functools
 import itertools
+import threading
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -173,20 +175,21 @@ DECAY_CEIL = 1e13
 
 
 class _DecayState:
-    """A decaying histogram of one matrix's maxima, advanced origin by origin.
+    """A decaying histogram of one matrix's maxima over the last `window` known columns,
+    advanced origin by origin.
 
-    Kept (one entry, by identity of the matrix) so a backtest over increasing origins and
-    a replay over increasing decisions add only the new columns instead of rebuilding.
-    The result is the same as a rebuild: all columns up to `known`, exponentially weighted.
+    Kept per matrix (see `_DecayCache`) so a backtest over increasing origins and a replay
+    over increasing decisions add only the new columns (and remove those that left the
+    window) instead of rebuilding. The result equals a rebuild up to float rounding: the
+    columns (known - window, known], column c weighing 2**(-(known - c) / half-life).
     """
 
-    def __init__(self, m: np.ndarray, cfg: ForecastConfig) -> None:
-        self.m = m
-        self.key = (cfg.bucket_ratio, cfg.decay_half_life, cfg.step)
+    def __init__(self, cfg: ForecastConfig, series: int) -> None:
+        self.key = _decay_key(cfg)
         self.ratio = cfg.bucket_ratio
         self.nb = int(np.ceil(np.log(DECAY_CEIL / DECAY_FLOOR) / np.log(self.ratio))) + 1
         self.known = -1
-        self.hist = np.zeros((m.shape[0], self.nb + 1))
+        self.hist = np.zeros((series, self.nb + 1))
         self.hl_steps = cfg.decay_half_life / cfg.step
 
     def buckets(self, cols: np.ndarray) -> np.ndarray:
@@ -198,26 +201,41 @@ class _DecayState:
         out[np.isnan(cols)] = self.nb  # dump bucket for gaps
         return out
 
-    def advance(self, known: int, window: int) -> None:
-        if known <= self.known:
-            return
-        if known - self.known > window:
-            # Columns older than the VPA history length weigh < 1/256: start there.
-            self.hist[:] = 0.0
-            self.known = known - window
-        self.hist *= np.exp2(-(known - self.known) / self.hl_steps)
-        s = self.m.shape[0]
+    def _add(self, m: np.ndarray, lo: int, hi: int, known: int, sign: float) -> None:
+        """hist += sign * columns [lo, hi) of m, each weighted as of origin `known`."""
+        s = m.shape[0]
         rows = np.arange(s, dtype=np.int64)[:, None] * (self.nb + 1)
         # Column blocks bound the temporary index arrays (10,000 series x 288 columns).
-        for c0 in range(self.known + 1, known + 1, 288):
-            c1 = min(c0 + 288, known + 1)
-            cols = self.m[:, c0:c1]
-            w = np.exp2(-(known - np.arange(c0, c1)) / self.hl_steps)
+        for c0 in range(lo, hi, 288):
+            c1 = min(c0 + 288, hi)
+            cols = m[:, c0:c1]
+            w = sign * np.exp2(-(known - np.arange(c0, c1)) / self.hl_steps)
             flat = (rows + self.buckets(cols)).ravel()
             wts = np.broadcast_to(w, cols.shape).ravel()
             self.hist += np.bincount(flat, weights=wts, minlength=s * (self.nb + 1)).reshape(
                 s, self.nb + 1
             )
+
+    def advance(self, m: np.ndarray, known: int, window: int) -> None:
+        if known <= self.known:
+            return
+        if known - self.known > window:
+            # Nothing known is still in the window: start afresh at its first column.
+            self.hist[:] = 0.0
+            self.known = known - window
+        else:
+            # Remove the columns that leave the window, with the weight they have now
+            # (the same weight they would have had in a rebuild, so the two agree).
+            old_lo = max(0, self.known - window + 1)
+            new_lo = max(0, known - window + 1)
+            self.hist *= np.exp2(-(known - self.known) / self.hl_steps)
+            if new_lo > old_lo:
+                self._add(m, old_lo, new_lo, known, -1.0)
+                # Emptied buckets keep rounding residue (about 1e-16 of their old weight):
+                # zero everything far below the lightest column still in the window.
+                lightest = np.exp2(-(window - 1) / self.hl_steps)
+                self.hist[self.hist < 1e-9 * lightest] = 0.0
+        self._add(m, self.known + 1, known + 1, known, 1.0)
         self.known = known
 
     def quantiles(self, qs: np.ndarray, cap: np.ndarray) -> np.ndarray:
@@ -234,25 +252,68 @@ class _DecayState:
         return out
 
 
-_decay_cache: list[_DecayState | None] = [None]
+def _decay_key(cfg: ForecastConfig) -> tuple[float, float, float]:
+    return (cfg.bucket_ratio, cfg.decay_half_life, cfg.step)
+
+
+DECAY_CACHE_SIZE = 4
+"""Histograms kept at once: a replay alternates a CPU and a memory matrix, and a backtest
+may run beside it; each histogram is series x ~900 buckets (72 MB at 10,000 series), so
+the bound also caps the memory held."""
+
+
+class _DecayCache:
+    """The decaying histograms of the last few matrices, each matched by identity.
+
+    Holds only weak references to the matrices: a matrix nobody uses any more is freed,
+    and its histogram is dropped at the next call. Shared by every caller in the process
+    (the operator's pass thread, the webhook, benchmark replays), so a lock guards the
+    states: `advance` mutates a histogram in place, and two threads advancing the same
+    one would corrupt it. Held for the whole model call, which is short (one histogram
+    update and its quantiles).
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.lock = threading.Lock()
+        self.entries: dict[int, tuple[weakref.ref[np.ndarray], _DecayState]] = {}
+
+    def forecast(
+        self, m: np.ndarray, known: int, qs: np.ndarray, cfg: ForecastConfig, cap: np.ndarray
+    ) -> np.ndarray:
+        window = cfg.steps(cfg.decay_window)
+        with self.lock:
+            for k in [k for k, (ref, _) in self.entries.items() if ref() is None]:
+                del self.entries[k]
+            entry = self.entries.pop(id(m), None)
+            st = None if entry is None or entry[0]() is not m else entry[1]
+            if st is None or st.key != _decay_key(cfg) or st.known > known:
+                st = _DecayState(cfg, m.shape[0])
+            self.entries[id(m)] = (weakref.ref(m), st)  # most recently used last
+            while len(self.entries) > self.size:
+                del self.entries[next(iter(self.entries))]
+            st.advance(m, known, window)
+            return st.quantiles(qs, cap)
+
+    def clear(self) -> None:
+        with self.lock:
+            self.entries.clear()
+
+
+_decay_cache = _DecayCache(DECAY_CACHE_SIZE)
 
 
 def model_decay(
     y: np.ndarray, m: np.ndarray, o: int, qs: np.ndarray, cfg: ForecastConfig
 ) -> np.ndarray:
-    """VPA-style decaying histogram of the max (24 h half-life, buckets 5% apart)."""
+    """VPA-style decaying histogram of the max (24 h half-life, buckets 5% apart), over the
+    VPA history length (8 days)."""
     known = o - cfg.h
     if known < 0:
         return np.full((y.shape[0], len(qs)), np.nan)
-    st = _decay_cache[0]
-    key = (cfg.bucket_ratio, cfg.decay_half_life, cfg.step)
-    if st is None or st.m is not m or st.key != key or st.known > known:
-        st = _DecayState(m, cfg)
-        _decay_cache[0] = st
-    st.advance(known, cfg.steps(cfg.decay_window))
     # Never above the largest max of the VPA history length (8 days).
     cap = np.fmax.reduce(_window(m, known, cfg.steps(cfg.decay_window)), axis=1)
-    return st.quantiles(np.asarray(qs, dtype=np.float64), cap)
+    return _decay_cache.forecast(m, known, np.asarray(qs, dtype=np.float64), cfg, cap)
 
 
 def model_persist(

@@ -34,7 +34,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from foresize.history.base import SeriesKey
-from foresize.kube.supervision import StopOnSignal, Supervisor
+from foresize.kube.supervision import (
+    HUNG_SHUTDOWN_SLACK,
+    StopOnSignal,
+    Supervisor,
+    exit_if_shutdown_hangs,
+)
 
 log = logging.getLogger("foresize.operator")
 
@@ -684,8 +689,12 @@ async def refresh_admission_index(
             await asyncio.wait_for(stop.wait(), period)
 
 
-async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None) -> int:
-    """Run until SIGTERM/SIGINT or `stop` (returns 0), or until a task fails (returns 1)."""
+async def run_operator(
+    opts: OperatorOptions, stop: asyncio.Event | None = None, *, bounded_exit: bool = False
+) -> int:
+    """Run until SIGTERM/SIGINT or `stop` (returns 0), or until a task fails (returns 1).
+    `bounded_exit` (the real process): once stopping, a shutdown that hangs past the grace
+    plus `HUNG_SHUTDOWN_SLACK` ends the process with exit 1 and every thread's stack."""
     stop = stop or asyncio.Event()
     # One INFO line per API request (the HTTP client's) drowns the operator's own log.
     for noisy in ("httpx", "httpx2", "httpcore"):
@@ -710,6 +719,8 @@ async def run_operator(opts: OperatorOptions, stop: asyncio.Event | None = None)
     finally:
         stop.set()
         log.info("stopping")
+        if bounded_exit:
+            exit_if_shutdown_hangs(opts.shutdown_grace + HUNG_SHUTDOWN_SLACK)
         await supervisor.stop_all(opts.shutdown_grace)
         await servers.stop()
         await parts.api.close()
