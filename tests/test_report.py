@@ -336,23 +336,25 @@ def test_recorded_series_integrate_to_the_summary_and_leave_the_run_unchanged():
     ]
 
 
+def _stuck_memory_downsize(sim: SimCluster, settle: float):
+    """Workload a's first pod uses 700Mi and is resized to a 256Mi request at t=120 s: the
+    kubelet cannot actuate a limit below live usage, so the node carries a 256Mi gap
+    (charged at the old request, not the spec) from then on. Runs `settle` s after it."""
+    pod = pods_of(sim, "a")[0]
+    sim.set_usage("default", pod.name, "app", memory=700 * MIB)
+    sim.run(120)
+    resize = ContainerResize("app", {"memory": 256 * MIB}, {"memory": 600 * MIB})
+    assert sim.apply(ResizePod("default", pod.name, (resize,))).ok
+    sim.run(settle)
+    return pod
+
+
 def test_node_gap_sampler_sees_a_resize_stuck_below_live_usage():
     # A memory downsize below live usage is recorded as allocated but not actuated: the
     # scheduler keeps charging the old (larger) requests in force, above the spec.
     sim = make_sim([workload("a"), workload("b")], settle=30)
     sampler = NodeGapSampler(sim, interval=60).install()
-    pod = pods_of(sim, "a")[0]
-    sim.set_usage("default", pod.name, "app", memory=700 * MIB)
-    sim.run(120)
-    res = sim.apply(
-        ResizePod(
-            "default",
-            pod.name,
-            (ContainerResize("app", {"memory": 256 * MIB}, {"memory": 600 * MIB}),),
-        )
-    )
-    assert res.ok
-    sim.run(300)
+    pod = _stuck_memory_downsize(sim, settle=300)
     gaps = sampler.gaps()
     col = gaps.nodes.index(pod.node_name or "")
     before = gaps.times < 150
@@ -371,17 +373,7 @@ def test_gap_section_reports_the_node_and_its_largest_gap(tmp_path):
     sim = make_sim([workload("a")], settle=30)
     rec = UsageRecorder(sim).install()
     sampler = NodeGapSampler(sim, interval=60).install()
-    pod = pods_of(sim, "a")[0]
-    sim.set_usage("default", pod.name, "app", memory=700 * MIB)
-    sim.run(120)
-    sim.apply(
-        ResizePod(
-            "default",
-            pod.name,
-            (ContainerResize("app", {"memory": 256 * MIB}, {"memory": 600 * MIB}),),
-        )
-    )
-    sim.run(600)
+    pod = _stuck_memory_downsize(sim, settle=600)
     run = PolicyRun("static", sim.summary(), rec.series(), sampler.gaps(), risk_events(sim), False)
     write_report(tmp_path, [run], duration=sim.now, gap_every=60)
     _, page = parse(tmp_path)
@@ -407,17 +399,7 @@ def test_long_lists_are_cut_with_a_note_and_quiet_or_unsampled_nodes_are_said(tm
     sim = make_sim([workload("a"), workload("b")], nodes=2, settle=30)
     rec = UsageRecorder(sim).install()
     sampler = NodeGapSampler(sim, interval=60).install()
-    pod = pods_of(sim, "a")[0]
-    sim.set_usage("default", pod.name, "app", memory=700 * MIB)
-    sim.run(120)
-    sim.apply(
-        ResizePod(
-            "default",
-            pod.name,
-            (ContainerResize("app", {"memory": 256 * MIB}, {"memory": 600 * MIB}),),
-        )
-    )
-    sim.run(600)
+    pod = _stuck_memory_downsize(sim, settle=600)
     gaps = sampler.gaps()
     assert len(gaps.nodes) == 2
     risks = [

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import signal
 import socket
 import ssl
@@ -169,3 +170,39 @@ def test_a_busy_port_is_one_line_naming_it_and_leaves_no_temporary_key_behind():
     ]
     assert len(written) == 1
     assert not Path(written[0]).exists()
+
+
+def test_a_self_signed_key_in_a_temporary_folder_is_removed_when_the_server_stops(tmp_path):
+    # Stopped the usual way (SIGTERM) after serving: the private key, written to a
+    # temporary folder because no --cert-dir was given, does not outlive the process.
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "foresize",
+            "webhook",
+            "--self-signed",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+        ],
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        seen = [proc.stderr.readline()]
+        while seen[-1] and "webhook serving" not in seen[-1]:
+            seen.append(proc.stderr.readline())
+        assert "webhook serving" in seen[-1], "".join(seen)
+        folders = list(tmp_path.glob("foresize-tls-*"))
+        assert len(folders) == 1 and (folders[0] / "tls.key").exists()  # while serving
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert list(tmp_path.glob("foresize-tls-*")) == []
