@@ -12,6 +12,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -64,6 +65,12 @@ def test_state_file_errors_name_document_and_field(tmp_path: Path):
         load_state_file(f)
 
 
+def self_signed_webhook(port: int, *options: str) -> list[str]:
+    """The command line of `foresize webhook --self-signed` on loopback at `port`."""
+    command = [sys.executable, "-m", "foresize", "webhook", "--self-signed"]
+    return [*command, "--host", "127.0.0.1", "--port", str(port), *options]
+
+
 def test_webhook_command_serves_https_from_a_state_file(tmp_path: Path):
     state = tmp_path / "state.yaml"
     state.write_text(yaml.safe_dump_all([target_manifest(suggestion=SUG)]))
@@ -71,23 +78,9 @@ def test_webhook_command_serves_https_from_a_state_file(tmp_path: Path):
     tls = tmp_path / "tls"
     config = tmp_path / "webhooks.yaml"
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "foresize",
-            "webhook",
-            "--self-signed",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--state",
-            str(state),
-            "--cert-dir",
-            str(tls),
-            "--webhook-config",
-            str(config),
-        ],
+        self_signed_webhook(
+            port, "--state", str(state), "--cert-dir", str(tls), "--webhook-config", str(config)
+        ),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
@@ -176,26 +169,20 @@ def test_a_self_signed_key_in_a_temporary_folder_is_removed_when_the_server_stop
     # Stopped the usual way (SIGTERM) after serving: the private key, written to a
     # temporary folder because no --cert-dir was given, does not outlive the process.
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "foresize",
-            "webhook",
-            "--self-signed",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            "0",
-        ],
+        self_signed_webhook(0),
         env={**os.environ, "TMPDIR": str(tmp_path)},
         stderr=subprocess.PIPE,
         text=True,
     )
     try:
         assert proc.stderr is not None
+        # readline blocks: a server that never says it serves is killed, ending the read.
+        watchdog = threading.Timer(30, proc.kill)
+        watchdog.start()
         seen = [proc.stderr.readline()]
         while seen[-1] and "webhook serving" not in seen[-1]:
             seen.append(proc.stderr.readline())
+        watchdog.cancel()
         assert "webhook serving" in seen[-1], "".join(seen)
         folders = list(tmp_path.glob("foresize-tls-*"))
         assert len(folders) == 1 and (folders[0] / "tls.key").exists()  # while serving

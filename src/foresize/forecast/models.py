@@ -267,10 +267,10 @@ class _DecayCache:
 
     Holds only weak references to the matrices: a matrix nobody uses any more is freed,
     and its histogram is dropped at the next call. Shared by every caller in the process
-    (the operator's pass thread, the webhook, benchmark replays), so a lock guards the
-    states: `advance` mutates a histogram in place, and two threads advancing the same
-    one would corrupt it. Held for the whole model call, which is short (one histogram
-    update and its quantiles).
+    (the operator's pass runs in a worker thread; tests and benchmarks may call from
+    others), so a lock guards the states: `advance` mutates a histogram in place, and two
+    threads advancing the same one would corrupt it. Held for the whole model call, which
+    is short (one histogram update and its quantiles).
     """
 
     def __init__(self, size: int) -> None:
