@@ -163,7 +163,7 @@ def test_the_bound_scores_as_the_replay_does():
     data = prepare(fleet)
     blocks = Blocks.from_grid(data.cpu, data.first)
     sol = solve(blocks, 4.0, 300.0)
-    assert 0 < sol.changes and sol.deficit > 0
+    assert sol.changes > 0 and sol.deficit > 0
     score = replay(data, Schedule(np.ceil(sol.levels)))["cpu"]
     usage = blocks.total_usage
     # The replay rounds requests up to 1m; the schedule given to it is rounded already.

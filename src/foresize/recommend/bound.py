@@ -168,15 +168,17 @@ class Cells:
             resolution=resolution,
         )
 
-    def cell_costs(self, b0: int, b1: int, q: np.ndarray, qcost: np.ndarray, lam: float):
+    def cell_costs(
+        self, b0: int, b1: int, q: np.ndarray, qcost: np.ndarray, lam: float
+    ) -> np.ndarray:
         """(S, b1 - b0, K): the least cost of intervals b0..b1-1 in each cell at lam: the
         lower of the costs at the cell's edges, or at the interval's own quantile `q`
         (cost `qcost`) in the cell holding it (the cost is convex in the level)."""
         e = self.edges[:, None, :]
         over = self.excess[:, b0:b1]
         under = over - (self.count[:, b0:b1, None] * e - self.total[:, b0:b1, None])
-        at_edge = over + np.float32(lam) * under
-        cost = np.minimum(at_edge[..., :-1], at_edge[..., 1:])
+        at_edge = over + lam * under
+        cost: np.ndarray = np.minimum(at_edge[..., :-1], at_edge[..., 1:])
         kc = cost.shape[2]
         top = self.edges[:, -1][:, None]
         pos = np.log(np.maximum(q, 1e-300) / top) / np.log1p(self.resolution)
@@ -270,9 +272,7 @@ def _segment_levels(u: np.ndarray, starts: np.ndarray, tau: float) -> np.ndarray
     return out
 
 
-def _measure(
-    blocks: Blocks, lam: float, mu: float, relaxed: float, levels: np.ndarray
-) -> Solution:
+def _measure(blocks: Blocks, lam: float, mu: float, relaxed: float, levels: np.ndarray) -> Solution:
     """Score a schedule as the replay does: excess and deficit over scored samples,
     changes at interval starts after the first scored one up to the series' last sample
     (an interval without samples keeps the level before it)."""
@@ -350,26 +350,53 @@ def cpu_bound(
     log towards each budget; at each mu, lam is searched (`steps` solves, from the lam of
     the nearest mu already solved) for the deficit just within `shortfall`."""
     usage = blocks.total_usage
-    deficit = shortfall * usage
-    days = max(blocks.series_days, 1e-300)
-    pool: list[Solution] = []
-    logit_at: dict[float, float] = {}
     finite = sorted(b for b in budgets if b is not None)
-    cells = Cells.build(blocks, resolution) if finite else None
+    search = _Search(blocks, shortfall * usage, Cells.build(blocks, resolution) if finite else None)
+    if None in budgets:
+        search.at(0.0, 40)  # exact and cheap: every interval its own quantile
+    if finite:
+        days = max(blocks.series_days, 1e-300)
+        # mu in units of one interval's cost at the fleet's mean usage.
+        mu = usage / max(blocks.usage.shape[0] * blocks.usage.shape[1], 1)
+        rates = {mu: search.at(mu, steps).changes / days}
+        while min(rates.values()) > finite[0] and len(rates) < 20:
+            mu = max(rates) * 4.0
+            rates[mu] = search.at(mu, steps).changes / days
+        while max(rates.values()) < finite[-1] and len(rates) < 40:
+            mu = min(rates) / 4.0
+            rates[mu] = search.at(mu, steps).changes / days
+        for budget in finite:
+            for _ in range(3):
+                above = [m for m, r in rates.items() if r > budget]
+                within = [m for m, r in rates.items() if r <= budget]
+                if not above or not within:
+                    break
+                mu = float(np.sqrt(max(above) * min(within)))
+                rates[mu] = search.at(mu, steps).changes / days
+    return [search.row(b) for b in budgets]
 
-    def at(mu: float, n: int) -> Solution:
-        """Search lam at mu (logit of lam / (1 + lam)); the schedule with the largest deficit
-        within `deficit` (else the safest one seen)."""
-        solved = [m for m in logit_at if (m > 0) == (mu > 0)]
+
+class _Search:
+    """The pool of solves of one fleet at one shortfall, and the lam search at a mu."""
+
+    def __init__(self, blocks: Blocks, deficit: float, cells: Cells | None) -> None:
+        self.blocks, self.deficit, self.cells = blocks, deficit, cells
+        self.pool: list[Solution] = []
+        self.logit_at: dict[float, float] = {}
+
+    def at(self, mu: float, n: int) -> Solution:
+        """Search lam at mu (in the logit of lam / (1 + lam), from the nearest mu solved):
+        the schedule with the largest deficit within the target (else the last one)."""
+        solved = [m for m in self.logit_at if (m > 0) == (mu > 0)]
         near = min(solved, key=lambda m: abs(np.log(m or 1.0) - np.log(mu or 1.0)), default=None)
-        x = logit_at[near] if near is not None else 2.0
-        lo, hi = -np.inf, np.inf  # deficit above / within the target
+        x = self.logit_at[near] if near is not None else 2.0
+        lo, hi = -np.inf, np.inf  # logits with the deficit above / within the target
         step = 0.5
         best = None
         for _ in range(n):
-            sol = solve(blocks, float(np.exp(x)), mu, cells)
-            pool.append(sol)
-            if sol.deficit > deficit:
+            sol = solve(self.blocks, float(np.exp(x)), mu, self.cells)
+            self.pool.append(sol)
+            if sol.deficit > self.deficit:
                 lo = x
             else:
                 hi = x
@@ -380,59 +407,36 @@ def cpu_bound(
             else:
                 x = float(np.clip(x + step if np.isinf(hi) else x - step, -LOGIT, LOGIT))
                 step *= 2.0
-        logit_at[mu] = hi if np.isfinite(hi) else lo
+        self.logit_at[mu] = hi if np.isfinite(hi) else lo
         if mu == 0 and best is not None:
             # Changes free, the cost is convex in the levels: between the schedules just
             # within and just beyond the shortfall (both optimal at the lam between them)
-            # every blend is optimal too; the one at the shortfall is added to the pool.
-            beyond = [p for p in pool if p.mu == 0 and p.deficit > deficit]
+            # every blend is optimal too; the one at the shortfall joins the pool.
+            beyond = [p for p in self.pool if p.mu == 0 and p.deficit > self.deficit]
             if beyond:
                 risky = min(beyond, key=lambda p: p.deficit)
-                pool.append(_blend(blocks, best, risky, deficit))
-        return best if best is not None else pool[-1]
+                self.pool.append(_blend(self.blocks, best, risky, self.deficit))
+        return best if best is not None else self.pool[-1]
 
-    rows = []
-    if None in budgets:
-        at(0.0, 40)  # exact and cheap: every interval its own quantile
-    if finite:
-        # mu in units of one interval's cost at the fleet's mean usage.
-        mu = usage / max(blocks.usage.shape[0] * blocks.usage.shape[1], 1)
-        rates = {mu: at(mu, steps).changes / days}
-        while min(rates.values()) > finite[0] and len(rates) < 20:
-            mu = max(rates) * 4.0
-            rates[mu] = at(mu, steps).changes / days
-        while max(rates.values()) < finite[-1] and len(rates) < 40:
-            mu = min(rates) / 4.0
-            rates[mu] = at(mu, steps).changes / days
-        for budget in finite:
-            for _ in range(3):
-                above = [m for m, r in rates.items() if r > budget]
-                within = [m for m, r in rates.items() if r <= budget]
-                if not above or not within:
-                    break
-                mu = float(np.sqrt(max(above) * min(within)))
-                rates[mu] = at(mu, steps).changes / days
-    for budget in budgets:
+    def row(self, budget: float | None) -> BoundRow:
+        usage, days = self.blocks.total_usage, max(self.blocks.series_days, 1e-300)
         allowed = np.inf if budget is None else budget * days
-        # With changes unlimited only the solves that charged none bound it.
+        # Any solve bounds any budget; with changes unlimited only those that charged none.
         duals = [
-            s.dual(deficit, allowed if s.mu > 0 else 0.0)
-            for s in pool
+            s.dual(self.deficit, allowed if s.mu > 0 else 0.0)
+            for s in self.pool
             if s.mu == 0 or budget is not None
         ]
         lower_excess = max(0.0, *duals)
-        excess, short, changes = _mixed(pool, deficit, allowed)
-        rows.append(
-            BoundRow(
-                budget=budget,
-                lower=slack_of(lower_excess, deficit, usage),
-                achieved=slack_of(excess, short, usage),
-                achieved_shortfall=short / usage if usage > 0 else 0.0,
-                achieved_changes=changes / days,
-                solves=len(pool),
-            )
+        excess, short, changes = _mixed(self.pool, self.deficit, allowed)
+        return BoundRow(
+            budget=budget,
+            lower=slack_of(lower_excess, self.deficit, usage),
+            achieved=slack_of(excess, short, usage),
+            achieved_shortfall=short / usage if usage > 0 else 0.0,
+            achieved_changes=changes / days,
+            solves=len(self.pool),
         )
-    return rows
 
 
 def _blend(blocks: Blocks, safe: Solution, risky: Solution, deficit: float) -> Solution:
