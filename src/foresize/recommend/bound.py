@@ -228,11 +228,11 @@ def solve(
         q = quantile_of(u[:, c0:c1], tau)
         cost = cells.cell_costs(c0, c1, q, pinball_cost(q, u[:, c0:c1], lam), lam)
         for b in range(c0, c1):
-            c = cost[:, b - c0]
-            free = b <= blocks.first  # the first scored interval's level costs no change
+            # Before a series' first scored interval every cell costs 0 so far: its
+            # first level is free (set before scoring starts), with no special case.
             move = (best + mu)[:, None]
-            sw = (move < value) & ~free[:, None]
-            value = c + np.where(free[:, None], 0.0, np.where(sw, move, value))
+            sw = move < value
+            value = cost[:, b - c0] + np.where(sw, move, value)
             switched[b - b0] = sw
             cell = value.argmin(axis=1)
             best_cell[b - b0] = cell
