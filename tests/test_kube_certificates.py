@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import os
 import ssl
 import time
+from pathlib import Path
 
 from foresize.kube.api import KubeApi
 from foresize.kube.chaos import served_certificate
@@ -41,7 +43,7 @@ def seed(apiserver, b) -> None:
 def manager(api, tmp_path, **kw) -> WebhookCertificate:
     return WebhookCertificate(
         api,
-        workdir=tmp_path,
+        scratch=tmp_path,
         namespace="fs",
         secret="foresize-webhook-tls",
         service="foresize-webhook",
@@ -150,4 +152,43 @@ async def test_an_expired_self_managed_certificate_is_replaced_at_start(apiserve
         assert cert.renewals == 1 and cert.served == secret_cert(apiserver)
         assert cert.not_after > time.time() + 360 * DAY
     finally:
+        await api.close()
+
+
+async def test_the_private_key_is_on_disk_only_while_it_is_loaded(apiserver, tmp_path, monkeypatch):
+    # ssl loads a key from a file alone: it is written 0600 into a 0700 folder, loaded, and
+    # the folder removed, so that no exit of the process (even SIGKILL, or a hung
+    # shutdown's forced exit) leaves the webhook's private key behind.
+    from foresize.webhook import certs
+
+    seen: list[tuple[int, int, bytes]] = []
+    load = certs.server_ssl_context
+
+    def recording(cert_file, key_file):
+        key = Path(key_file)
+        modes = (key.parent.stat().st_mode & 0o777, key.stat().st_mode & 0o777)
+        seen.append((*modes, key.read_bytes()))
+        return load(cert_file, key_file)
+
+    monkeypatch.setattr(certs, "server_ssl_context", recording)
+    first = bundle(age_days=1)
+    seed(apiserver, first)
+    api = KubeApi.from_url(apiserver.url)
+    cert = manager(api, tmp_path, cert_manager=True)
+    umask = os.umask(0)  # the modes must not depend on a careful umask
+    try:
+        await cert.start()
+        assert seen == [(0o700, 0o600, first.key_pem)]
+        assert list(tmp_path.iterdir()) == []
+        renewed = bundle(age_days=0)
+
+        def rotate(secret: dict) -> None:
+            secret["data"]["tls.crt"] = base64.b64encode(renewed.cert_pem).decode()
+            secret["data"]["tls.key"] = base64.b64encode(renewed.key_pem).decode()
+
+        apiserver.update("Secret", "fs", "foresize-webhook-tls", rotate)
+        assert await cert.check() == "reloaded"  # a reload writes and removes it again
+        assert list(tmp_path.iterdir()) == []
+    finally:
+        os.umask(umask)
         await api.close()

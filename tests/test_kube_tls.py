@@ -23,7 +23,7 @@ def configs(server) -> None:
         server.seed(config)
 
 
-async def serving_context(apiserver, workdir) -> ssl.SSLContext:
+async def serving_context(apiserver) -> ssl.SSLContext:
     """What a replica of the operator does at start: TLS from the shared Secret `fs/
     foresize-webhook-tls`, the caBundle into the `foresize` configurations."""
     api = KubeApi.from_url(apiserver.url)
@@ -35,15 +35,14 @@ async def serving_context(apiserver, workdir) -> ssl.SSLContext:
             service="foresize-webhook",
             configuration="foresize",
             cert_manager=False,
-            workdir=workdir,
         )
     finally:
         await api.close()
 
 
-async def test_creates_secret_and_injects_ca_bundle(apiserver, tmp_path):
+async def test_creates_secret_and_injects_ca_bundle(apiserver):
     configs(apiserver)
-    ctx = await serving_context(apiserver, tmp_path)
+    ctx = await serving_context(apiserver)
     assert isinstance(ctx, ssl.SSLContext)
     (create,) = apiserver.calls("POST", "^/api/v1/namespaces/fs/secrets$")
     assert create.code == 201 and create.content_type == "application/json"
@@ -64,13 +63,22 @@ async def test_creates_secret_and_injects_ca_bundle(apiserver, tmp_path):
     ]
 
 
-async def test_reuses_the_secret_of_another_replica(apiserver, tmp_path):
+async def test_reuses_the_secret_of_another_replica(apiserver):
+    from foresize.kube.chaos import served_certificate
+    from foresize.webhook.server import AdmissionState, WebhookServer, create_app
+
     configs(apiserver)
     bundle = generate_self_signed(["foresize-webhook.fs.svc"])
     apiserver.seed(tls_secret(bundle, "foresize-webhook-tls", "fs"))
-    await serving_context(apiserver, tmp_path)
+    ctx = await serving_context(apiserver)
     assert apiserver.calls("POST", "secrets") == []
-    assert (tmp_path / "tls.crt").read_bytes() == bundle.cert_pem
+    server = WebhookServer(create_app(AdmissionState()), host="127.0.0.1", port=0)
+    server.ssl_context = ctx
+    port = await server.start()
+    try:  # the other replica's certificate is the one served
+        assert await served_certificate(port) == ssl.PEM_cert_to_DER_cert(bundle.cert_pem.decode())
+    finally:
+        await server.stop()
     (mutating,) = apiserver.calls("PATCH", "mutatingwebhookconfigurations/foresize$")
     assert {op["value"] for op in mutating.body} == {bundle.secret_data()["ca.crt"]}
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
 
@@ -12,6 +14,12 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             None, "--scenario", help="Run only these (repeatable); default: all."
         ),
         as_json: bool = typer.Option(False, "--json", help="Print JSON only."),
+        keep_logs: Path = typer.Option(
+            None,
+            "--keep-logs",
+            help="Keep every scenario's logs in DIR/<scenario> (default: only a failed "
+            "scenario's, in a temporary folder named in its problems).",
+        ),
     ) -> None:
         """Start `foresize operator` against an emulated API server behind a fault proxy:
         SIGTERM/SIGINT mid-pass, API unreachable at start, watches dropped + 410 Gone,
@@ -29,7 +37,12 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             raise ForesizeError(
                 f"--scenario: unknown {', '.join(unknown)} (known: {', '.join(SCENARIOS)})"
             )
-        report = asyncio.run(run_scenarios(list(scenario) if scenario else None))
+        if keep_logs is not None:
+            try:
+                keep_logs.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise ForesizeError(f"--keep-logs {keep_logs}: {exc.strerror}") from None
+        report = asyncio.run(run_scenarios(list(scenario) if scenario else None, keep_logs))
         if as_json:
             typer.echo(json.dumps(report))
         else:

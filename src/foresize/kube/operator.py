@@ -751,9 +751,6 @@ def admission_health(webhook: Any, certificate: Any) -> Callable[[float], bool] 
 async def _webhook_tls(opts: OperatorOptions, api: Any, metrics: Any, executor: Any) -> Any:
     """Files given on the command line, else the shared Secret, else None: plain HTTP
     (development only). Returns the `WebhookCertificate` that keeps it current."""
-    import tempfile
-    from pathlib import Path
-
     from foresize.kube.tls import WebhookCertificate
 
     if not (opts.tls_cert and opts.tls_key) and not opts.tls_secret:
@@ -761,7 +758,6 @@ async def _webhook_tls(opts: OperatorOptions, api: Any, metrics: Any, executor: 
         return None
     certificate = WebhookCertificate(
         api,
-        workdir=Path(tempfile.mkdtemp(prefix="foresize-tls-")),
         namespace=opts.namespace,
         secret=None if opts.tls_cert else opts.tls_secret,
         service=opts.webhook_service,

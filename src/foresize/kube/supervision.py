@@ -97,5 +97,8 @@ HUNG_SHUTDOWN_SLACK = 10.0
 def exit_if_shutdown_hangs(seconds: float) -> None:
     """From now on, a process still alive after `seconds` writes every thread's stack to
     stderr (what hung, for the bug report) and exits 1. Armed by the real process only, as
-    the stop begins: it runs in a C thread, so a blocked event loop cannot hold it up."""
+    the stop begins: it runs in a C thread, so a blocked event loop cannot hold it up.
+    That exit runs no clean-up (no `finally`, no atexit), so the process keeps nothing on
+    disk that would need one: the webhook's private key is there only while it is loaded
+    (`kube/tls.py`), and the SQLite history is the user's file."""
     faulthandler.dump_traceback_later(seconds, exit=True)

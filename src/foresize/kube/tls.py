@@ -17,6 +17,10 @@ injection; the operator only waits for the Secret and serves from it.
   rewritten, are read again;
 - every change is loaded into the SAME `ssl.SSLContext` the server listens with: new
   handshakes get the new certificate, no restart;
+- the private key is on disk only while it is loaded (`ssl` loads keys from files
+  alone): written 0600 into a fresh 0700 folder, loaded, and the folder removed at once.
+  Whatever ends the process (SIGTERM, a task failing, a startup failure, a hung
+  shutdown's forced exit, SIGKILL), no key is left behind in its temp directory;
 - `foresize_webhook_certificate_expiry_seconds` tells how long the served certificate
   has left (negative once expired), and an expired one is never served silently: an
   error log and a Warning Event `WebhookCertificateExpired` on the Secret, every check.
@@ -29,13 +33,18 @@ import base64
 import contextlib
 import datetime as dt
 import logging
+import os
+import shutil
 import ssl
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from foresize.errors import ForesizeError
 from foresize.kube.api import JSON, JSON_PATCH, KubeApi
+from foresize.webhook.certs import certificate_window
 
 log = logging.getLogger("foresize.operator")
 
@@ -110,13 +119,11 @@ async def webhook_ssl_context(
     service: str,
     configuration: str,
     cert_manager: bool,
-    workdir: Path,
     wait: float = 120.0,
 ) -> ssl.SSLContext:
     """Serving TLS for the webhooks, from the shared Secret (see module docstring)."""
     cert = WebhookCertificate(
         api,
-        workdir=workdir,
         namespace=namespace,
         secret=secret,
         service=service,
@@ -126,14 +133,6 @@ async def webhook_ssl_context(
     return await cert.start(wait)
 
 
-def certificate_window(cert_pem: bytes) -> tuple[float, float]:
-    """(notBefore, notAfter) of the first certificate in `cert_pem`, epoch seconds."""
-    from cryptography import x509
-
-    cert = x509.load_pem_x509_certificate(cert_pem)
-    return cert.not_valid_before_utc.timestamp(), cert.not_valid_after_utc.timestamp()
-
-
 class WebhookCertificate:
     """The webhook's serving certificate over its lifetime (see the module docstring)."""
 
@@ -141,7 +140,6 @@ class WebhookCertificate:
         self,
         api: KubeApi | None,
         *,
-        workdir: Path,
         namespace: str = "",
         secret: str | None = None,
         service: str = "",
@@ -153,9 +151,10 @@ class WebhookCertificate:
         emit: Callable[[Any], Any] | None = None,
         clock: Callable[[], float] = time.time,
         validity_days: int = SELF_SIGNED_DAYS,
+        scratch: Path | None = None,
     ) -> None:
         self.api = api
-        self.workdir = workdir
+        self.scratch = scratch  # where the key is written while loaded (None: $TMPDIR)
         self.namespace = namespace
         self.secret = secret
         self.service = service
@@ -179,21 +178,39 @@ class WebhookCertificate:
         """Serve `cert_pem` from now on: into the existing context (hot reload)."""
         from foresize.webhook.certs import server_ssl_context
 
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        cert, key = self.workdir / "tls.crt", self.workdir / "tls.key"
-        cert.write_bytes(cert_pem)
-        key.touch(mode=0o600)
-        key.write_bytes(key_pem)
-        if self.context is None:
-            self.context = server_ssl_context(cert, key)
-        else:
-            self.context.load_cert_chain(str(cert), str(key))
-            self.reloads += 1
-            log.info("webhook certificate reloaded (no restart)")
+        # mkdtemp's folder is 0700; the key is created 0600 (O_EXCL: never an existing file).
+        folder = Path(tempfile.mkdtemp(prefix="foresize-tls-", dir=self.scratch))
+        try:
+            cert, key = folder / "tls.crt", folder / "tls.key"
+            cert.write_bytes(cert_pem)
+            fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(key_pem)
+            try:
+                if self.context is None:
+                    self.context = server_ssl_context(cert, key)
+                else:
+                    self.context.load_cert_chain(str(cert), str(key))
+                    self.reloads += 1
+                    log.info("webhook certificate reloaded (no restart)")
+            except (ssl.SSLError, ForesizeError) as exc:
+                # Name where the pair came from: the files loaded are gone already.
+                raise ForesizeError(
+                    f"{self._source()}: cannot load certificate and key ({exc})"
+                ) from None
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+            if folder.exists():
+                log.error("could not remove %s, which holds the webhook's private key", folder)
         self.served = cert_pem
         self.not_before, self.not_after = certificate_window(cert_pem)
         self._export()
         return self.context
+
+    def _source(self) -> str:
+        if self.cert_file and self.key_file:
+            return f"{self.cert_file} / {self.key_file}"
+        return f"Secret {self.namespace}/{self.secret}"
 
     def _export(self) -> None:
         if self.metrics is not None and self.not_after:

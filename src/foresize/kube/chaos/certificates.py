@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 from typing import Any
 
 from foresize.kube.chaos.cluster import (
@@ -54,7 +55,9 @@ def _tls_secret(server: Any, age_days: float, days: int = 365) -> bytes:
     return ssl.PEM_cert_to_DER_cert(b.cert_pem.decode())
 
 
-async def scenario_certificate(cert_manager: bool = False) -> ScenarioResult:
+async def scenario_certificate(
+    cert_manager: bool = False, *, workdir: Path | None = None
+) -> ScenarioResult:
     """Self-managed: the Secret's certificate gets near expiry while the operator serves;
     it is renewed and the new one served on the same port, no restart.
     cert-manager: cert-manager renews the Secret; the new certificate is served.
@@ -62,7 +65,7 @@ async def scenario_certificate(cert_manager: bool = False) -> ScenarioResult:
     from foresize.webhook.configurations import webhook_configurations
 
     name = "certificate renewed by cert-manager" if cert_manager else "certificate near expiry"
-    async with Cluster(pods=1) as c:
+    async with Cluster(pods=1, workdir=workdir) as c:
         for config in webhook_configurations(service="foresize-webhook", namespace=NAMESPACE):
             c.k.seed(config)
         first = _tls_secret(c.k, age_days=1)
@@ -79,6 +82,8 @@ async def scenario_certificate(cert_manager: bool = False) -> ScenarioResult:
         if not await wait_until(lambda: serving(first), 30, step=0.2):
             return ScenarioResult(name, 0.0, False, problems=["never served", op.output()[-2000:]])
         pid = op.proc.pid if op.proc else None
+        if op.leftovers():  # the key is loaded: no copy of it may stay on disk
+            problems.append(f"on disk while serving: {', '.join(op.leftovers())}")
         # Time passes (the Secret now holds a certificate issued 300 of 365 days ago), or
         # cert-manager writes a fresh one.
         changed_to = _tls_secret(c.k, age_days=0 if cert_manager else 300)
@@ -104,12 +109,12 @@ async def scenario_certificate(cert_manager: bool = False) -> ScenarioResult:
         return ScenarioResult(name, took, not problems, "", problems)
 
 
-async def scenario_certificate_expired() -> ScenarioResult:
+async def scenario_certificate_expired(*, workdir: Path | None = None) -> ScenarioResult:
     """cert-manager failed to renew: the Secret's certificate is expired. It is not served
     silently: the expiry metric goes negative and a Warning Event is posted.
     seconds = start to the Event."""
     name = "certificate expired"
-    async with Cluster(pods=1) as c:
+    async with Cluster(pods=1, workdir=workdir) as c:
         _tls_secret(c.k, age_days=400)
         args = ["--tls-secret", "foresize-webhook-tls", "--cert-check-interval", "0.5"]
         op = c.operator(args=[*args, "--cert-manager"], webhook=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -161,7 +162,9 @@ def lease_holder(server: Any) -> str | None:
 
 # ------------------------------------------------------------------ the process
 class OperatorProcess:
-    """`foresize operator` as a subprocess (stderr to a file)."""
+    """`foresize operator` as a subprocess (stderr to a file), with a temp directory of
+    its own (`tmpdir`, its TMPDIR): what the process leaves there is what it would leave
+    in a pod's /tmp (`leftovers`)."""
 
     def __init__(
         self,
@@ -180,6 +183,7 @@ class OperatorProcess:
         self.args = args
         self.metrics_port = free_port()
         self.log_path = workdir / f"{identity}.log"
+        self.tmpdir = workdir / f"{identity}.tmp"
         self.proc: asyncio.subprocess.Process | None = None
         self.exited_at: float | None = None
 
@@ -209,7 +213,8 @@ class OperatorProcess:
             "3600",
             *self.args,
         ]
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self.tmpdir.mkdir(exist_ok=True)
+        env = dict(os.environ, PYTHONUNBUFFERED="1", TMPDIR=str(self.tmpdir))
         env.pop("KUBECONFIG", None)
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in wait()
         self.proc = await asyncio.create_subprocess_exec(
@@ -251,6 +256,10 @@ class OperatorProcess:
         except Exception:
             return 0
 
+    def leftovers(self) -> list[str]:
+        """What the process has in its temp directory (relative paths, sorted)."""
+        return sorted(str(p.relative_to(self.tmpdir)) for p in self.tmpdir.rglob("*"))
+
     def output(self) -> str:
         try:
             return self.log_path.read_text(errors="replace")
@@ -291,25 +300,40 @@ class ScenarioResult:
 
 
 class Cluster:
-    """The strict API server + a FaultProxy + operator processes, torn down on exit."""
+    """The strict API server + a FaultProxy + operator processes, torn down on exit.
 
-    def __init__(self, pods: int = 20, seed: int = 0, target: bool = True) -> None:
+    The processes' logs, temp directories and files (a kubeconfig, a token) go to
+    `workdir`: the caller's folder, left as it is (pytest's tmp_path; `run_scenarios` keeps
+    a failed scenario's as its evidence), or else a temporary folder removed on exit."""
+
+    def __init__(
+        self, pods: int = 20, seed: int = 0, target: bool = True, workdir: Path | None = None
+    ) -> None:
         self.pods = pods
         self.target = target
         self.seed = seed
         self.processes: list[OperatorProcess] = []
         self.proxies: list[FaultProxy] = []
         self._stack = contextlib.AsyncExitStack()
-        self.workdir = Path(tempfile.mkdtemp(prefix="foresize-chaos-"))
+        self._workdir = workdir
 
     async def __aenter__(self) -> Cluster:
         from foresize.testing.apiserver import StrictApiServer
 
-        self.k = StrictApiServer(seed=self.seed, bookmark_interval=1.0)
-        await self.k.start()
-        self._stack.push_async_callback(self.k.stop)
-        populate(self.k, self.pods, self.target)
-        self.proxy = await self.new_proxy()
+        if self._workdir is None:
+            self.workdir = Path(tempfile.mkdtemp(prefix="foresize-chaos-"))
+            self._stack.callback(shutil.rmtree, self.workdir, ignore_errors=True)
+        else:
+            self.workdir = self._workdir
+        try:
+            self.k = StrictApiServer(seed=self.seed, bookmark_interval=1.0)
+            await self.k.start()
+            self._stack.push_async_callback(self.k.stop)
+            populate(self.k, self.pods, self.target)
+            self.proxy = await self.new_proxy()
+        except BaseException:
+            await self.__aexit__()
+            raise
         return self
 
     async def new_proxy(self) -> FaultProxy:

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import signal
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from foresize.kube.chaos.certificates import scenario_certificate, scenario_certificate_expired
@@ -25,12 +28,14 @@ from foresize.kube.chaos.cluster import (
 
 
 # ------------------------------------------------------------------ scenarios
-async def scenario_signal(sig: signal.Signals = signal.SIGTERM) -> ScenarioResult:
+async def scenario_signal(
+    sig: signal.Signals = signal.SIGTERM, *, workdir: Path | None = None
+) -> ScenarioResult:
     """SIGTERM/SIGINT mid-pass: no action after the signal (one in flight at most),
     Lease released, exit 0 within 10 s, and the standby takes over within one retry
     period of the release (plus `TAKEOVER_SLACK`). seconds = signal to exit."""
     name = f"{sig.name.lower()} mid-pass"
-    async with Cluster(pods=40) as c:
+    async with Cluster(pods=40, workdir=workdir) as c:
         # A slow client rate limit makes the pass long enough to be interrupted mid-way.
         slow = ["--kube-api-qps", "10", "--kube-api-burst", "2"]
         op = c.operator(args=slow)
@@ -89,6 +94,8 @@ async def scenario_signal(sig: signal.Signals = signal.SIGTERM) -> ScenarioResul
             )
         if released is None:
             problems.append("the Lease was not released")
+        if op.leftovers():
+            problems.append(f"left in its temp directory: {', '.join(op.leftovers())}")
         detail = (
             f"{len(c.proxy.actions(until=sent))} actions before the signal; standby leads "
             f"{took_over:.2f}s after the release"
@@ -96,12 +103,14 @@ async def scenario_signal(sig: signal.Signals = signal.SIGTERM) -> ScenarioResul
         return ScenarioResult(name, took, not problems, detail, problems)
 
 
-async def scenario_outage_at_start(outage: float = 8.0) -> ScenarioResult:
+async def scenario_outage_at_start(
+    outage: float = 8.0, *, workdir: Path | None = None
+) -> ScenarioResult:
     """The API unreachable for `outage` s at start (90 s in production, scaled): not
     ready meanwhile, alive, and acting within 30 s of the API's return.
     seconds = API back to first action."""
     name = f"API unreachable {outage:g}s at start"
-    async with Cluster(pods=4) as c:
+    async with Cluster(pods=4, workdir=workdir) as c:
         await c.proxy.go_down()
         op = c.operator()
         await op.start()
@@ -142,11 +151,11 @@ async def _probe_is(op: OperatorProcess, path: str, code: int) -> bool:
     return await op.probe(path) == code
 
 
-async def scenario_watch_gone() -> ScenarioResult:
+async def scenario_watch_gone(*, workdir: Path | None = None) -> ScenarioResult:
     """Watches dropped, an object deleted meanwhile, the re-watch answered 410 Gone: the
     relist prunes it, and no call is made for it afterwards. seconds = drop to relist."""
     name = "watches dropped + 410 Gone"
-    async with Cluster(pods=3) as c:
+    async with Cluster(pods=3, workdir=workdir) as c:
         op = c.operator()
         await op.start()
         if not await wait_until(lambda: len(c.proxy.actions()) >= 1, 30):
@@ -187,13 +196,13 @@ async def scenario_watch_gone() -> ScenarioResult:
         return ScenarioResult(name, took, not problems, "", problems)
 
 
-async def scenario_storm(duration: float = 6.0) -> ScenarioResult:
+async def scenario_storm(duration: float = 6.0, *, workdir: Path | None = None) -> ScenarioResult:
     """Half of all calls answered 429 (Retry-After: 1) or 500 for `duration` s: the
     operator stays up, keeps under its client rate limit, and its writes land after the
     storm. seconds = storm end to the first successful action."""
     name = f"429/500 storm ({duration:g}s, half of all calls)"
     qps, burst = 10.0, 5
-    async with Cluster(pods=10) as c:
+    async with Cluster(pods=10, workdir=workdir) as c:
         c.proxy.error_rate = 0.5
         started = time.monotonic()
         op = c.operator(args=["--kube-api-qps", str(qps), "--kube-api-burst", str(burst)])
@@ -228,12 +237,12 @@ async def scenario_storm(duration: float = 6.0) -> ScenarioResult:
         return ScenarioResult(name, took, not problems, detail, problems)
 
 
-async def scenario_token_rotation() -> ScenarioResult:
+async def scenario_token_rotation(*, workdir: Path | None = None) -> ScenarioResult:
     """The token file changes and the old token gets 401: the operator's own calls and
     Kopf's both carry on with the new one. seconds = rotation to the first successful
     call with the new token from each (the later of the two)."""
     name = "token rotation"
-    async with Cluster(pods=3) as c:
+    async with Cluster(pods=3, workdir=workdir) as c:
         token = c.workdir / "token"
         token.write_text("token-1")
         c.proxy.token = "token-1"
@@ -285,12 +294,12 @@ async def scenario_token_rotation() -> ScenarioResult:
         return ScenarioResult(name, took if both else 30.0, not problems, "", problems)
 
 
-async def scenario_leader_loss() -> ScenarioResult:
+async def scenario_leader_loss(*, workdir: Path | None = None) -> ScenarioResult:
     """Two replicas; the leader's Lease renewals start failing: it stops acting within its
     renew deadline, the standby takes over, and the two never act at the same time.
     seconds = first failed renewal to the old leader's last action."""
     name = "Lease renewals fail (two replicas)"
-    async with Cluster(pods=6) as c:
+    async with Cluster(pods=6, workdir=workdir) as c:
         proxy_b = await c.new_proxy()
         a = c.operator("a")
         await a.start()
@@ -320,12 +329,12 @@ async def scenario_leader_loss() -> ScenarioResult:
         return ScenarioResult(name, took, not problems, detail, problems)
 
 
-async def scenario_kopf_dies() -> ScenarioResult:
+async def scenario_kopf_dies(*, workdir: Path | None = None) -> ScenarioResult:
     """Kopf's watch gets a fatal error (a non-410 ERROR event): Kopf stops, and the
     process must exit non-zero so Kubernetes restarts it (before, the replica kept its
     Lease with a dead Kopf and said healthy). seconds = fault to exit."""
     name = "Kopf dies"
-    async with Cluster(pods=2) as c:
+    async with Cluster(pods=2, workdir=workdir) as c:
         op = c.operator()
         await op.start()
         if not await wait_until(lambda: bool(c.proxy.actions()), 30):
@@ -340,12 +349,16 @@ async def scenario_kopf_dies() -> ScenarioResult:
             problems.append("still running 30 s after Kopf died")
         elif code == 0:
             problems.append("exit code 0 after a failure")
+        if code is not None and op.leftovers():
+            problems.append(f"left in its temp directory: {', '.join(op.leftovers())}")
         if problems:  # the process's own account, for a failure seen once under load
             problems.append(op.output()[-3000:])
         return ScenarioResult(name, took, not problems, f"exit code {code}", problems)
 
 
-async def scenario_templates_before_workloads(hold: float = 4.0) -> ScenarioResult:
+async def scenario_templates_before_workloads(
+    hold: float = 4.0, *, workdir: Path | None = None
+) -> ScenarioResult:
     """A ClusterAIScaleTemplate and the AIScaleTarget it made are listed, the Deployments
     only `hold` s later: nothing is written (above all, the target is not deleted and its
     pods are not reverted) until every cache has synced. seconds = Deployments listed to
@@ -353,7 +366,7 @@ async def scenario_templates_before_workloads(hold: float = 4.0) -> ScenarioResu
     from foresize.api.types import ClusterAIScaleTemplate
 
     name = "templates listed before workloads"
-    async with Cluster(pods=2, target=False) as c:
+    async with Cluster(pods=2, target=False, workdir=workdir) as c:
         template = {
             "apiVersion": "foresize.io/v1",
             "kind": "ClusterAIScaleTemplate",
@@ -397,30 +410,44 @@ async def scenario_templates_before_workloads(hold: float = 4.0) -> ScenarioResu
         return ScenarioResult(name, took, not problems, f"{len(later)} writes after sync", problems)
 
 
-SCENARIOS: dict[str, Callable[[], Awaitable[ScenarioResult]]] = {
-    "sigterm": lambda: scenario_signal(signal.SIGTERM),
-    "sigint": lambda: scenario_signal(signal.SIGINT),
-    "outage": scenario_outage_at_start,
-    "watch-gone": scenario_watch_gone,
-    "storm": scenario_storm,
-    "token": scenario_token_rotation,
-    "leader": scenario_leader_loss,
-    "kopf-dies": scenario_kopf_dies,
-    "templates": scenario_templates_before_workloads,
-    "certificate": scenario_certificate,
-    "certificate-cert-manager": lambda: scenario_certificate(cert_manager=True),
-    "certificate-expired": scenario_certificate_expired,
+# name -> the scenario, run with its cluster's files in the folder given (None: a
+# temporary folder, removed after).
+SCENARIOS: dict[str, Callable[[Path | None], Awaitable[ScenarioResult]]] = {
+    "sigterm": lambda w: scenario_signal(signal.SIGTERM, workdir=w),
+    "sigint": lambda w: scenario_signal(signal.SIGINT, workdir=w),
+    "outage": lambda w: scenario_outage_at_start(workdir=w),
+    "watch-gone": lambda w: scenario_watch_gone(workdir=w),
+    "storm": lambda w: scenario_storm(workdir=w),
+    "token": lambda w: scenario_token_rotation(workdir=w),
+    "leader": lambda w: scenario_leader_loss(workdir=w),
+    "kopf-dies": lambda w: scenario_kopf_dies(workdir=w),
+    "templates": lambda w: scenario_templates_before_workloads(workdir=w),
+    "certificate": lambda w: scenario_certificate(workdir=w),
+    "certificate-cert-manager": lambda w: scenario_certificate(cert_manager=True, workdir=w),
+    "certificate-expired": lambda w: scenario_certificate_expired(workdir=w),
 }
 
 
-async def run_scenarios(names: list[str] | None = None) -> dict[str, Any]:
+async def run_scenarios(names: list[str] | None = None, keep: Path | None = None) -> dict[str, Any]:
+    """Each scenario with its files (the processes' logs and temp directories) in a folder
+    of its own: a passing scenario's is removed, a failed one's kept as its evidence (the
+    path is in its problems). `keep`: put every scenario's folder there and keep them all."""
     results = []
     for name in names or list(SCENARIOS):
+        if keep is not None:
+            workdir = keep / name
+            workdir.mkdir(parents=True, exist_ok=True)
+        else:
+            workdir = Path(tempfile.mkdtemp(prefix=f"foresize-chaos-{name}-"))
         started = time.monotonic()
         try:
-            result = await SCENARIOS[name]()
+            result = await SCENARIOS[name](workdir)
         except Exception as exc:  # a broken scenario is a violation, not a crash
             result = ScenarioResult(name, time.monotonic() - started, False, problems=[repr(exc)])
+        if keep is None and result.ok:
+            shutil.rmtree(workdir, ignore_errors=True)
+        elif not result.ok:
+            result.problems.append(f"logs kept in {workdir}")
         results.append(result)
     return {
         "scenarios": len(results),
