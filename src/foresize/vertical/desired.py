@@ -181,6 +181,46 @@ def pod_change(
     )
 
 
+@dataclass(slots=True)
+class KnownChange:
+    """A pod's change as `pod_change` last computed it, with the objects it came from."""
+
+    pod: Pod
+    suggestion: Suggestion
+    thresholds: tuple[frozenset[str] | set[str], Threshold, Threshold, tuple[str, ...] | None]
+    change: PodChange | None
+
+
+def known_pod_change(
+    known: dict[str, KnownChange],
+    pod: Pod,
+    suggestion: Suggestion,
+    skip: frozenset[str] | set[str],
+    scale_up: Threshold,
+    scale_down: Threshold,
+    only: tuple[str, ...] | None = None,
+) -> PodChange | None:
+    """`pod_change`, computed once per pod object and suggestion object: `known` (pod uid
+    -> `KnownChange`) keeps the last result, reused while the caller passes the very same
+    pod and suggestion and equal thresholds. Both shells replace a pod on every change and
+    never edit one they have handed to a pass (`cluster.model`), so a pod whose spec or
+    status moved arrives as a new object and is computed afresh; so does a new suggestion.
+    The planner re-reads every pod on every pass (tens of thousands of passes in the
+    simulator) and most pods and suggestions are unchanged between two of them."""
+    thresholds = (skip, scale_up, scale_down, only)
+    hit = known.get(pod.uid)
+    if (
+        hit is not None
+        and hit.pod is pod
+        and hit.suggestion is suggestion
+        and hit.thresholds == thresholds
+    ):
+        return hit.change
+    change = pod_change(pod, suggestion, skip, scale_up, scale_down, only)
+    known[pod.uid] = KnownChange(pod, suggestion, thresholds, change)
+    return change
+
+
 def container_sig(name: str, requests: ResourceMap, limits: ResourceMap) -> str:
     """One container's part of a change signature (the exact resources it asks for)."""
     return f"{name}[{sorted(requests.items())}|{sorted(limits.items())}]"

@@ -22,7 +22,7 @@ from foresize.vertical.desired import (
     PodChange,
     allocated_containers,
     container_sig,
-    pod_change,
+    known_pod_change,
     resize_in_flight,
 )
 from foresize.vertical.run import EVICT, RELEASE, RESIZE, Candidate, PassContext, PodView, TargetRun
@@ -76,7 +76,9 @@ def _already_disrupted(view: PodView) -> int:
 def _change(run: TargetRun, pod: Pod, only: tuple[str, ...] | None = None) -> PodChange | None:
     pol = run.policy
     assert run.suggestion is not None
-    return pod_change(pod, run.suggestion, run.skip, pol.scale_up, pol.scale_down, only)
+    return known_pod_change(
+        run.state.changes, pod, run.suggestion, run.skip, pol.scale_up, pol.scale_down, only
+    )
 
 
 def pending_sig(pod: Pod) -> str:
