@@ -439,3 +439,17 @@ def test_a_pod_two_selector_targets_select_belongs_to_neither():
     assert decide_pod(both, None, index, 0).target is None
     only = pod([c(req=base)], owner=None, labels={"tier": "batch"})
     assert decide_pod(only, None, index, 0).target.name == "batch"
+
+
+def test_no_annotation_only_patch_when_no_container_matches_the_decision():
+    # Audit reliability F-12: a container whose name is not a string (`"name": 5`) is
+    # decided under "5"; the patch then changed no resource but still set the annotation,
+    # breaking "annotated only when the webhook changed resources".
+    from foresize.admission.review import pod_patch
+    from foresize.cluster.model import ResourceRequirements
+
+    obj = pod_json(containers=[{"name": 5, "image": "x", "resources": {}}])
+    assert pod_patch(obj, {"5": ResourceRequirements({"cpu": 300})}) == []
+    named = pod_json(containers=[{"name": "app", "image": "x", "resources": {}}])
+    ops = pod_patch(named, {"app": ResourceRequirements({"cpu": 300})})
+    assert [op["path"] for op in ops] == ["/spec/containers/0/resources", "/metadata/annotations"]

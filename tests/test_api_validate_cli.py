@@ -68,15 +68,17 @@ def test_valid_file_reports_objects_and_skips_others(tmp_path: Path):
 
 
 def test_errors_name_file_line_and_field(tmp_path: Path):
+    # Audit ux §1: every error named the line where its document starts (`:1:`), not the
+    # field's line; a missing field is named on its parent's line (the last, `metadata`).
     path = tmp_path / "bad.yaml"
     path.write_text(BAD)
     result = run(str(path))
     assert isinstance(result.exception, ForesizeError)
     lines = str(result.exception).splitlines()
     assert lines == [
-        f"{path}:7: spec.vertical.disruption.max_disrupted: must be an integer >= 1 or a "
+        f"{path}:13: spec.vertical.disruption.max_disrupted: must be an integer >= 1 or a "
         "percentage (e.g. 3 or 20%)",
-        f"{path}:15: spec: only one of vertical.mode and horizontal.mode may be autonomous",
+        f"{path}:18: spec: only one of vertical.mode and horizontal.mode may be autonomous",
     ]
 
 
@@ -117,7 +119,7 @@ def test_console_script_prints_one_line_and_exits_2(tmp_path: Path):
         timeout=60,
     )
     assert proc.returncode == 2
-    assert proc.stderr.startswith(f"error: {path}:7: spec.vertical.disruption.max_disrupted")
+    assert proc.stderr.startswith(f"error: {path}:13: spec.vertical.disruption.max_disrupted")
     assert "Traceback" not in proc.stderr
 
 
@@ -150,9 +152,34 @@ def test_names_the_api_server_refuses_are_refused_naming_the_field(tmp_path: Pat
         "'-', and must start and end with an alphanumeric character"
     )
     assert str(result.exception).splitlines() == [
-        f"{path}:1: metadata.name: 'Web_Bad!' is not a valid name: {subdomain}",
-        f"{path}:6: metadata.name: a 300-character string is not a valid name: must be no "
+        f"{path}:3: metadata.name: 'Web_Bad!' is not a valid name: {subdomain}",
+        f"{path}:8: metadata.name: a 300-character string is not a valid name: must be no "
         "more than 253 characters",
-        f"{path}:6: metadata.namespace: 'Shop_X' is not a valid namespace: {label}",
-        f"{path}:11: metadata.name: required (the API server refuses an object without one)",
+        f"{path}:8: metadata.namespace: 'Shop_X' is not a valid namespace: {label}",
+        f"{path}:13: metadata.name: required (the API server refuses an object without one)",
     ]
+
+
+def test_field_lines_follow_block_flow_and_list_items(tmp_path: Path):
+    path = tmp_path / "lines.yaml"
+    path.write_text(
+        "apiVersion: foresize.io/v1\n"
+        "kind: AIScaleTarget\n"
+        "metadata: {name: web, namespace: shop}\n"
+        "spec:\n"
+        "  scaleTargetRef: {kind: Deployment, name: web}\n"
+        "  vertical:\n"
+        "    mode: turbo\n"
+        "    containers:\n"
+        "      - name: app\n"
+        "      - name: side\n"
+        "        cpu: {lowerbound: 2, upperbound: 1}\n"
+        "    bounds: {}\n"
+    )
+    result = run(str(path))
+    lines = str(result.exception).splitlines()
+    assert [line.split(": ", 1)[0] for line in lines] == [
+        f"{path}:7",  # spec.vertical.mode
+        f"{path}:11",  # spec.vertical.containers[1].cpu, a flow mapping on the item's line
+        f"{path}:12",  # spec.vertical.bounds: unknown field
+    ], lines

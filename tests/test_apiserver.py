@@ -202,6 +202,35 @@ async def test_built_in_kinds_are_checked_against_the_1_34_schema_and_rules(api)
     assert answer.code == 422 and "selector" in answer.body["message"]
 
 
+async def test_a_core_event_lives_in_its_objects_namespace_or_default(api):
+    """legacyValidateEvent: an Event without eventTime is in its involved object's
+    namespace; one about a cluster-scoped object (a Node) only in "default"."""
+    apiserver_events = "/api/v1/namespaces/{}/events"
+
+    def event(namespace: str, involved: dict) -> dict:
+        return {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": "x.", "namespace": namespace},
+            "involvedObject": involved,
+            "reason": "Test",
+            "message": "m",
+            "type": "Normal",
+        }
+
+    node_ref = {"apiVersion": "v1", "kind": "Node", "name": "n1"}
+    pod_ref = {"apiVersion": "v1", "kind": "Pod", "name": "p", "namespace": "shop"}
+    await api.request("POST", "/api/v1/namespaces", namespace("default"))
+    ok = await api.request("POST", apiserver_events.format("default"), event("default", node_ref))
+    assert ok.code == 201, ok.body
+    elsewhere = await api.request("POST", apiserver_events.format("shop"), event("shop", node_ref))
+    assert elsewhere.code == 422
+    assert elsewhere.body["details"]["causes"][0]["field"] == "involvedObject.namespace"
+    assert (await api.request("POST", apiserver_events.format("shop"), event("shop", pod_ref))).ok
+    moved = event("default", pod_ref)
+    assert (await api.request("POST", apiserver_events.format("default"), moved)).code == 422
+
+
 async def test_strategic_merge_patch_merges_containers_by_name(api):
     two = bare_pod(
         containers=[container("app", {"cpu": "1"}), container("sidecar", {"cpu": "10m"})]

@@ -120,3 +120,31 @@ def test_operator_kubeconfig_that_is_not_one(tmp_path: Path) -> None:
 def test_operator_server_that_is_not_a_url() -> None:
     message = _error(["operator", "--server", "notaurl", "--no-webhook"])
     assert message == "--server: 'notaurl' is not an http:// or https:// URL"
+
+
+@pytest.mark.parametrize(
+    "start,problem",
+    [
+        ("2020-01-01", "the certificate expired 2020-01-31T00:00:00Z"),
+        ("2999-01-01", "the certificate is not valid before 2998-12-31T23:55:00Z"),
+    ],
+)
+def test_webhook_refuses_a_certificate_it_cannot_serve(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, start: str, problem: str
+) -> None:
+    # Audit reliability F-5: an expired --cert was served without a word; the API server's
+    # calls then failed their handshake and the fail-open webhooks silently did nothing.
+    import datetime as dt
+
+    import foresize.webhook.server
+    from foresize.webhook.certs import generate_self_signed
+
+    async def serving(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the webhook served a certificate it cannot serve")
+
+    monkeypatch.setattr(foresize.webhook.server, "run_server", serving)
+
+    now = dt.datetime.fromisoformat(start).replace(tzinfo=dt.UTC)
+    _, cert, key = generate_self_signed(["localhost"], now=now, days=30).write(tmp_path)
+    message = _error(["webhook", "--cert", str(cert), "--key", str(key), "--port", "0"])
+    assert message == f"--cert {cert}: {problem}; renew it (or use --self-signed)"

@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "src" / "foresize"
 ROW = re.compile(r"^\| (`[^|]+`(?:, `[^|]+`)*) \| [^|]+ \| (.+) \|$")
@@ -46,3 +48,17 @@ def test_every_module_the_map_names_exists():
         if not exists(name, packages)
     ]
     assert missing == []
+
+
+def test_the_install_guides_mode_comment_states_the_modes_quantiles():
+    """Audit ux §1: install.md said balanced was "p90 CPU, p99 memory" while the code asks
+    for p98 and p99.9; the comment is checked against `mode_quantile`."""
+    from foresize.recommend.core import mode_quantile
+
+    text = (ROOT / "docs" / "install.md").read_text()
+    m = re.search(r"mode: (\w+) +# [^\n]*?p([\d.]+) CPU, p([\d.]+) memory", text)
+    assert m, "install.md's example AIScaleTarget no longer states its mode's quantiles"
+    mode, cpu, memory = m[1], float(m[2]) / 100, float(m[3]) / 100
+    assert (cpu, memory) == pytest.approx(
+        (mode_quantile(mode, "cpu"), mode_quantile(mode, "memory"))
+    )

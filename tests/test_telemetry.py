@@ -358,3 +358,23 @@ def test_pod_conversion_reads_resize_state():
     assert pod.condition("PodResizePending").reason == "Deferred"
     assert pod.containers[0].resources.requests == {"cpu": 500, "memory": 256 * 2**20}
     assert pod.container_statuses[0].allocated == {"cpu": 250, "memory": 256 * 2**20}
+
+
+def test_http_clients_log_each_request_only_at_debug():
+    # Audit kube.md §6: an INFO line per API request (Lease renewals, polls, status writes)
+    # buried the operator's own lines.
+    from foresize.telemetry.logs import setup_logging
+
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    try:
+        setup_logging("info", json_format=False)
+        assert not logging.getLogger("httpx2").isEnabledFor(logging.INFO)
+        assert logging.getLogger("httpx2").isEnabledFor(logging.WARNING)
+        assert logging.getLogger("foresize.operator").isEnabledFor(logging.INFO)
+        setup_logging("debug", json_format=False)
+        assert logging.getLogger("httpx2").isEnabledFor(logging.INFO)
+    finally:
+        root.handlers[:], level = saved
+        root.setLevel(level)
+        logging.getLogger("httpx2").setLevel(logging.NOTSET)

@@ -132,7 +132,8 @@ def _merged(original: dict[str, Any] | None, values: dict[str, int]) -> dict[str
 
 
 def pod_patch(obj: dict[str, Any], new: dict[str, ResourceRequirements]) -> list[dict[str, Any]]:
-    """JSON patch setting the changed containers' resources and the managed annotation."""
+    """JSON patch setting the changed containers' resources and the managed annotation;
+    empty when no container of `obj` is in `new` (e.g. a name that is not a string)."""
     ops: list[dict[str, Any]] = []
     for i, c in enumerate(obj["spec"]["containers"]):
         name = c.get("name")
@@ -145,6 +146,8 @@ def pod_patch(obj: dict[str, Any], new: dict[str, ResourceRequirements]) -> list
         if want.limits:
             res["limits"] = _merged(res.get("limits"), want.limits)
         ops.append({"op": "add", "path": f"/spec/containers/{i}/resources", "value": res})
+    if not ops:  # the annotation says the webhook changed resources: never on its own
+        return []
     meta = obj.get("metadata") or {}
     if meta.get("annotations") is None:
         ops.append(

@@ -8,6 +8,20 @@ from typing import Any
 
 _MISSING = object()
 
+# Whether instances of a type are mappings, per type: `isinstance(obj, Mapping)` goes
+# through the ABC machinery on every call, and these readers run on every object of every
+# planning pass (the simulator runs tens of thousands). Types are few (dict, the API
+# models), so the table stays small.
+_mapping_types: dict[type, bool] = {dict: True}
+
+
+def _is_mapping(obj: Any) -> bool:
+    kind = type(obj)
+    known = _mapping_types.get(kind)
+    if known is None:
+        known = _mapping_types[kind] = isinstance(obj, Mapping)
+    return known
+
 
 def first(obj: Any, *names: str, default: Any = None) -> Any:
     """The first present, non-null attribute or mapping key among `names` (field aliases:
@@ -15,10 +29,7 @@ def first(obj: Any, *names: str, default: Any = None) -> Any:
     if obj is None:
         return default
     for name in names:
-        if isinstance(obj, Mapping):
-            value = obj.get(name, _MISSING)
-        else:
-            value = getattr(obj, name, _MISSING)
+        value = obj.get(name, _MISSING) if _is_mapping(obj) else getattr(obj, name, _MISSING)
         if value is not _MISSING and value is not None:
             return value
     return default
@@ -30,5 +41,5 @@ def get_path(obj: Any, *names: str) -> Any:
     for name in names:
         if obj is None:
             return None
-        obj = obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
+        obj = obj.get(name) if _is_mapping(obj) else getattr(obj, name, None)
     return obj

@@ -130,9 +130,8 @@ def _too_deep_flow(text: str) -> int | None:
     return None
 
 
-def iter_documents(text: str, source: str) -> Iterator[tuple[int, Any]]:
-    """(line where the document starts, document) for every YAML document in `text`;
-    `ForesizeError` naming `source` and the line at the first problem."""
+def _nodes(text: str, source: str) -> Iterator[tuple[Any, Any]]:
+    """(composed node, constructed document) for every YAML document in `text`."""
     line = _too_deep_flow(text)
     if line is not None:
         raise ForesizeError(
@@ -144,14 +143,57 @@ def iter_documents(text: str, source: str) -> Iterator[tuple[int, Any]]:
             node = loader.get_node()
             if node is None:  # pragma: no cover - check_node() said there is one
                 break
-            line = node.start_mark.line + 1
-            yield line, loader.construct_document(node)
+            yield node, loader.construct_document(node)
     except yaml.YAMLError as exc:
         raise _yaml_error(source, exc) from None
     except RecursionError:  # pragma: no cover - MAX_DEPTH keeps this out of reach
         raise ForesizeError(f"{source}: nested too deeply") from None
     finally:
         loader.dispose()
+
+
+def iter_documents(text: str, source: str) -> Iterator[tuple[int, Any]]:
+    """(line where the document starts, document) for every YAML document in `text`;
+    `ForesizeError` naming `source` and the line at the first problem."""
+    for node, document in _nodes(text, source):
+        yield node.start_mark.line + 1, document
+
+
+def iter_documents_with_lines(text: str, source: str) -> Iterator[tuple[int, Any, dict[str, int]]]:
+    """As `iter_documents`, with each document's field lines: {field path: line}, the path
+    written as errors name fields (`spec.vertical.containers[0].cpu`) and the line of its
+    key (of the item, in a list); the document itself is `""`."""
+    for node, document in _nodes(text, source):
+        yield node.start_mark.line + 1, document, _field_lines(node)
+
+
+def _field_lines(root: Any) -> dict[str, int]:
+    lines: dict[str, int] = {"": root.start_mark.line + 1}
+    stack: list[tuple[Any, str]] = [(root, "")]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                if not isinstance(key, yaml.ScalarNode):
+                    continue
+                child = f"{path}.{key.value}" if path else str(key.value)
+                lines.setdefault(child, key.start_mark.line + 1)
+                stack.append((value, child))
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                child = f"{path}[{i}]"
+                lines.setdefault(child, item.start_mark.line + 1)
+                stack.append((item, child))
+    return lines
+
+
+def field_line(lines: dict[str, int], path: str) -> int:
+    """The line of the field `path` (as errors name it) in `lines`, or of its nearest
+    enclosing field that is written: a missing field is reported where its parent is."""
+    while path not in lines:
+        cut = max(path.rfind("."), path.rfind("["))
+        path = path[:cut] if cut > 0 else ""
+    return lines[path]
 
 
 def load_documents(text: str, source: str) -> list[Any]:

@@ -20,6 +20,7 @@ container):
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
 import typer
@@ -691,8 +692,9 @@ def name_errors(obj: dict[str, Any]) -> list[str]:
 def validate_files(paths: list[str]) -> tuple[int, int, list[str]]:
     """Check every Foresize object (apiVersion foresize.io/...) in the YAML files with the
     API models. Returns (objects checked, other documents skipped, errors); each error
-    names the file, the line where its document starts, and the field."""
-    from foresize.api.safe_yaml import iter_documents, read_text
+    names the file, the line of the field (of its nearest written parent when the field is
+    missing; of the document for an error about the whole object), and the field."""
+    from foresize.api.safe_yaml import iter_documents_with_lines, read_text
     from foresize.api.types import GROUP, parse_object
     from foresize.errors import ForesizeError
 
@@ -701,21 +703,32 @@ def validate_files(paths: list[str]) -> tuple[int, int, list[str]]:
     for path in paths:
         try:
             text = read_text(path)
-            for line, obj in iter_documents(text, path):
+            for _, obj, lines in iter_documents_with_lines(text, path):
                 api_version = obj.get("apiVersion", "") if isinstance(obj, dict) else ""
                 if not str(api_version).startswith(f"{GROUP}/"):
                     skipped += obj is not None
                     continue
                 checked += 1
-                named = name_errors(obj)
-                errors.extend(f"{path}:{line}: {problem}" for problem in named)
+                problems = name_errors(obj)
                 try:
-                    parse_object(obj, f"{path}:{line}")
+                    parse_object(obj)
                 except ForesizeError as exc:
-                    errors.extend(str(exc).splitlines())
+                    problems += str(exc).splitlines()
+                errors.extend(f"{path}:{_problem_line(lines, p)}: {p}" for p in problems)
         except ForesizeError as exc:  # unreadable file or bad YAML: one line, next file
             errors.append(str(exc))
     return checked, skipped, errors
+
+
+# "spec.vertical.containers[0].cpu: ..." - a problem that starts with the field it is about.
+_FIELD_PROBLEM = re.compile(r"^([A-Za-z_][\w-]*(?:\.[\w/-]+|\[\d+\])*): ")
+
+
+def _problem_line(lines: dict[str, int], problem: str) -> int:
+    from foresize.api.safe_yaml import field_line
+
+    m = _FIELD_PROBLEM.match(problem)
+    return field_line(lines, m[1] if m else "")
 
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:

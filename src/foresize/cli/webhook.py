@@ -75,6 +75,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         )
         try:
             ssl_context = server_ssl_context(tls.cert, tls.key)
+            if not self_signed:
+                refuse_unservable_certificate(tls.cert)
             if webhook_config is not None:
                 write_webhook_config(webhook_config, service, namespace, tls.ca_pem)
             holder = AdmissionState(load_state_file(state) if state else AdmissionIndex())
@@ -147,6 +149,19 @@ def serving_certificate(
         except OSError as exc:
             raise ForesizeError(f"{ca}: cannot read ({exc.strerror})") from None
     return ServingCertificate(cert, key, ca_pem, None)
+
+
+def refuse_unservable_certificate(cert: Path) -> None:
+    """An expired (or not yet valid) `--cert` is a one-line error: served, every API server
+    call would fail its TLS handshake and, the webhooks failing open, nothing would say so."""
+    import time
+
+    from foresize.errors import ForesizeError
+    from foresize.webhook.certs import validity_problem
+
+    problem = validity_problem(cert.read_bytes(), time.time())
+    if problem is not None:
+        raise ForesizeError(f"--cert {cert}: {problem}; renew it (or use --self-signed)")
 
 
 def write_webhook_config(path: Path, service: str, namespace: str, ca_pem: bytes | None) -> None:

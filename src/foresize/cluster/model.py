@@ -4,8 +4,11 @@ Amounts are canonical integers (see `foresize.api.quantity`): CPU in millicores,
 bytes. Times are float seconds on the caller's clock (wall clock in the kube shell,
 simulated time in the sim shell); the core never reads a clock of its own.
 
-The shells own these objects and may update them between planning passes; planners treat
-them as read-only and express every change as an `Action`.
+The shells own these objects; planners treat them as read-only and express every change
+as an `Action`. A shell replaces an object when it changes and never edits one it has
+handed to a planning pass (the kube shell converts each watch event anew, the simulator
+copies an object before its first write after a snapshot), so a planner may keep what it
+derived from an object for as long as it is handed the very same object.
 """
 
 from __future__ import annotations

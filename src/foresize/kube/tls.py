@@ -44,6 +44,7 @@ from typing import Any
 
 from foresize.errors import ForesizeError
 from foresize.kube.api import JSON, JSON_PATCH, KubeApi
+from foresize.webhook.certs import certificate_window
 
 log = logging.getLogger("foresize.operator")
 
@@ -130,14 +131,6 @@ async def webhook_ssl_context(
         cert_manager=cert_manager,
     )
     return await cert.start(wait)
-
-
-def certificate_window(cert_pem: bytes) -> tuple[float, float]:
-    """(notBefore, notAfter) of the first certificate in `cert_pem`, epoch seconds."""
-    from cryptography import x509
-
-    cert = x509.load_pem_x509_certificate(cert_pem)
-    return cert.not_valid_before_utc.timestamp(), cert.not_valid_after_utc.timestamp()
 
 
 class WebhookCertificate:

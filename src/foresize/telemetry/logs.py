@@ -47,3 +47,12 @@ def setup_logging(level: str = "info", json_format: bool = True) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    # The HTTP clients log every request at INFO ("HTTP Request: PATCH ... 200 OK"): a
+    # Lease renewal every few seconds, each poll and status write. Their lines are kept for
+    # --log-level debug only; failures reach Foresize's own logs as results.
+    quiet = logging.NOTSET if root.level <= logging.DEBUG else logging.WARNING
+    for name in CHATTY_HTTP_LOGGERS:
+        logging.getLogger(name).setLevel(quiet)
+
+
+CHATTY_HTTP_LOGGERS = ("httpx", "httpx2", "httpcore", "httpcore2")

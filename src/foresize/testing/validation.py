@@ -578,14 +578,17 @@ def semantic_errors(obj: dict[str, Any]) -> list[FieldError]:
                 )
             )
     elif kind == "Event":
-        involved = obj.get("involvedObject") or {}
-        ns = (obj.get("metadata") or {}).get("namespace")
-        if involved.get("namespace") and involved["namespace"] != ns:
+        # legacyValidateEvent (a core/v1 Event without eventTime): the event lives in its
+        # object's namespace, and an event about a cluster-scoped object in "default".
+        involved_ns = (obj.get("involvedObject") or {}).get("namespace") or ""
+        ns = (obj.get("metadata") or {}).get("namespace") or ""
+        agree = ns == involved_ns if involved_ns else ns in ("", "default")
+        if obj.get("eventTime") is None and not agree:
             errors.append(
                 FieldError(
                     "involvedObject.namespace",
                     "FieldValueInvalid",
-                    f"Invalid value: {involved['namespace']!r}: does not match event.namespace",
+                    f"Invalid value: {involved_ns!r}: does not match event.namespace",
                 )
             )
     return errors

@@ -157,6 +157,31 @@ def generate_self_signed(
     )
 
 
+def certificate_window(cert_pem: bytes) -> tuple[float, float]:
+    """(notBefore, notAfter) of the first certificate in `cert_pem`, epoch seconds."""
+    cert = x509.load_pem_x509_certificate(cert_pem)
+    return cert.not_valid_before_utc.timestamp(), cert.not_valid_after_utc.timestamp()
+
+
+def validity_problem(cert_pem: bytes, now: float) -> str | None:
+    """Why a serving certificate cannot be served at `now` (expired, or not valid yet), or
+    None. The webhooks fail open, so a server presenting such a certificate would be
+    skipped by the API server without a word: say it before serving."""
+    try:
+        not_before, not_after = certificate_window(cert_pem)
+    except ValueError:
+        return None  # not a PEM certificate: loading it into the TLS context says why
+    if now >= not_after:
+        return f"the certificate expired {_utc(not_after)}"
+    if now < not_before:
+        return f"the certificate is not valid before {_utc(not_before)}"
+    return None
+
+
+def _utc(epoch: float) -> str:
+    return f"{dt.datetime.fromtimestamp(epoch, dt.UTC):%Y-%m-%dT%H:%M:%SZ}"
+
+
 def server_ssl_context(cert_file: Path | str, key_file: Path | str) -> ssl.SSLContext:
     """A TLS server context from PEM files; a clear error naming the file if unusable."""
     for path in (cert_file, key_file):
