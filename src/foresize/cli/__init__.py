@@ -30,6 +30,7 @@ _COMMAND_MODULES = (
     "simulate",
     "bench_sim",
     "bench_recommend",
+    "bench_bound",
     "bench_forecast",
     "bench_plan",
     "bench_webhook",

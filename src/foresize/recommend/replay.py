@@ -521,12 +521,12 @@ def replay(
                         changes[r][:, j + 1] |= ch
     if keep is not None:
         keep.update(req=req, ooms=ooms, changes=changes)
-    scored_from = data.first + int(WARMUP / STEP)
     cols = np.arange(t)[None, :]
-    in_score = cols >= scored_from[:, None]
     out = {}
     for r, y in resources:
         rq = req[r]
+        scored_from, last, series_days = scored_span(data.first, y)
+        in_score = cols >= scored_from[:, None]
         ok = in_score & np.isfinite(y)
         rq0 = np.where(np.isfinite(rq), rq, 0.0)  # no request yet = nothing reserved
         u = np.where(ok, y, 0.0)
@@ -539,11 +539,9 @@ def replay(
             prev[:, 1:] = over[:, :-1]
             per_series = (over & ~prev).sum(axis=1)
         events = int(per_series.sum())
-        last = t - 1 - np.argmax(np.isfinite(y[:, ::-1]), axis=1)
         # Changes count while the series exists (up to its last sample), the span its
         # series-days count: a container that is gone is not resized.
         alive = cols <= last[:, None]
-        series_days = float(np.maximum(last + 1 - scored_from, 0).sum()) * STEP / 86400.0
         total_req = rqs.sum()
         total_use = u.sum()
         out[r] = ResourceScore(
@@ -557,6 +555,16 @@ def replay(
             series_events=per_series.astype(np.int64),
         )
     return out
+
+
+def scored_span(first: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """The scored stretch of each series of `y` (S, T): the first scored column (after the
+    warm-up from the series' first sample `first`), the series' last sample (changes
+    count up to it), and the fleet's scored series-days (the denominator of the rates)."""
+    scored_from = first + int(WARMUP / STEP)
+    last = y.shape[1] - 1 - np.argmax(np.isfinite(y[:, ::-1]), axis=1)
+    series_days = float(np.maximum(last + 1 - scored_from, 0).sum()) * STEP / 86400.0
+    return scored_from, last, series_days
 
 
 # --- Comparison at equal risk ---------------------------------------------------------------
