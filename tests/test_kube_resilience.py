@@ -5,6 +5,7 @@ limit and retries, token-file logins, probes and stale gauges, and supervision."
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import socket
@@ -20,6 +21,7 @@ from foresize.kube.informer import Informer, Informers, WatchedKind
 from foresize.kube.leader import LeaseElector, ShardManager
 from foresize.kube.operator import GatedExecutor, Health
 from foresize.kube.state import ClusterState
+from foresize.kube.supervision import drain_other_tasks
 from foresize.telemetry.metrics import ForesizeMetrics
 from foresize.testing.ports import free_port
 from kube_objects import namespace, pod, target
@@ -507,3 +509,85 @@ async def test_the_real_process_bounds_its_shutdown_from_the_stop_on(
         stop.set()
         assert await asyncio.wait_for(task, 10) == 0
         assert armed == expected
+
+
+# Kopf stopping under load, as the operator returns: a watcher (the shape of Kopf's
+# `queueing.watcher`, with Kopf's own worker pool) waits for its worker to finish (its
+# "depletion", 2 s at most) before closing the pool; the worker is in one of our handlers,
+# which are sync: Kopf runs them in a thread and holds a cancellation back until it returns.
+KOPF_STOPPING = """
+import asyncio, contextlib, sys, time
+from kopf._cogs.aiokits.aiotasks import Scheduler
+from foresize.kube.supervision import drain_other_tasks
+
+async def worker(handling):
+    future = asyncio.get_running_loop().run_in_executor(None, time.sleep, 0.5)
+    handling.set()
+    cancelled = None
+    while not future.done():
+        try:
+            await asyncio.shield(future)
+        except asyncio.CancelledError as e:
+            cancelled = e
+    if cancelled:
+        raise cancelled
+
+async def watcher(handling):
+    pool = Scheduler()
+    await pool.spawn(worker(handling), name="worker")
+    try:
+        await asyncio.sleep(3600)
+    finally:
+        depletion = asyncio.create_task(asyncio.wait_for(pool.wait(), 2.0))
+        while not depletion.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(depletion)
+        closing = asyncio.create_task(pool.close())
+        while not closing.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(closing)
+
+async def operator():
+    handling = asyncio.Event()
+    kopf = asyncio.create_task(watcher(handling), name="kopf watcher")
+    await handling.wait()
+    kopf.cancel()
+    await asyncio.sleep(0)
+    print("left:", await drain_other_tasks(grace=3.0), flush=True)
+
+asyncio.run(operator())
+print("exited", flush=True)
+"""
+
+
+def test_kopf_stopping_as_the_operator_returns_does_not_hang_the_exit():
+    # Left to asyncio.run, the depletion, the worker and the pool's helper task are cancelled
+    # at once; the watcher then closes the pool, which waits forever for the helper to see
+    # the worker gone: the process hangs, its Leases released. Drained first, it exits.
+    done = subprocess.run(
+        [sys.executable, "-c", KOPF_STOPPING], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines() == ["left: []", "exited"]
+
+
+def test_the_tasks_still_running_after_the_drain_are_named_with_where_they_wait():
+    async def run() -> list[str]:  # in a loop of its own: every other task is this test's
+        release = asyncio.Event()
+
+        async def stubborn() -> None:
+            while not release.is_set():  # swallows every cancellation
+                with contextlib.suppress(asyncio.CancelledError):
+                    await release.wait()
+
+        task = asyncio.create_task(stubborn(), name="stubborn")
+        left = await drain_other_tasks(grace=0.2)
+        release.set()
+        await task
+        return left
+
+    started = time.monotonic()
+    (left,) = asyncio.run(run())
+    assert time.monotonic() - started < 5  # the grace, then one second after the cancel
+    assert left.startswith("stubborn: wait (") and "<- stubborn (" in left, left
+    assert "test_kube_resilience.py:" in left

@@ -120,3 +120,16 @@ async def test_run_scenarios_keeps_the_files_of_a_failed_scenario_only(tmp_path,
     everything = await chaos.run_scenarios(["passes", "fails"], keep=tmp_path / "all")
     assert everything["violations"] == 1
     assert sorted(p.name for p in (tmp_path / "all").iterdir()) == ["fails", "passes"]
+
+
+def test_a_forced_exit_or_tasks_left_after_the_shutdown_are_a_hung_shutdown(tmp_path):
+    # Kopf dying ends in exit 1 either way: the log tells the orderly exit from the forced
+    # one, which the scenarios count as a violation.
+    op = chaos.OperatorProcess(tmp_path, "a", server=None, args=[])
+    op.log_path.write_text("INFO foresize.operator: stopping\n")
+    assert op.hung_shutdown() is None
+    op.log_path.write_text("stopping\nTimeout (0:00:15)!\nThread 0x7f (most recent call first):\n")
+    assert op.hung_shutdown() == "Timeout (0:00:15)!\nThread 0x7f (most recent call first):\n"
+    left = "ERROR foresize.operator: still running after the shutdown (the exit may hang): x\n"
+    op.log_path.write_text("stopping\n" + left)
+    assert op.hung_shutdown() == left

@@ -1,6 +1,7 @@
-"""The vertical planner computes a pod's change once per pod object and suggestion
-(`desired.known_pod_change`): a replaced pod, a new suggestion or other thresholds give a
-fresh computation, and a gone pod is forgotten."""
+"""The vertical planner derives a pod's change and whether a resize of it is in flight
+once per pod object (`desired.known_pod`, `known_pod_change`, `known_in_flight`): a
+replaced pod, a new suggestion or other thresholds give a fresh computation, and a gone
+pod is forgotten."""
 
 from __future__ import annotations
 
@@ -22,7 +23,13 @@ from foresize.cluster.model import (
 )
 from foresize.cluster.snapshot import ClusterSnapshot
 from foresize.vertical import WorkerState, plan
-from foresize.vertical.desired import KnownChange, known_pod_change, pod_change
+from foresize.vertical.desired import (
+    KnownPod,
+    known_in_flight,
+    known_pod_change,
+    pod_change,
+    resize_in_flight,
+)
 
 
 def _pod(cpu: int, *, limit: int | None = None, name: str = "p0") -> Pod:
@@ -55,7 +62,7 @@ def _sig(change: object) -> str | None:
 
 
 def _known(
-    known: dict[str, KnownChange],
+    known: dict[str, KnownPod],
     pod: Pod,
     suggestion: Suggestion,
     skip: frozenset[str] = frozenset(),
@@ -74,7 +81,7 @@ def _fresh(
 
 
 def test_the_same_pod_and_suggestion_reuse_the_change() -> None:
-    known: dict[str, KnownChange] = {}
+    known: dict[str, KnownPod] = {}
     p, s = _pod(100), _suggestion(200)
     first = known_pod_change(known, p, s, frozenset(), DEFAULT_SCALE_UP, DEFAULT_SCALE_DOWN)
     again = known_pod_change(known, p, s, frozenset(), DEFAULT_SCALE_UP, DEFAULT_SCALE_DOWN)
@@ -82,7 +89,7 @@ def test_the_same_pod_and_suggestion_reuse_the_change() -> None:
 
 
 def test_a_replaced_pod_is_computed_afresh() -> None:
-    known: dict[str, KnownChange] = {}
+    known: dict[str, KnownPod] = {}
     s = _suggestion(200)
     assert _known(known, _pod(100), s) == _fresh(_pod(100), s) is not None
     # The resize landed: the shell hands a new pod object (same uid) at the new size.
@@ -98,7 +105,7 @@ def test_a_replaced_pod_is_computed_afresh() -> None:
 
 
 def test_a_new_suggestion_or_other_thresholds_are_computed_afresh() -> None:
-    known: dict[str, KnownChange] = {}
+    known: dict[str, KnownPod] = {}
     p = _pod(100)
     assert _known(known, p, _suggestion(200)) == _fresh(p, _suggestion(200))
     newer = _suggestion(300, uid="s2")
@@ -109,6 +116,20 @@ def test_a_new_suggestion_or_other_thresholds_are_computed_afresh() -> None:
     strict = Threshold("percent", 500.0)
     change = known_pod_change(known, p, newer, frozenset(), strict, DEFAULT_SCALE_DOWN)
     assert change is not None and not change.significant
+
+
+def test_in_flight_is_read_from_the_pod_object_it_was_asked_for() -> None:
+    known: dict[str, KnownPod] = {}
+    settled = _pod(200)
+    assert known_in_flight(known, settled) is resize_in_flight(settled) is False
+    # The spec asks for more than the kubelet allocated: a new pod object, same uid.
+    asked = _pod(200)
+    asked.containers[0].resources.requests["cpu"] = 300  # before it is handed to a pass
+    assert known_in_flight(known, asked) is resize_in_flight(asked) is True
+    assert known_in_flight(known, settled) is False
+    # Its change is still computed from the suggestion once asked.
+    assert _known(known, settled, _suggestion(300)) == _fresh(settled, _suggestion(300))
+    assert known_in_flight(known, settled) is False
 
 
 def _target() -> object:
@@ -148,8 +169,8 @@ def test_the_planner_follows_replaced_pods_and_forgets_gone_ones() -> None:
     # The pod came back at the suggested size: nothing more to do.
     actions, state = plan(_snap([_pod(200)], target), 200.0, state, suggestions=s)
     assert not [a for a in actions if isinstance(a, ResizePod)]
-    assert set(state.targets["default/web"].changes) == {"uid-p0"}
+    assert set(state.targets["default/web"].known) == {"uid-p0"}
     # p0 is gone, p1 came: only p1 is remembered.
     actions, state = plan(_snap([_pod(100, name="p1")], target), 300.0, state, suggestions=s)
     assert [a.name for a in actions if isinstance(a, ResizePod)] == ["p1"]
-    assert set(state.targets["default/web"].changes) == {"uid-p1"}
+    assert set(state.targets["default/web"].known) == {"uid-p1"}

@@ -203,7 +203,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         import os
 
         from foresize.errors import ForesizeError
-        from foresize.kube.operator import OperatorOptions, run_operator
+        from foresize.kube.operator import OperatorOptions, run_operator_process
         from foresize.telemetry.logs import setup_logging
 
         interval_s = _seconds(interval, "--interval", 0.1)
@@ -268,7 +268,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             eviction_rate_burst=eviction_rate_burst,
         )
         try:
-            code = asyncio.run(run_operator(opts, bounded_exit=True))
+            code = asyncio.run(run_operator_process(opts))
         except Exception as exc:
             from lightkube.core.exceptions import ConfigError
 

@@ -38,6 +38,7 @@ from foresize.kube.supervision import (
     HUNG_SHUTDOWN_SLACK,
     StopOnSignal,
     Supervisor,
+    drain_other_tasks,
     exit_if_shutdown_hangs,
 )
 
@@ -728,6 +729,17 @@ async def run_operator(
         return 1
     log.info("stopped")
     return 0
+
+
+async def run_operator_process(opts: OperatorOptions) -> int:
+    """`foresize operator`'s event loop, the operator's alone: `run_operator` with the
+    bounded exit, then the tasks still running (Kopf's, still stopping) are given
+    `LEFTOVER_TASKS_GRACE` to end before they are cancelled, rather than left to asyncio.run's
+    clean-up, which can hang on them (see `kube/supervision.py`); any left is logged."""
+    code = await run_operator(opts, bounded_exit=True)
+    for task in await drain_other_tasks():
+        log.error("still running after the shutdown (the exit may hang): %s", task)
+    return code
 
 
 def admission_health(webhook: Any, certificate: Any) -> Callable[[float], bool] | None:

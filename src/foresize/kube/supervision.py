@@ -84,13 +84,67 @@ class Supervisor:
             await asyncio.wait(late, timeout=1.0)
 
 
+# How long the tasks still running once the operator has stopped get to end on their own.
+# Normally there are none; under load, Kopf's (cancelled by `run_kopf`, which waits for them
+# 5 s at most, or with it) may still be closing their per-object worker pools. Left to
+# asyncio.run, they are cancelled all at once together with the helper task each pool needs to
+# see its workers gone, and a Kopf watcher whose worker was still finishing then waits forever
+# in its clean-up for a pool that cannot close (Kopf's `Scheduler.close`): the process would
+# hang with its Leases released. Waited for here, with the helpers alive, they end within
+# Kopf's queueing exit timeout (2 s); three seconds leaves room for a loaded machine.
+LEFTOVER_TASKS_GRACE = 3.0
+
+
+async def drain_other_tasks(grace: float = LEFTOVER_TASKS_GRACE) -> list[str]:
+    """Wait up to `grace` s for every other task of the loop to end (including the ones they
+    start meanwhile), then cancel those left, and those they start, for one more second.
+    Returns each task still running after that, with where it waits: what asyncio.run's
+    clean-up would wait on. For the real process only: in a shared loop (tests) the other
+    tasks are not the operator's."""
+    loop = asyncio.get_running_loop()
+    current = asyncio.current_task()
+    cancelled: set[asyncio.Task[Any]] = set()
+
+    async def until(deadline: float, cancel: bool) -> set[asyncio.Task[Any]]:
+        while True:
+            left = {t for t in asyncio.all_tasks() if t is not current and not t.done()}
+            if not left or loop.time() >= deadline:
+                return left
+            timeout = deadline - loop.time()
+            if cancel:  # and look again soon: a task's clean-up may start another
+                for task in left - cancelled:
+                    task.cancel()
+                cancelled.update(left)
+                timeout = min(timeout, 0.05)
+            await asyncio.wait(left, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+
+    left = await until(loop.time() + grace, cancel=False)
+    if left:
+        left = await until(loop.time() + 1.0, cancel=True)
+    return [_where(task) for task in sorted(left, key=lambda t: t.get_name())]
+
+
+def _where(task: asyncio.Task[Any]) -> str:
+    """The task's name and its await chain, innermost first: `wait (file:line) <- ...`."""
+    chain = []
+    awaiting: Any = task.get_coro()
+    while awaiting is not None:
+        frame = getattr(awaiting, "cr_frame", None) or getattr(awaiting, "gi_frame", None)
+        if frame is None:
+            break
+        chain.append(f"{frame.f_code.co_name} ({frame.f_code.co_filename}:{frame.f_lineno})")
+        awaiting = getattr(awaiting, "cr_await", None) or getattr(awaiting, "gi_yieldfrom", None)
+    return f"{task.get_name()}: {' <- '.join(reversed(chain)) or repr(task.get_coro())}"
+
+
 # What the shutdown may take beyond the tasks' grace: closing the servers and the API client,
-# then the event loop's own cleanup. asyncio.run waits for every cancelled task and every
-# worker thread (a pass in `to_thread`) with no bound in Python 3.11, so one stuck task or
-# thread would keep a process that has already given up its Leases alive until the kubelet's
-# SIGKILL (and forever when nothing sends SIGTERM: Kopf died). Ten seconds is many times what
-# a clean stop takes (under 2 s in the fault tests) and, with the default 5 s grace, stays
-# inside Kubernetes' default 30 s terminationGracePeriodSeconds.
+# the leftover tasks' `LEFTOVER_TASKS_GRACE` plus one second, then the event loop's own
+# cleanup. asyncio.run waits for every cancelled task and every worker thread (a pass in
+# `to_thread`) with no bound in Python 3.11, so one stuck task or thread would keep a process
+# that has already given up its Leases alive until the kubelet's SIGKILL (and forever when
+# nothing sends SIGTERM: Kopf died). Ten seconds is many times what a clean stop takes (under
+# 2 s in the fault tests) and, with the default 5 s grace, stays inside Kubernetes' default
+# 30 s terminationGracePeriodSeconds.
 HUNG_SHUTDOWN_SLACK = 10.0
 
 

@@ -181,18 +181,38 @@ def pod_change(
     )
 
 
+# What a pod's change depends on besides the pod and the suggestion: the resources left
+# alone, the scale-up and scale-down thresholds, and the resources the change is limited to.
+Thresholds = tuple[frozenset[str] | set[str], Threshold, Threshold, tuple[str, ...] | None]
+
+
 @dataclass(slots=True)
-class KnownChange:
-    """A pod's change as `pod_change` last computed it, with the objects it came from."""
+class KnownPod:
+    """What the planner derived from one pod object: whether a resize of it is in flight,
+    and its change towards a suggestion with the objects that change came from."""
 
     pod: Pod
-    suggestion: Suggestion
-    thresholds: tuple[frozenset[str] | set[str], Threshold, Threshold, tuple[str, ...] | None]
-    change: PodChange | None
+    in_flight: bool | None = None  # `resize_in_flight(pod)`, once asked
+    suggestion: Suggestion | None = None
+    thresholds: Thresholds | None = None
+    change: PodChange | None = None
+
+
+def known_pod(known: dict[str, KnownPod], pod: Pod) -> KnownPod:
+    """The entry of `known` (pod uid -> `KnownPod`) for this very pod object; a fresh one
+    when the caller passes another object. Both shells replace a pod on every change and
+    never edit one they have handed to a pass (`cluster.model`), so a pod whose spec or
+    status moved arrives as a new object and everything is derived afresh. The planner
+    re-reads every pod on every pass (tens of thousands of passes in the simulator), and
+    most pods are unchanged between two of them."""
+    hit = known.get(pod.uid)
+    if hit is None or hit.pod is not pod:
+        hit = known[pod.uid] = KnownPod(pod)
+    return hit
 
 
 def known_pod_change(
-    known: dict[str, KnownChange],
+    known: dict[str, KnownPod],
     pod: Pod,
     suggestion: Suggestion,
     skip: frozenset[str] | set[str],
@@ -200,25 +220,22 @@ def known_pod_change(
     scale_down: Threshold,
     only: tuple[str, ...] | None = None,
 ) -> PodChange | None:
-    """`pod_change`, computed once per pod object and suggestion object: `known` (pod uid
-    -> `KnownChange`) keeps the last result, reused while the caller passes the very same
-    pod and suggestion and equal thresholds. Both shells replace a pod on every change and
-    never edit one they have handed to a pass (`cluster.model`), so a pod whose spec or
-    status moved arrives as a new object and is computed afresh; so does a new suggestion.
-    The planner re-reads every pod on every pass (tens of thousands of passes in the
-    simulator) and most pods and suggestions are unchanged between two of them."""
+    """`pod_change`, computed once per pod object (`known_pod`) and suggestion object, and
+    again when the thresholds differ."""
+    entry = known_pod(known, pod)
     thresholds = (skip, scale_up, scale_down, only)
-    hit = known.get(pod.uid)
-    if (
-        hit is not None
-        and hit.pod is pod
-        and hit.suggestion is suggestion
-        and hit.thresholds == thresholds
-    ):
-        return hit.change
-    change = pod_change(pod, suggestion, skip, scale_up, scale_down, only)
-    known[pod.uid] = KnownChange(pod, suggestion, thresholds, change)
-    return change
+    if entry.suggestion is not suggestion or entry.thresholds != thresholds:
+        entry.change = pod_change(pod, suggestion, skip, scale_up, scale_down, only)
+        entry.suggestion, entry.thresholds = suggestion, thresholds
+    return entry.change
+
+
+def known_in_flight(known: dict[str, KnownPod], pod: Pod) -> bool:
+    """`resize_in_flight`, computed once per pod object (`known_pod`)."""
+    entry = known_pod(known, pod)
+    if entry.in_flight is None:
+        entry.in_flight = resize_in_flight(pod)
+    return entry.in_flight
 
 
 def container_sig(name: str, requests: ResourceMap, limits: ResourceMap) -> str:

@@ -22,8 +22,8 @@ from foresize.vertical.desired import (
     PodChange,
     allocated_containers,
     container_sig,
+    known_in_flight,
     known_pod_change,
-    resize_in_flight,
 )
 from foresize.vertical.run import EVICT, RELEASE, RESIZE, Candidate, PassContext, PodView, TargetRun
 from foresize.vertical.stall import restart_pending
@@ -65,11 +65,11 @@ def _urgent(pod: Pod, change: PodChange | None, now: float) -> bool:
     return change is not None and recent_oom(pod, now) and memory_up(pod, change)
 
 
-def _already_disrupted(view: PodView) -> int:
+def _already_disrupted(run: TargetRun, view: PodView) -> int:
     """1 if the pod counts against the batch already: an in-place change still rolling, or
     a stalled resize that will restart a container when it lands."""
     if view.reason is None:
-        return 1 if resize_in_flight(view.pod) else 0
+        return 1 if known_in_flight(run.state.known, view.pod) else 0
     return 1 if restart_pending(view.pod) else 0
 
 
@@ -77,7 +77,7 @@ def _change(run: TargetRun, pod: Pod, only: tuple[str, ...] | None = None) -> Po
     pol = run.policy
     assert run.suggestion is not None
     return known_pod_change(
-        run.state.changes, pod, run.suggestion, run.skip, pol.scale_up, pol.scale_down, only
+        run.state.known, pod, run.suggestion, run.skip, pol.scale_up, pol.scale_down, only
     )
 
 
@@ -159,7 +159,7 @@ def decide_recreate(run: TargetRun, view: PodView, ctx: PassContext, out: list[C
     urgent = _urgent(pod, change, ctx.now)
     if change is not None and (change.significant or urgent):
         out.append(Candidate(EVICT, pod, run, change, "recreate", urgent))
-    return _already_disrupted(view)
+    return _already_disrupted(run, view)
 
 
 def decide_in_place(run: TargetRun, view: PodView, ctx: PassContext, out: list[Candidate]) -> int:
@@ -169,7 +169,7 @@ def decide_in_place(run: TargetRun, view: PodView, ctx: PassContext, out: list[C
         if run.report_once(f"qos:{pod.uid}", change.signature):
             run.pod_event(pod, "ResizeNotPossible", change.problem, "Warning")
         return 0
-    disrupted = _already_disrupted(view)
+    disrupted = _already_disrupted(run, view)
     urgent = _urgent(pod, change, ctx.now)
     if _release(run, view, change, ctx.now, out):
         return disrupted
@@ -189,7 +189,7 @@ def decide_in_place_or_recreate(
 ) -> int:
     pod = view.pod
     change = _change(run, pod)
-    disrupted = _already_disrupted(view)
+    disrupted = _already_disrupted(run, view)
     urgent = _urgent(pod, change, ctx.now)
     if _release(run, view, change, ctx.now, out):
         return disrupted

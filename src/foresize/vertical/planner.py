@@ -319,7 +319,7 @@ def _forget_gone_pods(run: TargetRun) -> None:
     live_uids = {p.uid for p in run.pods}
     for uid in [u for u in ts.stalls if u not in live_uids]:
         del ts.stalls[uid]
-    for d in (ts.blocked_pods, ts.refused, ts.released, ts.changes):
+    for d in (ts.blocked_pods, ts.refused, ts.released, ts.known):
         for uid in [u for u in d if u not in live_uids]:
             del d[uid]
     ts.judged = [u for u in ts.judged if u in live_uids]

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from foresize.api.types import format_duration, format_timestamp, parse_duration, parse_timestamp
-from foresize.vertical.desired import KnownChange
+from foresize.vertical.desired import KnownPod
 
 STATUS_KEY = "disruption"
 
@@ -117,9 +117,9 @@ class TargetState:
     last_status: dict[str, Any] | None = None
     outbox: list[Any] = field(default_factory=list)
     inflight: dict[str, str] = field(default_factory=dict)
-    # Not persisted, shared by the clones: pod uid -> its change last computed
-    # (`desired.known_pod_change`); a cache whose entries check what they came from.
-    changes: dict[str, KnownChange] = field(default_factory=dict)
+    # Not persisted, shared by the clones: pod uid -> what was derived from the pod object
+    # last seen (`desired.known_pod`); a cache whose entries check what they came from.
+    known: dict[str, KnownPod] = field(default_factory=dict)
 
     def clone(self) -> TargetState:
         return TargetState(
@@ -152,7 +152,7 @@ class TargetState:
             last_status=self.last_status,
             outbox=list(self.outbox),
             inflight=dict(self.inflight),
-            changes=self.changes,
+            known=self.known,
         )
 
     def to_status(self) -> dict[str, Any]:

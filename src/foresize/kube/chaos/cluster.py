@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import shutil
 import signal
 import sys
@@ -161,6 +162,12 @@ def lease_holder(server: Any) -> str | None:
 
 
 # ------------------------------------------------------------------ the process
+# What a shutdown that did not end cleanly leaves in the log: the operator's line naming the
+# tasks still running after it, or the header of the forced exit's dump ("Timeout (0:00:15)!",
+# faulthandler's).
+HUNG_SHUTDOWN = re.compile(r"still running after the shutdown|Timeout \(\d+:\d\d:\d\d(\.\d+)?\)!")
+
+
 class OperatorProcess:
     """`foresize operator` as a subprocess (stderr to a file), with a temp directory of
     its own (`tmpdir`, its TMPDIR): what the process leaves there is what it would leave
@@ -255,6 +262,15 @@ class OperatorProcess:
                     return r.status
         except Exception:
             return 0
+
+    def hung_shutdown(self) -> str | None:
+        """What the process said about a shutdown that did not end cleanly: the tasks still
+        running after it (the operator's log), or the forced exit's thread dump."""
+        text = self.output()
+        found = HUNG_SHUTDOWN.search(text)
+        if found is None:
+            return None
+        return text[text.rfind("\n", 0, found.start()) + 1 :][:3000]
 
     def leftovers(self) -> list[str]:
         """What the process has in its temp directory (relative paths, sorted)."""

@@ -96,6 +96,8 @@ async def scenario_signal(
             problems.append("the Lease was not released")
         if op.leftovers():
             problems.append(f"left in its temp directory: {', '.join(op.leftovers())}")
+        if hung := op.hung_shutdown():
+            problems.append(f"the shutdown hung: {hung}")
         detail = (
             f"{len(c.proxy.actions(until=sent))} actions before the signal; standby leads "
             f"{took_over:.2f}s after the release"
@@ -351,6 +353,8 @@ async def scenario_kopf_dies(*, workdir: Path | None = None) -> ScenarioResult:
             problems.append("exit code 0 after a failure")
         if code is not None and op.leftovers():
             problems.append(f"left in its temp directory: {', '.join(op.leftovers())}")
+        if hung := op.hung_shutdown():  # exit 1 as well, but not the orderly one
+            problems.insert(0, f"the shutdown hung: {hung}")
         if problems:  # the process's own account, for a failure seen once under load
             problems.append(op.output()[-3000:])
         return ScenarioResult(name, took, not problems, f"exit code {code}", problems)
