@@ -12,6 +12,8 @@ import ssl
 import time
 from pathlib import Path
 
+import pytest
+
 from foresize.kube.api import KubeApi
 from foresize.kube.chaos import served_certificate
 from foresize.kube.executor import KubeExecutor
@@ -192,3 +194,20 @@ async def test_the_private_key_is_on_disk_only_while_it_is_loaded(apiserver, tmp
     finally:
         os.umask(umask)
         await api.close()
+
+
+async def test_a_pair_that_does_not_load_is_named_by_its_files_and_leaves_no_key(tmp_path):
+    from foresize.errors import ForesizeError
+
+    one, other = bundle(age_days=1), bundle(age_days=1)
+    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    cert.write_bytes(one.cert_pem)
+    key.write_bytes(other.key_pem)  # not the certificate's key
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    loader = WebhookCertificate(None, cert_file=str(cert), key_file=str(key), scratch=scratch)
+    with pytest.raises(ForesizeError) as error:
+        await loader.start()
+    # The user's files, not the copies loaded (gone already).
+    assert str(error.value).startswith(f"{cert} / {key}: cannot load certificate and key")
+    assert list(scratch.iterdir()) == []

@@ -12,6 +12,7 @@ from foresize.cluster.model import Container, ResourceRequirements
 from foresize.cluster.qos import qos_class_of
 from foresize.cluster.target import ContainerPolicy, ResourcePolicy
 from foresize.recommend.core import (
+    CPU_RAISE_SHARE,
     DEFAULT_MEMORY_STABILIZATION,
     KILL_MEMORY,
     MEMORY_HEADROOM,
@@ -718,6 +719,18 @@ def test_scheduled_cpu_rule():
     own = np.array([True, False, True, False, True, False, True])
     mixed = scheduled_cpu(sched, raise_at, raise_to, current, own)
     assert np.array_equal(mixed, np.where(own, start, mid), equal_nan=True)
+
+
+def test_a_large_raise_is_let_go_when_the_forecast_is_back_under_the_schedule():
+    """Mid-segment, a request more than 2.5 times the schedule (1 / CPU_RAISE_SHARE) goes
+    back to the schedule once the forecast at the mode's quantile is under it; a smaller
+    raise, or one the forecast still wants, is kept until the segment ends."""
+    sched = np.full(4, 100.0)
+    raise_at = np.full(4, 50.0)
+    raise_to = np.array([90.0, 90.0, 120.0, 90.0])
+    current = np.array([300.0, 200.0, 300.0, 100.0 / CPU_RAISE_SHARE])
+    mid = scheduled_cpu(sched, raise_at, raise_to, current, False)
+    assert np.array_equal(mid, [100.0, np.nan, np.nan, np.nan], equal_nan=True)
 
 
 def test_memory_headroom_and_recent_peak():

@@ -4,6 +4,7 @@ the CLI work end to end."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import yaml
@@ -30,10 +31,13 @@ def error_for(tmp_path, data) -> str:
     return str(exc.value)
 
 
-def test_bad_quantity_names_file_and_path(tmp_path):
+def test_bad_quantity_names_file_line_and_path(tmp_path):
+    # Audit reliability 4b: errors named the field path but not the line.
     ws = [workload("a"), workload("b"), workload("c", containers=[container(req={"cpu": "lots"})])]
     msg = error_for(tmp_path, {"nodes": NODES, "workloads": ws})
-    assert msg.startswith(str(tmp_path / "scenario.yaml") + ": ")
+    text = (tmp_path / "scenario.yaml").read_text().splitlines()
+    line = next(i for i, t in enumerate(text, 1) if "lots" in t)
+    assert msg.startswith(f"{tmp_path / 'scenario.yaml'}:{line}: ")
     assert "workloads[2].containers[0].requests.cpu" in msg and "not a quantity" in msg
 
 
@@ -110,7 +114,7 @@ def test_scenario_mistakes_are_reported_with_their_path(tmp_path, mutate, path, 
     data = {"nodes": [dict(n) for n in NODES], "workloads": [workload("a")]}
     mutate(data)
     msg = error_for(tmp_path, data)
-    assert f"scenario.yaml: {path}: " in msg and problem in msg, msg
+    assert re.search(rf"scenario\.yaml:\d+: {re.escape(path)}: ", msg) and problem in msg, msg
 
 
 def test_yaml_syntax_error_names_the_line(tmp_path):

@@ -933,3 +933,30 @@ def test_oom_killed_pods_are_evicted_first_but_within_the_batch() -> None:
     pods = [pod(f"p{i}", oom_at=90.0) for i in range(10)]
     actions, _ = plan(snap(pods, [t]), 100.0, WorkerState(), suggestions=sugg(mem=400 * MIB))
     assert len(of(actions, EvictPod)) == 2
+
+
+def test_a_request_the_container_does_not_declare_is_never_added() -> None:
+    """Audit reliability F-16: a container with only a memory request got a CPU request
+    from a "*" suggestion; the API refuses to remove a request in place, so the revert to
+    the template would have needed a restart. The webhook keeps the key set; so does the
+    worker."""
+    from foresize.cluster.model import Container
+
+    def memory_only(mem: int) -> Pod:
+        p = pod("p0", mem=mem)
+        p.containers[0] = Container("app", ResourceRequirements({"memory": mem}, {}))
+        p.container_statuses[0].allocated = {"memory": mem}
+        p.container_statuses[0].resources = ResourceRequirements({"memory": mem}, {})
+        return p
+
+    t = target("in_place", min_replicas=1)
+    actions, _ = plan(
+        snap([memory_only(100 * MIB)], [t]), 100.0, WorkerState(), suggestions=sugg(cpu=300)
+    )
+    (r,) = of(actions, ResizePod)
+    assert r.containers[0].requests == {"memory": 200 * MIB}
+    # Only the undeclared resource differs: nothing to do.
+    actions, _ = plan(
+        snap([memory_only(200 * MIB)], [t]), 100.0, WorkerState(), suggestions=sugg(cpu=300)
+    )
+    assert not of(actions, ResizePod)

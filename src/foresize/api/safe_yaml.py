@@ -209,6 +209,14 @@ def load_one(text: str, source: str) -> Any:
     return docs[0][1] if docs else None
 
 
+def load_one_with_lines(text: str, source: str) -> tuple[Any, dict[str, int]]:
+    """As `load_one`, with the document's field lines (see `iter_documents_with_lines`)."""
+    docs = list(iter_documents_with_lines(text, source))
+    if len(docs) > 1:
+        raise ForesizeError(f"{source}:{docs[1][0]}: expected one YAML document, found more")
+    return (docs[0][1], docs[0][2]) if docs else (None, {})
+
+
 def load_json(text: str, source: str) -> Any:
     """JSON text with the same depth cap as YAML; `ForesizeError` naming the line."""
     try:

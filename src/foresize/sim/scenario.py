@@ -19,7 +19,7 @@ from typing import Any
 
 from foresize.api.duration import parse_duration, shown
 from foresize.api.names import dns_label_error, dns_subdomain_error
-from foresize.api.safe_yaml import load_one, read_text
+from foresize.api.safe_yaml import load_one_with_lines, read_text
 from foresize.errors import ForesizeError
 from foresize.sim.scenario_fields import (
     WORKLOAD_FIELDS,
@@ -67,9 +67,12 @@ MAX_PODS = 10_000
 MAX_POD_STEPS = 30_000_000
 
 
-def parse_scenario(data: Any, source: str, base_dir: Path | None = None) -> Scenario:
-    """Validate a loaded YAML document and build the Scenario."""
-    ctx = FieldReader(source, base_dir)
+def parse_scenario(
+    data: Any, source: str, base_dir: Path | None = None, lines: dict[str, int] | None = None
+) -> Scenario:
+    """Validate a loaded YAML document and build the Scenario; `lines` (field path -> line
+    in the file) puts the line into each error."""
+    ctx = FieldReader(source, base_dir, lines)
     top = ctx.mapping(data, "")
     ctx.known(
         top,
@@ -473,8 +476,8 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
             f"{name_or_path}: no such scenario file, and not a built-in scenario "
             f"(built-in: {', '.join(builtin_scenarios())})"
         )
-    data = load_one(text, source)
-    return parse_scenario(data, source, base_dir)
+    data, lines = load_one_with_lines(text, source)
+    return parse_scenario(data, source, base_dir, lines)
 
 
 def builtin_scenarios() -> list[str]:

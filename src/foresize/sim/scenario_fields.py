@@ -13,6 +13,7 @@ from typing import Any
 from foresize.api.duration import parse_duration, shown
 from foresize.api.labels import label_key_error, label_value_error
 from foresize.api.quantity import QuantityError, parse_quantity, to_canonical
+from foresize.api.safe_yaml import field_line
 from foresize.errors import ForesizeError
 from foresize.sim.scenario_spec import ContainerSpec
 from foresize.sim.usage import GENERATOR_KINDS, GeneratorSpec, load_trace
@@ -24,14 +25,22 @@ MAX_INTEGER = 2**31 - 1
 
 
 class FieldReader:
-    """Error reporting: every problem names the file and the path inside it."""
+    """Error reporting: every problem names the file, the line when the file's field lines
+    are known (`safe_yaml.iter_documents_with_lines`), and the path inside it."""
 
-    def __init__(self, source: str, base_dir: Path | None) -> None:
+    def __init__(
+        self, source: str, base_dir: Path | None, lines: dict[str, int] | None = None
+    ) -> None:
         self.source = source
         self.base_dir = base_dir
+        self.lines = lines
 
     def fail(self, path: str, problem: str) -> ForesizeError:
-        where = f"{self.source}: {path}" if path else self.source
+        where = self.source
+        if self.lines:
+            where += f":{field_line(self.lines, path)}"
+        if path:
+            where += f": {path}"
         return ForesizeError(f"{where}: {problem}")
 
     def mapping(self, value: Any, path: str) -> dict[str, Any]:

@@ -55,7 +55,7 @@ def _unchanged(
     """Fast path: the suggestion already equals the container's spec (the common case)."""
     cur_req, cur_lim = c.resources.requests, c.resources.limits
     for r, v in requests.items():
-        if r in COMPUTE_RESOURCES and r not in skip and cur_req.get(r) != v:
+        if r in COMPUTE_RESOURCES and r not in skip and cur_req.get(r) != v and _declares(c, r):
             return False
         if guaranteed and r in cur_lim and cur_lim[r] != v and r not in skip:
             return False
@@ -63,6 +63,10 @@ def _unchanged(
         if r in COMPUTE_RESOURCES and r not in skip and r in cur_lim and cur_lim[r] != v:
             return False
     return True
+
+
+def _declares(c: Container, resource: str) -> bool:
+    return resource in c.resources.requests or resource in c.resources.limits
 
 
 def desired_containers(
@@ -87,7 +91,11 @@ def desired_containers(
         req = dict(c.resources.requests)
         lim = dict(c.resources.limits)
         for r, v in s.requests.items():
-            if r in COMPUTE_RESOURCES and r not in skip:
+            # Only resources the container declares (a request, or a limit the API server
+            # defaults the request from): a request added here could never be taken away in
+            # place (the API refuses to remove one), so the revert to the template would
+            # need a restart; the webhook keeps the key set for the same reason.
+            if r in COMPUTE_RESOURCES and r not in skip and (r in req or r in lim):
                 req[r] = v
         for r, v in s.limits.items():
             # Limits are only changed where the pod already has one: adding a limit is a
