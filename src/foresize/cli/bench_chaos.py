@@ -11,7 +11,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     @bench_app.command("chaos")
     def bench_chaos(
         scenario: list[str] = typer.Option(
-            None, "--scenario", help="Run only these (repeatable); default: all."
+            None, "--scenario", metavar="NAME", help="Run only these (repeatable); default: all."
         ),
         as_json: bool = typer.Option(False, "--json", help="Print JSON only."),
         keep_logs: Path = typer.Option(

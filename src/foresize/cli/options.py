@@ -57,3 +57,100 @@ def split_list(values: list[str] | None) -> list[str]:
     for v in values or []:
         out += [part.strip() for part in v.split(",") if part.strip()]
     return out
+
+
+# `--help` says what to write after an option, as kubectl, helm and click do: newer typer
+# prints the Python type (`<str>`, `<list[str]>`, `<bool>` even for flags) unless the option
+# has a metavar. An option's own `metavar=` wins; else its name says what it means (one
+# meaning per name, as above); else its type; a flag shows nothing.
+_DURATION = "DURATION"
+METAVAR_BY_OPTION: dict[str, str] = {
+    **dict.fromkeys(
+        (
+            "--duration",
+            "--step",
+            "--gap-every",
+            "--timeout",
+            "--lookback",
+            "--min-lookback",
+            "--interval",
+            "--collect-interval",
+            "--suggest-interval",
+            "--lease-duration",
+            "--lease-renew-deadline",
+            "--lease-retry",
+            "--cert-check-interval",
+            "--version-check-interval",
+            "--stall-timeout",
+            "--ramp-duration",
+            "--budget",
+        ),
+        _DURATION,
+    ),
+    **dict.fromkeys(("--start", "--end"), "TIME"),
+    **dict.fromkeys(("--output", "--trace-format", "--log-format"), "FORMAT"),
+    **dict.fromkeys(("--traces",), "DIR|FILE"),
+    **dict.fromkeys(
+        (
+            "--events",
+            "--kubeconfig",
+            "--history-db",
+            "--tls-cert",
+            "--tls-key",
+            "--ca-file",
+            "--cert",
+            "--key",
+            "--ca",
+            "--webhook-config",
+            "--state",
+        ),
+        "FILE",
+    ),
+    **dict.fromkeys(("--report", "--cert-dir", "--keep-logs"), "DIR"),
+    **dict.fromkeys(("--prometheus", "--server"), "URL"),
+    **dict.fromkeys(("--selector", "--exclude-selector"), "SELECTOR"),
+    **dict.fromkeys(("--port", "--metrics-port", "--webhook-port"), "PORT"),
+    **dict.fromkeys(("--namespace",), "NAMESPACE"),
+    **dict.fromkeys(("--cpu-min", "--cpu-max", "--memory-min", "--memory-max"), "QUANTITY"),
+    **dict.fromkeys(
+        (
+            "--service",
+            "--webhook-service",
+            "--webhook-configuration",
+            "--tls-secret",
+            "--pause-configmap",
+            "--cluster",
+            "--context",
+        ),
+        "NAME",
+    ),
+    **dict.fromkeys(("--host",), "ADDRESS"),
+    **dict.fromkeys(("--log-level",), "LEVEL"),
+    **dict.fromkeys(("--cluster-label",), "LABEL"),
+    **dict.fromkeys(("--policy",), "POLICY"),
+    **dict.fromkeys(("--mode",), "MODE"),
+    **dict.fromkeys(("--compare", "--modes", "--sweep", "--changes", "--tls-hosts"), "LIST"),
+}
+METAVAR_BY_TYPE: dict[type, str] = {int: "N", float: "NUMBER", str: "TEXT"}
+
+
+def metavar_for(option_names: list[str], annotation: object) -> str:
+    """The `--help` metavar of an option without one: `` for a flag (as click)."""
+    import types
+    import typing
+    from pathlib import Path
+
+    if typing.get_origin(annotation) is typing.Annotated:
+        annotation = typing.get_args(annotation)[0]
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        annotation = next(a for a in typing.get_args(annotation) if a is not type(None))
+    if typing.get_origin(annotation) is list:
+        annotation = typing.get_args(annotation)[0]
+    if annotation is bool:
+        return ""
+    for name in option_names:
+        if name in METAVAR_BY_OPTION:
+            return METAVAR_BY_OPTION[name]
+    if isinstance(annotation, type) and issubclass(annotation, Path):
+        return "PATH"
+    return METAVAR_BY_TYPE.get(annotation, "VALUE")  # type: ignore[call-overload]

@@ -107,6 +107,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             "demo",
             "--scenario",
             "-s",
+            metavar="NAME|FILE",
             help="Built-in scenario name (demo, sidecars) or path to a scenario YAML file.",
         ),
         duration: str = typer.Option(
