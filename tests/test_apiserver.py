@@ -231,6 +231,28 @@ async def test_a_core_event_lives_in_its_objects_namespace_or_default(api):
     assert (await api.request("POST", apiserver_events.format("default"), moved)).code == 422
 
 
+async def test_lease_times_are_micro_times_with_six_fractional_digits(api):
+    """metav1.MicroTime is decoded with RFC3339Micro: a whole-second or millisecond
+    renewTime is a 400 from the API server, though the schema says `date-time`."""
+    leases = "/apis/coordination.k8s.io/v1/namespaces/shop/leases"
+
+    def lease(name: str, renew: str) -> dict:
+        return {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": name, "namespace": "shop"},
+            "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15, "renewTime": renew},
+        }
+
+    for bad in ("2026-12-01T05:00:00Z", "2026-12-01T05:00:00.123Z"):
+        answer = await api.request("POST", leases, lease("l", bad))
+        assert answer.code == 400 and "renewTime" in answer.body["message"], answer.body
+    assert (await api.request("POST", leases, lease("l", "2026-12-01T05:00:00.123456Z"))).ok
+    patch = {"spec": {"acquireTime": "2026-12-01T05:00:01Z"}}
+    answer = await api.request("PATCH", f"{leases}/l", patch, MERGE_PATCH)
+    assert answer.code == 400 and "acquireTime" in answer.body["message"]
+
+
 async def test_strategic_merge_patch_merges_containers_by_name(api):
     two = bare_pod(
         containers=[container("app", {"cpu": "1"}), container("sidecar", {"cpu": "10m"})]

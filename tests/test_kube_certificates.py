@@ -211,3 +211,15 @@ async def test_a_pair_that_does_not_load_is_named_by_its_files_and_leaves_no_key
     # The user's files, not the copies loaded (gone already).
     assert str(error.value).startswith(f"{cert} / {key}: cannot load certificate and key")
     assert list(scratch.iterdir()) == []
+
+
+def test_a_key_that_cannot_be_written_for_loading_is_one_line_naming_the_source(tmp_path):
+    from foresize.errors import ForesizeError
+    from foresize.webhook.certs import load_pair
+
+    pair = bundle(age_days=1)
+    missing = tmp_path / "gone"
+    with pytest.raises(ForesizeError) as error:
+        load_pair(pair.cert_pem, pair.key_pem, source="--self-signed", scratch=missing)
+    assert str(error.value).startswith(f"--self-signed: cannot write the key to {missing}")
+    assert list(tmp_path.iterdir()) == []

@@ -28,8 +28,9 @@ def first(obj: Any, *names: str, default: Any = None) -> Any:
     `first(spec, "min_replicas", "minReplicas")`), else `default`."""
     if obj is None:
         return default
+    mapping = _is_mapping(obj)
     for name in names:
-        value = obj.get(name, _MISSING) if _is_mapping(obj) else getattr(obj, name, _MISSING)
+        value = obj.get(name, _MISSING) if mapping else getattr(obj, name, _MISSING)
         if value is not _MISSING and value is not None:
             return value
     return default
@@ -41,5 +42,9 @@ def get_path(obj: Any, *names: str) -> Any:
     for name in names:
         if obj is None:
             return None
-        obj = obj.get(name) if _is_mapping(obj) else getattr(obj, name, None)
+        # `_is_mapping` inlined: this loop runs millions of times in a simulation.
+        mapping = _mapping_types.get(type(obj))
+        if mapping is None:
+            mapping = _is_mapping(obj)
+        obj = obj.get(name) if mapping else getattr(obj, name, None)
     return obj

@@ -32,7 +32,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             "(default: localhost, 127.0.0.1 and the service's cluster names).",
         ),
         cert_dir: Path | None = typer.Option(
-            None, help="With --self-signed: write ca.crt, tls.crt, tls.key here."
+            None,
+            help="With --self-signed: write ca.crt, tls.crt, tls.key here (without it the "
+            "private key is never left on disk).",
         ),
         service: str = typer.Option("foresize-webhook", help="Service name of the webhook."),
         namespace: str = typer.Option("foresize-system", help="Namespace of the service."),
@@ -54,7 +56,6 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
 
         from foresize.admission.index import AdmissionIndex
         from foresize.errors import ForesizeError
-        from foresize.webhook.certs import server_ssl_context
         from foresize.webhook.server import AdmissionState
         from foresize.webhook.state_file import load_state_file
 
@@ -74,37 +75,24 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             namespace=namespace,
         )
         try:
-            ssl_context = server_ssl_context(tls.cert, tls.key)
-            if not self_signed:
-                refuse_unservable_certificate(tls.cert)
             if webhook_config is not None:
                 write_webhook_config(webhook_config, service, namespace, tls.ca_pem)
             holder = AdmissionState(load_state_file(state) if state else AdmissionIndex())
-            asyncio.run(_serve(holder, state, host=host, port=port, ssl_context=ssl_context))
+            asyncio.run(_serve(holder, state, host=host, port=port, ssl_context=tls.context))
         except OSError as exc:
             error = listen_error(exc, host, port)
             if error is None:
                 raise
             raise error from None
-        finally:
-            if tls.temporary_dir is not None:
-                import shutil
-
-                # The private key was only for this run: never leave it behind in /tmp,
-                # whether the server stopped on SIGTERM, could not listen, or failed.
-                shutil.rmtree(tls.temporary_dir, ignore_errors=True)
 
 
 @dataclass(frozen=True)
 class ServingCertificate:
-    """The certificate and key files the webhook serves with, the CA PEM that signed them
-    when known (for the webhook configurations' caBundle), and the temporary folder a
-    self-signed pair was written to (None if the user chose the folder)."""
+    """The TLS context the webhook serves with, and the CA PEM that signed its certificate
+    when known (for the webhook configurations' caBundle)."""
 
-    cert: Path
-    key: Path
+    context: SSLContext
     ca_pem: bytes | None
-    temporary_dir: Path | None
 
 
 def serving_certificate(
@@ -119,10 +107,20 @@ def serving_certificate(
     namespace: str,
 ) -> ServingCertificate:
     """With `--self-signed`: a new CA and serving certificate for `--tls-hosts` (default:
-    the service's cluster names and localhost), written to `--cert-dir` or a temporary
-    folder. Otherwise `--cert` and `--key`, with the CA read from `--ca` if given."""
+    the service's cluster names and localhost), written to `--cert-dir` if given, else
+    held in memory: the key is on disk only while it is loaded (`load_pair`), so no exit,
+    not even SIGKILL, leaves it behind; the CA is printed as a caBundle line instead.
+    Otherwise `--cert` and `--key` (refused if expired or not yet valid), with the CA
+    read from `--ca` if given."""
+    import base64
+
     from foresize.errors import ForesizeError
-    from foresize.webhook.certs import generate_self_signed, service_dns_names
+    from foresize.webhook.certs import (
+        generate_self_signed,
+        load_pair,
+        server_ssl_context,
+        service_dns_names,
+    )
 
     if self_signed:
         hosts = [h.strip() for h in tls_hosts.split(",") if h.strip()] or [
@@ -131,24 +129,34 @@ def serving_certificate(
             "127.0.0.1",
         ]
         bundle = generate_self_signed(hosts)
-        import tempfile
-
-        directory = cert_dir or Path(tempfile.mkdtemp(prefix="foresize-tls-"))
+        if cert_dir is None:
+            context = load_pair(bundle.cert_pem, bundle.key_pem, source="--self-signed")
+            # One line, as a webhook configuration's caBundle takes it (base64 of the PEM):
+            # the only copy of this run's CA, which no file holds.
+            ca_bundle = base64.b64encode(bundle.ca_pem).decode()
+            typer.echo(
+                "self-signed CA and certificate in memory only (--cert-dir to keep them); "
+                f"caBundle: {ca_bundle}",
+                err=True,
+            )
+            return ServingCertificate(context, bundle.ca_pem)
         try:
-            _, cert, key = bundle.write(directory)
+            _, cert_file, key_file = bundle.write(cert_dir)
         except OSError as exc:
-            raise ForesizeError(f"--cert-dir {directory}: cannot write ({exc.strerror})") from None
-        typer.echo(f"self-signed CA and certificate written to {directory}", err=True)
-        return ServingCertificate(cert, key, bundle.ca_pem, directory if cert_dir is None else None)
+            raise ForesizeError(f"--cert-dir {cert_dir}: cannot write ({exc.strerror})") from None
+        typer.echo(f"self-signed CA and certificate written to {cert_dir}", err=True)
+        return ServingCertificate(server_ssl_context(cert_file, key_file), bundle.ca_pem)
     if cert is None or key is None:
         raise ForesizeError("--cert needs --key")
+    context = server_ssl_context(cert, key)
+    refuse_unservable_certificate(cert)
     ca_pem: bytes | None = None
     if ca is not None:
         try:
             ca_pem = ca.read_bytes()
         except OSError as exc:
             raise ForesizeError(f"{ca}: cannot read ({exc.strerror})") from None
-    return ServingCertificate(cert, key, ca_pem, None)
+    return ServingCertificate(context, ca_pem)
 
 
 def refuse_unservable_certificate(cert: Path) -> None:

@@ -63,12 +63,21 @@ class ClusterSnapshot:
     def _index(self) -> None:
         by_node: dict[str, list[Pod]] = defaultdict(list)
         by_owner: dict[str, list[Pod]] = defaultdict(list)
+        # A controller's pods share its chain: resolved once per direct owner.
+        tops: dict[tuple[str, str, str], str | None] = {}
         for p in self.pods:
             if p.node_name:
                 by_node[p.node_name].append(p)
-            owner = self.top_owner(p)
-            if owner is not None:
-                by_owner[owner.key].append(p)
+            if p.owner is None:
+                continue
+            direct = (p.owner.kind, p.namespace, p.owner.name)
+            if direct in tops:
+                top = tops[direct]
+            else:
+                owner = self.top_owner(p)
+                top = tops[direct] = owner.key if owner is not None else None
+            if top is not None:
+                by_owner[top].append(p)
         self._by_node = dict(by_node)
         self._by_owner = dict(by_owner)
 

@@ -17,9 +17,8 @@ injection; the operator only waits for the Secret and serves from it.
   rewritten, are read again;
 - every change is loaded into the SAME `ssl.SSLContext` the server listens with: new
   handshakes get the new certificate, no restart;
-- the private key is on disk only while it is loaded (`ssl` loads keys from files
-  alone): written 0600 into a fresh 0700 folder, loaded, and the folder removed at once.
-  Whatever ends the process (SIGTERM, a task failing, a startup failure, a hung
+- the private key is on disk only while it is loaded (`webhook.certs.load_pair`):
+  whatever ends the process (SIGTERM, a task failing, a startup failure, a hung
   shutdown's forced exit, SIGKILL), no key is left behind in its temp directory;
 - `foresize_webhook_certificate_expiry_seconds` tells how long the served certificate
   has left (negative once expired), and an expired one is never served silently: an
@@ -33,16 +32,12 @@ import base64
 import contextlib
 import datetime as dt
 import logging
-import os
-import shutil
 import ssl
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from foresize.errors import ForesizeError
 from foresize.kube.api import JSON, JSON_PATCH, KubeApi
 from foresize.webhook.certs import certificate_window
 
@@ -176,32 +171,15 @@ class WebhookCertificate:
     # ----------------------------------------------------------------- serving
     def _load(self, cert_pem: bytes, key_pem: bytes) -> ssl.SSLContext:
         """Serve `cert_pem` from now on: into the existing context (hot reload)."""
-        from foresize.webhook.certs import server_ssl_context
+        from foresize.webhook.certs import load_pair
 
-        # mkdtemp's folder is 0700; the key is created 0600 (O_EXCL: never an existing file).
-        folder = Path(tempfile.mkdtemp(prefix="foresize-tls-", dir=self.scratch))
-        try:
-            cert, key = folder / "tls.crt", folder / "tls.key"
-            cert.write_bytes(cert_pem)
-            fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(key_pem)
-            try:
-                if self.context is None:
-                    self.context = server_ssl_context(cert, key)
-                else:
-                    self.context.load_cert_chain(str(cert), str(key))
-                    self.reloads += 1
-                    log.info("webhook certificate reloaded (no restart)")
-            except (ssl.SSLError, ForesizeError) as exc:
-                # Name where the pair came from: the files loaded are gone already.
-                raise ForesizeError(
-                    f"{self._source()}: cannot load certificate and key ({exc})"
-                ) from None
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
-            if folder.exists():
-                log.error("could not remove %s, which holds the webhook's private key", folder)
+        reload = self.context is not None
+        self.context = load_pair(
+            cert_pem, key_pem, source=self._source(), context=self.context, scratch=self.scratch
+        )
+        if reload:
+            self.reloads += 1
+            log.info("webhook certificate reloaded (no restart)")
         self.served = cert_pem
         self.not_before, self.not_after = certificate_window(cert_pem)
         self._export()

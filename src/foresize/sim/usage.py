@@ -331,7 +331,7 @@ class UsageState:
         r: str,
         t: float,
         idx: np.ndarray,
-        share: np.ndarray,
+        share: np.ndarray | None,
         rng: np.random.Generator,
     ) -> np.ndarray:
         p = self._params(r, idx)
@@ -343,7 +343,9 @@ class UsageState:
             pos = (t + p["tr_offset"]) // p["tr_step"]
             flat = p["tr_start"] + (pos.astype(np.int64) % p["tr_len"])
             level[ti] = self.trace_flat[flat] * p["tr_scale"]
-        value = level * self.jitter[idx] * share
+        value = level * self.jitter[idx]
+        if share is not None:  # None: a share of 1 (x * 1.0 is x, so it is left out)
+            value = value * share
         if p["growth_any"]:
             grown = value + p["growth"] * (t - self.started[idx])
             value = np.where(p["growing"], np.minimum(grown, np.maximum(p["cap"], value)), value)
@@ -355,9 +357,10 @@ class UsageState:
         return np.maximum(value, 0.0)
 
     def step(
-        self, t: float, idx: np.ndarray, share: np.ndarray, rng: np.random.Generator
+        self, t: float, idx: np.ndarray, share: np.ndarray | None, rng: np.random.Generator
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Evaluate CPU demand (cores) and memory (bytes) of slots `idx` at time `t`."""
+        """Evaluate CPU demand (cores) and memory (bytes) of slots `idx` at time `t`; `share`
+        scales CPU demand by each slot's load share (None: no slot shares load)."""
         cpu = self._eval("c", t, idx, share, rng)
-        mem = self._eval("m", t, idx, np.ones_like(share), rng)
+        mem = self._eval("m", t, idx, None, rng)
         return cpu, mem

@@ -260,6 +260,8 @@ def _refuse_overlaps(runs: list[TargetRun]) -> None:
     """A pod belongs to one target. A selector target leaves alone every pod that a
     scaleTargetRef target, or another selector target, also claims (the pod webhook does
     the same at admission), and reports the overlap in its status and one Event."""
+    if not any(run.policy.has_selector for run in runs):
+        return  # only a selector target can claim another target's pods
     claims: dict[str, list[str]] = {}
     for run in runs:
         for p in run.pods:

@@ -1,6 +1,7 @@
 """TLS for the webhook server: a self-signed CA and a serving certificate generated with
 `cryptography`, the `kubernetes.io/tls` Secret holding them, and an `ssl.SSLContext`
-from certificate files.
+from certificate files or from a pair held in memory (`load_pair`: the key is on disk
+only while `ssl` loads it).
 
 cert-manager (in the chart) is the production alternative; this is for `foresize webhook
 --self-signed`, the operator's default, tests and the benchmark.
@@ -11,8 +12,11 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import ipaddress
+import logging
 import os
+import shutil
 import ssl
+import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -196,6 +200,54 @@ def server_ssl_context(cert_file: Path | str, key_file: Path | str) -> ssl.SSLCo
             f"{cert_file} / {key_file}: cannot load certificate and key ({exc})"
         ) from exc
     return ctx
+
+
+def load_pair(
+    cert_pem: bytes,
+    key_pem: bytes,
+    *,
+    source: str,
+    context: ssl.SSLContext | None = None,
+    scratch: Path | None = None,
+) -> ssl.SSLContext:
+    """Serve `cert_pem` with `key_pem`, held in memory: into `context` (a hot reload: new
+    handshakes get the new pair) or a new server context. `ssl` loads keys from files
+    alone, so the key is written 0600 into a fresh 0700 folder under `scratch` ($TMPDIR
+    if None), loaded, and the folder removed at once: whatever ends the process later
+    (even SIGKILL), no private key is left behind. A pair that does not load is a
+    ForesizeError naming `source` (the files loaded are gone by then)."""
+    # mkdtemp's folder is 0700; the key is created 0600 (O_EXCL: never an existing file).
+    try:
+        folder = Path(tempfile.mkdtemp(prefix="foresize-tls-", dir=scratch))
+    except OSError as exc:
+        where = scratch or f"{tempfile.gettempdir()} ($TMPDIR)"
+        raise ForesizeError(
+            f"{source}: cannot write the key to {where} to load it ({exc.strerror})"
+        ) from None
+    try:
+        cert, key = folder / "tls.crt", folder / "tls.key"
+        try:
+            cert.write_bytes(cert_pem)
+            fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(key_pem)
+        except OSError as exc:
+            raise ForesizeError(
+                f"{source}: cannot write the key to {folder.parent} to load it ({exc.strerror})"
+            ) from None
+        try:
+            if context is None:
+                return server_ssl_context(cert, key)
+            context.load_cert_chain(str(cert), str(key))
+            return context
+        except (ssl.SSLError, ForesizeError) as exc:
+            raise ForesizeError(f"{source}: cannot load certificate and key ({exc})") from None
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+        if folder.exists():
+            logging.getLogger("foresize.webhook").error(
+                "could not remove %s, which holds the webhook's private key", folder
+            )
 
 
 def client_ssl_context(ca_pem: bytes) -> ssl.SSLContext:

@@ -65,16 +65,18 @@ class Disruption:
         (`pkg/controller/disruption/disruption.go`: countHealthyPods, getExpectedPodCount,
         updatePdbStatus), from the spec it last processed."""
         s = pdb.observed_spec or pdb.spec
-        matched = [self.sim.pods[k] for k in sorted(pdb.members) if k in self.sim.pods]
+        # Counts only, so in no particular order (the status is built for every snapshot).
+        pods, meta = self.sim.pods, self.sim.meta
+        matched = [k for k in pdb.members if k in pods]
         # countHealthyPods: not terminating and Ready (IsPodReady).
-        healthy = sum(1 for p in matched if p.deletion_time is None and self.sim.meta[p.key].ready)
+        healthy = sum(1 for k in matched if pods[k].deletion_time is None and meta[k].ready)
 
         def expected_scale() -> int:
             # getExpectedScale: the scale of each controller of a matched pod, once; pods
             # without a controller are "unmanaged" and do not count.
             scales: dict[str, int] = {}
-            for p in matched:
-                top = self.sim.meta[p.key].top
+            for k in matched:
+                top = meta[k].top
                 if top is not None and top in self.sim.workloads:
                     scales[top] = self.sim.workloads[top].replicas
             return sum(scales.values())

@@ -181,11 +181,10 @@ class Metering:
         idx, keys = self.active()
         if idx.size:
             share_ref = u.share_ref[idx]
+            share = None
             if share_ref.any():
                 ready = self.wl_ready[u.wl[idx]]
                 share = np.where(share_ref > 0, share_ref / np.maximum(ready, 1.0), 1.0)
-            else:
-                share = np.ones(idx.size)
             cpu, mem = u.step(t, idx, share, self.sim.rng)
             up = u.down_until[idx] <= t
             if not up.all():
@@ -205,11 +204,12 @@ class Metering:
                 # What the metrics API reports for Ready pods, per workload (HPA input).
                 wl, rdy = u.wl[idx], u.ready[idx]
                 n = self.acc["cpu_req"].size
+                # np.array of the rows, not np.stack: the same array without its Python layer.
                 self.hpa_metrics = {
-                    CPU: np.stack(
+                    CPU: np.array(
                         [np.bincount(wl, used * rdy, n), np.bincount(wl, u.cpu_req[idx] * rdy, n)]
                     ),
-                    MEMORY: np.stack(
+                    MEMORY: np.array(
                         [np.bincount(wl, mem * rdy, n), np.bincount(wl, u.mem_req[idx] * rdy, n)]
                     ),
                     "ready": self.wl_ready[None, :n].copy(),
