@@ -97,11 +97,14 @@ def _describe_values(typer_app: typer.Typer) -> None:
     for info in typer_app.registered_commands:
         if info.cls in (None, TyperCommand):  # the default (None in older typer)
             info.cls = ForesizeCommand
-        hints = typing.get_type_hints(info.callback, include_extras=True)
+        callback = info.callback
+        if callback is None:
+            continue
+        hints = typing.get_type_hints(callback, include_extras=True)
         # String annotations (`from __future__ import annotations`) make a new OptionInfo
         # each time they are evaluated: keep the evaluated ones, which typer reads as they are.
-        info.callback.__annotations__.update(hints)
-        for name, parameter in inspect.signature(info.callback).parameters.items():
+        callback.__annotations__.update(hints)
+        for name, parameter in inspect.signature(callback).parameters.items():
             annotation = hints.get(name, str)
             infos = [parameter.default]
             if typing.get_origin(annotation) is typing.Annotated:
