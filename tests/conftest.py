@@ -3,12 +3,7 @@ options of a real operator run in a test."""
 
 from __future__ import annotations
 
-import contextlib
-import getpass
-import os
-import tempfile
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -47,16 +42,3 @@ def operator_options() -> Callable[..., OperatorOptions]:
         return OperatorOptions(**(fields | overrides))
 
     return make
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    """After a passing run pytest has removed its session folder ("failed" retention, see
-    pyproject.toml) but not its root in $TMPDIR, nor the `pytest-current` link to the folder
-    now gone: remove both, unless another session's folders are in there."""
-    temproot = os.environ.get("PYTEST_DEBUG_TEMPROOT") or tempfile.gettempdir()
-    with contextlib.suppress(KeyError, OSError):  # no user name: pytest's root is elsewhere
-        root = Path(temproot).resolve() / f"pytest-of-{getpass.getuser()}"
-        current = root / "pytest-current"
-        if current.is_symlink() and not current.exists():
-            current.unlink()
-        os.rmdir(root)
