@@ -213,6 +213,12 @@ def test_day_schedule_cuts_each_series_day_around_its_own_peak():
     assert level[1, 0] == 1.0 and not opens[1, 0]  # the wrapped segment after midnight
     level, _ = two.at(t + 12 * hour, 900.0)
     assert level[1, 0] == 0.2
+    # Seconds to the next segment start: 14:30 -> 17:00; 18:00 -> midnight, the next
+    # start (the cut wraps the day); 01:00 of the wrapped segment -> 02:00.
+    assert day.remaining(t + 14.5 * hour)[0, 0] == 2.5 * hour
+    assert day.remaining(t + 18 * hour)[0, 0] == 6 * hour
+    assert two.remaining(t + 12 * hour)[1, 0] == 10 * hour  # 22:00
+    assert two.remaining(t + 1 * hour)[1, 0] == 1 * hour
 
 
 def test_day_schedule_reads_only_the_days_before():

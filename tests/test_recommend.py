@@ -12,6 +12,8 @@ from foresize.cluster.model import Container, ResourceRequirements
 from foresize.cluster.qos import qos_class_of
 from foresize.cluster.target import ContainerPolicy, ResourcePolicy
 from foresize.recommend.core import (
+    CPU_DROP_FACTOR,
+    CPU_DROP_HOURS,
     CPU_RAISE_SHARE,
     DEFAULT_MEMORY_STABILIZATION,
     KILL_MEMORY,
@@ -731,6 +733,83 @@ def test_a_large_raise_is_let_go_when_the_forecast_is_back_under_the_schedule():
     current = np.array([300.0, 200.0, 300.0, 100.0 / CPU_RAISE_SHARE])
     mid = scheduled_cpu(sched, raise_at, raise_to, current, False)
     assert np.array_equal(mid, [100.0, np.nan, np.nan, np.nan], equal_nan=True)
+
+
+def test_scheduled_cpu_reads_the_last_interval():
+    """What the container did since the last decision refines the rule (mid-segment,
+    schedule 100): a raise needs usage at the request in
+    force; an interval spent entirely over 2.5 times the schedule is met at once; a raise
+    is let go once the forecast is 2.5 times under it and usage is under the schedule; a
+    request CPU_DROP_FACTOR times the forecast comes down to it, below the schedule, when
+    usage stayed under the forecast and CPU_DROP_HOURS remain in the segment."""
+    nan = np.nan
+    sched = np.full(7, 100.0)
+    raise_at = np.array([250.0, 250.0, 50.0, 50.0, 50.0, 50.0, 50.0])
+    raise_to = np.array([300.0, 300.0, 300.0, 110.0, 100.0, 100.0, 100.0])
+    current = np.array([200.0, 200.0, 200.0, 300.0, 1000.0, 1000.0, 1000.0])
+    last_max = np.array([150.0, 250.0, 700.0, 80.0, 90.0, 90.0, 150.0])
+    last_min = np.array([50.0, 100.0, 600.0, 40.0, 40.0, 40.0, 40.0])
+    hours = np.array([8.0, 8.0, 8.0, 8.0, 8.0, 1.0, 8.0]) * 3600.0
+    old = scheduled_cpu(sched, raise_at, raise_to, current, False)
+    assert np.array_equal(old, [300.0, 300.0, nan, nan, nan, nan, nan], equal_nan=True)
+    new = scheduled_cpu(sched, raise_at, raise_to, current, False, last_max, last_min, hours)
+    # 0: no raise under the request in force; 1: usage at it, raised; 2: a burst, to its
+    # highest sample; 3: a raise let go (300 > 2.5 x 110, usage under the schedule);
+    # 4: a drop to the forecast (1000 > 4 x 100, 8 hours left); 5: an hour left, the raise
+    # is only let go to the schedule; 6: usage over the schedule, kept.
+    assert np.array_equal(new, [nan, 300.0, 700.0, 110.0, 100.0, 100.0, nan], equal_nan=True)
+    assert CPU_DROP_FACTOR * 100.0 < 1000.0 and CPU_DROP_HOURS <= 8 * 3600.0
+    # A drop below the schedule: a request at 4.5 times the forecast of 20, none above it.
+    low = scheduled_cpu(
+        np.array([100.0]),
+        np.array([10.0]),
+        np.array([20.0]),
+        np.array([90.0]),
+        False,
+        np.array([15.0]),
+        np.array([5.0]),
+        np.array([8 * 3600.0]),
+    )
+    assert low[0] == 20.0
+    short = scheduled_cpu(
+        np.array([100.0]),
+        np.array([10.0]),
+        np.array([20.0]),
+        np.array([90.0]),
+        False,
+        np.array([15.0]),
+        np.array([5.0]),
+        np.array([CPU_DROP_HOURS - 900.0]),
+    )
+    assert np.isnan(short[0])
+    # Unknown usage (a gap) never blocks a raise and never drops.
+    gap = scheduled_cpu(
+        sched, raise_at, raise_to, current, False, np.full(7, nan), np.full(7, nan), hours
+    )
+    assert np.array_equal(gap, old, equal_nan=True)
+    # A segment start moves to the schedule whatever the usage.
+    start = scheduled_cpu(sched, raise_at, raise_to, current, True, last_max, last_min, hours)
+    assert start[0] == 300.0 and start[4] == 100.0
+
+
+def test_cpu_lets_go_mid_segment_where_usage_is_far_under_the_request():
+    """The operator path passes the last interval and the time left in the segment
+    (`scheduled_cpu`): a 1-core request over a container using 0.1 core with short
+    0.15-core spikes comes down to about its forecast at noon, mid-segment (it was kept
+    until the next segment before)."""
+
+    def spiky(now: float) -> ContainerHistory:
+        n = 3 * DAY_POINTS
+        cpu = np.where(np.arange(n) % 6 == 0, 0.15, 0.1)
+        cpu[-3:] = 0.1
+        return ContainerHistory(cpu, np.full(n, float(GIB)), first_seen=now - 3 * 86400.0)
+
+    noon = NOW + 12 * 3600.0
+    r = recommend_target(
+        RecommendParams(), {"app": spiky(noon)}, {"app": res(1000, GIB)}, None, noon
+    )
+    assert 140 <= r.suggestion.containers["app"].requests["cpu"] <= 1000 / CPU_DROP_FACTOR
+    assert r.changed["app"]["cpu"] is True
 
 
 def test_memory_headroom_and_recent_peak():

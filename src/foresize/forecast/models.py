@@ -423,6 +423,17 @@ class DaySchedule:
         first = (into_day - k * self.slot) < interval
         return self.level[:, :, k], self.opens[:, :, k] & first
 
+    def remaining(self, t: float) -> np.ndarray:
+        """(S, Q) seconds from `t` to the start of the next segment after the slot holding
+        `t` (the day's cut wraps midnight; a day cut once: a whole day after that slot)."""
+        into_day = (t - self.midnight) % DAY
+        slots = self.level.shape[2]
+        k = min(int(into_day // self.slot), slots - 1)
+        ahead = np.roll(self.opens, -(k + 1), axis=2)  # index 0: the slot after k
+        steps = np.where(ahead.any(axis=2), np.argmax(ahead, axis=2) + 1, slots)
+        out: np.ndarray = (k + steps) * self.slot - into_day
+        return out
+
 
 @functools.lru_cache(maxsize=16)
 def _partitions(slots: int, blocks: int) -> np.ndarray:

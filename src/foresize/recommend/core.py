@@ -155,7 +155,32 @@ burst is over; bursty VMs otherwise hold a burst's raise for the rest of an up t
 segment). Matched CPU ratio without the let-go / with factors 4, 2.5, 2 / with any raise
 let go: Azure 0.981 / 0.973, 0.965, 0.964 / 0.957; Crane's first half 0.681 / 0.671,
 0.659, 0.655 / 0.637 (default changes 3.78 up to factor 2, 4.26 with any raise let go);
-every third Bitbrains VM 0.610 / -, 0.456, - (docs/recommender.md)."""
+every third Bitbrains VM 0.610 / -, 0.456, - (docs/recommender.md). The same factor 2.5
+reads the last interval (`scheduled_cpu`): an interval spent entirely over 2.5 times the
+schedule is a burst met at once, and a raise 2.5 times over the forecast, with usage under
+the schedule, is let go."""
+
+
+CPU_DROP_FACTOR = 4.0
+"""Mid-segment, a request more than 4 times the 15-minute forecast at the mode's quantile,
+with every sample of the last interval under that forecast, comes down to the forecast,
+even below the schedule (`scheduled_cpu`): the time of day's history (the schedule) holds a
+level the present does not show (a quiet day of a VM that bursts at random hours: a
+segment's quantile over 7 days holds the bursts of other days at those hours). Why 4 and
+not the raise's 2.5 (`CPU_RAISE_SHARE`): a drop is a resize that a diurnal container pays
+again at the next segment (its forecast falls 2.5 times under a segment's peak on evening
+ramps); a factor 4 is rare on a daily cycle and common on bursty VMs. The whole rule with
+factors 3 / 4 / 5, matched CPU ratio: Azure 0.914 / 0.917 / 0.918, Crane 0.684 / 0.632 /
+0.632 (its first half 3.93 / 3.70 / 3.63 changes a series-day), every third Bitbrains VM
+0.328 / 0.340 / 0.344 (docs/recommender.md, "What the last interval says")."""
+CPU_DROP_HOURS = 4 * 3600.0
+"""A drop below the schedule needs at least 4 hours left before the next segment starts
+(`DaySchedule.remaining`): the next segment resets the request anyway, so a drop worth a
+resize must save slack for hours, not minutes: 4 hours is half of the 8-hour segment an
+even cut of the day into SCHEDULE_BLOCKS gives (a drop in the first half of a typical
+segment). With 2 / 4 / 6 hours: Azure 0.914 / 0.917 /
+0.920, Crane's first half 4.22 / 3.70 / 3.63 changes a series-day (over the budget at 2),
+every third Bitbrains VM 0.312 / 0.340 / 0.376."""
 
 
 def scheduled_cpu(
@@ -164,6 +189,9 @@ def scheduled_cpu(
     raise_to: np.ndarray,
     current: np.ndarray,
     block_start: bool | np.ndarray,
+    last_max: np.ndarray | None = None,
+    last_min: np.ndarray | None = None,
+    remaining: np.ndarray | None = None,
 ) -> np.ndarray:
     """THE CPU rule, vectorised: the target per container (NaN = keep the request in force).
 
@@ -180,7 +208,23 @@ def scheduled_cpu(
     and `raise_to` is back under the schedule, it returns to the schedule (the burst is
     over: holding it to the segment's end reserves it for hours); otherwise it is kept
     until the next segment. Without a schedule (less than a day of history) the
-    forecast `raise_to` stands in for it."""
+    forecast `raise_to` stands in for it.
+
+    What the container did since the last decision (`last_max`, `last_min`: the highest
+    and lowest usage sample of the last interval, NaN = unknown) refines this, where given:
+    - a raise needs usage: mid-segment, no raise while every sample of the last interval
+      stayed under the request in force (the forecast's signal then comes from older
+      history, and on bursty containers it raises for bursts that are over);
+    - a burst is met at once: where every sample of the last interval is more than
+      1 / CPU_RAISE_SHARE times the schedule and the highest is above the request, the
+      request rises to that highest sample (a level sustained over a whole interval
+      lasts: on the Azure VMs the next interval is a burst too in 79% of such cases);
+    - a raise is let go when the forecast at the mode's quantile is 1 / CPU_RAISE_SHARE
+      times under it and the last interval stayed under the schedule: back to the larger
+      of the schedule and that forecast;
+    - a drop: a request more than CPU_DROP_FACTOR times that forecast, with every sample
+      of the last interval under it and at least CPU_DROP_HOURS before the next segment
+      (`remaining`, seconds), comes down to the forecast, below the schedule."""
     sched = np.asarray(schedule, dtype=np.float64)
     cur = np.asarray(current, dtype=np.float64)
     have = np.isfinite(cur) & (cur > 0)
@@ -198,7 +242,37 @@ def scheduled_cpu(
         done = have & (sched < CPU_RAISE_SHARE * np.where(have, cur, 0.0)) & (to < sched)
     base = np.where(done, sched, base)
     out = np.where(up, to, base)
-    return np.where(~np.isfinite(sched) & ~have, to, out)
+    out = np.where(~np.isfinite(sched) & ~have, to, out)
+    if last_max is None:
+        return out
+    hi = np.asarray(last_max, dtype=np.float64)
+    lo = np.asarray(last_min if last_min is not None else np.full_like(hi, np.nan), np.float64)
+    in_force = np.where(have, cur, np.nan)
+    with np.errstate(invalid="ignore"):
+        # A raise needs usage: none mid-segment while the last interval stayed under the
+        # request in force (NaN compares False: unknown usage never blocks a raise).
+        quiet = have & np.isfinite(sched) & (hi < in_force) & ~block_start
+        out = np.where(quiet & (out > in_force), np.nan, out)
+        rising = np.isfinite(out) & (out > in_force)
+        # A drop: the request in force (or the target) is CPU_DROP_FACTOR times the
+        # forecast, the last interval stayed under the forecast, hours remain.
+        held = np.where(np.isfinite(out), out, in_force)
+        left = np.asarray(remaining, np.float64) if remaining is not None else np.zeros_like(hi)
+        drop = have & ~rising & (held > CPU_DROP_FACTOR * to) & (hi < to) & (left >= CPU_DROP_HOURS)
+        out = np.where(drop, to, out)
+        # A raise let go: above the schedule and 1 / CPU_RAISE_SHARE times the forecast,
+        # the last interval under the schedule: back to the schedule (or the forecast).
+        held = np.where(np.isfinite(out), out, in_force)
+        back = (
+            have & ~rising & ~drop & (held > sched) & (CPU_RAISE_SHARE * held > to) & (hi < sched)
+        )
+        out = np.where(back, np.fmax(sched, to), out)
+        # A burst met at once: every sample of the last interval over 1 / CPU_RAISE_SHARE
+        # times the schedule, the highest above what would be in force.
+        held = np.where(np.isfinite(out), out, np.where(have, cur, 0.0))
+        burst = have & (CPU_RAISE_SHARE * lo > sched) & (hi > held)
+        out = np.where(burst, np.fmax(hi, np.where(np.isfinite(out), out, 0.0)), out)
+    return out
 
 
 MEMORY_HEADROOM = 0.10

@@ -23,6 +23,7 @@ Requests are compared in canonical units rounded up (CPU 1m, memory 1Mi) for eve
 from __future__ import annotations
 
 import itertools
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -408,12 +409,20 @@ class ForesizePolicy(Policy):
                     SCHEDULE_SLOT,
                 )
             sched, opens = self.day.at(t_next, DECISION_EVERY * STEP)
+            # What the container did since the last decision: its last interval.
+            last = y[:, max(0, i - self.cfg.h + 1) : i + 1]
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN interval
+                last_max, last_min = np.nanmax(last, axis=1), np.nanmin(last, axis=1)
             val = scheduled_cpu(
                 sched[:, 0] * (1.0 + self.buffer),
                 fc.values[:, 0] * (1.0 + self.buffer),
                 val,
                 self.in_force[CPU],
                 opens[:, 0],
+                last_max,
+                last_min,
+                self.day.remaining(t_next)[:, 0],
             )
         # hasEnoughDataToScale: no action before min_lookback_to_scale of history.
         enough = (i - self.data.first + 1) * STEP >= MIN_LOOKBACK

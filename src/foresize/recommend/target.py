@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -386,6 +387,9 @@ class _RowForecasts:
     raise_at: np.ndarray  # CPU: the forecast at CPU_RAISE_QUANTILE; else NaN
     schedule: np.ndarray  # CPU: the request of the day's segment (`day_schedule`); else NaN
     opens: np.ndarray  # CPU: this decision is the first of the row's segment; else False
+    remaining: np.ndarray  # CPU: seconds to the row's next segment start; else NaN
+    last_max: np.ndarray  # CPU: the highest usage sample of the last interval; else NaN
+    last_min: np.ndarray  # CPU: the lowest usage sample of the last interval; else NaN
 
 
 _Row = tuple[int, str]
@@ -414,7 +418,17 @@ def _forecast(
     if not rows:
         empty = np.full(0, np.nan)
         return _RowForecasts(
-            empty, np.full(0, "", dtype=object), empty, empty, empty, empty, empty, empty > 0
+            empty,
+            np.full(0, "", dtype=object),
+            empty,
+            empty,
+            empty,
+            empty,
+            empty,
+            empty > 0,
+            empty,
+            empty,
+            empty,
         )
     row_levels = [_row_levels(reqs[ti].params, res) for ti, _name in rows]
     all_levels = np.array(sorted({q for lv in row_levels for q in lv}))
@@ -422,6 +436,9 @@ def _forecast(
     models = np.full((len(rows), len(all_levels)), "", dtype=object)
     schedule = np.full(len(rows), np.nan)
     opens = np.zeros(len(rows), dtype=bool)
+    remaining = np.full(len(rows), np.nan)
+    last_max = np.full(len(rows), np.nan)
+    last_min = np.full(len(rows), np.nan)
     for (blocks, online, levels), ks in _forecast_groups(reqs, rows, row_levels).items():
         cfg = ForecastConfig(step=MODEL_STEP, horizon=blocks)
         group = [rows[k] for k in ks]
@@ -429,7 +446,14 @@ def _forecast(
         qs = np.array(levels)
         base = int(math.floor(now / MODEL_STEP)) - (y.shape[1] - 1)
         if res == CPU:
-            schedule[ks], opens[ks] = _cpu_schedule(reqs, group, y, base, cfg, now, new_schedules)
+            schedule[ks], opens[ks], remaining[ks] = _cpu_schedule(
+                reqs, group, y, base, cfg, now, new_schedules
+            )
+            # What each container did since the last decision (`scheduled_cpu`).
+            last = y[:, -cfg.h :] * _UNIT[CPU]
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN interval
+                last_max[ks], last_min[ks] = np.nanmax(last, axis=1), np.nanmin(last, axis=1)
         if online:
             group_values, group_models = _online_forecast(
                 reqs, group, res, y, qs, cfg, base, new_states
@@ -442,7 +466,15 @@ def _forecast(
             values[k, cols] = group_values[i]
             models[k, cols] = group_models[i]
     return _pick_levels(
-        reqs, rows, res, row_levels, all_levels, values, models, (schedule, opens), memory_reference
+        reqs,
+        rows,
+        res,
+        row_levels,
+        all_levels,
+        values,
+        models,
+        (schedule, opens, remaining, last_max, last_min),
+        memory_reference,
     )
 
 
@@ -490,14 +522,16 @@ def _cpu_schedule(
     cfg: ForecastConfig,
     now: float,
     new_schedules: list[dict[str, CachedSchedule] | None] | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each row's scheduled request at its mode's quantile for the segment of the day that
-    holds `now` (`day_schedule`, canonical units), and whether this decision is the first
-    of that segment (a decision every `forecast_blocks`). Rows whose target carries a
-    schedule state reuse the schedule computed for the same key (`CachedSchedule`) and
-    store theirs in `new_schedules`."""
+    holds `now` (`day_schedule`, canonical units), whether this decision is the first
+    of that segment (a decision every `forecast_blocks`) and the seconds to the next
+    segment's start (`DaySchedule.remaining`). Rows whose target carries a schedule state
+    reuse the schedule computed for the same key (`CachedSchedule`) and store theirs in
+    `new_schedules`."""
     schedule = np.full(len(group), np.nan)
     opens = np.zeros(len(group), dtype=bool)
+    remaining = np.full(len(group), np.nan)
     mode_q = np.array([reqs[ti].params.model(CPU).quantile(CPU) for ti, _name in group])
     interval = np.array([reqs[ti].params.forecast_blocks for ti, _name in group])
     t_origin = (base + y.shape[1] - 1) * MODEL_STEP
@@ -512,7 +546,8 @@ def _cpu_schedule(
             at = np.searchsorted(sel, part)
             schedule[part] = level[at, 0] * _UNIT[CPU]
             opens[part] = first[at, 0]
-    return schedule, opens
+        remaining[sel] = day.remaining(now)[:, 0]
+    return schedule, opens, remaining
 
 
 def _schedule_digests(y: np.ndarray, t_origin: float, cfg: ForecastConfig) -> list[bytes]:
@@ -641,7 +676,7 @@ def _pick_levels(
     all_levels: np.ndarray,
     values: np.ndarray,
     models: np.ndarray,
-    schedule: tuple[np.ndarray, np.ndarray],
+    schedule: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     memory_reference: float | None,
 ) -> _RowForecasts:
     """One level per row from the forecasts at every level (canonical units)."""
@@ -653,11 +688,11 @@ def _pick_levels(
     top = np.array([np.searchsorted(all_levels, max(lv)) for lv in row_levels])
     unit = _UNIT[res]
     nan = np.full(len(rows), np.nan)
-    sched, opens = schedule
+    sched, opens, remaining, last_max, last_min = schedule
     if res == CPU:
         raise_at = values[:, int(np.searchsorted(all_levels, CPU_RAISE_QUANTILE))] * unit
     else:
-        raise_at, sched, opens = nan, nan, nan > 0
+        raise_at, sched, opens, remaining, last_max, last_min = nan, nan, nan > 0, nan, nan, nan
     return _RowForecasts(
         value=values[idx, pick] * unit,
         model=models[idx, pick],
@@ -667,6 +702,9 @@ def _pick_levels(
         raise_at=raise_at,
         schedule=sched,
         opens=opens,
+        remaining=remaining,
+        last_max=last_max,
+        last_min=last_min,
     )
 
 
@@ -739,13 +777,17 @@ def _finish(
             held = cur.requests.get(res)
             if res == CPU:
                 # THE CPU rule (`scheduled_cpu`): the day segment's request, raised
-                # where the forecast's median is above it; downsizes wait for a block.
+                # where the forecast's median is above it and usage reached the request,
+                # a burst met, a raise let go, a drop where the forecast is far under it.
                 chosen = scheduled_cpu(
                     np.array([fc[res].schedule[k] * buffer]),
                     np.array([fc[res].raise_at[k] * buffer]),
                     np.array([target]),
                     np.array([float(held) if held is not None else math.nan]),
                     np.array([bool(fc[res].opens[k])]),
+                    np.array([fc[res].last_max[k]]),
+                    np.array([fc[res].last_min[k]]),
+                    np.array([fc[res].remaining[k]]),
                 )[0]
                 if np.isfinite(chosen):
                     target = float(chosen)
