@@ -19,7 +19,7 @@ import hashlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from foresize.api.access import get_path
 from foresize.api.quantity import CPU, MEMORY, format_resource_map
@@ -30,6 +30,10 @@ from foresize.cluster.snapshot import ClusterSnapshot
 from foresize.cluster.target import suggestion_from, target_view
 from foresize.errors import ForesizeError
 from foresize.history.base import TOTAL_CONTAINER, SeriesKey, trace_series, workload_of_pod
+
+if TYPE_CHECKING:  # types only: the recommender itself is imported where it runs
+    from foresize.forecast.select import OnlineScores
+    from foresize.recommend.target import CachedSchedule, OOMState
 
 HISTORY_WINDOW = 14 * 86400.0
 
@@ -51,8 +55,10 @@ def cadence_of(target: Any, default: float) -> float:
 class SuggestionState:
     """Per target: OOM floors and rolling forecast scores, carried between rounds."""
 
-    oom: dict[str, Any] = field(default_factory=dict)
-    forecast: dict[str, Any] = field(default_factory=dict)
+    # "ns/target" -> container -> OOM floor and recent memory targets.
+    oom: dict[str, dict[str, OOMState]] = field(default_factory=dict)
+    # "ns/target" -> "container/resource" -> rolling forecast scores.
+    forecast: dict[str, dict[str, OnlineScores]] = field(default_factory=dict)
     # "ns/target/container" -> memory forecast at the mode's level (bytes), from the
     # target's latest round: the fleet's mean is the memory risk allocation's reference,
     # so targets due in different rounds are priced against the same fleet.
@@ -63,7 +69,7 @@ class SuggestionState:
     latest: dict[str, Suggestion] = field(default_factory=dict)
     # "ns/target" -> container -> its CPU day schedule (`recommend.target.CachedSchedule`):
     # it changes once a day, so the passes within the day reuse it.
-    schedule: dict[str, dict[str, Any]] = field(default_factory=dict)
+    schedule: dict[str, dict[str, CachedSchedule]] = field(default_factory=dict)
 
 
 def history_source(snapshot: ClusterSnapshot, target: Any) -> tuple[list[str], list[Any]] | None:
