@@ -741,7 +741,8 @@ def test_scheduled_cpu_reads_the_last_interval():
     force; an interval spent entirely over 2.5 times the schedule is met at once; a raise
     is let go once the forecast is 2.5 times under it and usage is under the schedule; a
     request CPU_DROP_FACTOR times the forecast comes down to it, below the schedule, when
-    usage stayed under the forecast and CPU_DROP_HOURS remain in the segment."""
+    usage stayed under the forecast and CPU_DROP_HOURS remain in the segment; a forecast
+    from the time of day keeps its anticipating raises."""
     nan = np.nan
     sched = np.full(7, 100.0)
     raise_at = np.array([250.0, 250.0, 50.0, 50.0, 50.0, 50.0, 50.0])
@@ -787,6 +788,21 @@ def test_scheduled_cpu_reads_the_last_interval():
         sched, raise_at, raise_to, current, False, np.full(7, nan), np.full(7, nan), hours
     )
     assert np.array_equal(gap, old, equal_nan=True)
+    # A forecast from the time of day (`slot_day`, `slot_week`) anticipates: its raise of a
+    # request under 40% of it needs no usage, and it neither drops nor lets go.
+    seasonal = np.ones(7, dtype=bool)
+    ahead = scheduled_cpu(
+        sched,
+        raise_at,
+        np.array([600.0, 300.0, 300.0, 110.0, 100.0, 100.0, 100.0]),
+        current,
+        False,
+        last_max,
+        last_min,
+        hours,
+        seasonal,
+    )
+    assert np.array_equal(ahead, [600.0, 300.0, 700.0, nan, nan, nan, nan], equal_nan=True)
     # A segment start moves to the schedule whatever the usage.
     start = scheduled_cpu(sched, raise_at, raise_to, current, True, last_max, last_min, hours)
     assert start[0] == 300.0 and start[4] == 100.0

@@ -34,6 +34,10 @@ DAY = 86400.0
 WEEK = 7 * DAY
 
 MODELS = ("recent", "slot_day", "slot_week", "decay", "persist", "peaks")
+TIME_OF_DAY_MODELS = ("slot_day", "slot_week")
+"""The models that forecast from the same time of the day or week on past days: a raise
+they ask for anticipates a recurring peak, where the others' repeat the last day's
+history (`recommend.core.scheduled_cpu`)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -170,17 +170,18 @@ segment's quantile over 7 days holds the bursts of other days at those hours). W
 not the raise's 2.5 (`CPU_RAISE_SHARE`): a drop is a resize that a diurnal container pays
 again at the next segment (its forecast falls 2.5 times under a segment's peak on evening
 ramps); a factor 4 is rare on a daily cycle and common on bursty VMs. The whole rule with
-factors 3 / 4 / 5, matched CPU ratio: Azure 0.914 / 0.917 / 0.918, Crane 0.684 / 0.632 /
-0.632 (its first half 3.93 / 3.70 / 3.63 changes a series-day), every third Bitbrains VM
-0.328 / 0.340 / 0.344 (docs/recommender.md, "What the last interval says")."""
+factors 3 / 4 / 5, matched CPU ratio: Azure 0.913 / 0.916 / 0.918, Crane 0.642 at each (its
+first half 3.93 / 3.70 / 3.70 changes a series-day; without the time-of-day exemption
+below, factor 3 took Crane to 0.684), every third Bitbrains VM 0.328 / 0.340 / 0.344
+(docs/recommender.md, "What the last interval says")."""
 CPU_DROP_HOURS = 4 * 3600.0
 """A drop below the schedule needs at least 4 hours left before the next segment starts
 (`DaySchedule.remaining`): the next segment resets the request anyway, so a drop worth a
 resize must save slack for hours, not minutes: 4 hours is half of the 8-hour segment an
 even cut of the day into SCHEDULE_BLOCKS gives (a drop in the first half of a typical
-segment). With 2 / 4 / 6 hours: Azure 0.914 / 0.917 /
-0.920, Crane's first half 4.22 / 3.70 / 3.63 changes a series-day (over the budget at 2),
-every third Bitbrains VM 0.312 / 0.340 / 0.376."""
+segment). With 2 / 4 / 6 hours: Azure 0.913 / 0.916 /
+0.920, Crane's first half 3.74 / 3.70 / 3.70 changes a series-day (4.22 at 2 hours without
+the time-of-day exemption), every third Bitbrains VM 0.312 / 0.340 / 0.376."""
 
 
 def scheduled_cpu(
@@ -192,6 +193,7 @@ def scheduled_cpu(
     last_max: np.ndarray | None = None,
     last_min: np.ndarray | None = None,
     remaining: np.ndarray | None = None,
+    seasonal: np.ndarray | None = None,
 ) -> np.ndarray:
     """THE CPU rule, vectorised: the target per container (NaN = keep the request in force).
 
@@ -211,10 +213,14 @@ def scheduled_cpu(
     forecast `raise_to` stands in for it.
 
     What the container did since the last decision (`last_max`, `last_min`: the highest
-    and lowest usage sample of the last interval, NaN = unknown) refines this, where given:
+    and lowest usage sample of the last interval, NaN = unknown) refines this, where given
+    (`seasonal`: the forecast at the mode's quantile is from a time-of-day model,
+    `forecast.models.TIME_OF_DAY_MODELS`):
     - a raise needs usage: mid-segment, no raise while every sample of the last interval
       stayed under the request in force (the forecast's signal then comes from older
-      history, and on bursty containers it raises for bursts that are over);
+      history, and on bursty containers it raises for bursts that are over), except a
+      raise of a request under CPU_RAISE_SHARE of a seasonal forecast (a recurring peak
+      anticipated);
     - a burst is met at once: where every sample of the last interval is more than
       1 / CPU_RAISE_SHARE times the schedule and the highest is above the request, the
       request rises to that highest sample (a level sustained over a whole interval
@@ -224,7 +230,9 @@ def scheduled_cpu(
       of the schedule and that forecast;
     - a drop: a request more than CPU_DROP_FACTOR times that forecast, with every sample
       of the last interval under it and at least CPU_DROP_HOURS before the next segment
-      (`remaining`, seconds), comes down to the forecast, below the schedule."""
+      (`remaining`, seconds), comes down to the forecast, below the schedule.
+    Neither the let-go nor the drop follows a seasonal forecast (it speaks for this hour:
+    following its lows and highs within a segment is the schedule's job)."""
     sched = np.asarray(schedule, dtype=np.float64)
     cur = np.asarray(current, dtype=np.float64)
     have = np.isfinite(cur) & (cur > 0)
@@ -234,7 +242,8 @@ def scheduled_cpu(
     to = np.asarray(raise_to, dtype=np.float64)
     with np.errstate(invalid="ignore"):
         up = np.asarray(raise_at, dtype=np.float64) > level
-        up |= have & (np.where(have, cur, 0.0) < CPU_RAISE_SHARE * to)
+        ahead = have & (np.where(have, cur, 0.0) < CPU_RAISE_SHARE * to)
+        up |= ahead
     base = np.where(block_start, sched, np.where(have, np.nan, sched))
     with np.errstate(invalid="ignore"):
         # A raise let go: the request in force is more than 1 / CPU_RAISE_SHARE times the
@@ -251,20 +260,34 @@ def scheduled_cpu(
     with np.errstate(invalid="ignore"):
         # A raise needs usage: none mid-segment while the last interval stayed under the
         # request in force (NaN compares False: unknown usage never blocks a raise).
-        quiet = have & np.isfinite(sched) & (hi < in_force) & ~block_start
+        known = np.asarray(seasonal, dtype=bool) if seasonal is not None else np.zeros_like(have)
+        quiet = have & np.isfinite(sched) & (hi < in_force) & ~block_start & ~(ahead & known)
         out = np.where(quiet & (out > in_force), np.nan, out)
         rising = np.isfinite(out) & (out > in_force)
         # A drop: the request in force (or the target) is CPU_DROP_FACTOR times the
         # forecast, the last interval stayed under the forecast, hours remain.
         held = np.where(np.isfinite(out), out, in_force)
         left = np.asarray(remaining, np.float64) if remaining is not None else np.zeros_like(hi)
-        drop = have & ~rising & (held > CPU_DROP_FACTOR * to) & (hi < to) & (left >= CPU_DROP_HOURS)
+        drop = (
+            have
+            & ~rising
+            & ~known
+            & (held > CPU_DROP_FACTOR * to)
+            & (hi < to)
+            & (left >= CPU_DROP_HOURS)
+        )
         out = np.where(drop, to, out)
         # A raise let go: above the schedule and 1 / CPU_RAISE_SHARE times the forecast,
         # the last interval under the schedule: back to the schedule (or the forecast).
         held = np.where(np.isfinite(out), out, in_force)
         back = (
-            have & ~rising & ~drop & (held > sched) & (CPU_RAISE_SHARE * held > to) & (hi < sched)
+            have
+            & ~rising
+            & ~known
+            & ~drop
+            & (held > sched)
+            & (CPU_RAISE_SHARE * held > to)
+            & (hi < sched)
         )
         out = np.where(back, np.fmax(sched, to), out)
         # A burst met at once: every sample of the last interval over 1 / CPU_RAISE_SHARE

@@ -30,7 +30,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from foresize.api.quantity import CPU, MEMORY
-from foresize.forecast.models import DaySchedule, ForecastConfig, day_schedule, forward_max
+from foresize.forecast.models import (
+    MODELS,
+    TIME_OF_DAY_MODELS,
+    DaySchedule,
+    ForecastConfig,
+    day_schedule,
+    forward_max,
+)
 from foresize.forecast.select import OnlineScores, online_step
 from foresize.history.base import TraceSeries, resample_max
 from foresize.recommend.core import (
@@ -423,6 +430,7 @@ class ForesizePolicy(Policy):
                 last_max,
                 last_min,
                 self.day.remaining(t_next)[:, 0],
+                np.isin(np.asarray(MODELS)[fc.model[rows, pick]], TIME_OF_DAY_MODELS),
             )
         # hasEnoughDataToScale: no action before min_lookback_to_scale of history.
         enough = (i - self.data.first + 1) * STEP >= MIN_LOOKBACK

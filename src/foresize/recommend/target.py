@@ -35,7 +35,14 @@ from foresize.cluster.model import (
 from foresize.cluster.qos import qos_class_of
 from foresize.cluster.target import ContainerPolicy, ResourcePolicy, TargetView, target_view
 from foresize.errors import ForesizeError
-from foresize.forecast.models import DAY, DaySchedule, ForecastConfig, day_schedule, forward_max
+from foresize.forecast.models import (
+    DAY,
+    TIME_OF_DAY_MODELS,
+    DaySchedule,
+    ForecastConfig,
+    day_schedule,
+    forward_max,
+)
 from foresize.forecast.select import OnlineScores, backtest_scores, forecast_max, online_step
 from foresize.recommend.core import (
     CPU_RAISE_QUANTILE,
@@ -788,6 +795,7 @@ def _finish(
                     np.array([fc[res].last_max[k]]),
                     np.array([fc[res].last_min[k]]),
                     np.array([fc[res].remaining[k]]),
+                    np.array([fc[res].model[k] in TIME_OF_DAY_MODELS]),
                 )[0]
                 if np.isfinite(chosen):
                     target = float(chosen)
