@@ -7,6 +7,8 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from foresize.cluster.model import Container, ResourceRequirements
 from foresize.cluster.qos import qos_class_of
@@ -1035,4 +1037,34 @@ def test_a_carried_day_schedule_is_reused_within_the_day_and_equals_a_fresh_one(
     assert any(
         not np.array_equal(nxt[0].schedule_state[n].level, carried["a"][n].level)
         for n in ("web", "side")
+    )
+
+
+_levels = st.one_of(st.just(np.nan), st.floats(1.0, 1e4), st.sampled_from([100.0, 250.0, 400.0]))
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(
+    st.lists(st.tuples(*[_levels] * 7, st.floats(0.0, 16 * 3600.0), st.booleans()), min_size=1),
+    st.booleans(),
+)
+def test_scheduled_cpu_only_picks_among_its_inputs(rows, start):
+    """Whatever the mix of known and unknown values, the CPU rule's target is NaN (keep)
+    or one of the levels it was given (the schedule, the forecast, the larger of the two,
+    the last interval's highest sample): it never invents a request. Unknown usage (a
+    gap) gives the rule's answer without the last interval."""
+    a = np.array([r[:8] for r in rows], dtype=np.float64).T
+    sched, raise_at, raise_to, current, last_max, last_min, _, left = a
+    last_min = np.fmin(last_min, last_max)
+    seasonal = np.array([r[8] for r in rows])
+    out = scheduled_cpu(
+        sched, raise_at, raise_to, current, start, last_max, last_min, left, seasonal
+    )
+    allowed = np.stack([sched, raise_to, np.fmax(sched, raise_to), last_max])
+    picked = np.isnan(out) | (np.isclose(allowed, out).any(axis=0))
+    assert picked.all()
+    unknown = np.full(len(rows), np.nan)
+    gap = scheduled_cpu(sched, raise_at, raise_to, current, start, unknown, unknown, left, seasonal)
+    assert np.array_equal(
+        gap, scheduled_cpu(sched, raise_at, raise_to, current, start), equal_nan=True
     )
