@@ -19,6 +19,7 @@ from test_vertical_planner import (
     names,
     of,
     pod,
+    selector_target,
     snap,
     sugg,
     target,
@@ -251,3 +252,96 @@ def test_a_recreated_pod_may_take_back_its_own_room() -> None:
     _mem_nodes(s, n1=1000)
     actions, _ = plan(s, 0.0, WorkerState(), suggestions=sugg(cpu=100, mem=550 * MIB))
     assert names(actions, EvictPod) == ["a"]
+
+
+# --------------------------------------------------------------------------- OOM urgency
+
+
+def _paced(*pods: Any) -> list[str]:
+    """One in_place pass 20 s after the last batch (interval 60 s): only urgent OOM fixes
+    go out."""
+    from foresize.vertical.state import TargetState as TS
+
+    state = WorkerState({KEY: TS(last_batch_at=80.0)})
+    actions, _ = plan(snap(list(pods), [target("in_place")]), 100.0, state, suggestions=sugg())
+    return names(actions, ResizePod)
+
+
+def test_only_a_recent_oom_kill_makes_a_memory_upsize_skip_the_pacing() -> None:
+    # Killed 10 minutes ago (OOM_URGENT_WINDOW) is recent; 10 minutes and 1 s is not.
+    assert _paced(pod("oom", cpu=200, oom_at=100.0 - 600)) == ["oom"]
+    assert _paced(pod("oom", cpu=200, oom_at=100.0 - 601)) == []
+
+
+def test_an_oom_killed_pod_whose_memory_does_not_go_up_waits_for_the_pacing() -> None:
+    # Memory already at the suggestion (200Mi): only CPU changes, nothing urgent about it.
+    assert _paced(pod("oom", cpu=100, mem=200 * MIB, oom_at=90.0)) == []
+
+
+def test_an_urgent_oom_fix_is_sent_even_below_the_hysteresis() -> None:
+    """The OOM floor's raise is urgent whatever its size: +2% memory (under the 5% up
+    threshold) of a just-killed pod is resized in place, and evicted in recreate mode."""
+    s = sugg(cpu=200, mem=204 * MIB)
+    oom = pod("oom", cpu=200, mem=200 * MIB, oom_at=90.0)
+    calm = pod("calm", cpu=200, mem=200 * MIB)
+    actions, _ = plan(snap([oom, calm], [target("in_place")]), 100.0, WorkerState(), suggestions=s)
+    assert names(actions, ResizePod) == ["oom"]
+    t = target("recreate", min_replicas=1, disruption={"interval": "1s"})
+    actions, _ = plan(snap([oom, calm], [t]), 100.0, WorkerState(), suggestions=s)
+    assert names(actions, EvictPod) == ["oom"]
+
+
+# --------------------------------------------------------------------------- admission order
+
+
+def _one_of(*pods: Any, nodes: dict[str, int] | None = None, **kw: Any) -> list[str]:
+    """The resizes of one in_place pass with a batch of one."""
+    t = target("in_place", disruption={"max_disrupted": 1})
+    s = snap(list(pods), [t], replicas={"web": 20}, nodes=nodes)
+    actions, _ = plan(s, 0.0, WorkerState(), suggestions=sugg(**kw))
+    return names(actions, ResizePod)
+
+
+def test_a_downsize_takes_the_batch_before_an_upsize() -> None:
+    # "a-up" sorts first by name; the downsize still goes first.
+    assert _one_of(pod("a-up", cpu=100), pod("z-down", cpu=900), cpu=200, mem=100 * MIB) == [
+        "z-down"
+    ]
+
+
+def test_a_higher_priority_pod_is_upsized_first() -> None:
+    assert _one_of(pod("a-low", cpu=100), pod("z-high", cpu=100, priority=100)) == ["z-high"]
+
+
+def test_a_guaranteed_pod_is_upsized_before_a_burstable_one() -> None:
+    guaranteed = pod(
+        "z-guaranteed", cpu=100, mem=100 * MIB, limits={"cpu": 100, "memory": 100 * MIB}
+    )
+    assert _one_of(pod("a-burstable", cpu=100), guaranteed) == ["z-guaranteed"]
+
+
+def test_a_pod_that_is_not_running_yet_is_not_resized() -> None:
+    from dataclasses import replace
+
+    starting = replace(pod("starting"), phase="Pending")  # scheduled, containers starting
+    for t in (target("in_place"), selector_target("in_place")):
+        actions, _ = plan(snap([starting], [t]), 0.0, WorkerState(), suggestions=sugg())
+        assert not of(actions, ResizePod)
+
+
+def test_mirror_and_uncontrolled_pods_are_never_evicted() -> None:
+    """A static pod's mirror (owned by its Node) and a pod whose owner is not its
+    controller would not be recreated: a selector target never evicts them."""
+    from dataclasses import replace
+
+    from foresize.cluster.model import OwnerRef
+
+    for owner in (OwnerRef("Node", "n1"), OwnerRef("Deployment", "web", controller=False)):
+        p = replace(pod("p0"), owner=owner)
+        s = snap([p], [selector_target("recreate", min_replicas=1)])
+        actions, _ = plan(s, 0.0, WorkerState(), suggestions=sugg(mem=400 * MIB))
+        assert not of(actions, EvictPod), owner
+    # The same pod with a controlling owner is evicted.
+    s = snap([pod("p0")], [selector_target("recreate", min_replicas=1)])
+    actions, _ = plan(s, 0.0, WorkerState(), suggestions=sugg(mem=400 * MIB))
+    assert names(actions, EvictPod) == ["p0"]
