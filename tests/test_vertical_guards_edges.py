@@ -345,3 +345,15 @@ def test_mirror_and_uncontrolled_pods_are_never_evicted() -> None:
     s = snap([pod("p0")], [selector_target("recreate", min_replicas=1)])
     actions, _ = plan(s, 0.0, WorkerState(), suggestions=sugg(mem=400 * MIB))
     assert names(actions, EvictPod) == ["p0"]
+
+
+def test_a_deferred_resize_the_suggestion_moved_away_from_is_resized_not_released() -> None:
+    """Past release_deferred_after, a Deferred resize is released only while the
+    suggestion still asks for it; a new suggestion (300m) is sent as a resize instead."""
+    t = target("in_place", disruption={"release_deferred_after": "5m"})
+    held = pod("held", cpu=600, alloc={"cpu": 100, "memory": 100 * MIB}, conditions=[deferred()])
+    s = snap([held], [t], nodes={"n1": 700})
+    _, state = plan(s, 0.0, WorkerState(), suggestions=sugg(cpu=600, mem=100 * MIB))
+    actions, _ = plan(s, 400.0, state, suggestions=sugg(cpu=300, mem=100 * MIB))
+    (rz,) = of(actions, ResizePod)
+    assert rz.reason == "resize" and rz.containers[0].requests["cpu"] == 300
