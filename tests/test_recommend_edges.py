@@ -87,3 +87,49 @@ def test_a_kill_at_the_end_of_the_hold_starts_again_from_the_request() -> None:
         st, np.array([True]), 600.0, np.array([GIB]), None, stabilization=600.0, kill_memory=600.0
     )
     assert st.floor[0] == _bumped(1)
+
+
+def test_the_memory_ratchet_forgets_a_target_exactly_one_window_old() -> None:
+    """The scale-down ratchet holds the highest target of the last `window` seconds: one
+    decided exactly `window` ago is out of it."""
+    from foresize.recommend.core import MEMORY_HEADROOM, memory_request
+
+    old = ((0.0, np.array([2.0 * GIB])),)
+    peak = np.array([0.0])
+    held, _ = memory_request(np.array([GIB]), old, 3599.0, 3600.0, peak)
+    assert held[0] == 2.0 * GIB
+    gone, _ = memory_request(np.array([GIB]), old, 3600.0, 3600.0, peak)
+    assert gone[0] == GIB * (1 + MEMORY_HEADROOM)
+
+
+def test_the_recommender_uses_the_scale_down_threshold_for_a_decrease() -> None:
+    """Default hysteresis: up 5%, down 10%. A 7% decrease is not a change; a 7% increase
+    is."""
+    from foresize.recommend.target import _changes
+
+    p = RecommendParams()
+    cur = ResourceRequirements({"cpu": 1000, "memory": GIB})
+    down = ResourceRequirements({"cpu": 930, "memory": GIB})
+    up = ResourceRequirements({"cpu": 1070, "memory": GIB})
+    assert _changes(p, cur, down) == {"cpu": False, "memory": False}
+    assert _changes(p, cur, up) == {"cpu": True, "memory": False}
+
+
+def test_the_recommenders_absolute_threshold_applies_from_zero_too() -> None:
+    from foresize.recommend.core import Threshold as ResourceThreshold
+    from foresize.recommend.target import _significant
+
+    th = ResourceThreshold("absolute", absolute=50.0)
+    assert not _significant(th, 0, 10) and _significant(th, 0, 50)
+
+
+def test_a_request_rounded_up_never_exceeds_the_upper_bound() -> None:
+    """Memory is rounded up to whole MiB; an upper bound of 1G (not a whole MiB) caps the
+    rounded request at the bound itself."""
+    from foresize.cluster.target import ContainerPolicy, ResourcePolicy
+
+    b = ContainerPolicy("*", ResourcePolicy(), ResourcePolicy(upper=1_000_000_000))
+    cur = {"app": res(500, GIB)}
+    h = flat_history(0.3, 3 * GIB)
+    s = recommend_target(RecommendParams(containers=(b,)), {"app": h}, cur, None, NOW)
+    assert s.suggestion.containers["app"].requests["memory"] == 1_000_000_000
