@@ -102,3 +102,81 @@ def test_a_workload_restarted_to_revert_gets_no_in_place_resizes_too() -> None:
     lp = plan_lifecycle(s, 0.0, LifecycleState())
     assert [a.name for a in lp.actions if isinstance(a, RestartWorkload)] == ["web"]
     assert _resized(lp.actions) == []
+
+
+def test_a_terminating_pod_is_not_reverted() -> None:
+    from dataclasses import replace
+
+    s = _with(_revert_snapshot(template_cpu=250), _target("recommendation"))
+    s.pods = [replace(p, deletion_time=1.0) if p.name == "web-b" else p for p in s.pods]
+    s._by_node = s._by_owner = None
+    assert _resized(plan_lifecycle(s, 0.0, LifecycleState()).actions) == ["web-a"]
+
+
+def test_a_pod_reverts_to_the_template_of_the_replicaset_that_made_it() -> None:
+    """A pod of an older revision goes back to its ReplicaSet's template, not to the
+    Deployment's newer one."""
+    from foresize.cluster.model import PodTemplate
+
+    s = _with(_revert_snapshot(template_cpu=250), _target("recommendation"))
+    dep = s.workloads["Deployment/default/web"]
+    newer = [Container("app", ResourceRequirements({"cpu": 300, "memory": 100 * 2**20}))]
+    s.workloads[dep.key] = type(dep)(
+        dep.kind, dep.namespace, dep.name, replicas=2, template=PodTemplate(containers=newer)
+    )
+    lp = plan_lifecycle(s, 0.0, LifecycleState())
+    cpus = {a.name: a.containers[0].requests["cpu"] for a in lp.actions if isinstance(a, ResizePod)}
+    assert cpus == {"web-a": 250, "web-b": 250}
+
+
+def test_a_pod_left_unreverted_is_announced_once() -> None:
+    from foresize.cluster.actions import EmitEvent
+
+    s = _with(_revert_snapshot(template_cpu=250), _target("recommendation"))
+    a = next(p for p in s.pods if p.name == "web-a")
+    requests = dict(a.containers[0].resources.requests)
+    a.containers = [Container("app", ResourceRequirements(requests, {"cpu": 400}))]
+    lp = plan_lifecycle(s, 0.0, LifecycleState())
+    left = [e for e in lp.actions if isinstance(e, EmitEvent) and e.reason == "RevertNotInPlace"]
+    assert [e.name for e in left] == ["web-a"]
+    lp = plan_lifecycle(s, 60.0, lp.state)
+    assert not [
+        e for e in lp.actions if isinstance(e, EmitEvent) and e.reason == "RevertNotInPlace"
+    ]
+
+
+def test_no_status_is_written_to_a_target_whose_finalizer_is_released() -> None:
+    """The object is going away: the pass that finishes its revert releases the finalizer
+    and writes no status (not even the end of `reverting`)."""
+    from foresize.cluster.actions import WriteTargetStatus
+
+    t = _target("autonomous", deleting=True)
+    reverting = {"reason": "TargetDeleted", "since": "2026-12-01T00:00:00Z"}
+    t.status = t.status.model_validate(
+        {
+            **t.status.model_dump(),
+            "lifecycle": {"observed_mode": "autonomous", "reverting": reverting},
+        }
+    )
+    s = _with(_revert_snapshot(template_cpu=250), t)
+    s.pods = []
+    s._by_node = s._by_owner = None
+    lp = plan_lifecycle(s, 0.0, LifecycleState())
+    assert lp.finalizers_done == ["AIScaleTarget/default/web"]
+    assert not [a for a in lp.actions if isinstance(a, WriteTargetStatus)]
+
+
+def test_a_revert_in_progress_is_resumed_after_an_operator_restart() -> None:
+    """The revert job is read back from status.lifecycle.reverting: a fresh operator whose
+    target already says observed_mode recommendation still finishes the revert."""
+    s = _with(_revert_snapshot(template_cpu=250), _target("recommendation"))
+    lp = plan_lifecycle(s, 0.0, LifecycleState())
+    writes = [a for a in lp.actions if type(a).__name__ == "WriteTargetStatus"]
+    status = next(w.status["lifecycle"] for w in writes if "lifecycle" in w.status)
+    assert status["observed_mode"] == "recommendation" and "reverting" in status
+    restarted = _target("recommendation")
+    restarted.status = restarted.status.model_validate(
+        {**restarted.status.model_dump(), "lifecycle": status}
+    )
+    lp = plan_lifecycle(_with(s, restarted), 60.0, LifecycleState())
+    assert _resized(lp.actions) == ["web-a", "web-b"]
