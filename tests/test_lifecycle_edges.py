@@ -180,3 +180,17 @@ def test_a_revert_in_progress_is_resumed_after_an_operator_restart() -> None:
     )
     lp = plan_lifecycle(_with(s, restarted), 60.0, LifecycleState())
     assert _resized(lp.actions) == ["web-a", "web-b"]
+
+
+def test_a_daemonset_pod_the_api_would_refuse_to_resize_is_skipped_and_said_why() -> None:
+    """A pod with pod-level resources cannot be resized in place (the API server answers
+    422): the DaemonSetAutoscaler does not send the resize and records the reason."""
+    from foresize.lifecycle.daemonset import plan_dsa
+    from test_capacity_guard import _dsa, _dsa_snapshot, _sugg_all
+
+    s = _dsa_snapshot()
+    roomy = next(p for p in s.pods if p.name == "agent-roomy")
+    roomy.resources = ResourceRequirements({"cpu": 1000}, {})
+    dp = plan_dsa(s, _dsa(), _sugg_all(150), 0.0)
+    assert "agent-roomy" not in _resized(dp.actions) and "agent-full" in _resized(dp.actions)
+    assert "pod-level resources" in dp.skipped["mon/agent-roomy"]
