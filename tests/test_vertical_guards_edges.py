@@ -357,3 +357,90 @@ def test_a_deferred_resize_the_suggestion_moved_away_from_is_resized_not_release
     actions, _ = plan(s, 400.0, state, suggestions=sugg(cpu=300, mem=100 * MIB))
     (rz,) = of(actions, ResizePod)
     assert rz.reason == "resize" and rz.containers[0].requests["cpu"] == 300
+
+
+# --------------------------------------------------------------------------- results
+
+
+def test_a_pdb_back_off_survives_an_operator_restart() -> None:
+    """The 429's retry time is kept in status: a restarted operator does not evict
+    before it."""
+    from foresize.cluster.actions import WriteTargetStatus
+
+    t = target("recreate", min_replicas=1, disruption={"max_disrupted": 3, "interval": "1s"})
+    s = snap([pod(f"p{i}") for i in range(3)], [t])
+    actions, state = plan(s, 0.0, WorkerState(), suggestions=sugg())
+
+    def apply(a: Any) -> ActionResult:
+        if isinstance(a, EvictPod):
+            return ActionResult(False, 429, "TooManyRequests", "PDB", retry_after_seconds=45)
+        return ActionResult(True)
+
+    state, _ = execute(actions, apply, state, s, 0.0)
+    actions, state = plan(s, 10.0, state, suggestions=sugg())
+    (st,) = of(actions, WriteTargetStatus)
+    t2 = t.model_copy(deep=True)
+    t2.status = t2.status.model_validate({**t2.status.model_dump(), **st.status})
+    s2 = snap([pod(f"p{i}") for i in range(3)], [t2])
+    actions, fresh = plan(s2, 30.0, WorkerState(), suggestions=sugg())
+    assert not of(actions, EvictPod)
+    actions, _ = plan(s2, 45.0, fresh, suggestions=sugg())
+    assert of(actions, EvictPod)
+
+
+def test_the_probe_eviction_is_waited_for_before_another_one() -> None:
+    t = target("recreate", min_replicas=1, disruption={"max_disrupted": 3, "interval": "1s"})
+    pods = [pod(f"p{i}") for i in range(3)]
+    ts = TargetState(breaker=BreakerState(suggestion_uid="s1", state=HALF_OPEN))
+    s = snap(pods, [t])
+    actions, state = plan(s, 100.0, WorkerState({KEY: ts}), suggestions=sugg())
+    assert len(of(actions, EvictPod)) == 1
+    state, _ = execute(actions, apply_ok, state, s, 100.0)
+    left = snap([p for p in pods if p.name not in names(actions, EvictPod)], [t])
+    actions, _ = plan(left, 110.0, state, suggestions=sugg())
+    assert not of(actions, EvictPod)  # the probe's replacement has not been judged yet
+
+
+def test_an_evicted_pods_stall_is_forgotten() -> None:
+    t = target("in_place_or_recreate", min_replicas=1)
+    stuck = pod(
+        "stuck",
+        cpu=200,
+        mem=200 * MIB,
+        alloc={"cpu": 200, "memory": 300 * MIB},
+        conditions=[error()],
+    )
+    s = snap([stuck], [t])
+    _, state = plan(s, 0.0, WorkerState(), suggestions=sugg())
+    actions, state = plan(s, 120.0, state, suggestions=sugg())
+    assert names(actions, EvictPod) == ["stuck"]
+    state, _ = execute(actions, apply_ok, state, s, 120.0)
+    assert not state.targets[KEY].stalls
+
+
+def test_a_403_that_is_not_about_node_capacity_is_not_a_refusal() -> None:
+    """A 403 without the NodeCapacity cause (e.g. RBAC) says nothing about the resize
+    itself: the pod is not evicted as if the API server had refused the change."""
+    from foresize.vertical import on_result
+
+    t = target("in_place_or_recreate", min_replicas=1, disruption={"interval": "1s"})
+    s = snap([pod("p0")], [t])
+    actions, state = plan(s, 0.0, WorkerState(), suggestions=sugg())
+    (rz,) = of(actions, ResizePod)
+    state = on_result(state, rz, ActionResult(False, 403, "Forbidden", "no RBAC"), 0.0)
+    actions, _ = plan(s, 5.0, state, suggestions=sugg())
+    assert not of(actions, EvictPod)
+
+
+def test_a_released_resize_is_not_counted_as_a_resize() -> None:
+    from foresize.vertical import on_result
+
+    t = target("in_place", disruption={"release_deferred_after": "5m"})
+    held = pod("held", cpu=600, alloc={"cpu": 100, "memory": 100 * MIB}, conditions=[deferred()])
+    s = snap([held], [t], nodes={"n1": 700})
+    _, state = plan(s, 0.0, WorkerState(), suggestions=sugg(cpu=600, mem=100 * MIB))
+    actions, state = plan(s, 300.0, state, suggestions=sugg(cpu=600, mem=100 * MIB))
+    (rz,) = of(actions, ResizePod)
+    assert rz.reason == "release-deferred"
+    state = on_result(state, rz, ActionResult(True, 200), 300.0)
+    assert state.targets[KEY].resized == 0
