@@ -453,3 +453,46 @@ def test_no_annotation_only_patch_when_no_container_matches_the_decision():
     named = pod_json(containers=[{"name": "app", "image": "x", "resources": {}}])
     ops = pod_patch(named, {"app": ResourceRequirements({"cpu": 300})})
     assert [op["path"] for op in ops] == ["/spec/containers/0/resources", "/metadata/annotations"]
+
+
+def test_a_create_on_a_pod_subresource_is_never_mutated():
+    """Only the creation of a pod itself is sized: a CREATE on a subresource (binding,
+    eviction) passes untouched, even if its object looked like a pod."""
+    index = idx(target_manifest(suggestion=SUG))
+    obj = pod_json()
+    assert decode_patch(review_pod(review(obj), index, 0.0)) is not None
+    for sub in ("binding", "eviction"):
+        out = review_pod(review(obj, sub_resource=sub), index, 0.0)
+        assert out["response"]["allowed"] is True
+        assert decode_patch(out) is None and "warnings" not in out["response"]
+
+
+def test_a_pod_the_decision_leaves_as_it_is_gets_no_patch_and_is_not_recorded():
+    """Already at the suggested size: no patch (so no managed annotation) and the change
+    recorder (metrics, Events) is not told about a change that did not happen."""
+    index = idx(target_manifest(suggestion=SUG))
+    obj = pod_json(
+        containers=[
+            {
+                "name": "app",
+                "image": "nginx",
+                "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}},
+            }
+        ]
+    )
+    told: list = []
+    out = review_pod(review(obj), index, 0.0, on_change=lambda p, d: told.append(p))
+    assert out["response"]["allowed"] is True and decode_patch(out) is None
+    assert told == []
+
+
+def test_a_failing_change_recorder_never_costs_the_pod_its_patch():
+    index = idx(target_manifest(suggestion=SUG))
+
+    def broken(pod, decision):
+        raise RuntimeError("metrics backend down")
+
+    out = review_pod(review(pod_json()), index, 0.0, on_change=broken)
+    ops = decode_patch(out)
+    assert ops is not None and any(op["path"].endswith("/resources") for op in ops)
+    assert "warnings" not in out["response"]

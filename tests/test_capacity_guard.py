@@ -324,3 +324,82 @@ def test_charge_gap_shows_a_deferred_upsize_a_pending_downsize_and_infeasible() 
     recorder.observe(s)
     gauge = recorder.metrics.node_charge_gap.labels("n1", "cpu")
     assert gauge._value.get() == 0.3
+
+
+def test_one_pass_shares_its_node_capacity_between_the_revert_and_the_worker() -> None:
+    """`plan_pass` admits every resize of the pass through one ledger: the revert (first)
+    takes 50m of the 100m free on "full", so the worker's +100m upsize of another pod on
+    that node is held instead of overcommitting it."""
+    from foresize.reconcile import ReconcileState, plan_pass
+
+    s = _revert_snapshot(template_cpu=250)  # web-a back to 250m: +50m on "full"
+    api = OwnerRef("Deployment", "api")
+    s.pods.append(_pod("api-0", "full", 0, owner=api, labels={"app": "api"}, ns="default"))
+    s.workloads["Deployment/default/api"] = Workload("Deployment", "default", "api", replicas=1)
+    s._by_node = s._by_owner = None
+    s.targets.append(
+        parse_target(
+            {
+                "apiVersion": "foresize.io/v1",
+                "kind": "AIScaleTarget",
+                "metadata": {"name": "api", "namespace": "default", "uid": "t-api"},
+                "spec": {
+                    "scaleTargetRef": {"kind": "Deployment", "name": "api"},
+                    "vertical": {
+                        "mode": "autonomous",
+                        "update_policy": {"update_mode": "in_place"},
+                    },
+                },
+            }
+        )
+    )
+    assert _free_cpu(s, "full") == 100
+    pp = plan_pass(s, 0.0, ReconcileState(), None, suggestions={"default/api": _sugg_all(100)})
+    resized = sorted(a.name for a in pp.actions if isinstance(a, ResizePod))
+    assert resized == ["web-a", "web-b"]
+    # Alone, the worker's upsize fits: it is the revert's reservation that holds it.
+    alone, _ = plan(s, 0.0, WorkerState(), suggestions={"default/api": _sugg_all(100)})
+    assert [a.name for a in alone if isinstance(a, ResizePod)] == ["api-0"]
+
+
+def test_one_pass_shares_its_node_capacity_between_the_daemonset_and_the_worker() -> None:
+    """`plan_pass` with DaemonSet usage: the agent's upsize (+150m, from 4 h of usage at
+    350m) goes first and leaves 50m on "full", so web-0's +100m is held."""
+    import numpy as np
+
+    from foresize.lifecycle.daemonset import UsageWindow
+    from foresize.reconcile import ReconcileState, plan_pass
+
+    s = _dsa_snapshot(full_cpu=1600)  # "full": agent 200m, filler 1300m; 100m free
+    s.pods.remove(next(p for p in s.pods if p.name == "filler"))
+    web = OwnerRef("Deployment", "web")
+    s.pods.append(_pod("filler", "full", 1200, owner=None, labels={}, ns="default"))
+    s.pods.append(_pod("web-0", "full", 0, owner=web, labels={"app": "web"}, ns="mon"))
+    s.workloads["Deployment/mon/web"] = Workload("Deployment", "mon", "web", replicas=1)
+    s._by_node = s._by_owner = None
+    s.targets = [
+        parse_target(
+            {
+                "apiVersion": "foresize.io/v1",
+                "kind": "AIScaleTarget",
+                "metadata": {"name": "web", "namespace": "mon", "uid": "t-web"},
+                "spec": {
+                    "scaleTargetRef": {"kind": "Deployment", "name": "web"},
+                    "vertical": {
+                        "mode": "autonomous",
+                        "update_policy": {"update_mode": "in_place"},
+                    },
+                },
+            }
+        )
+    ]
+    now = 4 * 3600.0
+    window = UsageWindow()
+    for i in range(4 * 60 + 1):
+        window.add("mon", "agent", "app", i * 60.0, np.full(2, 0.35), np.full(2, 100.0 * MIB))
+    assert _free_cpu(s, "full") == 200
+    pp = plan_pass(
+        s, now, ReconcileState(), None, dsa_usage=window, suggestions={"mon/web": _sugg_all(100)}
+    )
+    resized = sorted(a.name for a in pp.actions if isinstance(a, ResizePod))
+    assert resized == ["agent-full", "agent-roomy"]
