@@ -444,3 +444,24 @@ def test_a_released_resize_is_not_counted_as_a_resize() -> None:
     assert rz.reason == "release-deferred"
     state = on_result(state, rz, ActionResult(True, 200), 300.0)
     assert state.targets[KEY].resized == 0
+
+
+def test_a_replacement_already_judged_is_not_judged_again_after_a_restart() -> None:
+    """Two evictions await their verdicts; the first replacement (stale) is judged. After
+    an operator restart (state read back from status) that same pod is not taken for the
+    second eviction's replacement too."""
+    from foresize.cluster.actions import WriteTargetStatus
+
+    t = target("recreate", min_replicas=1, disruption={"max_disrupted": 2, "interval": "1h"})
+    s = snap([pod("p0"), pod("p1")], [t])
+    actions, state = plan(s, 0.0, WorkerState(), suggestions=sugg())
+    assert len(of(actions, EvictPod)) == 2
+    state, _ = execute(actions, apply_ok, state, s, 0.0)
+    back = snap([pod("r0", created=5.0)], [t])  # stale: at the old size
+    actions, state = plan(back, 10.0, state, suggestions=sugg())
+    assert state.targets[KEY].breaker.no_progress == 1
+    (st,) = of(actions, WriteTargetStatus)
+    t2 = t.model_copy(deep=True)
+    t2.status = t2.status.model_validate({**t2.status.model_dump(), **st.status})
+    _, fresh = plan(snap([pod("r0", created=5.0)], [t2]), 20.0, WorkerState(), suggestions=sugg())
+    assert fresh.targets[KEY].breaker.no_progress == 1
