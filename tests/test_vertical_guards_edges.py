@@ -465,3 +465,21 @@ def test_a_replacement_already_judged_is_not_judged_again_after_a_restart() -> N
     t2.status = t2.status.model_validate({**t2.status.model_dump(), **st.status})
     _, fresh = plan(snap([pod("r0", created=5.0)], [t2]), 20.0, WorkerState(), suggestions=sugg())
     assert fresh.targets[KEY].breaker.no_progress == 1
+
+
+def test_an_eviction_after_a_refused_resize_says_it_was_refused() -> None:
+    """A 422 sends the pod straight to eviction; its Events name the refusal, not a stall
+    timeout that has not passed (5 s after the refusal, stall_timeout is 2 min)."""
+    from foresize.cluster.actions import EmitEvent
+    from foresize.vertical import on_result
+
+    t = target("in_place_or_recreate", min_replicas=1, disruption={"interval": "1s"})
+    s = snap([pod("p0")], [t])
+    actions, state = plan(s, 0.0, WorkerState(), suggestions=sugg())
+    (rz,) = of(actions, ResizePod)
+    state = on_result(state, rz, ActionResult(False, 422, "Invalid", "QoS"), 0.0)
+    actions, _ = plan(s, 5.0, state, suggestions=sugg())
+    (ev,) = of(actions, EvictPod)
+    assert ev.reason == "refused"
+    said = {e.message for e in of(actions, EmitEvent) if e.reason == "Evicting"}
+    assert said and all("refused by the API server" in m for m in said)

@@ -198,7 +198,9 @@ def decide_in_place_or_recreate(
     if rec is not None and (
         rec.reason == "Refused" or ctx.now - rec.first_seen >= run.policy.stall_timeout
     ):
-        out.append(Candidate(EVICT, pod, run, change, "stall-fallback", urgent))
+        # A refusal (422, 403 NodeCapacity) evicts at once: say so, not a stall timeout.
+        why = "refused" if rec.reason == "Refused" else "stall-fallback"
+        out.append(Candidate(EVICT, pod, run, change, why, urgent))
         return disrupted
     if refused or (change is not None and change.problem is not None):
         out.append(Candidate(EVICT, pod, run, change, "refused", urgent))
