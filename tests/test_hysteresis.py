@@ -58,3 +58,35 @@ def test_absolute_thresholds_and_absent_amounts() -> None:
     assert th.significant("memory", 1000, 1001)  # no amount for memory: any change
     assert not th.significant("memory", 1000, 1000)
     assert clears("absolute", 0.0, None, 10, 1)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(
+    current=st.integers(min_value=0, max_value=2**20),
+    desired=st.integers(min_value=0, max_value=2**20),
+    up=st.integers(min_value=1, max_value=2**12),
+    down=st.integers(min_value=1, max_value=2**12),
+)
+def test_every_form_of_the_absolute_rule_agrees_from_zero_too(
+    current: int, desired: int, up: int, down: int
+) -> None:
+    """Absolute thresholds, a current value of 0 included: a change from nothing still
+    needs the amount (a percent threshold is what any change from 0 clears)."""
+    planner = Threshold("absolute", absolute=(("cpu", up if desired > current else down),))
+    api = VerticalScalingBehavior(
+        scale_up=VerticalThreshold(type="absolute", absolute={"cpu": f"{up}m"}),
+        scale_down=VerticalThreshold(type="absolute", absolute={"cpu": f"{down}m"}),
+    )
+    r_up = ResourceThreshold("absolute", absolute=float(up))
+    r_down = ResourceThreshold("absolute", absolute=float(down))
+    rec = r_up if desired > current else r_down
+    decisions = {
+        planner.significant("cpu", current, desired),
+        api.is_significant("cpu", current, desired),
+        desired != current and _significant(rec, current, desired),
+        bool(
+            passes_hysteresis(np.array([current]), np.array([desired]), r_up, r_down)[0]
+            and desired != current
+        ),
+    }
+    assert len(decisions) == 1

@@ -399,12 +399,14 @@ def passes_hysteresis(
 ) -> np.ndarray:
     """True where moving from `current` to `target` is a change worth making.
 
-    No current value (NaN or 0) always passes: there is nothing to keep.
+    No current value (NaN) always passes: there is nothing to keep. From 0, any change
+    clears a percent threshold (a percent of nothing is nothing) but an absolute one still
+    needs its amount, as `api.hysteresis.Threshold.significant` decides.
     """
     cur = np.asarray(current, dtype=np.float64)
     tgt = np.asarray(target, dtype=np.float64)
     delta = tgt - cur
-    fresh = ~np.isfinite(cur) | (cur <= 0)
+    fresh = ~np.isfinite(cur) | ((cur <= 0) & (up.type != "absolute"))
 
     def big(th: Threshold, d: np.ndarray) -> np.ndarray:
         with np.errstate(invalid="ignore"):
