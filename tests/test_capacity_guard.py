@@ -104,6 +104,21 @@ def _dsa_suggestion(cpu: int) -> Suggestion:
     )
 
 
+def _in_place_target(namespace: str, name: str) -> Any:
+    """An autonomous AIScaleTarget resizing its Deployment `name` in place."""
+    return parse_target(
+        {
+            "apiVersion": "foresize.io/v1",
+            "kind": "AIScaleTarget",
+            "metadata": {"name": name, "namespace": namespace, "uid": f"t-{name}"},
+            "spec": {
+                "scaleTargetRef": {"kind": "Deployment", "name": name},
+                "vertical": {"mode": "autonomous", "update_policy": {"update_mode": "in_place"}},
+            },
+        }
+    )
+
+
 def _sugg_all(cpu: int) -> Suggestion:
     return Suggestion("s", 0.0, {"*": ContainerSuggestion("*", {"cpu": cpu, "memory": 100 * MIB})})
 
@@ -155,22 +170,7 @@ def test_one_ledger_per_pass_dsa_and_vertical_do_not_count_on_the_same_room() ->
     s.pods.append(web)
     s.workloads["Deployment/mon/web"] = Workload("Deployment", "mon", "web", replicas=1)
     s._by_node = s._by_owner = None
-    s.targets = [
-        parse_target(
-            {
-                "apiVersion": "foresize.io/v1",
-                "kind": "AIScaleTarget",
-                "metadata": {"name": "web", "namespace": "mon", "uid": "t-web"},
-                "spec": {
-                    "scaleTargetRef": {"kind": "Deployment", "name": "web"},
-                    "vertical": {
-                        "mode": "autonomous",
-                        "update_policy": {"update_mode": "in_place"},
-                    },
-                },
-            }
-        )
-    ]
+    s.targets = [_in_place_target("mon", "web")]
     assert _free_cpu(s, "full") == 200
     ledger = NodeLedger(s)
     dp = plan_dsa(s, _dsa(), _sugg_all(350), 0.0, ledger)  # agent +150m: fits
@@ -337,22 +337,7 @@ def test_one_pass_shares_its_node_capacity_between_the_revert_and_the_worker() -
     s.pods.append(_pod("api-0", "full", 0, owner=api, labels={"app": "api"}, ns="default"))
     s.workloads["Deployment/default/api"] = Workload("Deployment", "default", "api", replicas=1)
     s._by_node = s._by_owner = None
-    s.targets.append(
-        parse_target(
-            {
-                "apiVersion": "foresize.io/v1",
-                "kind": "AIScaleTarget",
-                "metadata": {"name": "api", "namespace": "default", "uid": "t-api"},
-                "spec": {
-                    "scaleTargetRef": {"kind": "Deployment", "name": "api"},
-                    "vertical": {
-                        "mode": "autonomous",
-                        "update_policy": {"update_mode": "in_place"},
-                    },
-                },
-            }
-        )
-    )
+    s.targets.append(_in_place_target("default", "api"))
     assert _free_cpu(s, "full") == 100
     pp = plan_pass(s, 0.0, ReconcileState(), None, suggestions={"default/api": _sugg_all(100)})
     resized = sorted(a.name for a in pp.actions if isinstance(a, ResizePod))
@@ -377,22 +362,7 @@ def test_one_pass_shares_its_node_capacity_between_the_daemonset_and_the_worker(
     s.pods.append(_pod("web-0", "full", 0, owner=web, labels={"app": "web"}, ns="mon"))
     s.workloads["Deployment/mon/web"] = Workload("Deployment", "mon", "web", replicas=1)
     s._by_node = s._by_owner = None
-    s.targets = [
-        parse_target(
-            {
-                "apiVersion": "foresize.io/v1",
-                "kind": "AIScaleTarget",
-                "metadata": {"name": "web", "namespace": "mon", "uid": "t-web"},
-                "spec": {
-                    "scaleTargetRef": {"kind": "Deployment", "name": "web"},
-                    "vertical": {
-                        "mode": "autonomous",
-                        "update_policy": {"update_mode": "in_place"},
-                    },
-                },
-            }
-        )
-    ]
+    s.targets = [_in_place_target("mon", "web")]
     now = 4 * 3600.0
     window = UsageWindow()
     for i in range(4 * 60 + 1):

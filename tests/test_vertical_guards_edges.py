@@ -51,31 +51,14 @@ def test_the_stall_clock_keeps_running_while_the_kubelet_has_not_seen_the_newest
     the stall: it is not forgotten, and the eviction comes stall_timeout after it was
     first seen."""
     t = target("in_place_or_recreate", min_replicas=1)
-    stuck = pod(
-        "stuck",
-        cpu=200,
-        mem=200 * MIB,
-        alloc={"cpu": 200, "memory": 300 * MIB},
-        conditions=[error()],
-    )
-    unseen = pod(
-        "stuck",
-        cpu=200,
-        mem=200 * MIB,
-        alloc={"cpu": 200, "memory": 300 * MIB},
-        conditions=[error()],
-        generation=2,
-        observed=1,
-    )
-    stuck2 = pod(
-        "stuck",
-        cpu=200,
-        mem=200 * MIB,
-        alloc={"cpu": 200, "memory": 300 * MIB},
-        conditions=[error()],
-        generation=2,
-        observed=2,
-    )
+
+    def stuck_pod(**kubelet: int) -> Any:
+        alloc = {"cpu": 200, "memory": 300 * MIB}
+        return pod("stuck", cpu=200, mem=200 * MIB, alloc=alloc, conditions=[error()], **kubelet)
+
+    stuck = stuck_pod()
+    unseen = stuck_pod(generation=2, observed=1)
+    stuck2 = stuck_pod(generation=2, observed=2)
     state = WorkerState()
     _, state = plan(snap([stuck], [t]), 0.0, state, suggestions=sugg())
     _, state = plan(snap([unseen], [t]), 60.0, state, suggestions=sugg())
