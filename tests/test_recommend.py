@@ -26,6 +26,7 @@ from foresize.recommend.core import (
     OOMArrays,
     Threshold,
     allocate_risk,
+    interval_range,
     memory_holds,
     memory_request,
     mode_quantile,
@@ -762,29 +763,19 @@ def test_scheduled_cpu_reads_the_last_interval():
     # is only let go to the schedule; 6: usage over the schedule, kept.
     assert np.array_equal(new, [nan, 300.0, 700.0, 110.0, 100.0, 100.0, nan], equal_nan=True)
     assert CPU_DROP_FACTOR * 100.0 < 1000.0 and CPU_DROP_HOURS <= 8 * 3600.0
-    # A drop below the schedule: a request at 4.5 times the forecast of 20, none above it.
-    low = scheduled_cpu(
-        np.array([100.0]),
-        np.array([10.0]),
-        np.array([20.0]),
-        np.array([90.0]),
+    # A drop below the schedule: a request at 4.5 times the forecast of 20, none above it,
+    # with 8 hours left in the segment; with less than CPU_DROP_HOURS left it is kept.
+    low, short = scheduled_cpu(
+        np.full(2, 100.0),
+        np.full(2, 10.0),
+        np.full(2, 20.0),
+        np.full(2, 90.0),
         False,
-        np.array([15.0]),
-        np.array([5.0]),
-        np.array([8 * 3600.0]),
+        np.full(2, 15.0),
+        np.full(2, 5.0),
+        np.array([8 * 3600.0, CPU_DROP_HOURS - 900.0]),
     )
-    assert low[0] == 20.0
-    short = scheduled_cpu(
-        np.array([100.0]),
-        np.array([10.0]),
-        np.array([20.0]),
-        np.array([90.0]),
-        False,
-        np.array([15.0]),
-        np.array([5.0]),
-        np.array([CPU_DROP_HOURS - 900.0]),
-    )
-    assert np.isnan(short[0])
+    assert low == 20.0 and np.isnan(short)
     # Unknown usage (a gap) never blocks a raise and never drops.
     gap = scheduled_cpu(
         sched, raise_at, raise_to, current, False, np.full(7, nan), np.full(7, nan), hours
@@ -1068,3 +1059,14 @@ def test_scheduled_cpu_only_picks_among_its_inputs(rows, start):
     assert np.array_equal(
         gap, scheduled_cpu(sched, raise_at, raise_to, current, start), equal_nan=True
     )
+
+
+def test_interval_range_reads_known_samples_only():
+    """The last interval's highest and lowest sample per container, gaps skipped; a
+    container with no sample in it is unknown (NaN), never 0 or infinite."""
+    nan = np.nan
+    hi, lo = interval_range(np.array([[1.0, 3.0, 2.0], [nan, 5.0, nan], [nan, nan, nan]]))
+    assert np.array_equal(hi, [3.0, 5.0, nan], equal_nan=True)
+    assert np.array_equal(lo, [1.0, 5.0, nan], equal_nan=True)
+    empty_hi, empty_lo = interval_range(np.zeros((2, 0)))
+    assert np.isnan(empty_hi).all() and np.isnan(empty_lo).all()

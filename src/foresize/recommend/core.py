@@ -184,6 +184,17 @@ segment). With 2 / 4 / 6 hours: Azure 0.913 / 0.916 /
 the time-of-day exemption), every third Bitbrains VM 0.312 / 0.340 / 0.376."""
 
 
+def interval_range(last: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of `last` (containers x the samples of the last decision interval), the
+    highest and the lowest known sample, NaN where none is known: `scheduled_cpu`'s
+    `last_max` and `last_min`, read alike by the operator and the replay."""
+    known = np.isfinite(last)
+    seen = known.any(axis=1)
+    hi = np.max(np.where(known, last, -np.inf), axis=1, initial=-np.inf)
+    lo = np.min(np.where(known, last, np.inf), axis=1, initial=np.inf)
+    return np.where(seen, hi, np.nan), np.where(seen, lo, np.nan)
+
+
 def scheduled_cpu(
     schedule: np.ndarray,
     raise_at: np.ndarray,

@@ -23,7 +23,6 @@ Requests are compared in canonical units rounded up (CPU 1m, memory 1Mi) for eve
 from __future__ import annotations
 
 import itertools
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -53,6 +52,7 @@ from foresize.recommend.core import (
     RecentTargets,
     Threshold,
     allocate_risk,
+    interval_range,
     memory_holds,
     memory_request,
     mode_quantile,
@@ -418,9 +418,7 @@ class ForesizePolicy(Policy):
             sched, opens = self.day.at(t_next, DECISION_EVERY * STEP)
             # What the container did since the last decision: its last interval.
             last = y[:, max(0, i - self.cfg.h + 1) : i + 1]
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN interval
-                last_max, last_min = np.nanmax(last, axis=1), np.nanmin(last, axis=1)
+            last_max, last_min = interval_range(last)
             val = scheduled_cpu(
                 sched[:, 0] * (1.0 + self.buffer),
                 fc.values[:, 0] * (1.0 + self.buffer),

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -58,6 +57,7 @@ from foresize.recommend.core import (
     OOMArrays,
     Threshold,
     allocate_risk,
+    interval_range,
     memory_holds,
     memory_request,
     mode_quantile,
@@ -458,9 +458,7 @@ def _forecast(
             )
             # What each container did since the last decision (`scheduled_cpu`).
             last = y[:, -cfg.h :] * _UNIT[CPU]
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN interval
-                last_max[ks], last_min[ks] = np.nanmax(last, axis=1), np.nanmin(last, axis=1)
+            last_max[ks], last_min[ks] = interval_range(last)
         if online:
             group_values, group_models = _online_forecast(
                 reqs, group, res, y, qs, cfg, base, new_states
