@@ -18,6 +18,27 @@ amounts = st.integers(min_value=1, max_value=2**40)
 percents = st.sampled_from([0.0, 1.0, 5.0, 10.0, 12.5, 20.0, 33.0, 100.0])
 
 
+def _decisions(
+    planner: Threshold,
+    api: VerticalScalingBehavior,
+    r_up: ResourceThreshold,
+    r_down: ResourceThreshold,
+    current: int,
+    desired: int,
+) -> set[bool]:
+    """What every form of the rule decides for one change: one element when they agree."""
+    rec = r_up if desired > current else r_down
+    return {
+        planner.significant("cpu", current, desired),
+        api.is_significant("cpu", current, desired),
+        desired != current and _significant(rec, current, desired),
+        bool(
+            passes_hysteresis(np.array([current]), np.array([desired]), r_up, r_down)[0]
+            and desired != current
+        ),
+    }
+
+
 @settings(max_examples=300, deadline=None, derandomize=True)
 @given(current=amounts, desired=amounts, up=percents, down=percents)
 def test_every_form_of_the_percent_rule_agrees(
@@ -29,17 +50,7 @@ def test_every_form_of_the_percent_rule_agrees(
         scale_down=VerticalThreshold(type="percent", percent=down),
     )
     r_up, r_down = ResourceThreshold("percent", up), ResourceThreshold("percent", down)
-    rec = r_up if desired > current else r_down
-    decisions = {
-        planner.significant("cpu", current, desired),
-        api.is_significant("cpu", current, desired),
-        desired != current and _significant(rec, current, desired),
-        bool(
-            passes_hysteresis(np.array([current]), np.array([desired]), r_up, r_down)[0]
-            and desired != current
-        ),
-    }
-    assert len(decisions) == 1
+    assert len(_decisions(planner, api, r_up, r_down, current, desired)) == 1
 
 
 def test_a_change_of_exactly_the_threshold_clears_it() -> None:
@@ -79,14 +90,4 @@ def test_every_form_of_the_absolute_rule_agrees_from_zero_too(
     )
     r_up = ResourceThreshold("absolute", absolute=float(up))
     r_down = ResourceThreshold("absolute", absolute=float(down))
-    rec = r_up if desired > current else r_down
-    decisions = {
-        planner.significant("cpu", current, desired),
-        api.is_significant("cpu", current, desired),
-        desired != current and _significant(rec, current, desired),
-        bool(
-            passes_hysteresis(np.array([current]), np.array([desired]), r_up, r_down)[0]
-            and desired != current
-        ),
-    }
-    assert len(decisions) == 1
+    assert len(_decisions(planner, api, r_up, r_down, current, desired)) == 1

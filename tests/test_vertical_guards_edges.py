@@ -25,6 +25,19 @@ from test_vertical_planner import (
     target,
 )
 
+
+def _stuck(**kubelet: int) -> Any:
+    """A pod whose resize is InProgress with an Error (memory limit below usage)."""
+    alloc = {"cpu": 200, "memory": 300 * MIB}
+    return pod("stuck", cpu=200, mem=200 * MIB, alloc=alloc, conditions=[error()], **kubelet)
+
+
+def _deferred_upsize(t: Any) -> Any:
+    """A snapshot of one pod asking for 600m with 100m allocated, Deferred on a 700m node."""
+    held = pod("held", cpu=600, alloc={"cpu": 100, "memory": 100 * MIB}, conditions=[deferred()])
+    return snap([held], [t], nodes={"n1": 700})
+
+
 # --------------------------------------------------------------------------- stalls
 
 
@@ -52,13 +65,9 @@ def test_the_stall_clock_keeps_running_while_the_kubelet_has_not_seen_the_newest
     first seen."""
     t = target("in_place_or_recreate", min_replicas=1)
 
-    def stuck_pod(**kubelet: int) -> Any:
-        alloc = {"cpu": 200, "memory": 300 * MIB}
-        return pod("stuck", cpu=200, mem=200 * MIB, alloc=alloc, conditions=[error()], **kubelet)
-
-    stuck = stuck_pod()
-    unseen = stuck_pod(generation=2, observed=1)
-    stuck2 = stuck_pod(generation=2, observed=2)
+    stuck = _stuck()
+    unseen = _stuck(generation=2, observed=1)
+    stuck2 = _stuck(generation=2, observed=2)
     state = WorkerState()
     _, state = plan(snap([stuck], [t]), 0.0, state, suggestions=sugg())
     _, state = plan(snap([unseen], [t]), 60.0, state, suggestions=sugg())
@@ -334,8 +343,7 @@ def test_a_deferred_resize_the_suggestion_moved_away_from_is_resized_not_release
     """Past release_deferred_after, a Deferred resize is released only while the
     suggestion still asks for it; a new suggestion (300m) is sent as a resize instead."""
     t = target("in_place", disruption={"release_deferred_after": "5m"})
-    held = pod("held", cpu=600, alloc={"cpu": 100, "memory": 100 * MIB}, conditions=[deferred()])
-    s = snap([held], [t], nodes={"n1": 700})
+    s = _deferred_upsize(t)
     _, state = plan(s, 0.0, WorkerState(), suggestions=sugg(cpu=600, mem=100 * MIB))
     actions, _ = plan(s, 400.0, state, suggestions=sugg(cpu=300, mem=100 * MIB))
     (rz,) = of(actions, ResizePod)
@@ -386,13 +394,7 @@ def test_the_probe_eviction_is_waited_for_before_another_one() -> None:
 
 def test_an_evicted_pods_stall_is_forgotten() -> None:
     t = target("in_place_or_recreate", min_replicas=1)
-    stuck = pod(
-        "stuck",
-        cpu=200,
-        mem=200 * MIB,
-        alloc={"cpu": 200, "memory": 300 * MIB},
-        conditions=[error()],
-    )
+    stuck = _stuck()
     s = snap([stuck], [t])
     _, state = plan(s, 0.0, WorkerState(), suggestions=sugg())
     actions, state = plan(s, 120.0, state, suggestions=sugg())
@@ -419,8 +421,7 @@ def test_a_released_resize_is_not_counted_as_a_resize() -> None:
     from foresize.vertical import on_result
 
     t = target("in_place", disruption={"release_deferred_after": "5m"})
-    held = pod("held", cpu=600, alloc={"cpu": 100, "memory": 100 * MIB}, conditions=[deferred()])
-    s = snap([held], [t], nodes={"n1": 700})
+    s = _deferred_upsize(t)
     _, state = plan(s, 0.0, WorkerState(), suggestions=sugg(cpu=600, mem=100 * MIB))
     actions, state = plan(s, 300.0, state, suggestions=sugg(cpu=600, mem=100 * MIB))
     (rz,) = of(actions, ResizePod)
