@@ -40,6 +40,7 @@ from foresize.core.api.vocabulary import (
     SCALING_MODE_ALIASES,
     SCALING_MODES,
     UPDATE_MODES,
+    canonical_word,
 )
 
 GROUP = "foresize.io"
@@ -200,16 +201,10 @@ def _enum(allowed: tuple[str, ...], aliases: dict[str, str] | None = None) -> Ca
         listed += " (aliases: " + ", ".join(f"{a}={t}" for a, t in aliases.items()) + ")"
 
     def validate(value: Any) -> str:
-        if isinstance(value, str):
-            key = value.strip()
-            if key in allowed:
-                return key
-            low = key.lower()
-            if low in allowed:
-                return low
-            if low in aliases:
-                return aliases[low]
-        raise ValueError(f"must be one of {listed}, not {value!r}")
+        word = canonical_word(value, allowed, aliases)
+        if word is None:
+            raise ValueError(f"must be one of {listed}, not {value!r}")
+        return word
 
     return validate
 

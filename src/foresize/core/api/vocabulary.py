@@ -29,7 +29,28 @@ FORECAST_MODES = (
 """`model.mode`: the named risk levels of `foresize.core.recommend.core`, and `percentile`."""
 
 UPDATE_MODES = ("initial", "recreate", "in_place", "in_place_or_recreate")
-"""`vertical.update_policy.update_mode`."""
+"""`vertical.update_policy.update_mode`: no aliases (the CRD's enum lists exactly these)."""
+
+
+def canonical_word(
+    value: object, allowed: tuple[str, ...], aliases: dict[str, str] | None = None
+) -> str | None:
+    """`value` in its canonical spelling, or None when the API refuses it.
+
+    The one spelling rule for every word above: surrounding blanks ignored, any case, and
+    an alias (any case) stands for its word. The pydantic types and the read-model
+    (`core.cluster.target`) both ask this, so they accept exactly the same words.
+    """
+    if not isinstance(value, str):
+        return None
+    key = value.strip()
+    if key in allowed:
+        return key
+    low = key.lower()
+    if low in allowed:
+        return low
+    return (aliases or {}).get(low)
+
 
 DEFAULT_MIN_REPLICAS = 2
 """`vertical.update_policy.min_replicas`, like VPA's updater default (`--min-replicas=2`):

@@ -30,6 +30,7 @@ from foresize.core.api.vocabulary import (
     SCALING_MODE_ALIASES,
     SCALING_MODES,
     UPDATE_MODES,
+    canonical_word,
 )
 from foresize.core.cluster.model import ContainerSuggestion, Suggestion
 from foresize.core.errors import ForesizeError
@@ -52,12 +53,6 @@ _KIND_ALIASES = {
 }
 
 RECREATE_MODES = frozenset({"recreate", "in_place_or_recreate"})
-
-_UPDATE_ALIASES = {
-    **{m: m for m in UPDATE_MODES},
-    "inplace": "in_place",
-    "inplaceorrecreate": "in_place_or_recreate",
-}
 
 # spec.vertical.disruption defaults (docs/api.md). 20%: a rollout-like batch, so a resize
 # wave never takes more than a fifth of a workload at once. 60s between batches: one
@@ -84,9 +79,9 @@ def normalise_kind(value: Any) -> str:
 
 
 def normalise_update_mode(value: Any) -> str | None:
-    """`update_mode` in its canonical spelling (None: not one of `UPDATE_MODES`)."""
-    text = str(getattr(value, "value", value)).strip().lower().replace("-", "_")
-    return _UPDATE_ALIASES.get(text)
+    """`update_mode` in its canonical spelling, or None where the API refuses it (the
+    spelling rule is the API's own, so the read-model accepts exactly what it accepts)."""
+    return canonical_word(getattr(value, "value", value), UPDATE_MODES)
 
 
 def parse_max_disrupted(value: Any, field_name: str = "disruption.max_disrupted") -> int | str:

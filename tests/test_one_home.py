@@ -1,0 +1,52 @@
+"""One home per concept (issue 28 step 2, review B5 / N-06 / N-07 / seed N6): where two
+readers used to hold their own copy of a rule and disagreed, each test here asks both
+of today's readers the question that split them and requires one answer; where two
+readers must differ, the difference is named in the test."""
+
+from __future__ import annotations
+
+import pytest
+
+from foresize.core.api.types import parse_target
+from foresize.core.api.vocabulary import UPDATE_MODES
+from foresize.core.cluster.target import target_view
+from foresize.core.errors import ForesizeError
+
+
+def _target(update_mode: object) -> dict[str, object]:
+    return {
+        "apiVersion": "foresize.io/v1",
+        "kind": "AIScaleTarget",
+        "metadata": {"name": "a", "namespace": "default"},
+        "spec": {
+            "scaleTargetRef": {"kind": "Deployment", "name": "web"},
+            "vertical": {"mode": "autonomous", "update_policy": {"update_mode": update_mode}},
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        *UPDATE_MODES,
+        " Recreate ",
+        "IN_PLACE",
+        "inplace",
+        "InPlace",
+        "in-place",
+        "inplaceorrecreate",
+        "in-place-or-recreate",
+        "evict",
+    ],
+)
+def test_the_read_model_accepts_exactly_the_update_modes_the_api_accepts(spelling: str) -> None:
+    """The read-model used to keep its own aliases (`inplace`, `-` for `_`) that the API
+    (and the CRD's enum) refuse, so a plain dict read by the vertical worker could resize
+    in place a target `kubectl apply` would have refused."""
+    try:
+        api: str | None = target_view(parse_target(_target(spelling))).update_mode
+    except ForesizeError:
+        api = None
+    view = target_view(_target(spelling))
+    read = None if view.errors else view.update_mode
+    assert read == api
