@@ -50,3 +50,30 @@ def test_the_read_model_accepts_exactly_the_update_modes_the_api_accepts(spellin
     view = target_view(_target(spelling))
     read = None if view.errors else view.update_mode
     assert read == api
+
+
+def _deployment(**meta: object) -> dict[str, object]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", **meta},
+        "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "web"}}},
+    }
+
+
+def test_a_state_file_workload_is_read_by_the_kube_shells_converter(tmp_path) -> None:
+    """The state file had its own converter that read `replicas: 0` (a workload scaled to
+    zero) as 1. The one named difference left: a state file without a namespace means
+    `default`, as `kubectl apply` reads it."""
+    import yaml
+
+    from foresize.core.cluster.kubejson import workload_from
+    from foresize.shells.webhook.state_file import load_state_file
+
+    path = tmp_path / "state.yaml"
+    path.write_text(yaml.safe_dump_all([_deployment(), _deployment(namespace="shop")]))
+    loaded = load_state_file(path).workloads
+    assert set(loaded) == {"Deployment/default/web", "Deployment/shop/web"}
+    for key, wl in loaded.items():
+        assert wl == workload_from("Deployment", _deployment(namespace=wl.namespace)), key
+        assert wl.replicas == 0

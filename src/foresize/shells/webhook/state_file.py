@@ -17,8 +17,8 @@ from typing import Any
 from foresize.adapters.files import load_documents, load_json, read_text
 from foresize.core.admission.index import AdmissionIndex
 from foresize.core.api.types import parse_object
-from foresize.core.cluster.kubejson import hpa_from
-from foresize.core.cluster.model import HorizontalPodAutoscaler, OwnerRef, Workload
+from foresize.core.cluster.kubejson import hpa_from, workload_from
+from foresize.core.cluster.model import HorizontalPodAutoscaler, Workload
 from foresize.core.errors import ForesizeError
 
 _WORKLOAD_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Rollout")
@@ -45,22 +45,20 @@ def _documents(path: Path) -> list[Any]:
     return out
 
 
-def _workload(doc: dict[str, Any]) -> Workload:
-    meta = doc.get("metadata") or {}
-    spec = doc.get("spec") or {}
-    owner = None
-    for ref in meta.get("ownerReferences") or ():
-        if ref.get("controller"):
-            owner = OwnerRef(kind=str(ref.get("kind")), name=str(ref.get("name")))
-    return Workload(
-        kind=str(doc["kind"]),
-        namespace=str(meta.get("namespace") or "default"),
-        name=str(meta.get("name") or ""),
-        labels=dict(meta.get("labels") or {}),
-        selector=dict((spec.get("selector") or {}).get("matchLabels") or {}),
-        replicas=int(spec.get("replicas") or 1),
-        owner=owner,
-    )
+def _workload(kind: str, doc: dict[str, Any], where: str) -> Workload:
+    """The kube shell's converter (`kubejson.workload_from`), with one named difference: a
+    hand-written state file that gives no namespace means `default`, as `kubectl apply`
+    reads it (objects the API server serves always carry theirs)."""
+    meta = doc.get("metadata")
+    if not isinstance(meta, dict) or not meta.get("namespace"):
+        doc = {
+            **doc,
+            "metadata": {**(meta if isinstance(meta, dict) else {}), "namespace": "default"},
+        }
+    try:
+        return workload_from(kind, doc)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ForesizeError(f"{where}: {kind}: {exc}") from None
 
 
 def load_state_file(path: Path | str) -> AdmissionIndex:
@@ -80,7 +78,7 @@ def load_state_file(path: Path | str) -> AdmissionIndex:
         if kind == "ForesizeState":
             paused = bool(doc.get("paused", False))
         elif kind in _WORKLOAD_KINDS:
-            wl = _workload(doc)
+            wl = _workload(kind, doc, where)
             workloads[wl.key] = wl
         elif kind in ("AIScaleTarget", "DaemonSetAutoscaler"):
             obj = parse_object(doc, where)
