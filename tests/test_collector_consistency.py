@@ -21,7 +21,7 @@ from foresize.adapters.history.aggregate import (
 from foresize.adapters.history.memory import UsageHistory
 from foresize.adapters.history.metrics_server import HistorySink, samples_from_pod_metrics
 from foresize.adapters.history.prometheus import PodSeries, fold_to_workloads
-from foresize.core.cluster.kubejson import format_time
+from foresize.core.api.fields import format_timestamp
 from foresize.core.history import SeriesKey
 from foresize.core.recommend.target import MODEL_STEP, load_histories
 from foresize.shells.sim.operator import ForesizeRecommender, OperatorOptions, SimOperator
@@ -98,7 +98,7 @@ def test_kube_collector_and_sim_operator_produce_the_same_series():
                 k.pod,
                 {
                     "metadata": {"namespace": k.namespace, "name": k.pod},
-                    "timestamp": format_time(now),
+                    "timestamp": format_timestamp(now),
                     "containers": [],
                 },
             )

@@ -1,16 +1,15 @@
 """Kubernetes JSON -> core types: the fields the planners depend on, API defaults, and bad
-quantities dropped with a log line naming the object and field (never a crash)."""
+quantities and timestamps dropped with a line naming the object and field (never a crash;
+the core does no I/O, so the lines go to the caller's `dropped` list and the shell logs
+them)."""
 
 from __future__ import annotations
 
-import logging
-
+from foresize.core.api.fields import format_timestamp, parse_timestamp
 from foresize.core.cluster.kubejson import (
-    format_time,
     hpa_from,
     node_from,
     parse_server_version,
-    parse_time,
     pdb_from,
     pod_from,
     workload_from,
@@ -94,7 +93,7 @@ def test_pod_with_sidecar_resize_policy_and_termination():
     assert pod.owner.kind == "StatefulSet" and pod.owner.name == "db"
     assert pod.static and pod.os == "windows" and pod.priority == 1000
     assert pod.generation == 4 and pod.observed_generation == 3
-    assert pod.deletion_time == parse_time("2026-01-01T01:00:00.5Z") and pod.terminating
+    assert pod.deletion_time == parse_timestamp("2026-01-01T01:00:00.5Z") and pod.terminating
     c = pod.containers[0]
     assert c.resources.requests == {"cpu": 1500, "memory": 2**30} and c.resources.limits == {
         "memory": 2 * 10**9
@@ -107,8 +106,8 @@ def test_pod_with_sidecar_resize_policy_and_termination():
     assert pod.condition("PodResizeInProgress").reason == "Error"
 
 
-def test_bad_quantity_is_dropped_and_named(caplog):
-    caplog.set_level(logging.WARNING)
+def test_bad_quantity_is_dropped_and_named():
+    dropped: list[str] = []
     node = node_from(
         {
             "metadata": {"name": "n1", "labels": {"zone": "a"}},
@@ -117,11 +116,14 @@ def test_bad_quantity_is_dropped_and_named(caplog):
                 "allocatable": {"cpu": "3800m", "memory": "lots", "pods": "110"},
                 "conditions": [{"type": "Ready", "status": "False"}],
             },
-        }
+        },
+        dropped,
     )
     assert node.allocatable == {"cpu": 3800, "pods": 110}
     assert node.unschedulable and not node.ready
-    assert "node n1 allocatable: memory quantity 'lots'" in caplog.text
+    assert dropped == [
+        "node n1 allocatable: memory quantity 'lots' is not a Kubernetes quantity; ignored"
+    ]
 
 
 def test_pdb_hpa_and_workloads():
@@ -202,5 +204,4 @@ def test_versions_and_times():
         1,
         35,
     )
-    assert format_time(parse_time("2026-05-28T20:26:40Z")) == "2026-05-28T20:26:40Z"
-    assert parse_time("garbage") is None and parse_time(None) is None
+    assert format_timestamp(parse_timestamp("2026-05-28T20:26:40Z")) == "2026-05-28T20:26:40Z"

@@ -77,3 +77,52 @@ def test_a_state_file_workload_is_read_by_the_kube_shells_converter(tmp_path) ->
     for key, wl in loaded.items():
         assert wl == workload_from("Deployment", _deployment(namespace=wl.namespace)), key
         assert wl.replicas == 0
+
+
+def _pod_with_bad_fields() -> dict[str, object]:
+    return {
+        "metadata": {"name": "p", "namespace": "s", "creationTimestamp": "yesterday"},
+        "spec": {"containers": [{"name": "app", "resources": {"requests": {"cpu": "lots"}}}]},
+        "status": {"startTime": "2026-01-01T00:00:00.25Z"},
+    }
+
+
+def test_kubernetes_json_is_read_with_the_apis_one_rfc3339_parser_and_the_core_does_not_log(
+    caplog,
+) -> None:
+    """kubejson had its own RFC 3339 pair (logging and returning None where the API's
+    raises; formatting to the second where the API keeps the fraction), and logged from
+    the core. Now the one parser is `api.fields.parse_timestamp`; what a converter drops
+    is handed back in `dropped`, and the kube shell's watch state logs it."""
+    import logging
+
+    from foresize.core.api.fields import parse_timestamp
+    from foresize.core.cluster.kubejson import pod_from
+    from foresize.shells.kube.state import ClusterState
+
+    dropped: list[str] = []
+    with caplog.at_level(logging.DEBUG):
+        pod = pod_from(_pod_with_bad_fields(), dropped=dropped)
+    assert caplog.records == []
+    assert pod.start_time == parse_timestamp("2026-01-01T00:00:00.25Z")
+    assert pod.creation_time == 0.0 and pod.containers[0].resources.requests == {}
+    assert dropped == [
+        "pod s/p containers[app].resources.requests: cpu quantity 'lots' is not a Kubernetes"
+        " quantity; ignored",
+        "pod s/p metadata.creationTimestamp: unparseable timestamp 'yesterday' ignored",
+    ]
+    with caplog.at_level(logging.WARNING, logger="foresize.shells.kube.state"):
+        ClusterState().apply_event("Pod", "ADDED", _pod_with_bad_fields())
+    assert [r.getMessage() for r in caplog.records] == dropped
+
+
+def test_status_times_are_written_by_the_apis_one_formatter() -> None:
+    """Foresize's own status times (the suggestion's window and created_at, the vertical
+    state, the lifecycle's) are one format: `api.fields.format_timestamp`, the fraction
+    kept. The named difference: Kubernetes' own times (an Event's, kubectl's restartedAt)
+    are whole seconds, as a metav1.Time is."""
+    from foresize.core.api.fields import format_timestamp
+
+    assert format_timestamp(1.5) == "1970-01-01T00:00:01.500000Z"
+    assert format_timestamp(1.5, whole_seconds=True) == "1970-01-01T00:00:01Z"
+    assert format_timestamp(2.0) == format_timestamp(2.0, whole_seconds=True)

@@ -23,10 +23,10 @@ import copy
 import random
 from typing import Any
 
+from foresize.core.api.fields import format_timestamp
 from foresize.core.api.quantity import MIB, format_quantity
 from foresize.core.api.types import parse_daemonset_autoscaler, parse_object
 from foresize.core.cluster.actions import ResizePod
-from foresize.core.cluster.kubejson import format_time
 from foresize.core.cluster.model import Container, ContainerStatus, Node, Pod, Workload
 from foresize.core.reconcile import ReconcileState, plan_pass
 from foresize.core.vertical import WorkerConfig
@@ -50,7 +50,7 @@ def _time(value: float | None) -> str | None:
     if value is None:
         return None
     assert value == int(value), f"sub-second time {value} would not survive RFC 3339"
-    return format_time(value)
+    return format_timestamp(value)
 
 
 def _container_json(c: Container) -> dict[str, Any]:

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from foresize.core.api.access import get_path
+from foresize.core.api.fields import format_timestamp
 from foresize.core.api.quantity import format_resource_map
 from foresize.core.cluster import server_version as kver
 from foresize.core.cluster.actions import (
@@ -48,7 +49,6 @@ from foresize.core.cluster.actions import (
     WriteTargetStatus,
 )
 from foresize.core.cluster.capacity import NodeLedger
-from foresize.core.cluster.kubejson import format_time
 from foresize.core.cluster.model import Suggestion
 from foresize.core.cluster.snapshot import ClusterSnapshot
 from foresize.core.history import OOM, HistoryReader, SeriesKey
@@ -265,10 +265,10 @@ def _daemonsets(
                     for c in sugg.containers.values()
                 ],
                 "forecast_window": {
-                    "start": format_time(sugg.window_start),
-                    "end": format_time(sugg.window_end),
+                    "start": format_timestamp(sugg.window_start),
+                    "end": format_timestamp(sugg.window_end),
                 },
-                "created_at": format_time(now),
+                "created_at": format_timestamp(now),
             }
             dp = plan_dsa(snapshot, dsa, sugg, now, ledger)
             actions.extend(dp.actions)

@@ -31,8 +31,8 @@ import numpy as np
 
 from foresize.adapters.history.aggregate import per_container, workload_totals
 from foresize.adapters.history.prometheus import STARTUP_EXCLUSION
+from foresize.core.api.fields import parse_timestamp
 from foresize.core.api.quantity import QuantityError, parse_quantity
-from foresize.core.cluster.kubejson import parse_time
 from foresize.core.history import TOTAL_CONTAINER, HistoryWriter, SeriesKey, workload_of_pod
 
 log = logging.getLogger("foresize.collector")
@@ -59,6 +59,17 @@ class Sample:
 
 class SampleSink(Protocol):
     def add_samples(self, samples: list[Sample]) -> None: ...
+
+
+def _stamp(value: object, pod: str) -> float | None:
+    """A PodMetrics `timestamp`; one that does not parse is logged and read as absent."""
+    if not value:
+        return None
+    try:
+        return parse_timestamp(value)
+    except ValueError:
+        log.warning("PodMetrics %s: unparseable timestamp %r ignored", pod, value)
+        return None
 
 
 def fold_samples(samples: list[Sample]) -> dict[float, dict[SeriesKey, tuple[float, float]]]:
@@ -159,7 +170,7 @@ def samples_from_pod_metrics(
     for item in items:
         meta = item.get("metadata") or {}
         ns, pod = meta.get("namespace", ""), meta.get("name", "")
-        stamp = parse_time(item.get("timestamp")) or now or time.time()
+        stamp = _stamp(item.get("timestamp"), f"{ns}/{pod}") or now or time.time()
         started = pod_started(ns, pod) if pod_started else None
         if started is not None and stamp - started < startup_exclusion:
             dropped += len(item.get("containers") or [])

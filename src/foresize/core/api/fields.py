@@ -178,10 +178,13 @@ def parse_timestamp(value: Any) -> float:
     raise ValueError("must be an RFC 3339 time")
 
 
-def format_timestamp(seconds: float) -> str:
-    """Epoch seconds -> RFC 3339 in UTC (`2026-11-29T08:00:00Z`; fraction only if any)."""
+def format_timestamp(seconds: float, *, whole_seconds: bool = False) -> str:
+    """Epoch seconds -> RFC 3339 in UTC (`2026-11-29T08:00:00Z`; fraction only if any).
+
+    `whole_seconds`: the fraction dropped, for Kubernetes' own times (a `metav1.Time`, such
+    as an Event's or kubectl's `restartedAt`, is RFC 3339 to the second)."""
     when = datetime.fromtimestamp(seconds, tz=UTC)
-    if when.microsecond:
+    if when.microsecond and not whole_seconds:
         return when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     return when.strftime("%Y-%m-%dT%H:%M:%SZ")
 

@@ -4,10 +4,12 @@ The watches hand us raw API objects (dicts exactly as the API server serves them
 planners reason about small typed values with canonical integer amounts, so every object
 is converted once, on arrival. Conversion is lenient about what the API server may omit
 (defaults as the API server would apply them) and strict about amounts: a quantity that
-does not parse is dropped from that one map and logged with the object and field named,
-rather than taking down the watch (`strict=True`, the admission webhook's reading of a
-pod, raises `QuantityError` naming the field instead: its caller answers the review
-allowed-unchanged with a warning rather than deciding on a partly read pod).
+does not parse is dropped from that one map, and a timestamp that does not parse is read
+as absent, rather than taking down the watch. The core does no I/O, so the converter does
+not log: each drop is described in one line naming the object and field, appended to the
+caller's `dropped` list, and the shell logs them. (`strict=True`, the admission webhook's
+reading of a pod, raises `QuantityError` naming the field instead: its caller answers the
+review allowed-unchanged with a warning rather than deciding on a partly read pod.)
 
 The one converter for each kind: the kube shell's watches and the pod webhook read pods
 with the same `pod_from`.
@@ -16,10 +18,9 @@ with the same `pod_from`.
 from __future__ import annotations
 
 import functools
-import logging
-from datetime import UTC, datetime
 from typing import Any
 
+from foresize.core.api.fields import parse_timestamp
 from foresize.core.api.quantity import QuantityError, to_canonical
 from foresize.core.cluster.model import (
     Container,
@@ -37,8 +38,6 @@ from foresize.core.cluster.model import (
     Workload,
 )
 
-log = logging.getLogger(__name__)
-
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 
 # kind -> (api group/version, plural) for the workload kinds Foresize follows.
@@ -51,26 +50,22 @@ WORKLOAD_KINDS: dict[str, tuple[str, str]] = {
 }
 
 
-def parse_time(value: str | None) -> float | None:
-    """RFC 3339 timestamp (`2026-01-02T03:04:05Z`, fractional seconds allowed) -> epoch seconds."""
+def _time(value: Any, where: str, dropped: list[str] | None) -> float | None:
+    """An RFC 3339 time of a Kubernetes object, read by the API's one parser
+    (`api.fields.parse_timestamp`); a time that does not parse reads as absent, noted in
+    `dropped`."""
     if not value:
         return None
-    text = value.strip()
-    if text.endswith("Z"):
-        text = text[:-1] + "+00:00"
     try:
-        stamp = datetime.fromisoformat(text)
+        return parse_timestamp(value)
     except ValueError:
-        log.warning("unparseable timestamp %r ignored", value)
+        _drop(dropped, f"{where}: unparseable timestamp {value!r} ignored")
         return None
-    if stamp.tzinfo is None:
-        stamp = stamp.replace(tzinfo=UTC)
-    return stamp.timestamp()
 
 
-def format_time(epoch: float) -> str:
-    """Epoch seconds -> RFC 3339 with a `Z` suffix, second precision (as kubectl writes it)."""
-    return datetime.fromtimestamp(epoch, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def _drop(dropped: list[str] | None, problem: str) -> None:
+    if dropped is not None:
+        dropped.append(problem)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -81,10 +76,13 @@ def _canonical(resource: str, value: str) -> int:
 
 
 def resource_map(
-    values: dict[str, Any] | None, where: str = "", strict: bool = False
+    values: dict[str, Any] | None,
+    where: str = "",
+    strict: bool = False,
+    dropped: list[str] | None = None,
 ) -> ResourceMap:
-    """A `requests`/`limits`/`allocatable` map -> canonical ints; bad entries logged and
-    dropped (`strict`: a QuantityError naming the field)."""
+    """A `requests`/`limits`/`allocatable` map -> canonical ints; bad entries dropped and
+    noted in `dropped` (`strict`: a QuantityError naming the field)."""
     if strict and values is not None and not isinstance(values, dict):
         raise QuantityError(f"{where}: not a map of quantities")
     out: ResourceMap = {}
@@ -94,28 +92,30 @@ def resource_map(
         except (QuantityError, TypeError, ValueError) as exc:
             if strict:
                 raise QuantityError(f"{where}.{name}: {exc}") from None
-            log.warning(
-                "%s: %s quantity %r is not a Kubernetes quantity; ignored", where, name, raw
+            _drop(
+                dropped, f"{where}: {name} quantity {raw!r} is not a Kubernetes quantity; ignored"
             )
     return out
 
 
 def _requirements(
-    raw: dict[str, Any] | None, where: str, strict: bool = False
+    raw: dict[str, Any] | None, where: str, strict: bool = False, dropped: list[str] | None = None
 ) -> ResourceRequirements:
     raw = raw or {}
     return ResourceRequirements(
-        requests=resource_map(raw.get("requests"), f"{where}.requests", strict),
-        limits=resource_map(raw.get("limits"), f"{where}.limits", strict),
+        requests=resource_map(raw.get("requests"), f"{where}.requests", strict, dropped),
+        limits=resource_map(raw.get("limits"), f"{where}.limits", strict, dropped),
     )
 
 
-def container_from(raw: dict[str, Any], where: str = "", strict: bool = False) -> Container:
+def container_from(
+    raw: dict[str, Any], where: str = "", strict: bool = False, dropped: list[str] | None = None
+) -> Container:
     name = raw.get("name", "")
     path = f"{where}[{name}]"
     return Container(
         name=name,
-        resources=_requirements(raw.get("resources"), f"{path}.resources", strict),
+        resources=_requirements(raw.get("resources"), f"{path}.resources", strict, dropped),
         resize_policy={
             p["resourceName"]: p.get("restartPolicy", "NotRequired")
             for p in raw.get("resizePolicy") or []
@@ -125,18 +125,24 @@ def container_from(raw: dict[str, Any], where: str = "", strict: bool = False) -
     )
 
 
-def container_status_from(raw: dict[str, Any], where: str = "") -> ContainerStatus:
+def container_status_from(
+    raw: dict[str, Any], where: str = "", dropped: list[str] | None = None
+) -> ContainerStatus:
     name = raw.get("name", "")
     path = f"{where}[{name}]"
     terminated = (raw.get("lastState") or {}).get("terminated") or {}
     return ContainerStatus(
         name=name,
-        allocated=resource_map(raw.get("allocatedResources"), f"{path}.allocatedResources"),
-        resources=_requirements(raw.get("resources"), f"{path}.resources"),
+        allocated=resource_map(
+            raw.get("allocatedResources"), f"{path}.allocatedResources", dropped=dropped
+        ),
+        resources=_requirements(raw.get("resources"), f"{path}.resources", dropped=dropped),
         ready=bool(raw.get("ready", False)),
         restart_count=int(raw.get("restartCount", 0) or 0),
         last_termination_reason=terminated.get("reason"),
-        last_termination_time=parse_time(terminated.get("finishedAt")),
+        last_termination_time=_time(
+            terminated.get("finishedAt"), f"{path}.lastState.terminated.finishedAt", dropped
+        ),
     )
 
 
@@ -155,12 +161,18 @@ def owner_from(meta: dict[str, Any]) -> OwnerRef | None:
     )
 
 
-def pod_from(obj: dict[str, Any], namespace: str = "", strict: bool = False) -> Pod:
+def pod_from(
+    obj: dict[str, Any],
+    namespace: str = "",
+    strict: bool = False,
+    dropped: list[str] | None = None,
+) -> Pod:
     """A core/v1 Pod -> `Pod` (spec, resize conditions, allocated and actual resources).
 
     `namespace`: where the pod is when its metadata does not say (a pod in an admission
     request may carry none, nor a name yet: then `generateName` names it). `strict`: a bad
-    quantity raises QuantityError rather than being dropped."""
+    quantity raises QuantityError rather than being dropped. `dropped`: where each dropped
+    field is described."""
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
@@ -179,10 +191,11 @@ def pod_from(obj: dict[str, Any], namespace: str = "", strict: bool = False) -> 
         node_name=spec.get("nodeName"),
         priority=int(spec.get("priority") or 0),
         containers=[
-            container_from(c, f"{where} containers", strict) for c in spec.get("containers") or []
+            container_from(c, f"{where} containers", strict, dropped)
+            for c in spec.get("containers") or []
         ],
         init_containers=[
-            container_from(c, f"{where} initContainers", strict)
+            container_from(c, f"{where} initContainers", strict, dropped)
             for c in spec.get("initContainers") or []
         ],
         phase=status.get("phase", "Pending"),
@@ -192,36 +205,44 @@ def pod_from(obj: dict[str, Any], namespace: str = "", strict: bool = False) -> 
                 status=c.get("status", "True"),
                 reason=c.get("reason") or "",
                 message=c.get("message") or "",
-                last_transition_time=parse_time(c.get("lastTransitionTime")) or 0.0,
+                last_transition_time=_time(
+                    c.get("lastTransitionTime"), f"{where} conditions.lastTransitionTime", dropped
+                )
+                or 0.0,
             )
             for c in status.get("conditions") or []
         ],
         container_statuses=[
-            container_status_from(s, f"{where} containerStatuses")
+            container_status_from(s, f"{where} containerStatuses", dropped)
             for s in status.get("containerStatuses") or []
         ],
         init_container_statuses=[
-            container_status_from(s, f"{where} initContainerStatuses")
+            container_status_from(s, f"{where} initContainerStatuses", dropped)
             for s in status.get("initContainerStatuses") or []
         ],
         generation=int(meta.get("generation") or 1),
         observed_generation=int(status.get("observedGeneration") or 0),
-        creation_time=parse_time(meta.get("creationTimestamp")) or 0.0,
-        start_time=parse_time(status.get("startTime")),
-        deletion_time=parse_time(meta.get("deletionTimestamp")),
+        creation_time=_time(
+            meta.get("creationTimestamp"), f"{where} metadata.creationTimestamp", dropped
+        )
+        or 0.0,
+        start_time=_time(status.get("startTime"), f"{where} status.startTime", dropped),
+        deletion_time=_time(
+            meta.get("deletionTimestamp"), f"{where} metadata.deletionTimestamp", dropped
+        ),
         restart_policy=spec.get("restartPolicy", "Always"),
         static=MIRROR_ANNOTATION in annotations or (owner is not None and owner.kind == "Node"),
         os=((spec.get("os") or {}).get("name") or "linux"),
         resources=(
-            _requirements(spec["resources"], f"{where} spec.resources", strict)
+            _requirements(spec["resources"], f"{where} spec.resources", strict, dropped)
             if spec.get("resources") is not None
             else None
         ),
-        overhead=resource_map(spec.get("overhead"), f"{where} spec.overhead", strict),
+        overhead=resource_map(spec.get("overhead"), f"{where} spec.overhead", strict, dropped),
     )
 
 
-def node_from(obj: dict[str, Any]) -> Node:
+def node_from(obj: dict[str, Any], dropped: list[str] | None = None) -> Node:
     meta = obj.get("metadata") or {}
     status = obj.get("status") or {}
     where = f"node {meta.get('name', '')}"
@@ -231,8 +252,10 @@ def node_from(obj: dict[str, Any]) -> Node:
             ready = cond.get("status") == "True"
     return Node(
         name=meta.get("name", ""),
-        allocatable=resource_map(status.get("allocatable"), f"{where} allocatable"),
-        capacity=resource_map(status.get("capacity"), f"{where} capacity"),
+        allocatable=resource_map(
+            status.get("allocatable"), f"{where} allocatable", dropped=dropped
+        ),
+        capacity=resource_map(status.get("capacity"), f"{where} capacity", dropped=dropped),
         labels=dict(meta.get("labels") or {}),
         unschedulable=bool((obj.get("spec") or {}).get("unschedulable", False)),
         ready=ready,
@@ -263,7 +286,7 @@ def pdb_from(obj: dict[str, Any]) -> PodDisruptionBudget:
     )
 
 
-def hpa_from(obj: dict[str, Any]) -> HorizontalPodAutoscaler:
+def hpa_from(obj: dict[str, Any], dropped: list[str] | None = None) -> HorizontalPodAutoscaler:
     """An autoscaling/v2 HorizontalPodAutoscaler (v1's targetCPUUtilizationPercentage too)."""
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
@@ -283,7 +306,11 @@ def hpa_from(obj: dict[str, Any]) -> HorizontalPodAutoscaler:
                     resource=resource,
                     target_utilization=target.get("averageUtilization"),
                     target_average_value=(
-                        resource_map({resource: avg}, "hpa").get(resource)
+                        resource_map(
+                            {resource: avg},
+                            f"hpa {meta.get('namespace', '')}/{meta.get('name', '')}",
+                            dropped=dropped,
+                        ).get(resource)
                         if avg is not None and resource
                         else None
                     ),
@@ -309,27 +336,33 @@ def hpa_from(obj: dict[str, Any]) -> HorizontalPodAutoscaler:
     )
 
 
-def template_from(raw: dict[str, Any] | None, where: str = "") -> PodTemplate:
+def template_from(
+    raw: dict[str, Any] | None, where: str = "", dropped: list[str] | None = None
+) -> PodTemplate:
     raw = raw or {}
     meta = raw.get("metadata") or {}
     spec = raw.get("spec") or {}
     return PodTemplate(
         labels=dict(meta.get("labels") or {}),
         annotations=dict(meta.get("annotations") or {}),
-        containers=[container_from(c, f"{where} containers") for c in spec.get("containers") or []],
+        containers=[
+            container_from(c, f"{where} containers", dropped=dropped)
+            for c in spec.get("containers") or []
+        ],
         init_containers=[
-            container_from(c, f"{where} initContainers") for c in spec.get("initContainers") or []
+            container_from(c, f"{where} initContainers", dropped=dropped)
+            for c in spec.get("initContainers") or []
         ],
         priority=int(spec.get("priority") or 0),
         resources=(
-            _requirements(spec["resources"], f"{where} spec.resources")
+            _requirements(spec["resources"], f"{where} spec.resources", dropped=dropped)
             if spec.get("resources") is not None
             else None
         ),
     )
 
 
-def workload_from(kind: str, obj: dict[str, Any]) -> Workload:
+def workload_from(kind: str, obj: dict[str, Any], dropped: list[str] | None = None) -> Workload:
     """Deployment / StatefulSet / DaemonSet / ReplicaSet / Argo Rollout -> `Workload`."""
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
@@ -347,7 +380,7 @@ def workload_from(kind: str, obj: dict[str, Any]) -> Workload:
         labels=dict(meta.get("labels") or {}),
         selector=dict((spec.get("selector") or {}).get("matchLabels") or {}),
         replicas=replicas,
-        template=template_from(spec.get("template"), f"{where} template"),
+        template=template_from(spec.get("template"), f"{where} template", dropped),
         paused=bool(spec.get("paused", False)),
         owner=owner_from(meta) if kind == "ReplicaSet" else None,
     )

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from foresize.core.api.access import get_path
+from foresize.core.api.fields import format_timestamp
 from foresize.core.api.quantity import CPU, MEMORY, format_resource_map
 from foresize.core.cluster.actions import WriteTargetStatus
-from foresize.core.cluster.kubejson import format_time
 from foresize.core.cluster.model import (
     Container,
     ContainerSuggestion,
@@ -285,10 +285,10 @@ def _status(d: _Due, result: Any, now: float, state: SuggestionState) -> dict[st
             "uid": entries_uid(entries),
             "containers": entries,
             "forecast_window": {
-                "start": format_time(sugg.window_start),
-                "end": format_time(sugg.window_end),
+                "start": format_timestamp(sugg.window_start),
+                "end": format_timestamp(sugg.window_end),
             },
-            "created_at": format_time(now),
+            "created_at": format_timestamp(now),
         }
         published = suggestion_from(status["vertical_suggestion"])
         if published is not None:

@@ -42,12 +42,13 @@ def parse_when(value: str, now: float, field: str) -> float:
         return float(text)
     except ValueError:
         pass
-    from foresize.core.cluster.kubejson import parse_time
+    from foresize.core.api.fields import parse_timestamp
 
     if "T" in text or (len(text) == 10 and text[4] == "-"):
-        stamp = parse_time(text if "T" in text else text + "T00:00:00Z")
-        if stamp is not None:
-            return stamp
+        try:
+            return parse_timestamp(text if "T" in text else text + "T00:00:00Z")
+        except ValueError:
+            pass
     try:
         return now - duration(text, field)
     except ForesizeError:

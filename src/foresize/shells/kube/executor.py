@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from foresize.core.api.fields import format_timestamp
 from foresize.core.api.quantity import format_quantity
 from foresize.core.cluster import server_version as kver
 from foresize.core.cluster.actions import (
@@ -45,7 +46,7 @@ from foresize.core.cluster.actions import (
     RestartWorkload,
     WriteTargetStatus,
 )
-from foresize.core.cluster.kubejson import format_time, pod_from
+from foresize.core.cluster.kubejson import pod_from
 from foresize.core.cluster.model import Pod
 from foresize.shells.kube.api import JSON, JSON_PATCH, MERGE_PATCH, ApiResponse, KubeApi
 
@@ -269,7 +270,13 @@ class KubeExecutor:
         if pod is not None:
             return pod
         resp = await self.api.request("GET", pod_path(namespace, name))
-        return pod_from(resp.body) if resp.ok and isinstance(resp.body, dict) else None
+        if not (resp.ok and isinstance(resp.body, dict)):
+            return None
+        dropped: list[str] = []
+        pod = pod_from(resp.body, dropped=dropped)
+        for problem in dropped:
+            log.warning("%s", problem)
+        return pod
 
     async def _resize(self, action: ResizePod) -> ActionResult:
         refusal = kver.in_place_refusal(self.server_version)
@@ -381,7 +388,7 @@ class KubeExecutor:
         return result_from(resp)
 
     async def _restart(self, action: RestartWorkload) -> ActionResult:
-        stamp = format_time(action.restarted_at)
+        stamp = format_timestamp(action.restarted_at, whole_seconds=True)
         if action.kind == "Rollout":
             body: dict[str, Any] = {"spec": {"restartAt": stamp}}
         else:
@@ -403,7 +410,7 @@ class KubeExecutor:
         return result_from(resp)
 
     async def _event(self, action: EmitEvent) -> ActionResult:
-        now = format_time(self._clock())
+        now = format_timestamp(self._clock(), whole_seconds=True)
         namespace = action.namespace or "default"
         involved: dict[str, Any] = {
             "apiVersion": INVOLVED_API_VERSIONS.get(action.kind, "v1"),

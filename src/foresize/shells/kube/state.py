@@ -119,17 +119,21 @@ class ClusterState:
         self.events_seen += 1
         deleted = event_type == "DELETED"
         key = _key(obj)
+        # What the converters dropped (a bad quantity or timestamp), logged here: the core
+        # does no I/O.
+        dropped: list[str] = []
         if kind == "Pod":
-            self._put(self.pods, key, None if deleted else convert.pod_from(obj))
+            self._put(self.pods, key, None if deleted else convert.pod_from(obj, dropped=dropped))
         elif kind == "Node":
-            self._put(self.nodes, key[1], None if deleted else convert.node_from(obj))
+            self._put(self.nodes, key[1], None if deleted else convert.node_from(obj, dropped))
         elif kind == "PodDisruptionBudget":
             self._put(self.pdbs, key, None if deleted else convert.pdb_from(obj))
         elif kind == "HorizontalPodAutoscaler":
-            self._put(self.hpas, key, None if deleted else convert.hpa_from(obj))
+            self._put(self.hpas, key, None if deleted else convert.hpa_from(obj, dropped))
         elif kind in convert.WORKLOAD_KINDS:
             wkey = f"{kind}/{key[0]}/{key[1]}"
-            self._put(self.workloads, wkey, None if deleted else convert.workload_from(kind, obj))
+            workload = None if deleted else convert.workload_from(kind, obj, dropped)
+            self._put(self.workloads, wkey, workload)
         elif kind in FORESIZE_KINDS:
             self._put(self.raw_foresize[kind], key, None if deleted else obj)
             parsed = None
@@ -145,6 +149,8 @@ class ClusterState:
             self.paused = (not deleted) and str(data.get("paused", "")).lower() == "true"
         else:
             log.debug("ignoring watch event for kind %s", kind)
+        for problem in dropped:
+            log.warning("%s", problem)
 
     @staticmethod
     def _put(store: dict, key: Any, value: Any) -> None:
