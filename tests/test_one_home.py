@@ -126,3 +126,43 @@ def test_status_times_are_written_by_the_apis_one_formatter() -> None:
     assert format_timestamp(1.5) == "1970-01-01T00:00:01.500000Z"
     assert format_timestamp(1.5, whole_seconds=True) == "1970-01-01T00:00:01Z"
     assert format_timestamp(2.0) == format_timestamp(2.0, whole_seconds=True)
+
+
+def _vertical_target(**vertical: object) -> dict[str, object]:
+    return {
+        "apiVersion": "foresize.io/v1",
+        "kind": "AIScaleTarget",
+        "metadata": {"name": "a", "namespace": "default"},
+        "spec": {
+            "scaleTargetRef": {"kind": "Deployment", "name": "web"},
+            "vertical": {"mode": "autonomous", **vertical},
+        },
+    }
+
+
+@pytest.mark.parametrize("hpa_policy", [None, "override", " Override ", "LEAVE", "maybe"])
+def test_the_seed_defaults_and_the_hpa_resource_policy_have_one_home(hpa_policy) -> None:
+    """seed.md N6: `stall_timeout` (2 min) and `hpa_resource_policy` (leave) were written in
+    the models and again in the read-model, which also spelled the policy its own way
+    (`" Override "` refused by it, accepted by the API). Both now read `api.vocabulary`."""
+    from foresize.core.api import vocabulary
+    from foresize.core.api.policy import DisruptionPolicy, VerticalSpec
+
+    extra = {} if hpa_policy is None else {"hpa_resource_policy": hpa_policy}
+    raw = target_view(_vertical_target(**extra))
+    try:
+        api = target_view(parse_target(_vertical_target(**extra)))
+    except ForesizeError:
+        api = None
+    assert (None if raw.errors else raw.hpa_resource_policy) == (api and api.hpa_resource_policy)
+    defaults = DisruptionPolicy.model_fields
+    assert defaults["stall_timeout"].default is vocabulary.DEFAULT_STALL_TIMEOUT
+    assert defaults["interval"].default is vocabulary.DEFAULT_INTERVAL
+    assert defaults["max_disrupted"].default is vocabulary.DEFAULT_MAX_DISRUPTED
+    hpa_default = VerticalSpec.model_fields["hpa_resource_policy"].default
+    assert hpa_default is vocabulary.DEFAULT_HPA_RESOURCE_POLICY
+    assert (raw.stall_timeout, raw.disruption_interval, raw.max_disrupted) == (
+        vocabulary.DEFAULT_STALL_TIMEOUT,
+        vocabulary.DEFAULT_INTERVAL,
+        vocabulary.DEFAULT_MAX_DISRUPTED,
+    )

@@ -36,7 +36,14 @@ from foresize.core.api.quantity import (
     CPU,
     MEMORY,
 )
-from foresize.core.api.vocabulary import DEFAULT_MIN_REPLICAS
+from foresize.core.api.vocabulary import (
+    DEFAULT_HPA_RESOURCE_POLICY,
+    DEFAULT_INTERVAL,
+    DEFAULT_MAX_DISRUPTED,
+    DEFAULT_MIN_REPLICAS,
+    DEFAULT_STALL_TIMEOUT,
+    HPA_RESOURCE_POLICIES,
+)
 
 
 class LimitPolicy(_Base):
@@ -159,11 +166,11 @@ MaxDisrupted = Annotated[
 class DisruptionPolicy(_Base):
     """How many pods may change at once, how often, and when a stalled resize gives up."""
 
-    max_disrupted: MaxDisrupted = "20%"
+    max_disrupted: MaxDisrupted = DEFAULT_MAX_DISRUPTED
     """Pods changed per batch: a count, or a percentage of replicas rounded up (at least 1)."""
-    interval: PositiveDuration = 60.0
+    interval: PositiveDuration = DEFAULT_INTERVAL
     """Minimum time between batches."""
-    stall_timeout: PositiveDuration = 120.0
+    stall_timeout: PositiveDuration = DEFAULT_STALL_TIMEOUT
     """How long an in-place resize may stall before in_place_or_recreate evicts the pod."""
     release_deferred_after: PositiveDuration | None = None
     """Opt-in: give up a Deferred resize that has held node capacity this long."""
@@ -291,7 +298,7 @@ class HorizontalScalingBehavior(_Base):
 
 
 HpaResourcePolicy: TypeAlias = Annotated[
-    str, PlainValidator(_enum(("leave", "override"))), _enum_schema(("leave", "override"))
+    str, PlainValidator(_enum(HPA_RESOURCE_POLICIES)), _enum_schema(HPA_RESOURCE_POLICIES)
 ]
 
 
@@ -306,7 +313,7 @@ class VerticalSpec(_Base):
     disruption: DisruptionPolicy = Field(default_factory=DisruptionPolicy)
     oom_remediation: OomRemediation = Field(default_factory=OomRemediation)
     scaling_behavior: VerticalScalingBehavior | None = None
-    hpa_resource_policy: HpaResourcePolicy = "leave"
+    hpa_resource_policy: HpaResourcePolicy = DEFAULT_HPA_RESOURCE_POLICY
     """leave: do not change the request of a resource an HPA scales on; override: change
     it anyway."""
 

@@ -52,6 +52,22 @@ def canonical_word(
     return (aliases or {}).get(low)
 
 
+HPA_RESOURCE_POLICIES = ("leave", "override")
+"""`vertical.hpa_resource_policy`."""
+
+DEFAULT_HPA_RESOURCE_POLICY = "leave"
+"""The request of a resource an HPA scales on is left alone unless the target opts in:
+changing it would shift the HPA's utilisation arithmetic under it (architecture §3.2)."""
+
+# spec.vertical.disruption defaults (docs/api.md), for the models and the read-model alike.
+# 20%: a rollout-like batch, so a resize wave never takes more than a fifth of a workload at
+# once. 60s between batches: one readiness cycle of a typical pod. 120s stall: an in-place
+# resize the kubelet has not applied by then is not coming (it falls back to recreation
+# where allowed).
+DEFAULT_MAX_DISRUPTED = "20%"
+DEFAULT_INTERVAL = 60.0
+DEFAULT_STALL_TIMEOUT = 120.0
+
 DEFAULT_MIN_REPLICAS = 2
 """`vertical.update_policy.min_replicas`, like VPA's updater default (`--min-replicas=2`):
 evicting the last ready replica of a workload is an outage until its replacement is

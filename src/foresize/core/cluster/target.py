@@ -26,7 +26,12 @@ from foresize.core.api.hysteresis import DEFAULT_SCALE_DOWN, DEFAULT_SCALE_UP, T
 from foresize.core.api.quantity import CPU, MEMORY, to_canonical
 from foresize.core.api.selectors import selector_matches
 from foresize.core.api.vocabulary import (
+    DEFAULT_HPA_RESOURCE_POLICY,
+    DEFAULT_INTERVAL,
+    DEFAULT_MAX_DISRUPTED,
     DEFAULT_MIN_REPLICAS,
+    DEFAULT_STALL_TIMEOUT,
+    HPA_RESOURCE_POLICIES,
     SCALING_MODE_ALIASES,
     SCALING_MODES,
     UPDATE_MODES,
@@ -54,13 +59,6 @@ _KIND_ALIASES = {
 
 RECREATE_MODES = frozenset({"recreate", "in_place_or_recreate"})
 
-# spec.vertical.disruption defaults (docs/api.md). 20%: a rollout-like batch, so a resize
-# wave never takes more than a fifth of a workload at once. 60s between batches: one
-# readiness cycle of a typical pod. 120s stall: an in-place resize the kubelet has not
-# applied by then is not coming (it falls back to recreation where allowed).
-DEFAULT_MAX_DISRUPTED = "20%"
-DEFAULT_INTERVAL = 60.0
-DEFAULT_STALL_TIMEOUT = 120.0
 _SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 
 
@@ -175,7 +173,7 @@ class TargetView:
     update_mode: str = "recreate"
     # Whether vertical autonomous mode may change the resource an HPA scales on
     # ("leave", the default, or "override"; architecture §3.2).
-    hpa_resource_policy: str = "leave"
+    hpa_resource_policy: str = DEFAULT_HPA_RESOURCE_POLICY
     containers: tuple[ContainerPolicy, ...] = ()
     min_replicas: int | None = None
     max_replicas: int | None = None
@@ -529,10 +527,13 @@ def _read_vertical(vertical: Any, where: str, errors: list[str]) -> dict[str, An
         errors.append(f"{where}.update_policy.min_replicas: expected an integer >= 1")
     else:
         out["eviction_min_replicas"] = min_ready
-    hpa_policy = str(get(vertical, "hpa_resource_policy", "hpaResourcePolicy", default="leave"))
-    out["hpa_resource_policy"] = hpa_policy.lower()
-    if out["hpa_resource_policy"] not in ("leave", "override"):
+    hpa_raw = get(
+        vertical, "hpa_resource_policy", "hpaResourcePolicy", default=DEFAULT_HPA_RESOURCE_POLICY
+    )
+    hpa_policy = canonical_word(hpa_raw, HPA_RESOURCE_POLICIES)
+    if hpa_policy is None:
         errors.append(f"{where}.hpa_resource_policy: expected leave or override")
+    out["hpa_resource_policy"] = hpa_policy or DEFAULT_HPA_RESOURCE_POLICY
     disruption = get(vertical, "disruption")
     d = f"{where}.disruption"
     readers: list[tuple[str, Any]] = [

@@ -39,6 +39,7 @@ import numpy as np
 from foresize.adapters.history.aggregate import Grouping
 from foresize.adapters.history.memory import UsageHistory
 from foresize.core.api.quantity import CPU, MEMORY, MIB
+from foresize.core.api.vocabulary import DEFAULT_HPA_RESOURCE_POLICY
 from foresize.core.cluster.actions import WriteTargetStatus
 from foresize.core.cluster.model import (
     ContainerSuggestion,
@@ -350,7 +351,7 @@ class OperatorOptions:
     min_memory: int = 32 * MIB
     admission: bool = True
     disruption: dict[str, Any] = field(default_factory=dict)
-    hpa_resource_policy: str = "leave"
+    hpa_resource_policy: str = DEFAULT_HPA_RESOURCE_POLICY
     worker: WorkerConfig = field(default_factory=WorkerConfig)
     targets: list[str] | None = None  # workload keys Kind/ns/name; None = all of `kinds`
     # The targets keep limits proportional to the template (limit.ratio per resource), as
