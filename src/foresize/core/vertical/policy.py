@@ -16,8 +16,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from foresize.core.api.vocabulary import DEFAULT_MAX_DISRUPTED
 from foresize.core.cluster.target import (
-    DEFAULT_MAX_DISRUPTED,
     TargetView,
     parse_max_disrupted,
     target_view,
