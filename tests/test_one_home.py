@@ -166,3 +166,40 @@ def test_the_seed_defaults_and_the_hpa_resource_policy_have_one_home(hpa_policy)
         vocabulary.DEFAULT_INTERVAL,
         vocabulary.DEFAULT_MAX_DISRUPTED,
     )
+
+
+def test_the_recommend_tables_round_and_floor_by_the_operators_rules() -> None:
+    """review N-06 / N-07: the `foresize recommend` tables rounded 0.3 cores (float32, as
+    the stores keep it) to 301m where the operator writes 300m, and computed their own OOM
+    floor (1.2 x the peak before each kill: no request, no compounding). They now call the
+    operator's rounding and `apply_ooms`; the one named difference is the hold (every kill
+    in the report's window counts)."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from foresize.core.api.quantity import MIB
+    from foresize.core.history import SeriesKey, TraceSeries
+    from foresize.core.recommend.target import OOMState, apply_ooms
+    from foresize.front.report.recommendations import build_rows
+
+    key = SeriesKey("shop", "web", "app")
+    t = 1_700_000_000.0 + 300.0 * np.arange(288)
+    cpu = np.full(t.size, float(np.float32(0.3)))
+    memory = np.full(t.size, 100.0 * MIB)
+    kills = [float(t[200]), float(t[202])]
+    current = SimpleNamespace(
+        cpu_request=0.5, cpu_limit=None, memory_request=200.0 * MIB, memory_limit=None
+    )
+    (row,) = build_rows(
+        [TraceSeries(key, t, cpu, memory)],
+        [],
+        quantiles={"cpu": 0.95, "memory": 0.99},
+        lookback=86400.0,
+        resources={key: current},
+        oom_kills={key: kills},
+    )
+    assert row.cpu.request == 300
+    hit = apply_ooms(OOMState(), kills, [100.0 * MIB] * 2, 200 * MIB, kills[-1], 86400.0)
+    assert hit.floor > 1.2 * 200 * MIB  # the second kill compounds on the first
+    assert row.memory.request == hit.floor

@@ -556,7 +556,7 @@ def test_acceptance_stable_counts_and_values_match_the_raw_data(prom):
     proxy = rows[("web", "istio-proxy")]
     assert len(proxy["oom_kills"]) == 4
     assert proxy["memory"]["current_limit"] == "1Gi"
-    # Killed at its limit: a warning, and a limit above it (1.2 x the peak before a kill).
+    # Killed at its limit: a warning, and a limit above it (the OOM floor, compounding per kill).
     assert any("OOM-killed 4x at its 1Gi memory limit" in n for n in proxy["notes"])
     assert proxy["severity"] == "critical"
     from foresize.core.api.quantity import to_bytes
@@ -566,7 +566,9 @@ def test_acceptance_stable_counts_and_values_match_the_raw_data(prom):
     assert peak > 0.98 * GIB
     assert to_bytes(proxy["memory"]["limit"]) >= 1.2 * peak
     memory_line = proxy["explanation"][1]
-    assert "; raised to the OOM floor, 1.2 x the working-set peak before a kill: " in memory_line
+    assert "; raised to the OOM floor, 1.2 x the larger of the request hit and the working-set" in (
+        memory_line
+    )
     # postgres: the raw readings (not the duplicates' sum, not cluster b), and a static
     # request never below the p99.9 of the raw 15-minute peaks over the history.
     pg = rows[("postgres", "postgres")]

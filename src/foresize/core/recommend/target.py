@@ -866,7 +866,7 @@ def _significant(th: Threshold, current: int, proposed: int) -> bool:
     return bool(clears(th.type, th.percent, th.absolute, current, delta))
 
 
-def _round(res: str, value: float) -> int:
+def round_up_request(res: str, value: float) -> int:
     """Round up to 1Mi / 1m, ignoring float noise (below a millionth of a MiB, a
     thousandth of a millicore): stores keep float32 samples, so 0.3 cores reads back as
     300.00001m, which is 300m, not 301m."""
@@ -892,13 +892,13 @@ def _set(
         v = max(v, b.lower)
     if b.upper is not None:
         v = min(v, b.upper)
-    request = _round(res, v)
+    request = round_up_request(res, v)
     if b.upper is not None:
         request = min(request, int(b.upper))
     limit = cur.limits.get(res)
     if b.limit_ratio is not None and limit is not None:
         # Limits kept proportional: limit = request x ratio (rounded up).
-        new.limits[res] = _round(res, request * b.limit_ratio)
+        new.limits[res] = round_up_request(res, request * b.limit_ratio)
     elif limit is not None and request > limit:
         # Without limit.ratio the limit stays and a request never exceeds it.
         request = int(limit)

@@ -116,9 +116,11 @@ class Prices:
 
 
 def _round(resource: str, value: float) -> int:
-    if resource == MEMORY:
-        return int(math.ceil(value / MIB) * MIB)
-    return int(math.ceil(value * 1000.0 - 1e-9))
+    """Cores or bytes -> the request the operator would write, by its one rounding rule
+    (`recommend.target.round_up_request`, which ignores float32 noise: 0.3 cores is 300m)."""
+    from foresize.core.recommend.target import round_up_request
+
+    return round_up_request(resource, value * 1000.0 if resource == CPU else value)
 
 
 def severity_of(current: int | None, recommended: int | None) -> str:
@@ -153,7 +155,8 @@ def build_rows(
 ) -> list[Row]:
     """Rows for TraceSeries and their `recommend_series` results (same order): the static
     request at `quantiles[resource]` over the history on the model grid, the OOM floor
-    (1.2 x the working-set peak in the hour before each kill), bounds, limits and severity."""
+    (the operator's rule, `recommend.target.apply_ooms`, on each kill in the window),
+    bounds, limits and severity."""
     from foresize.core.history import resample_max
     from foresize.core.recommend.core import OOM_FACTOR
     from foresize.core.recommend.static import static_request
@@ -224,18 +227,14 @@ def build_rows(
                 rr.steps.append(
                     f"+{buffer_percentage:g}% buffer: {_pretty(res, _round(res, value))}"
                 )
-            if res == MEMORY:
-                floor = 0.0
-                for t in kills:
-                    k = int((t - start) // step)
-                    before = grid[max(0, k - 12) : k + 1]
-                    if np.isfinite(before).any():
-                        floor = max(floor, OOM_FACTOR * float(np.nanmax(before)))
+            if res == MEMORY and kills:
+                floor = _oom_floor(kills, grid, start, step, rr.current_request)
                 if floor > value:
                     value = floor
                     rr.steps.append(
-                        f"raised to the OOM floor, {OOM_FACTOR:g} x the working-set peak before "
-                        f"a kill: {_pretty(res, _round(res, value))}"
+                        f"raised to the OOM floor, {OOM_FACTOR:g} x the larger of the request "
+                        f"hit and the working-set peak at a kill, compounding: "
+                        f"{_pretty(res, _round(res, value))}"
                     )
             rr.request = bounds.clamp(res, _round(res, value))
             if rr.request != _round(res, value):
@@ -250,6 +249,31 @@ def build_rows(
         )
         rows.append(row)
     return rows
+
+
+# The working set seen "at" a kill: the peak of the hour of grid steps before it (the
+# kill itself ends the sample that would show the spike).
+_KILL_WINDOW_STEPS = 12
+
+
+def _oom_floor(
+    kills: list[float], grid: np.ndarray, start: float, step: float, request: int | None
+) -> float:
+    """The memory floor the operator would hold after these kills: its own OOM rule
+    (`recommend.target.apply_ooms`: 1.2 x the larger of the request that was hit and the
+    usage seen, compounding), with one named difference: the report holds the floor for
+    every kill in its lookback window (stabilization unbounded), as the window is what it
+    recommends from."""
+    from foresize.core.recommend.target import OOMState, apply_ooms
+
+    usage = []
+    for t in kills:
+        k = int((t - start) // step)
+        before = grid[max(0, k - _KILL_WINDOW_STEPS) : k + 1]
+        usage.append(float(np.nanmax(before)) if np.isfinite(before).any() else math.nan)
+    now = max(kills)
+    state = apply_ooms(OOMState(), kills, usage, request or 0, now, stabilization=math.inf)
+    return float(state.active(now))
 
 
 def _limits(row: Row) -> None:
@@ -391,8 +415,8 @@ def explain(row: Row) -> list[str]:
             dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%d %H:%M") for t in row.oom_kills
         )
         lines.append(
-            f"OOM kills: {len(row.oom_kills)} ({when} UTC); memory floor 1.2 x the peak "
-            "before each kill"
+            f"OOM kills: {len(row.oom_kills)} ({when} UTC); memory floor 1.2 x the larger of "
+            "the request hit and the peak at each kill, compounding"
         )
     if row.throttled_share is not None:
         lines.append(f"CPU throttled in {100 * row.throttled_share:.1f}% of CFS periods")
