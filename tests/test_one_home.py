@@ -203,3 +203,39 @@ def test_the_recommend_tables_round_and_floor_by_the_operators_rules() -> None:
     hit = apply_ooms(OOMState(), kills, [100.0 * MIB] * 2, 200 * MIB, kills[-1], 86400.0)
     assert hit.floor > 1.2 * 200 * MIB  # the second kill compounds on the first
     assert row.memory.request == hit.floor
+
+
+@pytest.mark.parametrize(
+    ("suggested_limits", "expected"),
+    [
+        ({"cpu": 300}, (500, 500)),  # the suggestion's own limit below its request: raised
+        ({}, (200, 200)),  # the pod's limit, left by the suggestion: caps the request
+        ({"cpu": 800}, (500, 800)),
+    ],
+)
+def test_admission_and_the_in_place_resize_settle_a_request_over_the_limit_alike(
+    suggested_limits: dict[str, int], expected: tuple[int, int]
+) -> None:
+    """review B5: the webhook's sizer (`cluster.sizing.size_container`) raised a limit
+    below the request, the in-place planner (`vertical.desired.desired_containers`)
+    lowered the request to it, so one suggestion gave a new pod and a resized pod
+    different resources. Both now call `cluster.sizing.settle_request_over_limit`."""
+    from foresize.core.cluster.model import (
+        Container,
+        ContainerSuggestion,
+        Pod,
+        ResourceRequirements,
+        Suggestion,
+    )
+    from foresize.core.cluster.sizing import size_container
+    from foresize.core.cluster.target import ContainerPolicy
+    from foresize.core.vertical.desired import desired_containers
+
+    container = Container("app", ResourceRequirements({"cpu": 100}, {"cpu": 200}))
+    cs = ContainerSuggestion("app", {"cpu": 500}, dict(suggested_limits))
+    admitted = size_container(container, ContainerPolicy("app"), cs, None, "Burstable")
+    pod = Pod(namespace="s", name="p", containers=[container])
+    (resized,), problem = desired_containers(pod, Suggestion("u", 0.0, {"app": cs}), frozenset())
+    assert problem is None
+    assert (admitted.requests["cpu"], admitted.limits["cpu"]) == expected
+    assert (resized.resources.requests["cpu"], resized.resources.limits["cpu"]) == expected

@@ -30,6 +30,20 @@ def _bounded(value: int, policy: ResourcePolicy | None) -> int:
     return value
 
 
+def settle_request_over_limit(request: int, limit: int, limit_suggested: bool) -> tuple[int, int]:
+    """(request, limit) with the request no higher than the limit, as the API server
+    requires, settled one way for the webhook, the DaemonSet autoscaler and the in-place
+    resize alike: a limit the suggestion set is raised to its request (the request is
+    the forecast need, and the suggestion's own limit must not cut it); a limit the
+    suggestion leaves as it is caps the request (a user's limit is not raised behind
+    their back)."""
+    if request <= limit:
+        return request, limit
+    if limit_suggested:
+        return request, request
+    return limit, limit
+
+
 def size_container(
     container: Container,
     policy: ContainerPolicy,
@@ -63,12 +77,12 @@ def size_container(
             out.limits[resource] = request
             continue
         if limit is not None:
+            suggested = False
             if rpolicy is not None and rpolicy.limit_ratio is not None:
                 limit = math.ceil(request * rpolicy.limit_ratio)
             elif suggestion is not None and resource in suggestion.limits:
-                limit = max(suggestion.limits[resource], request)
-            # Without a ratio the limit stays; a request never exceeds it.
-            request = min(request, limit)
+                limit, suggested = suggestion.limits[resource], True
+            request, limit = settle_request_over_limit(request, limit, suggested)
             out.limits[resource] = limit
         out.requests[resource] = request
     return out

@@ -21,6 +21,7 @@ from foresize.core.cluster.model import (
     Suggestion,
 )
 from foresize.core.cluster.qos import pod_qos_class, qos_class_of
+from foresize.core.cluster.sizing import settle_request_over_limit
 
 
 @dataclass(slots=True)
@@ -108,9 +109,9 @@ def desired_containers(
             if guaranteed:
                 # Guaranteed must stay requests == limits.
                 lim[r] = req[r]
-            elif req[r] > lim[r]:
-                # Without a limit ratio a request never exceeds the existing limit.
-                req[r] = lim[r]
+            else:
+                suggested = r in s.limits and r not in skip
+                req[r], lim[r] = settle_request_over_limit(req[r], lim[r], suggested)
         out.append(_apply(c, req, lim))
     if not touched:
         return out, None
