@@ -40,7 +40,13 @@ from foresize.cluster.actions import (
 from foresize.cluster.capacity import charge_gap
 from foresize.cluster.model import COMPUTE_RESOURCES, Pod
 from foresize.cluster.snapshot import ClusterSnapshot, labels_match
-from foresize.telemetry.metrics import ForesizeMetrics, base_units, outcome_of
+from foresize.telemetry.metrics import (
+    SOURCE_ADMISSION,
+    SOURCE_IN_PLACE,
+    ForesizeMetrics,
+    base_units,
+    outcome_of,
+)
 
 log = logging.getLogger("foresize.changes")
 
@@ -88,6 +94,16 @@ class ChangeRecorder:
         # only queues them).
         self._admissions: list[EmitEvent] = []
         self._admissions_lock = threading.Lock()  # the webhook reviews in worker threads
+
+    def declare(self, full: ClusterSnapshot, owned: ClusterSnapshot) -> None:
+        """Every counter label set of the cluster's targets (`full`) and of those this
+        replica's shards hold (`owned`) exported at 0 before anything is counted, so the
+        first change after a start is an increase Prometheus sees (`declare_targets`)."""
+
+        def keys(snapshot: ClusterSnapshot) -> list[str]:
+            return [target_key(t) for t in (*snapshot.targets, *snapshot.daemonset_autoscalers)]
+
+        self.metrics.declare_targets(keys(full), keys(owned))
 
     # ------------------------------------------------------------------ actions
     def record(
@@ -173,7 +189,7 @@ class ChangeRecorder:
         if not result.ok and (result.code == 422 or result.has_cause("NodeCapacity")):
             return []  # the planner reports refusals it reacts to ("ResizeRefused")
         if result.ok:
-            self._count_request_changes(action.target, pod, action, "in_place")
+            self._count_request_changes(action.target, pod, action, SOURCE_IN_PLACE)
         return self._events(
             action.target,
             action.namespace,
@@ -221,7 +237,9 @@ class ChangeRecorder:
                 if resource not in COMPUTE_RESOURCES or old == amount:
                     continue
                 direction = "up" if old is None or amount > old else "down"
-                self.metrics.request_changes.labels(target, resource, direction, "admission").inc()
+                self.metrics.request_changes.labels(
+                    target, resource, direction, SOURCE_ADMISSION
+                ).inc()
                 was = format_quantity(resource, old) if old is not None else "unset"
                 parts.append(
                     f"{name} {resource} request {was} -> {format_quantity(resource, amount)}"
