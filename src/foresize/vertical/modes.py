@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from foresize.cluster.disruption import restart_pending
 from foresize.cluster.model import REASON_DEFERRED, Pod
 from foresize.vertical.desired import (
     PodChange,
@@ -26,7 +27,6 @@ from foresize.vertical.desired import (
     known_pod_change,
 )
 from foresize.vertical.run import EVICT, RELEASE, RESIZE, Candidate, PassContext, PodView, TargetRun
-from foresize.vertical.stall import restart_pending
 
 # An OOM kill this recent makes a memory upsize of that pod urgent (architecture §3.1: ×1.2
 # at once): an in-place resize of it skips the batch pacing, because the OOMing pod is
