@@ -124,7 +124,7 @@ class Replica:
     def start_pass(self) -> None:
         """What `KubeShell.run_pass` does before its actions (one replica holds it all)."""
         snap = self.snapshot()
-        self.recorder.declare(snap, snap)
+        self.recorder.declare(snap, snap, 0.0)
 
     def resize(self, target: str, pod: str, cpu: int, code: int = 200) -> None:
         action = ResizePod(
@@ -255,7 +255,7 @@ def test_every_counter_label_set_of_a_target_is_exported_at_zero_before_its_firs
     full = replica.snapshot()
     web = [t for t in full.targets if t.metadata.name == "web"]
     owned = dataclasses.replace(full, targets=web)
-    replica.recorder.declare(full, owned)
+    replica.recorder.declare(full, owned, 0.0)
     got = {
         (s.name, tuple(sorted(s.labels.items()))): s.value
         for f in text_string_to_metric_families(replica.metrics.exposition().decode())
@@ -440,3 +440,38 @@ async def test_every_other_alert_fires_on_the_series_the_exporter_produces(tmp_p
             _group({'up{job="foresize-webhook"}': "1x30"}, [("ForesizeOperatorDown", "20m", [])]),
         ],
     )
+
+
+def test_a_deleted_targets_counters_go_an_hour_after_it_and_come_back_at_zero():
+    """Declared counters must not outlive their target for ever (24 label sets each): a
+    target gone from the cluster keeps its counters (its last changes are still scraped
+    and alerted on) for FORGET_COUNTERS_AFTER, then they are removed; back, it starts at 0."""
+    from foresize.telemetry.recorder import FORGET_COUNTERS_AFTER
+
+    state = _state(["web", "db"], [_pod("db-1", "n1", "250m", "250m")])
+    replica = Replica("a", state)
+    snap = replica.snapshot()
+    replica.recorder.declare(snap, snap, 0.0)
+    replica.resize("db", "db-1", 500)
+
+    def targets() -> dict[str, float]:
+        out: dict[str, float] = {}
+        for f in text_string_to_metric_families(replica.metrics.exposition().decode()):
+            for s in f.samples:
+                if s.name in CHANGES:
+                    t = s.labels["target"]
+                    out[t] = out.get(t, 0.0) + s.value
+        return out
+
+    assert targets() == {"shop/web": 0.0, "shop/db": 2.0}  # a resize and a request change
+    state.apply_event("AIScaleTarget", "DELETED", _target("db"))
+    snap = replica.snapshot()
+    replica.recorder.declare(snap, snap, 60.0)
+    replica.recorder.declare(snap, snap, FORGET_COUNTERS_AFTER - 1.0)
+    assert targets() == {"shop/web": 0.0, "shop/db": 2.0}
+    replica.recorder.declare(snap, snap, FORGET_COUNTERS_AFTER + 1.0)
+    assert targets() == {"shop/web": 0.0}
+    state.apply_event("AIScaleTarget", "ADDED", _target("db"))
+    snap = replica.snapshot()
+    replica.recorder.declare(snap, snap, FORGET_COUNTERS_AFTER + 60.0)
+    assert targets() == {"shop/web": 0.0, "shop/db": 0.0}

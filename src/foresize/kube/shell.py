@@ -227,7 +227,7 @@ class KubeShell:
         snap = self._owned(full)
         self._forget_unowned(full)
         # Before any action: every counter this pass may count first exists at 0.
-        self.recorder.declare(full, snap)
+        self.recorder.declare(full, snap, now)
         self.config.reconcile_templates = self._reconciles_templates()
         plan = functools.partial(
             self.planner,

@@ -31,7 +31,8 @@ before its actions): a series first scraped at 1 shows no `increase()`, so an al
 first change after every start would never fire. Every label set knowable up front is
 declared: both request-change sources for every target in the cluster (any replica's
 webhook sizes pods of any target), and the in-place and resize-outcome sets for the
-targets this replica's shards hold (only their owner resizes them).
+targets this replica's shards hold (only their owner resizes them). A deleted target's
+counters are removed an hour later (`forget_counters`, `ChangeRecorder.declare`).
 
 Outcomes: `success` (2xx), `deferred` (429: a PodDisruptionBudget or the API server's
 rate limit said "later"), `rejected` (any other 4xx: 422 invalid, 403 NodeCapacity, 404
@@ -236,6 +237,20 @@ class ForesizeMetrics:
                         self.resizes.labels(target, resource, direction, outcome)
                         added += 1
         return added
+
+    def forget_counters(self, gone: Iterable[str]) -> int:
+        """Remove every per-target counter label set of the `gone` targets (deleted from
+        the cluster: their series end instead of being exported for ever); a target that
+        comes back is declared again at 0. Returns how many label sets were removed."""
+        gone = set(gone)
+        removed = 0
+        for counter in (self.request_changes, self.resizes, self.evictions, self.oom_kills):
+            for labels in list(counter._metrics):  # prometheus_client keeps label tuples here
+                if labels[0] in gone:
+                    counter.remove(*labels)
+                    removed += 1
+        self._declared = {d for d in self._declared if d[0] not in gone}
+        return removed
 
     def forget_targets(self, keep: set[str]) -> int:
         """Remove every per-target label set whose target is not in `keep` (deleted, or

@@ -51,6 +51,11 @@ from foresize.telemetry.metrics import (
 log = logging.getLogger("foresize.changes")
 
 OOM_KILLED = "OOMKilled"
+# A deleted target's counters stay exported this long, then go: longer than every shipped
+# alert's window (30 min), so the changes of its last passes (a revert on deletion) are
+# still scraped and alerted on; without an end, every target ever seen would be exported
+# for ever (each has 24 counter label sets from its first pass).
+FORGET_COUNTERS_AFTER = 3600.0
 
 
 def _split(target: str) -> tuple[str, str]:
@@ -94,16 +99,27 @@ class ChangeRecorder:
         # only queues them).
         self._admissions: list[EmitEvent] = []
         self._admissions_lock = threading.Lock()  # the webhook reviews in worker threads
+        # Target key -> when `declare` last saw it in the cluster.
+        self._last_seen: dict[str, float] = {}
 
-    def declare(self, full: ClusterSnapshot, owned: ClusterSnapshot) -> None:
+    def declare(self, full: ClusterSnapshot, owned: ClusterSnapshot, now: float) -> None:
         """Every counter label set of the cluster's targets (`full`) and of those this
         replica's shards hold (`owned`) exported at 0 before anything is counted, so the
-        first change after a start is an increase Prometheus sees (`declare_targets`)."""
+        first change after a start is an increase Prometheus sees (`declare_targets`).
+        The counters of a target deleted `FORGET_COUNTERS_AFTER` ago are removed."""
 
         def keys(snapshot: ClusterSnapshot) -> list[str]:
             return [target_key(t) for t in (*snapshot.targets, *snapshot.daemonset_autoscalers)]
 
-        self.metrics.declare_targets(keys(full), keys(owned))
+        known = keys(full)
+        self.metrics.declare_targets(known, keys(owned))
+        for key in known:
+            self._last_seen[key] = now
+        gone = [k for k, seen in self._last_seen.items() if now - seen >= FORGET_COUNTERS_AFTER]
+        if gone:
+            self.metrics.forget_counters(gone)
+            for key in gone:
+                del self._last_seen[key]
 
     # ------------------------------------------------------------------ actions
     def record(
