@@ -56,6 +56,9 @@ OOM_KILLED = "OOMKilled"
 # still scraped and alerted on; without an end, every target ever seen would be exported
 # for ever (each has 24 counter label sets from its first pass).
 FORGET_COUNTERS_AFTER = 3600.0
+# SizedAtAdmission Events waiting for the next pass, after coalescing (one per target and
+# change): far more than a pass of rollouts makes, few enough to hold while passes fail.
+MAX_QUEUED_ADMISSION_EVENTS = 1000
 
 
 def _split(target: str) -> tuple[str, str]:
@@ -97,7 +100,10 @@ class ChangeRecorder:
         self.new_ooms: list[tuple[Pod, str, float]] = []
         # Events of pods sized at admission, sent with the next pass (the webhook handler
         # only queues them).
-        self._admissions: list[EmitEvent] = []
+        # Coalesced as they come (per target and change, the first pod's Event kept) and
+        # capped, so passes that fail for a while do not grow it without end.
+        self._admissions: dict[tuple[str, str, str, str], EmitEvent] = {}
+        self._admissions_dropped = 0
         self._admissions_lock = threading.Lock()  # the webhook reviews in worker threads
         # Target key -> when `declare` last saw it in the cluster.
         self._last_seen: dict[str, float] = {}
@@ -274,22 +280,29 @@ class ChangeRecorder:
             "Normal",
             view.uid,
         )
+        key = (event.kind, event.namespace, event.name, event.message.split(": ", 1)[-1])
         with self._admissions_lock:
-            self._admissions.append(event)
+            if key in self._admissions:
+                return
+            if len(self._admissions) >= MAX_QUEUED_ADMISSION_EVENTS:
+                self._admissions_dropped += 1
+                return
+            self._admissions[key] = event
 
     def drain_admissions(self) -> list[EmitEvent]:
         """The Events of the pods sized at admission since the last call (coalesced per
         target and message, so a rollout of many replicas is a handful of Events)."""
         with self._admissions_lock:
-            out, self._admissions = self._admissions, []
-        seen: set[tuple[str, str, str, str]] = set()
-        kept: list[EmitEvent] = []
-        for e in out:
-            key = (e.kind, e.namespace, e.name, e.message.split(": ", 1)[-1])
-            if key not in seen:
-                seen.add(key)
-                kept.append(e)
-        return kept
+            out, self._admissions = self._admissions, {}
+            dropped, self._admissions_dropped = self._admissions_dropped, 0
+        if dropped:
+            log.warning(
+                "%d SizedAtAdmission Event(s) not queued: over %d distinct ones since the "
+                "last pass (the request-change counter counted them all)",
+                dropped,
+                MAX_QUEUED_ADMISSION_EVENTS,
+            )
+        return list(out.values())
 
     def _evict(self, action: EvictPod, result: ActionResult) -> list[EmitEvent]:
         outcome = outcome_of(result.code, result.ok)
