@@ -26,20 +26,25 @@ import yaml
 from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 
-from foresize.admission.pod import PodDecision
-from foresize.cli.manifests import build
-from foresize.cluster.actions import ActionResult, ContainerResize, ResizePod, WriteTargetStatus
-from foresize.cluster.model import ResourceRequirements
-from foresize.cluster.snapshot import ClusterSnapshot
-from foresize.cluster.target import target_view
-from foresize.kube.state import ClusterState
-from foresize.telemetry.metrics import (
+from foresize.adapters.telemetry.metrics import (
     DIRECTIONS,
     OUTCOMES,
     RESOURCES,
     ForesizeMetrics,
 )
-from foresize.telemetry.recorder import ChangeRecorder
+from foresize.adapters.telemetry.recorder import ChangeRecorder
+from foresize.core.admission.pod import PodDecision
+from foresize.core.cluster.actions import (
+    ActionResult,
+    ContainerResize,
+    ResizePod,
+    WriteTargetStatus,
+)
+from foresize.core.cluster.model import ResourceRequirements
+from foresize.core.cluster.snapshot import ClusterSnapshot
+from foresize.core.cluster.target import target_view
+from foresize.front.cli.manifests import build
+from foresize.shells.kube.state import ClusterState
 
 PROMTOOL = shutil.which("promtool")
 pytestmark = [
@@ -93,7 +98,7 @@ def _target(name: str) -> dict[str, Any]:
 
 
 def _state(targets: list[str], pods: list[dict[str, Any]] = ()) -> ClusterState:
-    from foresize.api.types import parse_object
+    from foresize.core.api.types import parse_object
 
     state = ClusterState(target_parser=lambda kind, obj: parse_object(obj))
     for node in ("n1", "n2"):
@@ -446,7 +451,7 @@ def test_a_deleted_targets_counters_go_an_hour_after_it_and_come_back_at_zero():
     """Declared counters must not outlive their target for ever (24 label sets each): a
     target gone from the cluster keeps its counters (its last changes are still scraped
     and alerted on) for FORGET_COUNTERS_AFTER, then they are removed; back, it starts at 0."""
-    from foresize.telemetry.recorder import FORGET_COUNTERS_AFTER
+    from foresize.adapters.telemetry.recorder import FORGET_COUNTERS_AFTER
 
     state = _state(["web", "db"], [_pod("db-1", "n1", "250m", "250m")])
     replica = Replica("a", state)

@@ -2,8 +2,8 @@
 
 import pytest
 
-from foresize.api.quantity import GIB, MIB
-from foresize.cluster.model import (
+from foresize.core.api.quantity import GIB, MIB
+from foresize.core.cluster.model import (
     POD_RESIZE_PENDING,
     REASON_DEFERRED,
     REASON_INFEASIBLE,
@@ -13,7 +13,7 @@ from foresize.cluster.model import (
     PodCondition,
     ResourceRequirements,
 )
-from foresize.cluster.qos import (
+from foresize.core.cluster.qos import (
     allocated_requests,
     has_pod_level_resources,
     is_supported_pod_level_resource,

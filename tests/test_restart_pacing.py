@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from foresize.api.quantity import MIB
-from foresize.api.types import parse_daemonset_autoscaler, parse_target
-from foresize.cluster.actions import ContainerResize, ResizePod, WriteTargetStatus
-from foresize.cluster.disruption import batch_size, disrupted, resize_restarts, restart_batch
-from foresize.cluster.model import (
+from foresize.core.api.quantity import MIB
+from foresize.core.api.types import parse_daemonset_autoscaler, parse_target
+from foresize.core.cluster.actions import ContainerResize, ResizePod, WriteTargetStatus
+from foresize.core.cluster.disruption import batch_size, disrupted, resize_restarts, restart_batch
+from foresize.core.cluster.model import (
     RESTART_CONTAINER,
     Container,
     ContainerStatus,
@@ -29,9 +29,9 @@ from foresize.cluster.model import (
     Suggestion,
     Workload,
 )
-from foresize.cluster.snapshot import ClusterSnapshot
-from foresize.lifecycle.daemonset import plan_dsa
-from foresize.lifecycle.planner import LifecycleState, plan_lifecycle
+from foresize.core.cluster.snapshot import ClusterSnapshot
+from foresize.core.lifecycle.daemonset import plan_dsa
+from foresize.core.lifecycle.planner import LifecycleState, plan_lifecycle
 
 MEMORY_RESTARTS = {"memory": RESTART_CONTAINER}
 
