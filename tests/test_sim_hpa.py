@@ -16,7 +16,7 @@ import math
 
 import pytest
 
-from foresize.sim.cluster.hpa import (
+from foresize.shells.sim.cluster.hpa import (
     HPAError,
     PodMetric,
     PodSample,
@@ -36,7 +36,7 @@ from foresize.sim.cluster.hpa import (
     stabilize_with_behaviors,
     store_scale_event,
 )
-from foresize.sim.scenario import (
+from foresize.shells.sim.scenario import (
     HPABehavior,
     HPAScalingPolicy,
     HPAScalingRules,
