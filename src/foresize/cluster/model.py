@@ -31,6 +31,25 @@ REASON_INFEASIBLE = "Infeasible"
 REASON_ERROR = "Error"
 READY = "Ready"
 
+# The pod annotations node autoscalers read before they disrupt a pod (Karpenter's
+# `karpenter.sh/do-not-disrupt: "true"`, Cluster Autoscaler's
+# `cluster-autoscaler.kubernetes.io/safe-to-evict: "false"`): the owner asked that nothing
+# evicts the pod voluntarily, so Foresize honours them too (`disruption_opt_out`).
+DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+
+
+def disruption_opt_out(annotations: dict[str, str]) -> str | None:
+    """The annotation by which a pod opts out of voluntary disruption, shown as
+    `key=value`, or None. Only the values the node autoscalers themselves act on count
+    (`"true"` and `"false"` exactly, as they compare them)."""
+    if annotations.get(DO_NOT_DISRUPT) == "true":
+        return f'{DO_NOT_DISRUPT}="true"'
+    if annotations.get(SAFE_TO_EVICT) == "false":
+        return f'{SAFE_TO_EVICT}="false"'
+    return None
+
+
 RESTART_NOT_REQUIRED = "NotRequired"
 RESTART_CONTAINER = "RestartContainer"
 
