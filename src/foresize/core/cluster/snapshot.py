@@ -93,12 +93,6 @@ class ClusterSnapshot:
         assert self._by_owner is not None
         return self._by_owner.get(workload.key, [])
 
-    def pdbs_for(self, pod: Pod) -> list[PodDisruptionBudget]:
-        return [
-            b
-            for b in self.pdbs
-            if b.namespace == pod.namespace and labels_match(b.selector, pod.labels)
-        ]
 
     def hpa_for(self, workload: Workload) -> HorizontalPodAutoscaler | None:
         for h in self.hpas:
