@@ -262,3 +262,36 @@ async def test_operator_end_to_end_from_collected_history(
             "value": cpu,
         } in r.body
     assert apiserver.internal_errors == []
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "warned"),
+    [
+        (["--liveness-timeout", "45s"], {}, False),
+        ([], {"FORESIZE_LIVENESS_TIMEOUT": "45s"}, False),
+        (["--stall-timeout", "45s"], {}, True),
+        ([], {"FORESIZE_STALL_TIMEOUT": "45s"}, True),
+    ],
+)
+def test_the_liveness_timeout_flag_and_its_deprecated_old_name(
+    monkeypatch, args, env, warned
+) -> None:
+    """review N-10: the operator's liveness timeout was `--stall-timeout`, the name of the
+    resize-stall fallback (`spec.vertical.disruption.stall_timeout`). It is
+    `--liveness-timeout`; the old name still works for one release, with a warning."""
+    from typer.testing import CliRunner
+
+    from foresize.front.cli import app
+    from foresize.shells.kube import operator as kube_operator
+
+    seen = {}
+
+    async def fake_run(opts):
+        seen["opts"] = opts
+        return 0
+
+    monkeypatch.setattr(kube_operator, "run_operator_process", fake_run)
+    result = CliRunner().invoke(app, ["operator", "--server", "http://127.0.0.1:1", *args], env=env)
+    assert result.exit_code == 0, result.output
+    assert seen["opts"].liveness_timeout == 45.0
+    assert ("--stall-timeout (FORESIZE_STALL_TIMEOUT) is deprecated" in result.stderr) is warned

@@ -338,7 +338,7 @@ async def test_retries_5xx_429_and_connection_errors_with_backoff_but_not_evicti
 
 def test_probes_fail_on_a_stall_and_are_not_ready_before_sync():
     clock = Mono()
-    health = Health(stall_timeout=30.0, clock=clock)
+    health = Health(liveness_timeout=30.0, clock=clock)
     assert health.live()[0] and not health.ready()[0]
     health.synced = True
     health.passed()

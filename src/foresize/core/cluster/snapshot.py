@@ -93,7 +93,6 @@ class ClusterSnapshot:
         assert self._by_owner is not None
         return self._by_owner.get(workload.key, [])
 
-
     def hpa_for(self, workload: Workload) -> HorizontalPodAutoscaler | None:
         for h in self.hpas:
             if (

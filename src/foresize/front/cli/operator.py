@@ -186,12 +186,17 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             help="Workloads (or targets) with these labels are never resized or evicted "
             "by the disruption worker: key=value[,key=value...].",
         ),
-        stall_timeout: str | None = opt(
+        liveness_timeout: str | None = opt(
             None,
-            "--stall-timeout",
-            env="FORESIZE_STALL_TIMEOUT",
+            "--liveness-timeout",
+            env="FORESIZE_LIVENESS_TIMEOUT",
             help="/healthz fails after the control loop made no progress for this long "
             "(default: 5 intervals, at least 120 s).",
+        ),
+        # The flag's old name, easy to mistake for spec.vertical.disruption.stall_timeout
+        # (the resize-stall fallback): still read, with a warning, for one release.
+        stall_timeout: str | None = opt(
+            None, "--stall-timeout", env="FORESIZE_STALL_TIMEOUT", hidden=True
         ),
         log_format: str = opt("json", "--log-format", env="FORESIZE_LOG_FORMAT", help="json|text"),
         log_level: str = opt(
@@ -214,7 +219,17 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         lease_retry_s = _seconds(lease_retry, "--lease-retry", 0.1)
         cert_check_interval_s = _seconds(cert_check_interval, "--cert-check-interval", 0.1)
         version_check_s = _seconds(version_check_interval, "--version-check-interval", 0.1)
-        stall = None if stall_timeout is None else _seconds(stall_timeout, "--stall-timeout", 1.0)
+        liveness_flag = "--liveness-timeout"
+        if liveness_timeout is None and stall_timeout is not None:
+            typer.echo(
+                "warning: --stall-timeout (FORESIZE_STALL_TIMEOUT) is deprecated: it is the "
+                "liveness timeout, now --liveness-timeout (FORESIZE_LIVENESS_TIMEOUT)",
+                err=True,
+            )
+            liveness_timeout, liveness_flag = stall_timeout, "--stall-timeout"
+        liveness = (
+            None if liveness_timeout is None else _seconds(liveness_timeout, liveness_flag, 1.0)
+        )
         if log_format not in ("json", "text"):
             raise ForesizeError(f"--log-format: must be json or text, not {log_format!r}")
         if log_level.lower() not in ("debug", "info", "warning", "error"):
@@ -260,7 +275,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             lease_retry=lease_retry_s,
             kube_api_qps=kube_api_qps,
             kube_api_burst=kube_api_burst,
-            stall_timeout=stall,
+            liveness_timeout=liveness,
             cert_check_interval=cert_check_interval_s,
             version_check_interval=version_check_s,
             exclude_selector=excluded,

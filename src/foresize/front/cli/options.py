@@ -81,6 +81,7 @@ METAVAR_BY_OPTION: dict[str, str] = {
             "--lease-retry",
             "--cert-check-interval",
             "--version-check-interval",
+            "--liveness-timeout",
             "--stall-timeout",
             "--ramp-duration",
             "--budget",

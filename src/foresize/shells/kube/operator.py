@@ -66,7 +66,7 @@ class OperatorOptions:
     # GET /version this often: the resize API (and its rules) depend on the server's
     # version, and control planes are upgraded under a running operator.
     version_check_interval: float = 60.0
-    stall_timeout: float | None = None  # liveness fails after this; default max(5 passes, 120 s)
+    liveness_timeout: float | None = None  # /healthz fails after this; default max(5 passes, 120 s)
     # Labels of workloads (or targets) the disruption worker never touches.
     exclude_selector: dict[str, str] = field(default_factory=dict)
     eviction_rate_limit: float | None = None  # evictions/s, all targets (VPA's flag)
@@ -173,8 +173,8 @@ class Health:
     """What the probes answer: liveness = the control loop makes progress; readiness =
     every cache synced and a pass finished recently."""
 
-    def __init__(self, stall_timeout: float, clock: Any = time.monotonic) -> None:
-        self.stall_timeout = stall_timeout
+    def __init__(self, liveness_timeout: float, clock: Any = time.monotonic) -> None:
+        self.liveness_timeout = liveness_timeout
         self.clock = clock
         self.started = clock()
         self.progress_at = self.started  # last sign of life of the control loop
@@ -192,7 +192,7 @@ class Health:
         if self.failed:
             return False, f"task ended: {self.failed}"
         stalled = self.clock() - self.progress_at
-        if stalled > self.stall_timeout:
+        if stalled > self.liveness_timeout:
             return False, f"control loop stalled for {stalled:.0f}s"
         return True, "ok"
 
@@ -202,7 +202,7 @@ class Health:
             return False, why
         if not self.synced:
             return False, "caches not synced"
-        if self.pass_at is None or self.clock() - self.pass_at > self.stall_timeout:
+        if self.pass_at is None or self.clock() - self.pass_at > self.liveness_timeout:
             return False, "no recent control-loop pass"
         return True, "ok"
 
@@ -490,7 +490,7 @@ def _build_components(opts: OperatorOptions, stop: asyncio.Event) -> _Components
         pause_configmap=opts.pause_configmap,
     )
     metrics = ForesizeMetrics()
-    health = Health(opts.stall_timeout or max(5 * opts.interval, 120.0))
+    health = Health(opts.liveness_timeout or max(5 * opts.interval, 120.0))
     shards = ShardManager(
         api,
         opts.namespace,
