@@ -10,9 +10,7 @@ from hypothesis import strategies as st
 
 from foresize.core.api.hysteresis import Threshold, clears
 from foresize.core.api.types import VerticalScalingBehavior, VerticalThreshold
-from foresize.core.recommend.core import Threshold as ResourceThreshold
 from foresize.core.recommend.core import passes_hysteresis
-from foresize.core.recommend.target import _significant
 
 amounts = st.integers(min_value=1, max_value=2**40)
 percents = st.sampled_from([0.0, 1.0, 5.0, 10.0, 12.5, 20.0, 33.0, 100.0])
@@ -21,8 +19,8 @@ percents = st.sampled_from([0.0, 1.0, 5.0, 10.0, 12.5, 20.0, 33.0, 100.0])
 def _decisions(
     planner: Threshold,
     api: VerticalScalingBehavior,
-    r_up: ResourceThreshold,
-    r_down: ResourceThreshold,
+    r_up: Threshold,
+    r_down: Threshold,
     current: int,
     desired: int,
 ) -> set[bool]:
@@ -31,7 +29,7 @@ def _decisions(
     return {
         planner.significant("cpu", current, desired),
         api.is_significant("cpu", current, desired),
-        desired != current and _significant(rec, current, desired),
+        rec.significant("cpu", current, desired),
         bool(
             passes_hysteresis(np.array([current]), np.array([desired]), r_up, r_down)[0]
             and desired != current
@@ -49,7 +47,7 @@ def test_every_form_of_the_percent_rule_agrees(
         scale_up=VerticalThreshold(type="percent", percent=up),
         scale_down=VerticalThreshold(type="percent", percent=down),
     )
-    r_up, r_down = ResourceThreshold("percent", up), ResourceThreshold("percent", down)
+    r_up, r_down = Threshold("percent", up), Threshold("percent", down)
     assert len(_decisions(planner, api, r_up, r_down, current, desired)) == 1
 
 
@@ -58,7 +56,7 @@ def test_a_change_of_exactly_the_threshold_clears_it() -> None:
     # used to refuse this change while the scalar forms made it.
     assert clears("percent", 7.0, None, 100, 7)
     assert not clears("percent", 7.0, None, 100, 6)
-    seven = ResourceThreshold("percent", 7.0)
+    seven = Threshold("percent", 7.0)
     assert passes_hysteresis(np.array([100.0]), np.array([107.0]), seven, seven)[0]
     assert Threshold("percent", 7.0).significant("cpu", 100, 107)
 
@@ -88,6 +86,6 @@ def test_every_form_of_the_absolute_rule_agrees_from_zero_too(
         scale_up=VerticalThreshold(type="absolute", absolute={"cpu": f"{up}m"}),
         scale_down=VerticalThreshold(type="absolute", absolute={"cpu": f"{down}m"}),
     )
-    r_up = ResourceThreshold("absolute", absolute=float(up))
-    r_down = ResourceThreshold("absolute", absolute=float(down))
+    r_up = Threshold("absolute", absolute=(("cpu", up),))
+    r_down = Threshold("absolute", absolute=(("cpu", down),))
     assert len(_decisions(planner, api, r_up, r_down, current, desired)) == 1

@@ -239,3 +239,25 @@ def test_admission_and_the_in_place_resize_settle_a_request_over_the_limit_alike
     assert problem is None
     assert (admitted.requests["cpu"], admitted.limits["cpu"]) == expected
     assert (resized.resources.requests["cpu"], resized.resources.limits["cpu"]) == expected
+
+
+def test_the_recommender_decides_hysteresis_with_the_apis_one_threshold() -> None:
+    """review B5: `recommend.core` had a second `Threshold` (one float per resource) whose
+    scalar check said a no-change under an absolute 0 threshold was significant where the
+    API's said not. The recommender now holds the target's own `api.hysteresis.Threshold`
+    per resource and asks its `significant`."""
+    from foresize.core.api import hysteresis
+    from foresize.core.recommend import core
+    from foresize.core.recommend.target import RecommendParams
+
+    assert core.Threshold is hysteresis.Threshold
+    view = target_view(
+        parse_target(
+            _vertical_target(
+                scaling_behavior={"scale_up": {"type": "absolute", "absolute": {"cpu": "50m"}}}
+            )
+        )
+    )
+    params = RecommendParams.from_view(view)
+    assert params.scale_up["cpu"] is view.scale_up
+    assert not params.scale_up["memory"].significant("memory", 100, 100)

@@ -212,7 +212,9 @@ def test_hysteresis_thresholds():
     tgt = np.array([1040.0, 1060.0, 950.0, 880.0, 5.0])
     ok = passes_hysteresis(cur, tgt)  # defaults: up 5%, down 10%
     assert ok.tolist() == [False, True, False, True, True]
-    ok = passes_hysteresis(cur, tgt, Threshold("absolute", absolute=50), Threshold("percent", 4))
+    ok = passes_hysteresis(
+        cur, tgt, Threshold("absolute", absolute=(("cpu", 50),)), Threshold("percent", 4)
+    )
     assert ok.tolist() == [False, True, True, True, True]
 
 

@@ -116,11 +116,10 @@ def test_the_recommender_uses_the_scale_down_threshold_for_a_decrease() -> None:
 
 
 def test_the_recommenders_absolute_threshold_applies_from_zero_too() -> None:
-    from foresize.core.recommend.core import Threshold as ResourceThreshold
-    from foresize.core.recommend.target import _significant
+    from foresize.core.api.hysteresis import Threshold
 
-    th = ResourceThreshold("absolute", absolute=50.0)
-    assert not _significant(th, 0, 10) and _significant(th, 0, 50)
+    th = Threshold("absolute", absolute=(("cpu", 50),))
+    assert not th.significant("cpu", 0, 10) and th.significant("cpu", 0, 50)
 
 
 def test_a_request_rounded_up_never_exceeds_the_upper_bound() -> None:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from foresize.core.api.hysteresis import DEFAULT_SCALE_DOWN, DEFAULT_SCALE_UP, Threshold
 from foresize.core.api.quantity import CPU, MEMORY
 from foresize.core.forecast.models import (
     MODELS,
@@ -41,8 +42,6 @@ from foresize.core.forecast.select import OnlineScores, online_step
 from foresize.core.history import TraceSeries, resample_max
 from foresize.core.recommend.core import (
     CPU_RAISE_QUANTILE,
-    DEFAULT_SCALE_DOWN,
-    DEFAULT_SCALE_UP,
     DEFAULT_STABILIZATION,
     MIB,
     SCHEDULE_BLOCKS,
@@ -50,7 +49,6 @@ from foresize.core.recommend.core import (
     SCHEDULE_SLOT,
     OOMArrays,
     RecentTargets,
-    Threshold,
     allocate_risk,
     interval_range,
     memory_holds,
@@ -495,7 +493,7 @@ def _apply(
     tgt = round_up(res, target)
     up = pol.up.get(res, Threshold()) if isinstance(pol.up, dict) else pol.up
     down = pol.down.get(res, Threshold()) if isinstance(pol.down, dict) else pol.down
-    change = np.isfinite(tgt) & passes_hysteresis(cur, tgt, up, down) & (tgt != cur)
+    change = np.isfinite(tgt) & passes_hysteresis(cur, tgt, up, down, res) & (tgt != cur)
     return np.where(change, tgt, cur), change
 
 

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from foresize.core.api.hysteresis import (
-    DEFAULT_VERTICAL_SCALE_DOWN_PERCENT,
-    DEFAULT_VERTICAL_SCALE_UP_PERCENT,
+    DEFAULT_SCALE_DOWN,
+    DEFAULT_SCALE_UP,
+    Threshold,
     clears,
 )
 from foresize.core.api.quantity import MEMORY
@@ -386,29 +387,15 @@ def round_up(resource: str, values: np.ndarray) -> np.ndarray:
     return np.ceil(v)
 
 
-@dataclass(frozen=True, slots=True)
-class Threshold:
-    """One direction of `scaling_behavior` for one resource: a change smaller than this
-    is not made (`absolute` is that resource's amount). The rule is
-    `foresize.core.api.hysteresis.clears`, shared with the planner and the API types."""
-
-    type: str = "percent"  # percent | absolute
-    percent: float = 0.0
-    absolute: float = 0.0  # canonical units
-
-
-# scaling_behavior defaults, from their one home (`foresize.core.api.hysteresis`, which says why).
-DEFAULT_SCALE_UP = Threshold("percent", percent=DEFAULT_VERTICAL_SCALE_UP_PERCENT)
-DEFAULT_SCALE_DOWN = Threshold("percent", percent=DEFAULT_VERTICAL_SCALE_DOWN_PERCENT)
-
-
 def passes_hysteresis(
     current: np.ndarray,
     target: np.ndarray,
     up: Threshold = DEFAULT_SCALE_UP,
     down: Threshold = DEFAULT_SCALE_DOWN,
+    resource: str = "cpu",
 ) -> np.ndarray:
-    """True where moving from `current` to `target` is a change worth making.
+    """True where moving `resource` from `current` to `target` is a change worth making;
+    the thresholds are the API's one `Threshold` (`api.hysteresis`).
 
     No current value (NaN) always passes: there is nothing to keep. From 0, any change
     clears a percent threshold (a percent of nothing is nothing) but an absolute one still
@@ -421,7 +408,8 @@ def passes_hysteresis(
 
     def big(th: Threshold, d: np.ndarray) -> np.ndarray:
         with np.errstate(invalid="ignore"):
-            return np.asarray(clears(th.type, th.percent, th.absolute, np.abs(cur), d))
+            amount = dict(th.absolute).get(resource)
+            return np.asarray(clears(th.type, th.percent, amount, np.abs(cur), d))
 
     ok = np.where(delta > 0, big(up, delta), np.where(delta < 0, big(down, -delta), False))
     return (fresh & np.isfinite(tgt)) | (ok & np.isfinite(tgt))

@@ -22,8 +22,7 @@ from typing import Any
 import numpy as np
 
 from foresize.core.api.containers import entry_for
-from foresize.core.api.hysteresis import Threshold as TargetThreshold
-from foresize.core.api.hysteresis import clears
+from foresize.core.api.hysteresis import DEFAULT_SCALE_DOWN, DEFAULT_SCALE_UP, Threshold
 from foresize.core.api.quantity import CPU, MEMORY
 from foresize.core.cluster.model import (
     Container,
@@ -46,8 +45,6 @@ from foresize.core.forecast.select import OnlineScores, backtest_scores, forecas
 from foresize.core.recommend.core import (
     CPU_RAISE_QUANTILE,
     DEFAULT_MODE,
-    DEFAULT_SCALE_DOWN,
-    DEFAULT_SCALE_UP,
     DEFAULT_STABILIZATION,
     KILL_MEMORY,
     MIB,
@@ -55,7 +52,6 @@ from foresize.core.recommend.core import (
     SCHEDULE_DAYS,
     SCHEDULE_SLOT,
     OOMArrays,
-    Threshold,
     allocate_risk,
     interval_range,
     memory_holds,
@@ -157,17 +153,11 @@ class RecommendParams:
             memory=per[MEMORY],
             min_lookback_to_scale=forecast.min_lookback_to_scale,
             containers=view.containers,
-            scale_up={r: _threshold(view.scale_up, r) for r in RESOURCES},
-            scale_down={r: _threshold(view.scale_down, r) for r in RESOURCES},
+            scale_up={r: view.scale_up for r in RESOURCES},
+            scale_down={r: view.scale_down for r in RESOURCES},
             oom_enabled=view.oom_enabled,
             stabilization_window=forecast.oom_stabilization_window,
         )
-
-
-def _threshold(th: TargetThreshold, resource: str) -> Threshold:
-    if th.type == "absolute":
-        return Threshold("absolute", absolute=float(dict(th.absolute).get(resource) or 0))
-    return Threshold("percent", percent=float(th.percent))
 
 
 # --- Inputs and state ---------------------------------------------------------------------
@@ -855,15 +845,8 @@ def _changes(
             out[res] = a != b
             continue
         th = p.scale_up[res] if b > a else p.scale_down[res]
-        out[res] = _significant(th, a, b)
+        out[res] = th.significant(res, a, b)
     return out
-
-
-def _significant(th: Threshold, current: int, proposed: int) -> bool:
-    delta = abs(proposed - current)
-    if th.type != "absolute" and current <= 0:
-        return delta > 0
-    return bool(clears(th.type, th.percent, th.absolute, current, delta))
 
 
 def round_up_request(res: str, value: float) -> int:
