@@ -229,3 +229,28 @@ def test_an_unknown_ceiling_sets_no_floor_and_says_why() -> None:
 def test_the_images_entrypoint_reads_jdk_java_options_only_as_an_assumption() -> None:
     h = heap_ceiling([], [], {"JDK_JAVA_OPTIONS": "-Xmx3g", "JAVA_TOOL_OPTIONS": "-Xmx1g"})
     assert h.fixed == 3 * GIB and any("java launcher" in a for a in h.assumed)
+
+
+def test_the_shared_pass_reads_the_heap_from_the_pods_spec() -> None:
+    """Through `plan_suggestions` (the pass both shells run): a pod running `java -Xmx1g`
+    at 200Mi gets no memory request below 1Gi + non-heap; the same pod without the flag's
+    command is sized on its usage."""
+    from dataclasses import replace
+
+    from foresize.core.api.quantity import to_bytes
+    from foresize.core.recommend.suggestions import plan_suggestions
+    from test_selector_targets import NOW as T
+    from test_selector_targets import _history, _snapshot, _target
+
+    history = _history({"light": 0.05, "heavy": 0.05})
+
+    def memory(command: tuple[str, ...]) -> int:
+        snap = _snapshot(_target({"tier": "batch"}))
+        for pod in snap.pods:
+            pod.containers = [replace(c, command=command) for c in pod.containers]
+        (write,) = plan_suggestions(snap, history, T)
+        (entry,) = write.status["vertical_suggestion"]["containers"]
+        return to_bytes(entry["requests"]["memory"])
+
+    assert memory(("java", "-Xmx1g", "-jar", "app.jar")) >= GIB + GIB // 4
+    assert memory(("/bin/server",)) < 512 * MIB
