@@ -19,7 +19,6 @@ container):
 
 from __future__ import annotations
 
-import copy
 import re
 from typing import Any
 
@@ -27,6 +26,8 @@ import typer
 
 from foresize.api.duration import shown
 from foresize.api.names import dns_label_error, dns_subdomain_error
+from foresize.kube.rbac import NAME, READ, TLS_SECRET, operator_rbac, rule
+from foresize.kube.state import PAUSE_CONFIGMAP
 
 SECTIONS = ("all", "crds", "rbac", "operator", "webhooks", "monitoring", "networkpolicy")
 # Printed only when asked for (like the chart's networkPolicy.enabled, off by default): a
@@ -34,11 +35,8 @@ SECTIONS = ("all", "crds", "rbac", "operator", "webhooks", "monitoring", "networ
 # needs it, and the operator's egress (the API server) is left alone either way.
 OPTIONAL_SECTIONS = ("networkpolicy",)
 
-NAME = "foresize"
 DEFAULT_NAMESPACE = "foresize-system"
 WEBHOOK_SERVICE = "foresize-webhook"
-TLS_SECRET = "foresize-webhook-tls"
-PAUSE_CONFIGMAP = "foresize-pause"
 PRIORITY_CLASS = "foresize-critical"
 # Above every workload it resizes (default priority 0), below the system's own classes
 # (system-cluster-critical is 2000000000): the webhook and the Lease holder are not
@@ -85,66 +83,6 @@ def _meta(name: str, namespace: str | None = None, component: str | None = None)
 # --------------------------------------------------------------------------------------
 
 
-def _rule(groups: list[str], resources: list[str], verbs: list[str], **extra: Any) -> dict:
-    return {"apiGroups": groups, "resources": resources, "verbs": verbs, **extra}
-
-
-READ = ["get", "list", "watch"]
-
-
-WATCH = ["list", "watch"]
-
-
-def cluster_role_rules() -> list[dict[str, Any]]:
-    """Exactly the calls the operator makes, no more (tests/test_rbac_calls.py compares
-    these rules both ways with the requests recorded while the operator runs)."""
-    foresize_kinds = ["aiscaletargets", "daemonsetautoscalers", "clusteraiscaletemplates"]
-    return [
-        # Pods: watched; read when not cached; resized in place; annotated; evicted.
-        _rule([""], ["pods"], ["get", *WATCH, "patch"]),
-        _rule([""], ["pods/resize"], ["patch"]),
-        _rule([""], ["pods/eviction"], ["create"]),
-        _rule([""], ["nodes"], WATCH),
-        # Events: created, then their count patched when the same one recurs (aggregation).
-        _rule([""], ["events"], ["create", "patch"]),
-        _rule(["apps"], ["replicasets"], WATCH),
-        # patch: the restartedAt template annotation when a revert cannot be done in place.
-        _rule(["apps"], ["deployments", "statefulsets", "daemonsets"], [*WATCH, "patch"]),
-        _rule(["argoproj.io"], ["rollouts"], [*WATCH, "patch"]),
-        # Replicas (horizontal autonomous mode).
-        _rule(["apps"], ["deployments/scale", "statefulsets/scale"], ["patch"]),
-        _rule(["argoproj.io"], ["rollouts/scale"], ["patch"]),
-        _rule(["policy"], ["poddisruptionbudgets"], WATCH),
-        _rule(["autoscaling"], ["horizontalpodautoscalers"], WATCH),
-        _rule(["metrics.k8s.io"], ["pods"], ["list"]),
-        # Foresize's own kinds: finalizers (get, then a JSON patch pinned to what was read);
-        # templates create, update (patch) and delete targets.
-        _rule(["foresize.io"], ["aiscaletargets"], ["get", *WATCH, "create", "patch", "delete"]),
-        _rule(["foresize.io"], foresize_kinds[1:], ["get", *WATCH, "patch"]),
-        _rule(["foresize.io"], [f"{k}/status" for k in foresize_kinds], ["patch"]),
-        # Kopf's resource observer watches the CRDs (in a cluster; not with --server).
-        _rule(["apiextensions.k8s.io"], ["customresourcedefinitions"], WATCH),
-        # Only its own webhook configurations, to write the caBundle.
-        _rule(
-            ["admissionregistration.k8s.io"],
-            ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],
-            ["get", "patch"],
-            resourceNames=[NAME],
-        ),
-    ]
-
-
-def role_rules() -> list[dict[str, Any]]:
-    """Rights inside the operator's own namespace only."""
-    return [
-        _rule(["coordination.k8s.io"], ["leases"], ["get", "create", "patch"]),
-        _rule([""], ["configmaps"], ["get"], resourceNames=[PAUSE_CONFIGMAP]),
-        # `create` cannot be limited by name; get only on the TLS secret.
-        _rule([""], ["secrets"], ["create"]),
-        _rule([""], ["secrets"], ["get"], resourceNames=[TLS_SECRET]),
-    ]
-
-
 # Namespaced Foresize kinds that namespace users manage (the cluster template is an admin's).
 USER_KINDS = ["aiscaletargets", "daemonsetautoscalers"]
 
@@ -161,9 +99,9 @@ def aggregated_roles() -> list[dict[str, Any]]:
         meta["labels"].update(
             {f"rbac.authorization.k8s.io/aggregate-to-{a}": "true" for a in aggregate}
         )
-        rules = [_rule(["foresize.io"], list(USER_KINDS), list(verbs))]
+        rules = [rule(["foresize.io"], list(USER_KINDS), list(verbs))]
         if role == "view":
-            rules.append(_rule(["foresize.io"], [f"{k}/status" for k in USER_KINDS], ["get"]))
+            rules.append(rule(["foresize.io"], [f"{k}/status" for k in USER_KINDS], ["get"]))
         out.append(
             {
                 "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -176,45 +114,12 @@ def aggregated_roles() -> list[dict[str, Any]]:
 
 
 def rbac(namespace: str) -> list[dict[str, Any]]:
-    subject = [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}]
-    return [
-        {
-            "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": _meta(NAME, namespace, "operator"),
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRole",
-            "metadata": _meta(NAME, component="operator"),
-            "rules": cluster_role_rules(),
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": _meta(NAME, component="operator"),
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": NAME,
-            },
-            "subjects": copy.deepcopy(subject),
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "Role",
-            "metadata": _meta(NAME, namespace, "operator"),
-            "rules": role_rules(),
-        },
-        *aggregated_roles(),
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": _meta(NAME, namespace, "operator"),
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME},
-            "subjects": copy.deepcopy(subject),
-        },
-    ]
+    """The operator's ServiceAccount, roles and bindings (`foresize.kube.rbac`, the one home
+    of its rules), labelled, with the aggregated user roles before the RoleBinding."""
+    objects = operator_rbac(namespace)
+    for obj in objects:
+        obj["metadata"]["labels"] = _labels("operator")
+    return [*objects[:4], *aggregated_roles(), objects[4]]
 
 
 # --------------------------------------------------------------------------------------

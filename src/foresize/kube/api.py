@@ -145,8 +145,9 @@ class KubeApi:
         return self._rng.uniform(0.0, min(RETRY_CAP, RETRY_BASE * (2**attempt)))
 
     @classmethod
-    def from_url(cls, url: str, namespace: str = "default") -> KubeApi:
-        """A client for an API server at `url` without auth (tests, `kubectl proxy`)."""
+    def from_url(cls, url: str, namespace: str = "default", token: str | None = None) -> KubeApi:
+        """A client for an API server at `url`, without auth (`kubectl proxy`) or with a
+        bearer `token` (tests)."""
         from urllib.parse import urlparse
 
         from lightkube import AsyncClient, KubeConfig
@@ -155,7 +156,8 @@ class KubeApi:
         parts = urlparse(url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ForesizeError(f"--server: {url!r} is not an http:// or https:// URL")
-        config = KubeConfig.from_one(cluster=Cluster(server=url), user=User(), namespace=namespace)
+        user = User(token=token) if token else User()
+        config = KubeConfig.from_one(cluster=Cluster(server=url), user=user, namespace=namespace)
         return cls(AsyncClient(config, trust_env=False))
 
     @classmethod
