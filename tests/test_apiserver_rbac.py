@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from foresize.kube.api import MERGE_PATCH, KubeApi
-from foresize.kube.rbac import operator_rbac
+from foresize.shells.kube.api import MERGE_PATCH, KubeApi
+from foresize.shells.kube.rbac import operator_rbac
 from foresize.testing.apiserver import ADMIN_TOKEN, OPERATOR_NAMESPACE, Rbac, StrictApiServer
 from foresize.testing.apiserver.rbac import (
     Attributes,

@@ -7,11 +7,11 @@ from __future__ import annotations
 import base64
 import ssl
 
-from foresize.kube.api import KubeApi
-from foresize.kube.tls import webhook_ssl_context
+from foresize.shells.kube.api import KubeApi
+from foresize.shells.kube.tls import webhook_ssl_context
+from foresize.shells.webhook.certs import generate_self_signed, tls_secret
+from foresize.shells.webhook.configurations import webhook_configurations
 from foresize.testing.apiserver.server import OPERATOR_NAMESPACE
-from foresize.webhook.certs import generate_self_signed, tls_secret
-from foresize.webhook.configurations import webhook_configurations
 
 # The operator's namespace, where the shipped Role lets it keep its TLS Secret.
 NS = OPERATOR_NAMESPACE
@@ -67,8 +67,8 @@ async def test_creates_secret_and_injects_ca_bundle(apiserver):
 
 
 async def test_reuses_the_secret_of_another_replica(apiserver):
-    from foresize.kube.chaos import served_certificate
-    from foresize.webhook.server import AdmissionState, WebhookServer, create_app
+    from foresize.bench.chaos import served_certificate
+    from foresize.shells.webhook.server import AdmissionState, WebhookServer, create_app
 
     configs(apiserver)
     bundle = generate_self_signed(["foresize-webhook.fs.svc"])
@@ -90,7 +90,7 @@ def test_kopf_logs_in_as_the_executor(tmp_path):
     """--kubeconfig/--context: Kopf gets the same server, CA, and user as lightkube."""
     from lightkube import KubeConfig
 
-    from foresize.kube.handlers import connection_from_lightkube
+    from foresize.shells.kube.handlers import connection_from_lightkube
 
     ca = tmp_path / "ca.crt"
     ca.write_text("CA")

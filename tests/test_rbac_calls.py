@@ -24,12 +24,12 @@ from typing import Any
 
 import pytest
 
-from foresize.cli.manifests import NAME, TLS_SECRET, WEBHOOK_SERVICE, build
-from foresize.cluster import actions as core
-from foresize.kube.api import KubeApi
-from foresize.kube.executor import KubeExecutor
-from foresize.kube.operator import OperatorOptions, run_operator
-from foresize.kube.tls import WebhookCertificate
+from foresize.core.cluster import actions as core
+from foresize.front.cli.manifests import NAME, TLS_SECRET, WEBHOOK_SERVICE, build
+from foresize.shells.kube.api import KubeApi
+from foresize.shells.kube.executor import KubeExecutor
+from foresize.shells.kube.operator import OperatorOptions, run_operator
+from foresize.shells.kube.tls import WebhookCertificate
 from foresize.testing.apiserver import RecordedRequest, StrictApiServer
 from foresize.testing.ports import free_port
 from kube_objects import (
@@ -236,7 +236,10 @@ def api_call_sites() -> dict[tuple[str, int], int]:
     """Every call of the kube client in the source, (file, first line) -> last line:
     `api.request("VERB", ...)` and `api.stream(...)` (a watch) in the kube shell and the
     metrics-server adapter."""
-    files = [*sorted((SRC / "kube").glob("*.py")), SRC / "history" / "metrics_server.py"]
+    files = [
+        *sorted((SRC / "shells" / "kube").glob("*.py")),
+        SRC / "adapters" / "history" / "metrics_server.py",
+    ]
     sites = {}
     for path in files:
         for call in ast.walk(ast.parse(path.read_text())):

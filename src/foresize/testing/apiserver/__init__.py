@@ -35,7 +35,7 @@ webhooks.
 
 RBAC (`rbac`): every request is the operator's ServiceAccount (`system:serviceaccount:
 foresize:foresize`, `operator_namespace`), authorized by the roles it ships with
-(`foresize.kube.rbac`, what `foresize manifests rbac` prints): a call they do not grant is
+(`foresize.shells.kube.rbac`, what `foresize manifests rbac` prints): a call they do not grant is
 403 Forbidden, as on a real cluster. A request with `ADMIN_TOKEN` is a cluster admin (a test
 playing a user or a controller over HTTP); `rbac=` other roles, or None for none (a test
 that needs more rights than the shipped ones says so). The request log records each call's

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from aiohttp import web
 
-from foresize.kube.rbac import SERVICE_ACCOUNT, operator_rbac
+from foresize.shells.kube.rbac import SERVICE_ACCOUNT, operator_rbac
 from foresize.testing.apiserver.discovery import discovery
 from foresize.testing.apiserver.errors import ApiError, bad_request
 from foresize.testing.apiserver.rbac import ADMIN, Rbac, User, request_attributes, service_account
@@ -84,10 +84,10 @@ class StrictApiServer(ObjectStore):
         operator_namespace: str = OPERATOR_NAMESPACE,
         rbac: Rbac | Literal["shipped"] | None = "shipped",
     ) -> None:
-        """`rbac`: "shipped" enforces the operator's shipped roles (`foresize.kube.rbac`)
+        """`rbac`: "shipped" enforces the operator's shipped roles (`foresize.shells.kube.rbac`)
         for `operator_namespace`; an `Rbac` enforces those objects; None authorizes every
         request (a test that needs that says so)."""
-        from foresize.api.crd import all_crds
+        from foresize.core.api.crd import all_crds
 
         super().__init__(
             kube_version=kube_version,
