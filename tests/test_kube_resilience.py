@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import random
 import socket
@@ -110,6 +111,58 @@ async def test_sync_barrier_waits_for_every_kind():
     stop.set()
     for t in tasks:
         t.cancel()
+
+
+async def test_a_sync_wait_cut_short_by_the_interval_leaves_no_error_behind():
+    """kube.md N4: the control loop bounds the sync wait by --interval; each cut-short wait
+    left a cancelled gather nobody retrieved: an asyncio ERROR with a traceback every
+    interval while the API was unreachable."""
+    loop = asyncio.get_running_loop()
+    errors: list[str] = []
+    handler = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _loop, context: errors.append(context["message"]))
+    try:
+        state = ClusterState()
+        kinds = (PODS, WatchedKind("apps", "v1", "deployments", "Deployment"))
+        never = Informers([Informer(ScriptedApi(lists=[], watches=[]), state, k) for k in kinds])
+        stop = asyncio.Event()
+        for _ in range(3):
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(never.wait_synced(stop), 0.02)
+        gc.collect()
+        await asyncio.sleep(0.01)
+        assert errors == []
+        stop.set()
+        assert await never.wait_synced(stop) is False  # stop ends the wait at once
+    finally:
+        loop.set_exception_handler(handler)
+
+
+async def test_an_informer_on_a_quiet_kind_stops_at_once():
+    """kube.md N3: a watch that sees no event (kube-apiserver sends a bookmark about once
+    a minute) is ended by stop, not by its next event: a shutdown no longer waits out the
+    whole grace and warns once per kind."""
+    from foresize.shells.kube.api import KubeApi
+    from foresize.testing.apiserver import StrictApiServer
+
+    async with StrictApiServer(bookmark_interval=60.0) as server:
+        server.seed(namespace("shop"))
+        api = KubeApi.from_url(server.url)
+        informer = Informer(api, ClusterState(), PODS)
+        stop = asyncio.Event()
+        task = asyncio.create_task(informer.run(stop))
+        try:
+            await asyncio.wait_for(informer.synced.wait(), 5)
+            while not server.calls("GET", "/pods$") or len(server.calls("GET", "/pods$")) < 2:
+                await asyncio.sleep(0.01)  # the list, then the watch is open
+            await asyncio.sleep(0.1)
+            stopped_at = time.monotonic()
+            stop.set()
+            await asyncio.wait_for(task, 2)
+            assert time.monotonic() - stopped_at < 0.5
+        finally:
+            task.cancel()
+            await api.close()
 
 
 def test_state_is_safe_to_mutate_from_another_thread_while_snapshotting():
