@@ -49,10 +49,13 @@ WEBHOOK_PORT = 8443
 METRICS_PORT = 8080
 
 
-def default_image() -> str:
-    from foresize import __version__
-
-    return f"foresize/foresize:{__version__}"
+# No Foresize image is published: the install names the one its user built and pushed.
+IMAGE_REQUIRED = (
+    "--image is required for the operator Deployment (sections all and operator): no "
+    "Foresize image is published. Build and push one from a checkout "
+    "(docker build -t REGISTRY/foresize:TAG . && docker push REGISTRY/foresize:TAG; see "
+    "docs/install.md) and pass --image REGISTRY/foresize:TAG"
+)
 
 
 def _labels(component: str | None = None) -> dict[str, str]:
@@ -254,8 +257,12 @@ def operator(namespace: str, image: str, replicas: int = 2) -> list[dict[str, An
         "description": "Foresize's operator: its webhooks and Lease holder outrank the "
         "workloads it sizes.",
     }
+    # Pod Security admission: the operator's pod meets the restricted profile (non-root,
+    # no privilege escalation, all capabilities dropped, RuntimeDefault seccomp).
+    namespace_meta = _meta(namespace)
+    namespace_meta["labels"]["pod-security.kubernetes.io/enforce"] = "restricted"
     return [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(namespace)},
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": namespace_meta},
         priority,
         deployment,
         service,
@@ -551,10 +558,12 @@ def build(
             f"--namespace: {namespace!r} is not a valid namespace (lowercase letters, digits "
             "and '-', starting and ending with a letter or digit, at most 63 characters)"
         )
+    if section in ("all", "operator") and not image:
+        raise ForesizeError(IMAGE_REQUIRED)
     parts = {
         "crds": all_crds,
         "rbac": lambda: rbac(namespace),
-        "operator": lambda: operator(namespace, image or default_image(), replicas),
+        "operator": lambda: operator(namespace, image or "", replicas),
         "webhooks": lambda: webhooks(namespace),
         "monitoring": lambda: monitoring(namespace),
         "networkpolicy": lambda: network_policy(namespace),
@@ -645,7 +654,11 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             "networkpolicy (not part of all).",
         ),
         namespace: str = typer.Option(DEFAULT_NAMESPACE, help="Namespace of the operator."),
-        image: str = typer.Option("", help="Operator image (default foresize/foresize:VERSION)."),
+        image: str = typer.Option(
+            "",
+            help="Operator image you built and pushed (REGISTRY/foresize:TAG); required for "
+            "all and operator: no image is published (docs/install.md).",
+        ),
         replicas: int = typer.Option(2, help="Operator replicas."),
     ) -> None:
         """Print the install manifests as YAML (`foresize manifests | kubectl apply -f -`)."""
