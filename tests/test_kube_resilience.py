@@ -389,6 +389,37 @@ async def test_retries_5xx_429_and_connection_errors_with_backoff_but_not_evicti
     assert retryable("GET", "/x", 500) and not retryable("GET", "/x", 404)
 
 
+async def test_a_create_is_sent_again_only_when_it_surely_was_not_served(monkeypatch):
+    """kube.md N7: a POST answered 5xx, or cut off after it was sent (read timeout, a
+    dropped connection), may have been stored: sending it again made a second Event
+    (generateName) or met itself as 409. It is retried only on 429 (API priority and
+    fairness refuses before serving) or when no connection was made; idempotent calls
+    keep every retry."""
+    from foresize.shells.kube.api import _httpx
+
+    httpx = _httpx()
+
+    async def no_sleep(_seconds):
+        return None
+
+    monkeypatch.setattr("foresize.shells.kube.api.asyncio.sleep", no_sleep)
+    events = "/api/v1/namespaces/shop/events"
+    for answer in ((500, {}), (503, {}), (504, {})):
+        api = ScriptedKubeApi([answer, (201, {})])
+        assert (await api.request("POST", events, {})).code == answer[0] and api.retries == 0
+    for cut in (httpx.ReadTimeout("read"), httpx.RemoteProtocolError("closed")):
+        api = ScriptedKubeApi([cut, (201, {})])
+        with pytest.raises(type(cut)):
+            await api.request("POST", events, {})
+        assert len(api.sent) == 1
+    for unserved in ((429, {}), httpx.ConnectError("refused"), httpx.ConnectTimeout("slow")):
+        api = ScriptedKubeApi([unserved, (201, {})])
+        assert (await api.request("POST", events, {})).code == 201 and api.retries == 1
+    for method in ("GET", "PATCH", "PUT", "DELETE"):
+        api = ScriptedKubeApi([(500, {}), httpx.ReadTimeout("read"), (200, {})])
+        assert (await api.request(method, f"{events}/e1", {})).ok and api.retries == 2
+
+
 def test_probes_fail_on_a_stall_and_are_not_ready_before_sync():
     clock = Mono()
     health = Health(stall_timeout=30.0, clock=clock)
