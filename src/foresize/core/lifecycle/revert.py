@@ -18,7 +18,11 @@ declares (architecture §3.4):
 - a revert that raises a request passes the capacity guard like every resize: if the
   node has no room for it (by the scheduler's charge) it is not sent, so it never sits
   Deferred holding capacity the node does not have; the revert stays open and tries
-  again on the next pass, and the pod is reported once.
+  again on the next pass, and the pod is reported once;
+- a revert resize that restarts a container (resizePolicy RestartContainer) is a
+  disruption, paced like the disruption worker's (`cluster.disruption`: the target's
+  `disruption.max_disrupted` of its pods at once, pods already disrupted counted, batches
+  `disruption.interval` apart); the others wait for a next batch and the revert stays open.
 
 A cluster-wide pause is not a revert: running pods keep their values and nothing is
 planned (see `plan_lifecycle`).
@@ -39,7 +43,14 @@ from foresize.core.cluster.actions import (
     WriteTargetStatus,
 )
 from foresize.core.cluster.capacity import NodeLedger, no_room_message, resize_delta
-from foresize.core.cluster.model import COMPUTE_RESOURCES, Container, Pod, Workload
+from foresize.core.cluster.disruption import RestartBatch, resize_restarts, restart_batch
+from foresize.core.cluster.model import (
+    COMPUTE_RESOURCES,
+    Container,
+    Pod,
+    Workload,
+    disruption_hold,
+)
 from foresize.core.cluster.snapshot import ClusterSnapshot
 from foresize.core.cluster.target import TargetView
 from foresize.core.cluster.validation import check_resize
@@ -57,12 +68,14 @@ class RevertPlan:
     left: dict[str, str] = field(default_factory=dict)  # pod key -> why it was left
     waiting: list[str] = field(default_factory=list)  # pods of a workload already restarted
     held: dict[str, str] = field(default_factory=dict)  # pod key -> no room on its node
+    paced: list[str] = field(default_factory=list)  # restarting resizes left for a next batch
+    batch_sent: bool = False  # a restarting resize went out: the batch's time is now
 
     @property
     def complete(self) -> bool:
         """Nothing more to issue: every pod is at template values, left with a reason, or
         belongs to a workload whose restart was already issued."""
-        return not self.resized and not self.restarted and not self.held
+        return not self.resized and not self.restarted and not self.held and not self.paced
 
 
 def pods_of_target(snapshot: ClusterSnapshot, target: TargetView) -> list[Pod]:
@@ -142,23 +155,33 @@ def plan_revert(
     already_restarted: Collection[str] = (),
     reported: Collection[str] = (),
     ledger: NodeLedger | None = None,
+    last_batch_at: float | None = None,
 ) -> RevertPlan:
     """Actions that bring `target`'s running pods back to their templates.
 
     `already_restarted`: workload keys whose restart this revert already issued (the
     caller keeps them between passes so a rolling restart is not re-triggered);
     `reported`: pod keys whose "left" (or "held") event was already emitted;
-    `ledger`: the pass's node capacity, shared with the other planners that resize."""
+    `ledger`: the pass's node capacity, shared with the other planners that resize;
+    `last_batch_at`: when this revert's last restarting resize went out."""
     plan = RevertPlan()
     ledger = ledger or NodeLedger(snapshot)
     pods = {p.key: p for p in snapshot.pods}
     resizes: dict[str, list[ResizePod]] = {}
     to_restart: dict[str, Workload] = {}
-    for pod in pods_of_target(snapshot, target):
+    restart_for: dict[str, list[tuple[str, str]]] = {}  # workload -> (pod, why) it restarts for
+    opted_out: dict[str, str] = {}  # workload -> the opt-out annotation of one of its pods
+    live = pods_of_target(snapshot, target)
+    batch = restart_batch(
+        live, target.max_disrupted, target.disruption_interval, last_batch_at, now
+    )
+    for pod in live:
         source, top = template_of(snapshot, pod)
         if source is None:
             continue
         top_key = top.key if top is not None else ""
+        if (opt_out := disruption_hold(pod.annotations)) is not None:
+            opted_out.setdefault(top_key, opt_out)
         if top_key in already_restarted:
             if _revert_containers(pod, source.template.containers):
                 plan.waiting.append(pod.key)
@@ -186,11 +209,13 @@ def plan_revert(
         )
         if target.permits_recreation and top is not None:
             to_restart[top.key] = top
+            restart_for.setdefault(top.key, []).append((pod.key, why))
             continue
         plan.left[pod.key] = (
             f"not reverted: {why}; update_mode {target.update_mode} does not permit "
             "recreation, so the pod keeps its current resources until it is recreated"
         )
+    _keep_opted_out(plan, to_restart, restart_for, opted_out)
     for key, wl in sorted(to_restart.items()):
         plan.restarted.append(key)
         plan.actions.append(
@@ -216,13 +241,14 @@ def plan_revert(
         )
     for key, actions in sorted(resizes.items()):
         if key not in to_restart:  # a restart recreates these pods anyway
-            _admit_resizes(plan, actions, pods, ledger, reported)
+            _admit_resizes(plan, actions, pods, ledger, reported, batch)
+    plan.batch_sent = batch.sent > 0
     for pod_key, why in sorted(plan.left.items()):
         if pod_key in reported:
             continue
         ns, name = pod_key.split("/", 1)
         plan.actions.append(EmitEvent(ns, "Pod", name, "RevertNotInPlace", why, "Warning"))
-    if plan.left or plan.restarted or plan.resized or plan.held:
+    if plan.left or plan.restarted or plan.resized or plan.held or plan.paced:
         plan.actions.append(revert_status(target, plan, now, reason))
     return plan
 
@@ -233,15 +259,23 @@ def _admit_resizes(
     pods: dict[str, Pod],
     ledger: NodeLedger,
     reported: Collection[str],
+    batch: RestartBatch,
 ) -> None:
-    """The capacity guard: a revert that does not fit its node now is held, not sent, and
-    said once on the pod."""
+    """The disruption batch and the capacity guard: a revert that restarts a container
+    waits for a next batch once this one is spent; one that does not fit its node now is
+    held, not sent, and said once on the pod."""
     for a in actions:
         pod_key = f"{a.namespace}/{a.name}"
         pod = pods[pod_key]
+        restarts = resize_restarts(pod, a.containers)
+        if restarts and batch.left <= 0:
+            plan.paced.append(pod_key)
+            continue
         node = pod.node_name or ""
         delta = resize_delta(pod, a.containers)
         if ledger.admit(node, delta):
+            if restarts:
+                batch.take()
             plan.resized.append(pod_key)
             plan.actions.append(a)
             continue
@@ -276,6 +310,8 @@ def revert_status(
         )
         if plan.held:
             message += f", {len(plan.held)} waiting for room on their node"
+        if plan.paced:
+            message += f", {len(plan.paced)} restarting resize(s) waiting for a next batch"
     # Its own status key: a merge patch of `conditions` would replace the whole list
     # and clobber the conditions other planners own.
     return WriteTargetStatus(
@@ -290,8 +326,28 @@ def revert_status(
                 # is gone (or was reverted since) drops out instead of lingering.
                 "pods_left": [{"pod": k, "reason": v} for k, v in sorted(plan.left.items())],
                 "pods_waiting_for_capacity": sorted(plan.held),
+                "pods_waiting_for_disruption_batch": sorted(plan.paced),
                 "time": format_timestamp(now),
             }
         },
         kind=target.kind,
     )
+
+
+def _keep_opted_out(
+    plan: RevertPlan,
+    to_restart: dict[str, Workload],
+    restart_for: dict[str, list[tuple[str, str]]],
+    opted_out: dict[str, str],
+) -> None:
+    """A restart recreates every pod of the workload: never one with a pod that opted out
+    of voluntary disruption (the node autoscalers' annotations, honoured as the vertical
+    worker honours them); its pods are left, saying why."""
+    for key in sorted(set(to_restart) & set(opted_out)):
+        del to_restart[key]
+        for pod_key, why in restart_for[key]:
+            plan.left[pod_key] = (
+                f"not reverted: {why}; a pod of the workload opts out of voluntary "
+                f"disruption ({opted_out[key]}), so it is not restarted and the pod keeps "
+                "its current resources until it is recreated"
+            )
