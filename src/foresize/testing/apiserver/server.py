@@ -64,6 +64,9 @@ class RecordedRequest:
 # controller over HTTP; never the operator).
 OPERATOR_NAMESPACE = "foresize"
 ADMIN_TOKEN = "strict-apiserver-admin"
+# A quiet watch gets a BOOKMARK this often, as from kube-apiserver's watch cache
+# (cacher.go defaultBookmarkFrequency, 1 minute); tests that want them sooner say so.
+BOOKMARK_INTERVAL = 60.0
 
 
 class StrictApiServer(ObjectStore):
@@ -78,7 +81,7 @@ class StrictApiServer(ObjectStore):
         clock: Callable[[], float] = time.time,
         seed: int = 0,
         history_limit: int = 10_000,
-        bookmark_interval: float = 5.0,
+        bookmark_interval: float = BOOKMARK_INTERVAL,
         max_watch_seconds: float = 1800.0,
         validate: bool = True,
         operator_namespace: str = OPERATOR_NAMESPACE,
