@@ -274,6 +274,15 @@ def scheduled_cpu(
         known = np.asarray(seasonal, dtype=bool) if seasonal is not None else np.zeros_like(have)
         quiet = have & np.isfinite(sched) & (hi < in_force) & ~block_start & ~(ahead & known)
         out = np.where(quiet & (out > in_force), np.nan, out)
+        # A segment start under a time-of-day forecast: where the segment's level is under
+        # CPU_RAISE_SHARE of that forecast, the raise above would take the segment's
+        # request back at the next decision without usage, so the request goes to the
+        # forecast now (after a daily spike the forecast, pooled over +-30 minutes of past
+        # days, still sees the spike for 30 minutes after the segment holding it ended; a
+        # drop at the segment's end and a raise 15 minutes later are two resizes, and the
+        # raise was then held to the next segment).
+        anticipated = known & block_start & have & np.isfinite(hi) & (sched < CPU_RAISE_SHARE * to)
+        out = np.where(anticipated, np.fmax(out, to), out)
         rising = np.isfinite(out) & (out > in_force)
         # A drop: the request in force (or the target) is CPU_DROP_FACTOR times the
         # forecast, the last interval stayed under the forecast, hours remain.
@@ -290,16 +299,11 @@ def scheduled_cpu(
         out = np.where(drop, to, out)
         # A raise let go: above the schedule and 1 / CPU_RAISE_SHARE times the forecast,
         # the last interval under the schedule: back to the schedule (or the forecast).
+        # Under a time-of-day forecast, which speaks for this hour, the last interval under
+        # the level it returns to is enough: the peak its raise anticipated has passed.
         held = np.where(np.isfinite(out), out, in_force)
-        back = (
-            have
-            & ~rising
-            & ~known
-            & ~drop
-            & (held > sched)
-            & (CPU_RAISE_SHARE * held > to)
-            & (hi < sched)
-        )
+        calm = np.where(known, hi <= np.fmax(sched, to), hi < sched)
+        back = have & ~rising & ~drop & (held > sched) & (CPU_RAISE_SHARE * held > to) & calm
         out = np.where(back, np.fmax(sched, to), out)
         # A burst met at once: every sample of the last interval over 1 / CPU_RAISE_SHARE
         # times the schedule, the highest above what would be in force.
