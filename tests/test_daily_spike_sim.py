@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from foresize.sim.cluster import SimCluster
-from foresize.sim.policies import get_policy
-from foresize.sim.scenario import parse_scenario
+from foresize.shells.sim.cluster import SimCluster
+from foresize.shells.sim.policies import get_policy
+from foresize.shells.sim.scenario import parse_scenario
 
 DAY = 86400
 MINUTE = 60
