@@ -169,7 +169,11 @@ def plan_dsa(
     ds = snapshot.workload("DaemonSet", view.namespace, view.ref_name)
     if ds is None:
         return plan
+    claim = snapshot.vertical_claim_for("DaemonSet", view.namespace, view.ref_name)
     for pod in snapshot.pods_of(ds):
+        if claim is not None:  # another vertical autoscaler sizes the DaemonSet
+            plan.skipped[pod.key] = f"{claim.describe()} also sizes the DaemonSet"
+            continue
         if pod.terminating or pod.phase in ("Succeeded", "Failed"):
             continue
         qos = pod_qos_class(pod)

@@ -37,8 +37,8 @@ from foresize.core.vertical.breaker import move_breaker
 from foresize.core.vertical.guards import (
     TARGET_GUARDS,
     open_gates,
-    pod_level_conditions,
     pod_level_left_alone,
+    status_conditions,
     target_conditions,
 )
 from foresize.core.vertical.modes import DECIDE
@@ -408,5 +408,5 @@ def _status(run: TargetRun) -> dict[str, Any]:
         "circuit_breaker": ts.breaker.to_status(),
         "vertical_notes": list(run.notes),
         STATUS_KEY: ts.to_status(),
-        **({"conditions": conditions} if (conditions := pod_level_conditions(run)) else {}),
+        **({"conditions": conditions} if (conditions := status_conditions(run)) else {}),
     }

@@ -116,6 +116,9 @@ def cluster_role_rules() -> list[dict[str, Any]]:
         _rule(["argoproj.io"], ["rollouts/scale"], ["patch"]),
         _rule(["policy"], ["poddisruptionbudgets"], WATCH),
         _rule(["autoscaling"], ["horizontalpodautoscalers"], WATCH),
+        # Other vertical autoscalers' objects: the workloads they act on are left alone.
+        _rule(["autoscaling.k8s.io"], ["verticalpodautoscalers"], WATCH),
+        _rule(["autoscaling.gke.io"], ["multidimpodautoscalers"], WATCH),
         _rule(["metrics.k8s.io"], ["pods"], ["list"]),
         # Foresize's own kinds: finalizers (get, then a JSON patch pinned to what was read);
         # templates create, update (patch) and delete targets.
