@@ -31,7 +31,7 @@ from foresize.core.cluster.actions import (
     ResizePod,
     WriteTargetStatus,
 )
-from foresize.core.cluster.capacity import NodeLedger, no_room_message, resize_delta
+from foresize.core.cluster.capacity import NodeLedger, resize_delta
 from foresize.core.cluster.model import ContainerSuggestion, Pod, Suggestion
 from foresize.core.cluster.qos import pod_qos_class
 from foresize.core.cluster.sizing import size_container
@@ -205,9 +205,11 @@ def plan_dsa(
             plan.skipped[pod.key] = refused.message
             continue
         delta = resize_delta(pod, changes)
-        if not ledger.admit(pod.node_name or "", delta):
-            _hold(plan, view, pod.key, pod.node_name or "", delta, ledger)
+        why = ledger.why_not(pod.node_name or "", delta, pod.priority)
+        if why is not None:
+            _hold(plan, view, pod.key, why)
             continue
+        ledger.reserve(pod.node_name or "", delta)
         plan.resized.append(pod.key)
         plan.actions.append(action)
     if plan.resized or plan.skipped or plan.waiting:
@@ -230,13 +232,11 @@ def _hold(
     plan: DsaPlan,
     view: TargetView,
     pod_key: str,
-    node: str,
-    delta: dict[str, int],
-    ledger: NodeLedger,
+    msg: str,
 ) -> None:
-    """An upsize the node has no room for: not sent (it would sit Deferred while the
-    scheduler charges the node for it), reported on the pod and the DaemonSetAutoscaler."""
-    msg = no_room_message(node, delta, ledger.free(node))
+    """An upsize the node has no room for (or whose room a Pending pod needs): not sent
+    (it would sit Deferred while the scheduler charges the node for it), reported on the
+    pod and the DaemonSetAutoscaler."""
     plan.waiting[pod_key] = msg
     ns, name = pod_key.split("/", 1)
     plan.actions.append(EmitEvent(ns, "Pod", name, "ResizeWaitingForCapacity", msg, "Warning"))

@@ -1,0 +1,106 @@
+"""The capacity guard counts Pending pods (issue 27 part 3, audit seed.md N4): an in-place
+upsize is not sent when it would take the room a Pending pod of equal or higher priority
+needs, placed as the scheduler would take it, or still waiting for room."""
+
+from __future__ import annotations
+
+from foresize.core.cluster.actions import EmitEvent, ResizePod
+from foresize.core.cluster.capacity import NodeLedger, pending_pods
+from foresize.core.cluster.model import (
+    Container,
+    OwnerRef,
+    Pod,
+    ResourceRequirements,
+    Workload,
+)
+from foresize.core.cluster.snapshot import ClusterSnapshot
+from foresize.core.vertical import WorkerState, plan
+from test_capacity_guard import _in_place_target, _node, _pod, _sugg_all
+
+WEB = OwnerRef("Deployment", "web")
+
+
+def pending(name: str, cpu: int, priority: int = 0, created: float = 0.0) -> Pod:
+    """A replica the scheduler has not placed (an HPA's scale-out waiting for room)."""
+    return Pod(
+        namespace="shop",
+        name=name,
+        uid=f"uid-{name}",
+        owner=OwnerRef("ReplicaSet", "front-abc"),
+        priority=priority,
+        containers=[Container("app", ResourceRequirements({"cpu": cpu, "memory": 1}, {}))],
+        phase="Pending",
+        creation_time=created,
+    )
+
+
+def cluster(*waiting: Pod, web_priority: int = 0) -> ClusterSnapshot:
+    """Node n1 (2000m): web-0 at 500m (its target wants 900m: +400m) and a filler at
+    900m, so 600m free; node n2 (1000m) full."""
+    web = _pod("web-0", "n1", 500, owner=WEB, labels={"app": "web"}, ns="shop")
+    web.priority = web_priority
+    filler = _pod("filler", "n1", 900, owner=None, labels={}, ns="default")
+    other = _pod("other", "n2", 1000, owner=None, labels={}, ns="default")
+    s = ClusterSnapshot(
+        now=0.0,
+        nodes={"n1": _node("n1", 2000), "n2": _node("n2", 1000)},
+        pods=[web, filler, other, *waiting],
+        workloads={"Deployment/shop/web": Workload("Deployment", "shop", "web", replicas=1)},
+        targets=[_in_place_target("shop", "web")],
+    )
+    return s
+
+
+def upsized(s: ClusterSnapshot) -> tuple[list[str], list[str]]:
+    actions, _ = plan(s, 0.0, WorkerState(), suggestions={"shop/web": _sugg_all(900)})
+    resized = [a.name for a in actions if isinstance(a, ResizePod)]
+    held = [
+        a.message
+        for a in actions
+        if isinstance(a, EmitEvent) and a.kind == "Pod" and a.reason == "ResizeWaitingForCapacity"
+    ]
+    return resized, held
+
+
+def test_without_pending_pods_the_upsize_fits_and_is_sent():
+    assert upsized(cluster()) == (["web-0"], [])
+
+
+def test_upsize_that_takes_a_placed_pending_pods_room_is_held_and_names_it():
+    """front-1 (500m) fits n1's 600m free; +400m for web-0 would leave it 200m."""
+    resized, held = upsized(cluster(pending("front-1", 500)))
+    assert resized == []
+    assert len(held) == 1 and "Pending pod shop/front-1 (priority 0)" in held[0]
+
+
+def test_upsize_that_leaves_the_pending_pod_its_room_is_sent():
+    assert upsized(cluster(pending("front-1", 200)))[0] == ["web-0"]  # 600 - 400 >= 200
+
+
+def test_a_lower_priority_pending_pod_does_not_hold_the_upsize():
+    assert upsized(cluster(pending("batch-1", 500, priority=-10)))[0] == ["web-0"]
+
+
+def test_a_higher_priority_pods_upsize_may_take_a_lower_pending_pods_room():
+    assert upsized(cluster(pending("front-1", 500), web_priority=100))[0] == ["web-0"]
+
+
+def test_a_pending_pod_that_fits_nowhere_keeps_upsizes_off_the_room_it_lacks():
+    """front-1 needs 800m: no node has it now (n1 600m free). An upsize on n1, where it
+    could run, would take part of what it waits for; a pod too big for any node holds
+    nothing."""
+    resized, held = upsized(cluster(pending("front-1", 800)))
+    assert resized == [] and "room node n1 lacks" in held[0]
+    assert upsized(cluster(pending("huge", 5000)))[0] == ["web-0"]
+
+
+def test_pending_pods_are_placed_in_the_schedulers_order():
+    """Priority first, then age: the older of two equal pods takes the room first; the
+    upsize is held for the one that got the room."""
+    s = cluster(pending("young", 500, created=20.0), pending("old", 500, created=10.0))
+    assert [p.name for p in pending_pods(s)] == ["old", "young"]
+    ledger = NodeLedger(s)
+    placed = {p.key: p.node for p in ledger.pending()}
+    assert placed == {"shop/old": "n1", "shop/young": None}
+    assert ledger.why_not("n1", {"cpu": 400}, 0) is not None
+    assert ledger.why_not("n1", {"cpu": 400}, 1) is None  # above every Pending pod
