@@ -4,6 +4,9 @@ needs, placed as the scheduler would take it, or still waiting for room."""
 
 from __future__ import annotations
 
+from foresize.adapters.history.memory import UsageHistory
+from foresize.adapters.history.metrics_server import HistorySink, Sample
+from foresize.core.api.quantity import MIB
 from foresize.core.cluster.actions import EmitEvent, ResizePod
 from foresize.core.cluster.capacity import NodeLedger, pending_pods
 from foresize.core.cluster.model import (
@@ -14,6 +17,7 @@ from foresize.core.cluster.model import (
     Workload,
 )
 from foresize.core.cluster.snapshot import ClusterSnapshot
+from foresize.core.reconcile import ReconcileState, plan_pass
 from foresize.core.vertical import WorkerState, plan
 from test_capacity_guard import _in_place_target, _node, _pod, _sugg_all
 
@@ -104,3 +108,54 @@ def test_pending_pods_are_placed_in_the_schedulers_order():
     assert placed == {"shop/old": "n1", "shop/young": None}
     assert ledger.why_not("n1", {"cpu": 400}, 0) is not None
     assert ledger.why_not("n1", {"cpu": 400}, 1) is None  # above every Pending pod
+
+
+# --------------------------------------------------------------------------- yielding
+
+NOW = 1_780_000_000.0
+
+
+def upsized_db(*waiting: Pod) -> ClusterSnapshot:
+    """db-0 on n1 (2000m) already upsized ahead of a peak to 1700m while it uses 300m;
+    a filler takes 200m, so 100m is free; n2 (1000m) is full."""
+    db = _pod("db-0", "n1", 1700, owner=OwnerRef("Deployment", "db"), labels={}, ns="shop")
+    filler = _pod("filler", "n1", 200, owner=None, labels={}, ns="default")
+    other = _pod("other", "n2", 1000, owner=None, labels={}, ns="default")
+    return ClusterSnapshot(
+        now=NOW,
+        nodes={"n1": _node("n1", 2000), "n2": _node("n2", 1000)},
+        pods=[db, filler, other, *waiting],
+        workloads={"Deployment/shop/db": Workload("Deployment", "shop", "db", replicas=1)},
+        targets=[_in_place_target("shop", "db")],
+    )
+
+
+def used_history(cores: float) -> UsageHistory:
+    history = UsageHistory(step=60.0)
+    HistorySink(history).add_samples(
+        [Sample(NOW - i * 60.0, "shop", "db", "db-0", "app", cores, 100 * MIB) for i in range(60)]
+    )
+    return history
+
+
+def db_resizes(s: ClusterSnapshot) -> list[int]:
+    pp = plan_pass(
+        s, NOW, ReconcileState(), used_history(0.3), suggestions={"shop/db": _sugg_all(1700)}
+    )
+    return [
+        a.containers[0].requests["cpu"]
+        for a in pp.actions
+        if isinstance(a, ResizePod) and a.name == "db-0"
+    ]
+
+
+def test_an_applied_upsize_yields_to_a_replica_that_cannot_be_scheduled():
+    """front-1 (500m, same priority) fits nowhere; db-0 holds 1400m more than it uses on
+    n1: its cpu goes back to what it uses (300m) so the replica can be placed."""
+    assert db_resizes(upsized_db()) == []  # nothing waits: the upsize stays
+    assert db_resizes(upsized_db(pending("front-1", 500))) == [300]
+
+
+def test_no_yield_to_lower_priority_or_to_pods_no_node_could_run():
+    assert db_resizes(upsized_db(pending("batch-1", 500, priority=-1))) == []
+    assert db_resizes(upsized_db(pending("huge", 4000))) == []

@@ -250,7 +250,7 @@ class NodeLedger:
                 return p
             if (
                 p.node is None
-                and self._could_run(node, p)
+                and self.could_run(node, p)
                 and any(
                     p.need.get(r, 0) > 0 and free.get(r, 0) - reserved.get(r, 0) - v < p.need[r]
                     for r, v in grow.items()
@@ -259,7 +259,7 @@ class NodeLedger:
                 return p
         return None
 
-    def _could_run(self, node: str, p: PendingNeed) -> bool:
+    def could_run(self, node: str, p: PendingNeed) -> bool:
         n = self.snapshot.nodes.get(node)
         return (
             n is not None
