@@ -19,6 +19,7 @@ from foresize.core.cluster.model import (
 from foresize.core.cluster.snapshot import ClusterSnapshot
 from foresize.core.reconcile import ReconcileState, plan_pass
 from foresize.core.vertical import WorkerState, plan
+from foresize.shells.sim.scenario import load_scenario
 from test_capacity_guard import _in_place_target, _node, _pod, _sugg_all
 
 WEB = OwnerRef("Deployment", "web")
@@ -159,3 +160,12 @@ def test_an_applied_upsize_yields_to_a_replica_that_cannot_be_scheduled():
 def test_no_yield_to_lower_priority_or_to_pods_no_node_could_run():
     assert db_resizes(upsized_db(pending("batch-1", 500, priority=-1))) == []
     assert db_resizes(upsized_db(pending("huge", 4000))) == []
+
+
+def test_the_seed_004_scenario_is_built_in():
+    """`foresize simulate -s hpa-collision` (docs/vertical.md's measurement) loads: the web
+    tier above its worker, an HPA on web's CPU."""
+    sc = load_scenario("hpa-collision")
+    prio = {w.name: w.priority for w in sc.workloads}
+    assert prio == {"web": 1000, "web-worker": 0}
+    assert [(h.target_name, h.max_replicas) for h in sc.hpas] == [("web", 6)]
