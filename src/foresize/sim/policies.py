@@ -32,7 +32,11 @@ def _static(sim: SimCluster) -> None:
 POLICIES: dict[str, PolicyInstaller] = {"static": _static}
 
 # Modules that may register more policies when imported (missing ones are skipped).
-POLICY_MODULES = ("foresize.sim.policy_foresize", "foresize.sim.policy_vpa")
+POLICY_MODULES = (
+    "foresize.sim.policy_foresize",
+    "foresize.sim.policy_vpa",
+    "foresize.sim.headroom",
+)
 
 
 def register_policy(name: str, install: PolicyInstaller) -> None:
