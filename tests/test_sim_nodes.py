@@ -11,17 +11,17 @@ from typing import Any
 
 import pytest
 
-from foresize.cluster.actions import PatchScale
-from foresize.cluster.model import (
+from foresize.core.cluster.actions import PatchScale
+from foresize.core.cluster.model import (
     Container,
     OwnerRef,
     Pod,
     ResourceRequirements,
 )
-from foresize.errors import ForesizeError
-from foresize.sim.cluster import SimCluster
-from foresize.sim.cluster.nodes import budget_nodes, node_utilization, pack_claims
-from foresize.sim.scenario import parse_scenario
+from foresize.core.errors import ForesizeError
+from foresize.shells.sim.cluster import SimCluster
+from foresize.shells.sim.cluster.nodes import budget_nodes, node_utilization, pack_claims
+from foresize.shells.sim.scenario import parse_scenario
 from test_sim_support import container, pods_of, workload
 
 TYPES = [

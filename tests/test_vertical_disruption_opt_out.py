@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from foresize.api.quantity import MIB
-from foresize.cluster.actions import EmitEvent, EvictPod, ResizePod, WriteTargetStatus
-from foresize.cluster.model import Pod
-from foresize.vertical import WorkerState, plan
-from foresize.vertical.admit import DISRUPTION_SKIPPED_OPT_OUT
-from foresize.vertical.guards import ODD_ANNOTATION_CONDITION
+from foresize.core.api.quantity import MIB
+from foresize.core.cluster.actions import EmitEvent, EvictPod, ResizePod, WriteTargetStatus
+from foresize.core.cluster.model import Pod
+from foresize.core.vertical import WorkerState, plan
+from foresize.core.vertical.admit import DISRUPTION_SKIPPED_OPT_OUT
+from foresize.core.vertical.guards import ODD_ANNOTATION_CONDITION
 from test_vertical_planner import error, names, of, pod, snap, sugg, target
 
 DO_NOT_DISRUPT = {"karpenter.sh/do-not-disrupt": "true"}
@@ -124,9 +124,9 @@ def test_values_node_autoscalers_would_ignore_are_honoured_and_reported() -> Non
 def test_a_revert_never_restarts_a_workload_with_an_opted_out_pod() -> None:
     """Leaving autonomous mode restarts a workload whose revert would change the QoS class
     (`test_lifecycle_edges`'s web-a); not when one of its pods (here web-b) opted out."""
-    from foresize.cluster.actions import RestartWorkload
-    from foresize.cluster.model import Container, ResourceRequirements
-    from foresize.lifecycle.planner import LifecycleState, plan_lifecycle
+    from foresize.core.cluster.actions import RestartWorkload
+    from foresize.core.cluster.model import Container, ResourceRequirements
+    from foresize.core.lifecycle.planner import LifecycleState, plan_lifecycle
     from test_capacity_guard import _revert_snapshot
     from test_lifecycle_edges import _target, _with
 

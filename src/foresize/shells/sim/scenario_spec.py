@@ -1,0 +1,137 @@
+"""The parsed form of a scenario file (`foresize.shells.sim.scenario`): nodes, workloads and their
+containers, PodDisruptionBudgets, HPAs, priced node types and the node autoscaler."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from foresize.shells.sim.usage import GeneratorSpec
+
+
+@dataclass(slots=True)
+class NodeSpec:
+    name: str
+    cpu: int  # millicores allocatable
+    memory: int  # bytes allocatable
+    capacity_cpu: int
+    capacity_memory: int
+    labels: dict[str, str] = field(default_factory=dict)
+    add_at: float = 0.0  # seconds into the run at which the node joins
+    node_type: str = ""  # a name from the scenario's `node_types` ("" for an untyped node)
+    price_per_hour: float = 0.0
+
+
+@dataclass(slots=True)
+class ContainerSpec:
+    name: str
+    requests: dict[str, int] = field(default_factory=dict)
+    limits: dict[str, int] = field(default_factory=dict)
+    resize_policy: dict[str, str] = field(default_factory=dict)
+    cpu: GeneratorSpec = field(default_factory=GeneratorSpec)
+    memory: GeneratorSpec = field(default_factory=GeneratorSpec)
+    restart_policy: str | None = None  # init containers: "Always" makes a sidecar
+
+
+@dataclass(slots=True)
+class WorkloadSpec:
+    kind: str
+    name: str
+    namespace: str = "default"
+    replicas: int = 1
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)  # the pod template's
+    priority: int = 0
+    containers: list[ContainerSpec] = field(default_factory=list)
+    init_containers: list[ContainerSpec] = field(default_factory=list)
+    pod_requests: dict[str, int] = field(default_factory=dict)  # pod-level spec.resources
+    pod_limits: dict[str, int] = field(default_factory=dict)
+    overhead: dict[str, int] = field(default_factory=dict)  # the RuntimeClass's pod overhead
+    readiness_delay: float = 10.0
+    termination_grace: float = 30.0
+    load_shared: bool = False  # demand is spread over the ready replicas (HPA-driven tiers)
+    jitter: float = 0.1  # per-replica variation of the usage level
+    # Job only
+    completions: int = 1
+    parallelism: int = 1
+    run_time: float = 3600.0
+    every: float | None = None  # rerun the Job on this period (a CronJob)
+
+
+@dataclass(slots=True)
+class PDBSpec:
+    name: str
+    namespace: str
+    selector: dict[str, str]
+    min_available: int | str | None = None
+    max_unavailable: int | str | None = None
+    unhealthy_pod_eviction_policy: str = "IfHealthyBudget"  # or AlwaysAllow
+
+
+@dataclass(slots=True)
+class HPASpec:
+    name: str
+    namespace: str
+    target_kind: str
+    target_name: str
+    min_replicas: int
+    max_replicas: int
+    metrics: list[tuple[str, int]]  # (resource, target utilisation percent)
+
+
+@dataclass(slots=True)
+class Scenario:
+    name: str
+    source: str
+    nodes: list[NodeSpec] = field(default_factory=list)
+    workloads: list[WorkloadSpec] = field(default_factory=list)
+    pdbs: list[PDBSpec] = field(default_factory=list)
+    hpas: list[HPASpec] = field(default_factory=list)
+    seed: int | None = None
+    hpa_sync_period: float = 15.0
+    description: str = ""
+    node_types: dict[str, NodeTypeSpec] = field(default_factory=dict)
+    node_autoscaler: NodeAutoscalerSpec | None = None
+
+
+@dataclass(slots=True)
+class NodeTypeSpec:
+    """An instance type a node autoscaler may launch: its size and its price."""
+
+    name: str
+    cpu: int  # millicores allocatable
+    memory: int  # bytes allocatable
+    capacity_cpu: int
+    capacity_memory: int
+    price_per_hour: float
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+KARPENTER = "karpenter"
+CLUSTER_AUTOSCALER = "cluster-autoscaler"
+NODE_AUTOSCALER_FLAVOURS = (KARPENTER, CLUSTER_AUTOSCALER)
+WHEN_EMPTY = "WhenEmpty"
+WHEN_EMPTY_OR_UNDERUTILIZED = "WhenEmptyOrUnderutilized"
+
+
+@dataclass(slots=True)
+class NodeAutoscalerSpec:
+    """A node autoscaler (`foresize.shells.sim.cluster.nodes`); the defaults are upstream's."""
+
+    flavour: str  # KARPENTER or CLUSTER_AUTOSCALER
+    node_types: list[str]  # the pool: names in `Scenario.node_types`
+    max_nodes: int = 20  # nodes of the pool at most (Karpenter's NodePool limits)
+    min_nodes: int = 0  # Cluster Autoscaler never scales the pool below this
+    startup_delay: float = 60.0  # from launch to a Ready node
+    # Karpenter (NodePool `disruption`, the provisioner's batching)
+    batch_idle_duration: float = 1.0
+    batch_max_duration: float = 10.0
+    consolidation_policy: str = WHEN_EMPTY_OR_UNDERUTILIZED
+    consolidate_after: float | None = 0.0  # None: "Never"
+    disruption_budget: int | str = "10%"  # NodePool budgets' `nodes`
+    # Cluster Autoscaler (its flags)
+    scan_interval: float = 10.0
+    scale_down_utilization_threshold: float = 0.5
+    scale_down_unneeded_time: float = 600.0
+    scale_down_delay_after_add: float = 600.0
+    max_empty_bulk_delete: int = 10
+    max_pod_eviction_time: float = 120.0  # a drain gives up after this
