@@ -63,7 +63,7 @@ NODE_TYPES = [
 # scaled to in cores, memory median in MiB when the trace has none).
 FAMILIES: dict[str, tuple[str, str]] = {
     "crane": ("crane-dsp", "crane"),
-    "google": ("google-2011-dev", "google2011"),
+    "google": ("google-2011-dev", "canonical"),  # converted to the canonical CSV
     "bitbrains": ("bitbrains-rnd-2013-07", "bitbrains"),
 }
 CPU_MEDIANS = (0.15, 0.25, 0.35, 0.5, 0.2, 0.3, 0.4, 0.6)  # cores, one per Deployment
@@ -234,7 +234,7 @@ def run_metrics(summary: dict[str, Any], events: EventLog) -> dict[str, Any]:
     return {
         "node_hours": nodes["node_hours"],
         "cost": nodes["cost"],
-        "cpu_request_core_hours": t.get("cpu_requested_core_hours", 0.0),
+        "cpu_request_core_hours": float(t.get("cpu_requested_core_hours", 0.0)),
         "oom_kills": t.get("oom_kills", 0),
         "throttled_seconds": t.get("throttled_seconds", 0.0),
         "stalls": t.get("stalls", 0),

@@ -4,8 +4,8 @@ overprovisioning pattern of the Cluster Autoscaler FAQ), on the simulated cluste
 A Deployment of pause pods at priority -1 (above Cluster Autoscaler's expendable cutoff
 of -10, so both node autoscalers provision for it; below every real pod, so the
 scheduler preempts it for any of them) holds room on the nodes. Its size is a forecast of
-the upsize demand of the coming window: how much the requests of the targeted pods grew
-over the same window one day earlier (seasonal-naive: the daily peak comes back), in
+the upsize demand of the coming window: how much the targets' suggested requests (all
+replicas) grew over the same window one day earlier (seasonal-naive: the daily peak comes back), in
 chunks of `CHUNK`. When an upsize does not fit its node, the placeholders on that node
 are deleted first (grace 0), so the resize lands in place; the Deployment recreates them
 and they go Pending wherever there is no room, which makes the node autoscaler add a
@@ -20,7 +20,6 @@ from collections import deque
 from typing import Any
 
 from foresize.core.api.quantity import CPU, MEMORY, MIB
-from foresize.core.cluster.qos import pod_charge
 from foresize.shells.sim.operator import SIM_LOOP_INTERVAL, SimOperator, install_foresize
 from foresize.shells.sim.policies import register_policy
 from foresize.shells.sim.scenario_spec import ContainerSpec, WorkloadSpec
@@ -83,19 +82,33 @@ class Headroom:
 
     def tick(self, sim: Any, now: float) -> None:
         pods = self.targeted_pods()
-        cpu = mem = 0
-        for p in pods:
-            ch = pod_charge(p)
-            cpu += ch.get(CPU, 0)
-            mem += ch.get(MEMORY, 0)
-        self.totals.append((now, cpu, mem))
+        self.totals.append((now, *self.suggested_total()))
         while self.totals and self.totals[0][0] < now - HISTORY:
             self.totals.popleft()
         self.resize(self.forecast(now))
         self.release_for_upsizes(pods)
 
+    def suggested_total(self) -> tuple[int, int]:
+        """What the targets' suggestions ask for all their replicas (the template's
+        requests where there is no suggestion yet): unlike the pods' own requests, it
+        does not dip while a pod is being recreated or moved."""
+        assert self.operator is not None
+        cpu = mem = 0
+        for tkey, target in self.operator.targets.items():
+            ref = target.spec.scaleTargetRef
+            wl = self.sim.workloads.get(f"{ref.kind}/{target.metadata.namespace}/{ref.name}")
+            if wl is None:
+                continue
+            sugg = self.operator.suggestions.get(tkey)
+            for c in wl.template.containers:
+                cs = sugg.for_container(c.name) if sugg is not None else None
+                req = cs.requests if cs is not None else c.resources.requests
+                cpu += wl.replicas * req.get(CPU, c.resources.requests.get(CPU, 0))
+                mem += wl.replicas * req.get(MEMORY, c.resources.requests.get(MEMORY, 0))
+        return cpu, mem
+
     def forecast(self, now: float) -> tuple[int, int]:
-        """Yesterday's growth of the requests over the coming window."""
+        """Yesterday's growth of the suggested requests over the coming window."""
         start, end = now - DAY, now - DAY + WINDOW
         past = [(c, m) for t, c, m in self.totals if start <= t <= end]
         if len(past) < 2:
@@ -124,7 +137,7 @@ class Headroom:
                 continue
             grow = want.setdefault(p.node_name, [0, 0])
             for c in p.containers:
-                cs = sugg.containers.get(c.name) or sugg.containers.get("*")
+                cs = sugg.for_container(c.name)
                 if cs is None:
                     continue
                 for i, r in enumerate((CPU, MEMORY)):
