@@ -157,7 +157,15 @@ def test_placeholders_make_room_for_an_upsize_on_their_node() -> None:
     h.operator.suggestions["default/a"] = Suggestion(
         "s1", sim.now, {"app": ContainerSuggestion("app", {"cpu": 1000, "memory": 256 * MIB})}
     )
+    assert h.suggested_total() == (1000, 256 * MIB)  # the suggestion, for its one replica
     h.release_for_upsizes(h.targeted_pods())
     assert sim.events.count("HeadroomReleased") == 6  # every placeholder on the node
     assert sim.node_free("n")[0] == 2000 - 500
     assert CHUNK["cpu"] == 250
+    # Foresize's own suggestions come from the pass (its published `latest`).
+    del h.operator.suggestions["default/a"]
+    assert h.suggested_total() == (500, 256 * MIB)  # none yet: the template
+    h.operator.pass_state.suggestions.latest["default/a"] = Suggestion(
+        "s2", sim.now, {"app": ContainerSuggestion("app", {"cpu": 800, "memory": 300 * MIB})}
+    )
+    assert h.suggested_total() == (800, 300 * MIB)

@@ -88,6 +88,13 @@ class Headroom:
         self.resize(self.forecast(now))
         self.release_for_upsizes(pods)
 
+    def suggestion(self, tkey: str) -> Any:
+        """A target's latest suggestion: Foresize's own, published by the pass, or one
+        handed to the worker (a baseline recommender's)."""
+        assert self.operator is not None
+        own = self.operator.suggestions.get(tkey)
+        return own if own is not None else self.operator.pass_state.suggestions.latest.get(tkey)
+
     def suggested_total(self) -> tuple[int, int]:
         """What the targets' suggestions ask for all their replicas (the template's
         requests where there is no suggestion yet): unlike the pods' own requests, it
@@ -99,7 +106,7 @@ class Headroom:
             wl = self.sim.workloads.get(f"{ref.kind}/{target.metadata.namespace}/{ref.name}")
             if wl is None:
                 continue
-            sugg = self.operator.suggestions.get(tkey)
+            sugg = self.suggestion(tkey)
             for c in wl.template.containers:
                 cs = sugg.for_container(c.name) if sugg is not None else None
                 req = cs.requests if cs is not None else c.resources.requests
@@ -132,7 +139,7 @@ class Headroom:
         want: dict[str, list[int]] = {}
         for p in pods:
             top = self.sim.meta[p.key].top  # Kind/namespace/name, keyed namespace/name
-            sugg = self.operator.suggestions.get(top.split("/", 1)[1]) if top else None
+            sugg = self.suggestion(top.split("/", 1)[1]) if top else None
             if sugg is None or p.node_name is None:
                 continue
             grow = want.setdefault(p.node_name, [0, 0])
