@@ -28,7 +28,7 @@ def test_bench_nodes_json_has_exactly_the_issue_keys() -> None:
         [
             "bench",
             "nodes",
-            "--traces",
+            "--trace-root",
             str(DATA),
             "--family",
             "crane",

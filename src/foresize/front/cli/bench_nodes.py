@@ -17,7 +17,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     @bench_app.command("nodes")
     def bench_nodes_cmd(
         traces: Path = typer.Option(
-            Path("../shared/traces"), "--traces", help="The folder of the real traces."
+            Path("../shared/traces"),
+            "--trace-root",
+            help="The folder holding the trace families (crane-dsp, ...).",
         ),
         duration: str = typer.Option("4d", "--duration", "-d", help="Simulated time per run."),
         family: list[str] = typer.Option(
