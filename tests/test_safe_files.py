@@ -150,6 +150,7 @@ def test_a_5000_digit_integer_is_one_line_naming_file_line_and_field(tmp_path: P
         ("2023-02-30", "day is out of range for month"),
         ("!!int abc", "invalid literal for int() with base 10: 'abc'"),
         ("!!float x", "could not convert string to float: 'x'"),
+        ("!!timestamp 1", "not a valid timestamp"),
     ],
 )
 def test_a_value_the_loader_cannot_build_is_one_line_naming_its_field(value: str, problem: str):
@@ -246,20 +247,49 @@ def test_a_1e308_mhz_bitbrains_row_is_skipped_and_named(tmp_path: Path):
 
 @pytest.mark.parametrize(
     "cpu,memory,problem",
-    [("1e308", "1000", "cpu usage"), ("0.5", "1e30", "memory usage"), ("-1", "10", "negative")],
+    [("1e308", "1e6", "cpu usage"), ("0.5", "1e30", "memory usage"), ("-1", "1e6", "negative")],
 )
 def test_absurd_canonical_rows_are_skipped(tmp_path: Path, cpu, memory, problem):
     from foresize.history.traces import ReadReport, read_canonical_csv
 
     path = tmp_path / "c.csv"
     rows = ["timestamp,namespace,workload,pod,container,cpu_cores,memory_bytes"]
-    rows += [f"{60 * i},ns,web,p,app,0.5,1000" for i in range(3)]
+    rows += [f"{60 * i},ns,web,p,app,0.5,1e6" for i in range(3)]
     rows.append(f"600,ns,web,p,app,{cpu},{memory}")
     path.write_text("\n".join(rows) + "\n")
     report = ReadReport()
     (series,) = read_canonical_csv(path, report)
     assert report.skipped == 1 and problem in report.problems[0] and "c.csv:5" in report.problems[0]
     assert float(np.nanmax(series.cpu)) == 0.5
+
+
+@pytest.mark.parametrize("memory", ["0.3", "2.5", "512", "0"])
+def test_memory_in_a_larger_unit_is_refused_naming_file_and_column(tmp_path: Path, memory):
+    # memory_bytes written in GiB (0.3) read as 0.3 bytes: "0 skipped", exit 0, and a
+    # 1Mi memory recommendation that would OOM-kill every pod.
+    from foresize.history.traces import load_traces
+
+    path = tmp_path / "gib.csv"
+    rows = ["timestamp,namespace,workload,pod,container,cpu_cores,memory_bytes"]
+    rows += [f"{1700000000 + 60 * i},shop,web,web-1,app,0.5,{memory}" for i in range(50)]
+    rows += [f"{1700000000 + 60 * i},shop,db,db-0,pg,0.5,2e9" for i in range(50)]
+    path.write_text("\n".join(rows) + "\n")
+    message = one_error(load_traces, path, "canonical")
+    assert message.startswith(f"{path}: column memory_bytes: shop/web/app peaks at ")
+    assert "must be in bytes" in message
+
+
+def test_memory_of_a_small_real_container_is_read(tmp_path: Path):
+    from foresize.history.traces import load_traces
+
+    path = tmp_path / "small.csv"
+    rows = ["timestamp,namespace,workload,pod,container,cpu_cores,memory_bytes"]
+    rows += [
+        f"{1700000000 + 60 * i},kube-system,pause,p,pause,0.001,{300 * 1024}" for i in range(5)
+    ]
+    path.write_text("\n".join(rows) + "\n")
+    ((series,), _) = load_traces(path, "canonical")
+    assert float(series.memory.max()) == 300 * 1024
 
 
 def test_crane_values_above_any_machine_are_skipped(tmp_path: Path):

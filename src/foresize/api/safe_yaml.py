@@ -95,14 +95,21 @@ class _BoundedLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
     def construct_object(self, node: Any, deep: bool = False) -> Any:
-        # A constructor that cannot build its value raises ValueError/OverflowError, not a
-        # YAML error (`2023-02-30`, `!!int abc`): report it at the node, as any YAML error.
+        # A constructor that cannot build its value raises ValueError, OverflowError or
+        # worse, not a YAML error (`2023-02-30`, `!!int abc`, `!!timestamp 1` is an
+        # AttributeError inside PyYAML): report it at the node, as any YAML error.
         try:
             return super().construct_object(node, deep=deep)
-        except (ValueError, OverflowError) as exc:
-            raise yaml.constructor.ConstructorError(
-                None, None, _short_error(exc), node.start_mark
-            ) from None
+        except (yaml.YAMLError, RecursionError):
+            raise
+        except Exception as exc:
+            tag = str(node.tag).rsplit(":", 1)[-1]
+            problem = (
+                _short_error(exc)
+                if isinstance(exc, ValueError | OverflowError)
+                else f"not a valid {tag}"
+            )
+            raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark) from None
 
     def construct_bounded_int(self, node: Any) -> Any:
         _check_number_length(node, "an integer")
