@@ -1,11 +1,11 @@
-"""The static request (foresize.recommend.static): the mode's quantile of 15-minute peaks
+"""The static request (foresize.core.recommend.static): the mode's quantile of 15-minute peaks
 over 14 d, 7 d and 1 d, the highest; never below the recent history at that risk."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from foresize.recommend.static import static_request, window_peaks
+from foresize.core.recommend.static import static_request, window_peaks
 
 STEP = 300.0
 

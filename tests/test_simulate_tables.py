@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from foresize.cli import app
+from foresize.front.cli import app
 
 
 def run(*args: str, width: int):

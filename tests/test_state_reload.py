@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from foresize.admission.index import AdmissionIndex
-from foresize.errors import ForesizeError
-from foresize.webhook.state_file import load_state_file, watch_state_file
+from foresize.core.admission.index import AdmissionIndex
+from foresize.core.errors import ForesizeError
+from foresize.shells.webhook.state_file import load_state_file, watch_state_file
 from test_admission_support import target_manifest
 
 POLL = 0.02
@@ -69,7 +69,7 @@ async def test_a_huge_integer_is_logged_and_the_watcher_keeps_watching(tmp_path,
     # ended without a line and ignored every later edit, good ones included.
     path = tmp_path / "state.yaml"
     path.write_text(state("web"))
-    caplog.set_level(logging.INFO, logger="foresize.webhook")
+    caplog.set_level(logging.INFO, logger="foresize.shells.webhook")
     async with Watcher(path) as w:
         doc = target_manifest("api", ref="api", hmode="recommendation")
         doc["spec"]["horizontal"]["maxReplicas"] = "HUGE"
@@ -87,7 +87,7 @@ async def test_a_huge_integer_is_logged_and_the_watcher_keeps_watching(tmp_path,
 async def test_an_unexpected_error_in_a_reload_is_logged_and_the_watcher_survives(
     tmp_path, caplog, monkeypatch
 ):
-    from foresize.webhook import state_file
+    from foresize.shells.webhook import state_file
 
     path = tmp_path / "state.yaml"
     path.write_text(state("web"))

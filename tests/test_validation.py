@@ -1,9 +1,9 @@
 """Resize validation refuses exactly what the API server refuses, with its messages (422)."""
 
-from foresize.api.quantity import MIB
-from foresize.cluster.actions import ContainerResize, ResizePod
-from foresize.cluster.model import Container, Pod, ResourceRequirements
-from foresize.cluster.validation import check_resize, validate_resize
+from foresize.core.api.quantity import MIB
+from foresize.core.cluster.actions import ContainerResize, ResizePod
+from foresize.core.cluster.model import Container, Pod, ResourceRequirements
+from foresize.core.cluster.validation import check_resize, validate_resize
 
 
 def pod(req=None, lim=None, inits=(), **kw) -> Pod:
@@ -129,7 +129,7 @@ def test_several_errors_are_listed_in_brackets():
 
 
 def test_resize_policy_and_container_renames_are_refused():
-    from foresize.cluster.validation import validate_resize_spec
+    from foresize.core.cluster.validation import validate_resize_spec
 
     p = pod(**BURSTABLE)
     changed = Container("app", p.containers[0].resources.copy(), {"memory": "RestartContainer"})
@@ -149,8 +149,12 @@ def test_pods_with_pod_level_resources_cannot_be_resized():
     res = check_resize(p, resize(ContainerResize("app", {"cpu": 150}, {"cpu": 300})))
     assert res is not None and res.code == 422
     assert "spec: Forbidden: pods with pod-level resources cannot be resized" in res.message
-    # spec.resources with nothing for cpu/memory is not pod-level resources.
+    # Kubernetes 1.35's IsPodLevelResourcesSet counts hugepages too: hugepages alone make a
+    # pod "pod-level" (so it is refused); a resource outside the supported set does not.
     p.resources = ResourceRequirements({"hugepages-2Mi": 2 * MIB}, {})
+    res = check_resize(p, resize(ContainerResize("app", {"cpu": 150}, {"cpu": 300})))
+    assert res is not None and res.code == 422
+    p.resources = ResourceRequirements({"ephemeral-storage": 2 * MIB}, {})
     assert check_resize(p, resize(ContainerResize("app", {"cpu": 150}, {"cpu": 300}))) is None
 
 
@@ -181,7 +185,7 @@ def test_memory_limit_decrease_refused_on_1_33_for_containers_and_sidecars():
 
 def test_kube_executor_rule_covers_sidecars_on_1_33():
     # The executor refuses before sending (kube/version.py), sidecars included.
-    from foresize.cluster.server_version import memory_limit_change_refused
+    from foresize.core.cluster.server_version import memory_limit_change_refused
 
     sidecar = Container(
         "side", ResourceRequirements({"memory": 32 * MIB}, {"memory": 64 * MIB}), {}, "Always"

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from foresize.api.quantity import MIB
-from foresize.api.types import parse_target
-from foresize.cluster.actions import (
+from foresize.core.api.quantity import MIB
+from foresize.core.api.types import parse_target
+from foresize.core.cluster.actions import (
     ActionResult,
     EmitEvent,
     EvictPod,
     ResizePod,
     WriteTargetStatus,
 )
-from foresize.cluster.model import (
+from foresize.core.cluster.model import (
     Container,
     ContainerStatus,
     ContainerSuggestion,
@@ -27,10 +27,10 @@ from foresize.cluster.model import (
     Suggestion,
     Workload,
 )
-from foresize.cluster.snapshot import ClusterSnapshot
-from foresize.vertical import WorkerConfig, WorkerState, batch_size, execute, on_result, plan
-from foresize.vertical.policy import policy_of
-from foresize.vertical.state import STATUS_KEY, TargetState
+from foresize.core.cluster.snapshot import ClusterSnapshot
+from foresize.core.vertical import WorkerConfig, WorkerState, batch_size, execute, on_result, plan
+from foresize.core.vertical.policy import policy_of
+from foresize.core.vertical.state import STATUS_KEY, TargetState
 
 KEY = "default/web"
 
@@ -326,13 +326,67 @@ def test_stall_clock_survives_an_operator_restart_through_status() -> None:
 
 def test_state_round_trips_through_status_dict() -> None:
     ts = TargetState()
-    ts.stalls["u"] = __import__("foresize.vertical.state", fromlist=["StallRecord"]).StallRecord(
-        "p", 12.0, "Deferred"
-    )
+    ts.stalls["u"] = __import__(
+        "foresize.core.vertical.state", fromlist=["StallRecord"]
+    ).StallRecord("p", 12.0, "Deferred")
     ts.last_batch_at = 5.0
     ts.breaker.state, ts.breaker.no_progress, ts.breaker.next_probe_at = "open", 3, 99.0
     back = TargetState.from_status(ts.to_status())
     assert back.to_status() == ts.to_status()
+
+
+RFC3339 = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$"
+
+
+def test_every_time_in_the_disruption_status_is_rfc3339_and_reads_back() -> None:
+    """seed.md N5 (docs/api.md: times in status are RFC 3339): the stall clock, the last
+    batch, the PDB back-off, blocked pods and evictions awaiting a verdict are written as
+    date-times, read back to the same instants, and a status written by an older release
+    (epoch numbers) still reads."""
+    import re
+
+    from foresize.core.vertical.state import PendingEviction, StallRecord
+
+    now = 1764403200.0  # 2025-11-29T08:00:00Z
+    t = target("in_place")
+    stuck = pod("p0", cpu=600, mem=100 * MIB, alloc={"cpu": 100, "memory": 100 * MIB})
+    stuck.conditions.append(PodCondition("PodResizePending", "True", "Deferred", "node full"))
+    actions, _ = plan(snap([stuck], [t]), now, WorkerState(), suggestions=sugg(cpu=600))
+    (st,) = of(actions, WriteTargetStatus)
+    assert st.status[STATUS_KEY]["stalls"] == [
+        {"uid": "uid-p0", "pod": "p0", "firstSeen": "2025-11-29T08:00:00Z", "reason": "Deferred"}
+    ]
+
+    ts = TargetState()
+    ts.stalls["u"] = StallRecord("p", now, "Deferred")
+    ts.last_batch_at, ts.evict_retry_at = now + 1.5, now + 30
+    ts.blocked_pods["b"] = now + 600
+    ts.pending_evictions.append(PendingEviction("q", "uq", now + 2, "s1"))
+    ts.breaker.next_probe_at = now + 60
+    status = ts.to_status()
+    times = [
+        status["stalls"][0]["firstSeen"],
+        status["lastBatchTime"],
+        status["evictionRetryTime"],
+        status["blockedPods"][0]["until"],
+        status["pendingEvictions"][0]["time"],
+        status["circuitBreaker"]["retry_at"],
+    ]
+    assert all(isinstance(x, str) and re.match(RFC3339, x) for x in times), times
+    assert status["lastBatchTime"] == "2025-11-29T08:00:01.500000Z"
+    back = TargetState.from_status(status)
+    assert back.stalls["u"].first_seen == now and back.last_batch_at == now + 1.5
+    assert back.evict_retry_at == now + 30 and back.blocked_pods == {"b": now + 600}
+    assert back.pending_evictions[0].at == now + 2 and back.to_status() == status
+    old = {
+        **status,
+        "lastBatchTime": now,
+        "stalls": [{"uid": "u", "firstSeen": now, "reason": "x"}],
+    }
+    old["pendingEvictions"] = [{"pod": "q", "uid": "uq", "time": "garbage"}]
+    read = TargetState.from_status(old)
+    assert read.last_batch_at == now and read.stalls["u"].first_seen == now
+    assert read.pending_evictions == []  # unreadable: dropped, the worker goes on
 
 
 def test_conditions_are_re_read_each_pass() -> None:
@@ -741,8 +795,8 @@ def test_a_status_write_that_failed_is_sent_again_until_it_lands() -> None:
 
 
 def test_the_capacity_guard_counts_the_scheduler_charge_of_every_pod() -> None:
-    from foresize.cluster.capacity import NodeLedger
-    from foresize.cluster.qos import pod_charge
+    from foresize.core.cluster.capacity import NodeLedger
+    from foresize.core.cluster.qos import pod_charge
 
     cases = [
         pod("a"),
@@ -940,7 +994,7 @@ def test_a_request_the_container_does_not_declare_is_never_added() -> None:
     from a "*" suggestion; the API refuses to remove a request in place, so the revert to
     the template would have needed a restart. The webhook keeps the key set; so does the
     worker."""
-    from foresize.cluster.model import Container
+    from foresize.core.cluster.model import Container
 
     def memory_only(mem: int) -> Pod:
         p = pod("p0", mem=mem)
