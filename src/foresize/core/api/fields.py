@@ -254,8 +254,6 @@ CronSchedule = Annotated[
 ]
 """A forecast_cron schedule, checked field by field (`api.cron`), as the webhook does."""
 
-_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
-
 
 class _Base(BaseModel):
     """Spec types: unknown keys are errors (a typo must not be silently dropped)."""
