@@ -28,11 +28,22 @@ from foresize.shells.sim.scenario_fields import (
     read_container,
     read_resources,
 )
+from foresize.shells.sim.scenario_nodes import (
+    node_type,
+    read_annotations,
+    read_node_autoscaler,
+    read_node_types,
+)
 from foresize.shells.sim.scenario_spec import (
-    AutoscalerSpec,
     ContainerSpec,
+    HPABehavior,
+    HPAMetricSpec,
+    HPAScalingPolicy,
+    HPAScalingRules,
     HPASpec,
+    NodeAutoscalerSpec,
     NodeSpec,
+    NodeTypeSpec,
     PDBSpec,
     Scenario,
     WorkloadSpec,
@@ -40,10 +51,15 @@ from foresize.shells.sim.scenario_spec import (
 
 __all__ = [
     "MAX_POD_STEPS",
-    "AutoscalerSpec",
     "ContainerSpec",
+    "HPABehavior",
+    "HPAMetricSpec",
+    "HPAScalingPolicy",
+    "HPAScalingRules",
     "HPASpec",
+    "NodeAutoscalerSpec",
     "NodeSpec",
+    "NodeTypeSpec",
     "PDBSpec",
     "Scenario",
     "WorkloadSpec",
@@ -86,7 +102,8 @@ def parse_scenario(
             "pdbs",
             "hpas",
             "priority_classes",
-            "cluster_autoscaler",
+            "node_types",
+            "node_autoscaler",
         },
         "",
     )
@@ -104,8 +121,9 @@ def parse_scenario(
     for k, v in ctx.mapping(top.get("priority_classes"), "priority_classes").items():
         classes[str(k)] = ctx.integer(v, f"priority_classes.{k}", 0, minimum=-(2**31))
 
+    read_node_types(ctx, top, sc)
     _read_nodes(ctx, top, sc)
-    _read_autoscaler(ctx, top, sc)
+    read_node_autoscaler(ctx, top, sc)
     seen_wl: set[tuple[str, str, str]] = set()
     for i, raw in enumerate(ctx.seq(top.get("workloads"), "workloads")):
         sc.workloads.append(_read_workload(ctx, raw, f"workloads[{i}]", classes, seen_wl))
@@ -132,27 +150,27 @@ def _read_nodes(ctx: FieldReader, top: dict[str, Any], sc: Scenario) -> None:
                 "capacity_memory",
                 "labels",
                 "add_at",
+                "type",
             },
             path,
         )
         name = ctx.string(m.get("name"), f"{path}.name")
         count = ctx.integer(m.get("count"), f"{path}.count", 1, minimum=1, maximum=MAX_NODES)
-        if "cpu" not in m:
-            raise ctx.fail(f"{path}.cpu", "required field is missing")
-        if "memory" not in m:
-            raise ctx.fail(f"{path}.memory", "required field is missing")
-        cpu = ctx.quantity("cpu", m["cpu"], f"{path}.cpu")
-        mem = ctx.quantity("memory", m["memory"], f"{path}.memory")
-        cap_cpu = (
-            ctx.quantity("cpu", m["capacity_cpu"], f"{path}.capacity_cpu")
-            if "capacity_cpu" in m
-            else cpu
-        )
-        cap_mem = (
-            ctx.quantity("memory", m["capacity_memory"], f"{path}.capacity_memory")
-            if "capacity_memory" in m
-            else mem
-        )
+        typ = node_type(ctx, sc, m["type"], f"{path}.type") if "type" in m else None
+        size = {"cpu": typ.cpu, "memory": typ.memory} if typ is not None else {}
+        for req in ("cpu", "memory"):
+            if req not in m and typ is None:
+                raise ctx.fail(f"{path}.{req}", "required field is missing (or give a type)")
+            if req in m:
+                size[req] = ctx.quantity(req, m[req], f"{path}.{req}")
+        cpu, mem = size["cpu"], size["memory"]
+        # A typed node's capacity is its type's, unless its size is given here.
+        cap_cpu = typ.capacity_cpu if typ is not None and "cpu" not in m else cpu
+        cap_mem = typ.capacity_memory if typ is not None and "memory" not in m else mem
+        if "capacity_cpu" in m:
+            cap_cpu = ctx.quantity("cpu", m["capacity_cpu"], f"{path}.capacity_cpu")
+        if "capacity_memory" in m:
+            cap_mem = ctx.quantity("memory", m["capacity_memory"], f"{path}.capacity_memory")
         labels = ctx.labels(m.get("labels"), f"{path}.labels")
         add_at = ctx.duration(m.get("add_at"), f"{path}.add_at", 0.0)
         for j in range(count):
@@ -160,39 +178,21 @@ def _read_nodes(ctx: FieldReader, top: dict[str, Any], sc: Scenario) -> None:
             if node_name in seen_nodes:
                 raise ctx.fail(f"{path}.name", f"duplicate node name {shown(node_name)}")
             seen_nodes.add(node_name)
-            sc.nodes.append(NodeSpec(node_name, cpu, mem, cap_cpu, cap_mem, dict(labels), add_at))
+            sc.nodes.append(
+                NodeSpec(
+                    node_name,
+                    cpu,
+                    mem,
+                    cap_cpu,
+                    cap_mem,
+                    {**(typ.labels if typ else {}), **labels},
+                    add_at,
+                    typ.name if typ else "",
+                    typ.price_per_hour if typ else 0.0,
+                )
+            )
     if not sc.nodes:
         raise ctx.fail("nodes", "a scenario needs at least one node")
-
-
-def _read_autoscaler(ctx: FieldReader, top: dict[str, Any], sc: Scenario) -> None:
-    """The optional `cluster_autoscaler` section."""
-    if top.get("cluster_autoscaler") is not None:
-        path = "cluster_autoscaler"
-        m = ctx.mapping(top["cluster_autoscaler"], path)
-        ctx.known(m, {"node", "max_nodes", "pending_after", "provision_time"}, path)
-        nm = ctx.mapping(m.get("node"), f"{path}.node")
-        ctx.known(nm, {"name", "cpu", "memory", "labels"}, f"{path}.node")
-        for req in ("cpu", "memory"):
-            if req not in nm:
-                raise ctx.fail(f"{path}.node.{req}", "required field is missing")
-        cpu = ctx.quantity("cpu", nm["cpu"], f"{path}.node.cpu")
-        mem = ctx.quantity("memory", nm["memory"], f"{path}.node.memory")
-        sc.autoscaler = AutoscalerSpec(
-            NodeSpec(
-                ctx.string(nm.get("name"), f"{path}.node.name", required=False, default="auto"),
-                cpu,
-                mem,
-                cpu,
-                mem,
-                ctx.labels(nm.get("labels"), f"{path}.node.labels"),
-            ),
-            max_nodes=ctx.integer(
-                m.get("max_nodes"), f"{path}.max_nodes", 10, minimum=1, maximum=MAX_NODES
-            ),
-            pending_after=ctx.duration(m.get("pending_after"), f"{path}.pending_after", 60.0),
-            provision_time=ctx.duration(m.get("provision_time"), f"{path}.provision_time", 300.0),
-        )
 
 
 def _read_workload(
@@ -226,6 +226,7 @@ def _read_workload(
     seen_wl.add(key)
     w.replicas = ctx.integer(m.get("replicas"), f"{path}.replicas", 1, maximum=MAX_REPLICAS)
     w.labels = ctx.labels(m.get("labels"), f"{path}.labels") or {"app": w.name}
+    w.annotations = read_annotations(ctx, m.get("annotations"), f"{path}.annotations")
     if "priority_class" in m:
         pc = ctx.string(m["priority_class"], f"{path}.priority_class")
         if pc not in classes:
@@ -363,7 +364,9 @@ def _read_hpas(
         path = f"hpas[{i}]"
         m = ctx.mapping(raw, path)
         ctx.known(
-            m, {"name", "namespace", "target", "min_replicas", "max_replicas", "metrics"}, path
+            m,
+            {"name", "namespace", "target", "min_replicas", "max_replicas", "metrics", "behavior"},
+            path,
         )
         target = ctx.mapping(m.get("target"), f"{path}.target")
         ctx.known(target, {"kind", "name"}, f"{path}.target")
@@ -388,20 +391,10 @@ def _read_hpas(
             raise ctx.fail(f"{path}.max_replicas", "required field is missing")
         if lo > hi:
             raise ctx.fail(f"{path}.min_replicas", f"must not exceed max_replicas ({hi})")
-        metrics = []
-        for j, rm in enumerate(ctx.seq(m.get("metrics"), f"{path}.metrics")):
-            mp = f"{path}.metrics[{j}]"
-            mm = ctx.mapping(rm, mp)
-            ctx.known(mm, {"resource", "target_utilization"}, mp)
-            res = ctx.string(mm.get("resource"), f"{mp}.resource")
-            if res not in ("cpu", "memory"):
-                raise ctx.fail(f"{mp}.resource", f"must be cpu or memory, got {shown(res)}")
-            util = ctx.integer(
-                mm.get("target_utilization"), f"{mp}.target_utilization", 0, minimum=1
-            )
-            if "target_utilization" not in mm:
-                raise ctx.fail(f"{mp}.target_utilization", "required field is missing")
-            metrics.append((res, util))
+        metrics = [
+            _read_hpa_metric(ctx, rm, f"{path}.metrics[{j}]")
+            for j, rm in enumerate(ctx.seq(m.get("metrics"), f"{path}.metrics"))
+        ]
         if not metrics:
             raise ctx.fail(f"{path}.metrics", "an HPA needs at least one metric")
         sc.hpas.append(
@@ -413,8 +406,98 @@ def _read_hpas(
                 lo,
                 hi,
                 metrics,
+                _read_behavior(ctx, m.get("behavior"), f"{path}.behavior"),
             )
         )
+
+
+def _read_hpa_metric(ctx: FieldReader, raw: Any, mp: str) -> HPAMetricSpec:
+    """`{resource, target_utilization}` (percent of request) or
+    `{resource, target_average_value}` (a quantity per pod), as the two Resource targets."""
+    mm = ctx.mapping(raw, mp)
+    ctx.known(mm, {"resource", "target_utilization", "target_average_value"}, mp)
+    res = ctx.string(mm.get("resource"), f"{mp}.resource")
+    if res not in ("cpu", "memory"):
+        raise ctx.fail(f"{mp}.resource", f"must be cpu or memory, got {shown(res)}")
+    has_util = "target_utilization" in mm
+    has_value = "target_average_value" in mm
+    if has_util == has_value:
+        raise ctx.fail(mp, "needs exactly one of target_utilization and target_average_value")
+    if has_util:
+        util = ctx.integer(mm.get("target_utilization"), f"{mp}.target_utilization", 0, minimum=1)
+        return HPAMetricSpec(res, target_utilization=util)
+    value = ctx.quantity(res, mm.get("target_average_value"), f"{mp}.target_average_value")
+    if value <= 0:
+        raise ctx.fail(f"{mp}.target_average_value", "must be positive")
+    return HPAMetricSpec(res, target_average_value=value)
+
+
+SELECT_POLICIES = ("Max", "Min", "Disabled")
+POLICY_TYPES = ("Pods", "Percent")
+MAX_POLICY_PERIOD = 1800.0  # the API server's bound on periodSeconds
+MAX_STABILIZATION_WINDOW = 3600.0  # and on stabilizationWindowSeconds
+
+
+def _read_behavior(ctx: FieldReader, raw: Any, path: str) -> HPABehavior | None:
+    """`behavior: {scale_up, scale_down}` as `spec.behavior` of autoscaling/v2, with the
+    API server's validation (periods 1 s to 30 min, windows up to 1 h, values > 0)."""
+    if raw is None:
+        return None
+    m = ctx.mapping(raw, path)
+    ctx.known(m, {"scale_up", "scale_down"}, path)
+    return HPABehavior(
+        _read_rules(ctx, m.get("scale_up"), f"{path}.scale_up"),
+        _read_rules(ctx, m.get("scale_down"), f"{path}.scale_down"),
+    )
+
+
+def _read_rules(ctx: FieldReader, raw: Any, path: str) -> HPAScalingRules | None:
+    if raw is None:
+        return None
+    m = ctx.mapping(raw, path)
+    ctx.known(m, {"stabilization_window", "select_policy", "policies", "tolerance"}, path)
+    window = None
+    if "stabilization_window" in m:
+        window = ctx.duration(m["stabilization_window"], f"{path}.stabilization_window", 0.0)
+        if not 0 <= window <= MAX_STABILIZATION_WINDOW:
+            raise ctx.fail(f"{path}.stabilization_window", "must be between 0s and 1h")
+    select = None
+    if "select_policy" in m:
+        select = ctx.string(m["select_policy"], f"{path}.select_policy")
+        if select not in SELECT_POLICIES:
+            raise ctx.fail(
+                f"{path}.select_policy",
+                f"must be one of {', '.join(SELECT_POLICIES)}, got {shown(select)}",
+            )
+    policies = None
+    if "policies" in m:
+        policies = tuple(
+            _read_policy(ctx, p, f"{path}.policies[{i}]")
+            for i, p in enumerate(ctx.seq(m["policies"], f"{path}.policies"))
+        )
+        if not policies and select != "Disabled":
+            raise ctx.fail(f"{path}.policies", "must have at least one policy")
+    tolerance = None
+    if "tolerance" in m:
+        tolerance = ctx.number(m["tolerance"], f"{path}.tolerance", 0.0, minimum=0.0)
+    return HPAScalingRules(window, select, policies, tolerance)
+
+
+def _read_policy(ctx: FieldReader, raw: Any, path: str) -> HPAScalingPolicy:
+    m = ctx.mapping(raw, path)
+    ctx.known(m, {"type", "value", "period"}, path)
+    kind = ctx.string(m.get("type"), f"{path}.type")
+    if kind not in POLICY_TYPES:
+        raise ctx.fail(f"{path}.type", f"must be Pods or Percent, got {shown(kind)}")
+    if "value" not in m:
+        raise ctx.fail(f"{path}.value", "required field is missing")
+    value = ctx.integer(m.get("value"), f"{path}.value", 0, minimum=1)
+    if "period" not in m:
+        raise ctx.fail(f"{path}.period", "required field is missing")
+    period = ctx.duration(m.get("period"), f"{path}.period", 0.0)
+    if not 1 <= period <= MAX_POLICY_PERIOD:
+        raise ctx.fail(f"{path}.period", "must be between 1s and 30m")
+    return HPAScalingPolicy(kind, value, period)
 
 
 def peak_pods(sc: Scenario) -> int:
@@ -434,14 +517,16 @@ def peak_pods(sc: Scenario) -> int:
 
 
 def node_count(sc: Scenario) -> int:
-    """Nodes at the start plus the most the autoscaler may add."""
-    return len(sc.nodes) + (sc.autoscaler.max_nodes if sc.autoscaler else 0)
+    """Nodes at the start plus the most the node autoscaler may add."""
+    return len(sc.nodes) + (sc.node_autoscaler.max_nodes if sc.node_autoscaler else 0)
 
 
 def _check_size(ctx: FieldReader, sc: Scenario) -> None:
     nodes = node_count(sc)
     if nodes > MAX_NODES:
-        raise ctx.fail("nodes", f"{nodes} nodes in all (autoscaler included); at most {MAX_NODES}")
+        raise ctx.fail(
+            "nodes", f"{nodes} nodes in all (node autoscaler included); at most {MAX_NODES}"
+        )
     pods = peak_pods(sc)
     if pods > MAX_PODS:
         raise ctx.fail("workloads", f"up to {pods} pods at once; at most {MAX_PODS}")
