@@ -147,6 +147,7 @@ def astt(spec: dict[str, Any]) -> dict[str, Any]:
 
 VALID = {
     "minimal": ast({}),
+    "max_replicas_int32": ast({"horizontal": {"maxReplicas": 2**31 - 1}}),
     "ref_name_with_dots": ast({"scaleTargetRef": {"kind": "Deployment", "name": "web.v2-0"}}),
     "evict_single_replica": ast({"vertical": {"update_policy": {"min_replicas": 1}}}),
     "full": ast(
@@ -333,6 +334,13 @@ INVALID = {
     "dsa_ref_name_traversal": (
         dsa({"scaleTargetRef": {"name": "../kube-system/kube-proxy"}}),
         "scaleTargetRef.name",
+    ),
+    # Replica counts are int32 in the Kubernetes API.
+    "min_replicas_over_int32": (ast({"horizontal": {"minReplicas": 2**31}}), "minReplicas"),
+    "max_replicas_huge": (ast({"horizontal": {"maxReplicas": 10**27}}), "maxReplicas"),
+    "allowed_replicas_over_int32": (
+        ast({"horizontal": {"allowedReplicas": [2**31]}}),
+        "allowedReplicas[0]",
     ),
     # A namespace is an RFC 1123 label: no dots.
     "template_namespace_with_a_dot": (

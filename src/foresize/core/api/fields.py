@@ -239,6 +239,11 @@ UpdateMode: TypeAlias = Annotated[
     str, PlainValidator(_enum(UPDATE_MODES)), _enum_schema(UPDATE_MODES)
 ]
 
+REPLICAS_MAX = 2**31 - 1
+"""Replica counts are int32 in the Kubernetes API (Scale `spec.replicas`, the HPA's
+`minReplicas`/`maxReplicas`): a larger one no workload can take (`minReplicas: 10**27` was
+accepted offline)."""
+
 WORKLOAD_KINDS = ("Deployment", "StatefulSet", "Rollout")
 DEFAULT_API_VERSIONS = {
     "Deployment": "apps/v1",
