@@ -96,6 +96,12 @@ class Container:
     resize_policy: dict[str, str] = field(default_factory=dict)
     # Init containers only: "Always" marks a sidecar (restartable) init container.
     restart_policy: str | None = None
+    # What the container runs and its environment, for the runtime's heap ceiling
+    # (`cluster.runtime.heap_ceiling`): env name -> value, None where it is `valueFrom`.
+    command: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()
+    env: dict[str, str | None] = field(default_factory=dict)
+    env_from: bool = False
 
     @property
     def is_sidecar(self) -> bool:
