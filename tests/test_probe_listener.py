@@ -16,7 +16,9 @@ from foresize.shells.webhook.server import ServerLimits, WebhookServer, create_a
 
 
 def _operator_container() -> dict:
-    docs = {(d["kind"], d["metadata"]["name"]): d for d in build("operator")}
+    docs = {
+        (d["kind"], d["metadata"]["name"]): d for d in build("operator", image="reg/foresize:1")
+    }
     (container,) = docs[("Deployment", "foresize")]["spec"]["template"]["spec"]["containers"]
     return container
 
