@@ -54,7 +54,7 @@ async def test_a_full_webhook_cap_leaves_the_probes_and_metrics_answering():
         port=0,
     )
     webhook_port = await webhook.start()
-    health = Health(stall_timeout=60.0)
+    health = Health(60.0)  # the liveness timeout, positional: its keyword is being renamed
     health.synced = True
     health.passed()
     metrics_app = ForesizeMetrics().aiohttp_app()
