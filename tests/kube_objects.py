@@ -277,3 +277,57 @@ def load_state(server, state) -> None:
     kind in `state` (objects gone from the server leave it)."""
     for kind in WATCHED_KINDS:
         state.replace(kind, server.list(kind))
+
+
+def crd(group: str, version: str, kind: str, plural: str) -> dict:
+    """A namespaced CustomResourceDefinition that keeps unknown fields (another project's
+    kind the operator only reads: Argo Rollouts, VPA, ...)."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}"},
+        "spec": {
+            "group": group,
+            "names": {"kind": kind, "plural": plural, "singular": kind.lower()},
+            "scope": "Namespaced",
+            "versions": [
+                {
+                    "name": version,
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "x-kubernetes-preserve-unknown-fields": True,
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+VPA_CRD = crd("autoscaling.k8s.io", "v1", "VerticalPodAutoscaler", "verticalpodautoscalers")
+MPA_CRD = crd("autoscaling.gke.io", "v1beta1", "MultidimPodAutoscaler", "multidimpodautoscalers")
+
+
+def vpa(
+    name: str = "web-vpa",
+    namespace: str = "shop",
+    *,
+    target_kind: str = "Deployment",
+    target_name: str = "web",
+    mode: str | None = "Auto",
+) -> dict:
+    """An autoscaling.k8s.io/v1 VerticalPodAutoscaler (mode None: updatePolicy unset)."""
+    spec: dict[str, Any] = {
+        "targetRef": {"apiVersion": "apps/v1", "kind": target_kind, "name": target_name}
+    }
+    if mode is not None:
+        spec["updatePolicy"] = {"updateMode": mode}
+    return {
+        "apiVersion": "autoscaling.k8s.io/v1",
+        "kind": "VerticalPodAutoscaler",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }

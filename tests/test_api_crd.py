@@ -147,6 +147,8 @@ def astt(spec: dict[str, Any]) -> dict[str, Any]:
 
 VALID = {
     "minimal": ast({}),
+    "max_replicas_int32": ast({"horizontal": {"maxReplicas": 2**31 - 1}}),
+    "ref_name_with_dots": ast({"scaleTargetRef": {"kind": "Deployment", "name": "web.v2-0"}}),
     "evict_single_replica": ast({"vertical": {"update_policy": {"min_replicas": 1}}}),
     "full": ast(
         {
@@ -311,6 +313,40 @@ INVALID = {
     "dsa_percentile": (dsa({"percentile": 0}), "spec.percentile"),
     "template_conflict": (astt({"conflictResolution": "merge"}), "spec.conflictResolution"),
     "template_namespace": (astt({"excludedNamespaces": ["Bad_NS"]}), "excludedNamespaces[0]"),
+    # R-10: workloads are named by RFC 1123 subdomains (apps' NameIsDNSSubdomain), so a
+    # reference to any other name cannot resolve: refused where it is written.
+    "ref_name_traversal": (
+        ast({"scaleTargetRef": {"kind": "Deployment", "name": "../kube-system/coredns"}}),
+        "scaleTargetRef.name",
+    ),
+    "ref_name_slash": (
+        ast({"scaleTargetRef": {"kind": "StatefulSet", "name": "a/b"}}),
+        "scaleTargetRef.name",
+    ),
+    "ref_name_upper": (
+        ast({"scaleTargetRef": {"kind": "Rollout", "name": "UPPER"}}),
+        "scaleTargetRef.name",
+    ),
+    "ref_name_empty_label": (
+        ast({"scaleTargetRef": {"kind": "Deployment", "name": "a..b"}}),
+        "scaleTargetRef.name",
+    ),
+    "dsa_ref_name_traversal": (
+        dsa({"scaleTargetRef": {"name": "../kube-system/kube-proxy"}}),
+        "scaleTargetRef.name",
+    ),
+    # Replica counts are int32 in the Kubernetes API.
+    "min_replicas_over_int32": (ast({"horizontal": {"minReplicas": 2**31}}), "minReplicas"),
+    "max_replicas_huge": (ast({"horizontal": {"maxReplicas": 10**27}}), "maxReplicas"),
+    "allowed_replicas_over_int32": (
+        ast({"horizontal": {"allowedReplicas": [2**31]}}),
+        "allowedReplicas[0]",
+    ),
+    # A namespace is an RFC 1123 label: no dots.
+    "template_namespace_with_a_dot": (
+        astt({"includedNamespaces": ["kube.system"]}),
+        "includedNamespaces[0]",
+    ),
     "max_disrupted_zero_percent": (
         ast({"vertical": {"disruption": {"max_disrupted": "0%"}}}),
         "disruption.max_disrupted",
@@ -828,3 +864,17 @@ def test_crd_and_models_agree_on_cross_field_combinations(obj):
     """The same, over combinations of valid values only: model overrides, modes, replica
     bounds and the workload reference, so only the cross-field rules can refuse."""
     _agree(obj)
+
+
+def test_a_traversal_looking_workload_name_is_refused_by_validate_and_the_webhook(tmp_path):
+    # R-10: `../kube-system/coredns` passed `foresize validate` and /validate-targets.
+    from foresize.core.admission.validate import validate_target
+    from foresize.front.cli.manifests import validate_files
+
+    obj = ast({"scaleTargetRef": {"kind": "Deployment", "name": "../kube-system/coredns"}})
+    problems = validate_target(copy.deepcopy(obj))
+    assert any("scaleTargetRef.name" in p and "RFC 1123 subdomain" in p for p in problems)
+    path = tmp_path / "t.yaml"
+    path.write_text(yaml.safe_dump(obj))
+    _, _, errors = validate_files([str(path)])
+    assert any(e.startswith(f"{path}:") and "scaleTargetRef.name" in e for e in errors), errors

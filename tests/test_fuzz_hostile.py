@@ -318,3 +318,118 @@ def test_a_node_count_out_of_range_is_one_line(count):
     with pytest.raises(ForesizeError) as info:
         parse_scenario({**data, "workloads": []}, "s.yaml")
     assert len(str(info.value).splitlines()) == 1 and "count" in str(info.value)
+
+
+# --- hostile YAML/JSON text, through every file reader ------------------------------------
+
+# Scalars as written in a file (R-1: integers over Python's 4,300-digit conversion limit
+# escaped the loader as ValueError; so did values a constructor cannot build).
+HOSTILE_SCALAR = st.one_of(
+    st.integers(1, 20_000).map(lambda n: "9" * n),
+    st.integers(1, 5_000).map(lambda n: "-0x" + "f" * n),
+    st.integers(1, 3_000).map(lambda n: "1_" + "0" * n),
+    st.integers(1, 3_000).map(lambda n: "1" + ":59" * n),
+    st.integers(1, 5_000).map(lambda n: "1" * n + ".5e+3"),
+    st.integers(300, 10**6).map(lambda n: f"1.0e+{n}"),
+    st.integers(300, 10**6).map(lambda n: f"-1.5e-{n}"),
+    st.sampled_from(
+        [
+            ".inf",
+            "-.inf",
+            ".nan",
+            "2023-02-30",
+            "2023-13-01 10:00:00",
+            "!!int abc",
+            "!!float x",
+            "!!binary x",
+            "!!timestamp 1",
+            "!!set {a}",
+            "!!omap [a]",
+            "!!python/object/apply:os.system ['true']",
+            "0b2",
+            "0o17",
+            "~",
+            "*alias",
+            "&a [1]",
+            "'" + "x" * 70_000 + "'",
+        ]
+    ),
+    st.integers(1, 3_000).map(lambda n: "[" * n + "1" + "]" * n),
+    st.integers(1, 3_000).map(lambda n: "{a: " * n + "1" + "}" * n),
+)
+# Where a scalar lands in an AIScaleTarget: a field of each type, and an unknown field.
+HOSTILE_FIELD = st.sampled_from(
+    [
+        "spec.horizontal.minReplicas",
+        "spec.horizontal.maxReplicas",
+        "spec.vertical.containers[0].cpu.lowerbound",
+        "spec.vertical.containers[0].limit.ratio",
+        "spec.model.forecast_blocks",
+        "spec.scaleTargetRef.name",
+        "metadata.name",
+        "metadata.generation",
+        "spec.unknown",
+    ]
+)
+
+
+def _hostile_target_yaml(field: str, scalar: str) -> str:
+    obj = target_manifest("web", ref="web", vmode="recommendation", hmode="recommendation")
+    obj.pop("status", None)
+    node = obj
+    *parents, leaf = field.replace("[0]", ".0").split(".")
+    for key in parents:
+        node = node[int(key)] if key.isdigit() else node.setdefault(key, {})
+    node[leaf] = "HOSTILE"
+    import yaml
+
+    return yaml.safe_dump(obj, width=10**9).replace("HOSTILE", scalar)
+
+
+def _one_line_from(path: Any, message: str) -> None:
+    assert len(message.splitlines()) == 1 and message.startswith(str(path)), message
+    assert len(message) < 400  # never the hostile value echoed back
+
+
+@settings(_SETTINGS, max_examples=60)
+@given(HOSTILE_FIELD, HOSTILE_SCALAR)
+def test_hostile_yaml_is_read_or_refused_in_one_line_by_every_reader(
+    tmp_path_factory, field, scalar
+):
+    from foresize.front.cli.manifests import validate_files
+    from foresize.shells.sim.scenario import load_scenario
+    from foresize.shells.webhook.state_file import load_state_file
+
+    folder = tmp_path_factory.mktemp("y")
+    target = folder / "target.yaml"
+    target.write_text(_hostile_target_yaml(field, scalar))
+    _, _, problems = validate_files([str(target)])
+    for problem in problems:
+        _one_line_from(target, problem)
+    try:
+        load_state_file(target)
+    except ForesizeError as exc:
+        _one_line_from(target, str(exc))
+    scenario = folder / "scenario.yaml"
+    scenario.write_text(
+        "nodes: [{name: n, cpu: '2', memory: 4Gi}]\n"
+        f"workloads:\n  - {{kind: Deployment, name: a, replicas: {scalar}}}\n"
+    )
+    try:
+        load_scenario(str(scenario))
+    except ForesizeError as exc:
+        _one_line_from(scenario, str(exc))
+
+
+@settings(_SETTINGS, max_examples=60)
+@given(HOSTILE_SCALAR)
+def test_hostile_json_state_is_read_or_refused_in_one_line(tmp_path_factory, scalar):
+    from foresize.shells.webhook.state_file import load_state_file
+
+    path = tmp_path_factory.mktemp("j") / "state.json"
+    obj = target_manifest("web", ref="web")
+    path.write_text(json.dumps(obj).replace('"web"', scalar, 1))
+    try:
+        load_state_file(path)
+    except ForesizeError as exc:
+        _one_line_from(path, str(exc))

@@ -216,3 +216,70 @@ def test_a_polls_cpu_and_memory_land_together_or_not_at_all(tmp_path):
     _, mem = store.series(KEY, "memory", T0, T0 + 60)
     assert cpu[0] == 0.5 and mem[0] == 1e8
     store.close()
+
+
+def _write_blob(path, blob: bytes, where: str = "") -> None:
+    with sqlite3.connect(path) as db:
+        db.execute(f"UPDATE chunks SET data = ? {where}", (blob,))
+
+
+@pytest.mark.parametrize("blob", [b"abc", b"\x00" * 1000, b"\x00" * 2000], ids=len)
+def test_a_chunk_of_the_wrong_length_is_refused_and_the_operator_drops_only_it(
+    tmp_path, caplog, blob
+):
+    # np.frombuffer raised "buffer size must be a multiple of element size" on every
+    # read of the series (or read a truncated chunk), and recover=True found nothing.
+    path = tmp_path / "h.db"
+    _filled(path)
+    _write_blob(path, blob, "WHERE rowid = (SELECT MIN(rowid) FROM chunks)")
+    with pytest.raises(ForesizeError, match=r"damaged \(1 chunk of the wrong length"):
+        HistoryStore(path)
+    metrics = ForesizeMetrics()
+    with caplog.at_level(logging.ERROR, logger="foresize.adapters.history"):
+        store = open_history(OperatorOptions(history_db=str(path)), metrics)
+    assert store.recovered is None and not list(tmp_path.glob("*.corrupt-*"))
+    assert store.repaired is not None and "1 chunk of the wrong length" in store.repaired
+    [line] = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert "wrong length" in line and "the rest is kept" in line
+    assert _counter(metrics, "foresize_history_recoveries_total") == 1
+    assert _counter(metrics, "foresize_history_bad_values_total") == CHUNK_POINTS
+    event = recovery_event(store, "foresize", "foresize-0")
+    assert event is not None and event.reason == "HistoryStoreRepaired"
+    # The dropped chunk is a gap; every other chunk of the day is read back.
+    _, cpu = store.series(KEY, "cpu", T0, T0 + 86400)
+    _, mem = store.series(KEY, "memory", T0, T0 + 86400)
+    assert (np.isnan(cpu) | (cpu == 2.0)).all() and (cpu == 2.0).sum() > 1000
+    assert (np.isnan(mem) | (mem == 1e9)).all() and np.isnan(cpu).sum() + np.isnan(mem).sum() > 0
+    store.close()
+    assert HistoryStore(path).repaired is None  # repaired for good
+
+
+def test_a_readonly_reader_takes_a_chunk_of_the_wrong_length_as_a_gap(tmp_path, caplog):
+    path = tmp_path / "h.db"
+    _filled(path)
+    _write_blob(path, b"abc")  # every chunk
+    reader = HistoryStore(path, readonly=True)
+    with caplog.at_level(logging.WARNING, logger="foresize.adapters.history"):
+        for _ in range(2):
+            _, cpu = reader.series(KEY, "cpu", T0, T0 + 86400)
+            assert np.isnan(cpu).all()
+    chunks = reader.db.execute(
+        "SELECT COUNT(*) FROM chunks JOIN series ON series.id = series_id WHERE resource = 'cpu'"
+    ).fetchone()[0]
+    warnings = [r.getMessage() for r in caplog.records if "not 1152" in r.getMessage()]
+    assert len(warnings) == chunks  # once per chunk, not per read
+    assert reader.bad_values == chunks * CHUNK_POINTS
+    reader.close()
+
+
+def test_downsampling_skips_a_chunk_of_the_wrong_length(tmp_path):
+    path = tmp_path / "h.db"
+    _filled(path, days=4)
+    store = HistoryStore(path)
+    store.db.execute(
+        "UPDATE chunks SET data = x'616263' WHERE rowid = (SELECT MIN(rowid) FROM chunks)"
+    )
+    store.db.commit()
+    assert store.downsample(T0 + 4 * 86400) > 0
+    assert store.bad_values == CHUNK_POINTS
+    store.close()

@@ -120,9 +120,9 @@ def test_timestamps_in_finer_units_are_read_as_seconds_and_counted(tmp_path):
         canonical,
         [
             "timestamp,namespace,workload,pod,container,cpu_cores,memory_bytes",
-            f"{seconds[0] * 10**6},shop,web,web-1,app,0.5,100",
-            f"{seconds[1] * 10**9},shop,web,web-1,app,0.5,100",
-            f"{seconds[2]},shop,web,web-1,app,0.5,100",
+            f"{seconds[0] * 10**6},shop,web,web-1,app,0.5,1e8",
+            f"{seconds[1] * 10**9},shop,web,web-1,app,0.5,1e8",
+            f"{seconds[2]},shop,web,web-1,app,0.5,1e8",
         ],
     )
     (s,), rep = load_traces(canonical, "canonical")
@@ -154,10 +154,10 @@ def test_canonical_csv_folds_replicas_like_the_collectors_and_keys_by_workload(t
         tmp_path / "u.csv",
         [
             "timestamp,namespace,workload,pod,container,cpu_cores,memory_bytes",
-            "2026-01-01T00:00:00Z,shop,web,web-1,app,0.5,100",
-            "2026-01-01T00:00:00Z,shop,web,web-2,app,0.7,90",
-            "2026-01-01T00:00:00Z,shop,web,web-4,app,0.2,95",
-            "1767225900,shop,web,web-3,app,,80",
+            "2026-01-01T00:00:00Z,shop,web,web-1,app,0.5,100e6",
+            "2026-01-01T00:00:00Z,shop,web,web-2,app,0.7,90e6",
+            "2026-01-01T00:00:00Z,shop,web,web-4,app,0.2,95e6",
+            "1767225900,shop,web,web-3,app,,80e6",
             "1767225900,shop,db,db-0,pg,1.0,1e9",
             "bad,shop,web,web-1,app,1,1",
             "1767225900,shop,web,web-1,app,1",
@@ -168,8 +168,8 @@ def test_canonical_csv_folds_replicas_like_the_collectors_and_keys_by_workload(t
     rep = ReadReport()
     series = read_canonical_csv(f, rep)
     web = next(s for s in series if s.key.workload == "web")
-    assert web.cpu[0] == pytest.approx(0.5) and web.memory[0] == 100
-    assert np.isnan(web.cpu[1]) and web.memory[1] == 80
+    assert web.cpu[0] == pytest.approx(0.5) and web.memory[0] == 100e6
+    assert np.isnan(web.cpu[1]) and web.memory[1] == 80e6
     assert rep.counters["samples of several pods at one timestamp folded"] == 2
     assert rep.skipped == 2
     with pytest.raises(ForesizeError, match="lacks columns"):

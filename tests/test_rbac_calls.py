@@ -33,7 +33,9 @@ from foresize.shells.kube.tls import WebhookCertificate
 from foresize.testing.apiserver import RecordedRequest, StrictApiServer
 from foresize.testing.ports import free_port
 from kube_objects import (
+    MPA_CRD,
     SUGGESTION,
+    VPA_CRD,
     container,
     deployment,
     namespace,
@@ -41,6 +43,7 @@ from kube_objects import (
     pod,
     replicaset,
     target,
+    vpa,
     workload,
 )
 
@@ -83,6 +86,8 @@ def seed_cluster(server: StrictApiServer) -> dict[str, str]:
     """A small cluster: a Deployment with pods and an autonomous target, a StatefulSet, a
     DaemonSet, an Argo Rollout, and the operator's webhook configurations."""
     server.seed(ROLLOUT_CRD)
+    server.seed(VPA_CRD)
+    server.seed(MPA_CRD)
     server.seed(namespace(OPERATOR_NS))
     server.seed(node())
     dep = server.seed(deployment())
@@ -93,6 +98,7 @@ def seed_cluster(server: StrictApiServer) -> dict[str, str]:
         uids[name] = server.seed(pod(name, owner=owner))["metadata"]["uid"]
     server.seed(target(suggestion=SUGGESTION))
     server.seed(workload("StatefulSet", "db"))
+    server.seed(vpa("db", target_kind="StatefulSet", target_name="db", mode="Off"))
     server.seed(workload("DaemonSet", "agent", labels={"app": "agent"}))
     server.seed(
         {

@@ -103,7 +103,70 @@ def test_a_duplicate_key_names_its_line(tmp_path: Path):
     path = tmp_path / "dup.yaml"
     path.write_text(TARGET + "auto\n  vertical: {mode: observe}\n")
     _, _, errors = validate_files([str(path)])
-    assert errors == [f"{path}:8: not valid YAML (key 'vertical' appears twice in one mapping)"]
+    assert errors == [
+        f"{path}:8: spec.vertical: not valid YAML (key 'vertical' appears twice in one mapping)"
+    ]
+
+
+HUGE = "1" * 5000  # past Python's 4,300-digit int conversion limit
+
+
+def test_a_5000_digit_integer_is_one_line_naming_file_line_and_field(tmp_path: Path):
+    # PyYAML's int() raised ValueError (not a YAML error): `validate` and `simulate`
+    # printed a 63-line traceback, exit 1.
+    path = tmp_path / "t.yaml"
+    path.write_text(
+        TARGET.replace(
+            "  vertical:\n    mode: ", f"  horizontal: {{mode: autonomous, minReplicas: {HUGE}}}\n"
+        )
+    )
+    expected = (
+        f"{path}:6: spec.horizontal.minReplicas: not valid YAML (an integer written with "
+        "5000 characters (at most 100))"
+    )
+    assert validate_files([str(path)])[2] == [expected]
+    result = CliRunner().invoke(app, ["validate", str(path)])
+    assert isinstance(result.exception, ForesizeError) and str(result.exception) == expected
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(SCENARIO + f"  - {{kind: Deployment, name: a, replicas: {HUGE}}}\n")
+    assert one_error(load_scenario, str(scenario)) == (
+        f"{scenario}:3: workloads[0].replicas: not valid YAML (an integer written with "
+        "5000 characters (at most 100))"
+    )
+    state = tmp_path / "state.json"
+    state.write_text(f'{{"kind": "AIScaleTarget",\n "spec": {{"x": "{HUGE}", "y": {HUGE}}}}}')
+    assert one_error(load_state_file, state) == (
+        f"{state}:2: not valid JSON (an integer written with 5000 characters (at most 100))"
+    )
+
+
+@pytest.mark.parametrize(
+    "value,problem",
+    [
+        ("0x" + "f" * 200, "an integer written with 202 characters (at most 100)"),
+        ("1" + ":30" * 100, "an integer written with 301 characters (at most 100)"),
+        ("1." + "5" * 200, "a number written with 202 characters (at most 100)"),
+        ("1.0e+999", "'1.0e+999' is beyond the float range"),
+        ("2023-02-30", "day is out of range for month"),
+        ("!!int abc", "invalid literal for int() with base 10: 'abc'"),
+        ("!!float x", "could not convert string to float: 'x'"),
+        ("!!timestamp 1", "not a valid timestamp"),
+    ],
+)
+def test_a_value_the_loader_cannot_build_is_one_line_naming_its_field(value: str, problem: str):
+    from foresize.adapters.files import load_documents
+
+    text = f"a:\n  b: [1, {{c: {value}}}]\n"
+    message = one_error(load_documents, text, "x.yaml")
+    assert message == f"x.yaml:2: a.b[1].c: not valid YAML ({problem})"
+
+
+def test_numbers_within_the_caps_still_read():
+    from foresize.adapters.files import load_one
+
+    text = "a: [0x1f, 1_000, 1:30, 9223372036854775807, 1.5e+308, .inf, 2023-02-28, -1e3]"
+    assert load_one(text, "x")["a"][:5] == [31, 1000, 90, 2**63 - 1, 1.5e308]
+    assert load_json("[9223372036854775807, 1.5e308, -2.5]", "x") == [2**63 - 1, 1.5e308, -2.5]
 
 
 def test_an_oversized_file_is_refused_before_it_is_read(tmp_path: Path):
@@ -184,20 +247,49 @@ def test_a_1e308_mhz_bitbrains_row_is_skipped_and_named(tmp_path: Path):
 
 @pytest.mark.parametrize(
     "cpu,memory,problem",
-    [("1e308", "1000", "cpu usage"), ("0.5", "1e30", "memory usage"), ("-1", "10", "negative")],
+    [("1e308", "1e6", "cpu usage"), ("0.5", "1e30", "memory usage"), ("-1", "1e6", "negative")],
 )
 def test_absurd_canonical_rows_are_skipped(tmp_path: Path, cpu, memory, problem):
     from foresize.adapters.history.traces import ReadReport, read_canonical_csv
 
     path = tmp_path / "c.csv"
     rows = ["timestamp,namespace,workload,pod,container,cpu_cores,memory_bytes"]
-    rows += [f"{60 * i},ns,web,p,app,0.5,1000" for i in range(3)]
+    rows += [f"{60 * i},ns,web,p,app,0.5,1e6" for i in range(3)]
     rows.append(f"600,ns,web,p,app,{cpu},{memory}")
     path.write_text("\n".join(rows) + "\n")
     report = ReadReport()
     (series,) = read_canonical_csv(path, report)
     assert report.skipped == 1 and problem in report.problems[0] and "c.csv:5" in report.problems[0]
     assert float(np.nanmax(series.cpu)) == 0.5
+
+
+@pytest.mark.parametrize("memory", ["0.3", "2.5", "512", "0"])
+def test_memory_in_a_larger_unit_is_refused_naming_file_and_column(tmp_path: Path, memory):
+    # memory_bytes written in GiB (0.3) read as 0.3 bytes: "0 skipped", exit 0, and a
+    # 1Mi memory recommendation that would OOM-kill every pod.
+    from foresize.adapters.history.traces import load_traces
+
+    path = tmp_path / "gib.csv"
+    rows = ["timestamp,namespace,workload,pod,container,cpu_cores,memory_bytes"]
+    rows += [f"{1700000000 + 60 * i},shop,web,web-1,app,0.5,{memory}" for i in range(50)]
+    rows += [f"{1700000000 + 60 * i},shop,db,db-0,pg,0.5,2e9" for i in range(50)]
+    path.write_text("\n".join(rows) + "\n")
+    message = one_error(load_traces, path, "canonical")
+    assert message.startswith(f"{path}: column memory_bytes: shop/web/app peaks at ")
+    assert "must be in bytes" in message
+
+
+def test_memory_of_a_small_real_container_is_read(tmp_path: Path):
+    from foresize.adapters.history.traces import load_traces
+
+    path = tmp_path / "small.csv"
+    rows = ["timestamp,namespace,workload,pod,container,cpu_cores,memory_bytes"]
+    rows += [
+        f"{1700000000 + 60 * i},kube-system,pause,p,pause,0.001,{300 * 1024}" for i in range(5)
+    ]
+    path.write_text("\n".join(rows) + "\n")
+    ((series,), _) = load_traces(path, "canonical")
+    assert float(series.memory.max()) == 300 * 1024
 
 
 def test_crane_values_above_any_machine_are_skipped(tmp_path: Path):

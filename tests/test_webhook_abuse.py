@@ -282,7 +282,6 @@ async def test_a_thousand_idle_connections_are_closed_after_the_timeout():
 
 async def test_a_state_reload_runs_off_the_event_loop(tmp_path, monkeypatch):
     # Audit F-3/1m: a --state edit was parsed on the loop; a bomb froze the server.
-    from foresize.front.cli.webhook import _watch
     from foresize.shells.webhook import state_file
     from foresize.shells.webhook.server import AdmissionState
 
@@ -295,7 +294,7 @@ async def test_a_state_reload_runs_off_the_event_loop(tmp_path, monkeypatch):
 
     monkeypatch.setattr(state_file, "load_state_file", slow_load)
     holder = AdmissionState()
-    watcher = asyncio.create_task(_watch(path, holder))
+    watcher = asyncio.create_task(state_file.watch_state_file(path, holder.set, interval=0.05))
     await asyncio.sleep(0.05)
     path.write_text("kind: ForesizeState\npaused: true\n")
     worst_gap = 0.0

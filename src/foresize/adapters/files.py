@@ -10,6 +10,11 @@ On top of PyYAML's safe loader (no Python objects):
   RecursionError);
 - a key repeated in one mapping is refused (YAML says keys are unique; PyYAML keeps the last
   silently, so a typo'd duplicate would drop a setting);
+- numbers written with more than `MAX_NUMBER_CHARS` characters, and number literals beyond
+  the float range (`1.0e+999`), are refused: Python refuses to convert integers over 4,300
+  digits (a ValueError, not a YAML error) and a float literal that overflows would be read
+  as infinity without a word; every other value a constructor cannot build (`2023-02-30`,
+  `!!int abc`) is a YAML error at its line too;
 - files larger than the caller's byte cap are refused before they are read whole;
 - errors are one `ForesizeError` line naming the file and line, never echoing the content.
 """
@@ -17,7 +22,10 @@ On top of PyYAML's safe loader (no Python objects):
 from __future__ import annotations
 
 import json
+import math
+import os
 import re
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,6 +40,14 @@ MAX_DEPTH = 64
 # The default cap for a hand-written file (a scenario, a few manifests): 8 MiB. The webhook's
 # `--state` file passes its own, larger cap.
 MAX_FILE_BYTES = 8 * 2**20
+# The longest number literal read, in characters. No field holds more than an int64 (19
+# digits) or a float (17 significant digits and an exponent); 100 leaves room for signs,
+# underscores and zeros. It also keeps every integer (hex and sexagesimal included) below
+# 10**120: printable (Python refuses str() beyond 4,300 digits), convertible to a float,
+# and cheap to build (a sexagesimal `1:0:0:...` of a megabyte costs quadratic time).
+MAX_NUMBER_CHARS = 100
+_INT_TAG = "tag:yaml.org,2002:int"
+_FLOAT_TAG = "tag:yaml.org,2002:float"
 
 
 class _BoundedLoader(yaml.SafeLoader):
@@ -78,18 +94,83 @@ class _BoundedLoader(yaml.SafeLoader):
                     )
         return super().construct_mapping(node, deep=deep)
 
+    def construct_object(self, node: Any, deep: bool = False) -> Any:
+        # A constructor that cannot build its value raises ValueError, OverflowError or
+        # worse, not a YAML error (`2023-02-30`, `!!int abc`, `!!timestamp 1` is an
+        # AttributeError inside PyYAML): report it at the node, as any YAML error.
+        try:
+            return super().construct_object(node, deep=deep)
+        except (yaml.YAMLError, RecursionError):
+            raise
+        except Exception as exc:
+            tag = str(node.tag).rsplit(":", 1)[-1]
+            problem = (
+                _short_error(exc)
+                if isinstance(exc, ValueError | OverflowError)
+                else f"not a valid {tag}"
+            )
+            raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark) from None
+
+    def construct_bounded_int(self, node: Any) -> Any:
+        _check_number_length(node, "an integer")
+        return super().construct_yaml_int(node)
+
+    def construct_bounded_float(self, node: Any) -> Any:
+        _check_number_length(node, "a number")
+        value = super().construct_yaml_float(node)
+        if math.isinf(value) and "inf" not in str(node.value).lower():
+            raise yaml.constructor.ConstructorError(
+                None, None, f"{_short(node.value)} is beyond the float range", node.start_mark
+            )
+        return value
+
+
+_BoundedLoader.add_constructor(_INT_TAG, _BoundedLoader.construct_bounded_int)
+_BoundedLoader.add_constructor(_FLOAT_TAG, _BoundedLoader.construct_bounded_float)
+
+
+def _check_number_length(node: Any, what: str) -> None:
+    if len(str(node.value)) > MAX_NUMBER_CHARS:
+        raise yaml.constructor.ConstructorError(
+            None,
+            None,
+            f"{what} written with {len(str(node.value))} characters (at most {MAX_NUMBER_CHARS})",
+            node.start_mark,
+        )
+
+
+def _short_error(exc: BaseException) -> str:
+    text = str(exc).split(";")[0]
+    return text if len(text) <= 80 else f"{text[:77]}..."
+
 
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 40 else f"{text[:37]}..."
 
 
-def read_text(path: Path | str, *, max_bytes: int = MAX_FILE_BYTES, what: str = "file") -> str:
+def read_text(
+    path: Path | str,
+    *,
+    max_bytes: int = MAX_FILE_BYTES,
+    what: str = "file",
+    regular_only: bool = False,
+) -> str:
     """The UTF-8 text of `path`, refusing files above `max_bytes` before reading them whole;
-    `ForesizeError` naming the file otherwise."""
+    `ForesizeError` naming the file otherwise.
+
+    `regular_only`: refuse anything but a regular file (a FIFO, a device, a socket), and
+    never block opening it. For files a long-running process re-reads on its own (the
+    webhook's `--state`): `open()` of a FIFO waits for a writer forever, which would hang
+    the reload thread and, with it, the process's exit. A one-shot command keeps reading
+    pipes (`foresize validate <(kubectl get ...)`)."""
     path = Path(path)
+    flags = os.O_RDONLY | (os.O_NONBLOCK if regular_only else 0)
     try:
-        with path.open("rb") as handle:
+        fd = os.open(path, flags)
+        with os.fdopen(fd, "rb") as handle:
+            if regular_only and not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise ForesizeError(f"{path}: cannot read (not a regular file)")
             data = handle.read(max_bytes + 1)
     except OSError as exc:
         raise ForesizeError(f"{path}: cannot read ({exc.strerror or exc})") from None
@@ -101,11 +182,40 @@ def read_text(path: Path | str, *, max_bytes: int = MAX_FILE_BYTES, what: str = 
         raise ForesizeError(f"{path}: cannot read (not UTF-8 text: byte {exc.start})") from None
 
 
-def _yaml_error(source: str, exc: yaml.YAMLError) -> ForesizeError:
+def _yaml_error(source: str, exc: yaml.YAMLError, root: Any = None) -> ForesizeError:
+    """One line: the file and line, the field when the problem sits in a document already
+    composed (`root`), and the problem."""
     mark = getattr(exc, "problem_mark", None)
     where = f"{source}:{mark.line + 1}" if mark is not None else source
+    field = _field_at(root, mark) if root is not None and mark is not None else None
+    if field:
+        where = f"{where}: {field}"
     problem = getattr(exc, "problem", None) or type(exc).__name__
     return ForesizeError(f"{where}: not valid YAML ({problem})")
+
+
+def _field_at(root: Any, mark: Any) -> str | None:
+    """The field path (as `_field_lines` writes it) of the key or value node starting at
+    `mark` in the composed document `root`, or None."""
+    stack: list[tuple[Any, str]] = [(root, "")]
+    while stack:
+        node, path = stack.pop()
+        if node.start_mark.index == mark.index and path and not _is_collection(node):
+            return path
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                name = key.value if isinstance(key, yaml.ScalarNode) else "?"
+                child = f"{path}.{name}" if path else str(name)
+                if key.start_mark.index == mark.index:
+                    return child
+                stack.append((value, child))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((item, f"{path}[{i}]") for i, item in enumerate(node.value))
+    return None
+
+
+def _is_collection(node: Any) -> bool:
+    return isinstance(node, yaml.MappingNode | yaml.SequenceNode)
 
 
 _BRACKETS = re.compile(r"[\[\]{}]")
@@ -138,14 +248,16 @@ def _nodes(text: str, source: str) -> Iterator[tuple[Any, Any]]:
             f"{source}:{line}: not valid YAML (nested deeper than {MAX_DEPTH} levels)"
         )
     loader = _BoundedLoader(text)
+    node = None
     try:
         while loader.check_node():
+            node = None
             node = loader.get_node()
             if node is None:  # pragma: no cover - check_node() said there is one
                 break
             yield node, loader.construct_document(node)
     except yaml.YAMLError as exc:
-        raise _yaml_error(source, exc) from None
+        raise _yaml_error(source, exc, node) from None
     except RecursionError:  # pragma: no cover - MAX_DEPTH keeps this out of reach
         raise ForesizeError(f"{source}: nested too deeply") from None
     finally:
@@ -220,14 +332,47 @@ def load_one_with_lines(text: str, source: str) -> tuple[Any, dict[str, int]]:
 def load_json(text: str, source: str) -> Any:
     """JSON text with the same depth cap as YAML; `ForesizeError` naming the line."""
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_int=_json_int, parse_float=_json_float)
     except json.JSONDecodeError as exc:
         raise ForesizeError(f"{source}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    except _NumberError as exc:
+        found = re.search(rf"(?<![\w.\"+-]){re.escape(exc.literal)}", text)
+        line = text.count("\n", 0, found.start() if found else 0) + 1
+        raise ForesizeError(f"{source}:{line}: not valid JSON ({exc})") from None
     except RecursionError:
         raise ForesizeError(f"{source}: nested too deeply") from None
     if _depth(data) > MAX_DEPTH:
         raise ForesizeError(f"{source}: nested deeper than {MAX_DEPTH} levels")
     return data
+
+
+class _NumberError(ValueError):
+    """A JSON number `load_json` refuses, as the YAML loader does (`MAX_NUMBER_CHARS`)."""
+
+    def __init__(self, literal: str, problem: str) -> None:
+        super().__init__(problem)
+        self.literal = literal
+
+
+def _json_int(literal: str) -> int:
+    if len(literal) > MAX_NUMBER_CHARS:
+        raise _NumberError(
+            literal,
+            f"an integer written with {len(literal)} characters (at most {MAX_NUMBER_CHARS})",
+        )
+    return int(literal)
+
+
+def _json_float(literal: str) -> float:
+    if len(literal) > MAX_NUMBER_CHARS:
+        raise _NumberError(
+            literal,
+            f"a number written with {len(literal)} characters (at most {MAX_NUMBER_CHARS})",
+        )
+    value = float(literal)
+    if math.isinf(value):
+        raise _NumberError(literal, f"{_short(literal)} is beyond the float range")
+    return value
 
 
 def _depth(data: Any) -> int:

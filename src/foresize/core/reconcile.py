@@ -67,6 +67,7 @@ from foresize.core.vertical.planner import plan
 from foresize.core.vertical.policy import WorkerConfig
 from foresize.core.vertical.results import on_result
 from foresize.core.vertical.state import WorkerState
+from foresize.core.vertical.yielding import yield_to_pending
 
 HORIZONTAL_INTERVAL = 900.0
 """Seconds between horizontal passes at most: a forecast peak is scaled for ahead of time
@@ -186,6 +187,8 @@ def plan_pass(
     gate, kept = gate_in_place(snapshot, state.refused_reported)
     vertical_snapshot = dataclasses.replace(snapshot, targets=kept)
     published = {**state.suggestions.latest, **(suggestions or {})}
+    # Upsizes yield to pods of equal or higher priority that cannot be scheduled for them.
+    published = yield_to_pending(vertical_snapshot, published, history, now, ledger)
     vertical, state.worker = plan(
         vertical_snapshot, now, state.worker, config.worker, published, ledger=ledger
     )

@@ -91,6 +91,11 @@ def open_store(path: str | Path, metrics: Any = None) -> HistoryStore:
         )
         if metrics is not None:
             metrics.history_recoveries.inc()
+    if store.repaired is not None:
+        log.error("history store %s was damaged: %s; the rest is kept", path, store.repaired)
+        if metrics is not None:
+            metrics.history_recoveries.inc()
+            metrics.history_bad_values.inc(store.bad_values)
     if metrics is not None:
         store.on_bad_values = metrics.history_bad_values.inc
     return store
@@ -99,8 +104,19 @@ def open_store(path: str | Path, metrics: Any = None) -> HistoryStore:
 def recovery_event(store: HistoryStore, namespace: str, pod: str | None) -> EmitEvent | None:
     """A Warning Event on the operator's own Pod when `store` was recovered (None when it
     was not, or when the Pod's name is unknown outside a cluster)."""
-    if store.recovered is None or not pod:
+    if not pod:
         return None
+    if store.recovered is None:
+        if store.repaired is None:
+            return None
+        return EmitEvent(
+            namespace=namespace,
+            kind="Pod",
+            name=pod,
+            reason="HistoryStoreRepaired",
+            message=f"history store {store.path} was damaged: {store.repaired}; the rest is kept",
+            type="Warning",
+        )
     aside, problem = store.recovered
     return EmitEvent(
         namespace=namespace,

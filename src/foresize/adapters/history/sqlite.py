@@ -21,6 +21,7 @@ pods, scale-to-zero and a target being deleted and re-created within retention.
 from __future__ import annotations
 
 import contextlib
+import logging
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -40,6 +41,9 @@ from foresize.core.history import (
 CHUNK_POINTS = 288
 """Samples per chunk: one day at 5 minutes, 4.8 hours at 1 minute. ~1 KB blobs: large
 enough that per-row overhead is small, small enough that a live append rewrites little."""
+CHUNK_BYTES = CHUNK_POINTS * np.dtype(np.float32).itemsize
+"""Every blob this store writes has exactly this length; any other is damage that
+`quick_check` cannot see (the page is sound, its content is not ours)."""
 DEFAULT_RETENTION = 14 * 86400.0
 DEFAULT_STEP = 60.0
 DEFAULT_COARSE_STEP = 300.0
@@ -84,8 +88,20 @@ _COLUMNS = {
 }
 
 
+log = logging.getLogger("foresize.adapters.history")
+
+
 class _Damaged(Exception):
     """The file is not a healthy SQLite database of ours (internal)."""
+
+
+class _BadChunks(_Damaged):
+    """Chunks whose blob is not CHUNK_BYTES long (internal): the rest of the file is sound,
+    so `recover` drops those chunks instead of moving the file aside."""
+
+    def __init__(self, count: int, first: str) -> None:
+        super().__init__(f"{count} chunk{'s' * (count != 1)} of the wrong length, first: {first}")
+        self.count = count
 
 
 def _move_aside(path: Path) -> Path:
@@ -120,8 +136,10 @@ class HistoryStore:
         SQLite says it is not a database, our metadata is unreadable) is a `ForesizeError`;
         with `recover=True` it is moved aside to `<path>.corrupt-<n>` instead and an empty
         store started, and `recovered` says from what (the operator's choice: a damaged
-        file on a volume must not keep it in CrashLoopBackOff). A file that holds some other
-        application's tables is never moved: always an error."""
+        file on a volume must not keep it in CrashLoopBackOff). Chunks of the wrong length
+        are damage too; `recover=True` drops just those (`repaired` says what) and keeps
+        the rest. A file that holds some other application's tables is never moved: always
+        an error."""
         self.path = Path(path)
         self.step = float(step)
         self.retention = float(retention)
@@ -130,15 +148,31 @@ class HistoryStore:
         self.readonly = readonly
         self.recovered: tuple[Path, str] | None = None
         """(where the damaged file went, what was wrong) when `recover` moved one aside."""
+        self.repaired: str | None = None
+        """What `recover` dropped from a file otherwise kept (chunks of the wrong length)."""
         self.bad_values = 0
         """Stored samples dropped on read as impossible (non-finite, negative, or above any
-        machine): damage that quick_check cannot see, such as bit flips inside a blob."""
+        machine; every sample of a chunk of the wrong length): damage that quick_check
+        cannot see, such as bit flips inside a blob."""
+        self._bad_chunks_seen: set[tuple[int, float, int]] = set()
         self.on_bad_values: Callable[[int], None] | None = None
         """Called with each new count of dropped samples (the operator's metric)."""
         self._ids: dict[tuple[SeriesKey, str], int] = {}
         self._in_transaction = False
         try:
             self._open()
+        except _BadChunks as exc:
+            if not recover:
+                raise ForesizeError(
+                    f"{self.path}: history store is damaged ({exc}); start the operator, "
+                    "which drops them itself"
+                ) from None
+            with self.db:
+                dropped = self.db.execute(
+                    "DELETE FROM chunks WHERE length(data) != ?", (CHUNK_BYTES,)
+                ).rowcount
+            self.repaired = f"dropped {exc}"
+            self.bad_values += dropped * CHUNK_POINTS
         except _Damaged as exc:
             if not recover or readonly:
                 raise ForesizeError(
@@ -170,6 +204,7 @@ class HistoryStore:
                 self.db.executescript(_SCHEMA)
                 self._check_schema()
                 self._check_step()
+                self._check_chunks()
         except sqlite3.DatabaseError as exc:
             # "file is not a database", "database disk image is malformed", ...
             raise _Damaged(str(exc)) from None
@@ -207,6 +242,17 @@ class HistoryStore:
             raise ForesizeError(
                 f"{self.path}: history store was created with step {row[0]} s, not {self.step} s"
             )
+
+    def _check_chunks(self) -> None:
+        # length() of a blob reads its record header, not the blob: a scan of the
+        # chunks table's pages, which quick_check has just read anyway.
+        count, first = self.db.execute(
+            "SELECT COUNT(*), MIN(series_id || '/' || step || '/' || chunk || ': ' || "
+            "length(data) || ' bytes') FROM chunks WHERE length(data) != ?",
+            (CHUNK_BYTES,),
+        ).fetchone()
+        if count:
+            raise _BadChunks(int(count), f"series/step/chunk {first}, not {CHUNK_BYTES}")
 
     def close(self) -> None:
         self.db.close()
@@ -381,7 +427,9 @@ class HistoryStore:
             return 0
         by_series: dict[int, list[tuple[int, np.ndarray]]] = {}
         for sid, chunk, data in rows:
-            by_series.setdefault(sid, []).append((chunk, np.frombuffer(data, np.float32)))
+            arr = self._decode(sid, self.step, chunk, data)
+            if arr is not None:
+                by_series.setdefault(sid, []).append((chunk, arr))
         with self.db:
             for sid, chunks in by_series.items():
                 k_first = min(c for c, _ in chunks) * CHUNK_POINTS
@@ -433,8 +481,32 @@ class HistoryStore:
                 f" AND chunk < ? AND series_id IN ({marks})",
                 (step, c0, c1, *part),
             ):
-                out[(sid, chunk)] = np.frombuffer(data, dtype=np.float32)
+                arr = self._decode(sid, step, chunk, data)
+                if arr is not None:
+                    out[(sid, chunk)] = arr
         return out
+
+    def _decode(self, sid: int, step: float, chunk: int, data: bytes) -> np.ndarray | None:
+        """The samples of one blob; None (a gap, logged once and counted as CHUNK_POINTS
+        bad values) for one of the wrong length, which a reader that may not repair the
+        file (readonly, or written after the check at open) can still meet."""
+        if len(data) == CHUNK_BYTES:
+            return np.frombuffer(data, dtype=np.float32)
+        if (sid, step, chunk) not in self._bad_chunks_seen:
+            self._bad_chunks_seen.add((sid, step, chunk))
+            log.warning(
+                "history store %s: chunk %s/%s/%s is %d bytes, not %d: read as a gap",
+                self.path,
+                sid,
+                step,
+                chunk,
+                len(data),
+                CHUNK_BYTES,
+            )
+            self.bad_values += CHUNK_POINTS
+            if self.on_bad_values is not None:
+                self.on_bad_values(CHUNK_POINTS)
+        return None
 
     def _plausible(self, resource: str, stored: np.ndarray, container: str) -> np.ndarray:
         """`stored` with impossible samples (inf, negative, above any machine) turned into

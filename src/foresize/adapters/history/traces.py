@@ -420,6 +420,25 @@ def read_canonical_csv(path: Path | str, report: ReadReport | None = None) -> li
     return _canonical_series(rows, str(p), rep)
 
 
+# The least memory a running container can peak at: the pause container, the smallest
+# there is, holds ~300 KiB. A peak below this is a column in a larger unit (GiB written
+# where bytes belong, R-7): read as bytes it would size every pod to the 1Mi floor and
+# get it OOM-killed, so the file is refused, naming the column.
+MIN_MEMORY_PEAK_BYTES = 64 * 1024
+
+
+def _memory_unit_problem(key: SeriesKey, memory: np.ndarray, source: str) -> str | None:
+    peak = float(np.nanmax(memory))
+    if peak >= MIN_MEMORY_PEAK_BYTES:
+        return None
+    return (
+        f"{source}: column memory_bytes: {key.namespace}/{key.workload}/{key.container} "
+        f"peaks at {peak:.3g} bytes, below what any running container uses "
+        f"({MIN_MEMORY_PEAK_BYTES // 1024} KiB): the column must be in bytes, not KiB, MiB "
+        f"or GiB (0.3 GiB is {int(0.3 * 2**30)})"
+    )
+
+
 def _canonical_series(
     rows: dict[SeriesKey, list[tuple[float, float, float]]], source: str, rep: ReadReport
 ) -> list[TraceSeries]:
@@ -440,6 +459,10 @@ def _canonical_series(
             full_c[ids], full_m[ids] = c, m
             c, m = full_c, full_m
         mem = None if np.isnan(m).all() else m
+        if mem is not None:
+            problem = _memory_unit_problem(key, mem, source)
+            if problem is not None:
+                raise ForesizeError(problem)
         out.append(TraceSeries(key, t, c, mem, source=source))
     return out
 

@@ -12,8 +12,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from foresize.core.cluster.model import HorizontalPodAutoscaler, OwnerRef, Pod, Suggestion, Workload
-from foresize.core.cluster.snapshot import ClusterSnapshot
+from foresize.core.cluster.model import (
+    HorizontalPodAutoscaler,
+    OwnerRef,
+    Pod,
+    Suggestion,
+    VerticalClaim,
+    Workload,
+)
+from foresize.core.cluster.snapshot import ClusterSnapshot, claim_for
 from foresize.core.cluster.target import TargetView, dsa_view, target_view
 
 # Labels a ReplicaSet's pods carry whose value is the suffix of the ReplicaSet's name.
@@ -33,6 +40,8 @@ class AdmissionIndex:
     # (kind, namespace, name) of a workload -> the resources its HPA(s) scale on by
     # utilisation; admission leaves those alone like the vertical planner does.
     hpa_resources: dict[tuple[str, str, str], frozenset[str]] = field(default_factory=dict)
+    # Other vertical autoscalers' objects: a workload one acts on is left alone.
+    vertical_claims: list[VerticalClaim] = field(default_factory=list)
     # Overrides the planners hold in memory, keyed by "namespace/name" of the target; they
     # win over what the objects' status says. Read at decision time, so the shell may
     # update these mappings in place without rebuilding the index.
@@ -49,6 +58,7 @@ class AdmissionIndex:
         daemonset_autoscalers: Iterable[object] = (),
         workloads: Mapping[str, Workload] | None = None,
         hpas: Iterable[HorizontalPodAutoscaler] = (),
+        vertical_claims: Iterable[VerticalClaim] = (),
         paused: bool = False,
         suggestions: Mapping[str, Suggestion] | None = None,
         oom_floors: Mapping[str, Mapping[str, int]] | None = None,
@@ -64,6 +74,7 @@ class AdmissionIndex:
             oom_floors=oom_floors if oom_floors is not None else {},
             predictions=predictions if predictions is not None else {},
             dsa_suggestions=dsa_suggestions if dsa_suggestions is not None else {},
+            vertical_claims=list(vertical_claims),
         )
         for obj in targets:
             view = target_view(obj)
@@ -98,6 +109,7 @@ class AdmissionIndex:
             daemonset_autoscalers=snapshot.daemonset_autoscalers,
             workloads=snapshot.workloads,
             hpas=snapshot.hpas,
+            vertical_claims=snapshot.vertical_claims,
             paused=snapshot.paused,
             suggestions=suggestions,
             oom_floors=oom_floors,
@@ -140,6 +152,18 @@ class AdmissionIndex:
         if workload is None:
             return frozenset()
         return self.hpa_resources.get((workload[0], namespace, workload[1]), frozenset())
+
+    def claimed_by(
+        self, view: TargetView, namespace: str, workload: tuple[str, str] | None
+    ) -> VerticalClaim | None:
+        """Another vertical autoscaler acting on the pod's workload (the target's, or the
+        pod's top controller for a selector target): admission leaves the pod alone, as
+        the vertical planner leaves the running ones."""
+        if view.ref_kind and view.ref_name:
+            workload = (view.ref_kind, view.ref_name)
+        if workload is None or not self.vertical_claims:
+            return None
+        return claim_for(self.vertical_claims, workload[0], namespace, workload[1])
 
     # -- owner chain ---------------------------------------------------------------------
 

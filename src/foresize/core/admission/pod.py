@@ -93,6 +93,13 @@ def decide_pod(
         workload = index.top_owner_ref(
             pod.namespace, owner if owner is not None else pod.owner, pod.labels
         )
+    claim = index.claimed_by(target, pod.namespace, workload)
+    if claim is not None:
+        decision.warnings.append(
+            f"foresize: {claim.describe()} also sizes this workload; {target.kind} "
+            f"{target.key} leaves the pod's resources as the template sets them"
+        )
+        return decision
     leave = index.hpa_left_alone(target, pod.namespace, workload)
     if has_pod_level_resources(pod):
         decision.warnings.append(POD_LEVEL_WARNING.format(kind=target.kind, key=target.key))

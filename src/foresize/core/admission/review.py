@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -77,6 +78,62 @@ def _uid_of(body: Any) -> str:
         uid = body["request"].get("uid")
         if isinstance(uid, str):
             return uid
+    return ""
+
+
+# --- reading the body --------------------------------------------------------------------
+
+# Python refuses int() beyond 4,300 digits (a ValueError for the whole body); no
+# AdmissionReview field holds more than an int64, so a longer integer is read as the float
+# it approximates (inf), which every decision refuses as malformed, with the uid kept.
+_LONGEST_INT = 4000
+
+
+def _lenient_int(literal: str) -> int | float:
+    return int(literal) if len(literal) <= _LONGEST_INT else float(literal)
+
+
+def read_review(raw: bytes) -> Any:
+    """The JSON of an AdmissionReview body; any exception if it cannot be read at all
+    (the caller answers with `request_uid(raw)`). Invalid UTF-8 is replaced by U+FFFD, as
+    Go's encoding/json (the API server's decoder) does, rather than refusing the body."""
+    try:
+        return json.loads(raw, parse_int=_lenient_int)
+    except UnicodeDecodeError:
+        return json.loads(raw.decode("utf-8", errors="replace"), parse_int=_lenient_int)
+
+
+# Strings (with escapes) and the structural characters; everything else (numbers, true,
+# false, null, blanks) is skipped. Linear: no token can backtrack into another.
+_JSON_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*+"|[{}\[\]:,]')
+
+
+def request_uid(raw: bytes) -> str:
+    """Best effort: the string at `request.uid` of a body JSON cannot decode (nested
+    deeper than the decoder's recursion limit, broken further on), found by one linear
+    scan of its tokens, so the answer still carries the uid the API server matches it
+    by. "" when there is none."""
+    stack: list[list[Any]] = []  # per open container: [opening char, key being read]
+    last: bytes | None = None
+    for match in _JSON_TOKEN.finditer(raw):
+        token = match[0]
+        if token in (b"{", b"["):
+            stack.append([token, None])
+        elif token in (b"}", b"]"):
+            if stack:
+                stack.pop()
+        elif token == b":":
+            if stack and stack[-1][0] == b"{":
+                stack[-1][1] = last
+        elif token == b",":
+            if stack and stack[-1][0] == b"{":
+                stack[-1][1] = None
+        elif len(stack) == 2 and stack[0] == [b"{", b'"request"'] and stack[1] == [b"{", b'"uid"']:
+            with contextlib.suppress(ValueError):
+                uid = json.loads(token.decode("utf-8", errors="replace"))
+                return uid if isinstance(uid, str) else ""
+            return ""
+        last = token if token.startswith(b'"') else None
     return ""
 
 

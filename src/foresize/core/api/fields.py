@@ -237,6 +237,11 @@ UpdateMode: TypeAlias = Annotated[
     str, PlainValidator(_enum(UPDATE_MODES)), _enum_schema(UPDATE_MODES)
 ]
 
+REPLICAS_MAX = 2**31 - 1
+"""Replica counts are int32 in the Kubernetes API (Scale `spec.replicas`, the HPA's
+`minReplicas`/`maxReplicas`): a larger one no workload can take (`minReplicas: 10**27` was
+accepted offline)."""
+
 WORKLOAD_KINDS = ("Deployment", "StatefulSet", "Rollout")
 DEFAULT_API_VERSIONS = {
     "Deployment": "apps/v1",
@@ -251,8 +256,6 @@ CronSchedule = Annotated[
     str, Field(max_length=MAX_CRON_LENGTH, pattern=CRON_PATTERN), AfterValidator(check_cron)
 ]
 """A forecast_cron schedule, checked field by field (`api.cron`), as the webhook does."""
-
-_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 
 
 class _Base(BaseModel):

@@ -24,6 +24,11 @@ from foresize.core.api.fields import (
     _Open,
 )
 from foresize.core.api.labels import check_label_key, check_label_map, check_label_value
+from foresize.core.api.names import (
+    DNS1123_SUBDOMAIN_MAX,
+    DNS1123_SUBDOMAIN_PATTERN,
+    check_dns_subdomain,
+)
 from foresize.core.api.selectors import selector_matches
 
 
@@ -39,6 +44,22 @@ class ObjectMeta(_Open):
     finalizers: list[str] = Field(default_factory=list)
 
 
+WorkloadName = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=DNS1123_SUBDOMAIN_MAX,
+        json_schema_extra={"pattern": DNS1123_SUBDOMAIN_PATTERN},
+    ),
+    AfterValidator(check_dns_subdomain),
+]
+"""The name of a referenced workload. Deployments, StatefulSets, DaemonSets and Argo
+Rollouts (a custom resource) are all named by an RFC 1123 subdomain (apps validation's
+`ValidateDeploymentName` etc. are `NameIsDNSSubdomain`), so no other name can ever resolve:
+`../kube-system/coredns`, `a/b` or `UPPER` is refused where it is written (the HPA's own
+scaleTargetRef check, `IsValidPathSegmentName`, is looser: only `/`, `%`, `.` and `..`)."""
+
+
 class ScaleTargetRef(_Base):
     """The workload a target scales: Deployment, StatefulSet or Argo Rollout."""
 
@@ -46,7 +67,7 @@ class ScaleTargetRef(_Base):
     kind: Annotated[str, PlainValidator(_enum(WORKLOAD_KINDS))] = Field(
         json_schema_extra={"enum": list(WORKLOAD_KINDS)}
     )
-    name: str = Field(min_length=1, max_length=253)
+    name: WorkloadName
 
     @model_validator(mode="after")
     def _default_api_version(self) -> ScaleTargetRef:
@@ -58,7 +79,7 @@ class ScaleTargetRef(_Base):
 class DaemonSetRef(_Base):
     apiVersion: str = Field(default="apps/v1", max_length=253)
     kind: Literal["DaemonSet"] = "DaemonSet"
-    name: str = Field(min_length=1, max_length=253)
+    name: WorkloadName
 
 
 class LabelSelectorRequirement(_Base):

@@ -14,6 +14,10 @@ DNS1123_SUBDOMAIN_MAX = 253  # a whole DNS name, as apimachinery's IsDNS1123Subd
 
 _LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+DNS1123_LABEL_PATTERN = f"^{_LABEL.pattern}$"
+"""The schema pattern (a CRD's openAPIV3Schema) of an RFC 1123 label."""
+DNS1123_SUBDOMAIN_PATTERN = f"^{_SUBDOMAIN.pattern}$"
+"""The schema pattern of an RFC 1123 subdomain."""
 
 
 def _name_error(value: str, limit: int, pattern: re.Pattern[str], shape: str) -> str | None:
@@ -45,3 +49,20 @@ def dns_subdomain_error(value: str) -> str | None:
         "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric "
         "characters, '-' or '.', and must start and end with an alphanumeric character",
     )
+
+
+def check_dns_subdomain(value: str) -> str:
+    """`value` if it is an RFC 1123 subdomain, else ValueError with the API server's words
+    (a pydantic validator)."""
+    problem = dns_subdomain_error(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+def check_dns_label(value: str) -> str:
+    """`value` if it is an RFC 1123 label, else ValueError (a pydantic validator)."""
+    problem = dns_label_error(value)
+    if problem:
+        raise ValueError(problem)
+    return value

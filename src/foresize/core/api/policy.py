@@ -17,6 +17,7 @@ from pydantic import (
 )
 
 from foresize.core.api.fields import (
+    REPLICAS_MAX,
     CpuQuantity,
     MemoryQuantity,
     PositiveDuration,
@@ -110,7 +111,7 @@ class UpdatePolicy(_Base):
     recreate_resources: Annotated[list[Literal["cpu", "memory"]], AfterValidator(_unique)] = Field(
         default_factory=_memory_only, max_length=2
     )
-    min_replicas: int = Field(default=DEFAULT_MIN_REPLICAS, ge=1)
+    min_replicas: int = Field(default=DEFAULT_MIN_REPLICAS, ge=1, le=REPLICAS_MAX)
     """A ready pod is evicted only while its workload has at least this many ready
     replicas (the pod included), so evictions leave min_replicas - 1 ready and never take
     the last ready replica down; set 1 to allow evicting a single-replica workload. Pods
@@ -271,7 +272,7 @@ class VerticalScalingBehavior(_Base):
 class HorizontalThreshold(_Base):
     type: ThresholdType = "percent"
     percent: float | None = Field(default=None, ge=0, le=1000)
-    absolute: int | None = Field(default=None, ge=0)
+    absolute: int | None = Field(default=None, ge=0, le=REPLICAS_MAX)
 
     @model_validator(mode="after")
     def _given(self) -> HorizontalThreshold:
@@ -328,14 +329,14 @@ class HorizontalSpec(_Base):
     """autonomous, recommendation or observe (aliases auto, recommend, rec, observation)."""
     model: ModelOverride | None = None
     """Overrides of the target's model for horizontal scaling (only the fields given)."""
-    minReplicas: int | None = Field(default=None, ge=1)
+    minReplicas: int | None = Field(default=None, ge=1, le=REPLICAS_MAX)
     """Lower bound of predicted replicas (default: the HPA's)."""
-    maxReplicas: int | None = Field(default=None, ge=1)
+    maxReplicas: int | None = Field(default=None, ge=1, le=REPLICAS_MAX)
     """Upper bound of predicted replicas (default: the HPA's)."""
-    multipleOf: int | None = Field(default=None, ge=1)
+    multipleOf: int | None = Field(default=None, ge=1, le=REPLICAS_MAX)
     """Round predicted replicas up to a multiple of this; exclusive with allowedReplicas."""
     allowedReplicas: Annotated[
-        list[Annotated[int, Field(ge=0)]] | None, AfterValidator(_unique)
+        list[Annotated[int, Field(ge=0, le=REPLICAS_MAX)]] | None, AfterValidator(_unique)
     ] = Field(default=None, min_length=1, max_length=256)
     scaling_behavior: HorizontalScalingBehavior | None = None
 

@@ -13,6 +13,7 @@ from pydantic import (
 
 from foresize.core.api.containers import entry_for
 from foresize.core.api.fields import (
+    REPLICAS_MAX,
     AIScaleTargetKind,
     Duration,
     MemoryQuantity,
@@ -131,7 +132,7 @@ class VerticalSuggestion(_Open):
 
 class HorizontalSuggestion(_Open):
     uid: str = ""
-    replicas: int = Field(ge=0)
+    replicas: int = Field(ge=0, le=REPLICAS_MAX)
     forecast_window: ForecastWindow | None = None
     forecast_error: float | None = None
     created_at: Timestamp | None = None

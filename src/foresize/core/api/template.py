@@ -12,7 +12,6 @@ from pydantic import (
 )
 
 from foresize.core.api.fields import (
-    _NAME_PATTERN,
     SYSTEM_NAMESPACES,
     WORKLOAD_KINDS,
     ClusterAIScaleTemplateKind,
@@ -21,6 +20,7 @@ from foresize.core.api.fields import (
     _Open,
 )
 from foresize.core.api.meta import APIObject, LabelSelector
+from foresize.core.api.names import DNS1123_LABEL_MAX, DNS1123_LABEL_PATTERN, check_dns_label
 from foresize.core.api.policy import _unique
 from foresize.core.api.target import AIScaleTarget, Condition, _ScalingSpec
 
@@ -44,7 +44,16 @@ class TargetTemplate(_Base):
     spec: TargetTemplateSpec = Field(default_factory=TargetTemplateSpec)
 
 
-NamespaceName = Annotated[str, Field(min_length=1, max_length=63, pattern=_NAME_PATTERN)]
+NamespaceName = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=DNS1123_LABEL_MAX,
+        json_schema_extra={"pattern": DNS1123_LABEL_PATTERN},
+    ),
+    AfterValidator(check_dns_label),
+]
+"""A namespace is named by an RFC 1123 label: no dots (`kube.system` is no namespace)."""
 
 
 class ClusterAIScaleTemplateSpec(_Base):

@@ -9,11 +9,20 @@ really free. A `NodeLedger` is built once per pass and every resize of the pass 
 admitted through it, so two resizes never count on the same room. Every planner that
 resizes running pods (the disruption worker, the DaemonSetAutoscaler, the revert) admits
 its upsizes here.
+
+Pending pods count too (seed 004, audit N4: an HPA's new replicas waiting for room an
+upsize was about to take). They are placed as the scheduler would take them, highest
+priority first, then oldest, each on the schedulable node with the most free CPU where it
+fits; the room so reserved is not free for a resize of a pod of equal or lower priority.
+A Pending pod that fits no node now waits for room: on every node big enough to run it,
+an upsize of a pod of equal or lower priority may not take what it lacks there. (A
+higher-priority pod's upsize may: the scheduler would preempt the Pending pod's way too.)
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from foresize.core.cluster.actions import ContainerResize
 from foresize.core.cluster.model import (
@@ -32,6 +41,10 @@ from foresize.core.cluster.qos import (
     spec_requests,
 )
 from foresize.core.cluster.snapshot import ClusterSnapshot
+
+
+def pod_key(pod: Pod) -> str:
+    return f"{pod.namespace}/{pod.name}"
 
 
 def _patched(container: Container, change: ContainerResize) -> Container:
@@ -130,12 +143,43 @@ def no_room_message(node: str, delta: ResourceMap, free: ResourceMap) -> str:
     )
 
 
+def pending_pods(snapshot: ClusterSnapshot) -> list[Pod]:
+    """Pods waiting for a node, in the scheduler's queue order: priority, then age."""
+    waiting = [
+        p
+        for p in snapshot.pods
+        if p.node_name is None and p.phase == "Pending" and not p.terminating
+    ]
+    return sorted(waiting, key=lambda p: (-p.priority, p.creation_time, p.namespace, p.name))
+
+
+@dataclass(frozen=True, slots=True)
+class PendingNeed:
+    """A Pending pod's claim on room: reserved on `node`, or (node None) waiting for it."""
+
+    key: str  # namespace/name
+    priority: int
+    need: ResourceMap
+    node: str | None
+
+
+def pending_message(node: str, blocker: PendingNeed) -> str:
+    """Why the guard held an upsize for a Pending pod."""
+    where = f"on node {node}" if blocker.node == node else f"room node {node} lacks"
+    return (
+        f"upsize not sent: Pending pod {blocker.key} (priority {blocker.priority}) needs the "
+        f"{format_resources(blocker.need)} {where}; it schedules first, waiting for capacity"
+    )
+
+
 class NodeLedger:
-    """Free capacity per node for one pass, reduced as resizes and recreations are admitted."""
+    """Free capacity per node for one pass, reduced as resizes and recreations are admitted,
+    and the room Pending pods need (see the module's notes)."""
 
     def __init__(self, snapshot: ClusterSnapshot) -> None:
         self.snapshot = snapshot
         self._free: dict[str, ResourceMap] = {}
+        self._pending: list[PendingNeed] | None = None
 
     def free(self, node: str) -> ResourceMap:
         """Allocatable minus the scheduler's charge of every pod on the node (cached)."""
@@ -155,9 +199,91 @@ class NodeLedger:
             if v > 0:
                 free[r] = free.get(r, 0) - v
 
-    def admit(self, node: str, delta: ResourceMap) -> bool:
-        """Reserve `delta` on `node` if it fits; False (nothing reserved) if it does not."""
+    def pending(self) -> list[PendingNeed]:
+        """The Pending pods' needs, placed once per pass (see the module's notes)."""
+        if self._pending is None:
+            self._pending = []
+            placed: dict[str, ResourceMap] = {}
+            nodes = self.snapshot.nodes
+            open_nodes = sorted(n for n, v in nodes.items() if v.ready and not v.unschedulable)
+            for pod in pending_pods(self.snapshot):
+                need = positive(spec_requests(pod))
+                best: str | None = None
+                best_cpu = -1.0
+                for name in open_nodes:
+                    room = self._room(name, placed)
+                    if not fits(need, room):
+                        continue
+                    alloc = nodes[name].allocatable.get("cpu", 0)
+                    share = room.get("cpu", 0) / alloc if alloc else 0.0
+                    if share > best_cpu:
+                        best, best_cpu = name, share
+                if best is not None:
+                    taken = placed.setdefault(best, {})
+                    for r, v in need.items():
+                        taken[r] = taken.get(r, 0) + v
+                self._pending.append(PendingNeed(pod_key(pod), pod.priority, need, best))
+        return self._pending
+
+    def _room(self, node: str, placed: dict[str, ResourceMap]) -> ResourceMap:
+        taken = placed.get(node, {})
+        return {r: v - taken.get(r, 0) for r, v in self.free(node).items()}
+
+    def blocker(self, node: str, delta: ResourceMap, priority: int) -> PendingNeed | None:
+        """The Pending pod (priority >= `priority`) whose room `delta` on `node` would
+        take, if any: one placed there, or one waiting that could run there."""
+        grow = positive(delta)
+        if not grow or not any(p.priority >= priority for p in self.pending()):
+            return None
+        free = self.free(node)
+        reserved: ResourceMap = {}
+        for p in self.pending():
+            if p.node == node and p.priority >= priority:
+                for r, v in p.need.items():
+                    reserved[r] = reserved.get(r, 0) + v
+        for p in self.pending():
+            if p.priority < priority:
+                continue
+            if p.node == node and any(
+                free.get(r, 0) - reserved.get(r, 0) - v < 0 for r, v in grow.items()
+            ):
+                return p
+            if (
+                p.node is None
+                and self.could_run(node, p)
+                and any(
+                    p.need.get(r, 0) > 0 and free.get(r, 0) - reserved.get(r, 0) - v < p.need[r]
+                    for r, v in grow.items()
+                )
+            ):
+                return p
+        return None
+
+    def could_run(self, node: str, p: PendingNeed) -> bool:
+        n = self.snapshot.nodes.get(node)
+        return (
+            n is not None
+            and n.ready
+            and not n.unschedulable
+            and all(n.allocatable.get(r, 0) >= v for r, v in p.need.items())
+        )
+
+    def why_not(self, node: str, delta: ResourceMap, priority: int | None = None) -> str | None:
+        """Why `delta` may not be admitted on `node` (None: it may): no room, or the room
+        a Pending pod of equal or higher priority needs."""
         if not fits(delta, self.free(node)):
+            return no_room_message(node, delta, self.free(node))
+        if priority is not None:
+            blocker = self.blocker(node, delta, priority)
+            if blocker is not None:
+                return pending_message(node, blocker)
+        return None
+
+    def admit(self, node: str, delta: ResourceMap, priority: int | None = None) -> bool:
+        """Reserve `delta` on `node` if it fits and (with the resized pod's `priority`)
+        takes no room a Pending pod of equal or higher priority needs; False (nothing
+        reserved) otherwise."""
+        if self.why_not(node, delta, priority) is not None:
             return False
         self.reserve(node, delta)
         return True
@@ -178,7 +304,10 @@ class NodeLedger:
             room = (
                 {r: v + own.get(r, 0) for r, v in free.items()} if name == pod.node_name else free
             )
-            if fits(need, room):
+            grow = (
+                {r: v - own.get(r, 0) for r, v in need.items()} if name == pod.node_name else need
+            )
+            if fits(need, room) and self.blocker(name, grow, pod.priority) is None:
                 self.reserve(name, need)
                 return True
         return False

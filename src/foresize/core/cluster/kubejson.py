@@ -35,6 +35,7 @@ from foresize.core.cluster.model import (
     PodTemplate,
     ResourceMap,
     ResourceRequirements,
+    VerticalClaim,
     Workload,
 )
 
@@ -301,6 +302,33 @@ def pdb_from(obj: dict[str, Any]) -> PodDisruptionBudget:
         current_healthy=int(status.get("currentHealthy") or 0),
         desired_healthy=int(status.get("desiredHealthy") or 0),
         expected_pods=int(status.get("expectedPods") or 0),
+    )
+
+
+# Other vertical autoscalers' kinds: where each names its workload and its update mode
+# (the mode defaults to Auto in both APIs when unset).
+VERTICAL_CLAIM_KINDS: dict[str, tuple[str, tuple[str, str]]] = {
+    # autoscaling.k8s.io/v1: spec.targetRef, spec.updatePolicy.updateMode
+    "VerticalPodAutoscaler": ("targetRef", ("updatePolicy", "updateMode")),
+    # autoscaling.gke.io/v1beta1: spec.scaleTargetRef, spec.policy.updateMode
+    "MultidimPodAutoscaler": ("scaleTargetRef", ("policy", "updateMode")),
+}
+
+
+def vertical_claim_from(kind: str, obj: dict[str, Any]) -> VerticalClaim:
+    """A VerticalPodAutoscaler or MultidimPodAutoscaler as the workload it claims."""
+    ref_field, (policy_field, mode_field) = VERTICAL_CLAIM_KINDS[kind]
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    ref = spec.get(ref_field) or {}
+    mode = (spec.get(policy_field) or {}).get(mode_field) or "Auto"
+    return VerticalClaim(
+        kind=kind,
+        namespace=meta.get("namespace", "") or "",
+        name=meta.get("name", "") or "",
+        target_kind=str(ref.get("kind", "")),
+        target_name=str(ref.get("name", "")),
+        update_mode=str(mode),
     )
 
 

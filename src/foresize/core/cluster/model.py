@@ -298,6 +298,33 @@ class HorizontalPodAutoscaler:
         }
 
 
+# The update modes in which a VerticalPodAutoscaler (or a like object) changes requests:
+# every mode but Off. A mode Foresize does not know is counted as acting too: two
+# vertical autoscalers on one workload fight, and not acting is the safe side.
+NON_ACTING_VERTICAL_MODES = frozenset({"Off"})
+
+
+@dataclass(frozen=True, slots=True)
+class VerticalClaim:
+    """Another vertical autoscaler's object naming a workload: a VerticalPodAutoscaler
+    (autoscaling.k8s.io), a MultidimPodAutoscaler (autoscaling.gke.io), ..."""
+
+    kind: str
+    namespace: str
+    name: str
+    target_kind: str
+    target_name: str
+    update_mode: str
+
+    @property
+    def acting(self) -> bool:
+        """It changes the workload's requests (any mode but Off)."""
+        return self.update_mode not in NON_ACTING_VERTICAL_MODES
+
+    def describe(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name} (updateMode {self.update_mode})"
+
+
 @dataclass(slots=True)
 class ContainerSuggestion:
     """Requests and limits Foresize wants for one container."""

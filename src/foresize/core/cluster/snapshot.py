@@ -12,6 +12,7 @@ from foresize.core.cluster.model import (
     Node,
     Pod,
     PodDisruptionBudget,
+    VerticalClaim,
     Workload,
 )
 
@@ -23,6 +24,18 @@ def labels_match(selector: dict[str, str], labels: dict[str, str]) -> bool:
     return selector_matches(selector, (), labels)
 
 
+def claim_for(
+    claims: list[VerticalClaim], kind: str, namespace: str, name: str
+) -> VerticalClaim | None:
+    """The acting claim on workload kind/namespace/name, the same one every time."""
+    found = [
+        c
+        for c in claims
+        if c.acting and c.namespace == namespace and c.target_kind == kind and c.target_name == name
+    ]
+    return min(found, key=lambda c: (c.kind, c.name)) if found else None
+
+
 @dataclass(slots=True)
 class ClusterSnapshot:
     now: float
@@ -31,6 +44,9 @@ class ClusterSnapshot:
     workloads: dict[str, Workload] = field(default_factory=dict)  # key: kind/ns/name
     pdbs: list[PodDisruptionBudget] = field(default_factory=list)
     hpas: list[HorizontalPodAutoscaler] = field(default_factory=list)
+    # Other vertical autoscalers' objects (VPAs, ...): a workload one acts on is not
+    # Foresize's to resize.
+    vertical_claims: list[VerticalClaim] = field(default_factory=list)
     # Foresize objects (pydantic API models from foresize.core.api).
     targets: list[Any] = field(default_factory=list)
     daemonset_autoscalers: list[Any] = field(default_factory=list)
@@ -92,6 +108,10 @@ class ClusterSnapshot:
             self._index()
         assert self._by_owner is not None
         return self._by_owner.get(workload.key, [])
+
+    def vertical_claim_for(self, kind: str, namespace: str, name: str) -> VerticalClaim | None:
+        """The first (by kind and name) other vertical autoscaler acting on the workload."""
+        return claim_for(self.vertical_claims, kind, namespace, name)
 
     def hpa_for(self, workload: Workload) -> HorizontalPodAutoscaler | None:
         for h in self.hpas:

@@ -36,7 +36,7 @@ from foresize.core.cluster.actions import (
     ResizePod,
     WriteTargetStatus,
 )
-from foresize.core.cluster.capacity import NodeLedger, no_room_message, resize_delta
+from foresize.core.cluster.capacity import NodeLedger, resize_delta
 from foresize.core.cluster.disruption import resize_restarts, restart_batch
 from foresize.core.cluster.model import ContainerSuggestion, Pod, Suggestion
 from foresize.core.cluster.qos import pod_qos_class
@@ -181,6 +181,7 @@ def plan_dsa(
     if ds is None:
         return plan
     pods = [p for p in snapshot.pods_of(ds) if p.phase not in ("Succeeded", "Failed")]
+    pods = _unclaimed(snapshot, view, pods, plan)
     batch = restart_batch(pods, view.max_disrupted, view.disruption_interval, last_batch_at, now)
     for pod in pods:
         if pod.terminating:
@@ -218,9 +219,11 @@ def plan_dsa(
             plan.paced.append(pod.key)
             continue
         delta = resize_delta(pod, changes)
-        if not ledger.admit(pod.node_name or "", delta):
-            _hold(plan, view, pod.key, pod.node_name or "", delta, ledger)
+        why = ledger.why_not(pod.node_name or "", delta, pod.priority)
+        if why is not None:
+            _hold(plan, view, pod.key, why)
             continue
+        ledger.reserve(pod.node_name or "", delta)
         if restarts:
             batch.take()
         plan.resized.append(pod.key)
@@ -243,17 +246,28 @@ def plan_dsa(
     return plan
 
 
+def _unclaimed(
+    snapshot: ClusterSnapshot, view: TargetView, pods: list[Pod], plan: DsaPlan
+) -> list[Pod]:
+    """The pods to size: none when another vertical autoscaler (a VPA in any mode but Off,
+    ...) sizes the DaemonSet; each is then reported skipped, naming it."""
+    claim = snapshot.vertical_claim_for("DaemonSet", view.namespace, view.ref_name)
+    if claim is None:
+        return pods
+    for pod in pods:
+        plan.skipped[pod.key] = f"{claim.describe()} also sizes the DaemonSet"
+    return []
+
+
 def _hold(
     plan: DsaPlan,
     view: TargetView,
     pod_key: str,
-    node: str,
-    delta: dict[str, int],
-    ledger: NodeLedger,
+    msg: str,
 ) -> None:
-    """An upsize the node has no room for: not sent (it would sit Deferred while the
-    scheduler charges the node for it), reported on the pod and the DaemonSetAutoscaler."""
-    msg = no_room_message(node, delta, ledger.free(node))
+    """An upsize the node has no room for (or whose room a Pending pod needs): not sent
+    (it would sit Deferred while the scheduler charges the node for it), reported on the
+    pod and the DaemonSetAutoscaler."""
     plan.waiting[pod_key] = msg
     ns, name = pod_key.split("/", 1)
     plan.actions.append(EmitEvent(ns, "Pod", name, "ResizeWaitingForCapacity", msg, "Warning"))

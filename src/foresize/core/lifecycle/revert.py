@@ -42,7 +42,7 @@ from foresize.core.cluster.actions import (
     RestartWorkload,
     WriteTargetStatus,
 )
-from foresize.core.cluster.capacity import NodeLedger, no_room_message, resize_delta
+from foresize.core.cluster.capacity import NodeLedger, resize_delta
 from foresize.core.cluster.disruption import RestartBatch, resize_restarts, restart_batch
 from foresize.core.cluster.model import (
     COMPUTE_RESOURCES,
@@ -273,13 +273,14 @@ def _admit_resizes(
             continue
         node = pod.node_name or ""
         delta = resize_delta(pod, a.containers)
-        if ledger.admit(node, delta):
+        why = ledger.why_not(node, delta, pod.priority)
+        if why is None:
+            ledger.reserve(node, delta)
             if restarts:
                 batch.take()
             plan.resized.append(pod_key)
             plan.actions.append(a)
             continue
-        why = no_room_message(node, delta, ledger.free(node))
         plan.held[pod_key] = why
         if HELD_PREFIX + pod_key not in reported:
             plan.actions.append(

@@ -12,7 +12,7 @@ under `in_place` it waits and is reported.
 from __future__ import annotations
 
 from foresize.core.cluster.actions import Action, EvictPod, ResizePod
-from foresize.core.cluster.capacity import NodeLedger, no_room_message
+from foresize.core.cluster.capacity import NodeLedger
 from foresize.core.cluster.model import (
     COMPUTE_RESOURCES,
     Pod,
@@ -141,15 +141,17 @@ def _resize(
     if ctx.config.capacity_guard:
         delta = charge_delta(pod, change)
         node = pod.node_name or ""
-        if not ledger.admit(node, delta):
+        why = ledger.why_not(node, delta, pod.priority)
+        if why is not None:
             if (
                 run.policy.update_mode == "in_place_or_recreate"
                 and recreated_by_controller(pod)
                 and hold is None
             ):
                 return Candidate(EVICT, pod, run, change, "capacity", c.urgent)
-            _wait_for_capacity(c, delta, ledger.free(node))
+            _wait_for_capacity(c, why)
             return None
+        ledger.reserve(node, delta)
     actions.append(
         ResizePod(
             pod.namespace,
@@ -172,13 +174,12 @@ def _resize(
     return None
 
 
-def _wait_for_capacity(c: Candidate, delta: ResourceMap, free: ResourceMap) -> None:
+def _wait_for_capacity(c: Candidate, msg: str) -> None:
     run, pod, change = c.run, c.pod, c.change
     assert change is not None
     run.waiting_capacity += 1
     if not run.report_once(f"guard:{pod.uid}", change.signature):
         return
-    msg = no_room_message(pod.node_name or "", delta, free)
     run.pod_event(pod, "ResizeWaitingForCapacity", msg, "Warning")
     run.target_event("ResizeWaitingForCapacity", f"pod {pod.name}: {msg}", "Warning")
 

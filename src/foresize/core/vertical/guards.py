@@ -20,6 +20,43 @@ from foresize.core.vertical.run import PassContext, TargetRun
 from foresize.core.vertical.stall import stall_reason
 from foresize.core.vertical.state import HALF_OPEN, OPEN
 
+CLAIM_CONDITION = "ClaimedByAnotherAutoscaler"
+
+
+def claimed_elsewhere(run: TargetRun, ctx: PassContext) -> bool:
+    """A workload another vertical autoscaler acts on (a VerticalPodAutoscaler in any mode
+    but Off, a MultidimPodAutoscaler, ...) is not Foresize's to size: two vertical
+    autoscalers on one workload undo each other's changes. A scaleTargetRef target stops
+    here; a selector target leaves the claimed workloads' pods and keeps the others.
+    Said in a condition naming the object and one Event per claim."""
+    pol, snap = run.policy, ctx.snapshot
+    claims = []
+    if pol.ref_kind and pol.ref_name:
+        claim = snap.vertical_claim_for(pol.ref_kind, pol.namespace, pol.ref_name)
+        if claim is not None:
+            claims.append(claim)
+    elif snap.vertical_claims and run.pods:
+        kept = []
+        for p in run.pods:
+            top = snap.top_owner(p)
+            claim = snap.vertical_claim_for(top.kind, p.namespace, top.name) if top else None
+            if claim is None:
+                kept.append(p)
+            elif claim not in claims:
+                claims.append(claim)
+        run.pods = kept
+        run.replicas = len(kept)
+    if not claims:
+        run.state.reported.pop("claimed", None)
+        return True
+    names = ", ".join(c.describe() for c in claims)
+    run.claimed_by = names
+    msg = f"not sized by Foresize: {names} also sizes the workload (one vertical autoscaler)"
+    run.notes.append(msg)
+    if run.report_once("claimed", names):
+        run.target_event("ClaimedByAnotherAutoscaler", msg, "Warning")
+    return bool(run.pods) and not (pol.ref_kind and pol.ref_name)
+
 
 def excluded(run: TargetRun, ctx: PassContext) -> bool:
     """The operator's label selector keeps chosen workloads away from in-place resizes."""
@@ -77,6 +114,7 @@ def hpa_left_alone(run: TargetRun, ctx: PassContext) -> bool:
 
 # In order: a guard that says no stops the target there.
 TARGET_GUARDS: tuple[Callable[[TargetRun, PassContext], bool], ...] = (
+    claimed_elsewhere,
     excluded,
     acting,
     hpa_left_alone,
@@ -161,6 +199,31 @@ def pod_level_conditions(run: TargetRun) -> list[dict[str, Any]] | None:
     if current is not None and all(current.get(k) == v for k, v in wanted.items()):
         return None
     return [c for c in run.target_conditions if c.get("type") != POD_LEVEL_CONDITION] + [wanted]
+
+
+def claim_condition(run: TargetRun) -> dict[str, Any] | None:
+    """ClaimedByAnotherAutoscaler as it should now read (True naming the objects, False
+    once none claims), or None when the target's condition already says so."""
+    current = next((c for c in run.target_conditions if c.get("type") == CLAIM_CONDITION), None)
+    if run.claimed_by:
+        wanted = {
+            "type": CLAIM_CONDITION,
+            "status": "True",
+            "reason": "VerticalAutoscalerActs",
+            "message": f"{run.claimed_by} sizes the workload; Foresize leaves it alone",
+        }
+    elif current is not None and current.get("status") == "True":
+        wanted = {
+            "type": CLAIM_CONDITION,
+            "status": "False",
+            "reason": "NoOtherVerticalAutoscaler",
+            "message": "no other vertical autoscaler acts on the workload",
+        }
+    else:
+        return None
+    if current is not None and all(current.get(k) == v for k, v in wanted.items()):
+        return None
+    return wanted
 
 
 # Set while a pod of the target carries a node autoscaler's opt-out annotation with a value

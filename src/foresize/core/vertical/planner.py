@@ -35,7 +35,9 @@ from foresize.core.vertical.admit import (
 )
 from foresize.core.vertical.breaker import move_breaker
 from foresize.core.vertical.guards import (
+    CLAIM_CONDITION,
     TARGET_GUARDS,
+    claim_condition,
     odd_annotation_conditions,
     open_gates,
     pod_level_conditions,
@@ -421,4 +423,9 @@ def _conditions(run: TargetRun) -> list[dict[str, Any]] | None:
     """The target's conditions when one of the worker's changed (None: no write)."""
     pod_level = pod_level_conditions(run)
     odd = odd_annotation_conditions(run, pod_level or run.target_conditions)
-    return odd or pod_level
+    changed = odd or pod_level
+    claim = claim_condition(run)  # another vertical autoscaler's claim on the workload
+    if claim is None:
+        return changed
+    base = changed if changed is not None else run.target_conditions
+    return [c for c in base if c.get("type") != CLAIM_CONDITION] + [claim]

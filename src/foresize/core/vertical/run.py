@@ -82,6 +82,7 @@ class TargetRun:
     # The target's status.conditions as read (a status write replaces the whole list).
     target_conditions: list[dict[str, Any]] = field(default_factory=list)
     pod_level_left: list[str] = field(default_factory=list)  # pods with pod-level resources
+    claimed_by: str = ""  # other vertical autoscalers acting on the workload (described)
 
     def target_event(self, reason: str, message: str, type_: str = "Normal") -> None:
         p = self.policy

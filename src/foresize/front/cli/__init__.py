@@ -60,6 +60,7 @@ app.add_typer(bench_app, name="bench")
 _COMMAND_MODULES = (
     "simulate",
     "bench_sim",
+    "bench_nodes",
     "bench_recommend",
     "bench_bound",
     "bench_forecast",

@@ -145,7 +145,10 @@ def operator(namespace: str, image: str, replicas: int = 2) -> list[dict[str, An
         {"name": "FORESIZE_METRICS_PORT", "value": str(METRICS_PORT)},
         {"name": "FORESIZE_HISTORY_DB", "value": HISTORY_DB},
     ]
-    probe = {"httpGet": {"path": "/healthz", "port": "webhook", "scheme": "HTTPS"}}
+    # The probes go to the metrics port, a listener of its own: the webhook port's
+    # connection cap is shared with whoever can reach it, and a client holding it full
+    # would have the kubelet's probes refused and the replica restarted (reliability R-2).
+    probe = {"httpGet": {"path": "/healthz", "port": "metrics", "scheme": "HTTP"}}
     container = {
         "name": "operator",
         "image": image,
@@ -157,7 +160,7 @@ def operator(namespace: str, image: str, replicas: int = 2) -> list[dict[str, An
             {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
         ],
         "readinessProbe": {
-            "httpGet": {"path": "/readyz", "port": "webhook", "scheme": "HTTPS"},
+            "httpGet": {"path": "/readyz", "port": "metrics", "scheme": "HTTP"},
             "periodSeconds": 5,
         },
         "livenessProbe": {**probe, "periodSeconds": 10, "failureThreshold": 6},

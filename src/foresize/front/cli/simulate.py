@@ -117,7 +117,10 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             "--scenario",
             "-s",
             metavar="NAME|FILE",
-            help="Built-in scenario name (demo, sidecars) or path to a scenario YAML file.",
+            help=(
+                "Built-in scenario name (demo, sidecars, hpa-collision) or path to a "
+                "scenario YAML file."
+            ),
         ),
         duration: str = typer.Option(
             "7d", "--duration", "-d", help="Simulated time to run, e.g. 90m, 12h, 7d."

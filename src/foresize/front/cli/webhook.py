@@ -197,8 +197,9 @@ async def _serve(
     import asyncio
 
     from foresize.shells.webhook.server import run_server
+    from foresize.shells.webhook.state_file import watch_state_file
 
-    watcher = asyncio.create_task(_watch(state, holder)) if state else None
+    watcher = asyncio.create_task(watch_state_file(state, holder.set)) if state else None
     try:
         await run_server(holder, host=host, port=port, ssl_context=ssl_context)
     finally:
@@ -221,32 +222,3 @@ def listen_error(exc: OSError, host: str, port: int) -> ForesizeError | None:
     if exc.errno in (errno.EACCES, errno.EADDRNOTAVAIL):
         return ForesizeError(f"--port {port} / --host {host}: cannot listen there ({exc.strerror})")
     return None
-
-
-async def _watch(path: Path, holder: AdmissionState) -> None:
-    """Reload the state file when its modification time changes (bad edits are logged
-    and the previous state kept), in a worker thread."""
-    import asyncio
-    import logging
-
-    from foresize.core.errors import ForesizeError
-    from foresize.shells.webhook.state_file import load_state_file
-
-    log = logging.getLogger("foresize.shells.webhook")
-    last = path.stat().st_mtime_ns
-    while True:
-        await asyncio.sleep(2.0)
-        try:
-            mtime = path.stat().st_mtime_ns
-        except OSError:
-            continue
-        if mtime == last:
-            continue
-        last = mtime
-        try:
-            # Off the event loop: a big file takes a while to parse, and the webhook keeps
-            # answering meanwhile (the size, alias and depth caps live in the loader).
-            holder.set(await asyncio.to_thread(load_state_file, path))
-            log.info("reloaded %s", path)
-        except ForesizeError as exc:
-            log.error("keeping previous state: %s", exc)

@@ -31,6 +31,21 @@ WATCHED: tuple[WatchedKind, ...] = (
     WatchedKind("apps", "v1", "daemonsets", "DaemonSet"),
     WatchedKind("apps", "v1", "replicasets", "ReplicaSet"),
     WatchedKind("argoproj.io", "v1alpha1", "rollouts", "Rollout", optional=True),
+    # Other vertical autoscalers: a workload they act on is left alone (not installed: fine).
+    WatchedKind(
+        "autoscaling.k8s.io",
+        "v1",
+        "verticalpodautoscalers",
+        "VerticalPodAutoscaler",
+        optional=True,
+    ),
+    WatchedKind(
+        "autoscaling.gke.io",
+        "v1beta1",
+        "multidimpodautoscalers",
+        "MultidimPodAutoscaler",
+        optional=True,
+    ),
     WatchedKind("foresize.io", "v1", "aiscaletargets", "AIScaleTarget"),
     WatchedKind("foresize.io", "v1", "daemonsetautoscalers", "DaemonSetAutoscaler"),
     WatchedKind("foresize.io", "v1", "clusteraiscaletemplates", "ClusterAIScaleTemplate"),

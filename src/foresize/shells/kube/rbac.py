@@ -48,6 +48,9 @@ def cluster_role_rules() -> list[dict[str, Any]]:
         rule(["argoproj.io"], ["rollouts/scale"], ["patch"]),
         rule(["policy"], ["poddisruptionbudgets"], WATCH),
         rule(["autoscaling"], ["horizontalpodautoscalers"], WATCH),
+        # Other vertical autoscalers' objects: the workloads they act on are left alone.
+        rule(["autoscaling.k8s.io"], ["verticalpodautoscalers"], WATCH),
+        rule(["autoscaling.gke.io"], ["multidimpodautoscalers"], WATCH),
         rule(["metrics.k8s.io"], ["pods"], ["list"]),
         # Foresize's own kinds: finalizers (get, then a JSON patch pinned to what was read);
         # templates create, update (patch) and delete targets.

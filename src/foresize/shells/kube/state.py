@@ -23,6 +23,7 @@ from foresize.core.cluster.model import (
     Node,
     Pod,
     PodDisruptionBudget,
+    VerticalClaim,
     Workload,
 )
 from foresize.core.cluster.snapshot import ClusterSnapshot
@@ -54,6 +55,8 @@ class ClusterState:
         self.nodes: dict[str, Node] = {}
         self.pdbs: dict[Key, PodDisruptionBudget] = {}
         self.hpas: dict[Key, HorizontalPodAutoscaler] = {}
+        # (kind, namespace, name) -> another vertical autoscaler's claim (VPA, MPA)
+        self.vertical_claims: dict[tuple[str, str, str], VerticalClaim] = {}
         self.workloads: dict[str, Workload] = {}
         # Foresize objects: kind -> key -> parsed model (or the raw dict if no parser).
         self.foresize: dict[str, dict[Key, Any]] = {k: {} for k in FORESIZE_KINDS}
@@ -94,12 +97,18 @@ class ClusterState:
         return None
 
     def _keys(self, kind: str) -> set:
+        if kind in convert.VERTICAL_CLAIM_KINDS:
+            return {k for k in self.vertical_claims if k[0] == kind}
         if kind in convert.WORKLOAD_KINDS:
             return {k for k in self.workloads if k.startswith(f"{kind}/")}
         store = self._store(kind)
         return set(store) if store is not None else set()
 
     def _clear(self, kind: str) -> None:
+        if kind in convert.VERTICAL_CLAIM_KINDS:
+            for claim_key in [k for k in self.vertical_claims if k[0] == kind]:
+                del self.vertical_claims[claim_key]
+            return
         if kind in convert.WORKLOAD_KINDS:
             for k in [k for k in self.workloads if k.startswith(f"{kind}/")]:
                 del self.workloads[k]
@@ -130,6 +139,9 @@ class ClusterState:
             self._put(self.pdbs, key, None if deleted else convert.pdb_from(obj))
         elif kind == "HorizontalPodAutoscaler":
             self._put(self.hpas, key, None if deleted else convert.hpa_from(obj, dropped))
+        elif kind in convert.VERTICAL_CLAIM_KINDS:
+            claim = None if deleted else convert.vertical_claim_from(kind, obj)
+            self._put(self.vertical_claims, (kind, *key), claim)
         elif kind in convert.WORKLOAD_KINDS:
             wkey = f"{kind}/{key[0]}/{key[1]}"
             workload = None if deleted else convert.workload_from(kind, obj, dropped)
@@ -176,6 +188,7 @@ class ClusterState:
             workloads=dict(self.workloads),
             pdbs=list(self.pdbs.values()),
             hpas=list(self.hpas.values()),
+            vertical_claims=list(self.vertical_claims.values()),
             targets=[t for t in self.foresize["AIScaleTarget"].values() if t is not None],
             daemonset_autoscalers=[
                 d for d in self.foresize["DaemonSetAutoscaler"].values() if d is not None

@@ -52,6 +52,7 @@ class SimAdmission:
             sim.paused,
             id(sim.workloads),
             tuple(hpas),
+            tuple(getattr(sim, "vertical_claims", ())),
         )
         if self._cache is not None and self._cache[0] == key:
             return self._cache[1]
@@ -60,6 +61,7 @@ class SimAdmission:
             daemonset_autoscalers=sim.daemonset_autoscalers,
             workloads=sim.workloads,
             hpas=sim.hpa_objects() if hpas else (),
+            vertical_claims=getattr(sim, "vertical_claims", ()),
             paused=sim.paused,
             suggestions=self.suggestions,
             oom_floors=self.oom_floors,

@@ -32,7 +32,11 @@ def _static(sim: SimCluster) -> None:
 POLICIES: dict[str, PolicyInstaller] = {"static": _static}
 
 # Modules that may register more policies when imported (missing ones are skipped).
-POLICY_MODULES = ("foresize.shells.sim.policy_foresize", "foresize.shells.sim.policy_vpa")
+POLICY_MODULES = (
+    "foresize.shells.sim.policy_foresize",
+    "foresize.shells.sim.policy_vpa",
+    "foresize.shells.sim.headroom",
+)
 
 
 def register_policy(name: str, install: PolicyInstaller) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 from foresize.adapters.files import load_one_with_lines, read_text
 from foresize.core.api.duration import parse_duration, shown
 from foresize.core.api.names import dns_label_error, dns_subdomain_error
+from foresize.core.cluster.model import VerticalClaim
 from foresize.core.errors import ForesizeError
 from foresize.shells.sim.scenario_fields import (
     WORKLOAD_FIELDS,
@@ -101,6 +102,7 @@ def parse_scenario(
             "workloads",
             "pdbs",
             "hpas",
+            "vertical_autoscalers",
             "priority_classes",
             "node_types",
             "node_autoscaler",
@@ -129,6 +131,7 @@ def parse_scenario(
         sc.workloads.append(_read_workload(ctx, raw, f"workloads[{i}]", classes, seen_wl))
     _read_pdbs(ctx, top, sc)
     _read_hpas(ctx, top, sc, seen_wl)
+    _read_vertical_autoscalers(ctx, top, sc)
     _check_size(ctx, sc)
     return sc
 
@@ -407,6 +410,46 @@ def _read_hpas(
                 hi,
                 metrics,
                 _read_behavior(ctx, m.get("behavior"), f"{path}.behavior"),
+            )
+        )
+
+
+VERTICAL_AUTOSCALER_KINDS = ("VerticalPodAutoscaler", "MultidimPodAutoscaler")
+
+
+def _read_vertical_autoscalers(ctx: FieldReader, top: dict[str, Any], sc: Scenario) -> None:
+    """`vertical_autoscalers`: other vertical autoscalers' objects on the scenario's
+    workloads (only their claim matters: Foresize leaves those workloads alone). The
+    target may name a workload the scenario does not have, as a stale VPA does."""
+    path0 = "vertical_autoscalers"
+    for i, raw in enumerate(ctx.seq(top.get(path0), path0)):
+        path = f"{path0}[{i}]"
+        m = ctx.mapping(raw, path)
+        ctx.known(m, {"kind", "name", "namespace", "target", "update_mode"}, path)
+        kind = ctx.string(
+            m.get("kind"), f"{path}.kind", required=False, default="VerticalPodAutoscaler"
+        )
+        if kind not in VERTICAL_AUTOSCALER_KINDS:
+            raise ctx.fail(
+                f"{path}.kind",
+                f"must be one of {', '.join(VERTICAL_AUTOSCALER_KINDS)}, got {shown(kind)}",
+            )
+        target = ctx.mapping(m.get("target"), f"{path}.target")
+        ctx.known(target, {"kind", "name"}, f"{path}.target")
+        sc.vertical_autoscalers.append(
+            VerticalClaim(
+                kind,
+                ctx.string(
+                    m.get("namespace"), f"{path}.namespace", required=False, default="default"
+                ),
+                ctx.string(m.get("name"), f"{path}.name"),
+                ctx.string(
+                    target.get("kind"), f"{path}.target.kind", required=False, default="Deployment"
+                ),
+                ctx.string(target.get("name"), f"{path}.target.name"),
+                ctx.string(
+                    m.get("update_mode"), f"{path}.update_mode", required=False, default="Auto"
+                ),
             )
         )
 

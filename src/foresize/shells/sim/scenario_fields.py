@@ -61,8 +61,10 @@ class FieldReader:
         for key in value:
             if key not in allowed:
                 prefix = f"{path}." if path else ""
+                # A key with control characters is shown quoted: the error stays one line.
+                name = key if isinstance(key, str) and key.isprintable() else shown(key)
                 raise self.fail(
-                    f"{prefix}{key}", f"unknown field (allowed: {', '.join(sorted(allowed))})"
+                    f"{prefix}{name}", f"unknown field (allowed: {', '.join(sorted(allowed))})"
                 )
 
     def string(self, value: Any, path: str, *, required: bool = True, default: str = "") -> str:

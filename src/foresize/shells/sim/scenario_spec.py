@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from foresize.core.cluster.model import VerticalClaim
 from foresize.shells.sim.usage import GeneratorSpec
 
 
@@ -119,6 +120,8 @@ class Scenario:
     workloads: list[WorkloadSpec] = field(default_factory=list)
     pdbs: list[PDBSpec] = field(default_factory=list)
     hpas: list[HPASpec] = field(default_factory=list)
+    # Other vertical autoscalers' objects (VPAs, ...), as the snapshot shows them.
+    vertical_autoscalers: list[VerticalClaim] = field(default_factory=list)
     seed: int | None = None
     hpa_sync_period: float = 15.0
     description: str = ""

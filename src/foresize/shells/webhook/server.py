@@ -2,9 +2,10 @@
 
 Endpoints: POST /mutate-pods, /mutate-scale, /validate-targets (AdmissionReview v1),
 GET /healthz (the process is up) and /readyz (an index is loaded). Every admission
-endpoint answers HTTP 200 with an AdmissionReview, whatever happens: an unreadable body
-or an internal error is `allowed: true` plus a warning, never an HTTP error that the API
-server could turn into a blocked pod.
+endpoint answers HTTP 200 with an AdmissionReview carrying the request's uid: an
+unreadable body or an internal error is `allowed: true` plus a warning. The only HTTP
+errors are the abuse limits' (400 undecodable body, 408 too slow, 413 too large): webhook
+failures the API server ignores (`failurePolicy: Ignore`), never a blocked pod.
 
 Embedding (the operator): `create_app(state_provider)` gives the aiohttp application;
 `WebhookServer` starts and stops it on a running loop; `run_server(...)` runs it until
@@ -35,6 +36,8 @@ from aiohttp.web_protocol import RequestHandler
 from foresize.core.admission.index import AdmissionIndex
 from foresize.core.admission.review import (
     allow_with_warning,
+    read_review,
+    request_uid,
     review_noop,
     review_pod,
     review_scale,
@@ -280,6 +283,13 @@ async def _read_body(request: web.Request, guard: ConnectionGuard) -> bytes | we
     except web.HTTPRequestEntityTooLarge:
         guard.bad("body too large", f"more than {limits.max_body} bytes (chunked)")
         return _closing(413, f"body larger than {limits.max_body} bytes")
+    except Exception as exc:
+        # A body that cannot be decoded (`Content-Encoding: gzip` over bytes that are not
+        # gzip): no AdmissionReview to answer. 400, as the API server answers a body it
+        # cannot decode; a webhook failure it ignores (failurePolicy: Ignore), so the pod
+        # is never blocked. The API server itself never compresses webhook requests.
+        guard.bad("undecodable body", _one_line(exc))
+        return _closing(400, "request body cannot be decoded")
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,10 +329,13 @@ class _ReviewEndpoint:
     def answer(self, raw: bytes, index: AdmissionIndex | None, now: float) -> dict[str, Any]:
         """The AdmissionReview answering `raw` (internal errors in it are reported)."""
         try:
-            body = json.loads(raw)
-        except Exception as exc:  # not JSON at all: still answer, never block
+            body = read_review(raw)
+        except Exception as exc:  # not JSON we can read: still answer, never block
             self.guard.bad("malformed AdmissionReview", _one_line(exc))
-            return allow_with_warning(None, f"malformed AdmissionReview ({_one_line(exc)})")
+            return allow_with_warning(
+                {"request": {"uid": request_uid(raw)}},
+                f"malformed AdmissionReview ({_one_line(exc)})",
+            )
         if not self.needs_index:
             return self.review(body)
         if index is None:

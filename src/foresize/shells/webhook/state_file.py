@@ -11,6 +11,10 @@ scales on keeps its template value unless the target overrides), and an optional
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +25,8 @@ from foresize.core.cluster.kubejson import hpa_from, workload_from
 from foresize.core.cluster.model import HorizontalPodAutoscaler, Workload
 from foresize.core.errors import ForesizeError
 
+log = logging.getLogger("foresize.shells.webhook")
+
 _WORKLOAD_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Rollout")
 
 
@@ -30,12 +36,19 @@ MAX_STATE_BYTES = 64 * 2**20
 
 
 def _documents(path: Path) -> list[Any]:
-    text = read_text(path, max_bytes=MAX_STATE_BYTES, what="state file")
+    text = read_text(path, max_bytes=MAX_STATE_BYTES, what="state file", regular_only=True)
     if path.suffix == ".json":
         data = load_json(text, str(path))
         docs = data if isinstance(data, list) else [data]
     else:
         docs = load_documents(text, str(path))
+        if not docs:
+            # What a reload sees between an editor's (or `>`'s) truncate and its write:
+            # taken as "no targets", every pod would go unpatched until the next change.
+            raise ForesizeError(
+                f"{path}: the state file is empty (no YAML document; an empty state is "
+                "written `{kind: List, items: []}`)"
+            )
     out: list[Any] = []
     for d in docs:
         if isinstance(d, dict) and d.get("kind") == "List":
@@ -95,3 +108,50 @@ def load_state_file(path: Path | str) -> AdmissionIndex:
     return AdmissionIndex.build(
         targets, daemonset_autoscalers=dsas, workloads=workloads, hpas=hpas, paused=paused
     )
+
+
+# How often the watcher looks at the file: an edit is served within this long.
+RELOAD_POLL_SECONDS = 2.0
+
+
+def _signature(path: Path) -> tuple[int, int, int, int] | None:
+    """What changes when the file does: its modification and change times, size and inode
+    (a truncate and the write after it can share one mtime tick, not one size; an editor's
+    rename-over is a new inode). None while the file is missing."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
+
+
+async def watch_state_file(
+    path: Path,
+    install: Callable[[AdmissionIndex], None],
+    *,
+    interval: float = RELOAD_POLL_SECONDS,
+) -> None:
+    """Reload `path` whenever it changes and `install` the new index; never ends on its own.
+
+    Parsing runs in a worker thread (a big file takes a while; the webhook keeps answering
+    meanwhile, and the size, alias, depth and number caps live in the loader). A file that
+    cannot be used (bad content, empty, not a regular file, unreadable, or a bug of ours)
+    is one log line naming it, and the last good state keeps being served: a watcher that
+    died would ignore every later edit, good ones included, without a word."""
+    last = _signature(path)
+    while True:
+        await asyncio.sleep(interval)
+        current = _signature(path)
+        if current is None or current == last:
+            continue
+        last = current
+        try:
+            index = await asyncio.to_thread(load_state_file, path)
+        except ForesizeError as exc:
+            log.error("keeping previous state: %s", exc)
+            continue
+        except Exception as exc:  # a bug of ours: the watcher must keep watching
+            log.error("keeping previous state: %s: %s: %s", path, type(exc).__name__, exc)
+            continue
+        install(index)
+        log.info("reloaded %s", path)

@@ -107,6 +107,7 @@ class SimCluster:
         self.targets: list[Any] = []
         self.daemonset_autoscalers: list[Any] = []
         self.templates: list[Any] = []
+        self.vertical_claims = list(scenario.vertical_autoscalers)
         self.paused = False
         self.server_version: tuple[int, int] = (1, 35)  # (1, 36): NodeCapacity refusals
         self.counters: dict[str, dict[str, int]] = {}
@@ -344,6 +345,7 @@ class SimCluster:
             workloads=dict(self.workloads),
             pdbs=[self.disruption.status(p) for p in self.disruption.pdbs.values()],
             hpas=[self.hpa.hpa_object(h) for h in self.hpa.hpas.values()],
+            vertical_claims=list(self.vertical_claims),
             targets=list(self.targets),
             daemonset_autoscalers=list(self.daemonset_autoscalers),
             templates=list(self.templates),
