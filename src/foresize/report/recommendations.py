@@ -154,7 +154,7 @@ def build_rows(
     """Rows for TraceSeries and their `recommend_series` results (same order): the static
     request at `quantiles[resource]` over the history on the model grid, the OOM floor
     (1.2 x the working-set peak in the hour before each kill), bounds, limits and severity."""
-    from foresize.history.base import resample_max
+    from foresize.history.base import aligned_start, resample_max
     from foresize.recommend.core import OOM_FACTOR
     from foresize.recommend.static import static_request
     from foresize.recommend.target import MODEL_STEP
@@ -171,7 +171,7 @@ def build_rows(
         return []
     step = MODEL_STEP
     newest = max(float(s.timestamps[-1]) for s in live)
-    end = math.floor(newest / step) * step
+    end = aligned_start(newest, step)
     n = max(1, int(round(lookback / step)))
     start = end - (n - 1) * step
     rows = []
@@ -210,7 +210,7 @@ def build_rows(
         for res, rr in ((CPU, row.cpu), (MEMORY, row.memory)):
             grid = grids[res]
             rr.quantile = quantiles[res]
-            value, rr.spans = static_request(grid, step, quantiles[res])
+            value, rr.spans = static_request(grid, step, quantiles[res], start)
             if np.isfinite(grid).any():
                 rr.peak = float(np.nanmax(grid))
             if cur is not None:
