@@ -3,11 +3,12 @@ over 14 d, 7 d and 1 d, the highest; never below the recent history at that risk
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
 from foresize.history.base import SeriesKey, TraceSeries, aligned_start
-
 from foresize.recommend.static import static_request, window_peaks
 
 STEP = 300.0
@@ -82,11 +83,11 @@ def test_a_growing_history_never_cycles_minute_by_minute(seed):
         s = TraceSeries(full.key, full.timestamps[:n], full.cpu[:n], full.memory[:n])
         (row,) = build_rows([s], [], quantiles={"cpu": 0.98, "memory": 0.999})
         got.append((aligned_start(float(s.timestamps[-1]), 900.0), row.cpu.request))
-    for (block_a, a), (block_b, b) in zip(got, got[1:], strict=False):
+    for (block_a, a), (block_b, b) in itertools.pairwise(got):
         if block_a == block_b:
             assert b >= a, got
     values = [v for _, v in got]
-    assert sum(b < a for a, b in zip(values, values[1:], strict=False)) <= 1, values
+    assert sum(b < a for a, b in itertools.pairwise(values)) <= 1, values
     assert not returns_to_a_value_it_left(values), values
 
 
