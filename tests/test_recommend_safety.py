@@ -187,3 +187,54 @@ def test_a_memory_forecast_far_above_the_peak_after_oom_kills_is_explained():
     assert "rises 1.2x with each kill while it holds (3 days)" in note
     assert "over the 9 kills of the history" in note
     assert note in render([row], "table", **RENDER, explain_rows=True, width=1000)
+
+
+def test_one_unit_per_resource_in_every_cell():
+    """ux.md R26: `16 → 3992m`, a Δ of `-12.0` beside `-400m`, `cpu peak 0.228` (cores)
+    beside millicore requests, `21.3Gi` beside `2608Mi`. Every CPU cell is in millicores
+    and every memory cell in Mi now, in the table and in --explain."""
+    big, mem = steady(3.5, 20 * 1024, 20)
+    small, mem2 = steady(0.2, 300, 21)
+    rows = rows_for(
+        [
+            ("shop", "auth", "app", big, mem, Resources(16.0, 32 * 2**30, None, None)),
+            ("shop", "web", "app", small, mem2, Resources(0.6, 2**30, None, None)),
+        ]
+    )
+    table = render(rows, "table", **RENDER, wide=True, width=1000, explain_rows=True)
+    lines = table.splitlines()
+    head = next(line for line in lines if "cpu request" in line)
+    names = [c.strip() for c in head.strip("┃").split("┃")]
+    cpu_cols = [names.index(c) for c in ("cpu request", "cpu limit", "Δ cpu", "cpu peak")]
+    mem_cols = [names.index(c) for c in ("memory request", "memory limit", "Δ memory", "mem peak")]
+    body = [line for line in lines if line.startswith("│ shop ")]
+    assert len(body) == 2
+    for line in body:
+        cells = [c.strip() for c in line.strip("│").split("│")]
+        for i in cpu_cols:
+            for part in cells[i].replace("→", " ").split():
+                assert part == "-" or part.lstrip("+-±").endswith("m"), (names[i], cells[i])
+                assert not part.endswith("Mi"), (names[i], cells[i])
+        for i in mem_cols:
+            for part in cells[i].replace("→", " ").split():
+                assert part == "-" or part.lstrip("+-±").endswith("Mi"), (names[i], cells[i])
+    auth = next(line for line in body if " auth " in line)
+    assert "16000m → " in auth and "32768Mi → " in auth
+    assert "cores" not in table and "Gi " not in table
+
+
+def test_explain_says_how_replicas_were_folded():
+    """ux.md R20: CPU is the median across replicas, and recommend.md did not say so."""
+    cpu, mem = steady(0.3, 300, 30)
+    (row,) = rows_for(
+        [("frontend", "fe-3", "app", cpu, mem, None)], replicas={("frontend", "fe-3"): 2}
+    )
+    doc = json.loads(render([row], "json", **RENDER))
+    (line,) = [x for x in doc["recommendations"][0]["explanation"] if "replicas" in x]
+    assert line.startswith("2 replicas, one history: CPU the median across them at each step")
+    assert "memory the max" in line
+    (single,) = rows_for([("frontend", "fe-1", "app", cpu, mem, None)])
+    assert not any(
+        "replicas" in x
+        for x in json.loads(render([single], "json", **RENDER))["recommendations"][0]["explanation"]
+    )

@@ -412,13 +412,13 @@ def _fmt(res: str, value: int | None) -> str:
 
 
 def _pretty(res: str, value: int | None) -> str:
-    """Short human form: CPU in m or cores, memory in Mi or Gi (rounded up)."""
+    """The one unit per resource of every table and explanation (ux.md R26: `16 → 3992m`,
+    `-12.0` beside `-400m`, a peak of `0.228` cores beside millicore requests): CPU in
+    millicores, memory in Mi (rounded up); both valid Kubernetes quantities."""
     if value is None:
         return "-"
     if res == CPU:
-        return format_cpu(value) if value < 10_000 or value % 1000 == 0 else f"{value / 1000:.1f}"
-    if value >= 10 * GIB:
-        return f"{math.ceil(value / GIB * 10) / 10:g}Gi"
+        return f"{value}m"
     return f"{math.ceil(value / MIB)}Mi"
 
 
@@ -527,6 +527,19 @@ def _level(q: float | None) -> str:
     return f"p{100 * q:g}" if q is not None else "-"
 
 
+def replicas_line(replicas: int) -> str:
+    """How the replicas of a workload were folded into its one history (ux.md R20), as
+    every shell folds them (`foresize.history.aggregate`)."""
+    from foresize.history.aggregate import CPU_ACROSS_PODS, MEMORY_ACROSS_PODS
+
+    return (
+        f"{replicas} replicas, one history: CPU the {CPU_ACROSS_PODS} across them at each "
+        "step (a request is what one replica needs; a replica busier than the median uses "
+        "CPU above its request, which is throttled under contention, not killed), memory "
+        f"the {MEMORY_ACROSS_PODS} (an OOM kill of any replica is a failure)"
+    )
+
+
 def explain(row: Row) -> list[str]:
     """How each number of a row came about: quantile, spans, forecast model, peaks, kills."""
     import datetime as dt
@@ -534,11 +547,7 @@ def explain(row: Row) -> list[str]:
     lines = []
     for res, rr, model in ((CPU, row.cpu, row.cpu_model), (MEMORY, row.memory, row.memory_model)):
         spans = ", ".join(f"{name} {_pretty(res, _round(res, v))}" for name, v in rr.spans.items())
-        peak = (
-            "-"
-            if rr.peak is None
-            else (f"{rr.peak:.3f} cores" if res == CPU else _pretty(MEMORY, int(rr.peak)))
-        )
+        peak = "-" if rr.peak is None else _pretty(res, _round(res, rr.peak))
         base = max(rr.spans.values()) if rr.spans else None
         lines.append(
             f"{res}: {_pretty(res, rr.request)}: the highest {_level(rr.quantile)} of 15-minute "
@@ -549,6 +558,8 @@ def explain(row: Row) -> list[str]:
             f"(model {model or '-'})"
         )
     lines.append(f"history: {row.history_hours:g} h, {row.samples} five-minute samples")
+    if row.replicas > 1:
+        lines.append(replicas_line(row.replicas))
     if row.oom_kills:
         when = ", ".join(
             dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%d %H:%M") for t in row.oom_kills
@@ -658,7 +669,7 @@ def _cells(r: Row, wide: bool, prices: Prices | None) -> list[str]:
             _delta(MEMORY, r.memory.current_request, r.memory.request, r.replicas),
             f"{_pretty(CPU, r.cpu.forecast)} / {_pretty(MEMORY, r.memory.forecast)}",
             _level(r.memory.quantile),
-            f"{r.cpu.peak:.3f}" if r.cpu.peak is not None else "-",
+            _pretty(CPU, _round(CPU, r.cpu.peak)) if r.cpu.peak is not None else "-",
             _pretty(MEMORY, int(r.memory.peak)) if r.memory.peak is not None else "-",
             f"{r.history_hours:g}h",
             str(len(r.oom_kills)),
