@@ -238,3 +238,31 @@ def test_explain_says_how_replicas_were_folded():
         "replicas" in x
         for x in json.loads(render([single], "json", **RENDER))["recommendations"][0]["explanation"]
     )
+
+
+def test_wide_splits_into_tables_that_fit_the_terminal():
+    """ux.md N8: --wide needed ~210 columns and wrapped every row at 120. Now its columns
+    come in as many tables as fit the width, each led by namespace, workload and
+    container; one table when the terminal is wide enough."""
+    from foresize.report.recommendations import Prices, _headers
+
+    specs = []
+    for i, wl in enumerate(["checkout-frontend", "payments-ledger-writer"]):
+        cpu, mem = steady(0.2 * (i + 1), 500, 40 + i)
+        specs.append(("payments", wl, "istio-proxy", cpu, mem, Resources(1.0, 2**30, 2.0, 2**30)))
+    rows = rows_for(specs, kinds={("payments", wl): "Deployment" for _, wl, *_ in specs})
+    prices = Prices(0.04, 0.005)
+    narrow = render(rows, "table", **RENDER, wide=True, width=120, prices=prices)
+    lines = narrow.splitlines()
+    assert max(len(line) for line in lines) <= 120
+    parts = [line for line in lines if line.startswith("Foresize recommendations")]
+    assert len(parts) >= 2 and parts[0].endswith(f"columns 1 of {len(parts)}")
+    heads = set()
+    for line in lines:
+        if line.startswith("┃"):
+            heads |= {c.strip() for c in line.strip("┃").split("┃")}
+    assert set(_headers(True, prices)) <= heads
+    for _, wl, *_ in specs:  # every part names every row
+        assert sum(f"│ payments  │ {wl}" in line for line in lines) == len(parts)
+    roomy = render(rows, "table", **RENDER, wide=True, width=400, prices=prices)
+    assert sum(line.startswith("Foresize recommendations") for line in roomy.splitlines()) == 1

@@ -720,14 +720,23 @@ def _table(
     from rich.table import Table
 
     numeric = {"cpu request", "memory request", "cpu limit", "memory limit", "Δ cpu", "Δ memory"}
-    table = Table(title=f"Foresize recommendations ({source})", title_justify="left")
-    for head in _headers(wide, prices):
-        if head in numeric or head in ("severity", "15m forecast", "cost/month"):
-            table.add_column(head, no_wrap=True)
-        else:
-            table.add_column(head, overflow="fold")
-    for r in rows:
-        table.add_row(*_cells(r, wide, prices))
+    heads = _headers(wide, prices)
+    body = [_cells(r, wide, prices) for r in rows]
+    title = f"Foresize recommendations ({source})"
+    groups = _column_groups(heads, body, width) if wide else [list(range(len(heads)))]
+    tables = []
+    for g, cols in enumerate(groups):
+        part = f", columns {g + 1} of {len(groups)}" if len(groups) > 1 else ""
+        table = Table(title=title + part, title_justify="left")
+        for i in cols:
+            head = heads[i]
+            if head in numeric or head in ("severity", "15m forecast", "cost/month"):
+                table.add_column(head, no_wrap=True)
+            else:
+                table.add_column(head, overflow="fold")
+        for cells in body:
+            table.add_row(*(cells[i] for i in cols))
+        tables.append(table)
     totals = Table(title="Per workload (all replicas): change", title_justify="left")
     heads = ["workload", "pods", "Δ cpu", "Δ memory"]
     if prices is not None:
@@ -761,7 +770,8 @@ def _table(
     console = Console(
         file=buf, width=1000 if wide else width, force_terminal=False, color_system=None
     )
-    console.print(table)
+    for table in tables:
+        console.print(table)
     console.width = width
     console.print(totals)
     lines = [horizon_line(mode, quantiles)]
@@ -781,6 +791,32 @@ def _table(
             lines += [f"  {x}" for x in explain(r)]
     console.print("\n".join(lines), overflow="fold", highlight=False, markup=False)
     return "\n".join(line.rstrip() for line in buf.getvalue().rstrip("\n").splitlines())
+
+
+WIDE_KEYS = ("namespace", "workload", "container")
+"""The columns every part of a split --wide table repeats, so each row is still named."""
+
+
+def _column_groups(heads: list[str], body: list[list[str]], width: int) -> list[list[int]]:
+    """--wide's columns at their natural widths (a box cell is its text plus 3), in as few
+    tables as fit `width`, each led by the WIDE_KEYS columns (ux.md N8: the ~210 columns
+    of --wide wrapped every row in a 120-column terminal, the Δ cpu cell starting the
+    second line). One table when it fits."""
+    natural = [max([len(h), *(len(cells[i]) for cells in body)]) + 3 for i, h in enumerate(heads)]
+    if sum(natural) + 1 <= width:
+        return [list(range(len(heads)))]
+    keys = [i for i, h in enumerate(heads) if h in WIDE_KEYS]
+    base = sum(natural[i] for i in keys) + 1
+    groups: list[list[int]] = []
+    used = base
+    for i in (i for i in range(len(heads)) if i not in keys):
+        if groups and used + natural[i] <= width:
+            groups[-1].append(i)
+            used += natural[i]
+        else:
+            groups.append([*keys, i])
+            used = base + natural[i]
+    return groups
 
 
 def _flat(rows: list[Row], prices: Prices | None) -> tuple[list[str], list[list[str]]]:
