@@ -737,33 +737,7 @@ def _table(
         for cells in body:
             table.add_row(*(cells[i] for i in cols))
         tables.append(table)
-    totals = Table(title="Per workload (all replicas): change", title_justify="left")
-    heads = ["workload", "pods", "Δ cpu", "Δ memory"]
-    if prices is not None:
-        heads.append("Δ cost/month")
-    for head in heads:
-        totals.add_column(head, overflow="fold", no_wrap=head != "workload")
-    *ns_totals, everything = grand_totals(rows, prices)
-    per_workload = workload_totals(rows, prices)
-    # Namespace subtotals when there are several namespaces, then the total (ux.md N5).
-    summed = [*ns_totals, everything] if len(ns_totals) > 1 else [everything]
-    for i, t in enumerate([*per_workload, *summed]):
-        if i == len(per_workload):
-            totals.add_section()
-        name = t.workload if t.workload == TOTAL else f"{t.namespace}/{t.workload}"
-        cells = [
-            name,
-            str(t.replicas),
-            _delta(CPU, t.cpu_current, t.cpu_recommended),
-            _delta(MEMORY, t.memory_current, t.memory_recommended),
-        ]
-        if prices is not None:
-            cells.append(
-                f"{t.cost_recommended - t.cost_current:+.2f}"
-                if t.cost_current is not None and t.cost_recommended is not None
-                else "-"
-            )
-        totals.add_row(*cells)
+    totals = _totals_table(rows, prices)
     buf = io.StringIO()
     # --wide prints every column at its natural width (as `kubectl -o wide`); the default
     # table fits the terminal.
@@ -791,6 +765,40 @@ def _table(
             lines += [f"  {x}" for x in explain(r)]
     console.print("\n".join(lines), overflow="fold", highlight=False, markup=False)
     return "\n".join(line.rstrip() for line in buf.getvalue().rstrip("\n").splitlines())
+
+
+def _totals_table(rows: list[Row], prices: Prices | None) -> Any:
+    """The per-workload change, then the namespaces' and the overall totals (ux.md N5)."""
+    from rich.table import Table
+
+    totals = Table(title="Per workload (all replicas): change", title_justify="left")
+    heads = ["workload", "pods", "Δ cpu", "Δ memory"]
+    if prices is not None:
+        heads.append("Δ cost/month")
+    for head in heads:
+        totals.add_column(head, overflow="fold", no_wrap=head != "workload")
+    *ns_totals, everything = grand_totals(rows, prices)
+    per_workload = workload_totals(rows, prices)
+    # Namespace subtotals when there are several namespaces, then the total (ux.md N5).
+    summed = [*ns_totals, everything] if len(ns_totals) > 1 else [everything]
+    for i, t in enumerate([*per_workload, *summed]):
+        if i == len(per_workload):
+            totals.add_section()
+        name = t.workload if t.workload == TOTAL else f"{t.namespace}/{t.workload}"
+        cells = [
+            name,
+            str(t.replicas),
+            _delta(CPU, t.cpu_current, t.cpu_recommended),
+            _delta(MEMORY, t.memory_current, t.memory_recommended),
+        ]
+        if prices is not None:
+            cells.append(
+                f"{t.cost_recommended - t.cost_current:+.2f}"
+                if t.cost_current is not None and t.cost_recommended is not None
+                else "-"
+            )
+        totals.add_row(*cells)
+    return totals
 
 
 WIDE_KEYS = ("namespace", "workload", "container")
