@@ -97,3 +97,14 @@ def returns_to_a_value_it_left(values: list) -> bool:
         for i, a in enumerate(values)
         for j in range(i + 1, len(values))
     )
+
+
+def test_a_span_without_readings_is_left_out_not_a_traceback():
+    """A container that stopped reporting two days before the end has 14 d and 7 d peaks
+    and none in the last day: `foresize recommend --traces ... --end` on the Bitbrains
+    development set stopped with an IndexError from np.quantile on the empty day."""
+    y = np.full(14 * 288, np.nan)
+    y[: 10 * 288] = np.linspace(1.0, 2.0, 10 * 288)
+    value, spans = static_request(y, STEP, 0.98, 0.0)
+    assert list(spans) == ["14d", "7d"]
+    assert value == spans["14d"]

@@ -71,5 +71,7 @@ def static_request(
         label = name if n * PEAK_WINDOW >= span else f"all {n * PEAK_WINDOW / 3600:g}h"
         recent = peaks[-n:]
         recent = recent[np.isfinite(recent)]
+        if not recent.size:
+            continue  # no reading in the span (the container stopped reporting before it)
         per_span[label] = float(np.quantile(recent, q, method="higher"))
     return max(per_span.values()), per_span
