@@ -3,13 +3,13 @@ OOM floors, pause, DaemonSet seeding, and parity between the JSON path and mutat
 
 from __future__ import annotations
 
-from foresize.admission.index import AdmissionIndex
-from foresize.admission.pod import MANAGED_ANNOTATION, decide_pod, mutate_pod
-from foresize.admission.review import pod_from_json, review_pod, review_scale
-from foresize.admission.validate import cron_error, validate_target
-from foresize.api.quantity import GIB, MIB
-from foresize.api.types import parse_daemonset_autoscaler, parse_target
-from foresize.cluster.model import (
+from foresize.core.admission.index import AdmissionIndex
+from foresize.core.admission.pod import MANAGED_ANNOTATION, decide_pod, mutate_pod
+from foresize.core.admission.review import pod_from_json, review_pod, review_scale
+from foresize.core.admission.validate import cron_error, validate_target
+from foresize.core.api.quantity import GIB, MIB
+from foresize.core.api.types import parse_daemonset_autoscaler, parse_target
+from foresize.core.cluster.model import (
     Container,
     HorizontalPodAutoscaler,
     HPAMetric,
@@ -19,8 +19,8 @@ from foresize.cluster.model import (
     ResourceRequirements,
     Workload,
 )
-from foresize.cluster.qos import pod_qos_class
-from foresize.cluster.snapshot import ClusterSnapshot
+from foresize.core.cluster.qos import pod_qos_class
+from foresize.core.cluster.snapshot import ClusterSnapshot
 from test_admission_support import (
     apply_patch,
     decode_patch,
@@ -317,7 +317,7 @@ def test_validation_messages_name_fields():
 
 
 def test_planner_overrides_are_read_live_and_win_over_status():
-    from foresize.cluster.model import ContainerSuggestion, Suggestion
+    from foresize.core.cluster.model import ContainerSuggestion, Suggestion
 
     live: dict = {}
     floors: dict = {}
@@ -418,7 +418,7 @@ def test_hpa_guard_for_selector_target_uses_the_pods_controller():
 def test_hpa_guard_same_on_the_json_path_and_from_a_state_file(tmp_path):
     import yaml
 
-    from foresize.webhook.state_file import load_state_file
+    from foresize.shells.webhook.state_file import load_state_file
     from kube_objects import hpa
 
     path = tmp_path / "state.yaml"
@@ -445,8 +445,8 @@ def test_no_annotation_only_patch_when_no_container_matches_the_decision():
     # Audit reliability F-12: a container whose name is not a string (`"name": 5`) is
     # decided under "5"; the patch then changed no resource but still set the annotation,
     # breaking "annotated only when the webhook changed resources".
-    from foresize.admission.review import pod_patch
-    from foresize.cluster.model import ResourceRequirements
+    from foresize.core.admission.review import pod_patch
+    from foresize.core.cluster.model import ResourceRequirements
 
     obj = pod_json(containers=[{"name": 5, "image": "x", "resources": {}}])
     assert pod_patch(obj, {"5": ResourceRequirements({"cpu": 300})}) == []

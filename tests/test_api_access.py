@@ -7,7 +7,7 @@ from collections.abc import Iterator, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from foresize.api.access import first, get_path
+from foresize.core.api.access import first, get_path
 
 
 class _Tree(Mapping[str, Any]):

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from foresize.api.containers import entry_for
-from foresize.api.types import AIScaleTarget
-from foresize.cluster.target import target_view
-from foresize.recommend.target import RecommendParams
+from foresize.core.api.containers import entry_for
+from foresize.core.api.types import AIScaleTarget
+from foresize.core.cluster.target import target_view
+from foresize.core.recommend.target import RecommendParams
 
 
 class _Entry:

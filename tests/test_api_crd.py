@@ -19,9 +19,9 @@ import yaml
 from cel_expr_python import cel
 from typer.testing import CliRunner
 
-from foresize.api import crd as crdgen
-from foresize.api.types import KINDS, parse_object
-from foresize.errors import ForesizeError
+from foresize.core.api import crd as crdgen
+from foresize.core.api.types import KINDS, parse_object
+from foresize.core.errors import ForesizeError
 
 K8S_VERSIONS = ("1.33.0", "1.34.0", "1.35.0")
 
@@ -636,7 +636,7 @@ def test_cel_duration_rules_skip_day_units_and_models_check_them():
 
 
 def test_manifests_crds_prints_the_crds():
-    from foresize.cli import app
+    from foresize.front.cli import app
 
     result = CliRunner().invoke(app, ["manifests", "crds"])
     assert result.exit_code == 0, result.output

@@ -6,8 +6,8 @@ import copy
 
 import pytest
 
-from foresize.api.quantity import GIB, MIB
-from foresize.api.types import (
+from foresize.core.api.quantity import GIB, MIB
+from foresize.core.api.types import (
     AIScaleTarget,
     ClusterAIScaleTemplate,
     ContainerSuggestion,
@@ -22,7 +22,7 @@ from foresize.api.types import (
     parse_target,
     parse_template,
 )
-from foresize.errors import ForesizeError
+from foresize.core.errors import ForesizeError
 
 
 def target(**spec) -> dict:

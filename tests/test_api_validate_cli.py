@@ -8,8 +8,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from foresize.cli import app
-from foresize.errors import ForesizeError
+from foresize.core.errors import ForesizeError
+from foresize.front.cli import app
 
 GOOD = """\
 apiVersion: apps/v1
@@ -113,7 +113,13 @@ def test_console_script_prints_one_line_and_exits_2(tmp_path: Path):
     path = tmp_path / "bad.yaml"
     path.write_text(BAD)
     proc = subprocess.run(
-        [sys.executable, "-c", "from foresize.cli import main; main()", "validate", str(path)],
+        [
+            sys.executable,
+            "-c",
+            "from foresize.front.cli import main; main()",
+            "validate",
+            str(path),
+        ],
         capture_output=True,
         text=True,
         timeout=60,

@@ -10,7 +10,7 @@ import json
 import aiohttp
 import pytest
 
-from foresize.kube.api import JSON_PATCH, MERGE_PATCH, KubeApi
+from foresize.shells.kube.api import JSON_PATCH, MERGE_PATCH, KubeApi
 from foresize.testing.apiserver import StrictApiServer
 from kube_objects import container, deployment, namespace, node, pod, target
 
@@ -151,7 +151,7 @@ async def test_the_crd_schema_refuses_the_old_breaker_status_and_takes_the_typed
     }
     assert (await api.request("PATCH", f"{TARGETS}/web/status", typed, MERGE_PATCH)).code == 200
     # What the planner writes for an open breaker now lands (it used to be the numbers above).
-    from foresize.vertical.state import BreakerState, TargetState
+    from foresize.core.vertical.state import BreakerState, TargetState
 
     state = TargetState(
         breaker=BreakerState("s-1", "open", 3, 1, 1_780_000_090.0, 1, 1_780_000_030.0, 60.0)

@@ -5,7 +5,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from foresize.cli import app
+from foresize.front.cli import app
 
 
 def test_bench_plan_json_small() -> None:
@@ -34,9 +34,9 @@ def test_bench_plan_json_small() -> None:
 
 @pytest.mark.parametrize("option", ["--targets", "--pods", "--nodes", "--repeats"])
 def test_bench_plan_rejects_bad_sizes(option: str) -> None:
-    from foresize.errors import ForesizeError
+    from foresize.core.errors import ForesizeError
 
     result = CliRunner().invoke(app, ["bench", "plan", option, "0"])
-    # A ForesizeError (one line, exit status 2 from `foresize.cli.main`), not a crash.
+    # A ForesizeError (one line, exit status 2 from `foresize.front.cli.main`), not a crash.
     assert isinstance(result.exception, ForesizeError), result.exception
     assert str(result.exception) == f"{option} must be at least 1, got 0"

@@ -9,10 +9,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from foresize.cli import app
-from foresize.history.base import SeriesKey, TraceSeries
-from foresize.recommend.core import MEMORY_RISK_LEVELS
-from foresize.recommend.replay import (
+from foresize.bench.replay import (
     ClairvoyantPolicy,
     ForesizePolicy,
     KRRPolicy,
@@ -21,6 +18,9 @@ from foresize.recommend.replay import (
     prepare,
     replay,
 )
+from foresize.core.history import SeriesKey, TraceSeries
+from foresize.core.recommend.core import MEMORY_RISK_LEVELS
+from foresize.front.cli import app
 
 TRACES = Path(__file__).resolve().parent / "data" / "traces"
 KEYS = {"slack", "shortfall", "under", "events_per_series_day", "changes_per_series_day"}
@@ -135,9 +135,9 @@ def test_cli_json_keys_on_real_crane_trace(tmp_path):
 
 
 def test_cli_errors_are_clear(tmp_path):
-    from foresize.errors import ForesizeError
+    from foresize.core.errors import ForesizeError
 
-    # A ForesizeError is what `foresize.cli.main` turns into one line and exit status 2;
+    # A ForesizeError is what `foresize.front.cli.main` turns into one line and exit status 2;
     # anything else would be a traceback.
     none = str(tmp_path / "none")
     canonical = tmp_path / "t.csv"
@@ -170,7 +170,7 @@ def test_cli_errors_are_clear(tmp_path):
 
 
 def test_manual_is_replayed_where_the_trace_records_capacities():
-    from foresize.cli.bench_recommend import run_bench
+    from foresize.front.cli.bench_recommend import run_bench
 
     doc = run_bench(str(TRACES / "bitbrains-rnd-2013-07"), "bitbrains", [], limit=1, sweep=None)
     assert list(doc["policies"]) == ["manual", "vpa", "krr", "clairvoyant", "foresize"]
@@ -219,7 +219,7 @@ def test_foresize_memory_ratchet_and_allocated_risk():
 
 
 def test_matched_slack_interpolates_in_log_risk_and_never_extrapolates():
-    from foresize.recommend.replay import matched_slack, risk_frontier
+    from foresize.bench.replay import matched_slack, risk_frontier
 
     curve = [(0.01, 0.5), (0.04, 0.3)]
     # Half-way in log risk between 0.01 and 0.04 is 0.02: half-way in slack.
@@ -241,8 +241,8 @@ def test_bench_reports_matched_ratios_and_per_series_kills(tmp_path):
     """A small synthetic fleet with memory: the sweep brackets or misses vpa's risk, the
     matched ratio is the curve's slack at vpa's risk over vpa's slack (or null), and the
     per-series kill figures agree with the replay's own per-series counts."""
-    from foresize.cli.bench_recommend import run_bench
-    from foresize.recommend.replay import matched_slack
+    from foresize.bench.replay import matched_slack
+    from foresize.front.cli.bench_recommend import run_bench
 
     rng = np.random.default_rng(3)
     n = 288 * 8 + 96
@@ -283,14 +283,14 @@ def test_bench_reports_matched_ratios_and_per_series_kills(tmp_path):
 
 
 def load_canonical(path):
-    from foresize.history.traces import load_traces
+    from foresize.adapters.history.traces import load_traces
 
     return load_traces(str(path), "canonical")[0]
 
 
 def test_split_halves_with_offset(tmp_path):
-    from foresize.cli.bench_recommend import run_bench
-    from foresize.errors import ForesizeError
+    from foresize.core.errors import ForesizeError
+    from foresize.front.cli.bench_recommend import run_bench
 
     lines = ["timestamp,namespace,workload,pod,container,cpu_cores,memory_bytes"]
     for k in range(3):
@@ -308,7 +308,7 @@ def test_split_halves_with_offset(tmp_path):
 def test_changes_count_while_the_series_exists():
     """A series that ends early is not resized after its last sample: its changes count
     over the span its series-days count."""
-    from foresize.recommend.replay import Policy
+    from foresize.bench.replay import Policy
 
     class Flip(Policy):
         name = "flip"
@@ -330,8 +330,8 @@ def test_replay_stabilised_cpu_changes_less_and_memory_keeps_its_peak(monkeypatc
     """The replay runs the operator's rules: a CPU request scheduled in 3 segments a day
     changes far less often than one rescheduled every hour, and memory is never
     sized below the last 3 days' peak plus headroom."""
-    from foresize.recommend import core
-    from foresize.recommend import replay as replay_module
+    from foresize.bench import replay as replay_module
+    from foresize.core.recommend import core
 
     n = 288 * 8 + 96
     rng = np.random.default_rng(5)
@@ -354,7 +354,7 @@ def test_replay_holds_memory_as_long_as_the_modes_posture(monkeypatch):
     """The replay scores the operator's memory rule with the mode's holds: after a drop,
     the default holds memory for 6 hours, undershoot (five times the misses) lets go
     after 1.2 hours. (The recent peak, which would hold both, is off here.)"""
-    from foresize.recommend import core
+    from foresize.core.recommend import core
 
     monkeypatch.setattr(core, "MEMORY_PEAK_WINDOW", 0.0)
     n = 288 * 2 + 48

@@ -10,18 +10,18 @@ import time
 
 import pytest
 
-from foresize.admission.validate import validate_target
-from foresize.api.cron import cron_error
-from foresize.api.duration import (
+from foresize.core.admission.validate import validate_target
+from foresize.core.api.cron import cron_error
+from foresize.core.api.duration import (
     MAX_DURATION_LENGTH,
     DurationError,
     parse_duration,
     parse_duration_field,
 )
-from foresize.api.quantity import MAX_QUANTITY_LENGTH, QuantityError, parse_quantity
-from foresize.api.types import parse_object
-from foresize.errors import ForesizeError
-from foresize.sim import scenario
+from foresize.core.api.quantity import MAX_QUANTITY_LENGTH, QuantityError, parse_quantity
+from foresize.core.api.types import parse_object
+from foresize.core.errors import ForesizeError
+from foresize.shells.sim import scenario
 
 
 def _elapsed(fn, *args) -> float:
@@ -114,7 +114,7 @@ def test_a_long_duration_is_refused_fast_without_echo():
 def test_the_crd_pattern_accepts_exactly_the_units_the_parser_reads():
     import re
 
-    from foresize.api.duration import DURATION_PATTERN
+    from foresize.core.api.duration import DURATION_PATTERN
 
     for ok in ("1w", "0", "2d12h", "250ms"):
         assert re.match(DURATION_PATTERN, ok)
@@ -206,7 +206,7 @@ def test_the_cli_and_the_webhook_accept_the_same_labels(labels, key):
 
 
 def test_a_long_label_is_refused_fast():
-    from foresize.api.labels import label_key_error, label_value_error
+    from foresize.core.api.labels import label_key_error, label_value_error
 
     assert _elapsed(label_value_error, "a" * 1_000_000 + "!") < 0.05
     assert "63" in label_value_error("a" * 100)
@@ -216,7 +216,7 @@ def test_a_long_label_is_refused_fast():
 def test_scenario_labels_use_the_same_rules(tmp_path):
     import yaml
 
-    from foresize.sim.scenario import load_scenario
+    from foresize.shells.sim.scenario import load_scenario
     from test_sim_support import workload
 
     data = {"nodes": [{"name": "n", "cpu": "2", "memory": "4Gi"}], "workloads": [workload("a")]}

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from foresize.api.quantity import MIB
-from foresize.api.types import parse_daemonset_autoscaler, parse_target
-from foresize.cluster.actions import EmitEvent, ResizePod, WriteTargetStatus
-from foresize.cluster.capacity import NodeLedger, resize_delta
-from foresize.cluster.model import (
+from foresize.core.api.quantity import MIB
+from foresize.core.api.types import parse_daemonset_autoscaler, parse_target
+from foresize.core.cluster.actions import EmitEvent, ResizePod, WriteTargetStatus
+from foresize.core.cluster.capacity import NodeLedger, resize_delta
+from foresize.core.cluster.model import (
     Container,
     ContainerStatus,
     ContainerSuggestion,
@@ -22,11 +22,11 @@ from foresize.cluster.model import (
     Suggestion,
     Workload,
 )
-from foresize.cluster.qos import pod_charge
-from foresize.cluster.snapshot import ClusterSnapshot
-from foresize.lifecycle.daemonset import plan_dsa
-from foresize.lifecycle.planner import LifecycleState, plan_lifecycle
-from foresize.vertical import WorkerState, plan
+from foresize.core.cluster.qos import pod_charge
+from foresize.core.cluster.snapshot import ClusterSnapshot
+from foresize.core.lifecycle.daemonset import plan_dsa
+from foresize.core.lifecycle.planner import LifecycleState, plan_lifecycle
+from foresize.core.vertical import WorkerState, plan
 
 GIB = 1024 * MIB
 
@@ -194,7 +194,7 @@ def _revert_snapshot(template_cpu: int) -> ClusterSnapshot:
         _pod("filler", "full", 700, owner=None, labels={}, ns="default"),
     ]
     template = [Container("app", ResourceRequirements({"cpu": template_cpu, "memory": 100 * MIB}))]
-    from foresize.cluster.model import PodTemplate
+    from foresize.core.cluster.model import PodTemplate
 
     dep = Workload(
         "Deployment", "default", "web", replicas=2, template=PodTemplate(containers=template)
@@ -251,7 +251,7 @@ def test_revert_upsize_waits_for_room_and_the_revert_stays_open() -> None:
 
 def test_resize_delta_is_the_scheduler_charge_difference() -> None:
     p = _pod("p", "n", 200, owner=None, labels={}, ns="default")
-    from foresize.cluster.actions import ContainerResize
+    from foresize.core.cluster.actions import ContainerResize
 
     assert resize_delta(p, [ContainerResize("app", {"cpu": 500})]) == {"cpu": 300}
     # A downsize frees nothing until actuated (allocated still 200m).
@@ -262,8 +262,8 @@ def test_resize_delta_is_the_scheduler_charge_difference() -> None:
 
 
 def test_dsa_resize_events_name_the_daemonset_autoscaler() -> None:
-    from foresize.cluster.actions import ActionResult
-    from foresize.telemetry.recorder import ChangeRecorder
+    from foresize.adapters.telemetry.recorder import ChangeRecorder
+    from foresize.core.cluster.actions import ActionResult
 
     s = _dsa_snapshot()
     dp = plan_dsa(s, _dsa(), _sugg_all(250), 0.0)
@@ -279,9 +279,9 @@ def test_dsa_resize_events_name_the_daemonset_autoscaler() -> None:
 
 
 def test_a_pod_sized_at_admission_is_counted_and_its_event_names_its_target() -> None:
-    from foresize.admission.pod import PodDecision
-    from foresize.cluster.target import dsa_view
-    from foresize.telemetry.recorder import ChangeRecorder
+    from foresize.adapters.telemetry.recorder import ChangeRecorder
+    from foresize.core.admission.pod import PodDecision
+    from foresize.core.cluster.target import dsa_view
 
     recorder = ChangeRecorder()
     new = _pod("", "roomy", 200, owner=OwnerRef("DaemonSet", "agent"), labels={}, ns="mon")
@@ -302,8 +302,8 @@ def test_a_pod_sized_at_admission_is_counted_and_its_event_names_its_target() ->
 def test_charge_gap_shows_a_deferred_upsize_a_pending_downsize_and_infeasible() -> None:
     """The preemption case: an upsize that sits Deferred is charged at its new size while the
     kubelet grants the old one; the gauge must not read 0 for it."""
-    from foresize.cluster.capacity import charge_gap
-    from foresize.telemetry.recorder import ChangeRecorder
+    from foresize.adapters.telemetry.recorder import ChangeRecorder
+    from foresize.core.cluster.capacity import charge_gap
 
     def resized(spec: int, alloc: int, reason: str | None) -> Pod:
         p = _pod("p", "n1", spec, owner=None, labels={}, ns="default")
@@ -330,7 +330,7 @@ def test_one_pass_shares_its_node_capacity_between_the_revert_and_the_worker() -
     """`plan_pass` admits every resize of the pass through one ledger: the revert (first)
     takes 50m of the 100m free on "full", so the worker's +100m upsize of another pod on
     that node is held instead of overcommitting it."""
-    from foresize.reconcile import ReconcileState, plan_pass
+    from foresize.core.reconcile import ReconcileState, plan_pass
 
     s = _revert_snapshot(template_cpu=250)  # web-a back to 250m: +50m on "full"
     api = OwnerRef("Deployment", "api")
@@ -352,8 +352,8 @@ def test_one_pass_shares_its_node_capacity_between_the_daemonset_and_the_worker(
     350m) goes first and leaves 50m on "full", so web-0's +100m is held."""
     import numpy as np
 
-    from foresize.lifecycle.daemonset import UsageWindow
-    from foresize.reconcile import ReconcileState, plan_pass
+    from foresize.core.lifecycle.daemonset import UsageWindow
+    from foresize.core.reconcile import ReconcileState, plan_pass
 
     s = _dsa_snapshot(full_cpu=1600)  # "full": agent 200m, filler 1300m; 100m free
     s.pods.remove(next(p for p in s.pods if p.name == "filler"))

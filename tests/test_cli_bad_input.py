@@ -1,5 +1,5 @@
 """Bad options of the long-running commands are one-line errors naming the option (a
-ForesizeError: exit status 2 from `foresize.cli.main`), never a traceback or a hang."""
+ForesizeError: exit status 2 from `foresize.front.cli.main`), never a traceback or a hang."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from foresize.cli import app
-from foresize.errors import ForesizeError
+from foresize.core.errors import ForesizeError
+from foresize.front.cli import app
 
 
 def _error(args: list[str]) -> str:
@@ -33,7 +33,7 @@ def test_webhook_cert_dir_that_is_a_file(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def serving_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
     """A CA, certificate and key on disk, for `foresize webhook --cert/--key/--ca`."""
-    from foresize.webhook.certs import generate_self_signed
+    from foresize.shells.webhook.certs import generate_self_signed
 
     return generate_self_signed(["localhost"]).write(tmp_path_factory.mktemp("tls"))
 
@@ -74,7 +74,7 @@ def test_webhook_tls_and_config_options(
     [
         ("--targets", "-1", "--targets must be positive"),
         ("--max-rate", "0", "--max-rate must be positive"),
-        # Durations are read by the one duration option parser (foresize.cli.options).
+        # Durations are read by the one duration option parser (foresize.front.cli.options).
         ("--budget", "-1", "--budget: '-1' is not a duration (e.g. 30s, 5m, 1h30m, 14d)"),
         ("--ramp-duration", "0", "--ramp-duration: must be more than 0, got '0'"),
     ],
@@ -136,13 +136,13 @@ def test_webhook_refuses_a_certificate_it_cannot_serve(
     # calls then failed their handshake and the fail-open webhooks silently did nothing.
     import datetime as dt
 
-    import foresize.webhook.server
-    from foresize.webhook.certs import generate_self_signed
+    import foresize.shells.webhook.server
+    from foresize.shells.webhook.certs import generate_self_signed
 
     async def serving(*args: object, **kwargs: object) -> None:
         raise AssertionError("the webhook served a certificate it cannot serve")
 
-    monkeypatch.setattr(foresize.webhook.server, "run_server", serving)
+    monkeypatch.setattr(foresize.shells.webhook.server, "run_server", serving)
 
     now = dt.datetime.fromisoformat(start).replace(tzinfo=dt.UTC)
     _, cert, key = generate_self_signed(["localhost"], now=now, days=30).write(tmp_path)

@@ -1,4 +1,4 @@
-"""One meaning per option name across `foresize` commands (foresize.cli.options):
+"""One meaning per option name across `foresize` commands (foresize.front.cli.options):
 `-o/--output` is the output format and `--trace-format` the trace file format; durations
 take units; benchmarks repeat with `--repeats`. The older spellings still work, hidden."""
 
@@ -8,9 +8,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from foresize.cli import app
-from foresize.cli.options import duration
-from foresize.errors import ForesizeError
+from foresize.core.errors import ForesizeError
+from foresize.front.cli import app
+from foresize.front.cli.options import duration
 
 
 def _commands() -> dict:

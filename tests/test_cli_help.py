@@ -10,7 +10,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from foresize.cli import app
+from foresize.front.cli import app
 
 # What newer typer shows when an option has no metavar.
 PYTHON_TYPES = re.compile(r"<(bool|str|int|float|path|list\[)|\b(int|float) range\b")

@@ -1,7 +1,7 @@
 """QoS class and scheduler charge follow qos.go and component-helpers exactly."""
 
-from foresize.api.quantity import GIB, MIB
-from foresize.cluster.model import (
+from foresize.core.api.quantity import GIB, MIB
+from foresize.core.cluster.model import (
     POD_RESIZE_PENDING,
     REASON_DEFERRED,
     REASON_INFEASIBLE,
@@ -11,7 +11,7 @@ from foresize.cluster.model import (
     PodCondition,
     ResourceRequirements,
 )
-from foresize.cluster.qos import (
+from foresize.core.cluster.qos import (
     allocated_requests,
     pod_charge,
     pod_qos_class,

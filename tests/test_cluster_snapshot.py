@@ -3,8 +3,8 @@ belong to its Deployment), resolved once per direct owner."""
 
 from __future__ import annotations
 
-from foresize.cluster.model import OwnerRef, Pod, Workload
-from foresize.cluster.snapshot import ClusterSnapshot
+from foresize.core.cluster.model import OwnerRef, Pod, Workload
+from foresize.core.cluster.snapshot import ClusterSnapshot
 
 
 def _pod(name: str, owner: OwnerRef | None, namespace: str = "shop", node: str = "n1") -> Pod:

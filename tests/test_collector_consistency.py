@@ -2,7 +2,7 @@
 usage: the kube shell's metrics-server collector (PodMetrics -> samples -> HistorySink ->
 load_histories) and the simulated operator (usage observer -> ForesizeRecommender's
 UsageHistory -> load_histories) fold
-a workload's replicas with `foresize.history.aggregate` — CPU the median across
+a workload's replicas with `foresize.adapters.history.aggregate` — CPU the median across
 replicas, memory the maximum (architecture §3.1: history per container of a workload, one
 recommendation per container applied to every replica)."""
 
@@ -11,20 +11,20 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from foresize.cluster.kubejson import format_time
-from foresize.history.aggregate import (
+from foresize.adapters.history.aggregate import (
     Grouping,
     group_max,
     group_median,
     per_container,
     workload_totals,
 )
-from foresize.history.base import SeriesKey
-from foresize.history.memory import UsageHistory
-from foresize.history.metrics_server import HistorySink, samples_from_pod_metrics
-from foresize.history.prometheus import PodSeries, fold_to_workloads
-from foresize.recommend.target import MODEL_STEP, load_histories
-from foresize.sim.operator import ForesizeRecommender, OperatorOptions, SimOperator
+from foresize.adapters.history.memory import UsageHistory
+from foresize.adapters.history.metrics_server import HistorySink, samples_from_pod_metrics
+from foresize.adapters.history.prometheus import PodSeries, fold_to_workloads
+from foresize.core.cluster.kubejson import format_time
+from foresize.core.history import SeriesKey
+from foresize.core.recommend.target import MODEL_STEP, load_histories
+from foresize.shells.sim.operator import ForesizeRecommender, OperatorOptions, SimOperator
 from test_sim_support import container, make_sim, workload
 
 

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from foresize.cli import app
-from foresize.errors import ForesizeError
-from foresize.history.base import SeriesKey, TraceSeries
-from foresize.recommend.bound import Blocks, Cells, cpu_bound, quantile_of, slack_of, solve
-from foresize.recommend.replay import Policy, prepare, replay
+from foresize.bench.bound import Blocks, Cells, cpu_bound, quantile_of, slack_of, solve
+from foresize.bench.replay import Policy, prepare, replay
+from foresize.core.errors import ForesizeError
+from foresize.core.history import SeriesKey, TraceSeries
+from foresize.front.cli import app
 
 T0 = 1_700_006_400.0
 
@@ -195,7 +195,7 @@ def test_the_bound_scores_as_the_replay_does():
 
 
 def solve_measure(blocks: Blocks, levels: np.ndarray) -> tuple[float, float, int]:
-    from foresize.recommend.bound import _measure
+    from foresize.bench.bound import _measure
 
     m = _measure(blocks, 0.0, 0.0, 0.0, levels)
     return m.excess, m.deficit, m.changes

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from foresize.admission.pod import MANAGED_ANNOTATION
-from foresize.api.quantity import MIB
-from foresize.api.types import parse_daemonset_autoscaler
-from foresize.cluster.target import dsa_view
-from foresize.lifecycle.daemonset import ContainerSamples, dsa_suggestion
-from foresize.sim.cluster import SimCluster
-from foresize.sim.operator import FixedRecommender, OperatorOptions, SimOperator
-from foresize.sim.scenario import parse_scenario
+from foresize.core.admission.pod import MANAGED_ANNOTATION
+from foresize.core.api.quantity import MIB
+from foresize.core.api.types import parse_daemonset_autoscaler
+from foresize.core.cluster.target import dsa_view
+from foresize.core.lifecycle.daemonset import ContainerSamples, dsa_suggestion
+from foresize.shells.sim.cluster import SimCluster
+from foresize.shells.sim.operator import FixedRecommender, OperatorOptions, SimOperator
+from foresize.shells.sim.scenario import parse_scenario
 
 H = 3600.0
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from foresize.forecast.models import (
+from foresize.core.forecast.models import (
     MODELS,
     ForecastConfig,
     all_models,
@@ -13,7 +13,7 @@ from foresize.forecast.models import (
     nanquantile,
     pinball,
 )
-from foresize.forecast.select import (
+from foresize.core.forecast.select import (
     DEFAULT_MODEL,
     OnlineScores,
     backtest_scores,
@@ -21,7 +21,7 @@ from foresize.forecast.select import (
     forecast_max,
     online_step,
 )
-from foresize.forecast.synthetic import make_series
+from foresize.core.forecast.synthetic import make_series
 
 CFG = ForecastConfig()
 
@@ -162,7 +162,7 @@ def test_online_state_survives_a_sliding_window():
 
 def test_forecast_max_in_blocks_equals_all_at_once(monkeypatch):
     """Rows are forecast in blocks to bound memory; the blocks change no number."""
-    from foresize.forecast import select
+    from foresize.core.forecast import select
 
     y = np.concatenate([make_series(k, 4, days=3, seed=13) for k in ("spiky", "growing")])
     qs = np.array([0.9, 0.999])
@@ -187,7 +187,7 @@ def test_day_schedule_cuts_each_series_day_around_its_own_peak():
     to 17:00 only (blocks fixed at 08:00 and 16:00 would hold it 16 hours); a peak across
     midnight (22:00-02:00) is one segment wrapping the day; the quantile is of the
     15-minute maxima within the segment on past days."""
-    from foresize.forecast.models import day_schedule
+    from foresize.core.forecast.models import day_schedule
 
     cfg = ForecastConfig()
     t0 = 1_700_006_400.0  # midnight UTC
@@ -224,7 +224,7 @@ def test_day_schedule_cuts_each_series_day_around_its_own_peak():
 def test_day_schedule_reads_only_the_days_before():
     """The schedule of a day depends on the days before it only (every decision of the
     day sees the same one), and is NaN before a full day of history."""
-    from foresize.forecast.models import day_schedule
+    from foresize.core.forecast.models import day_schedule
 
     cfg = ForecastConfig()
     t0 = 1_700_006_400.0
@@ -247,7 +247,7 @@ def test_day_schedule_reads_only_the_days_before():
 
 
 def test_cyclic_partition_minimises_the_area_held_above_the_profile():
-    from foresize.forecast.models import cyclic_partition
+    from foresize.core.forecast.models import cyclic_partition
 
     # The peak wraps midnight (slots 5 and 0): held by one segment from slot 5; the
     # rest costs 2 (1 x 1 held at 3) at best.

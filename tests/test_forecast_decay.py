@@ -8,8 +8,8 @@ import weakref
 import numpy as np
 import pytest
 
-from foresize.forecast import models
-from foresize.forecast.models import ForecastConfig, forward_max, model_decay
+from foresize.core.forecast import models
+from foresize.core.forecast.models import ForecastConfig, forward_max, model_decay
 
 CFG = ForecastConfig()
 QS = np.array([0.01, 0.1, 0.5, 0.9, 0.99, 0.999])

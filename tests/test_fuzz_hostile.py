@@ -16,15 +16,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from foresize.admission.index import AdmissionIndex
-from foresize.admission.review import review_pod, review_scale, review_target
-from foresize.admission.validate import validate_target
-from foresize.api.cron import cron_error
-from foresize.api.duration import DurationError, parse_duration
-from foresize.api.quantity import QuantityError, parse_quantity
-from foresize.api.types import parse_object
-from foresize.errors import ForesizeError
-from foresize.sim.scenario import parse_scenario
+from foresize.core.admission.index import AdmissionIndex
+from foresize.core.admission.review import review_pod, review_scale, review_target
+from foresize.core.admission.validate import validate_target
+from foresize.core.api.cron import cron_error
+from foresize.core.api.duration import DurationError, parse_duration
+from foresize.core.api.quantity import QuantityError, parse_quantity
+from foresize.core.api.types import parse_object
+from foresize.core.errors import ForesizeError
+from foresize.shells.sim.scenario import parse_scenario
 from test_admission_support import pod_json, review, scale_review, target_manifest
 
 _SETTINGS = settings(
@@ -272,8 +272,8 @@ NUMBER = st.one_of(
 def test_trace_rows_are_read_or_counted_never_absurd(tmp_path_factory, rows):
     import numpy as np
 
-    from foresize.api.quantity import MAX_PLAUSIBLE_CORES, MAX_PLAUSIBLE_MEMORY_BYTES
-    from foresize.history.traces import ReadReport, read_canonical_csv
+    from foresize.adapters.history.traces import ReadReport, read_canonical_csv
+    from foresize.core.api.quantity import MAX_PLAUSIBLE_CORES, MAX_PLAUSIBLE_MEMORY_BYTES
 
     path = tmp_path_factory.mktemp("t") / "c.csv"
     lines = ["timestamp,namespace,workload,pod,container,cpu_cores,memory_bytes"]

@@ -11,17 +11,17 @@ import sqlite3
 import numpy as np
 import pytest
 
-from foresize.errors import ForesizeError
-from foresize.history.maintenance import (
+from foresize.adapters.history.maintenance import (
     maintain_once,
     open_store,
     recovery_event,
     run_maintenance,
 )
-from foresize.history.sqlite import CHUNK_POINTS, HistoryStore
-from foresize.history.traces import SeriesKey
-from foresize.kube.operator import OperatorOptions, open_history
-from foresize.telemetry.metrics import ForesizeMetrics
+from foresize.adapters.history.sqlite import CHUNK_POINTS, HistoryStore
+from foresize.adapters.history.traces import SeriesKey
+from foresize.adapters.telemetry.metrics import ForesizeMetrics
+from foresize.core.errors import ForesizeError
+from foresize.shells.kube.operator import OperatorOptions, open_history
 
 T0 = 1_700_006_400.0
 KEY = SeriesKey("ns", "web", "app")
@@ -91,7 +91,7 @@ def test_the_operator_moves_a_damaged_store_aside_with_a_line_a_metric_and_an_ev
     _filled(path)
     _damage_pages(path)
     metrics = ForesizeMetrics()
-    with caplog.at_level(logging.ERROR, logger="foresize.history"):
+    with caplog.at_level(logging.ERROR, logger="foresize.adapters.history"):
         store = open_history(OperatorOptions(history_db=str(path)), metrics)
     assert store.recovered is not None and store.recovered[0].name == "h.db.corrupt-1"
     assert (tmp_path / "h.db.corrupt-1").exists()
@@ -175,7 +175,7 @@ async def test_maintenance_runs_at_start_and_on_schedule_until_stopped(tmp_path)
 
 
 async def test_the_operator_task_posts_the_recovery_event_then_maintains(tmp_path):
-    from foresize.history.maintenance import history_upkeep
+    from foresize.adapters.history.maintenance import history_upkeep
 
     path = tmp_path / "h.db"
     _filled(path)
@@ -195,7 +195,7 @@ async def test_the_operator_task_posts_the_recovery_event_then_maintains(tmp_pat
 
 def test_a_polls_cpu_and_memory_land_together_or_not_at_all(tmp_path):
     # Audit F-15: cpu and memory were two transactions; a kill between them tore a sample.
-    from foresize.history.metrics_server import HistorySink, Sample
+    from foresize.adapters.history.metrics_server import HistorySink, Sample
 
     store = HistoryStore(tmp_path / "h.db")
     real = store.write_matrix

@@ -11,10 +11,10 @@ import threading
 import numpy as np
 import pytest
 
-from foresize.errors import ForesizeError
-from foresize.history.base import SeriesKey
-from foresize.history.memory import UsageHistory
-from foresize.history.sqlite import HistoryStore
+from foresize.adapters.history.memory import UsageHistory
+from foresize.adapters.history.sqlite import HistoryStore
+from foresize.core.errors import ForesizeError
+from foresize.core.history import SeriesKey
 
 T0 = 1_700_006_400.0  # a midnight UTC, on every grid
 K = [SeriesKey("ns", "web", "app"), SeriesKey("ns", "web", "sidecar"), SeriesKey("ns", "db", "pg")]
@@ -168,8 +168,8 @@ def test_sqlite_survives_a_crash(tmp_path):
     path = tmp_path / "h.db"
     code = (
         "import os, numpy as np\n"
-        "from foresize.history.sqlite import HistoryStore\n"
-        "from foresize.history.base import SeriesKey\n"
+        "from foresize.adapters.history.sqlite import HistoryStore\n"
+        "from foresize.core.history import SeriesKey\n"
         f"st = HistoryStore({str(path)!r}, step=60.0)\n"
         "k = [SeriesKey('ns', 'web', 'app')]\n"
         f"st.write_matrix(k, 'memory', {T0}, np.ones((1, 300)))\n"
@@ -238,9 +238,9 @@ def test_a_poll_lands_whole_or_not_at_all(tmp_path, monkeypatch):
 async def test_prometheus_history_fills_either_store_alike(tmp_path):
     """The operator's `--prometheus` loader writes through `HistoryWriter` into the SQLite
     store and the in-memory one alike (it once bridged their two append signatures)."""
-    from foresize.history.base import TraceSeries
-    from foresize.history.prometheus import ContainerHistory
-    from foresize.kube.operator import PrometheusHistory
+    from foresize.adapters.history.prometheus import ContainerHistory
+    from foresize.core.history import TraceSeries
+    from foresize.shells.kube.operator import PrometheusHistory
 
     times = T0 + 300.0 * np.arange(12)
     cpu = np.linspace(0.1, 1.2, 12)

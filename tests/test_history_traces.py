@@ -8,14 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from foresize.errors import ForesizeError
-from foresize.history.base import resample_max
-from foresize.history.traces import (
+from foresize.adapters.history.traces import (
     load_traces,
     read_bitbrains,
     read_canonical_csv,
     read_canonical_parquet,
 )
+from foresize.core.errors import ForesizeError
+from foresize.core.history import resample_max
 
 TRACES = Path(__file__).resolve().parent / "data" / "traces"
 BB_HEADER = (
@@ -50,7 +50,7 @@ def test_bitbrains_quirks_converted_and_counted(tmp_path):
             bb_row(2200, mhz="x"),  # bad number
         ],
     )
-    from foresize.history.traces import ReadReport
+    from foresize.adapters.history.traces import ReadReport
 
     rep = ReadReport()
     s = read_bitbrains(f, rep)
@@ -163,7 +163,7 @@ def test_canonical_csv_folds_replicas_like_the_collectors_and_keys_by_workload(t
             "1767225900,shop,web,web-1,app,1",
         ],
     )
-    from foresize.history.traces import ReadReport
+    from foresize.adapters.history.traces import ReadReport
 
     rep = ReadReport()
     series = read_canonical_csv(f, rep)

@@ -6,18 +6,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from foresize.api.types import parse_target
-from foresize.cluster.actions import PatchScale, WriteTargetStatus
-from foresize.cluster.replicas import (
+from foresize.core.api.types import parse_target
+from foresize.core.cluster.actions import PatchScale, WriteTargetStatus
+from foresize.core.cluster.replicas import (
     effective_replicas,
     predict_replicas,
     predict_replicas_many,
     round_replicas,
 )
-from foresize.horizontal.planner import plan_horizontal
-from foresize.sim.admission import install
-from foresize.sim.cluster import SimCluster
-from foresize.sim.scenario import parse_scenario
+from foresize.core.horizontal.planner import plan_horizontal
+from foresize.shells.sim.admission import install
+from foresize.shells.sim.cluster import SimCluster
+from foresize.shells.sim.scenario import parse_scenario
 from test_admission_support import target_manifest
 
 

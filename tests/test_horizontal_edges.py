@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from foresize.admission.review import review_scale
-from foresize.api.quantity import MIB
-from foresize.api.types import format_timestamp, parse_target
-from foresize.cluster.actions import PatchScale
-from foresize.cluster.model import (
+from foresize.core.admission.review import review_scale
+from foresize.core.api.quantity import MIB
+from foresize.core.api.types import format_timestamp, parse_target
+from foresize.core.cluster.actions import PatchScale
+from foresize.core.cluster.model import (
     Container,
     HorizontalPodAutoscaler,
     HPAMetric,
@@ -19,9 +19,9 @@ from foresize.cluster.model import (
     ResourceRequirements,
     Workload,
 )
-from foresize.cluster.replicas import round_replicas
-from foresize.cluster.snapshot import ClusterSnapshot
-from foresize.horizontal.planner import plan_horizontal
+from foresize.core.cluster.replicas import round_replicas
+from foresize.core.cluster.snapshot import ClusterSnapshot
+from foresize.core.horizontal.planner import plan_horizontal
 from test_admission_decisions import idx
 from test_admission_support import apply_patch, decode_patch, scale_review, target_manifest
 

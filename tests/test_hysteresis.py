@@ -8,11 +8,11 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from foresize.api.hysteresis import Threshold, clears
-from foresize.api.types import VerticalScalingBehavior, VerticalThreshold
-from foresize.recommend.core import Threshold as ResourceThreshold
-from foresize.recommend.core import passes_hysteresis
-from foresize.recommend.target import _significant
+from foresize.core.api.hysteresis import Threshold, clears
+from foresize.core.api.types import VerticalScalingBehavior, VerticalThreshold
+from foresize.core.recommend.core import Threshold as ResourceThreshold
+from foresize.core.recommend.core import passes_hysteresis
+from foresize.core.recommend.target import _significant
 
 amounts = st.integers(min_value=1, max_value=2**40)
 percents = st.sampled_from([0.0, 1.0, 5.0, 10.0, 12.5, 20.0, 33.0, 100.0])

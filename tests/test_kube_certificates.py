@@ -14,17 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from foresize.kube.api import KubeApi
-from foresize.kube.chaos import served_certificate
-from foresize.kube.executor import KubeExecutor
-from foresize.kube.tls import WebhookCertificate, certificate_window
-from foresize.telemetry.metrics import ForesizeMetrics
-from foresize.webhook.certs import (
+from foresize.adapters.telemetry.metrics import ForesizeMetrics
+from foresize.bench.chaos import served_certificate
+from foresize.shells.kube.api import KubeApi
+from foresize.shells.kube.executor import KubeExecutor
+from foresize.shells.kube.tls import WebhookCertificate, certificate_window
+from foresize.shells.webhook.certs import (
     generate_self_signed,
     service_dns_names,
     tls_secret,
 )
-from foresize.webhook.configurations import webhook_configurations
+from foresize.shells.webhook.configurations import webhook_configurations
 
 DAY = 86400.0
 
@@ -64,7 +64,7 @@ def der(pem: bytes) -> bytes:
 
 
 async def test_a_certificate_near_expiry_is_renewed_and_served_without_restart(apiserver, tmp_path):
-    from foresize.webhook.server import AdmissionState, WebhookServer, create_app
+    from foresize.shells.webhook.server import AdmissionState, WebhookServer, create_app
 
     old = bundle(age_days=200)  # 165 of 365 days left: more than a third -> kept
     seed(apiserver, old)
@@ -161,7 +161,7 @@ async def test_the_private_key_is_on_disk_only_while_it_is_loaded(apiserver, tmp
     # ssl loads a key from a file alone: it is written 0600 into a 0700 folder, loaded, and
     # the folder removed, so that no exit of the process (even SIGKILL, or a hung
     # shutdown's forced exit) leaves the webhook's private key behind.
-    from foresize.webhook import certs
+    from foresize.shells.webhook import certs
 
     seen: list[tuple[int, int, bytes]] = []
     load = certs.server_ssl_context
@@ -197,7 +197,7 @@ async def test_the_private_key_is_on_disk_only_while_it_is_loaded(apiserver, tmp
 
 
 async def test_a_pair_that_does_not_load_is_named_by_its_files_and_leaves_no_key(tmp_path):
-    from foresize.errors import ForesizeError
+    from foresize.core.errors import ForesizeError
 
     one, other = bundle(age_days=1), bundle(age_days=1)
     cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
@@ -214,8 +214,8 @@ async def test_a_pair_that_does_not_load_is_named_by_its_files_and_leaves_no_key
 
 
 def test_a_key_that_cannot_be_written_for_loading_is_one_line_naming_the_source(tmp_path):
-    from foresize.errors import ForesizeError
-    from foresize.webhook.certs import load_pair
+    from foresize.core.errors import ForesizeError
+    from foresize.shells.webhook.certs import load_pair
 
     pair = bundle(age_days=1)
     missing = tmp_path / "gone"

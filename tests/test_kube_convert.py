@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from foresize.cluster.kubejson import (
+from foresize.core.cluster.kubejson import (
     format_time,
     hpa_from,
     node_from,

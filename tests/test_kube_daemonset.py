@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from foresize.history.memory import UsageHistory
-from foresize.history.metrics_server import DaemonSetSink, Sample
-from foresize.kube.api import KubeApi
-from foresize.kube.executor import KubeExecutor
-from foresize.kube.handlers import parse_foresize
-from foresize.kube.shell import KubeShell
-from foresize.kube.state import ClusterState
-from foresize.lifecycle.daemonset import UsageWindow
+from foresize.adapters.history.memory import UsageHistory
+from foresize.adapters.history.metrics_server import DaemonSetSink, Sample
+from foresize.core.lifecycle.daemonset import UsageWindow
+from foresize.shells.kube.api import KubeApi
+from foresize.shells.kube.executor import KubeExecutor
+from foresize.shells.kube.handlers import parse_foresize
+from foresize.shells.kube.shell import KubeShell
+from foresize.shells.kube.state import ClusterState
 from kube_objects import container, load_state, node, workload
 from kube_objects import pod as make_pod
 

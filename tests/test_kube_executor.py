@@ -8,7 +8,7 @@ from dataclasses import replace as dataclasses_replace
 
 import pytest
 
-from foresize.cluster.actions import (
+from foresize.core.cluster.actions import (
     ContainerResize,
     EmitEvent,
     EvictPod,
@@ -18,8 +18,8 @@ from foresize.cluster.actions import (
     RestartWorkload,
     WriteTargetStatus,
 )
-from foresize.kube.api import KubeApi
-from foresize.kube.executor import KubeExecutor
+from foresize.shells.kube.api import KubeApi
+from foresize.shells.kube.executor import KubeExecutor
 from kube_objects import IMAGE, deployment, namespace, node, target
 from kube_objects import pod as make_pod
 
@@ -154,8 +154,8 @@ async def test_a_resize_or_eviction_planned_for_a_pod_since_recreated_is_a_confl
     assert evict.code == 409 and "Precondition failed: UID" in evict.message
     assert apiserver.get("Pod", "shop", "web-1") is not None
     # The planner does not treat a conflict as a refusal.
-    from foresize.vertical.results import on_result
-    from foresize.vertical.state import TargetState, WorkerState
+    from foresize.core.vertical.results import on_result
+    from foresize.core.vertical.state import TargetState, WorkerState
 
     state = WorkerState()
     state.targets["shop/web"] = TargetState()

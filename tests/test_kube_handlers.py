@@ -6,7 +6,7 @@ from __future__ import annotations
 import kopf
 from lightkube import KubeConfig
 
-from foresize.kube.handlers import build_registry, connection_from_lightkube
+from foresize.shells.kube.handlers import build_registry, connection_from_lightkube
 
 
 def test_an_exec_plugin_user_gets_kopfs_own_logins():

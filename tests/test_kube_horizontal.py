@@ -9,12 +9,12 @@ import math
 import numpy as np
 import pytest
 
-from foresize.history.base import TOTAL_CONTAINER, SeriesKey, trace_series
-from foresize.history.memory import UsageHistory
-from foresize.history.metrics_server import HistorySink
-from foresize.kube.api import KubeApi
-from foresize.kube.executor import KubeExecutor
-from foresize.kube.shell import KubeShell
+from foresize.adapters.history.memory import UsageHistory
+from foresize.adapters.history.metrics_server import HistorySink
+from foresize.core.history import TOTAL_CONTAINER, SeriesKey, trace_series
+from foresize.shells.kube.api import KubeApi
+from foresize.shells.kube.executor import KubeExecutor
+from foresize.shells.kube.shell import KubeShell
 from kube_objects import hpa, load_state
 from test_kube_lifecycle import base_state, pod, seed_base
 from test_metrics_server import crane_samples
@@ -61,7 +61,7 @@ async def test_scale_up_ahead_of_forecast(apiserver):
     assert apiserver.get("Deployment", "shop", "web")["spec"]["replicas"] == replicas
     # 50% of a 200m request per replica = 100m each; the forecast of the workload's total
     # CPU over the horizon (balanced: p90 of its peak) needs ceil(forecast / 100m) replicas.
-    from foresize.recommend.series import recommend_series
+    from foresize.core.recommend.series import recommend_series
 
     (row,) = recommend_series([total])
     assert replicas == min(max(math.ceil(row.cpu_millicores / 100), 2), 20)  # min/maxReplicas

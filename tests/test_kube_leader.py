@@ -8,8 +8,8 @@ import asyncio
 
 import pytest
 
-from foresize.kube.api import KubeApi
-from foresize.kube.leader import LeaseElector, ShardManager, micro_time, shard_of
+from foresize.shells.kube.api import KubeApi
+from foresize.shells.kube.leader import LeaseElector, ShardManager, micro_time, shard_of
 from kube_objects import namespace
 
 PATH = "/apis/coordination.k8s.io/v1/namespaces/foresize/leases"

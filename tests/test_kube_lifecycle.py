@@ -5,11 +5,11 @@ server then deletes the object)."""
 
 from __future__ import annotations
 
-from foresize.kube.api import KubeApi
-from foresize.kube.executor import KubeExecutor
-from foresize.kube.handlers import parse_foresize
-from foresize.kube.shell import KubeShell
-from foresize.kube.state import ClusterState
+from foresize.shells.kube.api import KubeApi
+from foresize.shells.kube.executor import KubeExecutor
+from foresize.shells.kube.handlers import parse_foresize
+from foresize.shells.kube.shell import KubeShell
+from foresize.shells.kube.state import ClusterState
 from kube_objects import container, deployment, load_state, node, replicaset
 from kube_objects import pod as make_pod
 from kube_objects import target as make_target

@@ -13,9 +13,9 @@ import time
 
 import aiohttp
 
-import foresize.kube.shell as shell_module
-from foresize.kube.operator import run_operator
-from foresize.reconcile import plan_pass
+import foresize.shells.kube.shell as shell_module
+from foresize.core.reconcile import plan_pass
+from foresize.shells.kube.operator import run_operator
 from foresize.testing.ports import free_port
 from kube_objects import (
     SUGGESTION,

@@ -10,7 +10,7 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from foresize.kube.operator import run_operator
+from foresize.shells.kube.operator import run_operator
 from foresize.testing.ports import free_port
 from kube_objects import (
     SUGGESTION,
@@ -112,8 +112,8 @@ def test_cli_reads_the_deployment_environment(monkeypatch, tmp_path):
     """The shipped Deployment configures the operator through FORESIZE_* variables."""
     from typer.testing import CliRunner
 
-    import foresize.kube.operator as operator_module
-    from foresize.cli import app
+    import foresize.shells.kube.operator as operator_module
+    from foresize.front.cli import app
 
     seen = {}
 
@@ -122,7 +122,7 @@ def test_cli_reads_the_deployment_environment(monkeypatch, tmp_path):
         seen["bounded_exit"] = bounded_exit
 
     monkeypatch.setattr(operator_module, "run_operator", fake_run)
-    import foresize.telemetry.logs as logs_module
+    import foresize.adapters.telemetry.logs as logs_module
 
     # Keep the test process' logging as pytest set it up.
     monkeypatch.setattr(logs_module, "setup_logging", lambda *a, **k: None)
@@ -184,8 +184,8 @@ async def test_operator_end_to_end_from_collected_history(
     import time
     from pathlib import Path
 
-    from foresize.history.metrics_server import HistorySink, Sample
-    from foresize.history.sqlite import HistoryStore
+    from foresize.adapters.history.metrics_server import HistorySink, Sample
+    from foresize.adapters.history.sqlite import HistoryStore
 
     crane = Path(__file__).resolve().parent / "data" / "traces" / "crane-dsp" / "input0.csv.gz"
     with gzip.open(crane, "rt") as f:

@@ -15,14 +15,14 @@ import time
 
 import pytest
 
-from foresize.cluster.actions import ActionResult, ResizePod, WriteTargetStatus
-from foresize.kube.api import KubeApi, RateLimiter, retryable
-from foresize.kube.informer import Informer, Informers, WatchedKind
-from foresize.kube.leader import LeaseElector, ShardManager
-from foresize.kube.operator import GatedExecutor, Health
-from foresize.kube.state import ClusterState
-from foresize.kube.supervision import drain_other_tasks
-from foresize.telemetry.metrics import ForesizeMetrics
+from foresize.adapters.telemetry.metrics import ForesizeMetrics
+from foresize.core.cluster.actions import ActionResult, ResizePod, WriteTargetStatus
+from foresize.shells.kube.api import KubeApi, RateLimiter, retryable
+from foresize.shells.kube.informer import Informer, Informers, WatchedKind
+from foresize.shells.kube.leader import LeaseElector, ShardManager
+from foresize.shells.kube.operator import GatedExecutor, Health
+from foresize.shells.kube.state import ClusterState
+from foresize.shells.kube.supervision import drain_other_tasks
 from foresize.testing.ports import free_port
 from kube_objects import namespace, pod, target
 
@@ -38,7 +38,7 @@ class ScriptedApi:
         self.calls: list[tuple[str, dict]] = []
 
     async def request(self, method, path, body=None, content_type=None, params=None):
-        from foresize.kube.api import ApiResponse
+        from foresize.shells.kube.api import ApiResponse
 
         self.calls.append(("list", dict(params or {})))
         return ApiResponse(200, self.lists.pop(0))
@@ -117,7 +117,7 @@ def test_state_is_safe_to_mutate_from_another_thread_while_snapshotting():
     failed with 'dictionary changed size during iteration'."""
     import threading
 
-    from foresize.kube.handlers import parse_foresize
+    from foresize.shells.kube.handlers import parse_foresize
     from kube_objects import SUGGESTION
 
     TARGET = target(suggestion=SUGGESTION)
@@ -156,7 +156,7 @@ def test_kopf_logs_in_with_the_rotated_service_account_token(tmp_path):
     wins, so Kopf's re-login after a 401 gets the token the kubelet rotated in."""
     from lightkube import KubeConfig
 
-    from foresize.kube.handlers import connection_from_lightkube
+    from foresize.shells.kube.handlers import connection_from_lightkube
 
     sa = tmp_path / "sa"
     sa.mkdir()
@@ -189,7 +189,7 @@ class LeaseApi:
         self.hang = False
 
     async def request(self, method, path, body=None, content_type=None, params=None, **_):
-        from foresize.kube.api import ApiResponse
+        from foresize.shells.kube.api import ApiResponse
 
         if self.hang:
             await asyncio.sleep(3600)
@@ -293,7 +293,7 @@ class ScriptedKubeApi(KubeApi):
         self.slept: list[float] = []
 
     async def _send_once(self, method, path, body, content_type, params, **_):
-        from foresize.kube.api import ApiResponse
+        from foresize.shells.kube.api import ApiResponse
 
         self.sent.append(f"{method} {path}")
         answer = self.answers.pop(0)
@@ -306,7 +306,7 @@ class ScriptedKubeApi(KubeApi):
 async def test_retries_5xx_429_and_connection_errors_with_backoff_but_not_evictions(
     monkeypatch,
 ):
-    from foresize.kube.api import _httpx
+    from foresize.shells.kube.api import _httpx
 
     httpx = _httpx()  # the library lightkube is built on (httpx2)
 
@@ -317,7 +317,7 @@ async def test_retries_5xx_429_and_connection_errors_with_backoff_but_not_evicti
         slept.append(seconds)
         await real_sleep(0)
 
-    monkeypatch.setattr("foresize.kube.api.asyncio.sleep", sleep)
+    monkeypatch.setattr("foresize.shells.kube.api.asyncio.sleep", sleep)
     api = ScriptedKubeApi(
         [(503, {}), (429, {"retry-after": "2"}), httpx.ConnectError("refused"), (200, {})],
         rng=random.Random(3),
@@ -364,8 +364,8 @@ async def test_an_internal_task_dying_stops_the_operator_with_exit_code_1(
     apiserver, monkeypatch, operator_options
 ):
     """Before, nothing watched the tasks: a dead one left a healthy-looking process."""
-    import foresize.kube.operator as operator_module
-    from foresize.kube.operator import run_operator
+    import foresize.shells.kube.operator as operator_module
+    from foresize.shells.kube.operator import run_operator
 
     apiserver.seed(namespace("foresize"))
 
@@ -382,8 +382,8 @@ async def test_an_internal_task_dying_stops_the_operator_with_exit_code_1(
 async def test_repeated_events_are_one_event_with_a_count(apiserver):
     """A PDB-blocked target retried every pass: one Event whose count grows (was one
     new Event per try)."""
-    from foresize.cluster.actions import EmitEvent
-    from foresize.kube.executor import KubeExecutor
+    from foresize.core.cluster.actions import EmitEvent
+    from foresize.shells.kube.executor import KubeExecutor
     from kube_objects import namespace
 
     apiserver.seed(namespace("shop"))
@@ -406,8 +406,8 @@ async def test_repeated_events_are_one_event_with_a_count(apiserver):
 async def test_a_task_that_ignores_the_stop_flag_is_cancelled_after_the_grace(
     apiserver, monkeypatch, operator_options, caplog
 ):
-    import foresize.kube.operator as operator_module
-    from foresize.kube.operator import run_operator
+    import foresize.shells.kube.operator as operator_module
+    from foresize.shells.kube.operator import run_operator
 
     apiserver.seed(namespace("foresize"))
 
@@ -438,7 +438,7 @@ async def test_a_task_that_ignores_the_stop_flag_is_cancelled_after_the_grace(
 async def test_a_metrics_port_in_use_fails_the_start_with_exit_code_1(
     apiserver, operator_options, caplog
 ):
-    from foresize.kube.operator import run_operator
+    from foresize.shells.kube.operator import run_operator
 
     apiserver.seed(namespace("foresize"))
     with socket.socket() as taken:
@@ -454,7 +454,7 @@ async def test_a_metrics_port_in_use_fails_the_start_with_exit_code_1(
 async def test_with_prometheus_the_operator_reads_no_metrics_server(
     apiserver, operator_options, caplog
 ):
-    from foresize.kube.operator import run_operator
+    from foresize.shells.kube.operator import run_operator
 
     apiserver.seed(namespace("foresize"))
     nowhere = f"http://127.0.0.1:{free_port()}"
@@ -475,7 +475,7 @@ def test_a_shutdown_that_hangs_ends_the_process_with_every_threads_stack():
     # wait for it forever; the bound ends the process with exit 1 and says where it hung.
     program = (
         "import threading\n"
-        "from foresize.kube.supervision import exit_if_shutdown_hangs\n"
+        "from foresize.shells.kube.supervision import exit_if_shutdown_hangs\n"
         "def stuck_pass():\n"
         "    threading.Event().wait()\n"
         "exit_if_shutdown_hangs(0.5)\n"
@@ -493,9 +493,9 @@ def test_a_shutdown_that_hangs_ends_the_process_with_every_threads_stack():
 async def test_the_real_process_bounds_its_shutdown_from_the_stop_on(
     apiserver, monkeypatch, operator_options
 ):
-    import foresize.kube.operator as operator_module
-    from foresize.kube.operator import run_operator
-    from foresize.kube.supervision import HUNG_SHUTDOWN_SLACK
+    import foresize.shells.kube.operator as operator_module
+    from foresize.shells.kube.operator import run_operator
+    from foresize.shells.kube.supervision import HUNG_SHUTDOWN_SLACK
 
     apiserver.seed(namespace("foresize"))
     armed: list[float] = []
@@ -518,7 +518,7 @@ async def test_the_real_process_bounds_its_shutdown_from_the_stop_on(
 KOPF_STOPPING = """
 import asyncio, contextlib, sys, time
 from kopf._cogs.aiokits.aiotasks import Scheduler
-from foresize.kube.supervision import drain_other_tasks
+from foresize.shells.kube.supervision import drain_other_tasks
 
 async def worker(handling):
     future = asyncio.get_running_loop().run_in_executor(None, time.sleep, 0.5)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from foresize.kube.operator import run_operator
+from foresize.shells.kube.operator import run_operator
 from kube_objects import SUGGESTION, namespace, seed_workload, target, web_pod
 
 

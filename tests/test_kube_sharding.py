@@ -6,12 +6,12 @@ it is in)."""
 
 from __future__ import annotations
 
-from foresize.kube.api import KubeApi
-from foresize.kube.executor import KubeExecutor
-from foresize.kube.handlers import parse_foresize
-from foresize.kube.leader import ShardManager, shard_of
-from foresize.kube.shell import KubeShell
-from foresize.kube.state import ClusterState
+from foresize.shells.kube.api import KubeApi
+from foresize.shells.kube.executor import KubeExecutor
+from foresize.shells.kube.handlers import parse_foresize
+from foresize.shells.kube.leader import ShardManager, shard_of
+from foresize.shells.kube.shell import KubeShell
+from foresize.shells.kube.state import ClusterState
 from kube_objects import (
     container,
     deployment,

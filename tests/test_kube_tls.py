@@ -7,10 +7,10 @@ from __future__ import annotations
 import base64
 import ssl
 
-from foresize.kube.api import KubeApi
-from foresize.kube.tls import webhook_ssl_context
-from foresize.webhook.certs import generate_self_signed, tls_secret
-from foresize.webhook.configurations import webhook_configurations
+from foresize.shells.kube.api import KubeApi
+from foresize.shells.kube.tls import webhook_ssl_context
+from foresize.shells.webhook.certs import generate_self_signed, tls_secret
+from foresize.shells.webhook.configurations import webhook_configurations
 
 ADM = "/apis/admissionregistration.k8s.io/v1"
 
@@ -64,8 +64,8 @@ async def test_creates_secret_and_injects_ca_bundle(apiserver):
 
 
 async def test_reuses_the_secret_of_another_replica(apiserver):
-    from foresize.kube.chaos import served_certificate
-    from foresize.webhook.server import AdmissionState, WebhookServer, create_app
+    from foresize.bench.chaos import served_certificate
+    from foresize.shells.webhook.server import AdmissionState, WebhookServer, create_app
 
     configs(apiserver)
     bundle = generate_self_signed(["foresize-webhook.fs.svc"])
@@ -87,7 +87,7 @@ def test_kopf_logs_in_as_the_executor(tmp_path):
     """--kubeconfig/--context: Kopf gets the same server, CA, and user as lightkube."""
     from lightkube import KubeConfig
 
-    from foresize.kube.handlers import connection_from_lightkube
+    from foresize.shells.kube.handlers import connection_from_lightkube
 
     ca = tmp_path / "ca.crt"
     ca.write_text("CA")

@@ -8,12 +8,12 @@ import asyncio
 import contextlib
 import logging
 
-from foresize.kube.api import KubeApi
-from foresize.kube.executor import KubeExecutor
-from foresize.kube.handlers import WATCHED, parse_foresize
-from foresize.kube.informer import Informer, Informers
-from foresize.kube.shell import KubeShell
-from foresize.kube.state import ClusterState
+from foresize.shells.kube.api import KubeApi
+from foresize.shells.kube.executor import KubeExecutor
+from foresize.shells.kube.handlers import WATCHED, parse_foresize
+from foresize.shells.kube.informer import Informer, Informers
+from foresize.shells.kube.shell import KubeShell
+from foresize.shells.kube.state import ClusterState
 from kube_objects import SUGGESTION, seed_workload, target, wait_for_resizes, web_pod
 
 

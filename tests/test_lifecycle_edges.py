@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from foresize.api.types import parse_target
-from foresize.cluster.actions import ResizePod, RestartWorkload
-from foresize.cluster.model import Container, ResourceRequirements
-from foresize.cluster.snapshot import ClusterSnapshot
-from foresize.lifecycle.planner import LifecycleState, plan_lifecycle
-from foresize.lifecycle.revert import REVERT_FINALIZER
+from foresize.core.api.types import parse_target
+from foresize.core.cluster.actions import ResizePod, RestartWorkload
+from foresize.core.cluster.model import Container, ResourceRequirements
+from foresize.core.cluster.snapshot import ClusterSnapshot
+from foresize.core.lifecycle.planner import LifecycleState, plan_lifecycle
+from foresize.core.lifecycle.revert import REVERT_FINALIZER
 from test_capacity_guard import _revert_snapshot
 
 
@@ -116,7 +116,7 @@ def test_a_terminating_pod_is_not_reverted() -> None:
 def test_a_pod_reverts_to_the_template_of_the_replicaset_that_made_it() -> None:
     """A pod of an older revision goes back to its ReplicaSet's template, not to the
     Deployment's newer one."""
-    from foresize.cluster.model import PodTemplate
+    from foresize.core.cluster.model import PodTemplate
 
     s = _with(_revert_snapshot(template_cpu=250), _target("recommendation"))
     dep = s.workloads["Deployment/default/web"]
@@ -130,7 +130,7 @@ def test_a_pod_reverts_to_the_template_of_the_replicaset_that_made_it() -> None:
 
 
 def test_a_pod_left_unreverted_is_announced_once() -> None:
-    from foresize.cluster.actions import EmitEvent
+    from foresize.core.cluster.actions import EmitEvent
 
     s = _with(_revert_snapshot(template_cpu=250), _target("recommendation"))
     a = next(p for p in s.pods if p.name == "web-a")
@@ -148,7 +148,7 @@ def test_a_pod_left_unreverted_is_announced_once() -> None:
 def test_no_status_is_written_to_a_target_whose_finalizer_is_released() -> None:
     """The object is going away: the pass that finishes its revert releases the finalizer
     and writes no status (not even the end of `reverting`)."""
-    from foresize.cluster.actions import WriteTargetStatus
+    from foresize.core.cluster.actions import WriteTargetStatus
 
     t = _target("autonomous", deleting=True)
     reverting = {"reason": "TargetDeleted", "since": "2026-12-01T00:00:00Z"}
@@ -185,7 +185,7 @@ def test_a_revert_in_progress_is_resumed_after_an_operator_restart() -> None:
 def test_a_daemonset_pod_the_api_would_refuse_to_resize_is_skipped_and_said_why() -> None:
     """A pod with pod-level resources cannot be resized in place (the API server answers
     422): the DaemonSetAutoscaler does not send the resize and records the reason."""
-    from foresize.lifecycle.daemonset import plan_dsa
+    from foresize.core.lifecycle.daemonset import plan_dsa
     from test_capacity_guard import _dsa, _dsa_snapshot, _sugg_all
 
     s = _dsa_snapshot()

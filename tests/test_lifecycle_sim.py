@@ -1,5 +1,5 @@
 """Admission and lifecycle on the simulated cluster: every pod the simulator's controllers
-create goes through the real pod decision (`foresize.sim.admission`), running pods
+create goes through the real pod decision (`foresize.shells.sim.admission`), running pods
 are resized by the real vertical planner, and reverts come from the real lifecycle pass."""
 
 from __future__ import annotations
@@ -8,18 +8,18 @@ import copy
 
 import pytest
 
-from foresize.admission.pod import MANAGED_ANNOTATION
-from foresize.api.quantity import MIB
-from foresize.api.types import parse_target
-from foresize.cluster.actions import EvictPod
-from foresize.cluster.qos import pod_qos_class
-from foresize.lifecycle.planner import LifecycleState, plan_lifecycle
-from foresize.sim.admission import install
-from foresize.sim.cluster import SimCluster
-from foresize.sim.scenario import parse_scenario
-from foresize.vertical import WorkerState
-from foresize.vertical import execute as vexecute
-from foresize.vertical import plan as vplan
+from foresize.core.admission.pod import MANAGED_ANNOTATION
+from foresize.core.api.quantity import MIB
+from foresize.core.api.types import parse_target
+from foresize.core.cluster.actions import EvictPod
+from foresize.core.cluster.qos import pod_qos_class
+from foresize.core.lifecycle.planner import LifecycleState, plan_lifecycle
+from foresize.core.vertical import WorkerState
+from foresize.core.vertical import execute as vexecute
+from foresize.core.vertical import plan as vplan
+from foresize.shells.sim.admission import install
+from foresize.shells.sim.cluster import SimCluster
+from foresize.shells.sim.scenario import parse_scenario
 from test_admission_support import target_manifest
 
 SUG = {"app": {"requests": {"cpu": "250m", "memory": "256Mi"}}}
@@ -221,8 +221,8 @@ def test_revert_that_would_change_qos_is_left_and_reported_with_in_place():
 def test_pods_left_drops_pods_that_are_gone_from_status():
     """status.revert.pods_left is rewritten whole each pass: a pod that was left and has
     since gone (deleted, evicted, reverted) is no longer listed."""
-    from foresize.cluster.target import TargetView
-    from foresize.lifecycle.revert import RevertPlan, revert_status
+    from foresize.core.cluster.target import TargetView
+    from foresize.core.lifecycle.revert import RevertPlan, revert_status
 
     sim, _, old_names = _autonomous_guaranteed("in_place")
     view = TargetView("AIScaleTarget", "shop", "web")

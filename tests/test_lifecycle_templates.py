@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from foresize.api.types import parse_target, parse_template
-from foresize.cluster.model import Workload
-from foresize.cluster.snapshot import ClusterSnapshot
-from foresize.lifecycle.templates import TEMPLATE_LABEL, plan_templates
+from foresize.core.api.types import parse_target, parse_template
+from foresize.core.cluster.model import Workload
+from foresize.core.cluster.snapshot import ClusterSnapshot
+from foresize.core.lifecycle.templates import TEMPLATE_LABEL, plan_templates
 from test_admission_support import target_manifest
 
 

@@ -22,9 +22,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from foresize.api.crd import all_crds
-from foresize.cli import app
-from foresize.cli.manifests import alert_rules, build
+from foresize.core.api.crd import all_crds
+from foresize.front.cli import app
+from foresize.front.cli.manifests import alert_rules, build
 
 ROOT = Path(__file__).resolve().parents[1]
 CHART = ROOT / "deploy" / "helm" / "foresize"
@@ -138,7 +138,7 @@ def test_sections_partition_all():
 
 
 def test_unknown_section_is_a_clear_error(monkeypatch, capsys):
-    from foresize.cli import main
+    from foresize.front.cli import main
 
     result = CliRunner().invoke(app, ["manifests", "everything"])
     assert result.exit_code != 0
@@ -154,7 +154,7 @@ def test_unknown_section_is_a_clear_error(monkeypatch, capsys):
 
 @pytest.mark.parametrize("namespace", ["Bad_NS!", "", "-ops", "a" * 64])
 def test_a_namespace_kubernetes_would_refuse_is_a_clear_error(namespace: str):
-    from foresize.errors import ForesizeError
+    from foresize.core.errors import ForesizeError
 
     result = CliRunner().invoke(app, ["manifests", "--namespace", namespace])
     assert isinstance(result.exception, ForesizeError), result.output
@@ -274,7 +274,7 @@ def test_webhooks_ignore_failures_time_out_fast_and_skip_system_namespaces():
 
 
 def test_alerts_use_only_exported_metric_names():
-    from foresize.telemetry.metrics import METRIC_NAMES
+    from foresize.adapters.telemetry.metrics import METRIC_NAMES
 
     used = {m for rule in alert_rules() for m in re.findall(r"foresize_\w+", rule["expr"])}
     assert used == {
@@ -524,7 +524,7 @@ def test_helm_values_change_names_namespace_and_options():
     assert env["FORESIZE_TLS_SECRET"] == "fs-webhook-tls"
     assert env["FORESIZE_CERT_MANAGER"] == "true"
     # The operator's own parser reads what the chart writes.
-    from foresize.vertical.policy import parse_exclude_selector
+    from foresize.core.vertical.policy import parse_exclude_selector
 
     assert parse_exclude_selector(env["FORESIZE_EXCLUDE_SELECTOR"]) == {
         "team": "payments",

@@ -9,19 +9,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from foresize.history.base import SeriesKey
-from foresize.history.memory import UsageHistory
-from foresize.history.metrics_server import (
+from foresize.adapters.history.memory import UsageHistory
+from foresize.adapters.history.metrics_server import (
     METRICS_PATH,
     TOTAL_CONTAINER,
     HistorySink,
     MetricsServerPoller,
     Sample,
 )
-from foresize.kube.api import KubeApi
-from foresize.kube.handlers import parse_foresize
-from foresize.kube.state import ClusterState
-from foresize.recommend.suggestions import cadence_of, plan_suggestions
+from foresize.core.history import SeriesKey
+from foresize.core.recommend.suggestions import cadence_of, plan_suggestions
+from foresize.shells.kube.api import KubeApi
+from foresize.shells.kube.handlers import parse_foresize
+from foresize.shells.kube.state import ClusterState
 
 CRANE = Path(__file__).resolve().parent / "data" / "traces" / "crane-dsp" / "input0.csv.gz"
 NOW = 1_780_000_000.0
@@ -197,8 +197,8 @@ def test_history_becomes_a_bounded_suggestion(days, enough):
         assert "vertical_suggestion" not in write.status
         return
     (entry,) = write.status["vertical_suggestion"]["containers"]
-    from foresize.api.quantity import cpu_millis, to_bytes
-    from foresize.recommend.target import load_histories, recommend_target
+    from foresize.core.api.quantity import cpu_millis, to_bytes
+    from foresize.core.recommend.target import load_histories, recommend_target
 
     # Exactly what the recommender's entry point says for the same history and template.
     direct = recommend_target(
@@ -224,9 +224,9 @@ def test_suggestions_price_memory_risk_against_the_whole_fleet(monkeypatch):
     """The suggestion state keeps every target's memory forecast at its mode's level; the
     fleet's mean is the risk allocation's reference for the targets due this round, and
     targets that left the cluster drop out of it."""
-    from foresize.api.quantity import to_bytes
-    from foresize.recommend import core as recommend_core
-    from foresize.recommend.suggestions import SuggestionState
+    from foresize.core.api.quantity import to_bytes
+    from foresize.core.recommend import core as recommend_core
+    from foresize.core.recommend.suggestions import SuggestionState
 
     # The recent-peak rule would hold the spike by itself; this checks the allocation.
     monkeypatch.setattr(recommend_core, "MEMORY_PEAK_WINDOW", 0.0)
@@ -270,7 +270,7 @@ def test_suggestions_price_memory_risk_against_the_whole_fleet(monkeypatch):
 
 
 def test_samples_persist_in_the_sqlite_store_across_a_restart(tmp_path):
-    from foresize.history.sqlite import HistoryStore
+    from foresize.adapters.history.sqlite import HistoryStore
 
     path = tmp_path / "history.db"
     store = HistoryStore(path)

@@ -1,5 +1,5 @@
 """Fault tests of the REAL process: `foresize operator` as a subprocess against the strict
-API server behind a fault-injecting proxy (`foresize.kube.chaos`). Each scenario's invariant is
+API server behind a fault-injecting proxy (`foresize.bench.chaos`). Each scenario's invariant is
 checked from the proxy's request log and the process's exit; see the scenario docstrings.
 Intervals are short through the operator's own flags (Lease 3 s, renew deadline 2 s,
 pass every 0.5 s; the 90 s outage at start is scaled to 5 s)."""
@@ -12,8 +12,8 @@ import tempfile
 
 import pytest
 
-from foresize.kube import chaos
-from foresize.kube.chaos.cluster import wait_until
+from foresize.bench import chaos
+from foresize.bench.chaos.cluster import wait_until
 
 
 @pytest.mark.parametrize(

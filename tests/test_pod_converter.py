@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import copy
 
-from foresize.admission.index import AdmissionIndex
-from foresize.admission.review import pod_from_json, review_pod
-from foresize.api.quantity import GIB, MIB
-from foresize.cluster.kubejson import pod_from
+from foresize.core.admission.index import AdmissionIndex
+from foresize.core.admission.review import pod_from_json, review_pod
+from foresize.core.api.quantity import GIB, MIB
+from foresize.core.cluster.kubejson import pod_from
 from test_admission_support import pod_json, review
 
 

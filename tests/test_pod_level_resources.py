@@ -9,18 +9,18 @@ above the pod-level requests (so a webhook raising them could block the pod's cr
 
 from __future__ import annotations
 
-from foresize.admission.pod import decide_pod
-from foresize.admission.review import pod_from_json
-from foresize.api.quantity import MIB
-from foresize.cluster.kubejson import pod_from
-from foresize.cluster.model import (
+from foresize.core.admission.pod import decide_pod
+from foresize.core.admission.review import pod_from_json
+from foresize.core.api.quantity import MIB
+from foresize.core.cluster.kubejson import pod_from
+from foresize.core.cluster.model import (
     Container,
     OwnerRef,
     Pod,
     ResourceRequirements,
 )
-from foresize.cluster.qos import has_pod_level_resources
-from foresize.vertical.guards import POD_LEVEL_CONDITION, pod_level_conditions
+from foresize.core.cluster.qos import has_pod_level_resources
+from foresize.core.vertical.guards import POD_LEVEL_CONDITION, pod_level_conditions
 from test_admission_decisions import SUG, idx
 from test_admission_support import target_manifest
 from test_sim_support import make_sim, pods_of, workload
@@ -96,9 +96,9 @@ def test_usage_accounting_reserves_pod_level_requests():
 
 
 def test_the_target_condition_turns_false_once_no_pod_sets_pod_level_resources():
-    from foresize.cluster.target import TargetView
-    from foresize.vertical.run import TargetRun
-    from foresize.vertical.state import TargetState
+    from foresize.core.cluster.target import TargetView
+    from foresize.core.vertical.run import TargetRun
+    from foresize.core.vertical.state import TargetState
 
     pol = TargetView(kind="AIScaleTarget", namespace="shop", name="web")
     run = TargetRun(pol, TargetState(), None)

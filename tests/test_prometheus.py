@@ -34,9 +34,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from foresize.errors import ForesizeError
-from foresize.history.base import resample_max
-from foresize.history.prometheus import (
+from foresize.adapters.history.prometheus import (
     PrometheusReader,
     Scope,
     counter_increases,
@@ -45,7 +43,9 @@ from foresize.history.prometheus import (
     pod_selector,
     workload_of_pod,
 )
-from foresize.history.traces import read_bitbrains
+from foresize.adapters.history.traces import read_bitbrains
+from foresize.core.errors import ForesizeError
+from foresize.core.history import resample_max
 from foresize.testing.ports import free_port
 
 pytestmark = pytest.mark.prometheus
@@ -405,7 +405,7 @@ def recommend(*args: str):
 
 
 def app():
-    from foresize.cli import app as foresize_app
+    from foresize.front.cli import app as foresize_app
 
     return foresize_app
 
@@ -587,7 +587,7 @@ def test_acceptance_stable_counts_and_values_match_the_raw_data(prom):
     # Killed at its limit: a warning, and a limit above it (1.2 x the peak before a kill).
     assert any("OOM-killed 4x at its 1Gi memory limit" in n for n in proxy["notes"])
     assert proxy["severity"] == "critical"
-    from foresize.api.quantity import to_bytes
+    from foresize.core.api.quantity import to_bytes
 
     ts, mem = istio_memory(t0)
     peak = max(mem[(ts > t0 + off - 3600) & (ts <= t0 + off)].max() for off in KILL_OFFSETS)

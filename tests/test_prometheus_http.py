@@ -22,8 +22,8 @@ import pytest
 from aiohttp import web
 from typer.testing import CliRunner
 
-from foresize.cli import app
-from foresize.errors import ForesizeError
+from foresize.core.errors import ForesizeError
+from foresize.front.cli import app
 
 EMPTY = {"status": "success", "data": []}
 GOT_THROUGH = "holds no cAdvisor container series"
@@ -167,7 +167,7 @@ def test_basic_auth():
 
 @pytest.fixture
 def tls(tmp_path):
-    from foresize.webhook.certs import generate_self_signed, server_ssl_context
+    from foresize.shells.webhook.certs import generate_self_signed, server_ssl_context
 
     bundle = generate_self_signed(("127.0.0.1",))
     (tmp_path / "ca.pem").write_bytes(bundle.ca_pem)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from foresize.api.quantity import (
+from foresize.core.api.quantity import (
     MAX_QUANTITY,
     QuantityError,
     cpu_millis,

@@ -14,11 +14,11 @@ import json
 import typing
 from typing import Any
 
-from foresize.cli.manifests import NAME, TLS_SECRET, WEBHOOK_SERVICE, build
-from foresize.cluster import actions as core
-from foresize.kube.api import KubeApi
-from foresize.kube.executor import KubeExecutor
-from foresize.kube.operator import OperatorOptions, run_operator
+from foresize.core.cluster import actions as core
+from foresize.front.cli.manifests import NAME, TLS_SECRET, WEBHOOK_SERVICE, build
+from foresize.shells.kube.api import KubeApi
+from foresize.shells.kube.executor import KubeExecutor
+from foresize.shells.kube.operator import OperatorOptions, run_operator
 from foresize.testing.apiserver import RecordedRequest, StrictApiServer
 from foresize.testing.ports import free_port
 from kube_objects import (

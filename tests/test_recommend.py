@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from foresize.cluster.model import Container, ResourceRequirements
-from foresize.cluster.qos import qos_class_of
-from foresize.cluster.target import ContainerPolicy, ResourcePolicy
-from foresize.recommend.core import (
+from foresize.core.cluster.model import Container, ResourceRequirements
+from foresize.core.cluster.qos import qos_class_of
+from foresize.core.cluster.target import ContainerPolicy, ResourcePolicy
+from foresize.core.recommend.core import (
     CPU_DROP_FACTOR,
     CPU_DROP_HOURS,
     CPU_RAISE_SHARE,
@@ -37,7 +37,7 @@ from foresize.recommend.core import (
     round_up,
     scheduled_cpu,
 )
-from foresize.recommend.target import (
+from foresize.core.recommend.target import (
     ContainerHistory,
     OOMState,
     RecommendParams,
@@ -355,7 +355,7 @@ def test_batch_equals_single_calls_and_state_round_trips():
 
 
 def test_params_from_aiscaletarget():
-    from foresize.api.types import parse_target
+    from foresize.core.api.types import parse_target
 
     ast = parse_target(
         {
@@ -436,10 +436,10 @@ def test_memory_scale_down_stabilization():
 
 def test_load_histories_from_a_store_feeds_recommend_target(tmp_path):
     """The shells' path: samples and OOM events in a history store -> recommendation."""
-    from foresize.history.base import SeriesKey
-    from foresize.history.memory import UsageHistory
-    from foresize.history.sqlite import HistoryStore
-    from foresize.recommend.target import load_histories
+    from foresize.adapters.history.memory import UsageHistory
+    from foresize.adapters.history.sqlite import HistoryStore
+    from foresize.core.history import SeriesKey
+    from foresize.core.recommend.target import load_histories
 
     key = SeriesKey("shop", "web", "app")
     start = NOW - 2 * 86400.0
@@ -468,7 +468,7 @@ def test_load_histories_from_a_store_feeds_recommend_target(tmp_path):
 def test_hysteresis_defaults_are_the_apis_rule():
     """One rule: recommend/'s thresholds for a target without scaling_behavior (or with
     one direction only) decide exactly as the API's VerticalScalingBehavior.is_significant."""
-    from foresize.api.types import VerticalScalingBehavior
+    from foresize.core.api.types import VerticalScalingBehavior
 
     rng = np.random.default_rng(3)
     cur = rng.integers(1, 4000, 400)
@@ -596,7 +596,7 @@ def test_a_kill_ends_the_risk_taken_floor_at_the_safest_level():
 
 
 def test_recommend_batch_lifts_a_killed_container_to_its_safest_level(monkeypatch):
-    from foresize.recommend import core as recommend_core
+    from foresize.core.recommend import core as recommend_core
 
     # The recent-peak rule would hold the spike by itself; this checks the allocation.
     monkeypatch.setattr(recommend_core, "MEMORY_PEAK_WINDOW", 0.0)
@@ -905,7 +905,7 @@ def test_recent_peak_reads_the_last_three_days():
 def test_operator_and_replay_run_one_memory_rule():
     """The operator's scalar path (state in `OOMState.recent`) gives, decision by
     decision, what the vectorised rule the replay calls gives for a fleet."""
-    from foresize.recommend.target import _memory_target
+    from foresize.core.recommend.target import _memory_target
 
     rng = np.random.default_rng(14)
     n, steps = 3, 40

@@ -1,5 +1,5 @@
 """`foresize recommend`: bad options and unreadable traces are one error naming the option
-or the file and line (what `foresize.cli.main` prints with exit status 2), never a
+or the file and line (what `foresize.front.cli.main` prints with exit status 2), never a
 traceback and never an empty table."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from foresize.cli import app
-from foresize.errors import ForesizeError
+from foresize.core.errors import ForesizeError
+from foresize.front.cli import app
 
 HEADER = "timestamp,namespace,workload,pod,container,cpu_cores,memory_bytes\n"
 

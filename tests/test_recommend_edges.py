@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from foresize.api.hysteresis import Threshold
-from foresize.api.quantity import MIB
-from foresize.cluster.model import Container, ResourceRequirements
-from foresize.cluster.qos import qos_class_of
-from foresize.recommend.core import OOMArrays, oom_bump
-from foresize.recommend.target import OOMState, RecommendParams, apply_ooms, recommend_target
+from foresize.core.api.hysteresis import Threshold
+from foresize.core.api.quantity import MIB
+from foresize.core.cluster.model import Container, ResourceRequirements
+from foresize.core.cluster.qos import qos_class_of
+from foresize.core.recommend.core import OOMArrays, oom_bump
+from foresize.core.recommend.target import OOMState, RecommendParams, apply_ooms, recommend_target
 from test_recommend import GIB, NOW, flat_history, qos, res, suggested
 
 
@@ -92,7 +92,7 @@ def test_a_kill_at_the_end_of_the_hold_starts_again_from_the_request() -> None:
 def test_the_memory_ratchet_forgets_a_target_exactly_one_window_old() -> None:
     """The scale-down ratchet holds the highest target of the last `window` seconds: one
     decided exactly `window` ago is out of it."""
-    from foresize.recommend.core import MEMORY_HEADROOM, memory_request
+    from foresize.core.recommend.core import MEMORY_HEADROOM, memory_request
 
     old = ((0.0, np.array([2.0 * GIB])),)
     peak = np.array([0.0])
@@ -105,7 +105,7 @@ def test_the_memory_ratchet_forgets_a_target_exactly_one_window_old() -> None:
 def test_the_recommender_uses_the_scale_down_threshold_for_a_decrease() -> None:
     """Default hysteresis: up 5%, down 10%. A 7% decrease is not a change; a 7% increase
     is."""
-    from foresize.recommend.target import _changes
+    from foresize.core.recommend.target import _changes
 
     p = RecommendParams()
     cur = ResourceRequirements({"cpu": 1000, "memory": GIB})
@@ -116,8 +116,8 @@ def test_the_recommender_uses_the_scale_down_threshold_for_a_decrease() -> None:
 
 
 def test_the_recommenders_absolute_threshold_applies_from_zero_too() -> None:
-    from foresize.recommend.core import Threshold as ResourceThreshold
-    from foresize.recommend.target import _significant
+    from foresize.core.recommend.core import Threshold as ResourceThreshold
+    from foresize.core.recommend.target import _significant
 
     th = ResourceThreshold("absolute", absolute=50.0)
     assert not _significant(th, 0, 10) and _significant(th, 0, 50)
@@ -126,7 +126,7 @@ def test_the_recommenders_absolute_threshold_applies_from_zero_too() -> None:
 def test_a_request_rounded_up_never_exceeds_the_upper_bound() -> None:
     """Memory is rounded up to whole MiB; an upper bound of 1G (not a whole MiB) caps the
     rounded request at the bound itself."""
-    from foresize.cluster.target import ContainerPolicy, ResourcePolicy
+    from foresize.core.cluster.target import ContainerPolicy, ResourcePolicy
 
     b = ContainerPolicy("*", ResourcePolicy(), ResourcePolicy(upper=1_000_000_000))
     cur = {"app": res(500, GIB)}

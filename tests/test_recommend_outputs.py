@@ -14,9 +14,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from foresize.api.quantity import cpu_millis, to_bytes
-from foresize.cli import app
-from foresize.errors import ForesizeError
+from foresize.core.api.quantity import cpu_millis, to_bytes
+from foresize.core.errors import ForesizeError
+from foresize.front.cli import app
 
 HEADER = "timestamp,namespace,workload,pod,container,cpu_cores,memory_bytes\n"
 DAYS = 3

@@ -13,10 +13,10 @@ import json
 import numpy as np
 import yaml
 
-from foresize.api.quantity import MIB
-from foresize.history.base import SeriesKey, TraceSeries
-from foresize.history.prometheus import Resources
-from foresize.report.recommendations import (
+from foresize.adapters.history.prometheus import Resources
+from foresize.core.api.quantity import MIB
+from foresize.core.history import SeriesKey, TraceSeries
+from foresize.front.report.recommendations import (
     MIN_CPU_LIMIT,
     MIN_CPU_REQUEST,
     MIN_MEMORY_REQUEST,
@@ -172,7 +172,7 @@ def test_a_memory_forecast_far_above_the_peak_after_oom_kills_is_explained():
     """The audit's data/redis: 9 kills, peak 823Mi, `--wide` forecast 4251Mi (5.2x) with no
     word why. It is the operator's OOM floor compounding 1.2x per kill while it holds,
     replayed over kills that all came at the old limit."""
-    from foresize.recommend.series import recommend_series
+    from foresize.core.recommend.series import recommend_series
 
     rng = np.random.default_rng(3)
     n = 4 * 288
@@ -244,7 +244,7 @@ def test_wide_splits_into_tables_that_fit_the_terminal():
     """ux.md N8: --wide needed ~210 columns and wrapped every row at 120. Now its columns
     come in as many tables as fit the width, each led by namespace, workload and
     container; one table when the terminal is wide enough."""
-    from foresize.report.recommendations import Prices, _headers
+    from foresize.front.report.recommendations import Prices, _headers
 
     specs = []
     for i, wl in enumerate(["checkout-frontend", "payments-ledger-writer"]):

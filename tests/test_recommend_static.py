@@ -1,4 +1,4 @@
-"""The static request (foresize.recommend.static): the mode's quantile of 15-minute peaks
+"""The static request (foresize.core.recommend.static): the mode's quantile of 15-minute peaks
 over 14 d, 7 d and 1 d, the highest; never below the recent history at that risk."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import itertools
 import numpy as np
 import pytest
 
-from foresize.history.base import SeriesKey, TraceSeries, aligned_start
-from foresize.recommend.static import static_request, window_peaks
+from foresize.core.history import SeriesKey, TraceSeries, aligned_start
+from foresize.core.recommend.static import static_request, window_peaks
 
 STEP = 300.0
 
@@ -73,7 +73,7 @@ def test_a_growing_history_never_cycles_minute_by_minute(seed):
     block leaves the span. Blocks counted back from the newest sample instead re-cut the
     whole history every 5 minutes, and the request went up and down (up to 4.3x in the
     audit; on these seeds 1086m, 1190m, 1086m and 1055m, 958m, 1055m within 16 minutes)."""
-    from foresize.report.recommendations import build_rows
+    from foresize.front.report.recommendations import build_rows
 
     full = live_history(DAYS_OF_DATA * 1440 + 16, seed)
     base = DAYS_OF_DATA * 1440 - 7  # t: 7 minutes before a block boundary

@@ -23,20 +23,20 @@ import copy
 import random
 from typing import Any
 
-from foresize.api.quantity import MIB, format_quantity
-from foresize.api.types import parse_daemonset_autoscaler, parse_object
-from foresize.cluster.actions import ResizePod
-from foresize.cluster.kubejson import format_time
-from foresize.cluster.model import Container, ContainerStatus, Node, Pod, Workload
-from foresize.kube.state import ClusterState
-from foresize.reconcile import ReconcileState, plan_pass
-from foresize.sim.operator import (
+from foresize.core.api.quantity import MIB, format_quantity
+from foresize.core.api.types import parse_daemonset_autoscaler, parse_object
+from foresize.core.cluster.actions import ResizePod
+from foresize.core.cluster.kubejson import format_time
+from foresize.core.cluster.model import Container, ContainerStatus, Node, Pod, Workload
+from foresize.core.reconcile import ReconcileState, plan_pass
+from foresize.core.vertical import WorkerConfig
+from foresize.shells.kube.state import ClusterState
+from foresize.shells.sim.operator import (
     FixedRecommender,
     ForesizeRecommender,
     OperatorOptions,
     SimOperator,
 )
-from foresize.vertical import WorkerConfig
 from test_sim_support import container, make_sim, workload
 
 SEEDS = range(8)

@@ -12,12 +12,12 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from foresize.api.quantity import MIB
-from foresize.cli import app
-from foresize.cluster.actions import ContainerResize, ResizePod
-from foresize.report.recorder import NodeGapSampler, UsageRecorder, pod_gap, risk_events
-from foresize.sim.cluster import SimCluster
-from foresize.sim.scenario import parse_scenario
+from foresize.core.api.quantity import MIB
+from foresize.core.cluster.actions import ContainerResize, ResizePod
+from foresize.front.cli import app
+from foresize.front.report.recorder import NodeGapSampler, UsageRecorder, pod_gap, risk_events
+from foresize.shells.sim.cluster import SimCluster
+from foresize.shells.sim.scenario import parse_scenario
 from test_sim_support import container, make_sim, pods_of, workload
 
 # A leaky worker that outgrows its 1 GiB memory limit within the first hour (OOM kills),
@@ -243,7 +243,7 @@ def test_compare_lists_each_policy_side_by_side(tiny, tmp_path):
 def test_bad_report_and_compare_options_are_clear_errors(
     tmp_path, capsys, monkeypatch, args, needle
 ):
-    from foresize.cli import main
+    from foresize.front.cli import main
 
     f = tmp_path / "a-file"
     f.write_text("x")
@@ -367,8 +367,8 @@ def test_node_gap_sampler_sees_a_resize_stuck_below_live_usage():
 
 
 def test_gap_section_reports_the_node_and_its_largest_gap(tmp_path):
-    from foresize.report.html import write_report
-    from foresize.report.run import PolicyRun
+    from foresize.front.report.html import write_report
+    from foresize.front.report.run import PolicyRun
 
     sim = make_sim([workload("a")], settle=30)
     rec = UsageRecorder(sim).install()
@@ -392,9 +392,9 @@ def test_long_lists_are_cut_with_a_note_and_quiet_or_unsampled_nodes_are_said(tm
     that never had a gap are counted, and a run without gap samples says so."""
     from dataclasses import replace
 
-    from foresize.report.html import write_report
-    from foresize.report.recorder import RiskEvent
-    from foresize.report.run import PolicyRun
+    from foresize.front.report.html import write_report
+    from foresize.front.report.recorder import RiskEvent
+    from foresize.front.report.run import PolicyRun
 
     sim = make_sim([workload("a"), workload("b")], nodes=2, settle=30)
     rec = UsageRecorder(sim).install()
@@ -430,7 +430,7 @@ def test_long_lists_are_cut_with_a_note_and_quiet_or_unsampled_nodes_are_said(tm
 
 
 def test_risk_events_attribute_evictions_stalls_and_breaker_openings_to_workloads():
-    from foresize.cluster.actions import EmitEvent, EvictPod
+    from foresize.core.cluster.actions import EmitEvent, EvictPod
 
     sim = make_sim([workload("a", replicas=2), workload("b")], settle=30)
     a0, a1 = pods_of(sim, "a")

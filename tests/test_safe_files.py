@@ -13,12 +13,12 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from foresize.api.safe_yaml import MAX_DEPTH, load_json, read_text
-from foresize.cli import app
-from foresize.cli.manifests import validate_files
-from foresize.errors import ForesizeError
-from foresize.sim.scenario import MAX_POD_STEPS, check_run_size, load_scenario
-from foresize.webhook.state_file import load_state_file
+from foresize.adapters.files import MAX_DEPTH, load_json, read_text
+from foresize.core.errors import ForesizeError
+from foresize.front.cli import app
+from foresize.front.cli.manifests import validate_files
+from foresize.shells.sim.scenario import MAX_POD_STEPS, check_run_size, load_scenario
+from foresize.shells.webhook.state_file import load_state_file
 from test_sim_support import workload
 
 
@@ -171,7 +171,7 @@ def _bb_row(t: int, mhz: float) -> str:
 
 def test_a_1e308_mhz_bitbrains_row_is_skipped_and_named(tmp_path: Path):
     # Audit F-10: 1e308 MHz became a 300-digit cpu_request with exit 0.
-    from foresize.history.traces import ReadReport, read_bitbrains
+    from foresize.adapters.history.traces import ReadReport, read_bitbrains
 
     path = tmp_path / "1.csv"
     path.write_text("\n".join([_bb_row(300 * i, 1e308 if i == 2 else 1250.0) for i in range(5)]))
@@ -187,7 +187,7 @@ def test_a_1e308_mhz_bitbrains_row_is_skipped_and_named(tmp_path: Path):
     [("1e308", "1000", "cpu usage"), ("0.5", "1e30", "memory usage"), ("-1", "10", "negative")],
 )
 def test_absurd_canonical_rows_are_skipped(tmp_path: Path, cpu, memory, problem):
-    from foresize.history.traces import ReadReport, read_canonical_csv
+    from foresize.adapters.history.traces import ReadReport, read_canonical_csv
 
     path = tmp_path / "c.csv"
     rows = ["timestamp,namespace,workload,pod,container,cpu_cores,memory_bytes"]
@@ -201,7 +201,7 @@ def test_absurd_canonical_rows_are_skipped(tmp_path: Path, cpu, memory, problem)
 
 
 def test_crane_values_above_any_machine_are_skipped(tmp_path: Path):
-    from foresize.history.traces import ReadReport, read_crane
+    from foresize.adapters.history.traces import ReadReport, read_crane
 
     path = tmp_path / "x.csv"
     path.write_text("ts,value\n60,1.5\n120,1e308\n180,2\n")
@@ -217,7 +217,7 @@ def test_a_device_as_a_trace_file_is_one_line_not_a_memory_error(tmp_path: Path)
     usage["cpu"] = {"generator": "trace", "file": "/dev/zero"}
     message = one_error(load_scenario, _scenario(tmp_path, data))
     assert "/dev/zero" in message and "not a regular file" in message
-    from foresize.history.traces import load_traces
+    from foresize.adapters.history.traces import load_traces
 
     assert "/dev/zero" in one_error(load_traces, "/dev/zero", "crane")
 

@@ -7,9 +7,9 @@ import json
 import numpy as np
 from typer.testing import CliRunner
 
-from foresize.api.quantity import MIB
-from foresize.cli import app
-from foresize.sim.operator import VPARecommender, savings_vs
+from foresize.core.api.quantity import MIB
+from foresize.front.cli import app
+from foresize.shells.sim.operator import VPARecommender, savings_vs
 
 
 def test_vpa_reference_follows_its_documented_defaults() -> None:

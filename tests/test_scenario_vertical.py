@@ -10,13 +10,13 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from foresize.api.quantity import GIB, MIB
-from foresize.api.types import parse_timestamp
-from foresize.cluster.actions import PatchScale
-from foresize.cluster.model import POD_RESIZE_IN_PROGRESS, POD_RESIZE_PENDING, Suggestion
-from foresize.cluster.model import ContainerSuggestion as CS
-from foresize.sim.operator import FixedRecommender, OperatorOptions, SimOperator
-from foresize.vertical import WorkerConfig
+from foresize.core.api.quantity import GIB, MIB
+from foresize.core.api.types import parse_timestamp
+from foresize.core.cluster.actions import PatchScale
+from foresize.core.cluster.model import POD_RESIZE_IN_PROGRESS, POD_RESIZE_PENDING, Suggestion
+from foresize.core.cluster.model import ContainerSuggestion as CS
+from foresize.core.vertical import WorkerConfig
+from foresize.shells.sim.operator import FixedRecommender, OperatorOptions, SimOperator
 from test_sim_support import container, make_sim, pods_of, workload
 
 
@@ -452,7 +452,7 @@ def test_scheduler_safety_with_the_guard_preempts_nothing() -> None:
 
 
 def test_oom_remediation_raises_memory_at_once_and_compounds_every_2_minutes() -> None:
-    from foresize.sim.operator import ForesizeRecommender
+    from foresize.shells.sim.operator import ForesizeRecommender
 
     sim = make_sim(
         [

@@ -8,11 +8,11 @@ from typing import Any
 
 import numpy as np
 
-from foresize.api.quantity import MIB
-from foresize.cluster.actions import EmitEvent, EvictPod, ResizePod, WriteTargetStatus
-from foresize.cluster.model import PodCondition, ResourceRequirements
-from foresize.recommend.target import MODEL_STEP, ContainerHistory, recommend_target
-from foresize.vertical import WorkerConfig, WorkerState, execute, plan
+from foresize.core.api.quantity import MIB
+from foresize.core.cluster.actions import EmitEvent, EvictPod, ResizePod, WriteTargetStatus
+from foresize.core.cluster.model import PodCondition, ResourceRequirements
+from foresize.core.recommend.target import MODEL_STEP, ContainerHistory, recommend_target
+from foresize.core.vertical import WorkerConfig, WorkerState, execute, plan
 from test_vertical_planner import KEY, apply_ok, names, of, pod, snap, sugg, target
 
 DAY = 86400.0

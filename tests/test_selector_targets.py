@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from foresize.api.quantity import MIB, cpu_millis
-from foresize.api.types import parse_target
-from foresize.cluster.actions import ResizePod
-from foresize.cluster.model import (
+from foresize.adapters.history.memory import UsageHistory
+from foresize.adapters.history.metrics_server import HistorySink, Sample
+from foresize.core.api.quantity import MIB, cpu_millis
+from foresize.core.api.types import parse_target
+from foresize.core.cluster.actions import ResizePod
+from foresize.core.cluster.model import (
     Container,
     ContainerStatus,
     Node,
@@ -17,11 +19,9 @@ from foresize.cluster.model import (
     PodCondition,
     ResourceRequirements,
 )
-from foresize.cluster.snapshot import ClusterSnapshot
-from foresize.history.memory import UsageHistory
-from foresize.history.metrics_server import HistorySink, Sample
-from foresize.recommend.suggestions import plan_suggestions
-from foresize.vertical import WorkerState, plan
+from foresize.core.cluster.snapshot import ClusterSnapshot
+from foresize.core.recommend.suggestions import plan_suggestions
+from foresize.core.vertical import WorkerState, plan
 
 NOW = 1_780_000_000.0
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from foresize.api.selectors import selector_matches
-from foresize.api.types import LabelSelector
-from foresize.cluster.snapshot import labels_match
+from foresize.core.api.selectors import selector_matches
+from foresize.core.api.types import LabelSelector
+from foresize.core.cluster.snapshot import labels_match
 
 POD = {"app": "web", "tier": "front"}
 

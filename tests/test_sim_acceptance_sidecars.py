@@ -12,11 +12,11 @@ import json
 
 from typer.testing import CliRunner
 
-from foresize.cli import app
-from foresize.cluster.actions import EvictPod
-from foresize.cluster.qos import allocated_requests, has_pod_level_resources
-from foresize.sim.runner import build
-from foresize.sim.scenario import load_scenario
+from foresize.core.cluster.actions import EvictPod
+from foresize.core.cluster.qos import allocated_requests, has_pod_level_resources
+from foresize.front.cli import app
+from foresize.shells.sim.runner import build
+from foresize.shells.sim.scenario import load_scenario
 
 TWO_DAYS = 48 * 3600.0
 

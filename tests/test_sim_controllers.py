@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from foresize.cluster.actions import (
+from foresize.core.cluster.actions import (
     EmitEvent,
     EvictPod,
     PatchPodMetadata,
@@ -10,9 +10,9 @@ from foresize.cluster.actions import (
     RestartWorkload,
     WriteTargetStatus,
 )
-from foresize.cluster.model import Pod, Workload
-from foresize.cluster.port import ClusterPort
-from foresize.sim.cluster import RESTARTED_AT, SimCluster
+from foresize.core.cluster.model import Pod, Workload
+from foresize.core.cluster.port import ClusterPort
+from foresize.shells.sim.cluster import RESTARTED_AT, SimCluster
 from test_sim_support import container, make_sim, pods_of, workload
 
 
@@ -267,7 +267,7 @@ def test_snapshot_is_a_point_in_time_view():
 
 
 def test_statefulset_recreates_an_ordinal_evicted_by_node_pressure():
-    from foresize.api.quantity import MIB
+    from foresize.core.api.quantity import MIB
 
     sim = make_sim(
         [workload("db", 1, kind="StatefulSet", containers=[container(req={}, lim={})])],

@@ -8,8 +8,8 @@ getExpectedScale, updatePdbStatus).
 
 from __future__ import annotations
 
-from foresize.cluster.actions import EvictPod, PatchScale
-from foresize.cluster.model import Container, Pod, ResourceRequirements
+from foresize.core.cluster.actions import EvictPod, PatchScale
+from foresize.core.cluster.model import Container, Pod, ResourceRequirements
 from test_sim_support import make_sim, pods_of, workload
 
 WEB = {"tier": "web"}
@@ -139,7 +139,7 @@ def test_pending_and_terminating_pods_skip_the_budget_and_two_pdbs_are_a_500():
 def test_a_stale_plan_for_a_recreated_statefulset_pod_is_a_409():
     # The same name, another pod: eviction's deleteOptions.preconditions.uid and the
     # resize patch's test of /metadata/uid both refuse (409), nothing happens to the pod.
-    from foresize.cluster.actions import ContainerResize, ResizePod
+    from foresize.core.cluster.actions import ContainerResize, ResizePod
 
     sim = make_sim([workload("db", 1, kind="StatefulSet", labels=WEB)])
     (old,) = pods_of(sim, "db", kind="StatefulSet")

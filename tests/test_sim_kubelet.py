@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from foresize.api.quantity import MIB
-from foresize.cluster.actions import ContainerResize, PatchScale, ResizePod
-from foresize.cluster.model import (
+from foresize.core.api.quantity import MIB
+from foresize.core.cluster.actions import ContainerResize, PatchScale, ResizePod
+from foresize.core.cluster.model import (
     POD_RESIZE_IN_PROGRESS,
     POD_RESIZE_PENDING,
     REASON_DEFERRED,

@@ -10,9 +10,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from foresize.cli import app
-from foresize.errors import ForesizeError
-from foresize.sim.scenario import builtin_scenarios, load_scenario, parse_duration
+from foresize.core.errors import ForesizeError
+from foresize.front.cli import app
+from foresize.shells.sim.scenario import builtin_scenarios, load_scenario, parse_duration
 from test_sim_support import container, workload
 
 NODES = [{"name": "n", "cpu": "2", "memory": "4Gi"}]
@@ -182,7 +182,7 @@ def test_simulate_cli_writes_the_event_log(tmp_path):
 
 
 def test_simulate_cli_reports_user_errors(tmp_path, capsys, monkeypatch):
-    from foresize.cli import main
+    from foresize.front.cli import main
 
     bad = write(tmp_path, {"nodes": NODES, "workloads": [workload("a", replicas=-1)]})
     for argv, needle in (
@@ -212,8 +212,8 @@ def test_bench_sim_cli_json():
 
 
 def test_registered_policy_is_installed_into_the_run():
-    from foresize.sim.policies import POLICIES, available_policies, register_policy
-    from foresize.sim.runner import simulate
+    from foresize.shells.sim.policies import POLICIES, available_policies, register_policy
+    from foresize.shells.sim.runner import simulate
 
     ticks: list[float] = []
 

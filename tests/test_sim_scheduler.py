@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from foresize.cluster.actions import ContainerResize, PatchScale, ResizePod
-from foresize.cluster.model import (
+from foresize.core.cluster.actions import ContainerResize, PatchScale, ResizePod
+from foresize.core.cluster.model import (
     POD_RESIZE_PENDING,
     REASON_DEFERRED,
     Container,

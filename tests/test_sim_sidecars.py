@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import pytest
 
-from foresize.api.quantity import MIB
-from foresize.cluster.actions import ContainerResize, ResizePod
-from foresize.cluster.model import POD_RESIZE_PENDING, REASON_DEFERRED, REASON_INFEASIBLE
-from foresize.cluster.qos import allocated_requests
-from foresize.errors import ForesizeError
-from foresize.sim.scenario import parse_scenario
+from foresize.core.api.quantity import MIB
+from foresize.core.cluster.actions import ContainerResize, ResizePod
+from foresize.core.cluster.model import POD_RESIZE_PENDING, REASON_DEFERRED, REASON_INFEASIBLE
+from foresize.core.cluster.qos import allocated_requests
+from foresize.core.errors import ForesizeError
+from foresize.shells.sim.scenario import parse_scenario
 from test_sim_support import container, make_sim, pods_of, workload
 
 
@@ -202,7 +202,7 @@ def test_retry_order_judges_a_resize_by_the_whole_pods_requests():
     # isResizeIncreasingRequests: PodRequests of the spec against the allocated pod. The app
     # grows by 100m while the sidecar shrinks by 300m: the pod's requests go down, so the
     # kubelet retries it with the downsizes (first), although one container grows.
-    from foresize.cluster.model import Container, ContainerStatus, Pod, ResourceRequirements
+    from foresize.core.cluster.model import Container, ContainerStatus, Pod, ResourceRequirements
 
     sim = make_sim([workload("a")], settle=0)
     app = Container("app", ResourceRequirements({"cpu": 600}))

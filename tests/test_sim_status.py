@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import itertools
 
-from foresize.cluster.actions import WriteTargetStatus
-from foresize.vertical.state import TargetState
+from foresize.core.cluster.actions import WriteTargetStatus
+from foresize.core.vertical.state import TargetState
 from test_sim_support import make_sim, workload
 
 KEY = ("AIScaleTarget", "default", "web")
@@ -71,8 +71,8 @@ def test_operator_hands_out_a_new_resource_version_with_each_status_write():
     """As the API server does: the target object carrying a written status is a new object
     with a new resourceVersion (the planners' memo of target views is keyed by it), and
     what it reads is what was written."""
-    from foresize.cluster.target import target_view
-    from foresize.sim.operator import FixedRecommender, OperatorOptions, SimOperator
+    from foresize.core.cluster.target import target_view
+    from foresize.shells.sim.operator import FixedRecommender, OperatorOptions, SimOperator
 
     sim = make_sim([workload("web", 2)], settle=0)
     op = SimOperator(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from foresize.sim.cluster import SimCluster
-from foresize.sim.scenario import parse_scenario
+from foresize.shells.sim.cluster import SimCluster
+from foresize.shells.sim.scenario import parse_scenario
 
 
 def container(

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from foresize.api.quantity import MIB
-from foresize.sim.objects import ContainerKey
-from foresize.sim.scenario import parse_scenario
-from foresize.sim.usage import GeneratorSpec, UsageState
+from foresize.core.api.quantity import MIB
+from foresize.shells.sim.objects import ContainerKey
+from foresize.shells.sim.scenario import parse_scenario
+from foresize.shells.sim.usage import GeneratorSpec, UsageState
 from test_sim_support import container, make_sim, pods_of, workload
 
 
@@ -168,7 +168,7 @@ def test_trace_replay_from_csv(tmp_path):
         ],
     }
     sc = parse_scenario(data, str(tmp_path / "s.yaml"), tmp_path)
-    from foresize.sim.cluster import SimCluster
+    from foresize.shells.sim.cluster import SimCluster
 
     sim = SimCluster(sc, seed=0)
     seen: list[float] = []
@@ -181,7 +181,7 @@ def test_trace_replay_from_csv(tmp_path):
         "timestamp,namespace,workload,pod,container,cpu_cores,memory_bytes\n"
         "0,ns,w,p1,c,1.0,100\n0,ns,w,p2,c,3.0,300\n60,ns,w,p1,c,2.0,200\n60,ns,x,p9,c,9,9\n"
     )
-    from foresize.sim.usage import load_trace
+    from foresize.shells.sim.usage import load_trace
 
     assert load_trace(canonical, "cpu", select={"workload": "w"}).tolist() == [2.0, 2.0]
     assert load_trace(canonical, "memory", select={"workload": "w"}).tolist() == [200.0, 200.0]
@@ -224,7 +224,7 @@ def test_trace_replay_of_a_real_bitbrains_vm():
             )
         ],
     }
-    from foresize.sim.cluster import SimCluster
+    from foresize.shells.sim.cluster import SimCluster
 
     sc = parse_scenario(data, "<real trace>")
     gen = sc.workloads[0].containers[0].cpu

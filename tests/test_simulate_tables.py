@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from foresize.cli import app
+from foresize.front.cli import app
 
 
 def run(*args: str, width: int):
@@ -61,7 +61,7 @@ def test_a_run_inside_the_learning_period_says_why_it_saved_nothing():
     i = next(i for i, line in enumerate(lines) if line.startswith("vs static:"))
     note = " ".join(lines[i + 1 :])
     assert "min_lookback_to_scale, 24 h, of history: this 2 h run is its learning period" in note
-    from foresize.report.flow import learning_note
+    from foresize.front.report.flow import learning_note
 
     assert "the last 12 h of this 36 h run" in learning_note(
         {"policy": "foresize:cost_optimized", "duration_hours": 36.0}

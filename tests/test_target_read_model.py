@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from foresize.api.hysteresis import Threshold
-from foresize.api.types import parse_target
-from foresize.cluster.target import target_view
-from foresize.errors import ForesizeError
-from foresize.recommend.target import RecommendParams
-from foresize.vertical.policy import policy_of
+from foresize.core.api.hysteresis import Threshold
+from foresize.core.api.types import parse_target
+from foresize.core.cluster.target import target_view
+from foresize.core.errors import ForesizeError
+from foresize.core.recommend.target import RecommendParams
+from foresize.core.vertical.policy import policy_of
 
 
 def _manifest(**vertical: object) -> dict[str, object]:

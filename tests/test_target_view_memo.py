@@ -6,8 +6,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from foresize.api.types import parse_target
-from foresize.cluster.target import dsa_view, target_view
+from foresize.core.api.types import parse_target
+from foresize.core.cluster.target import dsa_view, target_view
 
 
 def _manifest() -> dict[str, Any]:

@@ -15,20 +15,20 @@ import pytest
 from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 
-from foresize.cluster.actions import (
+from foresize.adapters.telemetry.logs import JsonFormatter
+from foresize.adapters.telemetry.metrics import METRIC_NAMES, ForesizeMetrics
+from foresize.adapters.telemetry.recorder import ChangeRecorder
+from foresize.core.cluster.actions import (
     ActionResult,
     ContainerResize,
     EvictPod,
     ResizePod,
     WriteTargetStatus,
 )
-from foresize.cluster.kubejson import pod_from
-from foresize.kube.api import KubeApi
-from foresize.kube.executor import KubeExecutor
-from foresize.kube.state import ClusterState
-from foresize.telemetry.logs import JsonFormatter
-from foresize.telemetry.metrics import METRIC_NAMES, ForesizeMetrics
-from foresize.telemetry.recorder import ChangeRecorder
+from foresize.core.cluster.kubejson import pod_from
+from foresize.shells.kube.api import KubeApi
+from foresize.shells.kube.executor import KubeExecutor
+from foresize.shells.kube.state import ClusterState
 
 PODS = kmock.resource("v1/pods")
 
@@ -62,7 +62,7 @@ def pod_json(name: str, cpu: str, allocated_cpu: str, node: str = "n1", oom: boo
 
 
 def build_state() -> ClusterState:
-    from foresize.api.types import parse_object
+    from foresize.core.api.types import parse_object
 
     state = ClusterState(target_parser=lambda kind, obj: parse_object(obj))
     state.apply_event(
@@ -239,7 +239,7 @@ async def test_metrics_endpoint_after_a_run(kmock):
     recorder.set_provisioning("shop/web", "cpu", requested=0.75, used=0.5)
 
     # The webhook histogram, fed by the real admission app's requests.
-    from foresize.webhook.server import create_app
+    from foresize.shells.webhook.server import create_app
 
     webhook = create_app(lambda: None)
     webhook.middlewares.append(metrics.webhook_middleware())
@@ -363,7 +363,7 @@ def test_pod_conversion_reads_resize_state():
 def test_http_clients_log_each_request_only_at_debug():
     # Audit kube.md §6: an INFO line per API request (Lease renewals, polls, status writes)
     # buried the operator's own lines.
-    from foresize.telemetry.logs import setup_logging
+    from foresize.adapters.telemetry.logs import setup_logging
 
     root = logging.getLogger()
     saved = root.handlers[:], root.level

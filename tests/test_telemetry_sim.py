@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from foresize.api.quantity import GIB, MIB
-from foresize.telemetry.metrics import METRIC_NAMES, ForesizeMetrics
-from foresize.telemetry.recorder import ChangeRecorder
+from foresize.adapters.telemetry.metrics import METRIC_NAMES, ForesizeMetrics
+from foresize.adapters.telemetry.recorder import ChangeRecorder
+from foresize.core.api.quantity import GIB, MIB
 from test_scenario_vertical import operator, suggest
 from test_sim_support import make_sim, workload
 

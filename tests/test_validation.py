@@ -1,9 +1,9 @@
 """Resize validation refuses exactly what the API server refuses, with its messages (422)."""
 
-from foresize.api.quantity import MIB
-from foresize.cluster.actions import ContainerResize, ResizePod
-from foresize.cluster.model import Container, Pod, ResourceRequirements
-from foresize.cluster.validation import check_resize, validate_resize
+from foresize.core.api.quantity import MIB
+from foresize.core.cluster.actions import ContainerResize, ResizePod
+from foresize.core.cluster.model import Container, Pod, ResourceRequirements
+from foresize.core.cluster.validation import check_resize, validate_resize
 
 
 def pod(req=None, lim=None, inits=(), **kw) -> Pod:
@@ -129,7 +129,7 @@ def test_several_errors_are_listed_in_brackets():
 
 
 def test_resize_policy_and_container_renames_are_refused():
-    from foresize.cluster.validation import validate_resize_spec
+    from foresize.core.cluster.validation import validate_resize_spec
 
     p = pod(**BURSTABLE)
     changed = Container("app", p.containers[0].resources.copy(), {"memory": "RestartContainer"})
@@ -181,7 +181,7 @@ def test_memory_limit_decrease_refused_on_1_33_for_containers_and_sidecars():
 
 def test_kube_executor_rule_covers_sidecars_on_1_33():
     # The executor refuses before sending (kube/version.py), sidecars included.
-    from foresize.cluster.server_version import memory_limit_change_refused
+    from foresize.core.cluster.server_version import memory_limit_change_refused
 
     sidecar = Container(
         "side", ResourceRequirements({"memory": 32 * MIB}, {"memory": 64 * MIB}), {}, "Always"

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from foresize.api.quantity import MIB
-from foresize.cluster.actions import ActionResult, EvictPod, ResizePod
-from foresize.cluster.model import PodCondition
-from foresize.vertical import WorkerConfig, WorkerState, execute, plan
-from foresize.vertical.state import HALF_OPEN, BreakerState, PendingEviction, TargetState
+from foresize.core.api.quantity import MIB
+from foresize.core.cluster.actions import ActionResult, EvictPod, ResizePod
+from foresize.core.cluster.model import PodCondition
+from foresize.core.vertical import WorkerConfig, WorkerState, execute, plan
+from foresize.core.vertical.state import HALF_OPEN, BreakerState, PendingEviction, TargetState
 from test_vertical_planner import (
     KEY,
     apply_ok,
@@ -206,7 +206,7 @@ def test_a_downsize_is_admitted_on_a_node_already_charged_beyond_its_allocatable
 
 def _mem_nodes(s: Any, **mib: int) -> None:
     """Give the snapshot's nodes these memory sizes (MiB); n2 may be marked unschedulable."""
-    from foresize.cluster.model import Node
+    from foresize.core.cluster.model import Node
 
     s.nodes.clear()
     for name, size in mib.items():
@@ -252,7 +252,7 @@ def test_a_recreated_pod_may_take_back_its_own_room() -> None:
 def _paced(*pods: Any) -> list[str]:
     """One in_place pass 20 s after the last batch (interval 60 s): only urgent OOM fixes
     go out."""
-    from foresize.vertical.state import TargetState as TS
+    from foresize.core.vertical.state import TargetState as TS
 
     state = WorkerState({KEY: TS(last_batch_at=80.0)})
     actions, _ = plan(snap(list(pods), [target("in_place")]), 100.0, state, suggestions=sugg())
@@ -326,7 +326,7 @@ def test_mirror_and_uncontrolled_pods_are_never_evicted() -> None:
     controller would not be recreated: a selector target never evicts them."""
     from dataclasses import replace
 
-    from foresize.cluster.model import OwnerRef
+    from foresize.core.cluster.model import OwnerRef
 
     for owner in (OwnerRef("Node", "n1"), OwnerRef("Deployment", "web", controller=False)):
         p = replace(pod("p0"), owner=owner)
@@ -356,7 +356,7 @@ def test_a_deferred_resize_the_suggestion_moved_away_from_is_resized_not_release
 def test_a_pdb_back_off_survives_an_operator_restart() -> None:
     """The 429's retry time is kept in status: a restarted operator does not evict
     before it."""
-    from foresize.cluster.actions import WriteTargetStatus
+    from foresize.core.cluster.actions import WriteTargetStatus
 
     t = target("recreate", min_replicas=1, disruption={"max_disrupted": 3, "interval": "1s"})
     s = snap([pod(f"p{i}") for i in range(3)], [t])
@@ -406,7 +406,7 @@ def test_an_evicted_pods_stall_is_forgotten() -> None:
 def test_a_403_that_is_not_about_node_capacity_is_not_a_refusal() -> None:
     """A 403 without the NodeCapacity cause (e.g. RBAC) says nothing about the resize
     itself: the pod is not evicted as if the API server had refused the change."""
-    from foresize.vertical import on_result
+    from foresize.core.vertical import on_result
 
     t = target("in_place_or_recreate", min_replicas=1, disruption={"interval": "1s"})
     s = snap([pod("p0")], [t])
@@ -418,7 +418,7 @@ def test_a_403_that_is_not_about_node_capacity_is_not_a_refusal() -> None:
 
 
 def test_a_released_resize_is_not_counted_as_a_resize() -> None:
-    from foresize.vertical import on_result
+    from foresize.core.vertical import on_result
 
     t = target("in_place", disruption={"release_deferred_after": "5m"})
     s = _deferred_upsize(t)
@@ -434,7 +434,7 @@ def test_a_replacement_already_judged_is_not_judged_again_after_a_restart() -> N
     """Two evictions await their verdicts; the first replacement (stale) is judged. After
     an operator restart (state read back from status) that same pod is not taken for the
     second eviction's replacement too."""
-    from foresize.cluster.actions import WriteTargetStatus
+    from foresize.core.cluster.actions import WriteTargetStatus
 
     t = target("recreate", min_replicas=1, disruption={"max_disrupted": 2, "interval": "1h"})
     s = snap([pod("p0"), pod("p1")], [t])
@@ -454,8 +454,8 @@ def test_a_replacement_already_judged_is_not_judged_again_after_a_restart() -> N
 def test_an_eviction_after_a_refused_resize_says_it_was_refused() -> None:
     """A 422 sends the pod straight to eviction; its Events name the refusal, not a stall
     timeout that has not passed (5 s after the refusal, stall_timeout is 2 min)."""
-    from foresize.cluster.actions import EmitEvent
-    from foresize.vertical import on_result
+    from foresize.core.cluster.actions import EmitEvent
+    from foresize.core.vertical import on_result
 
     t = target("in_place_or_recreate", min_replicas=1, disruption={"interval": "1s"})
     s = snap([pod("p0")], [t])

@@ -5,11 +5,11 @@ pod is forgotten."""
 
 from __future__ import annotations
 
-from foresize.api.hysteresis import DEFAULT_SCALE_DOWN, DEFAULT_SCALE_UP, Threshold
-from foresize.api.quantity import MIB
-from foresize.api.types import parse_target
-from foresize.cluster.actions import ResizePod
-from foresize.cluster.model import (
+from foresize.core.api.hysteresis import DEFAULT_SCALE_DOWN, DEFAULT_SCALE_UP, Threshold
+from foresize.core.api.quantity import MIB
+from foresize.core.api.types import parse_target
+from foresize.core.cluster.actions import ResizePod
+from foresize.core.cluster.model import (
     Container,
     ContainerStatus,
     ContainerSuggestion,
@@ -21,9 +21,9 @@ from foresize.cluster.model import (
     Suggestion,
     Workload,
 )
-from foresize.cluster.snapshot import ClusterSnapshot
-from foresize.vertical import WorkerState, plan
-from foresize.vertical.desired import (
+from foresize.core.cluster.snapshot import ClusterSnapshot
+from foresize.core.vertical import WorkerState, plan
+from foresize.core.vertical.desired import (
     KnownPod,
     known_in_flight,
     known_pod_change,

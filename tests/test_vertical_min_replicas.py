@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from foresize.cluster.actions import EmitEvent, EvictPod, ResizePod, WriteTargetStatus
-from foresize.cluster.model import OwnerRef
-from foresize.vertical import WorkerState, plan
-from foresize.vertical.admit import EVICTION_SKIPPED_MIN_REPLICAS
+from foresize.core.cluster.actions import EmitEvent, EvictPod, ResizePod, WriteTargetStatus
+from foresize.core.cluster.model import OwnerRef
+from foresize.core.vertical import WorkerState, plan
+from foresize.core.vertical.admit import EVICTION_SKIPPED_MIN_REPLICAS
 from test_vertical_planner import names, of, pod, selector_target, snap, sugg, target
 
 BIG = {"max_disrupted": 10, "interval": "1s"}

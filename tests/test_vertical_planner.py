@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from foresize.api.quantity import MIB
-from foresize.api.types import parse_target
-from foresize.cluster.actions import (
+from foresize.core.api.quantity import MIB
+from foresize.core.api.types import parse_target
+from foresize.core.cluster.actions import (
     ActionResult,
     EmitEvent,
     EvictPod,
     ResizePod,
     WriteTargetStatus,
 )
-from foresize.cluster.model import (
+from foresize.core.cluster.model import (
     Container,
     ContainerStatus,
     ContainerSuggestion,
@@ -27,10 +27,10 @@ from foresize.cluster.model import (
     Suggestion,
     Workload,
 )
-from foresize.cluster.snapshot import ClusterSnapshot
-from foresize.vertical import WorkerConfig, WorkerState, batch_size, execute, on_result, plan
-from foresize.vertical.policy import policy_of
-from foresize.vertical.state import STATUS_KEY, TargetState
+from foresize.core.cluster.snapshot import ClusterSnapshot
+from foresize.core.vertical import WorkerConfig, WorkerState, batch_size, execute, on_result, plan
+from foresize.core.vertical.policy import policy_of
+from foresize.core.vertical.state import STATUS_KEY, TargetState
 
 KEY = "default/web"
 
@@ -326,9 +326,9 @@ def test_stall_clock_survives_an_operator_restart_through_status() -> None:
 
 def test_state_round_trips_through_status_dict() -> None:
     ts = TargetState()
-    ts.stalls["u"] = __import__("foresize.vertical.state", fromlist=["StallRecord"]).StallRecord(
-        "p", 12.0, "Deferred"
-    )
+    ts.stalls["u"] = __import__(
+        "foresize.core.vertical.state", fromlist=["StallRecord"]
+    ).StallRecord("p", 12.0, "Deferred")
     ts.last_batch_at = 5.0
     ts.breaker.state, ts.breaker.no_progress, ts.breaker.next_probe_at = "open", 3, 99.0
     back = TargetState.from_status(ts.to_status())
@@ -741,8 +741,8 @@ def test_a_status_write_that_failed_is_sent_again_until_it_lands() -> None:
 
 
 def test_the_capacity_guard_counts_the_scheduler_charge_of_every_pod() -> None:
-    from foresize.cluster.capacity import NodeLedger
-    from foresize.cluster.qos import pod_charge
+    from foresize.core.cluster.capacity import NodeLedger
+    from foresize.core.cluster.qos import pod_charge
 
     cases = [
         pod("a"),
@@ -940,7 +940,7 @@ def test_a_request_the_container_does_not_declare_is_never_added() -> None:
     from a "*" suggestion; the API refuses to remove a request in place, so the revert to
     the template would have needed a restart. The webhook keeps the key set; so does the
     worker."""
-    from foresize.cluster.model import Container
+    from foresize.core.cluster.model import Container
 
     def memory_only(mem: int) -> Pod:
         p = pod("p0", mem=mem)

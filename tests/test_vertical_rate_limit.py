@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from foresize.cluster.actions import EmitEvent, EvictPod, WriteTargetStatus
-from foresize.vertical import WorkerConfig, WorkerState, plan
+from foresize.core.cluster.actions import EmitEvent, EvictPod, WriteTargetStatus
+from foresize.core.vertical import WorkerConfig, WorkerState, plan
 from test_vertical_planner import names, of, pod, snap, sugg, target
 
 BIG = {"max_disrupted": 10, "interval": "1s"}

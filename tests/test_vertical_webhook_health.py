@@ -8,11 +8,11 @@ import dataclasses
 from types import SimpleNamespace
 from typing import Any
 
-from foresize.api.quantity import GIB, MIB
-from foresize.cluster.actions import EmitEvent, EvictPod, ResizePod, WriteTargetStatus
-from foresize.kube.operator import admission_health
-from foresize.vertical import WorkerState, plan
-from foresize.vertical.admit import EVICTION_SKIPPED_WEBHOOK
+from foresize.core.api.quantity import GIB, MIB
+from foresize.core.cluster.actions import EmitEvent, EvictPod, ResizePod, WriteTargetStatus
+from foresize.core.vertical import WorkerState, plan
+from foresize.core.vertical.admit import EVICTION_SKIPPED_WEBHOOK
+from foresize.shells.kube.operator import admission_health
 from test_scenario_vertical import evicted, operator, suggest
 from test_sim_support import make_sim, pods_of, workload
 from test_vertical_planner import names, of, pod, snap, sugg, target
@@ -79,7 +79,7 @@ def test_the_kube_shell_derives_health_from_its_webhook_server_and_certificate()
 
 
 def test_the_kube_cache_puts_the_webhook_health_into_the_snapshot() -> None:
-    from foresize.kube.state import ClusterState
+    from foresize.shells.kube.state import ClusterState
 
     cache = ClusterState()
     assert cache.snapshot(0.0).admission_healthy  # nothing to judge by

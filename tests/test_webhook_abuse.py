@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from foresize.admission.index import AdmissionIndex
-from foresize.webhook.server import ServerLimits, WebhookServer, create_app
+from foresize.core.admission.index import AdmissionIndex
+from foresize.shells.webhook.server import ServerLimits, WebhookServer, create_app
 from test_admission_support import pod_json, review
 
 FAST = ServerLimits(
@@ -107,12 +107,12 @@ async def test_a_stalled_request_head_is_cut_off_even_when_it_drips(caplog):
                 writer.write(b"X")
 
         dripping = asyncio.create_task(drip())
-        with caplog.at_level(logging.WARNING, logger="foresize.webhook"):
+        with caplog.at_level(logging.WARNING, logger="foresize.shells.webhook"):
             assert await closed_within(reader, 2.0)
         dripping.cancel()
         assert srv.reasons == ["request head timeout"]
         assert srv.server.connections == 0
-        lines = [r for r in caplog.records if r.name == "foresize.webhook"]
+        lines = [r for r in caplog.records if r.name == "foresize.shells.webhook"]
         assert len(lines) == 1 and lines[0].exc_info is None
 
 
@@ -138,7 +138,7 @@ async def test_an_idle_keep_alive_connection_is_closed_quietly(caplog):
         reader, writer = await srv.connect()
         writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
         assert (await reader.readline()).split()[1] == b"200"
-        with caplog.at_level(logging.WARNING, logger="foresize.webhook"):
+        with caplog.at_level(logging.WARNING, logger="foresize.shells.webhook"):
             assert await closed_within(reader, 2.0)
         assert srv.reasons == [] and not caplog.records
 
@@ -232,7 +232,7 @@ async def test_a_big_review_runs_off_the_event_loop(monkeypatch):
     # A pod with thousands of containers takes real time to decode and review; /healthz
     # must not wait behind it (in the operator the Lease renewal and the control loop share
     # the loop). The review is made slow on purpose so the machine's speed does not matter.
-    from foresize.webhook import server as server_module
+    from foresize.shells.webhook import server as server_module
 
     real = server_module.review_pod
 
@@ -282,9 +282,9 @@ async def test_a_thousand_idle_connections_are_closed_after_the_timeout():
 
 async def test_a_state_reload_runs_off_the_event_loop(tmp_path, monkeypatch):
     # Audit F-3/1m: a --state edit was parsed on the loop; a bomb froze the server.
-    from foresize.cli.webhook import _watch
-    from foresize.webhook import state_file
-    from foresize.webhook.server import AdmissionState
+    from foresize.front.cli.webhook import _watch
+    from foresize.shells.webhook import state_file
+    from foresize.shells.webhook.server import AdmissionState
 
     path = tmp_path / "state.yaml"
     path.write_text("kind: ForesizeState\npaused: false\n")
@@ -316,7 +316,7 @@ def test_the_private_key_is_owner_only_even_over_an_old_world_readable_file(tmp_
     import os
     import stat
 
-    from foresize.webhook.certs import generate_self_signed
+    from foresize.shells.webhook.certs import generate_self_signed
 
     (tmp_path / "tls.key").write_text("old")
     os.chmod(tmp_path / "tls.key", 0o644)

@@ -8,7 +8,7 @@ import json
 
 from typer.testing import CliRunner
 
-from foresize.cli import app
+from foresize.front.cli import app
 
 
 def test_bench_webhook_smoke_json():

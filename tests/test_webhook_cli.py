@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from foresize.errors import ForesizeError
+from foresize.core.errors import ForesizeError
+from foresize.shells.webhook.certs import generate_self_signed
+from foresize.shells.webhook.configurations import inject_ca_bundle, webhook_configurations
+from foresize.shells.webhook.state_file import load_state_file
 from foresize.testing.ports import free_port
-from foresize.webhook.certs import generate_self_signed
-from foresize.webhook.configurations import inject_ca_bundle, webhook_configurations
-from foresize.webhook.state_file import load_state_file
 from test_admission_support import pod_json, review, target_manifest
 
 SUG = {"app": {"requests": {"cpu": "250m", "memory": "256Mi"}}}
@@ -137,7 +137,7 @@ def test_a_busy_port_is_one_line_naming_it_and_leaves_nothing_in_the_temp_folder
             [
                 sys.executable,
                 "-c",
-                "from foresize.cli import main; main()",
+                "from foresize.front.cli import main; main()",
                 "webhook",
                 "--self-signed",
                 "--host",

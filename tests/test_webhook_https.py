@@ -5,9 +5,13 @@ from __future__ import annotations
 import aiohttp
 import pytest
 
-from foresize.admission.index import AdmissionIndex
-from foresize.webhook.certs import client_ssl_context, generate_self_signed, server_ssl_context
-from foresize.webhook.server import AdmissionState, WebhookServer, create_app
+from foresize.core.admission.index import AdmissionIndex
+from foresize.shells.webhook.certs import (
+    client_ssl_context,
+    generate_self_signed,
+    server_ssl_context,
+)
+from foresize.shells.webhook.server import AdmissionState, WebhookServer, create_app
 from test_admission_support import (
     apply_patch,
     decode_patch,
@@ -295,9 +299,9 @@ async def test_hpa_scaled_resource_is_left_alone_unless_overridden(serve, policy
     # The operator's path: the webhook's state is rebuilt from the watched snapshot, which
     # carries the HPAs; an HPA on cpu utilisation keeps new pods' cpu at the template
     # value (as running pods keep theirs) unless the target says "override".
-    from foresize.api.types import parse_target
-    from foresize.cluster.model import HorizontalPodAutoscaler, HPAMetric
-    from foresize.cluster.snapshot import ClusterSnapshot
+    from foresize.core.api.types import parse_target
+    from foresize.core.cluster.model import HorizontalPodAutoscaler, HPAMetric
+    from foresize.core.cluster.snapshot import ClusterSnapshot
 
     manifest = target_manifest("web", ref="web", vmode="autonomous", suggestion=SUGGESTION)
     manifest["spec"]["vertical"]["hpa_resource_policy"] = policy

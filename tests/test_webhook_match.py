@@ -8,7 +8,7 @@ import copy
 
 import pytest
 
-from foresize.cli.manifests import operator, webhooks
+from foresize.front.cli.manifests import operator, webhooks
 from foresize.testing.selectors import label_matcher
 from kube_objects import pod
 

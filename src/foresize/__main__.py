@@ -1,3 +1,3 @@
-from foresize.cli import main
+from foresize.front.cli import main
 
 main()

@@ -25,7 +25,7 @@ from decimal import Decimal, InvalidOperation
 from functools import cache
 from typing import Any
 
-from foresize.api.names import dns_label_error, dns_subdomain_error
+from foresize.core.api.names import dns_label_error, dns_subdomain_error
 
 SCHEMA_VERSION = "1.34.0"  # the Kubernetes release whose built-in schemas are checked
 

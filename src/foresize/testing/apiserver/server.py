@@ -72,7 +72,7 @@ class StrictApiServer(ObjectStore):
         max_watch_seconds: float = 1800.0,
         validate: bool = True,
     ) -> None:
-        from foresize.api.crd import all_crds
+        from foresize.core.api.crd import all_crds
 
         super().__init__(
             kube_version=kube_version,

@@ -1,0 +1,768 @@
+"""Usage history from Prometheus (cAdvisor and kube-state-metrics series), read-only.
+
+PromQL range queries, per container of every pod, on a grid of `step` aligned to
+multiples of the step since the epoch (the same data give the same points whatever the
+second of the run):
+
+- CPU cores: `rate(container_cpu_usage_seconds_total[W])` with W = 1.1 x step, so each
+  point is the average usage over the step that ends at it (the extra tenth lets the
+  window always hold the sample one step back; rate's extrapolation is exact for that).
+  `rate` needs two samples in W, so the step must be at least twice the scrape interval
+  (`scrape_interval` measures it; `foresize recommend` refuses a finer step).
+- Memory bytes: `max_over_time(container_memory_working_set_bytes[step - 1ms])`: the peak
+  working set within the step (the window stops short of the previous step's sample).
+- OOM kills: the counters themselves, last value per step, differenced here so no kill
+  falls between two query windows: cAdvisor's `container_oom_events_total` and
+  kube-state-metrics' restarts whose last termination reason is OOMKilled at that step.
+  One kill seen by both is one kill (`merge_kills`).
+- CPU throttling: throttled periods / periods (CFS), per container.
+- Current requests and limits (`kube_pod_container_resource_requests`/`_limits`) and
+  each workload's kind (`kube_pod_owner`), from kube-state-metrics when it is scraped.
+
+Duplicate series of one container (a duplicate scrape, cgroup-v1's `image=""` copy, a
+second cluster with the same pod name under a federated Prometheus) are folded by `max`,
+never summed; `cluster_label`/`cluster` keep one cluster. Pods are folded into their
+workload (owner from `kube_pod_owner` when kube-state-metrics is there, else the
+controller naming conventions) and history is keyed by workload and container, the
+replicas folded at each step as every shell folds them (`foresize.adapters.history.aggregate`:
+CPU the median across replicas, memory the maximum), as the recommender consumes it
+(`foresize.adapters.history.traces.TraceSeries`). Samples from a pod's first 2 minutes are
+dropped so start-up spikes do not inflate forecasts. Long ranges are split so no query
+asks for more than Prometheus' 11,000 points per series.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from foresize.adapters.history.aggregate import group_max, group_median
+from foresize.core.errors import ForesizeError
+from foresize.core.history import SeriesKey, TraceSeries, workload_of_pod
+
+STARTUP_EXCLUSION = 120.0  # seconds of a new pod's life left out of history
+MAX_POINTS = 10_000  # per series per query (Prometheus refuses more than 11,000)
+KILL_MATCH = 300.0
+"""How far apart (beyond one step) cAdvisor's and kube-state-metrics' record of one kill
+may be: the restart follows the kill within seconds, and kube-state-metrics is scraped
+every 30 s - 2 min, so 5 minutes covers it while two real kills of one container are
+further apart (the kubelet's crash-loop back-off starts at 10 s and doubles)."""
+REPLICA_WINDOW = 3600.0
+"""A workload's replicas are its pods with a reading in the hour before its newest one
+(a gap of a few scrapes in one pod does not make it a removed replica)."""
+RATE_SAMPLES = 2
+"""`rate()` needs two samples in its window: the step must be at least twice the scrape
+interval, or CPU points go missing depending on where the grid falls."""
+
+
+def kind_of_owner(owner: tuple[str, str] | None) -> str:
+    """The workload kind behind a pod's owner (a ReplicaSet named `<d>-<hash>` is a
+    Deployment's, a Job named `<c>-<minute>` a CronJob's); empty when unknown."""
+    if owner is None:
+        return ""
+    kind, name = owner
+    if kind == "ReplicaSet" and workload_of_pod("", owner) != name:
+        return "Deployment"  # the ReplicaSet's name is `<deployment>-<pod-template-hash>`
+    if kind == "Job" and workload_of_pod("", owner) != name:
+        return "CronJob"  # the Job's name is `<cronjob>-<scheduled minute>`
+    return "" if kind == "Node" else kind
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _regex_escape(value: str) -> str:
+    return _escape(re.escape(value))
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """Which containers to read: namespaces, one cluster (by its label), pod label
+    selector (matched on kube-state-metrics' `kube_pod_labels`)."""
+
+    namespaces: tuple[str, ...] = ()
+    cluster_label: str = "cluster"
+    cluster: str | None = None
+    selector: Any = None  # foresize.core.api.types.LabelSelector
+
+    def matchers(self, real_containers: bool = True) -> str:
+        parts = ['container!=""', 'container!="POD"'] if real_containers else []
+        if self.namespaces:
+            parts.append(f'namespace=~"{"|".join(_regex_escape(n) for n in self.namespaces)}"')
+        if self.cluster is not None:
+            parts.append(f'{self.cluster_label}="{_escape(self.cluster)}"')
+        return ",".join(parts)
+
+
+def container_selector(namespaces: Iterable[str] | None = None) -> str:
+    """Label matchers for real containers (not the pause container, not pod-level cgroups)."""
+    names = tuple(n for n in (namespaces or []) if n)
+    return "{" + Scope(names).matchers() + "}"
+
+
+def _duration(seconds: float) -> str:
+    return f"{max(1, round(seconds * 1000))}ms"
+
+
+def align(start: float, end: float, step: float) -> tuple[float, float]:
+    """The grid inside [start, end]: multiples of `step` since the epoch."""
+    return math.ceil(start / step) * step, math.floor(end / step) * step
+
+
+@dataclass(slots=True)
+class PodSeries:
+    """One container of one pod: the raw result of a range query."""
+
+    namespace: str
+    pod: str
+    container: str
+    timestamps: np.ndarray
+    values: np.ndarray
+
+
+@dataclass(slots=True)
+class Resources:
+    """Requests and limits of one workload container (cores, bytes), from kube-state-metrics."""
+
+    cpu_request: float | None = None
+    memory_request: float | None = None
+    cpu_limit: float | None = None
+    memory_limit: float | None = None
+
+
+@dataclass(slots=True)
+class ContainerHistory:
+    """Everything read for a time range: usage per workload/container, OOMs, throttling,
+    and what kube-state-metrics says of each workload (kind, replicas, resources)."""
+
+    series: list[TraceSeries] = field(default_factory=list)
+    oom_kills: dict[SeriesKey, list[float]] = field(default_factory=dict)
+    throttling: dict[SeriesKey, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    pods: int = 0
+    resources: dict[SeriesKey, Resources] = field(default_factory=dict)
+    kinds: dict[tuple[str, str], str] = field(default_factory=dict)  # (ns, workload) -> kind
+    replicas: dict[tuple[str, str], int] = field(default_factory=dict)  # pods seen lately
+
+
+def counter_increases(ts: np.ndarray, values: np.ndarray) -> list[tuple[float, int]]:
+    """(time, count) for each rise of a counter sampled at `ts`; a drop is a reset (the
+    counter restarted at 0, so its new value is the count since)."""
+    out = []
+    for k in range(1, values.size):
+        prev, cur = values[k - 1], values[k]
+        if not (np.isfinite(prev) and np.isfinite(cur)):
+            continue
+        rise = cur - prev if cur >= prev else cur
+        n = int(round(rise))
+        if n > 0:
+            out.append((float(ts[k]), n))
+    return out
+
+
+def merge_kills(cadvisor: list[float], ksm: list[float], step: float) -> list[float]:
+    """One list of kills from both sources: a kube-state-metrics kill within one step +
+    KILL_MATCH of an unmatched cAdvisor kill is that kill (earliest first), the rest are
+    kills only one source saw."""
+    tolerance = step + KILL_MATCH
+    merged = sorted(cadvisor)
+    used = [False] * len(merged)
+    extra = []
+    for t in sorted(ksm):
+        for i, c in enumerate(merged):
+            if not used[i] and abs(c - t) <= tolerance:
+                used[i] = True
+                break
+        else:
+            extra.append(t)
+    return sorted(merged + extra)
+
+
+class PrometheusReader:
+    """PromQL over HTTP (`/api/v1/query_range`, `/api/v1/query`)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout: float = 60.0,
+        headers: dict[str, str] | None = None,
+        startup_exclusion: float = STARTUP_EXCLUSION,
+        bearer_token: str | None = None,
+        basic_auth: tuple[str, str] | None = None,
+        ca_file: str | None = None,
+        insecure_skip_verify: bool = False,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+        self.headers = dict(headers or {})
+        if bearer_token:
+            self.headers["Authorization"] = f"Bearer {bearer_token}"
+        if basic_auth is not None:
+            import base64
+
+            pair = f"{basic_auth[0]}:{basic_auth[1]}".encode()
+            self.headers["Authorization"] = "Basic " + base64.b64encode(pair).decode()
+        self.ca_file = ca_file
+        self.insecure_skip_verify = insecure_skip_verify
+        self.startup_exclusion = startup_exclusion
+
+    async def _get(self, session: Any, path: str, params: dict[str, str]) -> object:
+        """The `data` of a successful answer (a ForesizeError naming the cause otherwise)."""
+        import aiohttp
+
+        try:
+            async with session.get(f"{self.url}{path}", params=params) as resp:
+                text = await resp.text()
+                if resp.status != 200:
+                    raise ForesizeError(self._http_error(path, resp.status, resp, text))
+                try:
+                    body = await resp.json(content_type=None)
+                except ValueError:
+                    raise ForesizeError(
+                        f"{self.url}{path} answered with something that is not JSON "
+                        "(is this a Prometheus URL?)"
+                    ) from None
+        except TimeoutError:
+            raise ForesizeError(
+                f"Prometheus at {self.url} did not answer within {self.timeout:g} s "
+                "(raise --timeout, or narrow the query with --namespace or --lookback)"
+            ) from None
+        except aiohttp.ClientConnectorCertificateError as exc:
+            raise ForesizeError(
+                f"cannot verify the TLS certificate of {self.url}: {exc.certificate_error} "
+                "(give the CA with --ca-file, or --insecure-skip-verify)"
+            ) from None
+        except aiohttp.ClientConnectorError as exc:
+            reason = exc.os_error.strerror or str(exc.os_error) or type(exc.os_error).__name__
+            raise ForesizeError(f"cannot reach Prometheus at {self.url}: {reason}") from None
+        except aiohttp.ClientError as exc:
+            reason = str(exc) or type(exc).__name__
+            raise ForesizeError(f"cannot reach Prometheus at {self.url}: {reason}") from None
+        if not isinstance(body, dict) or body.get("status") != "success":
+            error = body.get("error", body) if isinstance(body, dict) else body
+            raise ForesizeError(f"Prometheus query failed: {error}")
+        return body.get("data")
+
+    def _result(self, data: object, path: str) -> list[dict[str, Any]]:
+        """The `result` list of a query's `data`."""
+        result = data.get("result") if isinstance(data, dict) else None
+        if not isinstance(result, list):
+            raise ForesizeError(
+                f"{self.url}{path} answered success without a result list "
+                "(is this a Prometheus URL?)"
+            )
+        return result
+
+    def _http_error(self, path: str, status: int, resp: Any, text: str) -> str:
+        where = f"Prometheus {self.url}{path} answered HTTP {status}"
+        if status in (401, 403):
+            return f"{where}: not authorised (give --token, or --username and --password)"
+        if "html" in resp.headers.get("Content-Type", "") or text.lstrip().startswith("<"):
+            return f"{where} with an HTML page (is this a Prometheus URL?)"
+        return f"{where}: {' '.join(text.split())[:200]}"
+
+    def _session(self) -> Any:
+        import ssl
+
+        import aiohttp
+
+        ssl_arg: Any = None
+        if self.insecure_skip_verify:
+            ssl_arg = False
+        elif self.ca_file:
+            try:
+                ssl_arg = ssl.create_default_context(cafile=self.ca_file)
+            except (OSError, ssl.SSLError) as exc:
+                raise ForesizeError(f"--ca-file: cannot read {self.ca_file}: {exc}") from None
+        return aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(total=self.timeout),
+            headers=self.headers,
+            connector=aiohttp.TCPConnector(ssl=ssl_arg) if ssl_arg is not None else None,
+        )
+
+    async def query_range(
+        self, query: str, start: float, end: float, step: float, session: Any = None
+    ) -> list[tuple[dict[str, str], np.ndarray, np.ndarray]]:
+        """A range query split into chunks of at most MAX_POINTS steps, stitched per series."""
+        own = session is None
+        session = session or self._session()
+        try:
+            merged: dict[
+                tuple[tuple[str, str], ...],
+                tuple[dict[str, str], list[np.ndarray], list[np.ndarray]],
+            ] = {}
+            chunk = step * (MAX_POINTS - 1)
+            t = start
+            while t <= end:
+                stop = min(end, t + chunk)
+                data = await self._get(
+                    session,
+                    "/api/v1/query_range",
+                    {"query": query, "start": repr(t), "end": repr(stop), "step": repr(step)},
+                )
+                for item in self._result(data, "/api/v1/query_range"):
+                    labels = item.get("metric", {})
+                    values = item.get("values", [])
+                    if not values:
+                        continue
+                    arr = np.asarray(values, dtype=object)
+                    ts = arr[:, 0].astype(np.float64)
+                    vs = np.asarray([float(v) for v in arr[:, 1]], dtype=np.float64)
+                    key = tuple(sorted(labels.items()))
+                    entry = merged.setdefault(key, (labels, [], []))
+                    entry[1].append(ts)
+                    entry[2].append(vs)
+                t = stop + step
+            out = []
+            for labels, ts_parts, v_parts in merged.values():
+                ts = np.concatenate(ts_parts)
+                vs = np.concatenate(v_parts)
+                ts, idx = np.unique(ts, return_index=True)
+                out.append((labels, ts, vs[idx]))
+            return out
+        finally:
+            if own:
+                await session.close()
+
+    async def query(self, query: str, at: float, session: Any = None) -> list[dict[str, Any]]:
+        own = session is None
+        session = session or self._session()
+        try:
+            data = await self._get(session, "/api/v1/query", {"query": query, "time": repr(at)})
+            return self._result(data, "/api/v1/query")
+        finally:
+            if own:
+                await session.close()
+
+    async def label_values(
+        self, label: str, match: str, start: float, end: float, session: Any = None
+    ) -> list[str]:
+        """The values `label` takes on series matching `match` in [start, end]."""
+        own = session is None
+        session = session or self._session()
+        try:
+            path = f"/api/v1/label/{label}/values"
+            data = await self._get(
+                session, path, {"match[]": match, "start": repr(start), "end": repr(end)}
+            )
+            if not isinstance(data, list):
+                raise ForesizeError(
+                    f"{self.url}{path} answered success without a list of values "
+                    "(is this a Prometheus URL?)"
+                )
+            return sorted(str(v) for v in data)
+        finally:
+            if own:
+                await session.close()
+
+    # ------------------------------------------------------------------ queries
+    @staticmethod
+    def cpu_query(selector: str, step: float) -> str:
+        return (
+            "max by (namespace, pod, container) "
+            f"(rate(container_cpu_usage_seconds_total{selector}[{_duration(step * 1.1)}]))"
+        )
+
+    @staticmethod
+    def memory_query(selector: str, step: float) -> str:
+        return (
+            "max by (namespace, pod, container) "
+            f"(max_over_time(container_memory_working_set_bytes{selector}"
+            f"[{_duration(step - 0.001)}]))"
+        )
+
+    @staticmethod
+    def counter_query(metric: str, selector: str, step: float) -> str:
+        """The counter's last value in each step (duplicates folded by max)."""
+        return (
+            "max by (namespace, pod, container) "
+            f"(last_over_time({metric}{selector}[{_duration(step - 0.001)}]))"
+        )
+
+    @staticmethod
+    def oom_reason_query(selector: str, step: float) -> str:
+        inner = selector[1:-1]
+        sel = "{" + ",".join(p for p in (inner, 'reason="OOMKilled"') if p) + "}"
+        return (
+            "max by (namespace, pod, container) "
+            f"(last_over_time(kube_pod_container_status_last_terminated_reason{sel}"
+            f"[{_duration(step - 0.001)}]))"
+        )
+
+    @staticmethod
+    def throttling_query(selector: str, step: float) -> str:
+        """The share of CFS periods throttled in each step, at every step with CFS data:
+        unthrottled steps are 0, not missing (a filter to the throttled steps alone made
+        the mean over them the share of a container throttled in a tenth of a percent of
+        its periods read as 49%, ux.md N2)."""
+        window = _duration(step * 1.1)
+        return (
+            "max by (namespace, pod, container) "
+            f"(rate(container_cpu_cfs_throttled_periods_total{selector}[{window}])) / "
+            "max by (namespace, pod, container) "
+            f"(rate(container_cpu_cfs_periods_total{selector}[{window}]))"
+        )
+
+    async def owners(
+        self, at: float, session: Any = None, scope: Scope | None = None, window: float = 300.0
+    ) -> dict[tuple[str, str], tuple[str, str]]:
+        """(namespace, pod) -> (owner kind, owner name) from kube-state-metrics, if scraped:
+        every pod seen in the `window` before `at`."""
+        matchers = ",".join(p for p in ((scope or Scope()).matchers(False), 'owner_kind!=""') if p)
+        result = await self.query(
+            f"last_over_time(kube_pod_owner{{{matchers}}}[{_duration(window)}])", at, session
+        )
+        out = {}
+        for item in result:
+            m = item.get("metric", {})
+            if m.get("namespace") and m.get("pod"):
+                out[(m["namespace"], m["pod"])] = (m.get("owner_kind", ""), m.get("owner_name", ""))
+        return out
+
+    async def pod_labels(
+        self, at: float, window: float, scope: Scope, session: Any = None
+    ) -> dict[tuple[str, str], dict[str, str]]:
+        """(namespace, pod) -> its labels from `kube_pod_labels` (keys as kube-state-metrics
+        writes them, `label_` + the key with every other character as `_`)."""
+        result = await self.query(
+            f"last_over_time(kube_pod_labels{{{scope.matchers(False)}}}[{_duration(window)}])",
+            at,
+            session,
+        )
+        out: dict[tuple[str, str], dict[str, str]] = {}
+        for item in result:
+            m = item.get("metric", {})
+            labels = {k[len("label_") :]: v for k, v in m.items() if k.startswith("label_")}
+            out.setdefault((m.get("namespace", ""), m.get("pod", "")), {}).update(labels)
+        return out
+
+    async def resources(
+        self, at: float, window: float, scope: Scope, session: Any = None
+    ) -> dict[tuple[str, str, str], Resources]:
+        """(namespace, pod, container) -> requests and limits, newest in `window` before `at`."""
+        out: dict[tuple[str, str, str], Resources] = {}
+        for kind in ("requests", "limits"):
+            q = (
+                "max by (namespace, pod, container, resource) (last_over_time("
+                f"kube_pod_container_resource_{kind}{{{scope.matchers(False)},"
+                f'resource=~"cpu|memory"}}[{_duration(window)}]))'
+            )
+            for item in await self.query(q, at, session):
+                m = item.get("metric", {})
+                key = (m.get("namespace", ""), m.get("pod", ""), m.get("container", ""))
+                res = out.setdefault(key, Resources())
+                value = float(item["value"][1])
+                setattr(res, f"{m.get('resource')}_{kind[:-1]}", value)
+        return out
+
+    async def pod_series(
+        self, query: str, start: float, end: float, step: float, session: Any = None
+    ) -> list[PodSeries]:
+        rows = await self.query_range(query, start, end, step, session)
+        return [
+            PodSeries(
+                labels.get("namespace", ""),
+                labels.get("pod", ""),
+                labels.get("container", ""),
+                ts,
+                vs,
+            )
+            for labels, ts, vs in rows
+        ]
+
+    def exclude_startup(self, series: list[PodSeries], start: float, step: float) -> None:
+        """Drop each new pod's first `startup_exclusion` seconds (pods that appeared inside
+        the range; a pod already running at `start` has no start-up inside it)."""
+        first: dict[tuple[str, str], float] = {}
+        for s in series:
+            if s.timestamps.size:
+                k = (s.namespace, s.pod)
+                first[k] = min(first.get(k, math.inf), float(s.timestamps[0]))
+        for s in series:
+            born = first.get((s.namespace, s.pod), math.inf)
+            if born > start + step:
+                keep = s.timestamps >= born + self.startup_exclusion
+                s.timestamps, s.values = s.timestamps[keep], s.values[keep]
+
+    async def scrape_interval(self, at: float, scope: Scope, session: Any = None) -> float | None:
+        """The scrape interval of cAdvisor's CPU counters in the hour before `at`: that of
+        the densest series (series with gaps look sparser than they were scraped); None
+        when no counter has two samples there."""
+        q = (
+            "min(3600 / (count_over_time(container_cpu_usage_seconds_total"
+            f"{{{scope.matchers()}}}[1h]) - 1))"
+        )
+        result = await self.query(q, at, session)
+        if not result:
+            return None
+        value = float(result[0]["value"][1])
+        return value if math.isfinite(value) and value > 0 else None
+
+    async def kills(
+        self, selector: str, start: float, end: float, step: float, session: Any
+    ) -> dict[tuple[str, str, str], list[float]]:
+        """Kill times per (namespace, pod, container) in (start, end], each kill once."""
+        ksm_selector = selector.replace('container!="",container!="POD"', 'container!=""')
+        before = start - step  # the counters' value before the first step
+        cadvisor, restarts, reasons = await asyncio.gather(
+            self.query_range(
+                self.counter_query("container_oom_events_total", selector, step),
+                before,
+                end,
+                step,
+                session,
+            ),
+            self.query_range(
+                self.counter_query("kube_pod_container_status_restarts_total", ksm_selector, step),
+                before,
+                end,
+                step,
+                session,
+            ),
+            self.query_range(self.oom_reason_query(ksm_selector, step), before, end, step, session),
+        )
+
+        def key(labels: dict[str, str]) -> tuple[str, str, str]:
+            return (labels.get("namespace", ""), labels.get("pod", ""), labels.get("container", ""))
+
+        from_cadvisor: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+        for labels, ts, vs in cadvisor:
+            for t, n in counter_increases(ts, vs):
+                from_cadvisor[key(labels)] += [t] * n
+        oom_at = {key(labels): set(ts[vs >= 1].tolist()) for labels, ts, vs in reasons}
+        from_ksm: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+        for labels, ts, vs in restarts:
+            k = key(labels)
+            for t, n in counter_increases(ts, vs):
+                if t in oom_at.get(k, ()):
+                    from_ksm[k] += [t] * n
+        out = {}
+        for k in set(from_cadvisor) | set(from_ksm):
+            times = merge_kills(from_cadvisor.get(k, []), from_ksm.get(k, []), step)
+            times = [t for t in times if start <= t <= end]
+            if times:
+                out[k] = times
+        return out
+
+    async def read(
+        self,
+        start: float,
+        end: float,
+        step: float = 300.0,
+        namespaces: Iterable[str] | None = None,
+        scope: Scope | None = None,
+    ) -> ContainerHistory:
+        """CPU, memory, OOM kills, throttling and current resources for every container
+        in the range (on the grid of `step` inside [start, end])."""
+        if step <= 0:
+            raise ForesizeError(f"--step must be positive, got {step}")
+        if scope is None:
+            scope = Scope(tuple(n for n in (namespaces or []) if n))
+        start, end = align(start, end, step)
+        if end <= start:
+            raise ForesizeError(f"empty time range: start {start} is not before end {end}")
+        selector = "{" + scope.matchers() + "}"
+        window = end - start + step
+        async with self._session() as session:
+            cpu, mem, owners, kills, throttled, resources = await asyncio.gather(
+                self.pod_series(self.cpu_query(selector, step), start, end, step, session),
+                self.pod_series(self.memory_query(selector, step), start, end, step, session),
+                self.owners(end, session, scope, window),
+                self.kills(selector, start, end, step, session),
+                self.pod_series(self.throttling_query(selector, step), start, end, step, session),
+                self.resources(end, window, scope, session),
+            )
+            labels = (
+                await self.pod_labels(end, window, scope, session)
+                if scope.selector is not None
+                else None
+            )
+        keep: set[tuple[str, str]] | None = None
+        if labels is not None:
+            keep = {pod for pod, lab in labels.items() if scope.selector.matches(lab)}
+            cpu, mem, throttled = (
+                [s for s in group if (s.namespace, s.pod) in keep]
+                for group in (cpu, mem, throttled)
+            )
+            kills = {k: v for k, v in kills.items() if (k[0], k[1]) in keep}
+        # The start-up rule applies per pod, judged on every series of the pod.
+        self.exclude_startup([*cpu, *mem], start, step)
+        history = ContainerHistory(pods=len({(s.namespace, s.pod) for s in [*cpu, *mem]}))
+        history.series = fold_to_workloads(cpu, mem, owners)
+
+        def series_key(ns: str, pod: str, container: str) -> SeriesKey:
+            return SeriesKey(ns, workload_of_pod(pod, owners.get((ns, pod))), container)
+
+        for (ns, pod, container), times in kills.items():
+            history.oom_kills.setdefault(series_key(ns, pod, container), []).extend(times)
+        for times in history.oom_kills.values():
+            times.sort()
+        for key, (ts, vs) in _fold_max(throttled, owners).items():
+            history.throttling[key] = (ts, vs)
+        _workload_kinds_and_replicas([*cpu, *mem], owners, history)
+        # Every container with requests or limits in the range keeps them, usage or not:
+        # one without a single reading is listed as such, not left out (ux.md N4). The
+        # label selector, matched on kube_pod_labels, applies to them as to the usage.
+        for (ns, pod, container), res in sorted(resources.items()):
+            if keep is not None and (ns, pod) not in keep:
+                continue
+            key = series_key(ns, pod, container)
+            wl = (key.namespace, key.workload)
+            if wl not in history.kinds and kind_of_owner(owners.get((ns, pod))):
+                history.kinds[wl] = kind_of_owner(owners.get((ns, pod)))
+            have = history.resources.setdefault(key, Resources())
+            for name in ("cpu_request", "memory_request", "cpu_limit", "memory_limit"):
+                value = getattr(res, name)
+                if value is not None:
+                    old = getattr(have, name)
+                    setattr(have, name, value if old is None else max(old, value))
+        return history
+
+
+def _workload_kinds_and_replicas(
+    series: list[PodSeries],
+    owners: dict[tuple[str, str], tuple[str, str]],
+    history: ContainerHistory,
+) -> None:
+    """Fill `history.kinds` (each workload's owner kind) and `history.replicas` (pods of the
+    workload seen within REPLICA_WINDOW of its newest sample)."""
+    newest: dict[tuple[str, str], float] = {}
+    for s in series:
+        if s.timestamps.size:
+            wl = (s.namespace, workload_of_pod(s.pod, owners.get((s.namespace, s.pod))))
+            newest[wl] = max(newest.get(wl, -math.inf), float(s.timestamps[-1]))
+            kind = kind_of_owner(owners.get((s.namespace, s.pod)))
+            if kind:
+                history.kinds[wl] = kind
+    replicas: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for s in series:
+        wl = (s.namespace, workload_of_pod(s.pod, owners.get((s.namespace, s.pod))))
+        if s.timestamps.size and float(s.timestamps[-1]) >= newest[wl] - REPLICA_WINDOW:
+            replicas[wl].add(s.pod)
+    history.replicas = {wl: len(pods) for wl, pods in replicas.items()}
+
+
+def _fold(
+    series: list[PodSeries],
+    owners: dict[tuple[str, str], tuple[str, str]],
+    reduce: Any = group_max,
+) -> dict[SeriesKey, tuple[np.ndarray, np.ndarray]]:
+    """Per workload/container: its pods folded at each timestamp by `reduce`
+    (`foresize.adapters.history.aggregate.group_max` or `group_median`)."""
+    groups: dict[SeriesKey, list[PodSeries]] = defaultdict(list)
+    for s in series:
+        wl = workload_of_pod(s.pod, owners.get((s.namespace, s.pod)))
+        groups[SeriesKey(s.namespace, wl, s.container)].append(s)
+    out = {}
+    for key, parts in groups.items():
+        ts = np.concatenate([p.timestamps for p in parts])
+        vs = np.concatenate([p.values for p in parts])
+        if ts.size == 0:
+            continue
+        grid, inverse = np.unique(ts, return_inverse=True)
+        folded = np.full(grid.size, np.nan)
+        ids, values = reduce(inverse, vs)
+        folded[ids] = values
+        out[key] = (grid, folded)
+    return out
+
+
+def _fold_max(
+    series: list[PodSeries], owners: dict[tuple[str, str], tuple[str, str]]
+) -> dict[SeriesKey, tuple[np.ndarray, np.ndarray]]:
+    """Per workload/container: the maximum over its pods at each timestamp."""
+    return _fold(series, owners, group_max)
+
+
+def fold_to_workloads(
+    cpu: list[PodSeries],
+    memory: list[PodSeries],
+    owners: dict[tuple[str, str], tuple[str, str]] | None = None,
+) -> list[TraceSeries]:
+    """Pod series -> one TraceSeries per workload/container on the union of timestamps,
+    the pods folded as every shell folds them (`foresize.adapters.history.aggregate`): CPU the
+    median across replicas, memory the maximum."""
+    owners = owners or {}
+    cpu_by = _fold(cpu, owners, group_median)
+    mem_by = _fold(memory, owners, group_max)
+    out: list[TraceSeries] = []
+    for key in sorted(set(cpu_by) | set(mem_by)):
+        parts = [x[0] for x in (cpu_by.get(key), mem_by.get(key)) if x is not None]
+        grid = np.unique(np.concatenate(parts))
+        c = np.full(grid.size, np.nan)
+        m = np.full(grid.size, np.nan)
+        if key in cpu_by:
+            ts, vs = cpu_by[key]
+            c[np.searchsorted(grid, ts)] = vs
+        if key in mem_by:
+            ts, vs = mem_by[key]
+            m[np.searchsorted(grid, ts)] = vs
+        out.append(TraceSeries(key, grid, c, m, source="prometheus"))
+    return out
+
+
+_SELECTOR_TERM = re.compile(
+    r"^\s*(?:(?P<not>!)\s*(?P<absent>[\w./-]+)"
+    r"|(?P<key>[\w./-]+)\s*(?:(?P<op>==|!=|=)\s*(?P<value>[\w.-]*)"
+    r"|\s+(?P<setop>in|notin)\s*\((?P<values>[^)]*)\))?)\s*$"
+)
+
+
+def ksm_label_name(key: str) -> str:
+    """A Kubernetes label key as kube-state-metrics names it in `kube_pod_labels`
+    (`app.kubernetes.io/name` -> `app_kubernetes_io_name`, without the `label_` prefix)."""
+    return re.sub(r"[^a-zA-Z0-9_]", "_", key)
+
+
+def pod_selector(text: str) -> Any:
+    """A kubectl-style label selector (`app=web,tier!=db,env in (a,b),!canary`) as a
+    LabelSelector over kube-state-metrics' label names. Raises ForesizeError."""
+    from foresize.core.api.types import LabelSelector, LabelSelectorRequirement
+
+    terms: list[str] = []
+    depth, current = 0, ""
+    for ch in text:
+        depth += ch == "("
+        depth -= ch == ")"
+        if ch == "," and depth == 0:
+            terms.append(current)
+            current = ""
+        else:
+            current += ch
+    terms.append(current)
+    match_labels: dict[str, str] = {}
+    exprs = []
+    for term in terms:
+        m = _SELECTOR_TERM.match(term)
+        if not m or not term.strip():
+            raise ForesizeError(
+                f"--selector: cannot read {term.strip()!r} (use key=value, key!=value, "
+                "key in (a,b), key notin (a,b), key or !key, joined by commas)"
+            )
+        if m["absent"]:
+            exprs.append(
+                LabelSelectorRequirement(key=ksm_label_name(m["absent"]), operator="DoesNotExist")
+            )
+            continue
+        key = ksm_label_name(m["key"])
+        if m["op"] in ("=", "=="):
+            match_labels[key] = m["value"]
+        elif m["op"] == "!=":
+            exprs.append(LabelSelectorRequirement(key=key, operator="NotIn", values=[m["value"]]))
+        elif m["setop"]:
+            values = [v.strip() for v in m["values"].split(",") if v.strip()]
+            if m["setop"] == "in":
+                exprs.append(LabelSelectorRequirement(key=key, operator="In", values=values))
+            else:
+                exprs.append(LabelSelectorRequirement(key=key, operator="NotIn", values=values))
+        else:
+            exprs.append(LabelSelectorRequirement(key=key, operator="Exists"))
+    return LabelSelector(matchLabels=match_labels, matchExpressions=exprs)

@@ -1,0 +1,202 @@
+"""What the webhooks look things up in: targets by workload, selector targets by namespace,
+DaemonSetAutoscalers by DaemonSet, the controller chain, the resources HPAs scale on, and
+the cluster-wide pause flag.
+
+Built once from a `ClusterSnapshot` (plus optional suggestion/prediction overrides the
+planners hold in memory) and then only read, so one index serves many concurrent
+requests without locking. Rebuild it when the snapshot changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from foresize.core.cluster.model import HorizontalPodAutoscaler, OwnerRef, Pod, Suggestion, Workload
+from foresize.core.cluster.snapshot import ClusterSnapshot
+from foresize.core.cluster.target import TargetView, dsa_view, target_view
+
+# Labels a ReplicaSet's pods carry whose value is the suffix of the ReplicaSet's name.
+_HASH_LABELS = ("pod-template-hash", "rollouts-pod-template-hash")
+
+
+@dataclass(slots=True)
+class AdmissionIndex:
+    targets: list[TargetView] = field(default_factory=list)
+    dsas: list[TargetView] = field(default_factory=list)
+    # key kind/ns/name; read only (may be a live mapping owned by the shell).
+    workloads: Mapping[str, Workload] = field(default_factory=dict)
+    paused: bool = False
+    by_ref: dict[tuple[str, str, str], TargetView] = field(default_factory=dict)
+    by_daemonset: dict[tuple[str, str], TargetView] = field(default_factory=dict)
+    selector_targets: dict[str, list[TargetView]] = field(default_factory=dict)
+    # (kind, namespace, name) of a workload -> the resources its HPA(s) scale on by
+    # utilisation; admission leaves those alone like the vertical planner does.
+    hpa_resources: dict[tuple[str, str, str], frozenset[str]] = field(default_factory=dict)
+    # Overrides the planners hold in memory, keyed by "namespace/name" of the target; they
+    # win over what the objects' status says. Read at decision time, so the shell may
+    # update these mappings in place without rebuilding the index.
+    suggestions: Mapping[str, Suggestion] = field(default_factory=dict)
+    oom_floors: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    predictions: Mapping[str, int] = field(default_factory=dict)
+    dsa_suggestions: Mapping[str, Suggestion] = field(default_factory=dict)
+
+    @classmethod
+    def build(
+        cls,
+        targets: Iterable[object] = (),
+        *,
+        daemonset_autoscalers: Iterable[object] = (),
+        workloads: Mapping[str, Workload] | None = None,
+        hpas: Iterable[HorizontalPodAutoscaler] = (),
+        paused: bool = False,
+        suggestions: Mapping[str, Suggestion] | None = None,
+        oom_floors: Mapping[str, Mapping[str, int]] | None = None,
+        predictions: Mapping[str, int] | None = None,
+        dsa_suggestions: Mapping[str, Suggestion] | None = None,
+    ) -> AdmissionIndex:
+        """Index targets (API models, manifest dicts or `TargetView`s). The mappings are
+        keyed by "namespace/name" of the target and override what its status says."""
+        index = cls(
+            workloads=workloads if workloads is not None else {},
+            paused=paused,
+            suggestions=suggestions if suggestions is not None else {},
+            oom_floors=oom_floors if oom_floors is not None else {},
+            predictions=predictions if predictions is not None else {},
+            dsa_suggestions=dsa_suggestions if dsa_suggestions is not None else {},
+        )
+        for obj in targets:
+            view = target_view(obj)
+            index.targets.append(view)
+            if view.ref_kind and view.ref_name:
+                index.by_ref[(view.ref_kind, view.namespace, view.ref_name)] = view
+            elif view.has_selector:
+                index.selector_targets.setdefault(view.namespace, []).append(view)
+        for obj in daemonset_autoscalers:
+            view = dsa_view(obj)
+            index.dsas.append(view)
+            index.by_daemonset[(view.namespace, view.ref_name)] = view
+        for hpa in hpas:
+            resources = hpa.scaling_resources()
+            if resources:
+                key = (hpa.target_kind, hpa.namespace, hpa.target_name)
+                index.hpa_resources[key] = index.hpa_resources.get(key, frozenset()) | resources
+        return index
+
+    @classmethod
+    def from_snapshot(
+        cls,
+        snapshot: ClusterSnapshot,
+        *,
+        suggestions: Mapping[str, Suggestion] | None = None,
+        oom_floors: Mapping[str, Mapping[str, int]] | None = None,
+        predictions: Mapping[str, int] | None = None,
+        dsa_suggestions: Mapping[str, Suggestion] | None = None,
+    ) -> AdmissionIndex:
+        return cls.build(
+            snapshot.targets,
+            daemonset_autoscalers=snapshot.daemonset_autoscalers,
+            workloads=snapshot.workloads,
+            hpas=snapshot.hpas,
+            paused=snapshot.paused,
+            suggestions=suggestions,
+            oom_floors=oom_floors,
+            predictions=predictions,
+            dsa_suggestions=dsa_suggestions,
+        )
+
+    # -- current values (overrides first) -----------------------------------------------
+
+    def suggestion_of(self, view: TargetView) -> Suggestion | None:
+        source = self.dsa_suggestions if view.kind == "DaemonSetAutoscaler" else self.suggestions
+        found = source.get(view.key)
+        return found if found is not None else view.suggestion
+
+    def oom_floor_of(self, view: TargetView, container: str, now: float) -> int | None:
+        floors = self.oom_floors.get(view.key)
+        if floors is not None:
+            return floors.get(container) or floors.get("*") or None
+        return view.oom_floor_for(container, now)
+
+    def has_oom_floor(self, view: TargetView) -> bool:
+        return bool(self.oom_floors.get(view.key) or view.oom_floor)
+
+    def predicted_of(self, view: TargetView) -> int | None:
+        found = self.predictions.get(view.key)
+        return found if found is not None else view.predicted_replicas
+
+    def hpa_left_alone(
+        self, view: TargetView, namespace: str, workload: tuple[str, str] | None
+    ) -> frozenset[str]:
+        """The resources admission must leave at their template values for a pod of
+        `workload` ((kind, name) of its top controller) under `view`: those an HPA on the
+        workload scales on, unless the target opted in with `hpa_resource_policy:
+        override`. The same rule the vertical planner applies to running pods, so new and
+        running replicas agree and the HPA's utilisation arithmetic does not shift."""
+        if view.hpa_resource_policy == "override" or view.kind != "AIScaleTarget":
+            return frozenset()
+        if view.ref_kind and view.ref_name:
+            workload = (view.ref_kind, view.ref_name)
+        if workload is None:
+            return frozenset()
+        return self.hpa_resources.get((workload[0], namespace, workload[1]), frozenset())
+
+    # -- owner chain ---------------------------------------------------------------------
+
+    def top_owner_ref(
+        self, namespace: str, owner: OwnerRef | Workload | None, labels: Mapping[str, str]
+    ) -> tuple[str, str] | None:
+        """(kind, name) of the top controller: ReplicaSet -> Deployment/Rollout.
+
+        A ReplicaSet the index does not know (the kube shell need not list them all) is
+        resolved from its name: `<deployment>-<pod-template-hash>`."""
+        if owner is None:
+            return None
+        if isinstance(owner, Workload):
+            if owner.kind == "ReplicaSet" and owner.owner is not None:
+                return owner.owner.kind, owner.owner.name
+            if owner.kind != "ReplicaSet":
+                return owner.kind, owner.name
+            kind, name = owner.kind, owner.name
+        else:
+            kind, name = owner.kind, owner.name
+        if kind != "ReplicaSet":
+            return kind, name
+        rs = self.workloads.get(f"ReplicaSet/{namespace}/{name}")
+        if rs is not None and rs.owner is not None:
+            return rs.owner.kind, rs.owner.name
+        for label in _HASH_LABELS:
+            suffix = labels.get(label)
+            if suffix and name.endswith("-" + suffix):
+                parent = name[: -len(suffix) - 1]
+                kind = "Rollout" if label.startswith("rollouts") else "Deployment"
+                return kind, parent
+        return "ReplicaSet", name
+
+    # -- lookups -------------------------------------------------------------------------
+
+    def target_for(self, kind: str, namespace: str, name: str) -> TargetView | None:
+        return self.by_ref.get((kind, namespace, name))
+
+    def target_for_pod(
+        self, pod: Pod, owner: OwnerRef | Workload | None = None
+    ) -> TargetView | None:
+        """The AIScaleTarget or DaemonSetAutoscaler that governs `pod`, if any.
+
+        A scaleTargetRef target wins over a selector target; a pod that two selector
+        targets select belongs to neither (the disruption worker leaves such pods alone
+        and reports the overlap on the targets)."""
+        ref = self.top_owner_ref(
+            pod.namespace, owner if owner is not None else pod.owner, pod.labels
+        )
+        if ref is not None:
+            kind, name = ref
+            if kind == "DaemonSet":
+                dsa = self.by_daemonset.get((pod.namespace, name))
+                if dsa is not None:
+                    return dsa
+            view = self.by_ref.get((kind, pod.namespace, name))
+            if view is not None:
+                return view
+        chosen = [v for v in self.selector_targets.get(pod.namespace, ()) if v.selects(pod.labels)]
+        return chosen[0] if len(chosen) == 1 else None

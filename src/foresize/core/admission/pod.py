@@ -1,0 +1,165 @@
+"""The pod admission decision (pure): which resources a new pod gets, and whether the
+webhook marks it `foresize.io/managed: "true"`.
+
+One function, `decide_pod`, serves both the HTTPS webhook (through `review.py`, which
+turns the decision into a JSON patch) and the simulated cluster (through `mutate_pod`),
+so simulations exercise exactly the logic a real cluster runs.
+
+Rules (architecture §3.3):
+- Only at CREATE (the callers only ask then); in-place resizes never come through here.
+- Only for a target in vertical autonomous mode (or a DaemonSetAutoscaler in autonomous
+  scale mode) with a suggestion or an OOM floor; never while the cluster is paused.
+- A resource an HPA on the pod's workload scales on keeps its template value unless the
+  target opted in (`spec.vertical.hpa_resource_policy: override`), exactly as the
+  vertical planner leaves it alone on running pods (architecture §3.2): otherwise new
+  replicas would be sized differently from running ones and the HPA's utilisation
+  arithmetic would shift with every rollout.
+- The QoS class of the pod never changes, and the set of resource keys each container
+  declares never changes: Foresize only rewrites CPU/memory values the template already
+  declares. Keeping the key set is what makes a later revert to the template possible
+  in place (the API refuses to remove a request or limit from a running pod).
+- The annotation is added only when a value actually changed; it is never removed.
+- A pod with pod-level resources (`spec.resources`) is left as it is, with a warning:
+  pod-level requests decide its QoS class and its scheduling, and the API server refuses a
+  pod whose container requests exceed them, so rewriting container values could only do
+  nothing or block the pod's creation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from foresize.core.admission.index import AdmissionIndex
+from foresize.core.cluster.model import (
+    Container,
+    OwnerRef,
+    Pod,
+    ResourceRequirements,
+    Workload,
+)
+from foresize.core.cluster.qos import has_pod_level_resources, qos_class_of
+from foresize.core.cluster.sizing import size_container
+from foresize.core.cluster.snapshot import ClusterSnapshot
+from foresize.core.cluster.target import TargetView
+
+MANAGED_ANNOTATION = "foresize.io/managed"
+MANAGED_VALUE = "true"
+POD_LEVEL_WARNING = (
+    "foresize: pod sets pod-level resources (spec.resources); {kind} {key} leaves its "
+    "resources as the template sets them"
+)
+
+
+@dataclass(slots=True)
+class PodDecision:
+    """New resources for the containers that change (by name), and warnings to return."""
+
+    target: TargetView | None = None
+    containers: dict[str, ResourceRequirements] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.containers)
+
+
+def _same(a: ResourceRequirements, b: ResourceRequirements) -> bool:
+    return a.requests == b.requests and a.limits == b.limits
+
+
+def decide_pod(
+    pod: Pod,
+    owner: OwnerRef | Workload | None,
+    index: AdmissionIndex,
+    now: float,
+) -> PodDecision:
+    """Decide a new pod's resources. `owner` is the controller creating it (a Workload, an
+    OwnerRef, or None to use `pod.owner`)."""
+    decision = PodDecision()
+    if index.paused:
+        return decision
+    target = index.target_for_pod(pod, owner)
+    if target is None:
+        return decision
+    decision.target = target
+    if not target.vertical_autonomous or target.deleting:
+        return decision
+    suggestion = index.suggestion_of(target)
+    if suggestion is None and not index.has_oom_floor(target):
+        return decision
+    workload = None
+    if not (target.ref_kind and target.ref_name):  # a selector target: the pod's controller
+        workload = index.top_owner_ref(
+            pod.namespace, owner if owner is not None else pod.owner, pod.labels
+        )
+    leave = index.hpa_left_alone(target, pod.namespace, workload)
+    if has_pod_level_resources(pod):
+        decision.warnings.append(POD_LEVEL_WARNING.format(kind=target.kind, key=target.key))
+        return decision
+    qos = qos_class_of([*pod.containers, *pod.init_containers])
+    if qos == "BestEffort":
+        decision.warnings.append(
+            f"foresize: pod is BestEffort; {target.kind} {target.key} leaves its resources "
+            "unset (the QoS class is never changed)"
+        )
+        return decision
+    new_containers: dict[str, ResourceRequirements] = {}
+    for container in pod.containers:
+        policy = target.policy_for(container.name)
+        if policy is None:
+            continue
+        csug = suggestion.for_container(container.name) if suggestion is not None else None
+        floor = index.oom_floor_of(target, container.name, now)
+        resized = size_container(container, policy, csug, floor, qos, leave)
+        if not _same(resized, container.resources):
+            new_containers[container.name] = resized
+    if not new_containers:
+        return decision
+    after = [Container(c.name, new_containers.get(c.name, c.resources)) for c in pod.containers]
+    new_qos = qos_class_of([*after, *pod.init_containers])
+    if new_qos != qos:
+        decision.warnings.append(
+            f"foresize: suggestion of {target.kind} {target.key} would change the pod's QoS "
+            f"class from {qos} to {new_qos}; resources left as the template sets them"
+        )
+        return decision
+    decision.containers = new_containers
+    return decision
+
+
+def apply_decision(pod: Pod, decision: PodDecision) -> Pod:
+    """A copy of `pod` with the decision applied (resources and the managed annotation)."""
+    if not decision.changed:
+        return pod
+    containers = [
+        Container(
+            c.name,
+            decision.containers[c.name].copy()
+            if c.name in decision.containers
+            else c.resources.copy(),
+            dict(c.resize_policy),
+            c.restart_policy,
+        )
+        for c in pod.containers
+    ]
+    annotations = dict(pod.annotations)
+    annotations[MANAGED_ANNOTATION] = MANAGED_VALUE
+    return dataclasses.replace(pod, containers=containers, annotations=annotations)
+
+
+def mutate_pod(
+    pod: Pod,
+    owner: OwnerRef | Workload | None,
+    snapshot_or_index: ClusterSnapshot | AdmissionIndex,
+    now: float,
+) -> tuple[Pod, bool]:
+    """The admission hook for core objects: the same decision as the HTTPS webhook.
+    Returns the (possibly new) pod and whether its resources changed."""
+    index = (
+        snapshot_or_index
+        if isinstance(snapshot_or_index, AdmissionIndex)
+        else AdmissionIndex.from_snapshot(snapshot_or_index)
+    )
+    decision = decide_pod(pod, owner, index, now)
+    return apply_decision(pod, decision), decision.changed

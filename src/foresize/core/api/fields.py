@@ -1,0 +1,287 @@
+"""The Foresize API's building blocks: its group and version, the field types every
+object uses (durations, quantities, timestamps, enumerations, cron schedules) and the
+base models. Part of `foresize.core.api.types` (the facade the rest of Foresize imports)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Annotated, Any, TypeAlias
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    WithJsonSchema,
+)
+from pydantic_core import ErrorDetails
+
+from foresize.core.api.cron import MAX_CRON_LENGTH, check_cron
+from foresize.core.api.duration import (
+    DURATION_PATTERN,
+    format_duration,
+    parse_duration,
+)
+from foresize.core.api.quantity import (
+    CPU,
+    MEMORY,
+    QuantityError,
+    format_bytes,
+    format_cpu,
+    format_quantity,
+    to_canonical,
+)
+from foresize.core.api.vocabulary import (
+    FORECAST_MODES,
+    SCALING_MODE_ALIASES,
+    SCALING_MODES,
+    UPDATE_MODES,
+)
+
+GROUP = "foresize.io"
+VERSION = "v1"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+AIScaleTargetKind = "AIScaleTarget"
+DaemonSetAutoscalerKind = "DaemonSetAutoscaler"
+ClusterAIScaleTemplateKind = "ClusterAIScaleTemplate"
+
+SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
+"""Namespaces a ClusterAIScaleTemplate never selects unless listed in includedNamespaces."""
+
+
+def _duration_validator(positive: bool) -> Callable[[Any], float]:
+    def validate(value: Any) -> float:
+        seconds = parse_duration(value)
+        if positive and seconds <= 0:
+            raise ValueError("must be a positive duration (e.g. 60s, 15m)")
+        return seconds
+
+    return validate
+
+
+_DURATION_SCHEMA = {"type": "string", "pattern": DURATION_PATTERN, "maxLength": 64}
+
+Duration = Annotated[
+    float,
+    PlainValidator(_duration_validator(positive=False)),
+    PlainSerializer(format_duration, return_type=str),
+    WithJsonSchema(_DURATION_SCHEMA),
+]
+"""Float seconds; input `15m` / `1h30m` / `8d` / a number of seconds; output `15m`."""
+
+PositiveDuration = Annotated[
+    float,
+    PlainValidator(_duration_validator(positive=True)),
+    PlainSerializer(format_duration, return_type=str),
+    WithJsonSchema(_DURATION_SCHEMA),
+]
+
+
+QUANTITY_PATTERN = (
+    r"^[+]?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE][+-]?[0-9]+))?$"
+)
+_QUANTITY_SCHEMA = {
+    "anyOf": [{"type": "integer"}, {"type": "string", "pattern": QUANTITY_PATTERN}],
+    "x-kubernetes-int-or-string": True,
+}
+
+
+def _quantity_validator(resource: str) -> Callable[[Any], int]:
+    def validate(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, str | int | float | Decimal):
+            raise ValueError(f"must be a {resource} quantity such as 250m, 1.5, 512Mi")
+        try:
+            amount = to_canonical(resource, value)
+        except QuantityError as exc:
+            raise ValueError(str(exc)) from None
+        if amount < 0:
+            raise ValueError(f"must not be negative, got {value!r}")
+        return amount
+
+    return validate
+
+
+CpuQuantity = Annotated[
+    int,
+    PlainValidator(_quantity_validator(CPU)),
+    PlainSerializer(format_cpu, return_type=str),
+    WithJsonSchema(_QUANTITY_SCHEMA),
+]
+"""Int millicores; input `250m`, `0.5`, `2` (cores, as in a manifest); output `250m` / `2`."""
+
+MemoryQuantity = Annotated[
+    int,
+    PlainValidator(_quantity_validator(MEMORY)),
+    PlainSerializer(format_bytes, return_type=str),
+    WithJsonSchema(_QUANTITY_SCHEMA),
+]
+"""Int bytes; input `512Mi`, `1G`, `1e9`, a number of bytes; output `512Mi`."""
+
+
+def _validate_resource_map(value: Any) -> dict[str, int]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError("must be a map of resource name to quantity")
+    out: dict[str, int] = {}
+    for name, amount in value.items():
+        out[str(name)] = _quantity_validator(CPU if name == CPU else MEMORY)(amount)
+    return out
+
+
+def _format_resource_map(values: dict[str, int]) -> dict[str, str]:
+    return {name: format_quantity(name, amount) for name, amount in values.items()}
+
+
+ResourceMap = Annotated[
+    dict[str, int],
+    PlainValidator(_validate_resource_map),
+    PlainSerializer(_format_resource_map),
+    WithJsonSchema(
+        {
+            "type": "object",
+            "additionalProperties": _QUANTITY_SCHEMA,
+            "maxProperties": 16,
+        }
+    ),
+]
+"""Resource name -> canonical int (cpu millicores, others base units); output a
+Kubernetes `requests`/`limits` map."""
+
+
+def parse_timestamp(value: Any) -> float:
+    """RFC 3339 (`2026-11-29T08:00:00Z`) or epoch seconds -> float epoch seconds."""
+    if isinstance(value, bool):
+        raise ValueError("must be an RFC 3339 time")
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, datetime):
+        when = value if value.tzinfo else value.replace(tzinfo=UTC)
+        return when.timestamp()
+    if isinstance(value, str):
+        text = value.strip()
+        if text.endswith(("Z", "z")):
+            text = text[:-1] + "+00:00"
+        try:
+            when = datetime.fromisoformat(text)
+        except ValueError:
+            raise ValueError(f"must be an RFC 3339 time, not {value!r}") from None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=UTC)
+        return when.timestamp()
+    raise ValueError("must be an RFC 3339 time")
+
+
+def format_timestamp(seconds: float) -> str:
+    """Epoch seconds -> RFC 3339 in UTC (`2026-11-29T08:00:00Z`; fraction only if any)."""
+    when = datetime.fromtimestamp(seconds, tz=UTC)
+    if when.microsecond:
+        return when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+Timestamp = Annotated[
+    float,
+    PlainValidator(parse_timestamp),
+    PlainSerializer(format_timestamp, return_type=str),
+    WithJsonSchema({"type": "string", "format": "date-time"}),
+]
+
+
+def _enum(allowed: tuple[str, ...], aliases: dict[str, str] | None = None) -> Callable[[Any], str]:
+    aliases = aliases or {}
+    listed = ", ".join(allowed)
+    if aliases:
+        listed += " (aliases: " + ", ".join(f"{a}={t}" for a, t in aliases.items()) + ")"
+
+    def validate(value: Any) -> str:
+        if isinstance(value, str):
+            key = value.strip()
+            if key in allowed:
+                return key
+            low = key.lower()
+            if low in allowed:
+                return low
+            if low in aliases:
+                return aliases[low]
+        raise ValueError(f"must be one of {listed}, not {value!r}")
+
+    return validate
+
+
+def _enum_schema(allowed: tuple[str, ...], aliases: dict[str, str] | None = None) -> WithJsonSchema:
+    return WithJsonSchema({"type": "string", "enum": list(allowed) + list(aliases or {})})
+
+
+ScalingMode: TypeAlias = Annotated[
+    str,
+    PlainValidator(_enum(SCALING_MODES, SCALING_MODE_ALIASES)),
+    _enum_schema(SCALING_MODES, SCALING_MODE_ALIASES),
+]
+"""autonomous | recommendation | observe; aliases auto, recommend, rec, observation."""
+
+
+def normalize_scaling_mode(value: str) -> str:
+    """`auto` -> `autonomous`, `rec` -> `recommendation`, ... (raises ValueError if unknown)."""
+    return _enum(SCALING_MODES, SCALING_MODE_ALIASES)(value)
+
+
+ForecastMode: TypeAlias = Annotated[
+    str, PlainValidator(_enum(FORECAST_MODES)), _enum_schema(FORECAST_MODES)
+]
+
+UpdateMode: TypeAlias = Annotated[
+    str, PlainValidator(_enum(UPDATE_MODES)), _enum_schema(UPDATE_MODES)
+]
+
+WORKLOAD_KINDS = ("Deployment", "StatefulSet", "Rollout")
+DEFAULT_API_VERSIONS = {
+    "Deployment": "apps/v1",
+    "StatefulSet": "apps/v1",
+    "DaemonSet": "apps/v1",
+    "Rollout": "argoproj.io/v1alpha1",
+}
+
+CRON_PATTERN = r"^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|(\S+\s+){4}\S+)$"
+
+CronSchedule = Annotated[
+    str, Field(max_length=MAX_CRON_LENGTH, pattern=CRON_PATTERN), AfterValidator(check_cron)
+]
+"""A forecast_cron schedule, checked field by field (`api.cron`), as the webhook does."""
+
+_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+
+
+class _Base(BaseModel):
+    """Spec types: unknown keys are errors (a typo must not be silently dropped)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+        use_attribute_docstrings=True,
+        validate_assignment=False,
+        str_strip_whitespace=False,
+    )
+
+
+class _Open(BaseModel):
+    """Status / metadata types: unknown keys are kept (other parts persist state there)."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True, use_attribute_docstrings=True)
+
+
+def _message(error: ErrorDetails) -> str:
+    msg = str(error.get("msg", "invalid"))
+    for prefix in ("Value error, ", "Assertion failed, "):
+        if msg.startswith(prefix):
+            msg = msg[len(prefix) :]
+    if error.get("type") == "extra_forbidden":
+        msg = "unknown field"
+    elif error.get("type") == "missing":
+        msg = "required field is missing"
+    return msg

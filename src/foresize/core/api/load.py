@@ -1,0 +1,96 @@
+"""Loading Foresize objects from plain dicts, with errors that name the field."""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from pydantic import (
+    ValidationError,
+)
+
+from foresize.core.api.daemonset import DaemonSetAutoscaler
+from foresize.core.api.fields import (
+    AIScaleTargetKind,
+    ClusterAIScaleTemplateKind,
+    DaemonSetAutoscalerKind,
+    _message,
+)
+from foresize.core.api.meta import APIObject
+from foresize.core.api.target import AIScaleTarget
+from foresize.core.api.template import ClusterAIScaleTemplate
+from foresize.core.errors import ForesizeError
+
+KINDS: dict[str, type[AIScaleTarget | DaemonSetAutoscaler | ClusterAIScaleTemplate]] = {
+    AIScaleTargetKind: AIScaleTarget,
+    DaemonSetAutoscalerKind: DaemonSetAutoscaler,
+    ClusterAIScaleTemplateKind: ClusterAIScaleTemplate,
+}
+
+
+def _loc_path(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+            continue
+        # pydantic adds union-branch / validator tags to the location; they are not fields.
+        if "[" in part or part in ("int", "str", "float", "bool", "dict", "list"):
+            continue
+        out += f".{part}" if out else part
+    return out
+
+
+def format_validation_error(exc: ValidationError, source: str = "") -> str:
+    """`source: path: problem` lines, one per pydantic error."""
+    lines = []
+    for error in exc.errors():
+        path = _loc_path(tuple(error.get("loc", ())))
+        parts = [p for p in (source, path) if p]
+        lines.append(_printable(": ".join([*parts, _message(error)])))
+    return "\n".join(lines)
+
+
+def _printable(line: str) -> str:
+    """`line` with control characters escaped and its length bounded: a field name or a
+    value from a hostile file must not split one error into several lines or flood them."""
+    if not line.isprintable():
+        line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in line)
+    return line if len(line) <= 400 else line[:397] + "..."
+
+
+_ObjectT = TypeVar("_ObjectT", bound="APIObject")
+
+
+def _parse(cls: type[_ObjectT], obj: Any, source: str) -> _ObjectT:
+    where = f"{source}: " if source else ""
+    if not isinstance(obj, dict):
+        raise ForesizeError(f"{where}expected a mapping (a {cls.KIND} object)")
+    try:
+        return cls.model_validate(obj)
+    except ValidationError as exc:
+        raise ForesizeError(format_validation_error(exc, source)) from None
+
+
+def parse_target(obj: dict[str, Any], source: str = "") -> AIScaleTarget:
+    """Kubernetes JSON/YAML of an AIScaleTarget -> model; ForesizeError naming the
+    source and field path on bad input."""
+    return _parse(AIScaleTarget, obj, source)
+
+
+def parse_daemonset_autoscaler(obj: dict[str, Any], source: str = "") -> DaemonSetAutoscaler:
+    return _parse(DaemonSetAutoscaler, obj, source)
+
+
+def parse_template(obj: dict[str, Any], source: str = "") -> ClusterAIScaleTemplate:
+    return _parse(ClusterAIScaleTemplate, obj, source)
+
+
+def parse_object(
+    obj: dict[str, Any], source: str = ""
+) -> AIScaleTarget | DaemonSetAutoscaler | ClusterAIScaleTemplate:
+    """Any Foresize object, dispatched on `kind`."""
+    kind = obj.get("kind") if isinstance(obj, dict) else None
+    if kind not in KINDS:
+        where = f"{source}: " if source else ""
+        raise ForesizeError(f"{where}kind: must be one of {', '.join(KINDS)}, not {kind!r}")
+    return _parse(KINDS[kind], obj, source)

@@ -1,0 +1,119 @@
+"""Object metadata, references to workloads, label selectors and the base of every
+top-level Foresize object (`apiVersion`, `kind`, `metadata`)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    model_validator,
+)
+
+from foresize.core.api.fields import (
+    API_VERSION,
+    DEFAULT_API_VERSIONS,
+    WORKLOAD_KINDS,
+    Timestamp,
+    _Base,
+    _enum,
+    _Open,
+)
+from foresize.core.api.labels import check_label_key, check_label_map, check_label_value
+from foresize.core.api.selectors import selector_matches
+
+
+class ObjectMeta(_Open):
+    name: str = ""
+    namespace: str | None = None
+    uid: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    generation: int | None = None
+    resourceVersion: str | None = None
+    deletion_timestamp: Timestamp | None = Field(default=None, alias="deletionTimestamp")
+    finalizers: list[str] = Field(default_factory=list)
+
+
+class ScaleTargetRef(_Base):
+    """The workload a target scales: Deployment, StatefulSet or Argo Rollout."""
+
+    apiVersion: str | None = Field(default=None, max_length=253)
+    kind: Annotated[str, PlainValidator(_enum(WORKLOAD_KINDS))] = Field(
+        json_schema_extra={"enum": list(WORKLOAD_KINDS)}
+    )
+    name: str = Field(min_length=1, max_length=253)
+
+    @model_validator(mode="after")
+    def _default_api_version(self) -> ScaleTargetRef:
+        if self.apiVersion is None:
+            self.apiVersion = DEFAULT_API_VERSIONS[self.kind]
+        return self
+
+
+class DaemonSetRef(_Base):
+    apiVersion: str = Field(default="apps/v1", max_length=253)
+    kind: Literal["DaemonSet"] = "DaemonSet"
+    name: str = Field(min_length=1, max_length=253)
+
+
+class LabelSelectorRequirement(_Base):
+    key: Annotated[str, Field(max_length=317), AfterValidator(check_label_key)]
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    values: list[Annotated[str, Field(max_length=63), AfterValidator(check_label_value)]] = Field(
+        default_factory=list, max_length=64
+    )
+
+
+class LabelSelector(_Base):
+    matchLabels: Annotated[dict[str, str], AfterValidator(check_label_map)] = Field(
+        default_factory=dict
+    )
+    matchExpressions: list[LabelSelectorRequirement] = Field(default_factory=list, max_length=32)
+
+    def is_empty(self) -> bool:
+        return not self.matchLabels and not self.matchExpressions
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        """Kubernetes label-selector semantics; an empty selector matches nothing here
+        (Foresize never wants to select everything by accident)."""
+        return selector_matches(
+            self.matchLabels,
+            [(r.key, r.operator, r.values) for r in self.matchExpressions],
+            labels,
+        )
+
+
+class APIObject(BaseModel):
+    """The base of every top-level Foresize object: apiVersion, kind, metadata."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    KIND: ClassVar[str] = ""
+
+    apiVersion: str = API_VERSION
+    kind: str = ""
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_kind(cls, data: Any) -> Any:
+        if isinstance(data, dict) and not data.get("kind"):
+            data = {**data, "kind": cls.KIND}
+        return data
+
+    @model_validator(mode="after")
+    def _check_kind(self) -> APIObject:
+        if self.kind != self.KIND:
+            raise ValueError(f"kind must be {self.KIND}, not {self.kind!r}")
+        if self.apiVersion != API_VERSION:
+            raise ValueError(f"apiVersion must be {API_VERSION}, not {self.apiVersion!r}")
+        return self
+
+    def to_kube(self) -> dict[str, Any]:
+        """The object as Kubernetes JSON."""
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")

@@ -1,0 +1,347 @@
+"""The vertical and horizontal policies of a target: container bounds, update policy,
+disruption pacing, OOM remediation, hysteresis thresholds, replica limits."""
+
+from __future__ import annotations
+
+import math
+import re
+from decimal import Decimal
+from typing import Annotated, Any, Literal, TypeAlias
+
+from pydantic import (
+    AfterValidator,
+    Field,
+    PlainValidator,
+    WithJsonSchema,
+    model_validator,
+)
+
+from foresize.core.api.fields import (
+    CpuQuantity,
+    MemoryQuantity,
+    PositiveDuration,
+    ScalingMode,
+    UpdateMode,
+    _Base,
+    _enum,
+    _enum_schema,
+)
+from foresize.core.api.hysteresis import (
+    DEFAULT_VERTICAL_SCALE_DOWN_PERCENT,
+    DEFAULT_VERTICAL_SCALE_UP_PERCENT,
+    clears,
+)
+from foresize.core.api.model import ModelOverride
+from foresize.core.api.quantity import (
+    CPU,
+    MEMORY,
+)
+from foresize.core.api.vocabulary import DEFAULT_MIN_REPLICAS
+
+
+class LimitPolicy(_Base):
+    """`limit.ratio`: limit = request x ratio (>= 1). Absent: limits left as they are."""
+
+    ratio: float = Field(ge=1, le=1000)
+
+
+class CpuPolicy(_Base):
+    lowerbound: CpuQuantity
+    """Smallest CPU request Foresize sets."""
+    upperbound: CpuQuantity | None = None
+    """Largest CPU request Foresize sets."""
+    limit: LimitPolicy | None = None
+
+    @model_validator(mode="after")
+    def _bounds(self) -> CpuPolicy:
+        if self.upperbound is not None and self.upperbound < self.lowerbound:
+            raise ValueError("lowerbound must not exceed upperbound")
+        return self
+
+
+class MemoryPolicy(_Base):
+    lowerbound: MemoryQuantity
+    """Smallest memory request Foresize sets."""
+    upperbound: MemoryQuantity | None = None
+    """Largest memory request Foresize sets."""
+    limit: LimitPolicy | None = None
+
+    @model_validator(mode="after")
+    def _bounds(self) -> MemoryPolicy:
+        if self.upperbound is not None and self.upperbound < self.lowerbound:
+            raise ValueError("lowerbound must not exceed upperbound")
+        return self
+
+
+class ContainerPolicy(_Base):
+    """Bounds for one container (`name`) or every container (`*`)."""
+
+    name: str = Field(min_length=1, max_length=63, pattern=r"^(\*|[a-z0-9]([-a-z0-9]*[a-z0-9])?)$")
+    cpu: CpuPolicy | None = None
+    memory: MemoryPolicy | None = None
+
+    def policy(self, resource: str) -> CpuPolicy | MemoryPolicy | None:
+        return self.cpu if resource == CPU else self.memory if resource == MEMORY else None
+
+
+def _check_unique_containers(containers: list[ContainerPolicy]) -> None:
+    seen: set[str] = set()
+    for entry in containers:
+        if entry.name in seen:
+            raise ValueError(f"containers: container {entry.name!r} is listed twice")
+        seen.add(entry.name)
+
+
+def _memory_only() -> list[Literal["cpu", "memory"]]:
+    return ["memory"]
+
+
+class UpdatePolicy(_Base):
+    update_mode: UpdateMode = "recreate"
+    """initial: admission only; recreate: evict; in_place: resize running pods;
+    in_place_or_recreate: resize, evict when stalled."""
+    recreate_resources: Annotated[list[Literal["cpu", "memory"]], AfterValidator(_unique)] = Field(
+        default_factory=_memory_only, max_length=2
+    )
+    min_replicas: int = Field(default=DEFAULT_MIN_REPLICAS, ge=1)
+    """A ready pod is evicted only while its workload has at least this many ready
+    replicas (the pod included), so evictions leave min_replicas - 1 ready and never take
+    the last ready replica down; set 1 to allow evicting a single-replica workload. Pods
+    that are not ready and in-place resizes are not affected."""
+
+
+def _unique(values: list[Any] | None) -> list[Any] | None:
+    """Set-like lists (`x-kubernetes-list-type: set` in the CRD) refuse duplicates."""
+    if values is not None:
+        seen: set[Any] = set()
+        for value in values:
+            if value in seen:
+                raise ValueError(f"duplicate value {value!r}")
+            seen.add(value)
+    return values
+
+
+_MAX_DISRUPTED_HINT = "must be an integer >= 1 or a percentage (e.g. 3 or 20%)"
+# An integer >= 1, or a percentage in (0, 100].
+MAX_DISRUPTED_PATTERN = (
+    r"^([1-9][0-9]*|(100(\.0+)?|[1-9][0-9]?(\.[0-9]+)?|0?\.[0-9]*[1-9][0-9]*)%)$"
+)
+_MAX_DISRUPTED_RE = re.compile(MAX_DISRUPTED_PATTERN)
+
+
+def _validate_max_disrupted(value: Any) -> int | str:
+    if isinstance(value, bool):
+        raise ValueError(_MAX_DISRUPTED_HINT)
+    if isinstance(value, int):
+        if value < 1:
+            raise ValueError(_MAX_DISRUPTED_HINT)
+        return value
+    if isinstance(value, str) and _MAX_DISRUPTED_RE.match(value):
+        return value if value.endswith("%") else int(value)
+    raise ValueError(_MAX_DISRUPTED_HINT)
+
+
+MaxDisrupted = Annotated[
+    int | str,
+    PlainValidator(_validate_max_disrupted),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "integer", "minimum": 1},
+                {"type": "string", "pattern": MAX_DISRUPTED_PATTERN},
+            ],
+            "x-kubernetes-int-or-string": True,
+        }
+    ),
+]
+
+
+class DisruptionPolicy(_Base):
+    """How many pods may change at once, how often, and when a stalled resize gives up."""
+
+    max_disrupted: MaxDisrupted = "20%"
+    """Pods changed per batch: a count, or a percentage of replicas rounded up (at least 1)."""
+    interval: PositiveDuration = 60.0
+    """Minimum time between batches."""
+    stall_timeout: PositiveDuration = 120.0
+    """How long an in-place resize may stall before in_place_or_recreate evicts the pod."""
+    release_deferred_after: PositiveDuration | None = None
+    """Opt-in: give up a Deferred resize that has held node capacity this long."""
+
+    def max_disrupted_for(self, replicas: int) -> int:
+        """Pods that may be disrupted in one batch for a target of `replicas` pods:
+        a percentage is rounded up; the result is at least 1."""
+        value = self.max_disrupted
+        if isinstance(value, int):
+            return max(1, value)
+        percent = Decimal(value.rstrip("%"))
+        return max(1, math.ceil(Decimal(max(replicas, 0)) * percent / 100))
+
+
+class OomRemediation(_Base):
+    enabled: bool = True
+    """Raise memory x1.2 on OOM kills (again every 2 minutes while they continue)."""
+    stabilization_window: PositiveDuration | None = None
+    """How long the raised floor holds; default max(forecast interval, 1h)."""
+
+    def window_for(self, forecast_interval: float | None) -> float:
+        """The hold time of an OOM floor: the configured window, else
+        max(forecast_interval, 1h)."""
+        if self.stabilization_window is not None:
+            return self.stabilization_window
+        return max(forecast_interval or 0.0, 3600.0)
+
+
+class ResourceAmounts(_Base):
+    cpu: CpuQuantity | None = None
+    memory: MemoryQuantity | None = None
+
+
+ThresholdType = Annotated[
+    str,
+    PlainValidator(_enum(("percent", "absolute"))),
+    WithJsonSchema({"type": "string", "enum": ["percent", "absolute"]}),
+]
+
+
+def _check_threshold(kind: str, percent: Any, absolute: Any) -> None:
+    if kind == "percent" and percent is None:
+        raise ValueError("percent is required when type is percent")
+    if kind == "absolute" and absolute is None:
+        raise ValueError("absolute is required when type is absolute")
+
+
+class VerticalThreshold(_Base):
+    """A change smaller than this is not worth acting on (hysteresis). `absolute` is per
+    resource (`{cpu: 50m, memory: 64Mi}`)."""
+
+    type: ThresholdType = "percent"
+    percent: float | None = Field(default=None, ge=0, le=1000)
+    absolute: ResourceAmounts | None = None
+
+    @model_validator(mode="after")
+    def _given(self) -> VerticalThreshold:
+        _check_threshold(self.type, self.percent, self.absolute)
+        return self
+
+    def exceeded(self, resource: str, current: int, proposed: int) -> bool:
+        """The hysteresis rule of `foresize.core.api.hysteresis`, for one resource."""
+        delta = abs(proposed - current)
+        if self.type != "absolute" and current <= 0:
+            return delta > 0
+        limit = getattr(self.absolute, resource, None) if self.absolute else None
+        return bool(clears(self.type, self.percent or 0.0, limit, current, delta))
+
+
+class VerticalScalingBehavior(_Base):
+    # Absent directions use DEFAULT_VERTICAL_SCALE_UP/DOWN_PERCENT (effective_scale_*).
+    scale_up: VerticalThreshold | None = None
+    scale_down: VerticalThreshold | None = None
+
+    def effective_scale_up(self) -> VerticalThreshold:
+        """The scale-up threshold in force (the documented default when none is given)."""
+        if self.scale_up is not None:
+            return self.scale_up
+        return VerticalThreshold(type="percent", percent=DEFAULT_VERTICAL_SCALE_UP_PERCENT)
+
+    def effective_scale_down(self) -> VerticalThreshold:
+        """The scale-down threshold in force (the documented default when none is given)."""
+        if self.scale_down is not None:
+            return self.scale_down
+        return VerticalThreshold(type="percent", percent=DEFAULT_VERTICAL_SCALE_DOWN_PERCENT)
+
+    def is_significant(self, resource: str, current: int, proposed: int) -> bool:
+        """Whether changing `resource` from `current` to `proposed` (canonical ints) clears
+        the hysteresis threshold of its direction. A direction without a threshold uses
+        the documented default (up 5%, down 10%; `VerticalScalingBehavior()` is the rule
+        of a target that sets no scaling_behavior)."""
+        if proposed == current:
+            return False
+        rule = self.effective_scale_up() if proposed > current else self.effective_scale_down()
+        return rule.exceeded(resource, current, proposed)
+
+
+class HorizontalThreshold(_Base):
+    type: ThresholdType = "percent"
+    percent: float | None = Field(default=None, ge=0, le=1000)
+    absolute: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _given(self) -> HorizontalThreshold:
+        _check_threshold(self.type, self.percent, self.absolute)
+        return self
+
+    def exceeded(self, current: int, proposed: int) -> bool:
+        """The hysteresis rule of `foresize.core.api.hysteresis`, on replica counts."""
+        delta = abs(proposed - current)
+        if self.type != "absolute" and current <= 0:
+            return delta > 0
+        return bool(clears(self.type, self.percent or 0.0, self.absolute or 0, current, delta))
+
+
+class HorizontalScalingBehavior(_Base):
+    scale_up: HorizontalThreshold | None = None
+    scale_down: HorizontalThreshold | None = None
+
+    def is_significant(self, current: int, proposed: int) -> bool:
+        if proposed == current:
+            return False
+        rule = self.scale_up if proposed > current else self.scale_down
+        return True if rule is None else rule.exceeded(current, proposed)
+
+
+HpaResourcePolicy: TypeAlias = Annotated[
+    str, PlainValidator(_enum(("leave", "override"))), _enum_schema(("leave", "override"))
+]
+
+
+class VerticalSpec(_Base):
+    mode: ScalingMode = "recommendation"
+    """autonomous, recommendation or observe (aliases auto, recommend, rec, observation)."""
+    model: ModelOverride | None = None
+    """Overrides of the target's model for vertical scaling (only the fields given)."""
+    containers: list[ContainerPolicy] = Field(default_factory=list, max_length=64)
+    """Bounds per container name, or * for all."""
+    update_policy: UpdatePolicy = Field(default_factory=UpdatePolicy)
+    disruption: DisruptionPolicy = Field(default_factory=DisruptionPolicy)
+    oom_remediation: OomRemediation = Field(default_factory=OomRemediation)
+    scaling_behavior: VerticalScalingBehavior | None = None
+    hpa_resource_policy: HpaResourcePolicy = "leave"
+    """leave: do not change the request of a resource an HPA scales on; override: change
+    it anyway."""
+
+    @model_validator(mode="after")
+    def _unique(self) -> VerticalSpec:
+        _check_unique_containers(self.containers)
+        return self
+
+
+class HorizontalSpec(_Base):
+    mode: ScalingMode = "recommendation"
+    """autonomous, recommendation or observe (aliases auto, recommend, rec, observation)."""
+    model: ModelOverride | None = None
+    """Overrides of the target's model for horizontal scaling (only the fields given)."""
+    minReplicas: int | None = Field(default=None, ge=1)
+    """Lower bound of predicted replicas (default: the HPA's)."""
+    maxReplicas: int | None = Field(default=None, ge=1)
+    """Upper bound of predicted replicas (default: the HPA's)."""
+    multipleOf: int | None = Field(default=None, ge=1)
+    """Round predicted replicas up to a multiple of this; exclusive with allowedReplicas."""
+    allowedReplicas: Annotated[
+        list[Annotated[int, Field(ge=0)]] | None, AfterValidator(_unique)
+    ] = Field(default=None, min_length=1, max_length=256)
+    scaling_behavior: HorizontalScalingBehavior | None = None
+
+    @model_validator(mode="after")
+    def _replicas(self) -> HorizontalSpec:
+        if (
+            self.minReplicas is not None
+            and self.maxReplicas is not None
+            and self.minReplicas > self.maxReplicas
+        ):
+            raise ValueError(
+                f"minReplicas ({self.minReplicas}) must not exceed maxReplicas ({self.maxReplicas})"
+            )
+        if self.multipleOf is not None and self.allowedReplicas is not None:
+            raise ValueError("multipleOf and allowedReplicas are mutually exclusive")
+        return self

@@ -1,0 +1,181 @@
+"""AIScaleTarget: its spec (shared with the template's target template), its status and
+the object."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import (
+    Field,
+    ValidationError,
+    model_validator,
+)
+
+from foresize.core.api.containers import entry_for
+from foresize.core.api.fields import (
+    AIScaleTargetKind,
+    Duration,
+    MemoryQuantity,
+    ResourceMap,
+    Timestamp,
+    _Base,
+    _format_resource_map,
+    _message,
+    _Open,
+)
+from foresize.core.api.meta import APIObject, LabelSelector, ScaleTargetRef
+from foresize.core.api.model import ModelSpec
+from foresize.core.api.policy import HorizontalSpec, OomRemediation, VerticalSpec
+
+
+class _ScalingSpec(_Base):
+    """What AIScaleTarget and a ClusterAIScaleTemplate's target template share."""
+
+    model: ModelSpec = Field(default_factory=ModelSpec)
+    vertical: VerticalSpec | None = None
+    horizontal: HorizontalSpec | None = None
+
+    def effective_model(self, direction: Literal["vertical", "horizontal"]) -> ModelSpec:
+        """The target-level model with `<direction>.model` overrides applied."""
+        if direction not in ("vertical", "horizontal"):
+            raise ValueError(f"direction must be vertical or horizontal, not {direction!r}")
+        section = getattr(self, direction)
+        return self.model.merged(section.model if section is not None else None)
+
+    def oom_stabilization_window(self) -> float:
+        """Hold time of an OOM floor: vertical.oom_remediation.stabilization_window, else
+        max(the vertical forecast interval, 1h)."""
+        remediation = self.vertical.oom_remediation if self.vertical else OomRemediation()
+        return remediation.window_for(self.effective_model("vertical").cadence_seconds)
+
+    @property
+    def vertical_autonomous(self) -> bool:
+        return self.vertical is not None and self.vertical.mode == "autonomous"
+
+    @property
+    def horizontal_autonomous(self) -> bool:
+        return self.horizontal is not None and self.horizontal.mode == "autonomous"
+
+    def _check_scaling(self) -> None:
+        if self.vertical_autonomous and self.horizontal_autonomous:
+            raise ValueError("only one of vertical.mode and horizontal.mode may be autonomous")
+        for direction in ("vertical", "horizontal"):
+            section = getattr(self, direction)
+            if section is not None and section.model is not None:
+                try:
+                    self.effective_model(direction)
+                except ValidationError as exc:
+                    problems = "; ".join(_message(e) for e in exc.errors())
+                    raise ValueError(f"{direction}.model (merged with model): {problems}") from None
+
+
+class AIScaleTargetSpec(_ScalingSpec):
+    scaleTargetRef: ScaleTargetRef | None = None
+    """The workload (Deployment, StatefulSet, Argo Rollout); exclusive with selector."""
+    selector: LabelSelector | None = None
+    """Pods by label (vertical only); exclusive with scaleTargetRef."""
+
+    @model_validator(mode="after")
+    def _cross_fields(self) -> AIScaleTargetSpec:
+        if (self.scaleTargetRef is None) == (self.selector is None):
+            raise ValueError("exactly one of scaleTargetRef or selector must be set")
+        if self.selector is not None and self.horizontal is not None:
+            raise ValueError("horizontal needs scaleTargetRef (a selector is vertical only)")
+        self._check_scaling()
+        return self
+
+
+class Condition(_Open):
+    type: str
+    status: Literal["True", "False", "Unknown"]
+    reason: str = ""
+    message: str = ""
+    lastTransitionTime: Timestamp | None = None
+    observedGeneration: int | None = None
+
+
+class ForecastWindow(_Open):
+    start: Timestamp
+    end: Timestamp
+
+
+class ContainerSuggestion(_Open):
+    name: str
+    requests: ResourceMap = Field(default_factory=dict)
+    limits: ResourceMap = Field(default_factory=dict)
+
+    @classmethod
+    def from_canonical(
+        cls, name: str, requests: dict[str, int], limits: dict[str, int] | None = None
+    ) -> ContainerSuggestion:
+        """Build from canonical ints (cpu millicores, memory bytes)."""
+        return cls.model_validate(
+            {
+                "name": name,
+                "requests": _format_resource_map(requests),
+                "limits": _format_resource_map(limits or {}),
+            }
+        )
+
+
+class VerticalSuggestion(_Open):
+    uid: str
+    containers: list[ContainerSuggestion] = Field(default_factory=list)
+    forecast_window: ForecastWindow | None = None
+    forecast_error: float | None = None
+    created_at: Timestamp | None = None
+
+    def for_container(self, name: str) -> ContainerSuggestion | None:
+        return entry_for(self.containers, name)
+
+
+class HorizontalSuggestion(_Open):
+    uid: str = ""
+    replicas: int = Field(ge=0)
+    forecast_window: ForecastWindow | None = None
+    forecast_error: float | None = None
+    created_at: Timestamp | None = None
+
+
+class OomFloor(_Open):
+    """A raised memory floor after OOM kills: never go below `memory` until `until`."""
+
+    container: str
+    memory: MemoryQuantity
+    since: Timestamp | None = None
+    until: Timestamp | None = None
+    last_oom: Timestamp | None = None
+    oom_count: int = 0
+
+
+class CircuitBreakerStatus(_Open):
+    state: Literal["closed", "open", "half_open"] = "closed"
+    suggestion_uid: str | None = None
+    no_progress_cycles: int = 0
+    opened_at: Timestamp | None = None
+    retry_at: Timestamp | None = None
+    backoff: Duration | None = None
+
+
+class AIScaleTargetStatus(_Open):
+    observedGeneration: int | None = None
+    conditions: list[Condition] = Field(default_factory=list)
+    hasEnoughDataToScale: bool | None = None
+    vertical_suggestion: VerticalSuggestion | None = None
+    horizontal_suggestion: HorizontalSuggestion | None = None
+    oom_floors: list[OomFloor] = Field(default_factory=list)
+    pods_resized: int = 0
+    pods_evicted: int = 0
+    pods_stalled: int = 0
+    circuit_breaker: CircuitBreakerStatus | None = None
+
+    def condition(self, type_: str) -> Condition | None:
+        return next((c for c in self.conditions if c.type == type_), None)
+
+
+class AIScaleTarget(APIObject):
+    """Forecast-driven vertical and/or horizontal scaling of one workload (or pod selector)."""
+
+    KIND: ClassVar[str] = AIScaleTargetKind
+    spec: AIScaleTargetSpec
+    status: AIScaleTargetStatus = Field(default_factory=AIScaleTargetStatus)

@@ -1,0 +1,120 @@
+"""ClusterAIScaleTemplate: AIScaleTargets created for the workloads it selects."""
+
+from __future__ import annotations
+
+from typing import Annotated, ClassVar
+
+from pydantic import (
+    AfterValidator,
+    Field,
+    PlainValidator,
+    model_validator,
+)
+
+from foresize.core.api.fields import (
+    _NAME_PATTERN,
+    SYSTEM_NAMESPACES,
+    WORKLOAD_KINDS,
+    ClusterAIScaleTemplateKind,
+    _Base,
+    _enum,
+    _Open,
+)
+from foresize.core.api.meta import APIObject, LabelSelector
+from foresize.core.api.policy import _unique
+from foresize.core.api.target import AIScaleTarget, Condition, _ScalingSpec
+
+
+class TargetTemplateMeta(_Base):
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+
+
+class TargetTemplateSpec(_ScalingSpec):
+    """An AIScaleTarget spec without the workload reference (the template fills it)."""
+
+    @model_validator(mode="after")
+    def _cross_fields(self) -> TargetTemplateSpec:
+        self._check_scaling()
+        return self
+
+
+class TargetTemplate(_Base):
+    metadata: TargetTemplateMeta = Field(default_factory=TargetTemplateMeta)
+    spec: TargetTemplateSpec = Field(default_factory=TargetTemplateSpec)
+
+
+NamespaceName = Annotated[str, Field(min_length=1, max_length=63, pattern=_NAME_PATTERN)]
+
+
+class ClusterAIScaleTemplateSpec(_Base):
+    selector: LabelSelector
+    kinds: Annotated[
+        list[Annotated[str, PlainValidator(_enum(WORKLOAD_KINDS))]], AfterValidator(_unique)
+    ] = Field(
+        default_factory=lambda: list(WORKLOAD_KINDS),
+        min_length=1,
+        max_length=3,
+        json_schema_extra={"items": {"type": "string", "enum": list(WORKLOAD_KINDS)}},
+    )
+    template: TargetTemplate = Field(default_factory=TargetTemplate)
+    conflictResolution: Annotated[str, PlainValidator(_enum(("skip", "override")))] = Field(
+        default="skip", json_schema_extra={"enum": ["skip", "override"]}
+    )
+    includedNamespaces: Annotated[list[NamespaceName] | None, AfterValidator(_unique)] = Field(
+        default=None, max_length=256
+    )
+    excludedNamespaces: Annotated[list[NamespaceName] | None, AfterValidator(_unique)] = Field(
+        default=None, max_length=256
+    )
+
+    @model_validator(mode="after")
+    def _cross_fields(self) -> ClusterAIScaleTemplateSpec:
+        if self.includedNamespaces is not None and self.excludedNamespaces is not None:
+            raise ValueError("includedNamespaces and excludedNamespaces are mutually exclusive")
+        return self
+
+    def selects_namespace(self, namespace: str) -> bool:
+        """includedNamespaces if given; otherwise every namespace except excludedNamespaces
+        and the system namespaces (which only an explicit includedNamespaces can select)."""
+        if self.includedNamespaces is not None:
+            return namespace in self.includedNamespaces
+        if namespace in SYSTEM_NAMESPACES:
+            return False
+        return namespace not in (self.excludedNamespaces or [])
+
+    def build_target(
+        self, kind: str, name: str, namespace: str, template_name: str = ""
+    ) -> AIScaleTarget:
+        """The AIScaleTarget this template makes for workload kind/namespace/name."""
+        spec = self.template.spec.model_dump(by_alias=True, exclude_none=True, mode="json")
+        spec["scaleTargetRef"] = {"kind": kind, "name": name}
+        labels = dict(self.template.metadata.labels)
+        if template_name:
+            labels["foresize.io/template"] = template_name
+        return AIScaleTarget.model_validate(
+            {
+                "metadata": {
+                    "name": name,
+                    "namespace": namespace,
+                    "labels": labels,
+                    "annotations": dict(self.template.metadata.annotations),
+                },
+                "spec": spec,
+            }
+        )
+
+
+class ClusterAIScaleTemplateStatus(_Open):
+    observedGeneration: int | None = None
+    conditions: list[Condition] = Field(default_factory=list)
+    targets: list[str] = Field(default_factory=list)
+    skipped: list[str] = Field(default_factory=list)
+
+
+class ClusterAIScaleTemplate(APIObject):
+    """Creates AIScaleTargets for workloads selected by label across namespaces."""
+
+    KIND: ClassVar[str] = ClusterAIScaleTemplateKind
+    spec: ClusterAIScaleTemplateSpec
+    status: ClusterAIScaleTemplateStatus = Field(default_factory=ClusterAIScaleTemplateStatus)

@@ -1,0 +1,368 @@
+"""Kubernetes JSON -> the core's value types (foresize.core.cluster.model).
+
+The watches hand us raw API objects (dicts exactly as the API server serves them). The
+planners reason about small typed values with canonical integer amounts, so every object
+is converted once, on arrival. Conversion is lenient about what the API server may omit
+(defaults as the API server would apply them) and strict about amounts: a quantity that
+does not parse is dropped from that one map and logged with the object and field named,
+rather than taking down the watch (`strict=True`, the admission webhook's reading of a
+pod, raises `QuantityError` naming the field instead: its caller answers the review
+allowed-unchanged with a warning rather than deciding on a partly read pod).
+
+The one converter for each kind: the kube shell's watches and the pod webhook read pods
+with the same `pod_from`.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+from foresize.core.api.quantity import QuantityError, to_canonical
+from foresize.core.cluster.model import (
+    Container,
+    ContainerStatus,
+    HorizontalPodAutoscaler,
+    HPAMetric,
+    Node,
+    OwnerRef,
+    Pod,
+    PodCondition,
+    PodDisruptionBudget,
+    PodTemplate,
+    ResourceMap,
+    ResourceRequirements,
+    Workload,
+)
+
+log = logging.getLogger(__name__)
+
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+
+# kind -> (api group/version, plural) for the workload kinds Foresize follows.
+WORKLOAD_KINDS: dict[str, tuple[str, str]] = {
+    "Deployment": ("apps/v1", "deployments"),
+    "StatefulSet": ("apps/v1", "statefulsets"),
+    "DaemonSet": ("apps/v1", "daemonsets"),
+    "ReplicaSet": ("apps/v1", "replicasets"),
+    "Rollout": ("argoproj.io/v1alpha1", "rollouts"),
+}
+
+
+def parse_time(value: str | None) -> float | None:
+    """RFC 3339 timestamp (`2026-01-02T03:04:05Z`, fractional seconds allowed) -> epoch seconds."""
+    if not value:
+        return None
+    text = value.strip()
+    if text.endswith("Z"):
+        text = text[:-1] + "+00:00"
+    try:
+        stamp = datetime.fromisoformat(text)
+    except ValueError:
+        log.warning("unparseable timestamp %r ignored", value)
+        return None
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=UTC)
+    return stamp.timestamp()
+
+
+def format_time(epoch: float) -> str:
+    """Epoch seconds -> RFC 3339 with a `Z` suffix, second precision (as kubectl writes it)."""
+    return datetime.fromtimestamp(epoch, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@functools.lru_cache(maxsize=4096)
+def _canonical(resource: str, value: str) -> int:
+    # Pods of one workload repeat the same few quantity strings (every watch event, every
+    # admission review): parse each once. Bounded: a hostile stream cannot grow it.
+    return to_canonical(resource, value)
+
+
+def resource_map(
+    values: dict[str, Any] | None, where: str = "", strict: bool = False
+) -> ResourceMap:
+    """A `requests`/`limits`/`allocatable` map -> canonical ints; bad entries logged and
+    dropped (`strict`: a QuantityError naming the field)."""
+    if strict and values is not None and not isinstance(values, dict):
+        raise QuantityError(f"{where}: not a map of quantities")
+    out: ResourceMap = {}
+    for name, raw in (values or {}).items():
+        try:
+            out[name] = _canonical(name, raw) if isinstance(raw, str) else to_canonical(name, raw)
+        except (QuantityError, TypeError, ValueError) as exc:
+            if strict:
+                raise QuantityError(f"{where}.{name}: {exc}") from None
+            log.warning(
+                "%s: %s quantity %r is not a Kubernetes quantity; ignored", where, name, raw
+            )
+    return out
+
+
+def _requirements(
+    raw: dict[str, Any] | None, where: str, strict: bool = False
+) -> ResourceRequirements:
+    raw = raw or {}
+    return ResourceRequirements(
+        requests=resource_map(raw.get("requests"), f"{where}.requests", strict),
+        limits=resource_map(raw.get("limits"), f"{where}.limits", strict),
+    )
+
+
+def container_from(raw: dict[str, Any], where: str = "", strict: bool = False) -> Container:
+    name = raw.get("name", "")
+    path = f"{where}[{name}]"
+    return Container(
+        name=name,
+        resources=_requirements(raw.get("resources"), f"{path}.resources", strict),
+        resize_policy={
+            p["resourceName"]: p.get("restartPolicy", "NotRequired")
+            for p in raw.get("resizePolicy") or []
+            if "resourceName" in p
+        },
+        restart_policy=raw.get("restartPolicy"),
+    )
+
+
+def container_status_from(raw: dict[str, Any], where: str = "") -> ContainerStatus:
+    name = raw.get("name", "")
+    path = f"{where}[{name}]"
+    terminated = (raw.get("lastState") or {}).get("terminated") or {}
+    return ContainerStatus(
+        name=name,
+        allocated=resource_map(raw.get("allocatedResources"), f"{path}.allocatedResources"),
+        resources=_requirements(raw.get("resources"), f"{path}.resources"),
+        ready=bool(raw.get("ready", False)),
+        restart_count=int(raw.get("restartCount", 0) or 0),
+        last_termination_reason=terminated.get("reason"),
+        last_termination_time=parse_time(terminated.get("finishedAt")),
+    )
+
+
+def owner_from(meta: dict[str, Any]) -> OwnerRef | None:
+    """The controlling owner reference (the one with controller: true), else the first one."""
+    refs = meta.get("ownerReferences") or []
+    chosen = next((r for r in refs if r.get("controller")), refs[0] if refs else None)
+    if chosen is None:
+        return None
+    return OwnerRef(
+        kind=chosen.get("kind", ""),
+        name=chosen.get("name", ""),
+        uid=chosen.get("uid", ""),
+        api_version=chosen.get("apiVersion", ""),
+        controller=bool(chosen.get("controller", False)),
+    )
+
+
+def pod_from(obj: dict[str, Any], namespace: str = "", strict: bool = False) -> Pod:
+    """A core/v1 Pod -> `Pod` (spec, resize conditions, allocated and actual resources).
+
+    `namespace`: where the pod is when its metadata does not say (a pod in an admission
+    request may carry none, nor a name yet: then `generateName` names it). `strict`: a bad
+    quantity raises QuantityError rather than being dropped."""
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    namespace = meta.get("namespace") or namespace
+    name = meta.get("name") or meta.get("generateName") or ""
+    where = f"pod {namespace}/{name}"
+    annotations = dict(meta.get("annotations") or {})
+    owner = owner_from(meta)
+    return Pod(
+        namespace=namespace,
+        name=name,
+        uid=meta.get("uid", ""),
+        labels=dict(meta.get("labels") or {}),
+        annotations=annotations,
+        owner=owner,
+        node_name=spec.get("nodeName"),
+        priority=int(spec.get("priority") or 0),
+        containers=[
+            container_from(c, f"{where} containers", strict) for c in spec.get("containers") or []
+        ],
+        init_containers=[
+            container_from(c, f"{where} initContainers", strict)
+            for c in spec.get("initContainers") or []
+        ],
+        phase=status.get("phase", "Pending"),
+        conditions=[
+            PodCondition(
+                type=c.get("type", ""),
+                status=c.get("status", "True"),
+                reason=c.get("reason") or "",
+                message=c.get("message") or "",
+                last_transition_time=parse_time(c.get("lastTransitionTime")) or 0.0,
+            )
+            for c in status.get("conditions") or []
+        ],
+        container_statuses=[
+            container_status_from(s, f"{where} containerStatuses")
+            for s in status.get("containerStatuses") or []
+        ],
+        init_container_statuses=[
+            container_status_from(s, f"{where} initContainerStatuses")
+            for s in status.get("initContainerStatuses") or []
+        ],
+        generation=int(meta.get("generation") or 1),
+        observed_generation=int(status.get("observedGeneration") or 0),
+        creation_time=parse_time(meta.get("creationTimestamp")) or 0.0,
+        start_time=parse_time(status.get("startTime")),
+        deletion_time=parse_time(meta.get("deletionTimestamp")),
+        restart_policy=spec.get("restartPolicy", "Always"),
+        static=MIRROR_ANNOTATION in annotations or (owner is not None and owner.kind == "Node"),
+        os=((spec.get("os") or {}).get("name") or "linux"),
+        resources=(
+            _requirements(spec["resources"], f"{where} spec.resources", strict)
+            if spec.get("resources") is not None
+            else None
+        ),
+        overhead=resource_map(spec.get("overhead"), f"{where} spec.overhead", strict),
+    )
+
+
+def node_from(obj: dict[str, Any]) -> Node:
+    meta = obj.get("metadata") or {}
+    status = obj.get("status") or {}
+    where = f"node {meta.get('name', '')}"
+    ready = True
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "Ready":
+            ready = cond.get("status") == "True"
+    return Node(
+        name=meta.get("name", ""),
+        allocatable=resource_map(status.get("allocatable"), f"{where} allocatable"),
+        capacity=resource_map(status.get("capacity"), f"{where} capacity"),
+        labels=dict(meta.get("labels") or {}),
+        unschedulable=bool((obj.get("spec") or {}).get("unschedulable", False)),
+        ready=ready,
+    )
+
+
+def _int_or_str(value: Any) -> int | str | None:
+    if value is None or isinstance(value, int):
+        return value
+    text = str(value)
+    return int(text) if text.isdigit() else text
+
+
+def pdb_from(obj: dict[str, Any]) -> PodDisruptionBudget:
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    return PodDisruptionBudget(
+        namespace=meta.get("namespace", ""),
+        name=meta.get("name", ""),
+        selector=dict((spec.get("selector") or {}).get("matchLabels") or {}),
+        min_available=_int_or_str(spec.get("minAvailable")),
+        max_unavailable=_int_or_str(spec.get("maxUnavailable")),
+        disruptions_allowed=int(status.get("disruptionsAllowed") or 0),
+        current_healthy=int(status.get("currentHealthy") or 0),
+        desired_healthy=int(status.get("desiredHealthy") or 0),
+        expected_pods=int(status.get("expectedPods") or 0),
+    )
+
+
+def hpa_from(obj: dict[str, Any]) -> HorizontalPodAutoscaler:
+    """An autoscaling/v2 HorizontalPodAutoscaler (v1's targetCPUUtilizationPercentage too)."""
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    ref = spec.get("scaleTargetRef") or {}
+    metrics: list[HPAMetric] = []
+    for m in spec.get("metrics") or []:
+        mtype = m.get("type", "")
+        body = m.get("resource") if mtype == "Resource" else m.get("containerResource")
+        if mtype in ("Resource", "ContainerResource") and body:
+            target = body.get("target") or {}
+            resource = body.get("name")
+            avg = target.get("averageValue")
+            metrics.append(
+                HPAMetric(
+                    type=mtype,
+                    resource=resource,
+                    target_utilization=target.get("averageUtilization"),
+                    target_average_value=(
+                        resource_map({resource: avg}, "hpa").get(resource)
+                        if avg is not None and resource
+                        else None
+                    ),
+                    container=body.get("container"),
+                )
+            )
+        else:
+            metrics.append(HPAMetric(type=mtype))
+    if "targetCPUUtilizationPercentage" in spec:
+        metrics.append(
+            HPAMetric(resource="cpu", target_utilization=spec["targetCPUUtilizationPercentage"])
+        )
+    return HorizontalPodAutoscaler(
+        namespace=meta.get("namespace", ""),
+        name=meta.get("name", ""),
+        target_kind=ref.get("kind", ""),
+        target_name=ref.get("name", ""),
+        min_replicas=int(spec.get("minReplicas") or 1),
+        max_replicas=int(spec.get("maxReplicas") or 1),
+        metrics=metrics,
+        current_replicas=int(status.get("currentReplicas") or 0),
+        desired_replicas=int(status.get("desiredReplicas") or 0),
+    )
+
+
+def template_from(raw: dict[str, Any] | None, where: str = "") -> PodTemplate:
+    raw = raw or {}
+    meta = raw.get("metadata") or {}
+    spec = raw.get("spec") or {}
+    return PodTemplate(
+        labels=dict(meta.get("labels") or {}),
+        annotations=dict(meta.get("annotations") or {}),
+        containers=[container_from(c, f"{where} containers") for c in spec.get("containers") or []],
+        init_containers=[
+            container_from(c, f"{where} initContainers") for c in spec.get("initContainers") or []
+        ],
+        priority=int(spec.get("priority") or 0),
+        resources=(
+            _requirements(spec["resources"], f"{where} spec.resources")
+            if spec.get("resources") is not None
+            else None
+        ),
+    )
+
+
+def workload_from(kind: str, obj: dict[str, Any]) -> Workload:
+    """Deployment / StatefulSet / DaemonSet / ReplicaSet / Argo Rollout -> `Workload`."""
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    where = f"{kind} {meta.get('namespace', '')}/{meta.get('name', '')}"
+    if kind == "DaemonSet":
+        replicas = int(status.get("desiredNumberScheduled") or 0)
+    else:
+        replicas = int(spec["replicas"]) if spec.get("replicas") is not None else 1
+    return Workload(
+        kind=kind,
+        namespace=meta.get("namespace", ""),
+        name=meta.get("name", ""),
+        uid=meta.get("uid", ""),
+        labels=dict(meta.get("labels") or {}),
+        selector=dict((spec.get("selector") or {}).get("matchLabels") or {}),
+        replicas=replicas,
+        template=template_from(spec.get("template"), f"{where} template"),
+        paused=bool(spec.get("paused", False)),
+        owner=owner_from(meta) if kind == "ReplicaSet" else None,
+    )
+
+
+def parse_server_version(info: dict[str, Any]) -> tuple[int, int]:
+    """`GET /version` -> (major, minor). Minor strings like `33+` (EKS, GKE) are accepted."""
+    try:
+        major = int("".join(ch for ch in str(info.get("major", "")) if ch.isdigit()))
+        minor = int("".join(ch for ch in str(info.get("minor", "")) if ch.isdigit()))
+        return major, minor
+    except ValueError:
+        pass
+    git = str(info.get("gitVersion", "")).lstrip("v").split(".")
+    try:
+        return int(git[0]), int(git[1])
+    except (IndexError, ValueError) as exc:
+        raise ValueError(f"unrecognised server version {info!r}") from exc

@@ -1,0 +1,277 @@
+"""Plain value types for the objects the planners reason about.
+
+Amounts are canonical integers (see `foresize.core.api.quantity`): CPU in millicores, memory in
+bytes. Times are float seconds on the caller's clock (wall clock in the kube shell,
+simulated time in the sim shell); the core never reads a clock of its own.
+
+The shells own these objects; planners treat them as read-only and express every change
+as an `Action`. A shell replaces an object when it changes and never edits one it has
+handed to a planning pass (the kube shell converts each watch event anew, the simulator
+copies an object before its first write after a snapshot), so a planner may keep what it
+derived from an object for as long as it is handed the very same object.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from foresize.core.api.quantity import CPU, MEMORY
+
+ResourceMap = dict[str, int]
+"""Resource name -> canonical integer amount (cpu millicores, memory bytes)."""
+
+COMPUTE_RESOURCES = (CPU, MEMORY)
+
+# Pod condition types and reasons for in-place resize (KEP-1287, Kubernetes 1.33+).
+POD_RESIZE_PENDING = "PodResizePending"
+POD_RESIZE_IN_PROGRESS = "PodResizeInProgress"
+REASON_DEFERRED = "Deferred"
+REASON_INFEASIBLE = "Infeasible"
+REASON_ERROR = "Error"
+READY = "Ready"
+
+RESTART_NOT_REQUIRED = "NotRequired"
+RESTART_CONTAINER = "RestartContainer"
+
+QoSClass = Literal["Guaranteed", "Burstable", "BestEffort"]
+
+
+@dataclass(slots=True)
+class ResourceRequirements:
+    """A container's `resources`: requests and limits as canonical integers."""
+
+    requests: ResourceMap = field(default_factory=dict)
+    limits: ResourceMap = field(default_factory=dict)
+
+    def copy(self) -> ResourceRequirements:
+        return ResourceRequirements(dict(self.requests), dict(self.limits))
+
+
+@dataclass(slots=True)
+class Container:
+    """A container of a pod spec or pod template."""
+
+    name: str
+    resources: ResourceRequirements = field(default_factory=ResourceRequirements)
+    # resource name -> "NotRequired" | "RestartContainer"; missing means NotRequired.
+    resize_policy: dict[str, str] = field(default_factory=dict)
+    # Init containers only: "Always" marks a sidecar (restartable) init container.
+    restart_policy: str | None = None
+
+    @property
+    def is_sidecar(self) -> bool:
+        return self.restart_policy == "Always"
+
+
+@dataclass(slots=True)
+class ContainerStatus:
+    """What the kubelet reports for a container."""
+
+    name: str
+    # status.containerStatuses[i].allocatedResources: requests the kubelet accepted.
+    allocated: ResourceMap = field(default_factory=dict)
+    # status.containerStatuses[i].resources: requests and limits actually in force.
+    resources: ResourceRequirements = field(default_factory=ResourceRequirements)
+    ready: bool = True
+    restart_count: int = 0
+    last_termination_reason: str | None = None  # e.g. "OOMKilled"
+    last_termination_time: float | None = None
+
+
+@dataclass(slots=True)
+class PodCondition:
+    type: str
+    status: str = "True"
+    reason: str = ""
+    message: str = ""
+    last_transition_time: float = 0.0
+
+
+@dataclass(slots=True)
+class OwnerRef:
+    kind: str
+    name: str
+    uid: str = ""
+    api_version: str = ""
+    controller: bool = True
+
+
+@dataclass(slots=True)
+class Pod:
+    namespace: str
+    name: str
+    uid: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    owner: OwnerRef | None = None
+    node_name: str | None = None
+    priority: int = 0
+    containers: list[Container] = field(default_factory=list)
+    init_containers: list[Container] = field(default_factory=list)
+    phase: str = "Pending"  # Pending | Running | Succeeded | Failed
+    conditions: list[PodCondition] = field(default_factory=list)
+    container_statuses: list[ContainerStatus] = field(default_factory=list)
+    init_container_statuses: list[ContainerStatus] = field(default_factory=list)
+    generation: int = 1
+    observed_generation: int = 0
+    creation_time: float = 0.0
+    start_time: float | None = None
+    deletion_time: float | None = None  # set when terminating
+    restart_policy: str = "Always"
+    static: bool = False  # mirror pod of a static pod: not resizable
+    os: str = "linux"
+    # spec.resources: pod-level requests/limits (PodLevelResources, beta and on by default
+    # from 1.34); where set for cpu/memory they decide the QoS class and the pod's requests.
+    resources: ResourceRequirements | None = None
+    # spec.overhead: set from the RuntimeClass at admission; added to the pod's requests.
+    overhead: ResourceMap = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def terminating(self) -> bool:
+        return self.deletion_time is not None
+
+    def condition(self, type_: str) -> PodCondition | None:
+        for cond in self.conditions:
+            if cond.type == type_:
+                return cond
+        return None
+
+    @property
+    def ready(self) -> bool:
+        cond = self.condition(READY)
+        return self.phase == "Running" and cond is not None and cond.status == "True"
+
+    def container(self, name: str) -> Container | None:
+        for c in self.containers:
+            if c.name == name:
+                return c
+        return None
+
+    def status_of(self, name: str) -> ContainerStatus | None:
+        for s in self.container_statuses:
+            if s.name == name:
+                return s
+        for s in self.init_container_statuses:
+            if s.name == name:
+                return s
+        return None
+
+
+@dataclass(slots=True)
+class Node:
+    name: str
+    allocatable: ResourceMap = field(default_factory=dict)
+    capacity: ResourceMap = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+    unschedulable: bool = False
+    ready: bool = True
+
+
+@dataclass(slots=True)
+class PodTemplate:
+    """A controller's pod template: what pods are created from."""
+
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    containers: list[Container] = field(default_factory=list)
+    init_containers: list[Container] = field(default_factory=list)
+    priority: int = 0
+    resources: ResourceRequirements | None = None  # pod-level spec.resources
+    overhead: ResourceMap = field(default_factory=dict)  # the RuntimeClass's pod overhead
+
+
+@dataclass(slots=True)
+class Workload:
+    """A pod controller: Deployment, StatefulSet, DaemonSet, Argo Rollout or ReplicaSet."""
+
+    kind: str
+    namespace: str
+    name: str
+    uid: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+    selector: dict[str, str] = field(default_factory=dict)
+    replicas: int = 1
+    template: PodTemplate = field(default_factory=PodTemplate)
+    paused: bool = False
+    # ReplicaSet only: the Deployment (or Rollout) that owns it.
+    owner: OwnerRef | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.kind}/{self.namespace}/{self.name}"
+
+
+@dataclass(slots=True)
+class PodDisruptionBudget:
+    namespace: str
+    name: str
+    selector: dict[str, str] = field(default_factory=dict)
+    min_available: int | str | None = None  # int or "N%"
+    max_unavailable: int | str | None = None
+    # status
+    disruptions_allowed: int = 0
+    current_healthy: int = 0
+    desired_healthy: int = 0
+    expected_pods: int = 0
+
+
+@dataclass(slots=True)
+class HPAMetric:
+    """One metric of an HPA: for Resource metrics, the resource and target utilisation."""
+
+    type: str = "Resource"  # Resource | ContainerResource | Pods | Object | External
+    resource: str | None = None  # cpu | memory for (Container)Resource metrics
+    target_utilization: int | None = None  # percent of request
+    target_average_value: int | None = None  # canonical units per pod
+    container: str | None = None
+
+
+@dataclass(slots=True)
+class HorizontalPodAutoscaler:
+    namespace: str
+    name: str
+    target_kind: str
+    target_name: str
+    min_replicas: int = 1
+    max_replicas: int = 1
+    metrics: list[HPAMetric] = field(default_factory=list)
+    current_replicas: int = 0
+    desired_replicas: int = 0
+
+    def scaling_resources(self) -> set[str]:
+        """The resources (cpu/memory) whose requests this HPA's arithmetic depends on."""
+        return {
+            m.resource
+            for m in self.metrics
+            if m.type in ("Resource", "ContainerResource")
+            and m.resource
+            and m.target_utilization is not None
+        }
+
+
+@dataclass(slots=True)
+class ContainerSuggestion:
+    """Requests and limits Foresize wants for one container."""
+
+    name: str
+    requests: ResourceMap = field(default_factory=dict)
+    limits: ResourceMap = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Suggestion:
+    """A target's latest vertical suggestion (mirrors status.vertical in the API)."""
+
+    uid: str
+    created_at: float
+    containers: dict[str, ContainerSuggestion] = field(default_factory=dict)
+    window_start: float = 0.0
+    window_end: float = 0.0
+
+    def for_container(self, name: str) -> ContainerSuggestion | None:
+        return self.containers.get(name) or self.containers.get("*")

@@ -1,0 +1,111 @@
+"""A point-in-time view of the cluster: what every planner takes as input."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from foresize.core.api.selectors import selector_matches
+from foresize.core.cluster.model import (
+    HorizontalPodAutoscaler,
+    Node,
+    Pod,
+    PodDisruptionBudget,
+    Workload,
+)
+
+TOP_LEVEL_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "Rollout")
+
+
+def labels_match(selector: dict[str, str], labels: dict[str, str]) -> bool:
+    """matchLabels only (`api.selectors`: an empty selector matches nothing)."""
+    return selector_matches(selector, (), labels)
+
+
+@dataclass(slots=True)
+class ClusterSnapshot:
+    now: float
+    nodes: dict[str, Node] = field(default_factory=dict)
+    pods: list[Pod] = field(default_factory=list)
+    workloads: dict[str, Workload] = field(default_factory=dict)  # key: kind/ns/name
+    pdbs: list[PodDisruptionBudget] = field(default_factory=list)
+    hpas: list[HorizontalPodAutoscaler] = field(default_factory=list)
+    # Foresize objects (pydantic API models from foresize.core.api).
+    targets: list[Any] = field(default_factory=list)
+    daemonset_autoscalers: list[Any] = field(default_factory=list)
+    templates: list[Any] = field(default_factory=list)
+    server_version: tuple[int, int] = (1, 35)
+    paused: bool = False  # cluster-wide pause (ConfigMap flag)
+    # The pod webhook is serving (server up, certificate valid). An evicted pod gets its
+    # new size only through it, so the vertical worker holds evictions while this is
+    # False. The shells derive it: the operator from its webhook server, the simulator
+    # from its admission hook; True where nothing tells (the circuit breaker still acts).
+    admission_healthy: bool = True
+    _by_node: dict[str, list[Pod]] | None = None
+    _by_owner: dict[str, list[Pod]] | None = None
+
+    def workload(self, kind: str, namespace: str, name: str) -> Workload | None:
+        return self.workloads.get(f"{kind}/{namespace}/{name}")
+
+    def top_owner(self, pod: Pod) -> Workload | None:
+        """Resolve the pod's controller chain: ReplicaSet -> Deployment/Rollout, or direct."""
+        if pod.owner is None:
+            return None
+        wl = self.workload(pod.owner.kind, pod.namespace, pod.owner.name)
+        if wl is None:
+            return None
+        if wl.kind == "ReplicaSet" and wl.owner is not None:
+            parent = self.workload(wl.owner.kind, pod.namespace, wl.owner.name)
+            return parent if parent is not None else wl
+        return wl
+
+    def _index(self) -> None:
+        by_node: dict[str, list[Pod]] = defaultdict(list)
+        by_owner: dict[str, list[Pod]] = defaultdict(list)
+        # A controller's pods share its chain: resolved once per direct owner.
+        tops: dict[tuple[str, str, str], str | None] = {}
+        for p in self.pods:
+            if p.node_name:
+                by_node[p.node_name].append(p)
+            if p.owner is None:
+                continue
+            direct = (p.owner.kind, p.namespace, p.owner.name)
+            if direct in tops:
+                top = tops[direct]
+            else:
+                owner = self.top_owner(p)
+                top = tops[direct] = owner.key if owner is not None else None
+            if top is not None:
+                by_owner[top].append(p)
+        self._by_node = dict(by_node)
+        self._by_owner = dict(by_owner)
+
+    def pods_on_node(self, node: str) -> list[Pod]:
+        if self._by_node is None:
+            self._index()
+        assert self._by_node is not None
+        return self._by_node.get(node, [])
+
+    def pods_of(self, workload: Workload) -> list[Pod]:
+        if self._by_owner is None:
+            self._index()
+        assert self._by_owner is not None
+        return self._by_owner.get(workload.key, [])
+
+    def pdbs_for(self, pod: Pod) -> list[PodDisruptionBudget]:
+        return [
+            b
+            for b in self.pdbs
+            if b.namespace == pod.namespace and labels_match(b.selector, pod.labels)
+        ]
+
+    def hpa_for(self, workload: Workload) -> HorizontalPodAutoscaler | None:
+        for h in self.hpas:
+            if (
+                h.namespace == workload.namespace
+                and h.target_kind == workload.kind
+                and h.target_name == workload.name
+            ):
+                return h
+        return None

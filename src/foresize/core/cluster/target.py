@@ -1,0 +1,674 @@
+"""The one read-model of a Foresize object (AIScaleTarget or DaemonSetAutoscaler): a flat,
+read-only `TargetView` with the fields every decision needs — admission, lifecycle,
+horizontal, the vertical disruption worker (`vertical.policy.policy_of` checks its
+`errors`) and the recommender (`recommend.target.RecommendParams.from_view`).
+
+The API models (`foresize.core.api.types`) are the source of truth; this module reads them
+(or the equivalent plain manifest dicts, e.g. a YAML file loaded by `foresize webhook
+--state`) tolerantly, so the decision code depends on a small stable shape rather than
+on every detail of the CRD types. Quantities become canonical ints, durations float
+seconds, modes their normalised names.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from foresize.core.api.access import first as get
+from foresize.core.api.containers import ANY_CONTAINER, entry_for
+from foresize.core.api.duration import parse_duration, parse_duration_field
+from foresize.core.api.hysteresis import DEFAULT_SCALE_DOWN, DEFAULT_SCALE_UP, Threshold
+from foresize.core.api.quantity import CPU, MEMORY, to_canonical
+from foresize.core.api.selectors import selector_matches
+from foresize.core.api.vocabulary import (
+    DEFAULT_MIN_REPLICAS,
+    SCALING_MODE_ALIASES,
+    SCALING_MODES,
+    UPDATE_MODES,
+)
+from foresize.core.cluster.model import ContainerSuggestion, Suggestion
+from foresize.core.errors import ForesizeError
+
+AUTONOMOUS = "autonomous"
+RECOMMENDATION = "recommendation"
+OBSERVE = "observe"
+
+_MODE_ALIASES = {**{m: m for m in SCALING_MODES}, **SCALING_MODE_ALIASES}
+
+# Normalised kinds of a scaleTargetRef.
+_KIND_ALIASES = {
+    "deployment": "Deployment",
+    "statefulset": "StatefulSet",
+    "rollout": "Rollout",
+    "argo rollout": "Rollout",
+    "argorollout": "Rollout",
+    "daemonset": "DaemonSet",
+    "replicaset": "ReplicaSet",
+}
+
+RECREATE_MODES = frozenset({"recreate", "in_place_or_recreate"})
+
+_UPDATE_ALIASES = {
+    **{m: m for m in UPDATE_MODES},
+    "inplace": "in_place",
+    "inplaceorrecreate": "in_place_or_recreate",
+}
+
+# spec.vertical.disruption defaults (docs/api.md). 20%: a rollout-like batch, so a resize
+# wave never takes more than a fifth of a workload at once. 60s between batches: one
+# readiness cycle of a typical pod. 120s stall: an in-place resize the kubelet has not
+# applied by then is not coming (it falls back to recreation where allowed).
+DEFAULT_MAX_DISRUPTED = "20%"
+DEFAULT_INTERVAL = 60.0
+DEFAULT_STALL_TIMEOUT = 120.0
+_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
+def normalise_mode(value: Any) -> str:
+    if value is None:
+        return ""
+    text = str(getattr(value, "value", value)).strip().lower()
+    return _MODE_ALIASES.get(text, text)
+
+
+def normalise_kind(value: Any) -> str:
+    if not value:
+        return ""
+    text = str(value).strip()
+    return _KIND_ALIASES.get(text.lower(), text)
+
+
+def normalise_update_mode(value: Any) -> str | None:
+    """`update_mode` in its canonical spelling (None: not one of `UPDATE_MODES`)."""
+    text = str(getattr(value, "value", value)).strip().lower().replace("-", "_")
+    return _UPDATE_ALIASES.get(text)
+
+
+def parse_max_disrupted(value: Any, field_name: str = "disruption.max_disrupted") -> int | str:
+    """An int >= 1 or a percentage string "N%" (0 < N <= 100)."""
+    if value is None:
+        return DEFAULT_MAX_DISRUPTED
+    if isinstance(value, bool):
+        raise ForesizeError(
+            f"{field_name}: expected an integer >= 1 or a percentage, got {value!r}"
+        )
+    if isinstance(value, int):
+        if value < 1:
+            raise ForesizeError(f"{field_name}: must be at least 1, got {value}")
+        return value
+    text = str(value).strip()
+    if text.endswith("%"):
+        try:
+            pct = float(text[:-1])
+        except ValueError:
+            pct = -1.0
+        if not 0 < pct <= 100:
+            raise ForesizeError(f"{field_name}: percentage must be in (0, 100], got {value!r}")
+        return text
+    if text.isdigit() and int(text) >= 1:
+        return int(text)
+    raise ForesizeError(f"{field_name}: expected an integer >= 1 or a percentage, got {value!r}")
+
+
+def quantity(resource: str, value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    return to_canonical(resource, value)
+
+
+@dataclass(frozen=True, slots=True)
+class ResourcePolicy:
+    """Bounds and limit ratio for one resource of one container."""
+
+    lower: int | None = None
+    upper: int | None = None
+    limit_ratio: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerPolicy:
+    name: str  # a container name or "*"
+    cpu: ResourcePolicy | None = None
+    memory: ResourcePolicy | None = None
+
+    def for_resource(self, resource: str) -> ResourcePolicy | None:
+        return self.cpu if resource == CPU else self.memory if resource == MEMORY else None
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceForecast:
+    """How one resource (cpu or memory) is forecast: `model.mode`, its percentile and the
+    buffer, with the target's per-metric overrides applied."""
+
+    mode: str
+    percentile_value: float | None = None
+    buffer_percentage: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ForecastSettings:
+    """The vertical forecast model of an AIScaleTarget, as the recommender reads it."""
+
+    forecast_blocks: float
+    forecast_interval: float  # seconds between forecasts (forecast_blocks under a cron)
+    min_lookback_to_scale: float
+    cpu: ResourceForecast
+    memory: ResourceForecast
+    oom_stabilization_window: float
+
+
+@dataclass(slots=True)
+class TargetView:
+    """What the decisions need to know about one AIScaleTarget or DaemonSetAutoscaler."""
+
+    kind: str  # "AIScaleTarget" | "DaemonSetAutoscaler"
+    namespace: str
+    name: str
+    uid: str = ""
+    ref_kind: str = ""  # Deployment | StatefulSet | Rollout | DaemonSet ("" for selector)
+    ref_name: str = ""
+    selector: dict[str, str] | None = None  # matchLabels
+    vertical_mode: str = ""
+    horizontal_mode: str = ""
+    update_mode: str = "recreate"
+    # Whether vertical autonomous mode may change the resource an HPA scales on
+    # ("leave", the default, or "override"; architecture §3.2).
+    hpa_resource_policy: str = "leave"
+    containers: tuple[ContainerPolicy, ...] = ()
+    min_replicas: int | None = None
+    max_replicas: int | None = None
+    multiple_of: int | None = None
+    allowed_replicas: tuple[int, ...] = ()
+    suggestion: Suggestion | None = None
+    oom_floor: dict[str, int] = field(default_factory=dict)  # container -> memory bytes
+    oom_floor_until: dict[str, float] = field(default_factory=dict)  # container -> expiry
+    predicted_replicas: int | None = None
+    prediction_until: float | None = None  # the prediction is stale after this time
+    deleting: bool = False
+    finalizers: tuple[str, ...] = ()
+    labels: dict[str, str] = field(default_factory=dict)  # the target object's own labels
+    # matchExpressions of a selector target: (key, operator, values).
+    selector_expressions: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
+    # The vertical disruption worker's settings (spec.vertical.disruption, update_policy,
+    # scaling_behavior).
+    recreate_resources: tuple[str, ...] = ("memory",)
+    # update_policy.min_replicas: evict only while this many replicas are ready.
+    eviction_min_replicas: int = DEFAULT_MIN_REPLICAS
+    max_disrupted: int | str = DEFAULT_MAX_DISRUPTED
+    disruption_interval: float = DEFAULT_INTERVAL
+    stall_timeout: float = DEFAULT_STALL_TIMEOUT
+    release_deferred_after: float | None = None
+    scale_up: Threshold = DEFAULT_SCALE_UP
+    scale_down: Threshold = DEFAULT_SCALE_DOWN
+    oom_enabled: bool = True
+    # The recommender's model settings (None: read from a plain manifest dict).
+    forecast: ForecastSettings | None = None
+    # Problems found reading the spec, one line each naming the field. The tolerant users
+    # (admission, lifecycle) read on; the vertical worker refuses the target.
+    errors: tuple[str, ...] = ()
+    # DaemonSetAutoscaler only.
+    percentile: float = 90.0
+    observation_window: float = 8 * 86400.0
+    min_observation_window: float = 3 * 3600.0
+    scale_interval: float = 15 * 60.0
+    source: Any = None  # the object this view was read from
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def vertical_autonomous(self) -> bool:
+        return self.vertical_mode == AUTONOMOUS
+
+    @property
+    def horizontal_autonomous(self) -> bool:
+        return self.horizontal_mode == AUTONOMOUS
+
+    @property
+    def permits_recreation(self) -> bool:
+        return self.update_mode in RECREATE_MODES
+
+    @property
+    def has_selector(self) -> bool:
+        return bool(self.selector or self.selector_expressions)
+
+    def selects(self, labels: Mapping[str, str]) -> bool:
+        """Whether a `selector` target selects a pod with `labels`: LabelSelector semantics
+        (all of matchLabels and matchExpressions); an empty selector selects nothing, and
+        so does one with an unknown operator (never every pod of a namespace by accident)."""
+        if any(op not in _SELECTOR_OPERATORS for _, op, _ in self.selector_expressions):
+            return False
+        return selector_matches(self.selector or {}, self.selector_expressions, labels)
+
+    def oom_floor_for(self, container: str, now: float) -> int | None:
+        """The container's OOM memory floor still in force at `now`, if any."""
+        for name in (container, "*"):
+            floor = self.oom_floor.get(name)
+            if floor:
+                until = self.oom_floor_until.get(name)
+                if until is None or until >= now:
+                    return floor
+        return None
+
+    def policy_for(self, container: str) -> ContainerPolicy | None:
+        """The container's policy: an exact name wins over `*`. With no `containers` list
+        at all every container is managed without bounds."""
+        if not self.containers:
+            return ContainerPolicy(name=ANY_CONTAINER)
+        return entry_for(self.containers, container)
+
+
+def _resource_policy(resource: str, obj: Any) -> ResourcePolicy | None:
+    if obj is None:
+        return None
+    limit = get(obj, "limit")
+    ratio = get(limit, "ratio") if limit is not None else get(obj, "limit_ratio", "limitRatio")
+    return ResourcePolicy(
+        lower=quantity(resource, get(obj, "lowerbound", "lower_bound", "lowerBound")),
+        upper=quantity(resource, get(obj, "upperbound", "upper_bound", "upperBound")),
+        limit_ratio=float(ratio) if ratio is not None else None,
+    )
+
+
+def container_policies(items: Iterable[Any] | None) -> tuple[ContainerPolicy, ...]:
+    out = []
+    for item in items or ():
+        out.append(
+            ContainerPolicy(
+                name=str(get(item, "name", default="*")),
+                cpu=_resource_policy(CPU, get(item, "cpu")),
+                memory=_resource_policy(MEMORY, get(item, "memory")),
+            )
+        )
+    return tuple(out)
+
+
+def _resource_map(values: Any) -> dict[str, int]:
+    if not values:
+        return {}
+    items = values.items() if isinstance(values, Mapping) else dict(values).items()
+    out = {}
+    for name, v in items:
+        q = quantity(str(name), v)
+        if q is not None:
+            out[str(name)] = q
+    return out
+
+
+def suggestion_from(obj: Any) -> Suggestion | None:
+    """A `Suggestion` from `status.vertical` (or an equivalent dict / Suggestion)."""
+    if obj is None:
+        return None
+    if isinstance(obj, Suggestion):
+        return obj
+    containers_obj = get(obj, "containers", default=None)
+    if not containers_obj:
+        return None
+    containers: dict[str, ContainerSuggestion] = {}
+    if isinstance(containers_obj, Mapping):
+        pairs = list(containers_obj.items())
+    else:
+        pairs = [(get(c, "name", default="*"), c) for c in containers_obj]
+    for name, c in pairs:
+        if isinstance(c, ContainerSuggestion):
+            containers[str(name)] = c
+            continue
+        containers[str(name)] = ContainerSuggestion(
+            name=str(name),
+            requests=_resource_map(get(c, "requests")),
+            limits=_resource_map(get(c, "limits")),
+        )
+    window = get(obj, "forecast_window", "forecastWindow")
+    return Suggestion(
+        uid=str(get(obj, "uid", "suggestion_uid", "suggestionUID", default="")),
+        created_at=_seconds(get(obj, "created_at", "createdAt")),
+        containers=containers,
+        window_start=_seconds(get(window, "start", default=get(obj, "window_start"))),
+        window_end=_seconds(get(window, "end", default=get(obj, "window_end"))),
+    )
+
+
+def _seconds(value: Any) -> float:
+    """Epoch seconds from a float or an RFC 3339 string (manifest files)."""
+    if value is None:
+        return 0.0
+    if isinstance(value, int | float):
+        return float(value)
+    from foresize.core.api.types import parse_timestamp
+
+    return parse_timestamp(value)
+
+
+def _oom_floors(status: Any) -> tuple[dict[str, int], dict[str, float]]:
+    """status.oom_floors ([{container, memory, until}]) -> floors and their expiry."""
+    floors: dict[str, int] = {}
+    until: dict[str, float] = {}
+    for entry in get(status, "oom_floors", "oomFloors", default=()) or ():
+        name = str(get(entry, "container", "name", default="*"))
+        q = quantity(MEMORY, get(entry, "memory"))
+        if q:
+            floors[name] = max(q, floors.get(name, 0))
+            end = get(entry, "until")
+            if end is not None:
+                until[name] = _seconds(end)
+    return floors, until
+
+
+def _metadata(obj: Any) -> tuple[str, str, str, bool, tuple[str, ...]]:
+    meta = get(obj, "metadata", default={})
+    finalizers = tuple(get(meta, "finalizers", default=()) or ())
+    deleting = get(meta, "deletion_timestamp", "deletionTimestamp") is not None
+    return (
+        str(get(meta, "namespace", default="default")),
+        str(get(meta, "name", default="")),
+        str(get(meta, "uid", default="")),
+        deleting,
+        finalizers,
+    )
+
+
+def _selector(
+    obj: Any, where: str, errors: list[str]
+) -> tuple[dict[str, str] | None, tuple[tuple[str, str, tuple[str, ...]], ...]]:
+    """matchLabels (a plain label map is read as one) and matchExpressions."""
+    if obj is None:
+        return None, ()
+    labels = get(obj, "matchLabels", "match_labels", default=None)
+    raw_expressions = get(obj, "matchExpressions", "match_expressions", default=None)
+    if labels is None and raw_expressions is None and isinstance(obj, Mapping):
+        labels = obj
+    expressions = []
+    for i, e in enumerate(raw_expressions or ()):
+        op = str(get(e, "operator", default=""))
+        if op not in _SELECTOR_OPERATORS:
+            errors.append(f"{where}: spec.selector.matchExpressions[{i}].operator: unknown {op!r}")
+        values = tuple(str(v) for v in (get(e, "values", default=()) or ()))
+        expressions.append((str(get(e, "key", default="")), op, values))
+    match_labels = {str(k): str(v) for k, v in dict(labels or {}).items()} or None
+    return match_labels, tuple(expressions)
+
+
+# A bounded memo of the two readers below. Reading a target is a pure function of the
+# object's content, and every reconcile pass re-reads every target (the simulator runs
+# tens of thousands of passes), so the view is kept per object and reused while the
+# object's content is unchanged. The key is the object's identity AND a fingerprint of
+# its content, so a replaced object or a recycled id() never gets a stale view. The
+# fingerprint of an object carrying `metadata.uid` and `metadata.resourceVersion` is that
+# pair, as Kubernetes clients' caches use it: the API server changes the resourceVersion
+# on every write, and both shells replace such an object on each change, never edit it
+# (`kube.state`, the simulator's status reflection); serialising the content instead
+# cost the simulator a fifth of its time. Any other object (a manifest dict, a test's
+# model) is fingerprinted by its full content, so one mutated in place is read again.
+# Bounded so long runs with churning targets cannot grow it.
+_VIEW_MEMO_LIMIT = 4096  # far above any real target count; cleared whole when reached
+_view_memo: dict[tuple[str, int], tuple[Any, str, TargetView]] = {}
+
+
+def _fingerprint(obj: Any) -> str | None:
+    """The object's version ("uid@resourceVersion") if it carries one, else its full content
+    as a string (None: not fingerprintable, not memoised)."""
+    meta = get(obj, "metadata")
+    uid = get(meta, "uid")
+    version = get(meta, "resourceVersion", "resource_version")
+    if uid and version:
+        return f"{uid}@{version}"  # content JSON starts with "{": the two never collide
+    try:
+        dump = getattr(obj, "model_dump_json", None)
+        if dump is not None:
+            return str(dump())
+        return json.dumps(obj, sort_keys=True, default=repr)
+    except (TypeError, ValueError):
+        return None
+
+
+def _memoised(reader: str, obj: Any, read: Any) -> TargetView:
+    fingerprint = _fingerprint(obj)
+    if fingerprint is None:
+        view: TargetView = read(obj)
+        return view
+    key = (reader, id(obj))
+    hit = _view_memo.get(key)
+    if hit is not None and hit[0] is obj and hit[1] == fingerprint:
+        return hit[2]
+    view = read(obj)
+    if len(_view_memo) >= _VIEW_MEMO_LIMIT:
+        _view_memo.clear()
+    _view_memo[key] = (obj, fingerprint, view)
+    return view
+
+
+def target_view(obj: Any) -> TargetView:
+    """Read an AIScaleTarget (API model or manifest dict) into a `TargetView`. The view is
+    shared between reads of an unchanged object: treat it as read-only."""
+    if isinstance(obj, TargetView):
+        return obj
+    return _memoised("AIScaleTarget", obj, _read_target)
+
+
+def dsa_view(obj: Any) -> TargetView:
+    """Read a DaemonSetAutoscaler (API model or manifest dict) into a `TargetView`. The
+    view is shared between reads of an unchanged object: treat it as read-only."""
+    if isinstance(obj, TargetView):
+        return obj
+    return _memoised("DaemonSetAutoscaler", obj, _read_dsa)
+
+
+def _read_target(obj: Any) -> TargetView:
+    namespace, name, uid, deleting, finalizers = _metadata(obj)
+    spec = get(obj, "spec", default={})
+    status = get(obj, "status", default={})
+    ref = get(spec, "scaleTargetRef", "scale_target_ref")
+    vertical = get(spec, "vertical")
+    horizontal = get(spec, "horizontal")
+    h_status = get(status, "horizontal_suggestion", "horizontal")
+    predicted = get(h_status, "replicas")
+    allowed = get(horizontal, "allowedReplicas", "allowed_replicas", default=()) or ()
+    until = get(get(h_status, "forecast_window"), "end")
+    floors, floors_until = _oom_floors(status)
+    where = f"AIScaleTarget {namespace}/{name}"
+    errors: list[str] = []
+    selector, expressions = _selector(get(spec, "selector"), where, errors)
+    vertical_fields = _read_vertical(vertical, f"{where}: spec.vertical", errors)
+    labels = get(get(obj, "metadata", default={}), "labels", default={}) or {}
+    return TargetView(
+        kind="AIScaleTarget",
+        namespace=namespace,
+        name=name,
+        uid=uid,
+        ref_kind=normalise_kind(get(ref, "kind")),
+        ref_name=str(get(ref, "name", default="")),
+        selector=selector,
+        selector_expressions=expressions,
+        horizontal_mode=normalise_mode(get(horizontal, "mode")),
+        containers=container_policies(get(vertical, "containers")),
+        min_replicas=_int_or_none(get(horizontal, "minReplicas", "min_replicas")),
+        max_replicas=_int_or_none(get(horizontal, "maxReplicas", "max_replicas")),
+        multiple_of=_int_or_none(get(horizontal, "multipleOf", "multiple_of")),
+        allowed_replicas=tuple(sorted(int(x) for x in allowed)),
+        suggestion=suggestion_from(get(status, "vertical_suggestion", "vertical")),
+        oom_floor=floors,
+        oom_floor_until=floors_until,
+        predicted_replicas=_int_or_none(predicted),
+        prediction_until=_seconds(until) if until is not None else None,
+        deleting=deleting,
+        finalizers=finalizers,
+        labels={str(k): str(v) for k, v in dict(labels).items()},
+        forecast=_forecast_settings(spec),
+        errors=tuple(errors),
+        source=obj,
+        **vertical_fields,
+    )
+
+
+def _read_vertical(vertical: Any, where: str, errors: list[str]) -> dict[str, Any]:
+    """spec.vertical's modes, update policy, disruption pacing and hysteresis. A bad field
+    is recorded in `errors` (one line naming it) and read as its default."""
+    out: dict[str, Any] = {}
+    mode_raw = get(vertical, "mode")
+    out["vertical_mode"] = normalise_mode(mode_raw)
+    if mode_raw is not None and out["vertical_mode"] not in SCALING_MODES:
+        errors.append(f"{where}.mode: unknown mode {out['vertical_mode']!r}")
+    update_policy = get(vertical, "update_policy", "updatePolicy")
+    update_raw = get(update_policy, "update_mode", "updateMode", default="recreate")
+    update_mode = normalise_update_mode(update_raw)
+    if update_mode is None:
+        errors.append(
+            f"{where}.update_policy.update_mode: unknown {str(update_raw)!r}"
+            f" (one of {UPDATE_MODES})"
+        )
+    out["update_mode"] = update_mode or "recreate"
+    recreate = get(update_policy, "recreate_resources", default=None)
+    if recreate is None:
+        recreate = get(vertical, "recreate_resources", default=["memory"])
+    out["recreate_resources"] = tuple(str(r) for r in recreate)
+    min_ready = get(update_policy, "min_replicas", "minReplicas", default=DEFAULT_MIN_REPLICAS)
+    if isinstance(min_ready, bool) or not isinstance(min_ready, int) or min_ready < 1:
+        errors.append(f"{where}.update_policy.min_replicas: expected an integer >= 1")
+    else:
+        out["eviction_min_replicas"] = min_ready
+    hpa_policy = str(get(vertical, "hpa_resource_policy", "hpaResourcePolicy", default="leave"))
+    out["hpa_resource_policy"] = hpa_policy.lower()
+    if out["hpa_resource_policy"] not in ("leave", "override"):
+        errors.append(f"{where}.hpa_resource_policy: expected leave or override")
+    disruption = get(vertical, "disruption")
+    d = f"{where}.disruption"
+    readers: list[tuple[str, Any]] = [
+        (
+            "max_disrupted",
+            lambda: parse_max_disrupted(
+                get(disruption, "max_disrupted", "maxDisrupted"), f"{d}.max_disrupted"
+            ),
+        ),
+        (
+            "disruption_interval",
+            lambda: (
+                parse_duration_field(
+                    get(disruption, "interval", default=DEFAULT_INTERVAL), f"{d}.interval"
+                )
+                or 0.0
+            ),
+        ),
+        (
+            "stall_timeout",
+            lambda: (
+                parse_duration_field(
+                    get(disruption, "stall_timeout", "stallTimeout", default=DEFAULT_STALL_TIMEOUT),
+                    f"{d}.stall_timeout",
+                )
+                or 0.0
+            ),
+        ),
+        (
+            "release_deferred_after",
+            lambda: parse_duration_field(
+                get(disruption, "release_deferred_after", "releaseDeferredAfter"),
+                f"{d}.release_deferred_after",
+            ),
+        ),
+    ]
+    behavior = get(vertical, "scaling_behavior", "scalingBehavior")
+    sb = f"{where}.scaling_behavior"
+    for key, names, default in (
+        ("scale_up", ("scale_up", "scaleUp"), DEFAULT_SCALE_UP),
+        ("scale_down", ("scale_down", "scaleDown"), DEFAULT_SCALE_DOWN),
+    ):
+        readers.append((key, partial(_threshold, get(behavior, *names), f"{sb}.{key}", default)))
+    for key, read in readers:
+        try:
+            out[key] = read()
+        except ForesizeError as exc:
+            errors.append(str(exc))
+    remediation = get(vertical, "oom_remediation", "oomRemediation")
+    out["oom_enabled"] = bool(get(remediation, "enabled", default=True))
+    return out
+
+
+def _threshold(obj: Any, field_name: str, default: Threshold) -> Threshold:
+    """One scaling_behavior direction; a direction not given uses the API's documented
+    default (the recommender applies the same), so the planner never churns pods over
+    changes the recommender would not make."""
+    if obj is None:
+        return default
+    kind = str(get(obj, "type", default="percent")).lower()
+    if kind not in ("percent", "absolute"):
+        raise ForesizeError(f"{field_name}.type: expected percent or absolute, got {kind!r}")
+    percent = float(get(obj, "percent", "percentage", default=0.0))
+    absolute_raw = get(obj, "absolute")
+    absolute: list[tuple[str, int]] = []
+    for resource in (CPU, MEMORY):
+        amount = get(absolute_raw, resource)
+        if amount is not None:
+            try:
+                canonical = quantity(resource, amount)
+            except ValueError as exc:
+                raise ForesizeError(f"{field_name}.absolute.{resource}: {exc}") from None
+            absolute.append((resource, int(canonical or 0)))
+    return Threshold(kind, percent, tuple(absolute))
+
+
+def _forecast_settings(spec: Any) -> ForecastSettings | None:
+    """The vertical forecast model, from an API model's spec (its merge rules for
+    per-direction and per-metric overrides live on the API types)."""
+    if not hasattr(spec, "effective_model"):
+        return None
+    model = spec.effective_model("vertical")
+    per = {}
+    for resource in (CPU, MEMORY):
+        m = model.for_metric(resource)
+        per[resource] = ResourceForecast(m.mode, m.percentile_value, m.forecast_buffer_percentage)
+    cadence = model.cadence_seconds or model.forecast_blocks
+    return ForecastSettings(
+        forecast_blocks=float(model.forecast_blocks),
+        forecast_interval=float(cadence),
+        min_lookback_to_scale=float(model.min_lookback_to_scale),
+        cpu=per[CPU],
+        memory=per[MEMORY],
+        oom_stabilization_window=float(spec.oom_stabilization_window()),
+    )
+
+
+def _read_dsa(obj: Any) -> TargetView:
+    namespace, name, uid, deleting, finalizers = _metadata(obj)
+    spec = get(obj, "spec", default={})
+    status = get(obj, "status", default={})
+    ref = get(spec, "scaleTargetRef", "scale_target_ref")
+    suggestion = suggestion_from(get(status, "suggestion", default=None))
+    return TargetView(
+        kind="DaemonSetAutoscaler",
+        namespace=namespace,
+        name=name,
+        uid=uid,
+        ref_kind="DaemonSet",
+        ref_name=str(get(ref, "name", default="")),
+        vertical_mode=normalise_mode(get(spec, "scaleMode", "scale_mode", default=RECOMMENDATION)),
+        update_mode="in_place",
+        containers=container_policies(get(spec, "containers")),
+        suggestion=suggestion,
+        deleting=deleting,
+        finalizers=finalizers,
+        percentile=float(get(spec, "percentile", default=90.0)),
+        observation_window=parse_duration(
+            get(spec, "observationWindow", "observation_window", default=8 * 86400.0)
+        ),
+        min_observation_window=parse_duration(
+            get(spec, "minObservationWindow", "min_observation_window", default=3 * 3600.0)
+        ),
+        scale_interval=parse_duration(get(spec, "scaleInterval", "scale_interval", default=900.0)),
+        source=obj,
+    )
+
+
+def _int_or_none(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return int(value)

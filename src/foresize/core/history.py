@@ -1,0 +1,195 @@
+"""The value types of usage history (`SeriesKey`, `TraceSeries`, `resample_max`) and the
+read interface every history backend offers (in-memory numpy, SQLite, Prometheus). Pure:
+the core reads history only through this module; the adapters beside it do the I/O.
+
+Series are keyed by namespace/workload/container (`SeriesKey`), never by pod, so a
+workload's history outlives its pods, a scale to zero, or its target being deleted and
+re-created within retention. Resources are "cpu" (cores, float) and "memory" (bytes).
+Times are float Unix seconds passed by the caller; nothing here reads a clock.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class SeriesKey:
+    """History is keyed by workload and container, never by pod, so it outlives pods."""
+
+    namespace: str
+    workload: str
+    container: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.workload}/{self.container}"
+
+
+@dataclass(slots=True)
+class TraceSeries:
+    key: SeriesKey
+    timestamps: np.ndarray  # float64 Unix seconds, sorted, unique
+    cpu: np.ndarray  # float64 cores, NaN = missing
+    memory: np.ndarray | None = None  # float64 bytes, NaN = missing
+    cpu_capacity: np.ndarray | None = None  # cores provisioned (manual sizing), if known
+    memory_capacity: np.ndarray | None = None  # bytes provisioned, if known
+    source: str = ""
+
+
+RESOURCES = ("cpu", "memory")
+OOM = "oom"
+THROTTLE = "throttle"
+EVENT_KINDS = (OOM, THROTTLE)
+
+
+TOTAL_CONTAINER = "__total__"
+"""Container name of a workload's summed usage (over pods and containers) in the history:
+what the horizontal forecast reads. Real container names are DNS labels, never this."""
+
+
+class HistoryReader(Protocol):
+    def series(
+        self, key: SeriesKey, resource: str, start: float, end: float
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(times, values) of the stored samples in [start, end), NaN where missing."""
+        ...
+
+    def window(
+        self, keys: list[SeriesKey], resource: str, end: float, length: int, step: float
+    ) -> np.ndarray:
+        """(len(keys), length) matrix on the `step` grid whose last bucket contains `end`
+        (bucket = max of the samples in it; NaN = no sample). Buckets are aligned to
+        multiples of `step` so time-of-day slots line up across calls."""
+        ...
+
+    def events(
+        self, key: SeriesKey, kind: str | None, start: float, end: float
+    ) -> list[tuple[float, str, float]]:
+        """(time, kind, value) of OOM / throttling events in [start, end)."""
+        ...
+
+    def first_seen(self, key: SeriesKey) -> float | None:
+        """Time of the oldest stored sample of the key (for hasEnoughDataToScale)."""
+        ...
+
+
+class HistoryWriter(Protocol):
+    """What the collectors write into a history store (in memory or SQLite): one poll at a
+    time, and events."""
+
+    def write_poll(
+        self, t: float, keys: Sequence[SeriesKey], cpu: np.ndarray, memory: np.ndarray
+    ) -> None:
+        """One poll at time `t`: the CPU (cores) and memory (bytes) of each key, NaN = no
+        sample. Both resources land together or not at all (no torn samples)."""
+        ...
+
+    def record_event(self, key: SeriesKey, kind: str, t: float, value: float = 0.0) -> None:
+        """An OOM kill or a throttling observation (never mixed into usage)."""
+        ...
+
+
+def check_resource(resource: str) -> None:
+    if resource not in RESOURCES:
+        raise ValueError(f"unknown resource {resource!r} (one of {RESOURCES})")
+
+
+def aligned_start(t: float, period: float) -> float:
+    """Start of the `period`-long block holding `t`, blocks aligned to multiples of
+    `period` since the Unix epoch (UTC), never to the newest sample.
+
+    The one alignment rule of every aggregation of history: the stores' buckets (`window`),
+    the 5-minute model grid and the 15-minute peaks of a static request
+    (`foresize.core.recommend.static`). Blocks counted back from the newest sample would move
+    with every new sample, so two readings of a live history a few minutes apart would
+    cut the same data differently (a peak shared by one block or split over two) and the
+    numbers computed from them would cycle with the block's period."""
+    return float(np.floor(t / period + ALIGN_EPS) * period)
+
+
+ALIGN_EPS = 1e-9
+"""Times are float seconds: a time on a boundary (k x period) computed as a float may sit
+a hair below it; without the tolerance it would fall into the previous block."""
+
+
+def block_numbers(start: float, n: int, step: float, block: float) -> np.ndarray:
+    """For each of the `n` columns of a grid of `step` starting at `start`, the number of
+    the epoch-aligned `block` holding it (`aligned_start` / `block`), as int64."""
+    times = start + np.arange(n, dtype=np.float64) * step
+    return np.floor(times / block + ALIGN_EPS).astype(np.int64)
+
+
+def window_start(end: float, length: int, step: float) -> float:
+    """Start of the first bucket of a `length`-bucket window whose last bucket holds `end`
+    (buckets aligned to multiples of `step`: `aligned_start`)."""
+    return aligned_start(end, step) - (length - 1) * step
+
+
+def resample_max(
+    timestamps: np.ndarray, values: np.ndarray, step: float, start: float, n_steps: int
+) -> np.ndarray:
+    """Maximum of the samples in each [start + i*step, start + (i+1)*step) bucket.
+
+    Buckets with no finite sample stay NaN: gaps stay gaps, nothing is interpolated.
+    """
+    out = np.full(n_steps, -np.inf)
+    idx = np.floor((timestamps - start) / step).astype(np.int64)
+    ok = (idx >= 0) & (idx < n_steps) & np.isfinite(values)
+    np.maximum.at(out, idx[ok], values[ok])
+    out[np.isneginf(out)] = np.nan
+    return out
+
+
+def trace_series(
+    reader: HistoryReader, key: SeriesKey, start: float, end: float
+) -> TraceSeries | None:
+    """A stored key as a TraceSeries (cpu cores, memory bytes) over [start, end)."""
+    t, cpu = reader.series(key, "cpu", start, end)
+    _, mem = reader.series(key, "memory", start, end)
+    if t.size == 0:
+        return None
+    cpu = np.asarray(cpu, dtype=np.float64)
+    mem = np.asarray(mem, dtype=np.float64)
+    have = np.isfinite(cpu) | np.isfinite(mem)
+    if not have.any():
+        return None
+    return TraceSeries(key, np.asarray(t, dtype=np.float64)[have], cpu[have], mem[have])
+
+
+# How the collectors key a pod's history: by its workload (the controller's naming when
+# the owner is unknown). One function, so the recommender reads what was written.
+_RS_HASH = re.compile(r"^(?P<wl>.+)-[bcdfghjklmnpqrstvwxz2456789]{6,10}$")
+_DEPLOY_POD = re.compile(r"^(?P<wl>.+)-[bcdfghjklmnpqrstvwxz2456789]{6,10}-[a-z0-9]{5}$")
+_STS_POD = re.compile(r"^(?P<wl>.+)-\d+$")
+_GENERATED_POD = re.compile(r"^(?P<wl>.+)-[a-z0-9]{5}$")
+# The CronJob controller names each run's Job `<cronjob>-<scheduled minute since the
+# epoch>` (8 digits since 1976): the runs of one CronJob are one workload with one
+# history, not a new workload with a few hours of it every run.
+_CRONJOB_RUN = re.compile(r"^(?P<wl>.+)-\d{8,}$")
+
+
+def workload_of_pod(pod: str, owner: tuple[str, str] | None = None) -> str:
+    """The workload a pod belongs to: from its owner (kube_pod_owner) if known (a Job run
+    by a CronJob: the CronJob), else from the controllers' naming (Deployment
+    `w-<rs hash>-<5>`, StatefulSet `w-<n>`, DaemonSet or bare ReplicaSet `w-<5>`), else
+    the pod itself."""
+    if owner is not None:
+        kind, name = owner
+        if kind == "ReplicaSet":
+            match = _RS_HASH.match(name)
+            return match["wl"] if match else name
+        if kind == "Job":
+            match = _CRONJOB_RUN.match(name)
+            return match["wl"] if match else name
+        if kind and name and kind != "Node":
+            return name
+    for pattern in (_DEPLOY_POD, _STS_POD, _GENERATED_POD):
+        match = pattern.match(pod)
+        if match:
+            return match["wl"]
+    return pod

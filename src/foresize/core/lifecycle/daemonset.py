@@ -1,0 +1,260 @@
+"""DaemonSetAutoscaler (pure): size a DaemonSet's containers from a percentile of their
+observed usage, seed new pods at admission, and resize running ones in place.
+
+- `dsa_suggestion`: per container, the `percentile` (default 90) of all samples of all
+  the DaemonSet's pods within `observationWindow` (8 d); nothing until the observations
+  span `minObservationWindow` (3 h). CPU rounds up to 1m, memory up to 1Mi, then bounds.
+- Seeding: the suggestion goes into the admission index (`AdmissionIndex.build(...,
+  dsa_suggestions=...)` or the DSA's `status.suggestion`) and the pod webhook applies it
+  to each new DaemonSet pod, including pods for nodes added later, with the same sizing
+  code as AIScaleTargets (bounds, limit ratio, QoS kept) and the managed annotation.
+- `plan_dsa`: every `scaleInterval` (15 m) the running pods that differ are resized in
+  place (`ResizePod`); a resize the API server would refuse (QoS change) is skipped; an
+  upsize that does not fit its node's free capacity (the scheduler's charge, the capacity
+  guard every resize passes) is not sent, so it never sits Deferred holding capacity the
+  node does not have: it is reported and tried again next interval.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from foresize.core.api.quantity import CPU, MEMORY, MIB
+from foresize.core.cluster.actions import (
+    Action,
+    ContainerResize,
+    EmitEvent,
+    ResizePod,
+    WriteTargetStatus,
+)
+from foresize.core.cluster.capacity import NodeLedger, no_room_message, resize_delta
+from foresize.core.cluster.model import ContainerSuggestion, Pod, Suggestion
+from foresize.core.cluster.qos import pod_qos_class
+from foresize.core.cluster.sizing import size_container
+from foresize.core.cluster.snapshot import ClusterSnapshot
+from foresize.core.cluster.target import AUTONOMOUS, TargetView, dsa_view
+from foresize.core.cluster.validation import check_resize
+
+
+@dataclass(slots=True)
+class ContainerSamples:
+    """Usage samples of one container name across the DaemonSet's pods."""
+
+    times: np.ndarray  # float seconds
+    cpu_cores: np.ndarray
+    memory_bytes: np.ndarray
+
+
+def dsa_suggestion(
+    dsa: TargetView | object,
+    usage: Mapping[str, ContainerSamples],
+    now: float,
+    *,
+    first_seen: float | None = None,
+) -> Suggestion | None:
+    """The percentile suggestion, or None before `minObservationWindow` of data.
+
+    `first_seen` is when observation started (defaults to the oldest sample)."""
+    view = dsa if isinstance(dsa, TargetView) else dsa_view(dsa)
+    containers: dict[str, ContainerSuggestion] = {}
+    start = now - view.observation_window
+    for name, s in sorted(usage.items()):
+        t = np.asarray(s.times, dtype=float)
+        if t.size == 0:
+            continue
+        began = first_seen if first_seen is not None else float(t.min())
+        if now - began < view.min_observation_window:
+            continue
+        keep = (t >= start) & (t <= now)
+        if not keep.any():
+            continue
+        cpu = float(np.percentile(np.asarray(s.cpu_cores, dtype=float)[keep], view.percentile))
+        mem = float(np.percentile(np.asarray(s.memory_bytes, dtype=float)[keep], view.percentile))
+        requests = {
+            CPU: max(1, math.ceil(cpu * 1000 - 1e-9)),
+            MEMORY: max(MIB, math.ceil(mem / MIB - 1e-9) * MIB),
+        }
+        policy = view.policy_for(name)
+        if policy is None:
+            continue
+        for resource in (CPU, MEMORY):
+            rp = policy.for_resource(resource)
+            if rp is not None:
+                if rp.upper is not None:
+                    requests[resource] = min(requests[resource], rp.upper)
+                if rp.lower is not None:
+                    requests[resource] = max(requests[resource], rp.lower)
+        containers[name] = ContainerSuggestion(name, requests)
+    if not containers:
+        return None
+    return Suggestion(
+        uid=f"{view.namespace}/{view.name}@{int(now)}",
+        created_at=now,
+        containers=containers,
+        window_start=start,
+        window_end=now + view.scale_interval,
+    )
+
+
+class UsageWindow:
+    """Usage samples per (namespace, DaemonSet, container), trimmed to a time window.
+
+    Fed by the shell (the simulator's usage observer, or metrics-server polls); chunks
+    are kept as numpy arrays and concatenated on read."""
+
+    def __init__(self, window: float = 8 * 86400.0) -> None:
+        self.window = window
+        self._chunks: dict[
+            tuple[str, str, str], list[tuple[np.ndarray, np.ndarray, np.ndarray]]
+        ] = {}
+        self.first_seen: dict[tuple[str, str], float] = {}
+
+    def add(
+        self,
+        namespace: str,
+        daemonset: str,
+        container: str,
+        t: float,
+        cpu: np.ndarray,
+        mem: np.ndarray,
+    ) -> None:
+        """Samples taken at time `t` (one per pod of the DaemonSet)."""
+        cpu = np.atleast_1d(np.asarray(cpu, dtype=float))
+        mem = np.atleast_1d(np.asarray(mem, dtype=float))
+        self.first_seen.setdefault((namespace, daemonset), t)
+        chunks = self._chunks.setdefault((namespace, daemonset, container), [])
+        chunks.append((np.full(cpu.shape, t), cpu, mem))
+        while chunks and chunks[0][0][0] < t - self.window:
+            chunks.pop(0)
+
+    def samples(self, namespace: str, daemonset: str) -> dict[str, ContainerSamples]:
+        out = {}
+        for (ns, ds, container), chunks in self._chunks.items():
+            if ns == namespace and ds == daemonset and chunks:
+                out[container] = ContainerSamples(
+                    np.concatenate([c[0] for c in chunks]),
+                    np.concatenate([c[1] for c in chunks]),
+                    np.concatenate([c[2] for c in chunks]),
+                )
+        return out
+
+
+@dataclass(slots=True)
+class DsaPlan:
+    actions: list[Action] = field(default_factory=list)
+    resized: list[str] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+    waiting: dict[str, str] = field(default_factory=dict)  # upsizes held by the guard
+
+
+def plan_dsa(
+    snapshot: ClusterSnapshot,
+    dsa: TargetView | object,
+    suggestion: Suggestion | None,
+    now: float,
+    ledger: NodeLedger | None = None,
+) -> DsaPlan:
+    """In-place resizes bringing the DaemonSet's running pods to `suggestion` (call it
+    every `scaleInterval`). Nothing while paused, outside autonomous mode or without a
+    suggestion. `ledger`: the pass's node capacity shared with the other planners."""
+    view = dsa if isinstance(dsa, TargetView) else dsa_view(dsa)
+    plan = DsaPlan()
+    ledger = ledger or NodeLedger(snapshot)
+    if snapshot.paused or view.vertical_mode != AUTONOMOUS or suggestion is None or view.deleting:
+        return plan
+    ds = snapshot.workload("DaemonSet", view.namespace, view.ref_name)
+    if ds is None:
+        return plan
+    for pod in snapshot.pods_of(ds):
+        if pod.terminating or pod.phase in ("Succeeded", "Failed"):
+            continue
+        qos = pod_qos_class(pod)
+        if qos == "BestEffort":
+            continue
+        changes = []
+        for c in pod.containers:
+            policy = view.policy_for(c.name)
+            sug = suggestion.for_container(c.name)
+            if policy is None or sug is None:
+                continue
+            new = size_container(c, policy, sug, None, qos)
+            if new.requests != c.resources.requests or new.limits != c.resources.limits:
+                changes.append(ContainerResize(c.name, dict(new.requests), dict(new.limits)))
+        if not changes:
+            continue
+        action = ResizePod(
+            pod.namespace,
+            pod.name,
+            tuple(changes),
+            target=view.key,
+            reason="DaemonSetAutoscaler",
+            direction=_direction(pod, changes),
+            uid=pod.uid,
+            target_kind=view.kind,
+        )
+        refused = check_resize(pod, action)
+        if refused is not None:
+            plan.skipped[pod.key] = refused.message
+            continue
+        delta = resize_delta(pod, changes)
+        if not ledger.admit(pod.node_name or "", delta):
+            _hold(plan, view, pod.key, pod.node_name or "", delta, ledger)
+            continue
+        plan.resized.append(pod.key)
+        plan.actions.append(action)
+    if plan.resized or plan.skipped or plan.waiting:
+        plan.actions.append(
+            WriteTargetStatus(
+                view.namespace,
+                view.name,
+                {
+                    "pods_resized_last": len(plan.resized),
+                    "pods_skipped": dict(plan.skipped),
+                    "pods_waiting_for_capacity": len(plan.waiting),
+                },
+                kind="DaemonSetAutoscaler",
+            )
+        )
+    return plan
+
+
+def _hold(
+    plan: DsaPlan,
+    view: TargetView,
+    pod_key: str,
+    node: str,
+    delta: dict[str, int],
+    ledger: NodeLedger,
+) -> None:
+    """An upsize the node has no room for: not sent (it would sit Deferred while the
+    scheduler charges the node for it), reported on the pod and the DaemonSetAutoscaler."""
+    msg = no_room_message(node, delta, ledger.free(node))
+    plan.waiting[pod_key] = msg
+    ns, name = pod_key.split("/", 1)
+    plan.actions.append(EmitEvent(ns, "Pod", name, "ResizeWaitingForCapacity", msg, "Warning"))
+    plan.actions.append(
+        EmitEvent(
+            view.namespace,
+            view.kind,
+            view.name,
+            "ResizeWaitingForCapacity",
+            f"pod {name}: {msg}",
+            "Warning",
+            view.uid,
+        )
+    )
+
+
+def _direction(pod: Pod, changes: list[ContainerResize]) -> str:
+    ups = downs = 0
+    for ch in changes:
+        cur = pod.container(ch.name)
+        for name, qty in ch.requests.items():
+            old = cur.resources.requests.get(name, 0) if cur is not None else 0
+            ups += qty > old
+            downs += qty < old
+    return "mixed" if ups and downs else "up" if ups else "down"

@@ -1,0 +1,392 @@
+"""Collected history -> each target's `status.vertical_suggestion` (no I/O).
+
+Every forecast interval the shell asks `plan_suggestions` for status writes. For each
+AIScaleTarget in recommendation or autonomous mode, the history of its workload's
+containers is read with the recommender's `load_histories`, and all due targets go to its
+entry point `recommend_batch` together (forecast of the max over the horizon at the mode's
+quantile, memory risk allocated across the batch, buffer, bounds, `limit.ratio`, QoS kept,
+OOM floor, `hasEnoughDataToScale`), with the resources of the workload's template as the
+current values. The OOM and forecast states are carried
+between calls by the caller (`SuggestionState`).
+
+`horizontal_forecasts` gives the horizontal planner its input: the forecast of the
+workload's total usage (the `__total__` history series) over the horizon.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from foresize.core.api.access import get_path
+from foresize.core.api.quantity import CPU, MEMORY, format_resource_map
+from foresize.core.cluster.actions import WriteTargetStatus
+from foresize.core.cluster.kubejson import format_time
+from foresize.core.cluster.model import (
+    Container,
+    ContainerSuggestion,
+    ResourceRequirements,
+    Suggestion,
+)
+from foresize.core.cluster.snapshot import ClusterSnapshot
+from foresize.core.cluster.target import suggestion_from, target_view
+from foresize.core.errors import ForesizeError
+from foresize.core.history import TOTAL_CONTAINER, SeriesKey, trace_series, workload_of_pod
+
+if TYPE_CHECKING:  # types only: the recommender itself is imported where it runs
+    from foresize.core.forecast.select import OnlineScores
+    from foresize.core.recommend.target import CachedSchedule, OOMState
+
+HISTORY_WINDOW = 14 * 86400.0
+
+
+def effective_model(target: Any, direction: str = "vertical") -> Any:
+    spec = get_path(target, "spec")
+    if hasattr(spec, "effective_model"):
+        return spec.effective_model(direction)
+    return get_path(spec, "model")
+
+
+def cadence_of(target: Any, default: float) -> float:
+    """Seconds between forecasts for the target (a cron cadence falls back to `default`)."""
+    cadence = getattr(effective_model(target), "cadence_seconds", None)
+    return float(cadence) if cadence else default
+
+
+@dataclass(slots=True)
+class SuggestionState:
+    """Per target: OOM floors and rolling forecast scores, carried between rounds."""
+
+    # "ns/target" -> container -> OOM floor and recent memory targets.
+    oom: dict[str, dict[str, OOMState]] = field(default_factory=dict)
+    # "ns/target" -> "container/resource" -> rolling forecast scores.
+    forecast: dict[str, dict[str, OnlineScores]] = field(default_factory=dict)
+    # "ns/target/container" -> memory forecast at the mode's level (bytes), from the
+    # target's latest round: the fleet's mean is the memory risk allocation's reference,
+    # so targets due in different rounds are priced against the same fleet.
+    memory_at_mode: dict[str, float] = field(default_factory=dict)
+    # "ns/target" -> the suggestion last published into the target's status: the vertical
+    # planner acts on it in the same pass (an OOM floor must not wait for the status
+    # write to come back through the watch); after a restart it is read from status.
+    latest: dict[str, Suggestion] = field(default_factory=dict)
+    # "ns/target" -> container -> its CPU day schedule (`recommend.target.CachedSchedule`):
+    # it changes once a day, so the passes within the day reuse it.
+    schedule: dict[str, dict[str, CachedSchedule]] = field(default_factory=dict)
+
+
+def history_source(snapshot: ClusterSnapshot, target: Any) -> tuple[list[str], list[Any]] | None:
+    """(history workload names, containers with their current resources) of a target.
+
+    A scaleTargetRef target: its workload and the workload's template. A selector target:
+    the workload of every pod it selects, as the collector keys history (the pod's
+    controller, or the pod itself), and each container name's resources on the first
+    selected pod that has it. None when there is nothing to forecast yet."""
+    ns = get_path(target, "metadata", "namespace")
+    ref = get_path(target, "spec", "scaleTargetRef")
+    if ref is not None:
+        workload = snapshot.workload(get_path(ref, "kind"), ns, get_path(ref, "name"))
+        if workload is None or not workload.template.containers:
+            return None
+        return [workload.name], list(workload.template.containers)
+    if get_path(target, "spec", "selector") is None:
+        return None
+    try:
+        view = target_view(target)
+    except (ForesizeError, ValueError):
+        return None  # the vertical planner reports the bad spec
+    pods = sorted(
+        (p for p in snapshot.pods if p.namespace == ns and view.selects(p.labels)),
+        key=lambda p: (p.creation_time, p.name),
+    )
+    workloads: list[str] = []
+    templates: dict[str, Any] = {}
+    for p in pods:
+        owner = (p.owner.kind, p.owner.name) if p.owner is not None else None
+        wl = workload_of_pod(p.name, owner)
+        if wl not in workloads:
+            workloads.append(wl)
+        for c in p.containers:
+            templates.setdefault(c.name, c)
+    if not templates:
+        return None
+    return workloads, list(templates.values())
+
+
+def merged_histories(sources: list[dict[str, Any]]) -> dict[str, Any]:
+    """One history per container over several workloads (a selector target's pods): the
+    higher usage of the two at each step (the suggestion must cover the hungriest pod),
+    the earliest first sample, every OOM kill."""
+    import numpy as np
+
+    from foresize.core.recommend.target import ContainerHistory
+
+    if len(sources) == 1:
+        return sources[0]
+    out: dict[str, Any] = {}
+    for hist in sources:
+        for cname, h in hist.items():
+            have = out.get(cname)
+            if have is None:
+                out[cname] = h
+                continue
+            with np.errstate(all="ignore"):
+                cpu = np.fmax(_tail(have.cpu, len(h.cpu)), _tail(h.cpu, len(have.cpu)))
+                mem = np.fmax(_tail(have.memory, len(h.memory)), _tail(h.memory, len(have.memory)))
+            seen = [t for t in (have.first_seen, h.first_seen) if t is not None]
+            out[cname] = ContainerHistory(
+                cpu,
+                mem,
+                min(seen) if seen else None,
+                [*have.oom_times, *h.oom_times],
+                [*have.oom_usage, *h.oom_usage],
+            )
+    return out
+
+
+def _tail(a: Any, n: int) -> Any:
+    """`a` padded with NaN at the front to at least `n` (histories align at their end)."""
+    import numpy as np
+
+    a = np.asarray(a, dtype=float)
+    if len(a) >= n:
+        return a
+    return np.concatenate([np.full(n - len(a), np.nan), a])
+
+
+@dataclass(slots=True)
+class _Due:
+    """One target whose suggestion is due this round."""
+
+    key: str  # "namespace/name"
+    namespace: str
+    name: str
+    mode: str
+    containers: list[str]
+    current: dict[str, ResourceRequirements]
+
+
+def plan_suggestions(
+    snapshot: ClusterSnapshot,
+    history: Any,
+    now: float,
+    due: Callable[[Any], bool] | None = None,
+    state: SuggestionState | None = None,
+) -> list[WriteTargetStatus]:
+    """Status writes with fresh vertical suggestions (for the targets `due` accepts)."""
+    from foresize.core.recommend.target import recommend_batch
+
+    state = state if state is not None else SuggestionState()
+    due_targets: list[_Due] = []
+    requests: list[Any] = []
+    for target in snapshot.targets:
+        if due is not None and not due(target):
+            continue
+        found = _due_request(snapshot, history, now, target, state)
+        if found is not None:
+            due_targets.append(found[0])
+            requests.append(found[1])
+    # One batch for every due target, priced against the whole fleet of the shard (the
+    # latest mode-level memory forecast of every target still here).
+    _forget_gone(snapshot, state)
+    fleet = list(state.memory_at_mode.values())
+    reference = sum(fleet) / len(fleet) if fleet else None
+    results = recommend_batch(requests, now, memory_reference=reference) if requests else []
+    return [
+        WriteTargetStatus(d.namespace, d.name, _status(d, result, now, state))
+        for d, result in zip(due_targets, results, strict=True)
+    ]
+
+
+def _due_request(
+    snapshot: ClusterSnapshot, history: Any, now: float, target: Any, state: SuggestionState
+) -> tuple[_Due, Any] | None:
+    """The recommendation request of a target that takes suggestions (None: it does not,
+    or there is nothing to read its usage from)."""
+    from foresize.core.recommend.target import TargetRequest, load_histories
+
+    mode = get_path(target, "spec", "vertical", "mode")
+    if mode not in ("recommendation", "autonomous") or not hasattr(target, "spec"):
+        return None
+    if get_path(target, "metadata", "deletion_timestamp") is not None:
+        return None
+    ns = get_path(target, "metadata", "namespace")
+    name = get_path(target, "metadata", "name")
+    source = history_source(snapshot, target)
+    if source is None:
+        return None
+    workloads, templates = source
+    containers = [c.name for c in templates]
+    histories = merged_histories(
+        [
+            load_histories(history, ns, wl, containers, now, window=HISTORY_WINDOW)
+            for wl in workloads
+        ]
+    )
+    key = f"{ns}/{name}"
+    current = _current(templates, state.latest.get(key), target)
+    # An empty forecast state (not None) starts the rolling backtest, carried from then
+    # on; None would cold-start the backtest on every round.
+    request = TargetRequest(
+        target,
+        histories,
+        current,
+        state.oom.get(key),
+        state.forecast.get(key, {}),
+        state.schedule.get(key, {}),
+    )
+    return _Due(key, ns, name, mode, containers, current), request
+
+
+def _forget_gone(snapshot: ClusterSnapshot, state: SuggestionState) -> None:
+    """Drop the state of targets that are gone."""
+    present = {
+        f"{get_path(t, 'metadata', 'namespace')}/{get_path(t, 'metadata', 'name')}"
+        for t in snapshot.targets
+    }
+    for k in [k for k in state.memory_at_mode if k.rsplit("/", 1)[0] not in present]:
+        del state.memory_at_mode[k]
+    for k in [k for k in state.latest if k not in present]:
+        del state.latest[k]
+    for k in [k for k in state.schedule if k not in present]:
+        del state.schedule[k]
+
+
+def _status(d: _Due, result: Any, now: float, state: SuggestionState) -> dict[str, Any]:
+    """The target's status patch from its recommendation (and the state carried on)."""
+    for cname, value in result.at_mode.items():
+        state.memory_at_mode[f"{d.key}/{cname}"] = value
+    state.oom[d.key] = result.oom_state
+    if result.forecast_state is not None:
+        state.forecast[d.key] = result.forecast_state
+    if result.schedule_state is not None:
+        state.schedule[d.key] = result.schedule_state
+    status: dict[str, Any] = {"hasEnoughDataToScale": bool(result.has_enough_data)}
+    sugg = result.suggestion
+    entries = []
+    for cname in d.containers:
+        cs = sugg.containers.get(cname)
+        if cs is None:
+            continue
+        requests_, limits_ = _hysteresis(d.current[cname], cs, result.changed.get(cname, {}))
+        entry: dict[str, Any] = {"name": cname, "requests": format_resource_map(requests_)}
+        if limits_:
+            entry["limits"] = format_resource_map(limits_)
+        entries.append(entry)
+    # Autonomous targets get no suggestion before min_lookback_to_scale of history,
+    # unless an OOM kill raised a floor: remediation does not wait for the lookback.
+    oom_floor = any(st.active(now) for st in result.oom_state.values())
+    if entries and (result.has_enough_data or d.mode == "recommendation" or oom_floor):
+        status["vertical_suggestion"] = {
+            # Content-addressed: the same recommendation keeps its uid (the circuit
+            # breaker and stall tracking are per suggestion).
+            "uid": entries_uid(entries),
+            "containers": entries,
+            "forecast_window": {
+                "start": format_time(sugg.window_start),
+                "end": format_time(sugg.window_end),
+            },
+            "created_at": format_time(now),
+        }
+        published = suggestion_from(status["vertical_suggestion"])
+        if published is not None:
+            state.latest[d.key] = published
+    return status
+
+
+def entries_uid(entries: list[dict[str, Any]]) -> str:
+    """A suggestion's uid, content-addressed: the same containers, requests and limits
+    give the same uid (the circuit breaker and stall tracking are per suggestion, so an
+    unchanged recommendation must not look new)."""
+    return hashlib.sha256(json.dumps(entries, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def suggestion_uid(containers: Mapping[str, ContainerSuggestion]) -> str:
+    """`entries_uid` of containers given as the core's values (the simulator's baselines)."""
+    entries = []
+    for c in containers.values():
+        entry: dict[str, Any] = {"name": c.name, "requests": format_resource_map(c.requests)}
+        if c.limits:
+            entry["limits"] = format_resource_map(c.limits)
+        entries.append(entry)
+    return entries_uid(entries)
+
+
+def _current(
+    template: list[Container], published: Suggestion | None, target: Any
+) -> dict[str, ResourceRequirements]:
+    """Per container, what a new recommendation is compared with: the suggestion published
+    before (this process's, else the one in the target's status), else the template."""
+    if published is None:
+        published = suggestion_from(get_path(target, "status", "vertical_suggestion"))
+    out = {}
+    for c in template:
+        prev = published.containers.get(c.name) if published is not None else None
+        if prev is not None and prev.requests:
+            out[c.name] = ResourceRequirements(dict(prev.requests), dict(prev.limits))
+        else:
+            out[c.name] = c.resources.copy()
+    return out
+
+
+def _hysteresis(
+    current: ResourceRequirements, proposed: ContainerSuggestion, changed: dict[str, bool]
+) -> tuple[dict[str, int], dict[str, int]]:
+    """The published requests and limits: a resource whose move the recommender judged
+    significant (the target's `scaling_behavior`, `recommend.target`'s one rule) takes
+    the new value; any other keeps the published one, so small moves neither change the
+    suggestion's uid nor resize pods."""
+    requests, limits = dict(current.requests), dict(current.limits)
+    for resource in (CPU, MEMORY):
+        if changed.get(resource) and resource in proposed.requests:
+            requests[resource] = proposed.requests[resource]
+            if resource in proposed.limits:
+                limits[resource] = proposed.limits[resource]
+    return requests, limits
+
+
+def horizontal_forecasts(
+    snapshot: ClusterSnapshot, history: Any, now: float
+) -> dict[str, dict[str, float]]:
+    """Target key -> resource -> forecast of the workload's total usage over the horizon
+    (cpu millicores, memory bytes), for horizontally autonomous targets with enough
+    history; the input of the horizontal planner."""
+    from foresize.core.recommend.series import recommend_series
+
+    out: dict[str, dict[str, float]] = {}
+    for target in snapshot.targets:
+        if get_path(target, "spec", "horizontal", "mode") != "autonomous":
+            continue
+        ref = get_path(target, "spec", "scaleTargetRef")
+        ns = get_path(target, "metadata", "namespace")
+        if ref is None:
+            continue
+        total = trace_series(
+            history,
+            SeriesKey(ns, get_path(ref, "name"), TOTAL_CONTAINER),
+            now - HISTORY_WINDOW,
+            now + 1,
+        )
+        if total is None:
+            continue
+        model = effective_model(target, "horizontal")
+        (row,) = recommend_series(
+            [total],
+            mode=getattr(model, "mode", None) or "balanced",
+            percentile_value=getattr(model, "percentile_value", None),
+            buffer_percentage=float(getattr(model, "forecast_buffer_percentage", 0.0) or 0.0),
+            min_lookback=float(getattr(model, "min_lookback_to_scale", 86400.0) or 86400.0),
+            allocate_memory_risk=False,  # a workload's total, at the mode's own quantile
+        )
+        if not row.enough_data:
+            continue  # no autonomous scaling before min_lookback_to_scale
+        forecast: dict[str, float] = {}
+        if row.cpu_millicores is not None:
+            forecast[CPU] = float(row.cpu_millicores)
+        if row.memory_bytes is not None:
+            forecast[MEMORY] = float(row.memory_bytes)
+        if forecast:
+            out[f"{ns}/{get_path(target, 'metadata', 'name')}"] = forecast
+    return out

@@ -1,0 +1,441 @@
+"""One reconcile pass of the operator, for both shells (pure: no I/O, no clock).
+
+`plan_pass(snapshot, now, state, history, config) -> PassPlan` decides everything one
+pass does, in this order (what the kube shell and the simulated operator both run):
+
+1. recommendations: each due AIScaleTarget gets a fresh `status.vertical_suggestion`
+   (`recommend.suggestions.plan_suggestions`); a target is due at its own cadence, or at
+   once when its history holds an OOM kill newer than its last forecast (the x1.2 OOM
+   floor must not wait for the next cadence);
+2. DaemonSetAutoscalers, every `scaleInterval`: the percentile suggestion into status and
+   in-place resizes of running pods (when the shell has a DaemonSet usage window);
+3. horizontal: predictions and `*/scale` patches ahead of peaks;
+4. lifecycle: reverts on leaving autonomous mode or deletion, and which objects need the
+   revert finalizer added or released (the shell does that I/O);
+5. ClusterAIScaleTemplates (only where `config.reconcile_templates`): the AIScaleTargets to
+   create, update and delete (the shell does that I/O) and the templates' status;
+6. the in-place gate: on a server without `pods/resize`, targets asking for an in-place
+   update mode get a condition and an event once, and are left out of step 7;
+7. the vertical planner (resizes, evictions, status).
+
+Deciding and acting are separate, as in Karpenter's disruption controller (methods compute
+commands, a queue executes them): `ActionQueue` hands the pass's actions out in order to a
+shell that sends them, and digests each result (the vertical planner's `on_result`): after
+a 429 the remaining evictions of that target are deferred (not sent) until its
+`retryAfterSeconds`, and events queued while digesting a result go out next.
+
+History is read only through `foresize.core.history.HistoryReader`, which the shell passes
+in (SQLite or in-memory in the operator, in-memory in the simulator).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from foresize.core.api.access import get_path
+from foresize.core.api.quantity import format_resource_map
+from foresize.core.cluster import server_version as kver
+from foresize.core.cluster.actions import (
+    Action,
+    ActionResult,
+    EmitEvent,
+    EvictPod,
+    ResizePod,
+    WriteTargetStatus,
+)
+from foresize.core.cluster.capacity import NodeLedger
+from foresize.core.cluster.kubejson import format_time
+from foresize.core.cluster.model import Suggestion
+from foresize.core.cluster.snapshot import ClusterSnapshot
+from foresize.core.history import OOM, HistoryReader, SeriesKey
+from foresize.core.horizontal.planner import plan_horizontal
+from foresize.core.lifecycle.daemonset import dsa_suggestion, plan_dsa
+from foresize.core.lifecycle.planner import LifecycleState, plan_lifecycle
+from foresize.core.lifecycle.revert import REVERT_FINALIZER
+from foresize.core.lifecycle.templates import TemplatePlan, plan_templates
+from foresize.core.recommend.suggestions import (
+    SuggestionState,
+    cadence_of,
+    horizontal_forecasts,
+    plan_suggestions,
+)
+from foresize.core.vertical.planner import plan
+from foresize.core.vertical.policy import WorkerConfig
+from foresize.core.vertical.results import on_result
+from foresize.core.vertical.state import WorkerState
+
+HORIZONTAL_INTERVAL = 900.0
+"""Seconds between horizontal passes at most: a forecast peak is scaled for ahead of time
+by at least the forecast horizon (15 minutes by default), so a pass every 15 minutes
+(or every forecast interval, if shorter) is never late."""
+
+DSA_DEFAULT_INTERVAL = 900.0
+"""A DaemonSetAutoscaler's `scaleInterval` when its object does not say (the API default)."""
+
+
+def target_key(target: Any) -> str:
+    """ "namespace/name" of a Foresize object (model or dict)."""
+    meta = get_path(target, "metadata")
+    return f"{get_path(meta, 'namespace') or 'default'}/{get_path(meta, 'name')}"
+
+
+@dataclass(slots=True)
+class ReconcileConfig:
+    """What a shell decides once: the worker's limits and the recommender's cadence."""
+
+    worker: WorkerConfig | None = None
+    suggest_interval: float = 900.0  # the cadence of a target whose own cadence is cron
+    reconcile_templates: bool = True  # this replica reconciles ClusterAIScaleTemplates
+
+
+@dataclass(slots=True)
+class ReconcileState:
+    """Everything one pass hands to the next (the shells keep it in memory; what must
+    survive a restart is also written into the targets' status by the planners)."""
+
+    worker: WorkerState = field(default_factory=WorkerState)
+    suggestions: SuggestionState = field(default_factory=SuggestionState)
+    lifecycle: LifecycleState = field(default_factory=LifecycleState)
+    last_suggest: dict[str, float] = field(default_factory=dict)  # target key -> time
+    last_horizontal: float | None = None
+    last_dsa: dict[str, float] = field(default_factory=dict)  # DSA key -> time
+    refused_reported: set[str] = field(default_factory=set)  # in-place refusals written
+    finalized: set[str] = field(default_factory=set)  # uids known to carry the finalizer
+
+
+@dataclass(slots=True)
+class PassPlan:
+    """What one pass decided. `actions` go through an `ActionQueue` in this order; the
+    finalizer and template changes are object writes the shell makes before that."""
+
+    actions: list[Action]
+    state: ReconcileState
+    finalizers_to_add: list[tuple[str, str, str, str]] = field(default_factory=list)
+    finalizers_done: list[str] = field(default_factory=list)  # "Kind/ns/name"
+    templates: TemplatePlan | None = None
+
+
+def plan_pass(
+    snapshot: ClusterSnapshot,
+    now: float,
+    state: ReconcileState,
+    history: HistoryReader | None,
+    config: ReconcileConfig | None = None,
+    *,
+    full: ClusterSnapshot | None = None,
+    dsa_usage: Any = None,
+    suggestions: Mapping[str, Suggestion] | None = None,
+) -> PassPlan:
+    """One pass over `snapshot` (the targets of the shards this replica holds).
+
+    `full` is the unfiltered snapshot (templates claim workloads across shards; defaults
+    to `snapshot`). `history` is None when the shell has no usage history yet (no
+    recommendations or horizontal then). `dsa_usage` is the DaemonSet usage
+    window (`lifecycle.daemonset.UsageWindow`). `suggestions` overrides what the vertical
+    planner reads from the targets' status (the simulator's baseline recommenders); the
+    suggestions this shell's recommender published before are used likewise, so a new
+    one is acted on in the pass that made it.
+    """
+    config = config or ReconcileConfig()
+    state = dataclasses.replace(
+        state,
+        last_suggest=dict(state.last_suggest),
+        last_dsa=dict(state.last_dsa),
+        refused_reported=set(state.refused_reported),
+        finalized=set(state.finalized),
+    )
+    full = full if full is not None else snapshot
+    actions: list[Action] = []
+    # One capacity guard for every resize of the pass (DaemonSets, reverts, vertical): an
+    # upsize admitted on a node takes that room from the others.
+    ledger = NodeLedger(snapshot)
+    if history is not None:
+        actions += _suggestions(snapshot, now, state, history, config)
+    if dsa_usage is not None:  # its own usage window: not the recommender's history
+        actions += _daemonsets(snapshot, now, state, dsa_usage, ledger)
+    if history is not None:
+        interval = min(config.suggest_interval, HORIZONTAL_INTERVAL)
+        if state.last_horizontal is None or now - state.last_horizontal >= interval:
+            state.last_horizontal = now
+            forecasts = horizontal_forecasts(snapshot, history, now)
+            if forecasts:
+                actions += plan_horizontal(snapshot, forecasts, now).actions
+    out = PassPlan([], state)
+    out.finalizers_to_add = _finalizers_to_add(snapshot, state.finalized)
+    lp = plan_lifecycle(snapshot, now, state.lifecycle, ledger)
+    state.lifecycle = lp.state
+    out.finalizers_done = list(lp.finalizers_done)
+    actions += lp.actions
+    template_status: list[Action] = []
+    if config.reconcile_templates and full.templates:
+        out.templates = plan_templates(full, full.templates)
+        template_status = [
+            WriteTargetStatus("", name, status, kind="ClusterAIScaleTemplate")
+            for name, status in out.templates.status.items()
+        ]
+    gate, kept = gate_in_place(snapshot, state.refused_reported)
+    vertical_snapshot = dataclasses.replace(snapshot, targets=kept)
+    published = {**state.suggestions.latest, **(suggestions or {})}
+    vertical, state.worker = plan(
+        vertical_snapshot, now, state.worker, config.worker, published, ledger=ledger
+    )
+    out.actions = [*template_status, *actions, *gate, *vertical]
+    return out
+
+
+# --------------------------------------------------------------------- recommendations
+
+
+def _suggestions(
+    snapshot: ClusterSnapshot,
+    now: float,
+    state: ReconcileState,
+    history: HistoryReader,
+    config: ReconcileConfig,
+) -> list[Action]:
+    def due(target: Any) -> bool:
+        last = state.last_suggest.get(target_key(target))
+        if last is None or now - last >= cadence_of(target, config.suggest_interval):
+            return True
+        return _oom_since(snapshot, target, history, last, now)
+
+    writes = plan_suggestions(snapshot, history, now, due, state.suggestions)
+    for write in writes:
+        # Only a target that got a forecast waits for its next cadence (one whose
+        # workload has not been seen yet is tried again on the next pass).
+        state.last_suggest[f"{write.namespace}/{write.name}"] = now
+    return list(writes)
+
+
+def _oom_since(
+    snapshot: ClusterSnapshot, target: Any, history: HistoryReader, since: float, now: float
+) -> bool:
+    """Whether the history holds an OOM kill of the target's workload newer than `since`."""
+    ref = get_path(target, "spec", "scaleTargetRef")
+    if ref is None:
+        return False
+    ns = get_path(target, "metadata", "namespace") or "default"
+    workload = snapshot.workload(get_path(ref, "kind"), ns, get_path(ref, "name"))
+    if workload is None:
+        return False
+    for c in workload.template.containers:
+        key = SeriesKey(ns, workload.name, c.name)
+        if history.events(key, OOM, since + 1e-9, now + 1e-9):
+            return True
+    return False
+
+
+# --------------------------------------------------------------------- DaemonSets
+
+
+def _daemonsets(
+    snapshot: ClusterSnapshot,
+    now: float,
+    state: ReconcileState,
+    usage: Any,
+    ledger: NodeLedger | None = None,
+) -> list[Action]:
+    """Every `scaleInterval`: each DaemonSetAutoscaler's percentile suggestion into status
+    (the pod webhook seeds new pods from it) and in-place resizes of running pods."""
+    actions: list[Action] = []
+    for dsa in snapshot.daemonset_autoscalers:
+        if dsa is None or get_path(dsa, "metadata", "deletion_timestamp") is not None:
+            continue
+        ns, name = get_path(dsa, "metadata", "namespace"), get_path(dsa, "metadata", "name")
+        key = f"{ns}/{name}"
+        interval = float(get_path(dsa, "spec", "scaleInterval") or DSA_DEFAULT_INTERVAL)
+        last = state.last_dsa.get(key)
+        if last is not None and now - last < interval:
+            continue
+        state.last_dsa[key] = now
+        ds = get_path(dsa, "spec", "scaleTargetRef", "name")
+        sugg = dsa_suggestion(
+            dsa, usage.samples(ns, ds), now, first_seen=usage.first_seen.get((ns, ds))
+        )
+        status: dict[str, Any] = {"hasEnoughDataToScale": sugg is not None}
+        if sugg is not None:
+            status["suggestion"] = {
+                "uid": sugg.uid,
+                "containers": [
+                    {"name": c.name, "requests": format_resource_map(c.requests)}
+                    for c in sugg.containers.values()
+                ],
+                "forecast_window": {
+                    "start": format_time(sugg.window_start),
+                    "end": format_time(sugg.window_end),
+                },
+                "created_at": format_time(now),
+            }
+            dp = plan_dsa(snapshot, dsa, sugg, now, ledger)
+            actions.extend(dp.actions)
+            if dp.resized:
+                status["pods_resized"] = len(dp.resized)
+        actions.append(WriteTargetStatus(ns, name, status, kind="DaemonSetAutoscaler"))
+    return actions
+
+
+# --------------------------------------------------------------------- lifecycle
+
+
+def _finalizers_to_add(
+    snapshot: ClusterSnapshot, finalized: set[str]
+) -> list[tuple[str, str, str, str]]:
+    """(kind, namespace, name, uid) of the Foresize objects that still need the revert
+    finalizer (it holds a deletion until the revert is done)."""
+    out = []
+    for kind, objects in (
+        ("AIScaleTarget", snapshot.targets),
+        ("DaemonSetAutoscaler", snapshot.daemonset_autoscalers),
+    ):
+        for obj in objects:
+            meta = get_path(obj, "metadata")
+            uid = get_path(meta, "uid") or target_key(obj)
+            finalizers = get_path(meta, "finalizers") or []
+            deleting = get_path(meta, "deletion_timestamp") is not None
+            if deleting or REVERT_FINALIZER in finalizers or uid in finalized:
+                continue
+            out.append((kind, get_path(meta, "namespace"), get_path(meta, "name"), uid))
+    return out
+
+
+# --------------------------------------------------------------------- in-place gate
+
+
+def merged_conditions(target: Any, condition: dict[str, Any]) -> list[dict[str, Any]]:
+    """The target's conditions with `condition` replacing the one of its type: a merge patch
+    replaces the whole list, so the others must be written back unchanged."""
+    out: list[dict[str, Any]] = []
+    for c in get_path(target, "status", "conditions") or []:
+        raw = c.model_dump(mode="json", exclude_none=True) if hasattr(c, "model_dump") else dict(c)
+        if raw.get("type") != condition["type"]:
+            out.append(raw)
+    out.append(condition)
+    return out
+
+
+def _in_place_condition(target: Any, status: str, reason: str, message: str) -> WriteTargetStatus:
+    """The status write that sets the target's InPlaceResizeUnsupported condition."""
+    ns, name = target_key(target).split("/", 1)
+    condition = {
+        "type": kver.CONDITION_INPLACE_UNSUPPORTED,
+        "status": status,
+        "reason": reason,
+        "message": message,
+    }
+    return WriteTargetStatus(ns, name, {"conditions": merged_conditions(target, condition)})
+
+
+def update_mode_of(target: Any) -> str:
+    return str(get_path(target, "spec", "vertical", "update_policy", "update_mode") or "recreate")
+
+
+def vertical_mode_of(target: Any) -> str:
+    return str(get_path(target, "spec", "vertical", "mode") or "")
+
+
+def gate_in_place(snapshot: ClusterSnapshot, reported: set[str]) -> tuple[list[Action], list[Any]]:
+    """(actions, targets the vertical planner may see). On a server without `pods/resize`,
+    autonomous targets asking for an in-place update mode get an InPlaceResizeUnsupported
+    condition and a Warning event once and are left out; on a server with it, a refusal
+    written before is cleared (once per target). `reported` is updated in place."""
+    refusal = kver.in_place_refusal(snapshot.server_version)
+    actions: list[Action] = []
+    if refusal is None:
+        major, minor = snapshot.server_version
+        for target in snapshot.targets:
+            status = get_path(target, "status")
+            cond = None
+            if hasattr(status, "condition"):
+                cond = status.condition(kver.CONDITION_INPLACE_UNSUPPORTED)
+            key = target_key(target)
+            if cond is not None and cond.status == "True" and key not in reported:
+                reported.add(key)
+                actions.append(
+                    _in_place_condition(
+                        target,
+                        "False",
+                        "Supported",
+                        f"Kubernetes {major}.{minor} serves pods/resize",
+                    )
+                )
+        return actions, list(snapshot.targets)
+    kept = []
+    for target in snapshot.targets:
+        if (
+            update_mode_of(target) in kver.IN_PLACE_MODES
+            and vertical_mode_of(target) == "autonomous"
+        ):
+            key = target_key(target)
+            if key not in reported:
+                reported.add(key)
+                write = _in_place_condition(target, "True", "ServerTooOld", refusal)
+                actions.append(write)
+                actions.append(
+                    EmitEvent(
+                        write.namespace,
+                        "AIScaleTarget",
+                        write.name,
+                        "InPlaceUnsupported",
+                        refusal,
+                        "Warning",
+                    )
+                )
+            continue
+        kept.append(target)
+    return actions, kept
+
+
+# --------------------------------------------------------------------- the queue
+
+
+class ActionQueue:
+    """Hands a pass's actions out in order and digests their results; sends nothing.
+
+    A shell loops `while (action := queue.next()) is not None: queue.feed(action, await
+    send(action))`. Evictions of a target whose last eviction got a 429 are deferred until
+    its `retryAfterSeconds` (recorded in `done` with result None); events the vertical
+    planner queues while digesting a result go out right after it.
+    """
+
+    def __init__(
+        self,
+        actions: Iterable[Action],
+        state: WorkerState,
+        now: float,
+        config: WorkerConfig | None = None,
+    ) -> None:
+        self._pending: deque[Action] = deque(actions)
+        self.state = state
+        self.now = now
+        self.config = config
+        self.done: list[tuple[Action, ActionResult | None]] = []
+
+    def next(self) -> Action | None:
+        while self._pending:
+            action = self._pending.popleft()
+            if isinstance(action, EvictPod):
+                ts = self.state.targets.get(action.target)
+                if (
+                    ts is not None
+                    and ts.evict_retry_at is not None
+                    and self.now < ts.evict_retry_at
+                ):
+                    self.done.append((action, None))  # deferred after a 429: not sent
+                    continue
+            return action
+        return None
+
+    def feed(self, action: Action, result: ActionResult) -> None:
+        self.done.append((action, result))
+        if isinstance(action, WriteTargetStatus):  # marked written only once it landed
+            self.state = on_result(self.state, action, result, self.now, self.config)
+        elif isinstance(action, EvictPod | ResizePod):
+            self.state = on_result(self.state, action, result, self.now, self.config)
+            ts = self.state.targets.get(action.target)
+            if ts is not None and ts.outbox:
+                self._pending.extendleft(reversed(ts.outbox))
+                ts.outbox = []

@@ -1,0 +1,270 @@
+"""The admission step: every proposal of the pass, in priority order, checked against its
+target's batch budget, the eviction gates (PDB back-off, circuit breaker) and the capacity
+guard, and turned into actions (`ResizePod`, `EvictPod`) with their Events.
+
+Capacity guard (scheduler safety): an upsize is admitted on its node while it fits the
+node's free capacity by the scheduler's own charge. One that cannot fit is not sent (it
+would sit Deferred and keep the larger request charged to the node): under
+`in_place_or_recreate` the pod is evicted instead, if its recreated self fits somewhere;
+under `in_place` it waits and is reported.
+"""
+
+from __future__ import annotations
+
+from foresize.core.cluster.actions import Action, EvictPod, ResizePod
+from foresize.core.cluster.capacity import NodeLedger, no_room_message
+from foresize.core.cluster.model import COMPUTE_RESOURCES, Pod, ResourceMap
+from foresize.core.cluster.qos import pod_qos_class, spec_requests_with
+from foresize.core.vertical.desired import allocated_containers, charge_delta, desired_containers
+from foresize.core.vertical.run import (
+    EVICT,
+    RELEASE,
+    Candidate,
+    PassContext,
+    TargetRun,
+    describe_change,
+)
+
+# The Event reason of an eviction the min-replicas rule holds back.
+EVICTION_SKIPPED_MIN_REPLICAS = "EvictionSkippedMinReplicas"
+# The Event reason of evictions held while the pod webhook is not serving.
+EVICTION_SKIPPED_WEBHOOK = "EvictionSkippedWebhookUnavailable"
+
+_WHY_EVICT = {
+    "recreate": "recreate with the suggested resources",
+    "stall-fallback": "resize stalled past stall_timeout",
+    "refused": "resize refused by the API server",
+    "capacity": "upsize cannot fit its node",
+}
+
+
+def recreated_by_controller(pod: Pod) -> bool:
+    """Does a controller recreate the pod after an eviction? A pod with no controlling
+    owner (a bare pod a selector picked up) or a static pod's mirror (owned by its Node)
+    is gone for good once evicted: such pods are never evicted."""
+    owner = pod.owner
+    return owner is not None and owner.controller and owner.kind != "Node" and not pod.static
+
+
+def priority(c: Candidate) -> tuple[int, int, int, float, str, str]:
+    """Evictions (fallbacks) and releases first, then urgent OOM fixes, then downsizes (they
+    free capacity once actuated), then upsizes by priority, Guaranteed first, oldest first —
+    the order the kubelet itself retries Deferred resizes in."""
+    if c.kind in (EVICT, RELEASE):
+        rank = 0
+    elif c.urgent:
+        rank = 1
+    elif c.change is not None and c.change.direction == "down":
+        rank = 2
+    else:
+        rank = 3
+    qos = 0 if rank == 3 and pod_qos_class(c.pod) == "Guaranteed" else 1
+    return (rank, -c.pod.priority, qos, c.pod.creation_time, c.pod.namespace, c.pod.name)
+
+
+def admit(
+    candidates: list[Candidate], ctx: PassContext, ledger: NodeLedger, actions: list[Action]
+) -> None:
+    """Turn the proposals that pass their checks into actions, in priority order."""
+    candidates.sort(key=priority)
+    for c in candidates:
+        if c.kind == RELEASE:
+            _release(c, actions)
+            continue
+        if c.kind == EVICT:
+            _evict(c, ctx, ledger, actions)
+            continue
+        fallback = _resize(c, ctx, ledger, actions)
+        if fallback is not None:
+            _evict(fallback, ctx, ledger, actions)
+
+
+def _release(c: Candidate, actions: list[Action]) -> None:
+    pod = c.pod
+    actions.append(
+        ResizePod(
+            pod.namespace,
+            pod.name,
+            allocated_containers(pod),
+            c.run.policy.key,
+            "release-deferred",
+            "down",
+            uid=pod.uid,
+        )
+    )
+    c.run.state.inflight[pod.name] = pod.uid
+
+
+def _resize(
+    c: Candidate, ctx: PassContext, ledger: NodeLedger, actions: list[Action]
+) -> Candidate | None:
+    """Send the resize if the budget and the node allow; the eviction to try instead when
+    the upsize cannot fit and the mode may recreate."""
+    run, pod, change = c.run, c.pod, c.change
+    assert change is not None
+    if not c.urgent and run.budget <= 0:
+        return None
+    if ctx.config.capacity_guard:
+        delta = charge_delta(pod, change)
+        node = pod.node_name or ""
+        if not ledger.admit(node, delta):
+            if run.policy.update_mode == "in_place_or_recreate" and recreated_by_controller(pod):
+                return Candidate(EVICT, pod, run, change, "capacity", c.urgent)
+            _wait_for_capacity(c, delta, ledger.free(node))
+            return None
+    actions.append(
+        ResizePod(
+            pod.namespace,
+            pod.name,
+            change.containers,
+            run.policy.key,
+            c.reason,
+            change.direction,
+            uid=pod.uid,
+        )
+    )
+    if not c.urgent:
+        run.budget -= 1
+    run.issued += 1
+    run.state.inflight[pod.name] = pod.uid
+    what = "restarting resize" if change.restarts else "in-place resize"
+    msg = f"{what}: {describe_change(pod, change)}"
+    run.pod_event(pod, "Resizing", msg)
+    run.target_event("Resizing", f"pod {pod.name}: {msg}")
+    return None
+
+
+def _wait_for_capacity(c: Candidate, delta: ResourceMap, free: ResourceMap) -> None:
+    run, pod, change = c.run, c.pod, c.change
+    assert change is not None
+    run.waiting_capacity += 1
+    if not run.report_once(f"guard:{pod.uid}", change.signature):
+        return
+    msg = no_room_message(pod.node_name or "", delta, free)
+    run.pod_event(pod, "ResizeWaitingForCapacity", msg, "Warning")
+    run.target_event("ResizeWaitingForCapacity", f"pod {pod.name}: {msg}", "Warning")
+
+
+def _not_evicted_without_controller(c: Candidate) -> None:
+    run, pod = c.run, c.pod
+    why = _WHY_EVICT.get(c.reason, c.reason)
+    if run.report_once(f"nocontroller:{pod.uid}", c.reason):
+        msg = f"not evicting ({why}): no controller owns the pod, nothing would recreate it"
+        run.pod_event(pod, "EvictionSkipped", msg, "Warning")
+        run.target_event("PodWithoutController", f"pod {pod.name}: {msg}", "Warning")
+
+
+def workload_key(run: TargetRun, pod: Pod, ctx: PassContext) -> str:
+    """The workload whose ready replicas the min-replicas rule counts: the target's own
+    (`scaleTargetRef`), else the pod's top controller (a selector target may span several
+    workloads; VPA likewise counts per controller)."""
+    if run.workload is not None:
+        return str(run.workload.key)
+    top = ctx.snapshot.top_owner(pod)
+    if top is not None:
+        return str(top.key)
+    owner = pod.owner
+    return f"{owner.kind}/{pod.namespace}/{owner.name}" if owner is not None else pod.uid
+
+
+def count_ready(run: TargetRun, ctx: PassContext) -> None:
+    """The ready replicas per workload at the start of the pass (the rule's baseline)."""
+    run.ready_replicas = {}
+    for p in run.pods:
+        if p.ready and not p.terminating:
+            key = workload_key(run, p, ctx)
+            run.ready_replicas[key] = run.ready_replicas.get(key, 0) + 1
+
+
+def _leaves_too_few_ready(c: Candidate, ctx: PassContext) -> bool:
+    """The min-replicas rule: a ready pod is evicted only while its workload has at least
+    `update_policy.min_replicas` ready replicas, the pod included, counting down the ready
+    pods this pass already evicts — so evictions always leave `min_replicas - 1` replicas
+    ready, and never take a workload's last ready replica down unless the target allows it
+    with `min_replicas: 1`. VPA's updater (`--min-replicas`, per VPA
+    `updatePolicy.minReplicas`) counts live pods instead; counting ready ones also holds
+    the healthy replica while its sibling is not ready. A pod that is not ready serves
+    nothing, so evicting it takes nothing down (VPA likewise always lets a pending pod
+    go): that is how a crash-looping single replica still gets its bigger size. In-place
+    resizes are not affected. A held pod is listed in `status.pods_held_by_min_replicas`,
+    with one Event per pod and reason."""
+    run, pod = c.run, c.pod
+    if not pod.ready:
+        return False
+    need = run.policy.eviction_min_replicas
+    ready = run.ready_replicas.get(workload_key(run, pod, ctx), 0)
+    if ready >= need:
+        run.state.reported.pop(f"minreplicas:{pod.uid}", None)
+        return False
+    run.held_min_replicas.append(pod.name)
+    if run.report_once(f"minreplicas:{pod.uid}", c.reason):
+        why = _WHY_EVICT.get(c.reason, c.reason)
+        msg = (
+            f"not evicting ({why}): the workload has {ready} ready replica(s), "
+            f"fewer than update_policy.min_replicas={need}"
+        )
+        run.pod_event(pod, EVICTION_SKIPPED_MIN_REPLICAS, msg, "Warning")
+        run.target_event(EVICTION_SKIPPED_MIN_REPLICAS, f"pod {pod.name}: {msg}", "Warning")
+    return True
+
+
+def _need_recreated(c: Candidate) -> ResourceMap | None:
+    """The requests the recreated pod will have (None: no suggestion, nothing to check)."""
+    if c.run.suggestion is None:
+        return None
+    containers, _ = desired_containers(c.pod, c.run.suggestion, c.run.skip)
+    # The scheduler's view of the new pod: sidecars, init containers and overhead included.
+    need = spec_requests_with(c.pod, containers)
+    return {r: v for r, v in need.items() if r in COMPUTE_RESOURCES}
+
+
+def _evict(c: Candidate, ctx: PassContext, ledger: NodeLedger, actions: list[Action]) -> None:
+    run, pod = c.run, c.pod
+    if not recreated_by_controller(pod):
+        _not_evicted_without_controller(c)
+        return
+    # VPA's `--use-admission-controller-status`: the replacement gets its new size only
+    # from the pod webhook; while it is not serving (down, or its certificate expired: the
+    # API server then skips it, failurePolicy Ignore) the pod would come back at its old
+    # size, a disruption for nothing and, pass after pass, an eviction loop the circuit
+    # breaker stops only after three cycles. In-place resizes do not need the webhook.
+    if not ctx.snapshot.admission_healthy:
+        run.held_for_webhook += 1
+        return
+    if _leaves_too_few_ready(c, ctx):
+        return
+    # Every eviction counts against the batch, an OOM-killed pod's too (only in-place
+    # OOM fixes skip the pacing, see `modes.OOM_URGENT_WINDOW`): an evicted replica serves
+    # nothing until its replacement is Ready, while an OOM-killed one restarts in place
+    # and serves between kills, so evicting all of them at once would turn periodic OOM
+    # restarts into an outage.
+    if run.evictions_left <= 0 or run.budget <= 0:
+        return
+    until = run.state.blocked_pods.get(pod.uid)
+    if until is not None and ctx.now < until:
+        return
+    need = _need_recreated(c)
+    if need is not None and not ledger.fits_elsewhere(pod, need):
+        if run.report_once(f"nofit:{pod.uid}", c.reason):
+            run.pod_event(
+                pod,
+                "EvictionSkipped",
+                "no node has room for the pod at its suggested size; not evicting",
+                "Warning",
+            )
+        return
+    # Last, so a token is spent only on an eviction that is sent.
+    if ctx.bucket is not None and not ctx.bucket.take():
+        run.rate_limited += 1
+        return
+    actions.append(EvictPod(pod.namespace, pod.name, run.policy.key, c.reason, uid=pod.uid))
+    run.state.inflight[pod.name] = pod.uid
+    run.evictions_left -= 1
+    if pod.ready:  # its replacement is not ready yet
+        key = workload_key(run, pod, ctx)
+        run.ready_replicas[key] = run.ready_replicas.get(key, 0) - 1
+    run.budget -= 1
+    run.issued += 1
+    why = _WHY_EVICT.get(c.reason, c.reason)
+    run.pod_event(pod, "Evicting", f"evicting: {why}")
+    run.target_event("Evicting", f"pod {pod.name}: {why}")

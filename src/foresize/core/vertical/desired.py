@@ -1,0 +1,305 @@
+"""From a suggestion to the exact resources one pod should have, without breaking rules the
+API server enforces (QoS class may not change, limits are not added, a request never
+exceeds its limit), and the change measured the ways the worker needs: is it worth doing
+(hysteresis), which way it goes, what it costs the node in the scheduler's charge.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from foresize.core.api.hysteresis import Threshold
+from foresize.core.cluster.actions import ContainerResize
+from foresize.core.cluster.capacity import resize_delta
+from foresize.core.cluster.model import (
+    COMPUTE_RESOURCES,
+    RESTART_CONTAINER,
+    Container,
+    Pod,
+    ResourceMap,
+    ResourceRequirements,
+    Suggestion,
+)
+from foresize.core.cluster.qos import pod_qos_class, qos_class_of
+
+
+@dataclass(slots=True)
+class PodChange:
+    """What one pod needs to reach its target resources."""
+
+    containers: tuple[ContainerResize, ...]  # full desired resources of changed containers
+    changed: frozenset[str]  # resources whose value changes (requests or limits)
+    direction: str  # up | down | mixed
+    significant: bool  # beyond the target's scaling_behavior thresholds
+    restarts: bool  # a changed resource has resizePolicy RestartContainer
+    signature: str
+    problem: str | None = None  # why it cannot be done in place (e.g. QoS change)
+
+
+def _apply(container: Container, requests: ResourceMap, limits: ResourceMap) -> Container:
+    return Container(
+        container.name,
+        ResourceRequirements(requests, limits),
+        container.resize_policy,
+        container.restart_policy,
+    )
+
+
+def _unchanged(
+    c: Container,
+    requests: ResourceMap,
+    limits: ResourceMap,
+    skip: frozenset[str] | set[str],
+    guaranteed: bool,
+) -> bool:
+    """Fast path: the suggestion already equals the container's spec (the common case)."""
+    cur_req, cur_lim = c.resources.requests, c.resources.limits
+    for r, v in requests.items():
+        if r in COMPUTE_RESOURCES and r not in skip and cur_req.get(r) != v and _declares(c, r):
+            return False
+        if guaranteed and r in cur_lim and cur_lim[r] != v and r not in skip:
+            return False
+    for r, v in limits.items():
+        if r in COMPUTE_RESOURCES and r not in skip and r in cur_lim and cur_lim[r] != v:
+            return False
+    return True
+
+
+def _declares(c: Container, resource: str) -> bool:
+    return resource in c.resources.requests or resource in c.resources.limits
+
+
+def desired_containers(
+    pod: Pod, suggestion: Suggestion, skip: frozenset[str] | set[str]
+) -> tuple[list[Container], str | None]:
+    """The pod's containers with the suggestion applied; a problem string if not allowed.
+
+    A container left as it is comes back as the same object (callers test `is`)."""
+    every = (*pod.containers, *pod.init_containers)
+    all_limits = all("cpu" in c.resources.limits and "memory" in c.resources.limits for c in every)
+    # Only a pod with every CPU and memory limit can be Guaranteed: skip the full QoS
+    # computation for the common Burstable pod (we never add limits).
+    guaranteed = all_limits and pod_qos_class(pod) == "Guaranteed"
+    out: list[Container] = []
+    touched = False
+    for c in pod.containers:
+        s = suggestion.for_container(c.name)
+        if s is None or _unchanged(c, s.requests, s.limits, skip, guaranteed):
+            out.append(c)
+            continue
+        touched = True
+        req = dict(c.resources.requests)
+        lim = dict(c.resources.limits)
+        for r, v in s.requests.items():
+            # Only resources the container declares (a request, or a limit the API server
+            # defaults the request from): a request added here could never be taken away in
+            # place (the API refuses to remove one), so the revert to the template would
+            # need a restart; the webhook keeps the key set for the same reason.
+            if r in COMPUTE_RESOURCES and r not in skip and (r in req or r in lim):
+                req[r] = v
+        for r, v in s.limits.items():
+            # Limits are only changed where the pod already has one: adding a limit is a
+            # policy decision the user makes through limit.ratio in the template.
+            if r in COMPUTE_RESOURCES and r not in skip and r in lim:
+                lim[r] = v
+        for r in COMPUTE_RESOURCES:
+            if r not in req or r not in lim:
+                continue
+            if guaranteed:
+                # Guaranteed must stay requests == limits.
+                lim[r] = req[r]
+            elif req[r] > lim[r]:
+                # Without a limit ratio a request never exceeds the existing limit.
+                req[r] = lim[r]
+        out.append(_apply(c, req, lim))
+    if not touched:
+        return out, None
+    if not all_limits and any(c.resources.requests or c.resources.limits for c in every):
+        # Burstable without every limit: it cannot become Guaranteed (no limit is added)
+        # nor BestEffort (no request is removed).
+        return out, None
+    before = pod_qos_class(pod)
+    after = qos_class_of([*out, *pod.init_containers])
+    if after != before:
+        return out, f"the change would move the pod from QoS {before} to {after}"
+    return out, None
+
+
+def pod_change(
+    pod: Pod,
+    suggestion: Suggestion,
+    skip: frozenset[str] | set[str],
+    scale_up: Threshold,
+    scale_down: Threshold,
+    only: tuple[str, ...] | None = None,
+) -> PodChange | None:
+    """The change from the pod's spec to its target, or None when the spec already matches.
+
+    `only` restricts the change to these resources (recreate mode: recreate_resources).
+    """
+    desired, problem = desired_containers(pod, suggestion, skip)
+    changed: set[str] = set()
+    ups = downs = 0
+    significant = False
+    restarts = False
+    resizes: list[ContainerResize] = []
+    for cur, new in zip(pod.containers, desired, strict=True):
+        if cur is new:
+            continue
+        c_changed: set[str] = set()
+        for r in COMPUTE_RESOURCES:
+            if only is not None and r not in only:
+                continue
+            a, b = cur.resources.requests.get(r), new.resources.requests.get(r)
+            la, lb = cur.resources.limits.get(r), new.resources.limits.get(r)
+            if a != b:
+                c_changed.add(r)
+                a0, b0 = a or 0, b or 0
+                if b0 > a0:
+                    ups += 1
+                    significant = significant or scale_up.significant(r, a0, b0)
+                else:
+                    downs += 1
+                    significant = significant or scale_down.significant(r, a0, b0)
+            if la != lb:
+                c_changed.add(r)
+                la0, lb0 = la or 0, lb or 0
+                th = scale_up if lb0 > la0 else scale_down
+                significant = significant or th.significant(r, la0, lb0)
+        if not c_changed:
+            continue
+        changed |= c_changed
+        if any(cur.resize_policy.get(r) == RESTART_CONTAINER for r in c_changed):
+            restarts = True
+        # Resources outside `only` keep their current values in the patch.
+        req = dict(cur.resources.requests)
+        lim = dict(cur.resources.limits)
+        for r in c_changed:
+            if r in new.resources.requests:
+                req[r] = new.resources.requests[r]
+            if r in new.resources.limits:
+                lim[r] = new.resources.limits[r]
+        resizes.append(ContainerResize(cur.name, req, lim))
+    if not changed:
+        return None
+    direction = "mixed" if ups and downs else ("up" if ups else "down")
+    sig = ";".join(container_sig(c.name, c.requests, c.limits) for c in resizes)
+    return PodChange(
+        tuple(resizes), frozenset(changed), direction, significant, restarts, sig, problem
+    )
+
+
+# What a pod's change depends on besides the pod and the suggestion: the resources left
+# alone, the scale-up and scale-down thresholds, and the resources the change is limited to.
+Thresholds = tuple[frozenset[str] | set[str], Threshold, Threshold, tuple[str, ...] | None]
+
+
+@dataclass(slots=True)
+class KnownPod:
+    """What the planner derived from one pod object: whether a resize of it is in flight,
+    and its change towards a suggestion with the objects that change came from."""
+
+    pod: Pod
+    in_flight: bool | None = None  # `resize_in_flight(pod)`, once asked
+    suggestion: Suggestion | None = None
+    thresholds: Thresholds | None = None
+    change: PodChange | None = None
+
+
+def known_pod(known: dict[str, KnownPod], pod: Pod) -> KnownPod:
+    """The entry of `known` (pod uid -> `KnownPod`) for this very pod object; a fresh one
+    when the caller passes another object. Both shells replace a pod on every change and
+    never edit one they have handed to a pass (`cluster.model`), so a pod whose spec or
+    status moved arrives as a new object and everything is derived afresh. The planner
+    re-reads every pod on every pass (tens of thousands of passes in the simulator), and
+    most pods are unchanged between two of them."""
+    hit = known.get(pod.uid)
+    if hit is None or hit.pod is not pod:
+        hit = known[pod.uid] = KnownPod(pod)
+    return hit
+
+
+def known_pod_change(
+    known: dict[str, KnownPod],
+    pod: Pod,
+    suggestion: Suggestion,
+    skip: frozenset[str] | set[str],
+    scale_up: Threshold,
+    scale_down: Threshold,
+    only: tuple[str, ...] | None = None,
+) -> PodChange | None:
+    """`pod_change`, computed once per pod object (`known_pod`) and suggestion object, and
+    again when the thresholds differ."""
+    entry = known_pod(known, pod)
+    thresholds = (skip, scale_up, scale_down, only)
+    if entry.suggestion is not suggestion or entry.thresholds != thresholds:
+        entry.change = pod_change(pod, suggestion, skip, scale_up, scale_down, only)
+        entry.suggestion, entry.thresholds = suggestion, thresholds
+    return entry.change
+
+
+def known_in_flight(known: dict[str, KnownPod], pod: Pod) -> bool:
+    """`resize_in_flight`, computed once per pod object (`known_pod`)."""
+    entry = known_pod(known, pod)
+    if entry.in_flight is None:
+        entry.in_flight = resize_in_flight(pod)
+    return entry.in_flight
+
+
+def container_sig(name: str, requests: ResourceMap, limits: ResourceMap) -> str:
+    """One container's part of a change signature (the exact resources it asks for)."""
+    return f"{name}[{sorted(requests.items())}|{sorted(limits.items())}]"
+
+
+def charge_delta(pod: Pod, change: PodChange) -> ResourceMap:
+    """How much more the scheduler would charge the node once the change is written."""
+    return resize_delta(pod, change.containers)
+
+
+def allocated_containers(pod: Pod) -> tuple[ContainerResize, ...]:
+    """The resources the kubelet has allocated/actuated: what a released resize goes back to."""
+    out = []
+    for c in pod.containers:
+        st = pod.status_of(c.name)
+        req = dict(c.resources.requests)
+        lim = dict(c.resources.limits)
+        if st is not None:
+            for r, v in st.allocated.items():
+                if r in req:
+                    req[r] = v
+            for r, v in st.resources.limits.items():
+                if r in lim:
+                    lim[r] = v
+        out.append(ContainerResize(c.name, req, lim))
+    return tuple(out)
+
+
+def resize_in_flight(pod: Pod) -> bool:
+    """The spec asks for something the kubelet has not (yet) allocated."""
+    for c in pod.containers:
+        st = pod.status_of(c.name)
+        if st is None:
+            continue
+        for r, v in c.resources.requests.items():
+            if r in COMPUTE_RESOURCES and st.allocated.get(r, v) != v:
+                return True
+        for r, v in c.resources.limits.items():
+            if r in COMPUTE_RESOURCES and st.resources.limits.get(r, v) != v:
+                return True
+    return False
+
+
+def matches_suggestion(
+    pod: Pod, suggestion: Suggestion, skip: frozenset[str] | set[str], tolerance: float
+) -> bool:
+    """Does a (new) pod's spec carry the suggested requests? Used for the circuit breaker."""
+    desired, _ = desired_containers(pod, suggestion, skip)
+    for cur, new in zip(pod.containers, desired, strict=True):
+        for r in COMPUTE_RESOURCES:
+            want = new.resources.requests.get(r)
+            have = cur.resources.requests.get(r)
+            if want is None:
+                continue
+            if have is None or abs(have - want) > tolerance * max(want, 1):
+                return False
+    return True

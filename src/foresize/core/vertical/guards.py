@@ -1,0 +1,163 @@
+"""The target-level guards a target passes before any of its pods is considered, in order.
+
+Each guard reads the target and the pass, may record notes and Events, and returns False
+to stop the target here (nothing is changed on its pods). Then the batch gates: the
+disruption budget, PDB back-off and the circuit breaker decide how many pods may be
+disrupted and evicted in this pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from foresize.core.api.access import get_path
+from foresize.core.cluster.model import Pod
+from foresize.core.cluster.qos import has_pod_level_resources
+from foresize.core.cluster.snapshot import labels_match
+from foresize.core.vertical.policy import batch_size
+from foresize.core.vertical.run import PassContext, TargetRun
+from foresize.core.vertical.stall import stall_reason
+from foresize.core.vertical.state import HALF_OPEN, OPEN
+
+
+def excluded(run: TargetRun, ctx: PassContext) -> bool:
+    """The operator's label selector keeps chosen workloads away from in-place resizes."""
+    selector = ctx.config.exclude_selector
+    pol, wl = run.policy, run.workload
+    wl_labels = getattr(wl, "labels", {}) if wl is not None else {}
+    if selector and (labels_match(selector, wl_labels) or labels_match(selector, pol.labels)):
+        run.notes.append("excluded by the operator's label selector")
+        if run.report_once("excluded", "1"):
+            run.target_event(
+                "Excluded",
+                "workload excluded from vertical actuation by the operator's label selector",
+            )
+        return False
+    run.state.reported.pop("excluded", None)
+    return True
+
+
+def acting(run: TargetRun, ctx: PassContext) -> bool:
+    """Only an autonomous target with a suggestion acts, and not while paused or deleted;
+    the others keep their stall count honest and change nothing."""
+    pol = run.policy
+    if (
+        pol.vertical_mode == "autonomous"
+        and not ctx.snapshot.paused
+        and not pol.deleting
+        and run.suggestion is not None
+    ):
+        return True
+    run.stalled += sum(1 for p in run.pods if stall_reason(p) is not None)
+    return False
+
+
+def hpa_left_alone(run: TargetRun, ctx: PassContext) -> bool:
+    """Leave the resource an HPA scales on alone unless the user opted in (the HPA's
+    utilisation arithmetic divides by the request)."""
+    wl = run.workload
+    hpa = ctx.snapshot.hpa_for(wl) if wl is not None else None
+    hpa_res = frozenset(hpa.scaling_resources()) if hpa is not None else frozenset()
+    if not hpa_res or run.policy.hpa_resource_policy != "leave":
+        run.state.reported.pop("hpa", None)
+        return True
+    assert hpa is not None
+    run.skip = hpa_res
+    res = ",".join(sorted(hpa_res))
+    run.notes.append(f"leaving {res} alone: HorizontalPodAutoscaler {hpa.name} scales on it")
+    if run.report_once("hpa", res):
+        run.target_event(
+            "HPAResourceLeftAlone",
+            f"not changing {res}: HorizontalPodAutoscaler {hpa.name} scales on its "
+            "utilisation (set spec.vertical.hpa_resource_policy: override to change it)",
+        )
+    return True
+
+
+# In order: a guard that says no stops the target there.
+TARGET_GUARDS: tuple[Callable[[TargetRun, PassContext], bool], ...] = (
+    excluded,
+    acting,
+    hpa_left_alone,
+)
+
+
+def open_gates(run: TargetRun, now: float) -> int:
+    """Set the eviction gates (PDB back-off, circuit breaker) and the pacing; returns the
+    batch size (disruptions allowed before counting pods already disrupted)."""
+    pol, ts = run.policy, run.state
+    size = batch_size(pol.max_disrupted, run.replicas or len(run.pods))
+    run.paced = ts.last_batch_at is not None and now - ts.last_batch_at < pol.disruption_interval
+    if ts.evict_retry_at is not None and now >= ts.evict_retry_at:
+        ts.evict_retry_at = None
+    if ts.evict_retry_at is not None:
+        run.evictions_left = 0
+    b = ts.breaker
+    if b.state == OPEN:
+        run.evictions_left = 0
+    elif b.state == HALF_OPEN:
+        run.evictions_left = 0 if any(p.probe for p in ts.pending_evictions) else 1
+    return size
+
+
+# --------------------------------------------------------------------------- per pod
+
+POD_LEVEL_CONDITION = "PodLevelResourcesLeftAlone"
+
+
+def pod_level_left_alone(run: TargetRun, pod: Pod) -> bool:
+    """A pod with pod-level resources (`spec.resources`) is neither resized nor evicted:
+    the API server refuses to resize it (Kubernetes 1.33-1.35), its pod-level requests
+    decide its QoS class and scheduling whatever its containers ask, and a recreated pod
+    would come back with the same template values (the webhook leaves it alone too).
+    Said once per pod with an Event, and on the target with a condition (`conditions`)."""
+    if not has_pod_level_resources(pod):
+        return False
+    run.pod_level_left.append(pod.name)
+    if run.report_once(f"podlevel:{pod.uid}", "1"):
+        run.pod_event(
+            pod,
+            POD_LEVEL_CONDITION,
+            "not resized: the pod sets pod-level resources (spec.resources), which in-place "
+            "resize does not support; its template's values stay in force",
+            "Warning",
+        )
+    return True
+
+
+def target_conditions(target: Any) -> list[dict[str, Any]]:
+    """The target's status.conditions as plain dicts (API models or dicts)."""
+    out = []
+    for c in get_path(target, "status", "conditions") or []:
+        out.append(
+            c.model_dump(mode="json", exclude_none=True) if hasattr(c, "model_dump") else dict(c)
+        )
+    return out
+
+
+def pod_level_conditions(run: TargetRun) -> list[dict[str, Any]] | None:
+    """The target's conditions with PodLevelResourcesLeftAlone set (True naming the pods
+    left alone, False once there are none), or None when nothing needs writing."""
+    current = next((c for c in run.target_conditions if c.get("type") == POD_LEVEL_CONDITION), None)
+    if run.pod_level_left:
+        names = sorted(run.pod_level_left)
+        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        wanted = {
+            "type": POD_LEVEL_CONDITION,
+            "status": "True",
+            "reason": "PodLevelResources",
+            "message": f"{len(names)} pod(s) set pod-level resources and are not resized: {shown}",
+        }
+    elif current is not None and current.get("status") == "True":
+        wanted = {
+            "type": POD_LEVEL_CONDITION,
+            "status": "False",
+            "reason": "NoPodLevelResources",
+            "message": "no pod of the target sets pod-level resources",
+        }
+    else:
+        return None
+    if current is not None and all(current.get(k) == v for k, v in wanted.items()):
+        return None
+    return [c for c in run.target_conditions if c.get("type") != POD_LEVEL_CONDITION] + [wanted]

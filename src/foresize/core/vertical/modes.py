@@ -1,0 +1,225 @@
+"""What each update mode proposes for one running pod (the decision step).
+
+- `initial`: only the admission webhook sets resources; running pods are never touched.
+- `recreate`: a pod whose `recreate_resources` differ is proposed for eviction.
+- `in_place`: the pod is proposed for an in-place resize; never evicted. A stall stays until
+  capacity frees up or a new forecast changes the target.
+- `in_place_or_recreate`: in place first; a pod whose resize stalled for `stall_timeout`,
+  or that the API server refused outright (422, 403 NodeCapacity), is proposed for eviction.
+
+Each returns how many disruptions the pod already accounts for (0 or 1: an in-place change
+still rolling, or a stalled restart-on-resize), and appends its proposal to `out`. The
+admission step (`vertical.admit`) then checks each proposal against the budget, the
+eviction gates and the capacity guard.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from foresize.core.cluster.model import REASON_DEFERRED, Pod
+from foresize.core.vertical.desired import (
+    PodChange,
+    allocated_containers,
+    container_sig,
+    known_in_flight,
+    known_pod_change,
+)
+from foresize.core.vertical.run import (
+    EVICT,
+    RELEASE,
+    RESIZE,
+    Candidate,
+    PassContext,
+    PodView,
+    TargetRun,
+)
+from foresize.core.vertical.stall import restart_pending
+
+# An OOM kill this recent makes a memory upsize of that pod urgent (architecture §3.1: ×1.2
+# at once): an in-place resize of it skips the batch pacing, because the OOMing pod is
+# already disrupted and the resize ends the disruption without another one. An eviction of
+# it does not (`admit._evict`): it goes first, but within the batch.
+OOM_URGENT_WINDOW = 600.0
+OOM_KILLED = "OOMKilled"
+
+Decide = Callable[[TargetRun, PodView, PassContext, list[Candidate]], int]
+
+
+def recent_oom(pod: Pod, now: float) -> bool:
+    for st in pod.container_statuses:
+        if (
+            st.last_termination_reason == OOM_KILLED
+            and st.last_termination_time is not None
+            and now - st.last_termination_time <= OOM_URGENT_WINDOW
+        ):
+            return True
+    return False
+
+
+def memory_up(pod: Pod, change: PodChange) -> bool:
+    """Does the change raise a memory request or limit (what OOM remediation does)?"""
+    for cr in change.containers:
+        c = pod.container(cr.name)
+        if c is None:
+            continue
+        for new, old in ((cr.requests, c.resources.requests), (cr.limits, c.resources.limits)):
+            if new.get("memory", 0) > old.get("memory", new.get("memory", 0)):
+                return True
+    return False
+
+
+def _urgent(pod: Pod, change: PodChange | None, now: float) -> bool:
+    return change is not None and recent_oom(pod, now) and memory_up(pod, change)
+
+
+def _already_disrupted(run: TargetRun, view: PodView) -> int:
+    """1 if the pod counts against the batch already: an in-place change still rolling, or
+    a stalled resize that will restart a container when it lands."""
+    if view.reason is None:
+        return 1 if known_in_flight(run.state.known, view.pod) else 0
+    return 1 if restart_pending(view.pod) else 0
+
+
+def _change(run: TargetRun, pod: Pod, only: tuple[str, ...] | None = None) -> PodChange | None:
+    pol = run.policy
+    assert run.suggestion is not None
+    return known_pod_change(
+        run.state.known, pod, run.suggestion, run.skip, pol.scale_up, pol.scale_down, only
+    )
+
+
+def pending_sig(pod: Pod) -> str:
+    """Signature (as `PodChange.signature`) of the resize the pod's spec is asking for."""
+    back = {c.name: c for c in allocated_containers(pod)}
+    parts = []
+    for c in pod.containers:
+        a = back[c.name]
+        if a.requests != c.resources.requests or a.limits != c.resources.limits:
+            parts.append(container_sig(c.name, c.resources.requests, c.resources.limits))
+    return ";".join(parts)
+
+
+def _release(
+    run: TargetRun, view: PodView, change: PodChange | None, now: float, out: list[Candidate]
+) -> bool:
+    """Release a Deferred resize that has held capacity too long (opt-in): patch the pod
+    back to what the kubelet allocated. True if proposed."""
+    pol, rec, pod = run.policy, view.record, view.pod
+    if (
+        view.reason != REASON_DEFERRED
+        or pol.release_deferred_after is None
+        or rec is None
+        or now - rec.first_seen < pol.release_deferred_after
+        or change is not None
+    ):
+        return False
+    back = allocated_containers(pod)
+    out.append(Candidate(RELEASE, pod, run, None, "release-deferred"))
+    run.state.released[pod.uid] = pending_sig(pod)
+    run.pod_event(
+        pod,
+        "ResizeReleased",
+        f"resize Deferred for {now - rec.first_seen:.0f}s: patched back to the allocated "
+        f"resources so it stops holding node capacity ({'; '.join(c.name for c in back)})",
+        "Warning",
+    )
+    return True
+
+
+def _still_refused(run: TargetRun, view: PodView, change: PodChange | None) -> bool:
+    """Was this pod's resize refused by the API server (422, 403 NodeCapacity)? A new
+    forecast that changes the target clears the refusal: it is tried in place again."""
+    ts, uid = run.state, view.pod.uid
+    if uid not in ts.refused:
+        return False
+    if change is None or ts.refused[uid] == change.signature:
+        return True
+    del ts.refused[uid]
+    if view.record is not None and view.record.reason == "Refused":
+        del ts.stalls[uid]
+        view.record = None
+    return False
+
+
+def _propose_resize(
+    run: TargetRun,
+    view: PodView,
+    change: PodChange | None,
+    urgent: bool,
+    ctx: PassContext,
+    out: list[Candidate],
+) -> None:
+    if change is None or not (change.significant or urgent):
+        return
+    if run.state.released.get(view.pod.uid) == change.signature and not ctx.config.capacity_guard:
+        return  # released because it could not land; without the guard do not resend
+    out.append(Candidate(RESIZE, view.pod, run, change, "resize", urgent))
+
+
+def decide_initial(run: TargetRun, view: PodView, ctx: PassContext, out: list[Candidate]) -> int:
+    return 0
+
+
+def decide_recreate(run: TargetRun, view: PodView, ctx: PassContext, out: list[Candidate]) -> int:
+    pod = view.pod
+    change = _change(run, pod, run.policy.recreate_resources)
+    urgent = _urgent(pod, change, ctx.now)
+    if change is not None and (change.significant or urgent):
+        out.append(Candidate(EVICT, pod, run, change, "recreate", urgent))
+    return _already_disrupted(run, view)
+
+
+def decide_in_place(run: TargetRun, view: PodView, ctx: PassContext, out: list[Candidate]) -> int:
+    pod = view.pod
+    change = _change(run, pod)
+    if change is not None and change.problem is not None:
+        if run.report_once(f"qos:{pod.uid}", change.signature):
+            run.pod_event(pod, "ResizeNotPossible", change.problem, "Warning")
+        return 0
+    disrupted = _already_disrupted(run, view)
+    urgent = _urgent(pod, change, ctx.now)
+    if _release(run, view, change, ctx.now, out):
+        return disrupted
+    if _still_refused(run, view, change):
+        refused_sig = run.state.refused[pod.uid]
+        if run.report_once(f"refused:{pod.uid}", refused_sig):
+            run.pod_event(
+                pod, "ResizeRefused", "resize refused by the API server; waiting", "Warning"
+            )
+        return disrupted
+    _propose_resize(run, view, change, urgent, ctx, out)
+    return disrupted
+
+
+def decide_in_place_or_recreate(
+    run: TargetRun, view: PodView, ctx: PassContext, out: list[Candidate]
+) -> int:
+    pod = view.pod
+    change = _change(run, pod)
+    disrupted = _already_disrupted(run, view)
+    urgent = _urgent(pod, change, ctx.now)
+    if _release(run, view, change, ctx.now, out):
+        return disrupted
+    refused = _still_refused(run, view, change)
+    rec = view.record
+    if rec is not None and (
+        rec.reason == "Refused" or ctx.now - rec.first_seen >= run.policy.stall_timeout
+    ):
+        # A refusal (422, 403 NodeCapacity) evicts at once: say so, not a stall timeout.
+        why = "refused" if rec.reason == "Refused" else "stall-fallback"
+        out.append(Candidate(EVICT, pod, run, change, why, urgent))
+        return disrupted
+    if refused or (change is not None and change.problem is not None):
+        out.append(Candidate(EVICT, pod, run, change, "refused", urgent))
+        return disrupted
+    _propose_resize(run, view, change, urgent, ctx, out)
+    return disrupted
+
+
+DECIDE: dict[str, Decide] = {
+    "initial": decide_initial,
+    "recreate": decide_recreate,
+    "in_place": decide_in_place,
+    "in_place_or_recreate": decide_in_place_or_recreate,
+}

@@ -1,0 +1,116 @@
+"""What one planning pass knows about one target while it decides, and the candidates
+(proposed resizes and evictions) the decision step hands to the admission step."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from foresize.core.cluster.actions import EmitEvent
+from foresize.core.cluster.capacity import format_resources
+from foresize.core.cluster.model import Pod, Suggestion
+from foresize.core.cluster.snapshot import ClusterSnapshot
+from foresize.core.cluster.target import TargetView
+from foresize.core.vertical.desired import PodChange
+from foresize.core.vertical.policy import WorkerConfig
+from foresize.core.vertical.state import EvictionBucket, StallRecord, TargetState
+
+# Candidate kinds: an in-place resize, an eviction, and the release of a Deferred resize
+# (patch back to what the kubelet allocated).
+RESIZE = "resize"
+EVICT = "evict"
+RELEASE = "release"
+
+
+@dataclass(slots=True)
+class Candidate:
+    kind: str  # RESIZE | EVICT | RELEASE
+    pod: Pod
+    run: TargetRun
+    change: PodChange | None = None
+    reason: str = ""
+    urgent: bool = False
+
+
+@dataclass(slots=True)
+class PassContext:
+    """What every target of a pass shares."""
+
+    snapshot: ClusterSnapshot
+    now: float
+    config: WorkerConfig
+    bucket: EvictionBucket | None = None  # the cluster-wide eviction rate limit, if on
+
+
+@dataclass(slots=True)
+class PodView:
+    """A running pod of the target as this pass sees it: its stall, if any."""
+
+    pod: Pod
+    reason: str | None  # the kubelet's stall reason now
+    record: StallRecord | None  # when the stall was first seen (survives restarts)
+
+
+@dataclass(slots=True)
+class TargetRun:
+    policy: TargetView
+    state: TargetState
+    suggestion: Suggestion | None
+    workload: Any = None
+    skip: frozenset[str] = frozenset()
+    pods: list[Pod] = field(default_factory=list)
+    replicas: int = 0
+    budget: int = 0  # disruptions still allowed in this batch
+    paced: bool = False  # the interval since the last batch has not passed
+    disrupted_now: int = 0
+    evictions_left: int = 1_000_000  # breaker / PDB gate
+    issued: int = 0
+    stalled: int = 0
+    waiting_capacity: int = 0
+    without_controller: list[str] = field(default_factory=list)  # pods never evicted
+    # workload key -> ready, not terminating, less the ready pods evicted this pass
+    ready_replicas: dict[str, int] = field(default_factory=dict)
+    held_min_replicas: list[str] = field(default_factory=list)  # not evicted: min_replicas
+    rate_limited: int = 0  # evictions held back by the cluster-wide rate limit
+    held_for_webhook: int = 0  # evictions held while the pod webhook is not serving
+    overlaps: list[str] = field(default_factory=list)  # targets claiming our selected pods
+    notes: list[str] = field(default_factory=list)
+    events: list[EmitEvent] = field(default_factory=list)
+    # The target's status.conditions as read (a status write replaces the whole list).
+    target_conditions: list[dict[str, Any]] = field(default_factory=list)
+    pod_level_left: list[str] = field(default_factory=list)  # pods with pod-level resources
+
+    def target_event(self, reason: str, message: str, type_: str = "Normal") -> None:
+        p = self.policy
+        self.events.append(
+            EmitEvent(p.namespace, "AIScaleTarget", p.name, reason, message, type_, p.uid)
+        )
+
+    def pod_event(self, pod: Pod, reason: str, message: str, type_: str = "Normal") -> None:
+        self.events.append(
+            EmitEvent(pod.namespace, "Pod", pod.name, reason, message, type_, pod.uid)
+        )
+
+    def report_once(self, topic: str, value: str) -> bool:
+        """True the first time `topic` takes `value` (so the caller emits its event)."""
+        if self.state.reported.get(topic) == value:
+            return False
+        self.state.reported[topic] = value
+        return True
+
+
+def describe_change(pod: Pod, change: PodChange) -> str:
+    parts = []
+    by = {c.name: c for c in pod.containers}
+    for cr in change.containers:
+        cur = by[cr.name].resources
+        parts.append(
+            f"{cr.name}: requests {format_resources(cur.requests)} -> "
+            f"{format_resources(cr.requests)}"
+            + (
+                f", limits {format_resources(cur.limits)} -> {format_resources(cr.limits)}"
+                if cr.limits
+                else ""
+            )
+        )
+    return "; ".join(parts)

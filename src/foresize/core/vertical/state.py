@@ -1,0 +1,288 @@
+"""The disruption worker's memory between planning passes, serialisable into target status.
+
+Everything the worker must not forget across an operator restart lives here: when each
+stall was first seen (so a restart does not reset the `stall_timeout` clock), when the last
+batch went out, PDB back-off, evictions awaiting a verdict, and the circuit breaker. The
+shell writes `TargetState.to_status()` into the target's status (key `disruption`) through
+`WriteTargetStatus`, and a fresh worker rebuilds its state from there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from foresize.core.api.types import (
+    format_duration,
+    format_timestamp,
+    parse_duration,
+    parse_timestamp,
+)
+from foresize.core.vertical.desired import KnownPod
+
+STATUS_KEY = "disruption"
+
+# As in the API's CircuitBreakerStatus.state.
+CLOSED = "closed"
+OPEN = "open"
+HALF_OPEN = "half_open"
+
+
+@dataclass(slots=True)
+class StallRecord:
+    pod: str  # pod name, for status readers
+    first_seen: float
+    reason: str  # Deferred | Infeasible | Error | Refused
+
+
+@dataclass(slots=True)
+class PendingEviction:
+    pod: str
+    uid: str
+    at: float
+    suggestion_uid: str
+    probe: bool = False
+
+
+@dataclass(slots=True)
+class BreakerState:
+    suggestion_uid: str = ""
+    state: str = CLOSED
+    no_progress: int = 0  # consecutive no-progress cycles
+    openings: int = 0  # times opened for this suggestion (drives the back-off)
+    next_probe_at: float | None = None
+    total_openings: int = 0  # for reports: never reset
+    opened_at: float | None = None
+    backoff: float | None = None
+
+    def to_status(self) -> dict[str, Any]:
+        """Shaped as the CRD types `status.circuit_breaker` (CircuitBreakerStatus): times
+        as RFC 3339 date-time strings, the back-off as a duration string. Numbers there are
+        refused by the API server (422), and the whole status write with them."""
+        return {
+            "state": self.state,
+            "suggestion_uid": self.suggestion_uid,
+            "no_progress_cycles": self.no_progress,
+            "opened_at": _time(self.opened_at),
+            "retry_at": _time(self.next_probe_at),
+            "backoff": format_duration(self.backoff) if self.backoff is not None else None,
+            "openings": self.openings,
+            "total_openings": self.total_openings,
+        }
+
+    @classmethod
+    def from_status(cls, d: dict[str, Any]) -> BreakerState:
+        return cls(
+            suggestion_uid=str(d.get("suggestion_uid") or ""),
+            state=str(d.get("state") or CLOSED),
+            no_progress=int(d.get("no_progress_cycles") or 0),
+            openings=int(d.get("openings") or 0),
+            next_probe_at=_read(d.get("retry_at"), parse_timestamp),
+            total_openings=int(d.get("total_openings") or 0),
+            opened_at=_read(d.get("opened_at"), parse_timestamp),
+            backoff=_read(d.get("backoff"), parse_duration),
+        )
+
+
+def _time(epoch: float | None) -> str | None:
+    return format_timestamp(epoch) if epoch is not None else None
+
+
+def _read(value: Any, parse: Any) -> float | None:
+    """A status field as written by `to_status` (or a number, as older releases wrote it);
+    None when absent or unreadable (a hand-edited status must not stop the worker)."""
+    if value is None:
+        return None
+    try:
+        return float(parse(value))
+    except (TypeError, ValueError):
+        return None
+
+
+@dataclass(slots=True)
+class TargetState:
+    stalls: dict[str, StallRecord] = field(default_factory=dict)  # pod uid -> record
+    last_batch_at: float | None = None
+    evict_retry_at: float | None = None  # PDB said no (429): no evictions before this
+    blocked_pods: dict[str, float] = field(default_factory=dict)  # uid -> until (500)
+    refused: dict[str, str] = field(default_factory=dict)  # uid -> desired sig refused (422/403)
+    released: dict[str, str] = field(default_factory=dict)  # uid -> desired sig released
+    pending_evictions: list[PendingEviction] = field(default_factory=list)
+    judged: list[str] = field(default_factory=list)  # pod uids already given a verdict
+    breaker: BreakerState = field(default_factory=BreakerState)
+    resized: int = 0
+    evicted: int = 0
+    stall_fallbacks: int = 0
+    stalls_seen: int = 0
+    # Event de-duplication: what we last reported per topic, so a persistent condition is
+    # announced once, not every pass.
+    reported: dict[str, str] = field(default_factory=dict)
+    # Not persisted: the last status written, to skip identical writes; events recorded by
+    # `on_result` for the shell to send; pod name -> uid of pods acted on in this pass.
+    last_status: dict[str, Any] | None = None
+    outbox: list[Any] = field(default_factory=list)
+    inflight: dict[str, str] = field(default_factory=dict)
+    # Not persisted, shared by the clones: pod uid -> what was derived from the pod object
+    # last seen (`desired.known_pod`); a cache whose entries check what they came from.
+    known: dict[str, KnownPod] = field(default_factory=dict)
+
+    def clone(self) -> TargetState:
+        return TargetState(
+            stalls={k: StallRecord(v.pod, v.first_seen, v.reason) for k, v in self.stalls.items()},
+            last_batch_at=self.last_batch_at,
+            evict_retry_at=self.evict_retry_at,
+            blocked_pods=dict(self.blocked_pods),
+            refused=dict(self.refused),
+            released=dict(self.released),
+            pending_evictions=[
+                PendingEviction(p.pod, p.uid, p.at, p.suggestion_uid, p.probe)
+                for p in self.pending_evictions
+            ],
+            judged=list(self.judged),
+            breaker=BreakerState(
+                self.breaker.suggestion_uid,
+                self.breaker.state,
+                self.breaker.no_progress,
+                self.breaker.openings,
+                self.breaker.next_probe_at,
+                self.breaker.total_openings,
+                self.breaker.opened_at,
+                self.breaker.backoff,
+            ),
+            resized=self.resized,
+            evicted=self.evicted,
+            stall_fallbacks=self.stall_fallbacks,
+            stalls_seen=self.stalls_seen,
+            reported=dict(self.reported),
+            last_status=self.last_status,
+            outbox=list(self.outbox),
+            inflight=dict(self.inflight),
+            known=self.known,
+        )
+
+    def to_status(self) -> dict[str, Any]:
+        """The persisted part, as a JSON-able dict (camelCase, like the rest of status).
+
+        Collections are lists, not maps: a JSON merge patch replaces a list whole, while it
+        would merge a map and keep entries the worker has dropped. An empty collection is
+        written as null, which a merge patch turns into "remove the key"."""
+        return {
+            "stalls": [
+                {"uid": uid, "pod": r.pod, "firstSeen": r.first_seen, "reason": r.reason}
+                for uid, r in sorted(self.stalls.items())
+            ]
+            or None,
+            "lastBatchTime": self.last_batch_at,
+            "evictionRetryTime": self.evict_retry_at,
+            "blockedPods": [{"uid": k, "until": v} for k, v in sorted(self.blocked_pods.items())]
+            or None,
+            "refusedResizes": [{"uid": k, "signature": v} for k, v in sorted(self.refused.items())]
+            or None,
+            "releasedResizes": [
+                {"uid": k, "signature": v} for k, v in sorted(self.released.items())
+            ]
+            or None,
+            "pendingEvictions": [
+                {
+                    "pod": p.pod,
+                    "uid": p.uid,
+                    "time": p.at,
+                    "suggestionUID": p.suggestion_uid,
+                    "probe": p.probe,
+                }
+                for p in self.pending_evictions
+            ]
+            or None,
+            "judgedPods": list(self.judged) or None,
+            "circuitBreaker": self.breaker.to_status(),
+            "counters": {
+                "resized": self.resized,
+                "evicted": self.evicted,
+                "stallFallbacks": self.stall_fallbacks,
+                "stallsSeen": self.stalls_seen,
+            },
+            "reported": [{"topic": k, "value": v} for k, v in sorted(self.reported.items())]
+            or None,
+        }
+
+    @classmethod
+    def from_status(cls, d: dict[str, Any] | None) -> TargetState:
+        if not d:
+            return cls()
+        counters = d.get("counters") or {}
+        return cls(
+            stalls={
+                str(r["uid"]): StallRecord(
+                    str(r.get("pod", "")), float(r["firstSeen"]), str(r["reason"])
+                )
+                for r in d.get("stalls") or []
+            },
+            last_batch_at=d.get("lastBatchTime"),
+            evict_retry_at=d.get("evictionRetryTime"),
+            blocked_pods={str(r["uid"]): float(r["until"]) for r in d.get("blockedPods") or []},
+            refused={str(r["uid"]): str(r["signature"]) for r in d.get("refusedResizes") or []},
+            released={str(r["uid"]): str(r["signature"]) for r in d.get("releasedResizes") or []},
+            pending_evictions=[
+                PendingEviction(
+                    str(p["pod"]),
+                    str(p["uid"]),
+                    float(p["time"]),
+                    str(p.get("suggestionUID", "")),
+                    bool(p.get("probe", False)),
+                )
+                for p in d.get("pendingEvictions") or []
+            ],
+            judged=[str(u) for u in d.get("judgedPods") or []],
+            breaker=BreakerState.from_status(d.get("circuitBreaker") or {}),
+            resized=int(counters.get("resized", 0)),
+            evicted=int(counters.get("evicted", 0)),
+            stall_fallbacks=int(counters.get("stallFallbacks", 0)),
+            stalls_seen=int(counters.get("stallsSeen", 0)),
+            reported={str(r["topic"]): str(r["value"]) for r in d.get("reported") or []},
+        )
+
+
+@dataclass(slots=True)
+class EvictionBucket:
+    """The cluster-wide eviction token bucket (`WorkerConfig.eviction_rate_limit`): one
+    token per eviction, refilled with the pass's `now` (no clock of its own). Not
+    persisted: a restarted worker starts with a full bucket, as VPA's limiter does."""
+
+    tokens: float
+    at: float
+
+    def refill(self, now: float, rate: float, burst: int) -> None:
+        self.tokens = min(float(burst), self.tokens + max(0.0, now - self.at) * rate)
+        self.at = max(self.at, now)
+
+    def take(self) -> bool:
+        if self.tokens < 1.0:
+            return False
+        self.tokens -= 1.0
+        return True
+
+
+@dataclass(slots=True)
+class WorkerState:
+    """Per-target state, keyed by "namespace/name" of the target."""
+
+    targets: dict[str, TargetState] = field(default_factory=dict)
+    # Not persisted: parsed target policies by uid, reused while metadata.generation (which
+    # the API server bumps on every spec change) stays the same.
+    policies: dict[str, tuple[int, Any]] = field(default_factory=dict)
+    eviction_bucket: EvictionBucket | None = None
+
+    def copy(self) -> WorkerState:
+        # Shallow: the planner clones a TargetState before changing it.
+        b = self.eviction_bucket
+        bucket = EvictionBucket(b.tokens, b.at) if b is not None else None
+        return WorkerState(dict(self.targets), self.policies, bucket)
+
+    def to_status(self, key: str) -> dict[str, Any]:
+        ts = self.targets.get(key)
+        return (ts or TargetState()).to_status()
+
+    @classmethod
+    def from_statuses(cls, statuses: dict[str, dict[str, Any] | None]) -> WorkerState:
+        """Rebuild from {target key: the target's status `disruption` dict}."""
+        return cls({k: TargetState.from_status(v) for k, v in statuses.items() if v})

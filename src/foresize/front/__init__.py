@@ -1,0 +1,1 @@
+"""The front: the command line (`cli`) and the HTML and terminal report (`report`)."""

@@ -1,0 +1,770 @@
+"""`foresize manifests [all|crds|rbac|operator|webhooks|monitoring]`: the install objects;
+and `foresize validate FILE...`: check Foresize objects in YAML files offline.
+
+`foresize manifests | kubectl apply -f -` installs Foresize; the Helm chart in
+deploy/helm/foresize renders the same objects (a test renders both and compares them).
+
+Interface for the operator (names it can rely on; also set as environment variables on its
+container):
+- namespace `foresize-system`, ServiceAccount `foresize`;
+- Service `foresize-webhook` (port 443 -> container port `webhook` 8443, HTTPS, serving
+  /mutate-pods, /mutate-scale, /validate-targets, /healthz, /readyz) and port `metrics`
+  8080 (HTTP /metrics);
+- webhook configurations named `foresize` (Mutating and Validating) with no caBundle: the
+  operator keeps its CA and serving certificate in the Secret `foresize-webhook-tls` (created
+  by whichever replica starts first) and patches the caBundle in; the chart can instead use
+  cert-manager (`certManager.enabled`);
+- Leases `foresize-shard-<i>` and the pause ConfigMap `foresize-pause` in its namespace.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any
+
+import typer
+
+from foresize.core.api.duration import shown
+from foresize.core.api.names import dns_label_error, dns_subdomain_error
+
+SECTIONS = ("all", "crds", "rbac", "operator", "webhooks", "monitoring", "networkpolicy")
+# Printed only when asked for (like the chart's networkPolicy.enabled, off by default): a
+# cluster without a NetworkPolicy controller ignores it, one with a default-deny policy
+# needs it, and the operator's egress (the API server) is left alone either way.
+OPTIONAL_SECTIONS = ("networkpolicy",)
+
+NAME = "foresize"
+DEFAULT_NAMESPACE = "foresize-system"
+WEBHOOK_SERVICE = "foresize-webhook"
+TLS_SECRET = "foresize-webhook-tls"
+PAUSE_CONFIGMAP = "foresize-pause"
+PRIORITY_CLASS = "foresize-critical"
+# Above every workload it resizes (default priority 0), below the system's own classes
+# (system-cluster-critical is 2000000000): the webhook and the Lease holder are not
+# preempted by the pods they size, and never preempt the control plane's.
+PRIORITY_VALUE = 1_000_000
+# On the mounted data volume: the history survives container restarts (OOM kill, failed
+# liveness); the Helm chart can put a PersistentVolumeClaim there to survive rollouts.
+HISTORY_DB = "/var/lib/foresize/history.db"
+WEBHOOK_PORT = 8443
+METRICS_PORT = 8080
+
+
+def default_image() -> str:
+    from foresize import __version__
+
+    return f"foresize/foresize:{__version__}"
+
+
+def _labels(component: str | None = None) -> dict[str, str]:
+    labels = {
+        "app.kubernetes.io/name": NAME,
+        "app.kubernetes.io/instance": NAME,
+        "app.kubernetes.io/part-of": NAME,
+    }
+    if component:
+        labels["app.kubernetes.io/component"] = component
+    return labels
+
+
+def _selector() -> dict[str, str]:
+    return {"app.kubernetes.io/name": NAME, "app.kubernetes.io/instance": NAME}
+
+
+def _meta(name: str, namespace: str | None = None, component: str | None = None) -> dict:
+    meta: dict[str, Any] = {"name": name}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    meta["labels"] = _labels(component)
+    return meta
+
+
+# --------------------------------------------------------------------------------------
+# RBAC
+# --------------------------------------------------------------------------------------
+
+
+def _rule(groups: list[str], resources: list[str], verbs: list[str], **extra: Any) -> dict:
+    return {"apiGroups": groups, "resources": resources, "verbs": verbs, **extra}
+
+
+READ = ["get", "list", "watch"]
+
+
+WATCH = ["list", "watch"]
+
+
+def cluster_role_rules() -> list[dict[str, Any]]:
+    """Exactly the calls the operator makes, no more (tests/test_rbac_calls.py compares
+    these rules both ways with the requests recorded while the operator runs)."""
+    foresize_kinds = ["aiscaletargets", "daemonsetautoscalers", "clusteraiscaletemplates"]
+    return [
+        # Pods: watched; read when not cached; resized in place; annotated; evicted.
+        _rule([""], ["pods"], ["get", *WATCH, "patch"]),
+        _rule([""], ["pods/resize"], ["patch"]),
+        _rule([""], ["pods/eviction"], ["create"]),
+        _rule([""], ["nodes"], WATCH),
+        # Events: created, then their count patched when the same one recurs (aggregation).
+        _rule([""], ["events"], ["create", "patch"]),
+        _rule(["apps"], ["replicasets"], WATCH),
+        # patch: the restartedAt template annotation when a revert cannot be done in place.
+        _rule(["apps"], ["deployments", "statefulsets", "daemonsets"], [*WATCH, "patch"]),
+        _rule(["argoproj.io"], ["rollouts"], [*WATCH, "patch"]),
+        # Replicas (horizontal autonomous mode).
+        _rule(["apps"], ["deployments/scale", "statefulsets/scale"], ["patch"]),
+        _rule(["argoproj.io"], ["rollouts/scale"], ["patch"]),
+        _rule(["policy"], ["poddisruptionbudgets"], WATCH),
+        _rule(["autoscaling"], ["horizontalpodautoscalers"], WATCH),
+        _rule(["metrics.k8s.io"], ["pods"], ["list"]),
+        # Foresize's own kinds: finalizers (get, then a JSON patch pinned to what was read);
+        # templates create, update (patch) and delete targets.
+        _rule(["foresize.io"], ["aiscaletargets"], ["get", *WATCH, "create", "patch", "delete"]),
+        _rule(["foresize.io"], foresize_kinds[1:], ["get", *WATCH, "patch"]),
+        _rule(["foresize.io"], [f"{k}/status" for k in foresize_kinds], ["patch"]),
+        # Kopf's resource observer watches the CRDs (in a cluster; not with --server).
+        _rule(["apiextensions.k8s.io"], ["customresourcedefinitions"], WATCH),
+        # Only its own webhook configurations, to write the caBundle.
+        _rule(
+            ["admissionregistration.k8s.io"],
+            ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],
+            ["get", "patch"],
+            resourceNames=[NAME],
+        ),
+    ]
+
+
+def role_rules() -> list[dict[str, Any]]:
+    """Rights inside the operator's own namespace only."""
+    return [
+        _rule(["coordination.k8s.io"], ["leases"], ["get", "create", "patch"]),
+        _rule([""], ["configmaps"], ["get"], resourceNames=[PAUSE_CONFIGMAP]),
+        # `create` cannot be limited by name; get only on the TLS secret.
+        _rule([""], ["secrets"], ["create"]),
+        _rule([""], ["secrets"], ["get"], resourceNames=[TLS_SECRET]),
+    ]
+
+
+# Namespaced Foresize kinds that namespace users manage (the cluster template is an admin's).
+USER_KINDS = ["aiscaletargets", "daemonsetautoscalers"]
+
+
+def aggregated_roles() -> list[dict[str, Any]]:
+    """Rights on Foresize's kinds added to the built-in `view`, `edit` and `admin`
+    ClusterRoles (aggregation labels), so namespace users need no hand-written RBAC."""
+    out = []
+    for role, verbs, aggregate in (
+        ("view", READ, ["view", "edit", "admin"]),
+        ("edit", ["create", "update", "patch", "delete", "deletecollection"], ["edit", "admin"]),
+    ):
+        meta = _meta(f"{NAME}-{role}", component="rbac")
+        meta["labels"].update(
+            {f"rbac.authorization.k8s.io/aggregate-to-{a}": "true" for a in aggregate}
+        )
+        rules = [_rule(["foresize.io"], list(USER_KINDS), list(verbs))]
+        if role == "view":
+            rules.append(_rule(["foresize.io"], [f"{k}/status" for k in USER_KINDS], ["get"]))
+        out.append(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRole",
+                "metadata": meta,
+                "rules": rules,
+            }
+        )
+    return out
+
+
+def rbac(namespace: str) -> list[dict[str, Any]]:
+    subject = [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}]
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": _meta(NAME, namespace, "operator"),
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": _meta(NAME, component="operator"),
+            "rules": cluster_role_rules(),
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": _meta(NAME, component="operator"),
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": NAME,
+            },
+            "subjects": copy.deepcopy(subject),
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": _meta(NAME, namespace, "operator"),
+            "rules": role_rules(),
+        },
+        *aggregated_roles(),
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": _meta(NAME, namespace, "operator"),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME},
+            "subjects": copy.deepcopy(subject),
+        },
+    ]
+
+
+# --------------------------------------------------------------------------------------
+# The operator
+# --------------------------------------------------------------------------------------
+
+
+def operator(namespace: str, image: str, replicas: int = 2) -> list[dict[str, Any]]:
+    env = [
+        {
+            "name": "FORESIZE_NAMESPACE",
+            "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}},
+        },
+        {"name": "FORESIZE_POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "FORESIZE_WEBHOOK_SERVICE", "value": WEBHOOK_SERVICE},
+        {"name": "FORESIZE_WEBHOOK_CONFIGURATION", "value": NAME},
+        {"name": "FORESIZE_TLS_SECRET", "value": TLS_SECRET},
+        {"name": "FORESIZE_PAUSE_CONFIGMAP", "value": PAUSE_CONFIGMAP},
+        {"name": "FORESIZE_WEBHOOK_PORT", "value": str(WEBHOOK_PORT)},
+        {"name": "FORESIZE_METRICS_PORT", "value": str(METRICS_PORT)},
+        {"name": "FORESIZE_HISTORY_DB", "value": HISTORY_DB},
+    ]
+    probe = {"httpGet": {"path": "/healthz", "port": "webhook", "scheme": "HTTPS"}}
+    container = {
+        "name": "operator",
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "args": ["operator"],
+        "env": env,
+        "ports": [
+            {"name": "webhook", "containerPort": WEBHOOK_PORT, "protocol": "TCP"},
+            {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
+        ],
+        "readinessProbe": {
+            "httpGet": {"path": "/readyz", "port": "webhook", "scheme": "HTTPS"},
+            "periodSeconds": 5,
+        },
+        "livenessProbe": {**probe, "periodSeconds": 10, "failureThreshold": 6},
+        # Start-up may wait up to 120 s for cert-manager's Secret and lists every watched
+        # kind first: liveness only counts once this has passed (5 s x 36 = 3 minutes).
+        "startupProbe": {**probe, "periodSeconds": 5, "failureThreshold": 36},
+        "resources": {
+            "requests": {"cpu": "100m", "memory": "256Mi"},
+            "limits": {"memory": "1Gi"},
+        },
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "volumeMounts": [
+            {"name": "data", "mountPath": "/var/lib/foresize"},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],
+    }
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _meta(NAME, namespace, "operator"),
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": _selector()},
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
+            "template": {
+                "metadata": {"labels": _labels("operator")},
+                "spec": {
+                    "serviceAccountName": NAME,
+                    "priorityClassName": PRIORITY_CLASS,
+                    "securityContext": {
+                        "runAsNonRoot": True,
+                        "runAsUser": 65532,
+                        "fsGroup": 65532,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
+                    "terminationGracePeriodSeconds": 30,
+                    "affinity": {
+                        "podAntiAffinity": {
+                            "preferredDuringSchedulingIgnoredDuringExecution": [
+                                {
+                                    "weight": 100,
+                                    "podAffinityTerm": {
+                                        "topologyKey": "kubernetes.io/hostname",
+                                        "labelSelector": {"matchLabels": _selector()},
+                                    },
+                                }
+                            ]
+                        }
+                    },
+                    "containers": [container],
+                    "volumes": [
+                        {"name": "data", "emptyDir": {}},
+                        {"name": "tmp", "emptyDir": {}},
+                    ],
+                },
+            },
+        },
+    }
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(WEBHOOK_SERVICE, namespace, "operator"),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": _selector(),
+            "ports": [
+                {"name": "webhook", "port": 443, "targetPort": "webhook", "protocol": "TCP"},
+                {
+                    "name": "metrics",
+                    "port": METRICS_PORT,
+                    "targetPort": "metrics",
+                    "protocol": "TCP",
+                },
+            ],
+        },
+    }
+    # maxUnavailable, not minAvailable: with 2 replicas a drain takes one at a time, and
+    # with 1 replica (allowed) the drain is not blocked forever.
+    pdb = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": _meta(NAME, namespace, "operator"),
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": _selector()}},
+    }
+    priority = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": _meta(PRIORITY_CLASS, component="operator"),
+        "value": PRIORITY_VALUE,
+        "globalDefault": False,
+        "preemptionPolicy": "PreemptLowerPriority",
+        "description": "Foresize's operator: its webhooks and Lease holder outrank the "
+        "workloads it sizes.",
+    }
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(namespace)},
+        priority,
+        deployment,
+        service,
+        pdb,
+    ]
+
+
+# --------------------------------------------------------------------------------------
+# Webhooks
+# --------------------------------------------------------------------------------------
+
+
+def webhooks(namespace: str) -> list[dict[str, Any]]:
+    """The admission part's configurations (`webhook.configurations.webhook_configurations`: paths,
+    rules, failurePolicy Ignore, 3 s, the system namespaces and the operator's own excluded,
+    its pods excluded, matchConditions) with this install's labels."""
+    from foresize.shells.webhook.configurations import webhook_configurations
+
+    docs = webhook_configurations(service=WEBHOOK_SERVICE, namespace=namespace, port=443)
+    for doc in docs:
+        doc["metadata"] = _meta(NAME, component="webhook")
+    return docs
+
+
+# --------------------------------------------------------------------------------------
+# Monitoring
+# --------------------------------------------------------------------------------------
+
+
+def alert_rules() -> list[dict[str, Any]]:
+    """Alerts over the metrics `foresize.adapters.telemetry.metrics` exports."""
+    return [
+        {
+            # Every request change, as the seed's operators asked for: an info alert to
+            # log and to check against the node charge-gap alerts below.
+            "alert": "ForesizeRequestChanged",
+            "expr": (
+                "sum by (target, resource, source) "
+                "(increase(foresize_request_changes_total[5m])) > 0"
+            ),
+            "labels": {"severity": "info"},
+            "annotations": {
+                "summary": (
+                    "Foresize changed {{ $labels.resource }} requests of {{ $labels.target }}"
+                ),
+                "description": (
+                    "{{ $value }} {{ $labels.resource }} request changes ({{ $labels.source }}) "
+                    "in the last 5 minutes; compare with foresize_node_charge_gap."
+                ),
+            },
+        },
+        {
+            "alert": "ForesizeResizeChurn",
+            "expr": (
+                'sum by (target, resource) (increase(foresize_resizes_total{outcome="success",'
+                'direction="up"}[1h])) > 3 and sum by (target, resource) '
+                '(increase(foresize_resizes_total{outcome="success",direction="down"}[1h])) > 3'
+            ),
+            "for": "15m",
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "Foresize resizes {{ $labels.target }} up and down repeatedly",
+                "description": (
+                    "{{ $labels.resource }} of {{ $labels.target }} was resized up and down "
+                    "more than 3 times each in the last hour: raise the hysteresis "
+                    "(vertical.scaling_behavior) or the forecast horizon."
+                ),
+            },
+        },
+        {
+            "alert": "ForesizeResizeRejected",
+            "expr": (
+                "sum by (target) (increase(foresize_resizes_total"
+                '{outcome=~"rejected|error"}[30m])) > 0'
+            ),
+            "for": "5m",
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "The API server refuses Foresize's resizes of {{ $labels.target }}",
+                "description": "Resizes were rejected (422/403) or failed in the last 30 minutes.",
+            },
+        },
+        {
+            "alert": "ForesizeResizeStalled",
+            "expr": "max by (target) (foresize_stalled_pods) > 0",
+            "for": "10m",
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "{{ $value }} pods of {{ $labels.target }} have stalled resizes",
+                "description": (
+                    "In-place resizes stay Deferred, Infeasible or in error for 10 minutes; "
+                    "under in_place they wait, under in_place_or_recreate they are evicted."
+                ),
+            },
+        },
+        {
+            "alert": "ForesizeCircuitBreakerOpen",
+            "expr": "max by (target) (foresize_breaker_open) > 0",
+            "for": "1m",
+            "labels": {"severity": "critical"},
+            "annotations": {
+                "summary": "Foresize stopped evicting pods of {{ $labels.target }}",
+                "description": (
+                    "Evicted pods came back without the suggested resources three times in a "
+                    "row (is the admission webhook reachable?). Evictions are paused."
+                ),
+            },
+        },
+        {
+            "alert": "ForesizeSchedulerChargeDivergence",
+            "expr": 'max by (node) (foresize_node_charge_gap{resource="cpu"}) > 0.5',
+            "for": "15m",
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "Scheduler charges {{ $labels.node }} {{ $value }} CPU beyond spec",
+                "description": (
+                    "The scheduler's charge (max of spec, allocated, actual) exceeds the sum "
+                    "of spec requests: resizes that have not landed hold node capacity."
+                ),
+            },
+        },
+        {
+            "alert": "ForesizeSchedulerChargeDivergenceMemory",
+            "expr": 'max by (node) (foresize_node_charge_gap{resource="memory"}) > 1073741824',
+            "for": "15m",
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "Scheduler charges {{ $labels.node }} over 1 GiB memory beyond spec",
+                "description": (
+                    "The scheduler's charge exceeds the sum of spec memory requests by more "
+                    "than 1 GiB for 15 minutes."
+                ),
+            },
+        },
+        *operational_alerts(),
+    ]
+
+
+def operational_alerts(service: str = WEBHOOK_SERVICE) -> list[dict[str, Any]]:
+    """The operator itself: down, no Lease holder, webhook errors, certificate expiry.
+    (Every webhook fails open, so each of these is otherwise silent.)"""
+    up = f'up{{job="{service}"}}'
+    return [
+        {
+            "alert": "ForesizeOperatorDown",
+            "expr": f"absent({up} == 1)",
+            "for": "5m",
+            "labels": {"severity": "critical"},
+            "annotations": {
+                "summary": "No Foresize operator replica is up",
+                "description": (
+                    "Prometheus scrapes no live replica: nothing is resized and every "
+                    "webhook fails open (pods are admitted unchanged)."
+                ),
+            },
+        },
+        {
+            "alert": "ForesizeNoLeaseHeld",
+            "expr": "sum by (shard) (foresize_leader) < 1",
+            "for": "5m",
+            "labels": {"severity": "critical"},
+            "annotations": {
+                "summary": "No replica holds Foresize shard {{ $labels.shard }}",
+                "description": (
+                    "The targets of this shard are not acted on: no replica holds its Lease "
+                    "(API errors, RBAC, or every replica lost it)."
+                ),
+            },
+        },
+        {
+            "alert": "ForesizeWebhookErrors",
+            "expr": (
+                "sum(rate(foresize_webhook_bad_requests_total[5m])) > 0.05 or "
+                'sum(rate(apiserver_admission_webhook_request_total{name=~".*foresize.io",'
+                'code!="200"}[5m])) > 0.05'
+            ),
+            "for": "10m",
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "Foresize's admission webhooks are failing",
+                "description": (
+                    "Requests to the webhooks are refused, cut off or answered with errors "
+                    "(operator side), or the API server's calls to them fail: pods are "
+                    "admitted unchanged (failurePolicy Ignore)."
+                ),
+            },
+        },
+        {
+            "alert": "ForesizeWebhookCertificateExpiry",
+            "expr": "min(foresize_webhook_certificate_expiry_seconds) < 7 * 86400",
+            "for": "1h",
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": (
+                    "Foresize's webhook certificate expires in {{ $value | humanizeDuration }}"
+                ),
+                "description": (
+                    "The served certificate is near or past its expiry and was not renewed: "
+                    "once expired, the API server cannot call the webhooks and every one "
+                    "fails open."
+                ),
+            },
+        },
+    ]
+
+
+def monitoring(namespace: str) -> list[dict[str, Any]]:
+    """PrometheusRule and ServiceMonitor. prometheus-operator picks them up only when their
+    labels match its `ruleSelector`/`serviceMonitorSelector` (kube-prometheus-stack: the
+    label `release: <its release>`): add those with `kubectl label`, or the chart's
+    `monitoring.labels`."""
+    return [
+        {
+            "apiVersion": "monitoring.coreos.com/v1",
+            "kind": "PrometheusRule",
+            "metadata": _meta(NAME, namespace, "monitoring"),
+            "spec": {"groups": [{"name": "foresize", "rules": alert_rules()}]},
+        },
+        {
+            "apiVersion": "monitoring.coreos.com/v1",
+            "kind": "ServiceMonitor",
+            "metadata": _meta(NAME, namespace, "monitoring"),
+            "spec": {
+                "selector": {"matchLabels": _labels("operator")},
+                "namespaceSelector": {"matchNames": [namespace]},
+                "endpoints": [{"port": "metrics", "path": "/metrics", "interval": "30s"}],
+            },
+        },
+    ]
+
+
+# --------------------------------------------------------------------------------------
+# NetworkPolicy
+# --------------------------------------------------------------------------------------
+
+MONITORING_NAMESPACE = "monitoring"
+
+
+def network_policy(
+    namespace: str, monitoring_namespace: str = MONITORING_NAMESPACE
+) -> list[dict[str, Any]]:
+    """Ingress to the operator pods: the webhook port (the API server calls it; its source
+    addresses are the control plane's, which no pod selector can name, so any source is
+    admitted unless you add an ipBlock) and the metrics port from the monitoring namespace
+    only. Every other port of the pods is closed."""
+    return [
+        {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": _meta(NAME, namespace, "operator"),
+            "spec": {
+                "podSelector": {"matchLabels": _selector()},
+                "policyTypes": ["Ingress"],
+                "ingress": [
+                    {"ports": [{"protocol": "TCP", "port": WEBHOOK_PORT}]},
+                    {
+                        "from": [
+                            {
+                                "namespaceSelector": {
+                                    "matchLabels": {
+                                        "kubernetes.io/metadata.name": monitoring_namespace
+                                    }
+                                }
+                            }
+                        ],
+                        "ports": [{"protocol": "TCP", "port": METRICS_PORT}],
+                    },
+                ],
+            },
+        }
+    ]
+
+
+def build(
+    section: str = "all",
+    *,
+    namespace: str = DEFAULT_NAMESPACE,
+    image: str | None = None,
+    replicas: int = 2,
+) -> list[dict[str, Any]]:
+    """The objects of one section (or all of them, CRDs first)."""
+    from foresize.core.api.crd import all_crds
+    from foresize.core.errors import ForesizeError
+
+    if section not in SECTIONS:
+        raise ForesizeError(f"unknown section {section!r}: choose one of {', '.join(SECTIONS)}")
+    if replicas < 1:
+        raise ForesizeError("--replicas must be at least 1")
+    # The API server refuses every namespaced object of a bad name, after the CRDs and
+    # cluster-scoped objects were already applied: refuse it before printing anything.
+    if dns_label_error(namespace):
+        raise ForesizeError(
+            f"--namespace: {namespace!r} is not a valid namespace (lowercase letters, digits "
+            "and '-', starting and ending with a letter or digit, at most 63 characters)"
+        )
+    parts = {
+        "crds": all_crds,
+        "rbac": lambda: rbac(namespace),
+        "operator": lambda: operator(namespace, image or default_image(), replicas),
+        "webhooks": lambda: webhooks(namespace),
+        "monitoring": lambda: monitoring(namespace),
+        "networkpolicy": lambda: network_policy(namespace),
+    }
+    if section == "all":
+        return [
+            doc for name in SECTIONS[1:] if name not in OPTIONAL_SECTIONS for doc in parts[name]()
+        ]
+    return parts[section]()
+
+
+CLUSTER_SCOPED_KINDS = ("ClusterAIScaleTemplate",)
+
+
+def name_errors(obj: dict[str, Any]) -> list[str]:
+    """`metadata.name` and `metadata.namespace` the API server would refuse: a custom
+    resource's name is an RFC 1123 subdomain, its namespace an RFC 1123 label. (The models
+    do not check names: objects read from a cluster were named by its API server.)"""
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        return []  # the models name a missing or non-map metadata
+    problems = []
+    name = meta.get("name")
+    if name in (None, "") and not meta.get("generateName"):
+        problems.append("metadata.name: required (the API server refuses an object without one)")
+    elif isinstance(name, str):
+        why = dns_subdomain_error(name)
+        if why:
+            problems.append(f"metadata.name: {shown(name)} is not a valid name: {why}")
+    namespace = meta.get("namespace")
+    if isinstance(namespace, str) and namespace and obj.get("kind") not in CLUSTER_SCOPED_KINDS:
+        why = dns_label_error(namespace)
+        if why:
+            problems.append(
+                f"metadata.namespace: {shown(namespace)} is not a valid namespace: {why}"
+            )
+    return problems
+
+
+def validate_files(paths: list[str]) -> tuple[int, int, list[str]]:
+    """Check every Foresize object (apiVersion foresize.io/...) in the YAML files with the
+    API models. Returns (objects checked, other documents skipped, errors); each error
+    names the file, the line of the field (of its nearest written parent when the field is
+    missing; of the document for an error about the whole object), and the field."""
+    from foresize.adapters.files import iter_documents_with_lines, read_text
+    from foresize.core.api.types import GROUP, parse_object
+    from foresize.core.errors import ForesizeError
+
+    checked = skipped = 0
+    errors: list[str] = []
+    for path in paths:
+        try:
+            text = read_text(path)
+            for _, obj, lines in iter_documents_with_lines(text, path):
+                api_version = obj.get("apiVersion", "") if isinstance(obj, dict) else ""
+                if not str(api_version).startswith(f"{GROUP}/"):
+                    skipped += obj is not None
+                    continue
+                checked += 1
+                problems = name_errors(obj)
+                try:
+                    parse_object(obj)
+                except ForesizeError as exc:
+                    problems += str(exc).splitlines()
+                errors.extend(f"{path}:{_problem_line(lines, p)}: {p}" for p in problems)
+        except ForesizeError as exc:  # unreadable file or bad YAML: one line, next file
+            errors.append(str(exc))
+    return checked, skipped, errors
+
+
+# "spec.vertical.containers[0].cpu: ..." - a problem that starts with the field it is about.
+_FIELD_PROBLEM = re.compile(r"^([A-Za-z_][\w-]*(?:\.[\w/-]+|\[\d+\])*): ")
+
+
+def _problem_line(lines: dict[str, int], problem: str) -> int:
+    from foresize.adapters.files import field_line
+
+    m = _FIELD_PROBLEM.match(problem)
+    return field_line(lines, m[1] if m else "")
+
+
+def register(app: typer.Typer, bench_app: typer.Typer) -> None:
+    @app.command("manifests")
+    def manifests(
+        section: str = typer.Argument(
+            "all",
+            help="What to print: all, crds, rbac, operator, webhooks, monitoring, or "
+            "networkpolicy (not part of all).",
+        ),
+        namespace: str = typer.Option(
+            DEFAULT_NAMESPACE,
+            help="Namespace Foresize is installed in (not a filter; recommend -n filters).",
+        ),
+        image: str = typer.Option("", help="Operator image (default foresize/foresize:VERSION)."),
+        replicas: int = typer.Option(2, help="Operator replicas."),
+    ) -> None:
+        """Print the install manifests as YAML (`foresize manifests | kubectl apply -f -`)."""
+        import yaml
+
+        docs = build(section, namespace=namespace, image=image or None, replicas=replicas)
+        typer.echo(yaml.safe_dump_all(docs, sort_keys=False), nl=False)
+
+    @app.command("validate")
+    def validate(
+        files: list[str] = typer.Argument(..., help="YAML files with Foresize objects."),
+    ) -> None:
+        """Check AIScaleTargets, DaemonSetAutoscalers and ClusterAIScaleTemplates in YAML
+        files offline: the same defaults and rules as the CRDs; errors name file, line and
+        field. Other documents are skipped."""
+        from foresize.core.errors import ForesizeError
+
+        checked, skipped, errors = validate_files(files)
+        if errors:
+            raise ForesizeError("\n".join(errors))
+        if checked == 0:
+            raise ForesizeError(f"no Foresize objects found in {', '.join(files)}")
+        note = f" ({skipped} other documents skipped)" if skipped else ""
+        typer.echo(f"{checked} Foresize objects valid{note}")

@@ -1,0 +1,290 @@
+"""`foresize operator`: run the real-cluster shell (collector, recommender, vertical
+worker, webhooks, metrics) from a kubeconfig or the in-cluster service account.
+
+Every option can also come from the environment (`FORESIZE_*`, as the shipped Deployment
+sets them: namespace and pod name from the downward API, ports, the webhook's Service,
+configuration and TLS Secret, cert-manager)."""
+
+from __future__ import annotations
+
+import typer
+
+
+def register(app: typer.Typer, bench_app: typer.Typer) -> None:
+    def opt(default, *names, env: str | None = None, **kw):
+        return typer.Option(default, *names, envvar=env, **kw)
+
+    @app.command("operator")
+    def operator(
+        kubeconfig: str = opt(
+            None,
+            "--kubeconfig",
+            env="KUBECONFIG",
+            help="Kubeconfig file (default: in-cluster, then ~/.kube/config).",
+        ),
+        context: str = opt(None, "--context", help="Kubeconfig context."),
+        server: str = opt(
+            None, "--server", help="API server URL without auth (e.g. kubectl proxy)."
+        ),
+        namespace: str = opt(
+            "foresize-system",
+            "--namespace",
+            env="FORESIZE_NAMESPACE",
+            help="Namespace Foresize is installed in: Leases, TLS Secret (not a filter).",
+        ),
+        identity: str = opt(
+            "",
+            "--identity",
+            env="FORESIZE_POD_NAME",
+            help="Leader-election identity (default: hostname).",
+        ),
+        shards: int = opt(
+            1, "--shards", env="FORESIZE_SHARDS", min=1, help="Target shards (one Lease each)."
+        ),
+        max_shards: int = opt(
+            None,
+            "--max-shards",
+            env="FORESIZE_MAX_SHARDS",
+            min=1,
+            help="At most this many shards per replica.",
+        ),
+        interval: str = opt(
+            "30s",
+            "--interval",
+            env="FORESIZE_INTERVAL",
+            help="Between control-loop passes.",
+        ),
+        collect_interval: str = opt(
+            "1m",
+            "--collect-interval",
+            env="FORESIZE_COLLECT_INTERVAL",
+            help="metrics-server poll period.",
+        ),
+        suggest_interval: str = opt(
+            "15m",
+            "--suggest-interval",
+            env="FORESIZE_SUGGEST_INTERVAL",
+            help="Between forecasts.",
+        ),
+        pause_configmap: str = opt(
+            "foresize-pause",
+            "--pause-configmap",
+            env="FORESIZE_PAUSE_CONFIGMAP",
+            help="ConfigMap (operator namespace) whose data.paused=true pauses Foresize.",
+        ),
+        history_db: str = opt(
+            None,
+            "--history-db",
+            env="FORESIZE_HISTORY_DB",
+            help="SQLite history file (survives restarts); default: in memory.",
+        ),
+        prometheus: str = opt(
+            None,
+            "--prometheus",
+            env="FORESIZE_PROMETHEUS_URL",
+            help="Read history from Prometheus instead of metrics-server.",
+        ),
+        metrics_port: int = opt(
+            8080, "--metrics-port", env="FORESIZE_METRICS_PORT", help="Port of /metrics."
+        ),
+        webhook_port: int = opt(
+            8443,
+            "--webhook-port",
+            env="FORESIZE_WEBHOOK_PORT",
+            help="Port of the admission webhooks.",
+        ),
+        no_webhook: bool = opt(False, "--no-webhook", help="Do not serve admission webhooks."),
+        tls_cert: str = opt(None, "--tls-cert", help="Webhook serving certificate (PEM file)."),
+        tls_key: str = opt(None, "--tls-key", help="Key of --tls-cert (PEM file)."),
+        tls_secret: str = opt(
+            None,
+            "--tls-secret",
+            env="FORESIZE_TLS_SECRET",
+            help="Secret holding (or to hold) the webhook certificate.",
+        ),
+        webhook_service: str = opt(
+            "foresize-webhook",
+            "--webhook-service",
+            env="FORESIZE_WEBHOOK_SERVICE",
+            help="Service of the webhooks.",
+        ),
+        webhook_configuration: str = opt(
+            "foresize",
+            "--webhook-configuration",
+            env="FORESIZE_WEBHOOK_CONFIGURATION",
+            help="Name of the webhook configurations (caBundle).",
+        ),
+        cert_manager: bool = opt(
+            False,
+            "--cert-manager",
+            env="FORESIZE_CERT_MANAGER",
+            help="cert-manager issues the certificate and injects the caBundle.",
+        ),
+        lease_duration: str = opt(
+            "15s",
+            "--lease-duration",
+            env="FORESIZE_LEASE_DURATION",
+            help="Leader Lease duration; a standby takes over after it.",
+        ),
+        lease_renew_deadline: str = opt(
+            "10s",
+            "--lease-renew-deadline",
+            env="FORESIZE_LEASE_RENEW_DEADLINE",
+            help="Stop acting when the Lease was not renewed for this long (< duration).",
+        ),
+        lease_retry: str = opt(
+            "2s",
+            "--lease-retry",
+            env="FORESIZE_LEASE_RETRY",
+            help="Between Lease renewals and acquisition attempts.",
+        ),
+        kube_api_qps: float = opt(
+            50.0,
+            "--kube-api-qps",
+            env="FORESIZE_KUBE_API_QPS",
+            min=0.0,
+            help="Client-side API request rate limit (requests/s; 0 = none).",
+        ),
+        kube_api_burst: int = opt(
+            100,
+            "--kube-api-burst",
+            env="FORESIZE_KUBE_API_BURST",
+            min=1,
+            help="Requests allowed at once above --kube-api-qps.",
+        ),
+        eviction_rate_limit: float = opt(
+            0.0,
+            "--eviction-rate-limit",
+            env="FORESIZE_EVICTION_RATE_LIMIT",
+            min=0.0,
+            help="Evictions per second across all targets (0 = no cluster-wide limit; "
+            "each target's max_disrupted/interval still apply).",
+        ),
+        eviction_rate_burst: int = opt(
+            1,
+            "--eviction-rate-burst",
+            env="FORESIZE_EVICTION_RATE_BURST",
+            min=1,
+            help="Evictions allowed at once under --eviction-rate-limit.",
+        ),
+        cert_check_interval: str = opt(
+            "5m",
+            "--cert-check-interval",
+            env="FORESIZE_CERT_CHECK_INTERVAL",
+            help="Between webhook certificate checks (renew, reload, expiry).",
+        ),
+        version_check_interval: str = opt(
+            "1m",
+            "--version-check-interval",
+            env="FORESIZE_VERSION_CHECK_INTERVAL",
+            help="Between reads of the API server's version (control-plane upgrades).",
+        ),
+        exclude_selector: str = opt(
+            "",
+            "--exclude-selector",
+            env="FORESIZE_EXCLUDE_SELECTOR",
+            help="Workloads (or targets) with these labels are never resized or evicted "
+            "by the disruption worker: key=value[,key=value...].",
+        ),
+        stall_timeout: str | None = opt(
+            None,
+            "--stall-timeout",
+            env="FORESIZE_STALL_TIMEOUT",
+            help="/healthz fails after the control loop made no progress for this long "
+            "(default: 5 intervals, at least 120 s).",
+        ),
+        log_format: str = opt("json", "--log-format", env="FORESIZE_LOG_FORMAT", help="json|text"),
+        log_level: str = opt(
+            "info", "--log-level", env="FORESIZE_LOG_LEVEL", help="debug|info|warning|error"
+        ),
+    ) -> None:
+        """Run the operator until SIGTERM."""
+        import asyncio
+        import os
+
+        from foresize.adapters.telemetry.logs import setup_logging
+        from foresize.core.errors import ForesizeError
+        from foresize.shells.kube.operator import OperatorOptions, run_operator_process
+
+        interval_s = _seconds(interval, "--interval", 0.1)
+        collect_interval_s = _seconds(collect_interval, "--collect-interval", 5.0)
+        suggest_interval_s = _seconds(suggest_interval, "--suggest-interval", 10.0)
+        lease_duration_s = _seconds(lease_duration, "--lease-duration", 1.0)
+        lease_renew_deadline_s = _seconds(lease_renew_deadline, "--lease-renew-deadline", 0.5)
+        lease_retry_s = _seconds(lease_retry, "--lease-retry", 0.1)
+        cert_check_interval_s = _seconds(cert_check_interval, "--cert-check-interval", 0.1)
+        version_check_s = _seconds(version_check_interval, "--version-check-interval", 0.1)
+        stall = None if stall_timeout is None else _seconds(stall_timeout, "--stall-timeout", 1.0)
+        if log_format not in ("json", "text"):
+            raise ForesizeError(f"--log-format: must be json or text, not {log_format!r}")
+        if log_level.lower() not in ("debug", "info", "warning", "error"):
+            raise ForesizeError(f"--log-level: unknown level {log_level!r}")
+        if lease_renew_deadline_s >= lease_duration_s:
+            raise ForesizeError(
+                f"--lease-renew-deadline: {lease_renew_deadline} must be shorter than "
+                f"--lease-duration {lease_duration}"
+            )
+        if bool(tls_cert) != bool(tls_key):
+            raise ForesizeError("--tls-cert and --tls-key go together")
+        if kubeconfig and not server and not os.path.exists(kubeconfig.split(os.pathsep)[0]):
+            raise ForesizeError(f"--kubeconfig: {kubeconfig}: no such file")
+        from foresize.core.vertical.policy import parse_exclude_selector
+
+        excluded = parse_exclude_selector(exclude_selector)
+        setup_logging(log_level, json_format=log_format == "json")
+        opts = OperatorOptions(
+            kubeconfig=kubeconfig,
+            context=context,
+            server=server,
+            namespace=namespace,
+            identity=identity,
+            shards=shards,
+            max_shards=max_shards,
+            interval=interval_s,
+            collect_interval=collect_interval_s,
+            suggest_interval=suggest_interval_s,
+            metrics_port=metrics_port,
+            webhook=not no_webhook,
+            webhook_port=webhook_port,
+            tls_cert=tls_cert,
+            tls_key=tls_key,
+            tls_secret=tls_secret,
+            webhook_service=webhook_service,
+            webhook_configuration=webhook_configuration,
+            cert_manager=cert_manager,
+            prometheus=prometheus,
+            history_db=history_db,
+            pause_configmap=pause_configmap,
+            lease_duration=lease_duration_s,
+            lease_renew_deadline=lease_renew_deadline_s,
+            lease_retry=lease_retry_s,
+            kube_api_qps=kube_api_qps,
+            kube_api_burst=kube_api_burst,
+            stall_timeout=stall,
+            cert_check_interval=cert_check_interval_s,
+            version_check_interval=version_check_s,
+            exclude_selector=excluded,
+            eviction_rate_limit=eviction_rate_limit or None,
+            eviction_rate_burst=eviction_rate_burst,
+        )
+        try:
+            code = asyncio.run(run_operator_process(opts))
+        except Exception as exc:
+            from lightkube.core.exceptions import ConfigError
+
+            if isinstance(exc, ConfigError | FileNotFoundError):
+                raise ForesizeError(f"cannot load Kubernetes configuration: {exc}") from None
+            raise
+        if code:
+            raise typer.Exit(code)
+
+
+def _seconds(text: str, option: str, minimum: float) -> float:
+    """A duration option (`30s`, `5m`; a bare number is seconds) with its lower bound."""
+    from foresize.core.errors import ForesizeError
+    from foresize.front.cli.options import duration, format_seconds
+
+    seconds = duration(text, option, positive=False)
+    if seconds < minimum:
+        raise ForesizeError(f"{option}: must be at least {format_seconds(minimum)}, got {text!r}")
+    return seconds

@@ -1,0 +1,317 @@
+"""A thin, explicit HTTP layer over lightkube's async client.
+
+lightkube supplies the connection: kubeconfig or in-cluster service account, TLS, bearer
+token refresh, the httpx transport. Foresize sends its own JSON bodies on exact paths and
+reads the raw answer (status code, Kubernetes `Status` body, `Retry-After`), because the
+planners need the API server's reason and causes verbatim (429 with `DisruptionBudget`,
+403 `NodeCapacity`, 422 validation) rather than a decoded model.
+
+What client-go does for every controller and lightkube does not, this layer does:
+- a client-side request rate limit (token bucket, `qps`/`burst`), so a pass with thousands
+  of actions cannot flood the API server;
+- retries with exponential backoff and full jitter on 429 (API priority and fairness) and
+  5xx answers and on connection errors, honouring `Retry-After`. An eviction's 429 and
+  500 are answers the planner must see (a disruption budget, several budgets), so they
+  are never retried here;
+- watch streams (`stream`), one JSON event per line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from foresize.core.errors import ForesizeError
+
+log = logging.getLogger(__name__)
+
+# VPA's components run with --kube-api-qps 50 / --kube-api-burst 100 (client-go's own
+# defaults of 5/10 are sized for kubectl, not for a controller acting on a cluster).
+DEFAULT_QPS = 50.0
+DEFAULT_BURST = 100
+# Retries of one request: 4 tries in all, delays 0.25 s, 0.5 s, 1 s (full jitter), each at
+# most 10 s; a Retry-After above 30 s is not waited for (the answer goes to the caller).
+RETRY_ATTEMPTS = 4
+RETRY_BASE = 0.25
+RETRY_CAP = 10.0
+RETRY_AFTER_MAX = 30.0
+
+
+class RateLimiter:
+    """A token bucket: `burst` requests at once, then `qps` per second (client-go's
+    flowcontrol.NewTokenBucketRateLimiter)."""
+
+    def __init__(self, qps: float, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.qps = qps
+        self.burst = max(1, burst)
+        self.clock = clock
+        self._tokens = float(self.burst)
+        self._at = clock()
+        self._lock = asyncio.Lock()
+
+    def _refill(self) -> None:
+        now = self.clock()
+        self._tokens = min(self.burst, self._tokens + (now - self._at) * self.qps)
+        self._at = now
+
+    async def acquire(self) -> float:
+        """Wait for a token; returns the seconds waited."""
+        if self.qps <= 0:
+            return 0.0
+        waited = 0.0
+        async with self._lock:
+            self._refill()
+            while self._tokens < 1.0:
+                delay = (1.0 - self._tokens) / self.qps
+                await asyncio.sleep(delay)
+                waited += delay
+                self._refill()
+            self._tokens -= 1.0
+        return waited
+
+
+def _retry_after(headers: Any) -> float | None:
+    value = headers.get("retry-after") if headers is not None else None
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None
+
+
+def retryable(method: str, path: str, code: int) -> bool:
+    """Whether an answer is a transient API-server condition worth retrying here."""
+    if path.endswith("/eviction"):
+        return False  # 429 = a disruption budget, 500 = several: the planner decides
+    return code == 429 or code in (500, 502, 503, 504)
+
+
+JSON = "application/json"
+JSON_PATCH = "application/json-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
+
+
+@dataclass(slots=True)
+class ApiResponse:
+    code: int
+    body: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.code < 300
+
+
+class KubeApi:
+    """Send requests through a `lightkube.AsyncClient`'s configured transport."""
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        qps: float = DEFAULT_QPS,
+        burst: int = DEFAULT_BURST,
+        attempts: int = RETRY_ATTEMPTS,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.client = client  # lightkube.AsyncClient
+        self.limiter = RateLimiter(qps, burst)
+        self.attempts = max(1, attempts)
+        self._rng = rng or random.Random()
+        self.retries = 0  # requests sent again after a 429/5xx/connection error
+        # Asked right before each send (after the rate-limit wait and between retries):
+        # a reason not to send, e.g. "stopping" once SIGTERM arrived.
+        self.veto: Callable[[str, str], str | None] | None = None
+        self.throttled_seconds = 0.0  # time spent waiting for the client-side rate limit
+
+    def configure(self, *, qps: float | None = None, burst: int | None = None) -> None:
+        """Set the client-side rate limit (`--kube-api-qps`, `--kube-api-burst`)."""
+        self.limiter = RateLimiter(
+            self.limiter.qps if qps is None else qps,
+            self.limiter.burst if burst is None else burst,
+        )
+
+    def backoff(self, attempt: int, retry_after: float | None) -> float:
+        """Delay before try `attempt + 1`: Retry-After when given, else full jitter."""
+        if retry_after is not None:
+            return min(retry_after, RETRY_AFTER_MAX)
+        return self._rng.uniform(0.0, min(RETRY_CAP, RETRY_BASE * (2**attempt)))
+
+    @classmethod
+    def from_url(cls, url: str, namespace: str = "default") -> KubeApi:
+        """A client for an API server at `url` without auth (tests, `kubectl proxy`)."""
+        from urllib.parse import urlparse
+
+        from lightkube import AsyncClient, KubeConfig
+        from lightkube.config.models import Cluster, User
+
+        parts = urlparse(url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ForesizeError(f"--server: {url!r} is not an http:// or https:// URL")
+        config = KubeConfig.from_one(cluster=Cluster(server=url), user=User(), namespace=namespace)
+        return cls(AsyncClient(config, trust_env=False))
+
+    @classmethod
+    def from_environment(cls, kubeconfig: str | None = None, context: str | None = None) -> KubeApi:
+        """In-cluster service account when running in a pod, else the kubeconfig."""
+        from lightkube import AsyncClient, KubeConfig
+
+        if kubeconfig:
+            try:
+                config = KubeConfig.from_file(kubeconfig).get(context_name=context)
+            except (AttributeError, TypeError, KeyError, ValueError) as exc:
+                # A YAML file that is not a kubeconfig (a list, a string, missing keys).
+                raise ForesizeError(
+                    f"--kubeconfig: {kubeconfig}: not a kubeconfig ({type(exc).__name__}: {exc})"
+                ) from None
+        else:
+            config = KubeConfig.from_env().get(context_name=context)
+        return cls(AsyncClient(config))
+
+    @property
+    def _generic(self) -> Any:
+        return self.client._client  # lightkube GenericAsyncClient
+
+    @property
+    def base_url(self) -> str:
+        return str(self._generic.config.cluster.server)
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        content_type: str = JSON,
+        params: dict[str, str] | None = None,
+        *,
+        unthrottled: bool = False,
+    ) -> ApiResponse:
+        """One API call: rate-limited (unless `unthrottled`: leader election, which must
+        not wait behind a pass's bulk of writes, as kube-controller-manager gives it a
+        client of its own), retried on transient answers (see module doc)."""
+        for attempt in range(self.attempts):
+            last = attempt == self.attempts - 1
+            try:
+                answer = await self._send_once(
+                    method, path, body, content_type, params, unthrottled=unthrottled
+                )
+            except Exception as exc:
+                # Connection refused/reset, timeouts: the request may not have arrived.
+                if last or not _transport_error(exc):
+                    raise
+                delay = self.backoff(attempt, None)
+                log.debug("%s %s failed (%s); retrying in %.2fs", method, path, exc, delay)
+            else:
+                if last or not retryable(method, path, answer.code):
+                    return answer
+                retry_after = _retry_after(answer.headers)
+                if retry_after is not None and retry_after > RETRY_AFTER_MAX:
+                    return answer
+                delay = self.backoff(attempt, retry_after)
+                log.debug("%s %s answered %d; retrying in %.2fs", method, path, answer.code, delay)
+            self.retries += 1
+            await asyncio.sleep(delay)
+        raise AssertionError("unreachable")  # the last attempt returns or raises
+
+    async def _send_once(
+        self,
+        method: str,
+        path: str,
+        body: Any,
+        content_type: str,
+        params: dict[str, str] | None,
+        *,
+        unthrottled: bool = False,
+    ) -> ApiResponse:
+        if not unthrottled:
+            self.throttled_seconds += await self.limiter.acquire()
+        why = self.veto(method, path) if self.veto is not None else None
+        if why is not None:
+            raise NotSent(f"{method} {path} not sent: {why}")
+        http = self._generic._client  # the configured httpx client (auth, TLS, base URL)
+        content = None if body is None else json.dumps(body).encode()
+        headers = {"Accept": JSON}
+        if content is not None:
+            headers["Content-Type"] = content_type
+        req = http.build_request(
+            method, path, params=params or None, content=content, headers=headers
+        )
+        resp = await self._generic.send(req)
+        try:
+            data = resp.json() if resp.content else None
+        except ValueError:
+            data = {"message": resp.text}
+        return ApiResponse(code=resp.status_code, body=data, headers=dict(resp.headers))
+
+    async def stream(
+        self, path: str, params: dict[str, str], read_timeout: float
+    ) -> AsyncIterator[dict[str, Any]]:
+        """A watch: yields each JSON line; an HTTP error answer is yielded as a synthetic
+        `ERROR` event carrying the Status (as the server does for an in-stream error)."""
+        httpx = _httpx()
+        self.throttled_seconds += await self.limiter.acquire()
+        http = self._generic._client
+        req = http.build_request(
+            "GET",
+            path,
+            params=params,
+            headers={"Accept": JSON},
+            timeout=httpx.Timeout(10.0, read=read_timeout),
+        )
+        resp = await self._generic.send(req, stream=True)
+        try:
+            if resp.status_code != 200:
+                raw = await resp.aread()
+                try:
+                    status = json.loads(raw) if raw else {}
+                except ValueError:
+                    status = {"message": raw.decode(errors="replace")}
+                if not isinstance(status, dict):
+                    status = {}
+                status.setdefault("code", resp.status_code)
+                yield {"type": "ERROR", "object": status}
+                return
+            async for line in resp.aiter_lines():
+                if line.strip():
+                    yield json.loads(line)
+        finally:
+            await resp.aclose()
+
+    async def server_version(self) -> dict[str, Any]:
+        resp = await self.request("GET", "/version")
+        if not resp.ok or not isinstance(resp.body, dict):
+            raise RuntimeError(f"GET /version answered {resp.code}: {resp.body}")
+        return resp.body
+
+    async def close(self) -> None:
+        await self.client.close()
+
+
+class NotSent(RuntimeError):
+    """The veto refused a request (never retried)."""
+
+
+def _httpx() -> Any:
+    """The HTTP library lightkube is built on: `httpx2` (lightkube 1.x) or `httpx` (0.x).
+    Its Timeout and error classes must be the client's own: an `httpx.Timeout` handed to
+    an httpx2 client fails every new connection (TypeError in the connect timeout)."""
+    try:
+        import httpx2
+
+        return httpx2
+    except ImportError:  # pragma: no cover - lightkube 0.x
+        import httpx
+
+        return httpx
+
+
+def _transport_error(exc: BaseException) -> bool:
+    httpx = _httpx()
+    return isinstance(exc, httpx.TransportError | ConnectionError | TimeoutError)

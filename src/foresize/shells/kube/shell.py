@@ -1,0 +1,353 @@
+"""The kube shell's control loop: snapshot -> the core's reconcile pass -> API calls -> records.
+
+`KubeShell` implements `AsyncClusterPort` (snapshot, apply) over the watch-fed
+`ClusterState` and the `KubeExecutor`. One `run_pass()`:
+
+1. takes a snapshot and keeps only the AIScaleTargets and DaemonSetAutoscalers of the
+   shards this replica holds: every per-target planner sees only those, so replicas
+   holding different shard Leases never act on the same pods; lifecycle memory of targets
+   now held by another replica is dropped (a revert in progress is continued by the new
+   holder, which reads it back from `status.lifecycle`). ClusterAIScaleTemplates are
+   cluster-wide, so only the holder of shard 0 reconciles them, against the unfiltered
+   snapshot;
+2. runs the core's pass (`foresize.core.reconcile.plan_pass`: recommendations, DaemonSets,
+   horizontal, lifecycle, templates, the in-place gate, vertical), the same function the
+   simulated operator runs, in a worker thread: a pass over 10k pods takes most of a
+   second, and the admission webhooks and the Lease renewals share this event loop. The
+   snapshot is copied from the cache on the loop (under the cache's lock, objects never
+   mutated), and the pass state is touched by nobody else while the pass runs; the usage
+   history it reads is the shared, locked one (`kube.operator.Locked`);
+3. makes the object writes the pass asked for (revert finalizers, template-owned
+   AIScaleTargets), then sends the pass's actions through the core's `ActionQueue` (429
+   deferral, results fed back to the vertical planner);
+4. records every (action, result) with the shared `ChangeRecorder` and emits its Events;
+5. observes the snapshot for telemetry (node charge gap, OOM kills) and times the pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import functools
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from foresize.adapters.telemetry.metrics import ForesizeMetrics
+from foresize.adapters.telemetry.recorder import ChangeRecorder, target_key
+from foresize.core.api.access import get_path
+from foresize.core.cluster.actions import (
+    Action,
+    ActionResult,
+)
+from foresize.core.cluster.snapshot import ClusterSnapshot
+from foresize.core.lifecycle.revert import REVERT_FINALIZER
+from foresize.core.lifecycle.templates import TemplatePlan
+from foresize.core.reconcile import (
+    ActionQueue,
+    PassPlan,
+    ReconcileConfig,
+    ReconcileState,
+    plan_pass,
+)
+from foresize.shells.kube.leader import ShardManager
+from foresize.shells.kube.state import ClusterState
+
+log = logging.getLogger("foresize.operator")
+
+
+class ShellExecutor(Protocol):
+    """What the shell sends its calls through: `kube.executor.KubeExecutor`, or the
+    operator's `GatedExecutor` around it (the Lease and stop checks before each call)."""
+
+    @property
+    def server_version(self) -> tuple[int, int]: ...
+
+    async def apply(self, action: Action) -> ActionResult: ...
+
+    async def apply_guarded(self, action: Action) -> ActionResult: ...
+
+    async def add_finalizer(
+        self, kind: str, ns: str, name: str, finalizer: str
+    ) -> ActionResult: ...
+
+    async def remove_finalizer(
+        self, kind: str, ns: str, name: str, finalizer: str
+    ) -> ActionResult: ...
+
+    async def create_object(self, kind: str, obj: dict[str, Any]) -> ActionResult: ...
+
+    async def update_object(self, kind: str, obj: dict[str, Any]) -> ActionResult: ...
+
+    async def delete_object(self, kind: str, ns: str, name: str) -> ActionResult: ...
+
+
+class KubeShell:
+    """The real-cluster shell around the core."""
+
+    def __init__(
+        self,
+        state: ClusterState,
+        executor: ShellExecutor,
+        *,
+        metrics: ForesizeMetrics | None = None,
+        shards: ShardManager | None = None,
+        clock: Callable[[], float] = time.time,
+        worker_config: Any = None,
+        history: Any = None,
+        suggest_interval: float = 900.0,
+        planner: Callable[..., PassPlan] | None = None,
+    ) -> None:
+        self.state = state
+        self.executor = executor
+        self.recorder = ChangeRecorder(metrics)
+        self.metrics = self.recorder.metrics
+        self.shards = shards
+        self.clock = clock
+        self.passes = 0
+        # The recommender's history (UsageHistory or the SQLite HistoryStore).
+        self.history = history
+        self.config = ReconcileConfig(worker=worker_config, suggest_interval=suggest_interval)
+        self.pass_state = ReconcileState()
+        self.dsa_window: Any = None  # lifecycle.daemonset.UsageWindow, fed by the collector
+        # The core's pass (tests inject a slow one), and where it runs: a worker thread,
+        # so that the webhooks and Lease renewals on this loop are answered meanwhile
+        # (False only for `foresize bench loop`'s baseline).
+        self.planner = planner or plan_pass
+        self.plan_off_loop = True
+
+    # ------------------------------------------------------------ AsyncClusterPort
+    async def snapshot(self) -> ClusterSnapshot:
+        """The snapshot restricted to the Foresize objects of the shards held."""
+        return self._owned(self._full_snapshot(self.clock()))
+
+    def _full_snapshot(self, now: float) -> ClusterSnapshot:
+        snap = self.state.snapshot(now)
+        snap.server_version = self.executor.server_version
+        return snap
+
+    def _owns(self, obj: Any) -> bool:
+        return self.shards is None or self.shards.owns(target_key(obj))
+
+    def _owned(self, full: ClusterSnapshot) -> ClusterSnapshot:
+        """`full` with only the targets and DaemonSetAutoscalers this replica's shards
+        hold (pods, nodes and workloads stay: the planners need them all for capacity
+        and owner chains, and only act through the targets they are given)."""
+        if self.shards is None:
+            return full
+        return dataclasses.replace(
+            full,
+            targets=[t for t in full.targets if self._owns(t)],
+            daemonset_autoscalers=[d for d in full.daemonset_autoscalers if self._owns(d)],
+            _by_node=None,
+            _by_owner=None,
+        )
+
+    def _reconciles_templates(self) -> bool:
+        """ClusterAIScaleTemplates are reconciled by exactly one replica: the holder of
+        shard 0 (or the only replica when unsharded)."""
+        return self.shards is None or self.shards.holds(0)
+
+    def _forget_unowned(self, full: ClusterSnapshot) -> None:
+        """Drop lifecycle memory of targets that exist but are held by another replica, so
+        a shard handed over is not reverted by both (and a later take-back starts from
+        what status says, not from stale memory)."""
+        if self.shards is None:
+            return
+        st = self.pass_state.lifecycle
+        for kind, objects in (
+            ("AIScaleTarget", full.targets),
+            ("DaemonSetAutoscaler", full.daemonset_autoscalers),
+        ):
+            for obj in objects:
+                if self._owns(obj):
+                    continue
+                key = f"{kind}/{target_key(obj)}"
+                st.modes.pop(key, None)
+                st.jobs.pop(key, None)
+                st.written.pop(key, None)
+
+    async def apply(self, action: Action) -> ActionResult:
+        return await self.executor.apply(action)
+
+    def _provisioning(self, snap: ClusterSnapshot, now: float) -> None:
+        """foresize_provisioning_ratio: the target's pods' requests over their latest
+        summed usage (the `__total__` history series of the workload)."""
+        if self.history is None or not hasattr(self.history, "series"):
+            return
+        import numpy as np
+
+        from foresize.adapters.telemetry.metrics import base_units
+        from foresize.adapters.telemetry.recorder import pods_by_target
+        from foresize.core.cluster.qos import spec_requests
+        from foresize.core.history import TOTAL_CONTAINER, SeriesKey
+
+        for key, pods in pods_by_target(snap).items():
+            target = next((t for t in snap.targets if target_key(t) == key), None)
+            ref = get_path(target, "spec", "scaleTargetRef")
+            if ref is None or not pods:
+                continue
+            ns = key.split("/", 1)[0]
+            total_key = SeriesKey(ns, get_path(ref, "name"), TOTAL_CONTAINER)
+            for resource in ("cpu", "memory"):
+                _, used = self.history.series(total_key, resource, now - 300.0, now + 1.0)
+                used = np.asarray(used, dtype=np.float64)
+                if not np.isfinite(used).any():
+                    continue
+                requested = sum(
+                    base_units(resource, spec_requests(p).get(resource, 0))
+                    for p in pods
+                    if p.phase == "Running"
+                )
+                self.recorder.set_provisioning(
+                    key, resource, requested, float(used[np.isfinite(used)][-1])
+                )
+
+    def _record_ooms(self, snap: ClusterSnapshot) -> None:
+        """OOM kills seen this pass go into the history, where the recommender's OOM
+        remediation reads them (keyed by workload and container, like usage)."""
+        if self.history is None or not hasattr(self.history, "record_event"):
+            return
+        from foresize.core.history import SeriesKey
+
+        for pod, container, when in self.recorder.new_ooms:
+            owner = snap.top_owner(pod)
+            workload = owner.name if owner is not None else pod.name
+            status = pod.status_of(container)
+            usage = 0.0
+            if status is not None:
+                usage = float(status.resources.limits.get("memory", 0))
+            self.history.record_event(
+                SeriesKey(pod.namespace, workload, container), "oom", when, usage
+            )
+        self.recorder.new_ooms.clear()
+
+    # ------------------------------------------------------------------ the pass
+    async def run_pass(self) -> list[tuple[Action, ActionResult | None]]:
+        start = time.perf_counter()
+        now = self.clock()
+        full = self._full_snapshot(now)
+        snap = self._owned(full)
+        self._forget_unowned(full)
+        self.config.reconcile_templates = self._reconciles_templates()
+        plan = functools.partial(
+            self.planner,
+            snap,
+            now,
+            self.pass_state,
+            self.history,
+            self.config,
+            full=full,
+            dsa_usage=self.dsa_window,
+        )
+        decided = await asyncio.to_thread(plan) if self.plan_off_loop else plan()
+        self.pass_state = decided.state
+        await self._finalizers(decided)
+        if decided.templates is not None:
+            await self._templates(decided.templates)
+        queue = ActionQueue(decided.actions, self.pass_state.worker, now, self.config.worker)
+        while (action := queue.next()) is not None:
+            # Evictions go through the executor's 429 guard (its own deferral memory).
+            queue.feed(action, await self.executor.apply_guarded(action))
+        self.pass_state.worker = queue.state
+        done = queue.done
+        # The records of thousands of actions and the charge-gap walk over every pod are
+        # the other long stretches (0.05 s and 0.2 s at 10k pods); the recorder's state
+        # they touch is not the webhook's (its admissions have their own lock).
+        telemetry = functools.partial(self._telemetry, done, snap)
+        events = await asyncio.to_thread(telemetry) if self.plan_off_loop else telemetry()
+        events += self.recorder.drain_admissions()
+        self._record_ooms(snap)
+        self._provisioning(snap, now)
+        for event in events:
+            done.append((event, await self.executor.apply(event)))
+        self.metrics.loop_duration.observe(time.perf_counter() - start)
+        self.passes += 1
+        return done
+
+    def _telemetry(
+        self, done: list[tuple[Action, ActionResult | None]], snap: ClusterSnapshot
+    ) -> list[Any]:
+        return [*self.recorder.record(done, snap), *self.recorder.observe(snap)]
+
+    async def _finalizers(self, decided: PassPlan) -> None:
+        """The `foresize.io/revert` finalizer holds a deletion until the revert is done:
+        added to every Foresize object that lacks it, released when the pass says so."""
+        for kind, ns, name, uid in decided.finalizers_to_add:
+            result = await self.executor.add_finalizer(kind, ns, name, REVERT_FINALIZER)
+            if result.ok:
+                self.pass_state.finalized.add(uid)
+        for key in decided.finalizers_done:
+            kind, ns, name = key.split("/", 2)
+            result = await self.executor.remove_finalizer(kind, ns, name, REVERT_FINALIZER)
+            if not result.ok:
+                log.warning("could not release the finalizer of %s: %s", key, result.message)
+
+    async def _templates(self, tp: TemplatePlan) -> None:
+        """ClusterAIScaleTemplates: create/update/delete their AIScaleTargets (the pass
+        decided against the unfiltered snapshot: which workloads a template may claim
+        depends on every template and every existing AIScaleTarget, whichever shard)."""
+        for obj in tp.create:
+            r = await self.executor.create_object("AIScaleTarget", _as_json(obj))
+            self._log_object("create", obj, r)
+        for obj in tp.update:
+            r = await self.executor.update_object("AIScaleTarget", _as_json(obj))
+            self._log_object("update", obj, r)
+        for ns, name in tp.delete:
+            r = await self.executor.delete_object("AIScaleTarget", ns, name)
+            log.info("template: delete AIScaleTarget %s/%s -> %s", ns, name, r.code)
+
+    @staticmethod
+    def _log_object(verb: str, obj: Any, result: ActionResult) -> None:
+        log.info(
+            "template: %s AIScaleTarget %s -> %s %s",
+            verb,
+            target_key(obj),
+            result.code,
+            result.message,
+        )
+
+    async def run(self, stop: asyncio.Event, interval: float = 30.0) -> None:
+        """Plan and act every `interval` seconds until `stop` is set."""
+        while not stop.is_set():
+            try:
+                await self.run_pass()
+            except Exception:  # one bad pass must not stop the operator
+                log.exception("control-loop pass failed")
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(stop.wait(), interval)
+
+
+class Locked:
+    """`inner` with every method call made under one lock: the usage history and the
+    DaemonSet usage window are written by the collector on the event loop while the pass
+    reads them in its worker thread (a write can regrow the history's arrays or add a key
+    to a dict the pass iterates). Each call is atomic; a pass may see a sample that arrived
+    after it started, as it would have on the next pass. Attributes that are not methods
+    are passed through."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self._lock = threading.Lock()
+
+    @property
+    def inner(self) -> Any:
+        return self._inner
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._inner, name)
+        if not callable(value):
+            return value
+
+        def locked(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                return value(*args, **kwargs)
+
+        return locked
+
+
+def _as_json(obj: Any) -> dict[str, Any]:
+    return obj.to_kube() if hasattr(obj, "to_kube") else dict(obj)

@@ -1,0 +1,183 @@
+"""The kube shell's in-memory picture of the cluster, kept current from watch events.
+
+The informers (`kube/informer.py`) call `replace(kind, items)` with each full listing and
+`apply_event` with each watch event; the control loop calls `snapshot(now)` to get a
+`ClusterSnapshot` for the planners. Objects are converted once on arrival and replaced
+(never mutated) on each event, so a snapshot handed to the planners stays consistent while
+new events keep arriving. A listing replaces the kind entirely, so objects deleted while
+no watch was open leave the cache (client-go's `Replace`). Every update and the snapshot
+copy hold one lock, so a writer on another thread can never change a dict while the
+snapshot iterates it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from foresize.core.cluster import kubejson as convert
+from foresize.core.cluster.model import (
+    HorizontalPodAutoscaler,
+    Node,
+    Pod,
+    PodDisruptionBudget,
+    Workload,
+)
+from foresize.core.cluster.snapshot import ClusterSnapshot
+
+log = logging.getLogger(__name__)
+
+FORESIZE_KINDS = ("AIScaleTarget", "DaemonSetAutoscaler", "ClusterAIScaleTemplate")
+PAUSE_CONFIGMAP = "foresize-pause"  # ConfigMap in the operator namespace; data.paused == "true"
+
+Key = tuple[str, str]  # (namespace, name)
+
+
+def _key(obj: dict[str, Any]) -> Key:
+    meta = obj.get("metadata") or {}
+    return meta.get("namespace", "") or "", meta.get("name", "")
+
+
+class ClusterState:
+    """Pods, nodes, PDBs, HPAs, workloads and Foresize objects as last seen on the watches."""
+
+    def __init__(
+        self,
+        target_parser: Callable[[str, dict[str, Any]], Any] | None = None,
+        *,
+        pause_namespace: str | None = None,
+        pause_configmap: str = PAUSE_CONFIGMAP,
+    ) -> None:
+        self.pods: dict[Key, Pod] = {}
+        self.nodes: dict[str, Node] = {}
+        self.pdbs: dict[Key, PodDisruptionBudget] = {}
+        self.hpas: dict[Key, HorizontalPodAutoscaler] = {}
+        self.workloads: dict[str, Workload] = {}
+        # Foresize objects: kind -> key -> parsed model (or the raw dict if no parser).
+        self.foresize: dict[str, dict[Key, Any]] = {k: {} for k in FORESIZE_KINDS}
+        self.raw_foresize: dict[str, dict[Key, dict[str, Any]]] = {k: {} for k in FORESIZE_KINDS}
+        self.server_version: tuple[int, int] = (1, 35)
+        self.paused = False
+        # now -> is the pod webhook serving? (set by the operator; None: nothing to judge by)
+        self.admission_health: Callable[[float], bool] | None = None
+        self.events_seen = 0
+        self._target_parser = target_parser
+        # The pause ConfigMap counts only in the operator's namespace (None: any).
+        self.pause_namespace = pause_namespace
+        self.pause_configmap = pause_configmap
+        self._lock = threading.RLock()
+
+    # ----------------------------------------------------------------- updates
+    def replace(self, kind: str, items: list[dict[str, Any]]) -> int:
+        """A full listing of `kind`: afterwards the cache holds exactly `items` of that
+        kind. Returns how many cached objects were not in the listing (and are gone)."""
+        with self._lock:
+            before = self._keys(kind)
+            self._clear(kind)
+            for obj in items:
+                self.apply_event(kind, "ADDED", obj)
+            return len(before - self._keys(kind))
+
+    def _store(self, kind: str) -> dict | None:
+        if kind == "Pod":
+            return self.pods
+        if kind == "Node":
+            return self.nodes
+        if kind == "PodDisruptionBudget":
+            return self.pdbs
+        if kind == "HorizontalPodAutoscaler":
+            return self.hpas
+        if kind in FORESIZE_KINDS:
+            return self.raw_foresize[kind]
+        return None
+
+    def _keys(self, kind: str) -> set:
+        if kind in convert.WORKLOAD_KINDS:
+            return {k for k in self.workloads if k.startswith(f"{kind}/")}
+        store = self._store(kind)
+        return set(store) if store is not None else set()
+
+    def _clear(self, kind: str) -> None:
+        if kind in convert.WORKLOAD_KINDS:
+            for k in [k for k in self.workloads if k.startswith(f"{kind}/")]:
+                del self.workloads[k]
+            return
+        store = self._store(kind)
+        if store is not None:
+            store.clear()
+        if kind in FORESIZE_KINDS:
+            self.foresize[kind].clear()
+
+    def apply_event(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
+        """Apply one watch event (`ADDED`/`MODIFIED`/`DELETED`, or None for a listing)."""
+        with self._lock:
+            self._apply(kind, event_type, obj)
+
+    def _apply(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
+        self.events_seen += 1
+        deleted = event_type == "DELETED"
+        key = _key(obj)
+        if kind == "Pod":
+            self._put(self.pods, key, None if deleted else convert.pod_from(obj))
+        elif kind == "Node":
+            self._put(self.nodes, key[1], None if deleted else convert.node_from(obj))
+        elif kind == "PodDisruptionBudget":
+            self._put(self.pdbs, key, None if deleted else convert.pdb_from(obj))
+        elif kind == "HorizontalPodAutoscaler":
+            self._put(self.hpas, key, None if deleted else convert.hpa_from(obj))
+        elif kind in convert.WORKLOAD_KINDS:
+            wkey = f"{kind}/{key[0]}/{key[1]}"
+            self._put(self.workloads, wkey, None if deleted else convert.workload_from(kind, obj))
+        elif kind in FORESIZE_KINDS:
+            self._put(self.raw_foresize[kind], key, None if deleted else obj)
+            parsed = None
+            if not deleted:
+                parsed = self._target_parser(kind, obj) if self._target_parser else obj
+            self._put(self.foresize[kind], key, parsed)
+        elif (
+            kind == "ConfigMap"
+            and key[1] == PAUSE_CONFIGMAP
+            and (self.pause_namespace is None or key[0] == self.pause_namespace)
+        ):
+            data = obj.get("data") or {}
+            self.paused = (not deleted) and str(data.get("paused", "")).lower() == "true"
+        else:
+            log.debug("ignoring watch event for kind %s", kind)
+
+    @staticmethod
+    def _put(store: dict, key: Any, value: Any) -> None:
+        if value is None:
+            store.pop(key, None)
+        else:
+            store[key] = value
+
+    # ----------------------------------------------------------------- reads
+    def pod(self, namespace: str, name: str) -> Pod | None:
+        return self.pods.get((namespace, name))
+
+    def snapshot(self, now: float) -> ClusterSnapshot:
+        """A consistent point-in-time view for the planners (objects are shared, read-only)."""
+        with self._lock:
+            return self._snapshot(now)
+
+    def _snapshot(self, now: float) -> ClusterSnapshot:
+        return ClusterSnapshot(
+            now=now,
+            nodes=dict(self.nodes),
+            pods=list(self.pods.values()),
+            workloads=dict(self.workloads),
+            pdbs=list(self.pdbs.values()),
+            hpas=list(self.hpas.values()),
+            targets=[t for t in self.foresize["AIScaleTarget"].values() if t is not None],
+            daemonset_autoscalers=[
+                d for d in self.foresize["DaemonSetAutoscaler"].values() if d is not None
+            ],
+            templates=[
+                t for t in self.foresize["ClusterAIScaleTemplate"].values() if t is not None
+            ],
+            server_version=self.server_version,
+            paused=self.paused,
+            admission_healthy=self.admission_health(now) if self.admission_health else True,
+        )

@@ -1,0 +1,375 @@
+"""SimCluster: the facade of the simulated cluster (event loop, object store, snapshot,
+`ClusterPort.apply`); each Kubernetes part lives in its own collaborator module."""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import numpy as np
+
+from foresize.core.api.quantity import CPU, MEMORY, MIB
+from foresize.core.cluster.actions import Action, ActionResult
+from foresize.core.cluster.model import HorizontalPodAutoscaler, Node, Pod, Workload
+from foresize.core.cluster.snapshot import ClusterSnapshot
+from foresize.shells.sim.cluster.api import ApiServer
+from foresize.shells.sim.cluster.controllers import Controllers
+from foresize.shells.sim.cluster.disruption import Disruption, PDBState
+from foresize.shells.sim.cluster.hpa import HPAController, HPAState
+from foresize.shells.sim.cluster.kubelet import Kubelet
+from foresize.shells.sim.cluster.lifecycle import PodLifecycle
+from foresize.shells.sim.cluster.metering import Metering, UsageObserver
+from foresize.shells.sim.cluster.scheduler import Scheduler
+from foresize.shells.sim.cluster.summary import summarize
+from foresize.shells.sim.events import EventLog, SimEvent
+from foresize.shells.sim.objects import (
+    PodMeta,
+    WorkloadState,
+    clone_pod,
+    clone_workload,
+    resizable_containers,
+)
+from foresize.shells.sim.scenario import NodeSpec, Scenario
+from foresize.shells.sim.usage import GeneratorSpec, UsageState
+
+AdmissionHook = Callable[[Pod, Workload | None, float], Pod]
+ScaleHook = Callable[[Workload, int, float], int]
+Periodic = Callable[["SimCluster", float], None]
+_T = TypeVar("_T")
+
+HARD_EVICTION_MEMORY = 100 * MIB  # kubelet default memory.available<100Mi
+NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # the alphabet of generated name suffixes
+
+
+class SimCluster:
+    """A simulated Kubernetes cluster at simulated time (implements `ClusterPort`)."""
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        *,
+        seed: int | None = None,
+        step: float = 60.0,
+        admission_hook: AdmissionHook | None = None,
+        kubelet_delay: float = 1.0,
+        kubelet_sync_period: float = 60.0,
+        failed_pod_ttl: float = 600.0,
+        actuation_delay: float = 0.0,
+    ) -> None:
+        if step <= 0:
+            raise ValueError("step must be positive")
+        if seed is not None and seed < 0:
+            raise ValueError("seed must be a non-negative integer")
+        self.scenario = scenario
+        self.seed = (
+            seed if seed is not None else (scenario.seed if scenario.seed is not None else 0)
+        )
+        self.step = float(step)
+        self.now = 0.0
+        self.kubelet_delay = kubelet_delay
+        self.kubelet_sync_period = kubelet_sync_period
+        # Seconds between allocation and actuation (PodResizeInProgress with no reason).
+        self.actuation_delay = actuation_delay
+        self.failed_pod_ttl = failed_pod_ttl
+        self.rng = np.random.default_rng(self.seed)
+        self.prng = random.Random(self.seed)
+        # Hooks and extension points.
+        self.admission_hook: AdmissionHook | None = admission_hook
+        self.scale_hook: ScaleHook | None = None
+        self.events = EventLog()
+        # The API server's objects (shared by every collaborator).
+        self.nodes: dict[str, Node] = {}
+        self.pods: dict[str, Pod] = {}
+        self.meta: dict[str, PodMeta] = {}
+        self.workloads: dict[str, Workload] = {}
+        self.wl_state: dict[str, WorkloadState] = {}
+        self.target_status: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self.targets: list[Any] = []
+        self.daemonset_autoscalers: list[Any] = []
+        self.templates: list[Any] = []
+        self.paused = False
+        self.server_version: tuple[int, int] = (1, 35)  # (1, 36): NodeCapacity refusals
+        self.counters: dict[str, dict[str, int]] = {}
+        # Node index shared by the scheduler and the usage arrays.
+        self.node_names: list[str] = []
+        self.node_index: dict[str, int] = {}
+        self.node_mem_threshold = np.zeros(0)
+        self.node_cpu_cores = np.zeros(0)
+        # Event loop and copy-on-write bookkeeping.
+        self._heap: list[tuple[float, int, Callable[..., None], tuple[Any, ...]]] = []
+        self._seq = 0
+        self._uid = 0
+        self.epoch = 0
+        self.pod_epoch: dict[str, int] = {}
+        self.wl_epoch: dict[str, int] = {}
+        self._started = False
+        # Collaborators, each holding its own state.
+        self.metering = Metering(self)
+        self.scheduler = Scheduler(self)
+        self.kubelet = Kubelet(self)
+        self.lifecycle = PodLifecycle(self)
+        self.controllers = Controllers(self)
+        self.hpa = HPAController(self)
+        self.disruption = Disruption(self)
+        self.api = ApiServer(self)
+        for spec in scenario.nodes:
+            if spec.add_at <= 0:
+                self.add_node_spec(spec, log=False)
+            else:
+                self.at(spec.add_at, self.add_node_spec, spec)
+        for wspec in scenario.workloads:
+            self.controllers.add_workload(wspec)
+        for p in scenario.pdbs:
+            self.disruption.pdbs[f"{p.namespace}/{p.name}"] = PDBState(p)
+        for h in scenario.hpas:
+            self.hpa.hpas[f"{h.namespace}/{h.name}"] = HPAState(h)
+
+    @property
+    def hpas(self) -> dict[str, HPAState]:
+        """The HPAs by `namespace/name` (held by the HPA controller)."""
+        return self.hpa.hpas
+
+    @property
+    def pdbs(self) -> dict[str, PDBState]:
+        """The PDBs by `namespace/name` (held by the disruption controller)."""
+        return self.disruption.pdbs
+
+    @property
+    def usage(self) -> UsageState:
+        """Per-container usage arrays (`foresize.shells.sim.usage.UsageState`)."""
+        return self.metering.usage
+
+    def at(self, t: float, fn: Callable[..., None], *args: Any) -> None:
+        """Run `fn(*args)` at simulated time `t` (not before now)."""
+        self._seq += 1
+        heapq.heappush(self._heap, (max(t, self.now), self._seq, fn, args))
+
+    def every(self, interval_seconds: float, fn: Periodic, *, start: float | None = None) -> None:
+        """Call `fn(sim, now)` every `interval_seconds` of simulated time."""
+        if interval_seconds <= 0:
+            raise ValueError("interval must be positive")
+
+        def tick() -> None:
+            fn(self, self.now)
+            self.at(self.now + interval_seconds, tick)
+
+        self.at(self.now if start is None else start, tick)
+
+    def on_usage(self, fn: UsageObserver) -> None:
+        """Observe every usage step: fn(now, keys, cpu_cores, memory_bytes) over running
+        containers (`keys` is an object array of `ContainerKey`; cpu and memory are what
+        cgroups report: capped at the limit, a working set above it is an OOM kill)."""
+        self.metering.observers.append(fn)
+
+    def _start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        for key in list(self.wl_state):
+            self.controllers.queue_reconcile(key)
+        for key in self.hpa.hpas:
+            self.at(self.scenario.hpa_sync_period, self.hpa.sync, key)
+        self.at(self.now, self.metering.usage_step)
+        self.at(self.now + self.kubelet_sync_period, self.kubelet.periodic)
+
+    def run_until(self, t: float) -> None:
+        """Advance simulated time to `t`, processing every event due until then."""
+        self._start()
+        while self._heap and self._heap[0][0] <= t:
+            when, _, fn, args = heapq.heappop(self._heap)
+            self.now = when
+            fn(*args)
+        self.now = max(self.now, t)
+        self.metering.account(self.now)
+
+    def run(self, duration: float) -> None:
+        self.run_until(self.now + duration)
+
+    def log(
+        self, kind: str, obj: str, reason: str = "", message: str = "", **details: Any
+    ) -> SimEvent:
+        ev = SimEvent(self.now, kind, obj, reason, message, details)
+        self.events.append(ev)
+        return ev
+
+    def count(self, wl_key: str | None, name: str, n: int = 1) -> None:
+        row = self.counters.setdefault(wl_key or "", {})
+        row[name] = row.get(name, 0) + n
+
+    def add_node_spec(self, spec: NodeSpec, log: bool = True) -> None:
+        node = Node(
+            spec.name,
+            {CPU: spec.cpu, MEMORY: spec.memory},
+            {CPU: spec.capacity_cpu, MEMORY: spec.capacity_memory},
+            dict(spec.labels),
+        )
+        self.nodes[spec.name] = node
+        self.scheduler.node_charge[spec.name] = [0, 0]
+        self.scheduler.node_pods[spec.name] = set()
+        self.node_names = list(self.nodes)
+        self.node_index = {n: i for i, n in enumerate(self.node_names)}
+        self.node_mem_threshold = np.array(
+            [
+                max(
+                    0,
+                    self.nodes[n].capacity.get(MEMORY, self.nodes[n].allocatable[MEMORY])
+                    - HARD_EVICTION_MEMORY,
+                )
+                for n in self.node_names
+            ],
+            dtype=np.float64,
+        )
+        self.node_cpu_cores = np.array(
+            [
+                self.nodes[n].capacity.get(CPU, self.nodes[n].allocatable[CPU]) / 1000.0
+                for n in self.node_names
+            ],
+            dtype=np.float64,
+        )
+        if log:
+            self.log("NodeAdded", f"Node/{spec.name}", "NodeReady", "node joined the cluster")
+        for key, st in self.wl_state.items():
+            if st.spec.kind == "DaemonSet":
+                self.controllers.queue_reconcile(key)
+        self.scheduler.queue()
+
+    def add_node(
+        self, name: str, cpu_millis: int, memory_bytes: int, labels: dict[str, str] | None = None
+    ) -> None:
+        """Add a node now (a cluster-autoscaler stand-in may call this)."""
+        self.add_node_spec(
+            NodeSpec(name, cpu_millis, memory_bytes, cpu_millis, memory_bytes, dict(labels or {}))
+        )
+
+    def _writable(
+        self, objects: dict[str, _T], epochs: dict[str, int], key: str, clone: Callable[[_T], _T]
+    ) -> _T:
+        """`objects[key]`, safe to mutate: cloned once after each snapshot, since the
+        snapshot may hold the old object."""
+        obj = objects[key]
+        if epochs.get(key, -1) < self.epoch:
+            obj = clone(obj)
+            objects[key] = obj
+            epochs[key] = self.epoch
+        return obj
+
+    def writable_pod(self, key: str) -> Pod:
+        """The pod `key`, safe to mutate."""
+        return self._writable(self.pods, self.pod_epoch, key, clone_pod)
+
+    def writable_workload(self, key: str) -> Workload:
+        """The workload `key`, safe to mutate."""
+        return self._writable(self.workloads, self.wl_epoch, key, clone_workload)
+
+    def snapshot(self) -> ClusterSnapshot:
+        """A point-in-time view; objects in it are never mutated afterwards."""
+        self.epoch += 1
+        return ClusterSnapshot(
+            now=self.now,
+            nodes=dict(self.nodes),
+            pods=list(self.pods.values()),
+            workloads=dict(self.workloads),
+            pdbs=[self.disruption.status(p) for p in self.disruption.pdbs.values()],
+            hpas=[self.hpa.hpa_object(h) for h in self.hpa.hpas.values()],
+            targets=list(self.targets),
+            daemonset_autoscalers=list(self.daemonset_autoscalers),
+            templates=list(self.templates),
+            server_version=self.server_version,
+            paused=self.paused,
+        )
+
+    def hpa_objects(self) -> list[HorizontalPodAutoscaler]:
+        """The HPAs as the core sees them (what `snapshot().hpas` holds)."""
+        return [self.hpa.hpa_object(h) for h in self.hpa.hpas.values()]
+
+    def pod(self, namespace: str, name: str) -> Pod | None:
+        return self.pods.get(f"{namespace}/{name}")
+
+    def pods_of(self, kind: str, namespace: str, name: str) -> list[Pod]:
+        st = self.wl_state.get(f"{kind}/{namespace}/{name}")
+        if st is None:
+            return []
+        return [self.pods[k] for k in sorted(st.pods) if k in self.pods]
+
+    def new_uid(self) -> str:
+        self._uid += 1
+        return f"sim-{self._uid:08d}"
+
+    def name_suffix(self, n: int = 5) -> str:
+        return "".join(self.prng.choice(NAME_ALPHABET) for _ in range(n))
+
+    def set_usage(
+        self,
+        namespace: str,
+        pod: str,
+        container: str,
+        *,
+        cpu: float | None = None,
+        memory: float | None = None,
+    ) -> None:
+        """Pin a running container's usage (cpu in cores, memory in bytes) from now on."""
+        meta = self.meta[f"{namespace}/{pod}"]
+        p = self.pods[f"{namespace}/{pod}"]
+        i = [c.name for c in resizable_containers(p)].index(container)
+        slot = meta.slots[i]
+        if cpu is not None:
+            self.metering.usage.set_generator(slot, "cpu", GeneratorSpec("constant", base=cpu))
+            self.metering.usage.jitter[slot] = 1.0
+            self.metering.usage.share_ref[slot] = 0.0
+            self.metering.usage.cpu_demand[slot] = cpu
+            self.metering.usage.cpu_used[slot] = min(cpu, self.metering.usage.cpu_lim[slot])
+        if memory is not None:
+            self.metering.usage.set_generator(
+                slot, "memory", GeneratorSpec("constant", base=memory)
+            )
+            self.metering.usage.jitter[slot] = 1.0
+            self.metering.usage.mem[slot] = memory
+
+    def container_usage(self, namespace: str, pod: str, container: str) -> tuple[float, float]:
+        """Last (cpu cores used, memory bytes) of a running container."""
+        meta = self.meta[f"{namespace}/{pod}"]
+        p = self.pods[f"{namespace}/{pod}"]
+        slot = meta.slots[[c.name for c in resizable_containers(p)].index(container)]
+        return float(self.metering.usage.cpu_used[slot]), float(self.metering.usage.mem[slot])
+
+    def node_free(self, node: str) -> tuple[int, int]:
+        """Allocatable minus the scheduler's charge of every pod on `node` (cpu m, bytes)."""
+        return self.scheduler.free(node)
+
+    def apply(self, action: Action) -> ActionResult:
+        """Apply one action as the API server would and answer like it."""
+        return self.api.apply(action)
+
+    def create_pod(self, pod: Pod, *, grace: float = 30.0, readiness_delay: float = 0.0) -> Pod:
+        """Create a bare pod (no controller) through admission, as `kubectl run` would."""
+        return self.lifecycle.create_pod(pod, grace=grace, readiness_delay=readiness_delay)
+
+    def update_pdb(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        min_available: int | str | None = None,
+        max_unavailable: int | str | None = None,
+        processing_delay: float = 1.0,
+        unhealthy_pod_eviction_policy: str | None = None,
+    ) -> None:
+        """Change a PDB's spec (see `Disruption.update_pdb`)."""
+        self.disruption.update_pdb(
+            namespace,
+            name,
+            min_available=min_available,
+            max_unavailable=max_unavailable,
+            processing_delay=processing_delay,
+            unhealthy_pod_eviction_policy=unhealthy_pod_eviction_policy,
+        )
+
+    def workload_for_object(self, kind: str, namespace: str, name: str) -> str | None:
+        """The workload key an object (workload, pod or target) counts against."""
+        return self.api.workload_for_object(kind, namespace, name)
+
+    def summary(self, *, policy: str = "static") -> dict[str, Any]:
+        """The run's summary (the JSON of `foresize simulate --json`)."""
+        return summarize(self, policy=policy)

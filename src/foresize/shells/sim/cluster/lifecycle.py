@@ -1,0 +1,233 @@
+"""A pod's life: creation through admission, binding, readiness, graceful deletion and
+the end of finished pods."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from foresize.core.api.quantity import CPU, MEMORY
+from foresize.core.cluster.model import (
+    READY,
+    ContainerStatus,
+    Pod,
+    PodCondition,
+    ResourceRequirements,
+    Workload,
+)
+from foresize.core.cluster.qos import effective_requests
+from foresize.shells.sim.objects import (
+    PodMeta,
+    resizable_containers,
+)
+
+if TYPE_CHECKING:
+    from foresize.shells.sim.cluster.facade import SimCluster
+
+
+class PodLifecycle:
+    """Creates, binds, readies, terminates and removes pods."""
+
+    def __init__(self, sim: SimCluster) -> None:
+        self.sim = sim
+
+    def create_pod(self, pod: Pod, *, grace: float = 30.0, readiness_delay: float = 0.0) -> Pod:
+        """Create a bare pod (no controller) through admission, as `kubectl run` would."""
+        meta = PodMeta(None, None, 0, readiness_delay=readiness_delay, grace=grace)
+        if not pod.uid:
+            pod.uid = self.sim.new_uid()
+        created = self.admit(pod, meta, None)
+        assert created is not None
+        return created
+
+    def admit(self, pod: Pod, meta: PodMeta, wl: Workload | None) -> Pod | None:
+        pod.creation_time = self.sim.now
+        before = [c.resources.copy() for c in pod.containers]
+        if self.sim.admission_hook is not None:
+            pod = self.sim.admission_hook(pod, wl, self.sim.now)
+        mutated = [c.resources for c in pod.containers] != before
+        key = pod.key
+        if key in self.sim.pods:
+            self.sim.log(
+                "PodCreateFailed",
+                f"Pod/{key}",
+                "AlreadyExists",
+                f'pods "{pod.name}" already exists',
+            )
+            return None
+        pod.phase = "Pending"
+        pod.node_name = None
+        pod.conditions = [PodCondition(READY, "False", "", "", self.sim.now)]
+        self.sim.pods[key] = pod
+        self.sim.meta[key] = meta
+        self.sim.pod_epoch[key] = self.sim.epoch
+        self.sim.disruption.index(pod)
+        if meta.top is not None:
+            self.sim.wl_state[meta.top].pods.add(key)
+        self.sim.scheduler.pending.add(key)
+        self.sim.log(
+            "PodCreated",
+            f"Pod/{key}",
+            "SuccessfulCreate",
+            f"created pod {pod.name}",
+            owner=meta.top or "",
+            mutated=mutated,
+            annotations=dict(pod.annotations),
+        )
+        self.sim.scheduler.queue()
+        return pod
+
+    def bind(self, key: str, node: str) -> None:
+        pod = self.sim.writable_pod(key)
+        meta = self.sim.meta[key]
+        self.sim.scheduler.pending.discard(key)
+        meta.nominated_node = None
+        pod.node_name = node
+        pod.phase = "Running"
+        pod.conditions = [c for c in pod.conditions if c.type != "PodScheduled"]
+        pod.start_time = self.sim.now
+        # The kubelet admits the pod and reports allocated and actual resources for every
+        # container it keeps running: regular containers and sidecars (init containers that
+        # ran to completion are not resized and carry no allocation here).
+        pod.container_statuses = []
+        pod.init_container_statuses = []
+        for c in resizable_containers(pod):
+            reqs = {k: v for k, v in effective_requests(c).items() if k in (CPU, MEMORY)}
+            lims = {k: v for k, v in c.resources.limits.items() if k in (CPU, MEMORY)}
+            status = ContainerStatus(
+                c.name, dict(reqs), ResourceRequirements(dict(reqs), lims), ready=False
+            )
+            if c.is_sidecar:
+                pod.init_container_statuses.append(status)
+            else:
+                pod.container_statuses.append(status)
+        pod.observed_generation = pod.generation
+        self.sim.scheduler.node_pods[node].add(key)
+        self.sim.scheduler.recharge(key)
+        self.sim.metering.open_slots(key)
+        self.sim.log(
+            "PodScheduled",
+            f"Pod/{key}",
+            "Scheduled",
+            f"Successfully assigned {key} to {node}",
+            node=node,
+        )
+        self.sim.at(self.sim.now + meta.readiness_delay, self.become_ready, key, pod.uid)
+        if meta.top is not None and self.sim.wl_state[meta.top].spec.kind == "Job":
+            meta.run_until = self.sim.now + self.sim.wl_state[meta.top].spec.run_time
+            self.sim.at(meta.run_until, self.job_pod_done, key, pod.uid)
+
+    def still_running(self, key: str, uid: str) -> bool:
+        """A scheduled event for pod `key` (uid `uid`) still applies: the same pod is
+        Running and not terminating."""
+        pod = self.sim.pods.get(key)
+        return (
+            pod is not None
+            and pod.uid == uid
+            and pod.phase == "Running"
+            and pod.deletion_time is None
+        )
+
+    def become_ready(self, key: str, uid: str) -> None:
+        if not self.still_running(key, uid):
+            return
+        meta = self.sim.meta[key]
+        if meta.ready or any(
+            self.sim.metering.usage.down_until[s] > self.sim.now for s in meta.slots
+        ):
+            return
+        pod = self.sim.writable_pod(key)
+        cond = pod.condition(READY)
+        if cond is not None:
+            cond.status = "True"
+            cond.last_transition_time = self.sim.now
+        for s in pod.container_statuses:
+            s.ready = True
+        meta.ready = True
+        self.sim.metering.wl_ready[meta.wl_index] += 1
+        self.sim.metering.usage.ready[meta.slots] = True
+        if meta.top is not None:
+            st = self.sim.wl_state[meta.top]
+            if st.rollout or st.spec.kind == "StatefulSet" or st.spec.kind == "DaemonSet":
+                self.sim.controllers.queue_reconcile(meta.top)
+
+    def unready(self, key: str) -> None:
+        meta = self.sim.meta[key]
+        pod = self.sim.writable_pod(key)
+        cond = pod.condition(READY)
+        if cond is not None and cond.status == "True":
+            cond.status = "False"
+            cond.last_transition_time = self.sim.now
+        for s in pod.container_statuses:
+            s.ready = False
+        if meta.ready:
+            meta.ready = False
+            self.sim.metering.wl_ready[meta.wl_index] -= 1
+            self.sim.metering.usage.ready[meta.slots] = False
+
+    def delete(self, key: str, grace: float, reason: str) -> None:
+        """Graceful deletion: terminating now, gone after the grace period."""
+        pod = self.sim.pods.get(key)
+        if pod is None or pod.deletion_time is not None:
+            return
+        meta = self.sim.meta[key]
+        if pod.node_name is None or pod.phase in ("Succeeded", "Failed"):
+            self.remove(key, pod.uid)
+            return
+        self.unready(key)
+        pod = self.sim.writable_pod(key)
+        pod.deletion_time = self.sim.now
+        self.sim.log(
+            "PodTerminating", f"Pod/{key}", reason, f"grace period {grace:g}s", grace=grace
+        )
+        self.sim.at(self.sim.now + grace, self.remove, key, pod.uid)
+        self.sim.controllers.queue_reconcile(meta.top)
+
+    def remove(self, key: str, uid: str) -> None:
+        pod = self.sim.pods.get(key)
+        if pod is None or pod.uid != uid:
+            return
+        meta = self.sim.meta[key]
+        self.sim.metering.close_slots(key)
+        self.sim.scheduler.pending.discard(key)
+        self.sim.kubelet.resizing.discard(key)
+        node = pod.node_name
+        del self.sim.pods[key]
+        self.sim.scheduler.recharge(key)
+        if node is not None:
+            self.sim.scheduler.node_pods[node].discard(key)
+        if meta.top is not None:
+            self.sim.wl_state[meta.top].pods.discard(key)
+        del self.sim.meta[key]
+        self.sim.pod_epoch.pop(key, None)
+        for pdb in self.sim.disruption.pdbs.values():
+            pdb.members.discard(key)
+        self.sim.log("PodDeleted", f"Pod/{key}", "Deleted", "", node=node or "")
+        self.sim.controllers.queue_reconcile(meta.top)
+        self.sim.scheduler.queue()
+        if node is not None:
+            self.sim.at(self.sim.now, self.sim.kubelet.sync, node)
+
+    def finish(self, key: str, phase: str, reason: str, message: str) -> None:
+        """The pod ends (Succeeded, or Failed by node-pressure eviction): it stops being
+        charged, its controller replaces it, and it is garbage-collected later."""
+        self.unready(key)
+        self.sim.metering.close_slots(key)
+        pod = self.sim.writable_pod(key)
+        pod.phase = phase
+        self.sim.scheduler.recharge(key)
+        self.sim.kubelet.resizing.discard(key)
+        meta = self.sim.meta[key]
+        self.sim.log("PodFinished", f"Pod/{key}", reason, message, phase=phase)
+        self.sim.at(self.sim.now + self.sim.failed_pod_ttl, self.remove, key, pod.uid)
+        self.sim.controllers.queue_reconcile(meta.top)
+        self.sim.scheduler.queue()
+        if pod.node_name is not None:
+            self.sim.at(self.sim.now, self.sim.kubelet.sync, pod.node_name)
+
+    def job_pod_done(self, key: str, uid: str) -> None:
+        if not self.still_running(key, uid):
+            return
+        meta = self.sim.meta[key]
+        if meta.top is not None:
+            self.sim.wl_state[meta.top].succeeded += 1
+        self.finish(key, "Succeeded", "Completed", "job pod completed")

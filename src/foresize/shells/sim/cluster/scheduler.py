@@ -1,0 +1,270 @@
+"""The simulated kube-scheduler: the per-node charge cache, filtering and LeastAllocated
+scoring, preemption with reprieve, and the cluster-autoscaler stand-in."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from foresize.core.api.quantity import CPU, MEMORY
+from foresize.core.cluster.model import (
+    PodCondition,
+)
+from foresize.core.cluster.qos import pod_charge
+from foresize.shells.sim.scenario import NodeSpec
+
+if TYPE_CHECKING:
+    from foresize.shells.sim.cluster.facade import SimCluster
+
+
+class Scheduler:
+    """The kube-scheduler of the simulated cluster and its per-node charge cache."""
+
+    def __init__(self, sim: SimCluster) -> None:
+        self.sim = sim
+        # Scheduler charge per node ([cpu m, memory bytes], `foresize.core.cluster.qos.pod_charge`).
+        self.node_charge: dict[str, list[int]] = {}
+        self.node_pods: dict[str, set[str]] = {}
+        self.pending: set[str] = set()
+        self.queued = False
+        self._ca_added = 0
+        self._ca_provisioning = False
+
+    def free(self, node: str) -> tuple[int, int]:
+        alloc = self.sim.nodes[node].allocatable
+        used = self.node_charge[node]
+        return alloc.get(CPU, 0) - used[0], alloc.get(MEMORY, 0) - used[1]
+
+    def recharge(self, key: str) -> None:
+        """Refresh the cached scheduler charge of pod `key` on its node."""
+        meta = self.sim.meta[key]
+        pod = self.sim.pods.get(key)
+        if meta.charged_node is not None:
+            used = self.node_charge.get(meta.charged_node)
+            if used is not None:
+                used[0] -= meta.charge[0]
+                used[1] -= meta.charge[1]
+            meta.charged_node = None
+            meta.charge = (0, 0)
+        if pod is None or pod.node_name is None or pod.phase in ("Succeeded", "Failed"):
+            return
+        ch = pod_charge(pod)
+        meta.charge = (ch.get(CPU, 0), ch.get(MEMORY, 0))
+        meta.charged_node = pod.node_name
+        used = self.node_charge[pod.node_name]
+        used[0] += meta.charge[0]
+        used[1] += meta.charge[1]
+
+    def queue(self) -> None:
+        if not self.queued:
+            self.queued = True
+            self.sim.at(self.sim.now, self.schedule)
+
+    def fits(self, charge: tuple[int, int], free: tuple[int, int]) -> bool:
+        return charge[0] <= free[0] and charge[1] <= free[1]
+
+    def candidate_nodes(self, key: str) -> list[str]:
+        pinned = self.sim.meta[key].pinned_node
+        if pinned is not None:
+            node = self.sim.nodes.get(pinned)
+            return [pinned] if node is not None and node.ready else []
+        return [n for n, node in self.sim.nodes.items() if node.ready and not node.unschedulable]
+
+    def schedule(self) -> None:
+        self.queued = False
+        if not self.pending:
+            return
+        order = sorted(
+            self.pending,
+            key=lambda k: (-self.sim.pods[k].priority, self.sim.pods[k].creation_time, k),
+        )
+        # Capacity reserved for pods nominated after preemption.
+        reserved: dict[str, list[int]] = {}
+        for k in order:
+            nom = self.sim.meta[k].nominated_node
+            if nom is not None:
+                ch = pod_charge(self.sim.pods[k])
+                r = reserved.setdefault(nom, [0, 0])
+                r[0] += ch.get(CPU, 0)
+                r[1] += ch.get(MEMORY, 0)
+        names = self.sim.node_names
+        alloc = np.array(
+            [
+                [
+                    self.sim.nodes[n].allocatable.get(CPU, 0),
+                    self.sim.nodes[n].allocatable.get(MEMORY, 0),
+                ]
+                for n in names
+            ],
+            dtype=np.float64,
+        )
+        free_all = alloc - np.array([self.node_charge[n] for n in names], dtype=np.float64)
+        usable = np.array(
+            [self.sim.nodes[n].ready and not self.sim.nodes[n].unschedulable for n in names]
+        )
+        res_arr = np.zeros_like(free_all)
+        for n, r in reserved.items():
+            res_arr[self.sim.node_index[n]] += r
+        scale = np.maximum(alloc, 1.0)
+        for key in order:
+            pod = self.sim.pods[key]
+            meta = self.sim.meta[key]
+            ch = pod_charge(pod)
+            charge = (ch.get(CPU, 0), ch.get(MEMORY, 0))
+            best: tuple[float, str] | None = None
+            free = free_all - res_arr
+            if meta.nominated_node is not None:
+                free[self.sim.node_index[meta.nominated_node]] += res_arr[
+                    self.sim.node_index[meta.nominated_node]
+                ]
+            if meta.pinned_node is not None:
+                mask = np.zeros(len(names), dtype=bool)
+                pi = self.sim.node_index.get(meta.pinned_node)
+                if pi is not None:
+                    mask[pi] = self.sim.nodes[meta.pinned_node].ready
+            else:
+                mask = usable.copy()
+            mask &= (free[:, 0] >= charge[0]) & (free[:, 1] >= charge[1])
+            if mask.any():
+                # LeastAllocated: prefer the node with the most room left after placing.
+                score = ((free - np.array(charge)) / scale).mean(axis=1)
+                score[~mask] = -np.inf
+                bi = int(np.argmax(score))
+                best = (float(score[bi]), names[bi])
+                free_all[bi] -= charge
+            if best is not None:
+                if meta.nominated_node is not None:
+                    held = reserved.get(meta.nominated_node)
+                    if held is not None:
+                        held[0] -= charge[0]
+                        held[1] -= charge[1]
+                        res_arr[self.sim.node_index[meta.nominated_node]] -= charge
+                self.sim.lifecycle.bind(key, best[1])
+                continue
+            if meta.nominated_node is not None:
+                continue  # waiting for its victims to terminate
+            if not self.preempt(key, charge) and not pod.condition("PodScheduled"):
+                p = self.sim.writable_pod(key)
+                p.conditions.append(
+                    PodCondition(
+                        "PodScheduled",
+                        "False",
+                        "Unschedulable",
+                        self.unschedulable_message(charge),
+                        self.sim.now,
+                    )
+                )
+                self.sim.log(
+                    "FailedScheduling",
+                    f"Pod/{key}",
+                    "FailedScheduling",
+                    self.unschedulable_message(charge),
+                )
+
+    def unschedulable_message(self, charge: tuple[int, int]) -> str:
+        n = len(self.sim.nodes)
+        cpu_short = sum(1 for node in self.sim.nodes if self.free(node)[0] < charge[0])
+        mem_short = sum(1 for node in self.sim.nodes if self.free(node)[1] < charge[1])
+        parts = []
+        if cpu_short:
+            parts.append(f"{cpu_short} Insufficient cpu")
+        if mem_short:
+            parts.append(f"{mem_short} Insufficient memory")
+        return f"0/{n} nodes are available: " + ", ".join(parts or ["no matching node"]) + "."
+
+    def preempt(self, key: str, charge: tuple[int, int]) -> bool:
+        pod = self.sim.pods[key]
+        best: tuple[tuple[int, int, int, int], str, list[str]] | None = None
+        for n_i, node in enumerate(self.candidate_nodes(key)):
+            free = list(self.free(node))
+            lower = []
+            for k in self.node_pods[node]:
+                p = self.sim.pods.get(k)
+                if p is None or p.deletion_time is not None or p.phase in ("Succeeded", "Failed"):
+                    continue
+                if p.priority < pod.priority:
+                    lower.append(k)
+            if not lower:
+                continue
+            for k in lower:
+                free[0] += self.sim.meta[k].charge[0]
+                free[1] += self.sim.meta[k].charge[1]
+            if not self.fits(charge, (free[0], free[1])):
+                continue
+            # Reprieve as many victims as possible, highest priority first.
+            victims = []
+            for k in sorted(
+                lower, key=lambda k: (-self.sim.pods[k].priority, self.sim.pods[k].creation_time, k)
+            ):
+                c = self.sim.meta[k].charge
+                if self.fits(charge, (free[0] - c[0], free[1] - c[1])):
+                    free[0] -= c[0]
+                    free[1] -= c[1]
+                else:
+                    victims.append(k)
+            score = (
+                max(self.sim.pods[k].priority for k in victims),
+                len(victims),
+                sum(self.sim.pods[k].priority for k in victims),
+                n_i,
+            )
+            if best is None or score < best[0]:
+                best = (score, node, victims)
+        if best is None:
+            return False
+        _, node, victims = best
+        for v in sorted(victims, key=lambda k: (self.sim.pods[k].priority, k)):
+            vm = self.sim.meta[v]
+            self.sim.log(
+                "Preempted",
+                f"Pod/{v}",
+                "Preempted",
+                f"Preempted by pod {pod.uid} on node {node}",
+                preemptor=key,
+                node=node,
+                victim_priority=self.sim.pods[v].priority,
+                preemptor_priority=pod.priority,
+            )
+            self.sim.count(vm.top, "preemptions")
+            self.sim.lifecycle.delete(v, vm.grace, "Preempted")
+        self.sim.meta[key].nominated_node = node
+        return True
+
+    def cluster_autoscale(self) -> None:
+        """Cluster-autoscaler stand-in: when pods have been Pending longer than
+        `pending_after` and one would fit an empty template node, add one node (ready after
+        `provision_time`), at most `max_nodes` in total. Nodes are never removed."""
+        ca = self.sim.scenario.autoscaler
+        assert ca is not None
+        if self._ca_provisioning or self._ca_added >= ca.max_nodes:
+            return
+        cap = (ca.node.cpu, ca.node.memory)
+        for k in sorted(self.pending):
+            pod = self.sim.pods[k]
+            meta = self.sim.meta[k]
+            if meta.pinned_node is not None or meta.nominated_node is not None:
+                continue
+            if self.sim.now - pod.creation_time < ca.pending_after:
+                continue
+            ch = pod_charge(pod)
+            if ch.get(CPU, 0) <= cap[0] and ch.get(MEMORY, 0) <= cap[1]:
+                self._ca_added += 1
+                self._ca_provisioning = True
+                name = f"{ca.node.name}-{self._ca_added}"
+                spec = NodeSpec(name, cap[0], cap[1], cap[0], cap[1], dict(ca.node.labels))
+                self.sim.log(
+                    "ScaleUp",
+                    f"Node/{name}",
+                    "TriggeredScaleUp",
+                    f"pod {k} triggered scale-up: adding {name}",
+                    pod=k,
+                    ready_at=self.sim.now + ca.provision_time,
+                )
+
+                def ready(spec: NodeSpec = spec) -> None:
+                    self._ca_provisioning = False
+                    self.sim.add_node_spec(spec)
+
+                self.sim.at(self.sim.now + ca.provision_time, ready)
+                return

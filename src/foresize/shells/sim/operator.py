@@ -1,0 +1,805 @@
+"""The Foresize operator on the simulated cluster: the shell that runs the real core.
+
+`SimOperator` wires itself into a `SimCluster` the way the kube shell wires itself into a
+real API server, and runs the same pass (`foresize.core.reconcile.plan_pass`):
+
+- a usage observer (`sim.on_usage`) feeds the usage history (samples of a pod's first 2
+  minutes are left out, and so are samples of a container that is down); OOM kills go
+  into the history as events;
+- every `loop_interval` it takes a snapshot, runs the core's pass (recommendations at each
+  target's cadence or at once after an OOM kill, horizontal, lifecycle, templates, the
+  in-place gate, the vertical planner) and sends its actions through the core's
+  `ActionQueue` and `sim.apply`; status writes are reflected into the target objects, as
+  a watch would deliver them;
+- the samples of DaemonSets that DaemonSetAutoscalers scale go into the pass's DaemonSet
+  usage window (`dsa_usage`), every pod's sample as the kube shell's collector feeds it:
+  the pass's DaemonSet step publishes each percentile suggestion into the DSA's status
+  and resizes running pods in place;
+- the admission pod hook (`foresize.shells.sim.admission`) gives recreated pods the suggested
+  resources from the targets' (and DaemonSetAutoscalers') status; it can be switched off
+  (`operator.admission.enabled = False`).
+
+`restart()` drops the pass's in-memory state as an operator restart would: the state is
+rebuilt from what the planners wrote into the targets' status.
+
+Recommenders: `ForesizeRecommender` (Foresize itself: the history the pass's recommender
+reads), and the baselines, whose suggestions replace the pass's own: `VPARecommender`
+(the VPA reference of architecture §3.7) and `FixedRecommender` (fixed requests, tests).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from foresize.adapters.history.aggregate import Grouping
+from foresize.adapters.history.memory import UsageHistory
+from foresize.core.api.quantity import CPU, MEMORY, MIB
+from foresize.core.cluster.actions import WriteTargetStatus
+from foresize.core.cluster.model import (
+    ContainerSuggestion,
+    Suggestion,
+)
+from foresize.core.cluster.target import dsa_view
+from foresize.core.history import OOM, TOTAL_CONTAINER, SeriesKey
+from foresize.core.lifecycle.daemonset import UsageWindow
+from foresize.core.recommend.suggestions import suggestion_uid
+from foresize.core.reconcile import ActionQueue, ReconcileConfig, ReconcileState, plan_pass
+from foresize.core.vertical import WorkerConfig, WorkerState
+
+NEW_POD_EXCLUSION = 120.0
+"""architecture §3.1: the first 2 minutes of a new pod are not history (start-up spikes)."""
+DEFAULT_MIN_LOOKBACK = 86400.0
+"""The API default of `min_lookback_to_scale` (24 h): no autonomous action before."""
+
+
+class Recommender(Protocol):
+    """What the operator needs from a recommender (amounts canonical: millicores, bytes)."""
+
+    def observe(
+        self,
+        now: float,
+        series: np.ndarray,
+        cpu_m: np.ndarray,
+        mem: np.ndarray,
+        slots: np.ndarray | None = None,
+    ) -> None: ...
+
+    def recommend(self, now: float, series: list[int]) -> dict[int, tuple[float, float]]: ...
+
+    def on_oom(self, now: float, series: int, request: float, usage: float) -> None: ...
+
+
+@dataclass(slots=True)
+class SeriesInfo:
+    namespace: str
+    workload: str  # Kind/name
+    container: str
+    first_seen: float
+
+
+class FixedRecommender:
+    """Fixed requests per container name ("*" for any): tests and hand-made sizings."""
+
+    def __init__(self, requests: dict[str, tuple[float, float]]) -> None:
+        self.requests = dict(requests)
+        self.names: dict[int, str] = {}
+
+    def observe(
+        self,
+        now: float,
+        series: np.ndarray,
+        cpu_m: np.ndarray,
+        mem: np.ndarray,
+        slots: np.ndarray | None = None,
+    ) -> None:
+        return None
+
+    def recommend(self, now: float, series: list[int]) -> dict[int, tuple[float, float]]:
+        out = {}
+        for s in series:
+            name = self.names.get(s, "")
+            value = self.requests.get(name, self.requests.get("*"))
+            if value is not None:
+                out[s] = value
+        return out
+
+    def on_oom(self, now: float, series: int, request: float, usage: float) -> None:
+        return None
+
+
+# --------------------------------------------------------------------------- VPA reference
+
+
+class VPARecommender:
+    """The Kubernetes VPA recommender with its documented defaults (architecture §3.7):
+    decaying histograms (24 h half-life, buckets 5% apart); target = p90 x 1.15; memory
+    from daily peaks (8 days); OOM bump to max(usage + 100 MiB, usage x 1.2); minimums
+    25 millicores / 250 MiB. (Its 10% change threshold is the operator's hysteresis.)"""
+
+    HALF_LIFE = 86400.0
+    RATIO = 1.05
+    CPU_FIRST = 1.0  # millicores: the first bucket starts here
+    MEM_FIRST = 1.0 * MIB
+    N_BUCKETS = 300  # 1.05**300 ~ 2.3e6: 1m .. 2300 cores, 1Mi .. 2.2Ti
+    MARGIN = 1.15
+    PERCENTILE = 0.9
+    MIN_CPU = 25.0
+    MIN_MEM = 250.0 * MIB
+    MEMORY_WINDOW_DAYS = 8
+    DAY = 86400.0
+
+    def __init__(self, capacity: int = 64) -> None:
+        self.cpu_hist = np.zeros((capacity, self.N_BUCKETS))
+        # Completed days: (day, per-series peak); the last MEMORY_WINDOW_DAYS are kept.
+        self.mem_days: list[tuple[int, np.ndarray]] = []
+        self.day_peak = np.zeros(capacity)
+        self.day = 0
+        self.oom_floor = np.zeros(capacity)
+        self.seen = np.zeros(capacity, dtype=bool)
+
+    def _grow(self, n: int) -> None:
+        cap = self.cpu_hist.shape[0]
+        if n <= cap:
+            return
+        new = max(n, cap * 2)
+        hist = np.zeros((new, self.N_BUCKETS))
+        hist[:cap] = self.cpu_hist
+        self.cpu_hist = hist
+        for name in ("day_peak", "oom_floor", "seen"):
+            old = getattr(self, name)
+            arr = np.zeros(new, dtype=old.dtype)
+            arr[:cap] = old
+            setattr(self, name, arr)
+
+    def _bucket(self, v: np.ndarray, first: float) -> np.ndarray:
+        b = np.floor(np.log(np.maximum(v, first) / first) / math.log(self.RATIO))
+        return np.clip(b.astype(np.int64), 0, self.N_BUCKETS - 1)
+
+    def _weight(self, t: float) -> float:
+        # Weights grow as 2^(t / half-life) (VPA's reference-time trick): older samples
+        # count relatively less without touching the stored histogram.
+        return 2.0 ** (t / self.HALF_LIFE)
+
+    def observe(
+        self,
+        now: float,
+        series: np.ndarray,
+        cpu_m: np.ndarray,
+        mem: np.ndarray,
+        slots: np.ndarray | None = None,
+    ) -> None:
+        # VPA pools every pod's samples in one histogram per container: `slots` unused.
+        if series.size == 0:
+            return
+        self._grow(int(series.max()) + 1)
+        day = int(now // self.DAY)
+        if day != self.day:
+            self.mem_days.append((self.day, self.day_peak.copy()))
+            self.mem_days = self.mem_days[-self.MEMORY_WINDOW_DAYS :]
+            self.day_peak = np.zeros_like(self.day_peak)
+            self.day = day
+        np.add.at(self.cpu_hist, (series, self._bucket(cpu_m, self.CPU_FIRST)), self._weight(now))
+        np.maximum.at(self.day_peak, series, mem)
+        self.seen[series] = True
+
+    def _percentile(self, hist: np.ndarray, first: float) -> np.ndarray:
+        total = hist.sum(axis=1)
+        cum = np.cumsum(hist, axis=1)
+        idx = np.clip((cum < (self.PERCENTILE * total)[:, None]).sum(axis=1), 0, self.N_BUCKETS - 1)
+        # The bucket's end (start of the next one), as VPA reports it.
+        return np.where(total > 0, first * self.RATIO ** (idx + 1), np.nan)
+
+    def _memory_hist(self) -> np.ndarray:
+        n = self.day_peak.size
+        hist = np.zeros((n, self.N_BUCKETS))
+        rows = np.arange(n)
+        for day, peaks in [*self.mem_days, (self.day, self.day_peak)]:
+            p = np.zeros(n)
+            p[: peaks.size] = peaks[:n]
+            has = p > 0
+            if has.any():
+                np.add.at(
+                    hist,
+                    (rows[has], self._bucket(p[has], self.MEM_FIRST)),
+                    self._weight(day * self.DAY),
+                )
+        return hist
+
+    def recommend(self, now: float, series: list[int]) -> dict[int, tuple[float, float]]:
+        if not series:
+            return {}
+        self._grow(max(series) + 1)
+        cpu = np.fmax(self._percentile(self.cpu_hist, self.CPU_FIRST) * self.MARGIN, self.MIN_CPU)
+        mem = self._percentile(self._memory_hist(), self.MEM_FIRST) * self.MARGIN
+        mem = np.fmax(np.fmax(mem, self.MIN_MEM), self.oom_floor)
+        return {s: (float(cpu[s]), float(mem[s])) for s in series if self.seen[s]}
+
+    def on_oom(self, now: float, series: int, request: float, usage: float) -> None:
+        self._grow(series + 1)
+        bump = max(usage + 100 * MIB, usage * 1.2)
+        self.oom_floor[series] = max(self.oom_floor[series], bump)
+
+
+# --------------------------------------------------------------------------- Foresize
+
+
+class ForesizeRecommender:
+    """Foresize's recommender on the simulator: the usage history the core pass reads.
+
+    The recommendation itself is the core's (`foresize.core.reconcile.plan_pass` ->
+    `recommend.suggestions.plan_suggestions` -> `recommend.target.recommend_batch`), the
+    very function the kube shell runs; this class only holds the history that pass reads,
+    an in-memory `UsageHistory` (the operator's default store), filled the way the kube
+    shell's collector fills it: per workload container (architecture §3.1), each step's
+    replicas folded by `foresize.adapters.history.aggregate.per_container` (CPU the median across
+    replicas, memory the maximum), the workload's total under `TOTAL_CONTAINER` (what the
+    horizontal forecast reads), and OOM kills as history events.
+
+    `mode` (the `foresize:MODE` policies) sets the recommendation mode of the simulated
+    targets (`spec.model.mode`), instead of each target's default.
+    """
+
+    def __init__(self, mode: str | None = None, step: float = 60.0) -> None:
+        self.mode = mode
+        self.history = UsageHistory(step=step)
+
+    def observe_samples(
+        self, now: float, keys: list[SeriesKey], cpu_cores: np.ndarray, mem: np.ndarray
+    ) -> None:
+        """One step's per-pod samples (`keys[i]` = the workload container of sample i)."""
+        if not keys:
+            return
+        containers, totals = self.groupings(keys)
+        self.observe_grouped(now, containers, totals, cpu_cores, mem)
+
+    def groupings(self, keys: list[SeriesKey]) -> tuple[Grouping, Grouping]:
+        """How samples keyed `keys` fold into history columns: per workload container, and
+        per workload total (columns registered on first use)."""
+        totals = [SeriesKey(k.namespace, k.workload, TOTAL_CONTAINER) for k in keys]
+        return Grouping(self.history.indices(keys)), Grouping(self.history.indices(totals))
+
+    def observe_grouped(
+        self,
+        now: float,
+        containers: Grouping,
+        totals: Grouping,
+        cpu_cores: np.ndarray,
+        mem: np.ndarray,
+    ) -> None:
+        """`observe_samples` with the samples' groupings worked out before (`groupings`):
+        the replicas folded per container (`history.aggregate`), and the workload totals."""
+        ids, cpu, memory = containers.per_container(cpu_cores, mem)
+        self.history.append(now, ids, cpu=cpu, memory=memory)
+        tids, tcpu, tmem = totals.totals(cpu_cores, mem)
+        self.history.append(now, tids, cpu=tcpu, memory=tmem)
+
+    def record_oom(self, key: SeriesKey, when: float, usage: float) -> None:
+        self.history.record_event(key, OOM, when, usage)
+
+
+@dataclass(slots=True)
+class _Sampling:
+    """The samples of one active set of the simulator that the recommender gets."""
+
+    keys: np.ndarray  # the active set's sample keys (held: its identity is the cache key)
+    positions: np.ndarray  # sample positions of a target's container
+    series: np.ndarray  # the series of each
+    start: np.ndarray  # the start time of each one's pod
+    history_keys: list[SeriesKey]  # the history key of each
+    # How the kept samples fold into history columns (per container, per workload
+    # total), per mask of the positions kept: the mask only changes when a pod passes its
+    # first 2 minutes or a container goes down.
+    by_mask: dict[bytes, tuple[Grouping, Grouping]] = field(default_factory=dict)
+
+    def groupings(self, keep: np.ndarray, rec: ForesizeRecommender) -> tuple[Grouping, Grouping]:
+        mask = keep.tobytes()
+        hit = self.by_mask.get(mask)
+        if hit is None:
+            kept = [k for k, on in zip(self.history_keys, keep, strict=True) if on]
+            hit = rec.groupings(kept)
+            self.by_mask[mask] = hit
+        return hit
+
+
+# --------------------------------------------------------------------------- admission
+
+
+def _proportional_limits(containers: list[Any]) -> list[dict[str, Any]]:
+    """Container policies with `limit.ratio` = the template's limit / request."""
+    from foresize.core.api.quantity import format_quantity
+
+    out = []
+    for c in containers:
+        entry: dict[str, Any] = {"name": c.name}
+        for r, low in ((CPU, 10), (MEMORY, 32 * MIB)):
+            req = c.resources.requests.get(r)
+            lim = c.resources.limits.get(r)
+            policy: dict[str, Any] = {"lowerbound": format_quantity(r, low)}
+            if req and lim:
+                policy["limit"] = {"ratio": max(1.0, lim / req)}
+            entry[r] = policy
+        out.append(entry)
+    return out
+
+
+def _install_admission(sim: Any, operator: SimOperator) -> Any:
+    from foresize.shells.sim.admission import install
+
+    return install(sim, scale=False)
+
+
+# --------------------------------------------------------------------------- the operator
+
+
+@dataclass(slots=True)
+class OperatorOptions:
+    update_mode: str = "in_place_or_recreate"
+    loop_interval: float = 15.0
+    recommend_interval: float = 900.0  # forecast_interval default = forecast_blocks (15 m)
+    min_lookback: float = DEFAULT_MIN_LOOKBACK
+    kinds: tuple[str, ...] = ("Deployment", "StatefulSet")
+    # Hysteresis (scaling_behavior): up 5%, down 10%, the recommender's defaults.
+    scale_up_percent: float = 5.0
+    scale_down_percent: float = 10.0
+    min_cpu: int = 10
+    min_memory: int = 32 * MIB
+    admission: bool = True
+    disruption: dict[str, Any] = field(default_factory=dict)
+    hpa_resource_policy: str = "leave"
+    worker: WorkerConfig = field(default_factory=WorkerConfig)
+    targets: list[str] | None = None  # workload keys Kind/ns/name; None = all of `kinds`
+    # The targets keep limits proportional to the template (limit.ratio per resource), as
+    # VPA does by default, so a memory leak can be followed above the template's limit.
+    proportional_limits: bool = True
+    min_lookback_to_scale: str | None = None  # the target's own (API default 24 h)
+    min_replicas: int | None = None  # the targets' update_policy.min_replicas (API default 2)
+
+
+class SimOperator:
+    """The Foresize operator (recommender + vertical worker + admission) on a SimCluster."""
+
+    def __init__(
+        self,
+        sim: Any,
+        recommender: Recommender | ForesizeRecommender,
+        options: OperatorOptions | None = None,
+    ) -> None:
+        self.sim = sim
+        self.rec = recommender
+        self.opt = options or OperatorOptions()
+        # Templates are reconciled here too; the simulator has no finalizers to hold.
+        self.config = ReconcileConfig(
+            worker=self.opt.worker, suggest_interval=self.opt.recommend_interval
+        )
+        self.pass_state = ReconcileState()
+        self.series: dict[tuple[str, str, str], int] = {}
+        self.info: list[SeriesInfo] = []
+        self.suggestions: dict[str, Suggestion] = {}
+        self.targets: dict[str, Any] = {}  # target key -> AIScaleTarget
+        self.target_series: dict[str, dict[str, int]] = {}  # target -> container -> series
+        self.template: dict[str, dict[str, tuple[dict[str, int], dict[str, int]]]] = {}
+        self.last_recommend = -math.inf
+        self.oom_seen: dict[tuple[str, str], float] = {}
+        self.admission: Any = None
+        self.passes = 0
+        self.record_actions = False
+        self.applied: list[tuple[float, Any, Any]] = []
+        self.versions = 0  # the last resourceVersion given to a target object
+        self.dsa_usage = UsageWindow()  # DaemonSet usage, read by the pass's DSA step
+        self._sampling: _Sampling | None = None
+
+    def _next_version(self) -> int:
+        """The next `metadata.resourceVersion` of a target this operator writes."""
+        self.versions += 1
+        return self.versions
+
+    @property
+    def state(self) -> WorkerState:
+        """The vertical worker's state (inside the pass state)."""
+        return self.pass_state.worker
+
+    # ------------------------------------------------------------------ wiring
+    def install(self) -> SimOperator:
+        from foresize.core.api.types import parse_target
+
+        sim = self.sim
+        for key, wl in list(sim.workloads.items()):
+            if wl.kind not in self.opt.kinds:
+                continue
+            if self.opt.targets is not None and key not in self.opt.targets:
+                continue
+            vertical: dict[str, Any] = {
+                "mode": "autonomous",
+                "update_policy": {
+                    "update_mode": self.opt.update_mode,
+                    **({"min_replicas": m} if (m := self.opt.min_replicas) is not None else {}),
+                },
+                "hpa_resource_policy": self.opt.hpa_resource_policy,
+            }
+            if self.opt.disruption:
+                vertical["disruption"] = dict(self.opt.disruption)
+            if self.opt.proportional_limits:
+                vertical["containers"] = _proportional_limits(wl.template.containers)
+            spec_model: dict[str, Any] = {}
+            if self.opt.min_lookback_to_scale is not None:
+                spec_model["min_lookback_to_scale"] = self.opt.min_lookback_to_scale
+            if isinstance(self.rec, ForesizeRecommender) and self.rec.mode is not None:
+                spec_model["mode"] = self.rec.mode
+            target = parse_target(
+                {
+                    "apiVersion": "foresize.io/v1",
+                    "kind": "AIScaleTarget",
+                    "metadata": {
+                        "name": wl.name,
+                        "namespace": wl.namespace,
+                        "uid": f"ast-{wl.namespace}-{wl.name}",
+                        "generation": 1,
+                        "resourceVersion": str(self._next_version()),
+                    },
+                    "spec": {
+                        "scaleTargetRef": {"kind": wl.kind, "name": wl.name},
+                        "vertical": vertical,
+                        **({"model": spec_model} if spec_model else {}),
+                    },
+                },
+                source=f"simulated target for {key}",
+            )
+            tkey = f"{wl.namespace}/{wl.name}"
+            self.targets[tkey] = target
+            sim.targets.append(target)
+            self.template[tkey] = {
+                c.name: (dict(c.resources.requests), dict(c.resources.limits))
+                for c in wl.template.containers
+            }
+            self.target_series[tkey] = {
+                c.name: self._series(wl.namespace, f"{wl.kind}/{wl.name}", c.name, 0.0)
+                for c in wl.template.containers
+            }
+        if self.opt.admission:
+            self.admission = _install_admission(sim, self)
+        sim.on_usage(self._observe)
+        sim.every(self.opt.loop_interval, self._tick)
+        return self
+
+    def restart(self) -> None:
+        """An operator restart: the pass's memory is gone; the targets' status and the
+        usage history remain."""
+        self.pass_state = ReconcileState()
+
+    def set_suggestion(self, target_key: str, suggestion: Suggestion) -> None:
+        """Publish a suggestion (to the worker and the admission hook). The admission
+        decision itself leaves a resource an HPA scales on at its template value while the
+        target leaves it to the HPA (as the worker does for running pods), so the whole
+        suggestion is handed over."""
+        self.suggestions[target_key] = suggestion
+        if self.admission is not None:
+            self.admission.suggestions[target_key] = suggestion
+
+    def _series(self, ns: str, workload: str, container: str, now: float) -> int:
+        k = (ns, workload, container)
+        idx = self.series.get(k)
+        if idx is None:
+            idx = len(self.info)
+            self.series[k] = idx
+            self.info.append(SeriesInfo(ns, workload, container, now))
+            if isinstance(self.rec, FixedRecommender):
+                self.rec.names[idx] = container
+        return idx
+
+    # ------------------------------------------------------------------ history
+    def _observe(self, now: float, keys: np.ndarray, cpu: np.ndarray, mem: np.ndarray) -> None:
+        """Every pod's sample of a target's container goes to the recommender, keyed by
+        its workload container (a pod's first 2 minutes and a container that is down are
+        left out, as the kube shell's collector leaves them out)."""
+        if self.sim.daemonset_autoscalers:
+            self._observe_daemonsets(now, keys, cpu, mem)
+        sampling = self._sampling_for(keys)
+        if sampling.positions.size == 0:
+            return
+        memory = np.asarray(mem)
+        # No np.errstate here: comparisons never raise floating-point errors (NaN compares
+        # False), and entering one costs more than the comparison on every usage step.
+        keep = ~(memory[sampling.positions] <= 0) & (now - sampling.start >= NEW_POD_EXCLUSION)
+        if not keep.any():
+            return
+        sel = sampling.positions[keep]
+        if isinstance(self.rec, ForesizeRecommender):
+            containers, totals = sampling.groupings(keep, self.rec)
+            self.rec.observe_grouped(now, containers, totals, np.asarray(cpu)[sel], memory[sel])
+            return
+        self.rec.observe(now, sampling.series[keep], np.asarray(cpu)[sel] * 1000.0, memory[sel])
+
+    def _observe_daemonsets(
+        self, now: float, keys: np.ndarray, cpu: np.ndarray, mem: np.ndarray
+    ) -> None:
+        """Every pod's sample of a DaemonSet a DaemonSetAutoscaler scales, into the usage
+        window the pass's DaemonSet step reads (the percentile is over pods: no fold),
+        without a pod's first 2 minutes or a container that is down."""
+        wanted: dict[tuple[str, str], str] = {}
+        for d in self.sim.daemonset_autoscalers:
+            view = dsa_view(d)
+            wanted[(view.namespace, f"DaemonSet/{view.ref_name}")] = view.ref_name
+            self.dsa_usage.window = max(self.dsa_usage.window, view.observation_window)
+        pods = self.sim.pods
+        groups: dict[tuple[str, str, str], list[int]] = {}
+        for i, k in enumerate(keys):
+            ds = wanted.get((k.namespace, k.workload))
+            if ds is None or mem[i] <= 0:
+                continue
+            pod = pods.get(f"{k.namespace}/{k.pod}")
+            if pod is None or pod.start_time is None or now - pod.start_time < NEW_POD_EXCLUSION:
+                continue
+            groups.setdefault((k.namespace, ds, k.container), []).append(i)
+        for (ns, ds, container), idx in groups.items():
+            ix = np.asarray(idx)
+            self.dsa_usage.add(ns, ds, container, now, np.asarray(cpu)[ix], np.asarray(mem)[ix])
+
+    def _sampling_for(self, keys: np.ndarray) -> _Sampling:
+        """Which samples of the simulator's active set belong to a target's container,
+        worked out once per active set (the simulator hands the same `keys` array until a
+        pod starts or stops): the per-step work is then a few vector operations."""
+        cached = self._sampling
+        if cached is not None and cached.keys is keys:
+            return cached
+        pods = self.sim.pods
+        positions: list[int] = []
+        series: list[int] = []
+        start: list[float] = []
+        for i, k in enumerate(keys):
+            if not k.workload:  # a bare pod
+                continue
+            s = self.series.get((k.namespace, k.workload, k.container))
+            if s is None:  # not a container of a target
+                continue
+            pod = pods.get(f"{k.namespace}/{k.pod}")
+            if pod is None or pod.start_time is None:
+                continue
+            # A pod's start time is set when it is bound, before its samples start, and
+            # stays while they last.
+            positions.append(i)
+            series.append(s)
+            start.append(pod.start_time)
+        self._sampling = _Sampling(
+            keys,
+            np.asarray(positions, dtype=np.int64),
+            np.asarray(series, dtype=np.int64),
+            np.asarray(start, dtype=np.float64),
+            [self._history_key(s) for s in series],
+        )
+        return self._sampling
+
+    def _history_key(self, series: int) -> SeriesKey:
+        """The history key of a series: namespace, workload name (not kind), container."""
+        info = self.info[series]
+        return SeriesKey(info.namespace, info.workload.split("/", 1)[-1], info.container)
+
+    # ------------------------------------------------------------------ the loop
+    def _tick(self, sim: Any, now: float) -> None:
+        """One pass: snapshot -> the core's `plan_pass` (the kube shell's very function)
+        -> the actions through `ActionQueue` and `sim.apply` -> status reflected into the
+        targets, as the API server would."""
+        snap = sim.snapshot()
+        if self.admission is not None and not self.admission.serving:
+            snap = dataclasses.replace(snap, admission_healthy=False)
+        oom = self._ooms(snap)
+        history = None
+        overrides = None
+        if isinstance(self.rec, ForesizeRecommender):
+            history = self.rec.history
+        else:
+            # A baseline recommender (VPA reference, fixed sizes) in place of Foresize's.
+            if oom or now - self.last_recommend >= self.opt.recommend_interval:
+                self._recommend(now)
+            overrides = self.suggestions
+        decided = plan_pass(
+            snap,
+            now,
+            self.pass_state,
+            history,
+            self.config,
+            dsa_usage=self.dsa_usage,
+            suggestions=overrides,
+        )
+        self.pass_state = decided.state
+        if decided.templates is not None:
+            self._templates(decided.templates)
+        queue = ActionQueue(decided.actions, self.pass_state.worker, now, self.config.worker)
+        while (action := queue.next()) is not None:
+            result = sim.apply(action)
+            if self.record_actions:
+                self.applied.append((now, action, result))
+            queue.feed(action, result)
+        self.pass_state.worker = queue.state
+        self._reflect_status(queue.done)
+        self.passes += 1
+
+    def _reflect_status(self, done: list[tuple[Any, Any]]) -> None:
+        """The simulator keeps written status apart (`sim.target_status`); the AIScaleTarget
+        and DaemonSetAutoscaler objects are replaced by copies carrying it, with a new
+        resourceVersion, as a watch would deliver them, so the next snapshot and the
+        admission hook read what was written."""
+        written = {
+            (a.kind, a.namespace, a.name)
+            for a, r in done
+            if isinstance(a, WriteTargetStatus)
+            and a.kind in ("AIScaleTarget", "DaemonSetAutoscaler")
+            and r is not None
+            and r.ok
+        }
+        if not written:
+            return
+        for kind, objects in (
+            ("AIScaleTarget", self.sim.targets),
+            ("DaemonSetAutoscaler", self.sim.daemonset_autoscalers),
+        ):
+            for i, obj in enumerate(objects):
+                key = (kind, obj.metadata.namespace or "default", obj.metadata.name)
+                if key not in written:
+                    continue
+                status = self.sim.target_status.get(key)
+                if status is None:
+                    continue
+                # A new object with a new resourceVersion, as the API server hands out
+                # after a write (the planners' memo of target views is keyed by it).
+                meta = obj.metadata.model_copy(
+                    update={"resourceVersion": str(self._next_version())}
+                )
+                fresh = obj.model_copy(
+                    update={"status": type(obj.status).model_validate(status), "metadata": meta}
+                )
+                objects[i] = fresh
+                tkey = f"{key[1]}/{key[2]}"
+                if kind == "AIScaleTarget" and tkey in self.targets:
+                    self.targets[tkey] = fresh
+
+    def _templates(self, tp: Any) -> None:
+        """The AIScaleTargets ClusterAIScaleTemplates create, update and delete."""
+        sim = self.sim
+        for obj in [*tp.create, *tp.update]:
+            key = (obj.metadata.namespace, obj.metadata.name)
+            sim.targets = [
+                t for t in sim.targets if (t.metadata.namespace, t.metadata.name) != key
+            ] + [obj]
+        for ns, name in tp.delete:
+            sim.targets = [
+                t for t in sim.targets if (t.metadata.namespace, t.metadata.name) != (ns, name)
+            ]
+
+    def _ooms(self, snap: Any) -> bool:
+        """OOM kills since the last pass go to the recommender at once (architecture §3.1)."""
+        found = False
+        for pod in snap.pods:
+            for st in pod.container_statuses:
+                if st.last_termination_reason != "OOMKilled" or st.last_termination_time is None:
+                    continue
+                k = (pod.uid, st.name)
+                if self.oom_seen.get(k) == st.last_termination_time:
+                    continue
+                self.oom_seen[k] = st.last_termination_time
+                owner = snap.top_owner(pod)
+                c = pod.container(st.name)
+                if owner is None or c is None:
+                    continue
+                s = self.series.get((pod.namespace, f"{owner.kind}/{owner.name}", st.name))
+                if s is None:
+                    continue
+                req = float(c.resources.requests.get(MEMORY, 0))
+                usage = float(c.resources.limits.get(MEMORY, req))  # killed at its limit
+                if isinstance(self.rec, ForesizeRecommender):
+                    # Into the history, where the pass's OOM remediation reads it.
+                    self.rec.record_oom(self._history_key(s), st.last_termination_time, usage)
+                else:
+                    self.rec.on_oom(st.last_termination_time, s, req, usage)
+                found = True
+        return found
+
+    def _recommend(self, now: float) -> None:
+        """A baseline recommender's suggestions (Foresize's own come from the pass)."""
+        assert not isinstance(self.rec, ForesizeRecommender)
+        self.last_recommend = now
+        all_series = sorted({s for m in self.target_series.values() for s in m.values()})
+        recs = self.rec.recommend(now, all_series)
+        for tkey, cmap in self.target_series.items():
+            prev = self.suggestions.get(tkey)
+            containers: dict[str, ContainerSuggestion] = {}
+            for cname, s in cmap.items():
+                r = recs.get(s)
+                if r is None or not all(math.isfinite(v) for v in r):
+                    continue
+                if now - self.info[s].first_seen < self.opt.min_lookback:
+                    continue  # hasEnoughDataToScale is false: no autonomous action yet
+                containers[cname] = self._container_suggestion(tkey, cname, r, prev)
+            if not containers:
+                continue
+            uid = suggestion_uid(containers)
+            if prev is not None and prev.uid == uid:
+                continue
+            self.set_suggestion(
+                tkey, Suggestion(uid, now, containers, now, now + self.opt.recommend_interval)
+            )
+
+    def _container_suggestion(
+        self, tkey: str, cname: str, rec: tuple[float, float], prev: Suggestion | None
+    ) -> ContainerSuggestion:
+        treq, tlim = self.template[tkey][cname]
+        want = {
+            CPU: max(self.opt.min_cpu, math.ceil(rec[0])),
+            MEMORY: max(self.opt.min_memory, math.ceil(rec[1] / MIB) * MIB),
+        }
+        old = prev.containers.get(cname) if prev is not None else None
+        requests: dict[str, int] = {}
+        for r, v in want.items():
+            if r not in treq:
+                continue  # never add a request the template does not declare (QoS)
+            cur = old.requests.get(r, treq[r]) if old is not None else treq[r]
+            d = v - cur
+            th = self.opt.scale_up_percent if d > 0 else self.opt.scale_down_percent
+            requests[r] = v if abs(d) * 100.0 >= th * cur else cur
+        # Limits proportional to the template, so the QoS class stays what it was.
+        limits = {
+            r: max(requests[r], math.ceil(requests[r] * tlim[r] / treq[r]))
+            for r in tlim
+            if r in requests and treq.get(r)
+        }
+        if MEMORY in limits:
+            limits[MEMORY] = math.ceil(limits[MEMORY] / MIB) * MIB
+        return ContainerSuggestion(cname, requests, limits)
+
+
+# --------------------------------------------------------------------------- policies
+
+
+SIM_LOOP_INTERVAL = 30.0
+"""`foresize simulate` runs the worker every 30 s (the operator's resync period): a stall
+is acted on within 30 s of its 2 minutes. Tests use 15 s for finer timing."""
+
+
+def install_foresize(sim: Any, mode: str | None = None) -> SimOperator:
+    """`--policy foresize[:MODE]`: forecasting recommender, disruption worker, admission."""
+    opts = OperatorOptions(loop_interval=SIM_LOOP_INTERVAL)
+    return SimOperator(sim, ForesizeRecommender(mode), opts).install()
+
+
+def install_vpa(sim: Any) -> SimOperator:
+    """`--policy vpa`: the VPA reference recommender through the same worker. VPA's
+    updater acts on a 10% move of its target in either direction."""
+    # The one hysteresis rule (foresize.core.api.hysteresis) at VPA's 10% both ways, where
+    # Foresize's default is 5% up: a deliberate difference, the baseline sizes as VPA does
+    # (VPA's out-of-[lowerBound, upperBound] trigger is not modelled).
+    opts = OperatorOptions(
+        loop_interval=SIM_LOOP_INTERVAL, scale_up_percent=10.0, scale_down_percent=10.0
+    )
+    return SimOperator(sim, VPARecommender(), opts).install()
+
+
+def savings_vs(summary: dict[str, Any], baseline: dict[str, Any]) -> dict[str, Any]:
+    """Requested CPU and memory saved against a baseline run (e.g. `static`), as
+    fractions of the baseline, with the OOM kills and throttled time of both."""
+    t, b = summary["totals"], baseline["totals"]
+
+    def saved(key: str) -> float:
+        base = b.get(key, 0.0)
+        return round((base - t.get(key, 0.0)) / base, 4) if base else 0.0
+
+    return {
+        "baseline": baseline.get("policy", "static"),
+        "cpu_requested_saved": saved("cpu_requested_core_hours"),
+        "memory_requested_saved": saved("memory_requested_gib_hours"),
+        "cpu_requested_core_hours_saved": round(
+            b.get("cpu_requested_core_hours", 0.0) - t.get("cpu_requested_core_hours", 0.0), 3
+        ),
+        "memory_requested_gib_hours_saved": round(
+            b.get("memory_requested_gib_hours", 0.0) - t.get("memory_requested_gib_hours", 0.0),
+            3,
+        ),
+        "oom_kills": {"policy": t.get("oom_kills", 0), "baseline": b.get("oom_kills", 0)},
+        "throttled_seconds": {
+            "policy": t.get("throttled_seconds", 0.0),
+            "baseline": b.get("throttled_seconds", 0.0),
+        },
+    }

@@ -1,0 +1,13 @@
+"""`foresize simulate --policy foresize[:MODE]`: the Foresize operator (forecasting
+recommender, disruption worker, admission hook) on the simulated cluster (see
+`foresize.shells.sim.operator`). `foresize` uses the default mode (balanced); `foresize:MODE`
+every target in that named mode."""
+
+from functools import partial
+
+from foresize.shells.sim.operator import install_foresize
+from foresize.shells.sim.policies import register_policy
+
+register_policy("foresize", install_foresize)
+for _mode in ("undershoot", "cost_optimized", "assurance_optimized", "overshoot"):
+    register_policy(f"foresize:{_mode}", partial(install_foresize, mode=_mode))

@@ -1,0 +1,487 @@
+"""Scenario files: the YAML description of a simulated cluster.
+
+A scenario lists nodes, workloads (Deployment, StatefulSet, DaemonSet, Job) with their
+containers, requests/limits and usage generators, PodDisruptionBudgets, HPAs and priority
+classes. Every mistake is reported as a `ForesizeError` naming the file, the path inside it
+(e.g. `workloads[2].containers[0].requests.cpu`) and the problem. See docs/simulator.md for
+the format; `foresize simulate --scenario demo` uses the built-in `scenarios/demo.yaml`.
+
+The parsed types live in `foresize.shells.sim.scenario_spec` and the field readers in
+`foresize.shells.sim.scenario_fields`; both are importable from here as before.
+"""
+
+from __future__ import annotations
+
+import math
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from foresize.adapters.files import load_one_with_lines, read_text
+from foresize.core.api.duration import parse_duration, shown
+from foresize.core.api.names import dns_label_error, dns_subdomain_error
+from foresize.core.errors import ForesizeError
+from foresize.shells.sim.scenario_fields import (
+    WORKLOAD_FIELDS,
+    FieldReader,
+    budget_value,
+    read_container,
+    read_resources,
+)
+from foresize.shells.sim.scenario_spec import (
+    AutoscalerSpec,
+    ContainerSpec,
+    HPASpec,
+    NodeSpec,
+    PDBSpec,
+    Scenario,
+    WorkloadSpec,
+)
+
+__all__ = [
+    "MAX_POD_STEPS",
+    "AutoscalerSpec",
+    "ContainerSpec",
+    "HPASpec",
+    "NodeSpec",
+    "PDBSpec",
+    "Scenario",
+    "WorkloadSpec",
+    "builtin_scenarios",
+    "check_run_size",
+    "load_scenario",
+    "parse_duration",
+    "parse_scenario",
+]
+
+WORKLOAD_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "Job")
+
+# Size limits, refused up front naming the number: without them `count: 100000` hung the
+# simulator and `count: 1000000000` ran out of memory. The simulator steps every pod every
+# step in Python; these are ten times the biggest built-in scenario and a run of the limit
+# still finishes in minutes, not hours.
+MAX_NODES = 2_000
+MAX_REPLICAS = 5_000
+MAX_PODS = 10_000
+# pods x steps of one run: 10,000 pods for 2 days at 60 s, or 500 pods for 40 days.
+MAX_POD_STEPS = 30_000_000
+
+
+def parse_scenario(
+    data: Any, source: str, base_dir: Path | None = None, lines: dict[str, int] | None = None
+) -> Scenario:
+    """Validate a loaded YAML document and build the Scenario; `lines` (field path -> line
+    in the file) puts the line into each error."""
+    ctx = FieldReader(source, base_dir, lines)
+    top = ctx.mapping(data, "")
+    ctx.known(
+        top,
+        {
+            "name",
+            "description",
+            "seed",
+            "hpa_sync_period",
+            "nodes",
+            "workloads",
+            "pdbs",
+            "hpas",
+            "priority_classes",
+            "cluster_autoscaler",
+        },
+        "",
+    )
+    sc = Scenario(
+        name=ctx.string(top.get("name"), "name", required=False, default=Path(source).stem),
+        source=source,
+    )
+    sc.description = str(top.get("description") or "")
+    if top.get("seed") is not None:
+        sc.seed = ctx.integer(top.get("seed"), "seed", 0)
+    sc.hpa_sync_period = ctx.duration(top.get("hpa_sync_period"), "hpa_sync_period", 15.0)
+    if sc.hpa_sync_period <= 0:
+        raise ctx.fail("hpa_sync_period", "must be positive")
+    classes: dict[str, int] = {}
+    for k, v in ctx.mapping(top.get("priority_classes"), "priority_classes").items():
+        classes[str(k)] = ctx.integer(v, f"priority_classes.{k}", 0, minimum=-(2**31))
+
+    _read_nodes(ctx, top, sc)
+    _read_autoscaler(ctx, top, sc)
+    seen_wl: set[tuple[str, str, str]] = set()
+    for i, raw in enumerate(ctx.seq(top.get("workloads"), "workloads")):
+        sc.workloads.append(_read_workload(ctx, raw, f"workloads[{i}]", classes, seen_wl))
+    _read_pdbs(ctx, top, sc)
+    _read_hpas(ctx, top, sc, seen_wl)
+    _check_size(ctx, sc)
+    return sc
+
+
+def _read_nodes(ctx: FieldReader, top: dict[str, Any], sc: Scenario) -> None:
+    """The `nodes` section: each entry expanded to `count` named nodes."""
+    seen_nodes: set[str] = set()
+    for i, raw in enumerate(ctx.seq(top.get("nodes"), "nodes")):
+        path = f"nodes[{i}]"
+        m = ctx.mapping(raw, path)
+        ctx.known(
+            m,
+            {
+                "name",
+                "count",
+                "cpu",
+                "memory",
+                "capacity_cpu",
+                "capacity_memory",
+                "labels",
+                "add_at",
+            },
+            path,
+        )
+        name = ctx.string(m.get("name"), f"{path}.name")
+        count = ctx.integer(m.get("count"), f"{path}.count", 1, minimum=1, maximum=MAX_NODES)
+        if "cpu" not in m:
+            raise ctx.fail(f"{path}.cpu", "required field is missing")
+        if "memory" not in m:
+            raise ctx.fail(f"{path}.memory", "required field is missing")
+        cpu = ctx.quantity("cpu", m["cpu"], f"{path}.cpu")
+        mem = ctx.quantity("memory", m["memory"], f"{path}.memory")
+        cap_cpu = (
+            ctx.quantity("cpu", m["capacity_cpu"], f"{path}.capacity_cpu")
+            if "capacity_cpu" in m
+            else cpu
+        )
+        cap_mem = (
+            ctx.quantity("memory", m["capacity_memory"], f"{path}.capacity_memory")
+            if "capacity_memory" in m
+            else mem
+        )
+        labels = ctx.labels(m.get("labels"), f"{path}.labels")
+        add_at = ctx.duration(m.get("add_at"), f"{path}.add_at", 0.0)
+        for j in range(count):
+            node_name = name if count == 1 else f"{name}-{j}"
+            if node_name in seen_nodes:
+                raise ctx.fail(f"{path}.name", f"duplicate node name {shown(node_name)}")
+            seen_nodes.add(node_name)
+            sc.nodes.append(NodeSpec(node_name, cpu, mem, cap_cpu, cap_mem, dict(labels), add_at))
+    if not sc.nodes:
+        raise ctx.fail("nodes", "a scenario needs at least one node")
+
+
+def _read_autoscaler(ctx: FieldReader, top: dict[str, Any], sc: Scenario) -> None:
+    """The optional `cluster_autoscaler` section."""
+    if top.get("cluster_autoscaler") is not None:
+        path = "cluster_autoscaler"
+        m = ctx.mapping(top["cluster_autoscaler"], path)
+        ctx.known(m, {"node", "max_nodes", "pending_after", "provision_time"}, path)
+        nm = ctx.mapping(m.get("node"), f"{path}.node")
+        ctx.known(nm, {"name", "cpu", "memory", "labels"}, f"{path}.node")
+        for req in ("cpu", "memory"):
+            if req not in nm:
+                raise ctx.fail(f"{path}.node.{req}", "required field is missing")
+        cpu = ctx.quantity("cpu", nm["cpu"], f"{path}.node.cpu")
+        mem = ctx.quantity("memory", nm["memory"], f"{path}.node.memory")
+        sc.autoscaler = AutoscalerSpec(
+            NodeSpec(
+                ctx.string(nm.get("name"), f"{path}.node.name", required=False, default="auto"),
+                cpu,
+                mem,
+                cpu,
+                mem,
+                ctx.labels(nm.get("labels"), f"{path}.node.labels"),
+            ),
+            max_nodes=ctx.integer(
+                m.get("max_nodes"), f"{path}.max_nodes", 10, minimum=1, maximum=MAX_NODES
+            ),
+            pending_after=ctx.duration(m.get("pending_after"), f"{path}.pending_after", 60.0),
+            provision_time=ctx.duration(m.get("provision_time"), f"{path}.provision_time", 300.0),
+        )
+
+
+def _read_workload(
+    ctx: FieldReader,
+    raw: Any,
+    path: str,
+    classes: dict[str, int],
+    seen_wl: set[tuple[str, str, str]],
+) -> WorkloadSpec:
+    """One entry of `workloads`; records its (kind, namespace, name) in `seen_wl`."""
+    m = ctx.mapping(raw, path)
+    ctx.known(m, WORKLOAD_FIELDS, path)
+    kind = ctx.string(m.get("kind"), f"{path}.kind", required=False, default="Deployment")
+    if kind not in WORKLOAD_KINDS:
+        raise ctx.fail(
+            f"{path}.kind", f"unknown kind {shown(kind)} (one of {', '.join(WORKLOAD_KINDS)})"
+        )
+    w = WorkloadSpec(kind=kind, name=ctx.string(m.get("name"), f"{path}.name"))
+    why = dns_subdomain_error(w.name)  # what the API server refuses
+    if why:
+        raise ctx.fail(f"{path}.name", f"{shown(w.name)} is not a valid name: {why}")
+    w.namespace = ctx.string(
+        m.get("namespace"), f"{path}.namespace", required=False, default="default"
+    )
+    why = dns_label_error(w.namespace)
+    if why:
+        raise ctx.fail(f"{path}.namespace", f"{shown(w.namespace)} is not a valid namespace: {why}")
+    key = (w.kind, w.namespace, w.name)
+    if key in seen_wl:
+        raise ctx.fail(f"{path}.name", f"duplicate workload {kind}/{w.namespace}/{w.name}")
+    seen_wl.add(key)
+    w.replicas = ctx.integer(m.get("replicas"), f"{path}.replicas", 1, maximum=MAX_REPLICAS)
+    w.labels = ctx.labels(m.get("labels"), f"{path}.labels") or {"app": w.name}
+    if "priority_class" in m:
+        pc = ctx.string(m["priority_class"], f"{path}.priority_class")
+        if pc not in classes:
+            raise ctx.fail(
+                f"{path}.priority_class",
+                f"unknown priority class {shown(pc)} (define it under priority_classes)",
+            )
+        w.priority = classes[pc]
+    w.priority = ctx.integer(m.get("priority"), f"{path}.priority", w.priority, minimum=-(2**31))
+    w.readiness_delay = ctx.duration(m.get("readiness_delay"), f"{path}.readiness_delay", 10.0)
+    w.termination_grace = ctx.duration(
+        m.get("termination_grace"), f"{path}.termination_grace", 30.0
+    )
+    w.load_shared = bool(m.get("load_shared", False))
+    w.jitter = ctx.number(m.get("jitter"), f"{path}.jitter", 0.1)
+    if w.jitter >= 1:
+        raise ctx.fail(f"{path}.jitter", "must be below 1")
+    w.completions = ctx.integer(
+        m.get("completions"), f"{path}.completions", 1, minimum=1, maximum=MAX_REPLICAS
+    )
+    w.parallelism = ctx.integer(
+        m.get("parallelism"), f"{path}.parallelism", 1, minimum=1, maximum=MAX_REPLICAS
+    )
+    w.run_time = ctx.duration(m.get("run_time"), f"{path}.run_time", 3600.0)
+    if "every" in m:
+        w.every = ctx.duration(m["every"], f"{path}.every", 0.0)
+        if w.every <= 0:
+            raise ctx.fail(f"{path}.every", "must be positive")
+    _read_containers(ctx, m, path, w)
+    _read_pod_resources(ctx, m, path, w)
+    w.overhead = read_resources(ctx, m.get("overhead"), f"{path}.overhead")
+    return w
+
+
+def _read_containers(ctx: FieldReader, m: dict[str, Any], path: str, w: WorkloadSpec) -> None:
+    """A workload's containers and init containers (names unique across both)."""
+    containers = ctx.seq(m.get("containers"), f"{path}.containers")
+    if not containers:
+        raise ctx.fail(f"{path}.containers", "a workload needs at least one container")
+    names: set[str] = set()
+    for j, rc in enumerate(containers):
+        c = read_container(ctx, rc, f"{path}.containers[{j}]")
+        if c.name in names:
+            raise ctx.fail(
+                f"{path}.containers[{j}].name", f"duplicate container name {shown(c.name)}"
+            )
+        names.add(c.name)
+        w.containers.append(c)
+    for j, rc in enumerate(ctx.seq(m.get("init_containers"), f"{path}.init_containers")):
+        c = read_container(ctx, rc, f"{path}.init_containers[{j}]", init=True)
+        if c.name in names:
+            raise ctx.fail(
+                f"{path}.init_containers[{j}].name", f"duplicate container name {c.name!r}"
+            )
+        names.add(c.name)
+        w.init_containers.append(c)
+
+
+def _read_pod_resources(ctx: FieldReader, m: dict[str, Any], path: str, w: WorkloadSpec) -> None:
+    """A workload's pod-level `resources` (cpu and memory only, requests <= limits)."""
+    pod_res = ctx.mapping(m.get("resources"), f"{path}.resources")
+    ctx.known(pod_res, {"requests", "limits"}, f"{path}.resources")
+    w.pod_requests = read_resources(ctx, pod_res.get("requests"), f"{path}.resources.requests")
+    w.pod_limits = read_resources(ctx, pod_res.get("limits"), f"{path}.resources.limits")
+    for res in (*w.pod_requests, *w.pod_limits):
+        if res not in ("cpu", "memory"):
+            raise ctx.fail(
+                f"{path}.resources", f"pod-level resources are cpu and memory only, got {res!r}"
+            )
+    for res in ("cpu", "memory"):
+        pod_req, pod_lim = w.pod_requests.get(res), w.pod_limits.get(res)
+        if pod_req is not None and pod_lim is not None and pod_req > pod_lim:
+            raise ctx.fail(
+                f"{path}.resources.requests.{res}",
+                f"must be less than or equal to the pod-level {res} limit",
+            )
+
+
+def _read_pdbs(ctx: FieldReader, top: dict[str, Any], sc: Scenario) -> None:
+    """The `pdbs` section."""
+    for i, raw in enumerate(ctx.seq(top.get("pdbs"), "pdbs")):
+        path = f"pdbs[{i}]"
+        m = ctx.mapping(raw, path)
+        ctx.known(
+            m,
+            {
+                "name",
+                "namespace",
+                "selector",
+                "min_available",
+                "max_unavailable",
+                "unhealthy_pod_eviction_policy",
+            },
+            path,
+        )
+        policy = ctx.string(
+            m.get("unhealthy_pod_eviction_policy"),
+            f"{path}.unhealthy_pod_eviction_policy",
+            required=False,
+            default="IfHealthyBudget",
+        )
+        if policy not in ("IfHealthyBudget", "AlwaysAllow"):
+            raise ctx.fail(
+                f"{path}.unhealthy_pod_eviction_policy",
+                f"must be IfHealthyBudget or AlwaysAllow, got {policy!r}",
+            )
+        selector = ctx.labels(m.get("selector"), f"{path}.selector")
+        if not selector:
+            raise ctx.fail(f"{path}.selector", "required (matchLabels)")
+        has_min = m.get("min_available") is not None
+        has_max = m.get("max_unavailable") is not None
+        if has_min == has_max:
+            raise ctx.fail(path, "exactly one of min_available and max_unavailable is required")
+        sc.pdbs.append(
+            PDBSpec(
+                ctx.string(m.get("name"), f"{path}.name"),
+                ctx.string(
+                    m.get("namespace"), f"{path}.namespace", required=False, default="default"
+                ),
+                selector,
+                budget_value(ctx, m["min_available"], f"{path}.min_available") if has_min else None,
+                budget_value(ctx, m["max_unavailable"], f"{path}.max_unavailable")
+                if has_max
+                else None,
+                policy,
+            )
+        )
+
+
+def _read_hpas(
+    ctx: FieldReader, top: dict[str, Any], sc: Scenario, seen_wl: set[tuple[str, str, str]]
+) -> None:
+    """The `hpas` section: each targets a Deployment or StatefulSet of this scenario."""
+    for i, raw in enumerate(ctx.seq(top.get("hpas"), "hpas")):
+        path = f"hpas[{i}]"
+        m = ctx.mapping(raw, path)
+        ctx.known(
+            m, {"name", "namespace", "target", "min_replicas", "max_replicas", "metrics"}, path
+        )
+        target = ctx.mapping(m.get("target"), f"{path}.target")
+        ctx.known(target, {"kind", "name"}, f"{path}.target")
+        t_kind = ctx.string(
+            target.get("kind"), f"{path}.target.kind", required=False, default="Deployment"
+        )
+        t_name = ctx.string(target.get("name"), f"{path}.target.name")
+        namespace = ctx.string(
+            m.get("namespace"), f"{path}.namespace", required=False, default="default"
+        )
+        if (t_kind, namespace, t_name) not in seen_wl:
+            raise ctx.fail(
+                f"{path}.target", f"no workload {t_kind}/{namespace}/{t_name} in this scenario"
+            )
+        if t_kind not in ("Deployment", "StatefulSet"):
+            raise ctx.fail(f"{path}.target.kind", "an HPA scales a Deployment or a StatefulSet")
+        lo = ctx.integer(m.get("min_replicas"), f"{path}.min_replicas", 1, minimum=1)
+        hi = ctx.integer(
+            m.get("max_replicas"), f"{path}.max_replicas", 0, minimum=1, maximum=MAX_REPLICAS
+        )
+        if "max_replicas" not in m:
+            raise ctx.fail(f"{path}.max_replicas", "required field is missing")
+        if lo > hi:
+            raise ctx.fail(f"{path}.min_replicas", f"must not exceed max_replicas ({hi})")
+        metrics = []
+        for j, rm in enumerate(ctx.seq(m.get("metrics"), f"{path}.metrics")):
+            mp = f"{path}.metrics[{j}]"
+            mm = ctx.mapping(rm, mp)
+            ctx.known(mm, {"resource", "target_utilization"}, mp)
+            res = ctx.string(mm.get("resource"), f"{mp}.resource")
+            if res not in ("cpu", "memory"):
+                raise ctx.fail(f"{mp}.resource", f"must be cpu or memory, got {shown(res)}")
+            util = ctx.integer(
+                mm.get("target_utilization"), f"{mp}.target_utilization", 0, minimum=1
+            )
+            if "target_utilization" not in mm:
+                raise ctx.fail(f"{mp}.target_utilization", "required field is missing")
+            metrics.append((res, util))
+        if not metrics:
+            raise ctx.fail(f"{path}.metrics", "an HPA needs at least one metric")
+        sc.hpas.append(
+            HPASpec(
+                ctx.string(m.get("name"), f"{path}.name"),
+                namespace,
+                t_kind,
+                t_name,
+                lo,
+                hi,
+                metrics,
+            )
+        )
+
+
+def peak_pods(sc: Scenario) -> int:
+    """The most pods the scenario can run at once: every workload at its replicas, or at
+    its HPA's max_replicas when that is higher (a DaemonSet counts one pod per node)."""
+    hpa_max = {(h.target_kind, h.namespace, h.target_name): h.max_replicas for h in sc.hpas}
+    nodes = node_count(sc)
+    pods = 0
+    for w in sc.workloads:
+        if w.kind == "DaemonSet":
+            pods += nodes
+        elif w.kind == "Job":
+            pods += w.parallelism
+        else:
+            pods += max(w.replicas, hpa_max.get((w.kind, w.namespace, w.name), 0))
+    return pods
+
+
+def node_count(sc: Scenario) -> int:
+    """Nodes at the start plus the most the autoscaler may add."""
+    return len(sc.nodes) + (sc.autoscaler.max_nodes if sc.autoscaler else 0)
+
+
+def _check_size(ctx: FieldReader, sc: Scenario) -> None:
+    nodes = node_count(sc)
+    if nodes > MAX_NODES:
+        raise ctx.fail("nodes", f"{nodes} nodes in all (autoscaler included); at most {MAX_NODES}")
+    pods = peak_pods(sc)
+    if pods > MAX_PODS:
+        raise ctx.fail("workloads", f"up to {pods} pods at once; at most {MAX_PODS}")
+
+
+def check_run_size(sc: Scenario, duration: float, step: float) -> None:
+    """Refuse, before anything runs, a run whose pods x steps is beyond `MAX_POD_STEPS`,
+    naming the numbers."""
+    steps = math.ceil(duration / step) if step > 0 else 0
+    pod_steps = peak_pods(sc) * steps
+    if pod_steps > MAX_POD_STEPS:
+        raise ForesizeError(
+            f"{sc.source}: {peak_pods(sc)} pods x {steps} steps = {pod_steps} pod-steps is more "
+            f"than {MAX_POD_STEPS}; use a shorter --duration, a longer --step or fewer pods"
+        )
+
+
+def load_scenario(name_or_path: str | Path) -> Scenario:
+    """Load a built-in scenario by name (`demo`) or a scenario YAML file by path."""
+    text: str
+    base_dir: Path | None
+    candidate = Path(name_or_path)
+    builtin = resources.files("foresize.shells.sim").joinpath("scenarios", f"{name_or_path}.yaml")
+    if candidate.suffix in (".yaml", ".yml") or candidate.exists():
+        text = read_text(candidate, what="scenario")
+        source, base_dir = str(candidate), candidate.parent
+    elif builtin.is_file():
+        text = builtin.read_text()
+        source, base_dir = f"<built-in scenario {name_or_path}>", None
+    else:
+        raise ForesizeError(
+            f"{name_or_path}: no such scenario file, and not a built-in scenario "
+            f"(built-in: {', '.join(builtin_scenarios())})"
+        )
+    data, lines = load_one_with_lines(text, source)
+    return parse_scenario(data, source, base_dir, lines)
+
+
+def builtin_scenarios() -> list[str]:
+    folder = resources.files("foresize.shells.sim").joinpath("scenarios")
+    return sorted(
+        p.name.removesuffix(".yaml") for p in folder.iterdir() if p.name.endswith(".yaml")
+    )

@@ -1,0 +1,99 @@
+"""The parsed form of a scenario file (`foresize.shells.sim.scenario`): nodes, workloads and their
+containers, PodDisruptionBudgets, HPAs and the cluster-autoscaler stand-in."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from foresize.shells.sim.usage import GeneratorSpec
+
+
+@dataclass(slots=True)
+class NodeSpec:
+    name: str
+    cpu: int  # millicores allocatable
+    memory: int  # bytes allocatable
+    capacity_cpu: int
+    capacity_memory: int
+    labels: dict[str, str] = field(default_factory=dict)
+    add_at: float = 0.0  # seconds into the run at which the node joins
+
+
+@dataclass(slots=True)
+class ContainerSpec:
+    name: str
+    requests: dict[str, int] = field(default_factory=dict)
+    limits: dict[str, int] = field(default_factory=dict)
+    resize_policy: dict[str, str] = field(default_factory=dict)
+    cpu: GeneratorSpec = field(default_factory=GeneratorSpec)
+    memory: GeneratorSpec = field(default_factory=GeneratorSpec)
+    restart_policy: str | None = None  # init containers: "Always" makes a sidecar
+
+
+@dataclass(slots=True)
+class WorkloadSpec:
+    kind: str
+    name: str
+    namespace: str = "default"
+    replicas: int = 1
+    labels: dict[str, str] = field(default_factory=dict)
+    priority: int = 0
+    containers: list[ContainerSpec] = field(default_factory=list)
+    init_containers: list[ContainerSpec] = field(default_factory=list)
+    pod_requests: dict[str, int] = field(default_factory=dict)  # pod-level spec.resources
+    pod_limits: dict[str, int] = field(default_factory=dict)
+    overhead: dict[str, int] = field(default_factory=dict)  # the RuntimeClass's pod overhead
+    readiness_delay: float = 10.0
+    termination_grace: float = 30.0
+    load_shared: bool = False  # demand is spread over the ready replicas (HPA-driven tiers)
+    jitter: float = 0.1  # per-replica variation of the usage level
+    # Job only
+    completions: int = 1
+    parallelism: int = 1
+    run_time: float = 3600.0
+    every: float | None = None  # rerun the Job on this period (a CronJob)
+
+
+@dataclass(slots=True)
+class PDBSpec:
+    name: str
+    namespace: str
+    selector: dict[str, str]
+    min_available: int | str | None = None
+    max_unavailable: int | str | None = None
+    unhealthy_pod_eviction_policy: str = "IfHealthyBudget"  # or AlwaysAllow
+
+
+@dataclass(slots=True)
+class HPASpec:
+    name: str
+    namespace: str
+    target_kind: str
+    target_name: str
+    min_replicas: int
+    max_replicas: int
+    metrics: list[tuple[str, int]]  # (resource, target utilisation percent)
+
+
+@dataclass(slots=True)
+class Scenario:
+    name: str
+    source: str
+    nodes: list[NodeSpec] = field(default_factory=list)
+    workloads: list[WorkloadSpec] = field(default_factory=list)
+    pdbs: list[PDBSpec] = field(default_factory=list)
+    hpas: list[HPASpec] = field(default_factory=list)
+    seed: int | None = None
+    hpa_sync_period: float = 15.0
+    description: str = ""
+    autoscaler: AutoscalerSpec | None = None
+
+
+@dataclass(slots=True)
+class AutoscalerSpec:
+    """A cluster-autoscaler stand-in: adds template nodes for pods pending too long."""
+
+    node: NodeSpec
+    max_nodes: int = 10
+    pending_after: float = 60.0  # a pod must be pending this long to count
+    provision_time: float = 300.0  # from decision to Ready node

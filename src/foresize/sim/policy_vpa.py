@@ -1,7 +1,0 @@
-"""`foresize simulate --policy vpa`: the VPA-style reference (architecture §3.7) sizing the pods
-through the same disruption worker as Foresize (see `foresize.sim.operator`)."""
-
-from foresize.sim.operator import install_vpa
-from foresize.sim.policies import register_policy
-
-register_policy("vpa", install_vpa)
