@@ -1,5 +1,7 @@
 """QoS class and scheduler charge follow qos.go and component-helpers exactly."""
 
+import pytest
+
 from foresize.core.api.quantity import GIB, MIB
 from foresize.core.cluster.model import (
     POD_RESIZE_PENDING,
@@ -13,6 +15,8 @@ from foresize.core.cluster.model import (
 )
 from foresize.core.cluster.qos import (
     allocated_requests,
+    has_pod_level_resources,
+    is_supported_pod_level_resource,
     pod_charge,
     pod_qos_class,
     qos_class_of,
@@ -130,10 +134,14 @@ def test_pod_level_resources_decide_the_qos_class():
     assert pod_qos_class(_pod_level([c(req=g, lim=g)], requests=g)) == "Burstable"
     # A pod-level cpu limit only: never Guaranteed.
     assert pod_qos_class(_pod_level([c()], limits={"cpu": 500})) == "Burstable"
-    # spec.resources present with only non-compute entries: the containers decide.
-    assert pod_qos_class(_pod_level([c(req=g, lim=g)], requests={"hugepages-2Mi": 1})) == (
+    # spec.resources present with only unsupported entries: the containers decide.
+    assert pod_qos_class(_pod_level([c(req=g, lim=g)], requests={"ephemeral-storage": 1})) == (
         "Guaranteed"
     )
+    # Pod-level hugepages alone make the pod pod-level (IsPodLevelResourcesSet) and qos.go's
+    # pod-level branch counts only cpu and memory: BestEffort whatever the containers say.
+    hp = {"hugepages-2Mi": 2 * MIB}
+    assert pod_qos_class(_pod_level([c(req=g, lim=g)], requests=hp, limits=hp)) == "BestEffort"
 
 
 def test_pod_level_requests_replace_the_container_sum_and_overhead_is_added():
@@ -169,3 +177,216 @@ def test_the_charge_counts_overhead_and_pod_level_requests():
     pod_level = _running([c(req={"cpu": 100})], [st])
     pod_level.resources = ResourceRequirements({"cpu": 700}, {})
     assert pod_charge(with_overhead) == {"cpu": 350} and pod_charge(pod_level) == {"cpu": 700}
+
+
+# --- upstream test tables: component-helpers/resource/helpers_test.go (Kubernetes 1.35) ---
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("cpu", True),
+        ("memory", True),
+        ("ephemeral-storage", False),
+        ("hugepages-2Mi", True),
+        ("hugepages-1Gi", True),
+    ],
+)
+def test_is_supported_pod_level_resource(name, expected):
+    """TestIsSupportedPodLevelResource, each case named by its resource."""
+    assert is_supported_pod_level_resource(name) is expected
+
+
+_STORAGE = {"ephemeral-storage": MIB}
+
+
+@pytest.mark.parametrize(
+    ("case", "resources", "expected"),
+    [
+        ("nil resources struct", None, False),
+        ("empty resources struct", ResourceRequirements(), False),
+        ("only unsupported resource requests set", ResourceRequirements(_STORAGE, {}), False),
+        ("only unsupported resource limits set", ResourceRequirements({}, _STORAGE), False),
+        (
+            "unsupported and suported resources requests set",
+            ResourceRequirements({**_STORAGE, "cpu": 1}, {}),
+            True,
+        ),
+        (
+            "unsupported and suported resources limits set",
+            ResourceRequirements({}, {**_STORAGE, "cpu": 1}),
+            True,
+        ),
+        # Not in upstream's table; the same rule (SupportedPodLevelResources has hugepages-*).
+        ("only hugepages requests set", ResourceRequirements({"hugepages-2Mi": 2 * MIB}, {}), True),
+        ("only hugepages limits set", ResourceRequirements({}, {"hugepages-1Gi": GIB}), True),
+    ],
+)
+def test_is_pod_level_resources_set(case, resources, expected):
+    """TestIsPodLevelResourcesSet (upstream case names, typos included)."""
+    assert has_pod_level_resources(Pod("ns", "p", resources=resources)) is expected
+
+
+def _mi(n):
+    return n * MIB
+
+
+HP2, HP1G = "hugepages-2Mi", "hugepages-1Gi"
+SIDECAR = "Always"
+
+
+@pytest.mark.parametrize(
+    ("case", "pod_requests", "pod_limits", "containers", "init_containers", "expected"),
+    [
+        ("nil", None, None, [], [], {}),
+        (
+            "pod level memory resource with SkipPodLevelResources false",
+            {"memory": _mi(2)},
+            None,
+            [],
+            [],
+            {"memory": _mi(2)},
+        ),
+        (
+            "pod level memory and container level cpu resources with SkipPodLevelResources false",
+            {"memory": _mi(2)},
+            None,
+            [c(req={"cpu": 2})],
+            [],
+            {"memory": _mi(2), "cpu": 2},
+        ),
+        (
+            "pod level unsupported resources set at both pod-level and container-level with "
+            "SkipPodLevelResources false",
+            {"storage": _mi(2)},
+            None,
+            [c(req={"storage": _mi(3)})],
+            [],
+            {"storage": _mi(3)},
+        ),
+        (
+            "pod level unsupported resources set at pod-level with SkipPodLevelResources false",
+            {"storage": _mi(2)},
+            None,
+            [c(req={"memory": _mi(3)})],
+            [],
+            {"memory": _mi(3)},
+        ),
+        (
+            "only container level resources set with SkipPodLevelResources false",
+            None,
+            None,
+            [c(req={"memory": _mi(3), "cpu": 2})],
+            [],
+            {"memory": _mi(3), "cpu": 2},
+        ),
+        (
+            "both container-level and pod-level resources set with SkipPodLevelResources false",
+            {"memory": _mi(6), "cpu": 8},
+            None,
+            [c(req={"memory": _mi(3), "cpu": 2})],
+            [],
+            {"memory": _mi(6), "cpu": 8},
+        ),
+        (
+            "container-level resources and init container set with SkipPodLevelResources false",
+            None,
+            None,
+            [c(req={"memory": _mi(3), "cpu": 2})],
+            [c("init", req={"memory": _mi(5), "cpu": 4})],
+            {"memory": _mi(5), "cpu": 4},
+        ),
+        (
+            "container-level resources and sidecar container set with SkipPodLevelResources false",
+            None,
+            None,
+            [c(req={"memory": _mi(3), "cpu": 2})],
+            [c("side", req={"memory": _mi(5), "cpu": 4}, restart_policy=SIDECAR)],
+            {"memory": _mi(8), "cpu": 6},
+        ),
+        (
+            "container-level resources, init and sidecar container set with "
+            "SkipPodLevelResources false",
+            None,
+            None,
+            [c(req={"memory": _mi(3), "cpu": 2})],
+            [
+                c("side", req={"memory": _mi(5), "cpu": 4}, restart_policy=SIDECAR),
+                c("init", req={"memory": _mi(6), "cpu": 8}),
+            ],
+            {"memory": _mi(11), "cpu": 12},
+        ),
+        (
+            "pod-level resources, container-level resources, init and sidecar container set "
+            "with SkipPodLevelResources false",
+            {"memory": _mi(15), "cpu": 18},
+            None,
+            [c(req={"memory": _mi(3), "cpu": 2})],
+            [
+                c("side", req={"memory": _mi(5), "cpu": 4}, restart_policy=SIDECAR),
+                c("init", req={"memory": _mi(6), "cpu": 8}),
+            ],
+            {"memory": _mi(15), "cpu": 18},
+        ),
+        (
+            "pod-level resources, hugepage request/limit single page size",
+            {"memory": _mi(10), HP2: _mi(2)},
+            {HP2: _mi(2)},
+            [],
+            [],
+            {"memory": _mi(10), HP2: _mi(2)},
+        ),
+        (
+            "pod-level resources, hugepage request/limit multiple page sizes",
+            {"cpu": 1000, HP2: _mi(2), HP1G: GIB},
+            {HP2: _mi(2), HP1G: GIB},
+            [],
+            [],
+            {"cpu": 1000, HP2: _mi(2), HP1G: GIB},
+        ),
+        (
+            "pod-level resources, container-level resources, hugepage request/limit single "
+            "page size",
+            {"cpu": 1000, HP2: _mi(10)},
+            {HP2: _mi(10)},
+            [c(req={HP2: _mi(6)}, lim={HP2: _mi(6)})],
+            [],
+            {"cpu": 1000, HP2: _mi(10)},
+        ),
+        (
+            "pod-level resources, container-level resources, hugepage request/limit multiple "
+            "page sizes",
+            {"cpu": 1000, HP2: _mi(10), HP1G: 2 * GIB},
+            {HP2: _mi(10), HP1G: 2 * GIB},
+            [c(req={"cpu": 1000, HP1G: 2 * GIB}, lim={HP1G: 2 * GIB})],
+            [],
+            {"cpu": 1000, HP2: _mi(10), HP1G: 2 * GIB},
+        ),
+        (
+            "pod-level resources, container-level resources, hugepage request/limit multiple "
+            "page sizes between pod-level and container-level",
+            {"cpu": 1000, HP2: _mi(10)},
+            {HP2: _mi(10)},
+            [c(req={"memory": _mi(4), HP1G: GIB}, lim={HP1G: GIB})],
+            [],
+            {"cpu": 1000, "memory": _mi(4), HP2: _mi(10), HP1G: GIB},
+        ),
+    ],
+)
+def test_pod_level_resource_requests(
+    case, pod_requests, pod_limits, containers, init_containers, expected
+):
+    """TestPodLevelResourceRequests (PodRequests without overhead; the cases run with
+    SkipPodLevelResources false, the only mode the scheduler and the kubelet use)."""
+    resources = None
+    if pod_requests is not None or pod_limits is not None:
+        resources = ResourceRequirements(dict(pod_requests or {}), dict(pod_limits or {}))
+    pod = Pod(
+        "ns",
+        "p",
+        containers=containers,
+        init_containers=init_containers,
+        resources=resources,
+        phase="Running",
+    )
+    assert spec_requests(pod) == expected

@@ -6,6 +6,8 @@ from it."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from foresize.core.admission.pod import MANAGED_ANNOTATION
@@ -61,36 +63,37 @@ def test_percentile_over_the_observation_window_and_nothing_before_the_minimum()
 
 
 def scenario():
-    return parse_scenario(
-        {
-            "name": "dsa",
-            "seed": 9,
-            "nodes": [
-                {"name": "n", "count": 2, "cpu": "4", "memory": "16Gi"},
-                {"name": "late", "cpu": "4", "memory": "16Gi", "add_at": "5h"},
-            ],
-            "workloads": [
-                {
-                    "kind": "DaemonSet",
-                    "name": "agent",
-                    "namespace": "mon",
-                    "readiness_delay": "5s",
-                    "containers": [
-                        {
-                            "name": "agent",
-                            "requests": {"cpu": "200m", "memory": "256Mi"},
-                            "limits": {"memory": "512Mi"},
-                            "usage": {
-                                "cpu": {"generator": "constant", "base": "60m", "noise": 0.1},
-                                "memory": {"generator": "constant", "base": "100Mi", "noise": 0.02},
-                            },
-                        }
-                    ],
-                }
-            ],
-        },
-        "test",
-    )
+    return parse_scenario(scenario_spec(), "test")
+
+
+def scenario_spec() -> dict:
+    return {
+        "name": "dsa",
+        "seed": 9,
+        "nodes": [
+            {"name": "n", "count": 2, "cpu": "4", "memory": "16Gi"},
+            {"name": "late", "cpu": "4", "memory": "16Gi", "add_at": "5h"},
+        ],
+        "workloads": [
+            {
+                "kind": "DaemonSet",
+                "name": "agent",
+                "namespace": "mon",
+                "readiness_delay": "5s",
+                "containers": [
+                    {
+                        "name": "agent",
+                        "requests": {"cpu": "200m", "memory": "256Mi"},
+                        "limits": {"memory": "512Mi"},
+                        "usage": {
+                            "cpu": {"generator": "constant", "base": "60m", "noise": 0.1},
+                            "memory": {"generator": "constant", "base": "100Mi", "noise": 0.02},
+                        },
+                    }
+                ],
+            }
+        ],
+    }
 
 
 def agent_pods(sim):
@@ -236,3 +239,46 @@ def test_a_daemonset_upsize_with_no_room_on_its_node_is_held_not_deferred():
     assert by_node[full].containers[0].resources.requests["cpu"] == 200
     assert not sim.events.query("ResizeDeferred")
     assert min(lowest.values()) >= 0
+
+
+def test_restarting_daemonset_resizes_are_paced_in_batches_through_the_pass():
+    """seed.md N2 on the simulated cluster (the kube shell's pass): 10 agents whose memory
+    resizePolicy is RestartContainer. The suggestion lowers memory, so every resize restarts
+    its container: they go out 2 at a time (20% of 10), one batch a minute, without waiting
+    for the next scaleInterval, until all 10 are resized in place; the revert on leaving
+    autonomous mode likewise."""
+    spec = scenario_spec()
+    spec["nodes"] = [{"name": "n", "count": 10, "cpu": "4", "memory": "16Gi"}]
+    (agent,) = spec["workloads"]
+    agent["containers"][0]["resize_policy"] = {"memory": "RestartContainer"}
+    sim = SimCluster(parse_scenario(spec, "test"), seed=9)
+    operate(sim, dsa())
+    # The first suggestion comes with the scaleInterval after minObservationWindow (3h15m).
+    sim.run_until(3 * H + 900 + 300)
+    pods = agent_pods(sim)
+    assert len(pods) == 10
+    requested: dict[float, set[str]] = {}
+    for e in sim.events.query("ResizeRequested"):
+        requested.setdefault(round(e.time), set()).add(e.object)
+    times = sorted(requested)
+    assert [len(requested[t]) for t in times] == [2, 2, 2, 2, 2], requested
+    assert all(b - a >= 60 for a, b in itertools.pairwise(times))
+    assert times[-1] - times[0] < 900  # batches follow each other, not the scaleInterval
+    sug = published(sim).containers["agent"].requests
+    assert all(p.containers[0].resources.requests == sug for p in pods)
+    restarts = sim.events.query("ContainerRestarted")
+    assert len({e.object for e in restarts}) == 10
+    # Leaving autonomous mode: the revert to the template's 256Mi restarts them again, in
+    # the same batches (a revert runs every pass).
+    before = len(sim.events.query("ResizeRequested"))
+    (autoscaler,) = sim.daemonset_autoscalers
+    spec_ = autoscaler.spec.model_copy(update={"scaleMode": "recommendation"})
+    sim.daemonset_autoscalers = [autoscaler.model_copy(update={"spec": spec_})]
+    sim.run_until(3 * H + 1200 + 600)
+    reverted: dict[float, set[str]] = {}
+    for e in sim.events.query("ResizeRequested")[before:]:
+        reverted.setdefault(round(e.time), set()).add(e.object)
+    assert [len(v) for _, v in sorted(reverted.items())] == [2, 2, 2, 2, 2], reverted
+    assert all(b - a >= 60 for a, b in itertools.pairwise(sorted(reverted)))
+    template = {"cpu": 200, "memory": 256 * MIB}
+    assert all(p.containers[0].resources.requests == template for p in agent_pods(sim))

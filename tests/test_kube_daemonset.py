@@ -116,3 +116,57 @@ async def test_daemonset_autoscaler_suggests_and_resizes(apiserver):
         "/api/v1/namespaces/ops/pods/agent-n1/resize",
         "/api/v1/namespaces/ops/pods/agent-n2/resize",
     ]
+
+
+async def test_restarting_daemonset_resizes_are_sent_in_batches(apiserver):
+    """seed.md N2 in the kube shell: 5 agents whose memory resizePolicy is RestartContainer
+    get a lower memory suggestion: one pass sends 1 restarting resize (20% of 5 rounded up);
+    61 s later that pod's resize has not landed (the API server keeps the old allocation),
+    so it still counts as disrupted and nothing more goes out."""
+    restart = {"resourceName": "memory", "restartPolicy": "RestartContainer"}
+    agent = container("agent", {"cpu": "500m", "memory": "512Mi"})
+    agent["resizePolicy"] = [restart]
+    ds = workload("DaemonSet", "agent", "ops", labels={"app": "agent"}, containers=[agent])
+    ds_uid = apiserver.seed(ds)["metadata"]["uid"]
+    names = [f"n{i}" for i in range(5)]
+    for name in names:
+        apiserver.seed(node(name))
+        pod = agent_pod(name, ds_uid)
+        pod["spec"]["containers"][0]["resizePolicy"] = [restart]
+        apiserver.seed(pod)
+    apiserver.seed(
+        {
+            "apiVersion": "foresize.io/v1",
+            "kind": "DaemonSetAutoscaler",
+            "metadata": {"name": "agent", "namespace": "ops"},
+            "spec": {
+                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent"},
+                "scaleMode": "autonomous",
+                "containers": [{"name": "agent"}],
+            },
+        }
+    )
+    state = ClusterState(target_parser=parse_foresize)
+    load_state(apiserver, state)
+    window = UsageWindow()
+    for i in range(4 * 60):  # 4 hours of 1-minute polls: 100m, 150Mi on every agent
+        window.add("ops", "agent", "agent", NOW - (4 * 60 - i) * 60.0, [0.1] * 5, [150 * 2**20] * 5)
+    clock = [NOW]
+    api = KubeApi.from_url(apiserver.url)
+    try:
+        shell = KubeShell(
+            state,
+            KubeExecutor(api, pod_lookup=state.pod),
+            clock=lambda: clock[0],
+            history=UsageHistory(),
+        )
+        shell.dsa_window = window
+        await shell.run_pass()
+        first = [r.path for r in apiserver.calls("PATCH", "/resize$", code=200)]
+        assert len(first) == 1, first
+        load_state(apiserver, state)  # the watch brings the resized pod (spec changed)
+        clock[0] = NOW + 61.0
+        await shell.run_pass()
+        assert [r.path for r in apiserver.calls("PATCH", "/resize$", code=200)] == first
+    finally:
+        await api.close()

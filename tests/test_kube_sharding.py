@@ -139,6 +139,47 @@ async def test_only_the_owning_replica_reverts_the_pods(apiserver):
         await api.close()
 
 
+def _counters(shell: KubeShell, target: str) -> dict[tuple[str, str], float]:
+    """(counter, source or outcome) -> summed value of `target`'s exported label sets."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out: dict[tuple[str, str], float] = {}
+    text = shell.metrics.exposition().decode()
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name.endswith("_total") and s.labels.get("target") == target:
+                key = (s.name, s.labels.get("source") or s.labels["outcome"])
+                out[key] = out.get(key, 0.0) + s.value
+    return out
+
+
+async def test_each_replica_exports_the_counters_it_may_count_at_zero_before_its_pass_acts(
+    apiserver,
+):
+    """seed.md N1: a pass declares its counters before its actions, so the revert's first
+    resizes are increases from 0. The replica not holding the shard exports only the
+    webhook's (admission) label sets, the one that does also the in-place and resize ones."""
+    seed(apiserver)
+    api = KubeApi.from_url(apiserver.url)
+    try:
+        shells = await two_replicas(api, apiserver)
+        await shells["b"].run_pass()
+        changes, resizes = "foresize_request_changes_total", "foresize_resizes_total"
+        assert _counters(shells["b"], "shop/web") == {(changes, "admission"): 0.0}
+        a = shells["a"]
+        await a.run_pass()
+        assert resized(apiserver) == ["agent-n1", "web-abc-1"]
+        got = _counters(a, "shop/web")
+        assert got[(changes, "admission")] == 0.0 and got[(changes, "in_place")] == 1.0
+        assert got[(resizes, "success")] == 1.0
+        assert {k: v for k, v in got.items() if k[0] == resizes} == {
+            (resizes, outcome): 1.0 if outcome == "success" else 0.0
+            for outcome in ("success", "deferred", "rejected", "error")
+        }
+    finally:
+        await api.close()
+
+
 async def test_a_revert_handed_over_is_not_continued_by_the_old_holder(apiserver):
     seed(apiserver)
     api = KubeApi.from_url(apiserver.url)

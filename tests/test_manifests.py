@@ -4,15 +4,13 @@ The chart is rendered by Helm's own engine (Helm v4 Go code through helm-python-
 `Chart.render`, the code path of `helm template`, no cluster contacted). Built-in kinds are
 checked with kubernetes-validate --strict for Kubernetes 1.33, 1.34 and 1.35; the two
 prometheus-operator kinds (not built into Kubernetes, so kubernetes-validate has no schema)
-are checked against cloudcoil's models generated from the prometheus-operator CRDs, and
-their alerts with promtool (syntax and unit tests of each alert firing)."""
+are checked against cloudcoil's models generated from the prometheus-operator CRDs; their
+alerts are checked with promtool in tests/test_alert_rules.py."""
 
 from __future__ import annotations
 
 import copy
 import re
-import shutil
-import subprocess
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -297,155 +295,7 @@ def test_alerts_use_only_exported_metric_names():
     } <= names
 
 
-PROMTOOL = shutil.which("promtool")
-
-
-def _promtool(tmp_path: Path, name: str, content: Any, *args: str) -> None:
-    path = tmp_path / name
-    path.write_text(yaml.safe_dump(content, sort_keys=False))
-    proc = subprocess.run(
-        [PROMTOOL, *args, str(path)], capture_output=True, text=True, timeout=60, cwd=tmp_path
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-
-
-def _unit(alert: str, series: dict[str, str], at: str, fires: list[dict[str, str]]) -> dict:
-    return {
-        "interval": "1m",
-        "input_series": [{"series": s, "values": v} for s, v in series.items()],
-        "alert_rule_test": [
-            {
-                "eval_time": at,
-                "alertname": alert,
-                "exp_alerts": [{"exp_labels": labels} for labels in fires],
-            }
-        ],
-    }
-
-
-@pytest.mark.prometheus
-@pytest.mark.skipif(PROMTOOL is None, reason="promtool (Debian package prometheus) missing")
-def test_alerts_are_valid_promql_and_fire_on_their_conditions(tmp_path):
-    groups = build("monitoring")[0]["spec"]["groups"]
-    _promtool(tmp_path, "full.yaml", {"groups": groups}, "check", "rules")
-    # Unit tests compare annotations exactly; strip them and test the expressions.
-    bare = copy.deepcopy(groups)
-    for rule in bare[0]["rules"]:
-        rule.pop("annotations")
-    (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": bare}))
-    up = 'foresize_resizes_total{target="shop/web",resource="cpu",direction="%s",outcome="%s"}'
-    changed = (
-        'foresize_request_changes_total{target="%s",resource="cpu",direction="up",source="%s"}'
-    )
-    tests = [
-        _unit(
-            "ForesizeRequestChanged",
-            {
-                changed % ("shop/web", "admission"): "0 0 0 1 1 1 1 1 1 1",
-                changed % ("shop/calm", "in_place"): "3x10",
-            },
-            "4m",
-            [{"severity": "info", "target": "shop/web", "resource": "cpu", "source": "admission"}],
-        ),
-        _unit("ForesizeRequestChanged", {changed % ("shop/web", "in_place"): "1x30"}, "20m", []),
-        _unit(
-            "ForesizeResizeChurn",
-            {
-                up % ("up", "success"): "0+1x100",
-                up % ("down", "success"): "0+1x100",
-                up.replace("shop/web", "shop/calm") % ("up", "success"): "0+1x100",
-            },
-            "80m",
-            [{"severity": "warning", "target": "shop/web", "resource": "cpu"}],
-        ),
-        _unit("ForesizeResizeChurn", {up % ("up", "success"): "0+1x20"}, "15m", []),
-        _unit(
-            "ForesizeResizeRejected",
-            {
-                up % ("up", "rejected"): "0+1x40",
-                up.replace("web", "ok") % ("up", "success"): "0+1x40",
-            },
-            "20m",
-            [{"severity": "warning", "target": "shop/web"}],
-        ),
-        _unit(
-            "ForesizeResizeStalled",
-            {
-                'foresize_stalled_pods{target="shop/web"}': "2x30",
-                'foresize_stalled_pods{target="shop/ok"}': "0x30",
-            },
-            "20m",
-            [{"severity": "warning", "target": "shop/web"}],
-        ),
-        _unit("ForesizeResizeStalled", {'foresize_stalled_pods{target="a"}': "2x30"}, "5m", []),
-        _unit(
-            "ForesizeCircuitBreakerOpen",
-            {
-                'foresize_breaker_open{target="shop/web"}': "1x10",
-                'foresize_breaker_open{target="shop/ok"}': "0x10",
-            },
-            "5m",
-            [{"severity": "critical", "target": "shop/web"}],
-        ),
-        _unit(
-            "ForesizeSchedulerChargeDivergence",
-            {
-                'foresize_node_charge_gap{node="n1",resource="cpu"}': "1x40",
-                'foresize_node_charge_gap{node="n2",resource="cpu"}': "0.1x40",
-                'foresize_node_charge_gap{node="n2",resource="memory"}': "5e9x40",
-            },
-            "30m",
-            [{"severity": "warning", "node": "n1"}],
-        ),
-        _unit(
-            "ForesizeOperatorDown",
-            {'up{job="foresize-webhook"}': "1x5 0x20"},
-            "20m",
-            [{"severity": "critical"}],
-        ),
-        _unit("ForesizeOperatorDown", {'up{job="foresize-webhook"}': "1x30"}, "20m", []),
-        _unit(
-            "ForesizeNoLeaseHeld",
-            {
-                'foresize_leader{shard="0",pod="a"}': "1x30",
-                'foresize_leader{shard="1",pod="a"}': "0x30",
-                'foresize_leader{shard="1",pod="b"}': "0x30",
-            },
-            "20m",
-            [{"severity": "critical", "shard": "1"}],
-        ),
-        _unit(
-            "ForesizeWebhookErrors",
-            {'foresize_webhook_bad_requests_total{reason="timeout"}': "0+60x40"},
-            "30m",
-            [{"severity": "warning"}],
-        ),
-        _unit(
-            "ForesizeWebhookCertificateExpiry",
-            {
-                'foresize_webhook_certificate_expiry_seconds{pod="a"}': "86400x120",
-                'foresize_webhook_certificate_expiry_seconds{pod="b"}': "9e6x120",
-            },
-            "90m",
-            [{"severity": "warning"}],
-        ),
-        _unit(
-            "ForesizeSchedulerChargeDivergenceMemory",
-            {
-                'foresize_node_charge_gap{node="n1",resource="memory"}': "2e9x40",
-                'foresize_node_charge_gap{node="n2",resource="memory"}': "1e8x40",
-            },
-            "30m",
-            [{"severity": "warning", "node": "n1"}],
-        ),
-    ]
-    _promtool(
-        tmp_path,
-        "tests.yaml",
-        {"rule_files": ["rules.yaml"], "evaluation_interval": "1m", "tests": tests},
-        "test",
-        "rules",
-    )
+# The alerts' promtool unit tests run on the exporter's real series: tests/test_alert_rules.py.
 
 
 # ---- the Helm chart -------------------------------------------------------------------

@@ -117,3 +117,43 @@ def test_the_target_condition_turns_false_once_no_pod_sets_pod_level_resources()
     run.pod_level_left = []
     after = pod_level_conditions(run)
     assert after is not None and after[0] == other and after[1]["status"] == "False"
+
+
+# Kubernetes 1.35 counts pod-level hugepages as pod-level resources (component-helpers
+# IsPodLevelResourcesSet: cpu, memory, hugepages-*): such a pod is pod-level, with nothing
+# but hugepages at the pod level.
+HUGEPAGES_ONLY = ResourceRequirements({"hugepages-2Mi": 4 * MIB}, {"hugepages-2Mi": 4 * MIB})
+
+
+def test_a_pod_with_only_pod_level_hugepages_is_refused_a_resize_like_the_api_server():
+    from foresize.core.cluster.actions import ContainerResize, ResizePod
+    from foresize.core.cluster.validation import MSG_POD_LEVEL, check_resize
+
+    p = _webhook_pod(HUGEPAGES_ONLY)
+    resize = ResizePod("shop", p.name, (ContainerResize("app", requests={"cpu": 200}),))
+    refused = check_resize(p, resize)
+    assert refused is not None and refused.code == 422 and MSG_POD_LEVEL in refused.message
+    # ephemeral-storage is not a pod-level resource: that pod is resized like any other.
+    storage = _webhook_pod(ResourceRequirements({"ephemeral-storage": MIB}, {}))
+    assert check_resize(storage, resize) is None
+
+
+def test_the_webhook_and_the_worker_leave_a_pod_with_only_pod_level_hugepages_alone():
+    from foresize.core.cluster.actions import EmitEvent, EvictPod, ResizePod
+    from foresize.core.vertical import WorkerState, plan
+    from test_vertical_planner import pod, snap, sugg, target
+
+    index = idx(target_manifest(suggestion=SUG))
+    d = decide_pod(_webhook_pod(HUGEPAGES_ONLY), None, index, 0.0)
+    assert not d.changed and any("pod-level resources" in w for w in d.warnings)
+
+    hp, plain = pod("hp", cpu=100), pod("plain", cpu=100)
+    hp.resources = HUGEPAGES_ONLY
+    for mode in ("in_place", "in_place_or_recreate"):
+        actions, _ = plan(
+            snap([hp, plain], [target(mode)]), 0.0, WorkerState(), suggestions=sugg(cpu=300)
+        )
+        touched = {a.name for a in actions if isinstance(a, ResizePod | EvictPod)}
+        assert touched == {"plain"}, mode
+        said = [a for a in actions if isinstance(a, EmitEvent) and a.name == "hp"]
+        assert [e.reason for e in said] == [POD_LEVEL_CONDITION], mode

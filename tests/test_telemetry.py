@@ -378,3 +378,42 @@ def test_http_clients_log_each_request_only_at_debug():
         root.handlers[:], level = saved
         root.setLevel(level)
         logging.getLogger("httpx2").setLevel(logging.NOTSET)
+
+
+def test_admission_events_waiting_for_a_pass_are_coalesced_and_capped(caplog):
+    """While no pass drains them (passes failing, say), the SizedAtAdmission Events of the
+    webhook do not pile up: one per target and change, at most MAX_QUEUED_ADMISSION_EVENTS;
+    the ones left out are logged, and the request-change counter still counts every pod."""
+    from foresize.adapters.telemetry.recorder import MAX_QUEUED_ADMISSION_EVENTS
+    from foresize.core.admission.pod import PodDecision
+    from foresize.core.cluster.model import Container, OwnerRef, Pod, ResourceRequirements
+    from foresize.core.cluster.target import target_view
+
+    recorder = ChangeRecorder()
+    view = target_view(
+        {
+            "apiVersion": "foresize.io/v1",
+            "kind": "AIScaleTarget",
+            "metadata": {"name": "web", "namespace": "shop"},
+            "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "web"}},
+        }
+    )
+    pod = Pod(
+        "shop",
+        "",
+        owner=OwnerRef("ReplicaSet", "web-abc"),
+        containers=[Container("app", ResourceRequirements({"cpu": 100}, {}))],
+    )
+    distinct = MAX_QUEUED_ADMISSION_EVENTS + 50
+    for i in range(distinct):
+        for _ in range(3):  # three pods with the same change: one Event
+            decision = PodDecision(view, {"app": ResourceRequirements({"cpu": 200 + i}, {})})
+            recorder.admitted(pod, decision)
+    counted = recorder.metrics.request_changes.labels("shop/web", "cpu", "up", "admission")
+    assert counted._value.get() == 3 * distinct
+    with caplog.at_level(logging.WARNING, logger="foresize.changes"):
+        events = recorder.drain_admissions()
+    assert len(events) == MAX_QUEUED_ADMISSION_EVENTS
+    assert "100m -> 200m" in events[0].message
+    assert "50 SizedAtAdmission Event(s) not queued" in caplog.text
+    assert recorder.drain_admissions() == []

@@ -149,8 +149,12 @@ def test_pods_with_pod_level_resources_cannot_be_resized():
     res = check_resize(p, resize(ContainerResize("app", {"cpu": 150}, {"cpu": 300})))
     assert res is not None and res.code == 422
     assert "spec: Forbidden: pods with pod-level resources cannot be resized" in res.message
-    # spec.resources with nothing for cpu/memory is not pod-level resources.
+    # Kubernetes 1.35's IsPodLevelResourcesSet counts hugepages too: hugepages alone make a
+    # pod "pod-level" (so it is refused); a resource outside the supported set does not.
     p.resources = ResourceRequirements({"hugepages-2Mi": 2 * MIB}, {})
+    res = check_resize(p, resize(ContainerResize("app", {"cpu": 150}, {"cpu": 300})))
+    assert res is not None and res.code == 422
+    p.resources = ResourceRequirements({"ephemeral-storage": 2 * MIB}, {})
     assert check_resize(p, resize(ContainerResize("app", {"cpu": 150}, {"cpu": 300}))) is None
 
 

@@ -335,6 +335,60 @@ def test_state_round_trips_through_status_dict() -> None:
     assert back.to_status() == ts.to_status()
 
 
+RFC3339 = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$"
+
+
+def test_every_time_in_the_disruption_status_is_rfc3339_and_reads_back() -> None:
+    """seed.md N5 (docs/api.md: times in status are RFC 3339): the stall clock, the last
+    batch, the PDB back-off, blocked pods and evictions awaiting a verdict are written as
+    date-times, read back to the same instants, and a status written by an older release
+    (epoch numbers) still reads."""
+    import re
+
+    from foresize.core.vertical.state import PendingEviction, StallRecord
+
+    now = 1764403200.0  # 2025-11-29T08:00:00Z
+    t = target("in_place")
+    stuck = pod("p0", cpu=600, mem=100 * MIB, alloc={"cpu": 100, "memory": 100 * MIB})
+    stuck.conditions.append(PodCondition("PodResizePending", "True", "Deferred", "node full"))
+    actions, _ = plan(snap([stuck], [t]), now, WorkerState(), suggestions=sugg(cpu=600))
+    (st,) = of(actions, WriteTargetStatus)
+    assert st.status[STATUS_KEY]["stalls"] == [
+        {"uid": "uid-p0", "pod": "p0", "firstSeen": "2025-11-29T08:00:00Z", "reason": "Deferred"}
+    ]
+
+    ts = TargetState()
+    ts.stalls["u"] = StallRecord("p", now, "Deferred")
+    ts.last_batch_at, ts.evict_retry_at = now + 1.5, now + 30
+    ts.blocked_pods["b"] = now + 600
+    ts.pending_evictions.append(PendingEviction("q", "uq", now + 2, "s1"))
+    ts.breaker.next_probe_at = now + 60
+    status = ts.to_status()
+    times = [
+        status["stalls"][0]["firstSeen"],
+        status["lastBatchTime"],
+        status["evictionRetryTime"],
+        status["blockedPods"][0]["until"],
+        status["pendingEvictions"][0]["time"],
+        status["circuitBreaker"]["retry_at"],
+    ]
+    assert all(isinstance(x, str) and re.match(RFC3339, x) for x in times), times
+    assert status["lastBatchTime"] == "2025-11-29T08:00:01.500000Z"
+    back = TargetState.from_status(status)
+    assert back.stalls["u"].first_seen == now and back.last_batch_at == now + 1.5
+    assert back.evict_retry_at == now + 30 and back.blocked_pods == {"b": now + 600}
+    assert back.pending_evictions[0].at == now + 2 and back.to_status() == status
+    old = {
+        **status,
+        "lastBatchTime": now,
+        "stalls": [{"uid": "u", "firstSeen": now, "reason": "x"}],
+    }
+    old["pendingEvictions"] = [{"pod": "q", "uid": "uq", "time": "garbage"}]
+    read = TargetState.from_status(old)
+    assert read.last_batch_at == now and read.stalls["u"].first_seen == now
+    assert read.pending_evictions == []  # unreadable: dropped, the worker goes on
+
+
 def test_conditions_are_re_read_each_pass() -> None:
     t = target("in_place_or_recreate")
     stuck = stalled_pair()

@@ -53,7 +53,7 @@ from foresize.core.cluster.model import Suggestion
 from foresize.core.cluster.snapshot import ClusterSnapshot
 from foresize.core.history import OOM, HistoryReader, SeriesKey
 from foresize.core.horizontal.planner import plan_horizontal
-from foresize.core.lifecycle.daemonset import dsa_suggestion, plan_dsa
+from foresize.core.lifecycle.daemonset import DsaPlan, dsa_suggestion, plan_dsa
 from foresize.core.lifecycle.planner import LifecycleState, plan_lifecycle
 from foresize.core.lifecycle.revert import REVERT_FINALIZER
 from foresize.core.lifecycle.templates import TemplatePlan, plan_templates
@@ -103,6 +103,10 @@ class ReconcileState:
     last_suggest: dict[str, float] = field(default_factory=dict)  # target key -> time
     last_horizontal: float | None = None
     last_dsa: dict[str, float] = field(default_factory=dict)  # DSA key -> time
+    # DSA key -> the suggestion whose restarting resizes wait for a next disruption batch,
+    # and when the last batch went out (`lifecycle.daemonset.plan_dsa`).
+    dsa_paced: dict[str, Suggestion] = field(default_factory=dict)
+    dsa_batch_at: dict[str, float] = field(default_factory=dict)
     refused_reported: set[str] = field(default_factory=set)  # in-place refusals written
     finalized: set[str] = field(default_factory=set)  # uids known to carry the finalizer
 
@@ -145,6 +149,8 @@ def plan_pass(
         state,
         last_suggest=dict(state.last_suggest),
         last_dsa=dict(state.last_dsa),
+        dsa_paced=dict(state.dsa_paced),
+        dsa_batch_at=dict(state.dsa_batch_at),
         refused_reported=set(state.refused_reported),
         finalized=set(state.finalized),
     )
@@ -240,7 +246,8 @@ def _daemonsets(
     ledger: NodeLedger | None = None,
 ) -> list[Action]:
     """Every `scaleInterval`: each DaemonSetAutoscaler's percentile suggestion into status
-    (the pod webhook seeds new pods from it) and in-place resizes of running pods."""
+    (the pod webhook seeds new pods from it) and in-place resizes of running pods; between
+    intervals, the next disruption batch of restarting resizes that are still to go."""
     actions: list[Action] = []
     for dsa in snapshot.daemonset_autoscalers:
         if dsa is None or get_path(dsa, "metadata", "deletion_timestamp") is not None:
@@ -250,6 +257,9 @@ def _daemonsets(
         interval = float(get_path(dsa, "spec", "scaleInterval") or DSA_DEFAULT_INTERVAL)
         last = state.last_dsa.get(key)
         if last is not None and now - last < interval:
+            paced = state.dsa_paced.get(key)
+            if paced is not None:
+                actions.extend(_dsa_resizes(snapshot, dsa, paced, now, state, key, ledger).actions)
             continue
         state.last_dsa[key] = now
         ds = get_path(dsa, "spec", "scaleTargetRef", "name")
@@ -270,12 +280,32 @@ def _daemonsets(
                 },
                 "created_at": format_time(now),
             }
-            dp = plan_dsa(snapshot, dsa, sugg, now, ledger)
+            dp = _dsa_resizes(snapshot, dsa, sugg, now, state, key, ledger)
             actions.extend(dp.actions)
             if dp.resized:
                 status["pods_resized"] = len(dp.resized)
         actions.append(WriteTargetStatus(ns, name, status, kind="DaemonSetAutoscaler"))
     return actions
+
+
+def _dsa_resizes(
+    snapshot: ClusterSnapshot,
+    dsa: Any,
+    suggestion: Suggestion,
+    now: float,
+    state: ReconcileState,
+    key: str,
+    ledger: NodeLedger | None,
+) -> DsaPlan:
+    """`plan_dsa`, with the DaemonSetAutoscaler's disruption batches kept across passes."""
+    dp = plan_dsa(snapshot, dsa, suggestion, now, ledger, state.dsa_batch_at.get(key))
+    if dp.batch_sent:
+        state.dsa_batch_at[key] = now
+    if dp.paced:
+        state.dsa_paced[key] = suggestion
+    else:
+        state.dsa_paced.pop(key, None)
+    return dp
 
 
 # --------------------------------------------------------------------- lifecycle

@@ -26,6 +26,14 @@ The names and labels below are an interface: the alerts in the shipped Prometheu
 Per-target gauges are removed (`forget_targets`) once the target is deleted or its shard
 is held by another replica, so an ex-leader exports nothing stale.
 
+Per-target counters exist at 0 before their first change (`declare_targets`, each pass,
+before its actions): a series first scraped at 1 shows no `increase()`, so an alert on the
+first change after every start would never fire. Every label set knowable up front is
+declared: both request-change sources for every target in the cluster (any replica's
+webhook sizes pods of any target), and the in-place and resize-outcome sets for the
+targets this replica's shards hold (only their owner resizes them). A deleted target's
+counters are removed an hour later (`forget_counters`, `ChangeRecorder.declare`).
+
 Outcomes: `success` (2xx), `deferred` (429: a PodDisruptionBudget or the API server's
 rate limit said "later"), `rejected` (any other 4xx: 422 invalid, 403 NodeCapacity, 404
 gone), `error` (5xx, or the API server could not be reached). Directions: `up`, `down`.
@@ -38,6 +46,7 @@ Units: cpu in cores, memory in bytes (Prometheus base units).
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -66,6 +75,14 @@ METRIC_NAMES = (
 WEBHOOK_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 3.0)
 LOOP_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
+# Every value the per-target counters' other labels take (`declare_targets` exports each
+# combination at 0; the recorder only ever writes these).
+RESOURCES = ("cpu", "memory")
+DIRECTIONS = ("up", "down")
+OUTCOMES = ("success", "deferred", "rejected", "error")
+SOURCE_IN_PLACE = "in_place"
+SOURCE_ADMISSION = "admission"
+
 
 def outcome_of(code: int, ok: bool) -> str:
     """HTTP answer -> the `outcome` label."""
@@ -89,6 +106,8 @@ class ForesizeMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
+        # (target, source) whose counter label sets `declare_targets` already exported.
+        self._declared: set[tuple[str, str]] = set()
         # prometheus_client appends `_total` to counter names itself.
         self.resizes = Counter(
             "foresize_resizes",
@@ -193,6 +212,45 @@ class ForesizeMetrics:
             "Seconds until the served webhook certificate expires (negative: expired).",
             registry=r,
         )
+
+    def declare_targets(self, known: Iterable[str], owned: Iterable[str]) -> int:
+        """Export at 0 every per-target counter label set not exported yet: the admission
+        request changes of every `known` target, the in-place request changes and the
+        resize outcomes of the `owned` ones. Returns how many label sets were added."""
+        added = 0
+        for target in known:
+            if (target, SOURCE_ADMISSION) not in self._declared:
+                self._declared.add((target, SOURCE_ADMISSION))
+                for resource in RESOURCES:
+                    for direction in DIRECTIONS:
+                        self.request_changes.labels(target, resource, direction, SOURCE_ADMISSION)
+                        added += 1
+        for target in owned:
+            if (target, SOURCE_IN_PLACE) in self._declared:
+                continue
+            self._declared.add((target, SOURCE_IN_PLACE))
+            for resource in RESOURCES:
+                for direction in DIRECTIONS:
+                    self.request_changes.labels(target, resource, direction, SOURCE_IN_PLACE)
+                    added += 1
+                    for outcome in OUTCOMES:
+                        self.resizes.labels(target, resource, direction, outcome)
+                        added += 1
+        return added
+
+    def forget_counters(self, gone: Iterable[str]) -> int:
+        """Remove every per-target counter label set of the `gone` targets (deleted from
+        the cluster: their series end instead of being exported for ever); a target that
+        comes back is declared again at 0. Returns how many label sets were removed."""
+        gone = set(gone)
+        removed = 0
+        for counter in (self.request_changes, self.resizes, self.evictions, self.oom_kills):
+            for labels in list(counter._metrics):  # prometheus_client keeps label tuples here
+                if labels[0] in gone:
+                    counter.remove(*labels)
+                    removed += 1
+        self._declared = {d for d in self._declared if d[0] not in gone}
+        return removed
 
     def forget_targets(self, keep: set[str]) -> int:
         """Remove every per-target label set whose target is not in `keep` (deleted, or

@@ -25,7 +25,13 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
-from foresize.adapters.telemetry.metrics import ForesizeMetrics, base_units, outcome_of
+from foresize.adapters.telemetry.metrics import (
+    SOURCE_ADMISSION,
+    SOURCE_IN_PLACE,
+    ForesizeMetrics,
+    base_units,
+    outcome_of,
+)
 from foresize.core.api.access import get_path
 from foresize.core.api.quantity import QuantityError, format_quantity, to_canonical
 from foresize.core.cluster.actions import (
@@ -45,6 +51,14 @@ from foresize.core.cluster.snapshot import ClusterSnapshot, labels_match
 log = logging.getLogger("foresize.changes")
 
 OOM_KILLED = "OOMKilled"
+# A deleted target's counters stay exported this long, then go: longer than every shipped
+# alert's window (30 min), so the changes of its last passes (a revert on deletion) are
+# still scraped and alerted on; without an end, every target ever seen would be exported
+# for ever (each has 24 counter label sets from its first pass).
+FORGET_COUNTERS_AFTER = 3600.0
+# SizedAtAdmission Events waiting for the next pass, after coalescing (one per target and
+# change): far more than a pass of rollouts makes, few enough to hold while passes fail.
+MAX_QUEUED_ADMISSION_EVENTS = 1000
 
 
 def _split(target: str) -> tuple[str, str]:
@@ -86,8 +100,32 @@ class ChangeRecorder:
         self.new_ooms: list[tuple[Pod, str, float]] = []
         # Events of pods sized at admission, sent with the next pass (the webhook handler
         # only queues them).
-        self._admissions: list[EmitEvent] = []
+        # Coalesced as they come (per target and change, the first pod's Event kept) and
+        # capped, so passes that fail for a while do not grow it without end.
+        self._admissions: dict[tuple[str, str, str, str], EmitEvent] = {}
+        self._admissions_dropped = 0
         self._admissions_lock = threading.Lock()  # the webhook reviews in worker threads
+        # Target key -> when `declare` last saw it in the cluster.
+        self._last_seen: dict[str, float] = {}
+
+    def declare(self, full: ClusterSnapshot, owned: ClusterSnapshot, now: float) -> None:
+        """Every counter label set of the cluster's targets (`full`) and of those this
+        replica's shards hold (`owned`) exported at 0 before anything is counted, so the
+        first change after a start is an increase Prometheus sees (`declare_targets`).
+        The counters of a target deleted `FORGET_COUNTERS_AFTER` ago are removed."""
+
+        def keys(snapshot: ClusterSnapshot) -> list[str]:
+            return [target_key(t) for t in (*snapshot.targets, *snapshot.daemonset_autoscalers)]
+
+        known = keys(full)
+        self.metrics.declare_targets(known, keys(owned))
+        for key in known:
+            self._last_seen[key] = now
+        gone = [k for k, seen in self._last_seen.items() if now - seen >= FORGET_COUNTERS_AFTER]
+        if gone:
+            self.metrics.forget_counters(gone)
+            for key in gone:
+                del self._last_seen[key]
 
     # ------------------------------------------------------------------ actions
     def record(
@@ -173,7 +211,7 @@ class ChangeRecorder:
         if not result.ok and (result.code == 422 or result.has_cause("NodeCapacity")):
             return []  # the planner reports refusals it reacts to ("ResizeRefused")
         if result.ok:
-            self._count_request_changes(action.target, pod, action, "in_place")
+            self._count_request_changes(action.target, pod, action, SOURCE_IN_PLACE)
         return self._events(
             action.target,
             action.namespace,
@@ -221,7 +259,9 @@ class ChangeRecorder:
                 if resource not in COMPUTE_RESOURCES or old == amount:
                     continue
                 direction = "up" if old is None or amount > old else "down"
-                self.metrics.request_changes.labels(target, resource, direction, "admission").inc()
+                self.metrics.request_changes.labels(
+                    target, resource, direction, SOURCE_ADMISSION
+                ).inc()
                 was = format_quantity(resource, old) if old is not None else "unset"
                 parts.append(
                     f"{name} {resource} request {was} -> {format_quantity(resource, amount)}"
@@ -240,22 +280,29 @@ class ChangeRecorder:
             "Normal",
             view.uid,
         )
+        key = (event.kind, event.namespace, event.name, event.message.split(": ", 1)[-1])
         with self._admissions_lock:
-            self._admissions.append(event)
+            if key in self._admissions:
+                return
+            if len(self._admissions) >= MAX_QUEUED_ADMISSION_EVENTS:
+                self._admissions_dropped += 1
+                return
+            self._admissions[key] = event
 
     def drain_admissions(self) -> list[EmitEvent]:
         """The Events of the pods sized at admission since the last call (coalesced per
         target and message, so a rollout of many replicas is a handful of Events)."""
         with self._admissions_lock:
-            out, self._admissions = self._admissions, []
-        seen: set[tuple[str, str, str, str]] = set()
-        kept: list[EmitEvent] = []
-        for e in out:
-            key = (e.kind, e.namespace, e.name, e.message.split(": ", 1)[-1])
-            if key not in seen:
-                seen.add(key)
-                kept.append(e)
-        return kept
+            out, self._admissions = self._admissions, {}
+            dropped, self._admissions_dropped = self._admissions_dropped, 0
+        if dropped:
+            log.warning(
+                "%d SizedAtAdmission Event(s) not queued: over %d distinct ones since the "
+                "last pass (the request-change counter counted them all)",
+                dropped,
+                MAX_QUEUED_ADMISSION_EVENTS,
+            )
+        return list(out.values())
 
     def _evict(self, action: EvictPod, result: ActionResult) -> list[EmitEvent]:
         outcome = outcome_of(result.code, result.ok)

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import functools
 import logging
-from datetime import UTC, datetime
+import math
 from typing import Any
 
+from foresize.core.api.fields import format_timestamp, parse_timestamp
 from foresize.core.api.quantity import QuantityError, to_canonical
 from foresize.core.cluster.model import (
     Container,
@@ -52,25 +53,22 @@ WORKLOAD_KINDS: dict[str, tuple[str, str]] = {
 
 
 def parse_time(value: str | None) -> float | None:
-    """RFC 3339 timestamp (`2026-01-02T03:04:05Z`, fractional seconds allowed) -> epoch seconds."""
+    """An RFC 3339 timestamp from the API server -> epoch seconds; None when absent, and
+    (with a warning) when unreadable: a bad time in a watched object must not stop the
+    watch. The rule is `api.fields.parse_timestamp`'s (the one RFC 3339 reader)."""
     if not value:
         return None
-    text = value.strip()
-    if text.endswith("Z"):
-        text = text[:-1] + "+00:00"
     try:
-        stamp = datetime.fromisoformat(text)
+        return parse_timestamp(value)
     except ValueError:
         log.warning("unparseable timestamp %r ignored", value)
         return None
-    if stamp.tzinfo is None:
-        stamp = stamp.replace(tzinfo=UTC)
-    return stamp.timestamp()
 
 
 def format_time(epoch: float) -> str:
-    """Epoch seconds -> RFC 3339 with a `Z` suffix, second precision (as kubectl writes it)."""
-    return datetime.fromtimestamp(epoch, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """Epoch seconds -> RFC 3339, whole seconds (as kubectl writes `restartedAt` and the
+    API server metav1.Time): `api.fields.format_timestamp` of the second."""
+    return format_timestamp(math.floor(epoch))
 
 
 @functools.lru_cache(maxsize=4096)

@@ -2,13 +2,14 @@
 
 - QoS: `pkg/apis/core/helper/qos/qos.go` (ComputePodQOS). Guaranteed compares the pod-wide
   *sums* of requests and limits, and every container (init containers included) must carry
-  both a CPU and a memory limit. Pod-level resources (`spec.resources`), where set for cpu
-  or memory, decide instead and the containers are not looked at.
+  both a CPU and a memory limit. Pod-level resources (`spec.resources`), where set for a
+  supported resource (cpu, memory, hugepages-*: `IsPodLevelResourcesSet`), decide instead
+  and the containers are not looked at.
 - Pod requests: `component-helpers/resource/helpers.go` (PodRequests and
   AggregateContainerRequests): sidecar (restartable) init containers add to the regular
   containers; any other init container counts at its peak together with the sidecars
-  started before it; pod-level requests, where set, replace that sum per resource; the
-  pod's `overhead` is added on top.
+  started before it; pod-level requests (cpu, memory, hugepages-*), where set, replace
+  that sum per resource; the pod's `overhead` is added on top.
 - Scheduler charge: the same with UseStatusResources (Kubernetes 1.33-1.35,
   `determineContainerReqs`): per container max(spec request, allocated, actual request),
   with spec left out while the pod's resize is Infeasible.
@@ -41,23 +42,37 @@ def effective_requests(container: Container) -> ResourceMap:
     return out
 
 
+# The resources pod-level `spec.resources` may set (component-helpers/resource
+# `SupportedPodLevelResources` in Kubernetes 1.35): cpu, memory and every hugepages size.
+HUGEPAGES_PREFIX = "hugepages-"
+
+
+def is_supported_pod_level_resource(name: str) -> bool:
+    """IsSupportedPodLevelResource: cpu, memory, or a `hugepages-<size>`."""
+    return name in COMPUTE_RESOURCES or name.startswith(HUGEPAGES_PREFIX)
+
+
 def has_pod_level_resources(pod: Pod) -> bool:
-    """`spec.resources` sets a cpu or memory request or limit (IsPodLevelResourcesSet)."""
+    """IsPodLevelResourcesSet: `spec.resources` requests or limits a supported pod-level
+    resource (hugepages alone make a pod "pod-level"; ephemeral-storage alone does not)."""
     res = pod.resources
     if res is None:
         return False
-    return any(r in COMPUTE_RESOURCES for r in (*res.requests, *res.limits))
+    return any(is_supported_pod_level_resource(r) for r in (*res.requests, *res.limits))
 
 
 def pod_level_requests(pod: Pod) -> ResourceMap:
-    """Pod-level cpu/memory requests after API defaulting (`defaultPodRequests`: a pod-level
-    limit without a request defaults the request to it); empty when none is set."""
+    """Pod-level requests of the supported resources after API defaulting
+    (`defaultPodRequests`: a pod-level limit without a request defaults the request to
+    it); empty when none is set (IsPodLevelRequestsSet of the defaulted spec is
+    `bool(pod_level_requests(pod))`). Each replaces the containers' sum in the pod's
+    requests (`applyPodLevelResources`)."""
     res = pod.resources
     if res is None:
         return {}
-    out = {r: v for r, v in res.requests.items() if r in COMPUTE_RESOURCES}
+    out = {r: v for r, v in res.requests.items() if is_supported_pod_level_resource(r)}
     for r, v in res.limits.items():
-        if r in COMPUTE_RESOURCES:
+        if is_supported_pod_level_resource(r):
             out.setdefault(r, v)
     return out
 
@@ -97,8 +112,12 @@ def qos_class_of(containers: Iterable[Container]) -> QoSClass:
 
 
 def pod_level_qos_class(pod: Pod) -> QoSClass:
-    """QoS class from pod-level resources alone (ComputePodQOS's pod-level branch)."""
-    requests = {r: v for r, v in pod_level_requests(pod).items() if v > 0}
+    """QoS class from pod-level resources alone (ComputePodQOS's pod-level branch, which
+    counts cpu and memory only: a pod whose pod-level resources are hugepages alone is
+    BestEffort)."""
+    requests = {
+        r: v for r, v in pod_level_requests(pod).items() if r in COMPUTE_RESOURCES and v > 0
+    }
     res = pod.resources
     limits = {
         r: v for r, v in (res.limits if res else {}).items() if r in COMPUTE_RESOURCES and v > 0

@@ -12,7 +12,12 @@ observed usage, seed new pods at admission, and resize running ones in place.
   place (`ResizePod`); a resize the API server would refuse (QoS change) is skipped; an
   upsize that does not fit its node's free capacity (the scheduler's charge, the capacity
   guard every resize passes) is not sent, so it never sits Deferred holding capacity the
-  node does not have: it is reported and tried again next interval.
+  node does not have: it is reported and tried again next interval. A resize that restarts
+  a container (resizePolicy RestartContainer) is a disruption, paced like the disruption
+  worker's (`cluster.disruption`: 20% of the DaemonSet's pods at once, pods already
+  disrupted counted, batches 60 s apart; a DaemonSetAutoscaler has no `disruption`
+  settings of its own, so the defaults); the rest wait for the next batch, which the pass
+  plans without waiting for the next `scaleInterval`.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from foresize.core.cluster.actions import (
     WriteTargetStatus,
 )
 from foresize.core.cluster.capacity import NodeLedger, no_room_message, resize_delta
+from foresize.core.cluster.disruption import resize_restarts, restart_batch
 from foresize.core.cluster.model import ContainerSuggestion, Pod, Suggestion
 from foresize.core.cluster.qos import pod_qos_class
 from foresize.core.cluster.sizing import size_container
@@ -149,6 +155,8 @@ class DsaPlan:
     resized: list[str] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
     waiting: dict[str, str] = field(default_factory=dict)  # upsizes held by the guard
+    paced: list[str] = field(default_factory=list)  # restarting resizes left for a next batch
+    batch_sent: bool = False  # a restarting resize went out: the batch's time is now
 
 
 def plan_dsa(
@@ -157,10 +165,13 @@ def plan_dsa(
     suggestion: Suggestion | None,
     now: float,
     ledger: NodeLedger | None = None,
+    last_batch_at: float | None = None,
 ) -> DsaPlan:
     """In-place resizes bringing the DaemonSet's running pods to `suggestion` (call it
-    every `scaleInterval`). Nothing while paused, outside autonomous mode or without a
-    suggestion. `ledger`: the pass's node capacity shared with the other planners."""
+    every `scaleInterval`, and on every pass while `paced` is not empty). Nothing while
+    paused, outside autonomous mode or without a suggestion. `ledger`: the pass's node
+    capacity shared with the other planners; `last_batch_at`: when the last restarting
+    resize went out (the caller keeps it)."""
     view = dsa if isinstance(dsa, TargetView) else dsa_view(dsa)
     plan = DsaPlan()
     ledger = ledger or NodeLedger(snapshot)
@@ -169,8 +180,10 @@ def plan_dsa(
     ds = snapshot.workload("DaemonSet", view.namespace, view.ref_name)
     if ds is None:
         return plan
-    for pod in snapshot.pods_of(ds):
-        if pod.terminating or pod.phase in ("Succeeded", "Failed"):
+    pods = [p for p in snapshot.pods_of(ds) if p.phase not in ("Succeeded", "Failed")]
+    batch = restart_batch(pods, view.max_disrupted, view.disruption_interval, last_batch_at, now)
+    for pod in pods:
+        if pod.terminating:
             continue
         qos = pod_qos_class(pod)
         if qos == "BestEffort":
@@ -200,13 +213,20 @@ def plan_dsa(
         if refused is not None:
             plan.skipped[pod.key] = refused.message
             continue
+        restarts = resize_restarts(pod, changes)
+        if restarts and batch.left <= 0:
+            plan.paced.append(pod.key)
+            continue
         delta = resize_delta(pod, changes)
         if not ledger.admit(pod.node_name or "", delta):
             _hold(plan, view, pod.key, pod.node_name or "", delta, ledger)
             continue
+        if restarts:
+            batch.take()
         plan.resized.append(pod.key)
         plan.actions.append(action)
-    if plan.resized or plan.skipped or plan.waiting:
+    plan.batch_sent = batch.sent > 0
+    if plan.resized or plan.skipped or plan.waiting or plan.paced:
         plan.actions.append(
             WriteTargetStatus(
                 view.namespace,
@@ -215,6 +235,7 @@ def plan_dsa(
                     "pods_resized_last": len(plan.resized),
                     "pods_skipped": dict(plan.skipped),
                     "pods_waiting_for_capacity": len(plan.waiting),
+                    "pods_waiting_for_disruption_batch": len(plan.paced),
                 },
                 kind="DaemonSetAutoscaler",
             )

@@ -42,6 +42,7 @@ class RevertJob:
     since: float
     restarted: set[str] = field(default_factory=set)
     reported: set[str] = field(default_factory=set)
+    last_batch_at: float | None = None  # the last restarting resize of the revert
 
 
 @dataclass(slots=True)
@@ -54,7 +55,9 @@ class LifecycleState:
         return LifecycleState(
             dict(self.modes),
             {
-                k: RevertJob(j.target, j.reason, j.since, set(j.restarted), set(j.reported))
+                k: RevertJob(
+                    j.target, j.reason, j.since, set(j.restarted), set(j.reported), j.last_batch_at
+                )
                 for k, j in self.jobs.items()
             },
             dict(self.written),
@@ -135,7 +138,10 @@ def _run_revert(
         already_restarted=job.restarted,
         reported=job.reported,
         ledger=ledger,
+        last_batch_at=job.last_batch_at,
     )
+    if rp.batch_sent:
+        job.last_batch_at = now
     plan.reverts[key] = rp
     plan.actions.extend(rp.actions)
     job.restarted.update(rp.restarted)
@@ -182,6 +188,8 @@ def _record(state: LifecycleState, key: str) -> dict[str, Any]:
             "restarted": sorted(job.restarted),
             "reported": sorted(job.reported),
         }
+        if job.last_batch_at is not None:
+            record["reverting"]["lastBatchTime"] = format_timestamp(job.last_batch_at)
     return record
 
 
@@ -195,10 +203,23 @@ def _restore(state: LifecycleState, key: str, view: TargetView) -> None:
     job = record.get("reverting")
     if isinstance(job, dict) and key not in state.jobs:
         since = job.get("since")
+        last_batch = job.get("lastBatchTime")
         state.jobs[key] = RevertJob(
             view,
             str(job.get("reason") or "LeftAutonomousMode"),
             parse_timestamp(since) if since is not None else 0.0,
             set(job.get("restarted") or ()),
             set(job.get("reported") or ()),
+            _time_or_none(last_batch),
         )
+
+
+def _time_or_none(value: Any) -> float | None:
+    """A time written by `_record`; None when absent or unreadable (a hand-edited status
+    must not stop the revert: it only loses its pacing memory)."""
+    if value is None:
+        return None
+    try:
+        return parse_timestamp(value)
+    except ValueError:
+        return None

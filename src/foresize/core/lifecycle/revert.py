@@ -18,7 +18,11 @@ declares (architecture §3.4):
 - a revert that raises a request passes the capacity guard like every resize: if the
   node has no room for it (by the scheduler's charge) it is not sent, so it never sits
   Deferred holding capacity the node does not have; the revert stays open and tries
-  again on the next pass, and the pod is reported once.
+  again on the next pass, and the pod is reported once;
+- a revert resize that restarts a container (resizePolicy RestartContainer) is a
+  disruption, paced like the disruption worker's (`cluster.disruption`: the target's
+  `disruption.max_disrupted` of its pods at once, pods already disrupted counted, batches
+  `disruption.interval` apart); the others wait for a next batch and the revert stays open.
 
 A cluster-wide pause is not a revert: running pods keep their values and nothing is
 planned (see `plan_lifecycle`).
@@ -39,6 +43,7 @@ from foresize.core.cluster.actions import (
     WriteTargetStatus,
 )
 from foresize.core.cluster.capacity import NodeLedger, no_room_message, resize_delta
+from foresize.core.cluster.disruption import RestartBatch, resize_restarts, restart_batch
 from foresize.core.cluster.model import COMPUTE_RESOURCES, Container, Pod, Workload
 from foresize.core.cluster.snapshot import ClusterSnapshot
 from foresize.core.cluster.target import TargetView
@@ -57,12 +62,14 @@ class RevertPlan:
     left: dict[str, str] = field(default_factory=dict)  # pod key -> why it was left
     waiting: list[str] = field(default_factory=list)  # pods of a workload already restarted
     held: dict[str, str] = field(default_factory=dict)  # pod key -> no room on its node
+    paced: list[str] = field(default_factory=list)  # restarting resizes left for a next batch
+    batch_sent: bool = False  # a restarting resize went out: the batch's time is now
 
     @property
     def complete(self) -> bool:
         """Nothing more to issue: every pod is at template values, left with a reason, or
         belongs to a workload whose restart was already issued."""
-        return not self.resized and not self.restarted and not self.held
+        return not self.resized and not self.restarted and not self.held and not self.paced
 
 
 def pods_of_target(snapshot: ClusterSnapshot, target: TargetView) -> list[Pod]:
@@ -142,19 +149,25 @@ def plan_revert(
     already_restarted: Collection[str] = (),
     reported: Collection[str] = (),
     ledger: NodeLedger | None = None,
+    last_batch_at: float | None = None,
 ) -> RevertPlan:
     """Actions that bring `target`'s running pods back to their templates.
 
     `already_restarted`: workload keys whose restart this revert already issued (the
     caller keeps them between passes so a rolling restart is not re-triggered);
     `reported`: pod keys whose "left" (or "held") event was already emitted;
-    `ledger`: the pass's node capacity, shared with the other planners that resize."""
+    `ledger`: the pass's node capacity, shared with the other planners that resize;
+    `last_batch_at`: when this revert's last restarting resize went out."""
     plan = RevertPlan()
     ledger = ledger or NodeLedger(snapshot)
     pods = {p.key: p for p in snapshot.pods}
     resizes: dict[str, list[ResizePod]] = {}
     to_restart: dict[str, Workload] = {}
-    for pod in pods_of_target(snapshot, target):
+    live = pods_of_target(snapshot, target)
+    batch = restart_batch(
+        live, target.max_disrupted, target.disruption_interval, last_batch_at, now
+    )
+    for pod in live:
         source, top = template_of(snapshot, pod)
         if source is None:
             continue
@@ -216,13 +229,14 @@ def plan_revert(
         )
     for key, actions in sorted(resizes.items()):
         if key not in to_restart:  # a restart recreates these pods anyway
-            _admit_resizes(plan, actions, pods, ledger, reported)
+            _admit_resizes(plan, actions, pods, ledger, reported, batch)
+    plan.batch_sent = batch.sent > 0
     for pod_key, why in sorted(plan.left.items()):
         if pod_key in reported:
             continue
         ns, name = pod_key.split("/", 1)
         plan.actions.append(EmitEvent(ns, "Pod", name, "RevertNotInPlace", why, "Warning"))
-    if plan.left or plan.restarted or plan.resized or plan.held:
+    if plan.left or plan.restarted or plan.resized or plan.held or plan.paced:
         plan.actions.append(revert_status(target, plan, now, reason))
     return plan
 
@@ -233,15 +247,23 @@ def _admit_resizes(
     pods: dict[str, Pod],
     ledger: NodeLedger,
     reported: Collection[str],
+    batch: RestartBatch,
 ) -> None:
-    """The capacity guard: a revert that does not fit its node now is held, not sent, and
-    said once on the pod."""
+    """The disruption batch and the capacity guard: a revert that restarts a container
+    waits for a next batch once this one is spent; one that does not fit its node now is
+    held, not sent, and said once on the pod."""
     for a in actions:
         pod_key = f"{a.namespace}/{a.name}"
         pod = pods[pod_key]
+        restarts = resize_restarts(pod, a.containers)
+        if restarts and batch.left <= 0:
+            plan.paced.append(pod_key)
+            continue
         node = pod.node_name or ""
         delta = resize_delta(pod, a.containers)
         if ledger.admit(node, delta):
+            if restarts:
+                batch.take()
             plan.resized.append(pod_key)
             plan.actions.append(a)
             continue
@@ -276,6 +298,8 @@ def revert_status(
         )
         if plan.held:
             message += f", {len(plan.held)} waiting for room on their node"
+        if plan.paced:
+            message += f", {len(plan.paced)} restarting resize(s) waiting for a next batch"
     # Its own status key: a merge patch of `conditions` would replace the whole list
     # and clobber the conditions other planners own.
     return WriteTargetStatus(
@@ -290,6 +314,7 @@ def revert_status(
                 # is gone (or was reverted since) drops out instead of lingering.
                 "pods_left": [{"pod": k, "reason": v} for k, v in sorted(plan.left.items())],
                 "pods_waiting_for_capacity": sorted(plan.held),
+                "pods_waiting_for_disruption_batch": sorted(plan.paced),
                 "time": format_timestamp(now),
             }
         },

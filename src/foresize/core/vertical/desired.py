@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from foresize.core.api.hysteresis import Threshold
 from foresize.core.cluster.actions import ContainerResize
 from foresize.core.cluster.capacity import resize_delta
+from foresize.core.cluster.disruption import restarts_container
 from foresize.core.cluster.model import (
     COMPUTE_RESOURCES,
-    RESTART_CONTAINER,
     Container,
     Pod,
     ResourceMap,
@@ -169,7 +169,7 @@ def pod_change(
         if not c_changed:
             continue
         changed |= c_changed
-        if any(cur.resize_policy.get(r) == RESTART_CONTAINER for r in c_changed):
+        if restarts_container(cur, c_changed):
             restarts = True
         # Resources outside `only` keep their current values in the patch.
         req = dict(cur.resources.requests)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from foresize.core.cluster.disruption import restart_pending
 from foresize.core.cluster.model import REASON_DEFERRED, Pod
 from foresize.core.vertical.desired import (
     PodChange,
@@ -34,7 +35,6 @@ from foresize.core.vertical.run import (
     PodView,
     TargetRun,
 )
-from foresize.core.vertical.stall import restart_pending
 
 # An OOM kill this recent makes a memory upsize of that pod urgent (architecture §3.1: ×1.2
 # at once): an in-place resize of it skips the batch pacing, because the OOMing pod is

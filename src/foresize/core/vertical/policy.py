@@ -11,11 +11,11 @@ excludes workloads, back-off constants). Every constant says why it has its valu
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from foresize.core.cluster.disruption import batch_size
 from foresize.core.cluster.target import (
     DEFAULT_MAX_DISRUPTED,
     TargetView,
@@ -32,15 +32,6 @@ __all__ = [
     "parse_max_disrupted",
     "policy_of",
 ]
-
-
-def batch_size(max_disrupted: int | str, replicas: int) -> int:
-    """Pods that may be disrupted at once: a percentage of replicas rounded up, at least 1."""
-    if isinstance(max_disrupted, int):
-        return max(1, max_disrupted)
-    pct = float(max_disrupted.rstrip("%"))
-    # Round the percentage up (20% of 11 replicas is 3), never below one pod.
-    return max(1, math.ceil(pct * max(replicas, 0) / 100.0 - 1e-9))
 
 
 # Kubernetes label syntax (apimachinery validation): an optional DNS-subdomain prefix and a

@@ -10,13 +10,11 @@ generation the kubelet has observed; older ones do not apply to the newest spec.
 from __future__ import annotations
 
 from foresize.core.cluster.model import (
-    COMPUTE_RESOURCES,
     POD_RESIZE_IN_PROGRESS,
     POD_RESIZE_PENDING,
     REASON_DEFERRED,
     REASON_ERROR,
     REASON_INFEASIBLE,
-    RESTART_CONTAINER,
     Pod,
 )
 
@@ -48,21 +46,3 @@ def stall_message(pod: Pod, reason: str) -> str:
     """The kubelet's message for the stall (its reason when it gave none)."""
     cond = pod.condition(POD_RESIZE_PENDING if reason != REASON_ERROR else POD_RESIZE_IN_PROGRESS)
     return cond.message if cond is not None and cond.message else reason
-
-
-def restart_pending(pod: Pod) -> bool:
-    """A container whose resizePolicy is RestartContainer has a change the kubelet has not
-    actuated yet: it will restart whenever the resize lands."""
-    for c in pod.containers:
-        st = pod.status_of(c.name)
-        if st is None:
-            continue
-        for r, pol in c.resize_policy.items():
-            if pol == RESTART_CONTAINER and r in COMPUTE_RESOURCES:
-                if c.resources.requests.get(r) != st.allocated.get(r, c.resources.requests.get(r)):
-                    return True
-                if c.resources.limits.get(r) != st.resources.limits.get(
-                    r, c.resources.limits.get(r)
-                ):
-                    return True
-    return False

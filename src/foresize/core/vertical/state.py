@@ -162,19 +162,22 @@ class TargetState:
 
     def to_status(self) -> dict[str, Any]:
         """The persisted part, as a JSON-able dict (camelCase, like the rest of status).
+        Times are RFC 3339 strings, as everywhere in status (docs/api.md).
 
         Collections are lists, not maps: a JSON merge patch replaces a list whole, while it
         would merge a map and keep entries the worker has dropped. An empty collection is
         written as null, which a merge patch turns into "remove the key"."""
         return {
             "stalls": [
-                {"uid": uid, "pod": r.pod, "firstSeen": r.first_seen, "reason": r.reason}
+                {"uid": uid, "pod": r.pod, "firstSeen": _time(r.first_seen), "reason": r.reason}
                 for uid, r in sorted(self.stalls.items())
             ]
             or None,
-            "lastBatchTime": self.last_batch_at,
-            "evictionRetryTime": self.evict_retry_at,
-            "blockedPods": [{"uid": k, "until": v} for k, v in sorted(self.blocked_pods.items())]
+            "lastBatchTime": _time(self.last_batch_at),
+            "evictionRetryTime": _time(self.evict_retry_at),
+            "blockedPods": [
+                {"uid": k, "until": _time(v)} for k, v in sorted(self.blocked_pods.items())
+            ]
             or None,
             "refusedResizes": [{"uid": k, "signature": v} for k, v in sorted(self.refused.items())]
             or None,
@@ -186,7 +189,7 @@ class TargetState:
                 {
                     "pod": p.pod,
                     "uid": p.uid,
-                    "time": p.at,
+                    "time": _time(p.at),
                     "suggestionUID": p.suggestion_uid,
                     "probe": p.probe,
                 }
@@ -210,28 +213,41 @@ class TargetState:
         if not d:
             return cls()
         counters = d.get("counters") or {}
-        return cls(
-            stalls={
-                str(r["uid"]): StallRecord(
-                    str(r.get("pod", "")), float(r["firstSeen"]), str(r["reason"])
+        # Times as `to_status` writes them (RFC 3339), or numbers as releases before wrote
+        # them; an entry whose time cannot be read is dropped, not fatal.
+        stalls = {}
+        for r in d.get("stalls") or []:
+            first_seen = _read(r.get("firstSeen"), parse_timestamp)
+            if first_seen is not None:
+                stalls[str(r["uid"])] = StallRecord(
+                    str(r.get("pod", "")), first_seen, str(r["reason"])
                 )
-                for r in d.get("stalls") or []
-            },
-            last_batch_at=d.get("lastBatchTime"),
-            evict_retry_at=d.get("evictionRetryTime"),
-            blocked_pods={str(r["uid"]): float(r["until"]) for r in d.get("blockedPods") or []},
+        blocked = {}
+        for r in d.get("blockedPods") or []:
+            until = _read(r.get("until"), parse_timestamp)
+            if until is not None:
+                blocked[str(r["uid"])] = until
+        pending = []
+        for p in d.get("pendingEvictions") or []:
+            at = _read(p.get("time"), parse_timestamp)
+            if at is not None:
+                pending.append(
+                    PendingEviction(
+                        str(p["pod"]),
+                        str(p["uid"]),
+                        at,
+                        str(p.get("suggestionUID", "")),
+                        bool(p.get("probe", False)),
+                    )
+                )
+        return cls(
+            stalls=stalls,
+            last_batch_at=_read(d.get("lastBatchTime"), parse_timestamp),
+            evict_retry_at=_read(d.get("evictionRetryTime"), parse_timestamp),
+            blocked_pods=blocked,
             refused={str(r["uid"]): str(r["signature"]) for r in d.get("refusedResizes") or []},
             released={str(r["uid"]): str(r["signature"]) for r in d.get("releasedResizes") or []},
-            pending_evictions=[
-                PendingEviction(
-                    str(p["pod"]),
-                    str(p["uid"]),
-                    float(p["time"]),
-                    str(p.get("suggestionUID", "")),
-                    bool(p.get("probe", False)),
-                )
-                for p in d.get("pendingEvictions") or []
-            ],
+            pending_evictions=pending,
             judged=[str(u) for u in d.get("judgedPods") or []],
             breaker=BreakerState.from_status(d.get("circuitBreaker") or {}),
             resized=int(counters.get("resized", 0)),

@@ -380,6 +380,18 @@ def webhooks(namespace: str) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------------------
 
 
+def _changed_within(series: str, window: str, by: str) -> str:
+    """PromQL true while `series` (a counter) counted anything within `window`, summed by
+    `by`. `increase()` alone misses a series whose first scrape is already above 0 (it
+    was created and counted between two scrapes, e.g. the first change after a start or a
+    target created since the last pass): such a series counts in full while it is younger
+    than the window (nothing at `offset window`)."""
+    return (
+        f"sum by ({by}) (increase({series}[{window}]) > 0 "
+        f"or ({series} > 0 unless {series} offset {window})) > 0"
+    )
+
+
 def alert_rules() -> list[dict[str, Any]]:
     """Alerts over the metrics `foresize.adapters.telemetry.metrics` exports."""
     return [
@@ -387,9 +399,8 @@ def alert_rules() -> list[dict[str, Any]]:
             # Every request change, as the seed's operators asked for: an info alert to
             # log and to check against the node charge-gap alerts below.
             "alert": "ForesizeRequestChanged",
-            "expr": (
-                "sum by (target, resource, source) "
-                "(increase(foresize_request_changes_total[5m])) > 0"
+            "expr": _changed_within(
+                "foresize_request_changes_total", "5m", "target, resource, source"
             ),
             "labels": {"severity": "info"},
             "annotations": {
@@ -422,9 +433,8 @@ def alert_rules() -> list[dict[str, Any]]:
         },
         {
             "alert": "ForesizeResizeRejected",
-            "expr": (
-                "sum by (target) (increase(foresize_resizes_total"
-                '{outcome=~"rejected|error"}[30m])) > 0'
+            "expr": _changed_within(
+                'foresize_resizes_total{outcome=~"rejected|error"}', "30m", "target"
             ),
             "for": "5m",
             "labels": {"severity": "warning"},

@@ -334,7 +334,7 @@ def simulate_and_report(
             hpa_cpu = {
                 f"{h.target_kind}/{h.namespace}/{h.target_name}"
                 for h in scenario.hpas
-                if any(resource == "cpu" for resource, _ in h.metrics)
+                if any(m.resource == "cpu" for m in h.metrics)
             }
             index = write_report(
                 report_dir,

@@ -232,6 +232,8 @@ class KubeShell:
         full = self._full_snapshot(now)
         snap = self._owned(full)
         self._forget_unowned(full)
+        # Before any action: every counter this pass may count first exists at 0.
+        self.recorder.declare(full, snap, now)
         self.config.reconcile_templates = self._reconciles_templates()
         plan = functools.partial(
             self.planner,

@@ -64,6 +64,38 @@ class PDBSpec:
     unhealthy_pod_eviction_policy: str = "IfHealthyBudget"  # or AlwaysAllow
 
 
+@dataclass(frozen=True, slots=True)
+class HPAMetricSpec:
+    """A Resource metric of an HPA: a utilisation percent or an average value target."""
+
+    resource: str  # cpu | memory
+    target_utilization: int | None = None  # percent of request
+    target_average_value: int | None = None  # millicores (cpu) or bytes (memory) per pod
+
+
+@dataclass(frozen=True, slots=True)
+class HPAScalingPolicy:
+    type: str  # Pods | Percent
+    value: int
+    period: float  # seconds
+
+
+@dataclass(frozen=True, slots=True)
+class HPAScalingRules:
+    """One direction of `spec.behavior` (None: the API server's default for the field)."""
+
+    stabilization_window: float | None = None
+    select_policy: str | None = None  # Max | Min | Disabled
+    policies: tuple[HPAScalingPolicy, ...] | None = None
+    tolerance: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HPABehavior:
+    scale_up: HPAScalingRules | None = None
+    scale_down: HPAScalingRules | None = None
+
+
 @dataclass(slots=True)
 class HPASpec:
     name: str
@@ -72,7 +104,8 @@ class HPASpec:
     target_name: str
     min_replicas: int
     max_replicas: int
-    metrics: list[tuple[str, int]]  # (resource, target utilisation percent)
+    metrics: list[HPAMetricSpec]
+    behavior: HPABehavior | None = None  # None: the controller's behaviour without one
 
 
 @dataclass(slots=True)

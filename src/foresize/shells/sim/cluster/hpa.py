@@ -1,30 +1,589 @@
-"""The HorizontalPodAutoscaler controller: the replica arithmetic of the HPA with its
-tolerance, scale-down stabilisation and scale-up limit."""
+"""The HorizontalPodAutoscaler controller, after kubernetes `pkg/controller/podautoscaler`.
+
+Two halves, as upstream:
+- the replica calculator (`replica_calculator.go`): per-pod metrics and requests in,
+  a proposal out: `ceil(ready pods x usage / target)` outside the tolerance band, with
+  Pending and not-yet-Ready pods (CPU) set aside, terminating and Failed pods ignored,
+  and pods without metrics assumed to damp the move (100% of their request on a scale
+  down, 0% on a scale up), never letting that assumption reverse the direction;
+- the controller (`horizontal.go`): the busiest metric wins; without `behavior`, the
+  highest recommendation of the last 5 minutes holds a scale down and a scale up is at
+  most max(2 x current, 4); with `behavior`, the up/down stabilization windows, the
+  Pods/Percent policies per period with `selectPolicy` (Max, Min, Disabled) over the
+  scale events of the recent past, then min/max replicas.
+The functions below take time as an argument (simulated seconds) and are what the
+controller of the simulated cluster runs every `hpa_sync_period`; their tests are
+upstream's own tables.
+"""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from foresize.core.api.quantity import CPU
 from foresize.core.cluster.model import (
     HorizontalPodAutoscaler,
     HPAMetric,
 )
-from foresize.shells.sim.scenario import HPASpec
+from foresize.shells.sim.scenario import HPABehavior, HPAScalingPolicy, HPAScalingRules, HPASpec
 
 if TYPE_CHECKING:
     from foresize.shells.sim.cluster.facade import SimCluster
 
+# kube-controller-manager defaults (`--horizontal-pod-autoscaler-*`).
+TOLERANCE = 0.1  # a usage ratio within 1 +- 0.1 proposes no change
+CPU_INITIALIZATION_PERIOD = 300.0  # a new pod's CPU samples are doubted this long
+INITIAL_READINESS_DELAY = 30.0  # a pod unready this soon after start "has never been ready"
+DOWNSCALE_STABILIZATION = 300.0  # the scale-down window when behavior does not set one
+# Without `behavior`, one sync may at most reach max(2 x current, 4) replicas
+# (horizontal.go, calculateScaleUpLimit: bogus usage reports must not explode a target).
+SCALE_UP_LIMIT_FACTOR = 2.0
+SCALE_UP_LIMIT_MINIMUM = 4
+
+# `behavior` as the API server completes it (GenerateHPAScaleUpRules / ScaleDownRules):
+# scale up at once by 4 pods or 100% per 15 s, whichever is more; scale down by up to
+# 100% per 15 s after the controller's stabilization window (None: the flag's 300 s).
+DEFAULT_SCALE_UP = HPAScalingRules(
+    stabilization_window=0.0,
+    select_policy="Max",
+    policies=(HPAScalingPolicy("Pods", 4, 15.0), HPAScalingPolicy("Percent", 100, 15.0)),
+)
+DEFAULT_SCALE_DOWN = HPAScalingRules(
+    stabilization_window=None,
+    select_policy="Max",
+    policies=(HPAScalingPolicy("Percent", 100, 15.0),),
+)
+
+
+class HPAError(Exception):
+    """The calculator cannot propose for this metric (upstream returns an error)."""
+
+
+# --------------------------------------------------------------------------- calculator
+
+
+@dataclass(frozen=True, slots=True)
+class PodSample:
+    """One pod of the target as the replica calculator lists it. Requests are
+    milli-units (millicores; bytes x 1000), as upstream's `MilliValue()`."""
+
+    name: str
+    request: int | None  # the pod's request of the resource; None: a container has none
+    phase: str = "Running"
+    ready: bool | None = True  # the Ready condition's status; None: no condition yet
+    ready_changed: float = -math.inf  # lastTransitionTime of the Ready condition
+    start_time: float | None = -math.inf  # status.startTime; None: not set
+    deleting: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PodMetric:
+    """One pod's sample from the metrics API (milli-units), when and over what span."""
+
+    value: int
+    at: float = 0.0
+    window: float = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class Tolerances:
+    """The band of usage ratios that proposes no change (1 - down .. 1 + up)."""
+
+    down: float = TOLERANCE
+    up: float = TOLERANCE
+
+    def within(self, ratio: float) -> bool:
+        return 1.0 - self.down <= ratio <= 1.0 + self.up
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroups:
+    ready: int
+    unready: frozenset[str]
+    missing: frozenset[str]
+    ignored: frozenset[str]
+
+
+def group_pods(
+    pods: Sequence[PodSample],
+    metrics: dict[str, PodMetric],
+    resource: str,
+    now: float,
+    *,
+    cpu_initialization_period: float = CPU_INITIALIZATION_PERIOD,
+    initial_readiness_delay: float = INITIAL_READINESS_DELAY,
+) -> PodGroups:
+    """Upstream's groupPods: terminating and Failed pods are ignored, Pending ones are
+    unready, pods without a sample are missing; for CPU a pod is also unready while its
+    samples cannot be trusted yet (within the initialization period: not Ready, or no
+    full metric window since it became Ready; after it: unready and never been Ready)."""
+    ready = 0
+    unready: set[str] = set()
+    missing: set[str] = set()
+    ignored: set[str] = set()
+    for p in pods:
+        if p.deleting or p.phase == "Failed":
+            ignored.add(p.name)
+            continue
+        if p.phase == "Pending":
+            unready.add(p.name)
+            continue
+        metric = metrics.get(p.name)
+        if metric is None:
+            missing.add(p.name)
+            continue
+        if resource == CPU:
+            if p.ready is None or p.start_time is None:
+                not_ready = True
+            elif p.start_time + cpu_initialization_period > now:
+                not_ready = (not p.ready) or metric.at < p.ready_changed + metric.window
+            else:
+                not_ready = (not p.ready) and (
+                    p.start_time + initial_readiness_delay > p.ready_changed
+                )
+            if not_ready:
+                unready.add(p.name)
+                continue
+        ready += 1
+    return PodGroups(ready, frozenset(unready), frozenset(missing), frozenset(ignored))
+
+
+def utilization_ratio(
+    metrics: dict[str, int], requests: dict[str, int], target_utilization: int
+) -> tuple[float, int, int]:
+    """(usage ratio, utilization percent, average raw value) over pods with both a metric
+    and a request. The percentage is an integer (truncated), and the ratio is taken from
+    it, as upstream does: 33.3% of a 50% target is a ratio of 0.66, not 0.667."""
+    total = req_total = n = 0
+    for name, value in metrics.items():
+        if name not in requests:
+            continue
+        total += value
+        req_total += requests[name]
+        n += 1
+    if req_total == 0:
+        raise HPAError("no metrics returned matched known pods")
+    utilization = total * 100 // req_total
+    return utilization / target_utilization, utilization, total // n
+
+
+def pod_requests(pods: Sequence[PodSample], resource: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for p in pods:
+        if p.request is None:
+            raise HPAError(f"missing request for {resource} in pod {p.name}")
+        out[p.name] = p.request
+    return out
+
+
+def _usable(
+    pods: Sequence[PodSample],
+    metrics: dict[str, PodMetric],
+    resource: str,
+    now: float,
+    periods: tuple[float, float],
+) -> tuple[PodGroups, dict[str, int]]:
+    """The groups, and the samples of the pods neither ignored nor unready."""
+    if not metrics:
+        raise HPAError(
+            f"unable to get metrics for resource {resource}: "
+            "no metrics returned from resource metrics API"
+        )
+    if not pods:
+        raise HPAError("no pods returned by selector while calculating replica count")
+    groups = group_pods(
+        pods,
+        metrics,
+        resource,
+        now,
+        cpu_initialization_period=periods[0],
+        initial_readiness_delay=periods[1],
+    )
+    usable = {
+        name: m.value
+        for name, m in metrics.items()
+        if name not in groups.ignored and name not in groups.unready
+    }
+    if not usable:
+        raise HPAError("did not receive metrics for targeted pods (pods might be unready)")
+    return groups, usable
+
+
+DEFAULT_PERIODS = (CPU_INITIALIZATION_PERIOD, INITIAL_READINESS_DELAY)
+
+
+def resource_replicas(
+    current: int,
+    target_utilization: int,
+    pods: Sequence[PodSample],
+    metrics: dict[str, PodMetric],
+    resource: str,
+    now: float,
+    tolerances: Tolerances = Tolerances(),
+    periods: tuple[float, float] = DEFAULT_PERIODS,
+) -> tuple[int, int, int]:
+    """GetResourceReplicas: (proposed replicas, utilization %, average raw value)."""
+    groups, values = _usable(pods, metrics, resource, now, periods)
+    requests = pod_requests(pods, resource)
+    ratio, utilization, raw = utilization_ratio(values, requests, target_utilization)
+    with_unready = bool(groups.unready) and ratio > 1.0
+    if not with_unready and not groups.missing:
+        if tolerances.within(ratio):
+            return current, utilization, raw
+        return math.ceil(ratio * groups.ready), utilization, raw
+    if groups.missing:
+        if ratio < 1.0:
+            # A scale down counts missing pods at their whole request (or the target,
+            # when it is above 100%): they may be busy.
+            fallback = max(100, target_utilization)
+            for name in groups.missing:
+                values[name] = requests[name] * fallback // 100
+        elif ratio > 1.0:
+            for name in groups.missing:  # a scale up counts them idle
+                values[name] = 0
+    if with_unready:
+        for name in groups.unready:  # a scale up counts pods not yet Ready as idle
+            values[name] = 0
+    new_ratio, _, _ = utilization_ratio(values, requests, target_utilization)
+    return _damped(current, ratio, new_ratio, len(values), tolerances), utilization, raw
+
+
+def _damped(current: int, ratio: float, new_ratio: float, n: int, tol: Tolerances) -> int:
+    """The proposal after the assumptions for missing and unready pods: none when it
+    falls in the band or when the assumptions reverse the direction of the move."""
+    if tol.within(new_ratio) or (ratio < 1.0 < new_ratio) or (ratio > 1.0 > new_ratio):
+        return current
+    proposal = math.ceil(new_ratio * n)
+    if (new_ratio < 1.0 and proposal > current) or (new_ratio > 1.0 and proposal < current):
+        return current
+    return proposal
+
+
+def average_value_replicas(
+    current: int,
+    target_value: int,
+    pods: Sequence[PodSample],
+    metrics: dict[str, PodMetric],
+    resource: str,
+    now: float,
+    tolerances: Tolerances = Tolerances(),
+    periods: tuple[float, float] = DEFAULT_PERIODS,
+) -> tuple[int, int]:
+    """GetRawResourceReplicas (calcPlainMetricReplicas): a resource's averageValue
+    target. Missing pods count at the target on a scale down, at 0 on a scale up."""
+    groups, values = _usable(pods, metrics, resource, now, periods)
+    usage = sum(values.values()) // len(values)
+    ratio = usage / target_value
+    with_unready = bool(groups.unready) and ratio > 1.0
+    if not with_unready and not groups.missing:
+        if tolerances.within(ratio):
+            return current, usage
+        return math.ceil(ratio * groups.ready), usage
+    if groups.missing:
+        if ratio < 1.0:
+            for name in groups.missing:
+                values[name] = target_value
+        elif ratio > 1.0:
+            for name in groups.missing:
+                values[name] = 0
+    if with_unready:
+        for name in groups.unready:
+            values[name] = 0
+    new_ratio = (sum(values.values()) // len(values)) / target_value
+    return _damped(current, ratio, new_ratio, len(values), tolerances), usage
+
+
+# --------------------------------------------------------------------------- controller
+
+
+@dataclass(slots=True)
+class Recommendation:
+    replicas: int
+    at: float
+
+
+@dataclass(slots=True)
+class ScaleEvent:
+    change: int
+    at: float
+    outdated: bool = False
+
+
+def complete_behavior(behavior: HPABehavior | None) -> HPABehavior | None:
+    """Fill what a written `behavior` leaves out with the API server's defaults
+    (SetDefaults_HorizontalPodAutoscalerBehavior); no behavior stays none."""
+    if behavior is None:
+        return None
+    return HPABehavior(
+        _complete(behavior.scale_up, DEFAULT_SCALE_UP),
+        _complete(behavior.scale_down, DEFAULT_SCALE_DOWN),
+    )
+
+
+def _complete(rules: HPAScalingRules | None, default: HPAScalingRules) -> HPAScalingRules:
+    if rules is None:
+        return default
+    return HPAScalingRules(
+        rules.stabilization_window
+        if rules.stabilization_window is not None
+        else default.stabilization_window,
+        rules.select_policy or default.select_policy,
+        rules.policies if rules.policies is not None else default.policies,
+        rules.tolerance if rules.tolerance is not None else default.tolerance,
+    )
+
+
+def stabilize(recs: list[Recommendation], desired: int, now: float, window: float) -> int:
+    """stabilizeRecommendation (no behavior): the highest recommendation of the window,
+    this one included; the sample is stored in place of one older than the window."""
+    best = desired
+    old = -1
+    for i, r in enumerate(recs):
+        if r.at < now - window:
+            old = i
+        elif r.replicas > best:
+            best = r.replicas
+    _store(recs, old, Recommendation(desired, now))
+    return best
+
+
+def stabilize_with_behaviors(
+    recs: list[Recommendation],
+    current: int,
+    desired: int,
+    now: float,
+    up_window: float,
+    down_window: float,
+) -> tuple[int, str]:
+    """stabilizeRecommendationWithBehaviors: a scale up goes no higher than the lowest
+    recommendation of the up window, a scale down no lower than the highest of the down
+    window; the sample replaces one older than both windows."""
+    up = down = desired
+    old = -1
+    for i, r in enumerate(recs):
+        if r.at > now - up_window:
+            up = min(up, r.replicas)
+        if r.at > now - down_window:
+            down = max(down, r.replicas)
+        if r.at < now - up_window and r.at < now - down_window:
+            old = i
+    out = min(max(current, up), down)
+    _store(recs, old, Recommendation(desired, now))
+    return out, ("ScaleUpStabilized" if desired >= current else "ScaleDownStabilized")
+
+
+def _store(recs: list[Recommendation], old: int, rec: Recommendation) -> None:
+    if old >= 0:
+        recs[old] = rec
+    else:
+        recs.append(rec)
+
+
+def scale_up_limit_without_behavior(current: int) -> int:
+    return int(max(SCALE_UP_LIMIT_FACTOR * current, SCALE_UP_LIMIT_MINIMUM))
+
+
+def convert_with_rules(current: int, desired: int, lo: int, hi: int) -> tuple[int, str]:
+    """convertDesiredReplicasWithRules (no behavior): min/max and the default scale-up
+    limit; the condition reason that limited it (or DesiredWithinRange)."""
+    limit = scale_up_limit_without_behavior(current)
+    if hi > limit:
+        top, reason = limit, "ScaleUpLimit"
+    else:
+        top, reason = hi, "TooManyReplicas"
+    if desired < lo:
+        return lo, "TooFewReplicas"
+    if desired > top:
+        return top, reason
+    return desired, "DesiredWithinRange"
+
+
+def change_in_period(period: float, events: Iterable[ScaleEvent], now: float) -> int:
+    """getReplicasChangePerPeriod: the replicas added (or removed) in the last period."""
+    return sum(e.change for e in events if e.at > now - period)
+
+
+def _policy_sizes(
+    current: int,
+    up_events: list[ScaleEvent],
+    down_events: list[ScaleEvent],
+    rules: HPAScalingRules,
+    now: float,
+    *,
+    up: bool,
+) -> list[int]:
+    """The size each policy allows, counted from the size at the start of its period."""
+    sizes = []
+    for p in rules.policies or ():
+        start = (
+            current
+            - change_in_period(p.period, up_events, now)
+            + change_in_period(p.period, down_events, now)
+        )
+        if p.type == "Pods":
+            sizes.append(start + p.value if up else start - p.value)
+        elif up:  # rounded up, or a small target could never grow
+            sizes.append(math.ceil(start * (1 + p.value / 100)))
+        else:  # truncated toward zero, as int32(float64(...))
+            sizes.append(int(start * (1 - p.value / 100)))
+    return sizes
+
+
+def scale_up_limit(
+    current: int,
+    up_events: list[ScaleEvent],
+    down_events: list[ScaleEvent],
+    rules: HPAScalingRules,
+    now: float,
+) -> int:
+    """calculateScaleUpLimitWithScalingRules: Max picks the largest size, Min the
+    smallest; Disabled holds the current size."""
+    sizes = _policy_sizes(current, up_events, down_events, rules, now, up=True)
+    if rules.select_policy == "Disabled" or not sizes:
+        return current
+    return min(sizes) if rules.select_policy == "Min" else max(sizes)
+
+
+def scale_down_limit(
+    current: int,
+    up_events: list[ScaleEvent],
+    down_events: list[ScaleEvent],
+    rules: HPAScalingRules,
+    now: float,
+) -> int:
+    """calculateScaleDownLimitWithBehaviors: Max (the biggest change) picks the smallest
+    size, Min the largest."""
+    sizes = _policy_sizes(current, up_events, down_events, rules, now, up=False)
+    if rules.select_policy == "Disabled" or not sizes:
+        return current
+    return max(sizes) if rules.select_policy == "Min" else min(sizes)
+
+
+def convert_with_behavior_rate(
+    current: int,
+    desired: int,
+    lo: int,
+    hi: int,
+    up_events: list[ScaleEvent],
+    down_events: list[ScaleEvent],
+    behavior: HPABehavior,
+    now: float,
+) -> tuple[int, str]:
+    """convertDesiredReplicasWithBehaviorRate: the policies' rate, then min/max."""
+    assert behavior.scale_up is not None and behavior.scale_down is not None
+    if desired > current:
+        up_limit = scale_up_limit(current, up_events, down_events, behavior.scale_up, now)
+        limit = max(current, up_limit)
+        if hi > limit:
+            top, reason = limit, "ScaleUpLimit"
+        else:
+            top, reason = hi, "TooManyReplicas"
+        if desired > top:
+            return top, reason
+    elif desired < current:
+        limit = min(
+            current, scale_down_limit(current, up_events, down_events, behavior.scale_down, now)
+        )
+        if lo < limit:
+            bottom, reason = limit, "ScaleDownLimit"
+        else:
+            bottom, reason = lo, "TooFewReplicas"
+        if desired < bottom:
+            return bottom, reason
+    return desired, "DesiredWithinRange"
+
+
+def longest_period(rules: HPAScalingRules | None) -> float:
+    return max((p.period for p in (rules.policies or ())), default=0.0) if rules else 0.0
+
+
+def store_scale_event(
+    behavior: HPABehavior | None,
+    up_events: list[ScaleEvent],
+    down_events: list[ScaleEvent],
+    previous: int,
+    new: int,
+    now: float,
+) -> None:
+    """storeScaleEvent: events older than the direction's longest policy period are
+    marked outdated and the last of them is reused; without behavior nothing is kept."""
+    if behavior is None:
+        return
+    if new > previous:
+        events, period, change = up_events, longest_period(behavior.scale_up), new - previous
+    else:
+        events, period, change = down_events, longest_period(behavior.scale_down), previous - new
+    old = -1
+    for i, e in enumerate(events):
+        if e.at < now - period:
+            e.outdated = True
+        if e.outdated:
+            old = i
+    event = ScaleEvent(change, now)
+    if old >= 0:
+        events[old] = event
+    else:
+        events.append(event)
+
 
 @dataclass(slots=True)
 class HPAState:
-    """An HPA and the controller's memory of its recent recommendations."""
+    """An HPA and the controller's memory of its recent recommendations and scalings."""
 
     spec: HPASpec
     current: int = 0
     desired: int = 0
-    recommendations: list[tuple[float, int]] = field(default_factory=list)
+    recommendations: list[Recommendation] = field(default_factory=list)
+    up_events: list[ScaleEvent] = field(default_factory=list)
+    down_events: list[ScaleEvent] = field(default_factory=list)
+    # The last sync's ScalingActive / AbleToScale / ScalingLimited reasons.
+    conditions: dict[str, str] = field(default_factory=dict)
+
+
+def normalize(
+    h: HPAState, current: int, proposal: int, now: float, behavior: HPABehavior | None
+) -> int:
+    """normalizeDesiredReplicas[WithBehaviors]: stabilize, then rate and bounds."""
+    s = h.spec
+    if behavior is None:
+        stable = stabilize(h.recommendations, proposal, now, DOWNSCALE_STABILIZATION)
+        h.conditions["AbleToScale"] = (
+            "ScaleDownStabilized" if stable != proposal else "ReadyForNewScale"
+        )
+        out, limited = convert_with_rules(current, stable, s.min_replicas, s.max_replicas)
+    else:
+        assert behavior.scale_up is not None and behavior.scale_down is not None
+        up_window = behavior.scale_up.stabilization_window or 0.0
+        down_window = behavior.scale_down.stabilization_window
+        if down_window is None:
+            down_window = DOWNSCALE_STABILIZATION
+        stable, reason = stabilize_with_behaviors(
+            h.recommendations, current, proposal, now, up_window, down_window
+        )
+        h.conditions["AbleToScale"] = reason if stable != proposal else "ReadyForNewScale"
+        out, limited = convert_with_behavior_rate(
+            current,
+            stable,
+            s.min_replicas,
+            s.max_replicas,
+            h.up_events,
+            h.down_events,
+            behavior,
+            now,
+        )
+    h.conditions["ScalingLimited"] = limited
+    return out
+
+
+def tolerances_of(behavior: HPABehavior | None) -> Tolerances:
+    if behavior is None:
+        return Tolerances()
+    up = behavior.scale_up.tolerance if behavior.scale_up else None
+    down = behavior.scale_down.tolerance if behavior.scale_down else None
+    return Tolerances(TOLERANCE if down is None else down, TOLERANCE if up is None else up)
 
 
 class HPAController:
@@ -44,62 +603,140 @@ class HPAController:
             s.target_name,
             s.min_replicas,
             s.max_replicas,
-            [HPAMetric("Resource", r, u) for r, u in s.metrics],
+            [
+                HPAMetric(
+                    "Resource",
+                    m.resource,
+                    m.target_utilization,
+                    m.target_average_value,
+                )
+                for m in s.metrics
+            ],
             current_replicas=wl.replicas if wl else 0,
             desired_replicas=h.desired or (wl.replicas if wl else 0),
         )
+
+    def samples(self, wkey: str, resource: str) -> tuple[list[PodSample], dict[str, PodMetric]]:
+        """The target's pods as the replica calculator lists them (spec requests), and the
+        metrics API's last sample of each (the usage step's; none for a pod whose
+        containers started since)."""
+        sim = self.sim
+        u = sim.metering.usage
+        sampled_at = sim.metering.sampled_at
+        pods: list[PodSample] = []
+        metrics: dict[str, PodMetric] = {}
+        for key in sorted(sim.wl_state[wkey].pods):
+            pod = sim.pods.get(key)
+            meta = sim.meta.get(key)
+            if pod is None or meta is None:
+                continue
+            request: int | None = 0
+            for c in pod.containers:
+                r = c.resources.requests.get(resource)
+                if r is None:
+                    request = None
+                    break
+                assert request is not None
+                request += r if resource == CPU else r * 1000
+            if meta.slots and all(u.started[s] <= sampled_at for s in meta.slots):
+                if resource == CPU:
+                    value = sum(float(u.cpu_used[s]) for s in meta.slots) * 1000
+                else:
+                    value = sum(min(float(u.mem[s]), float(u.mem_lim[s])) for s in meta.slots)
+                    value *= 1000
+                metrics[pod.name] = PodMetric(round(value), sampled_at, sim.step)
+            cond = pod.condition("Ready")
+            changed = cond.last_transition_time if cond is not None else None
+            pods.append(
+                PodSample(
+                    pod.name,
+                    request,
+                    phase=pod.phase,
+                    ready=None if cond is None else cond.status == "True",
+                    ready_changed=-math.inf if changed is None else changed,
+                    start_time=pod.start_time,
+                    deleting=pod.deletion_time is not None,
+                )
+            )
+        return pods, metrics
 
     def sync(self, hkey: str) -> None:
         h = self.hpas.get(hkey)
         if h is None:
             return
+        sim = self.sim
         s = h.spec
-        self.sim.at(self.sim.now + self.sim.scenario.hpa_sync_period, self.sync, hkey)
+        sim.at(sim.now + sim.scenario.hpa_sync_period, self.sync, hkey)
         wkey = f"{s.target_kind}/{s.namespace}/{s.target_name}"
-        st = self.sim.wl_state.get(wkey)
-        wl = self.sim.workloads.get(wkey)
-        if st is None or wl is None:
+        wl = sim.workloads.get(wkey)
+        if wl is None or wkey not in sim.wl_state:
+            h.conditions["AbleToScale"] = "FailedGetScale"
             return
-        if self.sim.metering.hpa_metrics is None:
-            return
-        # Ready pods as of the metrics' sample (pods Ready since have no metrics yet).
-        ready_pods = int(self.sim.metering.hpa_metrics["ready"][0, st.index])
-        if ready_pods <= 0:
-            return
+        behavior = complete_behavior(s.behavior)
         current = wl.replicas
-        proposal = 0
-        reasons: list[str] = []
-        for resource, target in s.metrics:
-            use, req = self.sim.metering.hpa_metrics[resource][:, st.index]
-            if req <= 0:
-                continue
-            util = 100.0 * use / req
-            ratio = util / target
-            want = current if abs(ratio - 1.0) <= 0.1 else math.ceil(ratio * ready_pods)
-            if want > proposal:
-                proposal = want
-                side = "above" if ratio > 1 else "below"
-                reasons = [f"{resource} resource utilization (percentage of request) {side} target"]
-        if proposal == 0:
+        h.current = current
+        reason = ""
+        if current == 0:
+            h.conditions["ScalingActive"] = "ScalingDisabled"
             return
-        # Scale-down stabilisation (5 minutes) and the default scale-up limit.
-        h.recommendations = [(t, r) for t, r in h.recommendations if t > self.sim.now - 300.0]
-        h.recommendations.append((self.sim.now, proposal))
-        desired = proposal
-        if desired < current:
-            desired = min(current, max(r for _, r in h.recommendations))
-        desired = min(desired, max(2 * current, current + 4))
-        desired = max(s.min_replicas, min(s.max_replicas, desired))
+        if current > s.max_replicas:
+            desired, reason = s.max_replicas, "Current number of replicas above Spec.MaxReplicas"
+        elif current < s.min_replicas:
+            desired, reason = s.min_replicas, "Current number of replicas below Spec.MinReplicas"
+        else:
+            proposal, reason = self.propose(h, wkey, current, behavior)
+            if proposal < 0:
+                return
+            desired = normalize(h, current, proposal, sim.now, behavior)
         h.desired = desired
-        if desired != current:
-            self.sim.controllers.set_replicas(
-                wkey, desired, source=f"HorizontalPodAutoscaler/{s.namespace}/{s.name}"
-            )
-            self.sim.log(
-                "HPAScaled",
-                f"HorizontalPodAutoscaler/{s.namespace}/{s.name}",
-                "SuccessfulRescale",
-                f"New size: {desired}; reason: {reasons[0] if reasons else ''}",
-                previous=current,
-                replicas=self.sim.workloads[wkey].replicas,
-            )
+        if desired == current:
+            return
+        sim.controllers.set_replicas(wkey, desired, source=f"HorizontalPodAutoscaler/{hkey}")
+        store_scale_event(behavior, h.up_events, h.down_events, current, desired, sim.now)
+        sim.log(
+            "HPAScaled",
+            f"HorizontalPodAutoscaler/{hkey}",
+            "SuccessfulRescale",
+            f"New size: {desired}; reason: {reason}",
+            previous=current,
+            replicas=sim.workloads[wkey].replicas,
+        )
+
+    def propose(
+        self, h: HPAState, wkey: str, current: int, behavior: HPABehavior | None
+    ) -> tuple[int, str]:
+        """computeReplicasForMetrics: the busiest metric's proposal and its reason; -1
+        when every metric failed, or one failed and the others would scale down."""
+        tol = tolerances_of(behavior)
+        best, name, invalid = 0, "", 0
+        for m in h.spec.metrics:
+            pods, metrics = self.samples(wkey, m.resource)
+            now = self.sim.now
+            try:
+                if m.target_utilization is not None:
+                    want, _, _ = resource_replicas(
+                        current, m.target_utilization, pods, metrics, m.resource, now, tol
+                    )
+                    label = f"{m.resource} resource utilization (percentage of request)"
+                else:
+                    assert m.target_average_value is not None
+                    target = m.target_average_value * (1 if m.resource == CPU else 1000)
+                    want, _ = average_value_replicas(
+                        current, target, pods, metrics, m.resource, now, tol
+                    )
+                    label = f"{m.resource} resource"
+            except HPAError as exc:
+                invalid += 1
+                h.conditions["ScalingActive"] = f"FailedGetResourceMetric: {exc}"
+                continue
+            if want > best:
+                best, name = want, label
+        if invalid >= len(h.spec.metrics) or (invalid and best < current):
+            return -1, ""
+        if invalid == 0:
+            h.conditions["ScalingActive"] = "ValidMetricFound"
+        if best > current:
+            return best, f"{name} above target"
+        if best < current:
+            return best, "All metrics below target"
+        return best, ""

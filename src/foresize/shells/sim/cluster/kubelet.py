@@ -6,13 +6,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from foresize.core.api.quantity import CPU, MEMORY
+from foresize.core.cluster.disruption import restarts_container
 from foresize.core.cluster.model import (
     POD_RESIZE_IN_PROGRESS,
     POD_RESIZE_PENDING,
     REASON_DEFERRED,
     REASON_ERROR,
     REASON_INFEASIBLE,
-    RESTART_CONTAINER,
     Pod,
     PodCondition,
     ResourceRequirements,
@@ -272,7 +272,7 @@ class Kubelet:
             s.resources = ResourceRequirements(dict(req), dict(lim))
             if i < len(meta.slots):
                 self.sim.metering.set_slot_resources(meta.slots[i], s.resources)
-            if any(c.resize_policy.get(r) == RESTART_CONTAINER for r in changed):
+            if restarts_container(c, changed):
                 s.restart_count += 1
                 if i < len(meta.slots):
                     u.started[meta.slots[i]] = self.sim.now

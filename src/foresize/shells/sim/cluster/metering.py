@@ -51,7 +51,9 @@ class Metering:
             )
         }
         self.wl_ready = np.zeros(8)
-        self.hpa_metrics: dict[str, np.ndarray] | None = None
+        # When the metrics API last sampled every running container (the usage step):
+        # a container started since has no metrics yet (the HPA counts its pod missing).
+        self.sampled_at = -math.inf
 
     def acc_row(self, name: str) -> int:
         self.acc_names.append(name)
@@ -200,20 +202,6 @@ class Metering:
             seen = np.minimum(mem, u.mem_lim[idx])
             for obs in self.observers:
                 obs(t, keys, used, seen)
-            if self.sim.hpa.hpas:
-                # What the metrics API reports for Ready pods, per workload (HPA input).
-                wl, rdy = u.wl[idx], u.ready[idx]
-                n = self.acc["cpu_req"].size
-                # np.array of the rows, not np.stack: the same array without its Python layer.
-                self.hpa_metrics = {
-                    CPU: np.array(
-                        [np.bincount(wl, used * rdy, n), np.bincount(wl, u.cpu_req[idx] * rdy, n)]
-                    ),
-                    MEMORY: np.array(
-                        [np.bincount(wl, mem * rdy, n), np.bincount(wl, u.mem_req[idx] * rdy, n)]
-                    ),
-                    "ready": self.wl_ready[None, :n].copy(),
-                }
             oom = mem > u.mem_lim[idx]
             if oom.any():
                 for s in idx[oom].tolist():
@@ -223,6 +211,7 @@ class Metering:
             if over.any():
                 for ni in np.nonzero(over)[0].tolist():
                     self.sim.kubelet.node_pressure(self.sim.node_names[ni])
+        self.sampled_at = t
         if self.sim.scheduler.pending:
             self.sim.scheduler.queue()
             if self.sim.scenario.autoscaler is not None:
