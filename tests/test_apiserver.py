@@ -11,7 +11,7 @@ import aiohttp
 import pytest
 
 from foresize.shells.kube.api import JSON_PATCH, MERGE_PATCH, KubeApi
-from foresize.testing.apiserver import StrictApiServer
+from foresize.testing.apiserver import ADMIN_TOKEN, StrictApiServer
 from kube_objects import container, deployment, namespace, node, pod, target
 
 SMP = "application/strategic-merge-patch+json"
@@ -22,7 +22,9 @@ TARGETS = "/apis/foresize.io/v1/namespaces/shop/aiscaletargets"
 @pytest.fixture
 async def api(apiserver):
     apiserver.seed(namespace("shop"))
-    client = KubeApi.from_url(apiserver.url)
+    # A cluster admin: these tests check the server's rules for writes, not the operator's
+    # rights (test_rbac_* below).
+    client = KubeApi.from_url(apiserver.url, token=ADMIN_TOKEN)
     yield client
     await client.close()
 

@@ -18,6 +18,7 @@ from foresize.adapters.telemetry.metrics import ForesizeMetrics
 from foresize.bench.chaos import served_certificate
 from foresize.shells.kube.api import KubeApi
 from foresize.shells.kube.executor import KubeExecutor
+from foresize.shells.kube.rbac import operator_rbac
 from foresize.shells.kube.tls import WebhookCertificate, certificate_window
 from foresize.shells.webhook.certs import (
     generate_self_signed,
@@ -25,20 +26,23 @@ from foresize.shells.webhook.certs import (
     tls_secret,
 )
 from foresize.shells.webhook.configurations import webhook_configurations
+from foresize.testing.apiserver import OPERATOR_NAMESPACE, Rbac, StrictApiServer
 
+# The operator's namespace, where the shipped Role lets it keep its TLS Secret.
+NS = OPERATOR_NAMESPACE
 DAY = 86400.0
 
 
 def bundle(age_days: float, days: int = 365):
     """A bundle issued `age_days` ago (valid `days`)."""
     now = dt.datetime.now(dt.UTC) - dt.timedelta(days=age_days)
-    return generate_self_signed(service_dns_names("foresize-webhook", "fs"), now=now, days=days)
+    return generate_self_signed(service_dns_names("foresize-webhook", NS), now=now, days=days)
 
 
 def seed(apiserver, b) -> None:
-    apiserver.seed({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "fs"}})
-    apiserver.seed(tls_secret(b, "foresize-webhook-tls", "fs"))
-    for config in webhook_configurations(service="foresize-webhook", namespace="fs"):
+    apiserver.seed({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    apiserver.seed(tls_secret(b, "foresize-webhook-tls", NS))
+    for config in webhook_configurations(service="foresize-webhook", namespace=NS):
         apiserver.seed(config)
 
 
@@ -46,7 +50,7 @@ def manager(api, tmp_path, **kw) -> WebhookCertificate:
     return WebhookCertificate(
         api,
         scratch=tmp_path,
-        namespace="fs",
+        namespace=NS,
         secret="foresize-webhook-tls",
         service="foresize-webhook",
         configuration="foresize",
@@ -55,7 +59,7 @@ def manager(api, tmp_path, **kw) -> WebhookCertificate:
 
 
 def secret_cert(apiserver) -> bytes:
-    data = apiserver.get("Secret", "fs", "foresize-webhook-tls")["data"]
+    data = apiserver.get("Secret", NS, "foresize-webhook-tls")["data"]
     return base64.b64decode(data["tls.crt"])
 
 
@@ -112,7 +116,7 @@ async def test_a_secret_renewed_by_cert_manager_is_reloaded(apiserver, tmp_path)
             secret["data"]["tls.crt"] = base64.b64encode(renewed.cert_pem).decode()
             secret["data"]["tls.key"] = base64.b64encode(renewed.key_pem).decode()
 
-        apiserver.update("Secret", "fs", "foresize-webhook-tls", rotate)
+        apiserver.update("Secret", NS, "foresize-webhook-tls", rotate)
         assert await cert.check() == "reloaded"
         assert cert.served == renewed.cert_pem and cert.reloads == 1
         assert cert.renewals == 0  # cert-manager's Secret is never written
@@ -188,7 +192,7 @@ async def test_the_private_key_is_on_disk_only_while_it_is_loaded(apiserver, tmp
             secret["data"]["tls.crt"] = base64.b64encode(renewed.cert_pem).decode()
             secret["data"]["tls.key"] = base64.b64encode(renewed.key_pem).decode()
 
-        apiserver.update("Secret", "fs", "foresize-webhook-tls", rotate)
+        apiserver.update("Secret", NS, "foresize-webhook-tls", rotate)
         assert await cert.check() == "reloaded"  # a reload writes and removes it again
         assert list(tmp_path.iterdir()) == []
     finally:
@@ -223,3 +227,33 @@ def test_a_key_that_cannot_be_written_for_loading_is_one_line_naming_the_source(
         load_pair(pair.cert_pem, pair.key_pem, source="--self-signed", scratch=missing)
     assert str(error.value).startswith(f"--self-signed: cannot write the key to {missing}")
     assert list(tmp_path.iterdir()) == []
+
+
+async def test_a_renewal_the_api_server_refuses_keeps_the_valid_certificate_served(tmp_path):
+    """kube.md N1: under roles without `patch` on the Secret (the shipped Role before the
+    fix) the renewal at start is 403. The replica starts anyway and serves the current,
+    still valid certificate, with an error and a Warning Event, instead of exiting (which
+    made every replica crash-loop from day ~243)."""
+    objects = operator_rbac(NS)
+    for rule in next(o for o in objects if o["kind"] == "Role")["rules"]:
+        if rule["resources"] == ["secrets"] and "patch" in rule["verbs"]:
+            rule["verbs"].remove("patch")  # fewer rights than shipped, on purpose
+    async with StrictApiServer(rbac=Rbac(objects)) as server:
+        old = bundle(age_days=300)  # 65 of 365 days left: due for renewal
+        seed(server, old)
+        api = KubeApi.from_url(server.url)
+        cert = manager(api, tmp_path, emit=KubeExecutor(api).apply)
+        try:
+            await cert.start()
+            assert cert.served == old.cert_pem and cert.renewals == 0
+            assert server.calls("PATCH", "/secrets/", code=403)
+            assert await cert.check() == "renewal-refused"  # and again on every check
+            events = [
+                r.body
+                for r in server.calls("POST", "/events$")
+                if r.body["reason"] == "WebhookCertificateRenewalFailed"
+            ]
+            assert events and events[0]["type"] == "Warning"
+            assert "403" in events[0]["message"] and "65 days left" in events[0]["message"]
+        finally:
+            await api.close()

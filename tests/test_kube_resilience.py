@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import random
 import socket
@@ -110,6 +111,58 @@ async def test_sync_barrier_waits_for_every_kind():
     stop.set()
     for t in tasks:
         t.cancel()
+
+
+async def test_a_sync_wait_cut_short_by_the_interval_leaves_no_error_behind():
+    """kube.md N4: the control loop bounds the sync wait by --interval; each cut-short wait
+    left a cancelled gather nobody retrieved: an asyncio ERROR with a traceback every
+    interval while the API was unreachable."""
+    loop = asyncio.get_running_loop()
+    errors: list[str] = []
+    handler = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _loop, context: errors.append(context["message"]))
+    try:
+        state = ClusterState()
+        kinds = (PODS, WatchedKind("apps", "v1", "deployments", "Deployment"))
+        never = Informers([Informer(ScriptedApi(lists=[], watches=[]), state, k) for k in kinds])
+        stop = asyncio.Event()
+        for _ in range(3):
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(never.wait_synced(stop), 0.02)
+        gc.collect()
+        await asyncio.sleep(0.01)
+        assert errors == []
+        stop.set()
+        assert await never.wait_synced(stop) is False  # stop ends the wait at once
+    finally:
+        loop.set_exception_handler(handler)
+
+
+async def test_an_informer_on_a_quiet_kind_stops_at_once():
+    """kube.md N3: a watch that sees no event (kube-apiserver sends a bookmark about once
+    a minute) is ended by stop, not by its next event: a shutdown no longer waits out the
+    whole grace and warns once per kind."""
+    from foresize.shells.kube.api import KubeApi
+    from foresize.testing.apiserver import StrictApiServer
+
+    async with StrictApiServer(bookmark_interval=60.0) as server:
+        server.seed(namespace("shop"))
+        api = KubeApi.from_url(server.url)
+        informer = Informer(api, ClusterState(), PODS)
+        stop = asyncio.Event()
+        task = asyncio.create_task(informer.run(stop))
+        try:
+            await asyncio.wait_for(informer.synced.wait(), 5)
+            while not server.calls("GET", "/pods$") or len(server.calls("GET", "/pods$")) < 2:
+                await asyncio.sleep(0.01)  # the list, then the watch is open
+            await asyncio.sleep(0.1)
+            stopped_at = time.monotonic()
+            stop.set()
+            await asyncio.wait_for(task, 2)
+            assert time.monotonic() - stopped_at < 0.5
+        finally:
+            task.cancel()
+            await api.close()
 
 
 def test_state_is_safe_to_mutate_from_another_thread_while_snapshotting():
@@ -334,6 +387,37 @@ async def test_retries_5xx_429_and_connection_errors_with_backoff_but_not_evicti
     api = ScriptedKubeApi([(429, {"retry-after": "120"}), (200, {})])
     assert (await api.request("GET", "/x")).code == 429  # too long to wait here
     assert retryable("GET", "/x", 500) and not retryable("GET", "/x", 404)
+
+
+async def test_a_create_is_sent_again_only_when_it_surely_was_not_served(monkeypatch):
+    """kube.md N7: a POST answered 5xx, or cut off after it was sent (read timeout, a
+    dropped connection), may have been stored: sending it again made a second Event
+    (generateName) or met itself as 409. It is retried only on 429 (API priority and
+    fairness refuses before serving) or when no connection was made; idempotent calls
+    keep every retry."""
+    from foresize.shells.kube.api import _httpx
+
+    httpx = _httpx()
+
+    async def no_sleep(_seconds):
+        return None
+
+    monkeypatch.setattr("foresize.shells.kube.api.asyncio.sleep", no_sleep)
+    events = "/api/v1/namespaces/shop/events"
+    for answer in ((500, {}), (503, {}), (504, {})):
+        api = ScriptedKubeApi([answer, (201, {})])
+        assert (await api.request("POST", events, {})).code == answer[0] and api.retries == 0
+    for cut in (httpx.ReadTimeout("read"), httpx.RemoteProtocolError("closed")):
+        api = ScriptedKubeApi([cut, (201, {})])
+        with pytest.raises(type(cut)):
+            await api.request("POST", events, {})
+        assert len(api.sent) == 1
+    for unserved in ((429, {}), httpx.ConnectError("refused"), httpx.ConnectTimeout("slow")):
+        api = ScriptedKubeApi([unserved, (201, {})])
+        assert (await api.request("POST", events, {})).code == 201 and api.retries == 1
+    for method in ("GET", "PATCH", "PUT", "DELETE"):
+        api = ScriptedKubeApi([(500, {}), httpx.ReadTimeout("read"), (200, {})])
+        assert (await api.request(method, f"{events}/e1", {})).ok and api.retries == 2
 
 
 def test_probes_fail_on_a_stall_and_are_not_ready_before_sync():

@@ -11,26 +11,29 @@ from foresize.shells.kube.api import KubeApi
 from foresize.shells.kube.tls import webhook_ssl_context
 from foresize.shells.webhook.certs import generate_self_signed, tls_secret
 from foresize.shells.webhook.configurations import webhook_configurations
+from foresize.testing.apiserver.server import OPERATOR_NAMESPACE
 
+# The operator's namespace, where the shipped Role lets it keep its TLS Secret.
+NS = OPERATOR_NAMESPACE
 ADM = "/apis/admissionregistration.k8s.io/v1"
 
 
 def configs(server) -> None:
     """The webhook configurations as the manifests install them (no caBundle yet), and the
     namespace."""
-    server.seed({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "fs"}})
-    for config in webhook_configurations(service="foresize-webhook", namespace="fs"):
+    server.seed({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    for config in webhook_configurations(service="foresize-webhook", namespace=NS):
         server.seed(config)
 
 
 async def serving_context(apiserver) -> ssl.SSLContext:
-    """What a replica of the operator does at start: TLS from the shared Secret `fs/
+    """What a replica of the operator does at start: TLS from the shared Secret `foresize/
     foresize-webhook-tls`, the caBundle into the `foresize` configurations."""
     api = KubeApi.from_url(apiserver.url)
     try:
         return await webhook_ssl_context(
             api,
-            namespace="fs",
+            namespace=NS,
             secret="foresize-webhook-tls",
             service="foresize-webhook",
             configuration="foresize",
@@ -44,7 +47,7 @@ async def test_creates_secret_and_injects_ca_bundle(apiserver):
     configs(apiserver)
     ctx = await serving_context(apiserver)
     assert isinstance(ctx, ssl.SSLContext)
-    (create,) = apiserver.calls("POST", "^/api/v1/namespaces/fs/secrets$")
+    (create,) = apiserver.calls("POST", f"^/api/v1/namespaces/{NS}/secrets$")
     assert create.code == 201 and create.content_type == "application/json"
     assert create.body["type"] == "kubernetes.io/tls"
     assert set(create.body["data"]) == {"ca.crt", "tls.crt", "tls.key"}
@@ -69,7 +72,7 @@ async def test_reuses_the_secret_of_another_replica(apiserver):
 
     configs(apiserver)
     bundle = generate_self_signed(["foresize-webhook.fs.svc"])
-    apiserver.seed(tls_secret(bundle, "foresize-webhook-tls", "fs"))
+    apiserver.seed(tls_secret(bundle, "foresize-webhook-tls", NS))
     ctx = await serving_context(apiserver)
     assert apiserver.calls("POST", "secrets") == []
     server = WebhookServer(create_app(AdmissionState()), host="127.0.0.1", port=0)

@@ -31,6 +31,13 @@ PROM_KINDS = {"PrometheusRule", "ServiceMonitor"}
 HELM_ONLY_LABELS = ("app.kubernetes.io/managed-by", "helm.sh/chart")
 
 
+# An image the user built and pushed (no Foresize image is published), tagged as the chart's
+# appVersion so that the chart's default tag gives the same.
+REPOSITORY = "registry.example.com/foresize"
+IMAGE = f"{REPOSITORY}:{yaml.safe_load((CHART / 'Chart.yaml').read_text())['appVersion']}"
+ALL = ("all", "--image", IMAGE)
+
+
 def cli(*args: str) -> list[dict[str, Any]]:
     return copy.deepcopy(_cli(args))
 
@@ -52,6 +59,8 @@ def _chart() -> Any:
 def helm_render(
     values: dict[str, Any] | None = None, name: str = "foresize", ns: str = "foresize-system"
 ) -> list[dict[str, Any]]:
+    # The image is required (none is published): the same one as `cli(*ALL)`'s.
+    values = {"image": {"repository": REPOSITORY}, **(values or {})}
     rendered = _chart().render(values, name=name, namespace=ns, is_install=True)
     # As `helm template` does: NOTES.txt is shown to the user, not applied.
     assert "foresize/templates/NOTES.txt" in rendered
@@ -102,7 +111,7 @@ def _by_key(docs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]
 
 
 def test_manifests_all_pass_kubernetes_validate_strict():
-    docs = cli("all")
+    docs = cli(*ALL)
     kinds = [d["kind"] for d in docs]
     assert kinds[:3] == ["CustomResourceDefinition"] * 3
     assert set(kinds) >= {
@@ -124,15 +133,38 @@ def test_manifests_all_pass_kubernetes_validate_strict():
 
 
 def test_strict_validation_catches_a_typo():
-    deployment = copy.deepcopy(_by_key(build("operator"))[("Deployment", "foresize")])
+    deployment = copy.deepcopy(_by_key(build("operator", image=IMAGE))[("Deployment", "foresize")])
     deployment["spec"]["replicass"] = 2
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(deployment, "1.35.0", strict=True)
 
 
+def test_the_image_is_required_where_the_operator_runs_with_a_clear_error():
+    """No Foresize image is published: the manifests and the chart name the user's image
+    or refuse, saying how to build and push one (a default nobody can pull made every
+    install an ImagePullBackOff)."""
+    from helm_python import Chart
+
+    from foresize.core.errors import ForesizeError
+
+    for section in ("all", "operator"):
+        result = CliRunner().invoke(app, ["manifests", section])
+        assert isinstance(result.exception, ForesizeError) and result.output == ""
+        assert str(result.exception).startswith("--image is required")
+        assert "docker build" in str(result.exception)
+    assert cli("rbac") and cli("crds") and cli("webhooks")  # no image in these
+    with pytest.raises(Exception, match=r"image\.repository is required") as refused:
+        Chart.load(str(CHART)).render(None, name="foresize", namespace="x", is_install=True)
+    assert "docker build" in str(refused.value)
+
+
 def test_sections_partition_all():
-    parts = [d for s in ("crds", "rbac", "operator", "webhooks", "monitoring") for d in build(s)]
-    assert parts == cli("all") == build()
+    parts = [
+        d
+        for s in ("crds", "rbac", "operator", "webhooks", "monitoring")
+        for d in build(s, image=IMAGE)
+    ]
+    assert parts == cli(*ALL) == build(image=IMAGE)
 
 
 def test_unknown_section_is_a_clear_error(monkeypatch, capsys):
@@ -217,7 +249,9 @@ def test_operator_deployment_and_service():
     (container,) = dep["spec"]["template"]["spec"]["containers"]
     assert container["image"] == "reg/f:1"
     assert dep["spec"]["template"]["spec"]["serviceAccountName"] == "foresize"
-    assert _by_key(build("operator"))[("Deployment", "foresize")]["spec"]["replicas"] == 2
+    assert (
+        _by_key(build("operator", image=IMAGE))[("Deployment", "foresize")]["spec"]["replicas"] == 2
+    )
     svc = docs[("Service", "foresize-webhook")]
     ports = {p["name"]: (p["port"], p["targetPort"]) for p in svc["spec"]["ports"]}
     assert ports == {"webhook": (443, "webhook"), "metrics": (8080, "metrics")}
@@ -229,7 +263,7 @@ def test_operator_deployment_and_service():
 def test_operator_survives_drains_restarts_and_slow_starts():
     """kube.md GAP 14, 17, 21: history on the mounted volume, a PDB that lets a drain
     through at one replica, a startupProbe longer than the certificate wait, a priority."""
-    docs = _by_key(build("operator", replicas=1))
+    docs = _by_key(build("operator", image=IMAGE, replicas=1))
     dep = docs[("Deployment", "foresize")]
     spec = dep["spec"]["template"]["spec"]
     (container,) = spec["containers"]
@@ -321,7 +355,12 @@ def test_chart_crds_are_the_generated_ones_and_upgraded_by_helm():
     assert _chart().crds == [], "CRDs in crds/ are installed once and never upgraded"
     rendered = [d for d in helm_render() if d["kind"] == "CustomResourceDefinition"]
     assert [_without_keep(d) for d in rendered] == all_crds()
-    upgrade = _chart().render(None, name="foresize", namespace="foresize-system", is_upgrade=True)
+    upgrade = _chart().render(
+        {"image": {"repository": REPOSITORY}},
+        name="foresize",
+        namespace="foresize-system",
+        is_upgrade=True,
+    )
     assert "CustomResourceDefinition" in upgrade["foresize/templates/crds.yaml"]
     off = helm_render({"crds": {"install": False}})
     assert not [d for d in off if d["kind"] == "CustomResourceDefinition"]
@@ -333,7 +372,7 @@ def test_helm_render_equals_foresize_manifests():
     rendered = [
         _without_keep(d) if d["kind"] == "CustomResourceDefinition" else d for d in rendered
     ]
-    ours = [d for d in cli("all") if d["kind"] != "Namespace"]
+    ours = [d for d in cli(*ALL) if d["kind"] != "Namespace"]
     assert _by_key(_strip_helm_labels(rendered)) == _by_key(ours)
     # Helm adds only its own labels.
     dep = _by_key(rendered)[("Deployment", "foresize")]
@@ -399,6 +438,12 @@ def test_helm_values_change_names_namespace_and_options():
 def test_helm_lint_is_clean():
     from helm_python import lint
 
-    report = lint(str(CHART), strict=True, namespace="foresize-system", kube_version="v1.35.0")
+    report = lint(
+        str(CHART),
+        {"image": {"repository": REPOSITORY}},
+        strict=True,
+        namespace="foresize-system",
+        kube_version="v1.35.0",
+    )
     errors = [m for m in report.get("messages") or [] if m.get("severity", 0) >= 2]
     assert errors == [] and not report.get("errors"), report

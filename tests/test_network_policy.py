@@ -4,7 +4,7 @@ API server) and the metrics port (from the monitoring namespace) of the operator
 
 from __future__ import annotations
 
-from test_manifests import _by_key, _strip_helm_labels, cli, helm_render, validate_all
+from test_manifests import ALL, IMAGE, _by_key, _strip_helm_labels, cli, helm_render, validate_all
 
 
 def _policy(docs):
@@ -14,12 +14,12 @@ def _policy(docs):
 def test_the_policy_is_valid_and_not_part_of_all():
     (policy,) = cli("networkpolicy")
     validate_all([policy])
-    assert _policy(cli("all")) == []
+    assert _policy(cli(*ALL)) == []
 
 
 def test_it_admits_exactly_the_operator_ports_and_metrics_from_monitoring_only():
     (policy,) = cli("networkpolicy")
-    deployment = _by_key(cli("operator"))[("Deployment", "foresize")]
+    deployment = _by_key(cli("operator", "--image", IMAGE))[("Deployment", "foresize")]
     pod = deployment["spec"]["template"]
     container = pod["spec"]["containers"][0]
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}

@@ -1,24 +1,35 @@
 """RBAC is exactly what the code calls: the shipped ClusterRole and Role are compared, both
-ways, with the requests the strict API server records while the real operator runs and
-while the executor carries out every kind of core action and Foresize-object call.
+ways, with the requests the strict API server records while the real operator runs, while
+the executor carries out every kind of core action and Foresize-object call, and while the
+webhook certificate is renewed.
 
-A call the roles do not allow fails in a cluster with 403; a grant no call uses is blast
-radius for nothing (kube.md GAP 16). Nothing here lists the calls by hand: they come from
-the request log."""
+A call the roles do not allow fails in a cluster with 403 (the strict server enforces the
+shipped roles, so it fails here too); a grant no call uses is blast radius for nothing
+(kube.md GAP 16). Nothing here lists the calls by hand: they come from the request log, and
+every place in the source that calls the API is reached (a new call site, or a path no run
+takes such as the certificate renewal was, kube.md N1, fails the test until a run takes
+it)."""
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import copy
+import datetime as dt
 import json
+import sys
 import typing
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from foresize.core.cluster import actions as core
 from foresize.front.cli.manifests import NAME, TLS_SECRET, WEBHOOK_SERVICE, build
 from foresize.shells.kube.api import KubeApi
 from foresize.shells.kube.executor import KubeExecutor
 from foresize.shells.kube.operator import OperatorOptions, run_operator
+from foresize.shells.kube.tls import WebhookCertificate
 from foresize.testing.apiserver import RecordedRequest, StrictApiServer
 from foresize.testing.ports import free_port
 from kube_objects import (
@@ -125,8 +136,10 @@ async def operator_run(server: StrictApiServer, opts: OperatorOptions) -> None:
     try:
         for _ in range(150):
             await asyncio.sleep(0.1)
-            if len(server.calls("PATCH", "/resize$", code=200)) >= 2 and server.calls(
-                "PATCH", "webhookconfigurations"
+            if (
+                len(server.calls("PATCH", "/resize$", code=200)) >= 2
+                and server.calls("PATCH", "webhookconfigurations")
+                and server.calls("PATCH", "/leases/", code=200)  # a renewal
             ):
                 break
         assert len(server.calls("PATCH", "/resize$", code=200)) >= 2
@@ -175,6 +188,11 @@ async def executor_calls(server: StrictApiServer, uids: dict[str, str], kubeconf
         for action in one_of_each_action(uids):
             result = await executor.apply(action)
             assert result.ok, (action, result)
+        # A resize planned for a pod since replaced: 422 on the uid test, then a read to
+        # tell a stale plan from a refusal.
+        resize = core.ContainerResize("app", requests={"cpu": 300})
+        stale = await executor.apply(core.ResizePod("shop", "web-1", (resize,), uid="gone"))
+        assert not stale.ok and stale.code == 409, stale
         # The Foresize objects the lifecycle and template planners manage.
         kinds = ("AIScaleTarget", "DaemonSetAutoscaler", "ClusterAIScaleTemplate")
         made = copy.deepcopy(target("made"))
@@ -191,6 +209,86 @@ async def executor_calls(server: StrictApiServer, uids: dict[str, str], kubeconf
         await api.close()
 
 
+async def certificate_renewal(server: StrictApiServer, kubeconfig: str) -> None:
+    """The check a replica makes every --cert-check-interval, 300 days after the operator
+    created the Secret: the certificate is renewed in the Secret (a patch) and the caBundle."""
+    api = KubeApi.from_environment(kubeconfig)
+    later = dt.datetime.now(dt.UTC).timestamp() + 300 * 86400
+    try:
+        cert = WebhookCertificate(
+            api,
+            namespace=OPERATOR_NS,
+            secret=TLS_SECRET,
+            service=WEBHOOK_SERVICE,
+            configuration=NAME,
+            clock=lambda: later,
+        )
+        assert await cert.check() == "renewed"
+    finally:
+        await api.close()
+
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "foresize"
+HTTP_METHODS = {"GET", "POST", "PUT", "PATCH", "DELETE"}
+
+
+def api_call_sites() -> dict[tuple[str, int], int]:
+    """Every call of the kube client in the source, (file, first line) -> last line:
+    `api.request("VERB", ...)` and `api.stream(...)` (a watch) in the kube shell and the
+    metrics-server adapter."""
+    files = [
+        *sorted((SRC / "shells" / "kube").glob("*.py")),
+        SRC / "adapters" / "history" / "metrics_server.py",
+    ]
+    sites = {}
+    for path in files:
+        for call in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)):
+                continue
+            receiver = ast.unparse(call.func.value)
+            method = call.args[0] if call.args else None
+            is_request = (
+                call.func.attr == "request"
+                and receiver in ("api", "self.api", "self")
+                and isinstance(method, ast.Constant)
+                and method.value in HTTP_METHODS
+            )
+            is_watch = call.func.attr == "stream" and receiver in ("api", "self.api")
+            if is_request or is_watch:
+                sites[(str(path), call.lineno)] = call.end_lineno or call.lineno
+    return sites
+
+
+@pytest.fixture
+def reached(monkeypatch) -> set[tuple[str, int]]:
+    """(file, line) of each call to the kube client made while the test runs."""
+    lines: set[tuple[str, int]] = set()
+    request, stream = KubeApi.request, KubeApi.stream
+
+    async def recorded_request(self, *args, **kwargs):
+        caller = sys._getframe(1)
+        lines.add((caller.f_code.co_filename, caller.f_lineno))
+        return await request(self, *args, **kwargs)
+
+    def recorded_stream(self, *args, **kwargs):
+        caller = sys._getframe(1)
+        lines.add((caller.f_code.co_filename, caller.f_lineno))
+        return stream(self, *args, **kwargs)
+
+    monkeypatch.setattr(KubeApi, "request", recorded_request)
+    monkeypatch.setattr(KubeApi, "stream", recorded_stream)
+    return lines
+
+
+def unreached(lines: set[tuple[str, int]]) -> list[str]:
+    """The call sites no recorded call came from, as file:line."""
+    return sorted(
+        f"{Path(file).relative_to(SRC)}:{first}"
+        for (file, first), last in api_call_sites().items()
+        if not any(f == file and first <= line <= last for f, line in lines)
+    )
+
+
 def allows(rules: list[dict[str, Any]], call: RecordedRequest) -> bool:
     resource = f"{call.resource}/{call.subresource}" if call.subresource else call.resource
     for rule in rules:
@@ -205,8 +303,10 @@ def allows(rules: list[dict[str, Any]], call: RecordedRequest) -> bool:
     return False
 
 
-async def test_the_roles_grant_exactly_what_the_operator_calls(tmp_path, operator_options):
-    server = StrictApiServer(bookmark_interval=1.0, token="sa-token")
+async def test_the_roles_grant_exactly_what_the_operator_calls(tmp_path, operator_options, reached):
+    server = StrictApiServer(
+        bookmark_interval=1.0, token="sa-token", operator_namespace=OPERATOR_NS
+    )
     await server.start()
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(
@@ -231,11 +331,14 @@ async def test_the_roles_grant_exactly_what_the_operator_calls(tmp_path, operato
             webhook_service=WEBHOOK_SERVICE,
             webhook_configuration=NAME,
             suggest_interval=3600,
+            lease_retry=0.3,  # a renewal within the run
         )
         await operator_run(server, opts)
         await executor_calls(server, uids, str(kubeconfig))
+        await certificate_renewal(server, str(kubeconfig))
     finally:
         await server.stop()
+    assert unreached(reached) == [], "API call sites no run here reaches"
     docs = {(d["kind"], d["metadata"]["name"]): d for d in build("rbac")}
     cluster_rules = docs[("ClusterRole", NAME)]["rules"]
     role_rules = docs[("Role", NAME)]["rules"]

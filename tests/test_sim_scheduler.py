@@ -101,31 +101,3 @@ def test_equal_priority_pods_never_preempt():
     pods = pods_of(sim, "a")
     assert sorted(p.phase for p in pods) == ["Pending", "Running", "Running"]
     assert sim.events.count("Preempted") == 0
-
-
-def test_cluster_autoscaler_stand_in_adds_a_node_for_long_pending_pods():
-    sim = make_sim(
-        [workload("a", 3, containers=small("900m"))],
-        cluster_autoscaler={
-            "node": {"name": "auto", "cpu": "2", "memory": "8Gi"},
-            "max_nodes": 1,
-            "pending_after": "2m",
-            "provision_time": "5m",
-        },
-        settle=0,
-    )
-    sim.run(110)
-    assert "auto-1" not in sim.nodes and sim.events.count("ScaleUp") == 0
-    sim.run(60)  # pending for 2 minutes at the 120 s step
-    up = sim.events.query("ScaleUp")
-    assert len(up) == 1 and up[0].time == 120 and up[0].details["ready_at"] == 420
-    sim.run(200)
-    assert "auto-1" not in sim.nodes  # still provisioning
-    sim.run(100)
-    assert "auto-1" in sim.nodes
-    assert sorted(p.node_name for p in pods_of(sim, "a")) == ["auto-1", "n", "n"]
-    # max_nodes bounds it: a fourth replica stays Pending.
-    sim.apply(PatchScale("default", "Deployment", "a", 5))
-    sim.run(1200)
-    assert sim.events.count("ScaleUp") == 1
-    assert sum(p.phase == "Pending" for p in pods_of(sim, "a")) == 1

@@ -16,7 +16,8 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
 {{- define "foresize.image" -}}
-{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- $why := "image.repository is required: no Foresize image is published. Build and push one from a checkout (docker build -t REGISTRY/foresize:TAG . && docker push REGISTRY/foresize:TAG; see docs/install.md), then --set image.repository=REGISTRY/foresize --set image.tag=TAG" -}}
+{{ required $why .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
 
 {{- define "foresize.excludedNamespaces" -}}

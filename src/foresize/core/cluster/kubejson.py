@@ -120,7 +120,25 @@ def container_from(raw: dict[str, Any], where: str = "", strict: bool = False) -
             if "resourceName" in p
         },
         restart_policy=raw.get("restartPolicy"),
+        command=_words(raw.get("command")),
+        args=_words(raw.get("args")),
+        env=_env(raw.get("env")),
+        env_from=bool(raw.get("envFrom")),
     )
+
+
+def _words(raw: Any) -> tuple[str, ...]:
+    return tuple(str(w) for w in raw) if isinstance(raw, list) else ()
+
+
+def _env(raw: Any) -> dict[str, str | None]:
+    """`env` as name -> value (None: `valueFrom`); a later duplicate wins, as in the pod."""
+    out: dict[str, str | None] = {}
+    for item in raw if isinstance(raw, list) else []:
+        if isinstance(item, dict) and isinstance(item.get("name"), str):
+            value = item.get("value")
+            out[item["name"]] = None if "valueFrom" in item else str(value or "")
+    return out
 
 
 def container_status_from(raw: dict[str, Any], where: str = "") -> ContainerStatus:

@@ -31,6 +31,44 @@ REASON_INFEASIBLE = "Infeasible"
 REASON_ERROR = "Error"
 READY = "Ready"
 
+# The pod annotations node autoscalers read before they disrupt a pod (Karpenter's
+# `karpenter.sh/do-not-disrupt: "true"`, Cluster Autoscaler's
+# `cluster-autoscaler.kubernetes.io/safe-to-evict: "false"`): the owner asked that nothing
+# evicts the pod voluntarily, so Foresize honours them too (`disruption_opt_out`).
+DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+
+
+def disruption_opt_out(annotations: dict[str, str]) -> str | None:
+    """The annotation by which a pod opts out of voluntary disruption, shown as
+    `key="value"`, or None. Only the values the node autoscalers themselves act on count
+    here (`"true"` and `"false"` exactly, as they compare them); see
+    `odd_disruption_annotation` for the others."""
+    if annotations.get(DO_NOT_DISRUPT) == "true":
+        return f'{DO_NOT_DISRUPT}="true"'
+    if annotations.get(SAFE_TO_EVICT) == "false":
+        return f'{SAFE_TO_EVICT}="false"'
+    return None
+
+
+def disruption_hold(annotations: dict[str, str]) -> str | None:
+    """Why Foresize must not evict or restart a pod with these annotations, or None: an
+    opt-out (`disruption_opt_out`) or one with a value node autoscalers would not
+    recognise (`odd_disruption_annotation`), meant all the same."""
+    return disruption_opt_out(annotations) or odd_disruption_annotation(annotations)
+
+
+def odd_disruption_annotation(annotations: dict[str, str]) -> str | None:
+    """One of those annotations with a value that is neither "true" nor "false" (say
+    `"True"` or `"yes"`), shown as `key="value"`: its author meant something, a node
+    autoscaler ignores it, so Foresize treats the pod as opted out and says so."""
+    for key in (DO_NOT_DISRUPT, SAFE_TO_EVICT):
+        value = annotations.get(key)
+        if value is not None and value not in ("true", "false"):
+            return f"{key}={value!r}"
+    return None
+
+
 RESTART_NOT_REQUIRED = "NotRequired"
 RESTART_CONTAINER = "RestartContainer"
 
@@ -58,6 +96,12 @@ class Container:
     resize_policy: dict[str, str] = field(default_factory=dict)
     # Init containers only: "Always" marks a sidecar (restartable) init container.
     restart_policy: str | None = None
+    # What the container runs and its environment, for the runtime's heap ceiling
+    # (`cluster.runtime.heap_ceiling`): env name -> value, None where it is `valueFrom`.
+    command: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()
+    env: dict[str, str | None] = field(default_factory=dict)
+    env_from: bool = False
 
     @property
     def is_sidecar(self) -> bool:

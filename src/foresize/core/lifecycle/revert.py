@@ -44,7 +44,13 @@ from foresize.core.cluster.actions import (
 )
 from foresize.core.cluster.capacity import NodeLedger, no_room_message, resize_delta
 from foresize.core.cluster.disruption import RestartBatch, resize_restarts, restart_batch
-from foresize.core.cluster.model import COMPUTE_RESOURCES, Container, Pod, Workload
+from foresize.core.cluster.model import (
+    COMPUTE_RESOURCES,
+    Container,
+    Pod,
+    Workload,
+    disruption_hold,
+)
 from foresize.core.cluster.snapshot import ClusterSnapshot
 from foresize.core.cluster.target import TargetView
 from foresize.core.cluster.validation import check_resize
@@ -163,6 +169,8 @@ def plan_revert(
     pods = {p.key: p for p in snapshot.pods}
     resizes: dict[str, list[ResizePod]] = {}
     to_restart: dict[str, Workload] = {}
+    restart_for: dict[str, list[tuple[str, str]]] = {}  # workload -> (pod, why) it restarts for
+    opted_out: dict[str, str] = {}  # workload -> the opt-out annotation of one of its pods
     live = pods_of_target(snapshot, target)
     batch = restart_batch(
         live, target.max_disrupted, target.disruption_interval, last_batch_at, now
@@ -172,6 +180,8 @@ def plan_revert(
         if source is None:
             continue
         top_key = top.key if top is not None else ""
+        if (opt_out := disruption_hold(pod.annotations)) is not None:
+            opted_out.setdefault(top_key, opt_out)
         if top_key in already_restarted:
             if _revert_containers(pod, source.template.containers):
                 plan.waiting.append(pod.key)
@@ -199,11 +209,13 @@ def plan_revert(
         )
         if target.permits_recreation and top is not None:
             to_restart[top.key] = top
+            restart_for.setdefault(top.key, []).append((pod.key, why))
             continue
         plan.left[pod.key] = (
             f"not reverted: {why}; update_mode {target.update_mode} does not permit "
             "recreation, so the pod keeps its current resources until it is recreated"
         )
+    _keep_opted_out(plan, to_restart, restart_for, opted_out)
     for key, wl in sorted(to_restart.items()):
         plan.restarted.append(key)
         plan.actions.append(
@@ -320,3 +332,22 @@ def revert_status(
         },
         kind=target.kind,
     )
+
+
+def _keep_opted_out(
+    plan: RevertPlan,
+    to_restart: dict[str, Workload],
+    restart_for: dict[str, list[tuple[str, str]]],
+    opted_out: dict[str, str],
+) -> None:
+    """A restart recreates every pod of the workload: never one with a pod that opted out
+    of voluntary disruption (the node autoscalers' annotations, honoured as the vertical
+    worker honours them); its pods are left, saying why."""
+    for key in sorted(set(to_restart) & set(opted_out)):
+        del to_restart[key]
+        for pod_key, why in restart_for[key]:
+            plan.left[pod_key] = (
+                f"not reverted: {why}; a pod of the workload opts out of voluntary "
+                f"disruption ({opted_out[key]}), so it is not restarted and the pod keeps "
+                "its current resources until it is recreated"
+            )

@@ -236,14 +236,20 @@ def scheduled_cpu(
       1 / CPU_RAISE_SHARE times the schedule and the highest is above the request, the
       request rises to that highest sample (a level sustained over a whole interval
       lasts: on the Azure VMs the next interval is a burst too in 79% of such cases);
+    - a segment start under a seasonal forecast more than 1 / CPU_RAISE_SHARE times the
+      segment's level goes to that forecast, not to the level: the raise above would take
+      the level back at the next decision (after a daily spike the forecast,
+      pooled over +-30 minutes of past days, still sees the spike for 30 minutes after the
+      segment holding it ended; the request fell at 13:00 and rose back at 13:15);
     - a raise is let go when the forecast at the mode's quantile is 1 / CPU_RAISE_SHARE
-      times under it and the last interval stayed under the schedule: back to the larger
-      of the schedule and that forecast;
+      times under it and the last interval stayed under the schedule (under a seasonal
+      forecast: at or under the level it returns to, the peak it anticipated has passed):
+      back to the larger of the schedule and that forecast;
     - a drop: a request more than CPU_DROP_FACTOR times that forecast, with every sample
       of the last interval under it and at least CPU_DROP_HOURS before the next segment
-      (`remaining`, seconds), comes down to the forecast, below the schedule.
-    Neither the let-go nor the drop follows a seasonal forecast (it speaks for this hour:
-    following its lows and highs within a segment is the schedule's job)."""
+      (`remaining`, seconds), comes down to the forecast, below the schedule. The drop
+      does not follow a seasonal forecast (it speaks for this hour: following its lows
+      below the schedule within a segment is the schedule's job)."""
     sched = np.asarray(schedule, dtype=np.float64)
     cur = np.asarray(current, dtype=np.float64)
     have = np.isfinite(cur) & (cur > 0)
@@ -274,6 +280,15 @@ def scheduled_cpu(
         known = np.asarray(seasonal, dtype=bool) if seasonal is not None else np.zeros_like(have)
         quiet = have & np.isfinite(sched) & (hi < in_force) & ~block_start & ~(ahead & known)
         out = np.where(quiet & (out > in_force), np.nan, out)
+        # A segment start under a time-of-day forecast: where the segment's level is under
+        # CPU_RAISE_SHARE of that forecast, the raise above would take the segment's
+        # request back at the next decision without usage, so the request goes to the
+        # forecast now (after a daily spike the forecast, pooled over +-30 minutes of past
+        # days, still sees the spike for 30 minutes after the segment holding it ended; a
+        # drop at the segment's end and a raise 15 minutes later are two resizes, and the
+        # raise was then held to the next segment).
+        anticipated = known & block_start & have & np.isfinite(hi) & (sched < CPU_RAISE_SHARE * to)
+        out = np.where(anticipated, np.fmax(out, to), out)
         rising = np.isfinite(out) & (out > in_force)
         # A drop: the request in force (or the target) is CPU_DROP_FACTOR times the
         # forecast, the last interval stayed under the forecast, hours remain.
@@ -290,16 +305,11 @@ def scheduled_cpu(
         out = np.where(drop, to, out)
         # A raise let go: above the schedule and 1 / CPU_RAISE_SHARE times the forecast,
         # the last interval under the schedule: back to the schedule (or the forecast).
+        # Under a time-of-day forecast, which speaks for this hour, the last interval under
+        # the level it returns to is enough: the peak its raise anticipated has passed.
         held = np.where(np.isfinite(out), out, in_force)
-        back = (
-            have
-            & ~rising
-            & ~known
-            & ~drop
-            & (held > sched)
-            & (CPU_RAISE_SHARE * held > to)
-            & (hi < sched)
-        )
+        calm = np.where(known, hi <= np.fmax(sched, to), hi < sched)
+        back = have & ~rising & ~drop & (held > sched) & (CPU_RAISE_SHARE * held > to) & calm
         out = np.where(back, np.fmax(sched, to), out)
         # A burst met at once: every sample of the last interval over 1 / CPU_RAISE_SHARE
         # times the schedule, the highest above what would be in force.

@@ -31,6 +31,7 @@ from foresize.core.cluster.model import (
     ResourceRequirements,
     Suggestion,
 )
+from foresize.core.cluster.runtime import heap_ceiling
 from foresize.core.cluster.snapshot import ClusterSnapshot
 from foresize.core.cluster.target import suggestion_from, target_view
 from foresize.core.errors import ForesizeError
@@ -236,6 +237,7 @@ def _due_request(
         state.oom.get(key),
         state.forecast.get(key, {}),
         state.schedule.get(key, {}),
+        runtimes={c.name: heap_ceiling(c.command, c.args, c.env, c.env_from) for c in templates},
     )
     return _Due(key, ns, name, mode, containers, current), request
 

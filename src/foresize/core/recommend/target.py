@@ -32,6 +32,7 @@ from foresize.core.cluster.model import (
     Suggestion,
 )
 from foresize.core.cluster.qos import qos_class_of
+from foresize.core.cluster.runtime import HeapCeiling
 from foresize.core.cluster.target import ContainerPolicy, ResourcePolicy, TargetView, target_view
 from foresize.core.errors import ForesizeError
 from foresize.core.forecast.models import (
@@ -66,6 +67,7 @@ from foresize.core.recommend.core import (
     risk_levels,
     scheduled_cpu,
 )
+from foresize.core.recommend.heap import heap_bound_note, heap_floor
 
 MODEL_STEP = 300.0
 """Models run on the 5-minute grid (architecture §3.1)."""
@@ -243,6 +245,8 @@ class RecommendResult:
     changed: dict[str, dict[str, bool]] = field(default_factory=dict)
     # container -> its CPU day schedule: carry to the next call (None: not carried)
     schedule_state: dict[str, CachedSchedule] | None = None
+    # container -> what the heap rule did or why it could not (`recommend.heap`)
+    runtime_notes: dict[str, str] = field(default_factory=dict)
 
     def __iter__(self) -> Iterator[Any]:
         """Unpacks as (suggestion, oom_state)."""
@@ -318,6 +322,9 @@ class TargetRequest:
     # The CPU day schedules of the previous call (`CachedSchedule`); None recomputes
     # them on every call and carries nothing.
     schedule_state: Mapping[str, CachedSchedule] | None = None
+    # container -> the heap ceiling its spec fixes (`cluster.runtime.heap_ceiling`):
+    # memory never goes below it plus non-heap (`recommend.heap`).
+    runtimes: Mapping[str, HeapCeiling] | None = None
 
 
 def recommend_target(
@@ -734,6 +741,7 @@ def _finish(
     enough_all = True
     index = {(t, n): k for k, (t, n) in enumerate(rows)}
     proposed: dict[str, ResourceRequirements] = {}
+    notes: dict[str, str] = {}
     for name, cur in r.current.items():
         hist = r.histories.get(name)
         bounds = p.bounds(name)
@@ -802,6 +810,7 @@ def _finish(
             if res == MEMORY:
                 target, st = _memory_target(target, st, hist, p, now)
                 oom_out[name] = st
+                target = _heap_rule(target, cur, hist, (r.runtimes or {}).get(name), name, notes)
             target = max(target, float(floor))
             # The OOM floor is raised over the lower bound but the upper bound and an
             # unmanaged limit remain the user's hard ceiling.
@@ -823,7 +832,34 @@ def _finish(
         quantiles=quantiles,
         at_mode=mode_values,
         changed=changed,
+        runtime_notes=notes,
     )
+
+
+def _heap_rule(
+    target: float,
+    cur: ResourceRequirements,
+    hist: ContainerHistory,
+    ceiling: HeapCeiling | None,
+    name: str,
+    notes: dict[str, str],
+) -> float:
+    """THE heap rule (`recommend.heap`): a memory target never below the container's heap
+    ceiling (of the limit in force, which the running heap was sized from) + non-heap."""
+    if ceiling is None or ceiling.runtime is None:
+        return target
+    if ceiling.unknown is not None:
+        notes[name] = f"{ceiling.runtime} heap ceiling unknown: {ceiling.unknown}"
+        return target
+    peak = float(recent_peak(np.asarray(hist.memory, dtype=np.float64)[None, :], MODEL_STEP)[0])
+    hf = heap_floor(ceiling, cur.limits.get(MEMORY), peak)
+    if hf is None:
+        notes[name] = f"{ceiling.runtime} heap is a share of the limit, and there is no limit"
+        return target
+    text = hf.describe(ceiling)
+    bound = heap_bound_note(ceiling, hf, target)
+    notes[name] = f"{text}; {bound}" if bound else text
+    return max(target, float(hf.floor))
 
 
 def _memory_target(

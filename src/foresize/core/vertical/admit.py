@@ -13,7 +13,12 @@ from __future__ import annotations
 
 from foresize.core.cluster.actions import Action, EvictPod, ResizePod
 from foresize.core.cluster.capacity import NodeLedger, no_room_message
-from foresize.core.cluster.model import COMPUTE_RESOURCES, Pod, ResourceMap
+from foresize.core.cluster.model import (
+    COMPUTE_RESOURCES,
+    Pod,
+    ResourceMap,
+)
+from foresize.core.cluster.model import disruption_hold as model_disruption_hold
 from foresize.core.cluster.qos import pod_qos_class, spec_requests_with
 from foresize.core.vertical.desired import allocated_containers, charge_delta, desired_containers
 from foresize.core.vertical.run import (
@@ -27,6 +32,9 @@ from foresize.core.vertical.run import (
 
 # The Event reason of an eviction the min-replicas rule holds back.
 EVICTION_SKIPPED_MIN_REPLICAS = "EvictionSkippedMinReplicas"
+# The Event reason of an eviction or restart held because the pod opted out of voluntary
+# disruption (`karpenter.sh/do-not-disrupt`, `cluster-autoscaler.kubernetes.io/safe-to-evict`).
+DISRUPTION_SKIPPED_OPT_OUT = "DisruptionSkippedDoNotDisrupt"
 # The Event reason of evictions held while the pod webhook is not serving.
 EVICTION_SKIPPED_WEBHOOK = "EvictionSkippedWebhookUnavailable"
 
@@ -44,6 +52,27 @@ def recreated_by_controller(pod: Pod) -> bool:
     is gone for good once evicted: such pods are never evicted."""
     owner = pod.owner
     return owner is not None and owner.controller and owner.kind != "Node" and not pod.static
+
+
+def disruption_hold(pod: Pod) -> str | None:
+    """Why Foresize must not evict or restart `pod`, or None: it carries Karpenter's
+    `do-not-disrupt: "true"` or Cluster Autoscaler's `safe-to-evict: "false"` (the owner
+    asked that nothing disrupts it voluntarily; Foresize then resizes it in place only), or
+    one of them with an odd value (`"True"`, `"yes"`): meant, though a node autoscaler
+    would ignore it, so it is honoured too and the target's status says so."""
+    return model_disruption_hold(pod.annotations)
+
+
+def _hold_for_opt_out(c: Candidate, annotation: str, what: str) -> None:
+    run, pod = c.run, c.pod
+    run.held_opt_out[pod.name] = (annotation, what)
+    if run.report_once(f"optout:{pod.uid}", what):
+        msg = (
+            f"not {what}: the pod opts out of voluntary disruption ({annotation}); "
+            "it is resized in place only"
+        )
+        run.pod_event(pod, DISRUPTION_SKIPPED_OPT_OUT, msg, "Warning")
+        run.target_event(DISRUPTION_SKIPPED_OPT_OUT, f"pod {pod.name}: {msg}", "Warning")
 
 
 def priority(c: Candidate) -> tuple[int, int, int, float, str, str]:
@@ -104,11 +133,20 @@ def _resize(
     assert change is not None
     if not c.urgent and run.budget <= 0:
         return None
+    hold = disruption_hold(pod)
+    if hold is not None and change.restarts:
+        # resizePolicy RestartContainer: this resize restarts a container.
+        _hold_for_opt_out(c, hold, "resizing (the resize would restart a container)")
+        return None
     if ctx.config.capacity_guard:
         delta = charge_delta(pod, change)
         node = pod.node_name or ""
         if not ledger.admit(node, delta):
-            if run.policy.update_mode == "in_place_or_recreate" and recreated_by_controller(pod):
+            if (
+                run.policy.update_mode == "in_place_or_recreate"
+                and recreated_by_controller(pod)
+                and hold is None
+            ):
                 return Candidate(EVICT, pod, run, change, "capacity", c.urgent)
             _wait_for_capacity(c, delta, ledger.free(node))
             return None
@@ -222,6 +260,10 @@ def _evict(c: Candidate, ctx: PassContext, ledger: NodeLedger, actions: list[Act
     run, pod = c.run, c.pod
     if not recreated_by_controller(pod):
         _not_evicted_without_controller(c)
+        return
+    hold = disruption_hold(pod)
+    if hold is not None:
+        _hold_for_opt_out(c, hold, f"evicting ({_WHY_EVICT.get(c.reason, c.reason)})")
         return
     # VPA's `--use-admission-controller-status`: the replacement gets its new size only
     # from the pod webhook; while it is not serving (down, or its certificate expired: the

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from foresize.core.api.access import get_path
-from foresize.core.cluster.model import Pod
+from foresize.core.cluster.model import Pod, odd_disruption_annotation
 from foresize.core.cluster.qos import has_pod_level_resources
 from foresize.core.cluster.snapshot import labels_match
 from foresize.core.vertical.policy import batch_size
@@ -161,3 +161,41 @@ def pod_level_conditions(run: TargetRun) -> list[dict[str, Any]] | None:
     if current is not None and all(current.get(k) == v for k, v in wanted.items()):
         return None
     return [c for c in run.target_conditions if c.get("type") != POD_LEVEL_CONDITION] + [wanted]
+
+
+# Set while a pod of the target carries a node autoscaler's opt-out annotation with a value
+# it would not recognise (treated as an opt-out: see `admit.disruption_hold`).
+ODD_ANNOTATION_CONDITION = "DisruptionAnnotationUnrecognised"
+
+
+def odd_annotation_conditions(
+    run: TargetRun, conditions: list[dict[str, Any]]
+) -> list[dict[str, Any]] | None:
+    """`conditions` with DisruptionAnnotationUnrecognised set (True naming the pods and
+    their values, False once there are none), or None when it needs no change."""
+    current = next((c for c in conditions if c.get("type") == ODD_ANNOTATION_CONDITION), None)
+    odd = sorted(
+        f"{p.name} ({why})" for p in run.pods if (why := odd_disruption_annotation(p.annotations))
+    )
+    if odd:
+        shown = ", ".join(odd[:5]) + (f" and {len(odd) - 5} more" if len(odd) > 5 else "")
+        wanted = {
+            "type": ODD_ANNOTATION_CONDITION,
+            "status": "True",
+            "reason": "UnrecognisedValue",
+            "message": f"{len(odd)} pod(s) annotate a disruption opt-out with a value node "
+            f'autoscalers ignore (they read "true"/"false"); treated as opted out, resized '
+            f"in place only: {shown}",
+        }
+    elif current is not None and current.get("status") == "True":
+        wanted = {
+            "type": ODD_ANNOTATION_CONDITION,
+            "status": "False",
+            "reason": "NoUnrecognisedValue",
+            "message": "no pod of the target has an unrecognised disruption annotation",
+        }
+    else:
+        return None
+    if current is not None and all(current.get(k) == v for k, v in wanted.items()):
+        return None
+    return [c for c in conditions if c.get("type") != ODD_ANNOTATION_CONDITION] + [wanted]

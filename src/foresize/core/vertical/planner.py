@@ -36,6 +36,7 @@ from foresize.core.vertical.admit import (
 from foresize.core.vertical.breaker import move_breaker
 from foresize.core.vertical.guards import (
     TARGET_GUARDS,
+    odd_annotation_conditions,
     open_gates,
     pod_level_conditions,
     pod_level_left_alone,
@@ -403,10 +404,21 @@ def _status(run: TargetRun) -> dict[str, Any]:
         "pods_waiting_for_capacity": run.waiting_capacity,
         "pods_without_controller": list(run.without_controller),
         "pods_held_by_min_replicas": sorted(run.held_min_replicas),
+        "pods_held_by_disruption_opt_out": [
+            {"pod": name, "annotation": annotation, "not_done": what}
+            for name, (annotation, what) in sorted(run.held_opt_out.items())
+        ],
         "overlapping_targets": list(run.overlaps),
         "stall_fallbacks": ts.stall_fallbacks,
         "circuit_breaker": ts.breaker.to_status(),
         "vertical_notes": list(run.notes),
         STATUS_KEY: ts.to_status(),
-        **({"conditions": conditions} if (conditions := pod_level_conditions(run)) else {}),
+        **({"conditions": conditions} if (conditions := _conditions(run)) else {}),
     }
+
+
+def _conditions(run: TargetRun) -> list[dict[str, Any]] | None:
+    """The target's conditions when one of the worker's changed (None: no write)."""
+    pod_level = pod_level_conditions(run)
+    odd = odd_annotation_conditions(run, pod_level or run.target_conditions)
+    return odd or pod_level

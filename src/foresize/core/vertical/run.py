@@ -71,6 +71,9 @@ class TargetRun:
     # workload key -> ready, not terminating, less the ready pods evicted this pass
     ready_replicas: dict[str, int] = field(default_factory=dict)
     held_min_replicas: list[str] = field(default_factory=list)  # not evicted: min_replicas
+    # pod -> (the opt-out annotation, what was not done): pods that opted out of
+    # voluntary disruption (`admit.disruption_hold`)
+    held_opt_out: dict[str, tuple[str, str]] = field(default_factory=dict)
     rate_limited: int = 0  # evictions held back by the cluster-wide rate limit
     held_for_webhook: int = 0  # evictions held while the pod webhook is not serving
     overlaps: list[str] = field(default_factory=list)  # targets claiming our selected pods

@@ -19,7 +19,6 @@ container):
 
 from __future__ import annotations
 
-import copy
 import re
 from typing import Any
 
@@ -27,6 +26,8 @@ import typer
 
 from foresize.core.api.duration import shown
 from foresize.core.api.names import dns_label_error, dns_subdomain_error
+from foresize.shells.kube.rbac import NAME, READ, TLS_SECRET, operator_rbac, rule
+from foresize.shells.kube.state import PAUSE_CONFIGMAP
 
 SECTIONS = ("all", "crds", "rbac", "operator", "webhooks", "monitoring", "networkpolicy")
 # Printed only when asked for (like the chart's networkPolicy.enabled, off by default): a
@@ -34,11 +35,8 @@ SECTIONS = ("all", "crds", "rbac", "operator", "webhooks", "monitoring", "networ
 # needs it, and the operator's egress (the API server) is left alone either way.
 OPTIONAL_SECTIONS = ("networkpolicy",)
 
-NAME = "foresize"
 DEFAULT_NAMESPACE = "foresize-system"
 WEBHOOK_SERVICE = "foresize-webhook"
-TLS_SECRET = "foresize-webhook-tls"
-PAUSE_CONFIGMAP = "foresize-pause"
 PRIORITY_CLASS = "foresize-critical"
 # Above every workload it resizes (default priority 0), below the system's own classes
 # (system-cluster-critical is 2000000000): the webhook and the Lease holder are not
@@ -51,10 +49,13 @@ WEBHOOK_PORT = 8443
 METRICS_PORT = 8080
 
 
-def default_image() -> str:
-    from foresize import __version__
-
-    return f"foresize/foresize:{__version__}"
+# No Foresize image is published: the install names the one its user built and pushed.
+IMAGE_REQUIRED = (
+    "--image is required for the operator Deployment (sections all and operator): no "
+    "Foresize image is published. Build and push one from a checkout "
+    "(docker build -t REGISTRY/foresize:TAG . && docker push REGISTRY/foresize:TAG; see "
+    "docs/install.md) and pass --image REGISTRY/foresize:TAG"
+)
 
 
 def _labels(component: str | None = None) -> dict[str, str]:
@@ -85,66 +86,6 @@ def _meta(name: str, namespace: str | None = None, component: str | None = None)
 # --------------------------------------------------------------------------------------
 
 
-def _rule(groups: list[str], resources: list[str], verbs: list[str], **extra: Any) -> dict:
-    return {"apiGroups": groups, "resources": resources, "verbs": verbs, **extra}
-
-
-READ = ["get", "list", "watch"]
-
-
-WATCH = ["list", "watch"]
-
-
-def cluster_role_rules() -> list[dict[str, Any]]:
-    """Exactly the calls the operator makes, no more (tests/test_rbac_calls.py compares
-    these rules both ways with the requests recorded while the operator runs)."""
-    foresize_kinds = ["aiscaletargets", "daemonsetautoscalers", "clusteraiscaletemplates"]
-    return [
-        # Pods: watched; read when not cached; resized in place; annotated; evicted.
-        _rule([""], ["pods"], ["get", *WATCH, "patch"]),
-        _rule([""], ["pods/resize"], ["patch"]),
-        _rule([""], ["pods/eviction"], ["create"]),
-        _rule([""], ["nodes"], WATCH),
-        # Events: created, then their count patched when the same one recurs (aggregation).
-        _rule([""], ["events"], ["create", "patch"]),
-        _rule(["apps"], ["replicasets"], WATCH),
-        # patch: the restartedAt template annotation when a revert cannot be done in place.
-        _rule(["apps"], ["deployments", "statefulsets", "daemonsets"], [*WATCH, "patch"]),
-        _rule(["argoproj.io"], ["rollouts"], [*WATCH, "patch"]),
-        # Replicas (horizontal autonomous mode).
-        _rule(["apps"], ["deployments/scale", "statefulsets/scale"], ["patch"]),
-        _rule(["argoproj.io"], ["rollouts/scale"], ["patch"]),
-        _rule(["policy"], ["poddisruptionbudgets"], WATCH),
-        _rule(["autoscaling"], ["horizontalpodautoscalers"], WATCH),
-        _rule(["metrics.k8s.io"], ["pods"], ["list"]),
-        # Foresize's own kinds: finalizers (get, then a JSON patch pinned to what was read);
-        # templates create, update (patch) and delete targets.
-        _rule(["foresize.io"], ["aiscaletargets"], ["get", *WATCH, "create", "patch", "delete"]),
-        _rule(["foresize.io"], foresize_kinds[1:], ["get", *WATCH, "patch"]),
-        _rule(["foresize.io"], [f"{k}/status" for k in foresize_kinds], ["patch"]),
-        # Kopf's resource observer watches the CRDs (in a cluster; not with --server).
-        _rule(["apiextensions.k8s.io"], ["customresourcedefinitions"], WATCH),
-        # Only its own webhook configurations, to write the caBundle.
-        _rule(
-            ["admissionregistration.k8s.io"],
-            ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],
-            ["get", "patch"],
-            resourceNames=[NAME],
-        ),
-    ]
-
-
-def role_rules() -> list[dict[str, Any]]:
-    """Rights inside the operator's own namespace only."""
-    return [
-        _rule(["coordination.k8s.io"], ["leases"], ["get", "create", "patch"]),
-        _rule([""], ["configmaps"], ["get"], resourceNames=[PAUSE_CONFIGMAP]),
-        # `create` cannot be limited by name; get only on the TLS secret.
-        _rule([""], ["secrets"], ["create"]),
-        _rule([""], ["secrets"], ["get"], resourceNames=[TLS_SECRET]),
-    ]
-
-
 # Namespaced Foresize kinds that namespace users manage (the cluster template is an admin's).
 USER_KINDS = ["aiscaletargets", "daemonsetautoscalers"]
 
@@ -161,9 +102,9 @@ def aggregated_roles() -> list[dict[str, Any]]:
         meta["labels"].update(
             {f"rbac.authorization.k8s.io/aggregate-to-{a}": "true" for a in aggregate}
         )
-        rules = [_rule(["foresize.io"], list(USER_KINDS), list(verbs))]
+        rules = [rule(["foresize.io"], list(USER_KINDS), list(verbs))]
         if role == "view":
-            rules.append(_rule(["foresize.io"], [f"{k}/status" for k in USER_KINDS], ["get"]))
+            rules.append(rule(["foresize.io"], [f"{k}/status" for k in USER_KINDS], ["get"]))
         out.append(
             {
                 "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -176,45 +117,12 @@ def aggregated_roles() -> list[dict[str, Any]]:
 
 
 def rbac(namespace: str) -> list[dict[str, Any]]:
-    subject = [{"kind": "ServiceAccount", "name": NAME, "namespace": namespace}]
-    return [
-        {
-            "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": _meta(NAME, namespace, "operator"),
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRole",
-            "metadata": _meta(NAME, component="operator"),
-            "rules": cluster_role_rules(),
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": _meta(NAME, component="operator"),
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": NAME,
-            },
-            "subjects": copy.deepcopy(subject),
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "Role",
-            "metadata": _meta(NAME, namespace, "operator"),
-            "rules": role_rules(),
-        },
-        *aggregated_roles(),
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": _meta(NAME, namespace, "operator"),
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME},
-            "subjects": copy.deepcopy(subject),
-        },
-    ]
+    """The operator's ServiceAccount, roles and bindings (`foresize.shells.kube.rbac`, the one home
+    of its rules), labelled, with the aggregated user roles before the RoleBinding."""
+    objects = operator_rbac(namespace)
+    for obj in objects:
+        obj["metadata"]["labels"] = _labels("operator")
+    return [*objects[:4], *aggregated_roles(), objects[4]]
 
 
 # --------------------------------------------------------------------------------------
@@ -349,8 +257,12 @@ def operator(namespace: str, image: str, replicas: int = 2) -> list[dict[str, An
         "description": "Foresize's operator: its webhooks and Lease holder outrank the "
         "workloads it sizes.",
     }
+    # Pod Security admission: the operator's pod meets the restricted profile (non-root,
+    # no privilege escalation, all capabilities dropped, RuntimeDefault seccomp).
+    namespace_meta = _meta(namespace)
+    namespace_meta["labels"]["pod-security.kubernetes.io/enforce"] = "restricted"
     return [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(namespace)},
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": namespace_meta},
         priority,
         deployment,
         service,
@@ -656,10 +568,12 @@ def build(
             f"--namespace: {namespace!r} is not a valid namespace (lowercase letters, digits "
             "and '-', starting and ending with a letter or digit, at most 63 characters)"
         )
+    if section in ("all", "operator") and not image:
+        raise ForesizeError(IMAGE_REQUIRED)
     parts = {
         "crds": all_crds,
         "rbac": lambda: rbac(namespace),
-        "operator": lambda: operator(namespace, image or default_image(), replicas),
+        "operator": lambda: operator(namespace, image or "", replicas),
         "webhooks": lambda: webhooks(namespace),
         "monitoring": lambda: monitoring(namespace),
         "networkpolicy": lambda: network_policy(namespace),
@@ -753,7 +667,11 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             DEFAULT_NAMESPACE,
             help="Namespace Foresize is installed in (not a filter; recommend -n filters).",
         ),
-        image: str = typer.Option("", help="Operator image (default foresize/foresize:VERSION)."),
+        image: str = typer.Option(
+            "",
+            help="Operator image you built and pushed (REGISTRY/foresize:TAG); required for "
+            "all and operator: no image is published (docs/install.md).",
+        ),
         replicas: int = typer.Option(2, help="Operator replicas."),
     ) -> None:
         """Print the install manifests as YAML (`foresize manifests | kubectl apply -f -`)."""

@@ -96,6 +96,15 @@ def render_summary(summary: dict[str, Any], wide: bool = False) -> None:
     from foresize.front.report.flow import table_console
 
     console = table_console(wide)
+    nodes = summary.get("node_autoscaler")
+    if nodes is not None:
+        causes = ", ".join(f"{k} {v}" for k, v in nodes["evictions_by_cause"].items())
+        console.print(
+            f"nodes ({nodes['flavour']}): {nodes['node_hours']:.1f} node-hours, "
+            f"cost {nodes['cost']:.2f}; {nodes['nodes_launched']} launched, "
+            f"{nodes['nodes_removed']} removed; evictions by cause: {causes}; "
+            f"do-not-disrupt pods evicted: {nodes['do_not_disrupt_evictions']}"
+        )
     for table in summary_tables(summary, wide):
         console.print(table)
 

@@ -12,7 +12,8 @@ What client-go does for every controller and lightkube does not, this layer does
 - retries with exponential backoff and full jitter on 429 (API priority and fairness) and
   5xx answers and on connection errors, honouring `Retry-After`. An eviction's 429 and
   500 are answers the planner must see (a disruption budget, several budgets), so they
-  are never retried here;
+  are never retried here; a create (POST) is retried only when it surely was not served
+  (429, or no connection made), never after a 5xx or a read timeout (`retryable`);
 - watch streams (`stream`), one JSON event per line.
 """
 
@@ -87,10 +88,33 @@ def _retry_after(headers: Any) -> float | None:
 
 
 def retryable(method: str, path: str, code: int) -> bool:
-    """Whether an answer is a transient API-server condition worth retrying here."""
+    """Whether an answer is a transient API-server condition worth retrying here.
+
+    A create (POST) is not idempotent: sent twice it makes two Events (`generateName`) or
+    meets its own first copy as 409 AlreadyExists. So a POST is retried only on 429, which
+    API priority and fairness answers before the request is served; a 5xx may come after
+    the object was stored (kube.md N7). Every other call sets values (PUT, a patch, a
+    delete) and may be sent again."""
     if path.endswith("/eviction"):
         return False  # 429 = a disruption budget, 500 = several: the planner decides
-    return code == 429 or code in (500, 502, 503, 504)
+    if code == 429:
+        return True
+    return method != "POST" and code in (500, 502, 503, 504)
+
+
+def retryable_failure(method: str, exc: BaseException) -> bool:
+    """Whether a call that got no answer may be sent again: any idempotent call after a
+    transport error; a POST only when it surely never reached the server (no connection
+    was made: refused, connect timeout, no free connection), not after a read timeout or a
+    dropped connection, when the server may have stored it."""
+    if not _transport_error(exc):
+        return False
+    if method != "POST":
+        return True
+    httpx = _httpx()
+    return isinstance(
+        exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout | ConnectionRefusedError
+    )
 
 
 JSON = "application/json"
@@ -145,8 +169,9 @@ class KubeApi:
         return self._rng.uniform(0.0, min(RETRY_CAP, RETRY_BASE * (2**attempt)))
 
     @classmethod
-    def from_url(cls, url: str, namespace: str = "default") -> KubeApi:
-        """A client for an API server at `url` without auth (tests, `kubectl proxy`)."""
+    def from_url(cls, url: str, namespace: str = "default", token: str | None = None) -> KubeApi:
+        """A client for an API server at `url`, without auth (`kubectl proxy`) or with a
+        bearer `token` (tests)."""
         from urllib.parse import urlparse
 
         from lightkube import AsyncClient, KubeConfig
@@ -155,7 +180,8 @@ class KubeApi:
         parts = urlparse(url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ForesizeError(f"--server: {url!r} is not an http:// or https:// URL")
-        config = KubeConfig.from_one(cluster=Cluster(server=url), user=User(), namespace=namespace)
+        user = User(token=token) if token else User()
+        config = KubeConfig.from_one(cluster=Cluster(server=url), user=user, namespace=namespace)
         return cls(AsyncClient(config, trust_env=False))
 
     @classmethod
@@ -204,7 +230,7 @@ class KubeApi:
                 )
             except Exception as exc:
                 # Connection refused/reset, timeouts: the request may not have arrived.
-                if last or not _transport_error(exc):
+                if last or not retryable_failure(method, exc):
                     raise
                 delay = self.backoff(attempt, None)
                 log.debug("%s %s failed (%s); retrying in %.2fs", method, path, exc, delay)

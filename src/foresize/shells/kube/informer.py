@@ -22,14 +22,16 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from foresize.shells.kube.api import KubeApi
 from foresize.shells.kube.state import ClusterState
 
 log = logging.getLogger("foresize.operator")
+
+T = TypeVar("T")
 
 LIST_PAGE = 500  # objects per LIST page (client-go's pager default)
 # Watch requests end server-side after this long and are re-opened from the last version
@@ -164,7 +166,7 @@ class Informer:
                         continue
                     self.served = True
                     self.synced.set()
-                version = await self.watch(version, stop)
+                version = await _unless_stopped(self.watch(version, stop), stop)
                 self.failures = 0
             except asyncio.CancelledError:
                 raise
@@ -198,28 +200,44 @@ class Informers:
         return [i.watched.kind for i in self.informers if not i.synced.is_set()]
 
     async def wait_synced(self, stop: asyncio.Event) -> bool:
-        """Wait until every kind has listed once (True), or `stop` (False)."""
-        waiters = [asyncio.ensure_future(i.synced.wait()) for i in self.informers]
-        stopper = asyncio.ensure_future(stop.wait())
-        try:
-            all_synced = asyncio.ensure_future(asyncio.gather(*waiters))
-            either: set[asyncio.Future[Any]] = {all_synced, stopper}
-            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
-            if not all_synced.done():
-                all_synced.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await all_synced
-            return self.synced
-        finally:
-            stopper.cancel()
-            for w in waiters:
-                w.cancel()
+        """Wait until every kind has listed once (True), or `stop` (False).
+
+        One kind after the other, each raced against `stop`, with no `gather`: the control
+        loop bounds this wait with `wait_for(..., interval)`, and a cancelled gather leaves
+        an exception nobody retrieves (an asyncio ERROR with a traceback every interval
+        while the API is unreachable, kube.md N4)."""
+        for informer in self.informers:
+            if not await _unless_stopped(informer.synced.wait(), stop, default=False):
+                return False
+        return self.synced
 
     def tasks(self, stop: asyncio.Event) -> list[asyncio.Task]:
         return [
             asyncio.create_task(i.run(stop), name=f"foresize:informer:{i.watched.plural}")
             for i in self.informers
         ]
+
+
+async def _unless_stopped(work: Awaitable[T], stop: asyncio.Event, default: Any = None) -> Any:
+    """`work`'s result, or `default` as soon as `stop` is set (`work` is then cancelled and
+    awaited). A watch on a quiet kind sees no event for up to a minute (kube-apiserver's
+    bookmark period): waiting for one made every shutdown take the whole grace and warn
+    once per kind (kube.md N3)."""
+    if stop.is_set():
+        if asyncio.iscoroutine(work):
+            work.close()
+        return default
+    task = asyncio.ensure_future(work)
+    stopped = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopped.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    return default if task.cancelled() else task.result()
 
 
 async def _sleep_unless(stop: asyncio.Event, seconds: float) -> None:

@@ -253,7 +253,11 @@ class KubeShell:
         queue = ActionQueue(decided.actions, self.pass_state.worker, now, self.config.worker)
         while (action := queue.next()) is not None:
             # Evictions go through the executor's 429 guard (its own deferral memory).
-            queue.feed(action, await self.executor.apply_guarded(action))
+            result = await self.executor.apply_guarded(action)
+            if result.reason == "NotLeader" and _stopping(self.executor):
+                self._not_sent(1 + sum(1 for _ in iter(queue.next, None)))
+                break
+            queue.feed(action, result)
         self.pass_state.worker = queue.state
         done = queue.done
         # The records of thousands of actions and the charge-gap walk over every pod are
@@ -265,10 +269,19 @@ class KubeShell:
         self._record_ooms(snap)
         self._provisioning(snap, now)
         for event in events:
+            if _stopping(self.executor):
+                break  # refused unsent; the line above, or the next leader, says it
             done.append((event, await self.executor.apply(event)))
         self.metrics.loop_duration.observe(time.perf_counter() - start)
         self.passes += 1
         return done
+
+    def _not_sent(self, count: int) -> None:
+        """A stop mid-pass: the rest of the pass is not sent. One line says so; the
+        changes log (what users read as the audit trail) gets no "failed" line for each
+        action never sent (kube.md N5), only the ones sent; the next leader plans the
+        rest again."""
+        log.info("stopping: %d planned action(s) of this pass not sent", count)
 
     def _telemetry(
         self, done: list[tuple[Action, ActionResult | None]], snap: ClusterSnapshot
@@ -353,3 +366,10 @@ class Locked:
 
 def _as_json(obj: Any) -> dict[str, Any]:
     return obj.to_kube() if hasattr(obj, "to_kube") else dict(obj)
+
+
+def _stopping(executor: Any) -> bool:
+    """Is the executor refusing every call because the operator is stopping (the operator's
+    `GatedExecutor`; a plain executor never stops)?"""
+    stop = getattr(executor, "stop", None)
+    return isinstance(stop, asyncio.Event) and stop.is_set()

@@ -12,7 +12,10 @@ injection; the operator only waits for the Secret and serves from it.
 - self-managed: a certificate with less than a third of its lifetime left (or expired) is
   replaced by a new CA and serving certificate, written to the Secret with the
   resourceVersion read (a replica racing it gets 409 and loads the winner's), and the
-  caBundle becomes new CA + old CA, so API servers trust replicas serving either;
+  caBundle becomes new CA + old CA, so API servers trust replicas serving either; a
+  renewal the API server refuses (e.g. 403: RBAC) keeps the current certificate served,
+  with an error log and a Warning Event `WebhookCertificateRenewalFailed` on the Secret, at
+  start as on every check (never a crash loop while the old one is still valid);
 - a Secret changed by another replica or renewed by cert-manager, or `--tls-cert` files
   rewritten, are read again;
 - every change is loaded into the SAME `ssl.SSLContext` the server listens with: new
@@ -128,6 +131,10 @@ async def webhook_ssl_context(
     return await cert.start(wait)
 
 
+class RenewalRefused(RuntimeError):
+    """The API server refused the renewed certificate (403, 422, ...)."""
+
+
 class WebhookCertificate:
     """The webhook's serving certificate over its lifetime (see the module docstring)."""
 
@@ -232,7 +239,10 @@ class WebhookCertificate:
             fresh = await self._read_secret()
             return fresh[0] if fresh else old
         if not answer.ok:
-            raise RuntimeError(f"renewing Secret {self.namespace}/{self.secret}: {answer.code}")
+            raise RenewalRefused(
+                f"renewing Secret {self.namespace}/{self.secret} answered {answer.code}"
+                f"{' (does the Role grant patch on it?)' if answer.code == 403 else ''}"
+            )
         self.renewals += 1
         log.info("webhook certificate renewed (Secret %s/%s)", self.namespace, self.secret)
         # Both CAs until every replica serves the new certificate.
@@ -268,7 +278,7 @@ class WebhookCertificate:
         return self.context
 
     async def check(self) -> str:
-        """One round: "renewed", "reloaded", "expired" or "ok"."""
+        """One round: "renewed", "reloaded", "renewal-refused", "expired" or "ok"."""
         outcome = "ok"
         if self.cert_file and self.key_file:
             cert = Path(self.cert_file).read_bytes()
@@ -280,17 +290,40 @@ class WebhookCertificate:
             if read is not None:
                 data, rv = read
                 if not self.cert_manager and self.needs_renewal(data["tls.crt"]):
-                    data = await self._renew_secret(data, rv)
-                    if data.get("ca.crt"):
-                        await inject_ca_bundle(self.api, self.configuration, data["ca.crt"])
-                    outcome = "renewed"
+                    try:
+                        data = await self._renew_secret(data, rv)
+                    except RenewalRefused as refused:
+                        # Serving the old certificate while it is valid beats not starting
+                        # (every replica would crash-loop): say so, try again next check.
+                        await self._report_refused(str(refused))
+                        outcome = "renewal-refused"
+                    else:
+                        if data.get("ca.crt"):
+                            await inject_ca_bundle(self.api, self.configuration, data["ca.crt"])
+                        outcome = "renewed"
                 if data["tls.crt"] != self.served:
                     self._load(data["tls.crt"], data["tls.key"])
-                    outcome = "renewed" if outcome == "renewed" else "reloaded"
+                    outcome = outcome if outcome != "ok" else "reloaded"
         self._export()
         if await self._warn_if_expired():
             outcome = "expired"
         return outcome
+
+    async def _report_refused(self, why: str) -> None:
+        left = (self.not_after - self.clock()) / 86400
+        message = f"{why}: serving the current certificate ({left:.0f} days left) meanwhile"
+        log.error("webhook certificate not renewed: %s", message)
+        await self._warn("WebhookCertificateRenewalFailed", message)
+
+    async def _warn(self, reason: str, message: str) -> None:
+        """A Warning Event on the Secret (best effort: the log line is the record)."""
+        if self.emit is not None and self.secret:
+            from foresize.core.cluster.actions import EmitEvent
+
+            with contextlib.suppress(Exception):
+                await self.emit(
+                    EmitEvent(self.namespace, "Secret", self.secret, reason, message, "Warning")
+                )
 
     async def _warn_if_expired(self) -> bool:
         now = self.clock()
@@ -302,20 +335,7 @@ class WebhookCertificate:
             "the API server cannot call the webhooks (they fail open)"
         )
         log.error(message)
-        if self.emit is not None and self.secret:
-            from foresize.core.cluster.actions import EmitEvent
-
-            with contextlib.suppress(Exception):
-                await self.emit(
-                    EmitEvent(
-                        self.namespace,
-                        "Secret",
-                        self.secret,
-                        "WebhookCertificateExpired",
-                        message,
-                        "Warning",
-                    )
-                )
+        await self._warn("WebhookCertificateExpired", message)
         return True
 
     async def run(self, stop: asyncio.Event, interval: float) -> None:

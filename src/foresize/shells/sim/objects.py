@@ -127,7 +127,7 @@ def _container_from_spec(c: ContainerSpec) -> Container:
 def template_from_spec(spec: WorkloadSpec) -> PodTemplate:
     return PodTemplate(
         labels=dict(spec.labels),
-        annotations={},
+        annotations=dict(spec.annotations),
         containers=[_container_from_spec(c) for c in spec.containers],
         init_containers=[_container_from_spec(c) for c in spec.init_containers],
         priority=spec.priority,

@@ -28,15 +28,22 @@ from foresize.shells.sim.scenario_fields import (
     read_container,
     read_resources,
 )
+from foresize.shells.sim.scenario_nodes import (
+    node_type,
+    read_annotations,
+    read_node_autoscaler,
+    read_node_types,
+)
 from foresize.shells.sim.scenario_spec import (
-    AutoscalerSpec,
     ContainerSpec,
     HPABehavior,
     HPAMetricSpec,
     HPAScalingPolicy,
     HPAScalingRules,
     HPASpec,
+    NodeAutoscalerSpec,
     NodeSpec,
+    NodeTypeSpec,
     PDBSpec,
     Scenario,
     WorkloadSpec,
@@ -44,14 +51,15 @@ from foresize.shells.sim.scenario_spec import (
 
 __all__ = [
     "MAX_POD_STEPS",
-    "AutoscalerSpec",
     "ContainerSpec",
     "HPABehavior",
     "HPAMetricSpec",
     "HPAScalingPolicy",
     "HPAScalingRules",
     "HPASpec",
+    "NodeAutoscalerSpec",
     "NodeSpec",
+    "NodeTypeSpec",
     "PDBSpec",
     "Scenario",
     "WorkloadSpec",
@@ -94,7 +102,8 @@ def parse_scenario(
             "pdbs",
             "hpas",
             "priority_classes",
-            "cluster_autoscaler",
+            "node_types",
+            "node_autoscaler",
         },
         "",
     )
@@ -112,8 +121,9 @@ def parse_scenario(
     for k, v in ctx.mapping(top.get("priority_classes"), "priority_classes").items():
         classes[str(k)] = ctx.integer(v, f"priority_classes.{k}", 0, minimum=-(2**31))
 
+    read_node_types(ctx, top, sc)
     _read_nodes(ctx, top, sc)
-    _read_autoscaler(ctx, top, sc)
+    read_node_autoscaler(ctx, top, sc)
     seen_wl: set[tuple[str, str, str]] = set()
     for i, raw in enumerate(ctx.seq(top.get("workloads"), "workloads")):
         sc.workloads.append(_read_workload(ctx, raw, f"workloads[{i}]", classes, seen_wl))
@@ -140,27 +150,27 @@ def _read_nodes(ctx: FieldReader, top: dict[str, Any], sc: Scenario) -> None:
                 "capacity_memory",
                 "labels",
                 "add_at",
+                "type",
             },
             path,
         )
         name = ctx.string(m.get("name"), f"{path}.name")
         count = ctx.integer(m.get("count"), f"{path}.count", 1, minimum=1, maximum=MAX_NODES)
-        if "cpu" not in m:
-            raise ctx.fail(f"{path}.cpu", "required field is missing")
-        if "memory" not in m:
-            raise ctx.fail(f"{path}.memory", "required field is missing")
-        cpu = ctx.quantity("cpu", m["cpu"], f"{path}.cpu")
-        mem = ctx.quantity("memory", m["memory"], f"{path}.memory")
-        cap_cpu = (
-            ctx.quantity("cpu", m["capacity_cpu"], f"{path}.capacity_cpu")
-            if "capacity_cpu" in m
-            else cpu
-        )
-        cap_mem = (
-            ctx.quantity("memory", m["capacity_memory"], f"{path}.capacity_memory")
-            if "capacity_memory" in m
-            else mem
-        )
+        typ = node_type(ctx, sc, m["type"], f"{path}.type") if "type" in m else None
+        size = {"cpu": typ.cpu, "memory": typ.memory} if typ is not None else {}
+        for req in ("cpu", "memory"):
+            if req not in m and typ is None:
+                raise ctx.fail(f"{path}.{req}", "required field is missing (or give a type)")
+            if req in m:
+                size[req] = ctx.quantity(req, m[req], f"{path}.{req}")
+        cpu, mem = size["cpu"], size["memory"]
+        # A typed node's capacity is its type's, unless its size is given here.
+        cap_cpu = typ.capacity_cpu if typ is not None and "cpu" not in m else cpu
+        cap_mem = typ.capacity_memory if typ is not None and "memory" not in m else mem
+        if "capacity_cpu" in m:
+            cap_cpu = ctx.quantity("cpu", m["capacity_cpu"], f"{path}.capacity_cpu")
+        if "capacity_memory" in m:
+            cap_mem = ctx.quantity("memory", m["capacity_memory"], f"{path}.capacity_memory")
         labels = ctx.labels(m.get("labels"), f"{path}.labels")
         add_at = ctx.duration(m.get("add_at"), f"{path}.add_at", 0.0)
         for j in range(count):
@@ -168,39 +178,21 @@ def _read_nodes(ctx: FieldReader, top: dict[str, Any], sc: Scenario) -> None:
             if node_name in seen_nodes:
                 raise ctx.fail(f"{path}.name", f"duplicate node name {shown(node_name)}")
             seen_nodes.add(node_name)
-            sc.nodes.append(NodeSpec(node_name, cpu, mem, cap_cpu, cap_mem, dict(labels), add_at))
+            sc.nodes.append(
+                NodeSpec(
+                    node_name,
+                    cpu,
+                    mem,
+                    cap_cpu,
+                    cap_mem,
+                    {**(typ.labels if typ else {}), **labels},
+                    add_at,
+                    typ.name if typ else "",
+                    typ.price_per_hour if typ else 0.0,
+                )
+            )
     if not sc.nodes:
         raise ctx.fail("nodes", "a scenario needs at least one node")
-
-
-def _read_autoscaler(ctx: FieldReader, top: dict[str, Any], sc: Scenario) -> None:
-    """The optional `cluster_autoscaler` section."""
-    if top.get("cluster_autoscaler") is not None:
-        path = "cluster_autoscaler"
-        m = ctx.mapping(top["cluster_autoscaler"], path)
-        ctx.known(m, {"node", "max_nodes", "pending_after", "provision_time"}, path)
-        nm = ctx.mapping(m.get("node"), f"{path}.node")
-        ctx.known(nm, {"name", "cpu", "memory", "labels"}, f"{path}.node")
-        for req in ("cpu", "memory"):
-            if req not in nm:
-                raise ctx.fail(f"{path}.node.{req}", "required field is missing")
-        cpu = ctx.quantity("cpu", nm["cpu"], f"{path}.node.cpu")
-        mem = ctx.quantity("memory", nm["memory"], f"{path}.node.memory")
-        sc.autoscaler = AutoscalerSpec(
-            NodeSpec(
-                ctx.string(nm.get("name"), f"{path}.node.name", required=False, default="auto"),
-                cpu,
-                mem,
-                cpu,
-                mem,
-                ctx.labels(nm.get("labels"), f"{path}.node.labels"),
-            ),
-            max_nodes=ctx.integer(
-                m.get("max_nodes"), f"{path}.max_nodes", 10, minimum=1, maximum=MAX_NODES
-            ),
-            pending_after=ctx.duration(m.get("pending_after"), f"{path}.pending_after", 60.0),
-            provision_time=ctx.duration(m.get("provision_time"), f"{path}.provision_time", 300.0),
-        )
 
 
 def _read_workload(
@@ -234,6 +226,7 @@ def _read_workload(
     seen_wl.add(key)
     w.replicas = ctx.integer(m.get("replicas"), f"{path}.replicas", 1, maximum=MAX_REPLICAS)
     w.labels = ctx.labels(m.get("labels"), f"{path}.labels") or {"app": w.name}
+    w.annotations = read_annotations(ctx, m.get("annotations"), f"{path}.annotations")
     if "priority_class" in m:
         pc = ctx.string(m["priority_class"], f"{path}.priority_class")
         if pc not in classes:
@@ -524,14 +517,16 @@ def peak_pods(sc: Scenario) -> int:
 
 
 def node_count(sc: Scenario) -> int:
-    """Nodes at the start plus the most the autoscaler may add."""
-    return len(sc.nodes) + (sc.autoscaler.max_nodes if sc.autoscaler else 0)
+    """Nodes at the start plus the most the node autoscaler may add."""
+    return len(sc.nodes) + (sc.node_autoscaler.max_nodes if sc.node_autoscaler else 0)
 
 
 def _check_size(ctx: FieldReader, sc: Scenario) -> None:
     nodes = node_count(sc)
     if nodes > MAX_NODES:
-        raise ctx.fail("nodes", f"{nodes} nodes in all (autoscaler included); at most {MAX_NODES}")
+        raise ctx.fail(
+            "nodes", f"{nodes} nodes in all (node autoscaler included); at most {MAX_NODES}"
+        )
     pods = peak_pods(sc)
     if pods > MAX_PODS:
         raise ctx.fail("workloads", f"up to {pods} pods at once; at most {MAX_PODS}")

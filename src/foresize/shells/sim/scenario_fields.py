@@ -337,6 +337,7 @@ WORKLOAD_FIELDS = {
     "namespace",
     "replicas",
     "labels",
+    "annotations",
     "priority",
     "priority_class",
     "containers",

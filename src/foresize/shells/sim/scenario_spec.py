@@ -1,5 +1,5 @@
 """The parsed form of a scenario file (`foresize.shells.sim.scenario`): nodes, workloads and their
-containers, PodDisruptionBudgets, HPAs and the cluster-autoscaler stand-in."""
+containers, PodDisruptionBudgets, HPAs, priced node types and the node autoscaler."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ class NodeSpec:
     capacity_memory: int
     labels: dict[str, str] = field(default_factory=dict)
     add_at: float = 0.0  # seconds into the run at which the node joins
+    node_type: str = ""  # a name from the scenario's `node_types` ("" for an untyped node)
+    price_per_hour: float = 0.0
 
 
 @dataclass(slots=True)
@@ -37,6 +39,7 @@ class WorkloadSpec:
     namespace: str = "default"
     replicas: int = 1
     labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)  # the pod template's
     priority: int = 0
     containers: list[ContainerSpec] = field(default_factory=list)
     init_containers: list[ContainerSpec] = field(default_factory=list)
@@ -119,14 +122,49 @@ class Scenario:
     seed: int | None = None
     hpa_sync_period: float = 15.0
     description: str = ""
-    autoscaler: AutoscalerSpec | None = None
+    node_types: dict[str, NodeTypeSpec] = field(default_factory=dict)
+    node_autoscaler: NodeAutoscalerSpec | None = None
 
 
 @dataclass(slots=True)
-class AutoscalerSpec:
-    """A cluster-autoscaler stand-in: adds template nodes for pods pending too long."""
+class NodeTypeSpec:
+    """An instance type a node autoscaler may launch: its size and its price."""
 
-    node: NodeSpec
-    max_nodes: int = 10
-    pending_after: float = 60.0  # a pod must be pending this long to count
-    provision_time: float = 300.0  # from decision to Ready node
+    name: str
+    cpu: int  # millicores allocatable
+    memory: int  # bytes allocatable
+    capacity_cpu: int
+    capacity_memory: int
+    price_per_hour: float
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+KARPENTER = "karpenter"
+CLUSTER_AUTOSCALER = "cluster-autoscaler"
+NODE_AUTOSCALER_FLAVOURS = (KARPENTER, CLUSTER_AUTOSCALER)
+WHEN_EMPTY = "WhenEmpty"
+WHEN_EMPTY_OR_UNDERUTILIZED = "WhenEmptyOrUnderutilized"
+
+
+@dataclass(slots=True)
+class NodeAutoscalerSpec:
+    """A node autoscaler (`foresize.shells.sim.cluster.nodes`); the defaults are upstream's."""
+
+    flavour: str  # KARPENTER or CLUSTER_AUTOSCALER
+    node_types: list[str]  # the pool: names in `Scenario.node_types`
+    max_nodes: int = 20  # nodes of the pool at most (Karpenter's NodePool limits)
+    min_nodes: int = 0  # Cluster Autoscaler never scales the pool below this
+    startup_delay: float = 60.0  # from launch to a Ready node
+    # Karpenter (NodePool `disruption`, the provisioner's batching)
+    batch_idle_duration: float = 1.0
+    batch_max_duration: float = 10.0
+    consolidation_policy: str = WHEN_EMPTY_OR_UNDERUTILIZED
+    consolidate_after: float | None = 0.0  # None: "Never"
+    disruption_budget: int | str = "10%"  # NodePool budgets' `nodes`
+    # Cluster Autoscaler (its flags)
+    scan_interval: float = 10.0
+    scale_down_utilization_threshold: float = 0.5
+    scale_down_unneeded_time: float = 600.0
+    scale_down_delay_after_add: float = 600.0
+    max_empty_bulk_delete: int = 10
+    max_pod_eviction_time: float = 120.0  # a drain gives up after this

@@ -31,8 +31,15 @@ a request a real cluster refuses is refused here too:
 Not modelled: controllers (no ReplicaSet makes pods, no kubelet runs them — tests and
 benchmarks play those parts through `seed`/`update`), graceful pod deletion (a deleted
 pod is gone at once, as if its kubelet had confirmed), server-side apply, admission
-webhooks, RBAC (the request log records each call's verb and resource instead, so a test
-can compare them with the ClusterRole).
+webhooks.
+
+RBAC (`rbac`): every request is the operator's ServiceAccount (`system:serviceaccount:
+foresize:foresize`, `operator_namespace`), authorized by the roles it ships with
+(`foresize.shells.kube.rbac`, what `foresize manifests rbac` prints): a call they do not grant is
+403 Forbidden, as on a real cluster. A request with `ADMIN_TOKEN` is a cluster admin (a test
+playing a user or a controller over HTTP); `rbac=` other roles, or None for none (a test
+that needs more rights than the shipped ones says so). The request log records each call's
+verb, resource and user.
 
 Fault injection for the operator's fault tests: `go_down()`/`come_back()` (the port stops
 accepting connections), `drop_watches()`, `expire_resource_versions()` (410 on resume),
@@ -54,12 +61,21 @@ eviction budget), `watch` (list pages, watch events), `resources` (the served ty
 
 from foresize.testing.apiserver.errors import ApiError
 from foresize.testing.apiserver.pods import pod_qos
+from foresize.testing.apiserver.rbac import Rbac
 from foresize.testing.apiserver.resources import BUILTIN_TYPES, ResourceType
-from foresize.testing.apiserver.server import RecordedRequest, StrictApiServer
+from foresize.testing.apiserver.server import (
+    ADMIN_TOKEN,
+    OPERATOR_NAMESPACE,
+    RecordedRequest,
+    StrictApiServer,
+)
 
 __all__ = [
+    "ADMIN_TOKEN",
     "BUILTIN_TYPES",
+    "OPERATOR_NAMESPACE",
     "ApiError",
+    "Rbac",
     "RecordedRequest",
     "ResourceType",
     "StrictApiServer",

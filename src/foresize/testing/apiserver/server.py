@@ -11,12 +11,14 @@ import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from aiohttp import web
 
+from foresize.shells.kube.rbac import SERVICE_ACCOUNT, operator_rbac
 from foresize.testing.apiserver.discovery import discovery
 from foresize.testing.apiserver.errors import ApiError, bad_request
+from foresize.testing.apiserver.rbac import ADMIN, Rbac, User, request_attributes, service_account
 from foresize.testing.apiserver.resources import ResourceType, scale_of
 from foresize.testing.apiserver.store import JSON, ObjectStore
 from foresize.testing.apiserver.watch import (
@@ -53,7 +55,18 @@ class RecordedRequest:
     namespace: str = ""
     name: str = ""
     injected: bool = False  # answered by fault injection
+    user: str = ""  # who RBAC saw (the operator's ServiceAccount unless the admin token)
     warnings: list[str] = field(default_factory=list)
+
+
+# The namespace the operator runs in for the tests and `foresize bench chaos` (its Role and
+# RoleBinding are there), and the token of a cluster admin (a test acting as a user or a
+# controller over HTTP; never the operator).
+OPERATOR_NAMESPACE = "foresize"
+ADMIN_TOKEN = "strict-apiserver-admin"
+# A quiet watch gets a BOOKMARK this often, as from kube-apiserver's watch cache
+# (cacher.go defaultBookmarkFrequency, 1 minute); tests that want them sooner say so.
+BOOKMARK_INTERVAL = 60.0
 
 
 class StrictApiServer(ObjectStore):
@@ -68,10 +81,15 @@ class StrictApiServer(ObjectStore):
         clock: Callable[[], float] = time.time,
         seed: int = 0,
         history_limit: int = 10_000,
-        bookmark_interval: float = 5.0,
+        bookmark_interval: float = BOOKMARK_INTERVAL,
         max_watch_seconds: float = 1800.0,
         validate: bool = True,
+        operator_namespace: str = OPERATOR_NAMESPACE,
+        rbac: Rbac | Literal["shipped"] | None = "shipped",
     ) -> None:
+        """`rbac`: "shipped" enforces the operator's shipped roles (`foresize.shells.kube.rbac`)
+        for `operator_namespace`; an `Rbac` enforces those objects; None authorizes every
+        request (a test that needs that says so)."""
         from foresize.core.api.crd import all_crds
 
         super().__init__(
@@ -84,6 +102,10 @@ class StrictApiServer(ObjectStore):
         self.bookmark_interval = bookmark_interval
         self.max_watch_seconds = max_watch_seconds
         self.tokens: set[str] = {token} if token else set()
+        self.operator_user: User = service_account(operator_namespace, SERVICE_ACCOUNT)
+        self.rbac: Rbac | None = (
+            Rbac(operator_rbac(operator_namespace)) if rbac == "shipped" else rbac
+        )
         self._fault_rng = random.Random(seed + 1)
         self.requests: list[RecordedRequest] = []
         self.internal_errors: list[str] = []  # tracebacks of this server's own failures
@@ -232,17 +254,21 @@ class StrictApiServer(ObjectStore):
             token=auth.removeprefix("Bearer ") if auth.startswith("Bearer ") else None,
         )
         self.requests.append(record)
+        attrs = request_attributes(request.method, request.path, request.query)
+        if attrs.resource_request:
+            record.verb, record.group, record.resource = attrs.verb, attrs.group, attrs.resource
+            record.subresource, record.namespace = attrs.subresource, attrs.namespace
+            record.name = attrs.name
         try:
-            route = self._route(request.method, request.path, request.query)
-            if route is not None:
-                record.verb, record.group, record.resource = (
-                    route[0],
-                    route[1].group,
-                    route[1].plural,
-                )
-                record.subresource, record.namespace, record.name = route[4], route[2], route[3]
-            if self.tokens and record.token not in self.tokens:
+            admin = record.token == ADMIN_TOKEN
+            if self.tokens and not admin and record.token not in self.tokens:
                 raise ApiError(401, "Unauthorized", "Unauthorized")
+            # Authorization comes before routing, as in kube-apiserver's filter chain.
+            user = ADMIN if admin else self.operator_user
+            record.user = user.name
+            if self.rbac is not None:
+                self.rbac.check(user, attrs)
+            route = self._route(request.method, request.path, request.query)
             if self.delay:
                 await asyncio.sleep(self.delay)
             injected = self._injected(record)

@@ -8,7 +8,9 @@ own state:
   (`foresize.core.cluster.qos.pod_charge`: max of spec, allocated and actual requests), scores
   LeastAllocated, preempts lower-priority pods only when nothing fits (lowest priorities
   first, with the scheduler's reprieve of higher-priority victims), leaves the rest Pending
-  and retries; a cluster-autoscaler stand-in;
+  and retries, reporting what it cannot place to the node autoscaler;
+- **node autoscalers** (nodes.py): Karpenter-like and Cluster-Autoscaler-like, priced node
+  types, provisioning, consolidation / scale-down through the Eviction API, drains;
 - **kubelet** (kubelet.py): in-place resize (`Deferred` / `Infeasible` /
   `PodResizeInProgress` `Error`, all or nothing per pod, `generation`/`observedGeneration`,
   retried each sync: downsizes first, then higher priority, Guaranteed before Burstable, then

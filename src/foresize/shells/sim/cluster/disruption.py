@@ -13,6 +13,7 @@ from foresize.core.cluster.actions import (
 from foresize.core.cluster.model import (
     Pod,
     PodDisruptionBudget,
+    disruption_opt_out,
 )
 from foresize.core.cluster.snapshot import labels_match
 from foresize.shells.sim.scenario import PDBSpec
@@ -20,6 +21,7 @@ from foresize.shells.sim.scenario import PDBSpec
 if TYPE_CHECKING:
     from foresize.shells.sim.cluster.facade import SimCluster
 
+POLICY = "policy"  # the eviction cause of the policy under test (Foresize, vpa)
 ALWAYS_ALLOW = "AlwaysAllow"  # unhealthyPodEvictionPolicy; the default is IfHealthyBudget
 EVICTION_MESSAGE = "Cannot evict pod as it would violate the pod's disruption budget."
 MANY_PDBS_MESSAGE = (
@@ -172,9 +174,11 @@ class Disruption:
             and labels_match(p.spec.selector, pod.labels)
         ]
 
-    def evict(self, a: EvictPod) -> ActionResult:
+    def evict(self, a: EvictPod, *, cause: str = POLICY) -> ActionResult:
         """POST pods/{name}/eviction, in the order of `EvictionREST.Create`
-        (`pkg/registry/core/pod/storage/eviction.go`)."""
+        (`pkg/registry/core/pod/storage/eviction.go`). `cause` is who asked: the policy
+        under test (through `ClusterPort.apply`) or a node autoscaler (`consolidation`);
+        the summary counts evictions by it."""
         key = f"{a.namespace}/{a.name}"
         pod = self.sim.pods.get(key)
         if pod is None:
@@ -197,13 +201,16 @@ class Disruption:
         refused = None if self.can_ignore_pdb(pod) else self.check_budget(pod, meta.ready)
         if refused is not None:
             return self.refuse(key, a.target, refused)
-        self.sim.count(meta.top, "evictions")
+        self.sim.count(meta.top, "evictions" if cause == POLICY else f"{cause}_evictions")
+        if disruption_opt_out(pod.annotations) is not None:
+            self.sim.count(meta.top, "do_not_disrupt_evictions")
         self.sim.log(
             "Evicted",
             f"Pod/{key}",
             a.reason or "Evicted",
             "evicted through the Eviction API",
             target=a.target,
+            cause=cause,
         )
         self.sim.lifecycle.delete(key, grace, "Evicted")
         return ActionResult(True, 201, "Created")

@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import random
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
@@ -21,6 +23,7 @@ from foresize.shells.sim.cluster.hpa import HPAController, HPAState
 from foresize.shells.sim.cluster.kubelet import Kubelet
 from foresize.shells.sim.cluster.lifecycle import PodLifecycle
 from foresize.shells.sim.cluster.metering import Metering, UsageObserver
+from foresize.shells.sim.cluster.nodes import NodeAutoscaler, make_node_autoscaler
 from foresize.shells.sim.cluster.scheduler import Scheduler
 from foresize.shells.sim.cluster.summary import summarize
 from foresize.shells.sim.events import EventLog, SimEvent
@@ -41,6 +44,21 @@ _T = TypeVar("_T")
 
 HARD_EVICTION_MEMORY = 100 * MIB  # kubelet default memory.available<100Mi
 NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # the alphabet of generated name suffixes
+
+
+@dataclass(slots=True)
+class NodeRecord:
+    """A node's bill: from its launch (a cloud bills from then, start-up included) to its
+    deletion."""
+
+    name: str
+    node_type: str
+    price_per_hour: float
+    launched: float
+    removed: float | None = None
+
+    def hours(self, now: float) -> float:
+        return max(0.0, (self.removed if self.removed is not None else now) - self.launched) / 3600
 
 
 class SimCluster:
@@ -114,6 +132,13 @@ class SimCluster:
         self.hpa = HPAController(self)
         self.disruption = Disruption(self)
         self.api = ApiServer(self)
+        # Every node the run had, with its price (node-hours and cost in the summary).
+        self.node_records: dict[str, NodeRecord] = {}
+        self.node_autoscaler: NodeAutoscaler | None = (
+            make_node_autoscaler(self, scenario.node_autoscaler)
+            if scenario.node_autoscaler is not None
+            else None
+        )
         for spec in scenario.nodes:
             if spec.add_at <= 0:
                 self.add_node_spec(spec, log=False)
@@ -173,6 +198,8 @@ class SimCluster:
             self.at(self.scenario.hpa_sync_period, self.hpa.sync, key)
         self.at(self.now, self.metering.usage_step)
         self.at(self.now + self.kubelet_sync_period, self.kubelet.periodic)
+        if self.node_autoscaler is not None:
+            self.node_autoscaler.start()
 
     def run_until(self, t: float) -> None:
         """Advance simulated time to `t`, processing every event due until then."""
@@ -198,6 +225,10 @@ class SimCluster:
         row = self.counters.setdefault(wl_key or "", {})
         row[name] = row.get(name, 0) + n
 
+    def record_node_launch(self, name: str, node_type: str, price_per_hour: float) -> None:
+        """Start a node's bill (a node autoscaler launching it)."""
+        self.node_records[name] = NodeRecord(name, node_type, price_per_hour, self.now)
+
     def add_node_spec(self, spec: NodeSpec, log: bool = True) -> None:
         node = Node(
             spec.name,
@@ -205,11 +236,57 @@ class SimCluster:
             {CPU: spec.capacity_cpu, MEMORY: spec.capacity_memory},
             dict(spec.labels),
         )
+        if spec.name not in self.node_records:
+            self.record_node_launch(spec.name, spec.node_type, spec.price_per_hour)
         self.nodes[spec.name] = node
         self.scheduler.node_charge[spec.name] = [0, 0]
         self.scheduler.node_pods[spec.name] = set()
+        self._reindex_nodes()
+        if log:
+            self.log("NodeAdded", f"Node/{spec.name}", "NodeReady", "node joined the cluster")
+        for key, st in self.wl_state.items():
+            if st.spec.kind == "DaemonSet":
+                self.controllers.queue_reconcile(key)
+        self.scheduler.queue()
+
+    def remove_node(self, name: str, reason: str) -> None:
+        """Delete a node: the pods still bound to it (DaemonSet pods, by the time a drain
+        ends) go with it, its bill stops."""
+        for key in sorted(self.scheduler.node_pods.get(name, ())):
+            pod = self.pods.get(key)
+            if pod is not None:
+                self.lifecycle.remove(key, pod.uid)
+        del self.nodes[name]
+        del self.scheduler.node_charge[name]
+        del self.scheduler.node_pods[name]
+        self.scheduler.node_changed_at.pop(name, None)
+        self.scheduler.charge_version += 1
+        self._reindex_nodes()
+        rec = self.node_records.get(name)
+        if rec is not None:
+            rec.removed = self.now
+        self.log("NodeDeleted", f"Node/{name}", reason, "node removed from the cluster")
+        for key, st in self.wl_state.items():
+            if st.spec.kind == "DaemonSet":
+                self.controllers.queue_reconcile(key)
+        self.scheduler.queue()
+
+    def writable_node(self, name: str) -> Node:
+        """The node `name`, safe to mutate (snapshots may hold the old object)."""
+        node = dataclasses.replace(self.nodes[name])
+        self.nodes[name] = node
+        return node
+
+    def _reindex_nodes(self) -> None:
+        """Node positions in the usage arrays, after a node joined or left: running
+        containers keep pointing at their own node."""
+        old = self.node_names
         self.node_names = list(self.nodes)
         self.node_index = {n: i for i, n in enumerate(self.node_names)}
+        u = self.metering.usage
+        if old and u.size and old != self.node_names[: len(old)]:
+            remap = np.array([self.node_index.get(n, 0) for n in old], dtype=np.int64)
+            u.node[: u.size] = remap[np.clip(u.node[: u.size], 0, len(old) - 1)]
         self.node_mem_threshold = np.array(
             [
                 max(
@@ -228,17 +305,11 @@ class SimCluster:
             ],
             dtype=np.float64,
         )
-        if log:
-            self.log("NodeAdded", f"Node/{spec.name}", "NodeReady", "node joined the cluster")
-        for key, st in self.wl_state.items():
-            if st.spec.kind == "DaemonSet":
-                self.controllers.queue_reconcile(key)
-        self.scheduler.queue()
 
     def add_node(
         self, name: str, cpu_millis: int, memory_bytes: int, labels: dict[str, str] | None = None
     ) -> None:
-        """Add a node now (a cluster-autoscaler stand-in may call this)."""
+        """Add a node now."""
         self.add_node_spec(
             NodeSpec(name, cpu_millis, memory_bytes, cpu_millis, memory_bytes, dict(labels or {}))
         )

@@ -214,8 +214,6 @@ class Metering:
         self.sampled_at = t
         if self.sim.scheduler.pending:
             self.sim.scheduler.queue()
-            if self.sim.scenario.autoscaler is not None:
-                self.sim.scheduler.cluster_autoscale()
         self.sim.at(t + self.sim.step, self.usage_step)
 
     def cpu_contention(self, idx: np.ndarray, want: np.ndarray) -> np.ndarray:

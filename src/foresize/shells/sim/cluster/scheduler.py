@@ -1,5 +1,6 @@
 """The simulated kube-scheduler: the per-node charge cache, filtering and LeastAllocated
-scoring, preemption with reprieve, and the cluster-autoscaler stand-in."""
+scoring, preemption with reprieve; pods it cannot place are reported to the node
+autoscaler (`foresize.shells.sim.cluster.nodes`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from foresize.core.cluster.model import (
     PodCondition,
 )
 from foresize.core.cluster.qos import pod_charge
-from foresize.shells.sim.scenario import NodeSpec
 
 if TYPE_CHECKING:
     from foresize.shells.sim.cluster.facade import SimCluster
@@ -28,8 +28,11 @@ class Scheduler:
         self.node_pods: dict[str, set[str]] = {}
         self.pending: set[str] = set()
         self.queued = False
-        self._ca_added = 0
-        self._ca_provisioning = False
+        # Bumped on every change of a pod's charge or of the nodes: a node autoscaler
+        # re-evaluates consolidation only when it moved. When a node last had a pod
+        # change (Karpenter's consolidateAfter counts from it).
+        self.charge_version = 0
+        self.node_changed_at: dict[str, float] = {}
 
     def free(self, node: str) -> tuple[int, int]:
         alloc = self.sim.nodes[node].allocatable
@@ -40,7 +43,9 @@ class Scheduler:
         """Refresh the cached scheduler charge of pod `key` on its node."""
         meta = self.sim.meta[key]
         pod = self.sim.pods.get(key)
+        self.charge_version += 1
         if meta.charged_node is not None:
+            self.node_changed_at[meta.charged_node] = self.sim.now
             used = self.node_charge.get(meta.charged_node)
             if used is not None:
                 used[0] -= meta.charge[0]
@@ -55,6 +60,7 @@ class Scheduler:
         used = self.node_charge[pod.node_name]
         used[0] += meta.charge[0]
         used[1] += meta.charge[1]
+        self.node_changed_at[pod.node_name] = self.sim.now
 
     def queue(self) -> None:
         if not self.queued:
@@ -155,12 +161,15 @@ class Scheduler:
                         self.sim.now,
                     )
                 )
-                self.sim.log(
-                    "FailedScheduling",
-                    f"Pod/{key}",
-                    "FailedScheduling",
-                    self.unschedulable_message(charge),
-                )
+                self.unschedulable(key, charge)
+
+    def unschedulable(self, key: str, charge: tuple[int, int]) -> None:
+        """Report a pod nothing could place (FailedScheduling) to the node autoscaler."""
+        self.sim.log(
+            "FailedScheduling", f"Pod/{key}", "FailedScheduling", self.unschedulable_message(charge)
+        )
+        if self.sim.node_autoscaler is not None:
+            self.sim.node_autoscaler.pod_unschedulable(key)
 
     def unschedulable_message(self, charge: tuple[int, int]) -> str:
         n = len(self.sim.nodes)
@@ -230,41 +239,3 @@ class Scheduler:
             self.sim.lifecycle.delete(v, vm.grace, "Preempted")
         self.sim.meta[key].nominated_node = node
         return True
-
-    def cluster_autoscale(self) -> None:
-        """Cluster-autoscaler stand-in: when pods have been Pending longer than
-        `pending_after` and one would fit an empty template node, add one node (ready after
-        `provision_time`), at most `max_nodes` in total. Nodes are never removed."""
-        ca = self.sim.scenario.autoscaler
-        assert ca is not None
-        if self._ca_provisioning or self._ca_added >= ca.max_nodes:
-            return
-        cap = (ca.node.cpu, ca.node.memory)
-        for k in sorted(self.pending):
-            pod = self.sim.pods[k]
-            meta = self.sim.meta[k]
-            if meta.pinned_node is not None or meta.nominated_node is not None:
-                continue
-            if self.sim.now - pod.creation_time < ca.pending_after:
-                continue
-            ch = pod_charge(pod)
-            if ch.get(CPU, 0) <= cap[0] and ch.get(MEMORY, 0) <= cap[1]:
-                self._ca_added += 1
-                self._ca_provisioning = True
-                name = f"{ca.node.name}-{self._ca_added}"
-                spec = NodeSpec(name, cap[0], cap[1], cap[0], cap[1], dict(ca.node.labels))
-                self.sim.log(
-                    "ScaleUp",
-                    f"Node/{name}",
-                    "TriggeredScaleUp",
-                    f"pod {k} triggered scale-up: adding {name}",
-                    pod=k,
-                    ready_at=self.sim.now + ca.provision_time,
-                )
-
-                def ready(spec: NodeSpec = spec) -> None:
-                    self._ca_provisioning = False
-                    self.sim.add_node_spec(spec)
-
-                self.sim.at(self.sim.now + ca.provision_time, ready)
-                return

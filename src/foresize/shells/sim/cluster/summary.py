@@ -36,6 +36,8 @@ def summarize(sim: SimCluster, *, policy: str = "static") -> dict[str, Any]:
             "preemptions": cnt.get("preemptions", 0),
             "resize_restarts": cnt.get("resize_restarts", 0),
             "node_pressure_evictions": cnt.get("node_pressure_evictions", 0),
+            "consolidation_evictions": cnt.get("consolidation_evictions", 0),
+            "do_not_disrupt_evictions": cnt.get("do_not_disrupt_evictions", 0),
             "replicas_final": sim.workloads[key].replicas,
         }
         row["cpu_slack_core_hours"] = row["cpu_requested_core_hours"] - row["cpu_used_core_hours"]
@@ -52,7 +54,7 @@ def summarize(sim: SimCluster, *, policy: str = "static") -> dict[str, Any]:
         for k, v in list(row.items()):
             if isinstance(v, float):
                 row[k] = round(float(v), 6)
-    return {
+    out = {
         "scenario": sim.scenario.name,
         "policy": policy,
         "duration_hours": round(hours, 6),
@@ -64,4 +66,37 @@ def summarize(sim: SimCluster, *, policy: str = "static") -> dict[str, Any]:
         "workloads": rows,
         "events": sim.events.kinds(),
         "event_log_sha256": sim.events.fingerprint(),
+    }
+    if sim.node_autoscaler is not None:
+        out["node_autoscaler"] = node_summary(sim, totals)
+    return out
+
+
+def node_summary(sim: SimCluster, totals: dict[str, float]) -> dict[str, Any]:
+    """What the nodes cost and what disrupted pods: the headline of a run with a node
+    autoscaler."""
+    na = sim.node_autoscaler
+    assert na is not None
+    by_type: dict[str, float] = {}
+    cost = 0.0
+    for rec in sim.node_records.values():
+        h = rec.hours(sim.now)
+        by_type[rec.node_type or "(untyped)"] = by_type.get(rec.node_type or "(untyped)", 0) + h
+        cost += h * rec.price_per_hour
+    return {
+        "flavour": na.spec.flavour,
+        "node_hours": round(sum(by_type.values()), 6),
+        "cost": round(cost, 6),
+        "node_hours_by_type": {k: round(v, 6) for k, v in sorted(by_type.items())},
+        "nodes_launched": na.launched,
+        "nodes_removed": na.removed,
+        "nodes_final": len(sim.nodes),
+        "evictions_by_cause": {
+            "policy": int(totals.get("evictions", 0)),
+            "consolidation": int(totals.get("consolidation_evictions", 0)),
+            "node_pressure": int(totals.get("node_pressure_evictions", 0)),
+            "preemption": int(totals.get("preemptions", 0)),
+        },
+        "restarts": int(totals.get("resize_restarts", 0)),
+        "do_not_disrupt_evictions": int(totals.get("do_not_disrupt_evictions", 0)),
     }

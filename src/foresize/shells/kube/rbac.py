@@ -1,0 +1,122 @@
+"""The RBAC the operator runs with: its ServiceAccount, a ClusterRole with exactly the calls
+it makes cluster-wide and a Role with those in its own namespace, and their bindings.
+
+One home for the rules: `foresize manifests rbac` prints these objects (with labels, beside
+the aggregated user roles) and the Helm chart renders the same (tests/test_manifests.py);
+the strict test API server (`foresize.testing.apiserver`) enforces them for the operator's
+requests, so a call they do not grant is a 403 in the tests as in a cluster;
+tests/test_rbac_calls.py compares them both ways with the calls every API call site makes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from foresize.shells.kube.state import PAUSE_CONFIGMAP
+
+SERVICE_ACCOUNT = "foresize"
+# The ClusterRole, Role and bindings, and the webhook configurations it may patch.
+NAME = "foresize"
+TLS_SECRET = "foresize-webhook-tls"
+RBAC_API = "rbac.authorization.k8s.io/v1"
+
+READ = ["get", "list", "watch"]
+WATCH = ["list", "watch"]
+
+
+def rule(groups: list[str], resources: list[str], verbs: list[str], **extra: Any) -> dict:
+    return {"apiGroups": groups, "resources": resources, "verbs": verbs, **extra}
+
+
+def cluster_role_rules() -> list[dict[str, Any]]:
+    """Exactly the calls the operator makes cluster-wide, no more."""
+    foresize_kinds = ["aiscaletargets", "daemonsetautoscalers", "clusteraiscaletemplates"]
+    return [
+        # Pods: watched; read when not cached; resized in place; annotated; evicted.
+        rule([""], ["pods"], ["get", *WATCH, "patch"]),
+        rule([""], ["pods/resize"], ["patch"]),
+        rule([""], ["pods/eviction"], ["create"]),
+        rule([""], ["nodes"], WATCH),
+        # Events: created, then their count patched when the same one recurs (aggregation).
+        rule([""], ["events"], ["create", "patch"]),
+        rule(["apps"], ["replicasets"], WATCH),
+        # patch: the restartedAt template annotation when a revert cannot be done in place.
+        rule(["apps"], ["deployments", "statefulsets", "daemonsets"], [*WATCH, "patch"]),
+        rule(["argoproj.io"], ["rollouts"], [*WATCH, "patch"]),
+        # Replicas (horizontal autonomous mode).
+        rule(["apps"], ["deployments/scale", "statefulsets/scale"], ["patch"]),
+        rule(["argoproj.io"], ["rollouts/scale"], ["patch"]),
+        rule(["policy"], ["poddisruptionbudgets"], WATCH),
+        rule(["autoscaling"], ["horizontalpodautoscalers"], WATCH),
+        rule(["metrics.k8s.io"], ["pods"], ["list"]),
+        # Foresize's own kinds: finalizers (get, then a JSON patch pinned to what was read);
+        # templates create, update (patch) and delete targets.
+        rule(["foresize.io"], ["aiscaletargets"], ["get", *WATCH, "create", "patch", "delete"]),
+        rule(["foresize.io"], foresize_kinds[1:], ["get", *WATCH, "patch"]),
+        rule(["foresize.io"], [f"{k}/status" for k in foresize_kinds], ["patch"]),
+        # Kopf's resource observer watches the CRDs (in a cluster; not with --server).
+        rule(["apiextensions.k8s.io"], ["customresourcedefinitions"], WATCH),
+        # Only its own webhook configurations, to write the caBundle.
+        rule(
+            ["admissionregistration.k8s.io"],
+            ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],
+            ["get", "patch"],
+            resourceNames=[NAME],
+        ),
+    ]
+
+
+def role_rules() -> list[dict[str, Any]]:
+    """Rights inside the operator's own namespace only."""
+    return [
+        rule(["coordination.k8s.io"], ["leases"], ["get", "create", "patch"]),
+        rule([""], ["configmaps"], ["get"], resourceNames=[PAUSE_CONFIGMAP]),
+        # `create` cannot be limited by name (the name is not known when it is authorized);
+        # the rest only on the TLS Secret: read at start and on every check, patched by the
+        # renewal a third of its lifetime before it expires (kube.md N1).
+        rule([""], ["secrets"], ["create"]),
+        rule([""], ["secrets"], ["get", "patch"], resourceNames=[TLS_SECRET]),
+    ]
+
+
+def operator_rbac(namespace: str) -> list[dict[str, Any]]:
+    """The ServiceAccount, ClusterRole, ClusterRoleBinding, Role and RoleBinding, in that
+    order, with metadata of name and namespace only (`foresize manifests` adds labels)."""
+    subject = {"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": namespace}
+
+    def ref(kind: str) -> dict[str, str]:
+        return {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": NAME}
+
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": SERVICE_ACCOUNT, "namespace": namespace},
+        },
+        {
+            "apiVersion": RBAC_API,
+            "kind": "ClusterRole",
+            "metadata": {"name": NAME},
+            "rules": cluster_role_rules(),
+        },
+        {
+            "apiVersion": RBAC_API,
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": NAME},
+            "roleRef": ref("ClusterRole"),
+            "subjects": [dict(subject)],
+        },
+        {
+            "apiVersion": RBAC_API,
+            "kind": "Role",
+            "metadata": {"name": NAME, "namespace": namespace},
+            "rules": role_rules(),
+        },
+        {
+            "apiVersion": RBAC_API,
+            "kind": "RoleBinding",
+            "metadata": {"name": NAME, "namespace": namespace},
+            "roleRef": ref("Role"),
+            "subjects": [dict(subject)],
+        },
+    ]
