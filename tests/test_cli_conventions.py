@@ -99,3 +99,21 @@ def test_every_duration_option_shows_a_unit_default():
         for opt, p in _visible(cmd).items():
             if any(n in opt for n in names) and opt.startswith("--") and p.default is not None:
                 assert isinstance(p.default, str) and p.default[-1].isalpha(), (name, opt)
+
+
+def test_namespace_says_which_of_its_two_meanings_it_has():
+    """ux.md R38: `--namespace` filters in `recommend` and names the namespace Foresize is
+    installed in everywhere else; every help text now says which."""
+    seen = set()
+    for name, cmd in _commands().items():
+        p = _visible(cmd).get("--namespace")
+        if p is None:
+            continue
+        seen.add(name)
+        if name == "recommend":
+            assert p.help.startswith("A filter: "), p.help
+        else:
+            assert p.help.startswith("Namespace Foresize is installed in"), (name, p.help)
+            assert "(not a filter" in p.help, (name, p.help)
+    assert {"recommend", "operator", "webhook"} <= seen
+    assert any(n.startswith("manifests") for n in seen), seen

@@ -13,7 +13,8 @@ with cAdvisor every 60 s and kube-state-metrics every 120 s:
   OOM kill) and a StatefulSet `postgres` (VM 9) whose series are duplicated twice: the
   cgroup-v1 copy with `image=""` and the same pod name in a second cluster (`cluster="b"`,
   twice the usage); current requests and limits, owners and pod labels from
-  kube-state-metrics.
+  kube-state-metrics. The sidecar's CFS counters show two short throttled spells; a
+  `log-shipper` container has requests but no cAdvisor series.
 
 Skipped only when the binaries are missing (`.ci/system-deps` installs them).
 """
@@ -61,6 +62,9 @@ GIB = 2**30
 MIB = 2**20
 KILL_OFFSETS = (6 * 3600 + 37, 15 * 3600 + 211, 27 * 3600 + 95, 40 * 3600 + 263)
 ERROR_RESTART = 44 * 3600 + 50  # a restart that was not an OOM kill (liveness probe)
+THROTTLED_SPELLS = ((10 * 3600, 10 * 3600 + 300), (20 * 3600, 20 * 3600 + 600))
+"""The sidecar's throttled spells (seconds after t0): half its CFS periods throttled in 15
+minutes of two days, 0.26% of all its periods."""
 
 if shutil.which("prometheus") is None or shutil.which("promtool") is None:
     pytest.skip(
@@ -233,6 +237,23 @@ def openmetrics(series: dict[str, tuple[float, np.ndarray, np.ndarray]], t0: flo
             sum(k <= t for k in kills),
             t,
         )
+        # CFS: ten 100-ms periods a second, half of them throttled in THROTTLED_SPELLS.
+        om.add(
+            "container_cpu_cfs_periods",
+            "counter",
+            "container_cpu_cfs_periods_total",
+            sidecar + ',image="proxy:1"',
+            10.0 * (t - t0),
+            t,
+        )
+        om.add(
+            "container_cpu_cfs_throttled_periods",
+            "counter",
+            "container_cpu_cfs_throttled_periods_total",
+            sidecar + ',image="proxy:1"',
+            5.0 * sum(min(max(t - t0 - a, 0.0), b - a) for a, b in THROTTLED_SPELLS),
+            t,
+        )
     # kube-state-metrics, every 120 s.
     ksm_ts = t0 + np.arange(int(SHOP_DAYS * 86400 / KSM_SCRAPE)) * KSM_SCRAPE
     pods = {
@@ -250,6 +271,8 @@ def openmetrics(series: dict[str, tuple[float, np.ndarray, np.ndarray]], t0: flo
             "limits": {"cpu": 2, "memory": GIB},
         },
         ("postgres", "postgres"): {"requests": {"cpu": 2, "memory": 8 * GIB}, "limits": {}},
+        # Requests, but cAdvisor never reported the container (ux.md N4).
+        ("web", "log-shipper"): {"requests": {"cpu": 0.05, "memory": 64 * MIB}, "limits": {}},
     }
     for t in ksm_ts:
         for pod, (kind, owner, app) in pods.items():
@@ -552,7 +575,12 @@ def test_acceptance_stable_counts_and_values_match_the_raw_data(prom):
     assert table[0].stdout == table[1].stdout and table[0].exit_code == 0
     doc = json.loads(outs[0].stdout)
     rows = {(r["workload"], r["container"]): r for r in doc["recommendations"]}
-    assert set(rows) == {("web", "app"), ("web", "istio-proxy"), ("postgres", "postgres")}
+    assert set(rows) == {
+        ("web", "app"),
+        ("web", "istio-proxy"),
+        ("web", "log-shipper"),
+        ("postgres", "postgres"),
+    }
     proxy = rows[("web", "istio-proxy")]
     assert len(proxy["oom_kills"]) == 4
     assert proxy["memory"]["current_limit"] == "1Gi"
@@ -582,6 +610,45 @@ def test_acceptance_stable_counts_and_values_match_the_raw_data(prom):
     assert rows[("web", "app")]["replicas"] == 2
     # The horizon is said.
     assert "coming weeks" in doc["horizon"] and "15-minute" in doc["horizon"]
+
+
+def test_a_container_with_requests_and_no_usage_is_listed_not_dropped(prom):
+    """ux.md N4: kube-state-metrics has the log-shipper's requests, cAdvisor never saw it;
+    it was missing from every output (86 rows for 87 containers, no note)."""
+    url, _, t0 = prom
+    out = shop_run(url, t0, 60.0, "-o", "json")
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out.stdout)
+    (row,) = [r for r in doc["recommendations"] if r["container"] == "log-shipper"]
+    assert row["no_usage"] is True and row["kind"] == "Deployment"
+    assert row["cpu"]["current_request"] == "50m" and row["memory"]["current_request"] == "64Mi"
+    assert row["cpu"]["request"] is None and row["severity"] == "unset"
+    assert row["notes"][0].startswith("no usage in the history")
+    table = shop_run(url, t0, 60.0).stdout
+    assert "shop/web log-shipper: no usage in the history" in " ".join(table.split())
+    # Outside a label selector it stays out, as its pod's usage does.
+    out = shop_run(url, t0, 60.0, "-o", "json", "-l", "app=postgres")
+    assert {r["container"] for r in json.loads(out.stdout)["recommendations"]} == {"postgres"}
+
+
+def test_throttled_share_is_over_every_step_with_cfs_data(prom):
+    """ux.md N2: half the sidecar's CFS periods were throttled in 15 minutes of two days.
+    Averaged over the throttled steps alone the note said "throttled in 50% of periods";
+    over every step it is a quarter of a percent, below the note's 10%."""
+    url, _, t0 = prom
+    history = asyncio.run(
+        PrometheusReader(url).read(t0, shop_end(t0), STEP, scope=Scope(("shop",), cluster="a"))
+    )
+    ((key, (ts, share)),) = history.throttling.items()
+    assert key.container == "istio-proxy"
+    assert ts.size > 500  # every step of the sidecar with CFS data, not the throttled ones
+    throttled = sum(b - a for a, b in THROTTLED_SPELLS) * 5.0  # throttled periods
+    periods = 10.0 * (shop_end(t0) - t0)
+    assert float(np.mean(share)) == pytest.approx(throttled / periods, rel=0.1)
+    doc = json.loads(shop_run(url, t0, 60.0, "-o", "json").stdout)
+    proxy = next(r for r in doc["recommendations"] if r["container"] == "istio-proxy")
+    assert 0 < proxy["throttled_share"] < 0.01
+    assert not any("throttled" in n for n in proxy["notes"])
 
 
 def test_patch_output_is_a_strategic_merge_patch_per_workload(prom):

@@ -156,7 +156,7 @@ def test_explain_says_how_each_number_came_about(trace):
     worker = next(r for r in doc["recommendations"] if r["container"] == "worker")
     cpu_line = worker["explanation"][0]
     assert cpu_line.startswith(
-        "cpu: 1500m: the highest p98 of 15-minute peaks over all 72h 2, 1d 2 = 2; "
-        "+10% buffer: 2200m; bounded by --cpu-min/--cpu-max: 1500m; peak 2.000 cores; "
+        "cpu: 1500m: the highest p98 of 15-minute peaks over all 72h 2000m, 1d 2000m = 2000m; "
+        "+10% buffer: 2200m; bounded by --cpu-min/--cpu-max: 1500m; peak 2000m; "
         "15-minute forecast"
     ), cpu_line

@@ -50,3 +50,21 @@ def test_output_json_and_the_old_json_flag_agree():
     assert json.loads(a.stdout) == json.loads(b.stdout)
     bad = run("-o", "xml", width=80)
     assert str(bad.exception) == "--output: must be one of table, json, not 'xml'"
+
+
+def test_a_run_inside_the_learning_period_says_why_it_saved_nothing():
+    """ux.md R18: `simulate -d 1d` printed `vs static: CPU requests -0.0%, ...` and nothing
+    about min_lookback_to_scale (24 h): Foresize resizes nothing before it."""
+    out = run("--policy", "foresize", width=120)
+    assert out.exit_code == 0, out.output
+    lines = out.stdout.splitlines()
+    i = next(i for i, line in enumerate(lines) if line.startswith("vs static:"))
+    note = " ".join(lines[i + 1 :])
+    assert "min_lookback_to_scale, 24 h, of history: this 2 h run is its learning period" in note
+    from foresize.front.report.flow import learning_note
+
+    assert "the last 12 h of this 36 h run" in learning_note(
+        {"policy": "foresize:cost_optimized", "duration_hours": 36.0}
+    )
+    assert learning_note({"policy": "foresize", "duration_hours": 72.0}) is None
+    assert learning_note({"policy": "vpa", "duration_hours": 2.0}) is None

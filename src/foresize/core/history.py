@@ -99,9 +99,35 @@ def check_resource(resource: str) -> None:
         raise ValueError(f"unknown resource {resource!r} (one of {RESOURCES})")
 
 
+def aligned_start(t: float, period: float) -> float:
+    """Start of the `period`-long block holding `t`, blocks aligned to multiples of
+    `period` since the Unix epoch (UTC), never to the newest sample.
+
+    The one alignment rule of every aggregation of history: the stores' buckets (`window`),
+    the 5-minute model grid and the 15-minute peaks of a static request
+    (`foresize.core.recommend.static`). Blocks counted back from the newest sample would move
+    with every new sample, so two readings of a live history a few minutes apart would
+    cut the same data differently (a peak shared by one block or split over two) and the
+    numbers computed from them would cycle with the block's period."""
+    return float(np.floor(t / period + ALIGN_EPS) * period)
+
+
+ALIGN_EPS = 1e-9
+"""Times are float seconds: a time on a boundary (k x period) computed as a float may sit
+a hair below it; without the tolerance it would fall into the previous block."""
+
+
+def block_numbers(start: float, n: int, step: float, block: float) -> np.ndarray:
+    """For each of the `n` columns of a grid of `step` starting at `start`, the number of
+    the epoch-aligned `block` holding it (`aligned_start` / `block`), as int64."""
+    times = start + np.arange(n, dtype=np.float64) * step
+    return np.floor(times / block + ALIGN_EPS).astype(np.int64)
+
+
 def window_start(end: float, length: int, step: float) -> float:
-    """Start of the first bucket of a `length`-bucket window whose last bucket holds `end`."""
-    return float(np.floor(end / step) * step - (length - 1) * step)
+    """Start of the first bucket of a `length`-bucket window whose last bucket holds `end`
+    (buckets aligned to multiples of `step`: `aligned_start`)."""
+    return aligned_start(end, step) - (length - 1) * step
 
 
 def resample_max(

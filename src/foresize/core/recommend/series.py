@@ -57,7 +57,7 @@ def recommend_series(
 
     from foresize.core.api.quantity import CPU, MEMORY, MIB, format_bytes, format_cpu
     from foresize.core.cluster.model import ResourceRequirements
-    from foresize.core.history import resample_max, window_start
+    from foresize.core.history import aligned_start, resample_max, window_start
     from foresize.core.recommend.target import (
         HISTORY_WINDOW,
         MODEL_STEP,
@@ -75,7 +75,7 @@ def recommend_series(
     # "Now" is the start of the newest sample's bucket: the same samples give the same
     # answer whatever their offset inside the bucket.
     newest = max(float(s.timestamps[-1]) for s in series)
-    end = float(now) if now is not None else math.floor(newest / step) * step
+    end = float(now) if now is not None else aligned_start(newest, step)
     length = int(math.ceil(HISTORY_WINDOW / step))
     start = window_start(end, length, step)
     resource_model = ResourceModel(mode, percentile_value, buffer_percentage)

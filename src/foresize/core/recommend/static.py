@@ -22,28 +22,41 @@ STATIC_SPANS: tuple[tuple[str, float], ...] = (
     ("7d", 7 * 86400.0),  # the last weekly cycle
     ("1d", 86400.0),  # the last daily cycle: recent growth is not averaged away
 )
-"""Spans of history, ending at the newest sample, whose quantiles a static request covers."""
+"""Spans of history, in whole 15-minute blocks up to the one holding the newest sample, whose
+quantiles a static request covers."""
 
 
-def window_peaks(values: np.ndarray, step: float, window: float = PEAK_WINDOW) -> np.ndarray:
-    """The maxima of consecutive `window`-long blocks of a series on a `step` grid, the
-    blocks aligned to its end (NaN where a block has no reading)."""
-    k = max(1, round(window / step))
+def window_peaks(
+    values: np.ndarray, step: float, start: float, window: float = PEAK_WINDOW
+) -> np.ndarray:
+    """The maxima of the `window`-long blocks of a series on a `step` grid whose first
+    column is at `start`, the blocks aligned to multiples of `window` since the epoch
+    (`foresize.core.history.aligned_start`), oldest first; the first and the last block
+    may be partial (NaN where a block has no reading). A new sample then only raises the
+    newest block or opens the next one: the blocks already cut stay as they were."""
+    from foresize.core.history import block_numbers
+
     v = np.asarray(values, dtype=np.float64)
-    n = (v.size // k) * k
-    blocks = v[v.size - n :].reshape(-1, k) if n else np.empty((0, k))
-    out = np.full(blocks.shape[0], np.nan)
-    have = np.isfinite(blocks).any(axis=1)
-    if have.any():
-        out[have] = np.nanmax(blocks[have], axis=1)
+    if not v.size:
+        return np.empty(0)
+    blocks = block_numbers(start, v.size, step, window)
+    index = blocks - blocks[0]
+    out = np.full(int(index[-1]) + 1, -np.inf)
+    finite = np.isfinite(v)
+    np.maximum.at(out, index[finite], v[finite])
+    out[np.isneginf(out)] = np.nan
     return out
 
 
-def static_request(values: np.ndarray, step: float, q: float) -> tuple[float, dict[str, float]]:
+def static_request(
+    values: np.ndarray, step: float, q: float, start: float
+) -> tuple[float, dict[str, float]]:
     """(the request, {span: the q-quantile of its 15-minute peaks}) for a series on a
-    `step` grid ending at the newest sample: the highest of the spans' quantiles (each the
-    smallest observed peak with at most 1 - q of the windows above it). NaN without data."""
-    peaks = window_peaks(values, step)
+    `step` grid whose first column is at `start`, ending at the newest sample: the highest
+    of the spans' quantiles (each the smallest observed peak with at most 1 - q of the
+    windows above it), a span being the last blocks up to the one holding the newest
+    sample. NaN without data."""
+    peaks = window_peaks(values, step, start)
     have = np.flatnonzero(np.isfinite(peaks))
     per_span: dict[str, float] = {}
     if not have.size:
@@ -58,5 +71,7 @@ def static_request(values: np.ndarray, step: float, q: float) -> tuple[float, di
         label = name if n * PEAK_WINDOW >= span else f"all {n * PEAK_WINDOW / 3600:g}h"
         recent = peaks[-n:]
         recent = recent[np.isfinite(recent)]
+        if not recent.size:
+            continue  # no reading in the span (the container stopped reporting before it)
         per_span[label] = float(np.quantile(recent, q, method="higher"))
     return max(per_span.values()), per_span

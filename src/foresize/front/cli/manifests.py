@@ -666,7 +666,10 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             help="What to print: all, crds, rbac, operator, webhooks, monitoring, or "
             "networkpolicy (not part of all).",
         ),
-        namespace: str = typer.Option(DEFAULT_NAMESPACE, help="Namespace of the operator."),
+        namespace: str = typer.Option(
+            DEFAULT_NAMESPACE,
+            help="Namespace Foresize is installed in (not a filter; recommend -n filters).",
+        ),
         image: str = typer.Option(
             "",
             help="Operator image you built and pushed (REGISTRY/foresize:TAG); required for "

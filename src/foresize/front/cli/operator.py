@@ -30,7 +30,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             "foresize-system",
             "--namespace",
             env="FORESIZE_NAMESPACE",
-            help="Operator namespace (Leases, TLS Secret).",
+            help="Namespace Foresize is installed in: Leases, TLS Secret (not a filter).",
         ),
         identity: str = opt(
             "",

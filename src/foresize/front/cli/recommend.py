@@ -173,7 +173,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             "canonical", "--trace-format", help="bitbrains, crane, google2011 or canonical."
         ),
         namespace: list[str] | None = typer.Option(
-            None, "--namespace", "-n", help="Only these namespaces (repeatable or a,b)."
+            None, "--namespace", "-n", help="A filter: only these namespaces (repeatable or a,b)."
         ),
         selector: str | None = typer.Option(
             None, "--selector", "-l", help="Pod label selector: app=web,tier!=db,env in (a,b)."

@@ -37,7 +37,10 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             "private key is never left on disk).",
         ),
         service: str = typer.Option("foresize-webhook", help="Service name of the webhook."),
-        namespace: str = typer.Option("foresize-system", help="Namespace of the service."),
+        namespace: str = typer.Option(
+            "foresize-system",
+            help="Namespace Foresize is installed in, of its Service (not a filter).",
+        ),
         webhook_config: Path | None = typer.Option(
             None,
             help="Write the Mutating/ValidatingWebhookConfiguration (caBundle from the "

@@ -64,6 +64,34 @@ def print_savings(summary: dict[str, Any]) -> None:
         f"{sv['throttled_seconds']['policy']:.0f} s (static "
         f"{sv['throttled_seconds']['baseline']:.0f} s)"
     )
+    note = learning_note(summary)
+    if note:
+        print(note)
+
+
+def learning_note(summary: dict[str, Any]) -> str | None:
+    """What a short run of a Foresize policy shows (ux.md R18): nothing is resized before a
+    workload has `min_lookback_to_scale` of history (API default 24 h), so a 1-day run
+    printed `-0.0%` with no word why."""
+    from foresize.shells.sim.operator import DEFAULT_MIN_LOOKBACK
+
+    if not str(summary.get("policy", "")).startswith("foresize"):
+        return None
+    hours = float(summary.get("duration_hours", 0.0))
+    learning = DEFAULT_MIN_LOOKBACK / 3600.0
+    if hours > 2 * learning:
+        return None
+    if hours <= learning:
+        return (
+            f"(Foresize resizes nothing before a workload has min_lookback_to_scale, "
+            f"{learning:g} h, of history: this {hours:g} h run is its learning period, so "
+            f"requests stay as written. Run -d 3d or more to see what it saves.)"
+        )
+    return (
+        f"(Foresize resizes nothing before a workload has min_lookback_to_scale, "
+        f"{learning:g} h, of history: the savings come from the last {hours - learning:g} h "
+        f"of this {hours:g} h run. Run -d 3d or more for a fuller picture.)"
+    )
 
 
 def parse_compare(value: str) -> list[str]:

@@ -248,28 +248,42 @@ def _headline_section(
     return "".join(parts)
 
 
+HEADLINE_REQUESTS = 4
+"""The first HEADLINE columns (requested and used) go in the first headline table with the
+savings; the rest (the risk counts) in the second. One table of all of them (up to 18
+columns) was wider than the page at any window size, and a scroll box hid its right end
+from a screenshot, a PDF or a print (ux.md N6); two tables of at most 9 and 11 columns
+fit the page from 1280 px up."""
+
+
+def _policy_cell(r: PolicyRun, colours: dict[str, str]) -> str:
+    cls = " class='baseline'" if r.baseline_only else ""
+    return (
+        f"<tr{cls} data-policy='{_e(r.policy)}'><td class='l nw'>"
+        f"<span class='swatch' style='background:{colours[r.policy]}'></span>"
+        f"{_e(r.policy)}{' (reference)' if r.baseline_only else ''}</td>"
+    )
+
+
 def _headline_table(
     ordered: list[PolicyRun], refs: list[PolicyRun], colours: dict[str, str]
 ) -> str:
-    """A row per policy: the requested and used totals, the CPU and memory saved against
-    each reference in `refs`, then the risk counts (`HEADLINE`)."""
+    """Two tables with a row per policy: the requested and used totals with the CPU and
+    memory saved against each reference in `refs`; then the risk counts (`HEADLINE`)."""
     parts = ["<div class='scroll'><table class='headline'><tr><th class='l'>policy</th>"]
-    parts += [f"<th>{head}</th>" for _, head, _ in HEADLINE[:4]]
+    parts += [f"<th>{head}</th>" for _, head, _ in HEADLINE[:HEADLINE_REQUESTS]]
     for ref in refs:
         parts.append(
             f"<th>CPU saved<br>vs {_e(ref.policy)}</th><th>memory saved<br>vs {_e(ref.policy)}</th>"
         )
-    parts += [f"<th>{head}</th>" for _, head, _ in HEADLINE[4:]]
     parts.append("</tr>")
     for r in ordered:
         t = r.summary["totals"]
-        cls = " class='baseline'" if r.baseline_only else ""
-        parts.append(
-            f"<tr{cls} data-policy='{_e(r.policy)}'><td class='l'>"
-            f"<span class='swatch' style='background:{colours[r.policy]}'></span>"
-            f"{_e(r.policy)}{' (reference)' if r.baseline_only else ''}</td>"
-        )
-        parts += [_num_cell(fmt, t.get(key, 0), key, r.policy) for key, _, fmt in HEADLINE[:4]]
+        parts.append(_policy_cell(r, colours))
+        parts += [
+            _num_cell(fmt, t.get(key, 0), key, r.policy)
+            for key, _, fmt in HEADLINE[:HEADLINE_REQUESTS]
+        ]
         for ref in refs:
             rt = ref.summary["totals"]
             for key in ("cpu_requested_core_hours", "memory_requested_gib_hours"):
@@ -278,7 +292,15 @@ def _headline_table(
                 else:
                     saved = saved_pct(t.get(key, 0.0), rt.get(key, 0.0))
                     parts.append(_pct_cell(saved, key, r.policy, ref.policy))
-        for key, _, fmt in HEADLINE[4:]:
+        parts.append("</tr>")
+    parts.append("</table></div>")
+    parts.append("<div class='scroll'><table class='headline-counts'><tr><th class='l'>policy</th>")
+    parts += [f"<th>{head}</th>" for _, head, _ in HEADLINE[HEADLINE_REQUESTS:]]
+    parts.append("</tr>")
+    for r in ordered:
+        t = r.summary["totals"]
+        parts.append(_policy_cell(r, colours))
+        for key, _, fmt in HEADLINE[HEADLINE_REQUESTS:]:
             value = _per_day(r.summary, t) if key == "resizes_per_day" else t.get(key, 0)
             parts.append(_num_cell(fmt, value, key, r.policy, risk=key not in _NOT_RISK))
         parts.append("</tr>")

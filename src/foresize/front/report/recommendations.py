@@ -38,6 +38,24 @@ UNDER_WARNING = 0.95
 OVER_WARNING = 2.0
 """A request over twice the recommendation wastes at least half of it."""
 SEVERITIES = ("critical", "warning", "ok", "unset")
+MIN_CPU_REQUEST = 10
+"""The lowest CPU request written (millicores; --cpu-min overrides it). A request is the
+container's CFS weight under contention (10m = 10 shares of a core's 1024): a few
+millicores starve it whenever the node is busy, and a pod's first 2 minutes, where its
+start-up CPU goes, are left out of the history, so nothing in the data speaks for them.
+KRR's floor is the same 10m."""
+MIN_MEMORY_REQUEST = 64 * MIB
+"""The lowest memory request (and so limit) written (--memory-min overrides it). The limit
+equals the request, and a pod's first 2 minutes are not in the history: a start-up above a
+few MiB of steady working set would be an OOM kill. 64Mi holds a runtime, its libraries
+and a small heap."""
+MIN_CPU_LIMIT = 100
+"""The lowest CPU limit written (millicores): the limit is a CFS quota per 100 ms period,
+100m = 10 ms of CPU per period; below that one request's work spans several periods and
+waits out each one throttled."""
+OOM_FORECAST_NOTE = 2.0
+"""A 15-minute memory forecast above twice the peak working set is explained (the
+operator's OOM floor compounding over the history's kills)."""
 
 
 @dataclass(slots=True)
@@ -74,6 +92,7 @@ class Row:
     memory_model: str = ""
     severity: str = "unset"
     notes: list[str] = field(default_factory=list)
+    no_usage: bool = False  # requests in kube-state-metrics, no usage reading in the range
 
     @property
     def name(self) -> str:
@@ -89,14 +108,19 @@ class Bounds:
     memory_min: int | None = None
     memory_max: int | None = None
 
+    def floor(self, resource: str) -> int:
+        """The lowest request written: --cpu-min/--memory-min, else the default floor."""
+        given = self.cpu_min if resource == CPU else self.memory_min
+        if given is not None:
+            return given
+        return MIN_CPU_REQUEST if resource == CPU else MIN_MEMORY_REQUEST
+
     def clamp(self, resource: str, value: int | None) -> int | None:
+        """`value` within [floor, --*-max] (the maximum wins if it is below the floor)."""
         if value is None:
             return None
-        lo, hi = (
-            (self.cpu_min, self.cpu_max) if resource == CPU else (self.memory_min, self.memory_max)
-        )
-        if lo is not None:
-            value = max(value, lo)
+        value = max(value, self.floor(resource))
+        hi = self.cpu_max if resource == CPU else self.memory_max
         if hi is not None:
             value = min(value, hi)
         return value
@@ -157,7 +181,7 @@ def build_rows(
     request at `quantiles[resource]` over the history on the model grid, the OOM floor
     (the operator's rule, `recommend.target.apply_ooms`, on each kill in the window),
     bounds, limits and severity."""
-    from foresize.core.history import resample_max
+    from foresize.core.history import aligned_start, resample_max
     from foresize.core.recommend.core import OOM_FACTOR
     from foresize.core.recommend.static import static_request
     from foresize.core.recommend.target import MODEL_STEP
@@ -174,7 +198,7 @@ def build_rows(
         return []
     step = MODEL_STEP
     newest = max(float(s.timestamps[-1]) for s in live)
-    end = math.floor(newest / step) * step
+    end = aligned_start(newest, step)
     n = max(1, int(round(lookback / step)))
     start = end - (n - 1) * step
     rows = []
@@ -213,7 +237,7 @@ def build_rows(
         for res, rr in ((CPU, row.cpu), (MEMORY, row.memory)):
             grid = grids[res]
             rr.quantile = quantiles[res]
-            value, rr.spans = static_request(grid, step, quantiles[res])
+            value, rr.spans = static_request(grid, step, quantiles[res], start)
             if np.isfinite(grid).any():
                 rr.peak = float(np.nanmax(grid))
             if cur is not None:
@@ -236,9 +260,7 @@ def build_rows(
                         f"hit and the working-set peak at a kill, compounding: "
                         f"{_pretty(res, _round(res, value))}"
                     )
-            rr.request = bounds.clamp(res, _round(res, value))
-            if rr.request != _round(res, value):
-                rr.steps.append(f"bounded by --{res}-min/--{res}-max: {_pretty(res, rr.request)}")
+            _bound(rr, res, value, bounds)
         _limits(row)
         _notes(row)
         row.cpu.severity = severity_of(row.cpu.current_request, row.cpu.request)
@@ -248,6 +270,8 @@ def build_rows(
             "critical" if killed_at_limit else worst(row.cpu.severity, row.memory.severity)
         )
         rows.append(row)
+    rows += _rows_without_usage({s.key for s in live}, resources, kinds, replicas)
+    rows.sort(key=lambda r: (r.namespace, r.workload, r.container))
     return rows
 
 
@@ -276,16 +300,85 @@ def _oom_floor(
     return float(state.active(now))
 
 
+def _bound(rr: ResourceRow, res: str, value: float, bounds: Bounds) -> None:
+    """The request: `value` rounded, within the floor and the bounds; the step said."""
+    rounded = _round(res, value)
+    rr.request = bounds.clamp(res, rounded)
+    if rr.request == rounded:
+        return
+    given = (bounds.cpu_min if res == CPU else bounds.memory_min) is not None
+    if given or rr.request != bounds.floor(res):
+        rr.steps.append(f"bounded by --{res}-min/--{res}-max: {_pretty(res, rr.request)}")
+    else:
+        rr.steps.append(
+            f"raised to the lowest request written, {_pretty(res, rr.request)} "
+            f"(--{res}-min to change it)"
+        )
+
+
+def _rows_without_usage(
+    with_usage: set[Any],
+    resources: dict[Any, Any],
+    kinds: dict[tuple[str, str], str],
+    replicas: dict[tuple[str, str], int],
+) -> list[Row]:
+    """A row for each container kube-state-metrics gave requests or limits for but with no
+    usage reading in the range (ux.md N4): listed with what it has today and a note, so
+    "no data" is told apart from "not looked at"; nothing is recommended or patched."""
+    out = []
+    for key, cur in sorted(resources.items()):
+        if key in with_usage:
+            continue
+        row = Row(
+            key.namespace,
+            key.workload,
+            key.container,
+            kind=kinds.get((key.namespace, key.workload), ""),
+            replicas=replicas.get((key.namespace, key.workload), 1),
+            enough_data=False,
+            no_usage=True,
+        )
+        for res, rr in ((CPU, row.cpu), (MEMORY, row.memory)):
+            req, lim = getattr(cur, f"{res}_request"), getattr(cur, f"{res}_limit")
+            rr.current_request = _round(res, req) if req is not None else None
+            rr.current_limit = _round(res, lim) if lim is not None else None
+        row.notes.append(
+            "no usage in the history (requests in kube-state-metrics, no cAdvisor reading): "
+            "nothing recommended, its resources stay as they are"
+        )
+        out.append(row)
+    return out
+
+
 def _limits(row: Row) -> None:
-    """Memory limit = the memory request (a container above its request is the first to go
-    under node pressure, and a higher limit only postpones the kill); a CPU limit only
-    where one is set today, at today's limit:request ratio (CPU above the request is
-    throttled, not fatal, so no limit is added)."""
-    row.memory.limit = row.memory.request
+    """Limits a careful engineer would apply (docs/recommend.md "Limits"):
+
+    - memory limit = the memory request (a container above its request is the first to go
+      under node pressure, and a higher limit only postpones the kill), never below the
+      highest working set in the history (a limit below a level the container has reached
+      is a kill waiting for that level to come back);
+    - a CPU limit only where one is set today (CPU above the request is throttled, not
+      fatal, so no limit is added), never lowered: the history holds 5-minute averages,
+      and a CFS quota caps 100-ms bursts an average does not show, so no average can say
+      a lower limit is safe (a throttled container's history is even capped by it). It
+      rises with the request at today's limit:request ratio, and is at least
+      MIN_CPU_LIMIT."""
+    mem = row.memory
+    if mem.request is not None:
+        peak = _round(MEMORY, mem.peak) if mem.peak is not None else 0
+        mem.limit = max(mem.request, peak)
+        if mem.limit > mem.request:
+            mem.steps.append(f"limit at the peak working set: {_pretty(MEMORY, mem.limit)}")
     cpu = row.cpu
     if cpu.current_limit and cpu.request:
         ratio = cpu.current_limit / cpu.current_request if cpu.current_request else 1.0
-        cpu.limit = max(cpu.request, int(math.ceil(cpu.request * max(ratio, 1.0))))
+        scaled = int(math.ceil(cpu.request * max(ratio, 1.0)))
+        cpu.limit = max(cpu.current_limit, scaled, MIN_CPU_LIMIT, cpu.request)
+        if cpu.limit == cpu.current_limit and scaled < cpu.current_limit:
+            cpu.steps.append(
+                f"limit kept at {_pretty(CPU, cpu.limit)}: a CPU limit is never lowered from "
+                "5-minute averages"
+            )
 
 
 def _notes(row: Row) -> None:
@@ -305,8 +398,35 @@ def _notes(row: Row) -> None:
             f"CPU throttled in {100 * row.throttled_share:.0f}% of periods: its demand above "
             "the limit is not in the history, so the CPU recommendation may be low"
         )
+    if _oom_forecast_far_above_peak(row):
+        row.notes.append(oom_forecast_note(row))
     if not row.enough_data:
         row.notes.append(f"only {row.history_hours:g} h of history")
+
+
+def _oom_forecast_far_above_peak(row: Row) -> bool:
+    mem = row.memory
+    return bool(
+        row.oom_kills
+        and mem.forecast is not None
+        and mem.peak
+        and mem.forecast > OOM_FORECAST_NOTE * mem.peak
+    )
+
+
+def oom_forecast_note(row: Row) -> str:
+    """Why the operator's 15-minute memory forecast is far above anything seen (ux.md N9)."""
+    from foresize.core.recommend.core import KILL_MEMORY, OOM_FACTOR
+
+    mem = row.memory
+    ratio = (mem.forecast or 0) / (mem.peak or 1)
+    return (
+        f"15-minute memory forecast {_pretty(MEMORY, mem.forecast)} is {ratio:.1f}x the "
+        f"{_pretty(MEMORY, int(mem.peak or 0))} peak: the operator's OOM floor, which rises "
+        f"{OOM_FACTOR:g}x with each kill while it holds ({KILL_MEMORY / 86400:g} days), "
+        f"replayed over the {len(row.oom_kills)} kills of the history. Those kills came at "
+        "today's limit, before any raise; apply the memory request, not the forecast"
+    )
 
 
 def _fmt(res: str, value: int | None) -> str:
@@ -316,13 +436,13 @@ def _fmt(res: str, value: int | None) -> str:
 
 
 def _pretty(res: str, value: int | None) -> str:
-    """Short human form: CPU in m or cores, memory in Mi or Gi (rounded up)."""
+    """The one unit per resource of every table and explanation (ux.md R26: `16 → 3992m`,
+    `-12.0` beside `-400m`, a peak of `0.228` cores beside millicore requests): CPU in
+    millicores, memory in Mi (rounded up); both valid Kubernetes quantities."""
     if value is None:
         return "-"
     if res == CPU:
-        return format_cpu(value) if value < 10_000 or value % 1000 == 0 else f"{value / 1000:.1f}"
-    if value >= 10 * GIB:
-        return f"{math.ceil(value / GIB * 10) / 10:g}Gi"
+        return f"{value}m"
     return f"{math.ceil(value / MIB)}Mi"
 
 
@@ -358,7 +478,8 @@ class WorkloadTotal:
 
 
 def workload_totals(rows: list[Row], prices: Prices | None = None) -> list[WorkloadTotal]:
-    """Per workload, all replicas and containers: requests today and recommended."""
+    """Per workload, all replicas and containers: requests today and recommended (where
+    nothing is recommended, today's request: the patches leave it as it is)."""
     out: dict[tuple[str, str], WorkloadTotal] = {}
     for r in rows:
         t = out.setdefault(
@@ -372,13 +493,55 @@ def workload_totals(rows: list[Row], prices: Prices | None = None) -> list[Workl
                 setattr(t, cur_attr, cur + rr.current_request * r.replicas)
             else:
                 setattr(t, cur_attr, None)
-            setattr(t, rec_attr, getattr(t, rec_attr) + (rr.request or 0) * r.replicas)
+            after = rr.request if rr.request is not None else rr.current_request
+            setattr(t, rec_attr, getattr(t, rec_attr) + (after or 0) * r.replicas)
     if prices is not None:
         for t in out.values():
-            t.cost_recommended = prices.monthly(t.cpu_recommended, t.memory_recommended)
-            if t.cpu_current is not None and t.memory_current is not None:
-                t.cost_current = prices.monthly(t.cpu_current, t.memory_current)
+            _cost(t, prices)
     return list(out.values())
+
+
+def _cost(t: WorkloadTotal, prices: Prices) -> None:
+    t.cost_recommended = prices.monthly(t.cpu_recommended, t.memory_recommended)
+    if t.cpu_current is not None and t.memory_current is not None:
+        t.cost_current = prices.monthly(t.cpu_current, t.memory_current)
+
+
+TOTAL = "TOTAL"
+"""The workload name of the whole selection's total (ux.md N5); a namespace's total is
+named `<namespace>/*`."""
+
+
+def grand_totals(rows: list[Row], prices: Prices | None = None) -> list[WorkloadTotal]:
+    """Per namespace, then over everything listed (the cluster, or the namespaces and
+    selector chosen): the sums of `workload_totals`. `cpu_current` is None where some
+    container has no request today (a sum without it would understate today)."""
+
+    def add(into: WorkloadTotal, t: WorkloadTotal) -> None:
+        into.replicas += t.replicas
+        into.cpu_recommended += t.cpu_recommended
+        into.memory_recommended += t.memory_recommended
+        into.cpu_current = (
+            into.cpu_current + t.cpu_current
+            if into.cpu_current is not None and t.cpu_current is not None
+            else None
+        )
+        into.memory_current = (
+            into.memory_current + t.memory_current
+            if into.memory_current is not None and t.memory_current is not None
+            else None
+        )
+
+    per_ns: dict[str, WorkloadTotal] = {}
+    total = WorkloadTotal("", TOTAL, "", 0, 0, 0, 0, 0)
+    for t in workload_totals(rows):
+        add(per_ns.setdefault(t.namespace, WorkloadTotal(t.namespace, "*", "", 0, 0, 0, 0, 0)), t)
+        add(total, t)
+    out = [*per_ns.values(), total]
+    if prices is not None:
+        for t in out:
+            _cost(t, prices)
+    return out
 
 
 # --- Explanations --------------------------------------------------------------------
@@ -388,6 +551,19 @@ def _level(q: float | None) -> str:
     return f"p{100 * q:g}" if q is not None else "-"
 
 
+def replicas_line(replicas: int) -> str:
+    """How the replicas of a workload were folded into its one history (ux.md R20), as
+    every shell folds them (`foresize.adapters.history.aggregate`)."""
+    from foresize.adapters.history.aggregate import CPU_ACROSS_PODS, MEMORY_ACROSS_PODS
+
+    return (
+        f"{replicas} replicas, one history: CPU the {CPU_ACROSS_PODS} across them at each "
+        "step (a request is what one replica needs; a replica busier than the median uses "
+        "CPU above its request, which is throttled under contention, not killed), memory "
+        f"the {MEMORY_ACROSS_PODS} (an OOM kill of any replica is a failure)"
+    )
+
+
 def explain(row: Row) -> list[str]:
     """How each number of a row came about: quantile, spans, forecast model, peaks, kills."""
     import datetime as dt
@@ -395,11 +571,7 @@ def explain(row: Row) -> list[str]:
     lines = []
     for res, rr, model in ((CPU, row.cpu, row.cpu_model), (MEMORY, row.memory, row.memory_model)):
         spans = ", ".join(f"{name} {_pretty(res, _round(res, v))}" for name, v in rr.spans.items())
-        peak = (
-            "-"
-            if rr.peak is None
-            else (f"{rr.peak:.3f} cores" if res == CPU else _pretty(MEMORY, int(rr.peak)))
-        )
+        peak = "-" if rr.peak is None else _pretty(res, _round(res, rr.peak))
         base = max(rr.spans.values()) if rr.spans else None
         lines.append(
             f"{res}: {_pretty(res, rr.request)}: the highest {_level(rr.quantile)} of 15-minute "
@@ -410,6 +582,8 @@ def explain(row: Row) -> list[str]:
             f"(model {model or '-'})"
         )
     lines.append(f"history: {row.history_hours:g} h, {row.samples} five-minute samples")
+    if row.replicas > 1:
+        lines.append(replicas_line(row.replicas))
     if row.oom_kills:
         when = ", ".join(
             dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%d %H:%M") for t in row.oom_kills
@@ -418,6 +592,8 @@ def explain(row: Row) -> list[str]:
             f"OOM kills: {len(row.oom_kills)} ({when} UTC); memory floor 1.2 x the larger of "
             "the request hit and the peak at each kill, compounding"
         )
+    if _oom_forecast_far_above_peak(row):
+        lines.append(oom_forecast_note(row))
     if row.throttled_share is not None:
         lines.append(f"CPU throttled in {100 * row.throttled_share:.1f}% of CFS periods")
     return lines
@@ -448,6 +624,13 @@ def to_dicts(rows: list[Row], prices: Prices | None = None) -> list[dict[str, An
     return out
 
 
+def _totals_doc(rows: list[Row], prices: Prices | None) -> dict[str, Any]:
+    """JSON/YAML `totals`: {"namespaces": [per namespace], "all": the whole selection},
+    each with the fields of a `workloads` entry (workload "*" or "TOTAL")."""
+    *namespaces, total = grand_totals(rows, prices)
+    return {"namespaces": [asdict(t) for t in namespaces], "all": asdict(total)}
+
+
 def horizon_line(mode: str, quantiles: dict[str, float]) -> str:
     return (
         f"Static requests for the coming weeks ({mode} mode): the {_level(quantiles[CPU])} of "
@@ -474,6 +657,7 @@ def render(
             "horizon": horizon_line(mode, quantiles),
             "recommendations": to_dicts(rows, prices),
             "workloads": [asdict(t) for t in workload_totals(rows, prices)],
+            "totals": _totals_doc(rows, prices),
         }
         if output == "json":
             return json.dumps(doc, indent=2)
@@ -509,7 +693,7 @@ def _cells(r: Row, wide: bool, prices: Prices | None) -> list[str]:
             _delta(MEMORY, r.memory.current_request, r.memory.request, r.replicas),
             f"{_pretty(CPU, r.cpu.forecast)} / {_pretty(MEMORY, r.memory.forecast)}",
             _level(r.memory.quantile),
-            f"{r.cpu.peak:.3f}" if r.cpu.peak is not None else "-",
+            _pretty(CPU, _round(CPU, r.cpu.peak)) if r.cpu.peak is not None else "-",
             _pretty(MEMORY, int(r.memory.peak)) if r.memory.peak is not None else "-",
             f"{r.history_hours:g}h",
             str(len(r.oom_kills)),
@@ -560,41 +744,32 @@ def _table(
     from rich.table import Table
 
     numeric = {"cpu request", "memory request", "cpu limit", "memory limit", "Δ cpu", "Δ memory"}
-    table = Table(title=f"Foresize recommendations ({source})", title_justify="left")
-    for head in _headers(wide, prices):
-        if head in numeric or head in ("severity", "15m forecast", "cost/month"):
-            table.add_column(head, no_wrap=True)
-        else:
-            table.add_column(head, overflow="fold")
-    for r in rows:
-        table.add_row(*_cells(r, wide, prices))
-    totals = Table(title="Per workload (all replicas): change", title_justify="left")
-    heads = ["workload", "pods", "Δ cpu", "Δ memory"]
-    if prices is not None:
-        heads.append("Δ cost/month")
-    for head in heads:
-        totals.add_column(head, overflow="fold", no_wrap=head != "workload")
-    for t in workload_totals(rows, prices):
-        cells = [
-            f"{t.namespace}/{t.workload}",
-            str(t.replicas),
-            _delta(CPU, t.cpu_current, t.cpu_recommended),
-            _delta(MEMORY, t.memory_current, t.memory_recommended),
-        ]
-        if prices is not None:
-            cells.append(
-                f"{t.cost_recommended - t.cost_current:+.2f}"
-                if t.cost_current is not None and t.cost_recommended is not None
-                else "-"
-            )
-        totals.add_row(*cells)
+    heads = _headers(wide, prices)
+    body = [_cells(r, wide, prices) for r in rows]
+    title = f"Foresize recommendations ({source})"
+    groups = _column_groups(heads, body, width) if wide else [list(range(len(heads)))]
+    tables = []
+    for g, cols in enumerate(groups):
+        part = f", columns {g + 1} of {len(groups)}" if len(groups) > 1 else ""
+        table = Table(title=title + part, title_justify="left")
+        for i in cols:
+            head = heads[i]
+            if head in numeric or head in ("severity", "15m forecast", "cost/month"):
+                table.add_column(head, no_wrap=True)
+            else:
+                table.add_column(head, overflow="fold")
+        for cells in body:
+            table.add_row(*(cells[i] for i in cols))
+        tables.append(table)
+    totals = _totals_table(rows, prices)
     buf = io.StringIO()
     # --wide prints every column at its natural width (as `kubectl -o wide`); the default
     # table fits the terminal.
     console = Console(
         file=buf, width=1000 if wide else width, force_terminal=False, color_system=None
     )
-    console.print(table)
+    for table in tables:
+        console.print(table)
     console.width = width
     console.print(totals)
     lines = [horizon_line(mode, quantiles)]
@@ -614,6 +789,66 @@ def _table(
             lines += [f"  {x}" for x in explain(r)]
     console.print("\n".join(lines), overflow="fold", highlight=False, markup=False)
     return "\n".join(line.rstrip() for line in buf.getvalue().rstrip("\n").splitlines())
+
+
+def _totals_table(rows: list[Row], prices: Prices | None) -> Any:
+    """The per-workload change, then the namespaces' and the overall totals (ux.md N5)."""
+    from rich.table import Table
+
+    totals = Table(title="Per workload (all replicas): change", title_justify="left")
+    heads = ["workload", "pods", "Δ cpu", "Δ memory"]
+    if prices is not None:
+        heads.append("Δ cost/month")
+    for head in heads:
+        totals.add_column(head, overflow="fold", no_wrap=head != "workload")
+    *ns_totals, everything = grand_totals(rows, prices)
+    per_workload = workload_totals(rows, prices)
+    # Namespace subtotals when there are several namespaces, then the total (ux.md N5).
+    summed = [*ns_totals, everything] if len(ns_totals) > 1 else [everything]
+    for i, t in enumerate([*per_workload, *summed]):
+        if i == len(per_workload):
+            totals.add_section()
+        name = t.workload if t.workload == TOTAL else f"{t.namespace}/{t.workload}"
+        cells = [
+            name,
+            str(t.replicas),
+            _delta(CPU, t.cpu_current, t.cpu_recommended),
+            _delta(MEMORY, t.memory_current, t.memory_recommended),
+        ]
+        if prices is not None:
+            cells.append(
+                f"{t.cost_recommended - t.cost_current:+.2f}"
+                if t.cost_current is not None and t.cost_recommended is not None
+                else "-"
+            )
+        totals.add_row(*cells)
+    return totals
+
+
+WIDE_KEYS = ("namespace", "workload", "container")
+"""The columns every part of a split --wide table repeats, so each row is still named."""
+
+
+def _column_groups(heads: list[str], body: list[list[str]], width: int) -> list[list[int]]:
+    """--wide's columns at their natural widths (a box cell is its text plus 3), in as few
+    tables as fit `width`, each led by the WIDE_KEYS columns (ux.md N8: the ~210 columns
+    of --wide wrapped every row in a 120-column terminal, the Δ cpu cell starting the
+    second line). One table when it fits."""
+    natural = [max([len(h), *(len(cells[i]) for cells in body)]) + 3 for i, h in enumerate(heads)]
+    if sum(natural) + 1 <= width:
+        return [list(range(len(heads)))]
+    keys = [i for i, h in enumerate(heads) if h in WIDE_KEYS]
+    base = sum(natural[i] for i in keys) + 1
+    groups: list[list[int]] = []
+    used = base
+    for i in (i for i in range(len(heads)) if i not in keys):
+        if groups and used + natural[i] <= width:
+            groups[-1].append(i)
+            used += natural[i]
+        else:
+            groups.append([*keys, i])
+            used = base + natural[i]
+    return groups
 
 
 def _flat(rows: list[Row], prices: Prices | None) -> tuple[list[str], list[list[str]]]:
