@@ -47,7 +47,7 @@ def test_the_worker_and_the_recommender_read_the_admission_view() -> None:
     params = RecommendParams.from_target(target)
     assert params.containers == view.containers
     assert params.bounds("app").cpu is not None and params.bounds("app").cpu.lower == 100
-    assert params.scale_up["cpu"].absolute == 50.0
+    assert dict(params.scale_up["cpu"].absolute) == {"cpu": 50}
 
 
 def test_a_bad_field_is_reported_by_name_to_the_worker_and_tolerated_by_admission() -> None:
