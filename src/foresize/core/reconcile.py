@@ -51,9 +51,11 @@ from foresize.core.cluster.actions import (
     WriteTargetStatus,
 )
 from foresize.core.cluster.capacity import NodeLedger
+from foresize.core.cluster.coordination import Pair
 from foresize.core.cluster.model import OwnerRef, Pod, Suggestion
 from foresize.core.cluster.qos import spec_requests
 from foresize.core.cluster.snapshot import ClusterSnapshot
+from foresize.core.cluster.target import suggestion_from, target_view
 from foresize.core.history import OOM, HistoryReader, SeriesKey
 from foresize.core.horizontal.coming import (
     COMING_STEP,
@@ -62,6 +64,7 @@ from foresize.core.horizontal.coming import (
     hpa_resources,
     peak_totals,
 )
+from foresize.core.horizontal.coordinate import plan_coordination
 from foresize.core.horizontal.planner import plan_horizontal
 from foresize.core.lifecycle.daemonset import DsaPlan, dsa_suggestion, plan_dsa
 from foresize.core.lifecycle.planner import LifecycleState, plan_lifecycle
@@ -122,6 +125,8 @@ class ReconcileState:
     # workload key -> (when read, resource -> its peak summed usage of the last day): the
     # coming replicas' forecast reads history once per model step, not every pass.
     coming_peaks: dict[str, tuple[float, dict[str, float]]] = field(default_factory=dict)
+    # target key -> the (replicas, request) pair last published in coordinated mode.
+    coordinated: dict[str, Pair] = field(default_factory=dict)
     finalized: set[str] = field(default_factory=set)  # uids known to carry the finalizer
 
 
@@ -168,11 +173,14 @@ def plan_pass(
         refused_reported=set(state.refused_reported),
         finalized=set(state.finalized),
         coming_peaks=dict(state.coming_peaks),
+        coordinated=dict(state.coordinated),
     )
     full = full if full is not None else snapshot
     actions: list[Action] = []
     if history is not None:
-        actions += _suggestions(snapshot, now, state, history, config)
+        writes = _suggestions(snapshot, now, state, history, config)
+        actions += writes
+        actions += _coordinate(snapshot, writes, now, state, history)
     # One capacity guard for every resize of the pass (DaemonSets, reverts, vertical): an
     # upsize admitted on a node takes that room from the others, and none takes the room
     # of the replicas HPAs are forecast to add.
@@ -218,6 +226,44 @@ def plan_pass(
     )
     out.actions = [*template_status, *actions, *gate, *vertical]
     return out
+
+
+# --------------------------------------------------------------------- coordinated mode
+
+
+def _coordinate(
+    snapshot: ClusterSnapshot,
+    writes: list[WriteTargetStatus],
+    now: float,
+    state: ReconcileState,
+    history: HistoryReader,
+) -> list[Action]:
+    """The fresh suggestions of targets coordinating with their HPA, rewritten before they
+    are published (`horizontal.coordinate`); the pass acts on what is published."""
+    keys = {f"{w.namespace}/{w.name}" for w in writes}
+
+    def wanted(target: Any) -> bool:
+        if target_key(target) not in keys:
+            return False
+        try:
+            return target_view(target).coordinates
+        except Exception:  # an unreadable spec: the worker reports it
+            return False
+
+    if not any(wanted(t) for t in snapshot.targets):
+        return []
+    forecasts = horizontal_forecasts(snapshot, history, now, wanted)
+    cp = plan_coordination(snapshot, writes, forecasts, now, state.coordinated)
+    for w in writes:
+        key = f"{w.namespace}/{w.name}"
+        if "coordination" in w.status:
+            published = suggestion_from(w.status.get("vertical_suggestion"))
+            if published is not None:
+                state.suggestions.latest[key] = published
+            if key not in cp.pairs:
+                state.coordinated.pop(key, None)
+    state.coordinated.update(cp.pairs)
+    return cp.actions
 
 
 # --------------------------------------------------------------------- coming replicas
@@ -280,7 +326,7 @@ def _suggestions(
     state: ReconcileState,
     history: HistoryReader,
     config: ReconcileConfig,
-) -> list[Action]:
+) -> list[WriteTargetStatus]:
     def due(target: Any) -> bool:
         last = state.last_suggest.get(target_key(target))
         if last is None or now - last >= cadence_of(target, config.suggest_interval):

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from foresize.core.cluster.coordination import coordination_problem
 from foresize.core.cluster.model import (
     HorizontalPodAutoscaler,
     OwnerRef,
@@ -40,6 +41,9 @@ class AdmissionIndex:
     # (kind, namespace, name) of a workload -> the resources its HPA(s) scale on by
     # utilisation; admission leaves those alone like the vertical planner does.
     hpa_resources: dict[tuple[str, str, str], frozenset[str]] = field(default_factory=dict)
+    # the same workloads -> whether their HPA(s) can be coordinated with (one HPA that
+    # `cluster.coordination` accepts); under `coordinate` only those are not left alone.
+    hpa_coordinable: dict[tuple[str, str, str], bool] = field(default_factory=dict)
     # Other vertical autoscalers' objects: a workload one acts on is left alone.
     vertical_claims: list[VerticalClaim] = field(default_factory=list)
     # Overrides the planners hold in memory, keyed by "namespace/name" of the target; they
@@ -91,6 +95,9 @@ class AdmissionIndex:
             resources = hpa.scaling_resources()
             if resources:
                 key = (hpa.target_kind, hpa.namespace, hpa.target_name)
+                index.hpa_coordinable[key] = (
+                    key not in index.hpa_resources and coordination_problem(hpa) is None
+                )
                 index.hpa_resources[key] = index.hpa_resources.get(key, frozenset()) | resources
         return index
 
@@ -143,15 +150,20 @@ class AdmissionIndex:
         """The resources admission must leave at their template values for a pod of
         `workload` ((kind, name) of its top controller) under `view`: those an HPA on the
         workload scales on, unless the target opted in with `hpa_resource_policy:
-        override`. The same rule the vertical planner applies to running pods, so new and
-        running replicas agree and the HPA's utilisation arithmetic does not shift."""
+        override`, or `coordinate` with an HPA it can coordinate with (the suggestion then
+        carries the coordinated request, or none). The same rule the vertical planner
+        applies to running pods, so new and running replicas agree and the HPA's
+        utilisation arithmetic does not shift."""
         if view.hpa_resource_policy == "override" or view.kind != "AIScaleTarget":
             return frozenset()
         if view.ref_kind and view.ref_name:
             workload = (view.ref_kind, view.ref_name)
         if workload is None:
             return frozenset()
-        return self.hpa_resources.get((workload[0], namespace, workload[1]), frozenset())
+        key = (workload[0], namespace, workload[1])
+        if view.hpa_resource_policy == "coordinate" and self.hpa_coordinable.get(key):
+            return frozenset()
+        return self.hpa_resources.get(key, frozenset())
 
     def claimed_by(
         self, view: TargetView, namespace: str, workload: tuple[str, str] | None

@@ -1,5 +1,7 @@
 """The `*/scale` decision (pure): a replica count written to a horizontally autonomous
-target's workload (typically by the HPA) becomes max(written, predicted), the prediction
+target's workload, or to the workload of a target coordinating with its HPA
+(`hpa_resource_policy: coordinate`), typically by the HPA, becomes max(written,
+predicted), the prediction
 kept within the target's bounds and rounding. It never touches pods and never sets the
 managed annotation (architecture §3.3: the annotation belongs to the pod webhook only)."""
 
@@ -37,7 +39,8 @@ def decide_scale(
     if target is None:
         return decision
     decision.target = target
-    if not target.horizontal_autonomous or target.deleting:
+    # A coordinating target's replica floor is half of its decision (issue 27 part 4).
+    if not (target.horizontal_autonomous or target.coordinates) or target.deleting:
         return decision
     predicted = index.predicted_of(target)
     if predicted is None:

@@ -316,7 +316,8 @@ class VerticalSpec(_Base):
     scaling_behavior: VerticalScalingBehavior | None = None
     hpa_resource_policy: HpaResourcePolicy = DEFAULT_HPA_RESOURCE_POLICY
     """leave: do not change the request of a resource an HPA scales on; override: change
-    it anyway."""
+    it anyway; coordinate: choose that request and a replica floor together, so that at
+    the forecast load the HPA's utilisation sits at its target (docs/horizontal.md)."""
 
     @model_validator(mode="after")
     def _unique(self) -> VerticalSpec:

@@ -158,12 +158,33 @@ class CircuitBreakerStatus(_Open):
     backoff: Duration | None = None
 
 
+class CoordinationStatus(_Open):
+    """The coordinated mode's last decision (`hpa_resource_policy: coordinate`)."""
+
+    state: Literal["Coordinated", "Waiting", "Ignored"]
+    """Coordinated: the pair below is published; Waiting: no forecast of the workload's
+    total yet, the HPA's resource left as it is; Ignored: the HPA cannot be coordinated
+    with (the reason says what was ignored and why), its resource is left alone."""
+    hpa: str
+    """The HorizontalPodAutoscaler (or the ScaledObject behind a KEDA HPA)."""
+    resource: str | None = None
+    replicas: int | None = Field(default=None, ge=0, le=REPLICAS_MAX)
+    """The replica floor published in horizontal_suggestion."""
+    request: str | None = None
+    """The per-pod request of `resource` (summed over its containers)."""
+    forecast_total: str | None = None
+    """The forecast of the workload's total usage of `resource` over the horizon."""
+    reason: str = ""
+    decided_at: Timestamp | None = None
+
+
 class AIScaleTargetStatus(_Open):
     observedGeneration: int | None = None
     conditions: list[Condition] = Field(default_factory=list)
     hasEnoughDataToScale: bool | None = None
     vertical_suggestion: VerticalSuggestion | None = None
     horizontal_suggestion: HorizontalSuggestion | None = None
+    coordination: CoordinationStatus | None = None
     oom_floors: list[OomFloor] = Field(default_factory=list)
     pods_resized: int = 0
     pods_evicted: int = 0

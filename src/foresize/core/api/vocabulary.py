@@ -52,8 +52,10 @@ def canonical_word(
     return (aliases or {}).get(low)
 
 
-HPA_RESOURCE_POLICIES = ("leave", "override")
-"""`vertical.hpa_resource_policy`."""
+HPA_RESOURCE_POLICIES = ("leave", "override", "coordinate")
+"""`vertical.hpa_resource_policy`: leave the HPA's resource alone, override (size it as any
+other), or coordinate (choose the per-pod request and the replica floor together so the
+HPA's utilisation sits at its target at the forecast load; `core.cluster.coordination`)."""
 
 DEFAULT_HPA_RESOURCE_POLICY = "leave"
 """The request of a resource an HPA scales on is left alone unless the target opts in:

@@ -27,6 +27,8 @@ from foresize.core.cluster.model import (
     ContainerStatus,
     HorizontalPodAutoscaler,
     HPAMetric,
+    HPAScalingPolicy,
+    HPAScalingRules,
     Node,
     OwnerRef,
     Pod,
@@ -379,6 +381,28 @@ def hpa_from(obj: dict[str, Any], dropped: list[str] | None = None) -> Horizonta
         metrics=metrics,
         current_replicas=int(status.get("currentReplicas") or 0),
         desired_replicas=int(status.get("desiredReplicas") or 0),
+        scale_up=_hpa_rules((spec.get("behavior") or {}).get("scaleUp")),
+        scale_down=_hpa_rules((spec.get("behavior") or {}).get("scaleDown")),
+    )
+
+
+def _hpa_rules(raw: Any) -> HPAScalingRules | None:
+    """`behavior.scaleUp|scaleDown` (None when absent: the defaults apply)."""
+    if not isinstance(raw, dict):
+        return None
+    policies = []
+    for p in raw.get("policies") or []:
+        if isinstance(p, dict) and p.get("type") in ("Pods", "Percent"):
+            policies.append(
+                HPAScalingPolicy(
+                    str(p["type"]), int(p.get("value") or 0), float(p.get("periodSeconds") or 0)
+                )
+            )
+    window = raw.get("stabilizationWindowSeconds")
+    return HPAScalingRules(
+        float(window) if isinstance(window, int | float) else None,
+        str(raw.get("selectPolicy") or "Max"),
+        tuple(policies),
     )
 
 

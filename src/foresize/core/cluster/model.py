@@ -275,6 +275,26 @@ class HPAMetric:
     container: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class HPAScalingPolicy:
+    """One policy of `behavior.scaleUp|scaleDown.policies`: at most `value` pods (type
+    Pods) or percent (type Percent) over `period` seconds."""
+
+    type: str  # Pods | Percent
+    value: int
+    period: float
+
+
+@dataclass(frozen=True, slots=True)
+class HPAScalingRules:
+    """`behavior.scaleUp` or `behavior.scaleDown` of an autoscaling/v2 HPA (None fields:
+    the upstream defaults apply)."""
+
+    stabilization_window: float | None = None
+    select_policy: str = "Max"  # Max | Min | Disabled
+    policies: tuple[HPAScalingPolicy, ...] = ()
+
+
 @dataclass(slots=True)
 class HorizontalPodAutoscaler:
     namespace: str
@@ -286,6 +306,8 @@ class HorizontalPodAutoscaler:
     metrics: list[HPAMetric] = field(default_factory=list)
     current_replicas: int = 0
     desired_replicas: int = 0
+    scale_up: HPAScalingRules | None = None  # spec.behavior.scaleUp
+    scale_down: HPAScalingRules | None = None  # spec.behavior.scaleDown
 
     def scaling_resources(self) -> set[str]:
         """The resources (cpu/memory) whose requests this HPA's arithmetic depends on."""

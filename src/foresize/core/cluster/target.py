@@ -222,6 +222,12 @@ class TargetView:
         return self.vertical_mode == AUTONOMOUS
 
     @property
+    def coordinates(self) -> bool:
+        """Vertical autonomous mode choosing the HPA's resource request and a replica
+        floor together (`hpa_resource_policy: coordinate`)."""
+        return self.vertical_autonomous and self.hpa_resource_policy == "coordinate"
+
+    @property
     def horizontal_autonomous(self) -> bool:
         return self.horizontal_mode == AUTONOMOUS
 
@@ -532,7 +538,9 @@ def _read_vertical(vertical: Any, where: str, errors: list[str]) -> dict[str, An
     )
     hpa_policy = canonical_word(hpa_raw, HPA_RESOURCE_POLICIES)
     if hpa_policy is None:
-        errors.append(f"{where}.hpa_resource_policy: expected leave or override")
+        errors.append(
+            f"{where}.hpa_resource_policy: expected one of {', '.join(HPA_RESOURCE_POLICIES)}"
+        )
     out["hpa_resource_policy"] = hpa_policy or DEFAULT_HPA_RESOURCE_POLICY
     disruption = get(vertical, "disruption")
     d = f"{where}.disruption"

@@ -350,16 +350,23 @@ def _hysteresis(
 
 
 def horizontal_forecasts(
-    snapshot: ClusterSnapshot, history: Any, now: float
+    snapshot: ClusterSnapshot,
+    history: Any,
+    now: float,
+    wanted: Callable[[Any], bool] | None = None,
 ) -> dict[str, dict[str, float]]:
     """Target key -> resource -> forecast of the workload's total usage over the horizon
-    (cpu millicores, memory bytes), for horizontally autonomous targets with enough
-    history; the input of the horizontal planner."""
+    (cpu millicores, memory bytes), for the targets `wanted` accepts (default: the
+    horizontally autonomous ones) with enough history; the input of the horizontal
+    planner and of the coordinated mode."""
     from foresize.core.recommend.series import recommend_series
 
     out: dict[str, dict[str, float]] = {}
     for target in snapshot.targets:
-        if get_path(target, "spec", "horizontal", "mode") != "autonomous":
+        if wanted is not None:
+            if not wanted(target):
+                continue
+        elif get_path(target, "spec", "horizontal", "mode") != "autonomous":
             continue
         ref = get_path(target, "spec", "scaleTargetRef")
         ns = get_path(target, "metadata", "namespace")

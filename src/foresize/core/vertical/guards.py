@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from foresize.core.api.access import get_path
+from foresize.core.cluster.coordination import coordination_problem
 from foresize.core.cluster.model import Pod, odd_disruption_annotation
 from foresize.core.cluster.qos import has_pod_level_resources
 from foresize.core.cluster.snapshot import labels_match
@@ -96,18 +97,31 @@ def hpa_left_alone(run: TargetRun, ctx: PassContext) -> bool:
     wl = run.workload
     hpa = ctx.snapshot.hpa_for(wl) if wl is not None else None
     hpa_res = frozenset(hpa.scaling_resources()) if hpa is not None else frozenset()
-    if not hpa_res or run.policy.hpa_resource_policy != "leave":
+    policy = run.policy.hpa_resource_policy
+    problem = coordination_problem(hpa) if hpa is not None and policy == "coordinate" else None
+    if not hpa_res or policy == "override" or (policy == "coordinate" and problem is None):
+        # coordinate: the suggestion carries the coordinated request of the HPA's
+        # resource, or none (`horizontal.coordinate`), so what it holds may be applied.
         run.state.reported.pop("hpa", None)
         return True
     assert hpa is not None
     run.skip = hpa_res
     res = ",".join(sorted(hpa_res))
+    if problem is not None:
+        run.notes.append(f"not coordinating: {problem}; leaving {res} alone")
+        if run.report_once("hpa", f"{res}:{problem}"):
+            run.target_event(
+                "HPACoordinationIgnored",
+                f"not coordinating {res}: {problem}; its request is left alone",
+            )
+        return True
     run.notes.append(f"leaving {res} alone: HorizontalPodAutoscaler {hpa.name} scales on it")
     if run.report_once("hpa", res):
         run.target_event(
             "HPAResourceLeftAlone",
             f"not changing {res}: HorizontalPodAutoscaler {hpa.name} scales on its "
-            "utilisation (set spec.vertical.hpa_resource_policy: override to change it)",
+            "utilisation (set spec.vertical.hpa_resource_policy: coordinate or override "
+            "to change it)",
         )
     return True
 

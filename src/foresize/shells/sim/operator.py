@@ -760,9 +760,12 @@ SIM_LOOP_INTERVAL = 30.0
 is acted on within 30 s of its 2 minutes. Tests use 15 s for finer timing."""
 
 
-def install_foresize(sim: Any, mode: str | None = None) -> SimOperator:
-    """`--policy foresize[:MODE]`: forecasting recommender, disruption worker, admission."""
-    opts = OperatorOptions(loop_interval=SIM_LOOP_INTERVAL)
+def install_foresize(
+    sim: Any, mode: str | None = None, hpa_resource_policy: str = DEFAULT_HPA_RESOURCE_POLICY
+) -> SimOperator:
+    """`--policy foresize[:MODE]`: forecasting recommender, disruption worker, admission;
+    `foresize-coordinate`: the same with `hpa_resource_policy: coordinate`."""
+    opts = OperatorOptions(loop_interval=SIM_LOOP_INTERVAL, hpa_resource_policy=hpa_resource_policy)
     return SimOperator(sim, ForesizeRecommender(mode), opts).install()
 
 

@@ -1,7 +1,8 @@
 """`foresize simulate --policy foresize[:MODE]`: the Foresize operator (forecasting
 recommender, disruption worker, admission hook) on the simulated cluster (see
 `foresize.shells.sim.operator`). `foresize` uses the default mode (balanced); `foresize:MODE`
-every target in that named mode."""
+every target in that named mode; `foresize-coordinate` every target with
+`hpa_resource_policy: coordinate`."""
 
 from functools import partial
 
@@ -9,5 +10,7 @@ from foresize.shells.sim.operator import install_foresize
 from foresize.shells.sim.policies import register_policy
 
 register_policy("foresize", install_foresize)
+# Vertical and horizontal on the HPA's own metric (docs/horizontal.md).
+register_policy("foresize-coordinate", partial(install_foresize, hpa_resource_policy="coordinate"))
 for _mode in ("undershoot", "cost_optimized", "assurance_optimized", "overshoot"):
     register_policy(f"foresize:{_mode}", partial(install_foresize, mode=_mode))

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from foresize.core.api.quantity import CPU
+from foresize.core.cluster import model
 from foresize.core.cluster.model import (
     HorizontalPodAutoscaler,
     HPAMetric,
@@ -614,6 +615,8 @@ class HPAController:
             ],
             current_replicas=wl.replicas if wl else 0,
             desired_replicas=h.desired or (wl.replicas if wl else 0),
+            scale_up=_core_rules(s.behavior.scale_up if s.behavior else None),
+            scale_down=_core_rules(s.behavior.scale_down if s.behavior else None),
         )
 
     def samples(self, wkey: str, resource: str) -> tuple[list[PodSample], dict[str, PodMetric]]:
@@ -740,3 +743,15 @@ class HPAController:
         if best < current:
             return best, "All metrics below target"
         return best, ""
+
+
+def _core_rules(rules: HPAScalingRules | None) -> model.HPAScalingRules | None:
+    """One direction of the scenario's `behavior` as the core reads it from an HPA object
+    (None fields: the API server's defaults)."""
+    if rules is None:
+        return None
+    return model.HPAScalingRules(
+        rules.stabilization_window,
+        rules.select_policy or "Max",
+        tuple(model.HPAScalingPolicy(p.type, p.value, p.period) for p in rules.policies or ()),
+    )
