@@ -769,14 +769,18 @@ def install_foresize(
     return SimOperator(sim, ForesizeRecommender(mode), opts).install()
 
 
-def install_vpa(sim: Any) -> SimOperator:
+def install_vpa(sim: Any, hpa_resource_policy: str = DEFAULT_HPA_RESOURCE_POLICY) -> SimOperator:
     """`--policy vpa`: the VPA reference recommender through the same worker. VPA's
-    updater acts on a 10% move of its target in either direction."""
+    updater acts on a 10% move of its target in either direction. `hpa_resource_policy:
+    override` has it size the HPA's resource too (`bench hpa`'s `hpa+vpa`: the fight)."""
     # The one hysteresis rule (foresize.core.api.hysteresis) at VPA's 10% both ways, where
     # Foresize's default is 5% up: a deliberate difference, the baseline sizes as VPA does
     # (VPA's out-of-[lowerBound, upperBound] trigger is not modelled).
     opts = OperatorOptions(
-        loop_interval=SIM_LOOP_INTERVAL, scale_up_percent=10.0, scale_down_percent=10.0
+        loop_interval=SIM_LOOP_INTERVAL,
+        scale_up_percent=10.0,
+        scale_down_percent=10.0,
+        hpa_resource_policy=hpa_resource_policy,
     )
     return SimOperator(sim, VPARecommender(), opts).install()
 
