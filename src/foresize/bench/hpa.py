@@ -64,14 +64,17 @@ OSCILLATION_WINDOW = 600.0  # a direction change of replicas within 10 minutes
 NODE_CPU = 16  # cores a node
 
 
-def _install(policy: str) -> Callable[[SimCluster], object]:
+def _install(policy: str, min_lookback: str | None = None) -> Callable[[SimCluster], object]:
+    """The policy's installer; `min_lookback` shortens Foresize's `min_lookback_to_scale`
+    (tests only: the bench keeps the API default of 24 h)."""
     from foresize.shells.sim.operator import install_foresize, install_vpa
 
+    foresize = partial(install_foresize, min_lookback_to_scale=min_lookback)
     installers: dict[str, Callable[[SimCluster], object]] = {
         "hpa": lambda sim: None,
         "hpa+vpa": partial(install_vpa, hpa_resource_policy="override"),
-        "hpa+foresize-leave": install_foresize,
-        "hpa+foresize-coordinated": partial(install_foresize, hpa_resource_policy="coordinate"),
+        "hpa+foresize-leave": foresize,
+        "hpa+foresize-coordinated": partial(foresize, hpa_resource_policy="coordinate"),
     }
     return installers[policy]
 
@@ -192,12 +195,14 @@ def replica_metrics(
     }
 
 
-def run_one(sc: Scenario, policy: str, hours: float, step: float = 60.0) -> dict[str, Any]:
+def run_one(
+    sc: Scenario, policy: str, hours: float, step: float = 60.0, min_lookback: str | None = None
+) -> dict[str, Any]:
     """One policy on one scenario: its row (the issue's keys)."""
     from foresize.shells.sim.runner import run_for
 
     sim = SimCluster(sc, step=step)
-    _install(policy)(sim)
+    _install(policy, min_lookback)(sim)
     observer = Provisioning(sim, step)
     sim.on_usage(observer)
     end = hours * 3600.0

@@ -87,6 +87,11 @@ HORIZONTAL_INTERVAL = 900.0
 by at least the forecast horizon (15 minutes by default), so a pass every 15 minutes
 (or every forecast interval, if shorter) is never late."""
 
+CENTRAL_PERCENTILE = 50.0
+"""The coordinated mode sizes the HPA's target utilisation for the median forecast of the
+workload's total: the HPA's own headroom (1 / target) covers the bursts above it, so the
+mode's high quantile on top would pay for the same headroom twice."""
+
 DSA_DEFAULT_INTERVAL = 900.0
 """A DaemonSetAutoscaler's `scaleInterval` when its object does not say (the API default)."""
 
@@ -252,8 +257,11 @@ def _coordinate(
 
     if not any(wanted(t) for t in snapshot.targets):
         return []
-    forecasts = horizontal_forecasts(snapshot, history, now, wanted)
-    cp = plan_coordination(snapshot, writes, forecasts, now, state.coordinated)
+    # The load the HPA's utilisation is held at target for: the median forecast; the
+    # forecast at the target's mode is what the pair must carry at 100%.
+    central = horizontal_forecasts(snapshot, history, now, wanted, percentile=CENTRAL_PERCENTILE)
+    covers = horizontal_forecasts(snapshot, history, now, wanted)
+    cp = plan_coordination(snapshot, writes, central, now, state.coordinated, covers=covers)
     for w in writes:
         key = f"{w.namespace}/{w.name}"
         if "coordination" in w.status:

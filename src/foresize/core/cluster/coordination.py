@@ -93,13 +93,17 @@ def coordinate(
     forecast_total: float,
     template_request: int,
     *,
+    cover: float | None = None,
     lower: int | None = None,
     upper: int | None = None,
     min_replicas: int | None = None,
     max_replicas: int | None = None,
 ) -> Pair | None:
     """The (replicas, per-pod request) pair for a forecast total (canonical units; see the
-    module's notes). `lower` / `upper`: the summed bounds of the pod's containers;
+    module's notes). `cover`: the forecast at the target's mode, which replicas x request
+    must cover (at the HPA's target utilisation the forecast load is `forecast_total`; at
+    100% the pair still carries `cover`). `lower` / `upper`: the summed bounds of the
+    pod's containers;
     `min_replicas` / `max_replicas`: the target's own bounds within the HPA's."""
     metric = coordinated_metric(hpa)
     if metric is None or template_request <= 0:
@@ -107,9 +111,13 @@ def coordinate(
     lo = max(hpa.min_replicas, min_replicas or 0)
     hi = min(hpa.max_replicas, max_replicas) if max_replicas is not None else hpa.max_replicas
     hi = max(hi, lo)
-    f = max(float(forecast_total), 0.0)
+    central = max(float(forecast_total), 0.0)
+    peak = max(float(cover), 0.0) if cover is not None else 0.0
     if metric.target_utilization is not None:
         u = metric.target_utilization / 100.0
+        # the load the pair is sized for: the central forecast at the HPA's target, unless
+        # the mode's forecast at 100% needs more
+        f = max(central, peak * u)
         n = predict_replicas(f, template_request * u, min_replicas=lo, max_replicas=hi)
         want = _round_up(f / (n * u))
         request = _clamp(want, lower, upper)
@@ -122,14 +130,17 @@ def coordinate(
             why = f"at maxReplicas {hi}: the request carries what more replicas cannot"
         else:
             why = "replicas as the HPA would run them at the forecast, request at its target"
-        util = f / (n * request) * 100.0 if request else 0.0
+        if f > central:
+            why += "; sized to carry the mode's forecast at 100%"
+        util = central / (n * request) * 100.0 if request else 0.0
         return Pair(
             n,
             request,
             f"{why}; forecast utilisation {util:.0f}% (target {metric.target_utilization}%)",
         )
     value = float(metric.target_average_value or 0)
-    n = predict_replicas(f, value, min_replicas=lo, max_replicas=hi)
+    f = max(central, peak)
+    n = predict_replicas(central, value, min_replicas=lo, max_replicas=hi)
     request = _clamp(_round_up(f / n), lower, upper)
     return Pair(n, request, f"averageValue target: each of {n} pods carries its share")
 

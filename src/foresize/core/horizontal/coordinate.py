@@ -62,11 +62,14 @@ def plan_coordination(
     now: float,
     previous: Mapping[str, Pair],
     *,
+    covers: Mapping[str, Mapping[str, float]] | None = None,
     horizon: float = 900.0,
 ) -> CoordinationPlan:
     """Rewrites, in place, the status `writes` of coordinating targets (see the module's
     notes); returns the scale-ups, events and the pairs decided. `forecasts`: target key
-    -> resource -> forecast of the workload's total usage over the horizon (canonical)."""
+    -> resource -> the central forecast (median) of the workload's total usage over the
+    horizon (canonical); `covers`: the same at the target's mode, which the pair must
+    carry at 100%."""
     plan = CoordinationPlan()
     by_key: dict[str, TargetView] = {}
     for obj in snapshot.targets:
@@ -92,7 +95,8 @@ def plan_coordination(
                 "Ignored", hpa, now, reason=f"{problem}; its resource's request is left alone"
             )
             continue
-        pair = _decide(view, wl, hpa, write.status, forecasts.get(key, {}), previous.get(key))
+        cover = (covers or {}).get(key, {})
+        pair = _decide(view, wl, hpa, forecasts.get(key, {}), cover, previous.get(key))
         resource = hpa.metrics[0].resource or ""
         if pair is None:
             _drop_resource(write.status, resource)
@@ -151,8 +155,8 @@ def _decide(
     view: TargetView,
     wl: Workload,
     hpa: HorizontalPodAutoscaler,
-    status: dict[str, Any],
     forecast: Mapping[str, float],
+    cover: Mapping[str, float],
     prev: Pair | None,
 ) -> Pair | None:
     resource = hpa.metrics[0].resource or ""
@@ -176,6 +180,7 @@ def _decide(
         hpa,
         forecast[resource],
         template,
+        cover=cover.get(resource),
         lower=lower if has_lower else None,
         upper=upper if has_upper else None,
         min_replicas=view.min_replicas,

@@ -354,11 +354,13 @@ def horizontal_forecasts(
     history: Any,
     now: float,
     wanted: Callable[[Any], bool] | None = None,
+    percentile: float | None = None,
 ) -> dict[str, dict[str, float]]:
     """Target key -> resource -> forecast of the workload's total usage over the horizon
     (cpu millicores, memory bytes), for the targets `wanted` accepts (default: the
     horizontally autonomous ones) with enough history; the input of the horizontal
-    planner and of the coordinated mode."""
+    planner and of the coordinated mode. `percentile`: that quantile of the forecast (no
+    buffer) instead of the target's mode (the coordinated mode's central load)."""
     from foresize.core.recommend.series import recommend_series
 
     out: dict[str, dict[str, float]] = {}
@@ -381,11 +383,14 @@ def horizontal_forecasts(
         if total is None:
             continue
         model = effective_model(target, "horizontal")
+        central = percentile is not None
         (row,) = recommend_series(
             [total],
-            mode=getattr(model, "mode", None) or "balanced",
-            percentile_value=getattr(model, "percentile_value", None),
-            buffer_percentage=float(getattr(model, "forecast_buffer_percentage", 0.0) or 0.0),
+            mode="percentile" if central else getattr(model, "mode", None) or "balanced",
+            percentile_value=percentile if central else getattr(model, "percentile_value", None),
+            buffer_percentage=0.0
+            if central
+            else float(getattr(model, "forecast_buffer_percentage", 0.0) or 0.0),
             min_lookback=float(getattr(model, "min_lookback_to_scale", 86400.0) or 86400.0),
             allocate_memory_risk=False,  # a workload's total, at the mode's own quantile
         )

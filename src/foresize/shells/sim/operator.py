@@ -331,7 +331,9 @@ def _proportional_limits(containers: list[Any]) -> list[dict[str, Any]]:
 def _install_admission(sim: Any, operator: SimOperator) -> Any:
     from foresize.shells.sim.admission import install
 
-    return install(sim, scale=False)
+    # The */scale hook only matters where a target publishes a replica floor: the
+    # coordinated mode (the simulated targets are never horizontally autonomous).
+    return install(sim, scale=operator.opt.hpa_resource_policy == "coordinate")
 
 
 # --------------------------------------------------------------------------- the operator
@@ -761,11 +763,19 @@ is acted on within 30 s of its 2 minutes. Tests use 15 s for finer timing."""
 
 
 def install_foresize(
-    sim: Any, mode: str | None = None, hpa_resource_policy: str = DEFAULT_HPA_RESOURCE_POLICY
+    sim: Any,
+    mode: str | None = None,
+    hpa_resource_policy: str = DEFAULT_HPA_RESOURCE_POLICY,
+    min_lookback_to_scale: str | None = None,
 ) -> SimOperator:
     """`--policy foresize[:MODE]`: forecasting recommender, disruption worker, admission;
-    `foresize-coordinate`: the same with `hpa_resource_policy: coordinate`."""
-    opts = OperatorOptions(loop_interval=SIM_LOOP_INTERVAL, hpa_resource_policy=hpa_resource_policy)
+    `foresize-coordinate`: the same with `hpa_resource_policy: coordinate`.
+    `min_lookback_to_scale`: the targets' own (API default 24 h; tests shorten it)."""
+    opts = OperatorOptions(
+        loop_interval=SIM_LOOP_INTERVAL,
+        hpa_resource_policy=hpa_resource_policy,
+        min_lookback_to_scale=min_lookback_to_scale,
+    )
     return SimOperator(sim, ForesizeRecommender(mode), opts).install()
 
 
