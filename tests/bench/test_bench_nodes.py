@@ -5,7 +5,6 @@ test excerpt (`tests/data/traces`), never from `../shared/traces`."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from typer.testing import CliRunner
 
@@ -18,8 +17,9 @@ from foresize.shells.sim.events import EventLog, SimEvent
 from foresize.shells.sim.headroom import CHUNK, DAY, Headroom
 from foresize.shells.sim.operator import install_foresize
 from foresize.shells.sim.scenario import parse_scenario
+from support import paths
 
-DATA = Path(__file__).parent / "data" / "traces"
+DATA = paths.DATA / "traces"
 
 
 def test_bench_nodes_json_has_exactly_the_issue_keys() -> None:

@@ -8,6 +8,7 @@ from foresize.core.api.quantity import MIB
 from foresize.shells.sim.objects import ContainerKey
 from foresize.shells.sim.scenario import parse_scenario
 from foresize.shells.sim.usage import GeneratorSpec, UsageState
+from support import paths
 from support.sim import container, make_sim, pods_of, workload
 
 
@@ -205,9 +206,8 @@ def test_usage_observer_gets_vectors_for_all_running_containers():
 
 
 def test_trace_replay_of_a_real_bitbrains_vm():
-    from pathlib import Path
 
-    trace = Path(__file__).resolve().parent / "data/traces/bitbrains-rnd-2013-07/1.csv.gz"
+    trace = paths.DATA / "traces/bitbrains-rnd-2013-07/1.csv.gz"
     data = {
         "nodes": [{"name": "n", "cpu": "8", "memory": "32Gi"}],
         "workloads": [
