@@ -8,9 +8,12 @@ request from per-pod usage fights it (lower request -> more replicas -> lower pe
 usage -> lower request ... until maxReplicas). Coordination breaks the loop by deciding
 the pair from the forecast total alone:
 
-- replicas N = the HPA's own count at the forecast total with the template's per-pod
-  request R0: ceil(F / (R0 x u)), within minReplicas / maxReplicas;
-- per-pod request R = F / (N x u), within the containers' bounds; if a bound clamps it, N
+- the load L = max(F, Fm x u): F the central (median) forecast of the total, at which
+  the HPA's target utilisation is held, Fm the forecast at the target's mode, which the
+  pair must carry at 100% (the HPA's own headroom 1/u covers the bursts above F);
+- replicas N = the HPA's own count at L with the template's per-pod request R0:
+  ceil(L / (R0 x u)), within minReplicas / maxReplicas;
+- per-pod request R = L / (N x u), within the containers' bounds; if a bound clamps it, N
   is recomputed at the clamped R (within min/max).
 
 At the forecast load the HPA's utilisation is then F / (N x R) = u, its target: it
@@ -143,6 +146,34 @@ def coordinate(
     n = predict_replicas(central, value, min_replicas=lo, max_replicas=hi)
     request = _clamp(_round_up(f / n), lower, upper)
     return Pair(n, request, f"averageValue target: each of {n} pods carries its share")
+
+
+HPA_TOLERANCE = 0.1
+"""The HPA controller's default tolerance: a usage ratio within 10% of 1 proposes no
+change (`--horizontal-pod-autoscaler-tolerance`)."""
+
+
+def still_holds(
+    pair: Pair, hpa: HorizontalPodAutoscaler, forecast_total: float, cover: float | None = None
+) -> bool:
+    """Whether a published pair still does its job for a new forecast: the HPA would
+    propose no change at the forecast load (its ratio within the tolerance), and
+    replicas x request carries `cover` at 100%. Re-deciding then would only move replicas
+    and requests the HPA itself would leave alone."""
+    metric = coordinated_metric(hpa)
+    if metric is None or pair.request <= 0 or pair.replicas <= 0:
+        return False
+    if not hpa.min_replicas <= pair.replicas <= hpa.max_replicas:
+        return False
+    if cover is not None and pair.replicas * pair.request < cover:
+        return False
+    if metric.target_utilization is not None:
+        target = pair.replicas * pair.request * metric.target_utilization / 100.0
+    else:
+        target = pair.replicas * float(metric.target_average_value or 0)
+    if target <= 0:
+        return False
+    return abs(max(forecast_total, 0.0) / target - 1.0) <= HPA_TOLERANCE
 
 
 def _round_up(v: float) -> int:

@@ -16,7 +16,10 @@ rewritten before it is published:
 - `status.coordination` records the pair, the forecast, the HPA and why; an Event
   `Coordinated` says so whenever the pair changes.
 
-A move of R smaller than the target's `scaling_behavior` threshold keeps the published R.
+A published pair that still holds the new forecast (the HPA would propose no change at
+it, and it carries the mode's forecast) is kept as it is: re-deciding would only move
+replicas and requests the HPA itself would leave alone. Otherwise a move of R smaller
+than the target's `scaling_behavior` threshold keeps the published R.
 Without a forecast of the workload's total yet, the HPA's resource is taken out of the
 suggestion (nothing uncoordinated is applied) and status says it waits. An HPA it cannot
 coordinate with (`coordination_problem`) leaves the resource alone as under `leave`, and
@@ -39,6 +42,7 @@ from foresize.core.cluster.coordination import (
     describe_hpa,
     scale_up_allowance,
     split_request,
+    still_holds,
 )
 from foresize.core.cluster.model import HorizontalPodAutoscaler, Workload
 from foresize.core.cluster.qos import effective_requests
@@ -188,6 +192,14 @@ def _decide(
     )
     if pair is None or prev is None:
         return pair
+    if (pair.replicas, pair.request) != (prev.replicas, prev.request) and still_holds(
+        prev, hpa, forecast[resource], cover.get(resource)
+    ):
+        return Pair(
+            prev.replicas,
+            prev.request,
+            "the published pair still holds the forecast within the HPA's tolerance",
+        )
     rule = view.scale_up if pair.request > prev.request else view.scale_down
     if not rule.significant(resource, prev.request, pair.request):
         return Pair(pair.replicas, prev.request, pair.reason + " (request change below threshold)")

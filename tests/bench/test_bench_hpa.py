@@ -5,7 +5,6 @@ excerpt (`tests/data/traces`), never from `../shared/traces`."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,8 +12,9 @@ from typer.testing import CliRunner
 
 from foresize.bench.hpa import KEYS, POLICIES, replica_metrics, run_one, scenario
 from foresize.front.cli import app
+from support import paths
 
-DATA = Path(__file__).parent / "data" / "traces"
+DATA = paths.DATA / "traces"
 
 
 def test_bench_hpa_json_has_exactly_the_issue_shape_and_keys():
