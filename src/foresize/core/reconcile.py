@@ -257,11 +257,9 @@ def _coordinate(
 
     if not any(wanted(t) for t in snapshot.targets):
         return []
-    # The load the HPA's utilisation is held at target for: the median forecast; the
-    # forecast at the target's mode is what the pair must carry at 100%.
+    # The load the HPA's utilisation is held at target for: the median forecast.
     central = horizontal_forecasts(snapshot, history, now, wanted, percentile=CENTRAL_PERCENTILE)
-    covers = horizontal_forecasts(snapshot, history, now, wanted)
-    cp = plan_coordination(snapshot, writes, central, now, state.coordinated, covers=covers)
+    cp = plan_coordination(snapshot, writes, central, now, state.coordinated)
     for w in writes:
         key = f"{w.namespace}/{w.name}"
         if "coordination" in w.status:

@@ -101,24 +101,12 @@ def test_no_loop_where_a_per_pod_vertical_sizer_runs_to_max_replicas(total):
         assert max(3, min(6, hpa_proposes(pair.replicas, pair.request, total))) == pair.replicas
 
 
-def test_the_pair_carries_the_modes_forecast_at_100_percent():
-    """Median forecast 1350m, the mode's (q98 of the max) 3000m: 5 x 450m = 2250m would not
-    carry it, so the pair is sized for 3000m at 60%: ceil(1800/300) = 6 pods of 500m."""
-    pair = coordinate(hpa(), 1350, 500, cover=3000)
-    assert pair is not None and (pair.replicas, pair.request) == (6, 500)
-    assert pair.replicas * pair.request >= 3000
-    assert "mode's forecast at 100%" in pair.reason
-    # a cover below F / u changes nothing: the HPA's own headroom carries it
-    assert coordinate(hpa(), 1350, 500, cover=2000) == coordinate(hpa(), 1350, 500)
-
-
 def test_a_published_pair_that_still_holds_is_kept():
     """5 x 450m at 60% is 1350m: the HPA proposes no change for a forecast within 10% of
-    it, so neither does Foresize; beyond it, or short of the mode's forecast, it re-decides."""
+    it, so neither does Foresize; beyond it, it re-decides."""
     kept = Pair(5, 450, "")
     assert still_holds(kept, hpa(), 1300) and still_holds(kept, hpa(), 1480)
     assert not still_holds(kept, hpa(), 1500)
-    assert not still_holds(kept, hpa(), 1300, cover=2300)
     write = recommender_write()
     plan = plan_coordination(
         snapshot(hpa()), [write], {"pay/web": {"cpu": 1300.0}}, 0.0, {"pay/web": kept}

@@ -8,12 +8,11 @@ request from per-pod usage fights it (lower request -> more replicas -> lower pe
 usage -> lower request ... until maxReplicas). Coordination breaks the loop by deciding
 the pair from the forecast total alone:
 
-- the load L = max(F, Fm x u): F the central (median) forecast of the total, at which
-  the HPA's target utilisation is held, Fm the forecast at the target's mode, which the
-  pair must carry at 100% (the HPA's own headroom 1/u covers the bursts above F);
-- replicas N = the HPA's own count at L with the template's per-pod request R0:
-  ceil(L / (R0 x u)), within minReplicas / maxReplicas;
-- per-pod request R = L / (N x u), within the containers' bounds; if a bound clamps it, N
+- F is the central (median) forecast of the total: the HPA's own headroom (1/u) covers
+  the bursts above it, so a high quantile on top would pay for that headroom twice;
+- replicas N = the HPA's own count at F with the template's per-pod request R0:
+  ceil(F / (R0 x u)), within minReplicas / maxReplicas;
+- per-pod request R = F / (N x u), within the containers' bounds; if a bound clamps it, N
   is recomputed at the clamped R (within min/max).
 
 At the forecast load the HPA's utilisation is then F / (N x R) = u, its target: it
@@ -96,17 +95,13 @@ def coordinate(
     forecast_total: float,
     template_request: int,
     *,
-    cover: float | None = None,
     lower: int | None = None,
     upper: int | None = None,
     min_replicas: int | None = None,
     max_replicas: int | None = None,
 ) -> Pair | None:
     """The (replicas, per-pod request) pair for a forecast total (canonical units; see the
-    module's notes). `cover`: the forecast at the target's mode, which replicas x request
-    must cover (at the HPA's target utilisation the forecast load is `forecast_total`; at
-    100% the pair still carries `cover`). `lower` / `upper`: the summed bounds of the
-    pod's containers;
+    module's notes). `lower` / `upper`: the summed bounds of the pod's containers;
     `min_replicas` / `max_replicas`: the target's own bounds within the HPA's."""
     metric = coordinated_metric(hpa)
     if metric is None or template_request <= 0:
@@ -114,13 +109,9 @@ def coordinate(
     lo = max(hpa.min_replicas, min_replicas or 0)
     hi = min(hpa.max_replicas, max_replicas) if max_replicas is not None else hpa.max_replicas
     hi = max(hi, lo)
-    central = max(float(forecast_total), 0.0)
-    peak = max(float(cover), 0.0) if cover is not None else 0.0
+    f = max(float(forecast_total), 0.0)
     if metric.target_utilization is not None:
         u = metric.target_utilization / 100.0
-        # the load the pair is sized for: the central forecast at the HPA's target, unless
-        # the mode's forecast at 100% needs more
-        f = max(central, peak * u)
         n = predict_replicas(f, template_request * u, min_replicas=lo, max_replicas=hi)
         want = _round_up(f / (n * u))
         request = _clamp(want, lower, upper)
@@ -133,17 +124,14 @@ def coordinate(
             why = f"at maxReplicas {hi}: the request carries what more replicas cannot"
         else:
             why = "replicas as the HPA would run them at the forecast, request at its target"
-        if f > central:
-            why += "; sized to carry the mode's forecast at 100%"
-        util = central / (n * request) * 100.0 if request else 0.0
+        util = f / (n * request) * 100.0 if request else 0.0
         return Pair(
             n,
             request,
             f"{why}; forecast utilisation {util:.0f}% (target {metric.target_utilization}%)",
         )
     value = float(metric.target_average_value or 0)
-    f = max(central, peak)
-    n = predict_replicas(central, value, min_replicas=lo, max_replicas=hi)
+    n = predict_replicas(f, value, min_replicas=lo, max_replicas=hi)
     request = _clamp(_round_up(f / n), lower, upper)
     return Pair(n, request, f"averageValue target: each of {n} pods carries its share")
 
@@ -153,19 +141,14 @@ HPA_TOLERANCE = 0.1
 change (`--horizontal-pod-autoscaler-tolerance`)."""
 
 
-def still_holds(
-    pair: Pair, hpa: HorizontalPodAutoscaler, forecast_total: float, cover: float | None = None
-) -> bool:
+def still_holds(pair: Pair, hpa: HorizontalPodAutoscaler, forecast_total: float) -> bool:
     """Whether a published pair still does its job for a new forecast: the HPA would
-    propose no change at the forecast load (its ratio within the tolerance), and
-    replicas x request carries `cover` at 100%. Re-deciding then would only move replicas
-    and requests the HPA itself would leave alone."""
+    propose no change at the forecast load (its ratio within the tolerance). Re-deciding
+    then would only move replicas and requests the HPA itself would leave alone."""
     metric = coordinated_metric(hpa)
     if metric is None or pair.request <= 0 or pair.replicas <= 0:
         return False
     if not hpa.min_replicas <= pair.replicas <= hpa.max_replicas:
-        return False
-    if cover is not None and pair.replicas * pair.request < cover:
         return False
     if metric.target_utilization is not None:
         target = pair.replicas * pair.request * metric.target_utilization / 100.0

@@ -17,7 +17,7 @@ rewritten before it is published:
   `Coordinated` says so whenever the pair changes.
 
 A published pair that still holds the new forecast (the HPA would propose no change at
-it, and it carries the mode's forecast) is kept as it is: re-deciding would only move
+it) is kept as it is: re-deciding would only move
 replicas and requests the HPA itself would leave alone. Otherwise a move of R smaller
 than the target's `scaling_behavior` threshold keeps the published R.
 Without a forecast of the workload's total yet, the HPA's resource is taken out of the
@@ -66,14 +66,12 @@ def plan_coordination(
     now: float,
     previous: Mapping[str, Pair],
     *,
-    covers: Mapping[str, Mapping[str, float]] | None = None,
     horizon: float = 900.0,
 ) -> CoordinationPlan:
     """Rewrites, in place, the status `writes` of coordinating targets (see the module's
     notes); returns the scale-ups, events and the pairs decided. `forecasts`: target key
     -> resource -> the central forecast (median) of the workload's total usage over the
-    horizon (canonical); `covers`: the same at the target's mode, which the pair must
-    carry at 100%."""
+    horizon (canonical)."""
     plan = CoordinationPlan()
     by_key: dict[str, TargetView] = {}
     for obj in snapshot.targets:
@@ -99,8 +97,7 @@ def plan_coordination(
                 "Ignored", hpa, now, reason=f"{problem}; its resource's request is left alone"
             )
             continue
-        cover = (covers or {}).get(key, {})
-        pair = _decide(view, wl, hpa, forecasts.get(key, {}), cover, previous.get(key))
+        pair = _decide(view, wl, hpa, forecasts.get(key, {}), previous.get(key))
         resource = hpa.metrics[0].resource or ""
         if pair is None:
             _drop_resource(write.status, resource)
@@ -160,7 +157,6 @@ def _decide(
     wl: Workload,
     hpa: HorizontalPodAutoscaler,
     forecast: Mapping[str, float],
-    cover: Mapping[str, float],
     prev: Pair | None,
 ) -> Pair | None:
     resource = hpa.metrics[0].resource or ""
@@ -184,7 +180,6 @@ def _decide(
         hpa,
         forecast[resource],
         template,
-        cover=cover.get(resource),
         lower=lower if has_lower else None,
         upper=upper if has_upper else None,
         min_replicas=view.min_replicas,
@@ -193,7 +188,7 @@ def _decide(
     if pair is None or prev is None:
         return pair
     if (pair.replicas, pair.request) != (prev.replicas, prev.request) and still_holds(
-        prev, hpa, forecast[resource], cover.get(resource)
+        prev, hpa, forecast[resource]
     ):
         return Pair(
             prev.replicas,
