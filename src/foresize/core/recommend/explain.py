@@ -93,7 +93,9 @@ def amount(resource: str, value: float | None) -> str:
             return f"{value / 1000:g} cores" if value != 1000 else "1 core"
         return f"{value:.1f}m" if not float(value).is_integer() else f"{int(value)}m"
     mib = value / MIB
-    if mib >= 1024:
+    if 0 < abs(mib) < 1:
+        return f"{value / 1024:.1f}Ki"
+    if mib >= 10240:
         return f"{mib / 1024:.2f}Gi"
     return f"{mib:.1f}Mi" if not float(mib).is_integer() else f"{int(mib)}Mi"
 

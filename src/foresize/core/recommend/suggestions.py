@@ -168,6 +168,28 @@ class _Due:
     mode: str
     containers: list[str]
     current: dict[str, ResourceRequirements]
+    # The HPA whose arithmetic the vertical worker leaves alone, and its resources
+    # (`vertical.guards.hpa_left_alone`): a step of those resources' explanation.
+    hpa: tuple[str, frozenset[str]] | None = None
+
+
+def _hpa_left_alone(snapshot: ClusterSnapshot, target: Any) -> tuple[str, frozenset[str]] | None:
+    """The HPA scaling the target's workload on a resource's utilisation, when the target
+    leaves that resource to it (`hpa_resource_policy: leave`, the default)."""
+    ref = get_path(target, "spec", "scaleTargetRef")
+    if ref is None:
+        return None
+    ns = get_path(target, "metadata", "namespace")
+    workload = snapshot.workload(get_path(ref, "kind"), ns, get_path(ref, "name"))
+    hpa = snapshot.hpa_for(workload) if workload is not None else None
+    if hpa is None or not hpa.scaling_resources():
+        return None
+    try:
+        if target_view(target).hpa_resource_policy != "leave":
+            return None
+    except (ForesizeError, ValueError):
+        return None
+    return hpa.name, frozenset(hpa.scaling_resources())
 
 
 def plan_suggestions(
@@ -272,7 +294,8 @@ def _due_request(
         state.schedule.get(key, {}),
         runtimes={c.name: heap_ceiling(c.command, c.args, c.env, c.env_from) for c in templates},
     )
-    return _Due(key, ns, name, mode, containers, current), request
+    due = _Due(key, ns, name, mode, containers, current, _hpa_left_alone(snapshot, target))
+    return due, request
 
 
 def _forget_gone(snapshot: ClusterSnapshot, state: SuggestionState) -> None:
@@ -325,6 +348,20 @@ def _status(d: _Due, result: Any, now: float, state: SuggestionState) -> dict[st
             },
             "created_at": format_timestamp(now),
         }
+        if d.hpa is not None and d.mode == "autonomous":
+            hpa_name, hpa_resources = d.hpa
+            for entry in entries:
+                ex = result.steps.get(entry["name"])
+                for res in sorted(hpa_resources):
+                    if ex is not None and res in _published(entry, res):
+                        ex.step(
+                            "hpa",
+                            res,
+                            _published(entry, res)[res],
+                            f"pods keep their {res} request: HorizontalPodAutoscaler"
+                            f" {hpa_name} scales on its utilisation"
+                            " (spec.vertical.hpa_resource_policy: leave)",
+                        )
         # Why each request is what it is: the steps recorded as it was computed.
         status["explanation"] = {
             "created_at": format_timestamp(now),
@@ -336,6 +373,14 @@ def _status(d: _Due, result: Any, now: float, state: SuggestionState) -> dict[st
         if published is not None:
             state.latest[d.key] = published
     return status
+
+
+def _published(entry: dict[str, Any], res: str) -> dict[str, float]:
+    """The canonical request of `res` in a status entry ({} when it has none)."""
+    from foresize.core.api.quantity import to_canonical
+
+    value = entry["requests"].get(res)
+    return {} if value is None else {res: float(to_canonical(res, value))}
 
 
 def entries_uid(entries: list[dict[str, Any]]) -> str:

@@ -944,6 +944,12 @@ def _schedule_why(
     if same(level):
         return ("a segment of the day starts: " if opens else "") + segment
     if same(held) and not opens:
+        if held is not None and held < level:
+            return (
+                "kept until the next segment of the day starts: mid-segment a request rises"
+                " only where the forecast's median is above the segment's level and the"
+                f" usage reached the request; {segment}"
+            )
         return f"kept until the next segment of the day starts; {segment}"
     if same(raise_to):
         if held is not None and target < held:

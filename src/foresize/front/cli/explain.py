@@ -107,7 +107,9 @@ def render(document: Mapping[str, Any], title: str) -> None:
         table.add_column("step")
         table.add_column("value", justify="right", no_wrap=True)
         table.add_column("why", overflow="fold")
-        for s in entry["steps"]:
+        # cpu's rows together, then memory's, each in the order the rules ran
+        order = {"cpu": 0, "memory": 1}
+        for s in sorted(entry["steps"], key=lambda s: order.get(s["resource"], 2)):
             table.add_row(s["resource"], s["step"], amount(s["resource"], s["value"]), s["why"])
         console.print(table)
 
