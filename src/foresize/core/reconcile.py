@@ -183,8 +183,9 @@ def plan_pass(
     full = full if full is not None else snapshot
     actions: list[Action] = []
     if history is not None:
-        writes = _suggestions(snapshot, now, state, history, config)
-        actions += writes
+        fresh = _suggestions(snapshot, now, state, history, config)
+        actions += fresh
+        writes = [a for a in fresh if isinstance(a, WriteTargetStatus)]
         actions += _coordinate(snapshot, writes, now, state, history)
     # One capacity guard for every resize of the pass (DaemonSets, reverts, vertical): an
     # upsize admitted on a node takes that room from the others, and none takes the room
@@ -332,19 +333,20 @@ def _suggestions(
     state: ReconcileState,
     history: HistoryReader,
     config: ReconcileConfig,
-) -> list[WriteTargetStatus]:
+) -> list[Action]:
     def due(target: Any) -> bool:
         last = state.last_suggest.get(target_key(target))
         if last is None or now - last >= cadence_of(target, config.suggest_interval):
             return True
         return _oom_since(snapshot, target, history, last, now)
 
-    writes = plan_suggestions(snapshot, history, now, due, state.suggestions)
+    events: list[EmitEvent] = []
+    writes = plan_suggestions(snapshot, history, now, due, state.suggestions, events)
     for write in writes:
         # Only a target that got a forecast waits for its next cadence (one whose
         # workload has not been seen yet is tried again on the next pass).
         state.last_suggest[f"{write.namespace}/{write.name}"] = now
-    return list(writes)
+    return [*writes, *events]
 
 
 def _oom_since(
