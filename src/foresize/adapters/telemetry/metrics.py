@@ -145,6 +145,14 @@ class ForesizeMetrics:
             ["target", "container", "resource", "kind"],
             registry=r,
         )
+        self.shadow_score = Gauge(
+            "foresize_shadow_score",
+            "A policy's score on the target's live history (status.shadow): the target's own "
+            "policy (policy=active) and each shadow policy; metric slack, shortfall, under, "
+            "events_per_series_day (memory: OOM kills) or changes_per_series_day.",
+            ["target", "policy", "resource", "metric"],
+            registry=r,
+        )
         self.provisioning = Gauge(
             "foresize_provisioning_ratio",
             "Sum of the target's pods' requests divided by their usage (1 = exactly sized).",
@@ -256,7 +264,13 @@ class ForesizeMetrics:
         """Remove every per-target label set whose target is not in `keep` (deleted, or
         held by another replica); returns how many were removed."""
         removed = 0
-        for gauge in (self.stalled, self.breaker, self.recommendation, self.provisioning):
+        for gauge in (
+            self.stalled,
+            self.breaker,
+            self.recommendation,
+            self.provisioning,
+            self.shadow_score,
+        ):
             for labels in list(gauge._metrics):  # prometheus_client keeps label tuples here
                 if labels[0] not in keep:
                     gauge.remove(*labels)
