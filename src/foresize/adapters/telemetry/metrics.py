@@ -60,6 +60,7 @@ METRIC_NAMES = (
     "foresize_breaker_open",
     "foresize_recommendation",
     "foresize_provisioning_ratio",
+    "foresize_shadow_score",
     "foresize_oom_kills_total",
     "foresize_node_charge_gap",
     "foresize_webhook_duration_seconds",
