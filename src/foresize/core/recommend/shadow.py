@@ -111,14 +111,19 @@ def request_matrix(
     """The request in force at each column of a grid (column 0 = bucket `base`): a
     decision made in bucket b applies from bucket b + 1 on (as in the replay: a decision
     after sample i applies from the next sample). NaN before the first decision."""
-    out = np.full(columns, np.nan)
-    for t, requests in decisions:
-        value = requests.get(container, {}).get(resource)
-        start = int(math.floor(t / step)) - base + 1
-        if start >= columns:
-            continue
-        out[max(start, 0) :] = np.nan if value is None else float(value)
-    return out
+    if not decisions:
+        return np.full(columns, np.nan)
+    starts = np.array([int(math.floor(t / step)) - base + 1 for t, _ in decisions])
+    values = np.array(
+        [
+            np.nan if (v := r.get(container, {}).get(resource)) is None else float(v)
+            for _, r in decisions
+        ]
+    )
+    # The decision in force at each column: the last one that started at or before it
+    # (decisions are kept in time order).
+    at = np.searchsorted(starts, np.arange(columns), side="right") - 1
+    return np.where(at >= 0, values[np.maximum(at, 0)], np.nan)
 
 
 def score_run(
