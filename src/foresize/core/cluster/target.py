@@ -1,7 +1,7 @@
 """The one read-model of a Foresize object (AIScaleTarget or DaemonSetAutoscaler): a flat,
 read-only `TargetView` with the fields every decision needs — admission, lifecycle,
 horizontal, the vertical disruption worker (`vertical.policy.policy_of` checks its
-`errors`) and the recommender (`recommend.target.RecommendParams.from_view`).
+`errors`) and the recommender (`recommend.params.RecommendParams.from_view`).
 
 The API models (`foresize.core.api.types`) are the source of truth; this module reads them
 (or the equivalent plain manifest dicts, e.g. a YAML file loaded by `foresize webhook

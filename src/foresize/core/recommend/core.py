@@ -561,7 +561,7 @@ def oom_bump(
 ) -> OOMArrays:
     """THE OOM rule: record OOM kills at `now` for the containers in `mask`; returns the
     new state. The operator and the simulator apply it through
-    `foresize.core.recommend.target.apply_ooms` (one container, its kills one by one) and the
+    `foresize.core.recommend.oom.apply_ooms` (one container, its kills one by one) and the
     replay benchmark calls it directly for the whole fleet, so what is scored is what runs.
 
     The new floor is OOM_FACTOR over the larger of the request that was hit, the usage

@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # imported where used, so `foresize --help` stays quick
     from foresize.core.history import TraceSeries
     from foresize.front.report.recommendations import Bounds, Prices
 
-MAX_LOOKBACK = 14 * 86400.0  # the recommender reads 14 days (recommend.target.HISTORY_WINDOW)
+MAX_LOOKBACK = 14 * 86400.0  # the recommender reads 14 days (recommend.histories.HISTORY_WINDOW)
 
 
 def parse_when(value: str, now: float, field: str) -> float:

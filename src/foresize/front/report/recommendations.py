@@ -141,8 +141,8 @@ class Prices:
 
 def _round(resource: str, value: float) -> int:
     """Cores or bytes -> the request the operator would write, by its one rounding rule
-    (`recommend.target.round_up_request`, which ignores float32 noise: 0.3 cores is 300m)."""
-    from foresize.core.recommend.target import round_up_request
+    (`recommend.finish.round_up_request`, which ignores float32 noise: 0.3 cores is 300m)."""
+    from foresize.core.recommend.finish import round_up_request
 
     return round_up_request(resource, value * 1000.0 if resource == CPU else value)
 
@@ -179,12 +179,12 @@ def build_rows(
 ) -> list[Row]:
     """Rows for TraceSeries and their `recommend_series` results (same order): the static
     request at `quantiles[resource]` over the history on the model grid, the OOM floor
-    (the operator's rule, `recommend.target.apply_ooms`, on each kill in the window),
+    (the operator's rule, `recommend.oom.apply_ooms`, on each kill in the window),
     bounds, limits and severity."""
     from foresize.core.history import aligned_start, resample_max
     from foresize.core.recommend.core import OOM_FACTOR
+    from foresize.core.recommend.histories import MODEL_STEP
     from foresize.core.recommend.static import static_request
-    from foresize.core.recommend.target import MODEL_STEP
 
     resources = resources or {}
     kinds = kinds or {}
@@ -284,11 +284,11 @@ def _oom_floor(
     kills: list[float], grid: np.ndarray, start: float, step: float, request: int | None
 ) -> float:
     """The memory floor the operator would hold after these kills: its own OOM rule
-    (`recommend.target.apply_ooms`: 1.2 x the larger of the request that was hit and the
+    (`recommend.oom.apply_ooms`: 1.2 x the larger of the request that was hit and the
     usage seen, compounding), with one named difference: the report holds the floor for
     every kill in its lookback window (stabilization unbounded), as the window is what it
     recommends from."""
-    from foresize.core.recommend.target import OOMState, apply_ooms
+    from foresize.core.recommend.oom import OOMState, apply_ooms
 
     usage = []
     for t in kills:
