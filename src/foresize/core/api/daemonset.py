@@ -17,7 +17,7 @@ from foresize.core.api.fields import (
     _Open,
 )
 from foresize.core.api.meta import APIObject, DaemonSetRef
-from foresize.core.api.policy import ContainerPolicy, _check_unique_containers
+from foresize.core.api.policy import ContainerPolicy, check_unique_containers
 from foresize.core.api.target import Condition, VerticalSuggestion
 
 
@@ -37,7 +37,7 @@ class DaemonSetAutoscalerSpec(_Base):
 
     @model_validator(mode="after")
     def _cross_fields(self) -> DaemonSetAutoscalerSpec:
-        _check_unique_containers(self.containers)
+        check_unique_containers(self.containers)
         if self.minObservationWindow > self.observationWindow:
             raise ValueError("minObservationWindow must not exceed observationWindow")
         return self

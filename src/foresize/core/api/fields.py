@@ -25,6 +25,7 @@ from foresize.core.api.duration import (
     DURATION_PATTERN,
     format_duration,
     parse_duration,
+    shown,
 )
 from foresize.core.api.quantity import (
     CPU,
@@ -276,13 +277,25 @@ class _Open(BaseModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True, use_attribute_docstrings=True)
 
 
-def _message(error: ErrorDetails) -> str:
+OWN_MESSAGES = ("value_error", "assertion_error", "missing", "extra_forbidden")
+"""Error types whose message is ours (or needs no value): pydantic's built-in checks
+(`greater_than_equal`, `list_type`, ...) do not say what they got, so `error_message`
+adds it."""
+
+
+def error_message(error: ErrorDetails) -> str:
+    """One pydantic error in the words users see (the CLI, the webhook, the handlers)."""
     msg = str(error.get("msg", "invalid"))
     for prefix in ("Value error, ", "Assertion failed, "):
         if msg.startswith(prefix):
             msg = msg[len(prefix) :]
-    if error.get("type") == "extra_forbidden":
+    kind = error.get("type")
+    if kind == "extra_forbidden":
         msg = "unknown field"
-    elif error.get("type") == "missing":
+    elif kind == "missing":
         msg = "required field is missing"
+    elif kind == "string_too_short" and error.get("ctx", {}).get("min_length") == 1:
+        msg = "required (must not be empty)"
+    elif kind not in OWN_MESSAGES and "input" in error:
+        msg = f"{msg}, got {shown(error['input'])}"
     return msg

@@ -16,6 +16,7 @@ from pydantic import (
     model_validator,
 )
 
+from foresize.core.api.duration import shown
 from foresize.core.api.fields import (
     REPLICAS_MAX,
     CpuQuantity,
@@ -36,6 +37,7 @@ from foresize.core.api.model import ModelOverride
 from foresize.core.api.quantity import (
     CPU,
     MEMORY,
+    format_quantity,
 )
 from foresize.core.api.vocabulary import (
     DEFAULT_HPA_RESOURCE_POLICY,
@@ -53,6 +55,16 @@ class LimitPolicy(_Base):
     ratio: float = Field(ge=1, le=1000)
 
 
+def _check_bounds(resource: str, lower: int, upper: int | None) -> None:
+    """lowerbound <= upperbound, the error on the upperbound with both amounts (the
+    leading field name becomes the error's path: `api.load.format_validation_error`)."""
+    if upper is not None and upper < lower:
+        raise ValueError(
+            f"upperbound: {format_quantity(resource, upper)} is below lowerbound "
+            f"{format_quantity(resource, lower)}"
+        )
+
+
 class CpuPolicy(_Base):
     lowerbound: CpuQuantity
     """Smallest CPU request Foresize sets."""
@@ -62,8 +74,7 @@ class CpuPolicy(_Base):
 
     @model_validator(mode="after")
     def _bounds(self) -> CpuPolicy:
-        if self.upperbound is not None and self.upperbound < self.lowerbound:
-            raise ValueError("lowerbound must not exceed upperbound")
+        _check_bounds(CPU, self.lowerbound, self.upperbound)
         return self
 
 
@@ -76,8 +87,7 @@ class MemoryPolicy(_Base):
 
     @model_validator(mode="after")
     def _bounds(self) -> MemoryPolicy:
-        if self.upperbound is not None and self.upperbound < self.lowerbound:
-            raise ValueError("lowerbound must not exceed upperbound")
+        _check_bounds(MEMORY, self.lowerbound, self.upperbound)
         return self
 
 
@@ -92,12 +102,16 @@ class ContainerPolicy(_Base):
         return self.cpu if resource == CPU else self.memory if resource == MEMORY else None
 
 
-def _check_unique_containers(containers: list[ContainerPolicy]) -> None:
-    seen: set[str] = set()
-    for entry in containers:
+def check_unique_containers(containers: list[ContainerPolicy]) -> None:
+    """Each container name once; the error names the second entry and the first."""
+    seen: dict[str, int] = {}
+    for i, entry in enumerate(containers):
         if entry.name in seen:
-            raise ValueError(f"containers: container {entry.name!r} is listed twice")
-        seen.add(entry.name)
+            raise ValueError(
+                f"containers[{i}].name: container {entry.name!r} is listed twice (first at"
+                f" containers[{seen[entry.name]}])"
+            )
+        seen[entry.name] = i
 
 
 def _memory_only() -> list[Literal["cpu", "memory"]]:
@@ -138,15 +152,11 @@ _MAX_DISRUPTED_RE = re.compile(MAX_DISRUPTED_PATTERN)
 
 
 def _validate_max_disrupted(value: Any) -> int | str:
-    if isinstance(value, bool):
-        raise ValueError(_MAX_DISRUPTED_HINT)
-    if isinstance(value, int):
-        if value < 1:
-            raise ValueError(_MAX_DISRUPTED_HINT)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
         return value
     if isinstance(value, str) and _MAX_DISRUPTED_RE.match(value):
         return value if value.endswith("%") else int(value)
-    raise ValueError(_MAX_DISRUPTED_HINT)
+    raise ValueError(f"{_MAX_DISRUPTED_HINT}, not {shown(value)}")
 
 
 MaxDisrupted = Annotated[
@@ -320,7 +330,7 @@ class VerticalSpec(_Base):
 
     @model_validator(mode="after")
     def _unique(self) -> VerticalSpec:
-        _check_unique_containers(self.containers)
+        check_unique_containers(self.containers)
         return self
 
 

@@ -21,8 +21,8 @@ from foresize.core.api.fields import (
     Timestamp,
     _Base,
     _format_resource_map,
-    _message,
     _Open,
+    error_message,
 )
 from foresize.core.api.meta import APIObject, LabelSelector, ScaleTargetRef
 from foresize.core.api.model import ModelSpec
@@ -66,7 +66,7 @@ class _ScalingSpec(_Base):
                 try:
                     self.effective_model(direction)
                 except ValidationError as exc:
-                    problems = "; ".join(_message(e) for e in exc.errors())
+                    problems = "; ".join(error_message(e) for e in exc.errors())
                     raise ValueError(f"{direction}.model (merged with model): {problems}") from None
 
 
