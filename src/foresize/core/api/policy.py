@@ -23,10 +23,10 @@ from foresize.core.api.fields import (
     MemoryQuantity,
     PositiveDuration,
     ScalingMode,
+    StrictModel,
     UpdateMode,
-    _Base,
-    _enum,
-    _enum_schema,
+    enum_schema,
+    one_of,
 )
 from foresize.core.api.hysteresis import (
     DEFAULT_VERTICAL_SCALE_DOWN_PERCENT,
@@ -49,7 +49,7 @@ from foresize.core.api.vocabulary import (
 )
 
 
-class LimitPolicy(_Base):
+class LimitPolicy(StrictModel):
     """`limit.ratio`: limit = request x ratio (>= 1). Absent: limits left as they are."""
 
     ratio: float = Field(ge=1, le=1000)
@@ -65,7 +65,7 @@ def _check_bounds(resource: str, lower: int, upper: int | None) -> None:
         )
 
 
-class CpuPolicy(_Base):
+class CpuPolicy(StrictModel):
     lowerbound: CpuQuantity
     """Smallest CPU request Foresize sets."""
     upperbound: CpuQuantity | None = None
@@ -78,7 +78,7 @@ class CpuPolicy(_Base):
         return self
 
 
-class MemoryPolicy(_Base):
+class MemoryPolicy(StrictModel):
     lowerbound: MemoryQuantity
     """Smallest memory request Foresize sets."""
     upperbound: MemoryQuantity | None = None
@@ -91,7 +91,7 @@ class MemoryPolicy(_Base):
         return self
 
 
-class ContainerPolicy(_Base):
+class ContainerPolicy(StrictModel):
     """Bounds for one container (`name`) or every container (`*`)."""
 
     name: str = Field(min_length=1, max_length=63, pattern=r"^(\*|[a-z0-9]([-a-z0-9]*[a-z0-9])?)$")
@@ -118,11 +118,11 @@ def _memory_only() -> list[Literal["cpu", "memory"]]:
     return ["memory"]
 
 
-class UpdatePolicy(_Base):
+class UpdatePolicy(StrictModel):
     update_mode: UpdateMode = "recreate"
     """initial: admission only; recreate: evict; in_place: resize running pods;
     in_place_or_recreate: resize, evict when stalled."""
-    recreate_resources: Annotated[list[Literal["cpu", "memory"]], AfterValidator(_unique)] = Field(
+    recreate_resources: Annotated[list[Literal["cpu", "memory"]], AfterValidator(unique)] = Field(
         default_factory=_memory_only, max_length=2
     )
     min_replicas: int = Field(default=DEFAULT_MIN_REPLICAS, ge=1, le=REPLICAS_MAX)
@@ -132,7 +132,7 @@ class UpdatePolicy(_Base):
     that are not ready and in-place resizes are not affected."""
 
 
-def _unique(values: list[Any] | None) -> list[Any] | None:
+def unique(values: list[Any] | None) -> list[Any] | None:
     """Set-like lists (`x-kubernetes-list-type: set` in the CRD) refuse duplicates."""
     if values is not None:
         seen: set[Any] = set()
@@ -174,7 +174,7 @@ MaxDisrupted = Annotated[
 ]
 
 
-class DisruptionPolicy(_Base):
+class DisruptionPolicy(StrictModel):
     """How many pods may change at once, how often, and when a stalled resize gives up."""
 
     max_disrupted: MaxDisrupted = DEFAULT_MAX_DISRUPTED
@@ -196,7 +196,7 @@ class DisruptionPolicy(_Base):
         return max(1, math.ceil(Decimal(max(replicas, 0)) * percent / 100))
 
 
-class OomRemediation(_Base):
+class OomRemediation(StrictModel):
     enabled: bool = True
     """Raise memory x1.2 on OOM kills (again every 2 minutes while they continue)."""
     stabilization_window: PositiveDuration | None = None
@@ -210,14 +210,14 @@ class OomRemediation(_Base):
         return max(forecast_interval or 0.0, 3600.0)
 
 
-class ResourceAmounts(_Base):
+class ResourceAmounts(StrictModel):
     cpu: CpuQuantity | None = None
     memory: MemoryQuantity | None = None
 
 
 ThresholdType = Annotated[
     str,
-    PlainValidator(_enum(("percent", "absolute"))),
+    PlainValidator(one_of(("percent", "absolute"))),
     WithJsonSchema({"type": "string", "enum": ["percent", "absolute"]}),
 ]
 
@@ -229,7 +229,7 @@ def _check_threshold(kind: str, percent: Any, absolute: Any) -> None:
         raise ValueError("absolute is required when type is absolute")
 
 
-class VerticalThreshold(_Base):
+class VerticalThreshold(StrictModel):
     """A change smaller than this is not worth acting on (hysteresis). `absolute` is per
     resource (`{cpu: 50m, memory: 64Mi}`)."""
 
@@ -251,7 +251,7 @@ class VerticalThreshold(_Base):
         return bool(clears(self.type, self.percent or 0.0, limit, current, delta))
 
 
-class VerticalScalingBehavior(_Base):
+class VerticalScalingBehavior(StrictModel):
     # Absent directions use DEFAULT_VERTICAL_SCALE_UP/DOWN_PERCENT (effective_scale_*).
     scale_up: VerticalThreshold | None = None
     scale_down: VerticalThreshold | None = None
@@ -279,7 +279,7 @@ class VerticalScalingBehavior(_Base):
         return rule.exceeded(resource, current, proposed)
 
 
-class HorizontalThreshold(_Base):
+class HorizontalThreshold(StrictModel):
     type: ThresholdType = "percent"
     percent: float | None = Field(default=None, ge=0, le=1000)
     absolute: int | None = Field(default=None, ge=0, le=REPLICAS_MAX)
@@ -297,7 +297,7 @@ class HorizontalThreshold(_Base):
         return bool(clears(self.type, self.percent or 0.0, self.absolute or 0, current, delta))
 
 
-class HorizontalScalingBehavior(_Base):
+class HorizontalScalingBehavior(StrictModel):
     scale_up: HorizontalThreshold | None = None
     scale_down: HorizontalThreshold | None = None
 
@@ -309,11 +309,11 @@ class HorizontalScalingBehavior(_Base):
 
 
 HpaResourcePolicy: TypeAlias = Annotated[
-    str, PlainValidator(_enum(HPA_RESOURCE_POLICIES)), _enum_schema(HPA_RESOURCE_POLICIES)
+    str, PlainValidator(one_of(HPA_RESOURCE_POLICIES)), enum_schema(HPA_RESOURCE_POLICIES)
 ]
 
 
-class VerticalSpec(_Base):
+class VerticalSpec(StrictModel):
     mode: ScalingMode = "recommendation"
     """autonomous, recommendation or observe (aliases auto, recommend, rec, observation)."""
     model: ModelOverride | None = None
@@ -334,7 +334,7 @@ class VerticalSpec(_Base):
         return self
 
 
-class HorizontalSpec(_Base):
+class HorizontalSpec(StrictModel):
     mode: ScalingMode = "recommendation"
     """autonomous, recommendation or observe (aliases auto, recommend, rec, observation)."""
     model: ModelOverride | None = None
@@ -346,7 +346,7 @@ class HorizontalSpec(_Base):
     multipleOf: int | None = Field(default=None, ge=1, le=REPLICAS_MAX)
     """Round predicted replicas up to a multiple of this; exclusive with allowedReplicas."""
     allowedReplicas: Annotated[
-        list[Annotated[int, Field(ge=0, le=REPLICAS_MAX)]] | None, AfterValidator(_unique)
+        list[Annotated[int, Field(ge=0, le=REPLICAS_MAX)]] | None, AfterValidator(unique)
     ] = Field(default=None, min_length=1, max_length=256)
     scaling_behavior: HorizontalScalingBehavior | None = None
 
