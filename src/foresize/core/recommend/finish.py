@@ -9,6 +9,9 @@ named steps (architecture §3.1):
 6. `bounded_request`: bounds, rounding (`round_up_request`) and limits;
 7. `keep_qos`: the pod's QoS class never changes;
 8. `significant_changes`: which requests differ beyond hysteresis.
+
+Each step that moves a request records it in the container's `Explanation`
+(`recommend.explain`), its reason in words from `recommend.reasons`.
 """
 
 from __future__ import annotations
@@ -31,12 +34,21 @@ from foresize.core.cluster.runtime import HeapCeiling
 from foresize.core.cluster.target import ResourcePolicy
 from foresize.core.forecast.models import TIME_OF_DAY_MODELS
 from foresize.core.forecast.select import OnlineScores
-from foresize.core.recommend.core import MIB, memory_request, recent_peak, scheduled_cpu
+from foresize.core.recommend.core import (
+    MEMORY_HEADROOM,
+    MEMORY_PEAK_WINDOW,
+    MIB,
+    memory_request,
+    recent_peak,
+    scheduled_cpu,
+)
+from foresize.core.recommend.explain import Explanation, amount, duration_words, history_words
 from foresize.core.recommend.forecasts import RowForecasts
 from foresize.core.recommend.heap import heap_bound_note, heap_floor
-from foresize.core.recommend.histories import MODEL_STEP, ContainerHistory
+from foresize.core.recommend.histories import MODEL_STEP, TO_CANONICAL, ContainerHistory
 from foresize.core.recommend.oom import OOMState, apply_ooms
 from foresize.core.recommend.params import RESOURCES, RecommendParams
+from foresize.core.recommend.reasons import floor_why, forecast_why, schedule_why
 from foresize.core.recommend.request import RecommendResult, TargetRequest
 from foresize.core.recommend.schedule import Row
 
@@ -52,6 +64,7 @@ class _Outputs:
     at_mode: dict[str, float] = field(default_factory=dict)
     changed: dict[str, dict[str, bool]] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
+    steps: dict[str, Explanation] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -65,6 +78,7 @@ class _Container:
     enough: bool  # history of at least `min_lookback_to_scale`
     oom: OOMState
     runtime: HeapCeiling | None
+    ex: Explanation = field(default_factory=Explanation)
 
 
 def finish_target(
@@ -97,6 +111,7 @@ def finish_target(
             (request.oom_state or {}).get(name, OOMState()),
             (request.runtimes or {}).get(name),
         )
+        out.steps[name] = c.ex
         enough_all = enough_all and c.enough
         c.oom = apply_new_kills(
             p, c, now, float(forecasts[MEMORY].safest[k]) if k is not None else None
@@ -104,9 +119,9 @@ def finish_target(
         out.oom_state[name] = c.oom
         proposed[name] = _size_container(p, c, forecasts, now, out)
         out.oom_state[name] = c.oom
-    proposed = keep_qos(request.current, proposed)
+    proposed = keep_qos(request.current, proposed, out.steps)
     for name, new in proposed.items():
-        out.changed[name] = significant_changes(p, request.current[name], new)
+        out.changed[name] = significant_changes(p, request.current[name], new, out.steps.get(name))
         suggestion.containers[name] = ContainerSuggestion(
             name, dict(new.requests), dict(new.limits)
         )
@@ -121,6 +136,7 @@ def finish_target(
         at_mode=out.at_mode,
         changed=out.changed,
         runtime_notes=out.notes,
+        steps=out.steps,
     )
 
 
@@ -166,15 +182,26 @@ def _size_container(
     new = c.current.copy()
     out.forecasts[c.name], out.models[c.name] = {}, {}
     out.changed[c.name], out.quantiles[c.name] = {}, {}
-    if c.row is None:
-        return new
     for res in RESOURCES:
+        if c.row is None or c.history is None:
+            held = c.current.requests.get(res)
+            c.ex.step(
+                "history",
+                res,
+                None if held is None else float(held),
+                "no usage history of this container: the request in force stays",
+            )
+            continue
+        peak, span = history_words(
+            np.asarray(getattr(c.history, res)) * TO_CANONICAL[res], MODEL_STEP
+        )
+        c.ex.step("history", res, peak, f"{span}; the highest usage seen {amount(res, peak)}")
         _record(out, c.name, res, forecasts[res], c.row)
         target = _resource_target(p, c, c.row, res, forecasts[res], now, out.notes)
         if target is not None:
             # The OOM floor is raised over the lower bound but the upper bound and an
             # unmanaged limit remain the user's hard ceiling.
-            bounded_request(new, c.current, res, target, p.bounds(c.name).for_resource(res))
+            bounded_request(new, c.current, res, target, p.bounds(c.name).for_resource(res), c.ex)
     return new
 
 
@@ -203,17 +230,38 @@ def _resource_target(
     if not np.isfinite(value) or not c.enough or c.history is None:
         # Not enough history (hasEnoughDataToScale false) or nothing to forecast
         # from: hold the current value, but an OOM floor still raises memory.
+        have = c.current.requests.get(res)
+        why = (
+            "no forecast from this history"
+            if c.enough
+            else "less than min_lookback_to_scale"
+            f" ({duration_words(p.min_lookback_to_scale)}) of history"
+        )
+        c.ex.step(
+            "lookback",
+            res,
+            None if have is None else float(have),
+            f"{why}: the request in force stays",
+        )
         if floor and floor > c.current.requests.get(res, 0):
+            c.ex.step("oom_floor", res, float(floor), floor_why(c.oom, now))
             return float(floor)
         return None
-    buffer = buffer_factor(p.model(res).buffer_percentage)
+    c.ex.step("forecast", res, value, forecast_why(p, res, fc, k))
+    buffer_percentage = p.model(res).buffer_percentage
+    buffer = buffer_factor(buffer_percentage)
     target = value * buffer
+    if buffer_percentage:
+        c.ex.step("buffer", res, target, f"forecast_buffer_percentage {buffer_percentage:g}%")
     if res == CPU:
-        target = scheduled_cpu_request(fc, k, buffer, target, c.current.requests.get(res))
+        held = c.current.requests.get(res)
+        raise_to = target
+        target = scheduled_cpu_request(fc, k, buffer, target, held)
+        c.ex.step("schedule", CPU, target, schedule_why(target, raise_to, held, fc, k, buffer))
     if res == MEMORY:
-        target, c.oom = memory_target(target, c.oom, c.history, p, now)
-        target = heap_rule(target, c.current, c.history, c.runtime, c.name, notes)
-    return max(target, float(floor))
+        target, c.oom = memory_target(target, c.oom, c.history, p, now, c.ex)
+        target = heap_rule(target, c.current, c.history, c.runtime, c.name, notes, c.ex)
+    return c.ex.moved("oom_floor", res, target, max(target, float(floor)), floor_why(c.oom, now))
 
 
 def buffer_factor(buffer_percentage: float) -> float:
@@ -253,6 +301,7 @@ def heap_rule(
     ceiling: HeapCeiling | None,
     name: str,
     notes: dict[str, str],
+    ex: Explanation | None = None,
 ) -> float:
     """THE heap rule (`recommend.heap`): a memory target never below the container's heap
     ceiling (of the limit in force, which the running heap was sized from) + non-heap."""
@@ -269,39 +318,81 @@ def heap_rule(
     text = hf.describe(ceiling)
     bound = heap_bound_note(ceiling, hf, target)
     notes[name] = f"{text}; {bound}" if bound else text
-    return max(target, float(hf.floor))
+    raised = max(target, float(hf.floor))
+    return ex.moved("heap", MEMORY, target, raised, text) if ex is not None else raised
 
 
 def memory_target(
-    target: float, st: OOMState, hist: ContainerHistory, p: RecommendParams, now: float
+    target: float,
+    st: OOMState,
+    hist: ContainerHistory,
+    p: RecommendParams,
+    now: float,
+    ex: Explanation | None = None,
 ) -> tuple[float, OOMState]:
     """A memory request from its forecast target by THE memory rule
     (`foresize.core.recommend.core.memory_request`, the one the replay scores) on a fleet of
     one: the headroom, the scale-down ratchet over the targets kept in `st.recent`, and
     the recent peak."""
     recent = tuple((t, np.array([v])) for t, v in st.recent)
-    value, kept = memory_request(
-        np.array([target]),
-        recent,
-        now,
-        p.memory_holds()[0],
-        recent_peak(np.asarray(hist.memory, dtype=np.float64)[None, :], MODEL_STEP),
-    )
+    parts: dict[str, np.ndarray] = {}
+    window = p.memory_holds()[0]
+    peak = recent_peak(np.asarray(hist.memory, dtype=np.float64)[None, :], MODEL_STEP)
+    value, kept = memory_request(np.array([target]), recent, now, window, peak, parts)
+    if ex is not None:
+        headroom, held = float(parts["headroom"][0]), float(parts["ratchet"][0])
+        ex.step("headroom", MEMORY, headroom, f"+{MEMORY_HEADROOM:.0%} memory headroom")
+        ex.moved(
+            "ratchet",
+            MEMORY,
+            headroom,
+            held,
+            f"memory comes down only to the highest target of the last"
+            f" {duration_words(window)} (scale-down stabilization)",
+        )
+        ex.moved(
+            "recent_peak",
+            MEMORY,
+            held,
+            float(value[0]),
+            f"never below the highest usage of the last {duration_words(MEMORY_PEAK_WINDOW)}"
+            f" ({amount(MEMORY, float(peak[0]))}) + {MEMORY_HEADROOM:.0%}",
+        )
     return float(value[0]), replace(st, recent=tuple((t, float(v[0])) for t, v in kept))
 
 
 def significant_changes(
-    p: RecommendParams, cur: ResourceRequirements, new: ResourceRequirements
+    p: RecommendParams,
+    cur: ResourceRequirements,
+    new: ResourceRequirements,
+    ex: Explanation | None = None,
 ) -> dict[str, bool]:
-    """Per resource, whether the proposed request is a change worth making (hysteresis)."""
+    """Per resource, whether the proposed request is a change worth making (hysteresis).
+    A move it holds back is the last step of the resource's explanation: the request
+    published stays the one in force (`recommend.suggestions`)."""
     out: dict[str, bool] = {}
     for res in RESOURCES:
         a, b = cur.requests.get(res), new.requests.get(res)
         if a is None or b is None or a == b:
             out[res] = a != b
             continue
-        th = p.scale_up[res] if b > a else p.scale_down[res]
+        up = b > a
+        th = p.scale_up[res] if up else p.scale_down[res]
         out[res] = th.significant(res, a, b)
+        if not out[res] and ex is not None:
+            amount_of = dict(th.absolute).get(res)
+            limit = (
+                f"{amount(res, amount_of)}"
+                if th.type == "absolute" and amount_of is not None
+                else f"{th.percent:g}%"
+            )
+            ex.step(
+                "hysteresis",
+                res,
+                float(a),
+                f"a move to {amount(res, b)} ({(b - a) / a:+.1%}) is under the scale"
+                f"{'_up' if up else '_down'} threshold ({limit}): {amount(res, a)} stays",
+            )
     return out
 
 
@@ -320,27 +411,73 @@ def bounded_request(
     res: str,
     target: float,
     b: ResourcePolicy | None,
+    ex: Explanation | None = None,
 ) -> None:
-    """Bounds, rounding and limits for one resource of one container (in place on `new`)."""
+    """Bounds, rounding and limits for one resource of one container (in place on `new`);
+    each that binds is a step of `ex`."""
+    ex = ex if ex is not None else Explanation()
     if res not in cur.requests and res not in cur.limits:
         # No request and no limit: setting one would change the pod's QoS class.
+        ex.step(
+            "qos",
+            res,
+            None,
+            f"no {res} request or limit: setting one would change the pod's QoS class",
+        )
         return
     b = b or ResourcePolicy()
     v = target
     if b.lower is not None:
-        v = max(v, b.lower)
+        v = ex.moved(
+            "lower_bound",
+            res,
+            v,
+            max(v, b.lower),
+            f"the container's {res} lowerbound {amount(res, b.lower)}",
+        )
     if b.upper is not None:
-        v = min(v, b.upper)
+        v = ex.moved(
+            "upper_bound",
+            res,
+            v,
+            min(v, b.upper),
+            f"the container's {res} upperbound {amount(res, b.upper)}",
+        )
     request = round_up_request(res, v)
+    ex.moved("round", res, v, request, f"rounded up to {'1m' if res == CPU else '1Mi'}")
     if b.upper is not None:
-        request = min(request, int(b.upper))
+        request = int(
+            ex.moved(
+                "upper_bound",
+                res,
+                request,
+                min(request, int(b.upper)),
+                f"the container's {res} upperbound {amount(res, b.upper)}",
+            )
+        )
     limit = cur.limits.get(res)
     if b.limit_ratio is not None and limit is not None:
         # Limits kept proportional: limit = request x ratio (rounded up).
         new.limits[res] = round_up_request(res, request * b.limit_ratio)
+        ex.step(
+            "limit_ratio",
+            res,
+            request,
+            f"limit {amount(res, new.limits[res])} = request x limit.ratio {b.limit_ratio:g}",
+        )
     elif limit is not None and request > limit:
         # Without limit.ratio the limit stays and a request never exceeds it.
-        request = int(limit)
+        request = int(
+            ex.moved(
+                "limit",
+                res,
+                request,
+                int(limit),
+                f"the {res} limit in force"
+                f" {amount(res, limit)} (no limit.ratio: limits are left as"
+                " they are, and a request never exceeds its limit)",
+            )
+        )
     new.requests[res] = request
 
 
@@ -350,13 +487,17 @@ request landed on its limit: the smallest step of each resource (1m, 1Mi)."""
 
 
 def keep_qos(
-    current: Mapping[str, ResourceRequirements], proposed: dict[str, ResourceRequirements]
+    current: Mapping[str, ResourceRequirements],
+    proposed: dict[str, ResourceRequirements],
+    explanations: Mapping[str, Explanation] | None = None,
 ) -> dict[str, ResourceRequirements]:
-    """Never change the pod's QoS class (architecture §3.1; simulator.md, resize validation)."""
+    """Never change the pod's QoS class (architecture §3.1; simulator.md, resize validation).
+    A request this moves is a step of its container's explanation."""
     before = qos_class_of(Container(n, r) for n, r in current.items())
     after = qos_class_of(Container(n, r) for n, r in proposed.items())
     if before == after:
         return proposed
+    steps = explanations or {}
     fixed = {n: r.copy() for n, r in proposed.items()}
     if before == "Guaranteed":
         # Guaranteed needs request == limit everywhere: move limits with requests.
@@ -367,12 +508,36 @@ def keep_qos(
     elif before == "Burstable" and after == "Guaranteed":
         # Every request landed on its limit: keep one request a step under its limit,
         # the smallest change that keeps the pod Burstable.
-        for r in fixed.values():
+        for n, r in fixed.items():
             for res, unit in BURSTABLE_MARGIN:
                 lim = r.limits.get(res)
                 if lim is not None and r.requests.get(res) == lim and lim > unit:
                     r.requests[res] = lim - unit
+                    if n in steps:
+                        steps[n].step(
+                            "qos",
+                            res,
+                            r.requests[res],
+                            "one request kept under its"
+                            " limit: every request on its limit would make the"
+                            " Burstable pod Guaranteed",
+                        )
                     return fixed
     if qos_class_of(Container(n, r) for n, r in fixed.items()) != before:
-        return {n: r.copy() for n, r in current.items()}
+        kept = {n: r.copy() for n, r in current.items()}
+        for n, r in kept.items():
+            for res in RESOURCES:
+                if (
+                    n in steps
+                    and res in r.requests
+                    and proposed[n].requests.get(res) != r.requests[res]
+                ):
+                    steps[n].step(
+                        "qos",
+                        res,
+                        r.requests[res],
+                        f"the suggestion would change the"
+                        f" pod's QoS class ({before}): the requests in force stay",
+                    )
+        return kept
     return fixed

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -40,6 +40,9 @@ class RowForecasts:
     remaining: np.ndarray  # CPU: seconds to the row's next segment start; else NaN
     last_max: np.ndarray  # CPU: the highest usage sample of the last interval; else NaN
     last_min: np.ndarray  # CPU: the lowest usage sample of the last interval; else NaN
+    # the backtest score of the model that gave `value`: its mean pinball loss at `level`
+    # (canonical units; NaN before any forecast was scored)
+    error: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
 _GroupKey = tuple[float, bool, tuple[float, ...]]
@@ -76,11 +79,13 @@ def forecast_rows(
             empty,
             empty,
             empty,
+            empty,
         )
     row_levels = [_row_levels(reqs[ti].params, res) for ti, _name in rows]
     all_levels = np.array(sorted({q for lv in row_levels for q in lv}))
     values = np.full((len(rows), len(all_levels)), np.nan)
     models = np.full((len(rows), len(all_levels)), "", dtype=object)
+    errors = np.full((len(rows), len(all_levels)), np.nan)
     schedule = np.full(len(rows), np.nan)
     opens = np.zeros(len(rows), dtype=bool)
     remaining = np.full(len(rows), np.nan)
@@ -100,16 +105,19 @@ def forecast_rows(
             last = y[:, -cfg.h :] * TO_CANONICAL[CPU]
             last_max[ks], last_min[ks] = interval_range(last)
         if online:
-            group_values, group_models = _online_forecast(
+            group_values, group_models, group_errors = _online_forecast(
                 reqs, group, res, y, qs, cfg, base, new_states
             )
         else:
-            f = forecast_max(y, qs, cfg, backtest_scores(y, qs, cfg))
+            scores = backtest_scores(y, qs, cfg)
+            f = forecast_max(y, qs, cfg, scores)
             group_values, group_models = f.values, f.model_names()
+            group_errors = np.take_along_axis(scores, f.model[None], axis=0)[0]
         cols = np.searchsorted(all_levels, qs)
         for i, k in enumerate(ks):
             values[k, cols] = group_values[i]
             models[k, cols] = group_models[i]
+            errors[k, cols] = group_errors[i]
     return _pick_levels(
         reqs,
         rows,
@@ -120,6 +128,7 @@ def forecast_rows(
         models,
         (schedule, opens, remaining, last_max, last_min),
         memory_reference,
+        errors,
     )
 
 
@@ -168,11 +177,12 @@ def _online_forecast(
     cfg: ForecastConfig,
     base: int,
     new_states: list[dict[str, OnlineScores] | None],
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Rolling backtest: one state per (target, container, resource), stacked into one
     vectorised step where the states line up (same decision history). Origins are
     absolute bucket numbers, so states survive the window sliding. Stores each row's next
-    state in `new_states`; returns the group's values and model names, (rows, levels)."""
+    state in `new_states`; returns the group's values, model names and the backtest score
+    of the model used, (rows, levels)."""
     states = []
     for ti, name in group:
         carried = reqs[ti].forecast_state
@@ -185,10 +195,12 @@ def _online_forecast(
         by_sig.setdefault(st.signature(), []).append(i)
     values = np.full((len(group), len(qs)), np.nan)
     names = np.full((len(group), len(qs)), "", dtype=object)
+    errors = np.full((len(group), len(qs)), np.nan)
     for idxs in by_sig.values():
         stacked = OnlineScores.stack([states[i] for i in idxs])
         f, st2 = online_step(stacked, y[idxs], y.shape[1] - 1, qs, cfg, base=base)
         names_all = f.model_names()
+        errors_all = np.take_along_axis(st2.scores(), f.model[None], axis=0)[0]
         for j, i in enumerate(idxs):
             ti, name = group[i]
             target_states = new_states[ti]
@@ -196,7 +208,8 @@ def _online_forecast(
                 target_states[f"{name}/{res}"] = st2.row(j)
             values[i] = f.values[j]
             names[i] = names_all[j]
-    return values, names
+            errors[i] = errors_all[j]
+    return values, names, errors
 
 
 def _pick_levels(
@@ -209,6 +222,7 @@ def _pick_levels(
     models: np.ndarray,
     schedule: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     memory_reference: float | None,
+    errors: np.ndarray,
 ) -> RowForecasts:
     """One level per row from the forecasts at every level (canonical units)."""
     mode_q = np.array([reqs[ti].params.model(res).quantile(res) for ti, _ in rows])
@@ -236,4 +250,5 @@ def _pick_levels(
         remaining=remaining,
         last_max=last_max,
         last_min=last_min,
+        error=errors[idx, pick] * unit,
     )

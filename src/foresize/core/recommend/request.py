@@ -12,6 +12,7 @@ import numpy as np
 from foresize.core.cluster.model import ResourceRequirements, Suggestion
 from foresize.core.cluster.runtime import HeapCeiling
 from foresize.core.forecast.select import OnlineScores
+from foresize.core.recommend.explain import Explanation
 from foresize.core.recommend.histories import ContainerHistory
 from foresize.core.recommend.oom import OOMState
 from foresize.core.recommend.params import RecommendParams
@@ -55,6 +56,9 @@ class RecommendResult:
     schedule_state: dict[str, CachedSchedule] | None = None
     # container -> what the heap rule did or why it could not (`recommend.heap`)
     runtime_notes: dict[str, str] = field(default_factory=dict)
+    # container -> the steps that made each request, recorded as they ran
+    # (`recommend.explain`): the chain of a resource ends at the request suggested
+    steps: dict[str, Explanation] = field(default_factory=dict)
 
     def __iter__(self) -> Iterator[Any]:
         """Unpacks as (suggestion, oom_state)."""
