@@ -22,14 +22,12 @@ from foresize.core.recommend.core import (
     MEMORY_RISK_LEVELS,
     MIB,
     MODE_CPU_QUANTILES,
-    OOMArrays,
     Threshold,
     allocate_risk,
     interval_range,
     memory_holds,
     memory_request,
     mode_quantile,
-    oom_bump,
     passes_hysteresis,
     recent_peak,
     risk_levels,
@@ -37,7 +35,7 @@ from foresize.core.recommend.core import (
     scheduled_cpu,
 )
 from foresize.core.recommend.histories import ContainerHistory
-from foresize.core.recommend.oom import OOMState, apply_ooms
+from foresize.core.recommend.oom import OOMArrays, OOMState, apply_ooms, oom_bump
 from foresize.core.recommend.params import RecommendParams, ResourceModel
 from foresize.core.recommend.request import TargetRequest
 from foresize.core.recommend.target import recommend_batch, recommend_target

@@ -9,8 +9,7 @@ from foresize.core.api.hysteresis import Threshold
 from foresize.core.api.quantity import MIB
 from foresize.core.cluster.model import Container, ResourceRequirements
 from foresize.core.cluster.qos import qos_class_of
-from foresize.core.recommend.core import OOMArrays, oom_bump
-from foresize.core.recommend.oom import OOMState, apply_ooms
+from foresize.core.recommend.oom import OOMArrays, OOMState, apply_ooms, oom_bump
 from foresize.core.recommend.params import RecommendParams
 from foresize.core.recommend.target import recommend_target
 from support.recommend import GIB, NOW, flat_history, qos, res, suggested
