@@ -166,7 +166,7 @@ def test_a_shadow_never_moves_the_live_suggestion(run):
     [
         (
             [{"name": "Cheap", "model": {"mode": "undershoot"}}],
-            "spec.shadow[0]: name: a lowercase RFC 1123 label",
+            "spec.shadow[0].name: a lowercase RFC 1123 label",
         ),
         ([{"name": "active", "model": {"mode": "undershoot"}}], "the target's own policy"),
         (

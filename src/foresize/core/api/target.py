@@ -17,20 +17,20 @@ from foresize.core.api.fields import (
     AIScaleTargetKind,
     Duration,
     MemoryQuantity,
+    OpenModel,
     ResourceMap,
+    StrictModel,
     Timestamp,
-    _Base,
-    _format_resource_map,
-    _message,
-    _Open,
+    error_message,
 )
 from foresize.core.api.meta import APIObject, LabelSelector, ScaleTargetRef
 from foresize.core.api.model import ModelOverride, ModelSpec
 from foresize.core.api.names import dns_label_error
 from foresize.core.api.policy import HorizontalSpec, OomRemediation, VerticalSpec
+from foresize.core.api.quantity import format_resource_map
 
 
-class _ScalingSpec(_Base):
+class ScalingSpec(StrictModel):
     """What AIScaleTarget and a ClusterAIScaleTemplate's target template share."""
 
     model: ModelSpec = Field(default_factory=ModelSpec)
@@ -67,7 +67,7 @@ class _ScalingSpec(_Base):
                 try:
                     self.effective_model(direction)
                 except ValidationError as exc:
-                    problems = "; ".join(_message(e) for e in exc.errors())
+                    problems = "; ".join(error_message(e) for e in exc.errors())
                     raise ValueError(f"{direction}.model (merged with model): {problems}") from None
 
 
@@ -78,7 +78,7 @@ ACTIVE_POLICY = "active"
 """`status.shadow` scores the target's own policy under this name, beside its shadows."""
 
 
-class ShadowPolicy(_Base):
+class ShadowPolicy(StrictModel):
     """A policy run in shadow on the target's live history (issue 24): what it would have
     requested, scored against the usage that came (`status.shadow`); it never acts."""
 
@@ -98,7 +98,7 @@ class ShadowPolicy(_Base):
         return self
 
 
-class AIScaleTargetSpec(_ScalingSpec):
+class AIScaleTargetSpec(ScalingSpec):
     scaleTargetRef: ScaleTargetRef | None = None
     """The workload (Deployment, StatefulSet, Argo Rollout); exclusive with selector."""
     selector: LabelSelector | None = None
@@ -120,13 +120,13 @@ class AIScaleTargetSpec(_ScalingSpec):
             try:
                 self.effective_model("vertical").merged(policy.model)
             except ValidationError as exc:
-                problems = "; ".join(_message(e) for e in exc.errors())
+                problems = "; ".join(error_message(e) for e in exc.errors())
                 raise ValueError(f"shadow[{i}].model (merged with model): {problems}") from None
         self._check_scaling()
         return self
 
 
-class Condition(_Open):
+class Condition(OpenModel):
     type: str
     status: Literal["True", "False", "Unknown"]
     reason: str = ""
@@ -135,12 +135,12 @@ class Condition(_Open):
     observedGeneration: int | None = None
 
 
-class ForecastWindow(_Open):
+class ForecastWindow(OpenModel):
     start: Timestamp
     end: Timestamp
 
 
-class ContainerSuggestion(_Open):
+class ContainerSuggestion(OpenModel):
     name: str
     requests: ResourceMap = Field(default_factory=dict)
     limits: ResourceMap = Field(default_factory=dict)
@@ -153,13 +153,13 @@ class ContainerSuggestion(_Open):
         return cls.model_validate(
             {
                 "name": name,
-                "requests": _format_resource_map(requests),
-                "limits": _format_resource_map(limits or {}),
+                "requests": format_resource_map(requests),
+                "limits": format_resource_map(limits or {}),
             }
         )
 
 
-class VerticalSuggestion(_Open):
+class VerticalSuggestion(OpenModel):
     uid: str
     containers: list[ContainerSuggestion] = Field(default_factory=list)
     forecast_window: ForecastWindow | None = None
@@ -170,7 +170,7 @@ class VerticalSuggestion(_Open):
         return entry_for(self.containers, name)
 
 
-class HorizontalSuggestion(_Open):
+class HorizontalSuggestion(OpenModel):
     uid: str = ""
     replicas: int = Field(ge=0, le=REPLICAS_MAX)
     forecast_window: ForecastWindow | None = None
@@ -178,7 +178,7 @@ class HorizontalSuggestion(_Open):
     created_at: Timestamp | None = None
 
 
-class OomFloor(_Open):
+class OomFloor(OpenModel):
     """A raised memory floor after OOM kills: never go below `memory` until `until`."""
 
     container: str
@@ -189,7 +189,7 @@ class OomFloor(_Open):
     oom_count: int = 0
 
 
-class CircuitBreakerStatus(_Open):
+class CircuitBreakerStatus(OpenModel):
     state: Literal["closed", "open", "half_open"] = "closed"
     suggestion_uid: str | None = None
     no_progress_cycles: int = 0
@@ -198,7 +198,7 @@ class CircuitBreakerStatus(_Open):
     backoff: Duration | None = None
 
 
-class ExplanationStep(_Open):
+class ExplanationStep(OpenModel):
     """One rule's contribution to a request (`foresize.core.recommend.explain.Step`)."""
 
     step: str
@@ -208,12 +208,12 @@ class ExplanationStep(_Open):
     why: str = ""
 
 
-class ContainerExplanation(_Open):
+class ContainerExplanation(OpenModel):
     name: str
     steps: list[ExplanationStep] = Field(default_factory=list)
 
 
-class TargetExplanation(_Open):
+class TargetExplanation(OpenModel):
     """Why each request of `vertical_suggestion` is what it is: per container, the steps
     the recommendation took, recorded as it computed; the last step of each resource is
     the request suggested (`foresize explain` prints it)."""
@@ -222,7 +222,7 @@ class TargetExplanation(_Open):
     containers: list[ContainerExplanation] = Field(default_factory=list)
 
 
-class AIScaleTargetStatus(_Open):
+class AIScaleTargetStatus(OpenModel):
     observedGeneration: int | None = None
     conditions: list[Condition] = Field(default_factory=list)
     hasEnoughDataToScale: bool | None = None

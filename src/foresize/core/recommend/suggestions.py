@@ -41,8 +41,9 @@ from foresize.core.recommend.explain import event_line, event_message, status_en
 
 if TYPE_CHECKING:  # types only: the recommender itself is imported where it runs
     from foresize.core.forecast.select import OnlineScores
+    from foresize.core.recommend.oom import OOMState
+    from foresize.core.recommend.request import CachedSchedule
     from foresize.core.recommend.shadow import ShadowRun
-    from foresize.core.recommend.target import CachedSchedule, OOMState
 
 HISTORY_WINDOW = 14 * 86400.0
 
@@ -76,7 +77,7 @@ class SuggestionState:
     # planner acts on it in the same pass (an OOM floor must not wait for the status
     # write to come back through the watch); after a restart it is read from status.
     latest: dict[str, Suggestion] = field(default_factory=dict)
-    # "ns/target" -> container -> its CPU day schedule (`recommend.target.CachedSchedule`):
+    # "ns/target" -> container -> its CPU day schedule (`recommend.request.CachedSchedule`):
     # it changes once a day, so the passes within the day reuse it.
     schedule: dict[str, dict[str, CachedSchedule]] = field(default_factory=dict)
     # "ns/target" -> policy name -> its decisions and state (`recommend.shadow`): the
@@ -128,7 +129,7 @@ def merged_histories(sources: list[dict[str, Any]]) -> dict[str, Any]:
     the earliest first sample, every OOM kill."""
     import numpy as np
 
-    from foresize.core.recommend.target import ContainerHistory
+    from foresize.core.recommend.histories import ContainerHistory
 
     if len(sources) == 1:
         return sources[0]
@@ -372,7 +373,8 @@ def _due_request(
 ) -> tuple[_Due, Any] | None:
     """The recommendation request of a target that takes suggestions (None: it does not,
     or there is nothing to read its usage from)."""
-    from foresize.core.recommend.target import TargetRequest, load_histories
+    from foresize.core.recommend.histories import load_histories
+    from foresize.core.recommend.request import TargetRequest
 
     mode = get_path(target, "spec", "vertical", "mode")
     if mode not in ("recommendation", "autonomous") or not hasattr(target, "spec"):
@@ -444,6 +446,13 @@ def _status(d: _Due, result: Any, now: float, state: SuggestionState) -> dict[st
     if result.schedule_state is not None:
         state.schedule[d.key] = result.schedule_state
     status: dict[str, Any] = {"hasEnoughDataToScale": bool(result.has_enough_data)}
+    # What the heap rule read from each container's spec, what it assumed, or why it
+    # could not (`recommend.heap`): rewritten whole each round, so it is never stale.
+    status["runtime_notes"] = [
+        {"container": cname, "note": result.runtime_notes[cname]}
+        for cname in d.containers
+        if cname in result.runtime_notes
+    ]
     sugg = result.suggestion
     entries = []
     for cname in d.containers:
