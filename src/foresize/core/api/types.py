@@ -120,6 +120,7 @@ from foresize.core.api.target import (
     ForecastWindow,
     HorizontalSuggestion,
     OomFloor,
+    ShadowPolicy,
     TargetExplanation,
     VerticalSuggestion,
 )
@@ -197,6 +198,7 @@ __all__ = [
     "ResourceMap",
     "ScaleTargetRef",
     "ScalingMode",
+    "ShadowPolicy",
     "TargetExplanation",
     "TargetTemplate",
     "TargetTemplateMeta",
