@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Hashable
 from decimal import Decimal
-from typing import Annotated, Any, Literal, TypeAlias
+from typing import Annotated, Literal, TypeAlias, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -118,10 +119,13 @@ class UpdatePolicy(_Base):
     that are not ready and in-place resizes are not affected."""
 
 
-def _unique(values: list[Any] | None) -> list[Any] | None:
+_Item = TypeVar("_Item", bound=Hashable)
+
+
+def _unique(values: list[_Item] | None) -> list[_Item] | None:
     """Set-like lists (`x-kubernetes-list-type: set` in the CRD) refuse duplicates."""
     if values is not None:
-        seen: set[Any] = set()
+        seen: set[_Item] = set()
         for value in values:
             if value in seen:
                 raise ValueError(f"duplicate value {value!r}")
@@ -137,7 +141,7 @@ MAX_DISRUPTED_PATTERN = (
 _MAX_DISRUPTED_RE = re.compile(MAX_DISRUPTED_PATTERN)
 
 
-def _validate_max_disrupted(value: Any) -> int | str:
+def _validate_max_disrupted(value: object) -> int | str:
     if isinstance(value, bool):
         raise ValueError(_MAX_DISRUPTED_HINT)
     if isinstance(value, int):
@@ -212,7 +216,7 @@ ThresholdType = Annotated[
 ]
 
 
-def _check_threshold(kind: str, percent: Any, absolute: Any) -> None:
+def _check_threshold(kind: str, percent: object, absolute: object) -> None:
     if kind == "percent" and percent is None:
         raise ValueError("percent is required when type is percent")
     if kind == "absolute" and absolute is None:
