@@ -158,12 +158,37 @@ class CircuitBreakerStatus(_Open):
     backoff: Duration | None = None
 
 
+class ExplanationStep(_Open):
+    """One rule's contribution to a request (`foresize.core.recommend.explain.Step`)."""
+
+    step: str
+    resource: Literal["cpu", "memory"]
+    value: float | None = None
+    """The value this rule handed on: CPU millicores, memory bytes."""
+    why: str = ""
+
+
+class ContainerExplanation(_Open):
+    name: str
+    steps: list[ExplanationStep] = Field(default_factory=list)
+
+
+class TargetExplanation(_Open):
+    """Why each request of `vertical_suggestion` is what it is: per container, the steps
+    the recommendation took, recorded as it computed; the last step of each resource is
+    the request suggested (`foresize explain` prints it)."""
+
+    created_at: Timestamp | None = None
+    containers: list[ContainerExplanation] = Field(default_factory=list)
+
+
 class AIScaleTargetStatus(_Open):
     observedGeneration: int | None = None
     conditions: list[Condition] = Field(default_factory=list)
     hasEnoughDataToScale: bool | None = None
     vertical_suggestion: VerticalSuggestion | None = None
     horizontal_suggestion: HorizontalSuggestion | None = None
+    explanation: TargetExplanation | None = None
     oom_floors: list[OomFloor] = Field(default_factory=list)
     pods_resized: int = 0
     pods_evicted: int = 0

@@ -7,7 +7,7 @@ ends in an OOM kill once the heap fills; raising the limit in place gives the he
 `heap_ceiling` says what the spec fixes, or "unknown, with the reason" - never a guess
 presented as fact (`HeapCeiling.assumed` lists what was assumed).
 
-Upstream semantics followed (named in tests/test_runtime_heap.py):
+Upstream semantics followed (named in tests/core/cluster/test_runtime_heap.py):
 - JVM (the `java` tool reference, JDK 21+): the VM reads `JAVA_TOOL_OPTIONS` first, the
   `java` launcher then prepends `JDK_JAVA_OPTIONS` to its command-line arguments, and the
   last occurrence of a flag wins; `_JAVA_OPTIONS` is read after the command line. `-Xmx`

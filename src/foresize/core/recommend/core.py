@@ -492,6 +492,7 @@ def memory_request(
     now: float,
     window: float,
     peak: np.ndarray,
+    parts: dict[str, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, RecentTargets]:
     """THE memory rule after the forecast, vectorised (the operator applies it to one
     container through `foresize.core.recommend.target`, the replay to the whole fleet):
@@ -503,16 +504,25 @@ def memory_request(
        MEMORY_PEAK_WINDOW, from `recent_peak`) x (1 + MEMORY_HEADROOM).
 
     NaN forecasts (not enough history) stay NaN. Returns the target per container and the
-    targets to keep for the next call. The OOM floor comes on top (`oom_bump`)."""
+    targets to keep for the next call. The OOM floor comes on top (`oom_bump`). `parts`,
+    where given, receives the value after each of the three ("headroom", "ratchet",
+    "recent_peak"): the operator's explanation of the request (`recommend.explain`)."""
     target = np.asarray(forecast, dtype=np.float64) * (1.0 + MEMORY_HEADROOM)
+    if parts is not None:
+        parts["headroom"] = target
     kept: RecentTargets = ()
     if window > 0:
         kept = (*((t, v) for t, v in recent if now - window < t <= now), (now, target))
         with np.errstate(invalid="ignore"):
             held = np.fmax.reduce(np.stack([v for _, v in kept]), axis=0)
         target = np.where(np.isfinite(target), held, target)
+    if parts is not None:
+        parts["ratchet"] = target
     floor = np.asarray(peak, dtype=np.float64) * (1.0 + MEMORY_HEADROOM)
-    return np.where(np.isfinite(target), np.fmax(target, floor), target), kept
+    out = np.where(np.isfinite(target), np.fmax(target, floor), target)
+    if parts is not None:
+        parts["recent_peak"] = out
+    return out, kept
 
 
 def recent_peak(memory: np.ndarray, step: float) -> np.ndarray:

@@ -44,10 +44,14 @@ from foresize.core.forecast.models import (
 )
 from foresize.core.forecast.select import OnlineScores, backtest_scores, forecast_max, online_step
 from foresize.core.recommend.core import (
+    CPU_DROP_FACTOR,
     CPU_RAISE_QUANTILE,
+    CPU_RAISE_SHARE,
     DEFAULT_MODE,
     DEFAULT_STABILIZATION,
     KILL_MEMORY,
+    MEMORY_HEADROOM,
+    MEMORY_PEAK_WINDOW,
     MIB,
     SCHEDULE_BLOCKS,
     SCHEDULE_DAYS,
@@ -63,6 +67,7 @@ from foresize.core.recommend.core import (
     risk_levels,
     scheduled_cpu,
 )
+from foresize.core.recommend.explain import Explanation, amount, duration_words, history_words
 from foresize.core.recommend.heap import heap_bound_note, heap_floor
 
 MODEL_STEP = 300.0
@@ -237,6 +242,9 @@ class RecommendResult:
     schedule_state: dict[str, CachedSchedule] | None = None
     # container -> what the heap rule did or why it could not (`recommend.heap`)
     runtime_notes: dict[str, str] = field(default_factory=dict)
+    # container -> the steps that made each request, recorded as they ran
+    # (`recommend.explain`): the chain of a resource ends at the request suggested
+    steps: dict[str, Explanation] = field(default_factory=dict)
 
     def __iter__(self) -> Iterator[Any]:
         """Unpacks as (suggestion, oom_state)."""
@@ -394,6 +402,9 @@ class _RowForecasts:
     remaining: np.ndarray  # CPU: seconds to the row's next segment start; else NaN
     last_max: np.ndarray  # CPU: the highest usage sample of the last interval; else NaN
     last_min: np.ndarray  # CPU: the lowest usage sample of the last interval; else NaN
+    # the backtest score of the model that gave `value`: its mean pinball loss at `level`
+    # (canonical units; NaN before any forecast was scored)
+    error: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
 _Row = tuple[int, str]
@@ -433,11 +444,13 @@ def _forecast(
             empty,
             empty,
             empty,
+            empty,
         )
     row_levels = [_row_levels(reqs[ti].params, res) for ti, _name in rows]
     all_levels = np.array(sorted({q for lv in row_levels for q in lv}))
     values = np.full((len(rows), len(all_levels)), np.nan)
     models = np.full((len(rows), len(all_levels)), "", dtype=object)
+    errors = np.full((len(rows), len(all_levels)), np.nan)
     schedule = np.full(len(rows), np.nan)
     opens = np.zeros(len(rows), dtype=bool)
     remaining = np.full(len(rows), np.nan)
@@ -457,16 +470,19 @@ def _forecast(
             last = y[:, -cfg.h :] * _UNIT[CPU]
             last_max[ks], last_min[ks] = interval_range(last)
         if online:
-            group_values, group_models = _online_forecast(
+            group_values, group_models, group_errors = _online_forecast(
                 reqs, group, res, y, qs, cfg, base, new_states
             )
         else:
-            f = forecast_max(y, qs, cfg, backtest_scores(y, qs, cfg))
+            scores = backtest_scores(y, qs, cfg)
+            f = forecast_max(y, qs, cfg, scores)
             group_values, group_models = f.values, f.model_names()
+            group_errors = np.take_along_axis(scores, f.model[None], axis=0)[0]
         cols = np.searchsorted(all_levels, qs)
         for i, k in enumerate(ks):
             values[k, cols] = group_values[i]
             models[k, cols] = group_models[i]
+            errors[k, cols] = group_errors[i]
     return _pick_levels(
         reqs,
         rows,
@@ -477,6 +493,7 @@ def _forecast(
         models,
         (schedule, opens, remaining, last_max, last_min),
         memory_reference,
+        errors,
     )
 
 
@@ -639,11 +656,12 @@ def _online_forecast(
     cfg: ForecastConfig,
     base: int,
     new_states: list[dict[str, OnlineScores] | None],
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Rolling backtest: one state per (target, container, resource), stacked into one
     vectorised step where the states line up (same decision history). Origins are
     absolute bucket numbers, so states survive the window sliding. Stores each row's next
-    state in `new_states`; returns the group's values and model names, (rows, levels)."""
+    state in `new_states`; returns the group's values, model names and the backtest score
+    of the model used, (rows, levels)."""
     states = []
     for ti, name in group:
         carried = reqs[ti].forecast_state
@@ -656,10 +674,12 @@ def _online_forecast(
         by_sig.setdefault(st.signature(), []).append(i)
     values = np.full((len(group), len(qs)), np.nan)
     names = np.full((len(group), len(qs)), "", dtype=object)
+    errors = np.full((len(group), len(qs)), np.nan)
     for idxs in by_sig.values():
         stacked = OnlineScores.stack([states[i] for i in idxs])
         f, st2 = online_step(stacked, y[idxs], y.shape[1] - 1, qs, cfg, base=base)
         names_all = f.model_names()
+        errors_all = np.take_along_axis(st2.scores(), f.model[None], axis=0)[0]
         for j, i in enumerate(idxs):
             ti, name = group[i]
             target_states = new_states[ti]
@@ -667,7 +687,8 @@ def _online_forecast(
                 target_states[f"{name}/{res}"] = st2.row(j)
             values[i] = f.values[j]
             names[i] = names_all[j]
-    return values, names
+            errors[i] = errors_all[j]
+    return values, names, errors
 
 
 def _pick_levels(
@@ -680,6 +701,7 @@ def _pick_levels(
     models: np.ndarray,
     schedule: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     memory_reference: float | None,
+    errors: np.ndarray,
 ) -> _RowForecasts:
     """One level per row from the forecasts at every level (canonical units)."""
     mode_q = np.array([reqs[ti].params.model(res).quantile(res) for ti, _ in rows])
@@ -707,6 +729,7 @@ def _pick_levels(
         remaining=remaining,
         last_max=last_max,
         last_min=last_min,
+        error=errors[idx, pick] * unit,
     )
 
 
@@ -732,7 +755,9 @@ def _finish(
     index = {(t, n): k for k, (t, n) in enumerate(rows)}
     proposed: dict[str, ResourceRequirements] = {}
     notes: dict[str, str] = {}
+    explanations: dict[str, Explanation] = {}
     for name, cur in r.current.items():
+        ex = explanations[name] = Explanation()
         hist = r.histories.get(name)
         bounds = p.bounds(name)
         k = index.get((ti, name))
@@ -760,7 +785,17 @@ def _finish(
         forecasts[name], models[name], changed[name], quantiles[name] = {}, {}, {}, {}
         for res in RESOURCES:
             if k is None:
+                held_value = cur.requests.get(res)
+                ex.step(
+                    "history",
+                    res,
+                    None if held_value is None else float(held_value),
+                    "no usage history of this container: the request in force stays",
+                )
                 continue
+            assert hist is not None  # a row exists only for a container with history
+            peak, span = history_words(np.asarray(getattr(hist, res)) * _UNIT[res], MODEL_STEP)
+            ex.step("history", res, peak, f"{span}; the highest usage seen {amount(res, peak)}")
             value = float(fc[res].value[k])
             forecasts[name][res] = value
             models[name][res] = str(fc[res].model[k])
@@ -772,11 +807,33 @@ def _finish(
             if not np.isfinite(value) or not enough or hist is None:
                 # Not enough history (hasEnoughDataToScale false) or nothing to forecast
                 # from: hold the current value, but an OOM floor still raises memory.
+                have = cur.requests.get(res)
+                why = (
+                    "no forecast from this history"
+                    if enough
+                    else "less than min_lookback_to_scale"
+                    f" ({duration_words(p.min_lookback_to_scale)}) of history"
+                )
+                ex.step(
+                    "lookback",
+                    res,
+                    None if have is None else float(have),
+                    f"{why}: the request in force stays",
+                )
                 if floor and floor > cur.requests.get(res, 0):
-                    _set(new, cur, res, float(floor), bounds.for_resource(res))
+                    ex.step("oom_floor", res, float(floor), _floor_why(st, now))
+                    _set(new, cur, res, float(floor), bounds.for_resource(res), ex)
                 continue
+            ex.step("forecast", res, value, _forecast_why(p, res, fc[res], k))
             buffer = 1.0 + m.buffer_percentage / 100.0
             target = value * buffer
+            if m.buffer_percentage:
+                ex.step(
+                    "buffer",
+                    res,
+                    target,
+                    f"forecast_buffer_percentage {m.buffer_percentage:g}%",
+                )
             held = cur.requests.get(res)
             if res == CPU:
                 # THE CPU rule (`scheduled_cpu`): the day segment's request, raised
@@ -793,22 +850,33 @@ def _finish(
                     np.array([fc[res].remaining[k]]),
                     np.array([fc[res].model[k] in TIME_OF_DAY_MODELS]),
                 )[0]
+                raise_to = target
                 if np.isfinite(chosen):
                     target = float(chosen)
                 elif held is not None:
                     target = float(held)
+                ex.step(
+                    "schedule",
+                    CPU,
+                    target,
+                    _schedule_why(target, raise_to, held, fc[res], k, buffer),
+                )
             if res == MEMORY:
-                target, st = _memory_target(target, st, hist, p, now)
+                target, st = _memory_target(target, st, hist, p, now, ex)
                 oom_out[name] = st
-                target = _heap_rule(target, cur, hist, (r.runtimes or {}).get(name), name, notes)
-            target = max(target, float(floor))
+                target = _heap_rule(
+                    target, cur, hist, (r.runtimes or {}).get(name), name, notes, ex
+                )
+            target = ex.moved(
+                "oom_floor", res, target, max(target, float(floor)), _floor_why(st, now)
+            )
             # The OOM floor is raised over the lower bound but the upper bound and an
             # unmanaged limit remain the user's hard ceiling.
-            _set(new, cur, res, target, bounds.for_resource(res))
+            _set(new, cur, res, target, bounds.for_resource(res), ex)
         proposed[name] = new
-    proposed = _keep_qos(r.current, proposed)
+    proposed = _keep_qos(r.current, proposed, explanations)
     for name, new in proposed.items():
-        changed[name] = _changes(p, r.current[name], new)
+        changed[name] = _changes(p, r.current[name], new, explanations.get(name))
         suggestion.containers[name] = ContainerSuggestion(
             name, dict(new.requests), dict(new.limits)
         )
@@ -823,6 +891,87 @@ def _finish(
         at_mode=mode_values,
         changed=changed,
         runtime_notes=notes,
+        steps=explanations,
+    )
+
+
+def _forecast_why(p: RecommendParams, res: str, fc: _RowForecasts, k: int) -> str:
+    """The forecast step in words: the horizon, the mode's quantile (memory: the level the
+    fleet's risk allocation gave), the model chosen by the backtest and its error."""
+    m = p.model(res)
+    level = float(fc.level[k])
+    own = m.quantile(res)
+    mode = f"mode {m.mode}" + (f" {m.percentile_value:g}" if m.mode == "percentile" else "")
+    at = f"quantile {level:g} ({mode})"
+    if res == MEMORY and not math.isclose(level, own):
+        at = f"quantile {level:g} (the memory risk allocated across the fleet; {mode} asks {own:g})"
+    err = float(fc.error[k])
+    scored = (
+        f"backtest error {amount(res, err)} (mean pinball loss of its past forecasts)"
+        if math.isfinite(err)
+        else "not backtested yet (the default model)"
+    )
+    return (
+        f"the forecast of the max over the next {duration_words(p.forecast_blocks)} at {at};"
+        f" model {fc.model[k]} chosen by the backtest, {scored}"
+    )
+
+
+def _schedule_why(
+    target: float,
+    raise_to: float,
+    held: float | None,
+    fc: _RowForecasts,
+    k: int,
+    buffer: float,
+) -> str:
+    """Which branch of THE CPU rule (`scheduled_cpu`) gave `target`, told from the values it
+    chose between (the number itself is the rule's)."""
+    level = float(fc.schedule[k]) * buffer
+    opens = bool(fc.opens[k])
+    last_max = float(fc.last_max[k])
+
+    def same(a: float | None) -> bool:
+        return a is not None and math.isfinite(a) and math.isclose(target, a, rel_tol=1e-9)
+
+    segment = (
+        f"the day segment's level {amount(CPU, level)} (quantile of these hours' 15-minute"
+        f" maxima over the last {SCHEDULE_DAYS} days)"
+    )
+    if not math.isfinite(level):
+        base = "less than a day of history: the forecast stands in for the day schedule"
+        return base if same(raise_to) else f"{base}; the request in force stays"
+    if same(level):
+        return ("a segment of the day starts: " if opens else "") + segment
+    if same(held) and not opens:
+        if held is not None and held < level:
+            return (
+                "kept until the next segment of the day starts: mid-segment a request rises"
+                " only where the forecast's median is above the segment's level and the"
+                f" usage reached the request; {segment}"
+            )
+        return f"kept until the next segment of the day starts; {segment}"
+    if same(raise_to):
+        if held is not None and target < held:
+            return (
+                f"came down to the forecast: the request was over {CPU_DROP_FACTOR:g} times it"
+                f" with the last interval under it; {segment}"
+            )
+        return f"raised to the forecast, above {segment}"
+    if same(last_max):
+        return (
+            f"a burst met at once: every sample of the last interval was over"
+            f" {1 / CPU_RAISE_SHARE:g} times the segment's level; raised to its highest sample"
+        )
+    return f"a raise let go: back to the larger of the forecast and {segment}"
+
+
+def _floor_why(st: OOMState, now: float) -> str:
+    """The OOM floor in words."""
+    return (
+        f"OOM floor {amount(MEMORY, st.floor)} after {st.count} OOM kill"
+        f"{'s' if st.count != 1 else ''} (1.2 x the request hit or the usage at the kill,"
+        f" compounding), held for {duration_words(max(st.until - now, 0.0))} more"
     )
 
 
@@ -833,6 +982,7 @@ def _heap_rule(
     ceiling: HeapCeiling | None,
     name: str,
     notes: dict[str, str],
+    ex: Explanation | None = None,
 ) -> float:
     """THE heap rule (`recommend.heap`): a memory target never below the container's heap
     ceiling (of the limit in force, which the running heap was sized from) + non-heap."""
@@ -849,39 +999,81 @@ def _heap_rule(
     text = hf.describe(ceiling)
     bound = heap_bound_note(ceiling, hf, target)
     notes[name] = f"{text}; {bound}" if bound else text
-    return max(target, float(hf.floor))
+    raised = max(target, float(hf.floor))
+    return ex.moved("heap", MEMORY, target, raised, text) if ex is not None else raised
 
 
 def _memory_target(
-    target: float, st: OOMState, hist: ContainerHistory, p: RecommendParams, now: float
+    target: float,
+    st: OOMState,
+    hist: ContainerHistory,
+    p: RecommendParams,
+    now: float,
+    ex: Explanation | None = None,
 ) -> tuple[float, OOMState]:
     """A memory request from its forecast target by THE memory rule
     (`foresize.core.recommend.core.memory_request`, the one the replay scores) on a fleet of
     one: the headroom, the scale-down ratchet over the targets kept in `st.recent`, and
     the recent peak."""
     recent = tuple((t, np.array([v])) for t, v in st.recent)
-    value, kept = memory_request(
-        np.array([target]),
-        recent,
-        now,
-        p.memory_holds()[0],
-        recent_peak(np.asarray(hist.memory, dtype=np.float64)[None, :], MODEL_STEP),
-    )
+    parts: dict[str, np.ndarray] = {}
+    window = p.memory_holds()[0]
+    peak = recent_peak(np.asarray(hist.memory, dtype=np.float64)[None, :], MODEL_STEP)
+    value, kept = memory_request(np.array([target]), recent, now, window, peak, parts)
+    if ex is not None:
+        headroom, held = float(parts["headroom"][0]), float(parts["ratchet"][0])
+        ex.step("headroom", MEMORY, headroom, f"+{MEMORY_HEADROOM:.0%} memory headroom")
+        ex.moved(
+            "ratchet",
+            MEMORY,
+            headroom,
+            held,
+            f"memory comes down only to the highest target of the last"
+            f" {duration_words(window)} (scale-down stabilization)",
+        )
+        ex.moved(
+            "recent_peak",
+            MEMORY,
+            held,
+            float(value[0]),
+            f"never below the highest usage of the last {duration_words(MEMORY_PEAK_WINDOW)}"
+            f" ({amount(MEMORY, float(peak[0]))}) + {MEMORY_HEADROOM:.0%}",
+        )
     return float(value[0]), replace(st, recent=tuple((t, float(v[0])) for t, v in kept))
 
 
 def _changes(
-    p: RecommendParams, cur: ResourceRequirements, new: ResourceRequirements
+    p: RecommendParams,
+    cur: ResourceRequirements,
+    new: ResourceRequirements,
+    ex: Explanation | None = None,
 ) -> dict[str, bool]:
-    """Per resource, whether the proposed request is a change worth making (hysteresis)."""
+    """Per resource, whether the proposed request is a change worth making (hysteresis).
+    A move it holds back is the last step of the resource's explanation: the request
+    published stays the one in force (`recommend.suggestions`)."""
     out: dict[str, bool] = {}
     for res in RESOURCES:
         a, b = cur.requests.get(res), new.requests.get(res)
         if a is None or b is None or a == b:
             out[res] = a != b
             continue
-        th = p.scale_up[res] if b > a else p.scale_down[res]
+        up = b > a
+        th = p.scale_up[res] if up else p.scale_down[res]
         out[res] = th.significant(res, a, b)
+        if not out[res] and ex is not None:
+            amount_of = dict(th.absolute).get(res)
+            limit = (
+                f"{amount(res, amount_of)}"
+                if th.type == "absolute" and amount_of is not None
+                else f"{th.percent:g}%"
+            )
+            ex.step(
+                "hysteresis",
+                res,
+                float(a),
+                f"a move to {amount(res, b)} ({(b - a) / a:+.1%}) is under the scale"
+                f"{'_up' if up else '_down'} threshold ({limit}): {amount(res, a)} stays",
+            )
     return out
 
 
@@ -900,38 +1092,88 @@ def _set(
     res: str,
     target: float,
     b: ResourcePolicy | None,
+    ex: Explanation | None = None,
 ) -> None:
-    """Bounds, rounding and limits for one resource of one container (in place on `new`)."""
+    """Bounds, rounding and limits for one resource of one container (in place on `new`);
+    each that binds is a step of `ex`."""
+    ex = ex if ex is not None else Explanation()
     if res not in cur.requests and res not in cur.limits:
         # No request and no limit: setting one would change the pod's QoS class.
+        ex.step(
+            "qos",
+            res,
+            None,
+            f"no {res} request or limit: setting one would change the pod's QoS class",
+        )
         return
     b = b or ResourcePolicy()
     v = target
     if b.lower is not None:
-        v = max(v, b.lower)
+        v = ex.moved(
+            "lower_bound",
+            res,
+            v,
+            max(v, b.lower),
+            f"the container's {res} lowerbound {amount(res, b.lower)}",
+        )
     if b.upper is not None:
-        v = min(v, b.upper)
+        v = ex.moved(
+            "upper_bound",
+            res,
+            v,
+            min(v, b.upper),
+            f"the container's {res} upperbound {amount(res, b.upper)}",
+        )
     request = round_up_request(res, v)
+    ex.moved("round", res, v, request, f"rounded up to {'1m' if res == CPU else '1Mi'}")
     if b.upper is not None:
-        request = min(request, int(b.upper))
+        request = int(
+            ex.moved(
+                "upper_bound",
+                res,
+                request,
+                min(request, int(b.upper)),
+                f"the container's {res} upperbound {amount(res, b.upper)}",
+            )
+        )
     limit = cur.limits.get(res)
     if b.limit_ratio is not None and limit is not None:
         # Limits kept proportional: limit = request x ratio (rounded up).
         new.limits[res] = round_up_request(res, request * b.limit_ratio)
+        ex.step(
+            "limit_ratio",
+            res,
+            request,
+            f"limit {amount(res, new.limits[res])} = request x limit.ratio {b.limit_ratio:g}",
+        )
     elif limit is not None and request > limit:
         # Without limit.ratio the limit stays and a request never exceeds it.
-        request = int(limit)
+        request = int(
+            ex.moved(
+                "limit",
+                res,
+                request,
+                int(limit),
+                f"the {res} limit in force"
+                f" {amount(res, limit)} (no limit.ratio: limits are left as"
+                " they are, and a request never exceeds its limit)",
+            )
+        )
     new.requests[res] = request
 
 
 def _keep_qos(
-    current: Mapping[str, ResourceRequirements], proposed: dict[str, ResourceRequirements]
+    current: Mapping[str, ResourceRequirements],
+    proposed: dict[str, ResourceRequirements],
+    explanations: Mapping[str, Explanation] | None = None,
 ) -> dict[str, ResourceRequirements]:
-    """Never change the pod's QoS class (architecture §3.1; simulator.md, resize validation)."""
+    """Never change the pod's QoS class (architecture §3.1; simulator.md, resize validation).
+    A request this moves is a step of its container's explanation."""
     before = qos_class_of(Container(n, r) for n, r in current.items())
     after = qos_class_of(Container(n, r) for n, r in proposed.items())
     if before == after:
         return proposed
+    steps = explanations or {}
     fixed = {n: r.copy() for n, r in proposed.items()}
     if before == "Guaranteed":
         # Guaranteed needs request == limit everywhere: move limits with requests.
@@ -942,14 +1184,38 @@ def _keep_qos(
     elif before == "Burstable" and after == "Guaranteed":
         # Every request landed on its limit: keep one CPU request 1m (or memory 1Mi)
         # under its limit, the smallest change that keeps the pod Burstable.
-        for r in fixed.values():
+        for n, r in fixed.items():
             for res, unit in ((CPU, 1), (MEMORY, MIB)):
                 lim = r.limits.get(res)
                 if lim is not None and r.requests.get(res) == lim and lim > unit:
                     r.requests[res] = lim - unit
+                    if n in steps:
+                        steps[n].step(
+                            "qos",
+                            res,
+                            r.requests[res],
+                            "one request kept under its"
+                            " limit: every request on its limit would make the"
+                            " Burstable pod Guaranteed",
+                        )
                     return fixed
     if qos_class_of(Container(n, r) for n, r in fixed.items()) != before:
-        return {n: r.copy() for n, r in current.items()}
+        kept = {n: r.copy() for n, r in current.items()}
+        for n, r in kept.items():
+            for res in RESOURCES:
+                if (
+                    n in steps
+                    and res in r.requests
+                    and proposed[n].requests.get(res) != r.requests[res]
+                ):
+                    steps[n].step(
+                        "qos",
+                        res,
+                        r.requests[res],
+                        f"the suggestion would change the"
+                        f" pod's QoS class ({before}): the requests in force stay",
+                    )
+        return kept
     return fixed
 
 

@@ -72,6 +72,7 @@ _COMMAND_MODULES = (
     "webhook",
     "operator",
     "recommend",
+    "explain",
 )
 
 

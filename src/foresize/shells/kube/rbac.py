@@ -2,10 +2,11 @@
 it makes cluster-wide and a Role with those in its own namespace, and their bindings.
 
 One home for the rules: `foresize manifests rbac` prints these objects (with labels, beside
-the aggregated user roles) and the Helm chart renders the same (tests/test_manifests.py);
+the aggregated user roles) and the Helm chart renders the same (tests/front/cli/test_manifests.py);
 the strict test API server (`foresize.testing.apiserver`) enforces them for the operator's
 requests, so a call they do not grant is a 403 in the tests as in a cluster;
-tests/test_rbac_calls.py compares them both ways with the calls every API call site makes.
+tests/shells/kube/test_rbac_calls.py
+compares them both ways with the calls every API call site makes.
 """
 
 from __future__ import annotations

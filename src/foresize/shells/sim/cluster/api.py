@@ -64,6 +64,9 @@ class ApiServer:
 
     def __init__(self, sim: SimCluster) -> None:
         self.sim = sim
+        self.clock = sim.clock
+        self.journal = sim.journal
+        self.store = sim.store
 
     def apply(self, action: Action) -> ActionResult:
         """Apply one action as the API server would and answer like it."""
@@ -89,7 +92,7 @@ class ApiServer:
 
     def resize(self, a: ResizePod) -> ActionResult:
         key = f"{a.namespace}/{a.name}"
-        pod = self.sim.pods.get(key)
+        pod = self.store.pods.get(key)
         if pod is None:
             return self.not_found("pods", a.name)
         if a.uid and a.uid != pod.uid:
@@ -102,9 +105,9 @@ class ApiServer:
                 f"pod {key} changed since the resize was planned (/metadata/uid is "
                 f"{pod.uid!r}, expected {a.uid!r}); not resized",
             )
-        refused = check_resize(pod, a, self.sim.server_version)
+        refused = check_resize(pod, a, self.store.server_version)
         if refused is not None:
-            self.sim.log(
+            self.journal.log(
                 "ResizeRefused",
                 f"Pod/{key}",
                 refused.reason,
@@ -114,10 +117,10 @@ class ApiServer:
             )
             return refused
         containers, inits = apply_resize_patch(pod, a)
-        if self.sim.server_version >= (1, 36) and pod.node_name in self.sim.nodes:
+        if self.store.server_version >= (1, 36) and pod.node_name in self.sim.nodes:
             refused = self.node_capacity_refusal(pod, containers, inits)
             if refused is not None:
-                self.sim.log(
+                self.journal.log(
                     "ResizeRefused", f"Pod/{key}", refused.reason, refused.message, code=403
                 )
                 return refused
@@ -125,14 +128,14 @@ class ApiServer:
             c.resources for c in inits
         ] == [c.resources for c in pod.init_containers]:
             return OK
-        pod = self.sim.writable_pod(key)
+        pod = self.store.writable_pod(key)
         pod.containers = containers
         pod.init_containers = inits
         pod.generation += 1
-        meta = self.sim.meta[key]
+        meta = self.store.meta[key]
         if meta.resize_requested_at is None:
-            meta.resize_requested_at = self.sim.now
-        self.sim.log(
+            meta.resize_requested_at = self.clock.now
+        self.journal.log(
             "ResizeRequested",
             f"Pod/{key}",
             a.reason or "Resize",
@@ -150,8 +153,8 @@ class ApiServer:
         )  # a pending upsize is charged at its larger request at once
         if pod.node_name is not None and pod.phase == "Running":
             self.sim.kubelet.resizing.add(key)
-            self.sim.at(
-                self.sim.now + self.sim.kubelet_delay,
+            self.clock.at(
+                self.clock.now + self.sim.kubelet_delay,
                 self.sim.kubelet.resize_if_pending,
                 key,
                 pod.uid,
@@ -182,9 +185,9 @@ class ApiServer:
 
     def metadata(self, a: PatchPodMetadata) -> ActionResult:
         key = f"{a.namespace}/{a.name}"
-        if key not in self.sim.pods:
+        if key not in self.store.pods:
             return self.not_found("pods", a.name)
-        pod = self.sim.writable_pod(key)
+        pod = self.store.writable_pod(key)
         for src, dst in ((a.annotations, pod.annotations), (a.labels, pod.labels)):
             for k, v in src.items():
                 if v is None:
@@ -193,7 +196,7 @@ class ApiServer:
                     dst[k] = v
         if a.labels:
             self.sim.disruption.index(pod)
-        self.sim.log(
+        self.journal.log(
             "PodMetadataPatched",
             f"Pod/{key}",
             "Patched",
@@ -205,7 +208,7 @@ class ApiServer:
 
     def scale(self, a: PatchScale) -> ActionResult:
         wkey = f"{a.kind}/{a.namespace}/{a.name}"
-        if wkey not in self.sim.wl_state or a.kind not in ("Deployment", "StatefulSet"):
+        if wkey not in self.store.wl_state or a.kind not in ("Deployment", "StatefulSet"):
             return self.not_found(f"{a.kind.lower()}s.apps", a.name)
         if a.replicas < 0:
             return ActionResult(
@@ -220,10 +223,10 @@ class ApiServer:
 
     def restart(self, a: RestartWorkload) -> ActionResult:
         wkey = f"{a.kind}/{a.namespace}/{a.name}"
-        st = self.sim.wl_state.get(wkey)
+        st = self.store.wl_state.get(wkey)
         if st is None or a.kind not in ("Deployment", "StatefulSet", "DaemonSet"):
             return self.not_found(f"{a.kind.lower()}s.apps", a.name)
-        wl = self.sim.writable_workload(wkey)
+        wl = self.store.writable_workload(wkey)
         if wl.paused:
             return ActionResult(
                 False,
@@ -237,7 +240,7 @@ class ApiServer:
         st.rollout = True
         if a.kind == "Deployment":
             self.sim.controllers.new_replicaset(wkey)
-        self.sim.log(
+        self.journal.log(
             "RolloutRestart",
             wkey,
             a.reason or "Restarted",
@@ -250,7 +253,7 @@ class ApiServer:
 
     def status(self, a: WriteTargetStatus) -> ActionResult:
         key = (a.kind, a.namespace, a.name)
-        current = self.sim.target_status.setdefault(key, {})
+        current = self.store.target_status.setdefault(key, {})
         _merge(current, a.status)
         return OK
 
@@ -258,17 +261,17 @@ class ApiServer:
         obj = f"{a.kind}/{a.namespace}/{a.name}"
         if a.reason in ("CircuitBreakerOpen", "CircuitBreakerOpened"):
             wl = self.workload_for_object(a.kind, a.namespace, a.name)
-            self.sim.count(wl, "breaker_openings")
-        self.sim.log("Event", obj, a.reason, a.message, type=a.type)
+            self.journal.count(wl, "breaker_openings")
+        self.journal.log("Event", obj, a.reason, a.message, type=a.type)
         return OK
 
     def workload_for_object(self, kind: str, namespace: str, name: str) -> str | None:
         key = f"{kind}/{namespace}/{name}"
-        if key in self.sim.wl_state:
+        if key in self.store.wl_state:
             return key
-        if kind == "Pod" and f"{namespace}/{name}" in self.sim.meta:
-            return self.sim.meta[f"{namespace}/{name}"].top
-        for t in [*self.sim.targets, *self.sim.daemonset_autoscalers]:
+        if kind == "Pod" and f"{namespace}/{name}" in self.store.meta:
+            return self.store.meta[f"{namespace}/{name}"].top
+        for t in [*self.store.targets, *self.store.daemonset_autoscalers]:
             meta = getattr(t, "metadata", None)
             ref = getattr(getattr(t, "spec", None), "scaleTargetRef", None)
             if meta is None or ref is None:
@@ -278,9 +281,9 @@ class ApiServer:
                 None,
             ):
                 key = f"{getattr(ref, 'kind', '')}/{namespace}/{getattr(ref, 'name', '')}"
-                if key in self.sim.wl_state:
+                if key in self.store.wl_state:
                     return key
-        for k in self.sim.wl_state:  # else: a target named after its workload
+        for k in self.store.wl_state:  # else: a target named after its workload
             if k.endswith(f"/{namespace}/{name}"):
                 return k
         return None

@@ -31,6 +31,9 @@ class Controllers:
 
     def __init__(self, sim: SimCluster) -> None:
         self.sim = sim
+        self.clock = sim.clock
+        self.journal = sim.journal
+        self.store = sim.store
         self._reconcile_queued: set[str] = set()
 
     def rs_name(self, name: str, revision: int) -> str:
@@ -39,7 +42,7 @@ class Controllers:
 
     def add_workload(self, spec: WorkloadSpec) -> None:
         key = f"{spec.kind}/{spec.namespace}/{spec.name}"
-        uid = self.sim.new_uid()
+        uid = self.store.new_uid()
         wl = Workload(
             spec.kind,
             spec.namespace,
@@ -50,42 +53,42 @@ class Controllers:
             spec.replicas if spec.kind != "Job" else spec.parallelism,
             template_from_spec(spec),
         )
-        self.sim.workloads[key] = wl
+        self.store.workloads[key] = wl
         st = WorkloadState(
             spec, self.sim.metering.acc_row(f"{spec.kind}/{spec.namespace}/{spec.name}")
         )
         st.owner_ref = OwnerRef(spec.kind, spec.name, uid, "apps/v1")
-        self.sim.wl_state[key] = st
-        self.sim.counters.setdefault(key, {})
+        self.store.wl_state[key] = st
+        self.journal.counters.setdefault(key, {})
         if spec.kind == "Deployment":
             self.new_replicaset(key)
 
     def new_replicaset(self, key: str) -> None:
-        st = self.sim.wl_state[key]
-        dep = self.sim.workloads[key]
+        st = self.store.wl_state[key]
+        dep = self.store.workloads[key]
         st.rs_name = self.rs_name(dep.name, st.revision)
         rs = Workload(
             "ReplicaSet",
             dep.namespace,
             st.rs_name,
-            self.sim.new_uid(),
+            self.store.new_uid(),
             dict(dep.labels),
             dict(dep.selector),
             0,
             clone_workload(dep).template,
             owner=OwnerRef("Deployment", dep.name, dep.uid, "apps/v1"),
         )
-        self.sim.workloads[f"ReplicaSet/{dep.namespace}/{st.rs_name}"] = rs
+        self.store.workloads[f"ReplicaSet/{dep.namespace}/{st.rs_name}"] = rs
 
     def queue_reconcile(self, key: str | None) -> None:
-        if key is None or key in self._reconcile_queued or key not in self.sim.wl_state:
+        if key is None or key in self._reconcile_queued or key not in self.store.wl_state:
             return
         self._reconcile_queued.add(key)
-        self.sim.at(self.sim.now, self.reconcile, key)
+        self.clock.at(self.clock.now, self.reconcile, key)
 
     def reconcile(self, key: str) -> None:
         self._reconcile_queued.discard(key)
-        st = self.sim.wl_state[key]
+        st = self.store.wl_state[key]
         kind = st.spec.kind
         if kind == "Deployment":
             self.reconcile_deployment(key, st)
@@ -100,7 +103,7 @@ class Controllers:
         """Pods of the workload that are neither finished nor terminating (stable order)."""
         out = []
         for k in sorted(st.pods):
-            p = self.sim.pods.get(k)
+            p = self.store.pods.get(k)
             if p is not None and p.phase not in ("Succeeded", "Failed") and p.deletion_time is None:
                 out.append(p)
         return out
@@ -109,17 +112,17 @@ class Controllers:
         # ReplicaSet scale-down order: unscheduled, then not ready, then newest first.
         return (
             0 if p.node_name is None else 1,
-            0 if not self.sim.meta[p.key].ready else 1,
+            0 if not self.store.meta[p.key].ready else 1,
             -p.creation_time,
             p.name,
         )
 
     def reconcile_deployment(self, key: str, st: WorkloadState) -> None:
-        dep = self.sim.workloads[key]
+        dep = self.store.workloads[key]
         desired = dep.replicas
         live = self.live(st)
-        new = [p for p in live if self.sim.meta[p.key].revision == st.revision]
-        old = [p for p in live if self.sim.meta[p.key].revision != st.revision]
+        new = [p for p in live if self.store.meta[p.key].revision == st.revision]
+        old = [p for p in live if self.store.meta[p.key].revision != st.revision]
         if not old:
             st.rollout = False
             if len(new) < desired:
@@ -127,7 +130,7 @@ class Controllers:
                     self.create_for(key, st)
             elif len(new) > desired:
                 for p in sorted(new, key=self.deletion_rank)[: len(new) - desired]:
-                    self.sim.lifecycle.delete(p.key, self.sim.meta[p.key].grace, "ScaledDown")
+                    self.sim.lifecycle.delete(p.key, self.store.meta[p.key].grace, "ScaledDown")
         else:
             st.rollout = True
             surge = math.ceil(0.25 * desired)
@@ -138,21 +141,21 @@ class Controllers:
             create = min(desired + surge - total, desired - len(new))
             for _ in range(max(0, create)):
                 self.create_for(key, st)
-            ready = sum(1 for p in live if self.sim.meta[p.key].ready)
+            ready = sum(1 for p in live if self.store.meta[p.key].ready)
             budget = ready - (desired - unavailable)
             for p in sorted(old, key=self.deletion_rank):
-                if not self.sim.meta[p.key].ready:
-                    self.sim.lifecycle.delete(p.key, self.sim.meta[p.key].grace, "RollingUpdate")
+                if not self.store.meta[p.key].ready:
+                    self.sim.lifecycle.delete(p.key, self.store.meta[p.key].grace, "RollingUpdate")
                 elif budget > 0:
                     budget -= 1
-                    self.sim.lifecycle.delete(p.key, self.sim.meta[p.key].grace, "RollingUpdate")
+                    self.sim.lifecycle.delete(p.key, self.store.meta[p.key].grace, "RollingUpdate")
         self._sync_replica_sets(dep, st, desired)
 
     def _sync_replica_sets(self, dep: Workload, st: WorkloadState, desired: int) -> None:
         """ReplicaSet replica counts for snapshots; drop emptied old ReplicaSets."""
         counts: dict[str, int] = {}
         for k in st.pods:
-            member = self.sim.pods.get(k)
+            member = self.store.pods.get(k)
             if (
                 member is not None
                 and member.owner is not None
@@ -162,41 +165,41 @@ class Controllers:
                 counts[name] = counts.get(name, 0) + (member.deletion_time is None)
         for rs_key in [
             k
-            for k, w in self.sim.workloads.items()
+            for k, w in self.store.workloads.items()
             if w.kind == "ReplicaSet"
             and w.owner is not None
             and w.owner.name == dep.name
             and w.namespace == dep.namespace
         ]:
-            rs = self.sim.workloads[rs_key]
+            rs = self.store.workloads[rs_key]
             want = desired if rs.name == st.rs_name else counts.get(rs.name, 0)
             if rs.name != st.rs_name and rs.name not in counts:
-                del self.sim.workloads[rs_key]
+                del self.store.workloads[rs_key]
                 continue
             if rs.replicas != want:
-                self.sim.writable_workload(rs_key).replicas = want
+                self.store.writable_workload(rs_key).replicas = want
 
     def reconcile_statefulset(self, key: str, st: WorkloadState) -> None:
-        sts = self.sim.workloads[key]
+        sts = self.store.workloads[key]
         existing: dict[int, Pod] = {}
         for k in sorted(st.pods):
-            p = self.sim.pods.get(k)
+            p = self.store.pods.get(k)
             if p is None:
                 continue
             if p.phase in ("Succeeded", "Failed"):
                 # The StatefulSet controller deletes a failed pod to recreate its ordinal.
                 self.sim.lifecycle.remove(k, p.uid)
                 continue
-            existing[self.sim.meta[k].ordinal] = p
+            existing[self.store.meta[k].ordinal] = p
         if any(p.deletion_time is not None for p in existing.values()):
             return  # OrderedReady: one change at a time
         # Scale down from the highest ordinal.
         extra = sorted((i for i in existing if i >= sts.replicas), reverse=True)
         if extra:
-            if all(self.sim.meta[existing[i].key].ready for i in existing if i < sts.replicas):
+            if all(self.store.meta[existing[i].key].ready for i in existing if i < sts.replicas):
                 self.sim.lifecycle.delete(
                     existing[extra[0]].key,
-                    self.sim.meta[existing[extra[0]].key].grace,
+                    self.store.meta[existing[extra[0]].key].grace,
                     "ScaledDown",
                 )
             return
@@ -205,19 +208,19 @@ class Controllers:
             if p is None:
                 self.create_for(key, st, ordinal=i)
                 return
-            if not self.sim.meta[p.key].ready:
+            if not self.store.meta[p.key].ready:
                 return
         # Rolling update: replace the highest-ordinal pod of an old revision.
-        stale = [i for i, p in existing.items() if self.sim.meta[p.key].revision != st.revision]
+        stale = [i for i, p in existing.items() if self.store.meta[p.key].revision != st.revision]
         st.rollout = bool(stale)
         if stale:
             p = existing[max(stale)]
-            self.sim.lifecycle.delete(p.key, self.sim.meta[p.key].grace, "RollingUpdate")
+            self.sim.lifecycle.delete(p.key, self.store.meta[p.key].grace, "RollingUpdate")
 
     def reconcile_daemonset(self, key: str, st: WorkloadState) -> None:
         by_node: dict[str, list[Pod]] = {}
         for p in self.live(st):
-            by_node.setdefault(self.sim.meta[p.key].pinned_node or "", []).append(p)
+            by_node.setdefault(self.store.meta[p.key].pinned_node or "", []).append(p)
         for name, node in self.sim.nodes.items():
             if not node.ready:
                 continue
@@ -225,29 +228,29 @@ class Controllers:
                 terminating = [
                     k
                     for k in st.pods
-                    if k in self.sim.pods
-                    and self.sim.meta[k].pinned_node == name
-                    and self.sim.pods[k].deletion_time is not None
+                    if k in self.store.pods
+                    and self.store.meta[k].pinned_node == name
+                    and self.store.pods[k].deletion_time is not None
                 ]
                 if not terminating:  # maxSurge 0: the old pod goes first
                     self.create_for(key, st, node=name)
         for name, pods in by_node.items():
             if name not in self.sim.nodes:
                 for p in pods:
-                    self.sim.lifecycle.delete(p.key, self.sim.meta[p.key].grace, "NodeGone")
+                    self.sim.lifecycle.delete(p.key, self.store.meta[p.key].grace, "NodeGone")
         ready_nodes = sum(1 for n in self.sim.nodes.values() if n.ready)
-        if self.sim.workloads[key].replicas != ready_nodes:
-            self.sim.writable_workload(key).replicas = ready_nodes  # desiredNumberScheduled
+        if self.store.workloads[key].replicas != ready_nodes:
+            self.store.writable_workload(key).replicas = ready_nodes  # desiredNumberScheduled
         # Rolling update, maxUnavailable 1.
         live = self.live(st)
-        stale = [p for p in live if self.sim.meta[p.key].revision != st.revision]
+        stale = [p for p in live if self.store.meta[p.key].revision != st.revision]
         st.rollout = bool(stale)
         busy = any(
-            self.sim.pods[k].deletion_time is not None for k in st.pods if k in self.sim.pods
-        ) or any(not self.sim.meta[p.key].ready for p in live)
+            self.store.pods[k].deletion_time is not None for k in st.pods if k in self.store.pods
+        ) or any(not self.store.meta[p.key].ready for p in live)
         if stale and not busy:
             self.sim.lifecycle.delete(
-                stale[0].key, self.sim.meta[stale[0].key].grace, "RollingUpdate"
+                stale[0].key, self.store.meta[stale[0].key].grace, "RollingUpdate"
             )
 
     def reconcile_job(self, key: str, st: WorkloadState) -> None:
@@ -257,44 +260,44 @@ class Controllers:
         live = self.live(st)
         if st.succeeded >= spec.completions:
             st.job_done = True
-            self.sim.log(
+            self.journal.log(
                 "JobCompleted",
                 key,
                 "Completed",
                 f"{st.succeeded} completions",
             )
             if spec.every:
-                self.sim.at(st.job_round_started + spec.every, self.job_restart, key)
+                self.clock.at(st.job_round_started + spec.every, self.job_restart, key)
             return
         need = min(spec.parallelism, spec.completions - st.succeeded) - len(live)
         for _ in range(max(0, need)):
             self.create_for(key, st)
 
     def job_restart(self, key: str) -> None:
-        st = self.sim.wl_state[key]
+        st = self.store.wl_state[key]
         for k in sorted(st.pods):
-            p = self.sim.pods.get(k)
+            p = self.store.pods.get(k)
             if p is not None and p.phase == "Succeeded":
                 self.sim.lifecycle.remove(k, p.uid)
         st.succeeded = 0
         st.job_done = False
-        st.job_round_started = self.sim.now
+        st.job_round_started = self.clock.now
         self.queue_reconcile(key)
 
     def create_for(
         self, key: str, st: WorkloadState, *, ordinal: int = -1, node: str | None = None
     ) -> Pod | None:
-        wl = self.sim.workloads[key]
+        wl = self.store.workloads[key]
         spec = st.spec
         owner: OwnerRef | None
         if spec.kind == "Deployment":
             owner = OwnerRef(
                 "ReplicaSet",
                 st.rs_name,
-                self.sim.workloads[f"ReplicaSet/{wl.namespace}/{st.rs_name}"].uid,
+                self.store.workloads[f"ReplicaSet/{wl.namespace}/{st.rs_name}"].uid,
                 "apps/v1",
             )
-            name = f"{st.rs_name}-{self.sim.name_suffix()}"
+            name = f"{st.rs_name}-{self.store.name_suffix()}"
         elif spec.kind == "StatefulSet":
             owner = st.owner_ref
             name = f"{spec.name}-{ordinal}"
@@ -302,12 +305,12 @@ class Controllers:
             owner = OwnerRef(
                 spec.kind, spec.name, wl.uid, "batch/v1" if spec.kind == "Job" else "apps/v1"
             )
-            name = f"{spec.name}-{self.sim.name_suffix()}"
+            name = f"{spec.name}-{self.store.name_suffix()}"
         tmpl = clone_workload(wl).template
         pod = Pod(
             namespace=wl.namespace,
             name=name,
-            uid=self.sim.new_uid(),
+            uid=self.store.new_uid(),
             labels=dict(tmpl.labels),
             annotations=dict(tmpl.annotations),
             owner=owner,
@@ -336,12 +339,12 @@ class Controllers:
         return self.sim.lifecycle.admit(pod, meta, wl)
 
     def set_replicas(self, wkey: str, replicas: int, *, source: str) -> int:
-        wl = self.sim.workloads[wkey]
+        wl = self.store.workloads[wkey]
         if self.sim.scale_hook is not None:
-            replicas = self.sim.scale_hook(wl, replicas, self.sim.now)
+            replicas = self.sim.scale_hook(wl, replicas, self.clock.now)
         if replicas != wl.replicas:
-            self.sim.writable_workload(wkey).replicas = replicas
-            self.sim.log(
+            self.store.writable_workload(wkey).replicas = replicas
+            self.journal.log(
                 "Scaled",
                 wkey,
                 "ScalingReplicaSet",

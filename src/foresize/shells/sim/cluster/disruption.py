@@ -60,6 +60,9 @@ class Disruption:
 
     def __init__(self, sim: SimCluster) -> None:
         self.sim = sim
+        self.clock = sim.clock
+        self.journal = sim.journal
+        self.store = sim.store
         self.pdbs: dict[str, PDBState] = {}
 
     def status(self, pdb: PDBState) -> PodDisruptionBudget:
@@ -68,7 +71,7 @@ class Disruption:
         updatePdbStatus), from the spec it last processed."""
         s = pdb.observed_spec or pdb.spec
         # Counts only, so in no particular order (the status is built for every snapshot).
-        pods, meta = self.sim.pods, self.sim.meta
+        pods, meta = self.store.pods, self.store.meta
         matched = [k for k in pdb.members if k in pods]
         # countHealthyPods: not terminating and Ready (IsPodReady).
         healthy = sum(1 for k in matched if pods[k].deletion_time is None and meta[k].ready)
@@ -79,8 +82,8 @@ class Disruption:
             scales: dict[str, int] = {}
             for k in matched:
                 top = meta[k].top
-                if top is not None and top in self.sim.workloads:
-                    scales[top] = self.sim.workloads[top].replicas
+                if top is not None and top in self.store.workloads:
+                    scales[top] = self.store.workloads[top].replicas
             return sum(scales.values())
 
         def scaled(v: int | str, total: int) -> int:
@@ -154,11 +157,11 @@ class Disruption:
                 pdb.observed_generation = gen
                 pdb.observed_spec = new if gen == pdb.generation else pdb.observed_spec
 
-        self.sim.at(self.sim.now + processing_delay, processed)
+        self.clock.at(self.clock.now + processing_delay, processed)
 
     def refuse(self, key: str, target: str, res: ActionResult) -> ActionResult:
         """Log a refused eviction (429 / 500) with its code and hand the result back."""
-        self.sim.log(
+        self.journal.log(
             "EvictionRefused", f"Pod/{key}", res.reason, res.message, code=res.code, target=target
         )
         return res
@@ -180,7 +183,7 @@ class Disruption:
         under test (through `ClusterPort.apply`) or a node autoscaler (`consolidation`);
         the summary counts evictions by it."""
         key = f"{a.namespace}/{a.name}"
-        pod = self.sim.pods.get(key)
+        pod = self.store.pods.get(key)
         if pod is None:
             return self.sim.api.not_found("pods", a.name)
         if a.uid and a.uid != pod.uid:
@@ -196,15 +199,15 @@ class Disruption:
                     f"UID in precondition: {a.uid}, UID in object meta: {pod.uid}",
                 ),
             )
-        meta = self.sim.meta[key]
+        meta = self.store.meta[key]
         grace = float(a.grace_period_seconds) if a.grace_period_seconds is not None else meta.grace
         refused = None if self.can_ignore_pdb(pod) else self.check_budget(pod, meta.ready)
         if refused is not None:
             return self.refuse(key, a.target, refused)
-        self.sim.count(meta.top, "evictions" if cause == POLICY else f"{cause}_evictions")
+        self.journal.count(meta.top, "evictions" if cause == POLICY else f"{cause}_evictions")
         if disruption_opt_out(pod.annotations) is not None:
-            self.sim.count(meta.top, "do_not_disrupt_evictions")
-        self.sim.log(
+            self.journal.count(meta.top, "do_not_disrupt_evictions")
+        self.journal.log(
             "Evicted",
             f"Pod/{key}",
             a.reason or "Evicted",

@@ -4,36 +4,38 @@
 from __future__ import annotations
 
 import dataclasses
-import heapq
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar, overload
 
 import numpy as np
 
 from foresize.core.api.quantity import CPU, MEMORY, MIB
 from foresize.core.cluster.actions import Action, ActionResult
-from foresize.core.cluster.model import HorizontalPodAutoscaler, Node, Pod, Workload
+from foresize.core.cluster.model import (
+    HorizontalPodAutoscaler,
+    Node,
+    Pod,
+    VerticalClaim,
+    Workload,
+)
 from foresize.core.cluster.snapshot import ClusterSnapshot
 from foresize.shells.sim.cluster.api import ApiServer
+from foresize.shells.sim.cluster.clock import Clock
 from foresize.shells.sim.cluster.controllers import Controllers
 from foresize.shells.sim.cluster.disruption import Disruption, PDBState
 from foresize.shells.sim.cluster.hpa import HPAController, HPAState
+from foresize.shells.sim.cluster.journal import Journal
 from foresize.shells.sim.cluster.kubelet import Kubelet
 from foresize.shells.sim.cluster.lifecycle import PodLifecycle
 from foresize.shells.sim.cluster.metering import Metering, UsageObserver
 from foresize.shells.sim.cluster.nodes import NodeAutoscaler, make_node_autoscaler
 from foresize.shells.sim.cluster.scheduler import Scheduler
+from foresize.shells.sim.cluster.store import ObjectStore
 from foresize.shells.sim.cluster.summary import summarize
 from foresize.shells.sim.events import EventLog, SimEvent
-from foresize.shells.sim.objects import (
-    PodMeta,
-    WorkloadState,
-    clone_pod,
-    clone_workload,
-    resizable_containers,
-)
+from foresize.shells.sim.objects import PodMeta, WorkloadState, resizable_containers
 from foresize.shells.sim.scenario import NodeSpec, Scenario
 from foresize.shells.sim.usage import GeneratorSpec, UsageState
 
@@ -43,7 +45,31 @@ Periodic = Callable[["SimCluster", float], None]
 _T = TypeVar("_T")
 
 HARD_EVICTION_MEMORY = 100 * MIB  # kubelet default memory.available<100Mi
-NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # the alphabet of generated name suffixes
+
+
+class _Part(Generic[_T]):
+    """A facade attribute that lives in one of the cluster's parts (read and written
+    there): `pods = _Part[dict[str, Pod]]("store")` is `self.store.pods`."""
+
+    def __init__(self, part: str) -> None:
+        self.part = part
+        self.name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, objtype: type | None = None) -> _Part[_T]: ...
+    @overload
+    def __get__(self, obj: object, objtype: type | None = None) -> _T: ...
+    def __get__(self, obj: object | None, objtype: type | None = None) -> _T | _Part[_T]:
+        if obj is None:
+            return self
+        value: _T = getattr(getattr(obj, self.part), self.name)
+        return value
+
+    def __set__(self, obj: object, value: _T) -> None:
+        setattr(getattr(obj, self.part), self.name, value)
 
 
 @dataclass(slots=True)
@@ -63,6 +89,23 @@ class NodeRecord:
 
 class SimCluster:
     """A simulated Kubernetes cluster at simulated time (implements `ClusterPort`)."""
+
+    # The state the parts share, where it lives (the facade only forwards).
+    now = _Part[float]("clock")
+    events = _Part[EventLog]("journal")
+    counters = _Part[dict[str, dict[str, int]]]("journal")
+    pods = _Part[dict[str, Pod]]("store")
+    meta = _Part[dict[str, PodMeta]]("store")
+    workloads = _Part[dict[str, Workload]]("store")
+    wl_state = _Part[dict[str, WorkloadState]]("store")
+    target_status = _Part[dict[tuple[str, str, str], dict[str, Any]]]("store")
+    targets = _Part[list[Any]]("store")
+    daemonset_autoscalers = _Part[list[Any]]("store")
+    templates = _Part[list[Any]]("store")
+    vertical_claims = _Part[list[VerticalClaim]]("store")
+    paused = _Part[bool]("store")
+    server_version = _Part[tuple[int, int]]("store")
+    epoch = _Part[int]("store")
 
     def __init__(
         self,
@@ -85,7 +128,7 @@ class SimCluster:
             seed if seed is not None else (scenario.seed if scenario.seed is not None else 0)
         )
         self.step = float(step)
-        self.now = 0.0
+        self.clock = Clock()
         self.kubelet_delay = kubelet_delay
         self.kubelet_sync_period = kubelet_sync_period
         # Seconds between allocation and actuation (PodResizeInProgress with no reason).
@@ -96,33 +139,15 @@ class SimCluster:
         # Hooks and extension points.
         self.admission_hook: AdmissionHook | None = admission_hook
         self.scale_hook: ScaleHook | None = None
-        self.events = EventLog()
+        self.journal = Journal(self.clock)
         # The API server's objects (shared by every collaborator).
+        self.store = ObjectStore(self.prng, list(scenario.vertical_autoscalers))
         self.nodes: dict[str, Node] = {}
-        self.pods: dict[str, Pod] = {}
-        self.meta: dict[str, PodMeta] = {}
-        self.workloads: dict[str, Workload] = {}
-        self.wl_state: dict[str, WorkloadState] = {}
-        self.target_status: dict[tuple[str, str, str], dict[str, Any]] = {}
-        self.targets: list[Any] = []
-        self.daemonset_autoscalers: list[Any] = []
-        self.templates: list[Any] = []
-        self.vertical_claims = list(scenario.vertical_autoscalers)
-        self.paused = False
-        self.server_version: tuple[int, int] = (1, 35)  # (1, 36): NodeCapacity refusals
-        self.counters: dict[str, dict[str, int]] = {}
         # Node index shared by the scheduler and the usage arrays.
         self.node_names: list[str] = []
         self.node_index: dict[str, int] = {}
         self.node_mem_threshold = np.zeros(0)
         self.node_cpu_cores = np.zeros(0)
-        # Event loop and copy-on-write bookkeeping.
-        self._heap: list[tuple[float, int, Callable[..., None], tuple[Any, ...]]] = []
-        self._seq = 0
-        self._uid = 0
-        self.epoch = 0
-        self.pod_epoch: dict[str, int] = {}
-        self.wl_epoch: dict[str, int] = {}
         self._started = False
         # Collaborators, each holding its own state.
         self.metering = Metering(self)
@@ -169,19 +194,11 @@ class SimCluster:
 
     def at(self, t: float, fn: Callable[..., None], *args: Any) -> None:
         """Run `fn(*args)` at simulated time `t` (not before now)."""
-        self._seq += 1
-        heapq.heappush(self._heap, (max(t, self.now), self._seq, fn, args))
+        self.clock.at(t, fn, *args)
 
     def every(self, interval_seconds: float, fn: Periodic, *, start: float | None = None) -> None:
         """Call `fn(sim, now)` every `interval_seconds` of simulated time."""
-        if interval_seconds <= 0:
-            raise ValueError("interval must be positive")
-
-        def tick() -> None:
-            fn(self, self.now)
-            self.at(self.now + interval_seconds, tick)
-
-        self.at(self.now if start is None else start, tick)
+        self.clock.every(interval_seconds, lambda: fn(self, self.clock.now), start=start)
 
     def on_usage(self, fn: UsageObserver) -> None:
         """Observe every usage step: fn(now, keys, cpu_cores, memory_bytes) over running
@@ -205,11 +222,7 @@ class SimCluster:
     def run_until(self, t: float) -> None:
         """Advance simulated time to `t`, processing every event due until then."""
         self._start()
-        while self._heap and self._heap[0][0] <= t:
-            when, _, fn, args = heapq.heappop(self._heap)
-            self.now = when
-            fn(*args)
-        self.now = max(self.now, t)
+        self.clock.run_until(t)
         self.metering.account(self.now)
 
     def run(self, duration: float) -> None:
@@ -218,13 +231,10 @@ class SimCluster:
     def log(
         self, kind: str, obj: str, reason: str = "", message: str = "", **details: Any
     ) -> SimEvent:
-        ev = SimEvent(self.now, kind, obj, reason, message, details)
-        self.events.append(ev)
-        return ev
+        return self.journal.log(kind, obj, reason, message, **details)
 
     def count(self, wl_key: str | None, name: str, n: int = 1) -> None:
-        row = self.counters.setdefault(wl_key or "", {})
-        row[name] = row.get(name, 0) + n
+        self.journal.count(wl_key, name, n)
 
     def record_node_launch(self, name: str, node_type: str, price_per_hour: float) -> None:
         """Start a node's bill (a node autoscaler launching it)."""
@@ -315,29 +325,17 @@ class SimCluster:
             NodeSpec(name, cpu_millis, memory_bytes, cpu_millis, memory_bytes, dict(labels or {}))
         )
 
-    def _writable(
-        self, objects: dict[str, _T], epochs: dict[str, int], key: str, clone: Callable[[_T], _T]
-    ) -> _T:
-        """`objects[key]`, safe to mutate: cloned once after each snapshot, since the
-        snapshot may hold the old object."""
-        obj = objects[key]
-        if epochs.get(key, -1) < self.epoch:
-            obj = clone(obj)
-            objects[key] = obj
-            epochs[key] = self.epoch
-        return obj
-
     def writable_pod(self, key: str) -> Pod:
         """The pod `key`, safe to mutate."""
-        return self._writable(self.pods, self.pod_epoch, key, clone_pod)
+        return self.store.writable_pod(key)
 
     def writable_workload(self, key: str) -> Workload:
         """The workload `key`, safe to mutate."""
-        return self._writable(self.workloads, self.wl_epoch, key, clone_workload)
+        return self.store.writable_workload(key)
 
     def snapshot(self) -> ClusterSnapshot:
         """A point-in-time view; objects in it are never mutated afterwards."""
-        self.epoch += 1
+        self.store.epoch += 1
         return ClusterSnapshot(
             now=self.now,
             nodes=dict(self.nodes),
@@ -361,17 +359,7 @@ class SimCluster:
         return self.pods.get(f"{namespace}/{name}")
 
     def pods_of(self, kind: str, namespace: str, name: str) -> list[Pod]:
-        st = self.wl_state.get(f"{kind}/{namespace}/{name}")
-        if st is None:
-            return []
-        return [self.pods[k] for k in sorted(st.pods) if k in self.pods]
-
-    def new_uid(self) -> str:
-        self._uid += 1
-        return f"sim-{self._uid:08d}"
-
-    def name_suffix(self, n: int = 5) -> str:
-        return "".join(self.prng.choice(NAME_ALPHABET) for _ in range(n))
+        return self.store.pods_of(kind, namespace, name)
 
     def set_usage(
         self,

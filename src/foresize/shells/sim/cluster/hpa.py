@@ -591,11 +591,14 @@ class HPAController:
 
     def __init__(self, sim: SimCluster) -> None:
         self.sim = sim
+        self.clock = sim.clock
+        self.journal = sim.journal
+        self.store = sim.store
         self.hpas: dict[str, HPAState] = {}
 
     def hpa_object(self, h: HPAState) -> HorizontalPodAutoscaler:
         s = h.spec
-        wl = self.sim.workloads.get(f"{s.target_kind}/{s.namespace}/{s.target_name}")
+        wl = self.store.workloads.get(f"{s.target_kind}/{s.namespace}/{s.target_name}")
         return HorizontalPodAutoscaler(
             s.namespace,
             s.name,
@@ -625,9 +628,9 @@ class HPAController:
         sampled_at = sim.metering.sampled_at
         pods: list[PodSample] = []
         metrics: dict[str, PodMetric] = {}
-        for key in sorted(sim.wl_state[wkey].pods):
-            pod = sim.pods.get(key)
-            meta = sim.meta.get(key)
+        for key in sorted(self.store.wl_state[wkey].pods):
+            pod = self.store.pods.get(key)
+            meta = self.store.meta.get(key)
             if pod is None or meta is None:
                 continue
             request: int | None = 0
@@ -666,10 +669,10 @@ class HPAController:
             return
         sim = self.sim
         s = h.spec
-        sim.at(sim.now + sim.scenario.hpa_sync_period, self.sync, hkey)
+        self.clock.at(self.clock.now + sim.scenario.hpa_sync_period, self.sync, hkey)
         wkey = f"{s.target_kind}/{s.namespace}/{s.target_name}"
-        wl = sim.workloads.get(wkey)
-        if wl is None or wkey not in sim.wl_state:
+        wl = self.store.workloads.get(wkey)
+        if wl is None or wkey not in self.store.wl_state:
             h.conditions["AbleToScale"] = "FailedGetScale"
             return
         behavior = complete_behavior(s.behavior)
@@ -687,19 +690,19 @@ class HPAController:
             proposal, reason = self.propose(h, wkey, current, behavior)
             if proposal < 0:
                 return
-            desired = normalize(h, current, proposal, sim.now, behavior)
+            desired = normalize(h, current, proposal, self.clock.now, behavior)
         h.desired = desired
         if desired == current:
             return
         sim.controllers.set_replicas(wkey, desired, source=f"HorizontalPodAutoscaler/{hkey}")
-        store_scale_event(behavior, h.up_events, h.down_events, current, desired, sim.now)
-        sim.log(
+        store_scale_event(behavior, h.up_events, h.down_events, current, desired, self.clock.now)
+        self.journal.log(
             "HPAScaled",
             f"HorizontalPodAutoscaler/{hkey}",
             "SuccessfulRescale",
             f"New size: {desired}; reason: {reason}",
             previous=current,
-            replicas=sim.workloads[wkey].replicas,
+            replicas=self.store.workloads[wkey].replicas,
         )
 
     def propose(
@@ -711,7 +714,7 @@ class HPAController:
         best, name, invalid = 0, "", 0
         for m in h.spec.metrics:
             pods, metrics = self.samples(wkey, m.resource)
-            now = self.sim.now
+            now = self.clock.now
             try:
                 if m.target_utilization is not None:
                     want, _, _ = resource_replicas(

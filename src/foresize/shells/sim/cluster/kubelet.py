@@ -38,6 +38,9 @@ class Kubelet:
 
     def __init__(self, sim: SimCluster) -> None:
         self.sim = sim
+        self.clock = sim.clock
+        self.journal = sim.journal
+        self.store = sim.store
         self.resizing: set[str] = set()  # pods with a resize the kubelet has not finished
 
     def oom_kill(self, slot: int) -> None:
@@ -45,30 +48,30 @@ class Kubelet:
         if key_t is None:
             return
         key = f"{key_t.namespace}/{key_t.pod}"
-        pod = self.sim.pods.get(key)
+        pod = self.store.pods.get(key)
         if pod is None:
             return
-        meta = self.sim.meta[key]
+        meta = self.store.meta[key]
         u = self.sim.metering.usage
         usage, limit = u.mem[slot], u.mem_lim[slot]
-        pod = self.sim.writable_pod(key)
+        pod = self.store.writable_pod(key)
         st = pod.status_of(key_t.container)
         if st is not None:
             st.restart_count += 1
             st.last_termination_reason = "OOMKilled"
-            st.last_termination_time = self.sim.now
+            st.last_termination_time = self.clock.now
         # Crash back-off: 10s doubling to 5 minutes, reset after 10 minutes without a crash.
-        if self.sim.now - meta.last_crash > 600:
+        if self.clock.now - meta.last_crash > 600:
             meta.crash_count = 0
         meta.crash_count += 1
-        meta.last_crash = self.sim.now
+        meta.last_crash = self.clock.now
         backoff = min(300.0, 10.0 * 2 ** (meta.crash_count - 1))
-        u.started[slot] = self.sim.now + backoff
-        u.down_until[slot] = self.sim.now + backoff
+        u.started[slot] = self.clock.now + backoff
+        u.down_until[slot] = self.clock.now + backoff
         u.mem[slot] = 0.0
         u.cpu_demand[slot] = u.cpu_used[slot] = 0.0
-        self.sim.count(meta.top, "oom_kills")
-        self.sim.log(
+        self.journal.count(meta.top, "oom_kills")
+        self.journal.log(
             "OOMKilled",
             f"Pod/{key}",
             "OOMKilled",
@@ -80,13 +83,13 @@ class Kubelet:
             backoff_seconds=backoff,
         )
         self.sim.lifecycle.unready(key)
-        self.sim.at(
-            self.sim.now + backoff + meta.readiness_delay,
+        self.clock.at(
+            self.clock.now + backoff + meta.readiness_delay,
             self.sim.lifecycle.become_ready,
             key,
             pod.uid,
         )
-        if meta.top is not None and self.sim.wl_state[meta.top].rollout:
+        if meta.top is not None and self.store.wl_state[meta.top].rollout:
             self.sim.controllers.queue_reconcile(meta.top)
 
     def node_pressure(self, node: str) -> None:
@@ -94,8 +97,8 @@ class Kubelet:
         threshold = self.sim.node_mem_threshold[self.sim.node_index[node]]
         cands = []
         for k in self.sim.scheduler.node_pods[node]:
-            p = self.sim.pods.get(k)
-            meta = self.sim.meta.get(k)
+            p = self.store.pods.get(k)
+            meta = self.store.meta.get(k)
             if p is None or meta is None or not meta.slots or p.phase != "Running":
                 continue
             use = float(sum(u.mem[s] for s in meta.slots))
@@ -106,11 +109,11 @@ class Kubelet:
             if total <= threshold:
                 break
             total -= use
-            meta = self.sim.meta[k]
-            self.sim.count(meta.top, "evictions")
-            self.sim.count(meta.top, "node_pressure_evictions")
+            meta = self.store.meta[k]
+            self.journal.count(meta.top, "evictions")
+            self.journal.count(meta.top, "node_pressure_evictions")
             msg = "The node was low on resource: memory. "
-            self.sim.log(
+            self.journal.log(
                 "NodePressureEviction",
                 f"Pod/{k}",
                 "Evicted",
@@ -126,29 +129,31 @@ class Kubelet:
             {
                 node
                 for k in self.resizing
-                if k in self.sim.pods and (node := self.sim.pods[k].node_name) is not None
+                if k in self.store.pods and (node := self.store.pods[k].node_name) is not None
             }
         )
         for n in nodes:
             self.sync(n)  # type: ignore[arg-type]
-        self.sim.at(self.sim.now + self.sim.kubelet_sync_period, self.periodic)
+        self.clock.at(self.clock.now + self.sim.kubelet_sync_period, self.periodic)
 
     def sync(self, node: str) -> None:
         """Retry pending resizes on `node`: downsizes first, then higher priority,
         Guaranteed before Burstable, then the oldest request."""
         keys = [
-            k for k in self.resizing if k in self.sim.pods and self.sim.pods[k].node_name == node
+            k
+            for k in self.resizing
+            if k in self.store.pods and self.store.pods[k].node_name == node
         ]
         if not keys:
             return
 
         def order(k: str) -> tuple[int, int, int, float, str]:
-            p = self.sim.pods[k]
+            p = self.store.pods[k]
             return (
                 0 if self.is_downsize(p) else 1,
                 -p.priority,
                 -_QOS_RANK[pod_qos_class(p)],
-                self.sim.meta[k].resize_requested_at or 0.0,
+                self.store.meta[k].resize_requested_at or 0.0,
                 k,
             )
 
@@ -175,24 +180,24 @@ class Kubelet:
     def set_condition(self, pod: Pod, type_: str, reason: str, message: str) -> None:
         cond = pod.condition(type_)
         if cond is None:
-            pod.conditions.append(PodCondition(type_, "True", reason, message, self.sim.now))
+            pod.conditions.append(PodCondition(type_, "True", reason, message, self.clock.now))
         elif cond.reason != reason or cond.message != message:
             cond.reason = reason
             cond.message = message
-            cond.last_transition_time = self.sim.now
+            cond.last_transition_time = self.clock.now
 
     def clear_condition(self, pod: Pod, type_: str) -> None:
         pod.conditions = [c for c in pod.conditions if c.type != type_]
 
     def stall(self, key: str, pod: Pod, kind: str, reason: str, message: str) -> None:
-        meta = self.sim.meta[key]
+        meta = self.store.meta[key]
         if meta.stall_generation != pod.generation:
             meta.stall_generation = pod.generation
-            self.sim.count(meta.top, "stalls")
-            self.sim.log(kind, f"Pod/{key}", reason, message, generation=pod.generation)
+            self.journal.count(meta.top, "stalls")
+            self.journal.log(kind, f"Pod/{key}", reason, message, generation=pod.generation)
 
     def resize(self, key: str) -> None:
-        pod0 = self.sim.pods.get(key)
+        pod0 = self.store.pods.get(key)
         if (
             pod0 is None
             or pod0.node_name is None
@@ -201,9 +206,9 @@ class Kubelet:
         ):
             self.resizing.discard(key)
             return
-        meta = self.sim.meta[key]
+        meta = self.store.meta[key]
         node = self.sim.nodes[pod0.node_name]
-        pod = self.sim.writable_pod(key)
+        pod = self.store.writable_pod(key)
         desired = [
             (
                 {r: v for r, v in effective_requests(c).items() if r in (CPU, MEMORY)},
@@ -233,12 +238,12 @@ class Kubelet:
         if self.sim.actuation_delay > 0:
             # Allocated, not yet actuated: PodResizeInProgress with no reason meanwhile.
             if meta.actuate_at is None:
-                meta.actuate_at = self.sim.now + self.sim.actuation_delay
+                meta.actuate_at = self.clock.now + self.sim.actuation_delay
                 self.set_condition(pod, POD_RESIZE_IN_PROGRESS, "", "")
                 self.sim.scheduler.recharge(key)
-                self.sim.at(meta.actuate_at, self.resize_if_pending, key, pod.uid)
+                self.clock.at(meta.actuate_at, self.resize_if_pending, key, pod.uid)
                 return
-            if self.sim.now < meta.actuate_at:
+            if self.clock.now < meta.actuate_at:
                 return
         # Actuation: all or nothing. A memory limit below live usage cannot be set.
         u = self.sim.metering.usage
@@ -249,7 +254,7 @@ class Kubelet:
             self.stall(key, pod, "ResizeError", REASON_ERROR, error)
             return
         changes: dict[str, Any] = {}
-        self.sim.metering.account(self.sim.now)
+        self.sim.metering.account(self.clock.now)
         for i, (c, s, (req, lim)) in enumerate(
             zip(resizable_containers(pod), statuses, desired, strict=True)
         ):
@@ -275,9 +280,9 @@ class Kubelet:
             if restarts_container(c, changed):
                 s.restart_count += 1
                 if i < len(meta.slots):
-                    u.started[meta.slots[i]] = self.sim.now
-                self.sim.count(meta.top, "resize_restarts")
-                self.sim.log(
+                    u.started[meta.slots[i]] = self.clock.now
+                self.journal.count(meta.top, "resize_restarts")
+                self.journal.log(
                     "ContainerRestarted",
                     f"Pod/{key}",
                     "ResizeRestart",
@@ -290,22 +295,22 @@ class Kubelet:
         self.clear_condition(pod, POD_RESIZE_PENDING)
         self.resizing.discard(key)
         self.sim.scheduler.recharge(key)
-        self.sim.count(meta.top, "resizes")
-        self.sim.log(
+        self.journal.count(meta.top, "resizes")
+        self.journal.log(
             "ResizeApplied",
             f"Pod/{key}",
             "Resized",
             "in-place resize applied",
             generation=pod.generation,
             containers=changes,
-            waited_seconds=self.sim.now - (meta.resize_requested_at or self.sim.now),
+            waited_seconds=self.clock.now - (meta.resize_requested_at or self.clock.now),
         )
         meta.resize_requested_at = None
         meta.actuate_at = None
         if downsize:
             # Freed capacity: the kubelet retries the node's other pending resizes and the
             # scheduler its pending pods.
-            self.sim.at(self.sim.now, self.sync, node.name)
+            self.clock.at(self.clock.now, self.sync, node.name)
             self.sim.scheduler.queue()
 
     def _allocate(
@@ -358,7 +363,7 @@ class Kubelet:
         for k in self.sim.scheduler.node_pods[node_name]:
             if k == key:
                 continue
-            p = self.sim.pods.get(k)
+            p = self.store.pods.get(k)
             if p is None or p.phase in ("Succeeded", "Failed"):
                 continue
             used = allocated_requests(p)
@@ -393,6 +398,6 @@ class Kubelet:
         return None
 
     def resize_if_pending(self, key: str, uid: str) -> None:
-        pod = self.sim.pods.get(key)
+        pod = self.store.pods.get(key)
         if pod is not None and pod.uid == uid and key in self.resizing:
             self.resize(key)

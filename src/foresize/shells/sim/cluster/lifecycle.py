@@ -29,25 +29,28 @@ class PodLifecycle:
 
     def __init__(self, sim: SimCluster) -> None:
         self.sim = sim
+        self.clock = sim.clock
+        self.journal = sim.journal
+        self.store = sim.store
 
     def create_pod(self, pod: Pod, *, grace: float = 30.0, readiness_delay: float = 0.0) -> Pod:
         """Create a bare pod (no controller) through admission, as `kubectl run` would."""
         meta = PodMeta(None, None, 0, readiness_delay=readiness_delay, grace=grace)
         if not pod.uid:
-            pod.uid = self.sim.new_uid()
+            pod.uid = self.store.new_uid()
         created = self.admit(pod, meta, None)
         assert created is not None
         return created
 
     def admit(self, pod: Pod, meta: PodMeta, wl: Workload | None) -> Pod | None:
-        pod.creation_time = self.sim.now
+        pod.creation_time = self.clock.now
         before = [c.resources.copy() for c in pod.containers]
         if self.sim.admission_hook is not None:
-            pod = self.sim.admission_hook(pod, wl, self.sim.now)
+            pod = self.sim.admission_hook(pod, wl, self.clock.now)
         mutated = [c.resources for c in pod.containers] != before
         key = pod.key
-        if key in self.sim.pods:
-            self.sim.log(
+        if key in self.store.pods:
+            self.journal.log(
                 "PodCreateFailed",
                 f"Pod/{key}",
                 "AlreadyExists",
@@ -56,15 +59,15 @@ class PodLifecycle:
             return None
         pod.phase = "Pending"
         pod.node_name = None
-        pod.conditions = [PodCondition(READY, "False", "", "", self.sim.now)]
-        self.sim.pods[key] = pod
-        self.sim.meta[key] = meta
-        self.sim.pod_epoch[key] = self.sim.epoch
+        pod.conditions = [PodCondition(READY, "False", "", "", self.clock.now)]
+        self.store.pods[key] = pod
+        self.store.meta[key] = meta
+        self.store.pod_epoch[key] = self.store.epoch
         self.sim.disruption.index(pod)
         if meta.top is not None:
-            self.sim.wl_state[meta.top].pods.add(key)
+            self.store.wl_state[meta.top].pods.add(key)
         self.sim.scheduler.pending.add(key)
-        self.sim.log(
+        self.journal.log(
             "PodCreated",
             f"Pod/{key}",
             "SuccessfulCreate",
@@ -77,14 +80,14 @@ class PodLifecycle:
         return pod
 
     def bind(self, key: str, node: str) -> None:
-        pod = self.sim.writable_pod(key)
-        meta = self.sim.meta[key]
+        pod = self.store.writable_pod(key)
+        meta = self.store.meta[key]
         self.sim.scheduler.pending.discard(key)
         meta.nominated_node = None
         pod.node_name = node
         pod.phase = "Running"
         pod.conditions = [c for c in pod.conditions if c.type != "PodScheduled"]
-        pod.start_time = self.sim.now
+        pod.start_time = self.clock.now
         # The kubelet admits the pod and reports allocated and actual resources for every
         # container it keeps running: regular containers and sidecars (init containers that
         # ran to completion are not resized and carry no allocation here).
@@ -104,22 +107,22 @@ class PodLifecycle:
         self.sim.scheduler.node_pods[node].add(key)
         self.sim.scheduler.recharge(key)
         self.sim.metering.open_slots(key)
-        self.sim.log(
+        self.journal.log(
             "PodScheduled",
             f"Pod/{key}",
             "Scheduled",
             f"Successfully assigned {key} to {node}",
             node=node,
         )
-        self.sim.at(self.sim.now + meta.readiness_delay, self.become_ready, key, pod.uid)
-        if meta.top is not None and self.sim.wl_state[meta.top].spec.kind == "Job":
-            meta.run_until = self.sim.now + self.sim.wl_state[meta.top].spec.run_time
-            self.sim.at(meta.run_until, self.job_pod_done, key, pod.uid)
+        self.clock.at(self.clock.now + meta.readiness_delay, self.become_ready, key, pod.uid)
+        if meta.top is not None and self.store.wl_state[meta.top].spec.kind == "Job":
+            meta.run_until = self.clock.now + self.store.wl_state[meta.top].spec.run_time
+            self.clock.at(meta.run_until, self.job_pod_done, key, pod.uid)
 
     def still_running(self, key: str, uid: str) -> bool:
         """A scheduled event for pod `key` (uid `uid`) still applies: the same pod is
         Running and not terminating."""
-        pod = self.sim.pods.get(key)
+        pod = self.store.pods.get(key)
         return (
             pod is not None
             and pod.uid == uid
@@ -130,33 +133,33 @@ class PodLifecycle:
     def become_ready(self, key: str, uid: str) -> None:
         if not self.still_running(key, uid):
             return
-        meta = self.sim.meta[key]
+        meta = self.store.meta[key]
         if meta.ready or any(
-            self.sim.metering.usage.down_until[s] > self.sim.now for s in meta.slots
+            self.sim.metering.usage.down_until[s] > self.clock.now for s in meta.slots
         ):
             return
-        pod = self.sim.writable_pod(key)
+        pod = self.store.writable_pod(key)
         cond = pod.condition(READY)
         if cond is not None:
             cond.status = "True"
-            cond.last_transition_time = self.sim.now
+            cond.last_transition_time = self.clock.now
         for s in pod.container_statuses:
             s.ready = True
         meta.ready = True
         self.sim.metering.wl_ready[meta.wl_index] += 1
         self.sim.metering.usage.ready[meta.slots] = True
         if meta.top is not None:
-            st = self.sim.wl_state[meta.top]
+            st = self.store.wl_state[meta.top]
             if st.rollout or st.spec.kind == "StatefulSet" or st.spec.kind == "DaemonSet":
                 self.sim.controllers.queue_reconcile(meta.top)
 
     def unready(self, key: str) -> None:
-        meta = self.sim.meta[key]
-        pod = self.sim.writable_pod(key)
+        meta = self.store.meta[key]
+        pod = self.store.writable_pod(key)
         cond = pod.condition(READY)
         if cond is not None and cond.status == "True":
             cond.status = "False"
-            cond.last_transition_time = self.sim.now
+            cond.last_transition_time = self.clock.now
         for s in pod.container_statuses:
             s.ready = False
         if meta.ready:
@@ -166,68 +169,68 @@ class PodLifecycle:
 
     def delete(self, key: str, grace: float, reason: str) -> None:
         """Graceful deletion: terminating now, gone after the grace period."""
-        pod = self.sim.pods.get(key)
+        pod = self.store.pods.get(key)
         if pod is None or pod.deletion_time is not None:
             return
-        meta = self.sim.meta[key]
+        meta = self.store.meta[key]
         if pod.node_name is None or pod.phase in ("Succeeded", "Failed"):
             self.remove(key, pod.uid)
             return
         self.unready(key)
-        pod = self.sim.writable_pod(key)
-        pod.deletion_time = self.sim.now
-        self.sim.log(
+        pod = self.store.writable_pod(key)
+        pod.deletion_time = self.clock.now
+        self.journal.log(
             "PodTerminating", f"Pod/{key}", reason, f"grace period {grace:g}s", grace=grace
         )
-        self.sim.at(self.sim.now + grace, self.remove, key, pod.uid)
+        self.clock.at(self.clock.now + grace, self.remove, key, pod.uid)
         self.sim.controllers.queue_reconcile(meta.top)
 
     def remove(self, key: str, uid: str) -> None:
-        pod = self.sim.pods.get(key)
+        pod = self.store.pods.get(key)
         if pod is None or pod.uid != uid:
             return
-        meta = self.sim.meta[key]
+        meta = self.store.meta[key]
         self.sim.metering.close_slots(key)
         self.sim.scheduler.pending.discard(key)
         self.sim.kubelet.resizing.discard(key)
         node = pod.node_name
-        del self.sim.pods[key]
+        del self.store.pods[key]
         self.sim.scheduler.recharge(key)
         if node is not None:
             self.sim.scheduler.node_pods[node].discard(key)
         if meta.top is not None:
-            self.sim.wl_state[meta.top].pods.discard(key)
-        del self.sim.meta[key]
-        self.sim.pod_epoch.pop(key, None)
+            self.store.wl_state[meta.top].pods.discard(key)
+        del self.store.meta[key]
+        self.store.pod_epoch.pop(key, None)
         for pdb in self.sim.disruption.pdbs.values():
             pdb.members.discard(key)
-        self.sim.log("PodDeleted", f"Pod/{key}", "Deleted", "", node=node or "")
+        self.journal.log("PodDeleted", f"Pod/{key}", "Deleted", "", node=node or "")
         self.sim.controllers.queue_reconcile(meta.top)
         self.sim.scheduler.queue()
         if node is not None:
-            self.sim.at(self.sim.now, self.sim.kubelet.sync, node)
+            self.clock.at(self.clock.now, self.sim.kubelet.sync, node)
 
     def finish(self, key: str, phase: str, reason: str, message: str) -> None:
         """The pod ends (Succeeded, or Failed by node-pressure eviction): it stops being
         charged, its controller replaces it, and it is garbage-collected later."""
         self.unready(key)
         self.sim.metering.close_slots(key)
-        pod = self.sim.writable_pod(key)
+        pod = self.store.writable_pod(key)
         pod.phase = phase
         self.sim.scheduler.recharge(key)
         self.sim.kubelet.resizing.discard(key)
-        meta = self.sim.meta[key]
-        self.sim.log("PodFinished", f"Pod/{key}", reason, message, phase=phase)
-        self.sim.at(self.sim.now + self.sim.failed_pod_ttl, self.remove, key, pod.uid)
+        meta = self.store.meta[key]
+        self.journal.log("PodFinished", f"Pod/{key}", reason, message, phase=phase)
+        self.clock.at(self.clock.now + self.sim.failed_pod_ttl, self.remove, key, pod.uid)
         self.sim.controllers.queue_reconcile(meta.top)
         self.sim.scheduler.queue()
         if pod.node_name is not None:
-            self.sim.at(self.sim.now, self.sim.kubelet.sync, pod.node_name)
+            self.clock.at(self.clock.now, self.sim.kubelet.sync, pod.node_name)
 
     def job_pod_done(self, key: str, uid: str) -> None:
         if not self.still_running(key, uid):
             return
-        meta = self.sim.meta[key]
+        meta = self.store.meta[key]
         if meta.top is not None:
-            self.sim.wl_state[meta.top].succeeded += 1
+            self.store.wl_state[meta.top].succeeded += 1
         self.finish(key, "Succeeded", "Completed", "job pod completed")

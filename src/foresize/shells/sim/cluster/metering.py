@@ -30,6 +30,8 @@ class Metering:
 
     def __init__(self, sim: SimCluster) -> None:
         self.sim = sim
+        self.clock = sim.clock
+        self.store = sim.store
         self.usage = UsageState(capacity=256)
         self.slot_keys: dict[int, ContainerKey] = {}
         self._active_idx: np.ndarray | None = None
@@ -66,19 +68,19 @@ class Metering:
 
     def generator_for(self, meta: PodMeta, container: str) -> tuple[GeneratorSpec, GeneratorSpec]:
         if meta.top is not None:
-            spec = self.sim.wl_state[meta.top].spec
+            spec = self.store.wl_state[meta.top].spec
             for c in [*spec.containers, *spec.init_containers]:
                 if c.name == container:
                     return c.cpu, c.memory
         return GeneratorSpec(), GeneratorSpec()
 
     def open_slots(self, key: str) -> None:
-        pod = self.sim.pods[key]
-        meta = self.sim.meta[key]
+        pod = self.store.pods[key]
+        meta = self.store.meta[key]
         u = self.usage
-        self.account(self.sim.now)
-        spec = self.sim.wl_state[meta.top].spec if meta.top is not None else None
-        top = self.sim.workloads[meta.top] if meta.top is not None else None
+        self.account(self.clock.now)
+        spec = self.store.wl_state[meta.top].spec if meta.top is not None else None
+        top = self.store.workloads[meta.top] if meta.top is not None else None
         for c in resizable_containers(pod):
             s = pod.status_of(c.name)
             assert s is not None
@@ -90,7 +92,7 @@ class Metering:
             u.active[slot] = True
             u.wl[slot] = meta.wl_index
             u.node[slot] = self.sim.node_index[pod.node_name or ""]
-            u.started[slot] = self.sim.now
+            u.started[slot] = self.clock.now
             j = spec.jitter if spec is not None else 0.0
             u.jitter[slot] = 1.0 + self.sim.prng.uniform(-j, j) if j else 1.0
             u.share_ref[slot] = (
@@ -130,10 +132,10 @@ class Metering:
         u.mem_lim[slot] = float(res.limits[MEMORY]) if res.limits.get(MEMORY) else math.inf
 
     def close_slots(self, key: str) -> None:
-        meta = self.sim.meta[key]
+        meta = self.store.meta[key]
         if not meta.slots:
             return
-        self.account(self.sim.now)
+        self.account(self.clock.now)
         if meta.ready:
             self.wl_ready[meta.wl_index] -= 1
             meta.ready = False
@@ -174,10 +176,10 @@ class Metering:
             if throttled.any():
                 acc["throttled"] += np.bincount(wl, throttled.astype(np.float64), n) * dt
         for k in self.sim.scheduler.pending:
-            self.acc["pending"][self.sim.meta[k].wl_index] += dt
+            self.acc["pending"][self.store.meta[k].wl_index] += dt
 
     def usage_step(self) -> None:
-        t = self.sim.now
+        t = self.clock.now
         self.account(t)
         u = self.usage
         idx, keys = self.active()
@@ -214,7 +216,7 @@ class Metering:
         self.sampled_at = t
         if self.sim.scheduler.pending:
             self.sim.scheduler.queue()
-        self.sim.at(t + self.sim.step, self.usage_step)
+        self.clock.at(t + self.sim.step, self.usage_step)
 
     def cpu_contention(self, idx: np.ndarray, want: np.ndarray) -> np.ndarray:
         """CFS shares on an overcommitted node: when the containers of a node want more CPU

@@ -196,6 +196,9 @@ class NodeAutoscaler:
     def __init__(self, sim: SimCluster, spec: NodeAutoscalerSpec) -> None:
         self.sim = sim
         self.spec = spec
+        self.clock = sim.clock
+        self.journal = sim.journal
+        self.store = sim.store
         self.types = [sim.scenario.node_types[n] for n in spec.node_types]
         self.type_names = set(spec.node_types)
         self.inflight: dict[str, NodeTypeSpec] = {}  # launched, not Ready yet
@@ -229,10 +232,10 @@ class NodeAutoscaler:
     def daemonset_overhead(self) -> Size:
         """What the DaemonSets will put on every new node (their templates' requests)."""
         cpu = mem = 0
-        for key, st in self.sim.wl_state.items():
+        for key, st in self.store.wl_state.items():
             if st.spec.kind != "DaemonSet":
                 continue
-            tmpl = self.sim.workloads[key].template
+            tmpl = self.store.workloads[key].template
             for c in [*tmpl.containers, *tmpl.init_containers]:
                 cpu += c.resources.requests.get(CPU, 0)
                 mem += c.resources.requests.get(MEMORY, 0)
@@ -244,8 +247,8 @@ class NodeAutoscaler:
         for the victims of their preemption)."""
         out = []
         for k in sorted(self.sim.scheduler.pending):
-            pod = self.sim.pods[k]
-            meta = self.sim.meta[k]
+            pod = self.store.pods[k]
+            meta = self.store.meta[k]
             if meta.pinned_node is not None or meta.nominated_node is not None:
                 continue
             if pod.deletion_time is not None:
@@ -274,10 +277,10 @@ class NodeAutoscaler:
         terminating ones."""
         out = []
         for k in sorted(self.sim.scheduler.node_pods.get(node, ())):
-            p = self.sim.pods.get(k)
+            p = self.store.pods.get(k)
             if p is None or p.deletion_time is not None or p.phase in ("Succeeded", "Failed"):
                 continue
-            if self.sim.meta[k].pinned_node is not None:
+            if self.store.meta[k].pinned_node is not None:
                 continue
             out.append(p)
         return out
@@ -295,7 +298,7 @@ class NodeAutoscaler:
     def fit_elsewhere(self, nodes: list[str], extra: list[list[int]] | None = None) -> bool:
         """Do the movable pods of `nodes` fit on the other nodes (plus `extra` free
         space, a replacement's)?"""
-        pods = [(p.key, self.sim.meta[p.key].charge) for n in nodes for p in self.movable_pods(n)]
+        pods = [(p.key, self.store.meta[p.key].charge) for n in nodes for p in self.movable_pods(n)]
         frees = self.frees(set(nodes)) + [list(f) for f in extra or []]
         return not place_first_fit(pods, frees)
 
@@ -304,7 +307,7 @@ class NodeAutoscaler:
         for p in pods:
             if self.sim.disruption.can_ignore_pdb(p):
                 continue
-            if self.sim.disruption.check_budget(p, self.sim.meta[p.key].ready) is not None:
+            if self.sim.disruption.check_budget(p, self.store.meta[p.key].ready) is not None:
                 return True
         return False
 
@@ -315,9 +318,9 @@ class NodeAutoscaler:
         while name in self.sim.node_records:
             name += "x"
         self.inflight[name] = typ
-        self.last_scale_up = self.sim.now
+        self.last_scale_up = self.clock.now
         self.sim.record_node_launch(name, typ.name, typ.price_per_hour)
-        self.sim.log(
+        self.journal.log(
             "NodeLaunched",
             f"Node/{name}",
             reason,
@@ -344,7 +347,7 @@ class NodeAutoscaler:
             for old in replaces:
                 self.drain_step(old)  # cordoned since the decision
 
-        self.sim.at(self.sim.now + self.spec.startup_delay, ready)
+        self.clock.at(self.clock.now + self.spec.startup_delay, ready)
         return name
 
     # -- draining -------------------------------------------------------------------
@@ -360,9 +363,9 @@ class NodeAutoscaler:
         Ready, which calls `drain_step`)."""
         if node in self.draining or node not in self.sim.nodes:
             return
-        self.draining[node] = Drain(self.sim.now, reason, give_up_after)
+        self.draining[node] = Drain(self.clock.now, reason, give_up_after)
         self.sim.writable_node(node).unschedulable = True
-        self.sim.log("NodeDraining", f"Node/{node}", reason, "cordoned; evicting its pods")
+        self.journal.log("NodeDraining", f"Node/{node}", reason, "cordoned; evicting its pods")
         if not wait:
             self.drain_step(node)
 
@@ -374,14 +377,14 @@ class NodeAutoscaler:
         terminating = [
             k
             for k in self.sim.scheduler.node_pods.get(node, ())
-            if k in self.sim.pods
-            and self.sim.pods[k].deletion_time is not None
-            and self.sim.meta[k].pinned_node is None
+            if k in self.store.pods
+            and self.store.pods[k].deletion_time is not None
+            and self.store.meta[k].pinned_node is None
         ]
         if not left and not terminating:
             self.delete_node(node, d.reason)
             return
-        if d.give_up_after is not None and self.sim.now - d.started > d.give_up_after:
+        if d.give_up_after is not None and self.clock.now - d.started > d.give_up_after:
             self.abandon_drain(node)
             return
         for p in left:
@@ -391,12 +394,14 @@ class NodeAutoscaler:
                 EvictPod(p.namespace, p.name, f"Node/{node}", d.reason, uid=p.uid),
                 cause=CONSOLIDATION,
             )
-        self.sim.at(self.sim.now + DRAIN_RETRY, self.drain_step, node)
+        self.clock.at(self.clock.now + DRAIN_RETRY, self.drain_step, node)
 
     def abandon_drain(self, node: str) -> None:
         self.draining.pop(node, None)
         self.sim.writable_node(node).unschedulable = False
-        self.sim.log("ScaleDownFailed", f"Node/{node}", "DrainTimeout", "pods could not be evicted")
+        self.journal.log(
+            "ScaleDownFailed", f"Node/{node}", "DrainTimeout", "pods could not be evicted"
+        )
         self.on_drain_failed()
 
     def on_drain_failed(self) -> None:
@@ -425,25 +430,25 @@ class Karpenter(NodeAutoscaler):
         self.pending_decision: tuple[str, list[str], NodeTypeSpec | None] | None = None
 
     def start(self) -> None:
-        self.sim.every(KARPENTER_POLL, lambda _sim, _now: self.poll(), start=KARPENTER_POLL)
+        self.clock.every(KARPENTER_POLL, self.poll, start=KARPENTER_POLL)
 
     # -- provisioning ---------------------------------------------------------------
     def pod_unschedulable(self, key: str) -> None:
         """The scheduler could not place a pod: open (or extend) the batch."""
-        now = self.sim.now
+        now = self.clock.now
         self.batch_last = now
         if self.batch_started is None:
             self.batch_started = now
-            self.sim.at(now + self.spec.batch_idle_duration, self.batch_check)
+            self.clock.at(now + self.spec.batch_idle_duration, self.batch_check)
 
     def batch_check(self) -> None:
         if self.batch_started is None:
             return
-        now = self.sim.now
+        now = self.clock.now
         idle_end = self.batch_last + self.spec.batch_idle_duration
         max_end = self.batch_started + self.spec.batch_max_duration
         if now < idle_end and now < max_end:
-            self.sim.at(min(idle_end, max_end), self.batch_check)
+            self.clock.at(min(idle_end, max_end), self.batch_check)
             return
         self.batch_started = None
         self.provision()
@@ -454,7 +459,7 @@ class Karpenter(NodeAutoscaler):
             return
         claims, unfit = pack_claims(pods, self.types, self.daemonset_overhead())
         for key in unfit:
-            self.sim.log(
+            self.journal.log(
                 "NoCompatibleNodeType",
                 f"Pod/{key}",
                 "FailedProvisioning",
@@ -462,7 +467,7 @@ class Karpenter(NodeAutoscaler):
             )
         for c in claims:
             if self.pool_size() >= self.spec.max_nodes:
-                self.sim.log("ProvisioningLimited", "NodePool", "LimitReached", "max_nodes")
+                self.journal.log("ProvisioningLimited", "NodePool", "LimitReached", "max_nodes")
                 return
             self.launch(c.cheapest(), "Provisioning")
 
@@ -473,9 +478,9 @@ class Karpenter(NodeAutoscaler):
         if self.pending_decision is not None or self.spec.consolidate_after is None:
             return
         state = (self.sim.scheduler.charge_version, int(self.sim.metering.wl_ready.sum()))
-        if state == self.seen_state and self.sim.now - self.seen_at < CONSOLIDATION_STATE_TIMEOUT:
+        if state == self.seen_state and self.clock.now - self.seen_at < CONSOLIDATION_STATE_TIMEOUT:
             return
-        self.seen_state, self.seen_at = state, self.sim.now
+        self.seen_state, self.seen_at = state, self.clock.now
         allowed = self.allowed_disruptions()
         if allowed <= 0:
             return
@@ -485,7 +490,7 @@ class Karpenter(NodeAutoscaler):
         decision = self.decide(cands, allowed)
         if decision is not None:
             self.pending_decision = decision
-            self.sim.at(self.sim.now + CONSOLIDATION_VALIDATION, self.validate_and_act)
+            self.clock.at(self.clock.now + CONSOLIDATION_VALIDATION, self.validate_and_act)
 
     def allowed_disruptions(self) -> int:
         """The NodePool budget minus the nodes being disrupted or not Ready."""
@@ -501,7 +506,7 @@ class Karpenter(NodeAutoscaler):
             node = self.sim.nodes[n]
             if n in self.draining or not node.ready or node.unschedulable:
                 continue
-            if self.sim.now - self.sim.scheduler.node_changed_at.get(n, 0.0) < after:
+            if self.clock.now - self.sim.scheduler.node_changed_at.get(n, 0.0) < after:
                 continue
             pods = self.movable_pods(n)
             if any(disruption_opt_out(p.annotations) for p in pods):
@@ -553,7 +558,7 @@ class Karpenter(NodeAutoscaler):
         of the cheapest type that holds what does not fit, if it costs less than they do."""
         if self.fit_elsewhere(nodes):
             return ("Underutilized", nodes, None)
-        pods = [(p.key, self.sim.meta[p.key].charge) for n in nodes for p in self.movable_pods(n)]
+        pods = [(p.key, self.store.meta[p.key].charge) for n in nodes for p in self.movable_pods(n)]
         left = place_first_fit(pods, self.frees(set(nodes)))
         sizes = [s for s in pods if s[0] in set(left)]
         claims, unfit = pack_claims(sizes, self.types, self.daemonset_overhead())
@@ -601,10 +606,10 @@ class ClusterAutoscaler(NodeAutoscaler):
         self.last_failure = -math.inf
 
     def start(self) -> None:
-        self.sim.every(self.spec.scan_interval, lambda _sim, _now: self.scan(), start=0.0)
+        self.clock.every(self.spec.scan_interval, self.scan, start=0.0)
 
     def on_drain_failed(self) -> None:
-        self.last_failure = self.sim.now
+        self.last_failure = self.clock.now
 
     def scan(self) -> None:
         if not self.scale_up():
@@ -658,7 +663,7 @@ class ClusterAutoscaler(NodeAutoscaler):
         return self.pdb_blocks(pods)
 
     def scale_down(self) -> None:
-        now = self.sim.now
+        now = self.clock.now
         pool = self.pool_nodes()
         claimed: set[str] = set()  # nodes judged removable this scan (their pods move)
         for n in pool:
@@ -667,7 +672,9 @@ class ClusterAutoscaler(NodeAutoscaler):
                 self.unneeded_since.pop(n, None)
                 continue
             alloc = (node.allocatable.get(CPU, 0), node.allocatable.get(MEMORY, 0))
-            pods = [self.sim.pods[k] for k in self.sim.scheduler.node_pods[n] if k in self.sim.pods]
+            pods = [
+                self.store.pods[k] for k in self.sim.scheduler.node_pods[n] if k in self.store.pods
+            ]
             if node_utilization(alloc, pods) >= self.spec.scale_down_utilization_threshold:
                 self.unneeded_since.pop(n, None)
                 continue

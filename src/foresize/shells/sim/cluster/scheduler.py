@@ -23,6 +23,9 @@ class Scheduler:
 
     def __init__(self, sim: SimCluster) -> None:
         self.sim = sim
+        self.clock = sim.clock
+        self.journal = sim.journal
+        self.store = sim.store
         # Scheduler charge per node ([cpu m, memory bytes], `foresize.core.cluster.qos.pod_charge`).
         self.node_charge: dict[str, list[int]] = {}
         self.node_pods: dict[str, set[str]] = {}
@@ -41,11 +44,11 @@ class Scheduler:
 
     def recharge(self, key: str) -> None:
         """Refresh the cached scheduler charge of pod `key` on its node."""
-        meta = self.sim.meta[key]
-        pod = self.sim.pods.get(key)
+        meta = self.store.meta[key]
+        pod = self.store.pods.get(key)
         self.charge_version += 1
         if meta.charged_node is not None:
-            self.node_changed_at[meta.charged_node] = self.sim.now
+            self.node_changed_at[meta.charged_node] = self.clock.now
             used = self.node_charge.get(meta.charged_node)
             if used is not None:
                 used[0] -= meta.charge[0]
@@ -60,18 +63,18 @@ class Scheduler:
         used = self.node_charge[pod.node_name]
         used[0] += meta.charge[0]
         used[1] += meta.charge[1]
-        self.node_changed_at[pod.node_name] = self.sim.now
+        self.node_changed_at[pod.node_name] = self.clock.now
 
     def queue(self) -> None:
         if not self.queued:
             self.queued = True
-            self.sim.at(self.sim.now, self.schedule)
+            self.clock.at(self.clock.now, self.schedule)
 
     def fits(self, charge: tuple[int, int], free: tuple[int, int]) -> bool:
         return charge[0] <= free[0] and charge[1] <= free[1]
 
     def candidate_nodes(self, key: str) -> list[str]:
-        pinned = self.sim.meta[key].pinned_node
+        pinned = self.store.meta[key].pinned_node
         if pinned is not None:
             node = self.sim.nodes.get(pinned)
             return [pinned] if node is not None and node.ready else []
@@ -83,14 +86,14 @@ class Scheduler:
             return
         order = sorted(
             self.pending,
-            key=lambda k: (-self.sim.pods[k].priority, self.sim.pods[k].creation_time, k),
+            key=lambda k: (-self.store.pods[k].priority, self.store.pods[k].creation_time, k),
         )
         # Capacity reserved for pods nominated after preemption.
         reserved: dict[str, list[int]] = {}
         for k in order:
-            nom = self.sim.meta[k].nominated_node
+            nom = self.store.meta[k].nominated_node
             if nom is not None:
-                ch = pod_charge(self.sim.pods[k])
+                ch = pod_charge(self.store.pods[k])
                 r = reserved.setdefault(nom, [0, 0])
                 r[0] += ch.get(CPU, 0)
                 r[1] += ch.get(MEMORY, 0)
@@ -114,8 +117,8 @@ class Scheduler:
             res_arr[self.sim.node_index[n]] += r
         scale = np.maximum(alloc, 1.0)
         for key in order:
-            pod = self.sim.pods[key]
-            meta = self.sim.meta[key]
+            pod = self.store.pods[key]
+            meta = self.store.meta[key]
             ch = pod_charge(pod)
             charge = (ch.get(CPU, 0), ch.get(MEMORY, 0))
             best: tuple[float, str] | None = None
@@ -151,21 +154,21 @@ class Scheduler:
             if meta.nominated_node is not None:
                 continue  # waiting for its victims to terminate
             if not self.preempt(key, charge) and not pod.condition("PodScheduled"):
-                p = self.sim.writable_pod(key)
+                p = self.store.writable_pod(key)
                 p.conditions.append(
                     PodCondition(
                         "PodScheduled",
                         "False",
                         "Unschedulable",
                         self.unschedulable_message(charge),
-                        self.sim.now,
+                        self.clock.now,
                     )
                 )
                 self.unschedulable(key, charge)
 
     def unschedulable(self, key: str, charge: tuple[int, int]) -> None:
         """Report a pod nothing could place (FailedScheduling) to the node autoscaler."""
-        self.sim.log(
+        self.journal.log(
             "FailedScheduling", f"Pod/{key}", "FailedScheduling", self.unschedulable_message(charge)
         )
         if self.sim.node_autoscaler is not None:
@@ -183,13 +186,13 @@ class Scheduler:
         return f"0/{n} nodes are available: " + ", ".join(parts or ["no matching node"]) + "."
 
     def preempt(self, key: str, charge: tuple[int, int]) -> bool:
-        pod = self.sim.pods[key]
+        pod = self.store.pods[key]
         best: tuple[tuple[int, int, int, int], str, list[str]] | None = None
         for n_i, node in enumerate(self.candidate_nodes(key)):
             free = list(self.free(node))
             lower = []
             for k in self.node_pods[node]:
-                p = self.sim.pods.get(k)
+                p = self.store.pods.get(k)
                 if p is None or p.deletion_time is not None or p.phase in ("Succeeded", "Failed"):
                     continue
                 if p.priority < pod.priority:
@@ -197,25 +200,26 @@ class Scheduler:
             if not lower:
                 continue
             for k in lower:
-                free[0] += self.sim.meta[k].charge[0]
-                free[1] += self.sim.meta[k].charge[1]
+                free[0] += self.store.meta[k].charge[0]
+                free[1] += self.store.meta[k].charge[1]
             if not self.fits(charge, (free[0], free[1])):
                 continue
             # Reprieve as many victims as possible, highest priority first.
             victims = []
             for k in sorted(
-                lower, key=lambda k: (-self.sim.pods[k].priority, self.sim.pods[k].creation_time, k)
+                lower,
+                key=lambda k: (-self.store.pods[k].priority, self.store.pods[k].creation_time, k),
             ):
-                c = self.sim.meta[k].charge
+                c = self.store.meta[k].charge
                 if self.fits(charge, (free[0] - c[0], free[1] - c[1])):
                     free[0] -= c[0]
                     free[1] -= c[1]
                 else:
                     victims.append(k)
             score = (
-                max(self.sim.pods[k].priority for k in victims),
+                max(self.store.pods[k].priority for k in victims),
                 len(victims),
-                sum(self.sim.pods[k].priority for k in victims),
+                sum(self.store.pods[k].priority for k in victims),
                 n_i,
             )
             if best is None or score < best[0]:
@@ -223,19 +227,19 @@ class Scheduler:
         if best is None:
             return False
         _, node, victims = best
-        for v in sorted(victims, key=lambda k: (self.sim.pods[k].priority, k)):
-            vm = self.sim.meta[v]
-            self.sim.log(
+        for v in sorted(victims, key=lambda k: (self.store.pods[k].priority, k)):
+            vm = self.store.meta[v]
+            self.journal.log(
                 "Preempted",
                 f"Pod/{v}",
                 "Preempted",
                 f"Preempted by pod {pod.uid} on node {node}",
                 preemptor=key,
                 node=node,
-                victim_priority=self.sim.pods[v].priority,
+                victim_priority=self.store.pods[v].priority,
                 preemptor_priority=pod.priority,
             )
-            self.sim.count(vm.top, "preemptions")
+            self.journal.count(vm.top, "preemptions")
             self.sim.lifecycle.delete(v, vm.grace, "Preempted")
-        self.sim.meta[key].nominated_node = node
+        self.store.meta[key].nominated_node = node
         return True
