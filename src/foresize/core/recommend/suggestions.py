@@ -50,10 +50,10 @@ if TYPE_CHECKING:  # types only: the recommender itself is imported where it run
     from numpy.typing import ArrayLike, NDArray
 
     from foresize.core.forecast.select import OnlineScores
-    from foresize.core.recommend.target import (
+    from foresize.core.recommend.histories import ContainerHistory
+    from foresize.core.recommend.oom import OOMState
+    from foresize.core.recommend.request import (
         CachedSchedule,
-        ContainerHistory,
-        OOMState,
         RecommendResult,
         TargetRequest,
     )
@@ -93,7 +93,7 @@ class SuggestionState:
     # planner acts on it in the same pass (an OOM floor must not wait for the status
     # write to come back through the watch); after a restart it is read from status.
     latest: dict[str, Suggestion] = field(default_factory=dict)
-    # "ns/target" -> container -> its CPU day schedule (`recommend.target.CachedSchedule`):
+    # "ns/target" -> container -> its CPU day schedule (`recommend.request.CachedSchedule`):
     # it changes once a day, so the passes within the day reuse it.
     schedule: dict[str, dict[str, CachedSchedule]] = field(default_factory=dict)
 
@@ -145,7 +145,7 @@ def merged_histories(
     the earliest first sample, every OOM kill."""
     import numpy as np
 
-    from foresize.core.recommend.target import ContainerHistory
+    from foresize.core.recommend.histories import ContainerHistory
 
     if len(sources) == 1:
         return sources[0]
@@ -284,7 +284,9 @@ def _due_request(
 ) -> tuple[_Due, TargetRequest] | None:
     """The recommendation request of a target that takes suggestions (None: it does not,
     or there is nothing to read its usage from)."""
-    from foresize.core.recommend.target import RecommendParams, TargetRequest, load_histories
+    from foresize.core.recommend.histories import load_histories
+    from foresize.core.recommend.params import RecommendParams
+    from foresize.core.recommend.request import TargetRequest
 
     # The recommender reads the API model (its forecast settings live on the API types).
     if not isinstance(target, AIScaleTarget):
@@ -343,6 +345,13 @@ def _status(d: _Due, result: RecommendResult, now: float, state: SuggestionState
     if result.schedule_state is not None:
         state.schedule[d.key] = result.schedule_state
     status: dict[str, Any] = {"hasEnoughDataToScale": bool(result.has_enough_data)}
+    # What the heap rule read from each container's spec, what it assumed, or why it
+    # could not (`recommend.heap`): rewritten whole each round, so it is never stale.
+    status["runtime_notes"] = [
+        {"container": cname, "note": result.runtime_notes[cname]}
+        for cname in d.containers
+        if cname in result.runtime_notes
+    ]
     sugg = result.suggestion
     entries = []
     for cname in d.containers:
