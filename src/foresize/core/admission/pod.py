@@ -140,14 +140,7 @@ def apply_decision(pod: Pod, decision: PodDecision) -> Pod:
     if not decision.changed:
         return pod
     containers = [
-        Container(
-            c.name,
-            decision.containers[c.name].copy()
-            if c.name in decision.containers
-            else c.resources.copy(),
-            dict(c.resize_policy),
-            c.restart_policy,
-        )
+        c.copy(decision.containers[c.name].copy() if c.name in decision.containers else None)
         for c in pod.containers
     ]
     annotations = dict(pod.annotations)

@@ -101,7 +101,7 @@ class FieldError:
 
 
 def _copy_container(c: Container) -> Container:
-    return Container(c.name, c.resources.copy(), dict(c.resize_policy), c.restart_policy)
+    return c.copy()
 
 
 def apply_resize_patch(pod: Pod, resize: ResizePod) -> tuple[list[Container], list[Container]]:

@@ -324,6 +324,13 @@ def _status(d: _Due, result: Any, now: float, state: SuggestionState) -> dict[st
     if result.schedule_state is not None:
         state.schedule[d.key] = result.schedule_state
     status: dict[str, Any] = {"hasEnoughDataToScale": bool(result.has_enough_data)}
+    # What the heap rule read from each container's spec, what it assumed, or why it
+    # could not (`recommend.heap`): rewritten whole each round, so it is never stale.
+    status["runtime_notes"] = [
+        {"container": cname, "note": result.runtime_notes[cname]}
+        for cname in d.containers
+        if cname in result.runtime_notes
+    ]
     sugg = result.suggestion
     entries = []
     for cname in d.containers:

@@ -411,6 +411,9 @@ def _status(run: TargetRun) -> dict[str, Any]:
             for name, (annotation, what) in sorted(run.held_opt_out.items())
         ],
         "overlapping_targets": list(run.overlaps),
+        "pods_waiting_for_restart": [
+            {"pod": name, "reason": why} for name, why in sorted(run.waiting_restart.items())
+        ],
         "stall_fallbacks": ts.stall_fallbacks,
         "circuit_breaker": ts.breaker.to_status(),
         "vertical_notes": list(run.notes),

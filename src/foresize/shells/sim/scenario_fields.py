@@ -301,7 +301,16 @@ def read_resources(ctx: FieldReader, raw: Any, path: str) -> dict[str, int]:
     return out
 
 
-CONTAINER_FIELDS = {"name", "requests", "limits", "resize_policy", "usage"}
+CONTAINER_FIELDS = {
+    "name",
+    "requests",
+    "limits",
+    "resize_policy",
+    "usage",
+    "command",
+    "args",
+    "env",
+}
 # A sidecar is an init container with restartPolicy Always (KEP-753); it runs, uses
 # resources and is resized like a regular container. Other init containers run to completion
 # before the pod starts: they count in the scheduler's charge at their peak only.
@@ -338,6 +347,12 @@ def read_container(ctx: FieldReader, raw: Any, path: str, *, init: bool = False)
                 f"must be NotRequired or RestartContainer, got {shown(pol)}",
             )
         c.resize_policy[str(res)] = str(pol)
+    c.command = _words(ctx, m.get("command"), f"{path}.command")
+    c.args = _words(ctx, m.get("args"), f"{path}.args")
+    for name, value in ctx.mapping(m.get("env"), f"{path}.env").items():
+        if not isinstance(value, str | int | float) or isinstance(value, bool):
+            raise ctx.fail(f"{path}.env.{name}", f"must be a string, got {shown(value)}")
+        c.env[str(name)] = str(value)
     usage = ctx.mapping(m.get("usage"), f"{path}.usage")
     ctx.known(usage, {"cpu", "memory"}, f"{path}.usage")
     # Without a generator a container uses half its request: a quiet, static workload.
@@ -352,6 +367,16 @@ def read_container(ctx: FieldReader, raw: Any, path: str, *, init: bool = False)
         c.requests.get("memory", 0) / 2.0,
     )
     return c
+
+
+def _words(ctx: FieldReader, raw: Any, path: str) -> tuple[str, ...]:
+    """A container's `command` or `args`: a list of strings, as a pod spec has them."""
+    words = []
+    for i, word in enumerate(ctx.seq(raw, path)):
+        if not isinstance(word, str):
+            raise ctx.fail(f"{path}[{i}]", f"must be a string, got {shown(word)}")
+        words.append(word)
+    return tuple(words)
 
 
 WORKLOAD_FIELDS = {

@@ -31,6 +31,11 @@ class ContainerSpec:
     cpu: GeneratorSpec = field(default_factory=GeneratorSpec)
     memory: GeneratorSpec = field(default_factory=GeneratorSpec)
     restart_policy: str | None = None  # init containers: "Always" makes a sidecar
+    # What the container runs and its environment, as a pod spec writes them: the heap
+    # ceiling of a managed runtime is read from them (`cluster.runtime.heap_ceiling`).
+    command: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
