@@ -120,6 +120,19 @@ class ContainerHistory:
     replicas: dict[tuple[str, str], int] = field(default_factory=dict)  # pods seen lately
 
 
+@dataclass(frozen=True, slots=True)
+class HPARecord:
+    """A HorizontalPodAutoscaler as kube-state-metrics exports it."""
+
+    namespace: str
+    name: str
+    target_kind: str
+    target_name: str
+    min_replicas: int
+    max_replicas: int
+    utilization: dict[str, float]  # resource -> target utilisation (percent of request)
+
+
 def counter_increases(ts: np.ndarray, values: np.ndarray) -> list[tuple[float, int]]:
     """(time, count) for each rise of a counter sampled at `ts`; a drop is a reset (the
     counter restarted at 0, so its new value is the count since)."""

@@ -119,6 +119,7 @@ from foresize.core.api.target import (
     ForecastWindow,
     HorizontalSuggestion,
     OomFloor,
+    ShadowPolicy,
     TargetExplanation,
     VerticalSuggestion,
 )
@@ -195,6 +196,7 @@ __all__ = [
     "ResourceMap",
     "ScaleTargetRef",
     "ScalingMode",
+    "ShadowPolicy",
     "TargetExplanation",
     "TargetTemplate",
     "TargetTemplateMeta",

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from foresize.core.api.access import get_path
 from foresize.core.api.fields import format_timestamp
 from foresize.core.api.quantity import CPU, MEMORY, format_resource_map
+from foresize.core.api.target import ACTIVE_POLICY
 from foresize.core.cluster.actions import EmitEvent, WriteTargetStatus
 from foresize.core.cluster.model import (
     Container,
@@ -42,6 +43,7 @@ if TYPE_CHECKING:  # types only: the recommender itself is imported where it run
     from foresize.core.forecast.select import OnlineScores
     from foresize.core.recommend.oom import OOMState
     from foresize.core.recommend.request import CachedSchedule
+    from foresize.core.recommend.shadow import ShadowRun
 
 HISTORY_WINDOW = 14 * 86400.0
 
@@ -78,6 +80,9 @@ class SuggestionState:
     # "ns/target" -> container -> its CPU day schedule (`recommend.request.CachedSchedule`):
     # it changes once a day, so the passes within the day reuse it.
     schedule: dict[str, dict[str, CachedSchedule]] = field(default_factory=dict)
+    # "ns/target" -> policy name -> its decisions and state (`recommend.shadow`): the
+    # target's shadow policies and its own (`active`), scored in status.shadow.
+    shadow: dict[str, dict[str, ShadowRun]] = field(default_factory=dict)
 
 
 def history_source(snapshot: ClusterSnapshot, target: Any) -> tuple[list[str], list[Any]] | None:
@@ -172,6 +177,7 @@ class _Due:
     # The HPA whose arithmetic the vertical worker leaves alone, and its resources
     # (`vertical.guards.hpa_left_alone`): a step of those resources' explanation.
     hpa: tuple[str, frozenset[str]] | None = None
+    shadows: list[Any] = field(default_factory=list)  # `spec.shadow` (`recommend.shadow`)
 
 
 def _hpa_left_alone(snapshot: ClusterSnapshot, target: Any) -> tuple[str, frozenset[str]] | None:
@@ -223,16 +229,121 @@ def plan_suggestions(
     fleet = list(state.memory_at_mode.values())
     reference = sum(fleet) / len(fleet) if fleet else None
     results = recommend_batch(requests, now, memory_reference=reference) if requests else []
+    shadows = _shadows(due_targets, requests, now, state, reference)
     writes = []
-    for d, result in zip(due_targets, results, strict=True):
+    for d, request, result in zip(due_targets, requests, results, strict=True):
         before = state.latest.get(d.key)
-        writes.append(WriteTargetStatus(d.namespace, d.name, _status(d, result, now, state)))
+        status = _status(d, result, now, state)
+        if d.shadows:
+            status["shadow"] = _shadow_status(d, request, shadows.get(d.key, {}), now, state)
+        writes.append(WriteTargetStatus(d.namespace, d.name, status))
         after = state.latest.get(d.key)
         if events is not None and after is not None and after is not before:
             event = _changed_event(d, result, before, after)
             if event is not None:
                 events.append(event)
     return writes
+
+
+def _shadows(
+    due_targets: list[_Due],
+    requests: list[Any],
+    now: float,
+    state: SuggestionState,
+    reference: float | None,
+) -> dict[str, dict[str, Any]]:
+    """Each due target's shadow policies through the recommender, in one batch of their
+    own (their memory risk is priced against the same fleet, `reference`, and never moves
+    the live suggestions): target key -> policy name -> its result."""
+    from foresize.core.recommend.shadow import ShadowRun, shadow_params
+    from foresize.core.recommend.target import RecommendParams, TargetRequest, recommend_batch
+
+    jobs: list[tuple[str, str, Any]] = []
+    for d, request in zip(due_targets, requests, strict=True):
+        runs = state.shadow.setdefault(d.key, {}) if d.shadows else state.shadow.pop(d.key, {})
+        names = {p.name for p in d.shadows}
+        for gone in [n for n in runs if n not in names and n != ACTIVE_POLICY]:
+            del runs[gone]
+        if not d.shadows:
+            continue
+        base = RecommendParams.from_target(request.params)
+        for policy in d.shadows:
+            run = runs.setdefault(policy.name, ShadowRun())
+            try:
+                params = shadow_params(request.params, policy, base)
+            except (ForesizeError, ValueError):
+                continue  # refused by the webhook and `foresize validate`
+            current = _shadow_current(d.current, run.latest())
+            jobs.append(
+                (
+                    d.key,
+                    policy.name,
+                    TargetRequest(
+                        params,
+                        request.histories,
+                        current,
+                        run.oom,
+                        run.forecast,
+                        run.schedule,
+                        runtimes=request.runtimes,
+                    ),
+                )
+            )
+    results = recommend_batch([j[2] for j in jobs], now, memory_reference=reference) if jobs else []
+    out: dict[str, dict[str, Any]] = {}
+    for (key, name, job), result in zip(jobs, results, strict=True):
+        run = state.shadow[key][name]
+        run.oom = result.oom_state
+        run.forecast = result.forecast_state or {}
+        run.schedule = result.schedule_state or {}
+        published = {}
+        for cname, cs in result.suggestion.containers.items():
+            req, _ = _hysteresis(job.current[cname], cs, result.changed.get(cname, {}))
+            published[cname] = req
+        run.record(now, published, HISTORY_WINDOW)
+        out.setdefault(key, {})[name] = result
+    return out
+
+
+def _shadow_current(
+    current: dict[str, ResourceRequirements], latest: dict[str, dict[str, int]] | None
+) -> dict[str, ResourceRequirements]:
+    """What a shadow's next recommendation is compared with: its own latest requests
+    (the limits in force are the live ones), else the target's current values."""
+    out = {}
+    for cname, cur in current.items():
+        mine = (latest or {}).get(cname)
+        out[cname] = ResourceRequirements(
+            dict(mine) if mine else dict(cur.requests), dict(cur.limits)
+        )
+    return out
+
+
+def _shadow_status(
+    d: _Due, request: Any, results: dict[str, Any], now: float, state: SuggestionState
+) -> list[dict[str, Any]]:
+    """`status.shadow`: the target's own policy (`active`, its published requests) and
+    each shadow, scored on the same history by THE scoring (`recommend.score`)."""
+    from foresize.core.recommend.shadow import ShadowRun, score_entry, score_run
+    from foresize.core.recommend.target import MODEL_STEP
+
+    runs = state.shadow.setdefault(d.key, {})
+    active = runs.setdefault(ACTIVE_POLICY, ShadowRun())
+    published = state.latest.get(d.key)
+    if published is not None:
+        active.record(
+            now,
+            {c: dict(cs.requests) for c, cs in published.containers.items()},
+            HISTORY_WINDOW,
+        )
+    out = []
+    for name in [ACTIVE_POLICY, *(p.name for p in d.shadows)]:
+        run = runs.get(name)
+        if run is None or (name != ACTIVE_POLICY and name not in results):
+            continue
+        scores = score_run(run.decisions, request.histories, d.containers, now, MODEL_STEP)
+        out.append(score_entry(name, run, scores))
+    return out
 
 
 def _changed_event(
@@ -296,7 +407,18 @@ def _due_request(
         state.schedule.get(key, {}),
         runtimes={c.name: heap_ceiling(c.command, c.args, c.env, c.env_from) for c in templates},
     )
-    due = _Due(key, ns, name, mode, containers, current, _hpa_left_alone(snapshot, target))
+    from foresize.core.recommend.shadow import shadow_policies
+
+    due = _Due(
+        key,
+        ns,
+        name,
+        mode,
+        containers,
+        current,
+        _hpa_left_alone(snapshot, target),
+        shadow_policies(target),
+    )
     return due, request
 
 
