@@ -33,15 +33,14 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from foresize.adapters.history.prometheus import (
-    PrometheusReader,
+from foresize.adapters.history.prometheus import PrometheusReader, workload_of_pod
+from foresize.adapters.history.prometheus_series import (
     Scope,
     align,
     counter_increases,
     kind_of_owner,
     merge_kills,
     pod_selector,
-    workload_of_pod,
 )
 from foresize.adapters.history.traces import read_bitbrains
 from foresize.core.errors import ForesizeError

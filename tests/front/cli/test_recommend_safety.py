@@ -13,7 +13,7 @@ import json
 import numpy as np
 import yaml
 
-from foresize.adapters.history.prometheus import Resources
+from foresize.adapters.history.prometheus_series import Resources
 from foresize.core.api.quantity import MIB
 from foresize.core.history import SeriesKey, TraceSeries
 from foresize.front.report.recommendation_renderings import render

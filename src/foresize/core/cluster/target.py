@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from foresize.core.api.access import JSONValue
 from foresize.core.api.access import first as get
 from foresize.core.api.containers import ANY_CONTAINER, entry_for
 from foresize.core.api.duration import parse_duration, parse_duration_field
@@ -37,6 +38,7 @@ from foresize.core.api.vocabulary import (
     canonical_word,
 )
 from foresize.core.cluster.model import Suggestion
+from foresize.core.cluster.snapshot import DsaObject, TargetObject
 from foresize.core.cluster.target_fields import (
     AUTONOMOUS,
     OBSERVE,
@@ -158,7 +160,7 @@ class TargetView:
     observation_window: float = 8 * 86400.0
     min_observation_window: float = 3 * 3600.0
     scale_interval: float = 15 * 60.0
-    source: Any = None  # the object this view was read from
+    source: JSONValue = None  # the object this view was read from
 
     @property
     def key(self) -> str:
@@ -228,7 +230,7 @@ _VIEW_MEMO_LIMIT = 4096  # far above any real target count; cleared whole when r
 _view_memo: dict[tuple[str, int], tuple[Any, str, TargetView]] = {}
 
 
-def _fingerprint(obj: Any) -> str | None:
+def _fingerprint(obj: JSONValue) -> str | None:
     """The object's version ("uid@resourceVersion") if it carries one, else its full content
     as a string (None: not fingerprintable, not memoised)."""
     meta = get(obj, "metadata")
@@ -245,7 +247,7 @@ def _fingerprint(obj: Any) -> str | None:
         return None
 
 
-def _memoised(reader: str, obj: Any, read: Any) -> TargetView:
+def _memoised(reader: str, obj: JSONValue, read: Callable[[JSONValue], TargetView]) -> TargetView:
     fingerprint = _fingerprint(obj)
     if fingerprint is None:
         view: TargetView = read(obj)
@@ -261,7 +263,7 @@ def _memoised(reader: str, obj: Any, read: Any) -> TargetView:
     return view
 
 
-def target_view(obj: Any) -> TargetView:
+def target_view(obj: TargetObject | TargetView) -> TargetView:
     """Read an AIScaleTarget (API model or manifest dict) into a `TargetView`. The view is
     shared between reads of an unchanged object: treat it as read-only."""
     if isinstance(obj, TargetView):
@@ -269,7 +271,7 @@ def target_view(obj: Any) -> TargetView:
     return _memoised("AIScaleTarget", obj, _read_target)
 
 
-def dsa_view(obj: Any) -> TargetView:
+def dsa_view(obj: DsaObject | TargetView) -> TargetView:
     """Read a DaemonSetAutoscaler (API model or manifest dict) into a `TargetView`. The
     view is shared between reads of an unchanged object: treat it as read-only."""
     if isinstance(obj, TargetView):
@@ -277,7 +279,7 @@ def dsa_view(obj: Any) -> TargetView:
     return _memoised("DaemonSetAutoscaler", obj, _read_dsa)
 
 
-def _read_target(obj: Any) -> TargetView:
+def _read_target(obj: JSONValue) -> TargetView:
     namespace, name, uid, deleting, finalizers = metadata_of(obj)
     spec = get(obj, "spec", default={})
     status = get(obj, "status", default={})
@@ -324,7 +326,7 @@ def _read_target(obj: Any) -> TargetView:
     )
 
 
-def _read_vertical(vertical: Any, where: str, errors: list[str]) -> dict[str, Any]:
+def _read_vertical(vertical: JSONValue, where: str, errors: list[str]) -> dict[str, Any]:
     """spec.vertical's modes, update policy, disruption pacing and hysteresis. A bad field
     is recorded in `errors` (one line naming it) and read as its default."""
     out: dict[str, Any] = {}
@@ -412,7 +414,7 @@ def _read_vertical(vertical: Any, where: str, errors: list[str]) -> dict[str, An
     return out
 
 
-def _threshold(obj: Any, field_name: str, default: Threshold) -> Threshold:
+def _threshold(obj: JSONValue, field_name: str, default: Threshold) -> Threshold:
     """One scaling_behavior direction; a direction not given uses the API's documented
     default (the recommender applies the same), so the planner never churns pods over
     changes the recommender would not make."""
@@ -435,7 +437,7 @@ def _threshold(obj: Any, field_name: str, default: Threshold) -> Threshold:
     return Threshold(kind, percent, tuple(absolute))
 
 
-def _forecast_settings(spec: Any) -> ForecastSettings | None:
+def _forecast_settings(spec: JSONValue) -> ForecastSettings | None:
     """The vertical forecast model, from an API model's spec (its merge rules for
     per-direction and per-metric overrides live on the API types)."""
     if not hasattr(spec, "effective_model"):
@@ -456,7 +458,7 @@ def _forecast_settings(spec: Any) -> ForecastSettings | None:
     )
 
 
-def _read_dsa(obj: Any) -> TargetView:
+def _read_dsa(obj: JSONValue) -> TargetView:
     namespace, name, uid, deleting, finalizers = metadata_of(obj)
     spec = get(obj, "spec", default={})
     status = get(obj, "status", default={})
@@ -487,7 +489,7 @@ def _read_dsa(obj: Any) -> TargetView:
     )
 
 
-def _int_or_none(value: Any) -> int | None:
+def _int_or_none(value: JSONValue) -> int | None:
     if value is None:
         return None
     if isinstance(value, float) and not math.isfinite(value):

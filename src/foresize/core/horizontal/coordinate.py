@@ -247,7 +247,7 @@ def _set_resource(status: dict[str, Any], resource: str, pair: Pair, wl: Workloa
 
 
 def _record(
-    state: str, hpa: HorizontalPodAutoscaler, now: float, *, reason: str, **values: Any
+    state: str, hpa: HorizontalPodAutoscaler, now: float, *, reason: str, **values: str | int
 ) -> dict[str, Any]:
     return {
         "state": state,

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from foresize.core.api.access import get_path
+from foresize.core.api.access import JSONValue, get_path
 from foresize.core.api.fields import format_timestamp
 from foresize.core.api.quantity import CPU, MEMORY, format_resource_map
 from foresize.core.recommend.score import ResourceScore, score_resource
@@ -63,7 +63,7 @@ class ShadowRun:
         return self.decisions[-1][1] if self.decisions else None
 
 
-def shadow_policies(target: Any) -> list[Any]:
+def shadow_policies(target: JSONValue) -> list[Any]:
     """The target's `spec.shadow` entries as API objects (those that do not parse are left
     out: the validating webhook and `foresize validate` refuse them)."""
     from foresize.core.api.target import ShadowPolicy
@@ -79,7 +79,7 @@ def shadow_policies(target: Any) -> list[Any]:
     return out
 
 
-def shadow_params(target: Any, policy: Any, base: RecommendParams) -> RecommendParams:
+def shadow_params(target: JSONValue, policy: JSONValue, base: RecommendParams) -> RecommendParams:
     """The recommendation parameters of `policy` on `target`: the target's own (`base`)
     with the forecast model's fields the policy gives replacing the target's."""
     from foresize.core.recommend.target import ResourceModel

@@ -127,7 +127,8 @@ def prometheus_scenario(
     import time
     from pathlib import Path
 
-    from foresize.adapters.history.prometheus import PrometheusReader, Scope
+    from foresize.adapters.history.prometheus import PrometheusReader
+    from foresize.adapters.history.prometheus_series import Scope
     from foresize.front.cli.recommend import history_window, read_prometheus
     from foresize.shells.sim.from_prometheus import build_scenario
     from foresize.shells.sim.scenario import load_scenario
@@ -147,7 +148,7 @@ def prometheus_scenario(
 
     print(f"reading {url} for the scenario", file=sys.stderr)
     history, nodes, hpas = asyncio.run(read())
-    from foresize.adapters.history.prometheus import align
+    from foresize.adapters.history.prometheus_series import align
 
     grid_start, grid_end = align(start, stop, step)
     built = build_scenario(history, nodes, hpas, step, f"--prometheus {url}", grid_start, grid_end)

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from foresize.adapters.history.prometheus import ContainerHistory, HPARecord
+from foresize.adapters.history.prometheus_series import ContainerHistory, HPARecord
 from foresize.core.errors import ForesizeError
 
 SIMULATED_KINDS = ("Deployment", "StatefulSet")
