@@ -81,13 +81,13 @@ def _install(policy: str, min_lookback: str | None = None) -> Callable[[SimClust
 
 def scenario(traces: Path, family: str, *, seed: int = 7) -> Scenario:
     """The bench scenario of one trace family (see the module's notes)."""
-    from foresize.bench.nodes import _series
+    from foresize.bench.nodes import first_series
 
     folder_name, fmt = FAMILIES[family]
     folder = traces / folder_name
     if not folder.exists():
         raise ForesizeError(f"{folder}: no such trace folder (see ../shared/traces/README.md)")
-    ((index, cpu, _mem, _step),) = _series(folder, fmt, 1)
+    ((index, cpu, _mem, _step),) = first_series(folder, fmt, 1)
     finite = cpu[np.isfinite(cpu) & (cpu > 0)]
     if finite.size == 0:
         raise ForesizeError(f"{folder}: series {index} has no positive CPU reading")

@@ -72,7 +72,7 @@ REPLICAS = 3
 STATIC_WINDOW = 86400.0  # the careful team measured one day before writing requests
 
 
-def _series(folder: Path, fmt: str, count: int) -> list[tuple[int, Any, Any, float]]:
+def first_series(folder: Path, fmt: str, count: int) -> list[tuple[int, Any, Any, float]]:
     """The first `count` series of a trace folder with a CPU reading: (index, cpu values,
     memory values or None, step seconds), resampled onto their median step."""
     from foresize.adapters.history.traces import load_traces
@@ -114,7 +114,7 @@ def scenario(
     if not folder.exists():
         raise ForesizeError(f"{folder}: no such trace folder (see ../shared/traces/README.md)")
     workloads = []
-    for j, (index, cpu, mem, step) in enumerate(_series(folder, fmt, deployments)):
+    for j, (index, cpu, mem, step) in enumerate(first_series(folder, fmt, deployments)):
         cpu_scale = CPU_MEDIANS[j % len(CPU_MEDIANS)] / max(_positive_median(cpu), 1e-9)
         first = max(2, int(STATIC_WINDOW / step))
         cpu_cores = cpu * cpu_scale
