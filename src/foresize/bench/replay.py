@@ -47,20 +47,19 @@ from foresize.core.recommend.core import (
     SCHEDULE_BLOCKS,
     SCHEDULE_DAYS,
     SCHEDULE_SLOT,
-    OOMArrays,
     RecentTargets,
     allocate_risk,
     interval_range,
     memory_holds,
     memory_request,
     mode_quantile,
-    oom_bump,
     passes_hysteresis,
     recent_peak,
     risk_levels,
     round_up,
     scheduled_cpu,
 )
+from foresize.core.recommend.oom import OOMArrays, oom_bump
 
 STEP = 300.0
 DECISION_EVERY = 3  # 15 minutes

@@ -287,12 +287,13 @@ def _suggestions(
             return True
         return _oom_since(snapshot, target, history, last, now)
 
-    writes = plan_suggestions(snapshot, history, now, due, state.suggestions)
+    events: list[EmitEvent] = []
+    writes = plan_suggestions(snapshot, history, now, due, state.suggestions, events)
     for write in writes:
         # Only a target that got a forecast waits for its next cadence (one whose
         # workload has not been seen yet is tried again on the next pass).
         state.last_suggest[f"{write.namespace}/{write.name}"] = now
-    return list(writes)
+    return [*writes, *events]
 
 
 def _oom_since(

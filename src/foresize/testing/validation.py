@@ -517,7 +517,7 @@ def resources_errors(resources: dict[str, Any], where: str) -> list[FieldError]:
     return errors
 
 
-def _selector_matches(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+def label_selector_matches(selector: dict[str, Any], labels: dict[str, str]) -> bool:
     for k, v in (selector.get("matchLabels") or {}).items():
         if labels.get(k) != v:
             return False
@@ -553,7 +553,7 @@ def semantic_errors(obj: dict[str, Any]) -> list[FieldError]:
             errors.append(FieldError("spec.template", "FieldValueRequired", "Required value"))
         else:
             labels = (template.get("metadata") or {}).get("labels") or {}
-            if selector and not _selector_matches(selector, labels):
+            if selector and not label_selector_matches(selector, labels):
                 errors.append(
                     FieldError(
                         "spec.template.metadata.labels",

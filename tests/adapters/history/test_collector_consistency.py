@@ -23,7 +23,7 @@ from foresize.adapters.history.metrics_server import HistorySink, samples_from_p
 from foresize.adapters.history.prometheus import PodSeries, fold_to_workloads
 from foresize.core.api.fields import format_timestamp
 from foresize.core.history import SeriesKey
-from foresize.core.recommend.target import MODEL_STEP, load_histories
+from foresize.core.recommend.histories import MODEL_STEP, load_histories
 from foresize.shells.sim.operator import ForesizeRecommender, OperatorOptions, SimOperator
 from support.sim import container, make_sim, workload
 

@@ -22,7 +22,9 @@ import pytest
 from foresize.core.cluster.kubejson import container_from
 from foresize.core.cluster.runtime import heap_ceiling
 from foresize.core.recommend.heap import NON_HEAP_DEFAULT_MIN
-from foresize.core.recommend.target import RecommendParams, TargetRequest, recommend_batch
+from foresize.core.recommend.params import RecommendParams
+from foresize.core.recommend.request import TargetRequest
+from foresize.core.recommend.target import recommend_batch
 from support.recommend import GIB, NOW, flat_history, res
 
 MIB = 2**20

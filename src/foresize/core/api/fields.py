@@ -25,6 +25,7 @@ from foresize.core.api.duration import (
     DURATION_PATTERN,
     format_duration,
     parse_duration,
+    shown,
 )
 from foresize.core.api.quantity import (
     CPU,
@@ -32,7 +33,7 @@ from foresize.core.api.quantity import (
     QuantityError,
     format_bytes,
     format_cpu,
-    format_quantity,
+    format_resource_map,
     to_canonical,
 )
 from foresize.core.api.vocabulary import (
@@ -135,14 +136,10 @@ def _validate_resource_map(value: Any) -> dict[str, int]:
     return out
 
 
-def _format_resource_map(values: dict[str, int]) -> dict[str, str]:
-    return {name: format_quantity(name, amount) for name, amount in values.items()}
-
-
 ResourceMap = Annotated[
     dict[str, int],
     PlainValidator(_validate_resource_map),
-    PlainSerializer(_format_resource_map),
+    PlainSerializer(format_resource_map),
     WithJsonSchema(
         {
             "type": "object",
@@ -197,7 +194,7 @@ Timestamp = Annotated[
 ]
 
 
-def _enum(allowed: tuple[str, ...], aliases: dict[str, str] | None = None) -> Callable[[Any], str]:
+def one_of(allowed: tuple[str, ...], aliases: dict[str, str] | None = None) -> Callable[[Any], str]:
     aliases = aliases or {}
     listed = ", ".join(allowed)
     if aliases:
@@ -212,29 +209,29 @@ def _enum(allowed: tuple[str, ...], aliases: dict[str, str] | None = None) -> Ca
     return validate
 
 
-def _enum_schema(allowed: tuple[str, ...], aliases: dict[str, str] | None = None) -> WithJsonSchema:
+def enum_schema(allowed: tuple[str, ...], aliases: dict[str, str] | None = None) -> WithJsonSchema:
     return WithJsonSchema({"type": "string", "enum": list(allowed) + list(aliases or {})})
 
 
 ScalingMode: TypeAlias = Annotated[
     str,
-    PlainValidator(_enum(SCALING_MODES, SCALING_MODE_ALIASES)),
-    _enum_schema(SCALING_MODES, SCALING_MODE_ALIASES),
+    PlainValidator(one_of(SCALING_MODES, SCALING_MODE_ALIASES)),
+    enum_schema(SCALING_MODES, SCALING_MODE_ALIASES),
 ]
 """autonomous | recommendation | observe; aliases auto, recommend, rec, observation."""
 
 
 def normalize_scaling_mode(value: str) -> str:
     """`auto` -> `autonomous`, `rec` -> `recommendation`, ... (raises ValueError if unknown)."""
-    return _enum(SCALING_MODES, SCALING_MODE_ALIASES)(value)
+    return one_of(SCALING_MODES, SCALING_MODE_ALIASES)(value)
 
 
 ForecastMode: TypeAlias = Annotated[
-    str, PlainValidator(_enum(FORECAST_MODES)), _enum_schema(FORECAST_MODES)
+    str, PlainValidator(one_of(FORECAST_MODES)), enum_schema(FORECAST_MODES)
 ]
 
 UpdateMode: TypeAlias = Annotated[
-    str, PlainValidator(_enum(UPDATE_MODES)), _enum_schema(UPDATE_MODES)
+    str, PlainValidator(one_of(UPDATE_MODES)), enum_schema(UPDATE_MODES)
 ]
 
 REPLICAS_MAX = 2**31 - 1
@@ -258,7 +255,7 @@ CronSchedule = Annotated[
 """A forecast_cron schedule, checked field by field (`api.cron`), as the webhook does."""
 
 
-class _Base(BaseModel):
+class StrictModel(BaseModel):
     """Spec types: unknown keys are errors (a typo must not be silently dropped)."""
 
     model_config = ConfigDict(
@@ -270,19 +267,31 @@ class _Base(BaseModel):
     )
 
 
-class _Open(BaseModel):
+class OpenModel(BaseModel):
     """Status / metadata types: unknown keys are kept (other parts persist state there)."""
 
     model_config = ConfigDict(extra="allow", populate_by_name=True, use_attribute_docstrings=True)
 
 
-def _message(error: ErrorDetails) -> str:
+OWN_MESSAGES = ("value_error", "assertion_error", "missing", "extra_forbidden")
+"""Error types whose message is ours (or needs no value): pydantic's built-in checks
+(`greater_than_equal`, `list_type`, ...) do not say what they got, so `error_message`
+adds it."""
+
+
+def error_message(error: ErrorDetails) -> str:
+    """One pydantic error in the words users see (the CLI, the webhook, the handlers)."""
     msg = str(error.get("msg", "invalid"))
     for prefix in ("Value error, ", "Assertion failed, "):
         if msg.startswith(prefix):
             msg = msg[len(prefix) :]
-    if error.get("type") == "extra_forbidden":
+    kind = error.get("type")
+    if kind == "extra_forbidden":
         msg = "unknown field"
-    elif error.get("type") == "missing":
+    elif kind == "missing":
         msg = "required field is missing"
+    elif kind == "string_too_short" and error.get("ctx", {}).get("min_length") == 1:
+        msg = "required (must not be empty)"
+    elif kind not in OWN_MESSAGES and "input" in error:
+        msg = f"{msg}, got {shown(error['input'])}"
     return msg

@@ -17,19 +17,19 @@ from foresize.core.api.fields import (
     AIScaleTargetKind,
     Duration,
     MemoryQuantity,
+    OpenModel,
     ResourceMap,
+    StrictModel,
     Timestamp,
-    _Base,
-    _format_resource_map,
-    _message,
-    _Open,
+    error_message,
 )
 from foresize.core.api.meta import APIObject, LabelSelector, ScaleTargetRef
 from foresize.core.api.model import ModelSpec
 from foresize.core.api.policy import HorizontalSpec, OomRemediation, VerticalSpec
+from foresize.core.api.quantity import format_resource_map
 
 
-class _ScalingSpec(_Base):
+class ScalingSpec(StrictModel):
     """What AIScaleTarget and a ClusterAIScaleTemplate's target template share."""
 
     model: ModelSpec = Field(default_factory=ModelSpec)
@@ -66,11 +66,11 @@ class _ScalingSpec(_Base):
                 try:
                     self.effective_model(direction)
                 except ValidationError as exc:
-                    problems = "; ".join(_message(e) for e in exc.errors())
+                    problems = "; ".join(error_message(e) for e in exc.errors())
                     raise ValueError(f"{direction}.model (merged with model): {problems}") from None
 
 
-class AIScaleTargetSpec(_ScalingSpec):
+class AIScaleTargetSpec(ScalingSpec):
     scaleTargetRef: ScaleTargetRef | None = None
     """The workload (Deployment, StatefulSet, Argo Rollout); exclusive with selector."""
     selector: LabelSelector | None = None
@@ -86,7 +86,7 @@ class AIScaleTargetSpec(_ScalingSpec):
         return self
 
 
-class Condition(_Open):
+class Condition(OpenModel):
     type: str
     status: Literal["True", "False", "Unknown"]
     reason: str = ""
@@ -95,12 +95,12 @@ class Condition(_Open):
     observedGeneration: int | None = None
 
 
-class ForecastWindow(_Open):
+class ForecastWindow(OpenModel):
     start: Timestamp
     end: Timestamp
 
 
-class ContainerSuggestion(_Open):
+class ContainerSuggestion(OpenModel):
     name: str
     requests: ResourceMap = Field(default_factory=dict)
     limits: ResourceMap = Field(default_factory=dict)
@@ -113,13 +113,13 @@ class ContainerSuggestion(_Open):
         return cls.model_validate(
             {
                 "name": name,
-                "requests": _format_resource_map(requests),
-                "limits": _format_resource_map(limits or {}),
+                "requests": format_resource_map(requests),
+                "limits": format_resource_map(limits or {}),
             }
         )
 
 
-class VerticalSuggestion(_Open):
+class VerticalSuggestion(OpenModel):
     uid: str
     containers: list[ContainerSuggestion] = Field(default_factory=list)
     forecast_window: ForecastWindow | None = None
@@ -130,7 +130,7 @@ class VerticalSuggestion(_Open):
         return entry_for(self.containers, name)
 
 
-class HorizontalSuggestion(_Open):
+class HorizontalSuggestion(OpenModel):
     uid: str = ""
     replicas: int = Field(ge=0, le=REPLICAS_MAX)
     forecast_window: ForecastWindow | None = None
@@ -138,7 +138,7 @@ class HorizontalSuggestion(_Open):
     created_at: Timestamp | None = None
 
 
-class OomFloor(_Open):
+class OomFloor(OpenModel):
     """A raised memory floor after OOM kills: never go below `memory` until `until`."""
 
     container: str
@@ -149,7 +149,7 @@ class OomFloor(_Open):
     oom_count: int = 0
 
 
-class CircuitBreakerStatus(_Open):
+class CircuitBreakerStatus(OpenModel):
     state: Literal["closed", "open", "half_open"] = "closed"
     suggestion_uid: str | None = None
     no_progress_cycles: int = 0
@@ -158,12 +158,37 @@ class CircuitBreakerStatus(_Open):
     backoff: Duration | None = None
 
 
-class AIScaleTargetStatus(_Open):
+class ExplanationStep(OpenModel):
+    """One rule's contribution to a request (`foresize.core.recommend.explain.Step`)."""
+
+    step: str
+    resource: Literal["cpu", "memory"]
+    value: float | None = None
+    """The value this rule handed on: CPU millicores, memory bytes."""
+    why: str = ""
+
+
+class ContainerExplanation(OpenModel):
+    name: str
+    steps: list[ExplanationStep] = Field(default_factory=list)
+
+
+class TargetExplanation(OpenModel):
+    """Why each request of `vertical_suggestion` is what it is: per container, the steps
+    the recommendation took, recorded as it computed; the last step of each resource is
+    the request suggested (`foresize explain` prints it)."""
+
+    created_at: Timestamp | None = None
+    containers: list[ContainerExplanation] = Field(default_factory=list)
+
+
+class AIScaleTargetStatus(OpenModel):
     observedGeneration: int | None = None
     conditions: list[Condition] = Field(default_factory=list)
     hasEnoughDataToScale: bool | None = None
     vertical_suggestion: VerticalSuggestion | None = None
     horizontal_suggestion: HorizontalSuggestion | None = None
+    explanation: TargetExplanation | None = None
     oom_floors: list[OomFloor] = Field(default_factory=list)
     pods_resized: int = 0
     pods_evicted: int = 0

@@ -58,15 +58,10 @@ def recommend_series(
     from foresize.core.api.quantity import CPU, MEMORY, MIB, format_bytes, format_cpu
     from foresize.core.cluster.model import ResourceRequirements
     from foresize.core.history import aligned_start, resample_max, window_start
-    from foresize.core.recommend.target import (
-        HISTORY_WINDOW,
-        MODEL_STEP,
-        ContainerHistory,
-        RecommendParams,
-        ResourceModel,
-        TargetRequest,
-        recommend_batch,
-    )
+    from foresize.core.recommend.histories import HISTORY_WINDOW, MODEL_STEP, ContainerHistory
+    from foresize.core.recommend.params import RecommendParams, ResourceModel
+    from foresize.core.recommend.request import TargetRequest
+    from foresize.core.recommend.target import recommend_batch
 
     series = [s for s in series if s.timestamps.size]
     if not series:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from foresize.core.api.access import get_path
 from foresize.core.api.fields import format_timestamp
 from foresize.core.api.quantity import CPU, MEMORY, format_resource_map
-from foresize.core.cluster.actions import WriteTargetStatus
+from foresize.core.cluster.actions import EmitEvent, WriteTargetStatus
 from foresize.core.cluster.model import (
     Container,
     ContainerSuggestion,
@@ -36,10 +36,12 @@ from foresize.core.cluster.snapshot import ClusterSnapshot
 from foresize.core.cluster.target import suggestion_from, target_view
 from foresize.core.errors import ForesizeError
 from foresize.core.history import TOTAL_CONTAINER, SeriesKey, trace_series, workload_of_pod
+from foresize.core.recommend.explain import event_line, event_message, status_entries
 
 if TYPE_CHECKING:  # types only: the recommender itself is imported where it runs
     from foresize.core.forecast.select import OnlineScores
-    from foresize.core.recommend.target import CachedSchedule, OOMState
+    from foresize.core.recommend.oom import OOMState
+    from foresize.core.recommend.request import CachedSchedule
 
 HISTORY_WINDOW = 14 * 86400.0
 
@@ -73,7 +75,7 @@ class SuggestionState:
     # planner acts on it in the same pass (an OOM floor must not wait for the status
     # write to come back through the watch); after a restart it is read from status.
     latest: dict[str, Suggestion] = field(default_factory=dict)
-    # "ns/target" -> container -> its CPU day schedule (`recommend.target.CachedSchedule`):
+    # "ns/target" -> container -> its CPU day schedule (`recommend.request.CachedSchedule`):
     # it changes once a day, so the passes within the day reuse it.
     schedule: dict[str, dict[str, CachedSchedule]] = field(default_factory=dict)
 
@@ -122,7 +124,7 @@ def merged_histories(sources: list[dict[str, Any]]) -> dict[str, Any]:
     the earliest first sample, every OOM kill."""
     import numpy as np
 
-    from foresize.core.recommend.target import ContainerHistory
+    from foresize.core.recommend.histories import ContainerHistory
 
     if len(sources) == 1:
         return sources[0]
@@ -167,6 +169,28 @@ class _Due:
     mode: str
     containers: list[str]
     current: dict[str, ResourceRequirements]
+    # The HPA whose arithmetic the vertical worker leaves alone, and its resources
+    # (`vertical.guards.hpa_left_alone`): a step of those resources' explanation.
+    hpa: tuple[str, frozenset[str]] | None = None
+
+
+def _hpa_left_alone(snapshot: ClusterSnapshot, target: Any) -> tuple[str, frozenset[str]] | None:
+    """The HPA scaling the target's workload on a resource's utilisation, when the target
+    leaves that resource to it (`hpa_resource_policy: leave`, the default)."""
+    ref = get_path(target, "spec", "scaleTargetRef")
+    if ref is None:
+        return None
+    ns = get_path(target, "metadata", "namespace")
+    workload = snapshot.workload(get_path(ref, "kind"), ns, get_path(ref, "name"))
+    hpa = snapshot.hpa_for(workload) if workload is not None else None
+    if hpa is None or not hpa.scaling_resources():
+        return None
+    try:
+        if target_view(target).hpa_resource_policy != "leave":
+            return None
+    except (ForesizeError, ValueError):
+        return None
+    return hpa.name, frozenset(hpa.scaling_resources())
 
 
 def plan_suggestions(
@@ -175,8 +199,12 @@ def plan_suggestions(
     now: float,
     due: Callable[[Any], bool] | None = None,
     state: SuggestionState | None = None,
+    events: list[EmitEvent] | None = None,
 ) -> list[WriteTargetStatus]:
-    """Status writes with fresh vertical suggestions (for the targets `due` accepts)."""
+    """Status writes with fresh vertical suggestions (for the targets `due` accepts), each
+    with the steps that made its requests (`status.explanation`). `events`, where given,
+    receives one Event per target whose published requests changed: one line naming
+    every step of each changed request (`recommend.explain.event_line`)."""
     from foresize.core.recommend.target import recommend_batch
 
     state = state if state is not None else SuggestionState()
@@ -195,10 +223,38 @@ def plan_suggestions(
     fleet = list(state.memory_at_mode.values())
     reference = sum(fleet) / len(fleet) if fleet else None
     results = recommend_batch(requests, now, memory_reference=reference) if requests else []
-    return [
-        WriteTargetStatus(d.namespace, d.name, _status(d, result, now, state))
-        for d, result in zip(due_targets, results, strict=True)
-    ]
+    writes = []
+    for d, result in zip(due_targets, results, strict=True):
+        before = state.latest.get(d.key)
+        writes.append(WriteTargetStatus(d.namespace, d.name, _status(d, result, now, state)))
+        after = state.latest.get(d.key)
+        if events is not None and after is not None and after is not before:
+            event = _changed_event(d, result, before, after)
+            if event is not None:
+                events.append(event)
+    return writes
+
+
+def _changed_event(
+    d: _Due, result: Any, before: Suggestion | None, after: Suggestion
+) -> EmitEvent | None:
+    """The Event of a published suggestion whose requests moved (None: none moved)."""
+    lines = []
+    for cname in d.containers:
+        new = after.containers.get(cname)
+        if new is None:
+            continue
+        old = before.containers.get(cname) if before is not None else None
+        was = old.requests if old is not None else d.current[cname].requests
+        ex = result.steps.get(cname)
+        for res in (CPU, MEMORY):
+            if res in new.requests and new.requests[res] != was.get(res) and ex is not None:
+                lines.append(event_line(cname, res, was.get(res), ex.steps))
+    if not lines:
+        return None
+    return EmitEvent(
+        d.namespace, "AIScaleTarget", d.name, "SuggestionChanged", event_message(lines)
+    )
 
 
 def _due_request(
@@ -206,7 +262,8 @@ def _due_request(
 ) -> tuple[_Due, Any] | None:
     """The recommendation request of a target that takes suggestions (None: it does not,
     or there is nothing to read its usage from)."""
-    from foresize.core.recommend.target import TargetRequest, load_histories
+    from foresize.core.recommend.histories import load_histories
+    from foresize.core.recommend.request import TargetRequest
 
     mode = get_path(target, "spec", "vertical", "mode")
     if mode not in ("recommendation", "autonomous") or not hasattr(target, "spec"):
@@ -239,7 +296,8 @@ def _due_request(
         state.schedule.get(key, {}),
         runtimes={c.name: heap_ceiling(c.command, c.args, c.env, c.env_from) for c in templates},
     )
-    return _Due(key, ns, name, mode, containers, current), request
+    due = _Due(key, ns, name, mode, containers, current, _hpa_left_alone(snapshot, target))
+    return due, request
 
 
 def _forget_gone(snapshot: ClusterSnapshot, state: SuggestionState) -> None:
@@ -299,10 +357,39 @@ def _status(d: _Due, result: Any, now: float, state: SuggestionState) -> dict[st
             },
             "created_at": format_timestamp(now),
         }
+        if d.hpa is not None and d.mode == "autonomous":
+            hpa_name, hpa_resources = d.hpa
+            for entry in entries:
+                ex = result.steps.get(entry["name"])
+                for res in sorted(hpa_resources):
+                    if ex is not None and res in _published(entry, res):
+                        ex.step(
+                            "hpa",
+                            res,
+                            _published(entry, res)[res],
+                            f"pods keep their {res} request: HorizontalPodAutoscaler"
+                            f" {hpa_name} scales on its utilisation"
+                            " (spec.vertical.hpa_resource_policy: leave)",
+                        )
+        # Why each request is what it is: the steps recorded as it was computed.
+        status["explanation"] = {
+            "created_at": format_timestamp(now),
+            "containers": status_entries(
+                {c: result.steps[c] for c in d.containers if c in result.steps}
+            ),
+        }
         published = suggestion_from(status["vertical_suggestion"])
         if published is not None:
             state.latest[d.key] = published
     return status
+
+
+def _published(entry: dict[str, Any], res: str) -> dict[str, float]:
+    """The canonical request of `res` in a status entry ({} when it has none)."""
+    from foresize.core.api.quantity import to_canonical
+
+    value = entry["requests"].get(res)
+    return {} if value is None else {res: float(to_canonical(res, value))}
 
 
 def entries_uid(entries: list[dict[str, Any]]) -> str:

@@ -73,6 +73,7 @@ _COMMAND_MODULES = (
     "webhook",
     "operator",
     "recommend",
+    "explain",
 )
 
 

@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # imported where used, so `foresize --help` stays quick
     from foresize.core.history import TraceSeries
     from foresize.front.report.recommendations import Bounds, Prices
 
-MAX_LOOKBACK = 14 * 86400.0  # the recommender reads 14 days (recommend.target.HISTORY_WINDOW)
+MAX_LOOKBACK = 14 * 86400.0  # the recommender reads 14 days (recommend.histories.HISTORY_WINDOW)
 
 
 def parse_when(value: str, now: float, field: str) -> float:
@@ -248,7 +248,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     ) -> None:
         """One-shot, read-only recommendations from Prometheus history (or trace files)."""
         from foresize.core.recommend.series import recommend_series
-        from foresize.front.report.recommendations import build_rows, render
+        from foresize.front.report.recommendation_renderings import render
+        from foresize.front.report.recommendations import build_rows
 
         output = choice(fmt if fmt is not None else output, "--output", OUTPUTS)
         if (prometheus is None) == (traces is None):

@@ -173,8 +173,7 @@ GENERATOR_FIELDS = {
 }
 
 
-# Complexity over 15 on purpose: one branch of field checks per generator kind.
-def read_generator(  # noqa: C901
+def read_generator(
     ctx: FieldReader, resource: str, raw: Any, path: str, default_base: float
 ) -> GeneratorSpec:
     if raw is None:
@@ -192,32 +191,48 @@ def read_generator(  # noqa: C901
         )
     g = GeneratorSpec(kind)
     if kind == "trace":
-        if "file" not in m:
-            raise ctx.fail(f"{path}.file", "required for generator trace")
-        file = Path(ctx.string(m["file"], f"{path}.file"))
-        if not file.is_absolute() and ctx.base_dir is not None:
-            file = ctx.base_dir / file
-        if not file.exists():
-            raise ctx.fail(f"{path}.file", f"no such file: {file}")
-        select = {str(k): str(v) for k, v in ctx.mapping(m.get("select"), f"{path}.select").items()}
-        fmt = m.get("format")
-        g.trace_step = ctx.duration(m.get("step"), f"{path}.step", 60.0)
-        try:
-            if fmt is None:
-                g.trace = load_trace(file, resource, select=select)
-            else:
-                series = ctx.integer(m.get("series"), f"{path}.series", 0)
-                g.trace, g.trace_step = history_trace(file, str(fmt), resource, series)
-        except ForesizeError as exc:
-            raise ctx.fail(f"{path}.file", str(exc)) from None
-        g.trace_scale = ctx.number(m.get("scale"), f"{path}.scale", 1.0)
-        if g.trace_step <= 0:
-            raise ctx.fail(f"{path}.step", "must be positive")
-        g.trace_offset = ctx.duration(m.get("offset"), f"{path}.offset", 0.0)
+        _read_trace(ctx, resource, m, path, g)
     else:
         if "base" not in m:
             raise ctx.fail(f"{path}.base", f"required for generator {kind}")
         g.base = ctx.amount(resource, m["base"], f"{path}.base")
+    _read_shape(ctx, m, path, g)
+    _read_growth(ctx, resource, m, path, g)
+    return g
+
+
+def _read_trace(
+    ctx: FieldReader, resource: str, m: dict[str, Any], path: str, g: GeneratorSpec
+) -> None:
+    """generator: trace: the file (relative to the scenario), its format and series or
+    selected labels, step, scale and offset."""
+    if "file" not in m:
+        raise ctx.fail(f"{path}.file", "required for generator trace")
+    file = Path(ctx.string(m["file"], f"{path}.file"))
+    if not file.is_absolute() and ctx.base_dir is not None:
+        file = ctx.base_dir / file
+    if not file.exists():
+        raise ctx.fail(f"{path}.file", f"no such file: {file}")
+    select = {str(k): str(v) for k, v in ctx.mapping(m.get("select"), f"{path}.select").items()}
+    fmt = m.get("format")
+    g.trace_step = ctx.duration(m.get("step"), f"{path}.step", 60.0)
+    try:
+        if fmt is None:
+            g.trace = load_trace(file, resource, select=select)
+        else:
+            series = ctx.integer(m.get("series"), f"{path}.series", 0)
+            g.trace, g.trace_step = history_trace(file, str(fmt), resource, series)
+    except ForesizeError as exc:
+        raise ctx.fail(f"{path}.file", str(exc)) from None
+    g.trace_scale = ctx.number(m.get("scale"), f"{path}.scale", 1.0)
+    if g.trace_step <= 0:
+        raise ctx.fail(f"{path}.step", "must be positive")
+    g.trace_offset = ctx.duration(m.get("offset"), f"{path}.offset", 0.0)
+
+
+def _read_shape(ctx: FieldReader, m: dict[str, Any], path: str, g: GeneratorSpec) -> None:
+    """The daily and weekly shape, noise and spikes, with each kind's defaults."""
+    kind = g.kind
     g.amplitude = ctx.number(
         m.get("amplitude"), f"{path}.amplitude", 0.6 if kind in ("diurnal", "weekly") else 0.0
     )
@@ -240,6 +255,13 @@ def read_generator(  # noqa: C901
     g.spike_factor = ctx.number(
         m.get("spike_factor"), f"{path}.spike_factor", 3.0 if kind == "spiky" else 1.0
     )
+
+
+def _read_growth(
+    ctx: FieldReader, resource: str, m: dict[str, Any], path: str, g: GeneratorSpec
+) -> None:
+    """growth_per_hour (required for a leak) and the cap (max)."""
+    kind = g.kind
     if "growth_per_hour" in m:
         g.growth_per_second = (
             ctx.amount(resource, m["growth_per_hour"], f"{path}.growth_per_hour") / 3600.0
@@ -247,7 +269,6 @@ def read_generator(  # noqa: C901
     elif kind == "leak":
         raise ctx.fail(f"{path}.growth_per_hour", "required for generator leak")
     g.cap = ctx.amount(resource, m["max"], f"{path}.max") if "max" in m else math.inf
-    return g
 
 
 def history_trace(path: Path, fmt: str, resource: str, series: int) -> tuple[Any, float]:
