@@ -152,6 +152,19 @@ class ContainerHistory:
     replicas: dict[tuple[str, str], int] = field(default_factory=dict)  # pods seen lately
 
 
+@dataclass(frozen=True, slots=True)
+class HPARecord:
+    """A HorizontalPodAutoscaler as kube-state-metrics exports it."""
+
+    namespace: str
+    name: str
+    target_kind: str
+    target_name: str
+    min_replicas: int
+    max_replicas: int
+    utilization: dict[str, float]  # resource -> target utilisation (percent of request)
+
+
 def counter_increases(ts: np.ndarray, values: np.ndarray) -> list[tuple[float, int]]:
     """(time, count) for each rise of a counter sampled at `ts`; a drop is a reset (the
     counter restarted at 0, so its new value is the count since)."""
@@ -462,6 +475,86 @@ class PrometheusReader:
                 value = float(item["value"][1])
                 setattr(res, f"{m.get('resource')}_{kind[:-1]}", value)
         return out
+
+    async def nodes(
+        self, at: float, window: float, scope: Scope, session: Any = None
+    ) -> dict[str, dict[str, float]]:
+        """node -> allocatable cpu (cores) and memory (bytes) from kube-state-metrics, the
+        newest in `window` before `at` (the cluster matcher applies; namespaces do not)."""
+        cluster = Scope((), scope.cluster_label, scope.cluster).matchers(False)
+        matchers = ",".join(p for p in (cluster, 'resource=~"cpu|memory"') if p)
+        q = (
+            "max by (node, resource) (last_over_time("
+            f"kube_node_status_allocatable{{{matchers}}}[{_duration(window)}]))"
+        )
+        out: dict[str, dict[str, float]] = {}
+        for item in await self.query(q, at, session):
+            m = item.get("metric", {})
+            if m.get("node"):
+                out.setdefault(m["node"], {})[m.get("resource", "")] = float(item["value"][1])
+        return out
+
+    async def hpas(
+        self, at: float, window: float, scope: Scope, session: Any = None
+    ) -> list[HPARecord]:
+        """The HorizontalPodAutoscalers kube-state-metrics saw in `window` before `at`: their
+        target, bounds and resource-utilisation targets (percent)."""
+        matchers = scope.matchers(False)
+        span = _duration(window)
+        info, low, high, metric = await asyncio.gather(
+            self.query(
+                f"last_over_time(kube_horizontalpodautoscaler_info{{{matchers}}}[{span}])",
+                at,
+                session,
+            ),
+            self.query(
+                f"last_over_time(kube_horizontalpodautoscaler_spec_min_replicas{{{matchers}}}[{span}])",
+                at,
+                session,
+            ),
+            self.query(
+                f"last_over_time(kube_horizontalpodautoscaler_spec_max_replicas{{{matchers}}}[{span}])",
+                at,
+                session,
+            ),
+            self.query(
+                "last_over_time(kube_horizontalpodautoscaler_spec_target_metric{"
+                + ",".join(p for p in (matchers, 'metric_target_type="utilization"') if p)
+                + f"}}[{span}])",
+                at,
+                session,
+            ),
+        )
+
+        def key(item: dict[str, Any]) -> tuple[str, str]:
+            m = item.get("metric", {})
+            return m.get("namespace", ""), m.get("horizontalpodautoscaler", "")
+
+        lows = {key(i): int(float(i["value"][1])) for i in low}
+        highs = {key(i): int(float(i["value"][1])) for i in high}
+        targets: dict[tuple[str, str], dict[str, float]] = {}
+        for i in metric:
+            name = i.get("metric", {}).get("metric_name", "")
+            if name in ("cpu", "memory"):
+                targets.setdefault(key(i), {})[name] = float(i["value"][1])
+        out = []
+        for i in info:
+            m = i.get("metric", {})
+            k = key(i)
+            if not k[1] or not m.get("scaletargetref_name"):
+                continue
+            out.append(
+                HPARecord(
+                    namespace=k[0],
+                    name=k[1],
+                    target_kind=m.get("scaletargetref_kind", "Deployment"),
+                    target_name=m["scaletargetref_name"],
+                    min_replicas=lows.get(k, 1),
+                    max_replicas=highs.get(k, max(lows.get(k, 1), 1)),
+                    utilization=targets.get(k, {}),
+                )
+            )
+        return sorted(out, key=lambda h: (h.namespace, h.name))
 
     async def pod_series(
         self, query: str, start: float, end: float, step: float, session: Any = None

@@ -12,7 +12,6 @@ and the API server say the same thing.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from pydantic import ValidationError
 
@@ -23,7 +22,7 @@ from foresize.core.api.types import KINDS, format_validation_error
 from foresize.core.cluster.target import normalise_kind
 
 
-def validate_target(obj: Mapping[str, Any] | Any, index: AdmissionIndex | None = None) -> list[str]:
+def validate_target(obj: object, index: AdmissionIndex | None = None) -> list[str]:
     """Problems with an AIScaleTarget (manifest dict or API model); [] when valid. An object
     of the wrong shape (a list where a map belongs; the CRD schema refuses those first) is a
     problem too, never an exception the webhook would have to answer with allow."""
@@ -33,9 +32,7 @@ def validate_target(obj: Mapping[str, Any] | Any, index: AdmissionIndex | None =
         return [_malformed(exc)]
 
 
-def validate_daemonset_autoscaler(
-    obj: Mapping[str, Any] | Any, index: AdmissionIndex | None = None
-) -> list[str]:
+def validate_daemonset_autoscaler(obj: object, index: AdmissionIndex | None = None) -> list[str]:
     """Problems with a DaemonSetAutoscaler: the API model's rules and a second DSA for the
     same DaemonSet."""
     try:
@@ -44,7 +41,7 @@ def validate_daemonset_autoscaler(
         return [_malformed(exc)]
 
 
-def model_errors(obj: Mapping[str, Any] | Any, kind: str) -> list[str]:
+def model_errors(obj: object, kind: str) -> list[str]:
     """What the API model of `kind` refuses, one `path: problem` line each (the words the
     CLI uses). An API model passed in was validated when it was built."""
     if not isinstance(obj, Mapping):
@@ -57,7 +54,7 @@ def model_errors(obj: Mapping[str, Any] | Any, kind: str) -> list[str]:
     return []
 
 
-def _second_target(obj: Mapping[str, Any] | Any, index: AdmissionIndex | None) -> list[str]:
+def _second_target(obj: object, index: AdmissionIndex | None) -> list[str]:
     """Another AIScaleTarget already targets the same workload (needs the cluster's view)."""
     spec = get(obj, "spec")
     ref = get(spec, "scaleTargetRef", "scale_target_ref") if spec is not None else None
@@ -75,7 +72,7 @@ def _second_target(obj: Mapping[str, Any] | Any, index: AdmissionIndex | None) -
     ]
 
 
-def _second_autoscaler(obj: Mapping[str, Any] | Any, index: AdmissionIndex | None) -> list[str]:
+def _second_autoscaler(obj: object, index: AdmissionIndex | None) -> list[str]:
     """Another DaemonSetAutoscaler already scales the same DaemonSet."""
     spec = get(obj, "spec")
     ref = str(get(get(spec, "scaleTargetRef"), "name", default="")) if spec is not None else ""

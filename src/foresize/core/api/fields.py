@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Annotated, Any, TypeAlias
+from typing import Annotated, TypeAlias
 
 from pydantic import (
     AfterValidator,
@@ -56,8 +56,8 @@ SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
 """Namespaces a ClusterAIScaleTemplate never selects unless listed in includedNamespaces."""
 
 
-def _duration_validator(positive: bool) -> Callable[[Any], float]:
-    def validate(value: Any) -> float:
+def _duration_validator(positive: bool) -> Callable[[object], float]:
+    def validate(value: object) -> float:
         seconds = parse_duration(value)
         if positive and seconds <= 0:
             raise ValueError("must be a positive duration (e.g. 60s, 15m)")
@@ -93,8 +93,8 @@ _QUANTITY_SCHEMA = {
 }
 
 
-def _quantity_validator(resource: str) -> Callable[[Any], int]:
-    def validate(value: Any) -> int:
+def _quantity_validator(resource: str) -> Callable[[object], int]:
+    def validate(value: object) -> int:
         if isinstance(value, bool) or not isinstance(value, str | int | float | Decimal):
             raise ValueError(f"must be a {resource} quantity such as 250m, 1.5, 512Mi")
         try:
@@ -125,7 +125,7 @@ MemoryQuantity = Annotated[
 """Int bytes; input `512Mi`, `1G`, `1e9`, a number of bytes; output `512Mi`."""
 
 
-def _validate_resource_map(value: Any) -> dict[str, int]:
+def _validate_resource_map(value: object) -> dict[str, int]:
     if value is None:
         return {}
     if not isinstance(value, dict):
@@ -152,7 +152,7 @@ ResourceMap = Annotated[
 Kubernetes `requests`/`limits` map."""
 
 
-def parse_timestamp(value: Any) -> float:
+def parse_timestamp(value: object) -> float:
     """RFC 3339 (`2026-11-29T08:00:00Z`) or epoch seconds -> float epoch seconds."""
     if isinstance(value, bool):
         raise ValueError("must be an RFC 3339 time")
@@ -194,13 +194,15 @@ Timestamp = Annotated[
 ]
 
 
-def one_of(allowed: tuple[str, ...], aliases: dict[str, str] | None = None) -> Callable[[Any], str]:
+def one_of(
+    allowed: tuple[str, ...], aliases: dict[str, str] | None = None
+) -> Callable[[object], str]:
     aliases = aliases or {}
     listed = ", ".join(allowed)
     if aliases:
         listed += " (aliases: " + ", ".join(f"{a}={t}" for a, t in aliases.items()) + ")"
 
-    def validate(value: Any) -> str:
+    def validate(value: object) -> str:
         word = canonical_word(value, allowed, aliases)
         if word is None:
             raise ValueError(f"must be one of {listed}, not {value!r}")

@@ -79,7 +79,7 @@ def _printable(line: str) -> str:
 _ObjectT = TypeVar("_ObjectT", bound="APIObject")
 
 
-def _parse(cls: type[_ObjectT], obj: Any, source: str) -> _ObjectT:
+def _parse(cls: type[_ObjectT], obj: object, source: str) -> _ObjectT:
     where = f"{source}: " if source else ""
     if not isinstance(obj, dict):
         raise ForesizeError(f"{where}expected a mapping (a {cls.KIND} object)")

@@ -14,6 +14,7 @@ from pydantic import (
     model_validator,
 )
 
+from foresize.core.api.access import JSONValue
 from foresize.core.api.fields import (
     API_VERSION,
     DEFAULT_API_VERSIONS,
@@ -122,7 +123,7 @@ class APIObject(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _fill_kind(cls, data: Any) -> Any:
+    def _fill_kind(cls, data: JSONValue) -> JSONValue:
         if isinstance(data, dict) and not data.get("kind"):
             data = {**data, "kind": cls.KIND}
         return data

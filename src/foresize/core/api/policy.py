@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Hashable
 from decimal import Decimal
-from typing import Annotated, Any, Literal, TypeAlias
+from typing import Annotated, Literal, TypeAlias, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -132,10 +133,13 @@ class UpdatePolicy(StrictModel):
     that are not ready and in-place resizes are not affected."""
 
 
-def unique(values: list[Any] | None) -> list[Any] | None:
+_Item = TypeVar("_Item", bound=Hashable)
+
+
+def unique(values: list[_Item] | None) -> list[_Item] | None:
     """Set-like lists (`x-kubernetes-list-type: set` in the CRD) refuse duplicates."""
     if values is not None:
-        seen: set[Any] = set()
+        seen: set[_Item] = set()
         for value in values:
             if value in seen:
                 raise ValueError(f"duplicate value {value!r}")
@@ -151,7 +155,7 @@ MAX_DISRUPTED_PATTERN = (
 _MAX_DISRUPTED_RE = re.compile(MAX_DISRUPTED_PATTERN)
 
 
-def _validate_max_disrupted(value: Any) -> int | str:
+def _validate_max_disrupted(value: object) -> int | str:
     if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
         return value
     if isinstance(value, str) and _MAX_DISRUPTED_RE.match(value):
@@ -222,7 +226,7 @@ ThresholdType = Annotated[
 ]
 
 
-def _check_threshold(kind: str, percent: Any, absolute: Any) -> None:
+def _check_threshold(kind: str, percent: object, absolute: object) -> None:
     if kind == "percent" and percent is None:
         raise ValueError("percent is required when type is percent")
     if kind == "absolute" and absolute is None:

@@ -24,7 +24,8 @@ from foresize.core.api.fields import (
     error_message,
 )
 from foresize.core.api.meta import APIObject, LabelSelector, ScaleTargetRef
-from foresize.core.api.model import ModelSpec
+from foresize.core.api.model import ModelOverride, ModelSpec
+from foresize.core.api.names import dns_label_error
 from foresize.core.api.policy import HorizontalSpec, OomRemediation, VerticalSpec
 from foresize.core.api.quantity import format_resource_map
 
@@ -70,11 +71,40 @@ class ScalingSpec(StrictModel):
                     raise ValueError(f"{direction}.model (merged with model): {problems}") from None
 
 
+MAX_SHADOW_POLICIES = 4
+"""A target runs at most 4 shadow policies: each is one more forecast of every container
+per pass (the operator's pass time grows with them)."""
+ACTIVE_POLICY = "active"
+"""`status.shadow` scores the target's own policy under this name, beside its shadows."""
+
+
+class ShadowPolicy(StrictModel):
+    """A policy run in shadow on the target's live history (issue 24): what it would have
+    requested, scored against the usage that came (`status.shadow`); it never acts."""
+
+    name: str
+    """A DNS label naming the shadow in status and metrics (not `active`)."""
+    model: ModelOverride
+    """The fields of `model` this policy changes (mode, percentile_value,
+    forecast_buffer_percentage, ...), over the target's effective vertical model."""
+
+    @model_validator(mode="after")
+    def _check(self) -> ShadowPolicy:
+        problem = dns_label_error(self.name)
+        if problem:
+            raise ValueError(f"name: {problem}")
+        if self.name == ACTIVE_POLICY:
+            raise ValueError(f"name: {ACTIVE_POLICY!r} is the target's own policy in status")
+        return self
+
+
 class AIScaleTargetSpec(ScalingSpec):
     scaleTargetRef: ScaleTargetRef | None = None
     """The workload (Deployment, StatefulSet, Argo Rollout); exclusive with selector."""
     selector: LabelSelector | None = None
     """Pods by label (vertical only); exclusive with scaleTargetRef."""
+    shadow: list[ShadowPolicy] = Field(default_factory=list, max_length=MAX_SHADOW_POLICIES)
+    """Policies run in shadow on the same history and scored in `status.shadow`."""
 
     @model_validator(mode="after")
     def _cross_fields(self) -> AIScaleTargetSpec:
@@ -82,6 +112,16 @@ class AIScaleTargetSpec(ScalingSpec):
             raise ValueError("exactly one of scaleTargetRef or selector must be set")
         if self.selector is not None and self.horizontal is not None:
             raise ValueError("horizontal needs scaleTargetRef (a selector is vertical only)")
+        names = [p.name for p in self.shadow]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"shadow: the names {', '.join(twice)} are given more than once")
+        for i, policy in enumerate(self.shadow):
+            try:
+                self.effective_model("vertical").merged(policy.model)
+            except ValidationError as exc:
+                problems = "; ".join(error_message(e) for e in exc.errors())
+                raise ValueError(f"shadow[{i}].model (merged with model): {problems}") from None
         self._check_scaling()
         return self
 

@@ -120,6 +120,7 @@ from foresize.core.api.target import (
     ForecastWindow,
     HorizontalSuggestion,
     OomFloor,
+    ShadowPolicy,
     TargetExplanation,
     VerticalSuggestion,
 )
@@ -196,6 +197,7 @@ __all__ = [
     "ResourceMap",
     "ScaleTargetRef",
     "ScalingMode",
+    "ShadowPolicy",
     "StartupBoost",
     "TargetExplanation",
     "TargetTemplate",

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from foresize.core.api.access import JSONValue
 from foresize.core.api.access import first as get
 from foresize.core.api.containers import ANY_CONTAINER, entry_for
 from foresize.core.api.duration import parse_duration, parse_duration_field
@@ -38,6 +39,7 @@ from foresize.core.api.vocabulary import (
 )
 from foresize.core.cluster.boost import BoostPolicy
 from foresize.core.cluster.model import Suggestion
+from foresize.core.cluster.snapshot import DsaObject, TargetObject
 from foresize.core.cluster.target_fields import (
     AUTONOMOUS,
     OBSERVE,
@@ -161,7 +163,7 @@ class TargetView:
     observation_window: float = 8 * 86400.0
     min_observation_window: float = 3 * 3600.0
     scale_interval: float = 15 * 60.0
-    source: Any = None  # the object this view was read from
+    source: JSONValue = None  # the object this view was read from
 
     @property
     def key(self) -> str:
@@ -225,7 +227,7 @@ _VIEW_MEMO_LIMIT = 4096  # far above any real target count; cleared whole when r
 _view_memo: dict[tuple[str, int], tuple[Any, str, TargetView]] = {}
 
 
-def _fingerprint(obj: Any) -> str | None:
+def _fingerprint(obj: JSONValue) -> str | None:
     """The object's version ("uid@resourceVersion") if it carries one, else its full content
     as a string (None: not fingerprintable, not memoised)."""
     meta = get(obj, "metadata")
@@ -242,7 +244,7 @@ def _fingerprint(obj: Any) -> str | None:
         return None
 
 
-def _memoised(reader: str, obj: Any, read: Any) -> TargetView:
+def _memoised(reader: str, obj: JSONValue, read: Callable[[JSONValue], TargetView]) -> TargetView:
     fingerprint = _fingerprint(obj)
     if fingerprint is None:
         view: TargetView = read(obj)
@@ -258,7 +260,7 @@ def _memoised(reader: str, obj: Any, read: Any) -> TargetView:
     return view
 
 
-def target_view(obj: Any) -> TargetView:
+def target_view(obj: TargetObject | TargetView) -> TargetView:
     """Read an AIScaleTarget (API model or manifest dict) into a `TargetView`. The view is
     shared between reads of an unchanged object: treat it as read-only."""
     if isinstance(obj, TargetView):
@@ -266,7 +268,7 @@ def target_view(obj: Any) -> TargetView:
     return _memoised("AIScaleTarget", obj, _read_target)
 
 
-def dsa_view(obj: Any) -> TargetView:
+def dsa_view(obj: DsaObject | TargetView) -> TargetView:
     """Read a DaemonSetAutoscaler (API model or manifest dict) into a `TargetView`. The
     view is shared between reads of an unchanged object: treat it as read-only."""
     if isinstance(obj, TargetView):
@@ -274,7 +276,7 @@ def dsa_view(obj: Any) -> TargetView:
     return _memoised("DaemonSetAutoscaler", obj, _read_dsa)
 
 
-def _read_target(obj: Any) -> TargetView:
+def _read_target(obj: JSONValue) -> TargetView:
     namespace, name, uid, deleting, finalizers = metadata_of(obj)
     spec = get(obj, "spec", default={})
     status = get(obj, "status", default={})
@@ -321,7 +323,7 @@ def _read_target(obj: Any) -> TargetView:
     )
 
 
-def _read_vertical(vertical: Any, where: str, errors: list[str]) -> dict[str, Any]:
+def _read_vertical(vertical: JSONValue, where: str, errors: list[str]) -> dict[str, Any]:
     """spec.vertical's modes, update policy, disruption pacing and hysteresis. A bad field
     is recorded in `errors` (one line naming it) and read as its default."""
     out: dict[str, Any] = {}
@@ -413,7 +415,7 @@ def _read_vertical(vertical: Any, where: str, errors: list[str]) -> dict[str, An
     return out
 
 
-def _boost_policy(boost: Any, where: str) -> BoostPolicy:
+def _boost_policy(boost: JSONValue, where: str) -> BoostPolicy:
     """spec.vertical.startup_boost (an API model or a plain manifest dict)."""
     factor = get(boost, "cpu_factor", "cpuFactor")
     cpu = get(boost, "cpu")
@@ -431,7 +433,7 @@ def _boost_policy(boost: Any, where: str) -> BoostPolicy:
     )
 
 
-def _threshold(obj: Any, field_name: str, default: Threshold) -> Threshold:
+def _threshold(obj: JSONValue, field_name: str, default: Threshold) -> Threshold:
     """One scaling_behavior direction; a direction not given uses the API's documented
     default (the recommender applies the same), so the planner never churns pods over
     changes the recommender would not make."""
@@ -454,7 +456,7 @@ def _threshold(obj: Any, field_name: str, default: Threshold) -> Threshold:
     return Threshold(kind, percent, tuple(absolute))
 
 
-def _forecast_settings(spec: Any) -> ForecastSettings | None:
+def _forecast_settings(spec: JSONValue) -> ForecastSettings | None:
     """The vertical forecast model, from an API model's spec (its merge rules for
     per-direction and per-metric overrides live on the API types)."""
     if not hasattr(spec, "effective_model"):
@@ -475,7 +477,7 @@ def _forecast_settings(spec: Any) -> ForecastSettings | None:
     )
 
 
-def _read_dsa(obj: Any) -> TargetView:
+def _read_dsa(obj: JSONValue) -> TargetView:
     namespace, name, uid, deleting, finalizers = metadata_of(obj)
     spec = get(obj, "spec", default={})
     status = get(obj, "status", default={})
@@ -506,7 +508,7 @@ def _read_dsa(obj: Any) -> TargetView:
     )
 
 
-def _int_or_none(value: Any) -> int | None:
+def _int_or_none(value: JSONValue) -> int | None:
     if value is None:
         return None
     if isinstance(value, float) and not math.isfinite(value):

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from foresize.core.api.access import JSONValue
 from foresize.core.api.access import first as get
 from foresize.core.api.quantity import CPU, MEMORY, to_canonical
 from foresize.core.api.vocabulary import (
@@ -42,27 +43,29 @@ RECREATE_MODES = frozenset({"recreate", "in_place_or_recreate"})
 SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 
 
-def normalise_mode(value: Any) -> str:
+def normalise_mode(value: JSONValue) -> str:
     if value is None:
         return ""
     text = str(getattr(value, "value", value)).strip().lower()
     return MODE_ALIASES.get(text, text)
 
 
-def normalise_kind(value: Any) -> str:
+def normalise_kind(value: JSONValue) -> str:
     if not value:
         return ""
     text = str(value).strip()
     return KIND_ALIASES.get(text.lower(), text)
 
 
-def normalise_update_mode(value: Any) -> str | None:
+def normalise_update_mode(value: JSONValue) -> str | None:
     """`update_mode` in its canonical spelling, or None where the API refuses it (the
     spelling rule is the API's own, so the read-model accepts exactly what it accepts)."""
     return canonical_word(getattr(value, "value", value), UPDATE_MODES)
 
 
-def parse_max_disrupted(value: Any, field_name: str = "disruption.max_disrupted") -> int | str:
+def parse_max_disrupted(
+    value: JSONValue, field_name: str = "disruption.max_disrupted"
+) -> int | str:
     """An int >= 1 or a percentage string "N%" (0 < N <= 100)."""
     if value is None:
         return DEFAULT_MAX_DISRUPTED
@@ -88,7 +91,7 @@ def parse_max_disrupted(value: Any, field_name: str = "disruption.max_disrupted"
     raise ForesizeError(f"{field_name}: expected an integer >= 1 or a percentage, got {value!r}")
 
 
-def quantity(resource: str, value: Any) -> int | None:
+def quantity(resource: str, value: JSONValue) -> int | None:
     if value is None:
         return None
     if isinstance(value, int) and not isinstance(value, bool):
@@ -115,7 +118,7 @@ class ContainerPolicy:
         return self.cpu if resource == CPU else self.memory if resource == MEMORY else None
 
 
-def resource_policy(resource: str, obj: Any) -> ResourcePolicy | None:
+def resource_policy(resource: str, obj: JSONValue) -> ResourcePolicy | None:
     if obj is None:
         return None
     limit = get(obj, "limit")
@@ -140,7 +143,7 @@ def container_policies(items: Iterable[Any] | None) -> tuple[ContainerPolicy, ..
     return tuple(out)
 
 
-def resource_map(values: Any) -> dict[str, int]:
+def resource_map(values: JSONValue) -> dict[str, int]:
     if not values:
         return {}
     items = values.items() if isinstance(values, Mapping) else dict(values).items()
@@ -152,7 +155,7 @@ def resource_map(values: Any) -> dict[str, int]:
     return out
 
 
-def suggestion_from(obj: Any) -> Suggestion | None:
+def suggestion_from(obj: JSONValue) -> Suggestion | None:
     """A `Suggestion` from `status.vertical` (or an equivalent dict / Suggestion)."""
     if obj is None:
         return None
@@ -185,7 +188,7 @@ def suggestion_from(obj: Any) -> Suggestion | None:
     )
 
 
-def epoch_seconds(value: Any) -> float:
+def epoch_seconds(value: JSONValue) -> float:
     """Epoch seconds from a float or an RFC 3339 string (manifest files)."""
     if value is None:
         return 0.0
@@ -196,7 +199,7 @@ def epoch_seconds(value: Any) -> float:
     return parse_timestamp(value)
 
 
-def oom_floors(status: Any) -> tuple[dict[str, int], dict[str, float]]:
+def oom_floors(status: JSONValue) -> tuple[dict[str, int], dict[str, float]]:
     """status.oom_floors ([{container, memory, until}]) -> floors and their expiry."""
     floors: dict[str, int] = {}
     until: dict[str, float] = {}
@@ -211,7 +214,7 @@ def oom_floors(status: Any) -> tuple[dict[str, int], dict[str, float]]:
     return floors, until
 
 
-def metadata_of(obj: Any) -> tuple[str, str, str, bool, tuple[str, ...]]:
+def metadata_of(obj: JSONValue) -> tuple[str, str, str, bool, tuple[str, ...]]:
     meta = get(obj, "metadata", default={})
     finalizers = tuple(get(meta, "finalizers", default=()) or ())
     deleting = get(meta, "deletion_timestamp", "deletionTimestamp") is not None
@@ -225,7 +228,7 @@ def metadata_of(obj: Any) -> tuple[str, str, str, bool, tuple[str, ...]]:
 
 
 def selector_of(
-    obj: Any, where: str, errors: list[str]
+    obj: JSONValue, where: str, errors: list[str]
 ) -> tuple[dict[str, str] | None, tuple[tuple[str, str, tuple[str, ...]], ...]]:
     """matchLabels (a plain label map is read as one) and matchExpressions."""
     if obj is None:

@@ -6,12 +6,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from foresize.core.api.quantity import CPU, MEMORY
-from foresize.core.history import OOM, SeriesKey
+from foresize.core.history import OOM, HistoryReader, SeriesKey
 
 MODEL_STEP = 300.0
 """Models run on the 5-minute grid (architecture §3.1)."""
@@ -40,7 +39,7 @@ class ContainerHistory:
 
 
 def load_histories(
-    reader: Any,
+    reader: HistoryReader,
     namespace: str,
     workload: str,
     containers: Sequence[str],

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from foresize.core.api.containers import entry_for
 from foresize.core.api.hysteresis import DEFAULT_SCALE_DOWN, DEFAULT_SCALE_UP, Threshold
 from foresize.core.api.quantity import CPU, MEMORY
+from foresize.core.cluster.snapshot import TargetObject
 from foresize.core.cluster.target import ContainerPolicy, TargetView, target_view
 from foresize.core.errors import ForesizeError
 from foresize.core.recommend.core import (
@@ -76,7 +76,7 @@ class RecommendParams:
         return entry_for(self.containers, container) or ContainerPolicy(container)
 
     @classmethod
-    def from_target(cls, target: Any) -> RecommendParams:
+    def from_target(cls, target: TargetObject) -> RecommendParams:
         """From an `foresize.core.api.types.AIScaleTarget`, through its read-model."""
         return cls.from_view(target_view(target))
 

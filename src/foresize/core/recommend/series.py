@@ -9,8 +9,9 @@ shell's horizontal forecast, so the same samples give the same recommendation an
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 
 @dataclass(slots=True)
@@ -163,7 +164,10 @@ def recommend_series(
     return rows
 
 
+_Key = TypeVar("_Key", bound=Hashable)
+
+
 def history_kills(
-    oom_kills: dict[Any, list[float]], key: Any, start: float, end: float, step: float
+    oom_kills: Mapping[_Key, list[float]], key: _Key, start: float, end: float, step: float
 ) -> list[float]:
     return [t for t in oom_kills.get(key, []) if start <= t <= end + step]

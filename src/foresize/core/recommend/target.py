@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
 
 from foresize.core.cluster.model import ResourceRequirements
+from foresize.core.cluster.snapshot import TargetObject
 from foresize.core.forecast.select import OnlineScores
 from foresize.core.recommend.finish import finish_target, round_up_request
 from foresize.core.recommend.forecasts import forecast_rows
@@ -57,7 +57,7 @@ __all__ = [
 
 
 def recommend_target(
-    params: RecommendParams | Any,
+    params: RecommendParams | TargetObject,
     histories: Mapping[str, ContainerHistory],
     current: Mapping[str, ResourceRequirements],
     oom_state: Mapping[str, OOMState] | None,
@@ -72,6 +72,8 @@ def recommend_target(
     oom_state: from the previous call (None at first). forecast_state: from the previous
     call, to keep a rolling backtest instead of a cold-start one (optional).
     """
+    if not isinstance(params, RecommendParams):
+        params = RecommendParams.from_target(params)
     req = TargetRequest(params, histories, current, oom_state, forecast_state)
     return recommend_batch([req], now)[0]
 
