@@ -61,6 +61,7 @@ _COMMAND_MODULES = (
     "simulate",
     "bench_sim",
     "bench_nodes",
+    "bench_runtimes",
     "bench_recommend",
     "bench_bound",
     "bench_forecast",
