@@ -194,7 +194,11 @@ def _merged(original: dict[str, Any] | None, values: dict[str, int]) -> dict[str
     return out
 
 
-def pod_patch(obj: dict[str, Any], new: dict[str, ResourceRequirements]) -> list[dict[str, Any]]:
+def pod_patch(
+    obj: dict[str, Any],
+    new: dict[str, ResourceRequirements],
+    annotations: dict[str, str] | None = None,
+) -> list[dict[str, Any]]:
     """JSON patch setting the changed containers' resources and the managed annotation;
     empty when no container of `obj` is in `new` (e.g. a name that is not a string)."""
     ops: list[dict[str, Any]] = []
@@ -212,22 +216,14 @@ def pod_patch(obj: dict[str, Any], new: dict[str, ResourceRequirements]) -> list
     if not ops:  # the annotation says the webhook changed resources: never on its own
         return []
     meta = obj.get("metadata") or {}
+    added = {MANAGED_ANNOTATION: MANAGED_VALUE, **(annotations or {})}
     if meta.get("annotations") is None:
-        ops.append(
-            {
-                "op": "add",
-                "path": "/metadata/annotations",
-                "value": {MANAGED_ANNOTATION: MANAGED_VALUE},
-            }
-        )
+        ops.append({"op": "add", "path": "/metadata/annotations", "value": added})
     else:
-        ops.append(
-            {
-                "op": "add",
-                "path": f"/metadata/annotations/{_escape(MANAGED_ANNOTATION)}",
-                "value": MANAGED_VALUE,
-            }
-        )
+        for key, value in added.items():
+            ops.append(
+                {"op": "add", "path": f"/metadata/annotations/{_escape(key)}", "value": value}
+            )
     return ops
 
 
@@ -253,7 +249,11 @@ def review_pod(
     decision = decide_pod(pod, None, index, now)
     if not decision.changed:
         return _response(uid, warnings=decision.warnings)
-    response = _response(uid, patch=pod_patch(obj, decision.containers), warnings=decision.warnings)
+    response = _response(
+        uid,
+        patch=pod_patch(obj, decision.containers, decision.annotations),
+        warnings=decision.warnings,
+    )
     if on_change is not None:
         # Recording must never cost the pod its patch (the guard above would drop it).
         with contextlib.suppress(Exception):

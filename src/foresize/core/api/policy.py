@@ -312,6 +312,26 @@ class HorizontalScalingBehavior(StrictModel):
         return True if rule is None else rule.exceeded(current, proposed)
 
 
+class StartupBoost(StrictModel):
+    """More CPU for a new pod while it starts (JIT, caches), then back to its suggestion
+    by an in-place resize. Exactly one of `cpu_factor` and `cpu`."""
+
+    cpu_factor: float | None = Field(default=None, gt=1, le=100)
+    """The admitted CPU request (and limit, where set) times this."""
+    cpu: CpuQuantity | None = None
+    """The CPU request while starting, absolute (never below the admitted request)."""
+    max_cpu: CpuQuantity | None = None
+    """The boosted request never exceeds this (nor the container's cpu.upperbound)."""
+    duration: PositiveDuration | None = None
+    """How long the boost lasts from the pod's start; absent: until the pod is Ready."""
+
+    @model_validator(mode="after")
+    def _one(self) -> StartupBoost:
+        if (self.cpu_factor is None) == (self.cpu is None):
+            raise ValueError("exactly one of cpu_factor and cpu must be set")
+        return self
+
+
 HpaResourcePolicy: TypeAlias = Annotated[
     str, PlainValidator(one_of(HPA_RESOURCE_POLICIES)), enum_schema(HPA_RESOURCE_POLICIES)
 ]
@@ -332,6 +352,8 @@ class VerticalSpec(StrictModel):
     """leave: do not change the request of a resource an HPA scales on; override: change
     it anyway; coordinate: choose that request and a replica floor together, so that at
     the forecast load the HPA's utilisation sits at its target (docs/horizontal.md)."""
+    startup_boost: StartupBoost | None = None
+    """More CPU at admission for the start-up period, then an in-place unboost."""
 
     @model_validator(mode="after")
     def _unique(self) -> VerticalSpec:

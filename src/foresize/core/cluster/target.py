@@ -37,6 +37,7 @@ from foresize.core.api.vocabulary import (
     UPDATE_MODES,
     canonical_word,
 )
+from foresize.core.cluster.boost import BoostPolicy
 from foresize.core.cluster.model import Suggestion
 from foresize.core.cluster.snapshot import DsaObject, TargetObject
 from foresize.core.cluster.target_fields import (
@@ -150,6 +151,8 @@ class TargetView:
     scale_up: Threshold = DEFAULT_SCALE_UP
     scale_down: Threshold = DEFAULT_SCALE_DOWN
     oom_enabled: bool = True
+    # spec.vertical.startup_boost (`cluster.boost`): None, no boost.
+    startup_boost: BoostPolicy | None = None
     # The recommender's model settings (None: read from a plain manifest dict).
     forecast: ForecastSettings | None = None
     # Problems found reading the spec, one line each naming the field. The tolerant users
@@ -411,7 +414,31 @@ def _read_vertical(vertical: JSONValue, where: str, errors: list[str]) -> dict[s
             errors.append(str(exc))
     remediation = get(vertical, "oom_remediation", "oomRemediation")
     out["oom_enabled"] = bool(get(remediation, "enabled", default=True))
+    boost = get(vertical, "startup_boost", "startupBoost")
+    if boost is not None:
+        try:
+            out["startup_boost"] = _boost_policy(boost, f"{where}.startup_boost")
+        except (ForesizeError, ValueError, TypeError) as exc:
+            errors.append(str(exc))
     return out
+
+
+def _boost_policy(boost: JSONValue, where: str) -> BoostPolicy:
+    """spec.vertical.startup_boost (an API model or a plain manifest dict)."""
+    factor = get(boost, "cpu_factor", "cpuFactor")
+    cpu = get(boost, "cpu")
+    if (factor is None) == (cpu is None):
+        raise ForesizeError(f"{where}: exactly one of cpu_factor and cpu must be set")
+    if factor is not None and (
+        isinstance(factor, bool) or not isinstance(factor, int | float) or not 1 < factor <= 100
+    ):
+        raise ForesizeError(f"{where}.cpu_factor: expected a number above 1, at most 100")
+    return BoostPolicy(
+        factor=float(factor) if factor is not None else None,
+        cpu=quantity(CPU, cpu),
+        max_cpu=quantity(CPU, get(boost, "max_cpu", "maxCpu")),
+        duration=parse_duration_field(get(boost, "duration"), f"{where}.duration"),
+    )
 
 
 def _threshold(obj: JSONValue, field_name: str, default: Threshold) -> Threshold:

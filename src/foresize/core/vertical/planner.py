@@ -33,6 +33,7 @@ from foresize.core.vertical.admit import (
     count_ready,
     recreated_by_controller,
 )
+from foresize.core.vertical.boost import plan_boosts
 from foresize.core.vertical.breaker import move_breaker
 from foresize.core.vertical.guards import (
     CLAIM_CONDITION,
@@ -336,6 +337,7 @@ def _decide(run: TargetRun, ctx: PassContext, candidates: list[Candidate]) -> No
     """The decision step for one target: guards, breaker, gates, then each running pod's
     proposal from its update mode."""
     _forget_gone_pods(run)
+    boosted = plan_boosts(run, ctx, candidates)
     for guard in TARGET_GUARDS:
         if not guard(run, ctx):
             return
@@ -350,7 +352,7 @@ def _decide(run: TargetRun, ctx: PassContext, candidates: list[Candidate]) -> No
             disrupted += 1
         if pod.phase != "Running" or pod.node_name is None or pod.terminating:
             continue
-        if pod_level_left_alone(run, pod):
+        if pod.uid in boosted or pod_level_left_alone(run, pod):
             continue
         view = _track_stall(run, pod, ctx.now)
         disrupted += decide(run, view, ctx, candidates)
@@ -411,6 +413,7 @@ def _status(run: TargetRun) -> dict[str, JSONValue]:
             for name, (annotation, what) in sorted(run.held_opt_out.items())
         ],
         "overlapping_targets": list(run.overlaps),
+        "pods_starting_boosted": run.boosting,
         "pods_waiting_for_restart": [
             {"pod": name, "reason": why} for name, why in sorted(run.waiting_restart.items())
         ],

@@ -62,6 +62,7 @@ _COMMAND_MODULES = (
     "bench_sim",
     "bench_nodes",
     "bench_hpa",
+    "bench_runtimes",
     "bench_recommend",
     "bench_bound",
     "bench_forecast",

@@ -310,6 +310,7 @@ CONTAINER_FIELDS = {
     "command",
     "args",
     "env",
+    "startup",
 }
 # A sidecar is an init container with restartPolicy Always (KEP-753); it runs, uses
 # resources and is resized like a regular container. Other init containers run to completion
@@ -353,6 +354,15 @@ def read_container(ctx: FieldReader, raw: Any, path: str, *, init: bool = False)
         if not isinstance(value, str | int | float) or isinstance(value, bool):
             raise ctx.fail(f"{path}.env.{name}", f"must be a string, got {shown(value)}")
         c.env[str(name)] = str(value)
+    startup = ctx.mapping(m.get("startup"), f"{path}.startup")
+    ctx.known(startup, {"work", "cpu"}, f"{path}.startup")
+    if startup:
+        if "work" not in startup or "cpu" not in startup:
+            raise ctx.fail(f"{path}.startup", "needs both work (core-seconds) and cpu (a rate)")
+        c.startup_work = ctx.number(startup["work"], f"{path}.startup.work", 0.0)
+        c.startup_cpu = ctx.quantity("cpu", startup["cpu"], f"{path}.startup.cpu") / 1000.0
+        if c.startup_cpu <= 0:
+            raise ctx.fail(f"{path}.startup.cpu", "must be above 0")
     usage = ctx.mapping(m.get("usage"), f"{path}.usage")
     ctx.known(usage, {"cpu", "memory"}, f"{path}.usage")
     # Without a generator a container uses half its request: a quiet, static workload.

@@ -36,6 +36,10 @@ class ContainerSpec:
     command: tuple[str, ...] = ()
     args: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
+    # Start-up demand: `startup_work` core-seconds to do at up to `startup_cpu` cores
+    # before the container is ready (JIT, caches): time-to-Ready follows the CPU it gets.
+    startup_work: float = 0.0
+    startup_cpu: float = 0.0
 
 
 @dataclass(slots=True)
