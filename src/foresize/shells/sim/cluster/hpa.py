@@ -28,10 +28,14 @@ from foresize.core.cluster.model import (
     HorizontalPodAutoscaler,
     HPAMetric,
 )
+from foresize.shells.sim.cluster.clock import Clock
+from foresize.shells.sim.cluster.journal import Journal
+from foresize.shells.sim.cluster.store import ObjectStore
 from foresize.shells.sim.scenario import HPABehavior, HPAScalingPolicy, HPAScalingRules, HPASpec
 
 if TYPE_CHECKING:
-    from foresize.shells.sim.cluster.facade import SimCluster
+    from foresize.shells.sim.cluster.controllers import Controllers
+    from foresize.shells.sim.cluster.metering import Metering
 
 # kube-controller-manager defaults (`--horizontal-pod-autoscaler-*`).
 TOLERANCE = 0.1  # a usage ratio within 1 +- 0.1 proposes no change
@@ -589,11 +593,18 @@ def tolerances_of(behavior: HPABehavior | None) -> Tolerances:
 class HPAController:
     """The HPA controller: one sync per HPA every `hpa_sync_period`."""
 
-    def __init__(self, sim: SimCluster) -> None:
-        self.sim = sim
-        self.clock = sim.clock
-        self.journal = sim.journal
-        self.store = sim.store
+    # Peers, connected by the facade once every part exists.
+    metering: Metering
+    controllers: Controllers
+
+    def __init__(
+        self, clock: Clock, journal: Journal, store: ObjectStore, *, sync_period: float, step: float
+    ) -> None:
+        self.clock = clock
+        self.journal = journal
+        self.store = store
+        self.sync_period = sync_period
+        self.step = step  # the usage step: the metrics API's resolution
         self.hpas: dict[str, HPAState] = {}
 
     def hpa_object(self, h: HPAState) -> HorizontalPodAutoscaler:
@@ -623,9 +634,8 @@ class HPAController:
         """The target's pods as the replica calculator lists them (spec requests), and the
         metrics API's last sample of each (the usage step's; none for a pod whose
         containers started since)."""
-        sim = self.sim
-        u = sim.metering.usage
-        sampled_at = sim.metering.sampled_at
+        u = self.metering.usage
+        sampled_at = self.metering.sampled_at
         pods: list[PodSample] = []
         metrics: dict[str, PodMetric] = {}
         for key in sorted(self.store.wl_state[wkey].pods):
@@ -647,7 +657,7 @@ class HPAController:
                 else:
                     value = sum(min(float(u.mem[s]), float(u.mem_lim[s])) for s in meta.slots)
                     value *= 1000
-                metrics[pod.name] = PodMetric(round(value), sampled_at, sim.step)
+                metrics[pod.name] = PodMetric(round(value), sampled_at, self.step)
             cond = pod.condition("Ready")
             changed = cond.last_transition_time if cond is not None else None
             pods.append(
@@ -667,9 +677,8 @@ class HPAController:
         h = self.hpas.get(hkey)
         if h is None:
             return
-        sim = self.sim
         s = h.spec
-        self.clock.at(self.clock.now + sim.scenario.hpa_sync_period, self.sync, hkey)
+        self.clock.at(self.clock.now + self.sync_period, self.sync, hkey)
         wkey = f"{s.target_kind}/{s.namespace}/{s.target_name}"
         wl = self.store.workloads.get(wkey)
         if wl is None or wkey not in self.store.wl_state:
@@ -694,7 +703,7 @@ class HPAController:
         h.desired = desired
         if desired == current:
             return
-        sim.controllers.set_replicas(wkey, desired, source=f"HorizontalPodAutoscaler/{hkey}")
+        self.controllers.set_replicas(wkey, desired, source=f"HorizontalPodAutoscaler/{hkey}")
         store_scale_event(behavior, h.up_events, h.down_events, current, desired, self.clock.now)
         self.journal.log(
             "HPAScaled",

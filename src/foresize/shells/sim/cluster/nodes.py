@@ -40,13 +40,18 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from foresize.core.api.quantity import CPU, MEMORY
 from foresize.core.cluster.actions import EvictPod
 from foresize.core.cluster.model import Pod, disruption_opt_out
 from foresize.core.cluster.qos import pod_charge
+from foresize.shells.sim.cluster.clock import Clock
+from foresize.shells.sim.cluster.journal import Journal
+from foresize.shells.sim.cluster.nodeset import NodeSet
+from foresize.shells.sim.cluster.store import ObjectStore
 from foresize.shells.sim.scenario_spec import (
     KARPENTER,
     WHEN_EMPTY_OR_UNDERUTILIZED,
@@ -56,7 +61,9 @@ from foresize.shells.sim.scenario_spec import (
 )
 
 if TYPE_CHECKING:
-    from foresize.shells.sim.cluster.facade import SimCluster
+    from foresize.shells.sim.cluster.disruption import Disruption
+    from foresize.shells.sim.cluster.metering import Metering
+    from foresize.shells.sim.cluster.scheduler import Scheduler
 
 # Evictions a node autoscaler makes are counted under this cause (the summary's
 # `evictions_by_cause`).
@@ -193,13 +200,28 @@ class Drain:
 class NodeAutoscaler:
     """What both flavours share: the pool, launches, drains, node deletion."""
 
-    def __init__(self, sim: SimCluster, spec: NodeAutoscalerSpec) -> None:
-        self.sim = sim
+    # Peers, connected by the facade once every part exists.
+    scheduler: Scheduler
+    disruption: Disruption
+    metering: Metering
+    join: Callable[[NodeSpec], None]  # a node joins the cluster (Ready)
+    leave: Callable[[str, str], None]  # a node is deleted (name, reason)
+
+    def __init__(
+        self,
+        clock: Clock,
+        journal: Journal,
+        store: ObjectStore,
+        nodeset: NodeSet,
+        spec: NodeAutoscalerSpec,
+        types: list[NodeTypeSpec],
+    ) -> None:
+        self.clock = clock
+        self.journal = journal
+        self.store = store
+        self.nodeset = nodeset
         self.spec = spec
-        self.clock = sim.clock
-        self.journal = sim.journal
-        self.store = sim.store
-        self.types = [sim.scenario.node_types[n] for n in spec.node_types]
+        self.types = types  # the pool's node types, in the order the scenario names them
         self.type_names = set(spec.node_types)
         self.inflight: dict[str, NodeTypeSpec] = {}  # launched, not Ready yet
         self.draining: dict[str, Drain] = {}
@@ -216,18 +238,18 @@ class NodeAutoscaler:
 
     # -- the pool -------------------------------------------------------------------
     def managed(self, node: str) -> bool:
-        rec = self.sim.node_records.get(node)
+        rec = self.nodeset.node_records.get(node)
         return rec is not None and rec.node_type in self.type_names
 
     def pool_nodes(self) -> list[str]:
         """Nodes of the pool that exist (Ready or not), in name order."""
-        return sorted(n for n in self.sim.nodes if self.managed(n))
+        return sorted(n for n in self.nodeset.nodes if self.managed(n))
 
     def pool_size(self) -> int:
         return len(self.pool_nodes()) + len(self.inflight)
 
     def price(self, node: str) -> float:
-        return self.sim.node_records[node].price_per_hour
+        return self.nodeset.node_records[node].price_per_hour
 
     def daemonset_overhead(self) -> Size:
         """What the DaemonSets will put on every new node (their templates' requests)."""
@@ -246,7 +268,7 @@ class NodeAutoscaler:
         """Pending pods the scheduler could not place (not DaemonSet pods, not pods waiting
         for the victims of their preemption)."""
         out = []
-        for k in sorted(self.sim.scheduler.pending):
+        for k in sorted(self.scheduler.pending):
             pod = self.store.pods[k]
             meta = self.store.meta[k]
             if meta.pinned_node is not None or meta.nominated_node is not None:
@@ -276,7 +298,7 @@ class NodeAutoscaler:
         """The pods a drain would evict: all but DaemonSet pods and finished or
         terminating ones."""
         out = []
-        for k in sorted(self.sim.scheduler.node_pods.get(node, ())):
+        for k in sorted(self.nodeset.node_pods.get(node, ())):
             p = self.store.pods.get(k)
             if p is None or p.deletion_time is not None or p.phase in ("Succeeded", "Failed"):
                 continue
@@ -288,11 +310,11 @@ class NodeAutoscaler:
     def frees(self, exclude: set[str]) -> list[list[int]]:
         """Free capacity of the Ready, schedulable nodes not in `exclude`, by name."""
         out = []
-        for n in sorted(self.sim.nodes):
-            node = self.sim.nodes[n]
+        for n in sorted(self.nodeset.nodes):
+            node = self.nodeset.nodes[n]
             if n in exclude or n in self.draining or not node.ready or node.unschedulable:
                 continue
-            out.append(list(self.sim.scheduler.free(n)))
+            out.append(list(self.nodeset.free(n)))
         return out
 
     def fit_elsewhere(self, nodes: list[str], extra: list[list[int]] | None = None) -> bool:
@@ -305,9 +327,9 @@ class NodeAutoscaler:
     def pdb_blocks(self, pods: list[Pod]) -> bool:
         """Would a PDB refuse one of these pods' evictions now (disruptionsAllowed 0)?"""
         for p in pods:
-            if self.sim.disruption.can_ignore_pdb(p):
+            if self.disruption.can_ignore_pdb(p):
                 continue
-            if self.sim.disruption.check_budget(p, self.store.meta[p.key].ready) is not None:
+            if self.disruption.check_budget(p, self.store.meta[p.key].ready) is not None:
                 return True
         return False
 
@@ -315,11 +337,11 @@ class NodeAutoscaler:
     def launch(self, typ: NodeTypeSpec, reason: str, *, replaces: tuple[str, ...] = ()) -> str:
         self.launched += 1
         name = f"{typ.name}-{self.launched}".replace(".", "-").lower()
-        while name in self.sim.node_records:
+        while name in self.nodeset.node_records:
             name += "x"
         self.inflight[name] = typ
         self.last_scale_up = self.clock.now
-        self.sim.record_node_launch(name, typ.name, typ.price_per_hour)
+        self.nodeset.record_launch(name, typ.name, typ.price_per_hour)
         self.journal.log(
             "NodeLaunched",
             f"Node/{name}",
@@ -343,7 +365,7 @@ class NodeAutoscaler:
 
         def ready() -> None:
             self.inflight.pop(name, None)
-            self.sim.add_node_spec(spec)
+            self.join(spec)
             for old in replaces:
                 self.drain_step(old)  # cordoned since the decision
 
@@ -361,22 +383,22 @@ class NodeAutoscaler:
     ) -> None:
         """Cordon `node` and evict its pods (`wait`: not before its replacement is
         Ready, which calls `drain_step`)."""
-        if node in self.draining or node not in self.sim.nodes:
+        if node in self.draining or node not in self.nodeset.nodes:
             return
         self.draining[node] = Drain(self.clock.now, reason, give_up_after)
-        self.sim.writable_node(node).unschedulable = True
+        self.nodeset.writable(node).unschedulable = True
         self.journal.log("NodeDraining", f"Node/{node}", reason, "cordoned; evicting its pods")
         if not wait:
             self.drain_step(node)
 
     def drain_step(self, node: str) -> None:
         d = self.draining.get(node)
-        if d is None or node not in self.sim.nodes:
+        if d is None or node not in self.nodeset.nodes:
             return
         left = self.movable_pods(node)
         terminating = [
             k
-            for k in self.sim.scheduler.node_pods.get(node, ())
+            for k in self.nodeset.node_pods.get(node, ())
             if k in self.store.pods
             and self.store.pods[k].deletion_time is not None
             and self.store.meta[k].pinned_node is None
@@ -390,7 +412,7 @@ class NodeAutoscaler:
         for p in left:
             if disruption_opt_out(p.annotations) is not None:
                 continue  # waits: never evicted by a node autoscaler
-            self.sim.disruption.evict(
+            self.disruption.evict(
                 EvictPod(p.namespace, p.name, f"Node/{node}", d.reason, uid=p.uid),
                 cause=CONSOLIDATION,
             )
@@ -398,7 +420,7 @@ class NodeAutoscaler:
 
     def abandon_drain(self, node: str) -> None:
         self.draining.pop(node, None)
-        self.sim.writable_node(node).unschedulable = False
+        self.nodeset.writable(node).unschedulable = False
         self.journal.log(
             "ScaleDownFailed", f"Node/{node}", "DrainTimeout", "pods could not be evicted"
         )
@@ -410,7 +432,7 @@ class NodeAutoscaler:
     def delete_node(self, node: str, reason: str) -> None:
         self.draining.pop(node, None)
         self.removed += 1
-        self.sim.remove_node(node, reason)
+        self.leave(node, reason)
 
 
 def _charge(pod: Pod) -> Size:
@@ -421,8 +443,8 @@ def _charge(pod: Pod) -> Size:
 class Karpenter(NodeAutoscaler):
     """The Karpenter-like flavour (see the module docstring)."""
 
-    def __init__(self, sim: SimCluster, spec: NodeAutoscalerSpec) -> None:
-        super().__init__(sim, spec)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.batch_started: float | None = None
         self.batch_last: float = 0.0
         self.seen_state: tuple[int, int] | None = None
@@ -477,7 +499,7 @@ class Karpenter(NodeAutoscaler):
             self.provision()  # pods the last batch could not place (e.g. at the limit)
         if self.pending_decision is not None or self.spec.consolidate_after is None:
             return
-        state = (self.sim.scheduler.charge_version, int(self.sim.metering.wl_ready.sum()))
+        state = (self.nodeset.charge_version, int(self.metering.wl_ready.sum()))
         if state == self.seen_state and self.clock.now - self.seen_at < CONSOLIDATION_STATE_TIMEOUT:
             return
         self.seen_state, self.seen_at = state, self.clock.now
@@ -495,7 +517,7 @@ class Karpenter(NodeAutoscaler):
     def allowed_disruptions(self) -> int:
         """The NodePool budget minus the nodes being disrupted or not Ready."""
         pool = self.pool_nodes()
-        busy = sum(1 for n in pool if n in self.draining or not self.sim.nodes[n].ready)
+        busy = sum(1 for n in pool if n in self.draining or not self.nodeset.nodes[n].ready)
         return budget_nodes(self.spec.disruption_budget, len(pool)) - busy
 
     def candidates(self) -> list[str]:
@@ -503,10 +525,10 @@ class Karpenter(NodeAutoscaler):
         after = self.spec.consolidate_after or 0.0
         out = []
         for n in self.pool_nodes():
-            node = self.sim.nodes[n]
+            node = self.nodeset.nodes[n]
             if n in self.draining or not node.ready or node.unschedulable:
                 continue
-            if self.clock.now - self.sim.scheduler.node_changed_at.get(n, 0.0) < after:
+            if self.clock.now - self.nodeset.node_changed_at.get(n, 0.0) < after:
                 continue
             pods = self.movable_pods(n)
             if any(disruption_opt_out(p.annotations) for p in pods):
@@ -599,8 +621,8 @@ class Karpenter(NodeAutoscaler):
 class ClusterAutoscaler(NodeAutoscaler):
     """The Cluster-Autoscaler-like flavour (see the module docstring)."""
 
-    def __init__(self, sim: SimCluster, spec: NodeAutoscalerSpec) -> None:
-        super().__init__(sim, spec)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.unneeded_since: dict[str, float] = {}
         self.last_scale_down = -math.inf
         self.last_failure = -math.inf
@@ -658,7 +680,7 @@ class ClusterAutoscaler(NodeAutoscaler):
                 continue
             if p.owner is None or not p.owner.controller:
                 return True
-            if p.namespace == KUBE_SYSTEM and not self.sim.disruption.matching(p):
+            if p.namespace == KUBE_SYSTEM and not self.disruption.matching(p):
                 return True
         return self.pdb_blocks(pods)
 
@@ -667,14 +689,12 @@ class ClusterAutoscaler(NodeAutoscaler):
         pool = self.pool_nodes()
         claimed: set[str] = set()  # nodes judged removable this scan (their pods move)
         for n in pool:
-            node = self.sim.nodes[n]
+            node = self.nodeset.nodes[n]
             if n in self.draining or not node.ready:
                 self.unneeded_since.pop(n, None)
                 continue
             alloc = (node.allocatable.get(CPU, 0), node.allocatable.get(MEMORY, 0))
-            pods = [
-                self.store.pods[k] for k in self.sim.scheduler.node_pods[n] if k in self.store.pods
-            ]
+            pods = [self.store.pods[k] for k in self.nodeset.node_pods[n] if k in self.store.pods]
             if node_utilization(alloc, pods) >= self.spec.scale_down_utilization_threshold:
                 self.unneeded_since.pop(n, None)
                 continue
@@ -685,7 +705,7 @@ class ClusterAutoscaler(NodeAutoscaler):
             claimed.add(n)
             self.unneeded_since.setdefault(n, now)
         for n in list(self.unneeded_since):
-            if n not in self.sim.nodes:
+            if n not in self.nodeset.nodes:
                 del self.unneeded_since[n]
         if (
             now - self.last_scale_up < self.spec.scale_down_delay_after_add
@@ -716,8 +736,14 @@ class ClusterAutoscaler(NodeAutoscaler):
         self.start_drain(n, "ScaleDown", give_up_after=self.spec.max_pod_eviction_time)
 
 
-def make_node_autoscaler(sim: SimCluster, spec: NodeAutoscalerSpec) -> NodeAutoscaler:
+def make_node_autoscaler(
+    clock: Clock,
+    journal: Journal,
+    store: ObjectStore,
+    nodeset: NodeSet,
+    spec: NodeAutoscalerSpec,
+    types: list[NodeTypeSpec],
+) -> NodeAutoscaler:
     """The flavour the scenario names."""
-    if spec.flavour == KARPENTER:
-        return Karpenter(sim, spec)
-    return ClusterAutoscaler(sim, spec)
+    flavour = Karpenter if spec.flavour == KARPENTER else ClusterAutoscaler
+    return flavour(clock, journal, store, nodeset, spec, types)
