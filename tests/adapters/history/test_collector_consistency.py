@@ -24,7 +24,8 @@ from foresize.adapters.history.prometheus import PodSeries, fold_to_workloads
 from foresize.core.api.fields import format_timestamp
 from foresize.core.history import SeriesKey
 from foresize.core.recommend.target import MODEL_STEP, load_histories
-from foresize.shells.sim.operator import ForesizeRecommender, OperatorOptions, SimOperator
+from foresize.shells.sim.operator import OperatorOptions, SimOperator
+from foresize.shells.sim.recommenders import ForesizeRecommender
 from support.sim import container, make_sim, workload
 
 

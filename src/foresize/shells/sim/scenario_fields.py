@@ -173,16 +173,31 @@ GENERATOR_FIELDS = {
 }
 
 
-# Complexity over 15 on purpose: one branch of field checks per generator kind.
-def read_generator(  # noqa: C901
+def read_generator(
     ctx: FieldReader, resource: str, raw: Any, path: str, default_base: float
 ) -> GeneratorSpec:
+    """A container's `usage.cpu` / `usage.memory`: a plain amount (constant), or a
+    generator mapping: its kind, where its level comes from (a trace file or `base`), then
+    the shape every kind shares (daily and weekly swing, noise, spikes, growth, cap)."""
     if raw is None:
         return GeneratorSpec("constant", base=default_base)
     if isinstance(raw, str | int | float) and not isinstance(raw, bool):
         return GeneratorSpec("constant", base=ctx.amount(resource, raw, path))
     m = ctx.mapping(raw, path)
     ctx.known(m, GENERATOR_FIELDS, path)
+    g = GeneratorSpec(_generator_kind(ctx, m, path))
+    if g.kind == "trace":
+        _read_trace_source(ctx, resource, m, path, g)
+    else:
+        if "base" not in m:
+            raise ctx.fail(f"{path}.base", f"required for generator {g.kind}")
+        g.base = ctx.amount(resource, m["base"], f"{path}.base")
+    _read_shape(ctx, resource, m, path, g)
+    return g
+
+
+def _generator_kind(ctx: FieldReader, m: dict[str, Any], path: str) -> str:
+    """`generator` (default constant), its aliases resolved."""
     kind = ctx.string(m.get("generator"), f"{path}.generator", required=False, default="constant")
     kind = {"memory_leak": "leak", "growth": "leak", "daily": "diurnal"}.get(kind, kind)
     if kind not in GENERATOR_KINDS:
@@ -190,34 +205,44 @@ def read_generator(  # noqa: C901
             f"{path}.generator",
             f"unknown generator {shown(kind)} (one of {', '.join(GENERATOR_KINDS)})",
         )
-    g = GeneratorSpec(kind)
-    if kind == "trace":
-        if "file" not in m:
-            raise ctx.fail(f"{path}.file", "required for generator trace")
-        file = Path(ctx.string(m["file"], f"{path}.file"))
-        if not file.is_absolute() and ctx.base_dir is not None:
-            file = ctx.base_dir / file
-        if not file.exists():
-            raise ctx.fail(f"{path}.file", f"no such file: {file}")
-        select = {str(k): str(v) for k, v in ctx.mapping(m.get("select"), f"{path}.select").items()}
-        fmt = m.get("format")
-        g.trace_step = ctx.duration(m.get("step"), f"{path}.step", 60.0)
-        try:
-            if fmt is None:
-                g.trace = load_trace(file, resource, select=select)
-            else:
-                series = ctx.integer(m.get("series"), f"{path}.series", 0)
-                g.trace, g.trace_step = history_trace(file, str(fmt), resource, series)
-        except ForesizeError as exc:
-            raise ctx.fail(f"{path}.file", str(exc)) from None
-        g.trace_scale = ctx.number(m.get("scale"), f"{path}.scale", 1.0)
-        if g.trace_step <= 0:
-            raise ctx.fail(f"{path}.step", "must be positive")
-        g.trace_offset = ctx.duration(m.get("offset"), f"{path}.offset", 0.0)
-    else:
-        if "base" not in m:
-            raise ctx.fail(f"{path}.base", f"required for generator {kind}")
-        g.base = ctx.amount(resource, m["base"], f"{path}.base")
+    return kind
+
+
+def _read_trace_source(
+    ctx: FieldReader, resource: str, m: dict[str, Any], path: str, g: GeneratorSpec
+) -> None:
+    """`generator: trace`: the file (relative to the scenario), the columns `select`ed or a
+    public-format `series`, its step, scale and offset."""
+    if "file" not in m:
+        raise ctx.fail(f"{path}.file", "required for generator trace")
+    file = Path(ctx.string(m["file"], f"{path}.file"))
+    if not file.is_absolute() and ctx.base_dir is not None:
+        file = ctx.base_dir / file
+    if not file.exists():
+        raise ctx.fail(f"{path}.file", f"no such file: {file}")
+    select = {str(k): str(v) for k, v in ctx.mapping(m.get("select"), f"{path}.select").items()}
+    fmt = m.get("format")
+    g.trace_step = ctx.duration(m.get("step"), f"{path}.step", 60.0)
+    try:
+        if fmt is None:
+            g.trace = load_trace(file, resource, select=select)
+        else:
+            series = ctx.integer(m.get("series"), f"{path}.series", 0)
+            g.trace, g.trace_step = history_trace(file, str(fmt), resource, series)
+    except ForesizeError as exc:
+        raise ctx.fail(f"{path}.file", str(exc)) from None
+    g.trace_scale = ctx.number(m.get("scale"), f"{path}.scale", 1.0)
+    if g.trace_step <= 0:
+        raise ctx.fail(f"{path}.step", "must be positive")
+    g.trace_offset = ctx.duration(m.get("offset"), f"{path}.offset", 0.0)
+
+
+def _read_shape(
+    ctx: FieldReader, resource: str, m: dict[str, Any], path: str, g: GeneratorSpec
+) -> None:
+    """The fields every kind shares; their defaults depend on the kind (a diurnal or
+    weekly swing of 0.6, weekends at half for weekly, 2 % spikes of x3 for spiky)."""
+    kind = g.kind
     g.amplitude = ctx.number(
         m.get("amplitude"), f"{path}.amplitude", 0.6 if kind in ("diurnal", "weekly") else 0.0
     )
@@ -247,7 +272,6 @@ def read_generator(  # noqa: C901
     elif kind == "leak":
         raise ctx.fail(f"{path}.growth_per_hour", "required for generator leak")
     g.cap = ctx.amount(resource, m["max"], f"{path}.max") if "max" in m else math.inf
-    return g
 
 
 def history_trace(path: Path, fmt: str, resource: str, series: int) -> tuple[Any, float]:

@@ -21,14 +21,16 @@ from foresize.core.cluster.model import (
 from foresize.core.cluster.snapshot import ClusterSnapshot
 from foresize.shells.sim.cluster.api import ApiServer
 from foresize.shells.sim.cluster.clock import Clock
+from foresize.shells.sim.cluster.cluster_autoscaler import ClusterAutoscaler
 from foresize.shells.sim.cluster.controllers import Controllers
 from foresize.shells.sim.cluster.disruption import Disruption, PDBState
 from foresize.shells.sim.cluster.hpa import HPAController, HPAState
 from foresize.shells.sim.cluster.journal import Journal
+from foresize.shells.sim.cluster.karpenter import Karpenter
 from foresize.shells.sim.cluster.kubelet import Kubelet
 from foresize.shells.sim.cluster.lifecycle import PodLifecycle
 from foresize.shells.sim.cluster.metering import Metering, UsageObserver
-from foresize.shells.sim.cluster.nodes import NodeAutoscaler, make_node_autoscaler
+from foresize.shells.sim.cluster.nodes import NodeAutoscaler
 from foresize.shells.sim.cluster.nodeset import NodeRecord, NodeSet
 from foresize.shells.sim.cluster.scheduler import Scheduler
 from foresize.shells.sim.cluster.store import ObjectStore
@@ -36,6 +38,7 @@ from foresize.shells.sim.cluster.summary import summarize
 from foresize.shells.sim.events import EventLog, SimEvent
 from foresize.shells.sim.objects import PodMeta, WorkloadState, resizable_containers
 from foresize.shells.sim.scenario import NodeSpec, Scenario
+from foresize.shells.sim.scenario_spec import KARPENTER
 from foresize.shells.sim.usage import GeneratorSpec, UsageState
 
 AdmissionHook = Callable[[Pod, Workload | None, float], Pod]
@@ -161,7 +164,8 @@ class SimCluster:
         if scenario.node_autoscaler is not None:
             na = scenario.node_autoscaler
             types = [scenario.node_types[n] for n in na.node_types]
-            self.node_autoscaler = make_node_autoscaler(clock, journal, store, nodeset, na, types)
+            flavour = Karpenter if na.flavour == KARPENTER else ClusterAutoscaler
+            self.node_autoscaler = flavour(clock, journal, store, nodeset, na, types)
         self._connect()
         for spec in scenario.nodes:
             if spec.add_at <= 0:
