@@ -36,6 +36,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from foresize.core.admission.index import AdmissionIndex
+from foresize.core.admission.pod import mutate_pod
 from foresize.core.api.access import get_path
 from foresize.core.api.fields import format_timestamp
 from foresize.core.api.quantity import format_resource_map
@@ -49,9 +51,17 @@ from foresize.core.cluster.actions import (
     WriteTargetStatus,
 )
 from foresize.core.cluster.capacity import NodeLedger
-from foresize.core.cluster.model import Suggestion
+from foresize.core.cluster.model import OwnerRef, Pod, Suggestion
+from foresize.core.cluster.qos import spec_requests
 from foresize.core.cluster.snapshot import ClusterSnapshot
 from foresize.core.history import OOM, HistoryReader, SeriesKey
+from foresize.core.horizontal.coming import (
+    COMING_STEP,
+    ComingReplicas,
+    forecast_hpa_replicas,
+    hpa_resources,
+    peak_totals,
+)
 from foresize.core.horizontal.planner import plan_horizontal
 from foresize.core.lifecycle.daemonset import DsaPlan, dsa_suggestion, plan_dsa
 from foresize.core.lifecycle.planner import LifecycleState, plan_lifecycle
@@ -109,6 +119,9 @@ class ReconcileState:
     dsa_paced: dict[str, Suggestion] = field(default_factory=dict)
     dsa_batch_at: dict[str, float] = field(default_factory=dict)
     refused_reported: set[str] = field(default_factory=set)  # in-place refusals written
+    # workload key -> (when read, resource -> its peak summed usage of the last day): the
+    # coming replicas' forecast reads history once per model step, not every pass.
+    coming_peaks: dict[str, tuple[float, dict[str, float]]] = field(default_factory=dict)
     finalized: set[str] = field(default_factory=set)  # uids known to carry the finalizer
 
 
@@ -154,14 +167,25 @@ def plan_pass(
         dsa_batch_at=dict(state.dsa_batch_at),
         refused_reported=set(state.refused_reported),
         finalized=set(state.finalized),
+        coming_peaks=dict(state.coming_peaks),
     )
     full = full if full is not None else snapshot
     actions: list[Action] = []
-    # One capacity guard for every resize of the pass (DaemonSets, reverts, vertical): an
-    # upsize admitted on a node takes that room from the others.
-    ledger = NodeLedger(snapshot)
     if history is not None:
         actions += _suggestions(snapshot, now, state, history, config)
+    # One capacity guard for every resize of the pass (DaemonSets, reverts, vertical): an
+    # upsize admitted on a node takes that room from the others, and none takes the room
+    # of the replicas HPAs are forecast to add.
+    expected: list[Pod] = []
+    if history is not None:
+        expected = coming_pods(
+            snapshot,
+            history,
+            now,
+            {**state.suggestions.latest, **(suggestions or {})},
+            state.coming_peaks,
+        )
+    ledger = NodeLedger(snapshot, expected)
     if dsa_usage is not None:  # its own usage window: not the recommender's history
         actions += _daemonsets(snapshot, now, state, dsa_usage, ledger)
     if history is not None:
@@ -193,6 +217,57 @@ def plan_pass(
         vertical_snapshot, now, state.worker, config.worker, published, ledger=ledger
     )
     out.actions = [*template_status, *actions, *gate, *vertical]
+    return out
+
+
+# --------------------------------------------------------------------- coming replicas
+
+
+def coming_pods(
+    snapshot: ClusterSnapshot,
+    history: HistoryReader,
+    now: float,
+    suggestions: Mapping[str, Suggestion],
+    peaks: dict[str, tuple[float, dict[str, float]]] | None = None,
+) -> list[Pod]:
+    """The replicas each HPA is forecast to add within the day (`horizontal.coming`), as
+    the pod webhook would admit them (the suggestions' sizes where a target sizes the
+    workload): the capacity guard keeps their room free (seed 004). `peaks` caches each
+    workload's peak usage for `COMING_STEP` (updated in place)."""
+    if snapshot.paused or not snapshot.hpas:
+        return []
+    peaks = peaks if peaks is not None else {}
+    index = AdmissionIndex.from_snapshot(snapshot, suggestions=suggestions)
+    out: list[Pod] = []
+    seen: set[str] = set()
+    for hpa in snapshot.hpas:
+        wl = snapshot.workload(hpa.target_kind, hpa.namespace, hpa.target_name)
+        if wl is None:
+            continue
+        seen.add(wl.key)
+        tmpl = wl.template
+        pod = Pod(
+            namespace=wl.namespace,
+            name=wl.name,
+            labels=dict(tmpl.labels),
+            owner=OwnerRef(wl.kind, wl.name),
+            priority=tmpl.priority,
+            containers=list(tmpl.containers),
+            init_containers=list(tmpl.init_containers),
+            resources=tmpl.resources,
+            overhead=dict(tmpl.overhead),
+        )
+        admitted, _ = mutate_pod(pod, wl, index, now)
+        cached = peaks.get(wl.key)
+        if cached is None or not 0 <= now - cached[0] < COMING_STEP:
+            cached = peaks[wl.key] = (now, peak_totals(history, wl, hpa_resources(hpa), now))
+        n = forecast_hpa_replicas(hpa, wl, cached[1], spec_requests(admitted))
+        if n is None:
+            continue
+        added = ComingReplicas(wl, hpa, n).added
+        out += [dataclasses.replace(admitted, name=f"{wl.name}#{i}") for i in range(added)]
+    for gone in set(peaks) - seen:
+        del peaks[gone]
     return out
 
 

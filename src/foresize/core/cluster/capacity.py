@@ -17,6 +17,11 @@ fits; the room so reserved is not free for a resize of a pod of equal or lower p
 A Pending pod that fits no node now waits for room: on every node big enough to run it,
 an upsize of a pod of equal or lower priority may not take what it lacks there. (A
 higher-priority pod's upsize may: the scheduler would preempt the Pending pod's way too.)
+
+The replicas an HPA is forecast to add (`horizontal.coming`, seed 004: the scale-out at
+the peak that found the room taken by upsizes sent ahead of it) are placed the same way,
+after the pods really Pending, as the pods admission would create: their room is kept
+free like a Pending pod's.
 """
 
 from __future__ import annotations
@@ -161,11 +166,23 @@ class PendingNeed:
     priority: int
     need: ResourceMap
     node: str | None
+    expected: bool = False  # a replica an HPA is forecast to add, not a pod yet
+
+
+def expected_pods(pods: Iterable[Pod]) -> list[Pod]:
+    """Forecast replicas in the order the scheduler would take them: priority, then name."""
+    return sorted(pods, key=lambda p: (-p.priority, p.namespace, p.name))
 
 
 def pending_message(node: str, blocker: PendingNeed) -> str:
-    """Why the guard held an upsize for a Pending pod."""
+    """Why the guard held an upsize for a Pending pod (or a forecast replica)."""
     where = f"on node {node}" if blocker.node == node else f"room node {node} lacks"
+    if blocker.expected:
+        return (
+            f"upsize not sent: the HorizontalPodAutoscaler of {blocker.key.rsplit('#', 1)[0]} "
+            f"is forecast to add a replica (priority {blocker.priority}) that needs the "
+            f"{format_resources(blocker.need)} {where}; room kept for it, waiting for capacity"
+        )
     return (
         f"upsize not sent: Pending pod {blocker.key} (priority {blocker.priority}) needs the "
         f"{format_resources(blocker.need)} {where}; it schedules first, waiting for capacity"
@@ -176,10 +193,13 @@ class NodeLedger:
     """Free capacity per node for one pass, reduced as resizes and recreations are admitted,
     and the room Pending pods need (see the module's notes)."""
 
-    def __init__(self, snapshot: ClusterSnapshot) -> None:
+    def __init__(self, snapshot: ClusterSnapshot, expected: Iterable[Pod] = ()) -> None:
+        """`expected`: the pods an HPA is forecast to add (not in the snapshot), as
+        admission would create them; their room is kept like a Pending pod's."""
         self.snapshot = snapshot
         self._free: dict[str, ResourceMap] = {}
         self._pending: list[PendingNeed] | None = None
+        self._expected = expected_pods(expected)
 
     def free(self, node: str) -> ResourceMap:
         """Allocatable minus the scheduler's charge of every pod on the node (cached)."""
@@ -206,7 +226,9 @@ class NodeLedger:
             placed: dict[str, ResourceMap] = {}
             nodes = self.snapshot.nodes
             open_nodes = sorted(n for n, v in nodes.items() if v.ready and not v.unschedulable)
-            for pod in pending_pods(self.snapshot):
+            queue = [(p, False) for p in pending_pods(self.snapshot)]
+            queue += [(p, True) for p in self._expected]
+            for pod, expected in queue:
                 need = positive(spec_requests(pod))
                 best: str | None = None
                 best_cpu = -1.0
@@ -222,7 +244,7 @@ class NodeLedger:
                     taken = placed.setdefault(best, {})
                     for r, v in need.items():
                         taken[r] = taken.get(r, 0) + v
-                self._pending.append(PendingNeed(pod_key(pod), pod.priority, need, best))
+                self._pending.append(PendingNeed(pod_key(pod), pod.priority, need, best, expected))
         return self._pending
 
     def _room(self, node: str, placed: dict[str, ResourceMap]) -> ResourceMap:

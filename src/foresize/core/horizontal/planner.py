@@ -33,16 +33,25 @@ class HorizontalPlan:
     predictions: dict[str, int] = field(default_factory=dict)  # target key -> replicas
 
 
-def per_replica_capacity(hpa: HorizontalPodAutoscaler, workload: Workload) -> dict[str, float]:
-    """resource -> what one replica may carry before the HPA scales out (canonical units)."""
+def per_replica_capacity(
+    hpa: HorizontalPodAutoscaler,
+    workload: Workload,
+    pod_requests: Mapping[str, int] | None = None,
+) -> dict[str, float]:
+    """resource -> what one replica may carry before the HPA scales out (canonical units).
+    A utilisation target is a share of the pod's request: `pod_requests` (the pod's
+    summed container requests) where given, else the template's."""
     out: dict[str, float] = {}
     for m in hpa.metrics:
         if m.type != "Resource" or not m.resource:
             continue
         if m.target_utilization is not None:
-            request = sum(
-                effective_requests(c).get(m.resource, 0) for c in workload.template.containers
-            )
+            if pod_requests is not None:
+                request = pod_requests.get(m.resource, 0)
+            else:
+                request = sum(
+                    effective_requests(c).get(m.resource, 0) for c in workload.template.containers
+                )
             if request > 0:
                 out[m.resource] = request * m.target_utilization / 100.0
         elif m.target_average_value is not None and m.target_average_value > 0:

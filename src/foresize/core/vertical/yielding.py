@@ -36,11 +36,15 @@ YIELD_SUFFIX = "+yield"  # the yielded suggestion's uid: the original's, marked
 
 def lacking_room(ledger: NodeLedger, node: str, priority: int) -> set[str]:
     """The resources a Pending pod of priority >= `priority`, fitting no node now, lacks
-    on `node` although the node is big enough to run it."""
+    on `node` although the node is big enough to run it. (A replica an HPA is only
+    forecast to add holds new upsizes back but makes none yield: a yield lowers a pod to
+    what it uses now, which only a pod really waiting justifies.)"""
     out: set[str] = set()
     free = ledger.free(node)
     for q in ledger.pending():
-        if q.node is not None or q.priority < priority or not ledger.could_run(node, q):
+        if q.expected or q.node is not None or q.priority < priority:
+            continue
+        if not ledger.could_run(node, q):
             continue
         out |= {r for r, v in q.need.items() if free.get(r, 0) < v}
     return out
@@ -56,7 +60,7 @@ def yield_to_pending(
     """`suggestions` with the targets that hold room waiting pods lack lowered to their
     containers' current use (see the module's notes); the others unchanged."""
     out = dict(suggestions)
-    if history is None or not any(q.node is None for q in ledger.pending()):
+    if history is None or not any(q.node is None and not q.expected for q in ledger.pending()):
         return out
     for target in snapshot.targets:
         try:
