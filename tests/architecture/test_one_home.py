@@ -180,7 +180,7 @@ def test_the_recommend_tables_round_and_floor_by_the_operators_rules() -> None:
 
     from foresize.core.api.quantity import MIB
     from foresize.core.history import SeriesKey, TraceSeries
-    from foresize.core.recommend.target import OOMState, apply_ooms
+    from foresize.core.recommend.oom import OOMState, apply_ooms
     from foresize.front.report.recommendations import build_rows
 
     key = SeriesKey("shop", "web", "app")
@@ -248,7 +248,7 @@ def test_the_recommender_decides_hysteresis_with_the_apis_one_threshold() -> Non
     per resource and asks its `significant`."""
     from foresize.core.api import hysteresis
     from foresize.core.recommend import core
-    from foresize.core.recommend.target import RecommendParams
+    from foresize.core.recommend.params import RecommendParams
 
     assert core.Threshold is hysteresis.Threshold
     view = target_view(

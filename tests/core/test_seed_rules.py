@@ -11,7 +11,8 @@ import numpy as np
 from foresize.core.api.quantity import MIB
 from foresize.core.cluster.actions import EmitEvent, EvictPod, ResizePod, WriteTargetStatus
 from foresize.core.cluster.model import PodCondition, ResourceRequirements
-from foresize.core.recommend.target import MODEL_STEP, ContainerHistory, recommend_target
+from foresize.core.recommend.histories import MODEL_STEP, ContainerHistory
+from foresize.core.recommend.target import recommend_target
 from foresize.core.vertical import WorkerConfig, WorkerState, execute, plan
 from support.vertical import KEY, apply_ok, names, of, pod, snap, sugg, target
 

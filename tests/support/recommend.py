@@ -6,9 +6,7 @@ import numpy as np
 
 from foresize.core.cluster.model import Container, ResourceRequirements
 from foresize.core.cluster.qos import qos_class_of
-from foresize.core.recommend.target import (
-    ContainerHistory,
-)
+from foresize.core.recommend.histories import ContainerHistory
 
 NOW = 1_700_006_400.0 + 10 * 86400.0
 

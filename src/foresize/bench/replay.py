@@ -47,20 +47,20 @@ from foresize.core.recommend.core import (
     SCHEDULE_BLOCKS,
     SCHEDULE_DAYS,
     SCHEDULE_SLOT,
-    OOMArrays,
     RecentTargets,
     allocate_risk,
     interval_range,
     memory_holds,
     memory_request,
     mode_quantile,
-    oom_bump,
     passes_hysteresis,
     recent_peak,
     risk_levels,
     round_up,
     scheduled_cpu,
 )
+from foresize.core.recommend.oom import OOMArrays, oom_bump
+from foresize.core.recommend.score import ResourceScore, last_sample, score_resource
 
 STEP = 300.0
 DECISION_EVERY = 3  # 15 minutes
@@ -466,27 +466,6 @@ class ForesizePolicy(Policy):
 # --- The harness --------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class ResourceScore:
-    slack: float
-    shortfall: float
-    under: float
-    events_per_series_day: float
-    changes_per_series_day: float
-    # Events (memory: OOM kills) of each series in the scored period, for the per-series
-    # view: a fleet average can hide a few containers killed over and over.
-    series_events: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-
-    def as_dict(self) -> dict[str, float]:
-        return {
-            "slack": self.slack,
-            "shortfall": self.shortfall,
-            "under": self.under,
-            "events_per_series_day": self.events_per_series_day,
-            "changes_per_series_day": self.changes_per_series_day,
-        }
-
-
 def _apply(
     cur: np.ndarray, target: np.ndarray, res: str, pol: Policy
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -534,39 +513,12 @@ def replay(
                         changes[r][:, j + 1] |= ch
     if keep is not None:
         keep.update(req=req, ooms=ooms, changes=changes)
-    cols = np.arange(t)[None, :]
     out = {}
     for r, y in resources:
-        rq = req[r]
-        scored_from, last, series_days = scored_span(data.first, y)
-        in_score = cols >= scored_from[:, None]
-        ok = in_score & np.isfinite(y)
-        rq0 = np.where(np.isfinite(rq), rq, 0.0)  # no request yet = nothing reserved
-        u = np.where(ok, y, 0.0)
-        rqs = np.where(ok, rq0, 0.0)
-        over = ok & (u > rqs)
-        if r == MEMORY:
-            per_series = (ooms & ok).sum(axis=1)
-        else:
-            prev = np.zeros_like(over)
-            prev[:, 1:] = over[:, :-1]
-            per_series = (over & ~prev).sum(axis=1)
-        events = int(per_series.sum())
-        # Changes count while the series exists (up to its last sample), the span its
-        # series-days count: a container that is gone is not resized.
-        alive = cols <= last[:, None]
-        total_req = rqs.sum()
-        total_use = u.sum()
-        out[r] = ResourceScore(
-            slack=float(np.maximum(rqs - u, 0).sum() / total_req) if total_req > 0 else 0.0,
-            shortfall=float(np.maximum(u - rqs, 0).sum() / total_use) if total_use > 0 else 0.0,
-            under=float(over.sum() / max(ok.sum(), 1)),
-            events_per_series_day=events / series_days if series_days else 0.0,
-            changes_per_series_day=float((changes[r] & in_score & alive).sum()) / series_days
-            if series_days
-            else 0.0,
-            series_events=per_series.astype(np.int64),
-        )
+        # THE scoring (`foresize.core.recommend.score`), which the operator's shadow
+        # policies use too: the replay's requests and changes after the warm-up.
+        scored_from, _last, _days = scored_span(data.first, y)
+        out[r] = score_resource(r, y, req[r], scored_from, STEP, changes[r])
     return out
 
 
@@ -575,7 +527,7 @@ def scored_span(first: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarra
     warm-up from the series' first sample `first`), the series' last sample (changes
     count up to it), and the fleet's scored series-days (the denominator of the rates)."""
     scored_from = first + int(WARMUP / STEP)
-    last = y.shape[1] - 1 - np.argmax(np.isfinite(y[:, ::-1]), axis=1)
+    last = last_sample(y)
     series_days = float(np.maximum(last + 1 - scored_from, 0).sum()) * STEP / 86400.0
     return scored_from, last, series_days
 

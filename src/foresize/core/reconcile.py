@@ -34,11 +34,10 @@ import dataclasses
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from foresize.core.admission.index import AdmissionIndex
 from foresize.core.admission.pod import mutate_pod
-from foresize.core.api.access import get_path
+from foresize.core.api.access import JSONValue, get_path
 from foresize.core.api.fields import format_timestamp
 from foresize.core.api.quantity import format_resource_map
 from foresize.core.cluster import server_version as kver
@@ -53,7 +52,8 @@ from foresize.core.cluster.actions import (
 from foresize.core.cluster.capacity import NodeLedger
 from foresize.core.cluster.model import OwnerRef, Pod, Suggestion
 from foresize.core.cluster.qos import spec_requests
-from foresize.core.cluster.snapshot import ClusterSnapshot
+from foresize.core.cluster.snapshot import ClusterSnapshot, DsaObject, TargetObject
+from foresize.core.cluster.target import TargetView, dsa_view, target_view
 from foresize.core.history import OOM, HistoryReader, SeriesKey
 from foresize.core.horizontal.coming import (
     COMING_STEP,
@@ -63,7 +63,7 @@ from foresize.core.horizontal.coming import (
     peak_totals,
 )
 from foresize.core.horizontal.planner import plan_horizontal
-from foresize.core.lifecycle.daemonset import DsaPlan, dsa_suggestion, plan_dsa
+from foresize.core.lifecycle.daemonset import DsaPlan, UsageWindow, dsa_suggestion, plan_dsa
 from foresize.core.lifecycle.planner import LifecycleState, plan_lifecycle
 from foresize.core.lifecycle.revert import REVERT_FINALIZER
 from foresize.core.lifecycle.templates import TemplatePlan, plan_templates
@@ -88,7 +88,7 @@ DSA_DEFAULT_INTERVAL = 900.0
 """A DaemonSetAutoscaler's `scaleInterval` when its object does not say (the API default)."""
 
 
-def target_key(target: Any) -> str:
+def target_key(target: TargetObject | DsaObject) -> str:
     """ "namespace/name" of a Foresize object (model or dict)."""
     meta = get_path(target, "metadata")
     return f"{get_path(meta, 'namespace') or 'default'}/{get_path(meta, 'name')}"
@@ -145,7 +145,7 @@ def plan_pass(
     config: ReconcileConfig | None = None,
     *,
     full: ClusterSnapshot | None = None,
-    dsa_usage: Any = None,
+    dsa_usage: UsageWindow | None = None,
     suggestions: Mapping[str, Suggestion] | None = None,
 ) -> PassPlan:
     """One pass over `snapshot` (the targets of the shards this replica holds).
@@ -281,33 +281,37 @@ def _suggestions(
     history: HistoryReader,
     config: ReconcileConfig,
 ) -> list[Action]:
-    def due(target: Any) -> bool:
+    def due(target: TargetObject) -> bool:
         last = state.last_suggest.get(target_key(target))
         if last is None or now - last >= cadence_of(target, config.suggest_interval):
             return True
         return _oom_since(snapshot, target, history, last, now)
 
-    writes = plan_suggestions(snapshot, history, now, due, state.suggestions)
+    events: list[EmitEvent] = []
+    writes = plan_suggestions(snapshot, history, now, due, state.suggestions, events)
     for write in writes:
         # Only a target that got a forecast waits for its next cadence (one whose
         # workload has not been seen yet is tried again on the next pass).
         state.last_suggest[f"{write.namespace}/{write.name}"] = now
-    return list(writes)
+    return [*writes, *events]
 
 
 def _oom_since(
-    snapshot: ClusterSnapshot, target: Any, history: HistoryReader, since: float, now: float
+    snapshot: ClusterSnapshot,
+    target: TargetObject,
+    history: HistoryReader,
+    since: float,
+    now: float,
 ) -> bool:
     """Whether the history holds an OOM kill of the target's workload newer than `since`."""
-    ref = get_path(target, "spec", "scaleTargetRef")
-    if ref is None:
+    view = target_view(target)
+    if not view.ref_kind:  # a selector target: no one workload
         return False
-    ns = get_path(target, "metadata", "namespace") or "default"
-    workload = snapshot.workload(get_path(ref, "kind"), ns, get_path(ref, "name"))
+    workload = snapshot.workload(view.ref_kind, view.namespace, view.ref_name)
     if workload is None:
         return False
     for c in workload.template.containers:
-        key = SeriesKey(ns, workload.name, c.name)
+        key = SeriesKey(view.namespace, workload.name, c.name)
         if history.events(key, OOM, since + 1e-9, now + 1e-9):
             return True
     return False
@@ -320,19 +324,19 @@ def _daemonsets(
     snapshot: ClusterSnapshot,
     now: float,
     state: ReconcileState,
-    usage: Any,
+    usage: UsageWindow,
     ledger: NodeLedger | None = None,
 ) -> list[Action]:
     """Every `scaleInterval`: each DaemonSetAutoscaler's percentile suggestion into status
     (the pod webhook seeds new pods from it) and in-place resizes of running pods; between
     intervals, the next disruption batch of restarting resizes that are still to go."""
     actions: list[Action] = []
-    for dsa in snapshot.daemonset_autoscalers:
-        if dsa is None or get_path(dsa, "metadata", "deletion_timestamp") is not None:
+    for obj in snapshot.daemonset_autoscalers:
+        dsa = dsa_view(obj)
+        if dsa.deleting:
             continue
-        ns, name = get_path(dsa, "metadata", "namespace"), get_path(dsa, "metadata", "name")
-        key = f"{ns}/{name}"
-        interval = float(get_path(dsa, "spec", "scaleInterval") or DSA_DEFAULT_INTERVAL)
+        ns, name, key = dsa.namespace, dsa.name, dsa.key
+        interval = dsa.scale_interval or DSA_DEFAULT_INTERVAL
         last = state.last_dsa.get(key)
         if last is not None and now - last < interval:
             paced = state.dsa_paced.get(key)
@@ -340,11 +344,11 @@ def _daemonsets(
                 actions.extend(_dsa_resizes(snapshot, dsa, paced, now, state, key, ledger).actions)
             continue
         state.last_dsa[key] = now
-        ds = get_path(dsa, "spec", "scaleTargetRef", "name")
+        ds = dsa.ref_name
         sugg = dsa_suggestion(
             dsa, usage.samples(ns, ds), now, first_seen=usage.first_seen.get((ns, ds))
         )
-        status: dict[str, Any] = {"hasEnoughDataToScale": sugg is not None}
+        status: dict[str, JSONValue] = {"hasEnoughDataToScale": sugg is not None}
         if sugg is not None:
             status["suggestion"] = {
                 "uid": sugg.uid,
@@ -368,7 +372,7 @@ def _daemonsets(
 
 def _dsa_resizes(
     snapshot: ClusterSnapshot,
-    dsa: Any,
+    dsa: TargetView,
     suggestion: Suggestion,
     now: float,
     state: ReconcileState,
@@ -395,28 +399,27 @@ def _finalizers_to_add(
     """(kind, namespace, name, uid) of the Foresize objects that still need the revert
     finalizer (it holds a deletion until the revert is done)."""
     out = []
-    for kind, objects in (
-        ("AIScaleTarget", snapshot.targets),
-        ("DaemonSetAutoscaler", snapshot.daemonset_autoscalers),
-    ):
-        for obj in objects:
-            meta = get_path(obj, "metadata")
-            uid = get_path(meta, "uid") or target_key(obj)
-            finalizers = get_path(meta, "finalizers") or []
-            deleting = get_path(meta, "deletion_timestamp") is not None
-            if deleting or REVERT_FINALIZER in finalizers or uid in finalized:
-                continue
-            out.append((kind, get_path(meta, "namespace"), get_path(meta, "name"), uid))
+    views = [
+        *map(target_view, snapshot.targets),
+        *map(dsa_view, snapshot.daemonset_autoscalers),
+    ]
+    for view in views:
+        uid = view.uid or view.key
+        if view.deleting or REVERT_FINALIZER in view.finalizers or uid in finalized:
+            continue
+        out.append((view.kind, view.namespace, view.name, uid))
     return out
 
 
 # --------------------------------------------------------------------- in-place gate
 
 
-def merged_conditions(target: Any, condition: dict[str, Any]) -> list[dict[str, Any]]:
+def merged_conditions(
+    target: TargetObject, condition: dict[str, JSONValue]
+) -> list[dict[str, JSONValue]]:
     """The target's conditions with `condition` replacing the one of its type: a merge patch
     replaces the whole list, so the others must be written back unchanged."""
-    out: list[dict[str, Any]] = []
+    out: list[dict[str, JSONValue]] = []
     for c in get_path(target, "status", "conditions") or []:
         raw = c.model_dump(mode="json", exclude_none=True) if hasattr(c, "model_dump") else dict(c)
         if raw.get("type") != condition["type"]:
@@ -425,7 +428,9 @@ def merged_conditions(target: Any, condition: dict[str, Any]) -> list[dict[str, 
     return out
 
 
-def _in_place_condition(target: Any, status: str, reason: str, message: str) -> WriteTargetStatus:
+def _in_place_condition(
+    target: TargetObject, status: str, reason: str, message: str
+) -> WriteTargetStatus:
     """The status write that sets the target's InPlaceResizeUnsupported condition."""
     ns, name = target_key(target).split("/", 1)
     condition = {
@@ -437,15 +442,9 @@ def _in_place_condition(target: Any, status: str, reason: str, message: str) -> 
     return WriteTargetStatus(ns, name, {"conditions": merged_conditions(target, condition)})
 
 
-def update_mode_of(target: Any) -> str:
-    return str(get_path(target, "spec", "vertical", "update_policy", "update_mode") or "recreate")
-
-
-def vertical_mode_of(target: Any) -> str:
-    return str(get_path(target, "spec", "vertical", "mode") or "")
-
-
-def gate_in_place(snapshot: ClusterSnapshot, reported: set[str]) -> tuple[list[Action], list[Any]]:
+def gate_in_place(
+    snapshot: ClusterSnapshot, reported: set[str]
+) -> tuple[list[Action], list[TargetObject]]:
     """(actions, targets the vertical planner may see). On a server without `pods/resize`,
     autonomous targets asking for an in-place update mode get an InPlaceResizeUnsupported
     condition and a Warning event once and are left out; on a server with it, a refusal
@@ -473,10 +472,8 @@ def gate_in_place(snapshot: ClusterSnapshot, reported: set[str]) -> tuple[list[A
         return actions, list(snapshot.targets)
     kept = []
     for target in snapshot.targets:
-        if (
-            update_mode_of(target) in kver.IN_PLACE_MODES
-            and vertical_mode_of(target) == "autonomous"
-        ):
+        view = target_view(target)
+        if view.update_mode in kver.IN_PLACE_MODES and view.vertical_autonomous:
             key = target_key(target)
             if key not in reported:
                 reported.add(key)

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 
@@ -100,8 +101,7 @@ def _remove(doc: Any, path: str) -> tuple[Any, Any]:
     raise PatchError(f"remove {path}: the parent is not an object or array")
 
 
-# Complexity over 15 on purpose: one branch per RFC 6902 operation (a parser's dispatch).
-def apply_json_patch(doc: Any, ops: Any) -> Any:  # noqa: C901
+def apply_json_patch(doc: Any, ops: Any) -> Any:
     """RFC 6902 on a copy of `doc`."""
     if not isinstance(ops, list):
         raise PatchFormatError("a JSON patch must be a list of operations")
@@ -114,35 +114,61 @@ def apply_json_patch(doc: Any, ops: Any) -> Any:  # noqa: C901
             raise PatchFormatError(f"operation {n}: path must be a string")
         if kind in ("add", "replace", "test") and "value" not in op:
             raise PatchError(f"operation {n} ({kind} {path}): missing value")
-        value = copy.deepcopy(op.get("value"))
-        if kind == "add":
-            doc = _add(doc, path, value)
-        elif kind == "remove":
-            doc, _ = _remove(doc, path)
-        elif kind == "replace":
-            _get(doc, path)  # must exist
-            if path == "":
-                doc = value
-            else:
-                doc, _ = _remove(doc, path)
-                doc = _add(doc, path, value)
-        elif kind in ("move", "copy"):
-            source = op.get("from")
-            if not isinstance(source, str):
-                raise PatchFormatError(f"operation {n} ({kind}): needs 'from'")
-            if kind == "move":
-                if path.startswith(source + "/"):
-                    raise PatchError(f"move {source} -> {path}: into its own child")
-                doc, moved = _remove(doc, source)
-            else:
-                moved = copy.deepcopy(_get(doc, source))
-            doc = _add(doc, path, moved)
-        elif kind == "test":
-            if not _json_equal(_get(doc, path), value):
-                raise PatchError(f"testing value {path} failed: test failed")
-        else:
+        apply = _OPERATIONS.get(kind)
+        if apply is None:
             raise PatchError(f"operation {n}: unknown op {kind!r}")
+        doc = apply(doc, path, op, n)
     return doc
+
+
+def _op_add(doc: Any, path: str, op: dict[str, Any], n: int) -> Any:
+    return _add(doc, path, copy.deepcopy(op.get("value")))
+
+
+def _op_remove(doc: Any, path: str, op: dict[str, Any], n: int) -> Any:
+    doc, _ = _remove(doc, path)
+    return doc
+
+
+def _op_replace(doc: Any, path: str, op: dict[str, Any], n: int) -> Any:
+    value = copy.deepcopy(op.get("value"))
+    _get(doc, path)  # must exist
+    if path == "":
+        return value
+    doc, _ = _remove(doc, path)
+    return _add(doc, path, value)
+
+
+def _op_move_or_copy(doc: Any, path: str, op: dict[str, Any], n: int) -> Any:
+    kind = op["op"]
+    source = op.get("from")
+    if not isinstance(source, str):
+        raise PatchFormatError(f"operation {n} ({kind}): needs 'from'")
+    if kind == "move":
+        if path.startswith(source + "/"):
+            raise PatchError(f"move {source} -> {path}: into its own child")
+        doc, moved = _remove(doc, source)
+    else:
+        moved = copy.deepcopy(_get(doc, source))
+    return _add(doc, path, moved)
+
+
+def _op_test(doc: Any, path: str, op: dict[str, Any], n: int) -> Any:
+    if not _json_equal(_get(doc, path), op.get("value")):
+        raise PatchError(f"testing value {path} failed: test failed")
+    return doc
+
+
+_OPERATIONS: dict[str, Callable[[Any, str, dict[str, Any], int], Any]] = {
+    "add": _op_add,
+    "remove": _op_remove,
+    "replace": _op_replace,
+    "move": _op_move_or_copy,
+    "copy": _op_move_or_copy,
+    "test": _op_test,
+}
+"""One function per RFC 6902 operation: (document, path, the operation, its number) ->
+the document after it."""
 
 
 def _json_equal(a: Any, b: Any) -> bool:

@@ -17,7 +17,6 @@ Validators are built once per kind and cached: a write costs a few milliseconds.
 
 from __future__ import annotations
 
-import copy
 import datetime as dt
 import re
 from dataclasses import dataclass
@@ -49,7 +48,7 @@ class ValidationFailed(Exception):
         self.unknown = unknown
 
 
-def _need(module: str) -> Any:
+def need_module(module: str) -> Any:
     import importlib
 
     try:
@@ -82,8 +81,8 @@ def is_date_time(value: str) -> bool:
     return s <= 60
 
 
-def _format_checker() -> Any:
-    jsonschema = _need("jsonschema")
+def format_checker() -> Any:
+    jsonschema = need_module("jsonschema")
     checker = jsonschema.FormatChecker(formats=())
     checker.checks("date-time")(lambda v: not isinstance(v, str) or is_date_time(v))
 
@@ -223,176 +222,15 @@ def metadata_errors(kind: str, obj: dict[str, Any], *, creating: bool) -> list[F
     return errors
 
 
-# --------------------------------------------------------------- custom resources
-def _nullable_types(node: Any) -> Any:
-    """OpenAPI `nullable: true` -> a JSON-schema type list that admits null."""
-    if isinstance(node, dict):
-        out = {k: _nullable_types(v) for k, v in node.items()}
-        if out.pop("nullable", False) and isinstance(out.get("type"), str):
-            out["type"] = [out["type"], "null"]
-        return out
-    if isinstance(node, list):
-        return [_nullable_types(v) for v in node]
-    return node
-
-
-class CustomResourceValidator:
-    """One CRD version's schema, applied as the API server applies it."""
-
-    def __init__(self, kind: str, schema: dict[str, Any]) -> None:
-        jsonschema = _need("jsonschema")
-        self.kind = kind
-        self.schema = schema
-        self._validator = jsonschema.Draft4Validator(
-            _nullable_types(schema), format_checker=_format_checker()
-        )
-
-    def validate(self, obj: dict[str, Any], *, creating: bool) -> dict[str, Any]:
-        """The object as stored (nulls dropped, defaults applied); raises ValidationFailed."""
-        obj = copy.deepcopy(obj)
-        unknown: list[FieldError] = []
-        obj = _prune(self.schema, obj, "", unknown, top=True)
-        if unknown:
-            raise ValidationFailed(unknown, unknown=True)
-        obj = _default(self.schema, obj)
-        errors = metadata_errors(self.kind, obj, creating=creating)
-        for error in self._validator.iter_errors(obj):
-            path = _dotted(error.absolute_path)
-            reason = "FieldValueTypeInvalid" if error.validator == "type" else "FieldValueInvalid"
-            if error.validator == "required":
-                reason = "FieldValueRequired"
-            errors.append(FieldError(path, reason, f"Invalid value: {error.message}"))
-        errors += _list_type_errors(self.schema, obj, "")
-        if errors:  # the API server stops at schema errors before running CEL
-            raise ValidationFailed(errors)
-        errors = _cel_errors(self.schema, obj, "")
-        if errors:
-            raise ValidationFailed(errors)
-        return obj
-
-
-def _dotted(parts: Any) -> str:
+def dotted_path(parts: Any) -> str:
     out = ""
     for p in parts:
         out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
     return out
 
 
-def _join(path: str, name: str) -> str:
+def join_path(path: str, name: str) -> str:
     return f"{path}.{name}" if path else name
-
-
-def _prune(
-    schema: dict[str, Any], obj: Any, path: str, unknown: list[FieldError], *, top: bool = False
-) -> Any:
-    """Drop nulls the schema does not allow; collect fields it does not declare."""
-    if isinstance(obj, dict):
-        props = schema.get("properties")
-        additional = schema.get("additionalProperties")
-        preserve = schema.get("x-kubernetes-preserve-unknown-fields") or schema.get(
-            "x-kubernetes-embedded-resource"
-        )
-        out: dict[str, Any] = {}
-        for key, value in obj.items():
-            if top and key in ("apiVersion", "kind", "metadata"):
-                out[key] = value
-                continue
-            sub = (props or {}).get(key)
-            if sub is None and isinstance(additional, dict):
-                sub = additional
-            if value is None and not (sub or {}).get("nullable"):
-                continue  # nulls are pruned before defaulting and validation
-            if sub is None:
-                if preserve or additional is True:
-                    out[key] = value
-                else:
-                    field = _join(path, key)
-                    unknown.append(
-                        FieldError(field, "FieldValueInvalid", f'unknown field "{field}"')
-                    )
-                continue
-            out[key] = _prune(sub, value, _join(path, key), unknown)
-        return out
-    if isinstance(obj, list) and isinstance(schema.get("items"), dict):
-        return [_prune(schema["items"], v, f"{path}[{i}]", unknown) for i, v in enumerate(obj)]
-    return obj
-
-
-def _default(schema: dict[str, Any], obj: Any) -> Any:
-    if isinstance(obj, dict):
-        for name, sub in (schema.get("properties") or {}).items():
-            if name not in obj and "default" in sub:
-                obj[name] = copy.deepcopy(sub["default"])
-            if name in obj:
-                obj[name] = _default(sub, obj[name])
-        additional = schema.get("additionalProperties")
-        if isinstance(additional, dict) and not schema.get("properties"):
-            for key in obj:
-                obj[key] = _default(additional, obj[key])
-    elif isinstance(obj, list) and isinstance(schema.get("items"), dict):
-        return [_default(schema["items"], v) for v in obj]
-    return obj
-
-
-def _list_type_errors(schema: dict[str, Any], obj: Any, path: str) -> list[FieldError]:
-    errors: list[FieldError] = []
-    if isinstance(obj, dict):
-        for name, sub in (schema.get("properties") or {}).items():
-            if name in obj:
-                errors += _list_type_errors(sub, obj[name], _join(path, name))
-    elif isinstance(obj, list):
-        kind = schema.get("x-kubernetes-list-type")
-        keys = schema.get("x-kubernetes-list-map-keys") or []
-        seen: set[Any] = set()
-        for i, item in enumerate(obj):
-            if kind in ("map", "set"):
-                key = (
-                    tuple(item.get(k) for k in keys)
-                    if kind == "map" and isinstance(item, dict)
-                    else repr(item)
-                )
-                if key in seen:
-                    errors.append(
-                        FieldError(
-                            f"{path}[{i}]", "FieldValueDuplicate", f"Duplicate value: {key!r}"
-                        )
-                    )
-                seen.add(key)
-            errors += _list_type_errors(schema.get("items") or {}, item, f"{path}[{i}]")
-    return errors
-
-
-@cache
-def _cel_program(rule: str) -> Any:
-    cel = _need("cel_expr_python.cel")
-    return cel.NewEnv(variables={"self": cel.Type.DYN}).compile(rule)
-
-
-def _cel_errors(schema: dict[str, Any], obj: Any, path: str) -> list[FieldError]:
-    errors: list[FieldError] = []
-    if obj is None:
-        return errors
-    for rule in schema.get("x-kubernetes-validations") or []:
-        result = _cel_program(rule["rule"]).eval(data={"self": obj})
-        if result.value() is not True:
-            where = path + rule.get("fieldPath", "")
-            errors.append(
-                FieldError(
-                    where.lstrip("."), "FieldValueInvalid", f"Invalid value: {rule['message']}"
-                )
-            )
-    if isinstance(obj, dict):
-        for name, sub in (schema.get("properties") or {}).items():
-            if name in obj:
-                errors += _cel_errors(sub, obj[name], _join(path, name))
-        additional = schema.get("additionalProperties")
-        if isinstance(additional, dict) and not schema.get("properties"):
-            for key, value in obj.items():
-                errors += _cel_errors(additional, value, _join(path, key))
-    elif isinstance(obj, list) and isinstance(schema.get("items"), dict):
-        for i, item in enumerate(obj):
-            errors += _cel_errors(schema["items"], item, f"{path}[{i}]")
-    return errors
 
 
 # ------------------------------------------------------------------- built-in kinds
@@ -400,8 +238,8 @@ def _cel_errors(schema: dict[str, Any], obj: Any, path: str) -> list[FieldError]
 def _definitions() -> Any:
     import json
 
-    files = _need("importlib.resources").files("kubernetes_validate")
-    _need("kubernetes_validate")
+    files = need_module("importlib.resources").files("kubernetes_validate")
+    need_module("kubernetes_validate")
     base = files / "kubernetes-json-schema" / f"v{SCHEMA_VERSION}-local-strict"
     return base, json.loads((base / "_definitions.json").read_text())
 
@@ -411,8 +249,8 @@ def builtin_validator(api_version: str, kind: str) -> Any:
     """A cached validator for the kind's 1.34 schema, or None when it has none."""
     import json
 
-    jsonschema = _need("jsonschema")
-    referencing = _need("referencing")
+    jsonschema = need_module("jsonschema")
+    referencing = need_module("referencing")
     base, definitions = _definitions()
     group_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
     path = base / f"{kind.lower()}-{group_version}.json"
@@ -426,7 +264,7 @@ def builtin_validator(api_version: str, kind: str) -> Any:
         ]
     )
     return jsonschema.Draft202012Validator(
-        schema, registry=registry, format_checker=_format_checker()
+        schema, registry=registry, format_checker=format_checker()
     )
 
 
@@ -438,10 +276,10 @@ def builtin_errors(obj: dict[str, Any]) -> tuple[list[FieldError], list[FieldErr
     errors: list[FieldError] = []
     unknown: list[FieldError] = []
     for error in validator.iter_errors(obj):
-        path = _dotted(error.absolute_path)
+        path = dotted_path(error.absolute_path)
         if error.validator == "additionalProperties":
             for extra in re.findall(r"'([^']+)'", error.message.split(" were unexpected")[0]):
-                field = _join(path, extra)
+                field = join_path(path, extra)
                 unknown.append(FieldError(field, "FieldValueInvalid", f'unknown field "{field}"'))
             continue
         if error.validator == "oneOf" and error.context:
@@ -517,7 +355,7 @@ def resources_errors(resources: dict[str, Any], where: str) -> list[FieldError]:
     return errors
 
 
-def _selector_matches(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+def label_selector_matches(selector: dict[str, Any], labels: dict[str, str]) -> bool:
     for k, v in (selector.get("matchLabels") or {}).items():
         if labels.get(k) != v:
             return False
@@ -553,7 +391,7 @@ def semantic_errors(obj: dict[str, Any]) -> list[FieldError]:
             errors.append(FieldError("spec.template", "FieldValueRequired", "Required value"))
         else:
             labels = (template.get("metadata") or {}).get("labels") or {}
-            if selector and not _selector_matches(selector, labels):
+            if selector and not label_selector_matches(selector, labels):
                 errors.append(
                     FieldError(
                         "spec.template.metadata.labels",

@@ -20,10 +20,10 @@ from foresize.adapters.history.aggregate import (
 )
 from foresize.adapters.history.memory import UsageHistory
 from foresize.adapters.history.metrics_server import HistorySink, samples_from_pod_metrics
-from foresize.adapters.history.prometheus import PodSeries, fold_to_workloads
+from foresize.adapters.history.prometheus_series import PodSeries, fold_to_workloads
 from foresize.core.api.fields import format_timestamp
 from foresize.core.history import SeriesKey
-from foresize.core.recommend.target import MODEL_STEP, load_histories
+from foresize.core.recommend.histories import MODEL_STEP, load_histories
 from foresize.shells.sim.operator import OperatorOptions, SimOperator
 from foresize.shells.sim.recommenders import ForesizeRecommender
 from support.sim import container, make_sim, workload

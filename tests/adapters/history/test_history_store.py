@@ -238,7 +238,7 @@ def test_a_poll_lands_whole_or_not_at_all(tmp_path, monkeypatch):
 async def test_prometheus_history_fills_either_store_alike(tmp_path):
     """The operator's `--prometheus` loader writes through `HistoryWriter` into the SQLite
     store and the in-memory one alike (it once bridged their two append signatures)."""
-    from foresize.adapters.history.prometheus import ContainerHistory
+    from foresize.adapters.history.prometheus_series import ContainerHistory
     from foresize.core.history import TraceSeries
     from foresize.shells.kube.operator import PrometheusHistory
 

@@ -164,7 +164,8 @@ def test_history_becomes_a_bounded_suggestion(days, enough):
         return
     (entry,) = write.status["vertical_suggestion"]["containers"]
     from foresize.core.api.quantity import cpu_millis, to_bytes
-    from foresize.core.recommend.target import load_histories, recommend_target
+    from foresize.core.recommend.histories import load_histories
+    from foresize.core.recommend.target import recommend_target
 
     # Exactly what the recommender's entry point says for the same history and template.
     direct = recommend_target(

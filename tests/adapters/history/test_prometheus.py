@@ -33,14 +33,14 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from foresize.adapters.history.prometheus import (
-    PrometheusReader,
+from foresize.adapters.history.prometheus import PrometheusReader, workload_of_pod
+from foresize.adapters.history.prometheus_series import (
     Scope,
+    align,
     counter_increases,
     kind_of_owner,
     merge_kills,
     pod_selector,
-    workload_of_pod,
 )
 from foresize.adapters.history.traces import read_bitbrains
 from foresize.core.errors import ForesizeError
@@ -157,6 +157,36 @@ def istio_memory(t0: float) -> tuple[np.ndarray, np.ndarray]:
         rising = (ts > k - 3600) & (ts <= k)
         mem[rising] = 300 * MIB + (0.99 * GIB - 300 * MIB) * (1 - (k - ts[rising]) / 3600)
     return ts, mem
+
+
+def cluster_objects(om: Families, t: float) -> None:
+    """The node's capacity and the web tier's HPA at `t` (kube-state-metrics), for
+    `foresize simulate --prometheus`."""
+    for resource, value, unit in (("cpu", 8, "core"), ("memory", 32 * GIB, "byte")):
+        om.add(
+            "kube_node_status_allocatable",
+            "gauge",
+            "kube_node_status_allocatable",
+            f'cluster="a",node="n1",resource="{resource}",unit="{unit}"',
+            value,
+            t,
+        )
+    hpa = 'cluster="a",namespace="shop",horizontalpodautoscaler="web"'
+    for family, labels, value in (
+        (
+            "kube_horizontalpodautoscaler_info",
+            f'{hpa},scaletargetref_kind="Deployment",scaletargetref_name="web"',
+            1,
+        ),
+        ("kube_horizontalpodautoscaler_spec_min_replicas", hpa, 2),
+        ("kube_horizontalpodautoscaler_spec_max_replicas", hpa, 6),
+        (
+            "kube_horizontalpodautoscaler_spec_target_metric",
+            f'{hpa},metric_name="cpu",metric_target_type="utilization"',
+            70,
+        ),
+    ):
+        om.add(family, "gauge", family, labels, value, t)
 
 
 def openmetrics(series: dict[str, tuple[float, np.ndarray, np.ndarray]], t0: float) -> str:
@@ -309,6 +339,7 @@ def openmetrics(series: dict[str, tuple[float, np.ndarray, np.ndarray]], t0: flo
                             value,
                             t,
                         )
+        cluster_objects(om, t)
         # The sidecar's restarts and the reason of its last termination (the restart
         # follows the kill by a few seconds).
         base = 'cluster="a",namespace="shop",pod="web-5d8f7c9b4-aaaaa",container="istio-proxy"'
@@ -750,3 +781,113 @@ def test_workload_names_from_pods():
     assert kind_of_owner(("Job", "nightly-etl-29412345")) == "CronJob"
     assert workload_of_pod("x", ("Job", "migrate-v2")) == "migrate-v2"
     assert kind_of_owner(("Job", "migrate-v2")) == "Job"
+
+
+# --- What-if on this cluster: `foresize simulate --prometheus` ------------------------------
+
+
+def test_the_scenario_holds_the_clusters_workloads_nodes_and_hpas(prom):
+    """The shop as kube-state-metrics and cAdvisor saw it: web (a Deployment of 2 pods,
+    its app and istio-proxy with their requests and limits; the log-shipper has no usage
+    sample) and postgres (a StatefulSet), node n1's allocatable, the HPA on CPU at 70%;
+    each container's usage replayed from its own trace, read by the recommend reader."""
+    import tempfile
+
+    from foresize.front.cli.simulate import prometheus_scenario
+
+    url, series, t0 = prom
+    with tempfile.TemporaryDirectory() as folder:
+        sc, span = prometheus_scenario(
+            url,
+            lookback="2d",
+            end=repr(shop_end(t0)),
+            step=STEP,
+            namespaces=["shop"],
+            cluster="a",
+            token=None,
+            folder=folder,
+        )
+    assert span == pytest.approx(2 * 86400, abs=STEP)
+    workloads = {(w.kind, w.namespace, w.name): w for w in sc.workloads}
+    assert set(workloads) == {("Deployment", "shop", "web"), ("StatefulSet", "shop", "postgres")}
+    web = workloads[("Deployment", "shop", "web")]
+    assert web.replicas == 2
+    app_, proxy = (c for c in web.containers if c.name in ("app", "istio-proxy"))
+    assert {c.name for c in web.containers} == {"app", "istio-proxy"}
+    assert app_.requests == {"cpu": 4000, "memory": 16 * GIB}
+    assert proxy.limits == {"cpu": 2000, "memory": GIB}
+    # The app's CPU trace is the two pods' VMs folded as the recommend reader folds them
+    # (CPU: the median of the replicas), sample by sample, on the grid of the range read
+    # (simulated time 0 = its first step).
+    _, c1, _ = series["1"]
+    _, c5, _ = series["5"]
+    trace = app_.cpu.trace
+    assert trace.size == pytest.approx(2 * 86400 / STEP, abs=2)
+    start = align(shop_end(t0) - 2 * 86400, shop_end(t0), STEP)[0]
+    at = np.round((start + STEP * np.arange(trace.size) - t0) / STEP).astype(int)
+    inside = (at >= 0) & (at < int(SHOP_DAYS * 86400 / STEP))
+    folded = np.nanmedian(np.stack([c1[at[inside]], c5[at[inside]]]), axis=0)
+    known = np.isfinite(folded)
+    assert known.sum() > 400
+    np.testing.assert_allclose(trace[inside][known], folded[known], rtol=1e-6)
+    ((node),) = sc.nodes
+    assert (node.cpu, node.memory) == (8000, 32 * GIB)
+    ((hpa),) = sc.hpas
+    assert (hpa.target_kind, hpa.target_name, hpa.min_replicas, hpa.max_replicas) == (
+        "Deployment",
+        "web",
+        2,
+        6,
+    )
+    assert [(m.resource, m.target_utilization) for m in hpa.metrics] == [("cpu", 70)]
+
+
+def test_simulate_prometheus_compares_static_vpa_foresize(prom):
+    url, _, t0 = prom
+    out = CliRunner().invoke(
+        app(),
+        [
+            "simulate",
+            "--prometheus",
+            url,
+            "--cluster",
+            "a",
+            "-n",
+            "shop",
+            "--lookback",
+            "2d",
+            "--end",
+            repr(shop_end(t0)),
+            "--duration",
+            "2h",
+            "--compare",
+            "static,vpa,foresize",
+            "-o",
+            "json",
+            "--no-progress",
+        ],
+    )
+    assert out.exit_code == 0, (out.output, out.exception)
+    doc = json.loads(out.stdout)
+    assert doc["policies"] == ["static", "vpa", "foresize"]
+    names = {w["name"] for w in doc["runs"][0]["workloads"]}
+    assert {"Deployment/shop/web", "StatefulSet/shop/postgres"} <= names
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--prometheus", "ftp://x"], "--prometheus: 'ftp://x' is not an http"),
+        (["--prometheus", "URL", "--lookback", "30d"], "--lookback 30d"),
+        (["--prometheus", "URL", "-n", "nowhere"], "--namespace: no containers in nowhere"),
+        (["--prometheus", "URL", "--scenario", "sidecars"], "drop --scenario"),
+    ],
+)
+def test_simulate_prometheus_bad_input_names_the_option(prom, args, message):
+    url, _, t0 = prom
+    args = [url if a == "URL" else a for a in args]
+    out = CliRunner().invoke(
+        app(), ["simulate", *args, "--cluster", "a", "--end", repr(shop_end(t0))]
+    )
+    assert isinstance(out.exception, ForesizeError), (out.output, out.exception)
+    assert message in str(out.exception)

@@ -417,3 +417,29 @@ def test_admission_events_waiting_for_a_pass_are_coalesced_and_capped(caplog):
     assert "100m -> 200m" in events[0].message
     assert "50 SizedAtAdmission Event(s) not queued" in caplog.text
     assert recorder.drain_admissions() == []
+
+
+def test_shadow_scores_become_gauges_and_go_with_their_target():
+    """status.shadow (issue 24 part 3) is exported as foresize_shadow_score, one sample per
+    target, policy, resource and metric; a target that is gone takes its samples along."""
+    metrics = ForesizeMetrics()
+    recorder = ChangeRecorder(metrics)
+    score = {"slack": 0.4, "shortfall": 0.01, "under": 0.05}
+    status = {
+        "shadow": [
+            {"name": "active", "score": {"cpu": score}},
+            {"name": "cheap", "score": {"cpu": {**score, "slack": 0.2}, "memory": score}},
+        ]
+    }
+    recorder.record([(WriteTargetStatus("shop", "web", status), ActionResult(ok=True))])
+    got = samples(metrics.exposition().decode())
+
+    def key(policy, resource, metric):
+        labels = {"target": "shop/web", "policy": policy, "resource": resource, "metric": metric}
+        return ("foresize_shadow_score", tuple(sorted(labels.items())))
+
+    assert got[key("active", "cpu", "slack")] == 0.4
+    assert got[key("cheap", "cpu", "slack")] == 0.2
+    assert got[key("cheap", "memory", "shortfall")] == 0.01
+    metrics.forget_targets(set())
+    assert not any(k[0] == "foresize_shadow_score" for k in samples(metrics.exposition().decode()))

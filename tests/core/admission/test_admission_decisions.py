@@ -3,10 +3,13 @@ OOM floors, pause, DaemonSet seeding, and parity between the JSON path and mutat
 
 from __future__ import annotations
 
+import pytest
+
 from foresize.core.admission.index import AdmissionIndex
 from foresize.core.admission.pod import MANAGED_ANNOTATION, decide_pod, mutate_pod
 from foresize.core.admission.review import pod_from_json, review_pod, review_scale
-from foresize.core.admission.validate import cron_error, validate_target
+from foresize.core.admission.validate import validate_target
+from foresize.core.api.cron import cron_error
 from foresize.core.api.quantity import GIB, MIB
 from foresize.core.api.types import parse_daemonset_autoscaler, parse_target
 from foresize.core.cluster.model import (
@@ -299,17 +302,94 @@ def test_validation_messages_name_fields():
         {"name": "app", "cpu": {"lowerbound": "10m"}},
         {"name": "app", "memory": {"lowerbound": "1Gi", "upperbound": "1Mi"}},
     ]
-    errors = validate_target(bad)
-    text = "\n".join(errors)
-    assert "spec.model.forecast_cron" in text
-    assert "spec.horizontal.mode: only one of vertical and horizontal" in text
-    assert "spec.vertical.containers[1].name" in text
-    assert "spec.vertical.containers[1].memory.upperbound" in text
+    # The model's rules, in the model's words: the fields' own checks first...
+    assert validate_target(bad) == [
+        "spec.model.forecast_cron: '0 99 * * *' hour '99' is outside 0-23",
+        "spec.vertical.containers[1].memory.upperbound: 1Mi is below lowerbound 1Gi",
+    ]
+    # ...then, once they hold, the rules across fields (pydantic runs those only on valid
+    # fields), each naming the field it is about.
+    bad["spec"]["model"] = {"forecast_cron": "0 9 * * *", "forecast_blocks": "10m"}
+    bad["spec"]["vertical"]["containers"][1]["memory"]["upperbound"] = "2Gi"
+    assert validate_target(bad) == [
+        "spec.vertical.containers[1].name: container 'app' is listed twice (first at"
+        " containers[0])",
+    ]
+    del bad["spec"]["vertical"]["containers"][1]
+    assert validate_target(bad) == [
+        "spec: only one of vertical.mode and horizontal.mode may be autonomous"
+    ]
     # Another target already scales the same Deployment: only the webhook can see that.
     index = idx(target_manifest("first", ref="web"))
     dup = validate_target(target_manifest("second", ref="web"), index)
     assert dup and dup[0].startswith("spec.scaleTargetRef") and "shop/first" in dup[0]
     assert validate_target(target_manifest("first", ref="web"), index) == []
+
+
+_VERTICAL = ("spec", "vertical")
+
+
+@pytest.mark.parametrize(
+    ("where", "value", "line"),
+    [
+        # N-08: the webhook re-checked these beside the model; the model's messages now name
+        # the same field and say what they got.
+        (
+            (*_VERTICAL, "containers"),
+            [
+                {"name": "a", "cpu": {"lowerbound": "10m"}},
+                {"name": "a", "cpu": {"lowerbound": "1"}},
+            ],
+            "spec.vertical.containers[1].name: container 'a' is listed twice (first at"
+            " containers[0])",
+        ),
+        (
+            (*_VERTICAL, "containers"),
+            [{"name": "a", "memory": {"lowerbound": "1Gi", "upperbound": "1Mi"}}],
+            "spec.vertical.containers[0].memory.upperbound: 1Mi is below lowerbound 1Gi",
+        ),
+        (
+            (*_VERTICAL, "containers"),
+            [{"name": "a", "cpu": {"lowerbound": "10m", "limit": {"ratio": 0.5}}}],
+            "spec.vertical.containers[0].cpu.limit.ratio: Input should be greater than or"
+            " equal to 1, got 0.5",
+        ),
+        (
+            (*_VERTICAL, "disruption"),
+            {"max_disrupted": "200%"},
+            "spec.vertical.disruption.max_disrupted: must be an integer >= 1 or a percentage"
+            " (e.g. 3 or 20%), not '200%'",
+        ),
+        (
+            (*_VERTICAL, "update_policy"),
+            {"update_mode": "inplace"},
+            "spec.vertical.update_policy.update_mode: must be one of initial, recreate,"
+            " in_place, in_place_or_recreate, not 'inplace'",
+        ),
+        (
+            ("spec", "scaleTargetRef", "name"),
+            "",
+            "spec.scaleTargetRef.name: required (must not be empty)",
+        ),
+        (
+            ("spec", "model"),
+            {"mode": "percentile", "percentile_value": 150},
+            "spec.model.percentile_value: Input should be less than or equal to 100, got 150",
+        ),
+        (
+            ("spec", "model"),
+            {"forecast_interval": "30m", "forecast_blocks": "10m"},
+            "spec.model: forecast_interval (30m) must not exceed forecast_blocks (10m)",
+        ),
+    ],
+)
+def test_the_webhook_answers_each_model_rule_in_the_models_words(where, value, line):
+    obj = target_manifest("x")
+    parent = obj
+    for key in where[:-1]:
+        parent = parent[key]
+    parent[where[-1]] = value
+    assert validate_target(obj) == [line]
 
 
 def test_planner_overrides_are_read_live_and_win_over_status():

@@ -5,7 +5,7 @@ from __future__ import annotations
 from foresize.core.api.containers import entry_for
 from foresize.core.api.types import AIScaleTarget
 from foresize.core.cluster.target import target_view
-from foresize.core.recommend.target import RecommendParams
+from foresize.core.recommend.params import RecommendParams
 
 
 class _Entry:

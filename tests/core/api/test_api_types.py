@@ -6,6 +6,7 @@ import copy
 
 import pytest
 
+from foresize.core.api.duration import shown
 from foresize.core.api.quantity import GIB, MIB
 from foresize.core.api.types import (
     AIScaleTarget,
@@ -316,7 +317,7 @@ def test_max_disrupted_rejects_bad_values_naming_the_field(bad):
     msg = error_of(target(vertical={"disruption": {"max_disrupted": bad}}))
     assert msg == (
         "t.yaml: spec.vertical.disruption.max_disrupted: must be an integer >= 1 or a "
-        "percentage (e.g. 3 or 20%)"
+        f"percentage (e.g. 3 or 20%), not {shown(bad)}"
     )
 
 
@@ -410,9 +411,14 @@ def test_bounds_order_and_duplicate_containers():
             vertical={"containers": [{"name": "a", "cpu": {"lowerbound": 2, "upperbound": "1"}}]}
         )
     )
-    assert msg == "t.yaml: spec.vertical.containers[0].cpu: lowerbound must not exceed upperbound"
-    msg = error_of(target(vertical={"containers": [{"name": "a"}, {"name": "a"}]}))
-    assert "container 'a' is listed twice" in msg
+    # The rule across the two bounds names the upperbound and both amounts (N-08: as the
+    # webhook's own re-check did before it was deleted).
+    assert msg == "t.yaml: spec.vertical.containers[0].cpu.upperbound: 1 is below lowerbound 2"
+    msg = error_of(target(vertical={"containers": [{"name": "a"}, {"name": "b"}, {"name": "a"}]}))
+    assert msg == (
+        "t.yaml: spec.vertical.containers[2].name: container 'a' is listed twice"
+        " (first at containers[0])"
+    )
 
 
 def test_errors_name_nested_fields_and_every_problem():

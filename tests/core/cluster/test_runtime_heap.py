@@ -22,7 +22,9 @@ import pytest
 from foresize.core.cluster.kubejson import container_from
 from foresize.core.cluster.runtime import heap_ceiling
 from foresize.core.recommend.heap import NON_HEAP_DEFAULT_MIN
-from foresize.core.recommend.target import RecommendParams, TargetRequest, recommend_batch
+from foresize.core.recommend.params import RecommendParams
+from foresize.core.recommend.request import TargetRequest
+from foresize.core.recommend.target import recommend_batch
 from support.recommend import GIB, NOW, flat_history, res
 
 MIB = 2**20
@@ -254,3 +256,28 @@ def test_the_shared_pass_reads_the_heap_from_the_pods_spec() -> None:
 
     assert memory(("java", "-Xmx1g", "-jar", "app.jar")) >= GIB + GIB // 4
     assert memory(("/bin/server",)) < 512 * MIB
+
+
+def test_the_targets_status_says_what_the_heap_rule_read_assumed_or_could_not() -> None:
+    """The heap rule's note per container goes into `status.runtime_notes`: the flag it
+    read, the default it assumed, or why the ceiling is unknown (never a guess as fact)."""
+    from dataclasses import replace
+
+    from foresize.core.recommend.suggestions import plan_suggestions
+    from support.selectors import NOW as T
+    from support.selectors import _history, _snapshot, _target
+
+    history = _history({"light": 0.05, "heavy": 0.05})
+
+    def notes(command: tuple[str, ...]) -> list[dict[str, str]]:
+        snap = _snapshot(_target({"tier": "batch"}))
+        for pod in snap.pods:
+            pod.containers = [replace(c, command=command) for c in pod.containers]
+        (write,) = plan_suggestions(snap, history, T)
+        return write.status["runtime_notes"]
+
+    (read,) = notes(("java", "-Xmx1g", "-jar", "app.jar"))
+    assert "-Xmx1g" in read["note"] and "non-heap" in read["note"]
+    (bad,) = notes(("java", "-Xmx1.5g", "-jar", "app.jar"))
+    assert "unknown" in bad["note"] and "-Xmx1.5g" in bad["note"]
+    assert notes(("/bin/server",)) == []

@@ -9,7 +9,7 @@ from foresize.core.api.hysteresis import Threshold
 from foresize.core.api.types import parse_target
 from foresize.core.cluster.target import target_view
 from foresize.core.errors import ForesizeError
-from foresize.core.recommend.target import RecommendParams
+from foresize.core.recommend.params import RecommendParams
 from foresize.core.vertical.policy import policy_of
 
 

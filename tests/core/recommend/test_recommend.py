@@ -22,30 +22,23 @@ from foresize.core.recommend.core import (
     MEMORY_RISK_LEVELS,
     MIB,
     MODE_CPU_QUANTILES,
-    OOMArrays,
     Threshold,
     allocate_risk,
     interval_range,
     memory_holds,
     memory_request,
     mode_quantile,
-    oom_bump,
     passes_hysteresis,
     recent_peak,
     risk_levels,
     round_up,
     scheduled_cpu,
 )
-from foresize.core.recommend.target import (
-    ContainerHistory,
-    OOMState,
-    RecommendParams,
-    ResourceModel,
-    TargetRequest,
-    apply_ooms,
-    recommend_batch,
-    recommend_target,
-)
+from foresize.core.recommend.histories import ContainerHistory
+from foresize.core.recommend.oom import OOMArrays, OOMState, apply_ooms, oom_bump
+from foresize.core.recommend.params import RecommendParams, ResourceModel
+from foresize.core.recommend.request import TargetRequest
+from foresize.core.recommend.target import recommend_batch, recommend_target
 from support.recommend import DAY_POINTS, GIB, NOW, flat_history, qos, res, suggested
 
 # --- modes -------------------------------------------------------------------------------
@@ -405,7 +398,7 @@ def test_load_histories_from_a_store_feeds_recommend_target(tmp_path):
     from foresize.adapters.history.memory import UsageHistory
     from foresize.adapters.history.sqlite import HistoryStore
     from foresize.core.history import SeriesKey
-    from foresize.core.recommend.target import load_histories
+    from foresize.core.recommend.histories import load_histories
 
     key = SeriesKey("shop", "web", "app")
     start = NOW - 2 * 86400.0
@@ -904,7 +897,7 @@ def test_recent_peak_reads_the_last_three_days():
 def test_operator_and_replay_run_one_memory_rule():
     """The operator's scalar path (state in `OOMState.recent`) gives, decision by
     decision, what the vectorised rule the replay calls gives for a fleet."""
-    from foresize.core.recommend.target import _memory_target
+    from foresize.core.recommend.finish import memory_target
 
     rng = np.random.default_rng(14)
     n, steps = 3, 40
@@ -920,7 +913,7 @@ def test_operator_and_replay_run_one_memory_rule():
         fleet, kept = memory_request(fc, kept, now, window, recent_peak(usage, 300.0))
         for i in range(n):
             hist = ContainerHistory(np.full(DAY_POINTS, 0.5), usage[i], NOW - 86400.0)
-            one, states[i] = _memory_target(float(fc[i]), states[i], hist, params, now)
+            one, states[i] = memory_target(float(fc[i]), states[i], hist, params, now)
             assert one == pytest.approx(fleet[i], rel=1e-12)
 
 

@@ -9,8 +9,9 @@ from foresize.core.api.hysteresis import Threshold
 from foresize.core.api.quantity import MIB
 from foresize.core.cluster.model import Container, ResourceRequirements
 from foresize.core.cluster.qos import qos_class_of
-from foresize.core.recommend.core import OOMArrays, oom_bump
-from foresize.core.recommend.target import OOMState, RecommendParams, apply_ooms, recommend_target
+from foresize.core.recommend.oom import OOMArrays, OOMState, apply_ooms, oom_bump
+from foresize.core.recommend.params import RecommendParams
+from foresize.core.recommend.target import recommend_target
 from support.recommend import GIB, NOW, flat_history, qos, res, suggested
 
 
@@ -105,14 +106,14 @@ def test_the_memory_ratchet_forgets_a_target_exactly_one_window_old() -> None:
 def test_the_recommender_uses_the_scale_down_threshold_for_a_decrease() -> None:
     """Default hysteresis: up 5%, down 10%. A 7% decrease is not a change; a 7% increase
     is."""
-    from foresize.core.recommend.target import _changes
+    from foresize.core.recommend.finish import significant_changes
 
     p = RecommendParams()
     cur = ResourceRequirements({"cpu": 1000, "memory": GIB})
     down = ResourceRequirements({"cpu": 930, "memory": GIB})
     up = ResourceRequirements({"cpu": 1070, "memory": GIB})
-    assert _changes(p, cur, down) == {"cpu": False, "memory": False}
-    assert _changes(p, cur, up) == {"cpu": True, "memory": False}
+    assert significant_changes(p, cur, down) == {"cpu": False, "memory": False}
+    assert significant_changes(p, cur, up) == {"cpu": True, "memory": False}
 
 
 def test_the_recommenders_absolute_threshold_applies_from_zero_too() -> None:

@@ -77,7 +77,7 @@ def test_errors_name_file_line_and_field(tmp_path: Path):
     lines = str(result.exception).splitlines()
     assert lines == [
         f"{path}:13: spec.vertical.disruption.max_disrupted: must be an integer >= 1 or a "
-        "percentage (e.g. 3 or 20%)",
+        "percentage (e.g. 3 or 20%), not 0",
         f"{path}:18: spec: only one of vertical.mode and horizontal.mode may be autonomous",
     ]
 

@@ -102,7 +102,8 @@ def test_every_duration_option_shows_a_unit_default():
 
 
 def test_namespace_says_which_of_its_two_meanings_it_has():
-    """ux.md R38: `--namespace` filters in `recommend` and names the namespace Foresize is
+    """ux.md R38: `--namespace` filters in `recommend` (and `simulate --prometheus`, which
+    reads as it does) and names the namespace Foresize is
     installed in everywhere else; every help text now says which."""
     seen = set()
     for name, cmd in _commands().items():
@@ -110,7 +111,7 @@ def test_namespace_says_which_of_its_two_meanings_it_has():
         if p is None:
             continue
         seen.add(name)
-        if name == "recommend":
+        if name in ("recommend", "simulate"):  # simulate --prometheus reads as recommend
             assert p.help.startswith("A filter: "), p.help
         else:
             assert p.help.startswith("Namespace Foresize is installed in"), (name, p.help)

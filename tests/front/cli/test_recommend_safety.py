@@ -13,9 +13,10 @@ import json
 import numpy as np
 import yaml
 
-from foresize.adapters.history.prometheus import Resources
+from foresize.adapters.history.prometheus_series import Resources
 from foresize.core.api.quantity import MIB
 from foresize.core.history import SeriesKey, TraceSeries
+from foresize.front.report.recommendation_renderings import render
 from foresize.front.report.recommendations import (
     MIN_CPU_LIMIT,
     MIN_CPU_REQUEST,
@@ -23,7 +24,6 @@ from foresize.front.report.recommendations import (
     TOTAL,
     Bounds,
     build_rows,
-    render,
 )
 
 STEP = 300.0
@@ -244,7 +244,8 @@ def test_wide_splits_into_tables_that_fit_the_terminal():
     """ux.md N8: --wide needed ~210 columns and wrapped every row at 120. Now its columns
     come in as many tables as fit the width, each led by namespace, workload and
     container; one table when the terminal is wide enough."""
-    from foresize.front.report.recommendations import Prices, _headers
+    from foresize.front.report.recommendation_renderings import _headers
+    from foresize.front.report.recommendations import Prices
 
     specs = []
     for i, wl in enumerate(["checkout-frontend", "payments-ledger-writer"]):

@@ -35,154 +35,35 @@ from __future__ import annotations
 
 import asyncio
 import math
-import re
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from foresize.adapters.history.aggregate import group_max, group_median
+from foresize.adapters.history.prometheus_series import (
+    ContainerHistory,
+    HPARecord,
+    PodSeries,
+    Resources,
+    Scope,
+    align,
+    counter_increases,
+    fold_max,
+    fold_to_workloads,
+    kind_of_owner,
+    merge_kills,
+    promql_duration,
+    workload_kinds_and_replicas,
+)
 from foresize.core.errors import ForesizeError
-from foresize.core.history import SeriesKey, TraceSeries, workload_of_pod
+from foresize.core.history import SeriesKey, workload_of_pod
 
 STARTUP_EXCLUSION = 120.0  # seconds of a new pod's life left out of history
 MAX_POINTS = 10_000  # per series per query (Prometheus refuses more than 11,000)
-KILL_MATCH = 300.0
-"""How far apart (beyond one step) cAdvisor's and kube-state-metrics' record of one kill
-may be: the restart follows the kill within seconds, and kube-state-metrics is scraped
-every 30 s - 2 min, so 5 minutes covers it while two real kills of one container are
-further apart (the kubelet's crash-loop back-off starts at 10 s and doubles)."""
-REPLICA_WINDOW = 3600.0
-"""A workload's replicas are its pods with a reading in the hour before its newest one
-(a gap of a few scrapes in one pod does not make it a removed replica)."""
 RATE_SAMPLES = 2
 """`rate()` needs two samples in its window: the step must be at least twice the scrape
 interval, or CPU points go missing depending on where the grid falls."""
-
-
-def kind_of_owner(owner: tuple[str, str] | None) -> str:
-    """The workload kind behind a pod's owner (a ReplicaSet named `<d>-<hash>` is a
-    Deployment's, a Job named `<c>-<minute>` a CronJob's); empty when unknown."""
-    if owner is None:
-        return ""
-    kind, name = owner
-    if kind == "ReplicaSet" and workload_of_pod("", owner) != name:
-        return "Deployment"  # the ReplicaSet's name is `<deployment>-<pod-template-hash>`
-    if kind == "Job" and workload_of_pod("", owner) != name:
-        return "CronJob"  # the Job's name is `<cronjob>-<scheduled minute>`
-    return "" if kind == "Node" else kind
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"')
-
-
-def _regex_escape(value: str) -> str:
-    return _escape(re.escape(value))
-
-
-@dataclass(frozen=True, slots=True)
-class Scope:
-    """Which containers to read: namespaces, one cluster (by its label), pod label
-    selector (matched on kube-state-metrics' `kube_pod_labels`)."""
-
-    namespaces: tuple[str, ...] = ()
-    cluster_label: str = "cluster"
-    cluster: str | None = None
-    selector: Any = None  # foresize.core.api.types.LabelSelector
-
-    def matchers(self, real_containers: bool = True) -> str:
-        parts = ['container!=""', 'container!="POD"'] if real_containers else []
-        if self.namespaces:
-            parts.append(f'namespace=~"{"|".join(_regex_escape(n) for n in self.namespaces)}"')
-        if self.cluster is not None:
-            parts.append(f'{self.cluster_label}="{_escape(self.cluster)}"')
-        return ",".join(parts)
-
-
-def container_selector(namespaces: Iterable[str] | None = None) -> str:
-    """Label matchers for real containers (not the pause container, not pod-level cgroups)."""
-    names = tuple(n for n in (namespaces or []) if n)
-    return "{" + Scope(names).matchers() + "}"
-
-
-def _duration(seconds: float) -> str:
-    return f"{max(1, round(seconds * 1000))}ms"
-
-
-def align(start: float, end: float, step: float) -> tuple[float, float]:
-    """The grid inside [start, end]: multiples of `step` since the epoch."""
-    return math.ceil(start / step) * step, math.floor(end / step) * step
-
-
-@dataclass(slots=True)
-class PodSeries:
-    """One container of one pod: the raw result of a range query."""
-
-    namespace: str
-    pod: str
-    container: str
-    timestamps: np.ndarray
-    values: np.ndarray
-
-
-@dataclass(slots=True)
-class Resources:
-    """Requests and limits of one workload container (cores, bytes), from kube-state-metrics."""
-
-    cpu_request: float | None = None
-    memory_request: float | None = None
-    cpu_limit: float | None = None
-    memory_limit: float | None = None
-
-
-@dataclass(slots=True)
-class ContainerHistory:
-    """Everything read for a time range: usage per workload/container, OOMs, throttling,
-    and what kube-state-metrics says of each workload (kind, replicas, resources)."""
-
-    series: list[TraceSeries] = field(default_factory=list)
-    oom_kills: dict[SeriesKey, list[float]] = field(default_factory=dict)
-    throttling: dict[SeriesKey, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
-    pods: int = 0
-    resources: dict[SeriesKey, Resources] = field(default_factory=dict)
-    kinds: dict[tuple[str, str], str] = field(default_factory=dict)  # (ns, workload) -> kind
-    replicas: dict[tuple[str, str], int] = field(default_factory=dict)  # pods seen lately
-
-
-def counter_increases(ts: np.ndarray, values: np.ndarray) -> list[tuple[float, int]]:
-    """(time, count) for each rise of a counter sampled at `ts`; a drop is a reset (the
-    counter restarted at 0, so its new value is the count since)."""
-    out = []
-    for k in range(1, values.size):
-        prev, cur = values[k - 1], values[k]
-        if not (np.isfinite(prev) and np.isfinite(cur)):
-            continue
-        rise = cur - prev if cur >= prev else cur
-        n = int(round(rise))
-        if n > 0:
-            out.append((float(ts[k]), n))
-    return out
-
-
-def merge_kills(cadvisor: list[float], ksm: list[float], step: float) -> list[float]:
-    """One list of kills from both sources: a kube-state-metrics kill within one step +
-    KILL_MATCH of an unmatched cAdvisor kill is that kill (earliest first), the rest are
-    kills only one source saw."""
-    tolerance = step + KILL_MATCH
-    merged = sorted(cadvisor)
-    used = [False] * len(merged)
-    extra = []
-    for t in sorted(ksm):
-        for i, c in enumerate(merged):
-            if not used[i] and abs(c - t) <= tolerance:
-                used[i] = True
-                break
-        else:
-            extra.append(t)
-    return sorted(merged + extra)
 
 
 class PrometheusReader:
@@ -368,7 +249,7 @@ class PrometheusReader:
     def cpu_query(selector: str, step: float) -> str:
         return (
             "max by (namespace, pod, container) "
-            f"(rate(container_cpu_usage_seconds_total{selector}[{_duration(step * 1.1)}]))"
+            f"(rate(container_cpu_usage_seconds_total{selector}[{promql_duration(step * 1.1)}]))"
         )
 
     @staticmethod
@@ -376,7 +257,7 @@ class PrometheusReader:
         return (
             "max by (namespace, pod, container) "
             f"(max_over_time(container_memory_working_set_bytes{selector}"
-            f"[{_duration(step - 0.001)}]))"
+            f"[{promql_duration(step - 0.001)}]))"
         )
 
     @staticmethod
@@ -384,7 +265,7 @@ class PrometheusReader:
         """The counter's last value in each step (duplicates folded by max)."""
         return (
             "max by (namespace, pod, container) "
-            f"(last_over_time({metric}{selector}[{_duration(step - 0.001)}]))"
+            f"(last_over_time({metric}{selector}[{promql_duration(step - 0.001)}]))"
         )
 
     @staticmethod
@@ -394,7 +275,7 @@ class PrometheusReader:
         return (
             "max by (namespace, pod, container) "
             f"(last_over_time(kube_pod_container_status_last_terminated_reason{sel}"
-            f"[{_duration(step - 0.001)}]))"
+            f"[{promql_duration(step - 0.001)}]))"
         )
 
     @staticmethod
@@ -403,7 +284,7 @@ class PrometheusReader:
         unthrottled steps are 0, not missing (a filter to the throttled steps alone made
         the mean over them the share of a container throttled in a tenth of a percent of
         its periods read as 49%, ux.md N2)."""
-        window = _duration(step * 1.1)
+        window = promql_duration(step * 1.1)
         return (
             "max by (namespace, pod, container) "
             f"(rate(container_cpu_cfs_throttled_periods_total{selector}[{window}])) / "
@@ -418,7 +299,7 @@ class PrometheusReader:
         every pod seen in the `window` before `at`."""
         matchers = ",".join(p for p in ((scope or Scope()).matchers(False), 'owner_kind!=""') if p)
         result = await self.query(
-            f"last_over_time(kube_pod_owner{{{matchers}}}[{_duration(window)}])", at, session
+            f"last_over_time(kube_pod_owner{{{matchers}}}[{promql_duration(window)}])", at, session
         )
         out = {}
         for item in result:
@@ -433,7 +314,7 @@ class PrometheusReader:
         """(namespace, pod) -> its labels from `kube_pod_labels` (keys as kube-state-metrics
         writes them, `label_` + the key with every other character as `_`)."""
         result = await self.query(
-            f"last_over_time(kube_pod_labels{{{scope.matchers(False)}}}[{_duration(window)}])",
+            f"last_over_time(kube_pod_labels{{{scope.matchers(False)}}}[{promql_duration(window)}])",
             at,
             session,
         )
@@ -453,7 +334,7 @@ class PrometheusReader:
             q = (
                 "max by (namespace, pod, container, resource) (last_over_time("
                 f"kube_pod_container_resource_{kind}{{{scope.matchers(False)},"
-                f'resource=~"cpu|memory"}}[{_duration(window)}]))'
+                f'resource=~"cpu|memory"}}[{promql_duration(window)}]))'
             )
             for item in await self.query(q, at, session):
                 m = item.get("metric", {})
@@ -462,6 +343,86 @@ class PrometheusReader:
                 value = float(item["value"][1])
                 setattr(res, f"{m.get('resource')}_{kind[:-1]}", value)
         return out
+
+    async def nodes(
+        self, at: float, window: float, scope: Scope, session: Any = None
+    ) -> dict[str, dict[str, float]]:
+        """node -> allocatable cpu (cores) and memory (bytes) from kube-state-metrics, the
+        newest in `window` before `at` (the cluster matcher applies; namespaces do not)."""
+        cluster = Scope((), scope.cluster_label, scope.cluster).matchers(False)
+        matchers = ",".join(p for p in (cluster, 'resource=~"cpu|memory"') if p)
+        q = (
+            "max by (node, resource) (last_over_time("
+            f"kube_node_status_allocatable{{{matchers}}}[{promql_duration(window)}]))"
+        )
+        out: dict[str, dict[str, float]] = {}
+        for item in await self.query(q, at, session):
+            m = item.get("metric", {})
+            if m.get("node"):
+                out.setdefault(m["node"], {})[m.get("resource", "")] = float(item["value"][1])
+        return out
+
+    async def hpas(
+        self, at: float, window: float, scope: Scope, session: Any = None
+    ) -> list[HPARecord]:
+        """The HorizontalPodAutoscalers kube-state-metrics saw in `window` before `at`: their
+        target, bounds and resource-utilisation targets (percent)."""
+        matchers = scope.matchers(False)
+        span = promql_duration(window)
+        info, low, high, metric = await asyncio.gather(
+            self.query(
+                f"last_over_time(kube_horizontalpodautoscaler_info{{{matchers}}}[{span}])",
+                at,
+                session,
+            ),
+            self.query(
+                f"last_over_time(kube_horizontalpodautoscaler_spec_min_replicas{{{matchers}}}[{span}])",
+                at,
+                session,
+            ),
+            self.query(
+                f"last_over_time(kube_horizontalpodautoscaler_spec_max_replicas{{{matchers}}}[{span}])",
+                at,
+                session,
+            ),
+            self.query(
+                "last_over_time(kube_horizontalpodautoscaler_spec_target_metric{"
+                + ",".join(p for p in (matchers, 'metric_target_type="utilization"') if p)
+                + f"}}[{span}])",
+                at,
+                session,
+            ),
+        )
+
+        def key(item: dict[str, Any]) -> tuple[str, str]:
+            m = item.get("metric", {})
+            return m.get("namespace", ""), m.get("horizontalpodautoscaler", "")
+
+        lows = {key(i): int(float(i["value"][1])) for i in low}
+        highs = {key(i): int(float(i["value"][1])) for i in high}
+        targets: dict[tuple[str, str], dict[str, float]] = {}
+        for i in metric:
+            name = i.get("metric", {}).get("metric_name", "")
+            if name in ("cpu", "memory"):
+                targets.setdefault(key(i), {})[name] = float(i["value"][1])
+        out = []
+        for i in info:
+            m = i.get("metric", {})
+            k = key(i)
+            if not k[1] or not m.get("scaletargetref_name"):
+                continue
+            out.append(
+                HPARecord(
+                    namespace=k[0],
+                    name=k[1],
+                    target_kind=m.get("scaletargetref_kind", "Deployment"),
+                    target_name=m["scaletargetref_name"],
+                    min_replicas=lows.get(k, 1),
+                    max_replicas=highs.get(k, max(lows.get(k, 1), 1)),
+                    utilization=targets.get(k, {}),
+                )
+            )
+        return sorted(out, key=lambda h: (h.namespace, h.name))
 
     async def pod_series(
         self, query: str, start: float, end: float, step: float, session: Any = None
@@ -605,9 +566,9 @@ class PrometheusReader:
             history.oom_kills.setdefault(series_key(ns, pod, container), []).extend(times)
         for times in history.oom_kills.values():
             times.sort()
-        for key, (ts, vs) in _fold_max(throttled, owners).items():
+        for key, (ts, vs) in fold_max(throttled, owners).items():
             history.throttling[key] = (ts, vs)
-        _workload_kinds_and_replicas([*cpu, *mem], owners, history)
+        workload_kinds_and_replicas([*cpu, *mem], owners, history)
         # Every container with requests or limits in the range keeps them, usage or not:
         # one without a single reading is listed as such, not left out (ux.md N4). The
         # label selector, matched on kube_pod_labels, applies to them as to the usage.
@@ -625,144 +586,3 @@ class PrometheusReader:
                     old = getattr(have, name)
                     setattr(have, name, value if old is None else max(old, value))
         return history
-
-
-def _workload_kinds_and_replicas(
-    series: list[PodSeries],
-    owners: dict[tuple[str, str], tuple[str, str]],
-    history: ContainerHistory,
-) -> None:
-    """Fill `history.kinds` (each workload's owner kind) and `history.replicas` (pods of the
-    workload seen within REPLICA_WINDOW of its newest sample)."""
-    newest: dict[tuple[str, str], float] = {}
-    for s in series:
-        if s.timestamps.size:
-            wl = (s.namespace, workload_of_pod(s.pod, owners.get((s.namespace, s.pod))))
-            newest[wl] = max(newest.get(wl, -math.inf), float(s.timestamps[-1]))
-            kind = kind_of_owner(owners.get((s.namespace, s.pod)))
-            if kind:
-                history.kinds[wl] = kind
-    replicas: dict[tuple[str, str], set[str]] = defaultdict(set)
-    for s in series:
-        wl = (s.namespace, workload_of_pod(s.pod, owners.get((s.namespace, s.pod))))
-        if s.timestamps.size and float(s.timestamps[-1]) >= newest[wl] - REPLICA_WINDOW:
-            replicas[wl].add(s.pod)
-    history.replicas = {wl: len(pods) for wl, pods in replicas.items()}
-
-
-def _fold(
-    series: list[PodSeries],
-    owners: dict[tuple[str, str], tuple[str, str]],
-    reduce: Any = group_max,
-) -> dict[SeriesKey, tuple[np.ndarray, np.ndarray]]:
-    """Per workload/container: its pods folded at each timestamp by `reduce`
-    (`foresize.adapters.history.aggregate.group_max` or `group_median`)."""
-    groups: dict[SeriesKey, list[PodSeries]] = defaultdict(list)
-    for s in series:
-        wl = workload_of_pod(s.pod, owners.get((s.namespace, s.pod)))
-        groups[SeriesKey(s.namespace, wl, s.container)].append(s)
-    out = {}
-    for key, parts in groups.items():
-        ts = np.concatenate([p.timestamps for p in parts])
-        vs = np.concatenate([p.values for p in parts])
-        if ts.size == 0:
-            continue
-        grid, inverse = np.unique(ts, return_inverse=True)
-        folded = np.full(grid.size, np.nan)
-        ids, values = reduce(inverse, vs)
-        folded[ids] = values
-        out[key] = (grid, folded)
-    return out
-
-
-def _fold_max(
-    series: list[PodSeries], owners: dict[tuple[str, str], tuple[str, str]]
-) -> dict[SeriesKey, tuple[np.ndarray, np.ndarray]]:
-    """Per workload/container: the maximum over its pods at each timestamp."""
-    return _fold(series, owners, group_max)
-
-
-def fold_to_workloads(
-    cpu: list[PodSeries],
-    memory: list[PodSeries],
-    owners: dict[tuple[str, str], tuple[str, str]] | None = None,
-) -> list[TraceSeries]:
-    """Pod series -> one TraceSeries per workload/container on the union of timestamps,
-    the pods folded as every shell folds them (`foresize.adapters.history.aggregate`): CPU the
-    median across replicas, memory the maximum."""
-    owners = owners or {}
-    cpu_by = _fold(cpu, owners, group_median)
-    mem_by = _fold(memory, owners, group_max)
-    out: list[TraceSeries] = []
-    for key in sorted(set(cpu_by) | set(mem_by)):
-        parts = [x[0] for x in (cpu_by.get(key), mem_by.get(key)) if x is not None]
-        grid = np.unique(np.concatenate(parts))
-        c = np.full(grid.size, np.nan)
-        m = np.full(grid.size, np.nan)
-        if key in cpu_by:
-            ts, vs = cpu_by[key]
-            c[np.searchsorted(grid, ts)] = vs
-        if key in mem_by:
-            ts, vs = mem_by[key]
-            m[np.searchsorted(grid, ts)] = vs
-        out.append(TraceSeries(key, grid, c, m, source="prometheus"))
-    return out
-
-
-_SELECTOR_TERM = re.compile(
-    r"^\s*(?:(?P<not>!)\s*(?P<absent>[\w./-]+)"
-    r"|(?P<key>[\w./-]+)\s*(?:(?P<op>==|!=|=)\s*(?P<value>[\w.-]*)"
-    r"|\s+(?P<setop>in|notin)\s*\((?P<values>[^)]*)\))?)\s*$"
-)
-
-
-def ksm_label_name(key: str) -> str:
-    """A Kubernetes label key as kube-state-metrics names it in `kube_pod_labels`
-    (`app.kubernetes.io/name` -> `app_kubernetes_io_name`, without the `label_` prefix)."""
-    return re.sub(r"[^a-zA-Z0-9_]", "_", key)
-
-
-def pod_selector(text: str) -> Any:
-    """A kubectl-style label selector (`app=web,tier!=db,env in (a,b),!canary`) as a
-    LabelSelector over kube-state-metrics' label names. Raises ForesizeError."""
-    from foresize.core.api.types import LabelSelector, LabelSelectorRequirement
-
-    terms: list[str] = []
-    depth, current = 0, ""
-    for ch in text:
-        depth += ch == "("
-        depth -= ch == ")"
-        if ch == "," and depth == 0:
-            terms.append(current)
-            current = ""
-        else:
-            current += ch
-    terms.append(current)
-    match_labels: dict[str, str] = {}
-    exprs = []
-    for term in terms:
-        m = _SELECTOR_TERM.match(term)
-        if not m or not term.strip():
-            raise ForesizeError(
-                f"--selector: cannot read {term.strip()!r} (use key=value, key!=value, "
-                "key in (a,b), key notin (a,b), key or !key, joined by commas)"
-            )
-        if m["absent"]:
-            exprs.append(
-                LabelSelectorRequirement(key=ksm_label_name(m["absent"]), operator="DoesNotExist")
-            )
-            continue
-        key = ksm_label_name(m["key"])
-        if m["op"] in ("=", "=="):
-            match_labels[key] = m["value"]
-        elif m["op"] == "!=":
-            exprs.append(LabelSelectorRequirement(key=key, operator="NotIn", values=[m["value"]]))
-        elif m["setop"]:
-            values = [v.strip() for v in m["values"].split(",") if v.strip()]
-            if m["setop"] == "in":
-                exprs.append(LabelSelectorRequirement(key=key, operator="In", values=values))
-            else:
-                exprs.append(LabelSelectorRequirement(key=key, operator="NotIn", values=values))
-        else:
-            exprs.append(LabelSelectorRequirement(key=key, operator="Exists"))
-    return LabelSelector(matchLabels=match_labels, matchExpressions=exprs)

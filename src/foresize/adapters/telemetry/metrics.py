@@ -60,6 +60,7 @@ METRIC_NAMES = (
     "foresize_breaker_open",
     "foresize_recommendation",
     "foresize_provisioning_ratio",
+    "foresize_shadow_score",
     "foresize_oom_kills_total",
     "foresize_node_charge_gap",
     "foresize_webhook_duration_seconds",
@@ -143,6 +144,14 @@ class ForesizeMetrics:
             "foresize_recommendation",
             "The latest recommendation per container (cores or bytes).",
             ["target", "container", "resource", "kind"],
+            registry=r,
+        )
+        self.shadow_score = Gauge(
+            "foresize_shadow_score",
+            "A policy's score on the target's live history (status.shadow): the target's own "
+            "policy (policy=active) and each shadow policy; metric slack, shortfall, under, "
+            "events_per_series_day (memory: OOM kills) or changes_per_series_day.",
+            ["target", "policy", "resource", "metric"],
             registry=r,
         )
         self.provisioning = Gauge(
@@ -256,7 +265,13 @@ class ForesizeMetrics:
         """Remove every per-target label set whose target is not in `keep` (deleted, or
         held by another replica); returns how many were removed."""
         removed = 0
-        for gauge in (self.stalled, self.breaker, self.recommendation, self.provisioning):
+        for gauge in (
+            self.stalled,
+            self.breaker,
+            self.recommendation,
+            self.provisioning,
+            self.shadow_score,
+        ):
             for labels in list(gauge._metrics):  # prometheus_client keeps label tuples here
                 if labels[0] not in keep:
                     gauge.remove(*labels)

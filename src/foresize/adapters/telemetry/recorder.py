@@ -396,6 +396,15 @@ class ChangeRecorder:
         suggestion = status.get("vertical_suggestion")
         if isinstance(suggestion, dict):
             self.set_recommendation(key, suggestion.get("containers") or [])
+        for entry in status.get("shadow") or []:
+            if not isinstance(entry, dict):
+                continue
+            for resource, score in (entry.get("score") or {}).items():
+                for metric, value in (score or {}).items():
+                    if isinstance(value, int | float):
+                        self.metrics.shadow_score.labels(
+                            key, str(entry.get("name")), resource, metric
+                        ).set(float(value))
 
     def set_recommendation(self, target: str, containers: list[dict[str, Any]]) -> None:
         """Recommendation gauges from status.vertical_suggestion.containers (quantities)."""

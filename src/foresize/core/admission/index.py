@@ -20,7 +20,7 @@ from foresize.core.cluster.model import (
     VerticalClaim,
     Workload,
 )
-from foresize.core.cluster.snapshot import ClusterSnapshot, claim_for
+from foresize.core.cluster.snapshot import ClusterSnapshot, DsaObject, TargetObject, claim_for
 from foresize.core.cluster.target import TargetView, dsa_view, target_view
 
 # Labels a ReplicaSet's pods carry whose value is the suffix of the ReplicaSet's name.
@@ -53,9 +53,9 @@ class AdmissionIndex:
     @classmethod
     def build(
         cls,
-        targets: Iterable[object] = (),
+        targets: Iterable[TargetObject | TargetView] = (),
         *,
-        daemonset_autoscalers: Iterable[object] = (),
+        daemonset_autoscalers: Iterable[DsaObject | TargetView] = (),
         workloads: Mapping[str, Workload] | None = None,
         hpas: Iterable[HorizontalPodAutoscaler] = (),
         vertical_claims: Iterable[VerticalClaim] = (),
@@ -83,8 +83,8 @@ class AdmissionIndex:
                 index.by_ref[(view.ref_kind, view.namespace, view.ref_name)] = view
             elif view.has_selector:
                 index.selector_targets.setdefault(view.namespace, []).append(view)
-        for obj in daemonset_autoscalers:
-            view = dsa_view(obj)
+        for dsa in daemonset_autoscalers:
+            view = dsa_view(dsa)
             index.dsas.append(view)
             index.by_daemonset[(view.namespace, view.ref_name)] = view
         for hpa in hpas:

@@ -31,6 +31,8 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from foresize.core.admission.index import AdmissionIndex
+from foresize.core.api.quantity import CPU
+from foresize.core.cluster.boost import BOOST_ANNOTATION, BoostPolicy, boost_container, encode
 from foresize.core.cluster.model import (
     Container,
     OwnerRef,
@@ -58,6 +60,8 @@ class PodDecision:
     target: TargetView | None = None
     containers: dict[str, ResourceRequirements] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    # Annotations to set besides the managed one (the start-up boost's).
+    annotations: dict[str, str] = field(default_factory=dict)
 
     @property
     def changed(self) -> bool:
@@ -86,7 +90,7 @@ def decide_pod(
     if not target.vertical_autonomous or target.deleting:
         return decision
     suggestion = index.suggestion_of(target)
-    if suggestion is None and not index.has_oom_floor(target):
+    if suggestion is None and not index.has_oom_floor(target) and target.startup_boost is None:
         return decision
     workload = None
     if not (target.ref_kind and target.ref_name):  # a selector target: the pod's controller
@@ -121,10 +125,8 @@ def decide_pod(
         resized = size_container(container, policy, csug, floor, qos, leave)
         if not _same(resized, container.resources):
             new_containers[container.name] = resized
-    if not new_containers:
-        return decision
     after = [Container(c.name, new_containers.get(c.name, c.resources)) for c in pod.containers]
-    new_qos = qos_class_of([*after, *pod.init_containers])
+    new_qos = qos_class_of([*after, *pod.init_containers]) if new_containers else qos
     if new_qos != qos:
         decision.warnings.append(
             f"foresize: suggestion of {target.kind} {target.key} would change the pod's QoS "
@@ -132,7 +134,50 @@ def decide_pod(
         )
         return decision
     decision.containers = new_containers
+    if target.startup_boost is not None:
+        _boost(pod, target, target.startup_boost, leave, decision, now)
     return decision
+
+
+def _boost(
+    pod: Pod,
+    target: TargetView,
+    policy: BoostPolicy,
+    leave: frozenset[str],
+    decision: PodDecision,
+    now: float,
+) -> None:
+    """THE start-up boost (`cluster.boost`) on top of the sized containers, and the
+    annotation that tells the vertical planner what to return to."""
+    if CPU in leave:
+        decision.warnings.append(
+            f"foresize: {target.kind} {target.key} leaves CPU to the HPA; no start-up boost"
+        )
+        return
+    back: dict[str, dict[str, int]] = {}
+    boosted: dict[str, ResourceRequirements] = {}
+    for c in pod.containers:
+        cpolicy = target.policy_for(c.name)
+        if cpolicy is None:
+            continue
+        base = decision.containers.get(c.name, c.resources)
+        upper = cpolicy.for_resource(CPU)
+        got = boost_container(base, policy, upper.upper if upper else None, c.name)
+        if got is None:
+            continue
+        boosted[c.name], back[c.name] = got.resources, got.back
+        if got.note:
+            decision.warnings.append(f"foresize: {got.note}")
+    if not boosted:
+        return
+    after = [c.copy(boosted.get(c.name, decision.containers.get(c.name))) for c in pod.containers]
+    if qos_class_of([*after, *pod.init_containers]) != qos_class_of(
+        [*pod.containers, *pod.init_containers]
+    ):
+        decision.warnings.append("foresize: a start-up boost would change the QoS class; none")
+        return
+    decision.containers.update(boosted)
+    decision.annotations[BOOST_ANNOTATION] = encode(back, policy, now)
 
 
 def apply_decision(pod: Pod, decision: PodDecision) -> Pod:
@@ -140,18 +185,12 @@ def apply_decision(pod: Pod, decision: PodDecision) -> Pod:
     if not decision.changed:
         return pod
     containers = [
-        Container(
-            c.name,
-            decision.containers[c.name].copy()
-            if c.name in decision.containers
-            else c.resources.copy(),
-            dict(c.resize_policy),
-            c.restart_policy,
-        )
+        c.copy(decision.containers[c.name].copy() if c.name in decision.containers else None)
         for c in pod.containers
     ]
     annotations = dict(pod.annotations)
     annotations[MANAGED_ANNOTATION] = MANAGED_VALUE
+    annotations.update(decision.annotations)
     return dataclasses.replace(pod, containers=containers, annotations=annotations)
 
 

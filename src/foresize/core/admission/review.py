@@ -15,17 +15,23 @@ import contextlib
 import json
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeAlias
 
 from foresize.core.admission.index import AdmissionIndex
 from foresize.core.admission.pod import MANAGED_ANNOTATION, MANAGED_VALUE, PodDecision, decide_pod
 from foresize.core.admission.scale import RESOURCE_KINDS, decide_scale
 from foresize.core.admission.validate import validate_daemonset_autoscaler, validate_target
+from foresize.core.api.access import JSONValue
 from foresize.core.api.quantity import QuantityError, format_quantity
 from foresize.core.cluster.kubejson import pod_from
 from foresize.core.cluster.model import Pod, ResourceRequirements
 
 API_VERSION = "admission.k8s.io/v1"
+
+_P = ParamSpec("_P")
+# A review handler: the decoded body (any JSON: `_request` checks it), then its own
+# arguments (the index, `now`, ...), and the response body.
+_Handler: TypeAlias = Callable[Concatenate[object, _P], dict[str, Any]]
 _COMPUTE = ("cpu", "memory")
 
 
@@ -52,7 +58,7 @@ def _response(
     return {"apiVersion": API_VERSION, "kind": "AdmissionReview", "response": resp}
 
 
-def _request(body: Any) -> tuple[str, dict[str, Any]]:
+def _request(body: object) -> tuple[str, dict[str, Any]]:
     if not isinstance(body, dict):
         raise ReviewError("body is not a JSON object")
     request = body.get("request")
@@ -66,14 +72,14 @@ def _request(body: Any) -> tuple[str, dict[str, Any]]:
     return uid, request
 
 
-def _unexpected_kind(uid: str, webhook: str, kind: Any) -> dict[str, Any]:
+def _unexpected_kind(uid: str, webhook: str, kind: JSONValue) -> dict[str, Any]:
     """A kind this webhook does not handle (a misconfigured rule): allowed, with a warning."""
     return _response(
         uid, warnings=[f"foresize: {webhook} webhook got kind {kind!r}; request allowed unchanged"]
     )
 
 
-def _uid_of(body: Any) -> str:
+def _uid_of(body: object) -> str:
     if isinstance(body, dict) and isinstance(body.get("request"), dict):
         uid = body["request"].get("uid")
         if isinstance(uid, str):
@@ -93,7 +99,7 @@ def _lenient_int(literal: str) -> int | float:
     return int(literal) if len(literal) <= _LONGEST_INT else float(literal)
 
 
-def read_review(raw: bytes) -> Any:
+def read_review(raw: bytes) -> JSONValue:
     """The JSON of an AdmissionReview body; any exception if it cannot be read at all
     (the caller answers with `request_uid(raw)`). Invalid UTF-8 is replaced by U+FFFD, as
     Go's encoding/json (the API server's decoder) does, rather than refusing the body."""
@@ -137,14 +143,14 @@ def request_uid(raw: bytes) -> str:
     return ""
 
 
-def allow_with_warning(body: Any, what: str) -> dict[str, Any]:
+def allow_with_warning(body: object, what: str) -> dict[str, Any]:
     return _response(_uid_of(body), warnings=[f"foresize: {what}; request allowed unchanged"])
 
 
-def guarded(fn: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+def guarded(fn: _Handler[_P]) -> _Handler[_P]:
     """Turn any exception of a review handler into allowed + warning."""
 
-    def wrapper(body: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    def wrapper(body: object, /, *args: _P.args, **kwargs: _P.kwargs) -> dict[str, Any]:
         try:
             return fn(body, *args, **kwargs)
         except ReviewError as exc:
@@ -160,7 +166,7 @@ def guarded(fn: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
 # -- pods ------------------------------------------------------------------------------
 
 
-def pod_from_json(obj: Any, namespace: str = "") -> Pod:
+def pod_from_json(obj: object, namespace: str = "") -> Pod:
     """The pod of an admission request, read by the one pod converter
     (`foresize.core.cluster.kubejson.pod_from`), strictly: a request that is not a pod, or a
     bad quantity, is a ReviewError (the review is answered allowed, with a warning)."""
@@ -188,7 +194,11 @@ def _merged(original: dict[str, Any] | None, values: dict[str, int]) -> dict[str
     return out
 
 
-def pod_patch(obj: dict[str, Any], new: dict[str, ResourceRequirements]) -> list[dict[str, Any]]:
+def pod_patch(
+    obj: dict[str, Any],
+    new: dict[str, ResourceRequirements],
+    annotations: dict[str, str] | None = None,
+) -> list[dict[str, Any]]:
     """JSON patch setting the changed containers' resources and the managed annotation;
     empty when no container of `obj` is in `new` (e.g. a name that is not a string)."""
     ops: list[dict[str, Any]] = []
@@ -206,28 +216,20 @@ def pod_patch(obj: dict[str, Any], new: dict[str, ResourceRequirements]) -> list
     if not ops:  # the annotation says the webhook changed resources: never on its own
         return []
     meta = obj.get("metadata") or {}
+    added = {MANAGED_ANNOTATION: MANAGED_VALUE, **(annotations or {})}
     if meta.get("annotations") is None:
-        ops.append(
-            {
-                "op": "add",
-                "path": "/metadata/annotations",
-                "value": {MANAGED_ANNOTATION: MANAGED_VALUE},
-            }
-        )
+        ops.append({"op": "add", "path": "/metadata/annotations", "value": added})
     else:
-        ops.append(
-            {
-                "op": "add",
-                "path": f"/metadata/annotations/{_escape(MANAGED_ANNOTATION)}",
-                "value": MANAGED_VALUE,
-            }
-        )
+        for key, value in added.items():
+            ops.append(
+                {"op": "add", "path": f"/metadata/annotations/{_escape(key)}", "value": value}
+            )
     return ops
 
 
 @guarded
 def review_pod(
-    body: Any,
+    body: object,
     index: AdmissionIndex,
     now: float,
     on_change: Callable[[Pod, PodDecision], None] | None = None,
@@ -247,7 +249,11 @@ def review_pod(
     decision = decide_pod(pod, None, index, now)
     if not decision.changed:
         return _response(uid, warnings=decision.warnings)
-    response = _response(uid, patch=pod_patch(obj, decision.containers), warnings=decision.warnings)
+    response = _response(
+        uid,
+        patch=pod_patch(obj, decision.containers, decision.annotations),
+        warnings=decision.warnings,
+    )
     if on_change is not None:
         # Recording must never cost the pod its patch (the guard above would drop it).
         with contextlib.suppress(Exception):
@@ -256,7 +262,7 @@ def review_pod(
 
 
 @guarded
-def review_scale(body: Any, index: AdmissionIndex, now: float) -> dict[str, Any]:
+def review_scale(body: object, index: AdmissionIndex, now: float) -> dict[str, Any]:
     """`*/scale` mutating webhook: UPDATE of a horizontally autonomous target's workload."""
     uid, request = _request(body)
     kind = (request.get("kind") or {}).get("kind")
@@ -291,7 +297,7 @@ def review_scale(body: Any, index: AdmissionIndex, now: float) -> dict[str, Any]
 
 
 @guarded
-def review_target(body: Any, index: AdmissionIndex, now: float) -> dict[str, Any]:
+def review_target(body: object, index: AdmissionIndex, now: float) -> dict[str, Any]:
     """AIScaleTarget and DaemonSetAutoscaler validating webhook (CREATE/UPDATE)."""
     uid, request = _request(body)
     kind = (request.get("kind") or {}).get("kind")
@@ -315,7 +321,9 @@ def review_target(body: Any, index: AdmissionIndex, now: float) -> dict[str, Any
 
 
 @guarded
-def review_noop(body: Any, index: AdmissionIndex | None = None, now: float = 0.0) -> dict[str, Any]:
+def review_noop(
+    body: object, index: AdmissionIndex | None = None, now: float = 0.0
+) -> dict[str, Any]:
     """Allows everything: the benchmark's floor (same server, same parsing, no decision)."""
     uid, _ = _request(body)
     return _response(uid)

@@ -39,10 +39,8 @@ def _number(text: str) -> int | None:
     return None
 
 
-def cron_error(expr: object) -> str | None:  # noqa: C901
+def cron_error(expr: object) -> str | None:
     """None if `expr` is a valid schedule (see the module docstring), else what is wrong."""
-    # Complexity over 15 on purpose: one check per rule of the cron syntax, each returning
-    # its own message; a flat checklist is easier to hold against the syntax than helpers.
     if not isinstance(expr, str):
         return f"must be a string, not {shown(expr)}"
     if len(expr) > MAX_CRON_LENGTH:
@@ -54,30 +52,39 @@ def cron_error(expr: object) -> str | None:  # noqa: C901
     if len(fields) != 5:
         return f"needs 5 fields (minute hour day-of-month month day-of-week), got {len(fields)}"
     for i, part in enumerate(fields):
-        lo, hi = _RANGES[i]
         for item in part.split(","):
-            base, slash, step = item.partition("/")
-            if slash:
-                number = _number(step)
-                if number is None or number == 0:
-                    return f"{_LABELS[i]} step {step!r} is not a positive number"
-            if base == "*":
-                continue
-            bounds = base.split("-")
-            if len(bounds) > 2 or not all(bounds):
-                return f"{_LABELS[i]} {item!r} is not a value or range"
-            values = []
-            for bound in bounds:
-                number = _NAMES[i].get(bound.lower())
-                if number is None:
-                    number = _number(bound)
-                if number is None:
-                    return f"{_LABELS[i]} {bound!r} is not a number"
-                values.append(number)
-            if any(v < lo or v > hi for v in values):
-                return f"{_LABELS[i]} {item!r} is outside {lo}-{hi}"
-            if len(values) == 2 and values[0] > values[1]:
-                return f"{_LABELS[i]} range {item!r} is reversed"
+            problem = _item_error(i, item)
+            if problem:
+                return problem
+    return None
+
+
+def _item_error(i: int, item: str) -> str | None:
+    """What is wrong with one comma-separated item of field `i` (`*`, `5`, `1-5`, `*/15`,
+    `mon-fri/2`), or None."""
+    base, slash, step = item.partition("/")
+    if slash:
+        number = _number(step)
+        if number is None or number == 0:
+            return f"{_LABELS[i]} step {step!r} is not a positive number"
+    if base == "*":
+        return None
+    bounds = base.split("-")
+    if len(bounds) > 2 or not all(bounds):
+        return f"{_LABELS[i]} {item!r} is not a value or range"
+    values = []
+    for bound in bounds:
+        number = _NAMES[i].get(bound.lower())
+        if number is None:
+            number = _number(bound)
+        if number is None:
+            return f"{_LABELS[i]} {bound!r} is not a number"
+        values.append(number)
+    lo, hi = _RANGES[i]
+    if any(v < lo or v > hi for v in values):
+        return f"{_LABELS[i]} {item!r} is outside {lo}-{hi}"
+    if len(values) == 2 and values[0] > values[1]:
+        return f"{_LABELS[i]} range {item!r} is reversed"
     return None
 
 

@@ -11,17 +11,17 @@ from pydantic import (
 
 from foresize.core.api.fields import (
     DaemonSetAutoscalerKind,
+    OpenModel,
     PositiveDuration,
     ScalingMode,
-    _Base,
-    _Open,
+    StrictModel,
 )
 from foresize.core.api.meta import APIObject, DaemonSetRef
-from foresize.core.api.policy import ContainerPolicy, _check_unique_containers
+from foresize.core.api.policy import ContainerPolicy, check_unique_containers
 from foresize.core.api.target import Condition, VerticalSuggestion
 
 
-class DaemonSetAutoscalerSpec(_Base):
+class DaemonSetAutoscalerSpec(StrictModel):
     scaleTargetRef: DaemonSetRef
     scaleMode: ScalingMode = "recommendation"
     """autonomous, recommendation or observe."""
@@ -37,13 +37,13 @@ class DaemonSetAutoscalerSpec(_Base):
 
     @model_validator(mode="after")
     def _cross_fields(self) -> DaemonSetAutoscalerSpec:
-        _check_unique_containers(self.containers)
+        check_unique_containers(self.containers)
         if self.minObservationWindow > self.observationWindow:
             raise ValueError("minObservationWindow must not exceed observationWindow")
         return self
 
 
-class DaemonSetAutoscalerStatus(_Open):
+class DaemonSetAutoscalerStatus(OpenModel):
     observedGeneration: int | None = None
     conditions: list[Condition] = Field(default_factory=list)
     hasEnoughDataToScale: bool | None = None

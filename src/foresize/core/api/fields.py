@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Annotated, Any, TypeAlias
+from typing import Annotated, TypeAlias
 
 from pydantic import (
     AfterValidator,
@@ -25,6 +25,7 @@ from foresize.core.api.duration import (
     DURATION_PATTERN,
     format_duration,
     parse_duration,
+    shown,
 )
 from foresize.core.api.quantity import (
     CPU,
@@ -32,7 +33,7 @@ from foresize.core.api.quantity import (
     QuantityError,
     format_bytes,
     format_cpu,
-    format_quantity,
+    format_resource_map,
     to_canonical,
 )
 from foresize.core.api.vocabulary import (
@@ -55,8 +56,8 @@ SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
 """Namespaces a ClusterAIScaleTemplate never selects unless listed in includedNamespaces."""
 
 
-def _duration_validator(positive: bool) -> Callable[[Any], float]:
-    def validate(value: Any) -> float:
+def _duration_validator(positive: bool) -> Callable[[object], float]:
+    def validate(value: object) -> float:
         seconds = parse_duration(value)
         if positive and seconds <= 0:
             raise ValueError("must be a positive duration (e.g. 60s, 15m)")
@@ -92,8 +93,8 @@ _QUANTITY_SCHEMA = {
 }
 
 
-def _quantity_validator(resource: str) -> Callable[[Any], int]:
-    def validate(value: Any) -> int:
+def _quantity_validator(resource: str) -> Callable[[object], int]:
+    def validate(value: object) -> int:
         if isinstance(value, bool) or not isinstance(value, str | int | float | Decimal):
             raise ValueError(f"must be a {resource} quantity such as 250m, 1.5, 512Mi")
         try:
@@ -124,7 +125,7 @@ MemoryQuantity = Annotated[
 """Int bytes; input `512Mi`, `1G`, `1e9`, a number of bytes; output `512Mi`."""
 
 
-def _validate_resource_map(value: Any) -> dict[str, int]:
+def _validate_resource_map(value: object) -> dict[str, int]:
     if value is None:
         return {}
     if not isinstance(value, dict):
@@ -135,14 +136,10 @@ def _validate_resource_map(value: Any) -> dict[str, int]:
     return out
 
 
-def _format_resource_map(values: dict[str, int]) -> dict[str, str]:
-    return {name: format_quantity(name, amount) for name, amount in values.items()}
-
-
 ResourceMap = Annotated[
     dict[str, int],
     PlainValidator(_validate_resource_map),
-    PlainSerializer(_format_resource_map),
+    PlainSerializer(format_resource_map),
     WithJsonSchema(
         {
             "type": "object",
@@ -155,7 +152,7 @@ ResourceMap = Annotated[
 Kubernetes `requests`/`limits` map."""
 
 
-def parse_timestamp(value: Any) -> float:
+def parse_timestamp(value: object) -> float:
     """RFC 3339 (`2026-11-29T08:00:00Z`) or epoch seconds -> float epoch seconds."""
     if isinstance(value, bool):
         raise ValueError("must be an RFC 3339 time")
@@ -197,13 +194,15 @@ Timestamp = Annotated[
 ]
 
 
-def _enum(allowed: tuple[str, ...], aliases: dict[str, str] | None = None) -> Callable[[Any], str]:
+def one_of(
+    allowed: tuple[str, ...], aliases: dict[str, str] | None = None
+) -> Callable[[object], str]:
     aliases = aliases or {}
     listed = ", ".join(allowed)
     if aliases:
         listed += " (aliases: " + ", ".join(f"{a}={t}" for a, t in aliases.items()) + ")"
 
-    def validate(value: Any) -> str:
+    def validate(value: object) -> str:
         word = canonical_word(value, allowed, aliases)
         if word is None:
             raise ValueError(f"must be one of {listed}, not {value!r}")
@@ -212,29 +211,29 @@ def _enum(allowed: tuple[str, ...], aliases: dict[str, str] | None = None) -> Ca
     return validate
 
 
-def _enum_schema(allowed: tuple[str, ...], aliases: dict[str, str] | None = None) -> WithJsonSchema:
+def enum_schema(allowed: tuple[str, ...], aliases: dict[str, str] | None = None) -> WithJsonSchema:
     return WithJsonSchema({"type": "string", "enum": list(allowed) + list(aliases or {})})
 
 
 ScalingMode: TypeAlias = Annotated[
     str,
-    PlainValidator(_enum(SCALING_MODES, SCALING_MODE_ALIASES)),
-    _enum_schema(SCALING_MODES, SCALING_MODE_ALIASES),
+    PlainValidator(one_of(SCALING_MODES, SCALING_MODE_ALIASES)),
+    enum_schema(SCALING_MODES, SCALING_MODE_ALIASES),
 ]
 """autonomous | recommendation | observe; aliases auto, recommend, rec, observation."""
 
 
 def normalize_scaling_mode(value: str) -> str:
     """`auto` -> `autonomous`, `rec` -> `recommendation`, ... (raises ValueError if unknown)."""
-    return _enum(SCALING_MODES, SCALING_MODE_ALIASES)(value)
+    return one_of(SCALING_MODES, SCALING_MODE_ALIASES)(value)
 
 
 ForecastMode: TypeAlias = Annotated[
-    str, PlainValidator(_enum(FORECAST_MODES)), _enum_schema(FORECAST_MODES)
+    str, PlainValidator(one_of(FORECAST_MODES)), enum_schema(FORECAST_MODES)
 ]
 
 UpdateMode: TypeAlias = Annotated[
-    str, PlainValidator(_enum(UPDATE_MODES)), _enum_schema(UPDATE_MODES)
+    str, PlainValidator(one_of(UPDATE_MODES)), enum_schema(UPDATE_MODES)
 ]
 
 REPLICAS_MAX = 2**31 - 1
@@ -258,7 +257,7 @@ CronSchedule = Annotated[
 """A forecast_cron schedule, checked field by field (`api.cron`), as the webhook does."""
 
 
-class _Base(BaseModel):
+class StrictModel(BaseModel):
     """Spec types: unknown keys are errors (a typo must not be silently dropped)."""
 
     model_config = ConfigDict(
@@ -270,19 +269,31 @@ class _Base(BaseModel):
     )
 
 
-class _Open(BaseModel):
+class OpenModel(BaseModel):
     """Status / metadata types: unknown keys are kept (other parts persist state there)."""
 
     model_config = ConfigDict(extra="allow", populate_by_name=True, use_attribute_docstrings=True)
 
 
-def _message(error: ErrorDetails) -> str:
+OWN_MESSAGES = ("value_error", "assertion_error", "missing", "extra_forbidden")
+"""Error types whose message is ours (or needs no value): pydantic's built-in checks
+(`greater_than_equal`, `list_type`, ...) do not say what they got, so `error_message`
+adds it."""
+
+
+def error_message(error: ErrorDetails) -> str:
+    """One pydantic error in the words users see (the CLI, the webhook, the handlers)."""
     msg = str(error.get("msg", "invalid"))
     for prefix in ("Value error, ", "Assertion failed, "):
         if msg.startswith(prefix):
             msg = msg[len(prefix) :]
-    if error.get("type") == "extra_forbidden":
+    kind = error.get("type")
+    if kind == "extra_forbidden":
         msg = "unknown field"
-    elif error.get("type") == "missing":
+    elif kind == "missing":
         msg = "required field is missing"
+    elif kind == "string_too_short" and error.get("ctx", {}).get("min_length") == 1:
+        msg = "required (must not be empty)"
+    elif kind not in OWN_MESSAGES and "input" in error:
+        msg = f"{msg}, got {shown(error['input'])}"
     return msg

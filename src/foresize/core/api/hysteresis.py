@@ -12,10 +12,32 @@ recommender proposes is therefore never one the planner refuses.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, overload
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
 
 
-def clears(kind: str, percent: float, absolute: float | None, current: Any, delta: Any) -> Any:
+@overload
+def clears(
+    kind: str, percent: float, absolute: float | None, current: float, delta: float
+) -> bool: ...
+@overload
+def clears(
+    kind: str,
+    percent: float,
+    absolute: float | None,
+    current: NDArray[np.float64],
+    delta: NDArray[np.float64],
+) -> NDArray[np.bool_]: ...
+def clears(
+    kind: str,
+    percent: float,
+    absolute: float | None,
+    current: float | NDArray[np.float64],
+    delta: float | NDArray[np.float64],
+) -> bool | NDArray[np.bool_]:
     """Whether a change of size `delta` (>= 0) from `current` clears one direction's
     threshold: `delta >= absolute` for an absolute threshold (none given: any change
     does), else `delta >= percent% of current`. Works elementwise on numpy arrays.

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, TypeVar
 
-from pydantic import (
-    ValidationError,
-)
+from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 from foresize.core.api.daemonset import DaemonSetAutoscaler
 from foresize.core.api.fields import (
     AIScaleTargetKind,
     ClusterAIScaleTemplateKind,
     DaemonSetAutoscalerKind,
-    _message,
+    error_message,
 )
 from foresize.core.api.meta import APIObject
 from foresize.core.api.target import AIScaleTarget
@@ -40,13 +40,31 @@ def _loc_path(loc: tuple[int | str, ...]) -> str:
     return out
 
 
+FIELD_PREFIX = re.compile(r"([A-Za-z_]\w*(?:\[\d+\])*(?:\.[A-Za-z_]\w*(?:\[\d+\])*)*): ")
+"""A rule across fields (a model validator) names the field its error is about at the start
+of its message (`upperbound: 1Mi is below lowerbound 1Gi`, relative to the model): the
+error's path is then that field's, as for a check on the field itself."""
+
+
+def error_path_and_message(error: ErrorDetails) -> tuple[str, str]:
+    """Where one pydantic error is (`spec.vertical.containers[1].name`) and what it says."""
+    path = _loc_path(tuple(error.get("loc", ())))
+    message = error_message(error)
+    field = FIELD_PREFIX.match(message) if error.get("type") == "value_error" else None
+    if field is not None:
+        inner = field[1]
+        path = f"{path}{'' if not path or inner.startswith('[') else '.'}{inner}"
+        message = message[field.end() :]
+    return path, message
+
+
 def format_validation_error(exc: ValidationError, source: str = "") -> str:
     """`source: path: problem` lines, one per pydantic error."""
     lines = []
     for error in exc.errors():
-        path = _loc_path(tuple(error.get("loc", ())))
+        path, message = error_path_and_message(error)
         parts = [p for p in (source, path) if p]
-        lines.append(_printable(": ".join([*parts, _message(error)])))
+        lines.append(_printable(": ".join([*parts, message])))
     return "\n".join(lines)
 
 
@@ -61,7 +79,7 @@ def _printable(line: str) -> str:
 _ObjectT = TypeVar("_ObjectT", bound="APIObject")
 
 
-def _parse(cls: type[_ObjectT], obj: Any, source: str) -> _ObjectT:
+def _parse(cls: type[_ObjectT], obj: object, source: str) -> _ObjectT:
     where = f"{source}: " if source else ""
     if not isinstance(obj, dict):
         raise ForesizeError(f"{where}expected a mapping (a {cls.KIND} object)")

@@ -14,14 +14,15 @@ from pydantic import (
     model_validator,
 )
 
+from foresize.core.api.access import JSONValue
 from foresize.core.api.fields import (
     API_VERSION,
     DEFAULT_API_VERSIONS,
     WORKLOAD_KINDS,
+    OpenModel,
+    StrictModel,
     Timestamp,
-    _Base,
-    _enum,
-    _Open,
+    one_of,
 )
 from foresize.core.api.labels import check_label_key, check_label_map, check_label_value
 from foresize.core.api.names import (
@@ -32,7 +33,7 @@ from foresize.core.api.names import (
 from foresize.core.api.selectors import selector_matches
 
 
-class ObjectMeta(_Open):
+class ObjectMeta(OpenModel):
     name: str = ""
     namespace: str | None = None
     uid: str | None = None
@@ -60,11 +61,11 @@ Rollouts (a custom resource) are all named by an RFC 1123 subdomain (apps valida
 scaleTargetRef check, `IsValidPathSegmentName`, is looser: only `/`, `%`, `.` and `..`)."""
 
 
-class ScaleTargetRef(_Base):
+class ScaleTargetRef(StrictModel):
     """The workload a target scales: Deployment, StatefulSet or Argo Rollout."""
 
     apiVersion: str | None = Field(default=None, max_length=253)
-    kind: Annotated[str, PlainValidator(_enum(WORKLOAD_KINDS))] = Field(
+    kind: Annotated[str, PlainValidator(one_of(WORKLOAD_KINDS))] = Field(
         json_schema_extra={"enum": list(WORKLOAD_KINDS)}
     )
     name: WorkloadName
@@ -76,13 +77,13 @@ class ScaleTargetRef(_Base):
         return self
 
 
-class DaemonSetRef(_Base):
+class DaemonSetRef(StrictModel):
     apiVersion: str = Field(default="apps/v1", max_length=253)
     kind: Literal["DaemonSet"] = "DaemonSet"
     name: WorkloadName
 
 
-class LabelSelectorRequirement(_Base):
+class LabelSelectorRequirement(StrictModel):
     key: Annotated[str, Field(max_length=317), AfterValidator(check_label_key)]
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
     values: list[Annotated[str, Field(max_length=63), AfterValidator(check_label_value)]] = Field(
@@ -90,7 +91,7 @@ class LabelSelectorRequirement(_Base):
     )
 
 
-class LabelSelector(_Base):
+class LabelSelector(StrictModel):
     matchLabels: Annotated[dict[str, str], AfterValidator(check_label_map)] = Field(
         default_factory=dict
     )
@@ -122,7 +123,7 @@ class APIObject(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _fill_kind(cls, data: Any) -> Any:
+    def _fill_kind(cls, data: JSONValue) -> JSONValue:
         if isinstance(data, dict) and not data.get("kind"):
             data = {**data, "kind": cls.KIND}
         return data

@@ -10,10 +10,16 @@ from pydantic import (
 from foresize.core.api.duration import (
     format_duration,
 )
-from foresize.core.api.fields import CronSchedule, Duration, ForecastMode, PositiveDuration, _Base
+from foresize.core.api.fields import (
+    CronSchedule,
+    Duration,
+    ForecastMode,
+    PositiveDuration,
+    StrictModel,
+)
 
 
-class MetricModelOverride(_Base):
+class MetricModelOverride(StrictModel):
     """Per-metric (`model.metrics.cpu` / `.memory`) overrides of the forecast settings."""
 
     mode: ForecastMode | None = None
@@ -26,7 +32,7 @@ class MetricModelOverride(_Base):
         return self
 
 
-class MetricOverrides(_Base):
+class MetricOverrides(StrictModel):
     cpu: MetricModelOverride | None = None
     memory: MetricModelOverride | None = None
 
@@ -45,7 +51,7 @@ def _check_percentile(
 MIN_LOOKBACK_FLOOR = 3 * 3600.0
 
 
-class ModelSpec(_Base):
+class ModelSpec(StrictModel):
     """How to forecast: horizon, cadence, which quantile, buffer, minimum history.
 
     Under `horizontal.model` / `vertical.model` the same type is a partial override: only
@@ -133,7 +139,7 @@ class ModelSpec(_Base):
         return ModelSpec.model_validate(data)
 
 
-class ModelOverride(_Base):
+class ModelOverride(StrictModel):
     """`vertical.model` / `horizontal.model`: a partial ModelSpec. Only the fields given
     here replace the target-level ones (no defaults of its own)."""
 

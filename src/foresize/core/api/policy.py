@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Hashable
 from decimal import Decimal
-from typing import Annotated, Any, Literal, TypeAlias
+from typing import Annotated, Literal, TypeAlias, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -16,16 +17,17 @@ from pydantic import (
     model_validator,
 )
 
+from foresize.core.api.duration import shown
 from foresize.core.api.fields import (
     REPLICAS_MAX,
     CpuQuantity,
     MemoryQuantity,
     PositiveDuration,
     ScalingMode,
+    StrictModel,
     UpdateMode,
-    _Base,
-    _enum,
-    _enum_schema,
+    enum_schema,
+    one_of,
 )
 from foresize.core.api.hysteresis import (
     DEFAULT_VERTICAL_SCALE_DOWN_PERCENT,
@@ -36,6 +38,7 @@ from foresize.core.api.model import ModelOverride
 from foresize.core.api.quantity import (
     CPU,
     MEMORY,
+    format_quantity,
 )
 from foresize.core.api.vocabulary import (
     DEFAULT_HPA_RESOURCE_POLICY,
@@ -47,13 +50,23 @@ from foresize.core.api.vocabulary import (
 )
 
 
-class LimitPolicy(_Base):
+class LimitPolicy(StrictModel):
     """`limit.ratio`: limit = request x ratio (>= 1). Absent: limits left as they are."""
 
     ratio: float = Field(ge=1, le=1000)
 
 
-class CpuPolicy(_Base):
+def _check_bounds(resource: str, lower: int, upper: int | None) -> None:
+    """lowerbound <= upperbound, the error on the upperbound with both amounts (the
+    leading field name becomes the error's path: `api.load.format_validation_error`)."""
+    if upper is not None and upper < lower:
+        raise ValueError(
+            f"upperbound: {format_quantity(resource, upper)} is below lowerbound "
+            f"{format_quantity(resource, lower)}"
+        )
+
+
+class CpuPolicy(StrictModel):
     lowerbound: CpuQuantity
     """Smallest CPU request Foresize sets."""
     upperbound: CpuQuantity | None = None
@@ -62,12 +75,11 @@ class CpuPolicy(_Base):
 
     @model_validator(mode="after")
     def _bounds(self) -> CpuPolicy:
-        if self.upperbound is not None and self.upperbound < self.lowerbound:
-            raise ValueError("lowerbound must not exceed upperbound")
+        _check_bounds(CPU, self.lowerbound, self.upperbound)
         return self
 
 
-class MemoryPolicy(_Base):
+class MemoryPolicy(StrictModel):
     lowerbound: MemoryQuantity
     """Smallest memory request Foresize sets."""
     upperbound: MemoryQuantity | None = None
@@ -76,12 +88,11 @@ class MemoryPolicy(_Base):
 
     @model_validator(mode="after")
     def _bounds(self) -> MemoryPolicy:
-        if self.upperbound is not None and self.upperbound < self.lowerbound:
-            raise ValueError("lowerbound must not exceed upperbound")
+        _check_bounds(MEMORY, self.lowerbound, self.upperbound)
         return self
 
 
-class ContainerPolicy(_Base):
+class ContainerPolicy(StrictModel):
     """Bounds for one container (`name`) or every container (`*`)."""
 
     name: str = Field(min_length=1, max_length=63, pattern=r"^(\*|[a-z0-9]([-a-z0-9]*[a-z0-9])?)$")
@@ -92,23 +103,27 @@ class ContainerPolicy(_Base):
         return self.cpu if resource == CPU else self.memory if resource == MEMORY else None
 
 
-def _check_unique_containers(containers: list[ContainerPolicy]) -> None:
-    seen: set[str] = set()
-    for entry in containers:
+def check_unique_containers(containers: list[ContainerPolicy]) -> None:
+    """Each container name once; the error names the second entry and the first."""
+    seen: dict[str, int] = {}
+    for i, entry in enumerate(containers):
         if entry.name in seen:
-            raise ValueError(f"containers: container {entry.name!r} is listed twice")
-        seen.add(entry.name)
+            raise ValueError(
+                f"containers[{i}].name: container {entry.name!r} is listed twice (first at"
+                f" containers[{seen[entry.name]}])"
+            )
+        seen[entry.name] = i
 
 
 def _memory_only() -> list[Literal["cpu", "memory"]]:
     return ["memory"]
 
 
-class UpdatePolicy(_Base):
+class UpdatePolicy(StrictModel):
     update_mode: UpdateMode = "recreate"
     """initial: admission only; recreate: evict; in_place: resize running pods;
     in_place_or_recreate: resize, evict when stalled."""
-    recreate_resources: Annotated[list[Literal["cpu", "memory"]], AfterValidator(_unique)] = Field(
+    recreate_resources: Annotated[list[Literal["cpu", "memory"]], AfterValidator(unique)] = Field(
         default_factory=_memory_only, max_length=2
     )
     min_replicas: int = Field(default=DEFAULT_MIN_REPLICAS, ge=1, le=REPLICAS_MAX)
@@ -118,10 +133,13 @@ class UpdatePolicy(_Base):
     that are not ready and in-place resizes are not affected."""
 
 
-def _unique(values: list[Any] | None) -> list[Any] | None:
+_Item = TypeVar("_Item", bound=Hashable)
+
+
+def unique(values: list[_Item] | None) -> list[_Item] | None:
     """Set-like lists (`x-kubernetes-list-type: set` in the CRD) refuse duplicates."""
     if values is not None:
-        seen: set[Any] = set()
+        seen: set[_Item] = set()
         for value in values:
             if value in seen:
                 raise ValueError(f"duplicate value {value!r}")
@@ -137,16 +155,12 @@ MAX_DISRUPTED_PATTERN = (
 _MAX_DISRUPTED_RE = re.compile(MAX_DISRUPTED_PATTERN)
 
 
-def _validate_max_disrupted(value: Any) -> int | str:
-    if isinstance(value, bool):
-        raise ValueError(_MAX_DISRUPTED_HINT)
-    if isinstance(value, int):
-        if value < 1:
-            raise ValueError(_MAX_DISRUPTED_HINT)
+def _validate_max_disrupted(value: object) -> int | str:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
         return value
     if isinstance(value, str) and _MAX_DISRUPTED_RE.match(value):
         return value if value.endswith("%") else int(value)
-    raise ValueError(_MAX_DISRUPTED_HINT)
+    raise ValueError(f"{_MAX_DISRUPTED_HINT}, not {shown(value)}")
 
 
 MaxDisrupted = Annotated[
@@ -164,7 +178,7 @@ MaxDisrupted = Annotated[
 ]
 
 
-class DisruptionPolicy(_Base):
+class DisruptionPolicy(StrictModel):
     """How many pods may change at once, how often, and when a stalled resize gives up."""
 
     max_disrupted: MaxDisrupted = DEFAULT_MAX_DISRUPTED
@@ -186,7 +200,7 @@ class DisruptionPolicy(_Base):
         return max(1, math.ceil(Decimal(max(replicas, 0)) * percent / 100))
 
 
-class OomRemediation(_Base):
+class OomRemediation(StrictModel):
     enabled: bool = True
     """Raise memory x1.2 on OOM kills (again every 2 minutes while they continue)."""
     stabilization_window: PositiveDuration | None = None
@@ -200,26 +214,26 @@ class OomRemediation(_Base):
         return max(forecast_interval or 0.0, 3600.0)
 
 
-class ResourceAmounts(_Base):
+class ResourceAmounts(StrictModel):
     cpu: CpuQuantity | None = None
     memory: MemoryQuantity | None = None
 
 
 ThresholdType = Annotated[
     str,
-    PlainValidator(_enum(("percent", "absolute"))),
+    PlainValidator(one_of(("percent", "absolute"))),
     WithJsonSchema({"type": "string", "enum": ["percent", "absolute"]}),
 ]
 
 
-def _check_threshold(kind: str, percent: Any, absolute: Any) -> None:
+def _check_threshold(kind: str, percent: object, absolute: object) -> None:
     if kind == "percent" and percent is None:
         raise ValueError("percent is required when type is percent")
     if kind == "absolute" and absolute is None:
         raise ValueError("absolute is required when type is absolute")
 
 
-class VerticalThreshold(_Base):
+class VerticalThreshold(StrictModel):
     """A change smaller than this is not worth acting on (hysteresis). `absolute` is per
     resource (`{cpu: 50m, memory: 64Mi}`)."""
 
@@ -241,7 +255,7 @@ class VerticalThreshold(_Base):
         return bool(clears(self.type, self.percent or 0.0, limit, current, delta))
 
 
-class VerticalScalingBehavior(_Base):
+class VerticalScalingBehavior(StrictModel):
     # Absent directions use DEFAULT_VERTICAL_SCALE_UP/DOWN_PERCENT (effective_scale_*).
     scale_up: VerticalThreshold | None = None
     scale_down: VerticalThreshold | None = None
@@ -269,7 +283,7 @@ class VerticalScalingBehavior(_Base):
         return rule.exceeded(resource, current, proposed)
 
 
-class HorizontalThreshold(_Base):
+class HorizontalThreshold(StrictModel):
     type: ThresholdType = "percent"
     percent: float | None = Field(default=None, ge=0, le=1000)
     absolute: int | None = Field(default=None, ge=0, le=REPLICAS_MAX)
@@ -287,7 +301,7 @@ class HorizontalThreshold(_Base):
         return bool(clears(self.type, self.percent or 0.0, self.absolute or 0, current, delta))
 
 
-class HorizontalScalingBehavior(_Base):
+class HorizontalScalingBehavior(StrictModel):
     scale_up: HorizontalThreshold | None = None
     scale_down: HorizontalThreshold | None = None
 
@@ -298,12 +312,32 @@ class HorizontalScalingBehavior(_Base):
         return True if rule is None else rule.exceeded(current, proposed)
 
 
+class StartupBoost(StrictModel):
+    """More CPU for a new pod while it starts (JIT, caches), then back to its suggestion
+    by an in-place resize. Exactly one of `cpu_factor` and `cpu`."""
+
+    cpu_factor: float | None = Field(default=None, gt=1, le=100)
+    """The admitted CPU request (and limit, where set) times this."""
+    cpu: CpuQuantity | None = None
+    """The CPU request while starting, absolute (never below the admitted request)."""
+    max_cpu: CpuQuantity | None = None
+    """The boosted request never exceeds this (nor the container's cpu.upperbound)."""
+    duration: PositiveDuration | None = None
+    """How long the boost lasts from the pod's start; absent: until the pod is Ready."""
+
+    @model_validator(mode="after")
+    def _one(self) -> StartupBoost:
+        if (self.cpu_factor is None) == (self.cpu is None):
+            raise ValueError("exactly one of cpu_factor and cpu must be set")
+        return self
+
+
 HpaResourcePolicy: TypeAlias = Annotated[
-    str, PlainValidator(_enum(HPA_RESOURCE_POLICIES)), _enum_schema(HPA_RESOURCE_POLICIES)
+    str, PlainValidator(one_of(HPA_RESOURCE_POLICIES)), enum_schema(HPA_RESOURCE_POLICIES)
 ]
 
 
-class VerticalSpec(_Base):
+class VerticalSpec(StrictModel):
     mode: ScalingMode = "recommendation"
     """autonomous, recommendation or observe (aliases auto, recommend, rec, observation)."""
     model: ModelOverride | None = None
@@ -317,14 +351,16 @@ class VerticalSpec(_Base):
     hpa_resource_policy: HpaResourcePolicy = DEFAULT_HPA_RESOURCE_POLICY
     """leave: do not change the request of a resource an HPA scales on; override: change
     it anyway."""
+    startup_boost: StartupBoost | None = None
+    """More CPU at admission for the start-up period, then an in-place unboost."""
 
     @model_validator(mode="after")
     def _unique(self) -> VerticalSpec:
-        _check_unique_containers(self.containers)
+        check_unique_containers(self.containers)
         return self
 
 
-class HorizontalSpec(_Base):
+class HorizontalSpec(StrictModel):
     mode: ScalingMode = "recommendation"
     """autonomous, recommendation or observe (aliases auto, recommend, rec, observation)."""
     model: ModelOverride | None = None
@@ -336,7 +372,7 @@ class HorizontalSpec(_Base):
     multipleOf: int | None = Field(default=None, ge=1, le=REPLICAS_MAX)
     """Round predicted replicas up to a multiple of this; exclusive with allowedReplicas."""
     allowedReplicas: Annotated[
-        list[Annotated[int, Field(ge=0, le=REPLICAS_MAX)]] | None, AfterValidator(_unique)
+        list[Annotated[int, Field(ge=0, le=REPLICAS_MAX)]] | None, AfterValidator(unique)
     ] = Field(default=None, min_length=1, max_length=256)
     scaling_behavior: HorizontalScalingBehavior | None = None
 

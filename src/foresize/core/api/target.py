@@ -17,19 +17,20 @@ from foresize.core.api.fields import (
     AIScaleTargetKind,
     Duration,
     MemoryQuantity,
+    OpenModel,
     ResourceMap,
+    StrictModel,
     Timestamp,
-    _Base,
-    _format_resource_map,
-    _message,
-    _Open,
+    error_message,
 )
 from foresize.core.api.meta import APIObject, LabelSelector, ScaleTargetRef
-from foresize.core.api.model import ModelSpec
+from foresize.core.api.model import ModelOverride, ModelSpec
+from foresize.core.api.names import dns_label_error
 from foresize.core.api.policy import HorizontalSpec, OomRemediation, VerticalSpec
+from foresize.core.api.quantity import format_resource_map
 
 
-class _ScalingSpec(_Base):
+class ScalingSpec(StrictModel):
     """What AIScaleTarget and a ClusterAIScaleTemplate's target template share."""
 
     model: ModelSpec = Field(default_factory=ModelSpec)
@@ -66,15 +67,44 @@ class _ScalingSpec(_Base):
                 try:
                     self.effective_model(direction)
                 except ValidationError as exc:
-                    problems = "; ".join(_message(e) for e in exc.errors())
+                    problems = "; ".join(error_message(e) for e in exc.errors())
                     raise ValueError(f"{direction}.model (merged with model): {problems}") from None
 
 
-class AIScaleTargetSpec(_ScalingSpec):
+MAX_SHADOW_POLICIES = 4
+"""A target runs at most 4 shadow policies: each is one more forecast of every container
+per pass (the operator's pass time grows with them)."""
+ACTIVE_POLICY = "active"
+"""`status.shadow` scores the target's own policy under this name, beside its shadows."""
+
+
+class ShadowPolicy(StrictModel):
+    """A policy run in shadow on the target's live history (issue 24): what it would have
+    requested, scored against the usage that came (`status.shadow`); it never acts."""
+
+    name: str
+    """A DNS label naming the shadow in status and metrics (not `active`)."""
+    model: ModelOverride
+    """The fields of `model` this policy changes (mode, percentile_value,
+    forecast_buffer_percentage, ...), over the target's effective vertical model."""
+
+    @model_validator(mode="after")
+    def _check(self) -> ShadowPolicy:
+        problem = dns_label_error(self.name)
+        if problem:
+            raise ValueError(f"name: {problem}")
+        if self.name == ACTIVE_POLICY:
+            raise ValueError(f"name: {ACTIVE_POLICY!r} is the target's own policy in status")
+        return self
+
+
+class AIScaleTargetSpec(ScalingSpec):
     scaleTargetRef: ScaleTargetRef | None = None
     """The workload (Deployment, StatefulSet, Argo Rollout); exclusive with selector."""
     selector: LabelSelector | None = None
     """Pods by label (vertical only); exclusive with scaleTargetRef."""
+    shadow: list[ShadowPolicy] = Field(default_factory=list, max_length=MAX_SHADOW_POLICIES)
+    """Policies run in shadow on the same history and scored in `status.shadow`."""
 
     @model_validator(mode="after")
     def _cross_fields(self) -> AIScaleTargetSpec:
@@ -82,11 +112,21 @@ class AIScaleTargetSpec(_ScalingSpec):
             raise ValueError("exactly one of scaleTargetRef or selector must be set")
         if self.selector is not None and self.horizontal is not None:
             raise ValueError("horizontal needs scaleTargetRef (a selector is vertical only)")
+        names = [p.name for p in self.shadow]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"shadow: the names {', '.join(twice)} are given more than once")
+        for i, policy in enumerate(self.shadow):
+            try:
+                self.effective_model("vertical").merged(policy.model)
+            except ValidationError as exc:
+                problems = "; ".join(error_message(e) for e in exc.errors())
+                raise ValueError(f"shadow[{i}].model (merged with model): {problems}") from None
         self._check_scaling()
         return self
 
 
-class Condition(_Open):
+class Condition(OpenModel):
     type: str
     status: Literal["True", "False", "Unknown"]
     reason: str = ""
@@ -95,12 +135,12 @@ class Condition(_Open):
     observedGeneration: int | None = None
 
 
-class ForecastWindow(_Open):
+class ForecastWindow(OpenModel):
     start: Timestamp
     end: Timestamp
 
 
-class ContainerSuggestion(_Open):
+class ContainerSuggestion(OpenModel):
     name: str
     requests: ResourceMap = Field(default_factory=dict)
     limits: ResourceMap = Field(default_factory=dict)
@@ -113,13 +153,13 @@ class ContainerSuggestion(_Open):
         return cls.model_validate(
             {
                 "name": name,
-                "requests": _format_resource_map(requests),
-                "limits": _format_resource_map(limits or {}),
+                "requests": format_resource_map(requests),
+                "limits": format_resource_map(limits or {}),
             }
         )
 
 
-class VerticalSuggestion(_Open):
+class VerticalSuggestion(OpenModel):
     uid: str
     containers: list[ContainerSuggestion] = Field(default_factory=list)
     forecast_window: ForecastWindow | None = None
@@ -130,7 +170,7 @@ class VerticalSuggestion(_Open):
         return entry_for(self.containers, name)
 
 
-class HorizontalSuggestion(_Open):
+class HorizontalSuggestion(OpenModel):
     uid: str = ""
     replicas: int = Field(ge=0, le=REPLICAS_MAX)
     forecast_window: ForecastWindow | None = None
@@ -138,7 +178,7 @@ class HorizontalSuggestion(_Open):
     created_at: Timestamp | None = None
 
 
-class OomFloor(_Open):
+class OomFloor(OpenModel):
     """A raised memory floor after OOM kills: never go below `memory` until `until`."""
 
     container: str
@@ -149,7 +189,7 @@ class OomFloor(_Open):
     oom_count: int = 0
 
 
-class CircuitBreakerStatus(_Open):
+class CircuitBreakerStatus(OpenModel):
     state: Literal["closed", "open", "half_open"] = "closed"
     suggestion_uid: str | None = None
     no_progress_cycles: int = 0
@@ -158,12 +198,37 @@ class CircuitBreakerStatus(_Open):
     backoff: Duration | None = None
 
 
-class AIScaleTargetStatus(_Open):
+class ExplanationStep(OpenModel):
+    """One rule's contribution to a request (`foresize.core.recommend.explain.Step`)."""
+
+    step: str
+    resource: Literal["cpu", "memory"]
+    value: float | None = None
+    """The value this rule handed on: CPU millicores, memory bytes."""
+    why: str = ""
+
+
+class ContainerExplanation(OpenModel):
+    name: str
+    steps: list[ExplanationStep] = Field(default_factory=list)
+
+
+class TargetExplanation(OpenModel):
+    """Why each request of `vertical_suggestion` is what it is: per container, the steps
+    the recommendation took, recorded as it computed; the last step of each resource is
+    the request suggested (`foresize explain` prints it)."""
+
+    created_at: Timestamp | None = None
+    containers: list[ContainerExplanation] = Field(default_factory=list)
+
+
+class AIScaleTargetStatus(OpenModel):
     observedGeneration: int | None = None
     conditions: list[Condition] = Field(default_factory=list)
     hasEnoughDataToScale: bool | None = None
     vertical_suggestion: VerticalSuggestion | None = None
     horizontal_suggestion: HorizontalSuggestion | None = None
+    explanation: TargetExplanation | None = None
     oom_floors: list[OomFloor] = Field(default_factory=list)
     pods_resized: int = 0
     pods_evicted: int = 0

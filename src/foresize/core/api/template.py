@@ -15,22 +15,22 @@ from foresize.core.api.fields import (
     SYSTEM_NAMESPACES,
     WORKLOAD_KINDS,
     ClusterAIScaleTemplateKind,
-    _Base,
-    _enum,
-    _Open,
+    OpenModel,
+    StrictModel,
+    one_of,
 )
 from foresize.core.api.meta import APIObject, LabelSelector
 from foresize.core.api.names import DNS1123_LABEL_MAX, DNS1123_LABEL_PATTERN, check_dns_label
-from foresize.core.api.policy import _unique
-from foresize.core.api.target import AIScaleTarget, Condition, _ScalingSpec
+from foresize.core.api.policy import unique
+from foresize.core.api.target import AIScaleTarget, Condition, ScalingSpec
 
 
-class TargetTemplateMeta(_Base):
+class TargetTemplateMeta(StrictModel):
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
 
 
-class TargetTemplateSpec(_ScalingSpec):
+class TargetTemplateSpec(ScalingSpec):
     """An AIScaleTarget spec without the workload reference (the template fills it)."""
 
     @model_validator(mode="after")
@@ -39,7 +39,7 @@ class TargetTemplateSpec(_ScalingSpec):
         return self
 
 
-class TargetTemplate(_Base):
+class TargetTemplate(StrictModel):
     metadata: TargetTemplateMeta = Field(default_factory=TargetTemplateMeta)
     spec: TargetTemplateSpec = Field(default_factory=TargetTemplateSpec)
 
@@ -56,10 +56,11 @@ NamespaceName = Annotated[
 """A namespace is named by an RFC 1123 label: no dots (`kube.system` is no namespace)."""
 
 
-class ClusterAIScaleTemplateSpec(_Base):
+class ClusterAIScaleTemplateSpec(StrictModel):
     selector: LabelSelector
     kinds: Annotated[
-        list[Annotated[str, PlainValidator(_enum(WORKLOAD_KINDS))]], AfterValidator(_unique)
+        list[Annotated[str, PlainValidator(one_of(WORKLOAD_KINDS))]],
+        AfterValidator(unique),
     ] = Field(
         default_factory=lambda: list(WORKLOAD_KINDS),
         min_length=1,
@@ -67,13 +68,13 @@ class ClusterAIScaleTemplateSpec(_Base):
         json_schema_extra={"items": {"type": "string", "enum": list(WORKLOAD_KINDS)}},
     )
     template: TargetTemplate = Field(default_factory=TargetTemplate)
-    conflictResolution: Annotated[str, PlainValidator(_enum(("skip", "override")))] = Field(
+    conflictResolution: Annotated[str, PlainValidator(one_of(("skip", "override")))] = Field(
         default="skip", json_schema_extra={"enum": ["skip", "override"]}
     )
-    includedNamespaces: Annotated[list[NamespaceName] | None, AfterValidator(_unique)] = Field(
+    includedNamespaces: Annotated[list[NamespaceName] | None, AfterValidator(unique)] = Field(
         default=None, max_length=256
     )
-    excludedNamespaces: Annotated[list[NamespaceName] | None, AfterValidator(_unique)] = Field(
+    excludedNamespaces: Annotated[list[NamespaceName] | None, AfterValidator(unique)] = Field(
         default=None, max_length=256
     )
 
@@ -114,7 +115,7 @@ class ClusterAIScaleTemplateSpec(_Base):
         )
 
 
-class ClusterAIScaleTemplateStatus(_Open):
+class ClusterAIScaleTemplateStatus(OpenModel):
     observedGeneration: int | None = None
     conditions: list[Condition] = Field(default_factory=list)
     targets: list[str] = Field(default_factory=list)

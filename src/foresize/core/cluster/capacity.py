@@ -63,12 +63,7 @@ def _patched(container: Container, change: ContainerResize) -> Container:
                 dst.pop(r, None)
             else:
                 dst[r] = v
-    return Container(
-        container.name,
-        ResourceRequirements(req, lim),
-        container.resize_policy,
-        container.restart_policy,
-    )
+    return container.copy(ResourceRequirements(req, lim))
 
 
 def resize_delta(pod: Pod, changes: Iterable[ContainerResize]) -> ResourceMap:

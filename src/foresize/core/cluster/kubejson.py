@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from foresize.core.api.access import JSONValue
 from foresize.core.api.fields import parse_timestamp
 from foresize.core.api.quantity import QuantityError, to_canonical
 from foresize.core.cluster.model import (
@@ -51,7 +52,7 @@ WORKLOAD_KINDS: dict[str, tuple[str, str]] = {
 }
 
 
-def _time(value: Any, where: str, dropped: list[str] | None) -> float | None:
+def _time(value: JSONValue, where: str, dropped: list[str] | None) -> float | None:
     """An RFC 3339 time of a Kubernetes object, read by the API's one parser
     (`api.fields.parse_timestamp`); a time that does not parse reads as absent, noted in
     `dropped`."""
@@ -130,11 +131,11 @@ def container_from(
     )
 
 
-def _words(raw: Any) -> tuple[str, ...]:
+def _words(raw: object) -> tuple[str, ...]:
     return tuple(str(w) for w in raw) if isinstance(raw, list) else ()
 
 
-def _env(raw: Any) -> dict[str, str | None]:
+def _env(raw: object) -> dict[str, str | None]:
     """`env` as name -> value (None: `valueFrom`); a later duplicate wins, as in the pod."""
     out: dict[str, str | None] = {}
     for item in raw if isinstance(raw, list) else []:
@@ -281,7 +282,7 @@ def node_from(obj: dict[str, Any], dropped: list[str] | None = None) -> Node:
     )
 
 
-def _int_or_str(value: Any) -> int | str | None:
+def _int_or_str(value: JSONValue) -> int | str | None:
     if value is None or isinstance(value, int):
         return value
     text = str(value)

@@ -107,6 +107,21 @@ class Container:
     def is_sidecar(self) -> bool:
         return self.restart_policy == "Always"
 
+    def copy(self, resources: ResourceRequirements | None = None) -> Container:
+        """A copy with every field kept (the command and environment the heap ceiling is
+        read from included), its resources replaced by `resources` when given. The one
+        way to copy a container: a copy that drops a field loses what the rules read."""
+        return Container(
+            self.name,
+            resources if resources is not None else self.resources.copy(),
+            dict(self.resize_policy),
+            self.restart_policy,
+            self.command,
+            self.args,
+            dict(self.env),
+            self.env_from,
+        )
+
 
 @dataclass(slots=True)
 class ContainerStatus:

@@ -59,6 +59,13 @@ class HeapCeiling:
     assumed: tuple[str, ...] = ()
     unknown: str | None = None
 
+    @property
+    def follows_limit(self) -> bool:
+        """The heap is a share of the memory limit the process saw at start
+        (`-XX:MaxRAMPercentage`, HotSpot's 25% default, .NET's percent): a bigger limit
+        gives a bigger heap only once the container restarts, never in place."""
+        return self.unknown is None and self.runtime is not None and self.fraction is not None
+
     def bytes_at(self, limit: int | None) -> int | None:
         """The ceiling in bytes for a container started with memory limit `limit`
         (None: no limit), or None when it is not known."""

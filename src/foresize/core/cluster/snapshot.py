@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypeAlias
 
+from foresize.core.api.access import KubeObject
+from foresize.core.api.daemonset import DaemonSetAutoscaler
 from foresize.core.api.selectors import selector_matches
+from foresize.core.api.target import AIScaleTarget
+from foresize.core.api.template import ClusterAIScaleTemplate
 from foresize.core.cluster.model import (
     HorizontalPodAutoscaler,
     Node,
@@ -17,6 +21,12 @@ from foresize.core.cluster.model import (
 )
 
 TOP_LEVEL_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "Rollout")
+
+# A Foresize object as the shells hand it in: the API model both shells parse every object
+# into, or the same object as a manifest dict (a hand-written fixture). The planners read
+# either only through the one read-model (`cluster.target.target_view` / `dsa_view`).
+TargetObject: TypeAlias = AIScaleTarget | KubeObject
+DsaObject: TypeAlias = DaemonSetAutoscaler | KubeObject
 
 
 def labels_match(selector: dict[str, str], labels: dict[str, str]) -> bool:
@@ -47,10 +57,10 @@ class ClusterSnapshot:
     # Other vertical autoscalers' objects (VPAs, ...): a workload one acts on is not
     # Foresize's to resize.
     vertical_claims: list[VerticalClaim] = field(default_factory=list)
-    # Foresize objects (pydantic API models from foresize.core.api).
-    targets: list[Any] = field(default_factory=list)
-    daemonset_autoscalers: list[Any] = field(default_factory=list)
-    templates: list[Any] = field(default_factory=list)
+    # Foresize objects (pydantic API models from foresize.core.api, or their dicts).
+    targets: list[TargetObject] = field(default_factory=list)
+    daemonset_autoscalers: list[DsaObject] = field(default_factory=list)
+    templates: list[ClusterAIScaleTemplate] = field(default_factory=list)
     server_version: tuple[int, int] = (1, 35)
     paused: bool = False  # cluster-wide pause (ConfigMap flag)
     # The pod webhook is serving (server up, certificate valid). An evicted pod gets its

@@ -1,7 +1,7 @@
 """The one read-model of a Foresize object (AIScaleTarget or DaemonSetAutoscaler): a flat,
 read-only `TargetView` with the fields every decision needs — admission, lifecycle,
 horizontal, the vertical disruption worker (`vertical.policy.policy_of` checks its
-`errors`) and the recommender (`recommend.target.RecommendParams.from_view`).
+`errors`) and the recommender (`recommend.params.RecommendParams.from_view`).
 
 The API models (`foresize.core.api.types`) are the source of truth; this module reads them
 (or the equivalent plain manifest dicts, e.g. a YAML file loaded by `foresize webhook
@@ -14,16 +14,17 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from foresize.core.api.access import JSONValue
 from foresize.core.api.access import first as get
 from foresize.core.api.containers import ANY_CONTAINER, entry_for
 from foresize.core.api.duration import parse_duration, parse_duration_field
 from foresize.core.api.hysteresis import DEFAULT_SCALE_DOWN, DEFAULT_SCALE_UP, Threshold
-from foresize.core.api.quantity import CPU, MEMORY, to_canonical
+from foresize.core.api.quantity import CPU, MEMORY
 from foresize.core.api.selectors import selector_matches
 from foresize.core.api.vocabulary import (
     DEFAULT_HPA_RESOURCE_POLICY,
@@ -32,107 +33,56 @@ from foresize.core.api.vocabulary import (
     DEFAULT_MIN_REPLICAS,
     DEFAULT_STALL_TIMEOUT,
     HPA_RESOURCE_POLICIES,
-    SCALING_MODE_ALIASES,
     SCALING_MODES,
     UPDATE_MODES,
     canonical_word,
 )
-from foresize.core.cluster.model import ContainerSuggestion, Suggestion
+from foresize.core.cluster.boost import BoostPolicy
+from foresize.core.cluster.model import Suggestion
+from foresize.core.cluster.snapshot import DsaObject, TargetObject
+from foresize.core.cluster.target_fields import (
+    AUTONOMOUS,
+    OBSERVE,
+    RECOMMENDATION,
+    RECREATE_MODES,
+    SELECTOR_OPERATORS,
+    ContainerPolicy,
+    ResourcePolicy,
+    container_policies,
+    epoch_seconds,
+    metadata_of,
+    normalise_kind,
+    normalise_mode,
+    normalise_update_mode,
+    oom_floors,
+    parse_max_disrupted,
+    quantity,
+    selector_of,
+    suggestion_from,
+)
 from foresize.core.errors import ForesizeError
 
-AUTONOMOUS = "autonomous"
-RECOMMENDATION = "recommendation"
-OBSERVE = "observe"
-
-_MODE_ALIASES = {**{m: m for m in SCALING_MODES}, **SCALING_MODE_ALIASES}
-
-# Normalised kinds of a scaleTargetRef.
-_KIND_ALIASES = {
-    "deployment": "Deployment",
-    "statefulset": "StatefulSet",
-    "rollout": "Rollout",
-    "argo rollout": "Rollout",
-    "argorollout": "Rollout",
-    "daemonset": "DaemonSet",
-    "replicaset": "ReplicaSet",
-}
-
-RECREATE_MODES = frozenset({"recreate", "in_place_or_recreate"})
-
-_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
-
-
-def normalise_mode(value: Any) -> str:
-    if value is None:
-        return ""
-    text = str(getattr(value, "value", value)).strip().lower()
-    return _MODE_ALIASES.get(text, text)
-
-
-def normalise_kind(value: Any) -> str:
-    if not value:
-        return ""
-    text = str(value).strip()
-    return _KIND_ALIASES.get(text.lower(), text)
-
-
-def normalise_update_mode(value: Any) -> str | None:
-    """`update_mode` in its canonical spelling, or None where the API refuses it (the
-    spelling rule is the API's own, so the read-model accepts exactly what it accepts)."""
-    return canonical_word(getattr(value, "value", value), UPDATE_MODES)
-
-
-def parse_max_disrupted(value: Any, field_name: str = "disruption.max_disrupted") -> int | str:
-    """An int >= 1 or a percentage string "N%" (0 < N <= 100)."""
-    if value is None:
-        return DEFAULT_MAX_DISRUPTED
-    if isinstance(value, bool):
-        raise ForesizeError(
-            f"{field_name}: expected an integer >= 1 or a percentage, got {value!r}"
-        )
-    if isinstance(value, int):
-        if value < 1:
-            raise ForesizeError(f"{field_name}: must be at least 1, got {value}")
-        return value
-    text = str(value).strip()
-    if text.endswith("%"):
-        try:
-            pct = float(text[:-1])
-        except ValueError:
-            pct = -1.0
-        if not 0 < pct <= 100:
-            raise ForesizeError(f"{field_name}: percentage must be in (0, 100], got {value!r}")
-        return text
-    if text.isdigit() and int(text) >= 1:
-        return int(text)
-    raise ForesizeError(f"{field_name}: expected an integer >= 1 or a percentage, got {value!r}")
-
-
-def quantity(resource: str, value: Any) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    return to_canonical(resource, value)
-
-
-@dataclass(frozen=True, slots=True)
-class ResourcePolicy:
-    """Bounds and limit ratio for one resource of one container."""
-
-    lower: int | None = None
-    upper: int | None = None
-    limit_ratio: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ContainerPolicy:
-    name: str  # a container name or "*"
-    cpu: ResourcePolicy | None = None
-    memory: ResourcePolicy | None = None
-
-    def for_resource(self, resource: str) -> ResourcePolicy | None:
-        return self.cpu if resource == CPU else self.memory if resource == MEMORY else None
+# The read-model's vocabulary, importable from here as from `target_fields`.
+__all__ = [
+    "AUTONOMOUS",
+    "OBSERVE",
+    "RECOMMENDATION",
+    "RECREATE_MODES",
+    "ContainerPolicy",
+    "ForecastSettings",
+    "ResourceForecast",
+    "ResourcePolicy",
+    "TargetView",
+    "container_policies",
+    "dsa_view",
+    "normalise_kind",
+    "normalise_mode",
+    "normalise_update_mode",
+    "parse_max_disrupted",
+    "quantity",
+    "suggestion_from",
+    "target_view",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +151,8 @@ class TargetView:
     scale_up: Threshold = DEFAULT_SCALE_UP
     scale_down: Threshold = DEFAULT_SCALE_DOWN
     oom_enabled: bool = True
+    # spec.vertical.startup_boost (`cluster.boost`): None, no boost.
+    startup_boost: BoostPolicy | None = None
     # The recommender's model settings (None: read from a plain manifest dict).
     forecast: ForecastSettings | None = None
     # Problems found reading the spec, one line each naming the field. The tolerant users
@@ -211,7 +163,7 @@ class TargetView:
     observation_window: float = 8 * 86400.0
     min_observation_window: float = 3 * 3600.0
     scale_interval: float = 15 * 60.0
-    source: Any = None  # the object this view was read from
+    source: JSONValue = None  # the object this view was read from
 
     @property
     def key(self) -> str:
@@ -237,7 +189,7 @@ class TargetView:
         """Whether a `selector` target selects a pod with `labels`: LabelSelector semantics
         (all of matchLabels and matchExpressions); an empty selector selects nothing, and
         so does one with an unknown operator (never every pod of a namespace by accident)."""
-        if any(op not in _SELECTOR_OPERATORS for _, op, _ in self.selector_expressions):
+        if any(op not in SELECTOR_OPERATORS for _, op, _ in self.selector_expressions):
             return False
         return selector_matches(self.selector or {}, self.selector_expressions, labels)
 
@@ -259,136 +211,6 @@ class TargetView:
         return entry_for(self.containers, container)
 
 
-def _resource_policy(resource: str, obj: Any) -> ResourcePolicy | None:
-    if obj is None:
-        return None
-    limit = get(obj, "limit")
-    ratio = get(limit, "ratio") if limit is not None else get(obj, "limit_ratio", "limitRatio")
-    return ResourcePolicy(
-        lower=quantity(resource, get(obj, "lowerbound", "lower_bound", "lowerBound")),
-        upper=quantity(resource, get(obj, "upperbound", "upper_bound", "upperBound")),
-        limit_ratio=float(ratio) if ratio is not None else None,
-    )
-
-
-def container_policies(items: Iterable[Any] | None) -> tuple[ContainerPolicy, ...]:
-    out = []
-    for item in items or ():
-        out.append(
-            ContainerPolicy(
-                name=str(get(item, "name", default="*")),
-                cpu=_resource_policy(CPU, get(item, "cpu")),
-                memory=_resource_policy(MEMORY, get(item, "memory")),
-            )
-        )
-    return tuple(out)
-
-
-def _resource_map(values: Any) -> dict[str, int]:
-    if not values:
-        return {}
-    items = values.items() if isinstance(values, Mapping) else dict(values).items()
-    out = {}
-    for name, v in items:
-        q = quantity(str(name), v)
-        if q is not None:
-            out[str(name)] = q
-    return out
-
-
-def suggestion_from(obj: Any) -> Suggestion | None:
-    """A `Suggestion` from `status.vertical` (or an equivalent dict / Suggestion)."""
-    if obj is None:
-        return None
-    if isinstance(obj, Suggestion):
-        return obj
-    containers_obj = get(obj, "containers", default=None)
-    if not containers_obj:
-        return None
-    containers: dict[str, ContainerSuggestion] = {}
-    if isinstance(containers_obj, Mapping):
-        pairs = list(containers_obj.items())
-    else:
-        pairs = [(get(c, "name", default="*"), c) for c in containers_obj]
-    for name, c in pairs:
-        if isinstance(c, ContainerSuggestion):
-            containers[str(name)] = c
-            continue
-        containers[str(name)] = ContainerSuggestion(
-            name=str(name),
-            requests=_resource_map(get(c, "requests")),
-            limits=_resource_map(get(c, "limits")),
-        )
-    window = get(obj, "forecast_window", "forecastWindow")
-    return Suggestion(
-        uid=str(get(obj, "uid", "suggestion_uid", "suggestionUID", default="")),
-        created_at=_seconds(get(obj, "created_at", "createdAt")),
-        containers=containers,
-        window_start=_seconds(get(window, "start", default=get(obj, "window_start"))),
-        window_end=_seconds(get(window, "end", default=get(obj, "window_end"))),
-    )
-
-
-def _seconds(value: Any) -> float:
-    """Epoch seconds from a float or an RFC 3339 string (manifest files)."""
-    if value is None:
-        return 0.0
-    if isinstance(value, int | float):
-        return float(value)
-    from foresize.core.api.types import parse_timestamp
-
-    return parse_timestamp(value)
-
-
-def _oom_floors(status: Any) -> tuple[dict[str, int], dict[str, float]]:
-    """status.oom_floors ([{container, memory, until}]) -> floors and their expiry."""
-    floors: dict[str, int] = {}
-    until: dict[str, float] = {}
-    for entry in get(status, "oom_floors", "oomFloors", default=()) or ():
-        name = str(get(entry, "container", "name", default="*"))
-        q = quantity(MEMORY, get(entry, "memory"))
-        if q:
-            floors[name] = max(q, floors.get(name, 0))
-            end = get(entry, "until")
-            if end is not None:
-                until[name] = _seconds(end)
-    return floors, until
-
-
-def _metadata(obj: Any) -> tuple[str, str, str, bool, tuple[str, ...]]:
-    meta = get(obj, "metadata", default={})
-    finalizers = tuple(get(meta, "finalizers", default=()) or ())
-    deleting = get(meta, "deletion_timestamp", "deletionTimestamp") is not None
-    return (
-        str(get(meta, "namespace", default="default")),
-        str(get(meta, "name", default="")),
-        str(get(meta, "uid", default="")),
-        deleting,
-        finalizers,
-    )
-
-
-def _selector(
-    obj: Any, where: str, errors: list[str]
-) -> tuple[dict[str, str] | None, tuple[tuple[str, str, tuple[str, ...]], ...]]:
-    """matchLabels (a plain label map is read as one) and matchExpressions."""
-    if obj is None:
-        return None, ()
-    labels = get(obj, "matchLabels", "match_labels", default=None)
-    raw_expressions = get(obj, "matchExpressions", "match_expressions", default=None)
-    if labels is None and raw_expressions is None and isinstance(obj, Mapping):
-        labels = obj
-    expressions = []
-    for i, e in enumerate(raw_expressions or ()):
-        op = str(get(e, "operator", default=""))
-        if op not in _SELECTOR_OPERATORS:
-            errors.append(f"{where}: spec.selector.matchExpressions[{i}].operator: unknown {op!r}")
-        values = tuple(str(v) for v in (get(e, "values", default=()) or ()))
-        expressions.append((str(get(e, "key", default="")), op, values))
-    match_labels = {str(k): str(v) for k, v in dict(labels or {}).items()} or None
-    return match_labels, tuple(expressions)
-
-
 # A bounded memo of the two readers below. Reading a target is a pure function of the
 # object's content, and every reconcile pass re-reads every target (the simulator runs
 # tens of thousands of passes), so the view is kept per object and reused while the
@@ -405,7 +227,7 @@ _VIEW_MEMO_LIMIT = 4096  # far above any real target count; cleared whole when r
 _view_memo: dict[tuple[str, int], tuple[Any, str, TargetView]] = {}
 
 
-def _fingerprint(obj: Any) -> str | None:
+def _fingerprint(obj: JSONValue) -> str | None:
     """The object's version ("uid@resourceVersion") if it carries one, else its full content
     as a string (None: not fingerprintable, not memoised)."""
     meta = get(obj, "metadata")
@@ -422,7 +244,7 @@ def _fingerprint(obj: Any) -> str | None:
         return None
 
 
-def _memoised(reader: str, obj: Any, read: Any) -> TargetView:
+def _memoised(reader: str, obj: JSONValue, read: Callable[[JSONValue], TargetView]) -> TargetView:
     fingerprint = _fingerprint(obj)
     if fingerprint is None:
         view: TargetView = read(obj)
@@ -438,7 +260,7 @@ def _memoised(reader: str, obj: Any, read: Any) -> TargetView:
     return view
 
 
-def target_view(obj: Any) -> TargetView:
+def target_view(obj: TargetObject | TargetView) -> TargetView:
     """Read an AIScaleTarget (API model or manifest dict) into a `TargetView`. The view is
     shared between reads of an unchanged object: treat it as read-only."""
     if isinstance(obj, TargetView):
@@ -446,7 +268,7 @@ def target_view(obj: Any) -> TargetView:
     return _memoised("AIScaleTarget", obj, _read_target)
 
 
-def dsa_view(obj: Any) -> TargetView:
+def dsa_view(obj: DsaObject | TargetView) -> TargetView:
     """Read a DaemonSetAutoscaler (API model or manifest dict) into a `TargetView`. The
     view is shared between reads of an unchanged object: treat it as read-only."""
     if isinstance(obj, TargetView):
@@ -454,8 +276,8 @@ def dsa_view(obj: Any) -> TargetView:
     return _memoised("DaemonSetAutoscaler", obj, _read_dsa)
 
 
-def _read_target(obj: Any) -> TargetView:
-    namespace, name, uid, deleting, finalizers = _metadata(obj)
+def _read_target(obj: JSONValue) -> TargetView:
+    namespace, name, uid, deleting, finalizers = metadata_of(obj)
     spec = get(obj, "spec", default={})
     status = get(obj, "status", default={})
     ref = get(spec, "scaleTargetRef", "scale_target_ref")
@@ -465,10 +287,10 @@ def _read_target(obj: Any) -> TargetView:
     predicted = get(h_status, "replicas")
     allowed = get(horizontal, "allowedReplicas", "allowed_replicas", default=()) or ()
     until = get(get(h_status, "forecast_window"), "end")
-    floors, floors_until = _oom_floors(status)
+    floors, floors_until = oom_floors(status)
     where = f"AIScaleTarget {namespace}/{name}"
     errors: list[str] = []
-    selector, expressions = _selector(get(spec, "selector"), where, errors)
+    selector, expressions = selector_of(get(spec, "selector"), where, errors)
     vertical_fields = _read_vertical(vertical, f"{where}: spec.vertical", errors)
     labels = get(get(obj, "metadata", default={}), "labels", default={}) or {}
     return TargetView(
@@ -490,7 +312,7 @@ def _read_target(obj: Any) -> TargetView:
         oom_floor=floors,
         oom_floor_until=floors_until,
         predicted_replicas=_int_or_none(predicted),
-        prediction_until=_seconds(until) if until is not None else None,
+        prediction_until=epoch_seconds(until) if until is not None else None,
         deleting=deleting,
         finalizers=finalizers,
         labels={str(k): str(v) for k, v in dict(labels).items()},
@@ -501,7 +323,7 @@ def _read_target(obj: Any) -> TargetView:
     )
 
 
-def _read_vertical(vertical: Any, where: str, errors: list[str]) -> dict[str, Any]:
+def _read_vertical(vertical: JSONValue, where: str, errors: list[str]) -> dict[str, Any]:
     """spec.vertical's modes, update policy, disruption pacing and hysteresis. A bad field
     is recorded in `errors` (one line naming it) and read as its default."""
     out: dict[str, Any] = {}
@@ -584,10 +406,34 @@ def _read_vertical(vertical: Any, where: str, errors: list[str]) -> dict[str, An
             errors.append(str(exc))
     remediation = get(vertical, "oom_remediation", "oomRemediation")
     out["oom_enabled"] = bool(get(remediation, "enabled", default=True))
+    boost = get(vertical, "startup_boost", "startupBoost")
+    if boost is not None:
+        try:
+            out["startup_boost"] = _boost_policy(boost, f"{where}.startup_boost")
+        except (ForesizeError, ValueError, TypeError) as exc:
+            errors.append(str(exc))
     return out
 
 
-def _threshold(obj: Any, field_name: str, default: Threshold) -> Threshold:
+def _boost_policy(boost: JSONValue, where: str) -> BoostPolicy:
+    """spec.vertical.startup_boost (an API model or a plain manifest dict)."""
+    factor = get(boost, "cpu_factor", "cpuFactor")
+    cpu = get(boost, "cpu")
+    if (factor is None) == (cpu is None):
+        raise ForesizeError(f"{where}: exactly one of cpu_factor and cpu must be set")
+    if factor is not None and (
+        isinstance(factor, bool) or not isinstance(factor, int | float) or not 1 < factor <= 100
+    ):
+        raise ForesizeError(f"{where}.cpu_factor: expected a number above 1, at most 100")
+    return BoostPolicy(
+        factor=float(factor) if factor is not None else None,
+        cpu=quantity(CPU, cpu),
+        max_cpu=quantity(CPU, get(boost, "max_cpu", "maxCpu")),
+        duration=parse_duration_field(get(boost, "duration"), f"{where}.duration"),
+    )
+
+
+def _threshold(obj: JSONValue, field_name: str, default: Threshold) -> Threshold:
     """One scaling_behavior direction; a direction not given uses the API's documented
     default (the recommender applies the same), so the planner never churns pods over
     changes the recommender would not make."""
@@ -610,7 +456,7 @@ def _threshold(obj: Any, field_name: str, default: Threshold) -> Threshold:
     return Threshold(kind, percent, tuple(absolute))
 
 
-def _forecast_settings(spec: Any) -> ForecastSettings | None:
+def _forecast_settings(spec: JSONValue) -> ForecastSettings | None:
     """The vertical forecast model, from an API model's spec (its merge rules for
     per-direction and per-metric overrides live on the API types)."""
     if not hasattr(spec, "effective_model"):
@@ -631,8 +477,8 @@ def _forecast_settings(spec: Any) -> ForecastSettings | None:
     )
 
 
-def _read_dsa(obj: Any) -> TargetView:
-    namespace, name, uid, deleting, finalizers = _metadata(obj)
+def _read_dsa(obj: JSONValue) -> TargetView:
+    namespace, name, uid, deleting, finalizers = metadata_of(obj)
     spec = get(obj, "spec", default={})
     status = get(obj, "status", default={})
     ref = get(spec, "scaleTargetRef", "scale_target_ref")
@@ -662,7 +508,7 @@ def _read_dsa(obj: Any) -> TargetView:
     )
 
 
-def _int_or_none(value: Any) -> int | None:
+def _int_or_none(value: JSONValue) -> int | None:
     if value is None:
         return None
     if isinstance(value, float) and not math.isfinite(value):

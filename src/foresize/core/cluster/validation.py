@@ -101,7 +101,7 @@ class FieldError:
 
 
 def _copy_container(c: Container) -> Container:
-    return Container(c.name, c.resources.copy(), dict(c.resize_policy), c.restart_policy)
+    return c.copy()
 
 
 def apply_resize_patch(pod: Pod, resize: ResizePod) -> tuple[list[Container], list[Container]]:
@@ -143,26 +143,18 @@ def _removed(old: dict[str, int], new: dict[str, int]) -> bool:
     return any(name in COMPUTE_RESOURCES and name not in new for name in old)
 
 
-def validate_resize_spec(  # noqa: C901
+def validate_resize_spec(
     pod: Pod,
     new_containers: list[Container],
     new_init_containers: list[Container],
     server_version: tuple[int, int] = DEFAULT_SERVER_VERSION,
 ) -> list[FieldError]:
-    """Field errors the API server returns for changing `pod`'s containers to the new ones."""
-    # Complexity over 15 on purpose: one check per API server validation rule for a resize,
-    # each one naming the field it refuses; the rules are independent and read in order.
+    """Field errors the API server returns for changing `pod`'s containers to the new ones,
+    in the API server's order: the pod, its QoS class, the container list, each container."""
+    refused = _pod_refuses_resize(pod)
+    if refused is not None:
+        return [refused]
     errors: list[FieldError] = []
-    if pod.static:
-        errors.append(FieldError(FORBIDDEN, "metadata", MSG_STATIC))
-        return errors
-    if pod.os == "windows":
-        errors.append(FieldError(FORBIDDEN, "spec", MSG_WINDOWS))
-        return errors
-    if has_pod_level_resources(pod):
-        errors.append(FieldError(FORBIDDEN, "spec", MSG_POD_LEVEL))
-        return errors
-
     old_qos = pod_qos_class(pod)
     if qos_class_of([*new_containers, *new_init_containers]) != old_qos:
         errors.append(FieldError(INVALID, "spec", MSG_QOS, old_qos))
@@ -179,51 +171,78 @@ def validate_resize_spec(  # noqa: C901
         ("initContainers", pod.init_containers, new_init_containers),
     ):
         for ix, (old, new) in enumerate(zip(olds, news, strict=True)):
-            path = f"spec.{kind}[{ix}]"
-            if old.name != new.name or old.restart_policy != new.restart_policy:
-                spec_changed = True
-                continue
-            if dict(old.resize_policy) != dict(new.resize_policy):
-                spec_changed = True
-            if _non_compute(old.resources) != _non_compute(new.resources):
-                spec_changed = True
-            resources_changed = (
-                old.resources.requests != new.resources.requests
-                or old.resources.limits != new.resources.limits
+            changed = _container_errors(
+                f"spec.{kind}[{ix}]", kind, old, new, server_version, errors
             )
-            if kind == "initContainers" and not old.is_sidecar and resources_changed:
-                errors.append(FieldError(FORBIDDEN, f"{path}.resources", MSG_INIT_IMMUTABLE))
-                continue
-            if _removed(old.resources.requests, new.resources.requests):
-                errors.append(
-                    FieldError(FORBIDDEN, f"{path}.resources.requests", MSG_REQUESTS_REMOVED)
-                )
-            if _removed(old.resources.limits, new.resources.limits):
-                errors.append(FieldError(FORBIDDEN, f"{path}.resources.limits", MSG_LIMITS_REMOVED))
-            new_mem_limit = new.resources.limits.get(MEMORY)
-            if new_mem_limit != old.resources.limits.get(MEMORY) and (
-                memory_limit_decrease_refused(server_version, old, new_mem_limit)
-            ):
-                errors.append(
-                    FieldError(
-                        FORBIDDEN, f"{path}.resources.limits[memory]", MSG_MEMORY_LIMIT_DECREASE
-                    )
-                )
-            for name in COMPUTE_RESOURCES:
-                req = new.resources.requests.get(name)
-                lim = new.resources.limits.get(name)
-                if req is not None and lim is not None and req > lim:
-                    errors.append(
-                        FieldError(
-                            INVALID,
-                            f"{path}.resources.requests",
-                            f"must be less than or equal to {name} limit of "
-                            f"{format_quantity(name, lim)}",
-                            format_quantity(name, req),
-                        )
-                    )
+            spec_changed = spec_changed or changed
     if spec_changed:
         errors.append(FieldError(FORBIDDEN, "spec", MSG_ONLY_CPU_MEMORY))
+    return errors
+
+
+def _pod_refuses_resize(pod: Pod) -> FieldError | None:
+    """A pod no resize may touch: static, Windows, or with pod-level resources."""
+    if pod.static:
+        return FieldError(FORBIDDEN, "metadata", MSG_STATIC)
+    if pod.os == "windows":
+        return FieldError(FORBIDDEN, "spec", MSG_WINDOWS)
+    if has_pod_level_resources(pod):
+        return FieldError(FORBIDDEN, "spec", MSG_POD_LEVEL)
+    return None
+
+
+def _container_errors(
+    path: str,
+    kind: str,
+    old: Container,
+    new: Container,
+    server_version: tuple[int, int],
+    errors: list[FieldError],
+) -> bool:
+    """Append the field errors of one container's change to `errors`; True when the change
+    touches more of its spec than CPU and memory (MSG_ONLY_CPU_MEMORY)."""
+    if old.name != new.name or old.restart_policy != new.restart_policy:
+        return True
+    spec_changed = dict(old.resize_policy) != dict(new.resize_policy) or (
+        _non_compute(old.resources) != _non_compute(new.resources)
+    )
+    resources_changed = (
+        old.resources.requests != new.resources.requests
+        or old.resources.limits != new.resources.limits
+    )
+    if kind == "initContainers" and not old.is_sidecar and resources_changed:
+        errors.append(FieldError(FORBIDDEN, f"{path}.resources", MSG_INIT_IMMUTABLE))
+        return spec_changed
+    if _removed(old.resources.requests, new.resources.requests):
+        errors.append(FieldError(FORBIDDEN, f"{path}.resources.requests", MSG_REQUESTS_REMOVED))
+    if _removed(old.resources.limits, new.resources.limits):
+        errors.append(FieldError(FORBIDDEN, f"{path}.resources.limits", MSG_LIMITS_REMOVED))
+    new_mem_limit = new.resources.limits.get(MEMORY)
+    if new_mem_limit != old.resources.limits.get(MEMORY) and (
+        memory_limit_decrease_refused(server_version, old, new_mem_limit)
+    ):
+        errors.append(
+            FieldError(FORBIDDEN, f"{path}.resources.limits[memory]", MSG_MEMORY_LIMIT_DECREASE)
+        )
+    errors.extend(_request_over_limit(path, new))
+    return spec_changed
+
+
+def _request_over_limit(path: str, new: Container) -> list[FieldError]:
+    """A request above its limit, per compute resource."""
+    errors = []
+    for name in COMPUTE_RESOURCES:
+        req = new.resources.requests.get(name)
+        lim = new.resources.limits.get(name)
+        if req is not None and lim is not None and req > lim:
+            errors.append(
+                FieldError(
+                    INVALID,
+                    f"{path}.resources.requests",
+                    f"must be less than or equal to {name} limit of {format_quantity(name, lim)}",
+                    format_quantity(name, req),
+                )
+            )
     return errors
 
 

@@ -41,7 +41,7 @@ from foresize.core.cluster.disruption import resize_restarts, restart_batch
 from foresize.core.cluster.model import ContainerSuggestion, Pod, Suggestion
 from foresize.core.cluster.qos import pod_qos_class
 from foresize.core.cluster.sizing import size_container
-from foresize.core.cluster.snapshot import ClusterSnapshot
+from foresize.core.cluster.snapshot import ClusterSnapshot, DsaObject
 from foresize.core.cluster.target import AUTONOMOUS, TargetView, dsa_view
 from foresize.core.cluster.validation import check_resize
 
@@ -56,7 +56,7 @@ class ContainerSamples:
 
 
 def dsa_suggestion(
-    dsa: TargetView | object,
+    dsa: TargetView | DsaObject,
     usage: Mapping[str, ContainerSamples],
     now: float,
     *,
@@ -161,7 +161,7 @@ class DsaPlan:
 
 def plan_dsa(
     snapshot: ClusterSnapshot,
-    dsa: TargetView | object,
+    dsa: TargetView | DsaObject,
     suggestion: Suggestion | None,
     now: float,
     ledger: NodeLedger | None = None,

@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from foresize.core.api.access import JSONValue
 from foresize.core.api.access import first as get
 from foresize.core.api.types import format_timestamp, parse_timestamp
 from foresize.core.cluster.actions import Action, WriteTargetStatus
@@ -214,7 +215,7 @@ def _restore(state: LifecycleState, key: str, view: TargetView) -> None:
         )
 
 
-def _time_or_none(value: Any) -> float | None:
+def _time_or_none(value: JSONValue) -> float | None:
     """A time written by `_record`; None when absent or unreadable (a hand-edited status
     must not stop the revert: it only loses its pacing memory)."""
     if value is None:

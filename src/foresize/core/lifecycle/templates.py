@@ -25,7 +25,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from foresize.core.api.access import first as get
+from foresize.core.api.target import AIScaleTarget
+from foresize.core.api.template import ClusterAIScaleTemplate
 from foresize.core.cluster.snapshot import ClusterSnapshot
 from foresize.core.cluster.target import normalise_kind
 from foresize.core.lifecycle.revert import REVERT_FINALIZER
@@ -36,31 +37,29 @@ _TEMPLATE_KINDS = ("Deployment", "StatefulSet", "Rollout")
 
 @dataclass(slots=True)
 class TemplatePlan:
-    create: list[Any] = field(default_factory=list)  # AIScaleTarget models
-    update: list[Any] = field(default_factory=list)  # AIScaleTarget models (full object)
+    create: list[AIScaleTarget] = field(default_factory=list)
+    update: list[AIScaleTarget] = field(default_factory=list)  # the full object
     delete: list[tuple[str, str]] = field(default_factory=list)  # (namespace, name)
     skipped: dict[str, list[str]] = field(default_factory=dict)  # template -> "ns/name: why"
     status: dict[str, dict[str, Any]] = field(default_factory=dict)  # template -> status
 
 
-def _ref(target: Any) -> tuple[str, str, str] | None:
-    ref = get(get(target, "spec"), "scaleTargetRef")
+def _ref(target: AIScaleTarget) -> tuple[str, str, str] | None:
+    ref = target.spec.scaleTargetRef
     if ref is None:
         return None
-    meta = get(target, "metadata")
     return (
-        normalise_kind(get(ref, "kind")),
-        str(get(meta, "namespace") or "default"),
-        str(get(ref, "name")),
+        normalise_kind(ref.kind),
+        str(target.metadata.namespace or "default"),
+        str(ref.name),
     )
 
 
-def _owner_template(target: Any) -> str | None:
-    labels = get(get(target, "metadata"), "labels", default={}) or {}
-    return labels.get(TEMPLATE_LABEL)
+def _owner_template(target: AIScaleTarget) -> str | None:
+    return target.metadata.labels.get(TEMPLATE_LABEL)
 
 
-def _spec_json(target: Any) -> dict[str, Any]:
+def _spec_json(target: AIScaleTarget) -> dict[str, Any]:
     spec: dict[str, Any] = target.spec.model_dump(by_alias=True, exclude_none=True, mode="json")
     return spec
 
@@ -72,8 +71,8 @@ class _Claims:
     plan: TemplatePlan
     planned_names: set[str]  # the templates this shard plans
     live_names: set[str]  # templates not being deleted
-    by_ref: dict[tuple[str, str, str], Any] = field(default_factory=dict)
-    by_name: dict[tuple[str, str], Any] = field(default_factory=dict)
+    by_ref: dict[tuple[str, str, str], AIScaleTarget] = field(default_factory=dict)
+    by_name: dict[tuple[str, str], AIScaleTarget] = field(default_factory=dict)
     claimed: set[tuple[str, str, str]] = field(default_factory=set)
     wanted: set[tuple[str, str]] = field(default_factory=set)
 
@@ -83,7 +82,7 @@ class _Claims:
 
 
 def plan_templates(
-    snapshot: ClusterSnapshot, templates: Iterable[Any] | None = None
+    snapshot: ClusterSnapshot, templates: Iterable[ClusterAIScaleTemplate] | None = None
 ) -> TemplatePlan:
     """Reconcile `templates` (default: all of `snapshot.templates`) against the snapshot's
     workloads and AIScaleTargets.
@@ -100,11 +99,11 @@ def plan_templates(
     ordered = sorted(everything.values(), key=lambda t: t.metadata.name)
     live_names = {t.metadata.name for t in ordered if t.metadata.deletion_timestamp is None}
     claims = _Claims(TemplatePlan(), planned_names, live_names)
-    for t in snapshot.targets:
-        ref = _ref(t)
+    for target in _models(snapshot):
+        ref = _ref(target)
         if ref is not None:
-            claims.by_ref.setdefault(ref, t)
-        claims.by_name[(str(t.metadata.namespace or "default"), t.metadata.name)] = t
+            claims.by_ref.setdefault(ref, target)
+        claims.by_name[(str(target.metadata.namespace or "default"), target.metadata.name)] = target
     for tmpl in ordered:
         if tmpl.metadata.deletion_timestamp is None:
             _plan_template(snapshot, tmpl, claims)
@@ -112,7 +111,15 @@ def plan_templates(
     return claims.plan
 
 
-def _plan_template(snapshot: ClusterSnapshot, tmpl: Any, claims: _Claims) -> None:
+def _models(snapshot: ClusterSnapshot) -> list[AIScaleTarget]:
+    """The snapshot's targets as the API models this planner copies and compares (both
+    shells parse every object into one; a manifest dict is not a template's to manage)."""
+    return [t for t in snapshot.targets if isinstance(t, AIScaleTarget)]
+
+
+def _plan_template(
+    snapshot: ClusterSnapshot, tmpl: ClusterAIScaleTemplate, claims: _Claims
+) -> None:
     """Claim the workloads one template selects (in key order); record its status."""
     name = tmpl.metadata.name
     spec = tmpl.spec
@@ -140,7 +147,11 @@ def _plan_template(snapshot: ClusterSnapshot, tmpl: Any, claims: _Claims) -> Non
 
 
 def _claim_one(
-    claims: _Claims, ref: tuple[str, str, str], desired: Any, tmpl: Any, mine: bool
+    claims: _Claims,
+    ref: tuple[str, str, str],
+    desired: AIScaleTarget,
+    tmpl: ClusterAIScaleTemplate,
+    mine: bool,
 ) -> tuple[bool, str]:
     """Decide one selected workload: (True, "ns/name") when the template holds its target
     (created, kept or taken over), else (False, why it is skipped)."""
@@ -178,7 +189,7 @@ def _claim_one(
 def _plan_deletions(snapshot: ClusterSnapshot, claims: _Claims) -> None:
     """Targets a template made that it no longer wants (or whose template is gone)."""
     plan = claims.plan
-    for t in snapshot.targets:
+    for t in _models(snapshot):
         owner = _owner_template(t)
         key = (str(t.metadata.namespace or "default"), t.metadata.name)
         if owner is None or key in claims.wanted or t.metadata.deletion_timestamp is not None:
@@ -188,7 +199,7 @@ def _plan_deletions(snapshot: ClusterSnapshot, claims: _Claims) -> None:
     plan.delete.sort()
 
 
-def _updated(existing: Any, desired: Any, template: str) -> Any:
+def _updated(existing: AIScaleTarget, desired: AIScaleTarget, template: str) -> AIScaleTarget:
     """`existing` with the template's spec and ownership label (identity kept)."""
     obj = existing.model_copy(deep=True)
     obj.spec = desired.spec.model_copy(deep=True)

@@ -13,8 +13,6 @@ rounded). `foresize.core.recommend.target` applies these rules to one AIScaleTar
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from foresize.core.api.hysteresis import (
@@ -425,17 +423,8 @@ def passes_hysteresis(
     return (fresh & np.isfinite(tgt)) | (ok & np.isfinite(tgt))
 
 
-# --- OOM remediation -----------------------------------------------------------------------
+# --- OOM remediation (the hold; the rule itself is `recommend.oom.oom_bump`) ------------
 
-OOM_FACTOR = 1.2
-"""At an OOM kill the memory floor is 1.2 x the larger of the request that was hit and the
-usage seen (docs/architecture.md §3.1). Why 1.2: a kill shows demand above the request by an unknown
-amount; 20% covers the growth of most working sets between two samples in one step,
-and a repeat kill compounds (x1.44, x1.73, ...) so even a doubling is covered within a
-few kills, while one spurious kill costs a fifth more memory for one stabilization window."""
-OOM_REPEAT_SECONDS = 120.0
-"""While OOMs continue, compound again at most every 2 minutes (docs/architecture.md
-§3.1): kills within that time of a bump are the same episode (the bump has not landed)."""
 DEFAULT_STABILIZATION = 3600.0
 """docs/api.md: stabilization_window default max(forecast_interval, 1h)."""
 DEFAULT_MEMORY_STABILIZATION = 6 * 3600.0
@@ -492,6 +481,7 @@ def memory_request(
     now: float,
     window: float,
     peak: np.ndarray,
+    parts: dict[str, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, RecentTargets]:
     """THE memory rule after the forecast, vectorised (the operator applies it to one
     container through `foresize.core.recommend.target`, the replay to the whole fleet):
@@ -503,16 +493,25 @@ def memory_request(
        MEMORY_PEAK_WINDOW, from `recent_peak`) x (1 + MEMORY_HEADROOM).
 
     NaN forecasts (not enough history) stay NaN. Returns the target per container and the
-    targets to keep for the next call. The OOM floor comes on top (`oom_bump`)."""
+    targets to keep for the next call. The OOM floor comes on top (`oom_bump`). `parts`,
+    where given, receives the value after each of the three ("headroom", "ratchet",
+    "recent_peak"): the operator's explanation of the request (`recommend.explain`)."""
     target = np.asarray(forecast, dtype=np.float64) * (1.0 + MEMORY_HEADROOM)
+    if parts is not None:
+        parts["headroom"] = target
     kept: RecentTargets = ()
     if window > 0:
         kept = (*((t, v) for t, v in recent if now - window < t <= now), (now, target))
         with np.errstate(invalid="ignore"):
             held = np.fmax.reduce(np.stack([v for _, v in kept]), axis=0)
         target = np.where(np.isfinite(target), held, target)
+    if parts is not None:
+        parts["ratchet"] = target
     floor = np.asarray(peak, dtype=np.float64) * (1.0 + MEMORY_HEADROOM)
-    return np.where(np.isfinite(target), np.fmax(target, floor), target), kept
+    out = np.where(np.isfinite(target), np.fmax(target, floor), target)
+    if parts is not None:
+        parts["recent_peak"] = out
+    return out, kept
 
 
 def recent_peak(memory: np.ndarray, step: float) -> np.ndarray:
@@ -526,70 +525,3 @@ def recent_peak(memory: np.ndarray, step: float) -> np.ndarray:
     have: np.ndarray = np.asarray(np.isfinite(recent).any(axis=1))
     out = np.where(have, np.nanmax(np.where(have[:, None], recent, 0.0), axis=1), np.nan)
     return np.asarray(out, dtype=np.float64)
-
-
-@dataclass(slots=True)
-class OOMArrays:
-    """OOM floor state of many containers (memory bytes; times in seconds).
-
-    The floor is a lower bound on the memory request until `until`; it is *not* usage and
-    is never written to history, so it cannot inflate the next forecast.
-    """
-
-    floor: np.ndarray
-    until: np.ndarray
-    last_bump: np.ndarray
-    count: np.ndarray
-
-    @classmethod
-    def empty(cls, n: int) -> OOMArrays:
-        return cls(np.zeros(n), np.full(n, -np.inf), np.full(n, -np.inf), np.zeros(n, np.int64))
-
-    def active_floor(self, now: float) -> np.ndarray:
-        return np.where(self.until > now, self.floor, 0.0)
-
-
-def oom_bump(
-    state: OOMArrays,
-    mask: np.ndarray,
-    now: float,
-    request: np.ndarray,
-    usage: np.ndarray | None,
-    stabilization: float = DEFAULT_STABILIZATION,
-    safest: np.ndarray | None = None,
-    kill_memory: float = KILL_MEMORY,
-) -> OOMArrays:
-    """THE OOM rule: record OOM kills at `now` for the containers in `mask`; returns the
-    new state. The operator and the simulator apply it through
-    `foresize.core.recommend.target.apply_ooms` (one container, its kills one by one) and the
-    replay benchmark calls it directly for the whole fleet, so what is scored is what runs.
-
-    The new floor is OOM_FACTOR over the larger of the request that was hit, the usage
-    seen at the kill and any active floor (so repeated kills compound), rounded up to
-    1Mi. A kill within OOM_REPEAT_SECONDS of the last bump does not bump again (the first
-    bump has not landed yet) but extends the hold. `safest` (optional, per container) is
-    the latest forecast at the safest memory level (`MEMORY_RISK_LEVELS[-1]`): a kill ends
-    the risk `allocate_risk` took, because the container is in one of its bursts, so a
-    bump is at least that forecast (the burst its history knows), not only 1.2 x what was
-    seen. The floor holds for `stabilization` seconds after the last kill, and at least
-    `kill_memory` (what a kill teaches: this container's demand goes beyond its forecast;
-    KILL_MEMORY at the default mode, the mode's from `memory_holds`).
-    """
-    mask = np.asarray(mask, dtype=bool)
-    active = state.active_floor(now)
-    base = np.fmax(np.asarray(request, dtype=np.float64), active)
-    if usage is not None:
-        base = np.fmax(base, np.asarray(usage, dtype=np.float64))
-    can_bump = mask & (now - state.last_bump >= OOM_REPEAT_SECONDS)
-    bump = base * OOM_FACTOR
-    if safest is not None:
-        bump = np.fmax(bump, np.asarray(safest, dtype=np.float64))
-    bump = np.ceil(bump / MIB) * MIB
-    floor = np.where(can_bump, bump, state.floor)
-    floor = np.where(mask & ~can_bump, np.fmax(active, state.floor), floor)
-    return OOMArrays(
-        floor=floor,
-        until=np.where(mask, now + max(stabilization, kill_memory), state.until),
-        last_bump=np.where(can_bump, now, state.last_bump),
-        count=state.count + mask,
-    )

@@ -9,8 +9,9 @@ shell's horizontal forecast, so the same samples give the same recommendation an
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 
 @dataclass(slots=True)
@@ -58,15 +59,10 @@ def recommend_series(
     from foresize.core.api.quantity import CPU, MEMORY, MIB, format_bytes, format_cpu
     from foresize.core.cluster.model import ResourceRequirements
     from foresize.core.history import aligned_start, resample_max, window_start
-    from foresize.core.recommend.target import (
-        HISTORY_WINDOW,
-        MODEL_STEP,
-        ContainerHistory,
-        RecommendParams,
-        ResourceModel,
-        TargetRequest,
-        recommend_batch,
-    )
+    from foresize.core.recommend.histories import HISTORY_WINDOW, MODEL_STEP, ContainerHistory
+    from foresize.core.recommend.params import RecommendParams, ResourceModel
+    from foresize.core.recommend.request import TargetRequest
+    from foresize.core.recommend.target import recommend_batch
 
     series = [s for s in series if s.timestamps.size]
     if not series:
@@ -168,7 +164,10 @@ def recommend_series(
     return rows
 
 
+_Key = TypeVar("_Key", bound=Hashable)
+
+
 def history_kills(
-    oom_kills: dict[Any, list[float]], key: Any, start: float, end: float, step: float
+    oom_kills: Mapping[_Key, list[float]], key: _Key, start: float, end: float, step: float
 ) -> list[float]:
     return [t for t in oom_kills.get(key, []) if start <= t <= end + step]

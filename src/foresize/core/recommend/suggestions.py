@@ -19,12 +19,13 @@ import hashlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from foresize.core.api.access import get_path
 from foresize.core.api.fields import format_timestamp
+from foresize.core.api.model import ModelSpec
 from foresize.core.api.quantity import CPU, MEMORY, format_resource_map
-from foresize.core.cluster.actions import WriteTargetStatus
+from foresize.core.api.target import ACTIVE_POLICY, AIScaleTarget
+from foresize.core.cluster.actions import EmitEvent, WriteTargetStatus
 from foresize.core.cluster.model import (
     Container,
     ContainerSuggestion,
@@ -32,26 +33,46 @@ from foresize.core.cluster.model import (
     Suggestion,
 )
 from foresize.core.cluster.runtime import heap_ceiling
-from foresize.core.cluster.snapshot import ClusterSnapshot
-from foresize.core.cluster.target import suggestion_from, target_view
+from foresize.core.cluster.snapshot import ClusterSnapshot, TargetObject
+from foresize.core.cluster.target import TargetView, suggestion_from, target_view
 from foresize.core.errors import ForesizeError
-from foresize.core.history import TOTAL_CONTAINER, SeriesKey, trace_series, workload_of_pod
+from foresize.core.history import (
+    TOTAL_CONTAINER,
+    HistoryReader,
+    SeriesKey,
+    trace_series,
+    workload_of_pod,
+)
+from foresize.core.recommend.explain import event_line, event_message, status_entries
 
 if TYPE_CHECKING:  # types only: the recommender itself is imported where it runs
+    import numpy as np
+    from numpy.typing import ArrayLike, NDArray
+
     from foresize.core.forecast.select import OnlineScores
-    from foresize.core.recommend.target import CachedSchedule, OOMState
+    from foresize.core.recommend.histories import ContainerHistory
+    from foresize.core.recommend.oom import OOMState
+    from foresize.core.recommend.request import (
+        CachedSchedule,
+        RecommendResult,
+        TargetRequest,
+    )
+    from foresize.core.recommend.shadow import ShadowRun
 
 HISTORY_WINDOW = 14 * 86400.0
 
 
-def effective_model(target: Any, direction: str = "vertical") -> Any:
-    spec = get_path(target, "spec")
-    if hasattr(spec, "effective_model"):
-        return spec.effective_model(direction)
-    return get_path(spec, "model")
+def effective_model(
+    target: TargetObject, direction: Literal["vertical", "horizontal"] = "vertical"
+) -> ModelSpec | None:
+    """The target's model for `direction` with its overrides applied (None for a manifest
+    dict: its model is read by the API types only, so it gets the defaults)."""
+    if isinstance(target, AIScaleTarget):
+        return target.spec.effective_model(direction)
+    return None
 
 
-def cadence_of(target: Any, default: float) -> float:
+def cadence_of(target: TargetObject, default: float) -> float:
     """Seconds between forecasts for the target (a cron cadence falls back to `default`)."""
     cadence = getattr(effective_model(target), "cadence_seconds", None)
     return float(cadence) if cadence else default
@@ -73,37 +94,41 @@ class SuggestionState:
     # planner acts on it in the same pass (an OOM floor must not wait for the status
     # write to come back through the watch); after a restart it is read from status.
     latest: dict[str, Suggestion] = field(default_factory=dict)
-    # "ns/target" -> container -> its CPU day schedule (`recommend.target.CachedSchedule`):
+    # "ns/target" -> container -> its CPU day schedule (`recommend.request.CachedSchedule`):
     # it changes once a day, so the passes within the day reuse it.
     schedule: dict[str, dict[str, CachedSchedule]] = field(default_factory=dict)
+    # "ns/target" -> policy name -> its decisions and state (`recommend.shadow`): the
+    # target's shadow policies and its own (`active`), scored in status.shadow.
+    shadow: dict[str, dict[str, ShadowRun]] = field(default_factory=dict)
 
 
-def history_source(snapshot: ClusterSnapshot, target: Any) -> tuple[list[str], list[Any]] | None:
+def history_source(
+    snapshot: ClusterSnapshot, target: TargetObject
+) -> tuple[list[str], list[Container]] | None:
     """(history workload names, containers with their current resources) of a target.
 
     A scaleTargetRef target: its workload and the workload's template. A selector target:
     the workload of every pod it selects, as the collector keys history (the pod's
     controller, or the pod itself), and each container name's resources on the first
     selected pod that has it. None when there is nothing to forecast yet."""
-    ns = get_path(target, "metadata", "namespace")
-    ref = get_path(target, "spec", "scaleTargetRef")
-    if ref is not None:
-        workload = snapshot.workload(get_path(ref, "kind"), ns, get_path(ref, "name"))
-        if workload is None or not workload.template.containers:
-            return None
-        return [workload.name], list(workload.template.containers)
-    if get_path(target, "spec", "selector") is None:
-        return None
     try:
         view = target_view(target)
     except (ForesizeError, ValueError):
         return None  # the vertical planner reports the bad spec
+    ns = view.namespace
+    if view.ref_kind:
+        workload = snapshot.workload(view.ref_kind, ns, view.ref_name)
+        if workload is None or not workload.template.containers:
+            return None
+        return [workload.name], list(workload.template.containers)
+    if not view.has_selector:
+        return None
     pods = sorted(
         (p for p in snapshot.pods if p.namespace == ns and view.selects(p.labels)),
         key=lambda p: (p.creation_time, p.name),
     )
     workloads: list[str] = []
-    templates: dict[str, Any] = {}
+    templates: dict[str, Container] = {}
     for p in pods:
         owner = (p.owner.kind, p.owner.name) if p.owner is not None else None
         wl = workload_of_pod(p.name, owner)
@@ -116,17 +141,19 @@ def history_source(snapshot: ClusterSnapshot, target: Any) -> tuple[list[str], l
     return workloads, list(templates.values())
 
 
-def merged_histories(sources: list[dict[str, Any]]) -> dict[str, Any]:
+def merged_histories(
+    sources: list[dict[str, ContainerHistory]],
+) -> dict[str, ContainerHistory]:
     """One history per container over several workloads (a selector target's pods): the
     higher usage of the two at each step (the suggestion must cover the hungriest pod),
     the earliest first sample, every OOM kill."""
     import numpy as np
 
-    from foresize.core.recommend.target import ContainerHistory
+    from foresize.core.recommend.histories import ContainerHistory
 
     if len(sources) == 1:
         return sources[0]
-    out: dict[str, Any] = {}
+    out: dict[str, ContainerHistory] = {}
     for hist in sources:
         for cname, h in hist.items():
             have = out.get(cname)
@@ -147,14 +174,14 @@ def merged_histories(sources: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _tail(a: Any, n: int) -> Any:
+def _tail(a: ArrayLike, n: int) -> NDArray[np.float64]:
     """`a` padded with NaN at the front to at least `n` (histories align at their end)."""
     import numpy as np
 
-    a = np.asarray(a, dtype=float)
-    if len(a) >= n:
-        return a
-    return np.concatenate([np.full(n - len(a), np.nan), a])
+    values = np.asarray(a, dtype=float)
+    if len(values) >= n:
+        return values
+    return np.concatenate([np.full(n - len(values), np.nan), values])
 
 
 @dataclass(slots=True)
@@ -167,21 +194,46 @@ class _Due:
     mode: str
     containers: list[str]
     current: dict[str, ResourceRequirements]
+    # The HPA whose arithmetic the vertical worker leaves alone, and its resources
+    # (`vertical.guards.hpa_left_alone`): a step of those resources' explanation.
+    hpa: tuple[str, frozenset[str]] | None = None
+    shadows: list[Any] = field(default_factory=list)  # `spec.shadow` (`recommend.shadow`)
+    target: AIScaleTarget | None = None  # the API object (its shadows' models merge on it)
+
+
+def _hpa_left_alone(
+    snapshot: ClusterSnapshot, view: TargetView
+) -> tuple[str, frozenset[str]] | None:
+    """The HPA scaling the target's workload on a resource's utilisation, when the target
+    leaves that resource to it (`hpa_resource_policy: leave`, the default)."""
+    if not view.ref_kind:
+        return None
+    workload = snapshot.workload(view.ref_kind, view.namespace, view.ref_name)
+    hpa = snapshot.hpa_for(workload) if workload is not None else None
+    if hpa is None or not hpa.scaling_resources():
+        return None
+    if view.hpa_resource_policy != "leave":
+        return None
+    return hpa.name, frozenset(hpa.scaling_resources())
 
 
 def plan_suggestions(
     snapshot: ClusterSnapshot,
-    history: Any,
+    history: HistoryReader,
     now: float,
-    due: Callable[[Any], bool] | None = None,
+    due: Callable[[TargetObject], bool] | None = None,
     state: SuggestionState | None = None,
+    events: list[EmitEvent] | None = None,
 ) -> list[WriteTargetStatus]:
-    """Status writes with fresh vertical suggestions (for the targets `due` accepts)."""
+    """Status writes with fresh vertical suggestions (for the targets `due` accepts), each
+    with the steps that made its requests (`status.explanation`). `events`, where given,
+    receives one Event per target whose published requests changed: one line naming
+    every step of each changed request (`recommend.explain.event_line`)."""
     from foresize.core.recommend.target import recommend_batch
 
     state = state if state is not None else SuggestionState()
     due_targets: list[_Due] = []
-    requests: list[Any] = []
+    requests: list[TargetRequest] = []
     for target in snapshot.targets:
         if due is not None and not due(target):
             continue
@@ -195,26 +247,166 @@ def plan_suggestions(
     fleet = list(state.memory_at_mode.values())
     reference = sum(fleet) / len(fleet) if fleet else None
     results = recommend_batch(requests, now, memory_reference=reference) if requests else []
-    return [
-        WriteTargetStatus(d.namespace, d.name, _status(d, result, now, state))
-        for d, result in zip(due_targets, results, strict=True)
-    ]
+    shadows = _shadows(due_targets, requests, now, state, reference)
+    writes = []
+    for d, request, result in zip(due_targets, requests, results, strict=True):
+        before = state.latest.get(d.key)
+        status = _status(d, result, now, state)
+        if d.shadows:
+            status["shadow"] = _shadow_status(d, request, shadows.get(d.key, {}), now, state)
+        writes.append(WriteTargetStatus(d.namespace, d.name, status))
+        after = state.latest.get(d.key)
+        if events is not None and after is not None and after is not before:
+            event = _changed_event(d, result, before, after)
+            if event is not None:
+                events.append(event)
+    return writes
+
+
+def _shadows(
+    due_targets: list[_Due],
+    requests: list[Any],
+    now: float,
+    state: SuggestionState,
+    reference: float | None,
+) -> dict[str, dict[str, Any]]:
+    """Each due target's shadow policies through the recommender, in one batch of their
+    own (their memory risk is priced against the same fleet, `reference`, and never moves
+    the live suggestions): target key -> policy name -> its result."""
+    from foresize.core.recommend.shadow import ShadowRun, shadow_params
+    from foresize.core.recommend.target import TargetRequest, recommend_batch
+
+    jobs: list[tuple[str, str, Any]] = []
+    for d, request in zip(due_targets, requests, strict=True):
+        runs = state.shadow.setdefault(d.key, {}) if d.shadows else state.shadow.pop(d.key, {})
+        names = {p.name for p in d.shadows}
+        for gone in [n for n in runs if n not in names and n != ACTIVE_POLICY]:
+            del runs[gone]
+        if not d.shadows:
+            continue
+        base = request.params  # the target's own, read once (`_due_request`)
+        for policy in d.shadows:
+            run = runs.setdefault(policy.name, ShadowRun())
+            try:
+                params = shadow_params(d.target, policy, base)
+            except (ForesizeError, ValueError):
+                continue  # refused by the webhook and `foresize validate`
+            current = _shadow_current(d.current, run.latest())
+            jobs.append(
+                (
+                    d.key,
+                    policy.name,
+                    TargetRequest(
+                        params,
+                        request.histories,
+                        current,
+                        run.oom,
+                        run.forecast,
+                        run.schedule,
+                        runtimes=request.runtimes,
+                    ),
+                )
+            )
+    results = recommend_batch([j[2] for j in jobs], now, memory_reference=reference) if jobs else []
+    out: dict[str, dict[str, Any]] = {}
+    for (key, name, job), result in zip(jobs, results, strict=True):
+        run = state.shadow[key][name]
+        run.oom = result.oom_state
+        run.forecast = result.forecast_state or {}
+        run.schedule = result.schedule_state or {}
+        published = {}
+        for cname, cs in result.suggestion.containers.items():
+            req, _ = _hysteresis(job.current[cname], cs, result.changed.get(cname, {}))
+            published[cname] = req
+        run.record(now, published, HISTORY_WINDOW)
+        out.setdefault(key, {})[name] = result
+    return out
+
+
+def _shadow_current(
+    current: dict[str, ResourceRequirements], latest: dict[str, dict[str, int]] | None
+) -> dict[str, ResourceRequirements]:
+    """What a shadow's next recommendation is compared with: its own latest requests
+    (the limits in force are the live ones), else the target's current values."""
+    out = {}
+    for cname, cur in current.items():
+        mine = (latest or {}).get(cname)
+        out[cname] = ResourceRequirements(
+            dict(mine) if mine else dict(cur.requests), dict(cur.limits)
+        )
+    return out
+
+
+def _shadow_status(
+    d: _Due, request: TargetRequest, results: dict[str, Any], now: float, state: SuggestionState
+) -> list[dict[str, Any]]:
+    """`status.shadow`: the target's own policy (`active`, its published requests) and
+    each shadow, scored on the same history by THE scoring (`recommend.score`)."""
+    from foresize.core.recommend.shadow import ShadowRun, score_entry, score_run
+    from foresize.core.recommend.target import MODEL_STEP
+
+    runs = state.shadow.setdefault(d.key, {})
+    active = runs.setdefault(ACTIVE_POLICY, ShadowRun())
+    published = state.latest.get(d.key)
+    if published is not None:
+        active.record(
+            now,
+            {c: dict(cs.requests) for c, cs in published.containers.items()},
+            HISTORY_WINDOW,
+        )
+    out = []
+    for name in [ACTIVE_POLICY, *(p.name for p in d.shadows)]:
+        run = runs.get(name)
+        if run is None or (name != ACTIVE_POLICY and name not in results):
+            continue
+        scores = score_run(run.decisions, request.histories, d.containers, now, MODEL_STEP)
+        out.append(score_entry(name, run, scores))
+    return out
+
+
+def _changed_event(
+    d: _Due, result: RecommendResult, before: Suggestion | None, after: Suggestion
+) -> EmitEvent | None:
+    """The Event of a published suggestion whose requests moved (None: none moved)."""
+    lines = []
+    for cname in d.containers:
+        new = after.containers.get(cname)
+        if new is None:
+            continue
+        old = before.containers.get(cname) if before is not None else None
+        was = old.requests if old is not None else d.current[cname].requests
+        ex = result.steps.get(cname)
+        for res in (CPU, MEMORY):
+            if res in new.requests and new.requests[res] != was.get(res) and ex is not None:
+                lines.append(event_line(cname, res, was.get(res), ex.steps))
+    if not lines:
+        return None
+    return EmitEvent(
+        d.namespace, "AIScaleTarget", d.name, "SuggestionChanged", event_message(lines)
+    )
 
 
 def _due_request(
-    snapshot: ClusterSnapshot, history: Any, now: float, target: Any, state: SuggestionState
-) -> tuple[_Due, Any] | None:
+    snapshot: ClusterSnapshot,
+    history: HistoryReader,
+    now: float,
+    target: TargetObject,
+    state: SuggestionState,
+) -> tuple[_Due, TargetRequest] | None:
     """The recommendation request of a target that takes suggestions (None: it does not,
     or there is nothing to read its usage from)."""
-    from foresize.core.recommend.target import TargetRequest, load_histories
+    from foresize.core.recommend.histories import load_histories
+    from foresize.core.recommend.params import RecommendParams
+    from foresize.core.recommend.request import TargetRequest
 
-    mode = get_path(target, "spec", "vertical", "mode")
-    if mode not in ("recommendation", "autonomous") or not hasattr(target, "spec"):
+    # The recommender reads the API model (its forecast settings live on the API types).
+    if not isinstance(target, AIScaleTarget):
         return None
-    if get_path(target, "metadata", "deletion_timestamp") is not None:
+    view = target_view(target)
+    mode = view.vertical_mode
+    if mode not in ("recommendation", "autonomous") or view.deleting:
         return None
-    ns = get_path(target, "metadata", "namespace")
-    name = get_path(target, "metadata", "name")
+    ns, name = view.namespace, view.name
     source = history_source(snapshot, target)
     if source is None:
         return None
@@ -231,7 +423,7 @@ def _due_request(
     # An empty forecast state (not None) starts the rolling backtest, carried from then
     # on; None would cold-start the backtest on every round.
     request = TargetRequest(
-        target,
+        RecommendParams.from_view(view),
         histories,
         current,
         state.oom.get(key),
@@ -239,15 +431,25 @@ def _due_request(
         state.schedule.get(key, {}),
         runtimes={c.name: heap_ceiling(c.command, c.args, c.env, c.env_from) for c in templates},
     )
-    return _Due(key, ns, name, mode, containers, current), request
+    from foresize.core.recommend.shadow import shadow_policies
+
+    due = _Due(
+        key,
+        ns,
+        name,
+        mode,
+        containers,
+        current,
+        _hpa_left_alone(snapshot, view),
+        shadow_policies(target),
+        target,
+    )
+    return due, request
 
 
 def _forget_gone(snapshot: ClusterSnapshot, state: SuggestionState) -> None:
     """Drop the state of targets that are gone."""
-    present = {
-        f"{get_path(t, 'metadata', 'namespace')}/{get_path(t, 'metadata', 'name')}"
-        for t in snapshot.targets
-    }
+    present = {target_view(t).key for t in snapshot.targets}
     for k in [k for k in state.memory_at_mode if k.rsplit("/", 1)[0] not in present]:
         del state.memory_at_mode[k]
     for k in [k for k in state.latest if k not in present]:
@@ -256,7 +458,7 @@ def _forget_gone(snapshot: ClusterSnapshot, state: SuggestionState) -> None:
         del state.schedule[k]
 
 
-def _status(d: _Due, result: Any, now: float, state: SuggestionState) -> dict[str, Any]:
+def _status(d: _Due, result: RecommendResult, now: float, state: SuggestionState) -> dict[str, Any]:
     """The target's status patch from its recommendation (and the state carried on)."""
     for cname, value in result.at_mode.items():
         state.memory_at_mode[f"{d.key}/{cname}"] = value
@@ -266,6 +468,13 @@ def _status(d: _Due, result: Any, now: float, state: SuggestionState) -> dict[st
     if result.schedule_state is not None:
         state.schedule[d.key] = result.schedule_state
     status: dict[str, Any] = {"hasEnoughDataToScale": bool(result.has_enough_data)}
+    # What the heap rule read from each container's spec, what it assumed, or why it
+    # could not (`recommend.heap`): rewritten whole each round, so it is never stale.
+    status["runtime_notes"] = [
+        {"container": cname, "note": result.runtime_notes[cname]}
+        for cname in d.containers
+        if cname in result.runtime_notes
+    ]
     sugg = result.suggestion
     entries = []
     for cname in d.containers:
@@ -292,10 +501,39 @@ def _status(d: _Due, result: Any, now: float, state: SuggestionState) -> dict[st
             },
             "created_at": format_timestamp(now),
         }
+        if d.hpa is not None and d.mode == "autonomous":
+            hpa_name, hpa_resources = d.hpa
+            for entry in entries:
+                ex = result.steps.get(entry["name"])
+                for res in sorted(hpa_resources):
+                    if ex is not None and res in _published(entry, res):
+                        ex.step(
+                            "hpa",
+                            res,
+                            _published(entry, res)[res],
+                            f"pods keep their {res} request: HorizontalPodAutoscaler"
+                            f" {hpa_name} scales on its utilisation"
+                            " (spec.vertical.hpa_resource_policy: leave)",
+                        )
+        # Why each request is what it is: the steps recorded as it was computed.
+        status["explanation"] = {
+            "created_at": format_timestamp(now),
+            "containers": status_entries(
+                {c: result.steps[c] for c in d.containers if c in result.steps}
+            ),
+        }
         published = suggestion_from(status["vertical_suggestion"])
         if published is not None:
             state.latest[d.key] = published
     return status
+
+
+def _published(entry: dict[str, Any], res: str) -> dict[str, float]:
+    """The canonical request of `res` in a status entry ({} when it has none)."""
+    from foresize.core.api.quantity import to_canonical
+
+    value = entry["requests"].get(res)
+    return {} if value is None else {res: float(to_canonical(res, value))}
 
 
 def entries_uid(entries: list[dict[str, Any]]) -> str:
@@ -317,12 +555,12 @@ def suggestion_uid(containers: Mapping[str, ContainerSuggestion]) -> str:
 
 
 def _current(
-    template: list[Container], published: Suggestion | None, target: Any
+    template: list[Container], published: Suggestion | None, target: TargetObject
 ) -> dict[str, ResourceRequirements]:
     """Per container, what a new recommendation is compared with: the suggestion published
     before (this process's, else the one in the target's status), else the template."""
     if published is None:
-        published = suggestion_from(get_path(target, "status", "vertical_suggestion"))
+        published = target_view(target).suggestion
     out = {}
     for c in template:
         prev = published.containers.get(c.name) if published is not None else None
@@ -350,7 +588,7 @@ def _hysteresis(
 
 
 def horizontal_forecasts(
-    snapshot: ClusterSnapshot, history: Any, now: float
+    snapshot: ClusterSnapshot, history: HistoryReader, now: float
 ) -> dict[str, dict[str, float]]:
     """Target key -> resource -> forecast of the workload's total usage over the horizon
     (cpu millicores, memory bytes), for horizontally autonomous targets with enough
@@ -359,15 +597,13 @@ def horizontal_forecasts(
 
     out: dict[str, dict[str, float]] = {}
     for target in snapshot.targets:
-        if get_path(target, "spec", "horizontal", "mode") != "autonomous":
+        view = target_view(target)
+        if not view.horizontal_autonomous or not view.ref_kind:
             continue
-        ref = get_path(target, "spec", "scaleTargetRef")
-        ns = get_path(target, "metadata", "namespace")
-        if ref is None:
-            continue
+        ns = view.namespace
         total = trace_series(
             history,
-            SeriesKey(ns, get_path(ref, "name"), TOTAL_CONTAINER),
+            SeriesKey(ns, view.ref_name, TOTAL_CONTAINER),
             now - HISTORY_WINDOW,
             now + 1,
         )
@@ -390,5 +626,5 @@ def horizontal_forecasts(
         if row.memory_bytes is not None:
             forecast[MEMORY] = float(row.memory_bytes)
         if forecast:
-            out[f"{ns}/{get_path(target, 'metadata', 'name')}"] = forecast
+            out[view.key] = forecast
     return out

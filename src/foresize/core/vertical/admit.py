@@ -43,6 +43,7 @@ _WHY_EVICT = {
     "stall-fallback": "resize stalled past stall_timeout",
     "refused": "resize refused by the API server",
     "capacity": "upsize cannot fit its node",
+    "heap-bound": "memory raise of a heap sized at start: recreated with the new limit",
 }
 
 

@@ -38,12 +38,7 @@ class PodChange:
 
 
 def _apply(container: Container, requests: ResourceMap, limits: ResourceMap) -> Container:
-    return Container(
-        container.name,
-        ResourceRequirements(requests, limits),
-        container.resize_policy,
-        container.restart_policy,
-    )
+    return container.copy(ResourceRequirements(requests, limits))
 
 
 def _unchanged(

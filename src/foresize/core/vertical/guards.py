@@ -9,12 +9,11 @@ disrupted and evicted in this pass.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
-from foresize.core.api.access import get_path
+from foresize.core.api.access import JSONValue, get_path
 from foresize.core.cluster.model import Pod, odd_disruption_annotation
 from foresize.core.cluster.qos import has_pod_level_resources
-from foresize.core.cluster.snapshot import labels_match
+from foresize.core.cluster.snapshot import TargetObject, labels_match
 from foresize.core.vertical.policy import batch_size
 from foresize.core.vertical.run import PassContext, TargetRun
 from foresize.core.vertical.stall import stall_reason
@@ -164,7 +163,7 @@ def pod_level_left_alone(run: TargetRun, pod: Pod) -> bool:
     return True
 
 
-def target_conditions(target: Any) -> list[dict[str, Any]]:
+def target_conditions(target: TargetObject) -> list[dict[str, JSONValue]]:
     """The target's status.conditions as plain dicts (API models or dicts)."""
     out = []
     for c in get_path(target, "status", "conditions") or []:
@@ -174,7 +173,7 @@ def target_conditions(target: Any) -> list[dict[str, Any]]:
     return out
 
 
-def pod_level_conditions(run: TargetRun) -> list[dict[str, Any]] | None:
+def pod_level_conditions(run: TargetRun) -> list[dict[str, JSONValue]] | None:
     """The target's conditions with PodLevelResourcesLeftAlone set (True naming the pods
     left alone, False once there are none), or None when nothing needs writing."""
     current = next((c for c in run.target_conditions if c.get("type") == POD_LEVEL_CONDITION), None)
@@ -201,7 +200,7 @@ def pod_level_conditions(run: TargetRun) -> list[dict[str, Any]] | None:
     return [c for c in run.target_conditions if c.get("type") != POD_LEVEL_CONDITION] + [wanted]
 
 
-def claim_condition(run: TargetRun) -> dict[str, Any] | None:
+def claim_condition(run: TargetRun) -> dict[str, JSONValue] | None:
     """ClaimedByAnotherAutoscaler as it should now read (True naming the objects, False
     once none claims), or None when the target's condition already says so."""
     current = next((c for c in run.target_conditions if c.get("type") == CLAIM_CONDITION), None)
@@ -232,8 +231,8 @@ ODD_ANNOTATION_CONDITION = "DisruptionAnnotationUnrecognised"
 
 
 def odd_annotation_conditions(
-    run: TargetRun, conditions: list[dict[str, Any]]
-) -> list[dict[str, Any]] | None:
+    run: TargetRun, conditions: list[dict[str, JSONValue]]
+) -> list[dict[str, JSONValue]] | None:
     """`conditions` with DisruptionAnnotationUnrecognised set (True naming the pods and
     their values, False once there are none), or None when it needs no change."""
     current = next((c for c in conditions if c.get("type") == ODD_ANNOTATION_CONDITION), None)

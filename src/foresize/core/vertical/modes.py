@@ -7,6 +7,13 @@
 - `in_place_or_recreate`: in place first; a pod whose resize stalled for `stall_timeout`,
   or that the API server refused outright (422, 403 NodeCapacity), is proposed for eviction.
 
+A memory raise of a container whose heap is a share of the limit it saw at start
+(`cluster.runtime.HeapCeiling.follows_limit`) is never expected to grow the heap in place:
+`in_place_or_recreate` recreates the pod (its replacement starts with the new limit, so
+with the bigger heap); `in_place` holds the memory part for the pod's next restart and
+says so; an OOM-urgent raise still goes in place (it gives the non-heap room at once, and
+the killed container restarts into the new limit).
+
 Each returns how many disruptions the pod already accounts for (0 or 1: an in-place change
 still rolling, or a stalled restart-on-resize), and appends its proposal to `out`. The
 admission step (`vertical.admit`) then checks each proposal against the budget, the
@@ -17,8 +24,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from foresize.core.api.quantity import CPU, MEMORY
 from foresize.core.cluster.disruption import restart_pending
-from foresize.core.cluster.model import REASON_DEFERRED, Pod
+from foresize.core.cluster.model import REASON_DEFERRED, Container, Pod
+from foresize.core.cluster.runtime import heap_ceiling
 from foresize.core.vertical.desired import (
     PodChange,
     allocated_containers,
@@ -57,16 +66,51 @@ def recent_oom(pod: Pod, now: float) -> bool:
     return False
 
 
+def _raises_memory(c: Container, requests: dict[str, int], limits: dict[str, int]) -> bool:
+    for new, old in ((requests, c.resources.requests), (limits, c.resources.limits)):
+        if new.get(MEMORY, 0) > old.get(MEMORY, new.get(MEMORY, 0)):
+            return True
+    return False
+
+
 def memory_up(pod: Pod, change: PodChange) -> bool:
     """Does the change raise a memory request or limit (what OOM remediation does)?"""
     for cr in change.containers:
         c = pod.container(cr.name)
-        if c is None:
-            continue
-        for new, old in ((cr.requests, c.resources.requests), (cr.limits, c.resources.limits)):
-            if new.get("memory", 0) > old.get("memory", new.get("memory", 0)):
-                return True
+        if c is not None and _raises_memory(c, cr.requests, cr.limits):
+            return True
     return False
+
+
+# The eviction reason of a pod recreated so that its heap follows a raised memory limit.
+HEAP_BOUND = "heap-bound"
+
+
+def heap_bound_raises(pod: Pod, change: PodChange) -> list[str]:
+    """The containers (as `name (heap source)`) whose memory the change raises while
+    their heap is a share of the limit seen at start: in place the cgroup grows but the
+    running heap does not, so the raise reaches the heap only after a restart."""
+    out = []
+    for cr in change.containers:
+        c = pod.container(cr.name)
+        if c is None or not _raises_memory(c, cr.requests, cr.limits):
+            continue
+        ceiling = heap_ceiling(c.command, c.args, c.env, c.env_from)
+        if ceiling.follows_limit:
+            out.append(f"{c.name} ({ceiling.source})")
+    return out
+
+
+def _hold_for_restart(run: TargetRun, pod: Pod, bound: list[str], how: str) -> None:
+    """Say that a heap-bound pod's memory raise waits for (or makes) its restart: a note
+    and the pod in the status while it lasts, one Event per pod and raise."""
+    msg = (
+        f"memory raise of {', '.join(bound)} {how}: the heap is sized from the limit at "
+        "the container's start, so an in-place raise gives it nothing"
+    )
+    run.waiting_restart[pod.name] = msg
+    if run.report_once(f"heap:{pod.uid}", ",".join(bound) + how):
+        run.pod_event(pod, "HeapBoundResize", msg)
 
 
 def _urgent(pod: Pod, change: PodChange | None, now: float) -> bool:
@@ -188,6 +232,10 @@ def decide_in_place(run: TargetRun, view: PodView, ctx: PassContext, out: list[C
                 pod, "ResizeRefused", "resize refused by the API server; waiting", "Warning"
             )
         return disrupted
+    bound = heap_bound_raises(pod, change) if change is not None and not urgent else []
+    if bound and change is not None and change.significant:
+        _hold_for_restart(run, pod, bound, "waits for the pod's next restart")
+        change = _change(run, pod, (CPU,))  # the CPU part still goes in place
     _propose_resize(run, view, change, urgent, ctx, out)
     return disrupted
 
@@ -212,6 +260,11 @@ def decide_in_place_or_recreate(
         return disrupted
     if refused or (change is not None and change.problem is not None):
         out.append(Candidate(EVICT, pod, run, change, "refused", urgent))
+        return disrupted
+    bound = heap_bound_raises(pod, change) if change is not None and not urgent else []
+    if bound and change is not None and change.significant:
+        _hold_for_restart(run, pod, bound, "recreates the pod")
+        out.append(Candidate(EVICT, pod, run, change, HEAP_BOUND))
         return disrupted
     _propose_resize(run, view, change, urgent, ctx, out)
     return disrupted

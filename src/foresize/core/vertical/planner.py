@@ -18,13 +18,13 @@ act:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
+from foresize.core.api.access import JSONValue
 from foresize.core.api.access import first as _get
 from foresize.core.cluster.actions import Action, EmitEvent, WriteTargetStatus
 from foresize.core.cluster.capacity import NodeLedger
 from foresize.core.cluster.model import Pod, Suggestion
-from foresize.core.cluster.snapshot import ClusterSnapshot
+from foresize.core.cluster.snapshot import ClusterSnapshot, TargetObject
 from foresize.core.cluster.target import TargetView
 from foresize.core.errors import ForesizeError
 from foresize.core.vertical.admit import (
@@ -33,6 +33,7 @@ from foresize.core.vertical.admit import (
     count_ready,
     recreated_by_controller,
 )
+from foresize.core.vertical.boost import plan_boosts
 from foresize.core.vertical.breaker import move_breaker
 from foresize.core.vertical.guards import (
     CLAIM_CONDITION,
@@ -64,7 +65,7 @@ EVICTING_MODES = ("recreate", "in_place_or_recreate")
 __all__ = ["execute", "on_result", "plan", "stall_reason"]
 
 
-def suggestion_from_status(target: Any) -> Suggestion | None:
+def suggestion_from_status(target: TargetObject) -> Suggestion | None:
     """The target's `status.vertical_suggestion` (API model) as the core's `Suggestion`."""
     status = getattr(target, "status", None)
     vs = getattr(status, "vertical_suggestion", None) if status is not None else None
@@ -85,7 +86,7 @@ def suggestion_from_status(target: Any) -> Suggestion | None:
     )
 
 
-def status_disruption(target: Any) -> dict[str, Any] | None:
+def status_disruption(target: TargetObject) -> dict[str, JSONValue] | None:
     """The persisted worker state inside a target's status (dict or API model)."""
     status = target.get("status") if isinstance(target, dict) else getattr(target, "status", None)
     if status is None:
@@ -93,13 +94,13 @@ def status_disruption(target: Any) -> dict[str, Any] | None:
     if hasattr(status, "model_dump"):
         extra = getattr(status, "model_extra", None) or {}
         if STATUS_KEY in extra:
-            persisted: dict[str, Any] | None = extra[STATUS_KEY]
+            persisted: dict[str, JSONValue] | None = extra[STATUS_KEY]
             return persisted
         value = getattr(status, STATUS_KEY, None)
         if value is not None and hasattr(value, "model_dump"):
-            dumped: dict[str, Any] = value.model_dump(by_alias=True)
+            dumped: dict[str, JSONValue] = value.model_dump(by_alias=True)
             return dumped
-        plain: dict[str, Any] | None = value
+        plain: dict[str, JSONValue] | None = value
         return plain
     if isinstance(status, dict):
         return status.get(STATUS_KEY)
@@ -205,7 +206,7 @@ def _report_held_for_webhook(run: TargetRun) -> None:
 
 
 def _start_run(
-    target: Any,
+    target: TargetObject,
     state: WorkerState,
     suggestions: Mapping[str, Suggestion],
     actions: list[Action],
@@ -229,7 +230,7 @@ def _start_run(
     return run
 
 
-def _invalid(target: Any, state: WorkerState, problem: str, actions: list[Action]) -> None:
+def _invalid(target: TargetObject, state: WorkerState, problem: str, actions: list[Action]) -> None:
     meta = _get(target, "metadata")
     ns = str(_get(meta, "namespace", default="default"))
     name = str(_get(meta, "name", default="?"))
@@ -304,7 +305,7 @@ def _forget_gone_targets(state: WorkerState, runs: list[TargetRun]) -> None:
         state.policies = {u: v for u, v in state.policies.items() if u in uids}
 
 
-def _cached_policy(state: WorkerState, target: Any) -> TargetView:
+def _cached_policy(state: WorkerState, target: TargetObject) -> TargetView:
     meta = getattr(target, "metadata", None)
     uid = getattr(meta, "uid", None)
     gen = getattr(meta, "generation", None)
@@ -336,6 +337,7 @@ def _decide(run: TargetRun, ctx: PassContext, candidates: list[Candidate]) -> No
     """The decision step for one target: guards, breaker, gates, then each running pod's
     proposal from its update mode."""
     _forget_gone_pods(run)
+    boosted = plan_boosts(run, ctx, candidates)
     for guard in TARGET_GUARDS:
         if not guard(run, ctx):
             return
@@ -350,7 +352,7 @@ def _decide(run: TargetRun, ctx: PassContext, candidates: list[Candidate]) -> No
             disrupted += 1
         if pod.phase != "Running" or pod.node_name is None or pod.terminating:
             continue
-        if pod_level_left_alone(run, pod):
+        if pod.uid in boosted or pod_level_left_alone(run, pod):
             continue
         view = _track_stall(run, pod, ctx.now)
         disrupted += decide(run, view, ctx, candidates)
@@ -396,7 +398,7 @@ def _track_stall(run: TargetRun, pod: Pod, now: float) -> PodView:
     return PodView(pod, reason, rec)
 
 
-def _status(run: TargetRun) -> dict[str, Any]:
+def _status(run: TargetRun) -> dict[str, JSONValue]:
     """The worker's part of the target's status (keys as in `AIScaleTargetStatus`)."""
     ts = run.state
     return {
@@ -411,6 +413,10 @@ def _status(run: TargetRun) -> dict[str, Any]:
             for name, (annotation, what) in sorted(run.held_opt_out.items())
         ],
         "overlapping_targets": list(run.overlaps),
+        "pods_starting_boosted": run.boosting,
+        "pods_waiting_for_restart": [
+            {"pod": name, "reason": why} for name, why in sorted(run.waiting_restart.items())
+        ],
         "stall_fallbacks": ts.stall_fallbacks,
         "circuit_breaker": ts.breaker.to_status(),
         "vertical_notes": list(run.notes),
@@ -419,7 +425,7 @@ def _status(run: TargetRun) -> dict[str, Any]:
     }
 
 
-def _conditions(run: TargetRun) -> list[dict[str, Any]] | None:
+def _conditions(run: TargetRun) -> list[dict[str, JSONValue]] | None:
     """The target's conditions when one of the worker's changed (None: no write)."""
     pod_level = pod_level_conditions(run)
     odd = odd_annotation_conditions(run, pod_level or run.target_conditions)

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
 from foresize.core.api.vocabulary import DEFAULT_MAX_DISRUPTED
 from foresize.core.cluster.disruption import batch_size
+from foresize.core.cluster.snapshot import TargetObject
 from foresize.core.cluster.target import (
     TargetView,
     parse_max_disrupted,
@@ -93,7 +93,7 @@ class WorkerConfig:
     eviction_rate_burst: int = 1
 
 
-def policy_of(target: Any) -> TargetView:
+def policy_of(target: TargetObject) -> TargetView:
     """The target's read-model, checked: a ForesizeError naming the first bad field."""
     view = target_view(target)
     if view.errors:

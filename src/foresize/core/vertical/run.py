@@ -78,6 +78,9 @@ class TargetRun:
     held_for_webhook: int = 0  # evictions held while the pod webhook is not serving
     overlaps: list[str] = field(default_factory=list)  # targets claiming our selected pods
     notes: list[str] = field(default_factory=list)
+    boosting: int = 0  # pods in their start-up boost (`vertical.boost`)
+    # pod -> why its memory raise waits for (or makes) its restart: a heap sized at start
+    waiting_restart: dict[str, str] = field(default_factory=dict)
     events: list[EmitEvent] = field(default_factory=list)
     # The target's status.conditions as read (a status write replaces the whole list).
     target_conditions: list[dict[str, Any]] = field(default_factory=list)

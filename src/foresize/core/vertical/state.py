@@ -9,15 +9,19 @@ shell writes `TargetState.to_status()` into the target's status (key `disruption
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from foresize.core.api.access import JSONValue
 from foresize.core.api.types import (
     format_duration,
     format_timestamp,
     parse_duration,
     parse_timestamp,
 )
+from foresize.core.cluster.actions import EmitEvent
+from foresize.core.cluster.target import TargetView
 from foresize.core.vertical.desired import KnownPod
 
 STATUS_KEY = "disruption"
@@ -88,7 +92,7 @@ def _time(epoch: float | None) -> str | None:
     return format_timestamp(epoch) if epoch is not None else None
 
 
-def _read(value: Any, parse: Any) -> float | None:
+def _read(value: JSONValue, parse: Callable[[JSONValue], float]) -> float | None:
     """A status field as written by `to_status` (or a number, as older releases wrote it);
     None when absent or unreadable (a hand-edited status must not stop the worker)."""
     if value is None:
@@ -120,7 +124,7 @@ class TargetState:
     # Not persisted: the last status written, to skip identical writes; events recorded by
     # `on_result` for the shell to send; pod name -> uid of pods acted on in this pass.
     last_status: dict[str, Any] | None = None
-    outbox: list[Any] = field(default_factory=list)
+    outbox: list[EmitEvent] = field(default_factory=list)
     inflight: dict[str, str] = field(default_factory=dict)
     # Not persisted, shared by the clones: pod uid -> what was derived from the pod object
     # last seen (`desired.known_pod`); a cache whose entries check what they came from.
@@ -285,7 +289,7 @@ class WorkerState:
     targets: dict[str, TargetState] = field(default_factory=dict)
     # Not persisted: parsed target policies by uid, reused while metadata.generation (which
     # the API server bumps on every spec change) stays the same.
-    policies: dict[str, tuple[int, Any]] = field(default_factory=dict)
+    policies: dict[str, tuple[int, TargetView]] = field(default_factory=dict)
     eviction_bucket: EvictionBucket | None = None
 
     def copy(self) -> WorkerState:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 
@@ -23,7 +22,7 @@ from foresize.core.api.quantity import CPU, MIB
 from foresize.core.cluster.capacity import NodeLedger
 from foresize.core.cluster.model import ContainerSuggestion, Suggestion
 from foresize.core.cluster.snapshot import ClusterSnapshot
-from foresize.core.cluster.target import target_view
+from foresize.core.cluster.target import TargetView, target_view
 from foresize.core.history import HistoryReader, SeriesKey
 
 # What the pod "really uses now": the highest 1-minute sample of the last 15 minutes (the
@@ -92,7 +91,7 @@ def yield_to_pending(
 
 
 def _yielded(
-    view: Any,
+    view: TargetView,
     workload: str,
     sugg: Suggestion,
     names: list[str],

@@ -61,6 +61,7 @@ _COMMAND_MODULES = (
     "simulate",
     "bench_sim",
     "bench_nodes",
+    "bench_runtimes",
     "bench_recommend",
     "bench_bound",
     "bench_forecast",
@@ -72,6 +73,7 @@ _COMMAND_MODULES = (
     "webhook",
     "operator",
     "recommend",
+    "explain",
 )
 
 

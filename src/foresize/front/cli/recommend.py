@@ -26,11 +26,12 @@ from foresize.front.cli.options import choice, duration, format_seconds, split_l
 from foresize.front.report.recommendations import OUTPUTS
 
 if TYPE_CHECKING:  # imported where used, so `foresize --help` stays quick
-    from foresize.adapters.history.prometheus import ContainerHistory, PrometheusReader, Scope
+    from foresize.adapters.history.prometheus import PrometheusReader
+    from foresize.adapters.history.prometheus_series import ContainerHistory, Scope
     from foresize.core.history import TraceSeries
     from foresize.front.report.recommendations import Bounds, Prices
 
-MAX_LOOKBACK = 14 * 86400.0  # the recommender reads 14 days (recommend.target.HISTORY_WINDOW)
+MAX_LOOKBACK = 14 * 86400.0  # the recommender reads 14 days (recommend.histories.HISTORY_WINDOW)
 
 
 def parse_when(value: str, now: float, field: str) -> float:
@@ -104,7 +105,7 @@ async def read_prometheus(
     """History for `foresize recommend`, or a ForesizeError saying why there is none: no
     cAdvisor data in the range, an unknown namespace or cluster, a selector matching no
     pod, several clusters mixed, or a step too fine for the scrape interval."""
-    from foresize.adapters.history.prometheus import align
+    from foresize.adapters.history.prometheus_series import align
 
     start, end = align(start, end, step)
     span = f"between {_iso(start)} and {_iso(end)}"
@@ -248,7 +249,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     ) -> None:
         """One-shot, read-only recommendations from Prometheus history (or trace files)."""
         from foresize.core.recommend.series import recommend_series
-        from foresize.front.report.recommendations import build_rows, render
+        from foresize.front.report.recommendation_renderings import render
+        from foresize.front.report.recommendations import build_rows
 
         output = choice(fmt if fmt is not None else output, "--output", OUTPUTS)
         if (prometheus is None) == (traces is None):
@@ -409,7 +411,8 @@ def read_prometheus_history(
     (`read_prometheus`)."""
     import asyncio
 
-    from foresize.adapters.history.prometheus import PrometheusReader, Scope, pod_selector
+    from foresize.adapters.history.prometheus import PrometheusReader
+    from foresize.adapters.history.prometheus_series import Scope, pod_selector
 
     if not url.startswith(("http://", "https://")):
         raise ForesizeError(f"--prometheus: {url!r} is not an http:// or https:// URL")
@@ -448,7 +451,7 @@ def read_trace_history(
     workload objects), cut to [start, end] where `--start`/`--end` were given and to
     `--namespace`; an error naming the first bad line if no row is usable, or saying
     what the traces cover if nothing falls in the range."""
-    from foresize.adapters.history.prometheus import ContainerHistory
+    from foresize.adapters.history.prometheus_series import ContainerHistory
     from foresize.adapters.history.traces import FORMATS as TRACE_FORMATS
     from foresize.adapters.history.traces import load_traces
 

@@ -109,6 +109,55 @@ def render_summary(summary: dict[str, Any], wide: bool = False) -> None:
         console.print(table)
 
 
+def prometheus_scenario(
+    url: str,
+    *,
+    lookback: str,
+    end: str,
+    step: float,
+    namespaces: list[str],
+    cluster: str | None,
+    token: str | None,
+    folder: Any,
+) -> tuple[Any, float]:
+    """The scenario of the cluster behind `url` (`shells.sim.from_prometheus`), read by the
+    reader and within the budgets of `foresize recommend`; (scenario, seconds of history
+    read = the run's default duration). What was left out is said on stderr."""
+    import asyncio
+    import time
+    from pathlib import Path
+
+    from foresize.adapters.history.prometheus import PrometheusReader
+    from foresize.adapters.history.prometheus_series import Scope
+    from foresize.front.cli.recommend import history_window, read_prometheus
+    from foresize.shells.sim.from_prometheus import build_scenario
+    from foresize.shells.sim.scenario import load_scenario
+
+    if not url.startswith(("http://", "https://")):
+        raise ForesizeError(f"--prometheus: {url!r} is not an http:// or https:// URL")
+    start, stop = history_window(None, end, lookback, step, now=time.time())
+    scope = Scope(tuple(namespaces), "cluster", cluster, None)
+    reader = PrometheusReader(url, bearer_token=token)
+
+    async def read() -> tuple[Any, Any, Any]:
+        history = await read_prometheus(reader, start, stop, step, scope, None)
+        window = stop - start + step
+        nodes = await reader.nodes(stop, window, scope)
+        hpas = await reader.hpas(stop, window, scope)
+        return history, nodes, hpas
+
+    print(f"reading {url} for the scenario", file=sys.stderr)
+    history, nodes, hpas = asyncio.run(read())
+    from foresize.adapters.history.prometheus_series import align
+
+    grid_start, grid_end = align(start, stop, step)
+    built = build_scenario(history, nodes, hpas, step, f"--prometheus {url}", grid_start, grid_end)
+    for item in built.left_out:
+        print(f"not simulated: {item}", file=sys.stderr)
+    path = built.write(Path(folder))
+    return load_scenario(path), grid_end - grid_start + step
+
+
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     @app.command("simulate")
     def simulate_cmd(
@@ -122,8 +171,12 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 "scenario YAML file."
             ),
         ),
-        duration: str = typer.Option(
-            "7d", "--duration", "-d", help="Simulated time to run, e.g. 90m, 12h, 7d."
+        duration: str | None = typer.Option(
+            None,
+            "--duration",
+            "-d",
+            help="Simulated time to run, e.g. 90m, 12h, 7d. [default: 7d; with --prometheus "
+            "the span of history read]",
         ),
         seed: int | None = typer.Option(
             None, "--seed", help="Random seed (default: the scenario's seed, else 0)."
@@ -178,6 +231,34 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             "--gap-every",
             help="With --report: how often to sample the per-node scheduler charge gap.",
         ),
+        prometheus: str | None = typer.Option(
+            None,
+            "--prometheus",
+            metavar="URL",
+            help="Build the scenario from this Prometheus (cAdvisor + kube-state-metrics, as "
+            "`foresize recommend` reads it): the Deployments and StatefulSets with their "
+            "replicas, requests, limits and usage, the nodes and the HPAs, replayed under "
+            "the policies (instead of --scenario). See docs/simulator.md.",
+        ),
+        lookback: str = typer.Option(
+            "7d", "--lookback", help="With --prometheus: history to read back from --end (≤ 14d)."
+        ),
+        end: str = typer.Option(
+            "now", "--end", help="With --prometheus: end of the history (RFC 3339, Unix or now)."
+        ),
+        prom_step: str = typer.Option(
+            "5m", "--prometheus-step", help="With --prometheus: query resolution and trace step."
+        ),
+        namespaces: list[str] | None = typer.Option(
+            None,
+            "--namespace",
+            "-n",
+            help="A filter: with --prometheus, read only these namespaces (repeat or comma).",
+        ),
+        cluster: str | None = typer.Option(
+            None, "--cluster", help="With --prometheus: the `cluster` label's value to read."
+        ),
+        token: str | None = typer.Option(None, "--token", help="With --prometheus: bearer token."),
     ) -> None:
         """Run a scenario on the simulated cluster and summarise requested vs used CPU and
         memory, slack, OOM kills, throttling, evictions, resizes, stalls, preemptions and
@@ -207,14 +288,34 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 raise ForesizeError("--cpu-price and --memory-price go with --report")
             prices = Prices(cpu_price or 0.0, memory_price or 0.0)
 
-        total = parse_duration_option(duration, "--duration")
         step_s = parse_duration_option(step, "--step")
         if seed is not None and seed < 0:
             raise ForesizeError(f"--seed: must be a non-negative integer, got {seed}")
         policy_given = policy is not None
         policy = policy or "foresize"
         get_policy(policy)  # fail early on an unknown policy
-        sc = load_scenario(scenario)
+        if prometheus is not None:
+            import tempfile
+
+            from foresize.front.cli.options import split_list
+
+            if scenario != "demo":
+                raise ForesizeError("--prometheus builds the scenario: drop --scenario")
+            with tempfile.TemporaryDirectory(prefix="foresize-whatif-") as folder:
+                sc, span = prometheus_scenario(
+                    prometheus,
+                    lookback=lookback,
+                    end=end,
+                    step=parse_duration_option(prom_step, "--prometheus-step"),
+                    namespaces=split_list(namespaces),
+                    cluster=cluster,
+                    token=token,
+                    folder=folder,
+                )
+            total = parse_duration_option(duration, "--duration") if duration else span
+        else:
+            total = parse_duration_option(duration or "7d", "--duration")
+            sc = load_scenario(scenario)
         if report is not None or compare is not None:
             policies, report_dir, gap_s = check_options(
                 policy if policy_given else None, compare, report, gap_every

@@ -259,6 +259,29 @@ def _print_comparison(runs: list[PolicyRun], wide: bool = False) -> None:
         console.print(table)
 
 
+def workload_score(series: Any, step: float) -> dict[str, dict[str, float]]:
+    """THE score (`foresize.core.recommend.score`, the one `bench recommend` and the
+    operator's shadow policies use) of a run: each workload's summed usage against its
+    summed requests in force at every simulation step, per resource (a change is a move
+    of the workload's total request, replica changes included)."""
+    import numpy as np
+
+    from foresize.core.recommend.score import score_resource
+
+    out = {}
+    for resource, used, req, unit in (
+        ("cpu", series.cpu_used, series.cpu_req, 1000.0),
+        ("memory", series.mem_used, series.mem_req, 1.0),
+    ):
+        usage = np.asarray(used, dtype=np.float64).T * unit
+        requests = np.asarray(req, dtype=np.float64).T * unit
+        if usage.size == 0:
+            continue
+        zero = np.zeros(usage.shape[0], dtype=np.int64)
+        out[resource] = score_resource(resource, usage, requests, zero, step).as_dict()
+    return out
+
+
 def simulate_and_report(
     scenario: Scenario,
     *,
@@ -296,6 +319,9 @@ def simulate_and_report(
     )
     static = next((r for r in runs if r.policy == "static"), None)
     subjects = [r for r in runs if not r.baseline_only]
+    if compare is not None:
+        for r in subjects:
+            r.summary["score"] = workload_score(r.series, step)
     for r in subjects:
         if r.policy != "static" and static is not None:
             r.summary["savings_vs_static"] = savings_vs(r.summary, static.summary)

@@ -41,7 +41,7 @@ def resizable_containers(pod: Pod) -> list[Container]:
 
 
 def clone_container(c: Container) -> Container:
-    return Container(c.name, c.resources.copy(), dict(c.resize_policy), c.restart_policy)
+    return c.copy()
 
 
 def clone_status(s: ContainerStatus) -> ContainerStatus:
@@ -121,6 +121,9 @@ def _container_from_spec(c: ContainerSpec) -> Container:
         ResourceRequirements(dict(c.requests), dict(c.limits)),
         dict(c.resize_policy),
         c.restart_policy,
+        c.command,
+        c.args,
+        dict[str, str | None](c.env),
     )
 
 

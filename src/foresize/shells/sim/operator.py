@@ -138,6 +138,7 @@ class OperatorOptions:
     proportional_limits: bool = True
     min_lookback_to_scale: str | None = None  # the target's own (API default 24 h)
     min_replicas: int | None = None  # the targets' update_policy.min_replicas (API default 2)
+    startup_boost: dict[str, Any] | None = None  # the targets' vertical.startup_boost
 
 
 class SimOperator:
@@ -203,6 +204,8 @@ class SimOperator:
             }
             if self.opt.disruption:
                 vertical["disruption"] = dict(self.opt.disruption)
+            if self.opt.startup_boost is not None:
+                vertical["startup_boost"] = dict(self.opt.startup_boost)
             if self.opt.proportional_limits:
                 vertical["containers"] = _proportional_limits(wl.template.containers)
             spec_model: dict[str, Any] = {}

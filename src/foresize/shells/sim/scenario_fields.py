@@ -176,28 +176,12 @@ GENERATOR_FIELDS = {
 def read_generator(
     ctx: FieldReader, resource: str, raw: Any, path: str, default_base: float
 ) -> GeneratorSpec:
-    """A container's `usage.cpu` / `usage.memory`: a plain amount (constant), or a
-    generator mapping: its kind, where its level comes from (a trace file or `base`), then
-    the shape every kind shares (daily and weekly swing, noise, spikes, growth, cap)."""
     if raw is None:
         return GeneratorSpec("constant", base=default_base)
     if isinstance(raw, str | int | float) and not isinstance(raw, bool):
         return GeneratorSpec("constant", base=ctx.amount(resource, raw, path))
     m = ctx.mapping(raw, path)
     ctx.known(m, GENERATOR_FIELDS, path)
-    g = GeneratorSpec(_generator_kind(ctx, m, path))
-    if g.kind == "trace":
-        _read_trace_source(ctx, resource, m, path, g)
-    else:
-        if "base" not in m:
-            raise ctx.fail(f"{path}.base", f"required for generator {g.kind}")
-        g.base = ctx.amount(resource, m["base"], f"{path}.base")
-    _read_shape(ctx, resource, m, path, g)
-    return g
-
-
-def _generator_kind(ctx: FieldReader, m: dict[str, Any], path: str) -> str:
-    """`generator` (default constant), its aliases resolved."""
     kind = ctx.string(m.get("generator"), f"{path}.generator", required=False, default="constant")
     kind = {"memory_leak": "leak", "growth": "leak", "daily": "diurnal"}.get(kind, kind)
     if kind not in GENERATOR_KINDS:
@@ -205,14 +189,23 @@ def _generator_kind(ctx: FieldReader, m: dict[str, Any], path: str) -> str:
             f"{path}.generator",
             f"unknown generator {shown(kind)} (one of {', '.join(GENERATOR_KINDS)})",
         )
-    return kind
+    g = GeneratorSpec(kind)
+    if kind == "trace":
+        _read_trace(ctx, resource, m, path, g)
+    else:
+        if "base" not in m:
+            raise ctx.fail(f"{path}.base", f"required for generator {kind}")
+        g.base = ctx.amount(resource, m["base"], f"{path}.base")
+    _read_shape(ctx, m, path, g)
+    _read_growth(ctx, resource, m, path, g)
+    return g
 
 
-def _read_trace_source(
+def _read_trace(
     ctx: FieldReader, resource: str, m: dict[str, Any], path: str, g: GeneratorSpec
 ) -> None:
-    """`generator: trace`: the file (relative to the scenario), the columns `select`ed or a
-    public-format `series`, its step, scale and offset."""
+    """generator: trace: the file (relative to the scenario), its format and series or
+    selected labels, step, scale and offset."""
     if "file" not in m:
         raise ctx.fail(f"{path}.file", "required for generator trace")
     file = Path(ctx.string(m["file"], f"{path}.file"))
@@ -237,11 +230,8 @@ def _read_trace_source(
     g.trace_offset = ctx.duration(m.get("offset"), f"{path}.offset", 0.0)
 
 
-def _read_shape(
-    ctx: FieldReader, resource: str, m: dict[str, Any], path: str, g: GeneratorSpec
-) -> None:
-    """The fields every kind shares; their defaults depend on the kind (a diurnal or
-    weekly swing of 0.6, weekends at half for weekly, 2 % spikes of x3 for spiky)."""
+def _read_shape(ctx: FieldReader, m: dict[str, Any], path: str, g: GeneratorSpec) -> None:
+    """The daily and weekly shape, noise and spikes, with each kind's defaults."""
     kind = g.kind
     g.amplitude = ctx.number(
         m.get("amplitude"), f"{path}.amplitude", 0.6 if kind in ("diurnal", "weekly") else 0.0
@@ -265,6 +255,13 @@ def _read_shape(
     g.spike_factor = ctx.number(
         m.get("spike_factor"), f"{path}.spike_factor", 3.0 if kind == "spiky" else 1.0
     )
+
+
+def _read_growth(
+    ctx: FieldReader, resource: str, m: dict[str, Any], path: str, g: GeneratorSpec
+) -> None:
+    """growth_per_hour (required for a leak) and the cap (max)."""
+    kind = g.kind
     if "growth_per_hour" in m:
         g.growth_per_second = (
             ctx.amount(resource, m["growth_per_hour"], f"{path}.growth_per_hour") / 3600.0
@@ -304,7 +301,17 @@ def read_resources(ctx: FieldReader, raw: Any, path: str) -> dict[str, int]:
     return out
 
 
-CONTAINER_FIELDS = {"name", "requests", "limits", "resize_policy", "usage"}
+CONTAINER_FIELDS = {
+    "name",
+    "requests",
+    "limits",
+    "resize_policy",
+    "usage",
+    "command",
+    "args",
+    "env",
+    "startup",
+}
 # A sidecar is an init container with restartPolicy Always (KEP-753); it runs, uses
 # resources and is resized like a regular container. Other init containers run to completion
 # before the pod starts: they count in the scheduler's charge at their peak only.
@@ -341,6 +348,21 @@ def read_container(ctx: FieldReader, raw: Any, path: str, *, init: bool = False)
                 f"must be NotRequired or RestartContainer, got {shown(pol)}",
             )
         c.resize_policy[str(res)] = str(pol)
+    c.command = _words(ctx, m.get("command"), f"{path}.command")
+    c.args = _words(ctx, m.get("args"), f"{path}.args")
+    for name, value in ctx.mapping(m.get("env"), f"{path}.env").items():
+        if not isinstance(value, str | int | float) or isinstance(value, bool):
+            raise ctx.fail(f"{path}.env.{name}", f"must be a string, got {shown(value)}")
+        c.env[str(name)] = str(value)
+    startup = ctx.mapping(m.get("startup"), f"{path}.startup")
+    ctx.known(startup, {"work", "cpu"}, f"{path}.startup")
+    if startup:
+        if "work" not in startup or "cpu" not in startup:
+            raise ctx.fail(f"{path}.startup", "needs both work (core-seconds) and cpu (a rate)")
+        c.startup_work = ctx.number(startup["work"], f"{path}.startup.work", 0.0)
+        c.startup_cpu = ctx.quantity("cpu", startup["cpu"], f"{path}.startup.cpu") / 1000.0
+        if c.startup_cpu <= 0:
+            raise ctx.fail(f"{path}.startup.cpu", "must be above 0")
     usage = ctx.mapping(m.get("usage"), f"{path}.usage")
     ctx.known(usage, {"cpu", "memory"}, f"{path}.usage")
     # Without a generator a container uses half its request: a quiet, static workload.
@@ -355,6 +377,16 @@ def read_container(ctx: FieldReader, raw: Any, path: str, *, init: bool = False)
         c.requests.get("memory", 0) / 2.0,
     )
     return c
+
+
+def _words(ctx: FieldReader, raw: Any, path: str) -> tuple[str, ...]:
+    """A container's `command` or `args`: a list of strings, as a pod spec has them."""
+    words = []
+    for i, word in enumerate(ctx.seq(raw, path)):
+        if not isinstance(word, str):
+            raise ctx.fail(f"{path}[{i}]", f"must be a string, got {shown(word)}")
+        words.append(word)
+    return tuple(words)
 
 
 WORKLOAD_FIELDS = {

@@ -31,6 +31,15 @@ class ContainerSpec:
     cpu: GeneratorSpec = field(default_factory=GeneratorSpec)
     memory: GeneratorSpec = field(default_factory=GeneratorSpec)
     restart_policy: str | None = None  # init containers: "Always" makes a sidecar
+    # What the container runs and its environment, as a pod spec writes them: the heap
+    # ceiling of a managed runtime is read from them (`cluster.runtime.heap_ceiling`).
+    command: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    # Start-up demand: `startup_work` core-seconds to do at up to `startup_cpu` cores
+    # before the container is ready (JIT, caches): time-to-Ready follows the CPU it gets.
+    startup_work: float = 0.0
+    startup_cpu: float = 0.0
 
 
 @dataclass(slots=True)

@@ -190,6 +190,8 @@ class UsageState:
     mem: np.ndarray
     throttled_s: np.ndarray
     down_until: np.ndarray
+    startup_left: np.ndarray
+    startup_cpu: np.ndarray
     active: np.ndarray
     ready: np.ndarray
     wl: np.ndarray
@@ -234,6 +236,10 @@ class UsageState:
             ("mem", 0.0),
             ("throttled_s", 0.0),
             ("down_until", -math.inf),  # crash back-off: the container is not running
+            # Start-up work (scenario `startup`): core-seconds left before the container
+            # is ready, and the CPU rate it demands until then.
+            ("startup_left", 0.0),
+            ("startup_cpu", 0.0),
         ):
             self._new(name, np.float64, fill)
         self._new("active", np.bool_, False)

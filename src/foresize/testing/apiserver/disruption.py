@@ -17,7 +17,7 @@ PDB_KEY = "policy/v1/poddisruptionbudgets"
 def selector_matches(selector: Any, labels: dict[str, str]) -> bool:
     if not isinstance(selector, dict):
         return False  # policy/v1: a null selector selects nothing
-    from foresize.testing.validation import _selector_matches as match
+    from foresize.testing.validation import label_selector_matches as match
 
     return match(selector, labels)
 

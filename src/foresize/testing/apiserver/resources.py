@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from foresize.testing.apiserver.errors import ApiError
-from foresize.testing.validation import CustomResourceValidator
+from foresize.testing.custom_resources import CustomResourceValidator
 
 ALL_VERBS = ("create", "delete", "get", "list", "patch", "update", "watch")
 

@@ -23,7 +23,7 @@ from foresize.testing.apiserver.errors import (
     not_found,
     status_details,
 )
-from foresize.testing.apiserver.pods import check_pod_update, pod_qos, resize_strategy
+from foresize.testing.apiserver.pods import pod_qos, resize_strategy
 from foresize.testing.apiserver.resources import (
     BUILTIN_TYPES,
     ResourceType,
@@ -32,9 +32,14 @@ from foresize.testing.apiserver.resources import (
     set_path,
     spec_part,
 )
+from foresize.testing.apiserver.update_rules import (
+    check_identity,
+    check_update_rules,
+    keep_server_owned_metadata,
+)
 from foresize.testing.apiserver.watch import Watcher
+from foresize.testing.custom_resources import CustomResourceValidator
 from foresize.testing.validation import (
-    CustomResourceValidator,
     FieldError,
     ValidationFailed,
     validate_builtin,
@@ -372,10 +377,10 @@ class ObjectStore:
     ) -> dict[str, Any]:
         """Apply an update (`subresource` None = the object, "status", "resize", or "*" for
         a controller's write of everything) with the API server's rules."""
-        _check_identity(rtype, old, new)
+        check_identity(rtype, old, new)
         new = self._written_part(rtype, old, new, subresource)
-        _keep_server_owned_metadata(old["metadata"], new["metadata"])
-        _check_update_rules(rtype, old, new, subresource)
+        keep_server_owned_metadata(old["metadata"], new["metadata"])
+        check_update_rules(rtype, old, new, subresource)
         new = self._validate(rtype, new, creating=False)
         if new == old:
             return old  # a no-op write: no new resourceVersion, no watch event
@@ -570,90 +575,3 @@ class ObjectStore:
             for (k, ns, _), o in sorted(self.objects.items())
             if k == rtype.key and (namespace is None or ns == namespace)
         ]
-
-
-# Metadata only the API server sets: an update keeps the stored values (or their absence).
-SERVER_OWNED_METADATA = (
-    "uid",
-    "creationTimestamp",
-    "namespace",
-    "generation",
-    "deletionTimestamp",
-    "deletionGracePeriodSeconds",
-)
-
-
-def _check_identity(rtype: ResourceType, old: dict[str, Any], new: dict[str, Any]) -> None:
-    """An update names the object it replaces: metadata present, the stored
-    resourceVersion if any (else 409), the same name and uid, the URL's kind; checked in
-    kube-apiserver's order."""
-    old_meta = old["metadata"]
-    name = old_meta["name"]
-    meta = new.get("metadata")
-    if not isinstance(meta, dict):
-        raise invalid(rtype, name, [FieldError("metadata", "FieldValueRequired", "Required value")])
-    wanted_rv = meta.get("resourceVersion")
-    if wanted_rv and str(wanted_rv) != old_meta["resourceVersion"]:
-        raise conflict(rtype, name, STALE)
-    if meta.get("name") != name:
-        raise invalid(
-            rtype,
-            name,
-            [FieldError("metadata.name", "FieldValueInvalid", "field is immutable")],
-        )
-    if meta.get("uid") and meta["uid"] != old_meta["uid"]:
-        raise invalid(
-            rtype, name, [FieldError("metadata.uid", "FieldValueInvalid", "field is immutable")]
-        )
-    if new.get("kind") not in (None, rtype.kind) or new.get("apiVersion") not in (
-        None,
-        rtype.api_version,
-    ):
-        raise bad_request("the kind or apiVersion of the object does not match the URL")
-
-
-def _keep_server_owned_metadata(old_meta: dict[str, Any], meta: dict[str, Any]) -> None:
-    """Put back what the client may not write: server-owned fields, the stored
-    resourceVersion (the write gets the next one); managedFields are not kept."""
-    for owned in SERVER_OWNED_METADATA:
-        if owned in old_meta:
-            meta[owned] = old_meta[owned]
-        else:
-            meta.pop(owned, None)
-    meta["resourceVersion"] = old_meta["resourceVersion"]
-    meta.pop("managedFields", None)
-
-
-def _check_update_rules(
-    rtype: ResourceType, old: dict[str, Any], new: dict[str, Any], subresource: str | None
-) -> None:
-    """The rules of an update beyond the schema: no new finalizers on an object being
-    deleted, pods' update rules (writes to the pod itself), immutable workload selectors."""
-    name = old["metadata"]["name"]
-    if old["metadata"].get("deletionTimestamp"):
-        before = old["metadata"].get("finalizers") or []
-        added = [f for f in new["metadata"].get("finalizers") or [] if f not in before]
-        if added:
-            raise invalid(
-                rtype,
-                name,
-                [
-                    FieldError(
-                        "metadata.finalizers",
-                        "FieldValueForbidden",
-                        f"Forbidden: no new finalizers can be added if the object is being "
-                        f"deleted, found new finalizers {added!r}",
-                    )
-                ],
-            )
-    if rtype.kind == "Pod" and subresource is None:
-        check_pod_update(rtype, old, new)
-    workload = rtype.kind in ("Deployment", "StatefulSet", "ReplicaSet", "DaemonSet")
-    if workload and (new.get("spec") or {}).get("selector") != (old.get("spec") or {}).get(
-        "selector"
-    ):
-        raise invalid(
-            rtype,
-            name,
-            [FieldError("spec.selector", "FieldValueInvalid", "field is immutable")],
-        )

@@ -182,6 +182,7 @@ class SimCluster:
     def _connect(self) -> None:
         """Give each part the peers it calls (the parts call each other, not the facade)."""
         self.metering.scheduler, self.metering.kubelet = self.scheduler, self.kubelet
+        self.metering.lifecycle = self.lifecycle
         self.scheduler.lifecycle = self.lifecycle
         self.scheduler.node_autoscaler = self.node_autoscaler
         self.kubelet.metering, self.kubelet.scheduler = self.metering, self.scheduler

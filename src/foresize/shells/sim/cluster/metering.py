@@ -25,6 +25,7 @@ from foresize.shells.sim.usage import GeneratorSpec, UsageState
 
 if TYPE_CHECKING:
     from foresize.shells.sim.cluster.kubelet import Kubelet
+    from foresize.shells.sim.cluster.lifecycle import PodLifecycle
     from foresize.shells.sim.cluster.scheduler import Scheduler
 
 UsageObserver = Callable[[float, np.ndarray, np.ndarray, np.ndarray], None]
@@ -36,6 +37,7 @@ class Metering:
     # Peers, connected by the facade once every part exists.
     scheduler: Scheduler
     kubelet: Kubelet
+    lifecycle: PodLifecycle
 
     def __init__(
         self,
@@ -87,6 +89,15 @@ class Metering:
             self.wl_ready = np.concatenate([self.wl_ready, np.zeros(self.wl_ready.size)])
         return idx
 
+    def startup_of(self, meta: PodMeta, container: str) -> tuple[float, float]:
+        """The container's start-up work (core-seconds) and the CPU rate it asks for."""
+        if meta.top is not None:
+            spec = self.store.wl_state[meta.top].spec
+            for c in [*spec.containers, *spec.init_containers]:
+                if c.name == container:
+                    return c.startup_work, c.startup_cpu
+        return 0.0, 0.0
+
     def generator_for(self, meta: PodMeta, container: str) -> tuple[GeneratorSpec, GeneratorSpec]:
         if meta.top is not None:
             spec = self.store.wl_state[meta.top].spec
@@ -120,6 +131,7 @@ class Metering:
                 float(spec.replicas) if spec is not None and spec.load_shared else 0.0
             )
             u.down_until[slot] = -math.inf
+            u.startup_left[slot], u.startup_cpu[slot] = self.startup_of(meta, c.name)
             self.set_slot_resources(slot, s.resources)
             u.cpu_demand[slot] = u.cpu_used[slot] = u.mem[slot] = 0.0
             self.slot_keys[slot] = ContainerKey(
@@ -211,6 +223,9 @@ class Metering:
                 ready = self.wl_ready[u.wl[idx]]
                 share = np.where(share_ref > 0, share_ref / np.maximum(ready, 1.0), 1.0)
             cpu, mem = u.step(t, idx, share, self.rng)
+            starting = u.startup_left[idx] > 0
+            if starting.any():
+                cpu = np.where(starting, np.maximum(cpu, u.startup_cpu[idx]), cpu)
             up = u.down_until[idx] <= t
             if not up.all():
                 cpu = np.where(up, cpu, 0.0)
@@ -220,6 +235,8 @@ class Metering:
             u.cpu_demand[idx] = cpu
             u.cpu_used[idx] = used
             u.mem[idx] = mem
+            if starting.any():
+                self._startup_work(idx[starting], used[starting])
             # Metrics never show a working set above the memory limit: the cgroup kills
             # the container at the limit (the kill is reported on its own, as OOMKilled).
             seen = np.minimum(mem, u.mem_lim[idx])
@@ -238,6 +255,21 @@ class Metering:
         if self.scheduler.pending:
             self.scheduler.queue()
         self.clock.at(t + self.step, self.usage_step)
+
+    def _startup_work(self, slots: np.ndarray, used: np.ndarray) -> None:
+        """Start-up work done at the CPU each starting container gets over the coming
+        step; a pod whose containers have all finished theirs becomes Ready (after its
+        readiness delay: `lifecycle.become_ready` checks both)."""
+        u = self.usage
+        u.startup_left[slots] = np.maximum(u.startup_left[slots] - used * self.step, 0.0)
+        done = slots[u.startup_left[slots] <= 0]
+        for s in done.tolist():
+            key = self.slot_keys[s]
+            pod_key = f"{key.namespace}/{key.pod}"
+            pod = self.store.pods.get(pod_key)
+            if pod is not None:
+                when = self.clock.now + self.step
+                self.clock.at(when, self.lifecycle.become_ready, pod_key, pod.uid)
 
     def cpu_contention(self, idx: np.ndarray, want: np.ndarray) -> np.ndarray:
         """CFS shares on an overcommitted node: when the containers of a node want more CPU

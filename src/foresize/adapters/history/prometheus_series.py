@@ -1,0 +1,307 @@
+"""What the Prometheus reader (`adapters.history.prometheus`) reads and returns: the scope
+of a query and its PromQL selectors, one pod's series, a workload's history, counters
+turned into kills, and pods folded into workloads (owner kinds, replicas, the fold every
+shell uses); kubectl-style pod selectors over kube-state-metrics' labels."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from foresize.adapters.history.aggregate import group_max, group_median
+from foresize.core.errors import ForesizeError
+from foresize.core.history import SeriesKey, TraceSeries, workload_of_pod
+
+KILL_MATCH = 300.0
+"""How far apart (beyond one step) cAdvisor's and kube-state-metrics' record of one kill
+may be: the restart follows the kill within seconds, and kube-state-metrics is scraped
+every 30 s - 2 min, so 5 minutes covers it while two real kills of one container are
+further apart (the kubelet's crash-loop back-off starts at 10 s and doubles)."""
+REPLICA_WINDOW = 3600.0
+"""A workload's replicas are its pods with a reading in the hour before its newest one
+(a gap of a few scrapes in one pod does not make it a removed replica)."""
+
+
+def kind_of_owner(owner: tuple[str, str] | None) -> str:
+    """The workload kind behind a pod's owner (a ReplicaSet named `<d>-<hash>` is a
+    Deployment's, a Job named `<c>-<minute>` a CronJob's); empty when unknown."""
+    if owner is None:
+        return ""
+    kind, name = owner
+    if kind == "ReplicaSet" and workload_of_pod("", owner) != name:
+        return "Deployment"  # the ReplicaSet's name is `<deployment>-<pod-template-hash>`
+    if kind == "Job" and workload_of_pod("", owner) != name:
+        return "CronJob"  # the Job's name is `<cronjob>-<scheduled minute>`
+    return "" if kind == "Node" else kind
+
+
+def promql_escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def promql_regex_escape(value: str) -> str:
+    return promql_escape(re.escape(value))
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """Which containers to read: namespaces, one cluster (by its label), pod label
+    selector (matched on kube-state-metrics' `kube_pod_labels`)."""
+
+    namespaces: tuple[str, ...] = ()
+    cluster_label: str = "cluster"
+    cluster: str | None = None
+    selector: Any = None  # foresize.core.api.types.LabelSelector
+
+    def matchers(self, real_containers: bool = True) -> str:
+        parts = ['container!=""', 'container!="POD"'] if real_containers else []
+        if self.namespaces:
+            parts.append(
+                f'namespace=~"{"|".join(promql_regex_escape(n) for n in self.namespaces)}"'
+            )
+        if self.cluster is not None:
+            parts.append(f'{self.cluster_label}="{promql_escape(self.cluster)}"')
+        return ",".join(parts)
+
+
+def container_selector(namespaces: Iterable[str] | None = None) -> str:
+    """Label matchers for real containers (not the pause container, not pod-level cgroups)."""
+    names = tuple(n for n in (namespaces or []) if n)
+    return "{" + Scope(names).matchers() + "}"
+
+
+def promql_duration(seconds: float) -> str:
+    return f"{max(1, round(seconds * 1000))}ms"
+
+
+def align(start: float, end: float, step: float) -> tuple[float, float]:
+    """The grid inside [start, end]: multiples of `step` since the epoch."""
+    return math.ceil(start / step) * step, math.floor(end / step) * step
+
+
+@dataclass(slots=True)
+class PodSeries:
+    """One container of one pod: the raw result of a range query."""
+
+    namespace: str
+    pod: str
+    container: str
+    timestamps: np.ndarray
+    values: np.ndarray
+
+
+@dataclass(slots=True)
+class Resources:
+    """Requests and limits of one workload container (cores, bytes), from kube-state-metrics."""
+
+    cpu_request: float | None = None
+    memory_request: float | None = None
+    cpu_limit: float | None = None
+    memory_limit: float | None = None
+
+
+@dataclass(slots=True)
+class ContainerHistory:
+    """Everything read for a time range: usage per workload/container, OOMs, throttling,
+    and what kube-state-metrics says of each workload (kind, replicas, resources)."""
+
+    series: list[TraceSeries] = field(default_factory=list)
+    oom_kills: dict[SeriesKey, list[float]] = field(default_factory=dict)
+    throttling: dict[SeriesKey, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    pods: int = 0
+    resources: dict[SeriesKey, Resources] = field(default_factory=dict)
+    kinds: dict[tuple[str, str], str] = field(default_factory=dict)  # (ns, workload) -> kind
+    replicas: dict[tuple[str, str], int] = field(default_factory=dict)  # pods seen lately
+
+
+@dataclass(frozen=True, slots=True)
+class HPARecord:
+    """A HorizontalPodAutoscaler as kube-state-metrics exports it."""
+
+    namespace: str
+    name: str
+    target_kind: str
+    target_name: str
+    min_replicas: int
+    max_replicas: int
+    utilization: dict[str, float]  # resource -> target utilisation (percent of request)
+
+
+def counter_increases(ts: np.ndarray, values: np.ndarray) -> list[tuple[float, int]]:
+    """(time, count) for each rise of a counter sampled at `ts`; a drop is a reset (the
+    counter restarted at 0, so its new value is the count since)."""
+    out = []
+    for k in range(1, values.size):
+        prev, cur = values[k - 1], values[k]
+        if not (np.isfinite(prev) and np.isfinite(cur)):
+            continue
+        rise = cur - prev if cur >= prev else cur
+        n = int(round(rise))
+        if n > 0:
+            out.append((float(ts[k]), n))
+    return out
+
+
+def merge_kills(cadvisor: list[float], ksm: list[float], step: float) -> list[float]:
+    """One list of kills from both sources: a kube-state-metrics kill within one step +
+    KILL_MATCH of an unmatched cAdvisor kill is that kill (earliest first), the rest are
+    kills only one source saw."""
+    tolerance = step + KILL_MATCH
+    merged = sorted(cadvisor)
+    used = [False] * len(merged)
+    extra = []
+    for t in sorted(ksm):
+        for i, c in enumerate(merged):
+            if not used[i] and abs(c - t) <= tolerance:
+                used[i] = True
+                break
+        else:
+            extra.append(t)
+    return sorted(merged + extra)
+
+
+def workload_kinds_and_replicas(
+    series: list[PodSeries],
+    owners: dict[tuple[str, str], tuple[str, str]],
+    history: ContainerHistory,
+) -> None:
+    """Fill `history.kinds` (each workload's owner kind) and `history.replicas` (pods of the
+    workload seen within REPLICA_WINDOW of its newest sample)."""
+    newest: dict[tuple[str, str], float] = {}
+    for s in series:
+        if s.timestamps.size:
+            wl = (s.namespace, workload_of_pod(s.pod, owners.get((s.namespace, s.pod))))
+            newest[wl] = max(newest.get(wl, -math.inf), float(s.timestamps[-1]))
+            kind = kind_of_owner(owners.get((s.namespace, s.pod)))
+            if kind:
+                history.kinds[wl] = kind
+    replicas: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for s in series:
+        wl = (s.namespace, workload_of_pod(s.pod, owners.get((s.namespace, s.pod))))
+        if s.timestamps.size and float(s.timestamps[-1]) >= newest[wl] - REPLICA_WINDOW:
+            replicas[wl].add(s.pod)
+    history.replicas = {wl: len(pods) for wl, pods in replicas.items()}
+
+
+def fold_series(
+    series: list[PodSeries],
+    owners: dict[tuple[str, str], tuple[str, str]],
+    reduce: Any = group_max,
+) -> dict[SeriesKey, tuple[np.ndarray, np.ndarray]]:
+    """Per workload/container: its pods folded at each timestamp by `reduce`
+    (`foresize.adapters.history.aggregate.group_max` or `group_median`)."""
+    groups: dict[SeriesKey, list[PodSeries]] = defaultdict(list)
+    for s in series:
+        wl = workload_of_pod(s.pod, owners.get((s.namespace, s.pod)))
+        groups[SeriesKey(s.namespace, wl, s.container)].append(s)
+    out = {}
+    for key, parts in groups.items():
+        ts = np.concatenate([p.timestamps for p in parts])
+        vs = np.concatenate([p.values for p in parts])
+        if ts.size == 0:
+            continue
+        grid, inverse = np.unique(ts, return_inverse=True)
+        folded = np.full(grid.size, np.nan)
+        ids, values = reduce(inverse, vs)
+        folded[ids] = values
+        out[key] = (grid, folded)
+    return out
+
+
+def fold_max(
+    series: list[PodSeries], owners: dict[tuple[str, str], tuple[str, str]]
+) -> dict[SeriesKey, tuple[np.ndarray, np.ndarray]]:
+    """Per workload/container: the maximum over its pods at each timestamp."""
+    return fold_series(series, owners, group_max)
+
+
+def fold_to_workloads(
+    cpu: list[PodSeries],
+    memory: list[PodSeries],
+    owners: dict[tuple[str, str], tuple[str, str]] | None = None,
+) -> list[TraceSeries]:
+    """Pod series -> one TraceSeries per workload/container on the union of timestamps,
+    the pods folded as every shell folds them (`foresize.adapters.history.aggregate`): CPU the
+    median across replicas, memory the maximum."""
+    owners = owners or {}
+    cpu_by = fold_series(cpu, owners, group_median)
+    mem_by = fold_series(memory, owners, group_max)
+    out: list[TraceSeries] = []
+    for key in sorted(set(cpu_by) | set(mem_by)):
+        parts = [x[0] for x in (cpu_by.get(key), mem_by.get(key)) if x is not None]
+        grid = np.unique(np.concatenate(parts))
+        c = np.full(grid.size, np.nan)
+        m = np.full(grid.size, np.nan)
+        if key in cpu_by:
+            ts, vs = cpu_by[key]
+            c[np.searchsorted(grid, ts)] = vs
+        if key in mem_by:
+            ts, vs = mem_by[key]
+            m[np.searchsorted(grid, ts)] = vs
+        out.append(TraceSeries(key, grid, c, m, source="prometheus"))
+    return out
+
+
+_SELECTOR_TERM = re.compile(
+    r"^\s*(?:(?P<not>!)\s*(?P<absent>[\w./-]+)"
+    r"|(?P<key>[\w./-]+)\s*(?:(?P<op>==|!=|=)\s*(?P<value>[\w.-]*)"
+    r"|\s+(?P<setop>in|notin)\s*\((?P<values>[^)]*)\))?)\s*$"
+)
+
+
+def ksm_label_name(key: str) -> str:
+    """A Kubernetes label key as kube-state-metrics names it in `kube_pod_labels`
+    (`app.kubernetes.io/name` -> `app_kubernetes_io_name`, without the `label_` prefix)."""
+    return re.sub(r"[^a-zA-Z0-9_]", "_", key)
+
+
+def pod_selector(text: str) -> Any:
+    """A kubectl-style label selector (`app=web,tier!=db,env in (a,b),!canary`) as a
+    LabelSelector over kube-state-metrics' label names. Raises ForesizeError."""
+    from foresize.core.api.types import LabelSelector, LabelSelectorRequirement
+
+    terms: list[str] = []
+    depth, current = 0, ""
+    for ch in text:
+        depth += ch == "("
+        depth -= ch == ")"
+        if ch == "," and depth == 0:
+            terms.append(current)
+            current = ""
+        else:
+            current += ch
+    terms.append(current)
+    match_labels: dict[str, str] = {}
+    exprs = []
+    for term in terms:
+        m = _SELECTOR_TERM.match(term)
+        if not m or not term.strip():
+            raise ForesizeError(
+                f"--selector: cannot read {term.strip()!r} (use key=value, key!=value, "
+                "key in (a,b), key notin (a,b), key or !key, joined by commas)"
+            )
+        if m["absent"]:
+            exprs.append(
+                LabelSelectorRequirement(key=ksm_label_name(m["absent"]), operator="DoesNotExist")
+            )
+            continue
+        key = ksm_label_name(m["key"])
+        if m["op"] in ("=", "=="):
+            match_labels[key] = m["value"]
+        elif m["op"] == "!=":
+            exprs.append(LabelSelectorRequirement(key=key, operator="NotIn", values=[m["value"]]))
+        elif m["setop"]:
+            values = [v.strip() for v in m["values"].split(",") if v.strip()]
+            if m["setop"] == "in":
+                exprs.append(LabelSelectorRequirement(key=key, operator="In", values=values))
+            else:
+                exprs.append(LabelSelectorRequirement(key=key, operator="NotIn", values=values))
+        else:
+            exprs.append(LabelSelectorRequirement(key=key, operator="Exists"))
+    return LabelSelector(matchLabels=match_labels, matchExpressions=exprs)

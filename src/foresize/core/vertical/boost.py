@@ -1,0 +1,67 @@
+"""The planner's half of the start-up boost (`cluster.boost`): leave a pod alone while it
+starts with its boosted CPU, and unboost it in place once its start-up period is over.
+
+The unboost is an in-place CPU downsize back to the target's suggestion (or, where the
+target has none yet, to what the webhook admitted before boosting). It is sent in the
+first pass after the period ends, not paced by the batch budget: it disrupts nothing, and
+every pass it waits the pod holds CPU it no longer needs. Like every resize it goes
+through the admission step (capacity ledger, events)."""
+
+from __future__ import annotations
+
+from foresize.core.api.quantity import CPU
+from foresize.core.cluster.boost import BoostState, boost_state
+from foresize.core.cluster.model import ContainerSuggestion, Pod, Suggestion
+from foresize.core.vertical.desired import PodChange, pod_change
+from foresize.core.vertical.run import RESIZE, Candidate, PassContext, TargetRun
+
+UNBOOST = "unboost"
+
+
+def plan_boosts(run: TargetRun, ctx: PassContext, out: list[Candidate]) -> set[str]:
+    """The uids of the pods the boost handles this pass (the update mode leaves them)."""
+    handled: set[str] = set()
+    pol = run.policy
+    if pol.vertical_mode != "autonomous" or ctx.snapshot.paused or pol.deleting:
+        return handled
+    for pod in run.pods:
+        if pod.phase != "Running" or pod.node_name is None or pod.terminating:
+            continue
+        state = boost_state(pod)
+        if state is None:
+            continue
+        if state.problem:
+            if run.report_once(f"boost:{pod.uid}", state.problem):
+                run.pod_event(pod, "StartupBoostIgnored", state.problem, "Warning")
+            continue
+        if not state.still_boosted(pod):
+            continue
+        handled.add(pod.uid)
+        if state.active(pod, ctx.now):
+            run.boosting += 1
+            continue
+        change = _unboost(run, pod, state)
+        if change is not None:
+            out.append(Candidate(RESIZE, pod, run, change, UNBOOST, urgent=True))
+    return handled
+
+
+def _unboost(run: TargetRun, pod: Pod, state: BoostState) -> PodChange | None:
+    """The CPU change back to the suggestion, else to the values before the boost."""
+    pol = run.policy
+    if run.suggestion is not None and CPU not in run.skip:
+        change = pod_change(pod, run.suggestion, run.skip, pol.scale_up, pol.scale_down, (CPU,))
+        if change is not None and CPU in change.changed:
+            return change
+    back = Suggestion(
+        "unboost",
+        0.0,
+        {
+            name: ContainerSuggestion(
+                name, {CPU: b["request"]}, {CPU: b["limit"]} if "limit" in b else {}
+            )
+            for name, b in state.back.items()
+            if "request" in b
+        },
+    )
+    return pod_change(pod, back, frozenset(), pol.scale_up, pol.scale_down, (CPU,))

@@ -1,0 +1,35 @@
+"""`foresize bench runtimes` (issue 25): the start-up section run for real (2 s), the JVM
+scenario's demand model, and the JSON keys the issue names."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from foresize.bench import runtimes
+from foresize.core.api.quantity import MIB
+
+
+def test_startup_boost_shortens_time_to_ready_at_equal_steady_requests() -> None:
+    out = runtimes.run_startup()
+    assert out["ready_p50_boost_s"] <= 0.7 * out["ready_p50_noboost_s"]  # >= 30% shorter
+    assert out["qos_changes"] == 0
+    assert out["steady_cpu_requests_equal"]
+    # The unboost lands within one pass (+ the kubelet's second) of Ready.
+    assert out["unboost_after_ready_max_s"] <= runtimes.STARTUP_LOOP + 1.0
+    assert set(out["policies"]) == {"static", "vpa", "foresize", "foresize+boost"}
+
+
+def test_the_jvm_heap_fills_and_its_non_heap_falls() -> None:
+    t = np.array([0.0, runtimes.HEAP_FILLS_AT - 1, runtimes.HEAP_FILLS_AT, 5 * 86400])
+    demand = runtimes._jvm_demand(t)
+    assert demand[0] == 512 * MIB + 300 * MIB
+    assert demand[2] > runtimes.HEAP and demand[3] == runtimes.HEAP + 150 * MIB
+
+
+def test_the_json_has_the_keys_the_issue_names(monkeypatch) -> None:
+    monkeypatch.setattr(runtimes, "run_jvm", lambda progress: {"vpa_oom_kills": 1})
+    out = runtimes.run_bench()
+    assert {"jvm", "startup", "cronjob"} <= set(out)
+    assert {"ready_p50_boost_s", "ready_p50_noboost_s", "qos_changes"} <= set(out["startup"])
+    assert {"share_within_20pct_from_run4", "oom_kills"} <= set(out["cronjob"])
+    assert out["cronjob"]["oom_kills"] is None and "not built" in out["cronjob"]["not_built"]
