@@ -31,12 +31,8 @@ from foresize.core.cluster.model import Container, ContainerStatus, Node, Pod, W
 from foresize.core.reconcile import ReconcileState, plan_pass
 from foresize.core.vertical import WorkerConfig
 from foresize.shells.kube.state import ClusterState
-from foresize.shells.sim.operator import (
-    FixedRecommender,
-    ForesizeRecommender,
-    OperatorOptions,
-    SimOperator,
-)
+from foresize.shells.sim.operator import OperatorOptions, SimOperator
+from foresize.shells.sim.recommenders import FixedRecommender, ForesizeRecommender
 from support.sim import container, make_sim, workload
 
 SEEDS = range(8)

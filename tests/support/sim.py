@@ -8,7 +8,8 @@ from foresize.core.cluster.model import ContainerSuggestion as CS
 from foresize.core.cluster.model import Suggestion
 from foresize.core.vertical import WorkerConfig
 from foresize.shells.sim.cluster import SimCluster
-from foresize.shells.sim.operator import FixedRecommender, OperatorOptions, SimOperator
+from foresize.shells.sim.operator import OperatorOptions, SimOperator
+from foresize.shells.sim.recommenders import FixedRecommender
 from foresize.shells.sim.scenario import parse_scenario
 
 

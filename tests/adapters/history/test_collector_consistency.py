@@ -24,7 +24,8 @@ from foresize.adapters.history.prometheus_series import PodSeries, fold_to_workl
 from foresize.core.api.fields import format_timestamp
 from foresize.core.history import SeriesKey
 from foresize.core.recommend.histories import MODEL_STEP, load_histories
-from foresize.shells.sim.operator import ForesizeRecommender, OperatorOptions, SimOperator
+from foresize.shells.sim.operator import OperatorOptions, SimOperator
+from foresize.shells.sim.recommenders import ForesizeRecommender
 from support.sim import container, make_sim, workload
 
 

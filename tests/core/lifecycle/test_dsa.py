@@ -16,7 +16,8 @@ from foresize.core.api.types import parse_daemonset_autoscaler
 from foresize.core.cluster.target import dsa_view
 from foresize.core.lifecycle.daemonset import ContainerSamples, dsa_suggestion
 from foresize.shells.sim.cluster import SimCluster
-from foresize.shells.sim.operator import FixedRecommender, OperatorOptions, SimOperator
+from foresize.shells.sim.operator import OperatorOptions, SimOperator
+from foresize.shells.sim.recommenders import FixedRecommender
 from foresize.shells.sim.scenario import parse_scenario
 
 H = 3600.0

@@ -9,7 +9,8 @@ from typer.testing import CliRunner
 
 from foresize.core.api.quantity import MIB
 from foresize.front.cli import app
-from foresize.shells.sim.operator import VPARecommender, savings_vs
+from foresize.shells.sim.policies import savings_vs
+from foresize.shells.sim.recommenders import VPARecommender
 
 
 def test_vpa_reference_follows_its_documented_defaults() -> None:

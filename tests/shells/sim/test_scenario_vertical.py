@@ -429,7 +429,7 @@ def test_scheduler_safety_with_the_guard_preempts_nothing() -> None:
 
 
 def test_oom_remediation_raises_memory_at_once_and_compounds_every_2_minutes() -> None:
-    from foresize.shells.sim.operator import ForesizeRecommender
+    from foresize.shells.sim.recommenders import ForesizeRecommender
 
     sim = make_sim(
         [

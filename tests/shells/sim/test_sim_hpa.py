@@ -17,24 +17,26 @@ import math
 import pytest
 
 from foresize.shells.sim.cluster.hpa import (
-    HPAError,
-    PodMetric,
-    PodSample,
     Recommendation,
     ScaleEvent,
-    average_value_replicas,
     change_in_period,
     complete_behavior,
     convert_with_behavior_rate,
     convert_with_rules,
-    group_pods,
-    resource_replicas,
     scale_down_limit,
     scale_up_limit,
     scale_up_limit_without_behavior,
     stabilize,
     stabilize_with_behaviors,
     store_scale_event,
+)
+from foresize.shells.sim.cluster.hpa_calculator import (
+    HPAError,
+    PodMetric,
+    PodSample,
+    average_value_replicas,
+    group_pods,
+    resource_replicas,
 )
 from foresize.shells.sim.scenario import (
     HPABehavior,

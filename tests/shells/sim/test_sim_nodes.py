@@ -20,7 +20,9 @@ from foresize.core.cluster.model import (
 )
 from foresize.core.errors import ForesizeError
 from foresize.shells.sim.cluster import SimCluster
-from foresize.shells.sim.cluster.nodes import budget_nodes, node_utilization, pack_claims
+from foresize.shells.sim.cluster.cluster_autoscaler import node_utilization
+from foresize.shells.sim.cluster.karpenter import budget_nodes
+from foresize.shells.sim.cluster.nodes import pack_claims
 from foresize.shells.sim.scenario import parse_scenario
 from support.sim import container, pods_of, workload
 

@@ -72,7 +72,8 @@ def test_operator_hands_out_a_new_resource_version_with_each_status_write():
     with a new resourceVersion (the planners' memo of target views is keyed by it), and
     what it reads is what was written."""
     from foresize.core.cluster.target import target_view
-    from foresize.shells.sim.operator import FixedRecommender, OperatorOptions, SimOperator
+    from foresize.shells.sim.operator import OperatorOptions, SimOperator
+    from foresize.shells.sim.recommenders import FixedRecommender
 
     sim = make_sim([workload("web", 2)], settle=0)
     op = SimOperator(

@@ -355,7 +355,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             write_events(events_path, [(None, sim.events)])
         if policy != "static":
             # Savings against the same scenario, seed and step with static requests.
-            from foresize.shells.sim.operator import savings_vs
+            from foresize.shells.sim.policies import savings_vs
 
             _, baseline = simulate(sc, duration=total, policy="static", seed=seed, step=step_s)
             summary["savings_vs_static"] = savings_vs(summary, baseline)

@@ -300,7 +300,7 @@ def simulate_and_report(
     prices: Any = None,
 ) -> list[PolicyRun]:
     """The `--report` / `--compare` path of `foresize simulate`."""
-    from foresize.shells.sim.operator import savings_vs
+    from foresize.shells.sim.policies import savings_vs
 
     policies = compare if compare is not None else [policy]
     # References only matter for the report's headline.

@@ -153,7 +153,7 @@ class Headroom:
             free = self.sim.node_free(node)
             if grow[0] <= free[0] and grow[1] <= free[1]:
                 continue
-            for key in sorted(self.sim.scheduler.node_pods.get(node, ())):
+            for key in sorted(self.sim.nodeset.node_pods.get(node, ())):
                 p = self.sim.pods.get(key)
                 if p is None or self.sim.meta[key].top != self.key:
                     continue

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from foresize.core.errors import ForesizeError
 
@@ -65,3 +65,31 @@ def get_policy(name: str) -> PolicyInstaller:
         raise ForesizeError(
             f"--policy: unknown policy {name!r} (available: {', '.join(sorted(POLICIES))})"
         ) from None
+
+
+def savings_vs(summary: dict[str, Any], baseline: dict[str, Any]) -> dict[str, Any]:
+    """Requested CPU and memory saved against a baseline run (e.g. `static`), as
+    fractions of the baseline, with the OOM kills and throttled time of both."""
+    t, b = summary["totals"], baseline["totals"]
+
+    def saved(key: str) -> float:
+        base = b.get(key, 0.0)
+        return round((base - t.get(key, 0.0)) / base, 4) if base else 0.0
+
+    return {
+        "baseline": baseline.get("policy", "static"),
+        "cpu_requested_saved": saved("cpu_requested_core_hours"),
+        "memory_requested_saved": saved("memory_requested_gib_hours"),
+        "cpu_requested_core_hours_saved": round(
+            b.get("cpu_requested_core_hours", 0.0) - t.get("cpu_requested_core_hours", 0.0), 3
+        ),
+        "memory_requested_gib_hours_saved": round(
+            b.get("memory_requested_gib_hours", 0.0) - t.get("memory_requested_gib_hours", 0.0),
+            3,
+        ),
+        "oom_kills": {"policy": t.get("oom_kills", 0), "baseline": b.get("oom_kills", 0)},
+        "throttled_seconds": {
+            "policy": t.get("throttled_seconds", 0.0),
+            "baseline": b.get("throttled_seconds", 0.0),
+        },
+    }

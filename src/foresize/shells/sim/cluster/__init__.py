@@ -1,8 +1,18 @@
 """The simulated cluster: a discrete-event model of the Kubernetes parts Foresize touches.
 
-`SimCluster` (facade.py) implements `foresize.core.cluster.port.ClusterPort` at simulated time and
-owns the event loop and the API objects; each part of Kubernetes is a collaborator holding its
-own state:
+`SimCluster` (facade.py) implements `foresize.core.cluster.port.ClusterPort` at simulated time.
+It composes the state the parts share, each in its own module, and hands every part the
+state it works on (never the facade):
+
+- **clock** (clock.py): simulated time and the event queue;
+- **journal** (journal.py): the event log and the per-workload counters;
+- **object store** (store.py): pods and their `PodMeta`, workloads and their
+  `WorkloadState`, the custom resources, copy-on-write epochs, uids and generated names;
+- **node set** (nodeset.py): the nodes, their positions in the usage arrays, the
+  scheduler's per-node charge cache, every node's bill.
+
+Each part of Kubernetes is a collaborator holding its own state, given those and the peers
+it calls (`SimCluster._connect`):
 
 - **scheduler** (scheduler.py): filters nodes on the scheduler's charge
   (`foresize.core.cluster.qos.pod_charge`: max of spec, allocated and actual requests), scores

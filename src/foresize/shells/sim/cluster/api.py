@@ -24,12 +24,18 @@ from foresize.core.cluster.model import (
 )
 from foresize.core.cluster.qos import spec_requests
 from foresize.core.cluster.validation import apply_resize_patch, check_resize
+from foresize.shells.sim.cluster.clock import Clock
+from foresize.shells.sim.cluster.journal import Journal
+from foresize.shells.sim.cluster.nodeset import NodeSet
+from foresize.shells.sim.cluster.store import ObjectStore
 from foresize.shells.sim.objects import (
     clone_pod,
 )
 
 if TYPE_CHECKING:
-    from foresize.shells.sim.cluster.facade import SimCluster
+    from foresize.shells.sim.cluster.controllers import Controllers
+    from foresize.shells.sim.cluster.disruption import Disruption
+    from foresize.shells.sim.cluster.kubelet import Kubelet
 
 RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
 
@@ -62,18 +68,25 @@ def _merge(into: dict[str, Any], patch: dict[str, Any]) -> None:
 class ApiServer:
     """The API server's handling of the core's actions."""
 
-    def __init__(self, sim: SimCluster) -> None:
-        self.sim = sim
-        self.clock = sim.clock
-        self.journal = sim.journal
-        self.store = sim.store
+    # Peers, connected by the facade once every part exists.
+    controllers: Controllers
+    kubelet: Kubelet
+    disruption: Disruption
+
+    def __init__(
+        self, clock: Clock, journal: Journal, store: ObjectStore, nodeset: NodeSet
+    ) -> None:
+        self.clock = clock
+        self.journal = journal
+        self.store = store
+        self.nodeset = nodeset
 
     def apply(self, action: Action) -> ActionResult:
         """Apply one action as the API server would and answer like it."""
         if isinstance(action, ResizePod):
             return self.resize(action)
         if isinstance(action, EvictPod):
-            return self.sim.disruption.evict(action)
+            return self.disruption.evict(action)
         if isinstance(action, PatchPodMetadata):
             return self.metadata(action)
         if isinstance(action, PatchScale):
@@ -117,7 +130,7 @@ class ApiServer:
             )
             return refused
         containers, inits = apply_resize_patch(pod, a)
-        if self.store.server_version >= (1, 36) and pod.node_name in self.sim.nodes:
+        if self.store.server_version >= (1, 36) and pod.node_name in self.nodeset.nodes:
             refused = self.node_capacity_refusal(pod, containers, inits)
             if refused is not None:
                 self.journal.log(
@@ -148,17 +161,9 @@ class ApiServer:
                 for c in a.containers
             },
         )
-        self.sim.scheduler.recharge(
-            key
-        )  # a pending upsize is charged at its larger request at once
+        self.nodeset.recharge(key)  # a pending upsize is charged at its larger request at once
         if pod.node_name is not None and pod.phase == "Running":
-            self.sim.kubelet.resizing.add(key)
-            self.clock.at(
-                self.clock.now + self.sim.kubelet_delay,
-                self.sim.kubelet.resize_if_pending,
-                key,
-                pod.uid,
-            )
+            self.kubelet.request_resize(key, pod.uid)
         return OK
 
     def node_capacity_refusal(self, pod: Pod, containers: list, inits: list) -> ActionResult | None:
@@ -167,7 +172,7 @@ class ApiServer:
         probe = clone_pod(pod)
         probe.containers, probe.init_containers = containers, inits
         want = spec_requests(probe)
-        node = self.sim.nodes[pod.node_name or ""]
+        node = self.nodeset.nodes[pod.node_name or ""]
         for r in (MEMORY, CPU):
             cap = node.allocatable.get(r, 0)
             if want.get(r, 0) > cap:
@@ -195,7 +200,7 @@ class ApiServer:
                 else:
                     dst[k] = v
         if a.labels:
-            self.sim.disruption.index(pod)
+            self.disruption.index(pod)
         self.journal.log(
             "PodMetadataPatched",
             f"Pod/{key}",
@@ -218,7 +223,7 @@ class ApiServer:
                 f'{a.kind} "{a.name}" is invalid: spec.replicas: Invalid value: {a.replicas}: '
                 "must be greater than or equal to 0",
             )
-        self.sim.controllers.set_replicas(wkey, a.replicas, source=a.target or "PatchScale")
+        self.controllers.set_replicas(wkey, a.replicas, source=a.target or "PatchScale")
         return OK
 
     def restart(self, a: RestartWorkload) -> ActionResult:
@@ -239,7 +244,7 @@ class ApiServer:
         st.revision += 1
         st.rollout = True
         if a.kind == "Deployment":
-            self.sim.controllers.new_replicaset(wkey)
+            self.controllers.new_replicaset(wkey)
         self.journal.log(
             "RolloutRestart",
             wkey,
@@ -248,7 +253,7 @@ class ApiServer:
             target=a.target,
             revision=st.revision,
         )
-        self.sim.controllers.queue_reconcile(wkey)
+        self.controllers.queue_reconcile(wkey)
         return OK
 
     def status(self, a: WriteTargetStatus) -> ActionResult:

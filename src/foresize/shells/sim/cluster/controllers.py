@@ -12,6 +12,10 @@ from foresize.core.cluster.model import (
     Pod,
     Workload,
 )
+from foresize.shells.sim.cluster.clock import Clock
+from foresize.shells.sim.cluster.journal import Journal
+from foresize.shells.sim.cluster.nodeset import NodeSet
+from foresize.shells.sim.cluster.store import ObjectStore
 from foresize.shells.sim.objects import (
     PodMeta,
     WorkloadState,
@@ -21,7 +25,9 @@ from foresize.shells.sim.objects import (
 from foresize.shells.sim.scenario import WorkloadSpec
 
 if TYPE_CHECKING:
-    from foresize.shells.sim.cluster.facade import SimCluster
+    from foresize.shells.sim.cluster.facade import ScaleHook
+    from foresize.shells.sim.cluster.lifecycle import PodLifecycle
+    from foresize.shells.sim.cluster.metering import Metering
 
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # the alphabet of generated name suffixes
 
@@ -29,11 +35,25 @@ _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # the alphabet of generated name
 class Controllers:
     """The workload controllers (Deployment, StatefulSet, DaemonSet, Job)."""
 
-    def __init__(self, sim: SimCluster) -> None:
-        self.sim = sim
-        self.clock = sim.clock
-        self.journal = sim.journal
-        self.store = sim.store
+    # Peers, connected by the facade once every part exists.
+    lifecycle: PodLifecycle
+    metering: Metering
+
+    def __init__(
+        self,
+        clock: Clock,
+        journal: Journal,
+        store: ObjectStore,
+        nodeset: NodeSet,
+        *,
+        scale_hook: ScaleHook | None = None,
+    ) -> None:
+        self.clock = clock
+        self.journal = journal
+        self.store = store
+        self.nodeset = nodeset
+        # Replicas go through it when set (where a scale webhook plugs in).
+        self.scale_hook = scale_hook
         self._reconcile_queued: set[str] = set()
 
     def rs_name(self, name: str, revision: int) -> str:
@@ -54,9 +74,7 @@ class Controllers:
             template_from_spec(spec),
         )
         self.store.workloads[key] = wl
-        st = WorkloadState(
-            spec, self.sim.metering.acc_row(f"{spec.kind}/{spec.namespace}/{spec.name}")
-        )
+        st = WorkloadState(spec, self.metering.acc_row(f"{spec.kind}/{spec.namespace}/{spec.name}"))
         st.owner_ref = OwnerRef(spec.kind, spec.name, uid, "apps/v1")
         self.store.wl_state[key] = st
         self.journal.counters.setdefault(key, {})
@@ -130,7 +148,7 @@ class Controllers:
                     self.create_for(key, st)
             elif len(new) > desired:
                 for p in sorted(new, key=self.deletion_rank)[: len(new) - desired]:
-                    self.sim.lifecycle.delete(p.key, self.store.meta[p.key].grace, "ScaledDown")
+                    self.lifecycle.delete(p.key, self.store.meta[p.key].grace, "ScaledDown")
         else:
             st.rollout = True
             surge = math.ceil(0.25 * desired)
@@ -145,10 +163,10 @@ class Controllers:
             budget = ready - (desired - unavailable)
             for p in sorted(old, key=self.deletion_rank):
                 if not self.store.meta[p.key].ready:
-                    self.sim.lifecycle.delete(p.key, self.store.meta[p.key].grace, "RollingUpdate")
+                    self.lifecycle.delete(p.key, self.store.meta[p.key].grace, "RollingUpdate")
                 elif budget > 0:
                     budget -= 1
-                    self.sim.lifecycle.delete(p.key, self.store.meta[p.key].grace, "RollingUpdate")
+                    self.lifecycle.delete(p.key, self.store.meta[p.key].grace, "RollingUpdate")
         self._sync_replica_sets(dep, st, desired)
 
     def _sync_replica_sets(self, dep: Workload, st: WorkloadState, desired: int) -> None:
@@ -188,7 +206,7 @@ class Controllers:
                 continue
             if p.phase in ("Succeeded", "Failed"):
                 # The StatefulSet controller deletes a failed pod to recreate its ordinal.
-                self.sim.lifecycle.remove(k, p.uid)
+                self.lifecycle.remove(k, p.uid)
                 continue
             existing[self.store.meta[k].ordinal] = p
         if any(p.deletion_time is not None for p in existing.values()):
@@ -197,7 +215,7 @@ class Controllers:
         extra = sorted((i for i in existing if i >= sts.replicas), reverse=True)
         if extra:
             if all(self.store.meta[existing[i].key].ready for i in existing if i < sts.replicas):
-                self.sim.lifecycle.delete(
+                self.lifecycle.delete(
                     existing[extra[0]].key,
                     self.store.meta[existing[extra[0]].key].grace,
                     "ScaledDown",
@@ -215,13 +233,13 @@ class Controllers:
         st.rollout = bool(stale)
         if stale:
             p = existing[max(stale)]
-            self.sim.lifecycle.delete(p.key, self.store.meta[p.key].grace, "RollingUpdate")
+            self.lifecycle.delete(p.key, self.store.meta[p.key].grace, "RollingUpdate")
 
     def reconcile_daemonset(self, key: str, st: WorkloadState) -> None:
         by_node: dict[str, list[Pod]] = {}
         for p in self.live(st):
             by_node.setdefault(self.store.meta[p.key].pinned_node or "", []).append(p)
-        for name, node in self.sim.nodes.items():
+        for name, node in self.nodeset.nodes.items():
             if not node.ready:
                 continue
             if name not in by_node:
@@ -235,10 +253,10 @@ class Controllers:
                 if not terminating:  # maxSurge 0: the old pod goes first
                     self.create_for(key, st, node=name)
         for name, pods in by_node.items():
-            if name not in self.sim.nodes:
+            if name not in self.nodeset.nodes:
                 for p in pods:
-                    self.sim.lifecycle.delete(p.key, self.store.meta[p.key].grace, "NodeGone")
-        ready_nodes = sum(1 for n in self.sim.nodes.values() if n.ready)
+                    self.lifecycle.delete(p.key, self.store.meta[p.key].grace, "NodeGone")
+        ready_nodes = sum(1 for n in self.nodeset.nodes.values() if n.ready)
         if self.store.workloads[key].replicas != ready_nodes:
             self.store.writable_workload(key).replicas = ready_nodes  # desiredNumberScheduled
         # Rolling update, maxUnavailable 1.
@@ -249,7 +267,7 @@ class Controllers:
             self.store.pods[k].deletion_time is not None for k in st.pods if k in self.store.pods
         ) or any(not self.store.meta[p.key].ready for p in live)
         if stale and not busy:
-            self.sim.lifecycle.delete(
+            self.lifecycle.delete(
                 stale[0].key, self.store.meta[stale[0].key].grace, "RollingUpdate"
             )
 
@@ -278,7 +296,7 @@ class Controllers:
         for k in sorted(st.pods):
             p = self.store.pods.get(k)
             if p is not None and p.phase == "Succeeded":
-                self.sim.lifecycle.remove(k, p.uid)
+                self.lifecycle.remove(k, p.uid)
         st.succeeded = 0
         st.job_done = False
         st.job_round_started = self.clock.now
@@ -336,12 +354,12 @@ class Controllers:
             grace=spec.termination_grace,
             ordinal=ordinal,
         )
-        return self.sim.lifecycle.admit(pod, meta, wl)
+        return self.lifecycle.admit(pod, meta, wl)
 
     def set_replicas(self, wkey: str, replicas: int, *, source: str) -> int:
         wl = self.store.workloads[wkey]
-        if self.sim.scale_hook is not None:
-            replicas = self.sim.scale_hook(wl, replicas, self.clock.now)
+        if self.scale_hook is not None:
+            replicas = self.scale_hook(wl, replicas, self.clock.now)
         if replicas != wl.replicas:
             self.store.writable_workload(wkey).replicas = replicas
             self.journal.log(

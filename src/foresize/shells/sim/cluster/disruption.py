@@ -16,10 +16,14 @@ from foresize.core.cluster.model import (
     disruption_opt_out,
 )
 from foresize.core.cluster.snapshot import labels_match
+from foresize.shells.sim.cluster.api import ApiServer
+from foresize.shells.sim.cluster.clock import Clock
+from foresize.shells.sim.cluster.journal import Journal
+from foresize.shells.sim.cluster.store import ObjectStore
 from foresize.shells.sim.scenario import PDBSpec
 
 if TYPE_CHECKING:
-    from foresize.shells.sim.cluster.facade import SimCluster
+    from foresize.shells.sim.cluster.lifecycle import PodLifecycle
 
 POLICY = "policy"  # the eviction cause of the policy under test (Foresize, vpa)
 ALWAYS_ALLOW = "AlwaysAllow"  # unhealthyPodEvictionPolicy; the default is IfHealthyBudget
@@ -58,11 +62,13 @@ class PDBState:
 class Disruption:
     """PDB status and the Eviction API's checks."""
 
-    def __init__(self, sim: SimCluster) -> None:
-        self.sim = sim
-        self.clock = sim.clock
-        self.journal = sim.journal
-        self.store = sim.store
+    # Peers, connected by the facade once every part exists.
+    lifecycle: PodLifecycle
+
+    def __init__(self, clock: Clock, journal: Journal, store: ObjectStore) -> None:
+        self.clock = clock
+        self.journal = journal
+        self.store = store
         self.pdbs: dict[str, PDBState] = {}
 
     def status(self, pdb: PDBState) -> PodDisruptionBudget:
@@ -185,7 +191,7 @@ class Disruption:
         key = f"{a.namespace}/{a.name}"
         pod = self.store.pods.get(key)
         if pod is None:
-            return self.sim.api.not_found("pods", a.name)
+            return ApiServer.not_found("pods", a.name)
         if a.uid and a.uid != pod.uid:
             # deleteOptions.preconditions.uid: the pod under that name is another one.
             return self.refuse(
@@ -215,7 +221,7 @@ class Disruption:
             target=a.target,
             cause=cause,
         )
-        self.sim.lifecycle.delete(key, grace, "Evicted")
+        self.lifecycle.delete(key, grace, "Evicted")
         return ActionResult(True, 201, "Created")
 
     @staticmethod

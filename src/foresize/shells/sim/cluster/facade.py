@@ -3,15 +3,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, overload
 
 import numpy as np
 
-from foresize.core.api.quantity import CPU, MEMORY, MIB
+from foresize.core.api.quantity import CPU, MEMORY
 from foresize.core.cluster.actions import Action, ActionResult
 from foresize.core.cluster.model import (
     HorizontalPodAutoscaler,
@@ -23,20 +21,24 @@ from foresize.core.cluster.model import (
 from foresize.core.cluster.snapshot import ClusterSnapshot
 from foresize.shells.sim.cluster.api import ApiServer
 from foresize.shells.sim.cluster.clock import Clock
+from foresize.shells.sim.cluster.cluster_autoscaler import ClusterAutoscaler
 from foresize.shells.sim.cluster.controllers import Controllers
 from foresize.shells.sim.cluster.disruption import Disruption, PDBState
 from foresize.shells.sim.cluster.hpa import HPAController, HPAState
 from foresize.shells.sim.cluster.journal import Journal
+from foresize.shells.sim.cluster.karpenter import Karpenter
 from foresize.shells.sim.cluster.kubelet import Kubelet
 from foresize.shells.sim.cluster.lifecycle import PodLifecycle
 from foresize.shells.sim.cluster.metering import Metering, UsageObserver
-from foresize.shells.sim.cluster.nodes import NodeAutoscaler, make_node_autoscaler
+from foresize.shells.sim.cluster.nodes import NodeAutoscaler
+from foresize.shells.sim.cluster.nodeset import NodeRecord, NodeSet
 from foresize.shells.sim.cluster.scheduler import Scheduler
 from foresize.shells.sim.cluster.store import ObjectStore
 from foresize.shells.sim.cluster.summary import summarize
 from foresize.shells.sim.events import EventLog, SimEvent
 from foresize.shells.sim.objects import PodMeta, WorkloadState, resizable_containers
 from foresize.shells.sim.scenario import NodeSpec, Scenario
+from foresize.shells.sim.scenario_spec import KARPENTER
 from foresize.shells.sim.usage import GeneratorSpec, UsageState
 
 AdmissionHook = Callable[[Pod, Workload | None, float], Pod]
@@ -44,19 +46,18 @@ ScaleHook = Callable[[Workload, int, float], int]
 Periodic = Callable[["SimCluster", float], None]
 _T = TypeVar("_T")
 
-HARD_EVICTION_MEMORY = 100 * MIB  # kubelet default memory.available<100Mi
-
 
 class _Part(Generic[_T]):
     """A facade attribute that lives in one of the cluster's parts (read and written
-    there): `pods = _Part[dict[str, Pod]]("store")` is `self.store.pods`."""
+    there): `pods = _Part[dict[str, Pod]]("store")` is `self.store.pods`, and
+    `kubelet_delay = _Part[float]("kubelet", "delay")` is `self.kubelet.delay`."""
 
-    def __init__(self, part: str) -> None:
+    def __init__(self, part: str, name: str = "") -> None:
         self.part = part
-        self.name = ""
+        self.name = name
 
     def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
+        self.name = self.name or name
 
     @overload
     def __get__(self, obj: None, objtype: type | None = None) -> _Part[_T]: ...
@@ -70,21 +71,6 @@ class _Part(Generic[_T]):
 
     def __set__(self, obj: object, value: _T) -> None:
         setattr(getattr(obj, self.part), self.name, value)
-
-
-@dataclass(slots=True)
-class NodeRecord:
-    """A node's bill: from its launch (a cloud bills from then, start-up included) to its
-    deletion."""
-
-    name: str
-    node_type: str
-    price_per_hour: float
-    launched: float
-    removed: float | None = None
-
-    def hours(self, now: float) -> float:
-        return max(0.0, (self.removed if self.removed is not None else now) - self.launched) / 3600
 
 
 class SimCluster:
@@ -106,6 +92,16 @@ class SimCluster:
     paused = _Part[bool]("store")
     server_version = _Part[tuple[int, int]]("store")
     epoch = _Part[int]("store")
+    nodes = _Part[dict[str, Node]]("nodeset")
+    node_names = _Part[list[str]]("nodeset")
+    node_index = _Part[dict[str, int]]("nodeset")
+    node_records = _Part[dict[str, NodeRecord]]("nodeset")
+    admission_hook = _Part[AdmissionHook | None]("lifecycle")
+    failed_pod_ttl = _Part[float]("lifecycle")
+    scale_hook = _Part[ScaleHook | None]("controllers")
+    kubelet_delay = _Part[float]("kubelet", "delay")
+    kubelet_sync_period = _Part[float]("kubelet", "sync_period")
+    actuation_delay = _Part[float]("kubelet")
 
     def __init__(
         self,
@@ -128,43 +124,49 @@ class SimCluster:
             seed if seed is not None else (scenario.seed if scenario.seed is not None else 0)
         )
         self.step = float(step)
-        self.clock = Clock()
-        self.kubelet_delay = kubelet_delay
-        self.kubelet_sync_period = kubelet_sync_period
-        # Seconds between allocation and actuation (PodResizeInProgress with no reason).
-        self.actuation_delay = actuation_delay
-        self.failed_pod_ttl = failed_pod_ttl
         self.rng = np.random.default_rng(self.seed)
         self.prng = random.Random(self.seed)
-        # Hooks and extension points.
-        self.admission_hook: AdmissionHook | None = admission_hook
-        self.scale_hook: ScaleHook | None = None
-        self.journal = Journal(self.clock)
-        # The API server's objects (shared by every collaborator).
-        self.store = ObjectStore(self.prng, list(scenario.vertical_autoscalers))
-        self.nodes: dict[str, Node] = {}
-        # Node index shared by the scheduler and the usage arrays.
-        self.node_names: list[str] = []
-        self.node_index: dict[str, int] = {}
-        self.node_mem_threshold = np.zeros(0)
-        self.node_cpu_cores = np.zeros(0)
         self._started = False
-        # Collaborators, each holding its own state.
-        self.metering = Metering(self)
-        self.scheduler = Scheduler(self)
-        self.kubelet = Kubelet(self)
-        self.lifecycle = PodLifecycle(self)
-        self.controllers = Controllers(self)
-        self.hpa = HPAController(self)
-        self.disruption = Disruption(self)
-        self.api = ApiServer(self)
-        # Every node the run had, with its price (node-hours and cost in the summary).
-        self.node_records: dict[str, NodeRecord] = {}
-        self.node_autoscaler: NodeAutoscaler | None = (
-            make_node_autoscaler(self, scenario.node_autoscaler)
-            if scenario.node_autoscaler is not None
-            else None
+        # The state the parts share: time, what happened, the API objects, the nodes.
+        self.clock = clock = Clock()
+        self.journal = journal = Journal(clock)
+        self.store = store = ObjectStore(self.prng, list(scenario.vertical_autoscalers))
+        self.nodeset = nodeset = NodeSet(clock, store)
+        # The parts of Kubernetes, each given the state it works on.
+        self.metering = Metering(
+            clock, store, nodeset, step=self.step, rng=self.rng, prng=self.prng
         )
+        self.scheduler = Scheduler(clock, journal, store, nodeset)
+        self.kubelet = Kubelet(
+            clock,
+            journal,
+            store,
+            nodeset,
+            delay=kubelet_delay,
+            sync_period=kubelet_sync_period,
+            actuation_delay=actuation_delay,
+        )
+        self.lifecycle = PodLifecycle(
+            clock,
+            journal,
+            store,
+            nodeset,
+            admission_hook=admission_hook,
+            failed_pod_ttl=failed_pod_ttl,
+        )
+        self.controllers = Controllers(clock, journal, store, nodeset)
+        self.hpa = HPAController(
+            clock, journal, store, sync_period=scenario.hpa_sync_period, step=self.step
+        )
+        self.disruption = Disruption(clock, journal, store)
+        self.api = ApiServer(clock, journal, store, nodeset)
+        self.node_autoscaler: NodeAutoscaler | None = None
+        if scenario.node_autoscaler is not None:
+            na = scenario.node_autoscaler
+            types = [scenario.node_types[n] for n in na.node_types]
+            flavour = Karpenter if na.flavour == KARPENTER else ClusterAutoscaler
+            self.node_autoscaler = flavour(clock, journal, store, nodeset, na, types)
+        self._connect()
         for spec in scenario.nodes:
             if spec.add_at <= 0:
                 self.add_node_spec(spec, log=False)
@@ -176,6 +178,31 @@ class SimCluster:
             self.disruption.pdbs[f"{p.namespace}/{p.name}"] = PDBState(p)
         for h in scenario.hpas:
             self.hpa.hpas[f"{h.namespace}/{h.name}"] = HPAState(h)
+
+    def _connect(self) -> None:
+        """Give each part the peers it calls (the parts call each other, not the facade)."""
+        self.metering.scheduler, self.metering.kubelet = self.scheduler, self.kubelet
+        self.metering.lifecycle = self.lifecycle
+        self.scheduler.lifecycle = self.lifecycle
+        self.scheduler.node_autoscaler = self.node_autoscaler
+        self.kubelet.metering, self.kubelet.scheduler = self.metering, self.scheduler
+        self.kubelet.lifecycle, self.kubelet.controllers = self.lifecycle, self.controllers
+        self.lifecycle.scheduler, self.lifecycle.metering = self.scheduler, self.metering
+        self.lifecycle.kubelet, self.lifecycle.controllers = self.kubelet, self.controllers
+        self.lifecycle.disruption = self.disruption
+        self.controllers.lifecycle, self.controllers.metering = self.lifecycle, self.metering
+        self.hpa.metering, self.hpa.controllers = self.metering, self.controllers
+        self.disruption.lifecycle = self.lifecycle
+        self.api.controllers, self.api.kubelet = self.controllers, self.kubelet
+        self.api.disruption = self.disruption
+        na = self.node_autoscaler
+        if na is not None:
+            na.scheduler, na.disruption, na.metering = (
+                self.scheduler,
+                self.disruption,
+                self.metering,
+            )
+            na.join, na.leave = self.add_node_spec, self.remove_node
 
     @property
     def hpas(self) -> dict[str, HPAState]:
@@ -238,7 +265,7 @@ class SimCluster:
 
     def record_node_launch(self, name: str, node_type: str, price_per_hour: float) -> None:
         """Start a node's bill (a node autoscaler launching it)."""
-        self.node_records[name] = NodeRecord(name, node_type, price_per_hour, self.now)
+        self.nodeset.record_launch(name, node_type, price_per_hour)
 
     def add_node_spec(self, spec: NodeSpec, log: bool = True) -> None:
         node = Node(
@@ -247,36 +274,28 @@ class SimCluster:
             {CPU: spec.capacity_cpu, MEMORY: spec.capacity_memory},
             dict(spec.labels),
         )
-        if spec.name not in self.node_records:
-            self.record_node_launch(spec.name, spec.node_type, spec.price_per_hour)
-        self.nodes[spec.name] = node
-        self.scheduler.node_charge[spec.name] = [0, 0]
-        self.scheduler.node_pods[spec.name] = set()
+        if spec.name not in self.nodeset.node_records:
+            self.nodeset.record_launch(spec.name, spec.node_type, spec.price_per_hour)
+        self.nodeset.add(node)
         self._reindex_nodes()
         if log:
             self.log("NodeAdded", f"Node/{spec.name}", "NodeReady", "node joined the cluster")
-        for key, st in self.wl_state.items():
-            if st.spec.kind == "DaemonSet":
-                self.controllers.queue_reconcile(key)
-        self.scheduler.queue()
+        self._node_set_changed()
 
     def remove_node(self, name: str, reason: str) -> None:
         """Delete a node: the pods still bound to it (DaemonSet pods, by the time a drain
         ends) go with it, its bill stops."""
-        for key in sorted(self.scheduler.node_pods.get(name, ())):
+        for key in sorted(self.nodeset.node_pods.get(name, ())):
             pod = self.pods.get(key)
             if pod is not None:
                 self.lifecycle.remove(key, pod.uid)
-        del self.nodes[name]
-        del self.scheduler.node_charge[name]
-        del self.scheduler.node_pods[name]
-        self.scheduler.node_changed_at.pop(name, None)
-        self.scheduler.charge_version += 1
+        self.nodeset.remove(name)
         self._reindex_nodes()
-        rec = self.node_records.get(name)
-        if rec is not None:
-            rec.removed = self.now
         self.log("NodeDeleted", f"Node/{name}", reason, "node removed from the cluster")
+        self._node_set_changed()
+
+    def _node_set_changed(self) -> None:
+        """A node joined or left: DaemonSets reconcile, the scheduler looks again."""
         for key, st in self.wl_state.items():
             if st.spec.kind == "DaemonSet":
                 self.controllers.queue_reconcile(key)
@@ -284,38 +303,17 @@ class SimCluster:
 
     def writable_node(self, name: str) -> Node:
         """The node `name`, safe to mutate (snapshots may hold the old object)."""
-        node = dataclasses.replace(self.nodes[name])
-        self.nodes[name] = node
-        return node
+        return self.nodeset.writable(name)
 
     def _reindex_nodes(self) -> None:
         """Node positions in the usage arrays, after a node joined or left: running
         containers keep pointing at their own node."""
-        old = self.node_names
-        self.node_names = list(self.nodes)
-        self.node_index = {n: i for i, n in enumerate(self.node_names)}
+        old = self.nodeset.reindex()
+        names, index = self.nodeset.node_names, self.nodeset.node_index
         u = self.metering.usage
-        if old and u.size and old != self.node_names[: len(old)]:
-            remap = np.array([self.node_index.get(n, 0) for n in old], dtype=np.int64)
+        if old and u.size and old != names[: len(old)]:
+            remap = np.array([index.get(n, 0) for n in old], dtype=np.int64)
             u.node[: u.size] = remap[np.clip(u.node[: u.size], 0, len(old) - 1)]
-        self.node_mem_threshold = np.array(
-            [
-                max(
-                    0,
-                    self.nodes[n].capacity.get(MEMORY, self.nodes[n].allocatable[MEMORY])
-                    - HARD_EVICTION_MEMORY,
-                )
-                for n in self.node_names
-            ],
-            dtype=np.float64,
-        )
-        self.node_cpu_cores = np.array(
-            [
-                self.nodes[n].capacity.get(CPU, self.nodes[n].allocatable[CPU]) / 1000.0
-                for n in self.node_names
-            ],
-            dtype=np.float64,
-        )
 
     def add_node(
         self, name: str, cpu_millis: int, memory_bytes: int, labels: dict[str, str] | None = None
@@ -397,7 +395,7 @@ class SimCluster:
 
     def node_free(self, node: str) -> tuple[int, int]:
         """Allocatable minus the scheduler's charge of every pod on `node` (cpu m, bytes)."""
-        return self.scheduler.free(node)
+        return self.nodeset.free(node)
 
     def apply(self, action: Action) -> ActionResult:
         """Apply one action as the API server would and answer like it."""

@@ -23,11 +23,18 @@ from foresize.core.cluster.qos import (
     pod_qos_class,
     spec_requests,
 )
+from foresize.shells.sim.cluster.clock import Clock
+from foresize.shells.sim.cluster.journal import Journal
+from foresize.shells.sim.cluster.nodeset import NodeSet
+from foresize.shells.sim.cluster.store import ObjectStore
 from foresize.shells.sim.objects import resizable_containers
 
 if TYPE_CHECKING:
     from foresize.core.cluster.model import ContainerStatus, Node
-    from foresize.shells.sim.cluster.facade import SimCluster
+    from foresize.shells.sim.cluster.controllers import Controllers
+    from foresize.shells.sim.cluster.lifecycle import PodLifecycle
+    from foresize.shells.sim.cluster.metering import Metering
+    from foresize.shells.sim.cluster.scheduler import Scheduler
     from foresize.shells.sim.objects import PodMeta
 
 _QOS_RANK = {"BestEffort": 0, "Burstable": 1, "Guaranteed": 2}
@@ -36,15 +43,35 @@ _QOS_RANK = {"BestEffort": 0, "Burstable": 1, "Guaranteed": 2}
 class Kubelet:
     """The kubelets of every node: resize, OOM kills, node-pressure eviction."""
 
-    def __init__(self, sim: SimCluster) -> None:
-        self.sim = sim
-        self.clock = sim.clock
-        self.journal = sim.journal
-        self.store = sim.store
+    # Peers, connected by the facade once every part exists.
+    metering: Metering
+    scheduler: Scheduler
+    lifecycle: PodLifecycle
+    controllers: Controllers
+
+    def __init__(
+        self,
+        clock: Clock,
+        journal: Journal,
+        store: ObjectStore,
+        nodeset: NodeSet,
+        *,
+        delay: float,
+        sync_period: float,
+        actuation_delay: float,
+    ) -> None:
+        self.clock = clock
+        self.journal = journal
+        self.store = store
+        self.nodeset = nodeset
+        self.delay = delay  # from a resize's patch to the kubelet acting on it
+        self.sync_period = sync_period
+        # Seconds between allocation and actuation (PodResizeInProgress with no reason).
+        self.actuation_delay = actuation_delay
         self.resizing: set[str] = set()  # pods with a resize the kubelet has not finished
 
     def oom_kill(self, slot: int) -> None:
-        key_t = self.sim.metering.slot_keys.get(slot)
+        key_t = self.metering.slot_keys.get(slot)
         if key_t is None:
             return
         key = f"{key_t.namespace}/{key_t.pod}"
@@ -52,7 +79,7 @@ class Kubelet:
         if pod is None:
             return
         meta = self.store.meta[key]
-        u = self.sim.metering.usage
+        u = self.metering.usage
         usage, limit = u.mem[slot], u.mem_lim[slot]
         pod = self.store.writable_pod(key)
         st = pod.status_of(key_t.container)
@@ -82,21 +109,21 @@ class Kubelet:
             restart_count=st.restart_count if st else 0,
             backoff_seconds=backoff,
         )
-        self.sim.lifecycle.unready(key)
+        self.lifecycle.unready(key)
         self.clock.at(
             self.clock.now + backoff + meta.readiness_delay,
-            self.sim.lifecycle.become_ready,
+            self.lifecycle.become_ready,
             key,
             pod.uid,
         )
         if meta.top is not None and self.store.wl_state[meta.top].rollout:
-            self.sim.controllers.queue_reconcile(meta.top)
+            self.controllers.queue_reconcile(meta.top)
 
     def node_pressure(self, node: str) -> None:
-        u = self.sim.metering.usage
-        threshold = self.sim.node_mem_threshold[self.sim.node_index[node]]
+        u = self.metering.usage
+        threshold = self.nodeset.node_mem_threshold[self.nodeset.node_index[node]]
         cands = []
-        for k in self.sim.scheduler.node_pods[node]:
+        for k in self.nodeset.node_pods[node]:
             p = self.store.pods.get(k)
             meta = self.store.meta.get(k)
             if p is None or meta is None or not meta.slots or p.phase != "Running":
@@ -122,7 +149,7 @@ class Kubelet:
                 qos=["BestEffort", "Burstable", "Guaranteed"][rank],
                 usage_bytes=int(use),
             )
-            self.sim.lifecycle.finish(k, "Failed", "Evicted", msg)
+            self.lifecycle.finish(k, "Failed", "Evicted", msg)
 
     def periodic(self) -> None:
         nodes = sorted(
@@ -134,7 +161,7 @@ class Kubelet:
         )
         for n in nodes:
             self.sync(n)  # type: ignore[arg-type]
-        self.clock.at(self.clock.now + self.sim.kubelet_sync_period, self.periodic)
+        self.clock.at(self.clock.now + self.sync_period, self.periodic)
 
     def sync(self, node: str) -> None:
         """Retry pending resizes on `node`: downsizes first, then higher priority,
@@ -207,7 +234,7 @@ class Kubelet:
             self.resizing.discard(key)
             return
         meta = self.store.meta[key]
-        node = self.sim.nodes[pod0.node_name]
+        node = self.nodeset.nodes[pod0.node_name]
         pod = self.store.writable_pod(key)
         desired = [
             (
@@ -230,31 +257,31 @@ class Kubelet:
             self.clear_condition(pod, POD_RESIZE_PENDING)
             self.clear_condition(pod, POD_RESIZE_IN_PROGRESS)
             self.resizing.discard(key)
-            self.sim.scheduler.recharge(key)
+            self.nodeset.recharge(key)
             return
         if not allocated_ok and not self._allocate(key, pod, node, statuses, desired):
             return
         downsize = self.is_downsize_of_actual(pod)
-        if self.sim.actuation_delay > 0:
+        if self.actuation_delay > 0:
             # Allocated, not yet actuated: PodResizeInProgress with no reason meanwhile.
             if meta.actuate_at is None:
-                meta.actuate_at = self.clock.now + self.sim.actuation_delay
+                meta.actuate_at = self.clock.now + self.actuation_delay
                 self.set_condition(pod, POD_RESIZE_IN_PROGRESS, "", "")
-                self.sim.scheduler.recharge(key)
+                self.nodeset.recharge(key)
                 self.clock.at(meta.actuate_at, self.resize_if_pending, key, pod.uid)
                 return
             if self.clock.now < meta.actuate_at:
                 return
         # Actuation: all or nothing. A memory limit below live usage cannot be set.
-        u = self.sim.metering.usage
+        u = self.metering.usage
         error = self._limit_below_usage(meta, statuses, desired)
         if error is not None:
             self.set_condition(pod, POD_RESIZE_IN_PROGRESS, REASON_ERROR, error)
-            self.sim.scheduler.recharge(key)
+            self.nodeset.recharge(key)
             self.stall(key, pod, "ResizeError", REASON_ERROR, error)
             return
         changes: dict[str, Any] = {}
-        self.sim.metering.account(self.clock.now)
+        self.metering.account(self.clock.now)
         for i, (c, s, (req, lim)) in enumerate(
             zip(resizable_containers(pod), statuses, desired, strict=True)
         ):
@@ -276,7 +303,7 @@ class Kubelet:
             }
             s.resources = ResourceRequirements(dict(req), dict(lim))
             if i < len(meta.slots):
-                self.sim.metering.set_slot_resources(meta.slots[i], s.resources)
+                self.metering.set_slot_resources(meta.slots[i], s.resources)
             if restarts_container(c, changed):
                 s.restart_count += 1
                 if i < len(meta.slots):
@@ -294,7 +321,7 @@ class Kubelet:
         self.clear_condition(pod, POD_RESIZE_IN_PROGRESS)
         self.clear_condition(pod, POD_RESIZE_PENDING)
         self.resizing.discard(key)
-        self.sim.scheduler.recharge(key)
+        self.nodeset.recharge(key)
         self.journal.count(meta.top, "resizes")
         self.journal.log(
             "ResizeApplied",
@@ -311,7 +338,7 @@ class Kubelet:
             # Freed capacity: the kubelet retries the node's other pending resizes and the
             # scheduler its pending pods.
             self.clock.at(self.clock.now, self.sync, node.name)
-            self.sim.scheduler.queue()
+            self.scheduler.queue()
 
     def _allocate(
         self,
@@ -334,7 +361,7 @@ class Kubelet:
             msg = "Node didn't have enough capacity: " + msg
             self.set_condition(pod, POD_RESIZE_PENDING, REASON_INFEASIBLE, msg)
             self.clear_condition(pod, POD_RESIZE_IN_PROGRESS)
-            self.sim.scheduler.recharge(key)
+            self.nodeset.recharge(key)
             self.stall(key, pod, "ResizeInfeasible", REASON_INFEASIBLE, msg)
             return False
         # The kubelet admits against every other pod at its allocated resources, sidecars,
@@ -348,7 +375,7 @@ class Kubelet:
                 msg = f"cpu, requested: {cpu_req}, used: {used_cpu}, capacity: {cpu_cap}"
             msg = "Node didn't have enough resource: " + msg
             self.set_condition(pod, POD_RESIZE_PENDING, REASON_DEFERRED, msg)
-            self.sim.scheduler.recharge(key)
+            self.nodeset.recharge(key)
             self.stall(key, pod, "ResizeDeferred", REASON_DEFERRED, msg)
             return False
         for s, (req, _) in zip(statuses, desired, strict=True):
@@ -360,7 +387,7 @@ class Kubelet:
     def _allocated_to_others(self, node_name: str, key: str) -> tuple[int, int]:
         """CPU and memory allocated to the node's other live pods."""
         used_cpu = used_mem = 0
-        for k in self.sim.scheduler.node_pods[node_name]:
+        for k in self.nodeset.node_pods[node_name]:
             if k == key:
                 continue
             p = self.store.pods.get(k)
@@ -379,7 +406,7 @@ class Kubelet:
     ) -> str | None:
         """Why the resize cannot be actuated: a memory limit lowered below the container's
         live usage (None when every new limit fits)."""
-        u = self.sim.metering.usage
+        u = self.metering.usage
         for i, (s, (_, lim)) in enumerate(zip(statuses, desired, strict=True)):
             assert s is not None
             new_lim = lim.get(MEMORY)
@@ -396,6 +423,11 @@ class Kubelet:
                     f"below current usage ({int(u.mem[slot])})"
                 )
         return None
+
+    def request_resize(self, key: str, uid: str) -> None:
+        """The pod's resize subresource was patched: the node's kubelet acts `delay` later."""
+        self.resizing.add(key)
+        self.clock.at(self.clock.now + self.delay, self.resize_if_pending, key, uid)
 
     def resize_if_pending(self, key: str, uid: str) -> None:
         pod = self.store.pods.get(key)

@@ -15,23 +15,50 @@ from foresize.core.cluster.model import (
     Workload,
 )
 from foresize.core.cluster.qos import effective_requests
+from foresize.shells.sim.cluster.clock import Clock
+from foresize.shells.sim.cluster.journal import Journal
+from foresize.shells.sim.cluster.nodeset import NodeSet
+from foresize.shells.sim.cluster.store import ObjectStore
 from foresize.shells.sim.objects import (
     PodMeta,
     resizable_containers,
 )
 
 if TYPE_CHECKING:
-    from foresize.shells.sim.cluster.facade import SimCluster
+    from foresize.shells.sim.cluster.controllers import Controllers
+    from foresize.shells.sim.cluster.disruption import Disruption
+    from foresize.shells.sim.cluster.facade import AdmissionHook
+    from foresize.shells.sim.cluster.kubelet import Kubelet
+    from foresize.shells.sim.cluster.metering import Metering
+    from foresize.shells.sim.cluster.scheduler import Scheduler
 
 
 class PodLifecycle:
     """Creates, binds, readies, terminates and removes pods."""
 
-    def __init__(self, sim: SimCluster) -> None:
-        self.sim = sim
-        self.clock = sim.clock
-        self.journal = sim.journal
-        self.store = sim.store
+    # Peers, connected by the facade once every part exists.
+    scheduler: Scheduler
+    metering: Metering
+    kubelet: Kubelet
+    controllers: Controllers
+    disruption: Disruption
+
+    def __init__(
+        self,
+        clock: Clock,
+        journal: Journal,
+        store: ObjectStore,
+        nodeset: NodeSet,
+        *,
+        admission_hook: AdmissionHook | None,
+        failed_pod_ttl: float,
+    ) -> None:
+        self.clock = clock
+        self.journal = journal
+        self.store = store
+        self.nodeset = nodeset
+        self.admission_hook = admission_hook  # every pod CREATE goes through it
+        self.failed_pod_ttl = failed_pod_ttl
         # (pod key, seconds from start to its first Ready), in order, and the uids seen.
         self.time_to_ready: list[tuple[str, float]] = []
         self.ready_seen: set[str] = set()
@@ -48,8 +75,8 @@ class PodLifecycle:
     def admit(self, pod: Pod, meta: PodMeta, wl: Workload | None) -> Pod | None:
         pod.creation_time = self.clock.now
         before = [c.resources.copy() for c in pod.containers]
-        if self.sim.admission_hook is not None:
-            pod = self.sim.admission_hook(pod, wl, self.clock.now)
+        if self.admission_hook is not None:
+            pod = self.admission_hook(pod, wl, self.clock.now)
         mutated = [c.resources for c in pod.containers] != before
         key = pod.key
         if key in self.store.pods:
@@ -66,10 +93,10 @@ class PodLifecycle:
         self.store.pods[key] = pod
         self.store.meta[key] = meta
         self.store.pod_epoch[key] = self.store.epoch
-        self.sim.disruption.index(pod)
+        self.disruption.index(pod)
         if meta.top is not None:
             self.store.wl_state[meta.top].pods.add(key)
-        self.sim.scheduler.pending.add(key)
+        self.scheduler.pending.add(key)
         self.journal.log(
             "PodCreated",
             f"Pod/{key}",
@@ -79,13 +106,13 @@ class PodLifecycle:
             mutated=mutated,
             annotations=dict(pod.annotations),
         )
-        self.sim.scheduler.queue()
+        self.scheduler.queue()
         return pod
 
     def bind(self, key: str, node: str) -> None:
         pod = self.store.writable_pod(key)
         meta = self.store.meta[key]
-        self.sim.scheduler.pending.discard(key)
+        self.scheduler.pending.discard(key)
         meta.nominated_node = None
         pod.node_name = node
         pod.phase = "Running"
@@ -107,9 +134,9 @@ class PodLifecycle:
             else:
                 pod.container_statuses.append(status)
         pod.observed_generation = pod.generation
-        self.sim.scheduler.node_pods[node].add(key)
-        self.sim.scheduler.recharge(key)
-        self.sim.metering.open_slots(key)
+        self.nodeset.node_pods[node].add(key)
+        self.nodeset.recharge(key)
+        self.metering.open_slots(key)
         self.journal.log(
             "PodScheduled",
             f"Pod/{key}",
@@ -137,7 +164,7 @@ class PodLifecycle:
         if not self.still_running(key, uid):
             return
         meta = self.store.meta[key]
-        usage = self.sim.metering.usage
+        usage = self.metering.usage
         if meta.ready or any(
             usage.down_until[s] > self.clock.now or usage.startup_left[s] > 0 for s in meta.slots
         ):
@@ -157,12 +184,12 @@ class PodLifecycle:
             self.ready_seen.add(pod.uid)
             self.time_to_ready.append((key, self.clock.now - pod.start_time))
         meta.ready = True
-        self.sim.metering.wl_ready[meta.wl_index] += 1
-        self.sim.metering.usage.ready[meta.slots] = True
+        self.metering.wl_ready[meta.wl_index] += 1
+        self.metering.usage.ready[meta.slots] = True
         if meta.top is not None:
             st = self.store.wl_state[meta.top]
             if st.rollout or st.spec.kind == "StatefulSet" or st.spec.kind == "DaemonSet":
-                self.sim.controllers.queue_reconcile(meta.top)
+                self.controllers.queue_reconcile(meta.top)
 
     def unready(self, key: str) -> None:
         meta = self.store.meta[key]
@@ -175,8 +202,8 @@ class PodLifecycle:
             s.ready = False
         if meta.ready:
             meta.ready = False
-            self.sim.metering.wl_ready[meta.wl_index] -= 1
-            self.sim.metering.usage.ready[meta.slots] = False
+            self.metering.wl_ready[meta.wl_index] -= 1
+            self.metering.usage.ready[meta.slots] = False
 
     def delete(self, key: str, grace: float, reason: str) -> None:
         """Graceful deletion: terminating now, gone after the grace period."""
@@ -194,49 +221,49 @@ class PodLifecycle:
             "PodTerminating", f"Pod/{key}", reason, f"grace period {grace:g}s", grace=grace
         )
         self.clock.at(self.clock.now + grace, self.remove, key, pod.uid)
-        self.sim.controllers.queue_reconcile(meta.top)
+        self.controllers.queue_reconcile(meta.top)
 
     def remove(self, key: str, uid: str) -> None:
         pod = self.store.pods.get(key)
         if pod is None or pod.uid != uid:
             return
         meta = self.store.meta[key]
-        self.sim.metering.close_slots(key)
-        self.sim.scheduler.pending.discard(key)
-        self.sim.kubelet.resizing.discard(key)
+        self.metering.close_slots(key)
+        self.scheduler.pending.discard(key)
+        self.kubelet.resizing.discard(key)
         node = pod.node_name
         del self.store.pods[key]
-        self.sim.scheduler.recharge(key)
+        self.nodeset.recharge(key)
         if node is not None:
-            self.sim.scheduler.node_pods[node].discard(key)
+            self.nodeset.node_pods[node].discard(key)
         if meta.top is not None:
             self.store.wl_state[meta.top].pods.discard(key)
         del self.store.meta[key]
         self.store.pod_epoch.pop(key, None)
-        for pdb in self.sim.disruption.pdbs.values():
+        for pdb in self.disruption.pdbs.values():
             pdb.members.discard(key)
         self.journal.log("PodDeleted", f"Pod/{key}", "Deleted", "", node=node or "")
-        self.sim.controllers.queue_reconcile(meta.top)
-        self.sim.scheduler.queue()
+        self.controllers.queue_reconcile(meta.top)
+        self.scheduler.queue()
         if node is not None:
-            self.clock.at(self.clock.now, self.sim.kubelet.sync, node)
+            self.clock.at(self.clock.now, self.kubelet.sync, node)
 
     def finish(self, key: str, phase: str, reason: str, message: str) -> None:
         """The pod ends (Succeeded, or Failed by node-pressure eviction): it stops being
         charged, its controller replaces it, and it is garbage-collected later."""
         self.unready(key)
-        self.sim.metering.close_slots(key)
+        self.metering.close_slots(key)
         pod = self.store.writable_pod(key)
         pod.phase = phase
-        self.sim.scheduler.recharge(key)
-        self.sim.kubelet.resizing.discard(key)
+        self.nodeset.recharge(key)
+        self.kubelet.resizing.discard(key)
         meta = self.store.meta[key]
         self.journal.log("PodFinished", f"Pod/{key}", reason, message, phase=phase)
-        self.clock.at(self.clock.now + self.sim.failed_pod_ttl, self.remove, key, pod.uid)
-        self.sim.controllers.queue_reconcile(meta.top)
-        self.sim.scheduler.queue()
+        self.clock.at(self.clock.now + self.failed_pod_ttl, self.remove, key, pod.uid)
+        self.controllers.queue_reconcile(meta.top)
+        self.scheduler.queue()
         if pod.node_name is not None:
-            self.clock.at(self.clock.now, self.sim.kubelet.sync, pod.node_name)
+            self.clock.at(self.clock.now, self.kubelet.sync, pod.node_name)
 
     def job_pod_done(self, key: str, uid: str) -> None:
         if not self.still_running(key, uid):

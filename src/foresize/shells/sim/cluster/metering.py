@@ -4,6 +4,7 @@ per-workload accounting the summary reports."""
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -12,6 +13,9 @@ import numpy as np
 from foresize.core.api.quantity import CPU, MEMORY
 from foresize.core.cluster.model import Pod, ResourceRequirements
 from foresize.core.cluster.qos import pod_level_requests
+from foresize.shells.sim.cluster.clock import Clock
+from foresize.shells.sim.cluster.nodeset import NodeSet
+from foresize.shells.sim.cluster.store import ObjectStore
 from foresize.shells.sim.objects import (
     ContainerKey,
     PodMeta,
@@ -20,7 +24,9 @@ from foresize.shells.sim.objects import (
 from foresize.shells.sim.usage import GeneratorSpec, UsageState
 
 if TYPE_CHECKING:
-    from foresize.shells.sim.cluster.facade import SimCluster
+    from foresize.shells.sim.cluster.kubelet import Kubelet
+    from foresize.shells.sim.cluster.lifecycle import PodLifecycle
+    from foresize.shells.sim.cluster.scheduler import Scheduler
 
 UsageObserver = Callable[[float, np.ndarray, np.ndarray, np.ndarray], None]
 
@@ -28,10 +34,27 @@ UsageObserver = Callable[[float, np.ndarray, np.ndarray, np.ndarray], None]
 class Metering:
     """Container usage slots, the usage step and the per-workload accounting."""
 
-    def __init__(self, sim: SimCluster) -> None:
-        self.sim = sim
-        self.clock = sim.clock
-        self.store = sim.store
+    # Peers, connected by the facade once every part exists.
+    scheduler: Scheduler
+    kubelet: Kubelet
+    lifecycle: PodLifecycle
+
+    def __init__(
+        self,
+        clock: Clock,
+        store: ObjectStore,
+        nodeset: NodeSet,
+        *,
+        step: float,
+        rng: np.random.Generator,
+        prng: random.Random,
+    ) -> None:
+        self.clock = clock
+        self.store = store
+        self.nodeset = nodeset
+        self.step = step
+        self.rng = rng  # usage noise
+        self.prng = prng  # per-container jitter (shared with the generated names: one seed)
         self.usage = UsageState(capacity=256)
         self.slot_keys: dict[int, ContainerKey] = {}
         self._active_idx: np.ndarray | None = None
@@ -100,10 +123,10 @@ class Metering:
             u.set_generator(slot, "memory", mem_gen)
             u.active[slot] = True
             u.wl[slot] = meta.wl_index
-            u.node[slot] = self.sim.node_index[pod.node_name or ""]
+            u.node[slot] = self.nodeset.node_index[pod.node_name or ""]
             u.started[slot] = self.clock.now
             j = spec.jitter if spec is not None else 0.0
-            u.jitter[slot] = 1.0 + self.sim.prng.uniform(-j, j) if j else 1.0
+            u.jitter[slot] = 1.0 + self.prng.uniform(-j, j) if j else 1.0
             u.share_ref[slot] = (
                 float(spec.replicas) if spec is not None and spec.load_shared else 0.0
             )
@@ -185,7 +208,7 @@ class Metering:
             throttled = u.cpu_demand[idx] > u.cpu_lim[idx]
             if throttled.any():
                 acc["throttled"] += np.bincount(wl, throttled.astype(np.float64), n) * dt
-        for k in self.sim.scheduler.pending:
+        for k in self.scheduler.pending:
             self.acc["pending"][self.store.meta[k].wl_index] += dt
 
     def usage_step(self) -> None:
@@ -199,7 +222,7 @@ class Metering:
             if share_ref.any():
                 ready = self.wl_ready[u.wl[idx]]
                 share = np.where(share_ref > 0, share_ref / np.maximum(ready, 1.0), 1.0)
-            cpu, mem = u.step(t, idx, share, self.sim.rng)
+            cpu, mem = u.step(t, idx, share, self.rng)
             starting = u.startup_left[idx] > 0
             if starting.any():
                 cpu = np.where(starting, np.maximum(cpu, u.startup_cpu[idx]), cpu)
@@ -222,31 +245,31 @@ class Metering:
             oom = mem > u.mem_lim[idx]
             if oom.any():
                 for s in idx[oom].tolist():
-                    self.sim.kubelet.oom_kill(s)
-            node_mem = np.bincount(u.node[idx], mem, len(self.sim.node_names))
-            over = node_mem > self.sim.node_mem_threshold
+                    self.kubelet.oom_kill(s)
+            node_mem = np.bincount(u.node[idx], mem, len(self.nodeset.node_names))
+            over = node_mem > self.nodeset.node_mem_threshold
             if over.any():
                 for ni in np.nonzero(over)[0].tolist():
-                    self.sim.kubelet.node_pressure(self.sim.node_names[ni])
+                    self.kubelet.node_pressure(self.nodeset.node_names[ni])
         self.sampled_at = t
-        if self.sim.scheduler.pending:
-            self.sim.scheduler.queue()
-        self.clock.at(t + self.sim.step, self.usage_step)
+        if self.scheduler.pending:
+            self.scheduler.queue()
+        self.clock.at(t + self.step, self.usage_step)
 
     def _startup_work(self, slots: np.ndarray, used: np.ndarray) -> None:
         """Start-up work done at the CPU each starting container gets over the coming
         step; a pod whose containers have all finished theirs becomes Ready (after its
         readiness delay: `lifecycle.become_ready` checks both)."""
         u = self.usage
-        u.startup_left[slots] = np.maximum(u.startup_left[slots] - used * self.sim.step, 0.0)
+        u.startup_left[slots] = np.maximum(u.startup_left[slots] - used * self.step, 0.0)
         done = slots[u.startup_left[slots] <= 0]
         for s in done.tolist():
             key = self.slot_keys[s]
             pod_key = f"{key.namespace}/{key.pod}"
             pod = self.store.pods.get(pod_key)
             if pod is not None:
-                when = self.clock.now + self.sim.step
-                self.clock.at(when, self.sim.lifecycle.become_ready, pod_key, pod.uid)
+                when = self.clock.now + self.step
+                self.clock.at(when, self.lifecycle.become_ready, pod_key, pod.uid)
 
     def cpu_contention(self, idx: np.ndarray, want: np.ndarray) -> np.ndarray:
         """CFS shares on an overcommitted node: when the containers of a node want more CPU
@@ -254,14 +277,14 @@ class Metering:
         least 2m), and what the satisfied ones leave is shared again among the rest."""
         u = self.usage
         nodes = u.node[idx]
-        n = len(self.sim.node_names)
+        n = len(self.nodeset.node_names)
         total = np.bincount(nodes, want, n)
-        over = total > self.sim.node_cpu_cores
+        over = total > self.nodeset.node_cpu_cores
         if not over.any():
             return want
         hit = over[nodes]
         w = np.maximum(u.cpu_req[idx], 0.002)
-        cap = self.sim.node_cpu_cores
+        cap = self.nodeset.node_cpu_cores
         share = cap[nodes] * w / np.bincount(nodes, w, n)[nodes]
         got = np.where(hit, np.minimum(want, share), want)
         # One redistribution of the capacity the satisfied containers left unused.

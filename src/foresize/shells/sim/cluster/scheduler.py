@@ -1,4 +1,4 @@
-"""The simulated kube-scheduler: the per-node charge cache, filtering and LeastAllocated
+"""The simulated kube-scheduler: filtering on the charge cache (`NodeSet`), LeastAllocated
 scoring, preemption with reprieve; pods it cannot place are reported to the node
 autoscaler (`foresize.shells.sim.cluster.nodes`)."""
 
@@ -13,57 +13,32 @@ from foresize.core.cluster.model import (
     PodCondition,
 )
 from foresize.core.cluster.qos import pod_charge
+from foresize.shells.sim.cluster.clock import Clock
+from foresize.shells.sim.cluster.journal import Journal
+from foresize.shells.sim.cluster.nodeset import NodeSet
+from foresize.shells.sim.cluster.store import ObjectStore
 
 if TYPE_CHECKING:
-    from foresize.shells.sim.cluster.facade import SimCluster
+    from foresize.shells.sim.cluster.lifecycle import PodLifecycle
+    from foresize.shells.sim.cluster.nodes import NodeAutoscaler
 
 
 class Scheduler:
-    """The kube-scheduler of the simulated cluster and its per-node charge cache."""
+    """The kube-scheduler of the simulated cluster (its charge cache is the `NodeSet`'s)."""
 
-    def __init__(self, sim: SimCluster) -> None:
-        self.sim = sim
-        self.clock = sim.clock
-        self.journal = sim.journal
-        self.store = sim.store
-        # Scheduler charge per node ([cpu m, memory bytes], `foresize.core.cluster.qos.pod_charge`).
-        self.node_charge: dict[str, list[int]] = {}
-        self.node_pods: dict[str, set[str]] = {}
+    # Peers, connected by the facade once every part exists.
+    lifecycle: PodLifecycle
+    node_autoscaler: NodeAutoscaler | None
+
+    def __init__(
+        self, clock: Clock, journal: Journal, store: ObjectStore, nodeset: NodeSet
+    ) -> None:
+        self.clock = clock
+        self.journal = journal
+        self.store = store
+        self.nodeset = nodeset
         self.pending: set[str] = set()
         self.queued = False
-        # Bumped on every change of a pod's charge or of the nodes: a node autoscaler
-        # re-evaluates consolidation only when it moved. When a node last had a pod
-        # change (Karpenter's consolidateAfter counts from it).
-        self.charge_version = 0
-        self.node_changed_at: dict[str, float] = {}
-
-    def free(self, node: str) -> tuple[int, int]:
-        alloc = self.sim.nodes[node].allocatable
-        used = self.node_charge[node]
-        return alloc.get(CPU, 0) - used[0], alloc.get(MEMORY, 0) - used[1]
-
-    def recharge(self, key: str) -> None:
-        """Refresh the cached scheduler charge of pod `key` on its node."""
-        meta = self.store.meta[key]
-        pod = self.store.pods.get(key)
-        self.charge_version += 1
-        if meta.charged_node is not None:
-            self.node_changed_at[meta.charged_node] = self.clock.now
-            used = self.node_charge.get(meta.charged_node)
-            if used is not None:
-                used[0] -= meta.charge[0]
-                used[1] -= meta.charge[1]
-            meta.charged_node = None
-            meta.charge = (0, 0)
-        if pod is None or pod.node_name is None or pod.phase in ("Succeeded", "Failed"):
-            return
-        ch = pod_charge(pod)
-        meta.charge = (ch.get(CPU, 0), ch.get(MEMORY, 0))
-        meta.charged_node = pod.node_name
-        used = self.node_charge[pod.node_name]
-        used[0] += meta.charge[0]
-        used[1] += meta.charge[1]
-        self.node_changed_at[pod.node_name] = self.clock.now
 
     def queue(self) -> None:
         if not self.queued:
@@ -76,9 +51,11 @@ class Scheduler:
     def candidate_nodes(self, key: str) -> list[str]:
         pinned = self.store.meta[key].pinned_node
         if pinned is not None:
-            node = self.sim.nodes.get(pinned)
+            node = self.nodeset.nodes.get(pinned)
             return [pinned] if node is not None and node.ready else []
-        return [n for n, node in self.sim.nodes.items() if node.ready and not node.unschedulable]
+        return [
+            n for n, node in self.nodeset.nodes.items() if node.ready and not node.unschedulable
+        ]
 
     def schedule(self) -> None:
         self.queued = False
@@ -97,24 +74,24 @@ class Scheduler:
                 r = reserved.setdefault(nom, [0, 0])
                 r[0] += ch.get(CPU, 0)
                 r[1] += ch.get(MEMORY, 0)
-        names = self.sim.node_names
+        names = self.nodeset.node_names
         alloc = np.array(
             [
                 [
-                    self.sim.nodes[n].allocatable.get(CPU, 0),
-                    self.sim.nodes[n].allocatable.get(MEMORY, 0),
+                    self.nodeset.nodes[n].allocatable.get(CPU, 0),
+                    self.nodeset.nodes[n].allocatable.get(MEMORY, 0),
                 ]
                 for n in names
             ],
             dtype=np.float64,
         )
-        free_all = alloc - np.array([self.node_charge[n] for n in names], dtype=np.float64)
+        free_all = alloc - np.array([self.nodeset.node_charge[n] for n in names], dtype=np.float64)
         usable = np.array(
-            [self.sim.nodes[n].ready and not self.sim.nodes[n].unschedulable for n in names]
+            [self.nodeset.nodes[n].ready and not self.nodeset.nodes[n].unschedulable for n in names]
         )
         res_arr = np.zeros_like(free_all)
         for n, r in reserved.items():
-            res_arr[self.sim.node_index[n]] += r
+            res_arr[self.nodeset.node_index[n]] += r
         scale = np.maximum(alloc, 1.0)
         for key in order:
             pod = self.store.pods[key]
@@ -124,14 +101,14 @@ class Scheduler:
             best: tuple[float, str] | None = None
             free = free_all - res_arr
             if meta.nominated_node is not None:
-                free[self.sim.node_index[meta.nominated_node]] += res_arr[
-                    self.sim.node_index[meta.nominated_node]
+                free[self.nodeset.node_index[meta.nominated_node]] += res_arr[
+                    self.nodeset.node_index[meta.nominated_node]
                 ]
             if meta.pinned_node is not None:
                 mask = np.zeros(len(names), dtype=bool)
-                pi = self.sim.node_index.get(meta.pinned_node)
+                pi = self.nodeset.node_index.get(meta.pinned_node)
                 if pi is not None:
-                    mask[pi] = self.sim.nodes[meta.pinned_node].ready
+                    mask[pi] = self.nodeset.nodes[meta.pinned_node].ready
             else:
                 mask = usable.copy()
             mask &= (free[:, 0] >= charge[0]) & (free[:, 1] >= charge[1])
@@ -148,8 +125,8 @@ class Scheduler:
                     if held is not None:
                         held[0] -= charge[0]
                         held[1] -= charge[1]
-                        res_arr[self.sim.node_index[meta.nominated_node]] -= charge
-                self.sim.lifecycle.bind(key, best[1])
+                        res_arr[self.nodeset.node_index[meta.nominated_node]] -= charge
+                self.lifecycle.bind(key, best[1])
                 continue
             if meta.nominated_node is not None:
                 continue  # waiting for its victims to terminate
@@ -171,13 +148,13 @@ class Scheduler:
         self.journal.log(
             "FailedScheduling", f"Pod/{key}", "FailedScheduling", self.unschedulable_message(charge)
         )
-        if self.sim.node_autoscaler is not None:
-            self.sim.node_autoscaler.pod_unschedulable(key)
+        if self.node_autoscaler is not None:
+            self.node_autoscaler.pod_unschedulable(key)
 
     def unschedulable_message(self, charge: tuple[int, int]) -> str:
-        n = len(self.sim.nodes)
-        cpu_short = sum(1 for node in self.sim.nodes if self.free(node)[0] < charge[0])
-        mem_short = sum(1 for node in self.sim.nodes if self.free(node)[1] < charge[1])
+        n = len(self.nodeset.nodes)
+        cpu_short = sum(1 for node in self.nodeset.nodes if self.nodeset.free(node)[0] < charge[0])
+        mem_short = sum(1 for node in self.nodeset.nodes if self.nodeset.free(node)[1] < charge[1])
         parts = []
         if cpu_short:
             parts.append(f"{cpu_short} Insufficient cpu")
@@ -189,9 +166,9 @@ class Scheduler:
         pod = self.store.pods[key]
         best: tuple[tuple[int, int, int, int], str, list[str]] | None = None
         for n_i, node in enumerate(self.candidate_nodes(key)):
-            free = list(self.free(node))
+            free = list(self.nodeset.free(node))
             lower = []
-            for k in self.node_pods[node]:
+            for k in self.nodeset.node_pods[node]:
                 p = self.store.pods.get(k)
                 if p is None or p.deletion_time is not None or p.phase in ("Succeeded", "Failed"):
                     continue
@@ -240,6 +217,6 @@ class Scheduler:
                 preemptor_priority=pod.priority,
             )
             self.journal.count(vm.top, "preemptions")
-            self.sim.lifecycle.delete(v, vm.grace, "Preempted")
+            self.lifecycle.delete(v, vm.grace, "Preempted")
         self.store.meta[key].nominated_node = node
         return True
