@@ -370,3 +370,16 @@ def test_a_workload_another_vertical_autoscaler_claims_gets_no_pair_and_no_floor
     write = recommender_write()
     plan = plan_coordination(off, [write], {"pay/web": {"cpu": 1350.0}}, 0.0, {})
     assert write.status["coordination"]["state"] == "Coordinated"
+
+
+def test_an_hpa_naming_a_missing_workload_is_reported_and_nothing_is_coordinated():
+    """Bad input: the HPA (and the target) name Deployment pay/web, which does not exist:
+    status says what was ignored and why; no scale, no Event, the HPA is not written."""
+    s = snapshot(hpa())
+    s.workloads = {}
+    write = recommender_write()
+    plan = plan_coordination(s, [write], {"pay/web": {"cpu": 1350.0}}, 0.0, {})
+    record = write.status["coordination"]
+    assert record["state"] == "Ignored" and record["hpa"] == "HorizontalPodAutoscaler pay/web"
+    assert "names Deployment pay/web, which does not exist" in record["reason"]
+    assert plan.actions == [] and plan.pairs == {}

@@ -88,8 +88,20 @@ def plan_coordination(
             continue
         view = found
         wl = snapshot.workload(view.ref_kind, view.namespace, view.ref_name)
-        hpa = snapshot.hpa_for(wl) if wl is not None else None
-        if wl is None or hpa is None:
+        if wl is None:
+            orphan = _hpa_naming(snapshot, view)
+            if orphan is not None:  # the worker reports the missing workload itself
+                write.status["coordination"] = _record(
+                    "Ignored",
+                    orphan,
+                    now,
+                    reason=f"{describe_hpa(orphan)} names {view.ref_kind} "
+                    f"{view.namespace}/{view.ref_name}, which does not exist: nothing is "
+                    "coordinated",
+                )
+            continue
+        hpa = snapshot.hpa_for(wl)
+        if hpa is None:
             continue
         claim = snapshot.vertical_claim_for(wl.kind, wl.namespace, wl.name)
         if claim is not None:  # refuse double control (the vertical guard's condition)
@@ -160,6 +172,18 @@ def plan_coordination(
         if wl.replicas < floor:
             plan.actions.append(PatchScale(wl.namespace, wl.kind, wl.name, floor, target=key))
     return plan
+
+
+def _hpa_naming(snapshot: ClusterSnapshot, view: TargetView) -> HorizontalPodAutoscaler | None:
+    """The HPA whose scaleTargetRef names the target's workload (which may not exist)."""
+    for h in snapshot.hpas:
+        if (h.namespace, h.target_kind, h.target_name) == (
+            view.namespace,
+            view.ref_kind,
+            view.ref_name,
+        ):
+            return h
+    return None
 
 
 def _decide(
