@@ -420,7 +420,9 @@ def test_a_403_that_is_not_about_node_capacity_is_not_a_refusal() -> None:
 def test_a_released_resize_is_not_counted_as_a_resize() -> None:
     from foresize.core.vertical import on_result
 
-    t = target("in_place", disruption={"release_deferred_after": "5m"})
+    t = target(
+        "in_place", disruption={"release_deferred_after": "5m", "release_deferred": "allocated"}
+    )
     s = _deferred_upsize(t)
     _, state = plan(s, 0.0, WorkerState(), suggestions=sugg(cpu=600, mem=100 * MIB))
     actions, state = plan(s, 300.0, state, suggestions=sugg(cpu=600, mem=100 * MIB))

@@ -553,7 +553,14 @@ def test_no_eviction_when_no_node_has_room() -> None:
 
 
 def test_downsizes_go_first_and_release_deferred_after() -> None:
-    t = target("in_place", disruption={"max_disrupted": 1, "release_deferred_after": "5m"})
+    t = target(
+        "in_place",
+        disruption={
+            "max_disrupted": 1,
+            "release_deferred_after": "5m",
+            "release_deferred": "allocated",
+        },
+    )
     big = pod("big", cpu=900)
     s = snap([big, pod("small", cpu=50)], [t], nodes={"n1": 2000})
     actions, _ = plan(s, 0.0, WorkerState(), suggestions=sugg(cpu=200, mem=100 * MIB))
@@ -571,9 +578,11 @@ def test_downsizes_go_first_and_release_deferred_after() -> None:
     assert rz.containers[0].requests["cpu"] == 100 and rz.reason == "release-deferred"
 
 
-def test_deferred_is_held_by_default() -> None:
+def test_deferred_is_held_with_release_deferred_never() -> None:
     held = pod("held", cpu=600, alloc={"cpu": 100, "memory": 100 * MIB}, conditions=[deferred()])
-    s = snap([held], [target("in_place")], nodes={"n1": 700})
+    other = pod("other", cpu=500, owner="batch")
+    t = target("in_place", disruption={"release_deferred": "never"})
+    s = snap([held, other], [t], nodes={"n1": 700})
     state = WorkerState()
     for now in (0.0, 600.0, 7200.0):
         actions, state = plan(s, now, state, suggestions=sugg(cpu=600, mem=100 * MIB))

@@ -563,7 +563,11 @@ def test_release_deferred_after_frees_the_capacity_a_deferred_upsize_holds() -> 
                 ),
             ]
         )
-        disruption = {"release_deferred_after": release} if release else {}
+        disruption = (
+            {"release_deferred_after": release, "release_deferred": "allocated"}
+            if release
+            else {"release_deferred": "never"}
+        )
         op = operator(
             sim, "in_place", guard=False, disruption=disruption, targets=["Deployment/default/a"]
         )

@@ -46,8 +46,11 @@ from foresize.core.api.vocabulary import (
     DEFAULT_INTERVAL,
     DEFAULT_MAX_DISRUPTED,
     DEFAULT_MIN_REPLICAS,
+    DEFAULT_RELEASE_DEFERRED,
+    DEFAULT_RELEASE_DEFERRED_AFTER,
     DEFAULT_STALL_TIMEOUT,
     HPA_RESOURCE_POLICIES,
+    RELEASE_DEFERRED,
 )
 
 
@@ -179,6 +182,11 @@ MaxDisrupted = Annotated[
 ]
 
 
+ReleaseDeferred: TypeAlias = Annotated[
+    str, PlainValidator(one_of(RELEASE_DEFERRED)), enum_schema(RELEASE_DEFERRED)
+]
+
+
 class DisruptionPolicy(StrictModel):
     """How many pods may change at once, how often, and when a stalled resize gives up."""
 
@@ -188,8 +196,12 @@ class DisruptionPolicy(StrictModel):
     """Minimum time between batches."""
     stall_timeout: PositiveDuration = DEFAULT_STALL_TIMEOUT
     """How long an in-place resize may stall before in_place_or_recreate evicts the pod."""
-    release_deferred_after: PositiveDuration | None = None
-    """Opt-in: give up a Deferred resize that has held node capacity this long."""
+    release_deferred_after: PositiveDuration = DEFAULT_RELEASE_DEFERRED_AFTER
+    """A Deferred resize that has held node capacity this long is released (see
+    release_deferred)."""
+    release_deferred: ReleaseDeferred = DEFAULT_RELEASE_DEFERRED
+    """fit: shrink the ask to what the node has room for; allocated: back to what the
+    kubelet allocated; never: hold it until room frees up."""
 
     def max_disrupted_for(self, replicas: int) -> int:
         """Pods that may be disrupted in one batch for a target of `replicas` pods:

@@ -69,6 +69,14 @@ changing it would shift the HPA's utilisation arithmetic under it (architecture 
 DEFAULT_MAX_DISRUPTED = "20%"
 DEFAULT_INTERVAL = 60.0
 DEFAULT_STALL_TIMEOUT = 120.0
+# How a Deferred resize that has held node capacity for `release_deferred_after` is let go
+# (`vertical.modes`): `fit` shrinks the ask to what the node has room for now, `allocated`
+# patches it back to what the kubelet allocated, `never` keeps it (and the capacity it
+# holds) until room frees up. The defaults are the evidence of `foresize bench deferred`
+# (docs/vertical.md).
+RELEASE_DEFERRED = ("fit", "allocated", "never")
+DEFAULT_RELEASE_DEFERRED = "fit"
+DEFAULT_RELEASE_DEFERRED_AFTER = 300.0
 
 DEFAULT_MIN_REPLICAS = 2
 """`vertical.update_policy.min_replicas`, like VPA's updater default (`--min-replicas=2`):

@@ -31,8 +31,11 @@ from foresize.core.api.vocabulary import (
     DEFAULT_INTERVAL,
     DEFAULT_MAX_DISRUPTED,
     DEFAULT_MIN_REPLICAS,
+    DEFAULT_RELEASE_DEFERRED,
+    DEFAULT_RELEASE_DEFERRED_AFTER,
     DEFAULT_STALL_TIMEOUT,
     HPA_RESOURCE_POLICIES,
+    RELEASE_DEFERRED,
     SCALING_MODES,
     UPDATE_MODES,
     canonical_word,
@@ -153,7 +156,8 @@ class TargetView:
     max_disrupted: int | str = DEFAULT_MAX_DISRUPTED
     disruption_interval: float = DEFAULT_INTERVAL
     stall_timeout: float = DEFAULT_STALL_TIMEOUT
-    release_deferred_after: float | None = None
+    release_deferred_after: float = DEFAULT_RELEASE_DEFERRED_AFTER
+    release_deferred: str = DEFAULT_RELEASE_DEFERRED  # fit | allocated | never
     scale_up: Threshold = DEFAULT_SCALE_UP
     scale_down: Threshold = DEFAULT_SCALE_DOWN
     oom_enabled: bool = True
@@ -403,9 +407,23 @@ def _read_vertical(vertical: JSONValue, where: str, errors: list[str]) -> dict[s
         ),
         (
             "release_deferred_after",
-            lambda: parse_duration_field(
-                get(disruption, "release_deferred_after", "releaseDeferredAfter"),
-                f"{d}.release_deferred_after",
+            lambda: (
+                parse_duration_field(
+                    get(
+                        disruption,
+                        "release_deferred_after",
+                        "releaseDeferredAfter",
+                        default=DEFAULT_RELEASE_DEFERRED_AFTER,
+                    ),
+                    f"{d}.release_deferred_after",
+                )
+                or DEFAULT_RELEASE_DEFERRED_AFTER
+            ),
+        ),
+        (
+            "release_deferred",
+            lambda: _release_deferred(
+                get(disruption, "release_deferred", "releaseDeferred"), f"{d}.release_deferred"
             ),
         ),
     ]
@@ -432,6 +450,16 @@ def _read_vertical(vertical: JSONValue, where: str, errors: list[str]) -> dict[s
         except (ForesizeError, ValueError, TypeError) as exc:
             errors.append(str(exc))
     return out
+
+
+def _release_deferred(raw: JSONValue, where: str) -> str:
+    """spec.vertical.disruption.release_deferred: fit, allocated or never."""
+    if raw is None:
+        return DEFAULT_RELEASE_DEFERRED
+    value = canonical_word(raw, RELEASE_DEFERRED)
+    if value is None:
+        raise ForesizeError(f"{where}: expected one of {', '.join(RELEASE_DEFERRED)}, not {raw!r}")
+    return value
 
 
 def _boost_policy(boost: JSONValue, where: str) -> BoostPolicy:

@@ -117,7 +117,7 @@ def _release(c: Candidate, ctx: PassContext, actions: list[Action]) -> None:
         ResizePod(
             pod.namespace,
             pod.name,
-            allocated_containers(pod),
+            c.release_to or allocated_containers(pod),
             c.run.policy.key,
             "release-deferred",
             "down",

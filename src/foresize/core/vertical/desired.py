@@ -272,6 +272,32 @@ def allocated_containers(pod: Pod) -> tuple[ContainerResize, ...]:
     return tuple(out)
 
 
+def fitting_containers(pod: Pod, room: ResourceMap) -> tuple[ContainerResize, ...]:
+    """The pod's pending ask shrunk to what `room` (beyond what the kubelet allocated)
+    allows: each growing request gets its allocation plus as much of its growth as the
+    room has left, container by container; what the spec lowers stays lowered. A limit
+    equal to its request in the spec (Guaranteed) follows the fitted request, so the QoS
+    class holds; other limits stay as the spec asks (the scheduler does not charge them)."""
+    back = {c.name: c for c in allocated_containers(pod)}
+    left = dict(room)
+    out = []
+    for c in pod.containers:
+        have = back[c.name].requests
+        req = dict(c.resources.requests)
+        for r, want in c.resources.requests.items():
+            got = have.get(r, want)
+            if r in COMPUTE_RESOURCES and want > got:
+                give = min(want - got, max(0, left.get(r, 0)))
+                req[r] = got + give
+                left[r] = left.get(r, 0) - give
+        lim = dict(c.resources.limits)
+        for r, value in c.resources.limits.items():
+            if value == c.resources.requests.get(r):
+                lim[r] = req[r]
+        out.append(ContainerResize(c.name, req, lim))
+    return tuple(out)
+
+
 def resize_in_flight(pod: Pod) -> bool:
     """The spec asks for something the kubelet has not (yet) allocated."""
     for c in pod.containers:

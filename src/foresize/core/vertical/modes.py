@@ -25,13 +25,25 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from foresize.core.api.quantity import CPU, MEMORY
+from foresize.core.cluster.actions import ContainerResize
+from foresize.core.cluster.capacity import format_resources
 from foresize.core.cluster.disruption import restart_pending
-from foresize.core.cluster.model import REASON_DEFERRED, Container, Pod
+from foresize.core.cluster.model import (
+    COMPUTE_RESOURCES,
+    REASON_DEFERRED,
+    Container,
+    Pod,
+    ResourceMap,
+)
+from foresize.core.cluster.qos import allocated_requests, pod_charge
 from foresize.core.cluster.runtime import heap_ceiling
+from foresize.core.cluster.snapshot import ClusterSnapshot
+from foresize.core.vertical.admit import disruption_hold, recreated_by_controller
 from foresize.core.vertical.desired import (
     PodChange,
     allocated_containers,
     container_sig,
+    fitting_containers,
     known_in_flight,
     known_pod_change,
 )
@@ -145,30 +157,75 @@ def pending_sig(pod: Pod) -> str:
 
 
 def _release(
-    run: TargetRun, view: PodView, change: PodChange | None, now: float, out: list[Candidate]
+    run: TargetRun, view: PodView, change: PodChange | None, ctx: PassContext, out: list[Candidate]
 ) -> bool:
-    """Release a Deferred resize that has held capacity too long (opt-in): patch the pod
-    back to what the kubelet allocated. True if proposed."""
-    pol, rec, pod = run.policy, view.record, view.pod
+    """Release a Deferred resize that has held node capacity for `release_deferred_after`
+    (`release_deferred`: `fit` shrinks the ask to what the node has room for, `allocated`
+    patches it back to what the kubelet allocated, `never` keeps it). Under
+    `in_place_or_recreate` a pod that can be recreated is evicted at `stall_timeout`
+    first; it is released only if that eviction could not go for `release_deferred_after`
+    more (PDB, no room elsewhere). True if proposed."""
+    pol, rec, pod, now = run.policy, view.record, view.pod, ctx.now
     if (
         view.reason != REASON_DEFERRED
-        or pol.release_deferred_after is None
+        or pol.release_deferred == "never"
         or rec is None
-        or now - rec.first_seen < pol.release_deferred_after
         or change is not None
     ):
         return False
+    after = pol.release_deferred_after
+    if pol.update_mode == "in_place_or_recreate" and recreatable(pod):
+        after += pol.stall_timeout
+    if now - rec.first_seen < after:
+        return False
     back = allocated_containers(pod)
-    out.append(Candidate(RELEASE, pod, run, None, "release-deferred"))
+    to: tuple[ContainerResize, ...] = ()
+    how = "patched back to the allocated resources"
+    if pol.release_deferred == "fit":
+        fitted = fitting_containers(pod, node_room(ctx.snapshot, pod))
+        if all(
+            c.requests == p.resources.requests for c, p in zip(fitted, pod.containers, strict=True)
+        ):
+            return False  # room came back: the kubelet admits it on its next try
+        if fitted != back:
+            to, how = fitted, "shrunk to what the node has room for"
+    out.append(Candidate(RELEASE, pod, run, None, "release-deferred", release_to=to))
     run.state.released[pod.uid] = pending_sig(pod)
     run.pod_event(
         pod,
         "ResizeReleased",
-        f"resize Deferred for {now - rec.first_seen:.0f}s: patched back to the allocated "
-        f"resources so it stops holding node capacity ({'; '.join(c.name for c in back)})",
+        f"resize Deferred for {now - rec.first_seen:.0f}s: {how} so it stops holding node "
+        f"capacity ({'; '.join(describe_resize(c) for c in (to or back))})",
         "Warning",
     )
     return True
+
+
+def recreatable(pod: Pod) -> bool:
+    """Would an eviction recreate the pod (a controller owns it, and it did not opt out of
+    voluntary disruption)?"""
+    return recreated_by_controller(pod) and disruption_hold(pod) is None
+
+
+def node_room(snapshot: ClusterSnapshot, pod: Pod) -> ResourceMap:
+    """What the pod may grow by on its node now: the node's allocatable less the
+    scheduler's charge of every other pod there and what the kubelet allocated this one
+    (its own pending ask is not counted: that is what is being sized)."""
+    node = snapshot.nodes.get(pod.node_name or "")
+    if node is None:
+        return {}
+    used = dict(allocated_requests(pod))
+    for other in snapshot.pods_on_node(node.name):
+        if other.uid != pod.uid:
+            for r, v in pod_charge(other).items():
+                used[r] = used.get(r, 0) + v
+    return {
+        r: node.allocatable[r] - used.get(r, 0) for r in COMPUTE_RESOURCES if r in node.allocatable
+    }
+
+
+def describe_resize(c: ContainerResize) -> str:
+    return f"{c.name}: {format_resources(c.requests)}"
 
 
 def _still_refused(run: TargetRun, view: PodView, change: PodChange | None) -> bool:
@@ -223,7 +280,7 @@ def decide_in_place(run: TargetRun, view: PodView, ctx: PassContext, out: list[C
         return 0
     disrupted = _already_disrupted(run, view)
     urgent = _urgent(pod, change, ctx.now)
-    if _release(run, view, change, ctx.now, out):
+    if _release(run, view, change, ctx, out):
         return disrupted
     if _still_refused(run, view, change):
         refused_sig = run.state.refused[pod.uid]
@@ -247,7 +304,7 @@ def decide_in_place_or_recreate(
     change = _change(run, pod)
     disrupted = _already_disrupted(run, view)
     urgent = _urgent(pod, change, ctx.now)
-    if _release(run, view, change, ctx.now, out):
+    if _release(run, view, change, ctx, out):
         return disrupted
     refused = _still_refused(run, view, change)
     rec = view.record

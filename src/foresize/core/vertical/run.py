@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from foresize.core.cluster.actions import EmitEvent
+from foresize.core.cluster.actions import ContainerResize, EmitEvent
 from foresize.core.cluster.capacity import format_resources
 from foresize.core.cluster.model import Pod, Suggestion
 from foresize.core.cluster.pending import ComingSize
@@ -31,6 +31,8 @@ class Candidate:
     change: PodChange | None = None
     reason: str = ""
     urgent: bool = False
+    # RELEASE: what the Deferred resize is patched to (empty: back to the allocation)
+    release_to: tuple[ContainerResize, ...] = ()
 
 
 @dataclass(slots=True)
