@@ -60,7 +60,7 @@ def test_defaults_follow_the_design():
     assert v.disruption.max_disrupted == "20%"
     assert v.disruption.interval == 60.0
     assert v.disruption.stall_timeout == 120.0
-    assert v.disruption.release_deferred_after == 300.0  # bench deferred: docs/vertical.md
+    assert v.disruption.release_deferred_after == 60.0  # bench deferred: docs/vertical.md
     assert v.disruption.release_deferred == "fit"
     assert v.oom_remediation.enabled is True
     assert v.oom_remediation.stabilization_window is None

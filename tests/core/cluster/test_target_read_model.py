@@ -92,5 +92,5 @@ def test_a_bad_disruption_duration_is_reported_by_its_field() -> None:
         "AIScaleTarget shop/web: spec.vertical.disruption.stall_timeout: not a duration: "
         "'1h 5m' (expected e.g. 60s, 15m, 1h30m, 8d or 1w)",
     )
-    # Unset: the API's default (5m, fitting), as the pydantic model has it.
-    assert view.release_deferred_after == 300.0 and view.release_deferred == "fit"
+    # Unset: the API's default (1m, fitting), as the pydantic model has it.
+    assert view.release_deferred_after == 60.0 and view.release_deferred == "fit"

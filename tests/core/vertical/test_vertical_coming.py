@@ -59,7 +59,9 @@ def test_an_upsize_the_guard_holds_is_waiting_for_room_and_opt_outs_never_recrea
 
 def test_a_deferred_upsize_is_coming_until_it_is_released() -> None:
     held = pod("held", cpu=600, alloc={"cpu": 100, "memory": 100 * MIB}, conditions=[deferred()])
-    t = target("in_place", disruption={"release_deferred_after": "5m"})
+    t = target(
+        "in_place", disruption={"release_deferred_after": "5m", "release_deferred": "allocated"}
+    )
     s = snap([held], [t], nodes={"n1": 700})
     _, state = plan(s, 0.0, WorkerState(), suggestions=sugg(cpu=600, mem=100 * MIB))
     assert coming(state) == {"held": (DEFERRED, {"cpu": 500})}

@@ -1,5 +1,5 @@
 """A Deferred in-place grow never holds node capacity without bound (issue 23 item 5):
-after `disruption.release_deferred_after` (5m by default, from `foresize bench deferred`)
+after `disruption.release_deferred_after` (1m by default, from `foresize bench deferred`)
 it is released, by default shrunk to what the node has room for (`release_deferred:
 fit`); `allocated` gives it up, `never` keeps the old hold. Under `in_place_or_recreate`
 a pod that can be recreated is evicted at `stall_timeout` first."""
@@ -32,9 +32,9 @@ def releases(t: Any, times: tuple[float, ...]) -> list[tuple[float, ResizePod]]:
     return out
 
 
-def test_by_default_the_ask_shrinks_to_what_fits_after_five_minutes() -> None:
-    ((at, rz),) = releases(target("in_place"), (0.0, 299.0, 300.0))
-    assert at == 300.0
+def test_by_default_the_ask_shrinks_to_what_fits_after_a_minute() -> None:
+    ((at, rz),) = releases(target("in_place"), (0.0, 59.0, 60.0))
+    assert at == 60.0
     assert rz.containers[0].requests == {"cpu": 400, "memory": 100 * MIB}  # 100 + the 300m room
 
 
@@ -60,7 +60,7 @@ def test_a_guaranteed_container_keeps_its_limit_equal_to_the_fitted_request() ->
     )
     s = snap([held, pod("other", cpu=300, owner="batch")], [target("in_place")], nodes={"n1": 700})
     state = WorkerState()
-    for now in (0.0, 300.0):
+    for now in (0.0, 60.0):
         actions, state = plan(
             s,
             now,
@@ -75,7 +75,7 @@ def test_no_room_at_all_releases_to_the_allocation_and_room_back_releases_nothin
     held = pod("held", cpu=600, alloc={"cpu": 100, "memory": 100 * MIB}, conditions=[deferred()])
     s = snap([held, pod("other", cpu=600, owner="batch")], [target("in_place")], nodes={"n1": 700})
     state = WorkerState()
-    for now in (0.0, 300.0):
+    for now in (0.0, 60.0):
         actions, state = plan(s, now, state, suggestions=sugg(cpu=600, mem=100 * MIB))
     (rz,) = of(actions, ResizePod)
     assert rz.containers[0].requests["cpu"] == 100
@@ -83,7 +83,7 @@ def test_no_room_at_all_releases_to_the_allocation_and_room_back_releases_nothin
     # The node has room for the whole ask (the kubelet admits it on its next try).
     s = snap([held], [target("in_place")], nodes={"n1": 700})
     state = WorkerState()
-    for now in (0.0, 300.0):
+    for now in (0.0, 60.0):
         actions, state = plan(s, now, state, suggestions=sugg(cpu=600, mem=100 * MIB))
     assert not of(actions, ResizePod)
 
@@ -97,12 +97,12 @@ def test_in_place_or_recreate_evicts_first_and_releases_only_what_it_cannot_recr
         actions, state = plan(s, now, state, suggestions=sugg(cpu=600, mem=100 * MIB))
         seen += actions
     assert names(seen, EvictPod) == ["held"] and not of(seen, ResizePod)  # stall_timeout: 2m
-    # A pod that opted out of voluntary disruption is not evicted: released at 5m.
+    # A pod that opted out of voluntary disruption is not evicted: released at 1m.
     s = full_node(t, roomy=True)
     s.pods[0].annotations = {"karpenter.sh/do-not-disrupt": "true"}
     state = WorkerState()
     seen = []
-    for now in (0.0, 120.0, 300.0):
+    for now in (0.0, 60.0):
         actions, state = plan(s, now, state, suggestions=sugg(cpu=600, mem=100 * MIB))
         seen += actions
     assert not of(seen, EvictPod)

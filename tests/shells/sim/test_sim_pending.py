@@ -39,7 +39,9 @@ def two_on_one_node() -> Any:
 
 def run(guard: bool) -> tuple[Any, Any]:
     sim = two_on_one_node()
-    op = operator(sim, "in_place", guard=guard, targets=["Deployment/default/a"])
+    # Held, not released (the default releases it after a minute: test_vertical_release_deferred).
+    hold = {"release_deferred": "never"}
+    op = operator(sim, "in_place", guard=guard, disruption=hold, targets=["Deployment/default/a"])
     suggest(op, "a", app=({"cpu": 1000, "memory": 256 * MIB}, {"cpu": 2000, "memory": GIB}))
     sim.run(300)
     return sim, op

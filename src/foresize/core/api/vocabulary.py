@@ -76,7 +76,7 @@ DEFAULT_STALL_TIMEOUT = 120.0
 # (docs/vertical.md).
 RELEASE_DEFERRED = ("fit", "allocated", "never")
 DEFAULT_RELEASE_DEFERRED = "fit"
-DEFAULT_RELEASE_DEFERRED_AFTER = 300.0
+DEFAULT_RELEASE_DEFERRED_AFTER = 60.0
 
 DEFAULT_MIN_REPLICAS = 2
 """`vertical.update_policy.min_replicas`, like VPA's updater default (`--min-replicas=2`):
