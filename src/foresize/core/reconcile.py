@@ -69,12 +69,8 @@ from foresize.core.lifecycle.daemonset import DsaPlan, UsageWindow, dsa_suggesti
 from foresize.core.lifecycle.planner import LifecycleState, plan_lifecycle
 from foresize.core.lifecycle.revert import REVERT_FINALIZER
 from foresize.core.lifecycle.templates import TemplatePlan, plan_templates
-from foresize.core.recommend.suggestions import (
-    SuggestionState,
-    cadence_of,
-    horizontal_forecasts,
-    plan_suggestions,
-)
+from foresize.core.recommend.horizontal import horizontal_forecasts
+from foresize.core.recommend.suggestions import SuggestionState, cadence_of, plan_suggestions
 from foresize.core.vertical.planner import plan
 from foresize.core.vertical.policy import WorkerConfig
 from foresize.core.vertical.results import on_result
