@@ -16,7 +16,8 @@ def synthetic_index(n_targets: int, seed: int = 7):
     many recommendation-mode ones: a realistic lookup load for the pod decision."""
     from foresize.core.admission.index import AdmissionIndex
     from foresize.core.cluster.model import ContainerSuggestion, Suggestion
-    from foresize.core.cluster.target import ContainerPolicy, ResourcePolicy, TargetView
+    from foresize.core.cluster.target import TargetView
+    from foresize.core.cluster.target_fields import ContainerPolicy, ResourcePolicy
 
     rng = random.Random(seed)
     views = []

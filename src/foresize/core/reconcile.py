@@ -54,7 +54,8 @@ from foresize.core.cluster.coordination import Pair
 from foresize.core.cluster.model import OwnerRef, Pod, Suggestion
 from foresize.core.cluster.qos import spec_requests
 from foresize.core.cluster.snapshot import ClusterSnapshot, DsaObject, TargetObject
-from foresize.core.cluster.target import TargetView, dsa_view, suggestion_from, target_view
+from foresize.core.cluster.target import TargetView, dsa_view, target_view
+from foresize.core.cluster.target_fields import suggestion_from
 from foresize.core.history import OOM, HistoryReader, SeriesKey
 from foresize.core.horizontal.coming import (
     COMING_STEP,

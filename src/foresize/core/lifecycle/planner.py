@@ -30,7 +30,8 @@ from foresize.core.api.types import format_timestamp, parse_timestamp
 from foresize.core.cluster.actions import Action, WriteTargetStatus
 from foresize.core.cluster.capacity import NodeLedger
 from foresize.core.cluster.snapshot import ClusterSnapshot
-from foresize.core.cluster.target import AUTONOMOUS, TargetView, dsa_view, target_view
+from foresize.core.cluster.target import TargetView, dsa_view, target_view
+from foresize.core.cluster.target_fields import AUTONOMOUS
 from foresize.core.lifecycle.revert import HELD_PREFIX, REVERT_FINALIZER, RevertPlan, plan_revert
 
 STATUS_KEY = "lifecycle"

@@ -34,7 +34,8 @@ from foresize.core.cluster.model import (
 )
 from foresize.core.cluster.runtime import heap_ceiling
 from foresize.core.cluster.snapshot import ClusterSnapshot, TargetObject
-from foresize.core.cluster.target import TargetView, suggestion_from, target_view
+from foresize.core.cluster.target import TargetView, target_view
+from foresize.core.cluster.target_fields import suggestion_from
 from foresize.core.errors import ForesizeError
 from foresize.core.history import HistoryReader
 from foresize.core.recommend.explain import event_line, event_message, status_entries
@@ -181,8 +182,9 @@ def _shadows(
     """Each due target's shadow policies through the recommender, in one batch of their
     own (their memory risk is priced against the same fleet, `reference`, and never moves
     the live suggestions): target key -> policy name -> its result."""
+    from foresize.core.recommend.request import TargetRequest
     from foresize.core.recommend.shadow import ShadowRun, shadow_params
-    from foresize.core.recommend.target import TargetRequest, recommend_batch
+    from foresize.core.recommend.target import recommend_batch
 
     jobs: list[tuple[str, str, Any]] = []
     for d, request in zip(due_targets, requests, strict=True):
@@ -250,8 +252,8 @@ def _shadow_status(
 ) -> list[dict[str, Any]]:
     """`status.shadow`: the target's own policy (`active`, its published requests) and
     each shadow, scored on the same history by THE scoring (`recommend.score`)."""
+    from foresize.core.recommend.histories import MODEL_STEP
     from foresize.core.recommend.shadow import ShadowRun, score_entry, score_run
-    from foresize.core.recommend.target import MODEL_STEP
 
     runs = state.shadow.setdefault(d.key, {})
     active = runs.setdefault(ACTIVE_POLICY, ShadowRun())
