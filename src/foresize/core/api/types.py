@@ -24,10 +24,10 @@ file by the CLI with the same words.
 
 The models live in one module per object: `fields` (units, enumerations, bases), `meta`
 (metadata, references, selectors), `model` (forecast settings), `policy` (vertical and
-horizontal policies), `target` (AIScaleTarget), `daemonset`, `template`
-(ClusterAIScaleTemplate), `cluster_policy` (ClusterAIScalePolicy, its named `presets`, merged
-by `hierarchy`) and `load` (parsing with errors naming the field). This module
-re-exports them: import the API from here.
+horizontal policies), `maintenance` (windows and change budgets), `target`
+(AIScaleTarget), `daemonset`, `template` (ClusterAIScaleTemplate), `cluster_policy`
+(ClusterAIScalePolicy, its named `presets`, merged by `hierarchy`) and `load` (parsing
+with errors naming the field). This module re-exports them: import the API from here.
 """
 
 from __future__ import annotations
@@ -81,6 +81,7 @@ from foresize.core.api.load import (
     parse_target,
     parse_template,
 )
+from foresize.core.api.maintenance import ChangeBudgets, Maintenance, MaintenanceWindow
 from foresize.core.api.meta import (
     APIObject,
     DaemonSetRef,
@@ -166,6 +167,7 @@ __all__ = [
     "AIScaleTargetSpec",
     "AIScaleTargetStatus",
     "APIObject",
+    "ChangeBudgets",
     "CircuitBreakerStatus",
     "ClusterAIScalePolicy",
     "ClusterAIScalePolicyKind",
@@ -201,6 +203,8 @@ __all__ = [
     "LabelSelector",
     "LabelSelectorRequirement",
     "LimitPolicy",
+    "Maintenance",
+    "MaintenanceWindow",
     "MaxDisrupted",
     "MemoryPolicy",
     "MemoryQuantity",
