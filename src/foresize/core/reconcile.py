@@ -55,7 +55,8 @@ from foresize.core.cluster.model import OwnerRef, Pod, Suggestion
 from foresize.core.cluster.pending import NODE_POOL_LABELS, PendingDemand, publish
 from foresize.core.cluster.qos import spec_requests
 from foresize.core.cluster.snapshot import ClusterSnapshot, DsaObject, TargetObject
-from foresize.core.cluster.target import TargetView, dsa_view, suggestion_from, target_view
+from foresize.core.cluster.target import TargetView, dsa_view, target_view
+from foresize.core.cluster.target_fields import suggestion_from
 from foresize.core.history import OOM, HistoryReader, SeriesKey
 from foresize.core.horizontal.coming import (
     COMING_STEP,
@@ -69,12 +70,8 @@ from foresize.core.horizontal.planner import plan_horizontal
 from foresize.core.lifecycle.daemonset import DsaPlan, UsageWindow, dsa_suggestion, plan_dsa
 from foresize.core.lifecycle.planner import LifecycleState, finalizers_to_add, plan_lifecycle
 from foresize.core.lifecycle.templates import TemplatePlan, plan_templates
-from foresize.core.recommend.suggestions import (
-    SuggestionState,
-    cadence_of,
-    horizontal_forecasts,
-    plan_suggestions,
-)
+from foresize.core.recommend.horizontal import horizontal_forecasts
+from foresize.core.recommend.suggestions import SuggestionState, cadence_of, plan_suggestions
 from foresize.core.vertical.planner import plan
 from foresize.core.vertical.policy import WorkerConfig
 from foresize.core.vertical.results import on_result
@@ -463,11 +460,7 @@ def merged_conditions(
 ) -> list[dict[str, JSONValue]]:
     """The target's conditions with `condition` replacing the one of its type: a merge patch
     replaces the whole list, so the others must be written back unchanged."""
-    out: list[dict[str, JSONValue]] = []
-    for c in get_path(target, "status", "conditions") or []:
-        raw = c.model_dump(mode="json", exclude_none=True) if hasattr(c, "model_dump") else dict(c)
-        if raw.get("type") != condition["type"]:
-            out.append(raw)
+    out = [dict(c) for c in target_view(target).conditions if c.get("type") != condition["type"]]
     out.append(condition)
     return out
 
