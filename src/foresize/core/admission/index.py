@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from foresize.core.cluster.coordination import coordination_problem
+from foresize.core.cluster.jobs import CRONJOB, JOB, cronjob_of_job_name
 from foresize.core.cluster.model import (
     HorizontalPodAutoscaler,
     OwnerRef,
@@ -182,20 +183,24 @@ class AdmissionIndex:
     def top_owner_ref(
         self, namespace: str, owner: OwnerRef | Workload | None, labels: Mapping[str, str]
     ) -> tuple[str, str] | None:
-        """(kind, name) of the top controller: ReplicaSet -> Deployment/Rollout.
+        """(kind, name) of the top controller: ReplicaSet -> Deployment/Rollout, Job ->
+        CronJob.
 
         A ReplicaSet the index does not know (the kube shell need not list them all) is
-        resolved from its name: `<deployment>-<pod-template-hash>`."""
+        resolved from its name: `<deployment>-<pod-template-hash>`; a Job likewise from
+        the CronJob controller's naming (`cluster.jobs`)."""
         if owner is None:
             return None
         if isinstance(owner, Workload):
-            if owner.kind == "ReplicaSet" and owner.owner is not None:
+            if owner.kind in ("ReplicaSet", JOB) and owner.owner is not None:
                 return owner.owner.kind, owner.owner.name
-            if owner.kind != "ReplicaSet":
+            if owner.kind not in ("ReplicaSet", JOB):
                 return owner.kind, owner.name
             kind, name = owner.kind, owner.name
         else:
             kind, name = owner.kind, owner.name
+        if kind == JOB:
+            return self._job_owner(namespace, name)
         if kind != "ReplicaSet":
             return kind, name
         rs = self.workloads.get(f"ReplicaSet/{namespace}/{name}")
@@ -208,6 +213,17 @@ class AdmissionIndex:
                 kind = "Rollout" if label.startswith("rollouts") else "Deployment"
                 return kind, parent
         return "ReplicaSet", name
+
+    def _job_owner(self, namespace: str, name: str) -> tuple[str, str]:
+        """A Job's CronJob, from the Job object if the index has it, else from its name
+        where a CronJob of that name is a target's; else the Job itself."""
+        job = self.workloads.get(f"{JOB}/{namespace}/{name}")
+        if job is not None:
+            return (job.owner.kind, job.owner.name) if job.owner is not None else (JOB, name)
+        cronjob = cronjob_of_job_name(name)
+        if cronjob is not None and (CRONJOB, namespace, cronjob) in self.by_ref:
+            return CRONJOB, cronjob
+        return JOB, name
 
     # -- lookups -------------------------------------------------------------------------
 

@@ -36,6 +36,7 @@ KIND_ALIASES = {
     "argorollout": "Rollout",
     "daemonset": "DaemonSet",
     "replicaset": "ReplicaSet",
+    "cronjob": "CronJob",
 }
 
 RECREATE_MODES = frozenset({"recreate", "in_place_or_recreate"})

@@ -76,6 +76,8 @@ INVOLVED_API_VERSIONS = {
     "Node": "v1",
     **{k: "apps/v1" for k in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet")},
     "Rollout": "argoproj.io/v1alpha1",
+    "CronJob": "batch/v1",
+    "Job": "batch/v1",
     **{k: f"{GROUP}/{VERSION}" for k in FORESIZE_RESOURCES},
 }
 

@@ -30,6 +30,9 @@ WATCHED: tuple[WatchedKind, ...] = (
     WatchedKind("apps", "v1", "statefulsets", "StatefulSet"),
     WatchedKind("apps", "v1", "daemonsets", "DaemonSet"),
     WatchedKind("apps", "v1", "replicasets", "ReplicaSet"),
+    # A CronJob target's runs: the CronJobs and their Jobs (the owner chain of Job pods).
+    WatchedKind("batch", "v1", "cronjobs", "CronJob"),
+    WatchedKind("batch", "v1", "jobs", "Job"),
     WatchedKind("argoproj.io", "v1alpha1", "rollouts", "Rollout", optional=True),
     # Other vertical autoscalers: a workload they act on is left alone (not installed: fine).
     WatchedKind(

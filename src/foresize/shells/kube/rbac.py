@@ -44,6 +44,8 @@ def cluster_role_rules() -> list[dict[str, Any]]:
         # patch: the restartedAt template annotation when a revert cannot be done in place.
         rule(["apps"], ["deployments", "statefulsets", "daemonsets"], [*WATCH, "patch"]),
         rule(["argoproj.io"], ["rollouts"], [*WATCH, "patch"]),
+        # CronJob targets: the CronJobs' pod templates and the Jobs that own their pods.
+        rule(["batch"], ["cronjobs", "jobs"], WATCH),
         # Replicas (horizontal autonomous mode).
         rule(["apps"], ["deployments/scale", "statefulsets/scale"], ["patch"]),
         rule(["argoproj.io"], ["rollouts/scale"], ["patch"]),

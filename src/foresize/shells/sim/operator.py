@@ -4,8 +4,8 @@
 real API server, and runs the same pass (`foresize.core.reconcile.plan_pass`):
 
 - a usage observer (`sim.on_usage`) feeds the usage history (samples of a pod's first 2
-  minutes are left out, and so are samples of a container that is down); OOM kills go
-  into the history as events;
+  minutes are left out, but for a Job's, and so are samples of a container that is
+  down); OOM kills go into the history as events;
 - every `loop_interval` it takes a snapshot, runs the core's pass (recommendations at each
   target's cadence or at once after an OOM kill, horizontal, lifecycle, templates, the
   in-place gate, the vertical planner) and sends its actions through the core's
@@ -43,7 +43,7 @@ from foresize.core.cluster.model import (
     Suggestion,
 )
 from foresize.core.cluster.target import dsa_view
-from foresize.core.history import SeriesKey
+from foresize.core.history import SeriesKey, job_pod_history
 from foresize.core.lifecycle.daemonset import UsageWindow
 from foresize.core.recommend.suggestions import suggestion_uid
 from foresize.core.reconcile import ActionQueue, ReconcileConfig, ReconcileState, plan_pass
@@ -124,7 +124,7 @@ class OperatorOptions:
     loop_interval: float = 15.0
     recommend_interval: float = 900.0  # forecast_interval default = forecast_blocks (15 m)
     min_lookback: float = DEFAULT_MIN_LOOKBACK
-    kinds: tuple[str, ...] = ("Deployment", "StatefulSet")
+    kinds: tuple[str, ...] = ("Deployment", "StatefulSet", "CronJob")
     # Hysteresis (scaling_behavior): up 5%, down 10%, the recommender's defaults.
     scale_up_percent: float = 5.0
     scale_down_percent: float = 10.0
@@ -196,17 +196,20 @@ class SimOperator:
                 continue
             if self.opt.targets is not None and key not in self.opt.targets:
                 continue
+            # A CronJob's pods are sized at creation only (`api.jobs`): no update mode
+            # but its own, no start-up boost.
+            cronjob = wl.kind == "CronJob"
             vertical: dict[str, Any] = {
                 "mode": "autonomous",
                 "update_policy": {
-                    "update_mode": self.opt.update_mode,
+                    **({} if cronjob else {"update_mode": self.opt.update_mode}),
                     **({"min_replicas": m} if (m := self.opt.min_replicas) is not None else {}),
                 },
                 "hpa_resource_policy": self.opt.hpa_resource_policy,
             }
             if self.opt.disruption:
                 vertical["disruption"] = dict(self.opt.disruption)
-            if self.opt.startup_boost is not None:
+            if self.opt.startup_boost is not None and not cronjob:
                 vertical["startup_boost"] = dict(self.opt.startup_boost)
             if self.opt.proportional_limits:
                 vertical["containers"] = _proportional_limits(wl.template.containers)
@@ -345,10 +348,11 @@ class SimOperator:
             if pod is None or pod.start_time is None:
                 continue
             # A pod's start time is set when it is bound, before its samples start, and
-            # stays while they last.
+            # stays while they last. A Job's pods are all start-up and work: their first
+            # minutes are kept (`job_pod_history`).
             positions.append(i)
             series.append(s)
-            start.append(pod.start_time)
+            start.append(-math.inf if job_pod_history(pod.owner) else pod.start_time)
         self._sampling = _Sampling(
             keys,
             np.asarray(positions, dtype=np.int64),
