@@ -12,10 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from foresize.core.api.quantity import CPU
 from foresize.core.cluster.coordination import coordination_problem
 from foresize.core.cluster.jobs import CRONJOB, JOB, cronjob_of_job_name
 from foresize.core.cluster.model import (
     HorizontalPodAutoscaler,
+    Node,
     OwnerRef,
     Pod,
     Suggestion,
@@ -27,6 +29,12 @@ from foresize.core.cluster.target import TargetView, dsa_view, target_view
 
 # Labels a ReplicaSet's pods carry whose value is the suffix of the ReplicaSet's name.
 _HASH_LABELS = ("pod-template-hash", "rollouts-pod-template-hash")
+
+
+def largest_node_cpu(nodes: Iterable[Node]) -> int | None:
+    """The largest allocatable CPU of a ready, schedulable node (None: no such node)."""
+    cpus = [n.allocatable.get(CPU, 0) for n in nodes if n.ready and not n.unschedulable]
+    return max(cpus) if cpus else None
 
 
 @dataclass(slots=True)
@@ -54,6 +62,9 @@ class AdmissionIndex:
     oom_floors: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     predictions: Mapping[str, int] = field(default_factory=dict)
     dsa_suggestions: Mapping[str, Suggestion] = field(default_factory=dict)
+    # The largest allocatable CPU of a ready node (millicores; None: not known): a start-up
+    # boost is clamped so the pod fits it (`cluster.boost.fit_to_node`).
+    max_node_cpu: int | None = None
 
     @classmethod
     def build(
@@ -69,10 +80,12 @@ class AdmissionIndex:
         oom_floors: Mapping[str, Mapping[str, int]] | None = None,
         predictions: Mapping[str, int] | None = None,
         dsa_suggestions: Mapping[str, Suggestion] | None = None,
+        max_node_cpu: int | None = None,
     ) -> AdmissionIndex:
         """Index targets (API models, manifest dicts or `TargetView`s). The mappings are
         keyed by "namespace/name" of the target and override what its status says."""
         index = cls(
+            max_node_cpu=max_node_cpu,
             workloads=workloads if workloads is not None else {},
             paused=paused,
             suggestions=suggestions if suggestions is not None else {},
@@ -123,6 +136,7 @@ class AdmissionIndex:
             oom_floors=oom_floors,
             predictions=predictions,
             dsa_suggestions=dsa_suggestions,
+            max_node_cpu=largest_node_cpu(snapshot.nodes.values()),
         )
 
     # -- current values (overrides first) -----------------------------------------------

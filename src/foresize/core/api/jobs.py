@@ -3,9 +3,9 @@
 A CronJob's runs are new pods every time, most of them gone before an in-place pass could
 reach them, and a running job evicted loses its work. So such a target sizes its pods at
 creation only: its update mode reads as `initial` (`recreate`, the API default, too; the
-in-place modes are refused, naming the field), it has no `spec.horizontal` (a CronJob has no `*/scale`), and no
-`startup_boost` (its unboost is an in-place resize of a running pod). Its recommendation
-is learned from its past runs' peaks (`recommend.runs`).
+in-place modes are refused, naming the field), it has no `spec.horizontal` (a CronJob has
+no `*/scale`), and no `startup_boost` (its unboost is an in-place resize of a running
+pod). Its recommendation is learned from its past runs' peaks (`recommend.runs`).
 """
 
 from __future__ import annotations

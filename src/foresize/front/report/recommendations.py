@@ -305,9 +305,8 @@ def _job_runs(
 def _job_request(runs: Any, res: str, rr: ResourceRow) -> float | None:
     """The run rule's request of `res` (`recommend.runs.request_from_runs`) in the history's
     units (cores, bytes), its steps in words into the row."""
-    from foresize.core.recommend.runs import request_from_runs
-
     from foresize.core.recommend.histories import TO_CANONICAL
+    from foresize.core.recommend.runs import request_from_runs
 
     value = request_from_runs(runs, res, rr.current_request, rr.current_limit)
     rr.steps.extend(step.why for step in runs.explanation.of(res) if step.step != "rounding")

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from foresize.core.admission.index import AdmissionIndex
+from foresize.core.admission.index import AdmissionIndex, largest_node_cpu
 from foresize.core.admission.pod import mutate_pod
 from foresize.core.admission.scale import decide_scale
 from foresize.core.cluster.model import Pod, Suggestion, Workload
@@ -53,6 +53,7 @@ class SimAdmission:
             id(sim.workloads),
             tuple(hpas),
             tuple(getattr(sim, "vertical_claims", ())),
+            len(sim.nodes),  # a node added or gone moves the largest node (boost clamp)
         )
         if self._cache is not None and self._cache[0] == key:
             return self._cache[1]
@@ -66,6 +67,7 @@ class SimAdmission:
             suggestions=self.suggestions,
             oom_floors=self.oom_floors,
             predictions=self.predictions,
+            max_node_cpu=largest_node_cpu(sim.nodes.values()),
         )
         # Keep the objects referenced so their ids cannot be reused while cached.
         self._cache = (key, index)
