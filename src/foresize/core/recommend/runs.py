@@ -45,7 +45,8 @@ from foresize.core.api.quantity import CPU, MEMORY, MIB, format_resource_map
 from foresize.core.cluster.actions import WriteTargetStatus
 from foresize.core.cluster.model import Container
 from foresize.core.cluster.snapshot import ClusterSnapshot, TargetObject
-from foresize.core.cluster.target import TargetView, suggestion_from, target_view
+from foresize.core.cluster.target import TargetView, target_view
+from foresize.core.cluster.target_fields import suggestion_from
 from foresize.core.history import HistoryReader
 from foresize.core.recommend.explain import Explanation, amount, status_entries
 from foresize.core.recommend.histories import MODEL_STEP, TO_CANONICAL, ContainerHistory
