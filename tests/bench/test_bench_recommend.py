@@ -206,7 +206,8 @@ def test_foresize_memory_ratchet_and_allocated_risk():
     keep: dict = {}
     replay(data, pol, keep)
     assert np.nanmin(keep["req"]["memory"][:, 288 * 2 :]) >= 4e9  # held, not released
-    latest = pol.recent_memory[-1][1]  # the latest forecast target (before the hold)
+    # The latest forecast target of each series (before the hold), in its carried state.
+    latest = np.array([state["c"].recent[-1][1] for state in pol.oom_state])
     assert (latest < 1.5e9).all()
     assert set(np.concatenate(pol.chosen["memory"]).tolist()) <= set(MEMORY_RISK_LEVELS)
     assert np.allclose(np.concatenate(pol.chosen["cpu"]), 0.98)
