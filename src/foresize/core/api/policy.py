@@ -34,6 +34,7 @@ from foresize.core.api.hysteresis import (
     DEFAULT_VERTICAL_SCALE_UP_PERCENT,
     clears,
 )
+from foresize.core.api.maintenance import ChangeBudgets, Maintenance
 from foresize.core.api.model import ModelOverride
 from foresize.core.api.quantity import (
     CPU,
@@ -56,10 +57,10 @@ class LimitPolicy(StrictModel):
     ratio: float = Field(ge=1, le=1000)
 
 
-def _check_bounds(resource: str, lower: int, upper: int | None) -> None:
+def _check_bounds(resource: str, lower: int | None, upper: int | None) -> None:
     """lowerbound <= upperbound, the error on the upperbound with both amounts (the
     leading field name becomes the error's path: `api.load.format_validation_error`)."""
-    if upper is not None and upper < lower:
+    if upper is not None and lower is not None and upper < lower:
         raise ValueError(
             f"upperbound: {format_quantity(resource, upper)} is below lowerbound "
             f"{format_quantity(resource, lower)}"
@@ -67,8 +68,8 @@ def _check_bounds(resource: str, lower: int, upper: int | None) -> None:
 
 
 class CpuPolicy(StrictModel):
-    lowerbound: CpuQuantity
-    """Smallest CPU request Foresize sets."""
+    lowerbound: CpuQuantity | None = None
+    """Smallest CPU request Foresize sets (absent: none here; a policy above may set one)."""
     upperbound: CpuQuantity | None = None
     """Largest CPU request Foresize sets."""
     limit: LimitPolicy | None = None
@@ -80,8 +81,9 @@ class CpuPolicy(StrictModel):
 
 
 class MemoryPolicy(StrictModel):
-    lowerbound: MemoryQuantity
-    """Smallest memory request Foresize sets."""
+    lowerbound: MemoryQuantity | None = None
+    """Smallest memory request Foresize sets (absent: none here; a policy above may set
+    one)."""
     upperbound: MemoryQuantity | None = None
     """Largest memory request Foresize sets."""
     limit: LimitPolicy | None = None
@@ -205,6 +207,9 @@ class OomRemediation(StrictModel):
     """Raise memory x1.2 on OOM kills (again every 2 minutes while they continue)."""
     stabilization_window: PositiveDuration | None = None
     """How long the raised floor holds; default max(forecast interval, 1h)."""
+    outside_windows: bool = False
+    """Let an OOM fix (the x1.2 memory raise of a pod OOM-killed in the last 10 minutes)
+    act outside the maintenance windows; the budgets still count it."""
 
     def window_for(self, forecast_interval: float | None) -> float:
         """The hold time of an OOM floor: the configured window, else
@@ -354,6 +359,10 @@ class VerticalSpec(StrictModel):
     the forecast load the HPA's utilisation sits at its target (docs/horizontal.md)."""
     startup_boost: StartupBoost | None = None
     """More CPU at admission for the start-up period, then an in-place unboost."""
+    maintenance: Maintenance | None = None
+    """Windows outside which disruptive actions (or all changes) wait (docs/windows.md)."""
+    budgets: ChangeBudgets | None = None
+    """Changes per workload per day, disruptions per namespace per hour (docs/windows.md)."""
 
     @model_validator(mode="after")
     def _unique(self) -> VerticalSpec:

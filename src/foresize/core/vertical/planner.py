@@ -24,8 +24,9 @@ from foresize.core.api.access import first as _get
 from foresize.core.cluster.actions import Action, EmitEvent, WriteTargetStatus
 from foresize.core.cluster.capacity import NodeLedger
 from foresize.core.cluster.model import Pod, Suggestion
+from foresize.core.cluster.refusals import prune
 from foresize.core.cluster.snapshot import ClusterSnapshot, TargetObject
-from foresize.core.cluster.target import TargetView
+from foresize.core.cluster.target import TargetView, target_view
 from foresize.core.errors import ForesizeError
 from foresize.core.vertical.admit import (
     EVICTION_SKIPPED_WEBHOOK,
@@ -35,6 +36,7 @@ from foresize.core.vertical.admit import (
 )
 from foresize.core.vertical.boost import plan_boosts
 from foresize.core.vertical.breaker import move_breaker
+from foresize.core.vertical.coming import note_deferred
 from foresize.core.vertical.guards import (
     CLAIM_CONDITION,
     TARGET_GUARDS,
@@ -43,7 +45,6 @@ from foresize.core.vertical.guards import (
     open_gates,
     pod_level_conditions,
     pod_level_left_alone,
-    target_conditions,
 )
 from foresize.core.vertical.modes import DECIDE
 from foresize.core.vertical.policy import WorkerConfig, policy_of
@@ -63,48 +64,6 @@ EVICTING_MODES = ("recreate", "in_place_or_recreate")
 
 # The planner's entry points, with the results step they pair with.
 __all__ = ["execute", "on_result", "plan", "stall_reason"]
-
-
-def suggestion_from_status(target: TargetObject) -> Suggestion | None:
-    """The target's `status.vertical_suggestion` (API model) as the core's `Suggestion`."""
-    status = getattr(target, "status", None)
-    vs = getattr(status, "vertical_suggestion", None) if status is not None else None
-    if vs is None:
-        return None
-    from foresize.core.cluster.model import ContainerSuggestion
-
-    window = getattr(vs, "forecast_window", None)
-    return Suggestion(
-        uid=vs.uid,
-        created_at=vs.created_at or 0.0,
-        containers={
-            c.name: ContainerSuggestion(c.name, dict(c.requests), dict(c.limits))
-            for c in vs.containers
-        },
-        window_start=window.start if window is not None else 0.0,
-        window_end=window.end if window is not None else 0.0,
-    )
-
-
-def status_disruption(target: TargetObject) -> dict[str, JSONValue] | None:
-    """The persisted worker state inside a target's status (dict or API model)."""
-    status = target.get("status") if isinstance(target, dict) else getattr(target, "status", None)
-    if status is None:
-        return None
-    if hasattr(status, "model_dump"):
-        extra = getattr(status, "model_extra", None) or {}
-        if STATUS_KEY in extra:
-            persisted: dict[str, JSONValue] | None = extra[STATUS_KEY]
-            return persisted
-        value = getattr(status, STATUS_KEY, None)
-        if value is not None and hasattr(value, "model_dump"):
-            dumped: dict[str, JSONValue] = value.model_dump(by_alias=True)
-            return dumped
-        plain: dict[str, JSONValue] | None = value
-        return plain
-    if isinstance(status, dict):
-        return status.get(STATUS_KEY)
-    return getattr(status, STATUS_KEY, None)
 
 
 # --------------------------------------------------------------------------- the pass
@@ -145,6 +104,9 @@ def plan(
         _decide(run, ctx, candidates)
 
     admit(candidates, ctx, ledger or NodeLedger(snapshot), actions)
+    new_state.coming = ctx.coming
+    # A refusal is of one pod: a recreated pod (a new uid) is tried afresh.
+    new_state.refusals = prune(new_state.refusals, {p.uid for p in snapshot.pods})
     _forget_gone_targets(new_state, runs)
     for run in runs:
         if run.issued:
@@ -218,11 +180,13 @@ def _start_run(
     except ForesizeError as exc:
         _invalid(target, state, str(exc), actions)
         return None
+    # What the target's status persisted, through its one reader (`TargetView`).
+    view = target_view(target)
     prev = state.targets.get(pol.key)
-    ts = prev.clone() if prev is not None else TargetState.from_status(status_disruption(target))
+    ts = prev.clone() if prev is not None else TargetState.from_status(view.persisted(STATUS_KEY))
     state.targets[pol.key] = ts
-    sugg = suggestions.get(pol.key) if pol.key in suggestions else suggestion_from_status(target)
-    run = TargetRun(pol, ts, sugg, target_conditions=target_conditions(target))
+    sugg = suggestions.get(pol.key) if pol.key in suggestions else view.suggestion
+    run = TargetRun(pol, ts, sugg, target_conditions=[dict(c) for c in view.conditions])
     # Events recorded by on_result since the last pass that the shell did not send.
     run.events.extend(ts.outbox)
     ts.outbox = []
@@ -355,6 +319,7 @@ def _decide(run: TargetRun, ctx: PassContext, candidates: list[Candidate]) -> No
         if pod.uid in boosted or pod_level_left_alone(run, pod):
             continue
         view = _track_stall(run, pod, ctx.now)
+        note_deferred(run, view, ctx)
         disrupted += decide(run, view, ctx, candidates)
     run.disrupted_now = disrupted
     run.budget = 0 if run.paced else max(0, size - disrupted)
