@@ -265,7 +265,25 @@ def _coordinate(
         return []
     # The load the HPA's utilisation is held at target for: the median forecast.
     central = horizontal_forecasts(snapshot, history, now, wanted, percentile=CENTRAL_PERCENTILE)
-    cp = plan_coordination(snapshot, writes, central, now, state.coordinated)
+    # The day's peak of each workload's total (shared with the coming replicas' cache):
+    # the coordinated request never drops below what carries it within maxReplicas.
+    peaks: dict[str, dict[str, float]] = {}
+    for target in snapshot.targets:
+        if not wanted(target):
+            continue
+        view = target_view(target)
+        wl = snapshot.workload(view.ref_kind, view.namespace, view.ref_name)
+        hpa = snapshot.hpa_for(wl) if wl is not None else None
+        if wl is None or hpa is None:
+            continue
+        cached = state.coming_peaks.get(wl.key)
+        if cached is None or not 0 <= now - cached[0] < COMING_STEP:
+            cached = state.coming_peaks[wl.key] = (
+                now,
+                peak_totals(history, wl, hpa_resources(hpa), now),
+            )
+        peaks[view.key] = cached[1]
+    cp = plan_coordination(snapshot, writes, central, now, state.coordinated, peaks=peaks)
     for w in writes:
         key = f"{w.namespace}/{w.name}"
         if "coordination" in w.status:
