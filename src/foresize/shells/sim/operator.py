@@ -38,6 +38,7 @@ from foresize.adapters.history.aggregate import Grouping
 from foresize.core.api.quantity import CPU, MEMORY, MIB
 from foresize.core.api.vocabulary import DEFAULT_HPA_RESOURCE_POLICY
 from foresize.core.cluster.actions import WriteTargetStatus
+from foresize.core.cluster.headroom import HeadroomConfig
 from foresize.core.cluster.model import (
     ContainerSuggestion,
     Suggestion,
@@ -141,6 +142,7 @@ class OperatorOptions:
     min_lookback_to_scale: str | None = None  # the target's own (API default 24 h)
     min_replicas: int | None = None  # the targets' update_policy.min_replicas (API default 2)
     startup_boost: dict[str, Any] | None = None  # the targets' vertical.startup_boost
+    headroom: HeadroomConfig | None = None  # forecast-sized placeholders (`--headroom`)
 
 
 class SimOperator:
@@ -157,7 +159,9 @@ class SimOperator:
         self.opt = options or OperatorOptions()
         # Templates are reconciled here too; the simulator has no finalizers to hold.
         self.config = ReconcileConfig(
-            worker=self.opt.worker, suggest_interval=self.opt.recommend_interval
+            worker=self.opt.worker,
+            suggest_interval=self.opt.recommend_interval,
+            headroom=self.opt.headroom,
         )
         self.pass_state = ReconcileState()
         self.series: dict[tuple[str, str, str], int] = {}
@@ -549,14 +553,17 @@ def install_foresize(
     mode: str | None = None,
     hpa_resource_policy: str = DEFAULT_HPA_RESOURCE_POLICY,
     min_lookback_to_scale: str | None = None,
+    headroom: HeadroomConfig | None = None,
 ) -> SimOperator:
     """`--policy foresize[:MODE]`: forecasting recommender, disruption worker, admission;
-    `foresize-coordinate`: the same with `hpa_resource_policy: coordinate`.
+    `foresize-coordinate`: the same with `hpa_resource_policy: coordinate`;
+    `foresize+headroom`: the same with forecast-sized headroom placeholders.
     `min_lookback_to_scale`: the targets' own (API default 24 h; tests shorten it)."""
     opts = OperatorOptions(
         loop_interval=SIM_LOOP_INTERVAL,
         hpa_resource_policy=hpa_resource_policy,
         min_lookback_to_scale=min_lookback_to_scale,
+        headroom=headroom,
     )
     return SimOperator(sim, ForesizeRecommender(mode), opts).install()
 

@@ -194,7 +194,7 @@ class SimCluster:
         self.hpa.metering, self.hpa.controllers = self.metering, self.controllers
         self.disruption.lifecycle = self.lifecycle
         self.api.controllers, self.api.kubelet = self.controllers, self.kubelet
-        self.api.disruption = self.disruption
+        self.api.disruption, self.api.lifecycle = self.disruption, self.lifecycle
         na = self.node_autoscaler
         if na is not None:
             na.scheduler, na.disruption, na.metering = (

@@ -1,0 +1,273 @@
+"""The forecast upsize demand of the coming window, per node pool, and the headroom step
+of the pass (`cluster.headroom` holds the placeholders and their sizing).
+
+For every running pod of an autonomous AIScaleTarget's workload, per container and
+resource: what the pod will request over the coming `window` (the request this pass leaves
+it at, raised to its published suggestion, times the growth the forecast sees over the
+window) minus what it requests after this pass; summed per node pool of the pod's node.
+
+The growth over the window (`growth`, at least 1, at most `MAX_GROWTH`):
+- CPU: Foresize's own day schedule of the container (`recommend.schedule`, kept in the
+  pass state), the highest segment level of the window over the level of now; the
+  request moves to the next segment's level at its start, which is the upsize to make
+  room for;
+- otherwise (memory, or no schedule yet: less than a day of history, a baseline
+  recommender): seasonal-naive on the container's usage history, the peak of the same
+  window one day earlier over the peak of the `LEAD` before it (the daily peak comes
+  back), read once per `GROWTH_STEP`.
+
+`headroom_actions` turns it into the pass's actions: the placeholders the capacity guard
+took for this pass's resizes released first (`ReleaseHeadroom`, before any resize is
+sent), and the placeholder Deployments sized to the demand left after this pass
+(`EnsureHeadroom`), growing at once and shrinking only after `SHRINK_AFTER` (a
+forecast that wobbles by one placeholder must not churn pods, nor a node autoscaler).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from foresize.core.api.quantity import CPU, MEMORY
+from foresize.core.cluster.actions import Action, EnsureHeadroom, ReleaseHeadroom, ResizePod
+from foresize.core.cluster.capacity import NodeLedger
+from foresize.core.cluster.headroom import (
+    HeadroomConfig,
+    is_placeholder,
+    plan_headroom,
+    pool_of,
+)
+from foresize.core.cluster.model import Pod, ResourceMap, Suggestion
+from foresize.core.cluster.snapshot import ClusterSnapshot, TargetObject
+from foresize.core.cluster.target import target_view
+from foresize.core.history import HistoryReader, SeriesKey
+from foresize.core.recommend.request import CachedSchedule
+
+DAY = 86400.0
+LEAD = 900.0
+"""The seasonal growth compares the window's peak one day earlier with the peak of the 15
+minutes before it (the forecast horizon the requests in force were sized for)."""
+GROWTH_STEP = 300.0
+"""History is read on the models' 5-minute grid, and a container's growth once per step."""
+WINDOW_EPS = 1e-6
+MAX_GROWTH = 4.0
+"""A growth above 4x in one window is noise on a near-idle series, not a coming peak."""
+SHRINK_AFTER = 600.0
+"""A pool's placeholders shrink only after the demand stayed lower for 10 minutes: a
+forecast wobbling by one placeholder must not delete and recreate pods every pass."""
+
+Growth = dict[str, float]  # resource -> factor
+
+
+@dataclass(slots=True)
+class HeadroomState:
+    """What the headroom step keeps between passes (lost on restart: rebuilt in a pass)."""
+
+    growth: dict[str, tuple[float, Growth]] = field(default_factory=dict)  # ns/wl/container
+    lower_since: dict[str, float] = field(default_factory=dict)  # pool -> since when lower
+
+
+def schedule_growth(schedule: CachedSchedule, now: float, window: float) -> float | None:
+    """The highest level of the day schedule over [now, now + window] over its level now;
+    None where the level now is unknown or zero."""
+    slots = int(schedule.level.shape[0])
+    if slots == 0 or schedule.slot <= 0:
+        return None
+
+    def slot(t: float) -> int:
+        return min(int(((t - schedule.midnight) % DAY) // schedule.slot), slots - 1)
+
+    k0 = slot(now)
+    ahead = max(1, math.ceil(window / schedule.slot))
+    ks = [(k0 + i) % slots for i in range(ahead + 1)]
+    base = float(schedule.level[k0])
+    levels = schedule.level[ks]
+    if not math.isfinite(base) or base <= 0 or not np.isfinite(levels).any():
+        return None
+    return float(np.nanmax(levels)) / base
+
+
+def seasonal_growth(
+    history: HistoryReader, key: SeriesKey, resource: str, now: float, window: float
+) -> float | None:
+    """The container's peak over the same window a day ago over its peak in the `LEAD`
+    before that; None without both."""
+    lead = int(LEAD // GROWTH_STEP)
+    length = lead + max(1, int(math.ceil(window / GROWTH_STEP)))
+    # The last bucket holds the window's end (just before it: the bucket ending there).
+    end = now - DAY + window - WINDOW_EPS
+    values = history.window([key], resource, end, length, GROWTH_STEP)[0]
+    before, after = values[:lead], values[lead:]
+    if not np.isfinite(before).any() or not np.isfinite(after).any():
+        return None
+    base = float(np.nanmax(before))
+    return float(np.nanmax(after)) / base if base > 0 else None
+
+
+def growth(
+    history: HistoryReader | None,
+    schedule: CachedSchedule | None,
+    key: SeriesKey,
+    now: float,
+    window: float,
+) -> Growth:
+    """Per resource, the growth the forecast sees over the coming window (module notes)."""
+    out: Growth = {}
+    for r in (CPU, MEMORY):
+        g = schedule_growth(schedule, now, window) if r == CPU and schedule is not None else None
+        if g is None and history is not None:
+            g = seasonal_growth(history, key, r, now, window)
+        out[r] = min(MAX_GROWTH, max(1.0, g)) if g is not None and math.isfinite(g) else 1.0
+    return out
+
+
+def _targeted_pods(
+    snapshot: ClusterSnapshot, target: TargetObject
+) -> tuple[str, str, list[Pod]] | None:
+    """(target key, workload name, running pods) of an autonomous scaleTargetRef target."""
+    try:
+        view = target_view(target)
+    except Exception:  # an unreadable spec: the worker reports it
+        return None
+    if not view.vertical_autonomous or view.deleting or not view.ref_kind:
+        return None
+    wl = snapshot.workload(view.ref_kind, view.namespace, view.ref_name)
+    if wl is None:
+        return None
+    pods = [
+        p
+        for p in snapshot.pods_of(wl)
+        if p.phase == "Running" and p.node_name and not p.terminating
+    ]
+    return view.key, wl.name, pods
+
+
+def forecast_demand(
+    snapshot: ClusterSnapshot,
+    now: float,
+    suggestions: Mapping[str, Suggestion],
+    schedules: Mapping[str, Mapping[str, CachedSchedule]],
+    history: HistoryReader | None,
+    config: HeadroomConfig,
+    state: HeadroomState,
+    resized: Mapping[str, Mapping[str, ResourceMap]] | None = None,
+) -> dict[str, ResourceMap]:
+    """pool -> the forecast upsize demand of the coming window (module notes). `resized`:
+    pod key -> container -> the requests this pass's resizes set (what "now" is)."""
+    resized = resized or {}
+    demand: dict[str, ResourceMap] = {}
+    seen: set[str] = set()
+    for target in snapshot.targets:
+        found = _targeted_pods(snapshot, target)
+        if found is None:
+            continue
+        tkey, workload, pods = found
+        sugg = suggestions.get(tkey)
+        for pod in pods:
+            if is_placeholder(pod, config.namespace):
+                continue
+            pool = pool_of(snapshot.nodes.get(pod.node_name or ""), config.pool_label)
+            if not config.wanted(pool):
+                continue
+            grow = demand.setdefault(pool, {})
+            for c in pod.containers:
+                gkey = f"{pod.namespace}/{workload}/{c.name}"
+                seen.add(gkey)
+                cached = state.growth.get(gkey)
+                if cached is None or not 0 <= now - cached[0] < GROWTH_STEP:
+                    sched = schedules.get(tkey, {}).get(c.name)
+                    key = SeriesKey(pod.namespace, workload, c.name)
+                    cached = state.growth[gkey] = (
+                        now,
+                        growth(history, sched, key, now, config.window),
+                    )
+                current = {**c.resources.requests, **resized.get(pod.key, {}).get(c.name, {})}
+                cs = sugg.for_container(c.name) if sugg is not None else None
+                for r, g in cached[1].items():
+                    if r not in current:
+                        continue  # never a request the pod does not declare (QoS)
+                    base = max(current[r], cs.requests.get(r, 0) if cs is not None else 0)
+                    need = math.ceil(base * g) - current[r]
+                    if need > 0:
+                        grow[r] = grow.get(r, 0) + need
+    for gone in set(state.growth) - seen:
+        del state.growth[gone]
+    return demand
+
+
+def _resized(actions: list[Action]) -> dict[str, dict[str, ResourceMap]]:
+    out: dict[str, dict[str, ResourceMap]] = {}
+    for a in actions:
+        if isinstance(a, ResizePod):
+            pod = out.setdefault(f"{a.namespace}/{a.name}", {})
+            for c in a.containers:
+                pod[c.name] = {r: v for r, v in c.requests.items() if v is not None}
+    return out
+
+
+def _paced(
+    snapshot: ClusterSnapshot,
+    wanted: list[EnsureHeadroom],
+    config: HeadroomConfig,
+    state: HeadroomState,
+    now: float,
+) -> list[EnsureHeadroom]:
+    """Growth at once; a shrink only once it has been wanted for `SHRINK_AFTER`."""
+    out = []
+    pools = set()
+    for ensure in wanted:
+        pools.add(ensure.pool)
+        wl = snapshot.workload("Deployment", ensure.namespace, ensure.name)
+        if wl is None or ensure.replicas >= wl.replicas:
+            state.lower_since.pop(ensure.pool, None)
+            out.append(ensure)
+            continue
+        since = state.lower_since.setdefault(ensure.pool, now)
+        if now - since >= SHRINK_AFTER:
+            state.lower_since.pop(ensure.pool, None)
+            out.append(ensure)
+    for pool in set(state.lower_since) - pools:
+        del state.lower_since[pool]
+    return out
+
+
+def headroom_actions(
+    snapshot: ClusterSnapshot,
+    now: float,
+    config: HeadroomConfig,
+    state: HeadroomState,
+    ledger: NodeLedger,
+    planned: list[Action],
+    suggestions: Mapping[str, Suggestion],
+    schedules: Mapping[str, Mapping[str, CachedSchedule]],
+    history: HistoryReader | None,
+) -> tuple[list[Action], list[Action]]:
+    """(releases to send before every resize of the pass, Deployments to size after it)."""
+    releases: list[Action] = [
+        ReleaseHeadroom(
+            p.namespace,
+            p.name,
+            p.node_name or "",
+            uid=p.uid,
+            reason=f"room for an upsize on node {p.node_name}",
+        )
+        for p in ledger.released
+    ]
+    demand = forecast_demand(
+        snapshot, now, suggestions, schedules, history, config, state, _resized(planned)
+    )
+    ensure = _paced(snapshot, plan_headroom(snapshot, demand, config), config, state, now)
+    return releases, list(ensure)
+
+
+__all__ = [
+    "HeadroomState",
+    "forecast_demand",
+    "growth",
+    "headroom_actions",
+    "schedule_growth",
+    "seasonal_growth",
+]

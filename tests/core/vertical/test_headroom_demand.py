@@ -1,0 +1,135 @@
+"""The forecast upsize demand of the coming window (issue 23 item 4): the growth the CPU
+day schedule or the seasonal history sees, the demand per node pool after this pass's
+resizes, and the placeholder Deployments growing at once and shrinking late."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from foresize.adapters.history.memory import UsageHistory
+from foresize.core.api.quantity import MIB
+from foresize.core.cluster.actions import ContainerResize, EnsureHeadroom, ResizePod
+from foresize.core.cluster.capacity import NodeLedger
+from foresize.core.cluster.headroom import HEADROOM_LABEL, HeadroomConfig
+from foresize.core.cluster.model import (
+    Container,
+    OwnerRef,
+    PodTemplate,
+    ResourceRequirements,
+    Workload,
+)
+from foresize.core.cluster.snapshot import ClusterSnapshot
+from foresize.core.history import SeriesKey
+from foresize.core.recommend.request import CachedSchedule
+from foresize.core.vertical.headroom import (
+    DAY,
+    SHRINK_AFTER,
+    HeadroomState,
+    forecast_demand,
+    headroom_actions,
+    schedule_growth,
+    seasonal_growth,
+)
+from support.guard import _in_place_target, _node, _pod, _sugg_all
+
+CONFIG = HeadroomConfig()
+NOW = 3 * DAY + 8 * 3600.0  # 08:00 on day 3
+
+
+def schedule(levels: list[float]) -> CachedSchedule:
+    return CachedSchedule(
+        (0.0, 0.9, 3, b""),
+        0.0,
+        3600.0,
+        np.zeros(len(levels), dtype=bool),
+        np.asarray(levels, dtype=np.float64),
+    )
+
+
+def test_schedule_growth_is_the_windows_highest_level_over_the_level_now() -> None:
+    day = [1.0] * 24
+    day[9] = 2.5  # 09:00-10:00, inside the hour after 08:30
+    assert schedule_growth(schedule(day), NOW + 1800, 3600.0) == 2.5
+    assert schedule_growth(schedule(day), NOW - 3 * 3600, 3600.0) == 1.0  # 05:00: flat
+    day[8] = 0.0
+    assert schedule_growth(schedule(day), NOW, 3600.0) is None  # no level now
+
+
+def test_seasonal_growth_is_yesterdays_window_peak_over_the_peak_before_it() -> None:
+    history = UsageHistory(step=60.0)
+    key = SeriesKey("shop", "web", "app")
+    times = np.arange(NOW - DAY - 1800, NOW - DAY + 3600, 60.0)
+    for t in times:
+        cores = 0.2 if t < NOW - DAY else 0.5  # the daily peak starts at 08:00
+        history.write_poll(float(t), [key], np.array([cores]), np.array([100.0 * MIB]))
+    assert seasonal_growth(history, key, "cpu", NOW, 3600.0) == pytest.approx(2.5)
+    assert seasonal_growth(history, key, "memory", NOW, 3600.0) == 1.0
+    assert seasonal_growth(history, SeriesKey("shop", "x", "app"), "cpu", NOW, 3600.0) is None
+
+
+def two_pools() -> ClusterSnapshot:
+    """web-0 on n1 (pool a), web-1 on n2 (pool b), both at 500m."""
+    owner = OwnerRef("Deployment", "web")
+    pods = [
+        _pod("web-0", "n1", 500, owner=owner, labels={}, ns="shop"),
+        _pod("web-1", "n2", 500, owner=owner, labels={}, ns="shop"),
+    ]
+    nodes = {"n1": _node("n1", 4000), "n2": _node("n2", 4000)}
+    nodes["n1"].labels[CONFIG.pool_label] = "a"
+    nodes["n2"].labels[CONFIG.pool_label] = "b"
+    return ClusterSnapshot(
+        now=NOW,
+        nodes=nodes,
+        pods=pods,
+        workloads={"Deployment/shop/web": Workload("Deployment", "shop", "web", replicas=2)},
+        targets=[_in_place_target("shop", "web")],
+    )
+
+
+def test_demand_is_the_coming_request_minus_the_request_after_this_pass_per_pool() -> None:
+    s = two_pools()
+    day = [1.0] * 24
+    day[9] = 2.0  # the CPU schedule doubles at 09:00
+    schedules = {"shop/web": {"app": schedule(day)}}
+    suggestions = {"shop/web": _sugg_all(600)}  # the pass moves both pods to 600m now
+    demand = forecast_demand(s, NOW + 1800, suggestions, schedules, None, CONFIG, HeadroomState())
+    # 600m x 2 coming, 500m requested: 700m per pod; memory flat (no history).
+    assert demand == {"a": {"cpu": 700}, "b": {"cpu": 700}}
+    # web-0's resize to 600m goes out in this pass: 600m of it is no longer to come.
+    resized = {"shop/web-0": {"app": {"cpu": 600, "memory": 100 * MIB}}}
+    demand = forecast_demand(
+        s, NOW + 1800, suggestions, schedules, None, CONFIG, HeadroomState(), resized
+    )
+    assert demand["a"] == {"cpu": 600} and demand["b"] == {"cpu": 700}
+    only_a = HeadroomConfig(pools=("a",))
+    assert set(forecast_demand(s, NOW, suggestions, schedules, None, only_a, HeadroomState())) == {
+        "a"
+    }
+
+
+def test_the_deployment_grows_at_once_and_shrinks_only_after_the_delay() -> None:
+    s = two_pools()
+    config = HeadroomConfig(pools=("a",))
+    pause = Container("pause", ResourceRequirements(dict(config.pod_requests)))
+    s.workloads["Deployment/foresize-headroom/foresize-headroom-a"] = Workload(
+        "Deployment",
+        config.namespace,
+        "foresize-headroom-a",
+        labels={HEADROOM_LABEL: "a"},
+        replicas=2,
+        template=PodTemplate(containers=[pause]),
+    )
+    state = HeadroomState()
+    resize = ResizePod("shop", "web-0", (ContainerResize("app", {"cpu": 1500}),))
+
+    def ensured(now: float, planned: list) -> list[int]:
+        _, ensure = headroom_actions(
+            s, now, config, state, NodeLedger(s), planned, {"shop/web": _sugg_all(1500)}, {}, None
+        )
+        return [e.replicas for e in ensure if isinstance(e, EnsureHeadroom)]
+
+    assert ensured(NOW, []) == [4]  # +1000m to come on n1: four 250m placeholders
+    assert ensured(NOW, [resize]) == []  # sent in this pass: 0 wanted, but not yet
+    assert ensured(NOW + SHRINK_AFTER - 1, [resize]) == []
+    assert ensured(NOW + SHRINK_AFTER, [resize]) == [0]
