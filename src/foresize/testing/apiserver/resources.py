@@ -87,6 +87,7 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
         )
     ),
     ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True),
+    ResourceType("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False),
     ResourceType(
         "apiextensions.k8s.io",
         "v1",
