@@ -19,7 +19,8 @@ pass does, in this order (what the kube shell and the simulated operator both ru
 7. the vertical planner (resizes, evictions, status);
 8. headroom (only where `config.headroom`, `vertical.headroom`): the placeholders the
    capacity guard took for this pass's upsizes are released before any action is sent,
-   and the placeholder Deployments are sized to the forecast upsize demand left.
+   and (by the replica that reconciles templates, over `full`) the placeholder
+   Deployments are sized to the forecast upsize demand left.
 
 Deciding and acting are separate, as in Karpenter's disruption controller (methods compute
 commands, a queue executes them): `ActionQueue` hands the pass's actions out in order to a
@@ -236,6 +237,7 @@ def plan_pass(
         release, ensure = headroom_actions(
             snapshot, now, room, state.headroom, ledger, [*actions, *vertical], published,
             state.suggestions.schedule, history,
+            full if config.reconcile_templates else None,
         )  # fmt: skip
         vertical += ensure
     out.actions = [*release, *template_status, *actions, *gate, *vertical]

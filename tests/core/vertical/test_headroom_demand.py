@@ -125,7 +125,16 @@ def test_the_deployment_grows_at_once_and_shrinks_only_after_the_delay() -> None
 
     def ensured(now: float, planned: list) -> list[int]:
         _, ensure = headroom_actions(
-            s, now, config, state, NodeLedger(s), planned, {"shop/web": _sugg_all(1500)}, {}, None
+            s,
+            now,
+            config,
+            state,
+            NodeLedger(s),
+            planned,
+            {"shop/web": _sugg_all(1500)},
+            {},
+            None,
+            sizing=s,
         )
         return [e.replicas for e in ensure if isinstance(e, EnsureHeadroom)]
 
@@ -133,3 +142,19 @@ def test_the_deployment_grows_at_once_and_shrinks_only_after_the_delay() -> None
     assert ensured(NOW, [resize]) == []  # sent in this pass: 0 wanted, but not yet
     assert ensured(NOW + SHRINK_AFTER - 1, [resize]) == []
     assert ensured(NOW + SHRINK_AFTER, [resize]) == [0]
+
+
+def test_only_the_replica_that_sizes_makes_deployments_every_replica_releases() -> None:
+    """Shards: the Deployments are sized by one replica over the whole cluster (the one
+    that reconciles templates); the others only release what their own resizes need."""
+    from foresize.core.reconcile import ReconcileConfig, ReconcileState, plan_pass
+
+    s = two_pools()
+    sugg = {"shop/web": _sugg_all(1500)}
+    config = ReconcileConfig(headroom=HeadroomConfig())
+    sized = plan_pass(s, NOW, ReconcileState(), None, config, suggestions=sugg)
+    # web-0 (pool a) is resized in this pass, web-1 (pool b) waits for the next batch.
+    assert [a.pool for a in sized.actions if isinstance(a, EnsureHeadroom)] == ["b"]
+    config.reconcile_templates = False
+    other = plan_pass(s, NOW, ReconcileState(), None, config, suggestions=sugg)
+    assert not [a for a in other.actions if isinstance(a, EnsureHeadroom)]

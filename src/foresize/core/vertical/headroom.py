@@ -42,7 +42,7 @@ from foresize.core.cluster.headroom import (
 )
 from foresize.core.cluster.model import Pod, ResourceMap, Suggestion
 from foresize.core.cluster.snapshot import ClusterSnapshot, TargetObject
-from foresize.core.cluster.target import target_view
+from foresize.core.cluster.target import TargetView, target_view
 from foresize.core.history import HistoryReader, SeriesKey
 from foresize.core.recommend.request import CachedSchedule
 
@@ -126,8 +126,8 @@ def growth(
 
 def _targeted_pods(
     snapshot: ClusterSnapshot, target: TargetObject
-) -> tuple[str, str, list[Pod]] | None:
-    """(target key, workload name, running pods) of an autonomous scaleTargetRef target."""
+) -> tuple[TargetView, str, list[Pod]] | None:
+    """(its view, workload name, running pods) of an autonomous scaleTargetRef target."""
     try:
         view = target_view(target)
     except Exception:  # an unreadable spec: the worker reports it
@@ -142,7 +142,7 @@ def _targeted_pods(
         for p in snapshot.pods_of(wl)
         if p.phase == "Running" and p.node_name and not p.terminating
     ]
-    return view.key, wl.name, pods
+    return view, wl.name, pods
 
 
 def forecast_demand(
@@ -164,8 +164,11 @@ def forecast_demand(
         found = _targeted_pods(snapshot, target)
         if found is None:
             continue
-        tkey, workload, pods = found
-        sugg = suggestions.get(tkey)
+        view, workload, pods = found
+        tkey = view.key
+        # This pass's (or this shell's) suggestion, else the one in the target's status
+        # (a target another shard's replica recommends for).
+        sugg = suggestions.get(tkey) or view.suggestion
         for pod in pods:
             if is_placeholder(pod, config.namespace):
                 continue
@@ -244,8 +247,13 @@ def headroom_actions(
     suggestions: Mapping[str, Suggestion],
     schedules: Mapping[str, Mapping[str, CachedSchedule]],
     history: HistoryReader | None,
+    sizing: ClusterSnapshot | None = None,
 ) -> tuple[list[Action], list[Action]]:
-    """(releases to send before every resize of the pass, Deployments to size after it)."""
+    """(releases to send before every resize of the pass, Deployments to size after it).
+
+    Every replica releases what its own resizes need; the Deployments are sized by one
+    replica only, over the whole cluster (`sizing`: the unfiltered snapshot, None on the
+    other replicas), so two shards never fight over one Deployment."""
     releases: list[Action] = [
         ReleaseHeadroom(
             p.namespace,
@@ -256,10 +264,12 @@ def headroom_actions(
         )
         for p in ledger.released
     ]
+    if sizing is None:
+        return releases, []
     demand = forecast_demand(
-        snapshot, now, suggestions, schedules, history, config, state, _resized(planned)
+        sizing, now, suggestions, schedules, history, config, state, _resized(planned)
     )
-    ensure = _paced(snapshot, plan_headroom(snapshot, demand, config), config, state, now)
+    ensure = _paced(sizing, plan_headroom(sizing, demand, config), config, state, now)
     return releases, list(ensure)
 
 

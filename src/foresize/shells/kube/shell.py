@@ -43,6 +43,7 @@ from foresize.core.cluster.actions import (
     Action,
     ActionResult,
 )
+from foresize.core.cluster.headroom import HeadroomConfig
 from foresize.core.cluster.snapshot import ClusterSnapshot
 from foresize.core.lifecycle.revert import REVERT_FINALIZER
 from foresize.core.lifecycle.templates import TemplatePlan
@@ -100,6 +101,7 @@ class KubeShell:
         history: Any = None,
         suggest_interval: float = 900.0,
         planner: Callable[..., PassPlan] | None = None,
+        headroom: HeadroomConfig | None = None,
     ) -> None:
         self.state = state
         self.executor = executor
@@ -110,7 +112,9 @@ class KubeShell:
         self.passes = 0
         # The recommender's history (UsageHistory or the SQLite HistoryStore).
         self.history = history
-        self.config = ReconcileConfig(worker=worker_config, suggest_interval=suggest_interval)
+        self.config = ReconcileConfig(
+            worker=worker_config, suggest_interval=suggest_interval, headroom=headroom
+        )
         self.pass_state = ReconcileState()
         self.dsa_window: Any = None  # lifecycle.daemonset.UsageWindow, fed by the collector
         # The core's pass (tests inject a slow one), and where it runs: a worker thread,
