@@ -76,8 +76,8 @@ def two_pools() -> ClusterSnapshot:
         _pod("web-1", "n2", 500, owner=owner, labels={}, ns="shop"),
     ]
     nodes = {"n1": _node("n1", 4000), "n2": _node("n2", 4000)}
-    nodes["n1"].labels[CONFIG.pool_label] = "a"
-    nodes["n2"].labels[CONFIG.pool_label] = "b"
+    nodes["n1"].labels["karpenter.sh/nodepool"] = "a"
+    nodes["n2"].labels["eks.amazonaws.com/nodegroup"] = "b"  # the EKS managed node group
     return ClusterSnapshot(
         now=NOW,
         nodes=nodes,
@@ -154,7 +154,8 @@ def test_only_the_replica_that_sizes_makes_deployments_every_replica_releases() 
     config = ReconcileConfig(headroom=HeadroomConfig())
     sized = plan_pass(s, NOW, ReconcileState(), None, config, suggestions=sugg)
     # web-0 (pool a) is resized in this pass, web-1 (pool b) waits for the next batch.
-    assert [a.pool for a in sized.actions if isinstance(a, EnsureHeadroom)] == ["b"]
+    (made,) = [a for a in sized.actions if isinstance(a, EnsureHeadroom)]
+    assert (made.pool, made.pool_label) == ("b", "eks.amazonaws.com/nodegroup")
     config.reconcile_templates = False
     other = plan_pass(s, NOW, ReconcileState(), None, config, suggestions=sugg)
     assert not [a for a in other.actions if isinstance(a, EnsureHeadroom)]

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from foresize.core.api.quantity import CPU, MEMORY, MIB
 from foresize.core.cluster.actions import EnsureHeadroom
 from foresize.core.cluster.model import Node, Pod, ResourceMap
+from foresize.core.cluster.pending import NODE_POOL_LABELS, node_pool
 from foresize.core.cluster.snapshot import ClusterSnapshot
 
 HEADROOM_LABEL = "foresize.io/headroom"
@@ -39,10 +40,6 @@ HEADROOM_PRIORITY = -1
 them preempts a placeholder; above Cluster Autoscaler's expendable cutoff (-10), under
 which a Pending pod does not make it scale up (the FAQ's own example uses -1)."""
 PRIORITY_CLASS = "foresize-headroom"
-DEFAULT_POOL_LABEL = "karpenter.sh/nodepool"
-"""Karpenter's label naming a node's NodePool; Cluster Autoscaler's node groups go by the
-cloud's label (`eks.amazonaws.com/nodegroup`, `cloud.google.com/gke-nodepool`), which
-`--headroom-pool-label` names."""
 DEFAULT_WINDOW = 3600.0
 """The coming window the headroom covers: a node autoscaler takes minutes to add a node
 (Karpenter's batching and a node's start-up, Cluster Autoscaler's scan and start-up), so
@@ -63,10 +60,10 @@ class HeadroomConfig:
     """What the operator's `--headroom*` flags set (off unless given)."""
 
     namespace: str = "foresize-headroom"
-    # Pools (values of `pool_label`) that get headroom; None = every pool, "" = nodes
-    # without the label (a cluster that has no pools).
+    # Pools (`cluster.pending.node_pool` over `pool_labels`) that get headroom; None =
+    # every pool, "" = nodes without any of the labels (a cluster that has no pools).
     pools: tuple[str, ...] | None = None
-    pool_label: str = DEFAULT_POOL_LABEL
+    pool_labels: tuple[str, ...] = NODE_POOL_LABELS
     window: float = DEFAULT_WINDOW
     pod_requests: Mapping[str, int] = field(
         default_factory=lambda: {CPU: DEFAULT_POD_CPU, MEMORY: DEFAULT_POD_MEMORY}
@@ -87,9 +84,22 @@ class HeadroomConfig:
         return self.pools is None or pool in self.pools
 
 
-def pool_of(node: Node | None, label: str) -> str:
-    """The node pool a node belongs to ("" for a node without the label)."""
-    return node.labels.get(label, "") if node is not None else ""
+def pool_of(node: Node | None, config: HeadroomConfig) -> str:
+    """The node pool a node belongs to (`cluster.pending.node_pool`, the one reading)."""
+    return node_pool(node, config.pool_labels)
+
+
+def pool_label(snapshot: ClusterSnapshot, pool: str, config: HeadroomConfig) -> str:
+    """The label a pool's nodes carry it under (the placeholders' node selector): the
+    first of `pool_labels` a node of the pool has with that value ("" for pool "")."""
+    for name in sorted(snapshot.nodes):
+        labels = snapshot.nodes[name].labels
+        for label in config.pool_labels:
+            if labels.get(label):
+                if labels[label] == pool:
+                    return label
+                break
+    return ""
 
 
 def deployment_name(pool: str) -> str:
@@ -145,7 +155,7 @@ def plan_headroom(
                 namespace=config.namespace,
                 name=deployment_name(pool),
                 pool=pool,
-                pool_label=config.pool_label,
+                pool_label=pool_label(snapshot, pool, config) if pool else "",
                 replicas=replicas,
                 requests=requests,
                 priority_class=config.priority_class,
@@ -165,5 +175,6 @@ __all__ = [
     "is_placeholder",
     "placeholder_count",
     "plan_headroom",
+    "pool_label",
     "pool_of",
 ]

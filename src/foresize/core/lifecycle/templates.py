@@ -60,7 +60,9 @@ def _owner_template(target: AIScaleTarget) -> str | None:
 
 
 def _spec_json(target: AIScaleTarget) -> dict[str, Any]:
-    spec: dict[str, Any] = target.spec.model_dump(by_alias=True, exclude_none=True, mode="json")
+    spec: dict[str, Any] = target.spec.model_dump(
+        by_alias=True, exclude_none=True, exclude_unset=True, mode="json"
+    )
     return spec
 
 

@@ -172,7 +172,7 @@ def forecast_demand(
         for pod in pods:
             if is_placeholder(pod, config.namespace):
                 continue
-            pool = pool_of(snapshot.nodes.get(pod.node_name or ""), config.pool_label)
+            pool = pool_of(snapshot.nodes.get(pod.node_name or ""), config)
             if not config.wanted(pool):
                 continue
             grow = demand.setdefault(pool, {})

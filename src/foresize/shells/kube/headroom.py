@@ -65,7 +65,7 @@ def pod_template(action: EnsureHeadroom) -> dict[str, Any]:
             }
         ],
     }
-    if action.pool:
+    if action.pool and action.pool_label:
         spec["nodeSelector"] = {action.pool_label: action.pool}
     # Cluster Autoscaler may remove a node that holds placeholders (its scale-down moves
     # them like any replicated pod; said outright so no local-storage rule holds a node).
