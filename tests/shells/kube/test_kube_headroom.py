@@ -119,3 +119,42 @@ async def test_release_deletes_the_placeholder_by_uid(apiserver, api):
     assert apiserver.get("Pod", NS, "ph-1") is None
     (delete,) = apiserver.calls("DELETE", "/pods/ph-1$", code=200)
     assert delete.body["gracePeriodSeconds"] == 0
+
+
+async def test_the_operator_with_headroom_sizes_the_placeholders_from_the_pass(
+    apiserver, operator_options
+):
+    """The real operator (`--headroom`): a target whose suggestion is 400m above each of
+    its two pods' requests, in `initial` mode (nothing resized in place: the upsize is all
+    still to come), gets 800m of headroom: four 250m placeholders in the headroom
+    namespace, sized in the pass both shells run."""
+    import asyncio
+
+    from foresize.core.cluster.headroom import HeadroomConfig
+    from foresize.shells.kube.operator import run_operator
+    from support.kube_objects import SUGGESTION, seed_workload, target, web_pod
+
+    apiserver.seed(namespace("foresize"))
+    apiserver.seed(namespace(NS))
+    seed_workload(apiserver)
+    apiserver.seed(target(suggestion=SUGGESTION, update_mode="initial"))
+    for name in ("web-1", "web-2"):
+        apiserver.seed(web_pod(apiserver, name))
+    opts = operator_options(server=apiserver.url, suggest_interval=3600)
+    opts.headroom = HeadroomConfig()
+    stop = asyncio.Event()
+    task = asyncio.create_task(run_operator(opts, stop))
+    try:
+        dep = None
+        for _ in range(300):
+            dep = apiserver.get("Deployment", NS, "foresize-headroom")
+            if dep is not None:
+                break
+            await asyncio.sleep(0.1)
+        assert dep is not None, "no placeholder Deployment"
+        assert dep["spec"]["replicas"] == 4
+        assert dep["metadata"]["annotations"]["foresize.io/headroom-demand"] == "cpu=800m"
+        assert apiserver.get("PriorityClass", None, "foresize-headroom")["value"] == -1
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 20)

@@ -104,6 +104,7 @@ def build_components(opts: OperatorOptions, stop: asyncio.Event) -> Components:
         shards=shards,
         history=history,
         suggest_interval=opts.suggest_interval,
+        headroom=opts.headroom,
         worker_config=WorkerConfig(
             exclude_selector=dict(opts.exclude_selector),
             eviction_rate_limit=opts.eviction_rate_limit,
