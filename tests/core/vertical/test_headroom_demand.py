@@ -28,8 +28,8 @@ from foresize.core.vertical.headroom import (
     HeadroomState,
     forecast_demand,
     headroom_actions,
-    schedule_growth,
-    seasonal_growth,
+    schedule_level,
+    seasonal_peak,
 )
 from support.guard import _in_place_target, _node, _pod, _sugg_all
 
@@ -47,25 +47,24 @@ def schedule(levels: list[float]) -> CachedSchedule:
     )
 
 
-def test_schedule_growth_is_the_windows_highest_level_over_the_level_now() -> None:
+def test_the_schedule_level_is_the_highest_segment_of_the_window() -> None:
     day = [1.0] * 24
     day[9] = 2.5  # 09:00-10:00, inside the hour after 08:30
-    assert schedule_growth(schedule(day), NOW + 1800, 3600.0) == 2.5
-    assert schedule_growth(schedule(day), NOW - 3 * 3600, 3600.0) == 1.0  # 05:00: flat
-    day[8] = 0.0
-    assert schedule_growth(schedule(day), NOW, 3600.0) is None  # no level now
+    assert schedule_level(schedule(day), NOW + 1800, 3600.0) == 2.5
+    assert schedule_level(schedule(day), NOW - 3 * 3600, 3600.0) == 1.0  # 05:00: flat
+    assert schedule_level(schedule([float("nan")] * 24), NOW, 3600.0) is None
 
 
-def test_seasonal_growth_is_yesterdays_window_peak_over_the_peak_before_it() -> None:
+def test_the_seasonal_peak_is_yesterdays_over_the_same_window() -> None:
     history = UsageHistory(step=60.0)
     key = SeriesKey("shop", "web", "app")
-    times = np.arange(NOW - DAY - 1800, NOW - DAY + 3600, 60.0)
-    for t in times:
-        cores = 0.2 if t < NOW - DAY else 0.5  # the daily peak starts at 08:00
+    for t in np.arange(NOW - DAY - 1800, NOW - DAY + 7200, 60.0):
+        cores = 0.5 if NOW - DAY <= t < NOW - DAY + 3600 else 0.2  # 08:00-09:00 yesterday
+        cores = 3.0 if t >= NOW - DAY + 3600 else cores  # beyond the window: not read
         history.write_poll(float(t), [key], np.array([cores]), np.array([100.0 * MIB]))
-    assert seasonal_growth(history, key, "cpu", NOW, 3600.0) == pytest.approx(2.5)
-    assert seasonal_growth(history, key, "memory", NOW, 3600.0) == 1.0
-    assert seasonal_growth(history, SeriesKey("shop", "x", "app"), "cpu", NOW, 3600.0) is None
+    assert seasonal_peak(history, key, "cpu", NOW, 3600.0) == pytest.approx(0.5)
+    assert seasonal_peak(history, key, "memory", NOW, 3600.0) == pytest.approx(100.0 * MIB)
+    assert seasonal_peak(history, SeriesKey("shop", "x", "app"), "cpu", NOW, 3600.0) is None
 
 
 def two_pools() -> ClusterSnapshot:
@@ -89,23 +88,24 @@ def two_pools() -> ClusterSnapshot:
 
 def test_demand_is_the_coming_request_minus_the_request_after_this_pass_per_pool() -> None:
     s = two_pools()
-    day = [1.0] * 24
-    day[9] = 2.0  # the CPU schedule doubles at 09:00
+    day = [0.6] * 24
+    day[9] = 1.2  # the CPU schedule is 1.2 cores per pod from 09:00
     schedules = {"shop/web": {"app": schedule(day)}}
     suggestions = {"shop/web": _sugg_all(600)}  # the pass moves both pods to 600m now
-    demand = forecast_demand(s, NOW + 1800, suggestions, schedules, None, CONFIG, HeadroomState())
-    # 600m x 2 coming, 500m requested: 700m per pod; memory flat (no history).
-    assert demand == {"a": {"cpu": 700}, "b": {"cpu": 700}}
-    # web-0's resize to 600m goes out in this pass: 600m of it is no longer to come.
-    resized = {"shop/web-0": {"app": {"cpu": 600, "memory": 100 * MIB}}}
-    demand = forecast_demand(
-        s, NOW + 1800, suggestions, schedules, None, CONFIG, HeadroomState(), resized
-    )
-    assert demand["a"] == {"cpu": 600} and demand["b"] == {"cpu": 700}
-    only_a = HeadroomConfig(pools=("a",))
-    assert set(forecast_demand(s, NOW, suggestions, schedules, None, only_a, HeadroomState())) == {
-        "a"
-    }
+
+    def demand(now: float, resized=None, config=CONFIG, sugg=suggestions):
+        return forecast_demand(s, now, sugg, schedules, None, config, HeadroomState(), resized)
+
+    # 1200m coming, 500m requested: 700m per pod; memory: no history, nothing seen.
+    assert demand(NOW + 1800) == {"a": {"cpu": 700}, "b": {"cpu": 700}}
+    # web-0's resize to 1200m goes out in this pass: nothing of it is still to come.
+    resized = {"shop/web-0": {"app": {"cpu": 1200, "memory": 100 * MIB}}}
+    assert demand(NOW + 1800, resized) == {"a": {}, "b": {"cpu": 700}}
+    # At 05:00 the window sees 600m: only the suggestion's 100m per pod is to come.
+    assert demand(NOW - 3 * 3600) == {"a": {"cpu": 100}, "b": {"cpu": 100}}
+    # No suggestion: Foresize resizes nothing, so nothing is to come.
+    assert demand(NOW + 1800, sugg={}) == {"a": {}, "b": {}}
+    assert set(demand(NOW, config=HeadroomConfig(pools=("a",)))) == {"a"}
 
 
 def test_the_deployment_grows_at_once_and_shrinks_only_after_the_delay() -> None:

@@ -1,20 +1,21 @@
 """The forecast upsize demand of the coming window, per node pool, and the headroom step
 of the pass (`cluster.headroom` holds the placeholders and their sizing).
 
-For every running pod of an autonomous AIScaleTarget's workload, per container and
-resource: what the pod will request over the coming `window` (the request this pass leaves
-it at, raised to its published suggestion, times the growth the forecast sees over the
-window) minus what it requests after this pass; summed per node pool of the pod's node.
+For every running pod of an autonomous AIScaleTarget's workload that has a suggestion
+(without one Foresize resizes nothing), per container and resource: what the pod will
+request over the coming `window` minus what it requests once this pass's resizes are
+sent; summed per node pool of the pod's node. What it will request is the larger of its
+suggestion (or the request after this pass) and the level the forecast sees over the
+window (`coming_levels`, read once per `GROWTH_STEP`), at most `MAX_GROWTH` times that:
 
-The growth over the window (`growth`, at least 1, at most `MAX_GROWTH`):
 - CPU: Foresize's own day schedule of the container (`recommend.schedule`, kept in the
-  pass state), the highest segment level of the window over the level of now; the
-  request moves to the next segment's level at its start, which is the upsize to make
-  room for;
-- otherwise (memory, or no schedule yet: less than a day of history, a baseline
-  recommender): seasonal-naive on the container's usage history, the peak of the same
-  window one day earlier over the peak of the `LEAD` before it (the daily peak comes
-  back), read once per `GROWTH_STEP`.
+  pass state), its highest segment level within the window: the request moves to the
+  next segment's level at its start, which is the upsize to make room for; without a
+  schedule (less than a day of history, a baseline recommender), the container's peak
+  over the same window one day earlier (seasonal-naive: the daily peak comes back);
+- memory: that seasonal peak plus THE memory rule's headroom (`MEMORY_HEADROOM`, 10%):
+  the memory request holds the recent peak, so it only grows where the coming window's
+  peak is above it.
 
 `headroom_actions` turns it into the pass's actions: the placeholders the capacity guard
 took for this pass's resizes released first (`ReleaseHeadroom`, before any resize is
@@ -44,83 +45,73 @@ from foresize.core.cluster.model import Pod, ResourceMap, Suggestion
 from foresize.core.cluster.snapshot import ClusterSnapshot, TargetObject
 from foresize.core.cluster.target import TargetView, target_view
 from foresize.core.history import HistoryReader, SeriesKey
+from foresize.core.recommend.core import MEMORY_HEADROOM
 from foresize.core.recommend.request import CachedSchedule
 
 DAY = 86400.0
-LEAD = 900.0
-"""The seasonal growth compares the window's peak one day earlier with the peak of the 15
-minutes before it (the forecast horizon the requests in force were sized for)."""
 GROWTH_STEP = 300.0
 """History is read on the models' 5-minute grid, and a container's growth once per step."""
 WINDOW_EPS = 1e-6
 MAX_GROWTH = 4.0
-"""A growth above 4x in one window is noise on a near-idle series, not a coming peak."""
+"""A request more than 4x the one in force within one window is noise on a near-idle
+series, not a coming peak: the coming level is capped there."""
 SHRINK_AFTER = 600.0
 """A pool's placeholders shrink only after the demand stayed lower for 10 minutes: a
 forecast wobbling by one placeholder must not delete and recreate pods every pass."""
 
-Growth = dict[str, float]  # resource -> factor
+Levels = dict[str, float]  # resource -> a request level, canonical units
 
 
 @dataclass(slots=True)
 class HeadroomState:
     """What the headroom step keeps between passes (lost on restart: rebuilt in a pass)."""
 
-    growth: dict[str, tuple[float, Growth]] = field(default_factory=dict)  # ns/wl/container
+    levels: dict[str, tuple[float, Levels]] = field(default_factory=dict)  # ns/wl/container
     lower_since: dict[str, float] = field(default_factory=dict)  # pool -> since when lower
 
 
-def schedule_growth(schedule: CachedSchedule, now: float, window: float) -> float | None:
-    """The highest level of the day schedule over [now, now + window] over its level now;
-    None where the level now is unknown or zero."""
+def schedule_level(schedule: CachedSchedule, now: float, window: float) -> float | None:
+    """The highest level of the day schedule over [now, now + window] (cores), None where
+    the schedule has none there."""
     slots = int(schedule.level.shape[0])
     if slots == 0 or schedule.slot <= 0:
         return None
-
-    def slot(t: float) -> int:
-        return min(int(((t - schedule.midnight) % DAY) // schedule.slot), slots - 1)
-
-    k0 = slot(now)
+    k0 = min(int(((now - schedule.midnight) % DAY) // schedule.slot), slots - 1)
     ahead = max(1, math.ceil(window / schedule.slot))
-    ks = [(k0 + i) % slots for i in range(ahead + 1)]
-    base = float(schedule.level[k0])
-    levels = schedule.level[ks]
-    if not math.isfinite(base) or base <= 0 or not np.isfinite(levels).any():
-        return None
-    return float(np.nanmax(levels)) / base
+    levels = schedule.level[[(k0 + i) % slots for i in range(ahead + 1)]]
+    return float(np.nanmax(levels)) if np.isfinite(levels).any() else None
 
 
-def seasonal_growth(
+def seasonal_peak(
     history: HistoryReader, key: SeriesKey, resource: str, now: float, window: float
 ) -> float | None:
-    """The container's peak over the same window a day ago over its peak in the `LEAD`
-    before that; None without both."""
-    lead = int(LEAD // GROWTH_STEP)
-    length = lead + max(1, int(math.ceil(window / GROWTH_STEP)))
+    """The container's peak over the same window one day earlier (cores or bytes), None
+    without a sample there."""
     # The last bucket holds the window's end (just before it: the bucket ending there).
     end = now - DAY + window - WINDOW_EPS
+    length = max(1, math.ceil(window / GROWTH_STEP))
     values = history.window([key], resource, end, length, GROWTH_STEP)[0]
-    before, after = values[:lead], values[lead:]
-    if not np.isfinite(before).any() or not np.isfinite(after).any():
-        return None
-    base = float(np.nanmax(before))
-    return float(np.nanmax(after)) / base if base > 0 else None
+    return float(np.nanmax(values)) if np.isfinite(values).any() else None
 
 
-def growth(
+def coming_levels(
     history: HistoryReader | None,
     schedule: CachedSchedule | None,
     key: SeriesKey,
     now: float,
     window: float,
-) -> Growth:
-    """Per resource, the growth the forecast sees over the coming window (module notes)."""
-    out: Growth = {}
-    for r in (CPU, MEMORY):
-        g = schedule_growth(schedule, now, window) if r == CPU and schedule is not None else None
-        if g is None and history is not None:
-            g = seasonal_growth(history, key, r, now, window)
-        out[r] = min(MAX_GROWTH, max(1.0, g)) if g is not None and math.isfinite(g) else 1.0
+) -> Levels:
+    """Per resource, the request (canonical units) the forecast sees the container at over
+    the coming window (module notes); resources it has no view of are left out."""
+    out: Levels = {}
+    level = schedule_level(schedule, now, window) if schedule is not None else None
+    if level is None and history is not None:
+        level = seasonal_peak(history, key, CPU, now, window)
+    if level is not None:
+        out[CPU] = level * 1000.0  # cores -> millicores
+    memory = seasonal_peak(history, key, MEMORY, now, window) if history is not None else None
+    if memory is not None:
+        out[MEMORY] = memory * (1.0 + MEMORY_HEADROOM)  # THE memory rule's headroom
     return out
 
 
@@ -179,25 +170,28 @@ def forecast_demand(
             for c in pod.containers:
                 gkey = f"{pod.namespace}/{workload}/{c.name}"
                 seen.add(gkey)
-                cached = state.growth.get(gkey)
+                cs = sugg.for_container(c.name) if sugg is not None else None
+                if cs is None:
+                    continue  # no suggestion yet: Foresize will not resize it
+                cached = state.levels.get(gkey)
                 if cached is None or not 0 <= now - cached[0] < GROWTH_STEP:
                     sched = schedules.get(tkey, {}).get(c.name)
                     key = SeriesKey(pod.namespace, workload, c.name)
-                    cached = state.growth[gkey] = (
+                    cached = state.levels[gkey] = (
                         now,
-                        growth(history, sched, key, now, config.window),
+                        coming_levels(history, sched, key, now, config.window),
                     )
                 current = {**c.resources.requests, **resized.get(pod.key, {}).get(c.name, {})}
-                cs = sugg.for_container(c.name) if sugg is not None else None
-                for r, g in cached[1].items():
-                    if r not in current:
+                for r in (CPU, MEMORY):
+                    if r not in current or r not in cs.requests:
                         continue  # never a request the pod does not declare (QoS)
-                    base = max(current[r], cs.requests.get(r, 0) if cs is not None else 0)
-                    need = math.ceil(base * g) - current[r]
+                    base = max(current[r], cs.requests[r])
+                    coming = min(base * MAX_GROWTH, max(base, cached[1].get(r, 0.0)))
+                    need = math.ceil(coming) - current[r]
                     if need > 0:
                         grow[r] = grow.get(r, 0) + need
-    for gone in set(state.growth) - seen:
-        del state.growth[gone]
+    for gone in set(state.levels) - seen:
+        del state.levels[gone]
     return demand
 
 
@@ -275,9 +269,9 @@ def headroom_actions(
 
 __all__ = [
     "HeadroomState",
+    "coming_levels",
     "forecast_demand",
-    "growth",
     "headroom_actions",
-    "schedule_growth",
-    "seasonal_growth",
+    "schedule_level",
+    "seasonal_peak",
 ]
