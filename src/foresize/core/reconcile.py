@@ -60,7 +60,8 @@ from foresize.core.cluster.model import OwnerRef, Pod, Suggestion
 from foresize.core.cluster.pending import NODE_POOL_LABELS, PendingDemand, publish
 from foresize.core.cluster.qos import spec_requests
 from foresize.core.cluster.snapshot import ClusterSnapshot, TargetObject
-from foresize.core.cluster.target import TargetView, dsa_view, suggestion_from, target_view
+from foresize.core.cluster.target import TargetView, dsa_view, target_view
+from foresize.core.cluster.target_fields import suggestion_from
 from foresize.core.history import OOM, HistoryReader, SeriesKey
 from foresize.core.horizontal.coming import (
     COMING_STEP,
@@ -74,12 +75,8 @@ from foresize.core.horizontal.planner import plan_horizontal
 from foresize.core.lifecycle.daemonset import DsaPlan, UsageWindow, dsa_suggestion, plan_dsa
 from foresize.core.lifecycle.planner import LifecycleState, finalizers_to_add, plan_lifecycle
 from foresize.core.lifecycle.templates import TemplatePlan, plan_templates
-from foresize.core.recommend.suggestions import (
-    SuggestionState,
-    cadence_of,
-    horizontal_forecasts,
-    plan_suggestions,
-)
+from foresize.core.recommend.horizontal import horizontal_forecasts
+from foresize.core.recommend.suggestions import SuggestionState, cadence_of, plan_suggestions
 from foresize.core.vertical.headroom import HeadroomState, headroom_actions
 from foresize.core.vertical.planner import plan
 from foresize.core.vertical.policy import WorkerConfig

@@ -43,7 +43,8 @@ from foresize.core.cluster.qos import pod_qos_class
 from foresize.core.cluster.refusals import Refusal, refusal_of
 from foresize.core.cluster.sizing import size_container
 from foresize.core.cluster.snapshot import ClusterSnapshot, DsaObject
-from foresize.core.cluster.target import AUTONOMOUS, TargetView, dsa_view
+from foresize.core.cluster.target import TargetView, dsa_view
+from foresize.core.cluster.target_fields import AUTONOMOUS
 from foresize.core.cluster.validation import check_resize
 
 
