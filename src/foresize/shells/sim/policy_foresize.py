@@ -2,7 +2,9 @@
 recommender, disruption worker, admission hook) on the simulated cluster (see
 `foresize.shells.sim.operator`). `foresize` uses the default mode (balanced); `foresize:MODE`
 every target in that named mode; `foresize-coordinate` every target with
-`hpa_resource_policy: coordinate`."""
+`hpa_resource_policy: coordinate`; `foresize-window` every target with a nightly
+maintenance window (01:00-05:00 UTC): in-place resizes go on all day, evictions and
+restarting resizes only in the window (docs/windows.md)."""
 
 from functools import partial
 
@@ -12,5 +14,10 @@ from foresize.shells.sim.policies import register_policy
 register_policy("foresize", install_foresize)
 # Vertical and horizontal on the HPA's own metric (docs/horizontal.md).
 register_policy("foresize-coordinate", partial(install_foresize, hpa_resource_policy="coordinate"))
+# The window scenario of issue 24: the same policy, disruptive actions held to the night.
+NIGHTLY_WINDOW = {"windows": [{"schedule": "0 1 * * *", "duration": "4h", "timeZone": "UTC"}]}
+register_policy(
+    "foresize-window", partial(install_foresize, vertical={"maintenance": NIGHTLY_WINDOW})
+)
 for _mode in ("undershoot", "cost_optimized", "assurance_optimized", "overshoot"):
     register_policy(f"foresize:{_mode}", partial(install_foresize, mode=_mode))
