@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from foresize.shells.kube.operator import OperatorOptions
+from foresize.shells.kube.options import OperatorOptions
 from foresize.testing.apiserver import StrictApiServer
 from foresize.testing.ports import free_port
 

@@ -869,7 +869,7 @@ def test_crd_and_models_agree_on_cross_field_combinations(obj):
 def test_a_traversal_looking_workload_name_is_refused_by_validate_and_the_webhook(tmp_path):
     # R-10: `../kube-system/coredns` passed `foresize validate` and /validate-targets.
     from foresize.core.admission.validate import validate_target
-    from foresize.front.cli.manifests import validate_files
+    from foresize.front.cli.validate import validate_files
 
     obj = ast({"scaleTargetRef": {"kind": "Deployment", "name": "../kube-system/coredns"}})
     problems = validate_target(copy.deepcopy(obj))
