@@ -48,8 +48,8 @@ def build_components(opts: OperatorOptions, stop: asyncio.Event) -> Components:
     """The parts, wired: the API client (no writes once stopping, but the Lease release),
     the cache, metrics, probes, Leases, executor, informers, history and the shell."""
     from foresize.adapters.telemetry.metrics import ForesizeMetrics
-    from foresize.core.lifecycle.daemonset import UsageWindow
     from foresize.adapters.timezones import SYSTEM_ZONES
+    from foresize.core.lifecycle.daemonset import UsageWindow
     from foresize.core.vertical.policy import WorkerConfig
     from foresize.shells.kube.api import KubeApi
     from foresize.shells.kube.executor import KubeExecutor
