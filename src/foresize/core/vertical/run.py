@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from foresize.core.cluster.actions import EmitEvent
 from foresize.core.cluster.capacity import format_resources
 from foresize.core.cluster.model import Pod, Suggestion
+from foresize.core.cluster.pending import ComingSize
 from foresize.core.cluster.snapshot import ClusterSnapshot
 from foresize.core.cluster.target import TargetView
 from foresize.core.cluster.windows import UTC_ONLY, MaintenancePolicy, TimeZones
@@ -44,6 +45,8 @@ class PassContext:
     now: float
     config: WorkerConfig
     bucket: EvictionBucket | None = None  # the cluster-wide eviction rate limit, if on
+    # pod uid -> the size it will have: recreated, or an upsize waiting (`vertical.coming`)
+    coming: dict[str, ComingSize] = field(default_factory=dict)
     # The maintenance windows and budgets (`vertical.limits`): the zone database, the
     # windows' checks by policy, every target of the pass, disruptions per namespace in
     # the last hour (this pass's included).

@@ -89,7 +89,7 @@ async def _measure(
 ) -> dict[str, Any]:
     from aiohttp import web
 
-    from foresize.bench.webhook import review_bodies
+    from foresize.bench.webhook_load import review_bodies
     from foresize.core.reconcile import ReconcileState
     from foresize.front.cli.bench_plan import build_snapshot
     from foresize.shells.kube.shell import KubeShell

@@ -252,6 +252,9 @@ class KubeShell:
         )
         decided = await asyncio.to_thread(plan) if self.plan_off_loop else plan()
         self.pass_state = decided.state
+        # What Foresize will do that node autoscalers cannot see (the annotations are
+        # among the actions): foresize_pending_upsize_demand / _pods.
+        self.recorder.pending(decided.pending)
         await self._finalizers(decided)
         if decided.templates is not None:
             await self._templates(decided.templates)
