@@ -38,6 +38,7 @@ from typing import Any, Protocol
 
 from foresize.adapters.telemetry.metrics import ForesizeMetrics
 from foresize.adapters.telemetry.recorder import ChangeRecorder, target_key
+from foresize.adapters.timezones import SYSTEM_ZONES
 from foresize.core.api.access import get_path
 from foresize.core.cluster.actions import (
     Action,
@@ -54,6 +55,7 @@ from foresize.core.reconcile import (
     ReconcileState,
     plan_pass,
 )
+from foresize.core.vertical.policy import WorkerConfig
 from foresize.shells.kube.leader import ShardManager
 from foresize.shells.kube.state import ClusterState
 
@@ -112,6 +114,9 @@ class KubeShell:
         self.passes = 0
         # The recommender's history (UsageHistory or the SQLite HistoryStore).
         self.history = history
+        # The machine's zone database for the maintenance windows, unless the caller's
+        # worker settings name one.
+        worker_config = worker_config or WorkerConfig(time_zones=SYSTEM_ZONES)
         self.config = ReconcileConfig(
             worker=worker_config, suggest_interval=suggest_interval, headroom=headroom
         )

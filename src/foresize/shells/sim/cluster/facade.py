@@ -90,6 +90,7 @@ class SimCluster:
     templates = _Part[list[Any]]("store")
     vertical_claims = _Part[list[VerticalClaim]]("store")
     paused = _Part[bool]("store")
+    revert_all = _Part[bool]("store")
     server_version = _Part[tuple[int, int]]("store")
     epoch = _Part[int]("store")
     nodes = _Part[dict[str, Node]]("nodeset")
@@ -346,7 +347,8 @@ class SimCluster:
             daemonset_autoscalers=list(self.daemonset_autoscalers),
             templates=list(self.templates),
             server_version=self.server_version,
-            paused=self.paused,
+            paused=self.paused or self.revert_all,
+            revert_all=self.revert_all,
         )
 
     def hpa_objects(self) -> list[HorizontalPodAutoscaler]:
