@@ -76,6 +76,9 @@ class ClusterSnapshot:
     policies_resolved: bool = False
     server_version: tuple[int, int] = (1, 35)
     paused: bool = False  # cluster-wide pause (ConfigMap flag)
+    # "Revert everything now" (the pause ConfigMap's `revert: "true"`, which also pauses):
+    # every autonomous target's pods go back to their templates (`lifecycle.planner`).
+    revert_all: bool = False
     # The pod webhook is serving (server up, certificate valid). An evicted pod gets its
     # new size only through it, so the vertical worker holds evictions while this is
     # False. The shells derive it: the operator from its webhook server, the simulator

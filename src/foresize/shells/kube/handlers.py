@@ -77,6 +77,8 @@ def _name(obj: dict[str, Any]) -> str:
 
 
 def validation_message(kind: str, body: dict[str, Any]) -> str | None:
+    from foresize.adapters.timezones import SYSTEM_ZONES
+    from foresize.core.admission.validate import window_errors
     from foresize.core.api.types import parse_object
     from foresize.core.errors import ForesizeError
 
@@ -86,7 +88,10 @@ def validation_message(kind: str, body: dict[str, Any]) -> str | None:
         parse_object(data, "")
     except ForesizeError as exc:
         return str(exc)
-    return None
+    # Windows the zone database cannot read: the object is planned (on the safe side,
+    # `vertical.limits`), and its Accepted condition says what is wrong.
+    problems = window_errors(data, SYSTEM_ZONES) if kind == "AIScaleTarget" else []
+    return "; ".join(problems) or None
 
 
 def configure(settings: Any, *, scanning: bool = True, idle_timeout: float | None = None) -> None:

@@ -49,7 +49,7 @@ class SimAdmission:
         key = (
             tuple(map(id, sim.targets)),
             tuple(map(id, sim.daemonset_autoscalers)),
-            sim.paused,
+            sim.paused or sim.revert_all,
             id(sim.workloads),
             tuple(hpas),
             tuple(getattr(sim, "vertical_claims", ())),
@@ -63,7 +63,7 @@ class SimAdmission:
             workloads=sim.workloads,
             hpas=sim.hpa_objects() if hpas else (),
             vertical_claims=getattr(sim, "vertical_claims", ()),
-            paused=sim.paused,
+            paused=sim.paused or sim.revert_all,
             suggestions=self.suggestions,
             oom_floors=self.oom_floors,
             predictions=self.predictions,

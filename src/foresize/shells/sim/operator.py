@@ -35,9 +35,11 @@ from typing import Any
 import numpy as np
 
 from foresize.adapters.history.aggregate import Grouping
+from foresize.adapters.timezones import SYSTEM_ZONES
 from foresize.core.api.quantity import CPU, MEMORY, MIB
 from foresize.core.api.vocabulary import DEFAULT_HPA_RESOURCE_POLICY
 from foresize.core.cluster.actions import WriteTargetStatus
+from foresize.core.cluster.headroom import HeadroomConfig
 from foresize.core.cluster.model import (
     ContainerSuggestion,
     Suggestion,
@@ -134,7 +136,9 @@ class OperatorOptions:
     admission: bool = True
     disruption: dict[str, Any] = field(default_factory=dict)
     hpa_resource_policy: str = DEFAULT_HPA_RESOURCE_POLICY
-    worker: WorkerConfig = field(default_factory=WorkerConfig)
+    # The machine's zone database: the targets' maintenance windows read it as in a cluster.
+    worker: WorkerConfig = field(default_factory=lambda: WorkerConfig(time_zones=SYSTEM_ZONES))
+    vertical: dict[str, Any] | None = None  # more of the targets' spec.vertical (windows, ...)
     targets: list[str] | None = None  # workload keys Kind/ns/name; None = all of `kinds`
     # The targets keep limits proportional to the template (limit.ratio per resource), as
     # VPA does by default, so a memory leak can be followed above the template's limit.
@@ -142,6 +146,7 @@ class OperatorOptions:
     min_lookback_to_scale: str | None = None  # the target's own (API default 24 h)
     min_replicas: int | None = None  # the targets' update_policy.min_replicas (API default 2)
     startup_boost: dict[str, Any] | None = None  # the targets' vertical.startup_boost
+    headroom: HeadroomConfig | None = None  # forecast-sized placeholders (`--headroom`)
 
 
 class SimOperator:
@@ -158,7 +163,9 @@ class SimOperator:
         self.opt = options or OperatorOptions()
         # Templates are reconciled here too; the simulator has no finalizers to hold.
         self.config = ReconcileConfig(
-            worker=self.opt.worker, suggest_interval=self.opt.recommend_interval
+            worker=self.opt.worker,
+            suggest_interval=self.opt.recommend_interval,
+            headroom=self.opt.headroom,
         )
         self.pass_state = ReconcileState()
         self.series: dict[tuple[str, str, str], int] = {}
@@ -217,6 +224,7 @@ class SimOperator:
                 vertical["disruption"] = dict(self.opt.disruption)
             if self.opt.startup_boost is not None and not cronjob:
                 vertical["startup_boost"] = dict(self.opt.startup_boost)
+            vertical.update(self.opt.vertical or {})
             if self.opt.proportional_limits:
                 vertical["containers"] = _proportional_limits(wl.template.containers)
             spec_model: dict[str, Any] = {}
@@ -568,14 +576,20 @@ def install_foresize(
     mode: str | None = None,
     hpa_resource_policy: str = DEFAULT_HPA_RESOURCE_POLICY,
     min_lookback_to_scale: str | None = None,
+    headroom: HeadroomConfig | None = None,
+    vertical: dict[str, Any] | None = None,
 ) -> SimOperator:
     """`--policy foresize[:MODE]`: forecasting recommender, disruption worker, admission;
-    `foresize-coordinate`: the same with `hpa_resource_policy: coordinate`.
-    `min_lookback_to_scale`: the targets' own (API default 24 h; tests shorten it)."""
+    `foresize-coordinate`: the same with `hpa_resource_policy: coordinate`;
+    `foresize+headroom`: the same with forecast-sized headroom placeholders.
+    `min_lookback_to_scale`: the targets' own (API default 24 h; tests shorten it);
+    `vertical`: more of their spec.vertical (`foresize-window`: a maintenance window)."""
     opts = OperatorOptions(
         loop_interval=SIM_LOOP_INTERVAL,
         hpa_resource_policy=hpa_resource_policy,
         min_lookback_to_scale=min_lookback_to_scale,
+        headroom=headroom,
+        vertical=vertical,
     )
     return SimOperator(sim, ForesizeRecommender(mode), opts).install()
 

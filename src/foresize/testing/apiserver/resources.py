@@ -91,6 +91,7 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
         for plural, kind in (("cronjobs", "CronJob"), ("jobs", "Job"))
     ),
     ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True),
+    ResourceType("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False),
     ResourceType(
         "apiextensions.k8s.io",
         "v1",
