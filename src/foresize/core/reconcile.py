@@ -574,17 +574,18 @@ class ActionQueue:
     def next(self) -> Action | None:
         while self._pending:
             action = self._pending.popleft()
-            if isinstance(action, EvictPod):
-                ts = self.state.targets.get(action.target)
-                if (
-                    ts is not None
-                    and ts.evict_retry_at is not None
-                    and self.now < ts.evict_retry_at
-                ):
-                    self.done.append((action, None))  # deferred after a 429: not sent
-                    continue
-            return action
+            if not self.deferred(action):
+                return action
         return None
+
+    def deferred(self, action: Action) -> bool:
+        """An eviction of a target refused (429) until its `retryAfterSeconds`: recorded in
+        `done` with result None, not sent (asked again of an action held back behind another)."""
+        ts = self.state.targets.get(action.target) if isinstance(action, EvictPod) else None
+        if ts is None or ts.evict_retry_at is None or self.now >= ts.evict_retry_at:
+            return False
+        self.done.append((action, None))
+        return True
 
     def feed(self, action: Action, result: ActionResult) -> None:
         self.done.append((action, result))
