@@ -33,6 +33,7 @@ from foresize.core.cluster.model import (
     Pod,
     PodTemplate,
     ResourceRequirements,
+    VerticalClaim,
     Workload,
 )
 from foresize.core.cluster.snapshot import ClusterSnapshot
@@ -342,3 +343,43 @@ def test_the_policy_is_part_of_the_api_and_a_wrong_word_names_the_field():
         )
     assert "spec.vertical.hpa_resource_policy" in str(err.value)
     assert "coordinate" in str(err.value)
+
+
+# ----------------------------------------------------------------------- part 5
+
+
+def test_a_workload_another_vertical_autoscaler_claims_gets_no_pair_and_no_floor():
+    """Part 5: under a VPA in Auto the coordinated mode sets neither a request nor a
+    replica floor; status names the VPA (the vertical guard adds the condition and the
+    Event, tests/core/vertical/test_double_control.py). A VPA in Off does not claim."""
+    claimed = snapshot(hpa())
+    claimed.vertical_claims = [
+        VerticalClaim("VerticalPodAutoscaler", "pay", "web-vpa", "Deployment", "web", "Auto")
+    ]
+    write = recommender_write()
+    plan = plan_coordination(claimed, [write], {"pay/web": {"cpu": 1350.0}}, 0.0, {})
+    record = write.status["coordination"]
+    assert record["state"] == "Ignored"
+    assert "VerticalPodAutoscaler pay/web-vpa (updateMode Auto)" in record["reason"]
+    assert plan.actions == [] and plan.pairs == {}
+    assert "horizontal_suggestion" not in write.status
+    off = snapshot(hpa())
+    off.vertical_claims = [
+        VerticalClaim("VerticalPodAutoscaler", "pay", "web-vpa", "Deployment", "web", "Off")
+    ]
+    write = recommender_write()
+    plan = plan_coordination(off, [write], {"pay/web": {"cpu": 1350.0}}, 0.0, {})
+    assert write.status["coordination"]["state"] == "Coordinated"
+
+
+def test_an_hpa_naming_a_missing_workload_is_reported_and_nothing_is_coordinated():
+    """Bad input: the HPA (and the target) name Deployment pay/web, which does not exist:
+    status says what was ignored and why; no scale, no Event, the HPA is not written."""
+    s = snapshot(hpa())
+    s.workloads = {}
+    write = recommender_write()
+    plan = plan_coordination(s, [write], {"pay/web": {"cpu": 1350.0}}, 0.0, {})
+    record = write.status["coordination"]
+    assert record["state"] == "Ignored" and record["hpa"] == "HorizontalPodAutoscaler pay/web"
+    assert "names Deployment pay/web, which does not exist" in record["reason"]
+    assert plan.actions == [] and plan.pairs == {}

@@ -1,6 +1,7 @@
-"""Cron schedules (`forecast_cron`): the one validator, used by the API models (so the CLI's
-`foresize validate`, the CRD loader and the `--state` file) and by the validating webhook,
-so they accept and refuse alike.
+"""Cron schedules (`forecast_cron`, maintenance windows): the one validator, used by the
+API models (so the CLI's `foresize validate`, the CRD loader and the `--state` file) and
+by the validating webhook, so they accept and refuse alike; and the one parser
+(`parse_cron`), which the maintenance windows' arithmetic reads (`cluster.windows`).
 
 Accepted: the macros `@yearly @annually @monthly @weekly @daily @midnight @hourly`, or five
 whitespace-separated fields (minute hour day-of-month month day-of-week), each a
@@ -9,6 +10,9 @@ and weekdays may be three-letter names; day-of-week 7 is Sunday, as in Vixie cro
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date
 
 from foresize.core.api.duration import shown
 
@@ -95,3 +99,85 @@ def check_cron(expr: str) -> str:
     if problem:
         raise ValueError(f"{shown(expr)} {problem}")
     return expr
+
+
+# What each macro stands for (Vixie cron, and Kubernetes CronJob's robfig/cron v3).
+_MACRO_FIELDS = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class CronTimes:
+    """A parsed schedule: the values each field matches. Days follow Kubernetes CronJob
+    (robfig/cron v3, as Vixie cron): where both day-of-month and day-of-week are
+    restricted a day matches either; where one is `*` (or `*/1`) only the other counts.
+    Day-of-week 0 and 7 are both Sunday."""
+
+    minutes: frozenset[int]
+    hours: frozenset[int]
+    days: frozenset[int]
+    months: frozenset[int]
+    weekdays: frozenset[int]  # 0 = Sunday ... 6 = Saturday
+    any_day: bool  # day-of-month is `*`
+    any_weekday: bool  # day-of-week is `*`
+
+    def day_matches(self, day: date) -> bool:
+        if day.month not in self.months:
+            return False
+        in_month = day.day in self.days
+        in_week = day.isoweekday() % 7 in self.weekdays
+        if self.any_day or self.any_weekday:
+            return in_month and in_week
+        return in_month or in_week
+
+    def minutes_of_day(self) -> tuple[int, ...]:
+        """The minutes after local midnight at which the schedule fires on a matching day."""
+        return tuple(sorted(h * 60 + m for h in self.hours for m in self.minutes))
+
+
+def _values(i: int, part: str) -> tuple[frozenset[int], bool]:
+    """The values of field `i` (already checked by `cron_error`) and whether it is `*`."""
+    lo, hi = _RANGES[i]
+    out: set[int] = set()
+    for item in part.split(","):
+        base, _, step_text = item.partition("/")
+        step = int(step_text) if step_text else 1
+        if base == "*":
+            first, last = lo, hi
+        else:
+            bounds = [_NAMES[i].get(b.lower(), None) for b in base.split("-")]
+            numbers = [
+                n if n is not None else int(b) for n, b in zip(bounds, base.split("-"), strict=True)
+            ]
+            first = numbers[0]
+            # `5/15` is 5, 20, 35, 50 (robfig/cron: a single value with a step runs to the end).
+            last = numbers[-1] if len(numbers) == 2 else (hi if step_text else first)
+        out.update(range(first, last + 1, step))
+    star = part in ("*", "*/1")
+    if i == 4 and 7 in out:  # Sunday is 0 and 7
+        out.discard(7)
+        out.add(0)
+    return frozenset(out), star
+
+
+def parse_cron(expr: str) -> CronTimes:
+    """The values a valid schedule matches; ValueError naming the problem otherwise."""
+    text = check_cron(expr).strip()
+    text = _MACRO_FIELDS.get(text.lower(), text)
+    parsed = [_values(i, part) for i, part in enumerate(text.split())]
+    return CronTimes(
+        minutes=parsed[0][0],
+        hours=parsed[1][0],
+        days=parsed[2][0],
+        months=parsed[3][0],
+        weekdays=parsed[4][0],
+        any_day=parsed[2][1],
+        any_weekday=parsed[4][1],
+    )

@@ -34,6 +34,7 @@ from foresize.core.api.hysteresis import (
     DEFAULT_VERTICAL_SCALE_UP_PERCENT,
     clears,
 )
+from foresize.core.api.maintenance import ChangeBudgets, Maintenance
 from foresize.core.api.model import ModelOverride
 from foresize.core.api.quantity import (
     CPU,
@@ -205,6 +206,9 @@ class OomRemediation(StrictModel):
     """Raise memory x1.2 on OOM kills (again every 2 minutes while they continue)."""
     stabilization_window: PositiveDuration | None = None
     """How long the raised floor holds; default max(forecast interval, 1h)."""
+    outside_windows: bool = False
+    """Let an OOM fix (the x1.2 memory raise of a pod OOM-killed in the last 10 minutes)
+    act outside the maintenance windows; the budgets still count it."""
 
     def window_for(self, forecast_interval: float | None) -> float:
         """The hold time of an OOM floor: the configured window, else
@@ -354,6 +358,10 @@ class VerticalSpec(StrictModel):
     the forecast load the HPA's utilisation sits at its target (docs/horizontal.md)."""
     startup_boost: StartupBoost | None = None
     """More CPU at admission for the start-up period, then an in-place unboost."""
+    maintenance: Maintenance | None = None
+    """Windows outside which disruptive actions (or all changes) wait (docs/windows.md)."""
+    budgets: ChangeBudgets | None = None
+    """Changes per workload per day, disruptions per namespace per hour (docs/windows.md)."""
 
     @model_validator(mode="after")
     def _unique(self) -> VerticalSpec:

@@ -24,9 +24,9 @@ file by the CLI with the same words.
 
 The models live in one module per object: `fields` (units, enumerations, bases), `meta`
 (metadata, references, selectors), `model` (forecast settings), `policy` (vertical and
-horizontal policies), `target` (AIScaleTarget), `daemonset`, `template`
-(ClusterAIScaleTemplate) and `load` (parsing with errors naming the field). This module
-re-exports them: import the API from here.
+horizontal policies), `maintenance` (windows and change budgets), `target`
+(AIScaleTarget), `daemonset`, `template` (ClusterAIScaleTemplate) and `load` (parsing
+with errors naming the field). This module re-exports them: import the API from here.
 """
 
 from __future__ import annotations
@@ -71,6 +71,7 @@ from foresize.core.api.load import (
     parse_target,
     parse_template,
 )
+from foresize.core.api.maintenance import ChangeBudgets, Maintenance, MaintenanceWindow
 from foresize.core.api.meta import (
     APIObject,
     DaemonSetRef,
@@ -152,6 +153,7 @@ __all__ = [
     "AIScaleTargetSpec",
     "AIScaleTargetStatus",
     "APIObject",
+    "ChangeBudgets",
     "CircuitBreakerStatus",
     "ClusterAIScaleTemplate",
     "ClusterAIScaleTemplateKind",
@@ -183,6 +185,8 @@ __all__ = [
     "LabelSelector",
     "LabelSelectorRequirement",
     "LimitPolicy",
+    "Maintenance",
+    "MaintenanceWindow",
     "MaxDisrupted",
     "MemoryPolicy",
     "MemoryQuantity",

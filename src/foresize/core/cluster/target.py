@@ -60,6 +60,12 @@ from foresize.core.cluster.target_fields import (
     selector_of,
     suggestion_from,
 )
+from foresize.core.cluster.windows import (
+    BudgetPolicy,
+    MaintenancePolicy,
+    read_budgets,
+    read_maintenance,
+)
 from foresize.core.errors import ForesizeError
 
 # The read-model's vocabulary, importable from here as from `target_fields`.
@@ -153,6 +159,9 @@ class TargetView:
     oom_enabled: bool = True
     # spec.vertical.startup_boost (`cluster.boost`): None, no boost.
     startup_boost: BoostPolicy | None = None
+    # spec.vertical.maintenance and budgets (`cluster.windows`): None, not set.
+    maintenance: MaintenancePolicy | None = None
+    budgets: BudgetPolicy | None = None
     # The recommender's model settings (None: read from a plain manifest dict).
     forecast: ForecastSettings | None = None
     # Problems found reading the spec, one line each naming the field. The tolerant users
@@ -407,6 +416,8 @@ def _read_vertical(vertical: JSONValue, where: str, errors: list[str]) -> dict[s
         ("scale_down", ("scale_down", "scaleDown"), DEFAULT_SCALE_DOWN),
     ):
         readers.append((key, partial(_threshold, get(behavior, *names), f"{sb}.{key}", default)))
+    readers.append(("maintenance", partial(read_maintenance, vertical, where)))
+    readers.append(("budgets", partial(read_budgets, vertical, where)))
     for key, read in readers:
         try:
             out[key] = read()

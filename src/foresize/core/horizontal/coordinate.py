@@ -88,8 +88,30 @@ def plan_coordination(
             continue
         view = found
         wl = snapshot.workload(view.ref_kind, view.namespace, view.ref_name)
-        hpa = snapshot.hpa_for(wl) if wl is not None else None
-        if wl is None or hpa is None:
+        if wl is None:
+            orphan = _hpa_naming(snapshot, view)
+            if orphan is not None:  # the worker reports the missing workload itself
+                write.status["coordination"] = _record(
+                    "Ignored",
+                    orphan,
+                    now,
+                    reason=f"{describe_hpa(orphan)} names {view.ref_kind} "
+                    f"{view.namespace}/{view.ref_name}, which does not exist: nothing is "
+                    "coordinated",
+                )
+            continue
+        hpa = snapshot.hpa_for(wl)
+        if hpa is None:
+            continue
+        claim = snapshot.vertical_claim_for(wl.kind, wl.namespace, wl.name)
+        if claim is not None:  # refuse double control (the vertical guard's condition)
+            write.status["coordination"] = _record(
+                "Ignored",
+                hpa,
+                now,
+                reason=f"{claim.describe()} also sizes the workload: no request or replica "
+                "floor is set",
+            )
             continue
         problem = coordination_problem(hpa)
         if problem is not None:
@@ -111,15 +133,7 @@ def plan_coordination(
             continue
         _set_resource(write.status, resource, pair, wl)
         forecast = forecasts[key][resource]
-        write.status["horizontal_suggestion"] = {
-            "uid": f"{key}@{int(now)}",
-            "replicas": pair.replicas,
-            "forecast_window": {
-                "start": format_timestamp(now),
-                "end": format_timestamp(now + horizon),
-            },
-            "created_at": format_timestamp(now),
-        }
+        plan.pairs[key] = pair
         write.status["coordination"] = _record(
             "Coordinated",
             hpa,
@@ -130,10 +144,6 @@ def plan_coordination(
             request=format_quantity(resource, pair.request),
             forecast_total=format_quantity(resource, int(round(forecast))),
         )
-        plan.pairs[key] = pair
-        floor = min(pair.replicas, scale_up_allowance(wl.replicas, hpa.scale_up))
-        if wl.replicas < floor:
-            plan.actions.append(PatchScale(wl.namespace, wl.kind, wl.name, floor, target=key))
         prev = previous.get(key)
         if prev is None or (prev.replicas, prev.request) != (pair.replicas, pair.request):
             plan.actions.append(
@@ -149,7 +159,31 @@ def plan_coordination(
                     uid=view.uid,
                 )
             )
+        write.status["horizontal_suggestion"] = {
+            "uid": f"{key}@{int(now)}",
+            "replicas": pair.replicas,
+            "forecast_window": {
+                "start": format_timestamp(now),
+                "end": format_timestamp(now + horizon),
+            },
+            "created_at": format_timestamp(now),
+        }
+        floor = min(pair.replicas, scale_up_allowance(wl.replicas, hpa.scale_up))
+        if wl.replicas < floor:
+            plan.actions.append(PatchScale(wl.namespace, wl.kind, wl.name, floor, target=key))
     return plan
+
+
+def _hpa_naming(snapshot: ClusterSnapshot, view: TargetView) -> HorizontalPodAutoscaler | None:
+    """The HPA whose scaleTargetRef names the target's workload (which may not exist)."""
+    for h in snapshot.hpas:
+        if (h.namespace, h.target_kind, h.target_name) == (
+            view.namespace,
+            view.ref_kind,
+            view.ref_name,
+        ):
+            return h
+    return None
 
 
 def _decide(
