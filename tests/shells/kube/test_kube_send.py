@@ -109,3 +109,34 @@ async def test_one_at_a_time_when_the_concurrency_is_one() -> None:
     actions = [resize("ns", f"t{t}", f"t{t}-p") for t in range(5)]
     await shell._send(ActionQueue(actions, WorkerState(), 0.0))
     assert executor.most == 1 and len(executor.sent) == 5
+
+
+async def test_a_target_s_status_counts_the_resizes_sent_before_it() -> None:
+    """One status write a target a pass: planned before its resizes, it would count none
+    of them and the next pass would write it again only to count them."""
+    from foresize.core.vertical.state import STATUS_KEY
+
+    executor = SlowExecutor()
+    sent: list[dict] = []
+    send = executor.apply_guarded
+
+    async def recording(action):
+        if isinstance(action, WriteTargetStatus):
+            sent.append(action.status)
+        return await send(action)
+
+    executor.apply_guarded = recording  # type: ignore[method-assign]
+    state = WorkerState(targets={"ns/t0": TargetState()})
+    planned = {"pods_resized": 0, "pods_stalled": 0, STATUS_KEY: TargetState().to_status()}
+    actions = [
+        resize("ns", "t0", "p0"),
+        resize("ns", "t0", "p1"),
+        WriteTargetStatus("ns", "t0", planned),
+    ]
+    queue = ActionQueue(actions, state, 0.0)
+    await shell_with(executor)._send(queue)
+    assert sent[0]["pods_resized"] == 2 and sent[0]["pods_stalled"] == 0
+    assert queue.state.targets["ns/t0"].last_status == sent[0]  # the next pass writes nothing
+    # A status write that is not the worker's (a recommendation) is sent as planned.
+    other = WriteTargetStatus("ns", "t0", {"vertical_suggestion": {"uid": "s"}})
+    assert queue.prepared(other) is other

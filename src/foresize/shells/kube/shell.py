@@ -305,7 +305,10 @@ class KubeShell:
             return action, await self.executor.apply_guarded(action)
 
         def start(action: Action) -> None:
+            # A target's status goes after its pods' actions, counting their results.
+            action = queue.prepared(action)
             inflight[lane_of(action)] = asyncio.create_task(send(action))
+
 
         while True:
             while not stopped and len(inflight) < self.concurrency:
