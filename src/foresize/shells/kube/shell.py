@@ -309,7 +309,6 @@ class KubeShell:
             action = queue.prepared(action)
             inflight[lane_of(action)] = asyncio.create_task(send(action))
 
-
         while True:
             while not stopped and len(inflight) < self.concurrency:
                 action = queue.next()
