@@ -1,16 +1,15 @@
-"""Shared fixtures: the strict API server every kube-shell test runs against, and the
-options of a real operator run in a test."""
+"""The fixtures tests in several folders share: only the strict API server, which the
+kube-shell tests (`tests/shells/kube/`), the test server's own (`tests/testing/`), the
+metrics-server poller's (`tests/adapters/history/`) and the vertical worker's against a
+real cluster (`tests/core/vertical/`) run against. A fixture one folder uses lives in that
+folder's `conftest.py` (`tests/shells/kube/conftest.py`: the options of a real operator
+run)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import pytest
 
-from foresize.shells.kube.operator import OperatorOptions
 from foresize.testing.apiserver import StrictApiServer
-from foresize.testing.ports import free_port
 
 
 @pytest.fixture
@@ -20,25 +19,3 @@ async def apiserver():
     await server.start()
     yield server
     await server.stop()
-
-
-@pytest.fixture
-def operator_options() -> Callable[..., OperatorOptions]:
-    """Options for a real operator in a test, overridable field by field: replica
-    foresize-0 in namespace foresize, a pass every 0.2 s, /metrics on a free loopback port,
-    no webhook (a test that wants it sets `webhook_port=free_port()`), 1 s shutdown grace."""
-
-    def make(**overrides: Any) -> OperatorOptions:
-        fields: dict[str, Any] = {
-            "namespace": "foresize",
-            "identity": "foresize-0",
-            "interval": 0.2,
-            "metrics_host": "127.0.0.1",
-            "metrics_port": free_port(),
-            "webhook": "webhook_port" in overrides,
-            "webhook_host": "127.0.0.1",
-            "shutdown_grace": 1.0,
-        }
-        return OperatorOptions(**(fields | overrides))
-
-    return make

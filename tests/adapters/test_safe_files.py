@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from foresize.adapters.files import MAX_DEPTH, load_json, read_text
 from foresize.core.errors import ForesizeError
 from foresize.front.cli import app
-from foresize.front.cli.manifests import validate_files
+from foresize.front.cli.validate import validate_files
 from foresize.shells.sim.scenario import MAX_POD_STEPS, check_run_size, load_scenario
 from foresize.shells.webhook.state_file import load_state_file
 from support.sim import workload

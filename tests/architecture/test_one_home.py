@@ -228,7 +228,7 @@ def test_admission_and_the_in_place_resize_settle_a_request_over_the_limit_alike
         Suggestion,
     )
     from foresize.core.cluster.sizing import size_container
-    from foresize.core.cluster.target import ContainerPolicy
+    from foresize.core.cluster.target_fields import ContainerPolicy
     from foresize.core.vertical.desired import desired_containers
 
     container = Container("app", ResourceRequirements({"cpu": 100}, {"cpu": 200}))

@@ -10,6 +10,7 @@ this walk of the syntax trees can."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 from support.paths import ROOT
@@ -80,3 +81,49 @@ def test_the_walks_find_what_they_look_for():
     )
     assert imported_test_modules(planted) == ["1: test_other", "3: a.test_b"]
     assert imported_private_names(planted) == ["4: foresize.core.api.fields._Base"]
+
+
+def fixture_names(source: str) -> list[str]:
+    """The fixtures a module defines (`@pytest.fixture` functions)."""
+    return [
+        node.name
+        for node in ast.parse(source).body
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and any("fixture" in ast.unparse(d) for d in node.decorator_list)
+    ]
+
+
+@functools.cache
+def _test_trees() -> tuple[tuple[Path, ast.Module], ...]:
+    return tuple((path, ast.parse(path.read_text())) for path in sorted(TESTS.rglob("*.py")))
+
+
+def folders_using(name: str) -> set[str]:
+    """The test folders (`shells/kube`, `core/vertical`, ...) with a test or fixture that
+    takes `name` as a parameter."""
+    folders = set()
+    for path, tree in _test_trees():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and name in {
+                a.arg for a in node.args.args
+            }:
+                folders.add(str(path.parent.relative_to(TESTS)))
+    return folders
+
+
+def test_the_root_conftest_holds_only_fixtures_several_folders_share():
+    """A fixture one folder uses lives in that folder's `conftest.py` (issue 28 step 6)."""
+    root = fixture_names((TESTS / "conftest.py").read_text())
+    assert root, "the root conftest defines no fixture: drop it"
+    assert {
+        name: sorted(folders_using(name)) for name in root if len(folders_using(name)) < 2
+    } == {}
+
+
+def test_the_fixture_walk_finds_fixtures():
+    planted = (
+        "import pytest\n@pytest.fixture\ndef a(): ...\n"
+        "@pytest.fixture(scope='module')\nasync def b(): ...\ndef c(): ...\n"
+    )
+    assert fixture_names(planted) == ["a", "b"]
+    assert "shells/kube" in folders_using("operator_options")

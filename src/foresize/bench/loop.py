@@ -45,7 +45,7 @@ from foresize.bench.synthetic import (
     suggestion,
     synthetic_objects,
 )
-from foresize.bench.webhook import review_bodies
+from foresize.bench.webhook_load import review_bodies
 
 LEASE_RETRY = 2.0  # the shipped --lease-retry: a renewal is due this long after the last
 SHIPPED_INTERVAL = 30.0  # the operator's default --interval

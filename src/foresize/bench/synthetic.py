@@ -9,7 +9,7 @@ from typing import Any
 
 from foresize.shells.kube.handlers import accepted_condition
 
-NAMESPACES = 20  # the targets' namespaces, as `bench.webhook.review_bodies` names them
+NAMESPACES = 20  # the targets' namespaces, as `bench.webhook_load.review_bodies` names them
 REVISION = "1a2b3c4d5e"  # the pod-template-hash of every ReplicaSet
 BASE_CPU, BASE_MEM = "100m", "128Mi"
 RESIZED_CPU = "150m"  # the suggestion of a resized target: +50% CPU, same memory

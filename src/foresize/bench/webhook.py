@@ -26,11 +26,8 @@ open and after the server's request-head timeout closed them all.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
-import json
 import multiprocessing as mp
-import random
 import statistics
 import tempfile
 import time
@@ -39,6 +36,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from foresize.bench.webhook_abuse import (
+    SlowLoris,
+    hold_idle_connections,
+    malicious_quantity_ms,
+    rss_mib,
+)
+from foresize.bench.webhook_load import client_timeout, handler_cost, review_bodies, synthetic_index
 
 P99_LIMIT_MS = 10.0
 
@@ -89,132 +94,6 @@ class BenchResult:
         }
 
 
-def synthetic_index(n_targets: int, seed: int = 7):
-    """`n_targets` autonomous Deployments (with suggestions) in 20 namespaces, plus as
-    many recommendation-mode ones: a realistic lookup load for the pod decision."""
-    from foresize.core.admission.index import AdmissionIndex
-    from foresize.core.cluster.model import ContainerSuggestion, Suggestion
-    from foresize.core.cluster.target import ContainerPolicy, ResourcePolicy, TargetView
-
-    rng = random.Random(seed)
-    views = []
-    for i in range(2 * n_targets):
-        ns = f"ns-{i % 20}"
-        sug = Suggestion(
-            uid=f"s{i}",
-            created_at=0.0,
-            containers={
-                "app": ContainerSuggestion(
-                    "app", {"cpu": rng.randint(50, 2000), "memory": rng.randint(64, 4096) << 20}
-                ),
-                "sidecar": ContainerSuggestion("sidecar", {"cpu": 20, "memory": 32 << 20}),
-            },
-        )
-        views.append(
-            TargetView(
-                kind="AIScaleTarget",
-                namespace=ns,
-                name=f"wl-{i}",
-                ref_kind="Deployment",
-                ref_name=f"wl-{i}",
-                vertical_mode="autonomous" if i < n_targets else "recommendation",
-                containers=(
-                    ContainerPolicy("*", ResourcePolicy(lower=10), ResourcePolicy(lower=16 << 20)),
-                    ContainerPolicy(
-                        "app",
-                        ResourcePolicy(lower=10, limit_ratio=2.0),
-                        ResourcePolicy(lower=16 << 20, limit_ratio=1.5),
-                    ),
-                ),
-                suggestion=sug,
-            )
-        )
-    return AdmissionIndex.build(views)
-
-
-def review_bodies(n_targets: int, count: int, seed: int = 11) -> list[bytes]:
-    """Pre-serialised pod CREATE reviews: 80% for autonomous targets (patched), 20% for
-    recommendation-mode ones (no patch), with realistic pod bodies."""
-    rng = random.Random(seed)
-    bodies = []
-    for k in range(count):
-        i = rng.randrange(n_targets) if rng.random() < 0.8 else n_targets + rng.randrange(n_targets)
-        h = f"{rng.getrandbits(32):08x}"[:9]
-        pod = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "generateName": f"wl-{i}-{h}-",
-                "namespace": f"ns-{i % 20}",
-                "labels": {"app": f"wl-{i}", "pod-template-hash": h},
-                "ownerReferences": [
-                    {
-                        "apiVersion": "apps/v1",
-                        "kind": "ReplicaSet",
-                        "name": f"wl-{i}-{h}",
-                        "uid": f"uid-{k}",
-                        "controller": True,
-                        "blockOwnerDeletion": True,
-                    }
-                ],
-            },
-            "spec": {
-                "containers": [
-                    {
-                        "name": "app",
-                        "image": "registry.example.com/app:1.2.3",
-                        "env": [{"name": f"VAR_{j}", "value": "x" * 20} for j in range(10)],
-                        "resources": {
-                            "requests": {"cpu": "100m", "memory": "128Mi"},
-                            "limits": {"cpu": "200m", "memory": "256Mi"},
-                        },
-                    },
-                    {
-                        "name": "sidecar",
-                        "image": "registry.example.com/proxy:2",
-                        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
-                    },
-                ],
-                "serviceAccountName": "default",
-            },
-        }
-        review = {
-            "apiVersion": "admission.k8s.io/v1",
-            "kind": "AdmissionReview",
-            "request": {
-                "uid": f"req-{k}",
-                "kind": {"group": "", "version": "v1", "kind": "Pod"},
-                "resource": {"group": "", "version": "v1", "resource": "pods"},
-                "namespace": f"ns-{i % 20}",
-                "operation": "CREATE",
-                "userInfo": {"username": "system:serviceaccount:kube-system:replicaset-controller"},
-                "object": pod,
-                "dryRun": False,
-            },
-        }
-        bodies.append(json.dumps(review).encode())
-    return bodies
-
-
-def handler_cost(n_targets: int, count: int = 2000) -> dict[str, float]:
-    """Median microseconds per review of the pure handlers (JSON decode, decision, JSON
-    encode; no HTTP, no TLS), median of 5 passes: what the server spends of its own."""
-    from foresize.core.admission.review import review_noop, review_pod
-
-    index = synthetic_index(n_targets)
-    bodies = review_bodies(n_targets, count)
-    out = {}
-    for name, fn in (("pod", review_pod), ("noop", review_noop)):
-        runs = []
-        for _ in range(5):
-            t0 = time.perf_counter()
-            for b in bodies:
-                json.dumps(fn(json.loads(b), index, 0.0))
-            runs.append((time.perf_counter() - t0) / len(bodies) * 1e6)
-        out[name] = statistics.median(runs)
-    return out
-
-
 def _serve(cert: str, key: str, n_targets: int, ready: Any, stop: Any) -> None:
     """Child process: the real server (create_app + WebhookServer) on an ephemeral port."""
     from foresize.shells.webhook.certs import server_ssl_context
@@ -263,7 +142,7 @@ async def _phase(
                 url,
                 data=bodies[i % len(bodies)],
                 headers={"Content-Type": "application/json"},
-                timeout=_timeout(),
+                timeout=client_timeout(),
             ) as resp:
                 data = await resp.read()
                 if resp.status != 200:
@@ -294,141 +173,8 @@ async def _phase(
     )
 
 
-def _timeout() -> Any:
-    import aiohttp
-
-    return aiohttp.ClientTimeout(total=3.0)  # the webhook configuration's timeoutSeconds
-
-
 def _passes(r: PhaseResult) -> bool:
     return r.errors == 0 and r.p99_ms < P99_LIMIT_MS and r.achieved_rate >= 0.9 * r.rate
-
-
-def rss_mib(pid: int) -> float:
-    """Resident memory of process `pid` in MiB (Linux /proc), NaN elsewhere."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return round(int(line.split()[1]) / 1024.0, 1)
-    except OSError:
-        pass
-    return float("nan")
-
-
-class SlowLoris:
-    """`count` TLS connections that send a request head one byte a second and never
-    finish it; each one the server cuts off is replaced at once, so `count` stay open."""
-
-    def __init__(self, port: int, ssl_context: Any, count: int) -> None:
-        self.port = port
-        self.ssl = ssl_context
-        self.count = count
-        self.cut = 0  # connections the server closed
-        self.open = 0
-        self._tasks: list[asyncio.Task[None]] = []
-
-    async def _one(self) -> None:
-        while True:
-            try:
-                reader, writer = await asyncio.open_connection("127.0.0.1", self.port, ssl=self.ssl)
-            except OSError:
-                await asyncio.sleep(0.5)
-                continue
-            self.open += 1
-            try:
-                writer.write(b"POST /mutate-pods HTTP/1.1\r\nHost: x\r\nX-Slow: ")
-                while True:
-                    try:
-                        data = await asyncio.wait_for(reader.read(1024), 1.0)
-                    except TimeoutError:
-                        writer.write(b"a")  # one more byte of a header that never ends
-                        continue
-                    if not data:
-                        break  # the server closed it
-            except (OSError, ConnectionError):
-                pass
-            finally:
-                self.open -= 1
-                self.cut += 1
-                writer.close()
-
-    async def __aenter__(self) -> SlowLoris:
-        self._tasks = [asyncio.create_task(self._one()) for _ in range(self.count)]
-        for _ in range(200):  # until all are connected (or 10 s)
-            if self.open >= self.count:
-                break
-            await asyncio.sleep(0.05)
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-
-
-async def _idle_connections(port: int, ssl_context: Any, count: int, pid: int) -> dict[str, Any]:
-    """Open `count` TLS connections that send nothing; RSS before, while open, and once
-    the server has closed them all (its request-head timeout)."""
-    gc.collect()
-    before = rss_mib(pid)
-    conns = []
-    for _ in range(count):
-        with contextlib.suppress(OSError):
-            conns.append(await asyncio.open_connection("127.0.0.1", port, ssl=ssl_context))
-    held = rss_mib(pid)
-    opened = time.monotonic()
-
-    async def closed(reader: asyncio.StreamReader) -> bool:
-        try:
-            return await asyncio.wait_for(reader.read(1), 60.0) == b""
-        except TimeoutError:
-            return False
-        except (OSError, ConnectionError):
-            return True
-
-    results = await asyncio.gather(*(closed(r) for r, _ in conns))
-    took = time.monotonic() - opened
-    for _, writer in conns:
-        writer.close()
-    await asyncio.sleep(1.0)
-    return {
-        "connections": len(conns),
-        "closed_by_server": sum(results),
-        "seconds_until_all_closed": round(took, 1),
-        "rss_mib_before": before,
-        "rss_mib_while_open": held,
-        "rss_mib_after": rss_mib(pid),
-    }
-
-
-async def _malicious_quantity_ms(session: Any, url: str, repeats: int = 5) -> float:
-    """Median answer time of a pod whose cpu request is 10 KB of digits (the old ReDoS)."""
-    pod = {
-        "metadata": {"namespace": "shop"},
-        "spec": {
-            "containers": [{"name": "app", "resources": {"requests": {"cpu": "1" * 10_000 + "x"}}}]
-        },
-    }
-    body = json.dumps(
-        {
-            "apiVersion": "admission.k8s.io/v1",
-            "kind": "AdmissionReview",
-            "request": {
-                "uid": "u1",
-                "kind": {"group": "", "version": "v1", "kind": "Pod"},
-                "operation": "CREATE",
-                "namespace": "shop",
-                "object": pod,
-            },
-        }
-    ).encode()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        async with session.post(url, data=body, timeout=_timeout()) as resp:
-            await resp.read()
-        times.append((time.perf_counter() - start) * 1000.0)
-    return round(statistics.median(times), 3)
 
 
 async def _client(
@@ -466,9 +212,7 @@ async def _client(
             noop_runs.append(await _phase(session, base + "/noop", bodies, rate, duration))
             pod_runs.append(await _phase(session, base + "/mutate-pods", bodies, rate, duration))
         abuse: dict[str, Any] = {"rss_mib_baseline": rss_mib(server_pid)}
-        abuse["malicious_quantity_ms"] = await _malicious_quantity_ms(
-            session, base + "/mutate-pods"
-        )
+        abuse["malicious_quantity_ms"] = await malicious_quantity_ms(session, base + "/mutate-pods")
         if slow_connections:
             slow_runs = []
             ssl_context = client_ssl_context(ca_pem)
@@ -519,7 +263,7 @@ async def _client(
             else:
                 hi = mid
         if idle_connections:
-            abuse["idle"] = await _idle_connections(
+            abuse["idle"] = await hold_idle_connections(
                 port, client_ssl_context(ca_pem), idle_connections, server_pid
             )
     gc.enable()

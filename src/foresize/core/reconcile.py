@@ -47,9 +47,11 @@ from foresize.core.cluster.actions import (
 from foresize.core.cluster.capacity import NodeLedger
 from foresize.core.cluster.coordination import Pair
 from foresize.core.cluster.model import OwnerRef, Pod, Suggestion
+from foresize.core.cluster.pending import NODE_POOL_LABELS, PendingDemand, publish
 from foresize.core.cluster.qos import spec_requests
 from foresize.core.cluster.snapshot import ClusterSnapshot, DsaObject, TargetObject
-from foresize.core.cluster.target import TargetView, dsa_view, suggestion_from, target_view
+from foresize.core.cluster.target import TargetView, dsa_view, target_view
+from foresize.core.cluster.target_fields import suggestion_from
 from foresize.core.history import OOM, HistoryReader, SeriesKey
 from foresize.core.horizontal.coming import (
     COMING_STEP,
@@ -61,15 +63,10 @@ from foresize.core.horizontal.coming import (
 from foresize.core.horizontal.coordinate import plan_coordination
 from foresize.core.horizontal.planner import plan_horizontal
 from foresize.core.lifecycle.daemonset import DsaPlan, UsageWindow, dsa_suggestion, plan_dsa
-from foresize.core.lifecycle.planner import LifecycleState, plan_lifecycle
-from foresize.core.lifecycle.revert import REVERT_FINALIZER
+from foresize.core.lifecycle.planner import LifecycleState, finalizers_to_add, plan_lifecycle
 from foresize.core.lifecycle.templates import TemplatePlan, plan_templates
-from foresize.core.recommend.suggestions import (
-    SuggestionState,
-    cadence_of,
-    horizontal_forecasts,
-    plan_suggestions,
-)
+from foresize.core.recommend.horizontal import horizontal_forecasts
+from foresize.core.recommend.suggestions import SuggestionState, cadence_of, plan_suggestions
 from foresize.core.vertical.planner import plan
 from foresize.core.vertical.policy import WorkerConfig
 from foresize.core.vertical.results import on_result, refreshed_status
@@ -103,6 +100,8 @@ class ReconcileConfig:
     worker: WorkerConfig | None = None
     suggest_interval: float = 900.0  # the cadence of a target whose own cadence is cron
     reconcile_templates: bool = True  # this replica reconciles ClusterAIScaleTemplates
+    # The node labels a node's pool is read from, first present wins (`cluster.pending`).
+    node_pool_labels: tuple[str, ...] = NODE_POOL_LABELS
 
 
 @dataclass(slots=True)
@@ -139,6 +138,9 @@ class PassPlan:
     finalizers_to_add: list[tuple[str, str, str, str]] = field(default_factory=list)
     finalizers_done: list[str] = field(default_factory=list)  # "Kind/ns/name"
     templates: TemplatePlan | None = None
+    # What Foresize will do that node autoscalers cannot see (`cluster.pending`): the kube
+    # shell exports it as `foresize_pending_upsize_demand`, the simulator records it.
+    pending: PendingDemand = field(default_factory=PendingDemand)
 
 
 def plan_pass(
@@ -204,8 +206,8 @@ def plan_pass(
             if forecasts:
                 actions += plan_horizontal(snapshot, forecasts, now).actions
     out = PassPlan([], state)
-    out.finalizers_to_add = _finalizers_to_add(snapshot, state.finalized)
-    lp = plan_lifecycle(snapshot, now, state.lifecycle, ledger)
+    out.finalizers_to_add = finalizers_to_add(snapshot, state.finalized)
+    lp = plan_lifecycle(snapshot, now, state.lifecycle, ledger, state.worker.refusals)
     state.lifecycle = lp.state
     out.finalizers_done = list(lp.finalizers_done)
     actions += lp.actions
@@ -224,7 +226,11 @@ def plan_pass(
     vertical, state.worker = plan(
         vertical_snapshot, now, state.worker, config.worker, published, ledger=ledger
     )
-    out.actions = [*template_status, *actions, *gate, *vertical]
+    # What will happen that node autoscalers cannot see: the demand and the annotations.
+    out.pending, published_sizes = publish(
+        snapshot, state.worker.coming.values(), vertical, config.node_pool_labels
+    )
+    out.actions = [*template_status, *actions, *gate, *vertical, *published_sizes]
     return out
 
 
@@ -427,7 +433,8 @@ def _dsa_resizes(
     ledger: NodeLedger | None,
 ) -> DsaPlan:
     """`plan_dsa`, with the DaemonSetAutoscaler's disruption batches kept across passes."""
-    dp = plan_dsa(snapshot, dsa, suggestion, now, ledger, state.dsa_batch_at.get(key))
+    last, refusals = state.dsa_batch_at.get(key), state.worker.refusals
+    dp = plan_dsa(snapshot, dsa, suggestion, now, ledger, last, refusals=refusals)
     if dp.batch_sent:
         state.dsa_batch_at[key] = now
     if dp.paced:
@@ -438,24 +445,6 @@ def _dsa_resizes(
 
 
 # --------------------------------------------------------------------- lifecycle
-
-
-def _finalizers_to_add(
-    snapshot: ClusterSnapshot, finalized: set[str]
-) -> list[tuple[str, str, str, str]]:
-    """(kind, namespace, name, uid) of the Foresize objects that still need the revert
-    finalizer (it holds a deletion until the revert is done)."""
-    out = []
-    views = [
-        *map(target_view, snapshot.targets),
-        *map(dsa_view, snapshot.daemonset_autoscalers),
-    ]
-    for view in views:
-        uid = view.uid or view.key
-        if view.deleting or REVERT_FINALIZER in view.finalizers or uid in finalized:
-            continue
-        out.append((view.kind, view.namespace, view.name, uid))
-    return out
 
 
 # --------------------------------------------------------------------- in-place gate

@@ -21,7 +21,8 @@ from foresize.adapters.history.sqlite import CHUNK_POINTS, HistoryStore
 from foresize.adapters.history.traces import SeriesKey
 from foresize.adapters.telemetry.metrics import ForesizeMetrics
 from foresize.core.errors import ForesizeError
-from foresize.shells.kube.operator import OperatorOptions, open_history
+from foresize.shells.kube.components import open_history
+from foresize.shells.kube.options import OperatorOptions
 
 T0 = 1_700_006_400.0
 KEY = SeriesKey("ns", "web", "app")

@@ -240,7 +240,7 @@ async def test_prometheus_history_fills_either_store_alike(tmp_path):
     store and the in-memory one alike (it once bridged their two append signatures)."""
     from foresize.adapters.history.prometheus_series import ContainerHistory
     from foresize.core.history import TraceSeries
-    from foresize.shells.kube.operator import PrometheusHistory
+    from foresize.shells.kube.tasks import PrometheusHistory
 
     times = T0 + 300.0 * np.arange(12)
     cpu = np.linspace(0.1, 1.2, 12)

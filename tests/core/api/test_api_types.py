@@ -212,8 +212,14 @@ def test_full_round_trip_is_stable():
     once = parse_target(obj).to_kube()
     twice = parse_target(copy.deepcopy(once)).to_kube()
     assert once == twice
-    # The plain pydantic dump is the same Kubernetes JSON.
-    assert parse_target(obj).model_dump(by_alias=True, exclude_none=True) == once
+    # The plain pydantic dump is the same Kubernetes JSON, but for the spec's defaults:
+    # to_kube writes only the fields set (a default written out would read back as set and
+    # override the policy hierarchy), and they read back to the same spec.
+    dumped = parse_target(obj).model_dump(by_alias=True, exclude_none=True)
+    assert {**dumped, "spec": once["spec"]} == once
+    assert parse_target(copy.deepcopy(once)).spec == parse_target(obj).spec
+    assert "min_replicas" not in once["spec"]["vertical"]["update_policy"]  # a default
+    assert "min_replicas" in dumped["spec"]["vertical"]["update_policy"]
     assert once["spec"]["vertical"]["model"] == {"mode": "percentile", "percentile_value": 97.0}
     assert once["status"]["stall_first_seen"] == {"shop/web-1": "2026-11-29T08:01:00Z"}
     assert once["status"]["circuit_breaker"]["backoff"] == "2m"
@@ -425,7 +431,11 @@ def test_errors_name_nested_fields_and_every_problem():
     obj = target(
         vertical={
             "containers": [
-                {"name": "app", "cpu": {"upperbound": "1"}, "memory": {"lowerbound": "lots"}}
+                {
+                    "name": "app",
+                    "cpu": {"upperbound": "0.5", "lowerbound": "1"},
+                    "memory": {"lowerbound": "lots"},
+                }
             ],
             "update_policy": {"update_mode": "sometimes"},
             "disruption": {"stall_timeout": "soon"},
@@ -433,7 +443,7 @@ def test_errors_name_nested_fields_and_every_problem():
         }
     )
     msg = error_of(obj)
-    assert "t.yaml: spec.vertical.containers[0].cpu.lowerbound: required field is missing" in msg
+    assert "t.yaml: spec.vertical.containers[0].cpu.upperbound: 500m is below lowerbound 1" in msg
     assert "t.yaml: spec.vertical.containers[0].memory.lowerbound: not a quantity" in msg
     assert "t.yaml: spec.vertical.update_policy.update_mode: must be one of initial" in msg
     assert "t.yaml: spec.vertical.disruption.stall_timeout: not a duration" in msg

@@ -14,15 +14,11 @@ import pytest
 from foresize.core.api.hysteresis import Threshold
 from foresize.core.api.quantity import CPU, MEMORY, MIB
 from foresize.core.cluster.model import ResourceRequirements
-from foresize.core.cluster.target import ContainerPolicy, ResourcePolicy
-from foresize.core.recommend.target import (
-    MODEL_STEP,
-    ContainerHistory,
-    OOMState,
-    RecommendParams,
-    ResourceModel,
-    recommend_target,
-)
+from foresize.core.cluster.target_fields import ContainerPolicy, ResourcePolicy
+from foresize.core.recommend.histories import MODEL_STEP, ContainerHistory
+from foresize.core.recommend.oom import OOMState
+from foresize.core.recommend.params import RecommendParams, ResourceModel
+from foresize.core.recommend.target import recommend_target
 
 DAY = 86400.0
 NOW = 30 * DAY

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from foresize.core.cluster.model import ResourceRequirements
-from foresize.core.cluster.target import ContainerPolicy, ResourcePolicy
+from foresize.core.cluster.target_fields import ContainerPolicy, ResourcePolicy
 from foresize.core.recommend.core import (
     CPU_DROP_FACTOR,
     CPU_DROP_HOURS,

@@ -126,7 +126,7 @@ def test_the_recommenders_absolute_threshold_applies_from_zero_too() -> None:
 def test_a_request_rounded_up_never_exceeds_the_upper_bound() -> None:
     """Memory is rounded up to whole MiB; an upper bound of 1G (not a whole MiB) caps the
     rounded request at the bound itself."""
-    from foresize.core.cluster.target import ContainerPolicy, ResourcePolicy
+    from foresize.core.cluster.target_fields import ContainerPolicy, ResourcePolicy
 
     b = ContainerPolicy("*", ResourcePolicy(), ResourcePolicy(upper=1_000_000_000))
     cur = {"app": res(500, GIB)}

@@ -18,8 +18,8 @@ from foresize.core.api.quantity import CPU, MEMORY, MIB
 from foresize.core.api.types import parse_target
 from foresize.core.cluster.snapshot import ClusterSnapshot
 from foresize.core.errors import ForesizeError
+from foresize.core.recommend.histories import MODEL_STEP, load_histories
 from foresize.core.recommend.suggestions import SuggestionState, plan_suggestions
-from foresize.core.recommend.target import MODEL_STEP, load_histories
 from support.selectors import _pod
 
 STEP = 300.0

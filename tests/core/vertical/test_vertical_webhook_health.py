@@ -12,7 +12,7 @@ from foresize.core.api.quantity import GIB, MIB
 from foresize.core.cluster.actions import EmitEvent, EvictPod, ResizePod, WriteTargetStatus
 from foresize.core.vertical import WorkerState, plan
 from foresize.core.vertical.admit import EVICTION_SKIPPED_WEBHOOK
-from foresize.shells.kube.operator import admission_health
+from foresize.shells.kube.probes import admission_health
 from support.sim import evicted, make_sim, operator, pods_of, suggest, workload
 from support.vertical import names, of, pod, snap, sugg, target
 

@@ -21,7 +21,8 @@ from typer.testing import CliRunner
 
 from foresize.core.api.crd import all_crds
 from foresize.front.cli import app
-from foresize.front.cli.manifests import alert_rules, build
+from foresize.front.cli.alerts import alert_rules
+from foresize.front.cli.manifests import build
 from support.manifests import (
     ALL,
     CHART,

@@ -19,9 +19,10 @@ import pytest
 from foresize.adapters.telemetry.metrics import ForesizeMetrics
 from foresize.core.cluster.actions import ActionResult, ResizePod, WriteTargetStatus
 from foresize.shells.kube.api import KubeApi, RateLimiter, retryable
+from foresize.shells.kube.gate import GatedExecutor
 from foresize.shells.kube.informer import Informer, Informers, WatchedKind
 from foresize.shells.kube.leader import LeaseElector, ShardManager
-from foresize.shells.kube.operator import GatedExecutor, Health
+from foresize.shells.kube.probes import Health
 from foresize.shells.kube.state import ClusterState
 from foresize.shells.kube.supervision import drain_other_tasks
 from foresize.testing.ports import free_port

@@ -12,8 +12,8 @@ from typing import Any
 from foresize.core.cluster.actions import ResizePod
 from foresize.shells.kube.api import KubeApi
 from foresize.shells.kube.executor import KubeExecutor
+from foresize.shells.kube.gate import GatedExecutor
 from foresize.shells.kube.handlers import parse_foresize
-from foresize.shells.kube.operator import GatedExecutor
 from foresize.shells.kube.shell import KubeShell
 from foresize.shells.kube.state import ClusterState
 from support.kube_objects import SUGGESTION, load_state, seed_workload, target, web_pod

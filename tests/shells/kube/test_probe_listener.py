@@ -11,7 +11,7 @@ from aiohttp import web
 from foresize.adapters.telemetry.metrics import ForesizeMetrics
 from foresize.core.admission.index import AdmissionIndex
 from foresize.front.cli.manifests import build
-from foresize.shells.kube.operator import Health
+from foresize.shells.kube.probes import Health
 from foresize.shells.webhook.server import ServerLimits, WebhookServer, create_app
 
 

@@ -25,10 +25,12 @@ from typing import Any
 import pytest
 
 from foresize.core.cluster import actions as core
-from foresize.front.cli.manifests import NAME, TLS_SECRET, WEBHOOK_SERVICE, build
+from foresize.front.cli.manifests import build
 from foresize.shells.kube.api import KubeApi
 from foresize.shells.kube.executor import KubeExecutor
-from foresize.shells.kube.operator import OperatorOptions, run_operator
+from foresize.shells.kube.operator import run_operator
+from foresize.shells.kube.options import OperatorOptions
+from foresize.shells.kube.rbac import NAME, TLS_SECRET, WEBHOOK_SERVICE
 from foresize.shells.kube.tls import WebhookCertificate
 from foresize.testing.apiserver import RecordedRequest, StrictApiServer
 from foresize.testing.ports import free_port

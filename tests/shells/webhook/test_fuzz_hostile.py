@@ -396,7 +396,7 @@ def _one_line_from(path: Any, message: str) -> None:
 def test_hostile_yaml_is_read_or_refused_in_one_line_by_every_reader(
     tmp_path_factory, field, scalar
 ):
-    from foresize.front.cli.manifests import validate_files
+    from foresize.front.cli.validate import validate_files
     from foresize.shells.sim.scenario import load_scenario
     from foresize.shells.webhook.state_file import load_state_file
 

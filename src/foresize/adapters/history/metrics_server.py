@@ -13,7 +13,7 @@ millicores here would erase idle containers).
 
 Samples go to `SampleSink`s; `HistorySink` writes them into the recommender's history (the
 SQLite `HistoryStore` with `--history-db`, else the in-memory `UsageHistory`), where
-`foresize.core.recommend.target.load_histories` reads them back.
+`foresize.core.recommend.histories.load_histories` reads them back.
 """
 
 from __future__ import annotations

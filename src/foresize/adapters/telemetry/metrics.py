@@ -14,6 +14,8 @@ The names and labels below are an interface: the alerts in the shipped Prometheu
 | foresize_provisioning_ratio | gauge | target, resource |
 | foresize_oom_kills_total | counter | target, container |
 | foresize_node_charge_gap | gauge | node, resource |
+| foresize_pending_upsize_demand | gauge | node_pool, resource |
+| foresize_pending_upsize_pods | gauge | node_pool, cause |
 | foresize_webhook_duration_seconds | histogram | (none) |
 | foresize_loop_duration_seconds | histogram | (none) |
 | foresize_history_bad_values_total | counter | (none) |
@@ -63,6 +65,8 @@ METRIC_NAMES = (
     "foresize_shadow_score",
     "foresize_oom_kills_total",
     "foresize_node_charge_gap",
+    "foresize_pending_upsize_demand",
+    "foresize_pending_upsize_pods",
     "foresize_webhook_duration_seconds",
     "foresize_loop_duration_seconds",
     "foresize_history_bad_values_total",
@@ -171,6 +175,21 @@ class ForesizeMetrics:
             "Per node: the scheduler's charge (max of spec, allocated, actual requests) minus "
             "the sum of spec requests (cores or bytes). Non-zero while resizes are in flight.",
             ["node", "resource"],
+            registry=r,
+        )
+        self.pending_upsize_demand = Gauge(
+            "foresize_pending_upsize_demand",
+            "Per node pool: the requests (cores or bytes) Foresize's pending upsizes will add "
+            "that node autoscalers cannot see: pods it will recreate larger, in-place upsizes "
+            "waiting for room or Deferred (each pod's foresize.io/coming-resources).",
+            ["node_pool", "resource"],
+            registry=r,
+        )
+        self.pending_upsize_pods = Gauge(
+            "foresize_pending_upsize_pods",
+            "Per node pool: how many pods wait for their coming size, by cause (recreate, "
+            "waiting-for-room, deferred).",
+            ["node_pool", "cause"],
             registry=r,
         )
         self.webhook_duration = Histogram(

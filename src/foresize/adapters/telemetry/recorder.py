@@ -46,6 +46,7 @@ from foresize.core.cluster.actions import (
 )
 from foresize.core.cluster.capacity import charge_gap
 from foresize.core.cluster.model import COMPUTE_RESOURCES, Pod
+from foresize.core.cluster.pending import PendingDemand
 from foresize.core.cluster.snapshot import ClusterSnapshot, labels_match
 
 log = logging.getLogger("foresize.changes")
@@ -107,6 +108,8 @@ class ChangeRecorder:
         self._admissions_lock = threading.Lock()  # the webhook reviews in worker threads
         # Target key -> when `declare` last saw it in the cluster.
         self._last_seen: dict[str, float] = {}
+        # The pending-upsize gauges' values written by the last pass, by label set.
+        self._pending_last: dict[tuple[str, str, str], float] = {}
 
     def declare(self, full: ClusterSnapshot, owned: ClusterSnapshot, now: float) -> None:
         """Every counter label set of the cluster's targets (`full`) and of those this
@@ -421,6 +424,28 @@ class ChangeRecorder:
                     )
 
     # ------------------------------------------------------------------ cluster
+    def pending(self, demand: PendingDemand) -> None:
+        """The pass's pending upsize demand (`cluster.pending`) into its two gauges. A
+        pool and resource (or cause) the pass no longer has goes to 0 for one pass, then
+        is removed: a scrape sees the demand end, and no pool stays exported for ever."""
+        values: dict[tuple[str, str, str], float] = {}
+        for (pool, resource), amount in demand.by_pool.items():
+            values[("demand", pool, resource)] = base_units(resource, amount)
+        for (pool, cause), count in demand.pods_by_pool.items():
+            values[("pods", pool, cause)] = float(count)
+        for key, before in self._pending_last.items():
+            if key not in values and before != 0:
+                values[key] = 0.0
+        gauges = {
+            "demand": self.metrics.pending_upsize_demand,
+            "pods": self.metrics.pending_upsize_pods,
+        }
+        for kind, a, b in set(self._pending_last) - set(values):
+            gauges[kind].remove(a, b)
+        for (kind, a, b), value in values.items():
+            gauges[kind].labels(a, b).set(value)
+        self._pending_last = values
+
     def observe(self, snapshot: ClusterSnapshot) -> list[EmitEvent]:
         """Node charge gaps and OOM kills from the current snapshot. Returns OOM Events."""
         for node in snapshot.nodes:

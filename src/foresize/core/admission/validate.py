@@ -19,7 +19,7 @@ from foresize.core.admission.index import AdmissionIndex
 from foresize.core.api.access import first as get
 from foresize.core.api.duration import shown
 from foresize.core.api.types import KINDS, format_validation_error
-from foresize.core.cluster.target import normalise_kind
+from foresize.core.cluster.target_fields import normalise_kind
 
 
 def validate_target(obj: object, index: AdmissionIndex | None = None) -> list[str]:

@@ -2,8 +2,12 @@
 
 The pydantic JSON schema is turned into a Kubernetes *structural* openAPIV3Schema: `$ref`s
 inlined, optional fields unwrapped, defaults written in their serialised form (`15m`, not
-900.0) so the API server applies the same defaults as the models, int-or-string quantities in
-the form Kubernetes expects, open status objects marked `x-kubernetes-preserve-unknown-fields`.
+900.0) so the API server applies the same defaults as the models - except in the kinds of
+the policy hierarchy (`SCHEMA_DEFAULTS_OFF`): an API server that fills a default makes an
+unset field look set, and a set field overrides the policies above it (docs/policies.md);
+their defaults are the models', applied where the hierarchy is resolved -, int-or-string
+quantities in the form Kubernetes expects, open status objects marked
+`x-kubernetes-preserve-unknown-fields`.
 Cross-field rules are attached as CEL `x-kubernetes-validations`; each has a pydantic
 counterpart in `foresize.core.api.types` with the same message.
 
@@ -34,6 +38,7 @@ def _dur_le(a: str, b: str) -> str:
 
 
 _AUTONOMOUS = "['autonomous', 'auto']"
+_DEFAULT_BLOCKS = "'15m'"  # ModelSpec.forecast_blocks' default, as a CEL duration literal
 
 
 def _merged_rules(direction: str) -> list[dict[str, str]]:
@@ -129,9 +134,12 @@ CEL_RULES: dict[type[BaseModel], list[dict[str, str]]] = {
     t.ModelSpec: [
         _CRON_XOR_INTERVAL,
         {
+            # No schema default fills forecast_blocks (SCHEMA_DEFAULTS_OFF): absent, it is
+            # the model's 15m.
             "rule": (
-                "!has(self.forecast_interval) || !has(self.forecast_blocks) || "
-                + _dur_le("self.forecast_interval", "self.forecast_blocks")
+                "!has(self.forecast_interval) || (has(self.forecast_blocks) ? "
+                f"({_dur_le('self.forecast_interval', 'self.forecast_blocks')}) : "
+                f"({_dur_le('self.forecast_interval', _DEFAULT_BLOCKS)}))"
             ),
             "message": "forecast_interval must not exceed forecast_blocks",
             "fieldPath": ".forecast_interval",
@@ -190,7 +198,8 @@ CEL_RULES: dict[type[BaseModel], list[dict[str, str]]] = {
     ],
     t.VerticalThreshold: [
         {
-            "rule": "!has(self.type) || self.type != 'percent' || has(self.percent)",
+            # An absent type is the model's default, percent (no schema default fills it).
+            "rule": "(has(self.type) && self.type != 'percent') || has(self.percent)",
             "message": "percent is required when type is percent",
         },
         {
@@ -200,7 +209,8 @@ CEL_RULES: dict[type[BaseModel], list[dict[str, str]]] = {
     ],
     t.HorizontalThreshold: [
         {
-            "rule": "!has(self.type) || self.type != 'percent' || has(self.percent)",
+            # An absent type is the model's default, percent (no schema default fills it).
+            "rule": "(has(self.type) && self.type != 'percent') || has(self.percent)",
             "message": "percent is required when type is percent",
         },
         {
@@ -218,6 +228,7 @@ CEL_RULES: dict[type[BaseModel], list[dict[str, str]]] = {
             "fieldPath": ".minObservationWindow",
         },
     ],
+    t.ClusterAIScalePolicySpec: [_ONE_AUTONOMOUS],
     t.ClusterAIScaleTemplateSpec: [
         {
             "rule": "!(has(self.includedNamespaces) && has(self.excludedNamespaces))",
@@ -233,6 +244,7 @@ LIST_MAP_KEYS: dict[tuple[type[BaseModel], str], str] = {
     (t.AIScaleTargetStatus, "conditions"): "type",
     (t.DaemonSetAutoscalerStatus, "conditions"): "type",
     (t.ClusterAIScaleTemplateStatus, "conditions"): "type",
+    (t.ClusterAIScalePolicyStatus, "conditions"): "type",
 }
 LIST_SETS: set[tuple[type[BaseModel], str]] = {
     (t.UpdatePolicy, "recreate_resources"),
@@ -371,6 +383,13 @@ class _Converter:
         return schema
 
 
+SCHEMA_DEFAULTS_OFF = frozenset(
+    {t.AIScaleTargetKind, t.ClusterAIScaleTemplateKind, t.ClusterAIScalePolicyKind}
+)
+"""Kinds whose spec schema carries no defaults: an unset field must stay unset so that the
+policy hierarchy can fill it from the level above (`foresize.core.cluster.policies`)."""
+
+
 def openapi_schema(kind_cls: type[t.APIObject]) -> dict[str, Any]:
     """The openAPIV3Schema of one kind: apiVersion, kind, metadata, spec, status."""
     spec_cls = kind_cls.model_fields["spec"].annotation
@@ -385,7 +404,11 @@ def openapi_schema(kind_cls: type[t.APIObject]) -> dict[str, Any]:
             "metadata": {"type": "object"},
         },
     }
-    for field, cls, defaults in (("spec", spec_cls, True), ("status", status_cls, False)):
+    spec_defaults = kind_cls.KIND not in SCHEMA_DEFAULTS_OFF
+    for field, cls, defaults in (
+        ("spec", spec_cls, spec_defaults),
+        ("status", status_cls, False),
+    ):
         assert cls is not None, f"{kind_cls.__name__}.{field} has no annotation"
         raw = cls.model_json_schema(by_alias=True, ref_template="#/$defs/{model}")
         defs = raw.pop("$defs", {})
@@ -397,6 +420,12 @@ def openapi_schema(kind_cls: type[t.APIObject]) -> dict[str, Any]:
 
 
 _PRINTER_COLUMNS: dict[str, list[dict[str, Any]]] = {
+    t.ClusterAIScalePolicyKind: [
+        {"name": "Preset", "type": "string", "jsonPath": ".spec.preset"},
+        {"name": "Policy", "type": "string", "jsonPath": ".spec.policy"},
+        {"name": "Vertical", "type": "string", "jsonPath": ".spec.vertical.mode"},
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    ],
     t.AIScaleTargetKind: [
         {"name": "Kind", "type": "string", "jsonPath": ".spec.scaleTargetRef.kind"},
         {"name": "Target", "type": "string", "jsonPath": ".spec.scaleTargetRef.name"},
@@ -428,6 +457,12 @@ _PRINTER_COLUMNS: dict[str, list[dict[str, Any]]] = {
 }
 
 _NAMES: dict[str, dict[str, Any]] = {
+    t.ClusterAIScalePolicyKind: {
+        "plural": "clusteraiscalepolicies",
+        "singular": "clusteraiscalepolicy",
+        "shortNames": ["astp"],
+        "scope": "Cluster",
+    },
     t.AIScaleTargetKind: {
         "plural": "aiscaletargets",
         "singular": "aiscaletarget",
@@ -493,5 +528,5 @@ def crd(kind: str) -> dict[str, Any]:
 
 
 def all_crds() -> list[dict[str, Any]]:
-    """The three CRDs, in a stable order."""
+    """The CRDs, one per kind, in a stable order."""
     return [crd(kind) for kind in t.KINDS]

@@ -51,6 +51,7 @@ API_VERSION = f"{GROUP}/{VERSION}"
 AIScaleTargetKind = "AIScaleTarget"
 DaemonSetAutoscalerKind = "DaemonSetAutoscaler"
 ClusterAIScaleTemplateKind = "ClusterAIScaleTemplate"
+ClusterAIScalePolicyKind = "ClusterAIScalePolicy"
 
 SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
 """Namespaces a ClusterAIScaleTemplate never selects unless listed in includedNamespaces."""

@@ -8,9 +8,11 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
+from foresize.core.api.cluster_policy import ClusterAIScalePolicy
 from foresize.core.api.daemonset import DaemonSetAutoscaler
 from foresize.core.api.fields import (
     AIScaleTargetKind,
+    ClusterAIScalePolicyKind,
     ClusterAIScaleTemplateKind,
     DaemonSetAutoscalerKind,
     error_message,
@@ -20,10 +22,13 @@ from foresize.core.api.target import AIScaleTarget
 from foresize.core.api.template import ClusterAIScaleTemplate
 from foresize.core.errors import ForesizeError
 
-KINDS: dict[str, type[AIScaleTarget | DaemonSetAutoscaler | ClusterAIScaleTemplate]] = {
+ForesizeObject = AIScaleTarget | DaemonSetAutoscaler | ClusterAIScaleTemplate | ClusterAIScalePolicy
+
+KINDS: dict[str, type[ForesizeObject]] = {
     AIScaleTargetKind: AIScaleTarget,
     DaemonSetAutoscalerKind: DaemonSetAutoscaler,
     ClusterAIScaleTemplateKind: ClusterAIScaleTemplate,
+    ClusterAIScalePolicyKind: ClusterAIScalePolicy,
 }
 
 
@@ -103,9 +108,11 @@ def parse_template(obj: dict[str, Any], source: str = "") -> ClusterAIScaleTempl
     return _parse(ClusterAIScaleTemplate, obj, source)
 
 
-def parse_object(
-    obj: dict[str, Any], source: str = ""
-) -> AIScaleTarget | DaemonSetAutoscaler | ClusterAIScaleTemplate:
+def parse_policy(obj: dict[str, Any], source: str = "") -> ClusterAIScalePolicy:
+    return _parse(ClusterAIScalePolicy, obj, source)
+
+
+def parse_object(obj: dict[str, Any], source: str = "") -> ForesizeObject:
     """Any Foresize object, dispatched on `kind`."""
     kind = obj.get("kind") if isinstance(obj, dict) else None
     if kind not in KINDS:

@@ -137,5 +137,13 @@ class APIObject(BaseModel):
         return self
 
     def to_kube(self) -> dict[str, Any]:
-        """The object as Kubernetes JSON."""
-        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+        """The object as Kubernetes JSON. The spec holds only the fields that were set: a
+        default written out would read back as set and override the policy hierarchy
+        (docs/policies.md)."""
+        data = self.model_dump(by_alias=True, exclude_none=True, mode="json")
+        spec = getattr(self, "spec", None)
+        if isinstance(spec, BaseModel):
+            data["spec"] = spec.model_dump(
+                by_alias=True, exclude_none=True, exclude_unset=True, mode="json"
+            )
+        return data

@@ -57,10 +57,10 @@ class LimitPolicy(StrictModel):
     ratio: float = Field(ge=1, le=1000)
 
 
-def _check_bounds(resource: str, lower: int, upper: int | None) -> None:
+def _check_bounds(resource: str, lower: int | None, upper: int | None) -> None:
     """lowerbound <= upperbound, the error on the upperbound with both amounts (the
     leading field name becomes the error's path: `api.load.format_validation_error`)."""
-    if upper is not None and upper < lower:
+    if upper is not None and lower is not None and upper < lower:
         raise ValueError(
             f"upperbound: {format_quantity(resource, upper)} is below lowerbound "
             f"{format_quantity(resource, lower)}"
@@ -68,8 +68,8 @@ def _check_bounds(resource: str, lower: int, upper: int | None) -> None:
 
 
 class CpuPolicy(StrictModel):
-    lowerbound: CpuQuantity
-    """Smallest CPU request Foresize sets."""
+    lowerbound: CpuQuantity | None = None
+    """Smallest CPU request Foresize sets (absent: none here; a policy above may set one)."""
     upperbound: CpuQuantity | None = None
     """Largest CPU request Foresize sets."""
     limit: LimitPolicy | None = None
@@ -81,8 +81,9 @@ class CpuPolicy(StrictModel):
 
 
 class MemoryPolicy(StrictModel):
-    lowerbound: MemoryQuantity
-    """Smallest memory request Foresize sets."""
+    lowerbound: MemoryQuantity | None = None
+    """Smallest memory request Foresize sets (absent: none here; a policy above may set
+    one)."""
     upperbound: MemoryQuantity | None = None
     """Largest memory request Foresize sets."""
     limit: LimitPolicy | None = None

@@ -25,7 +25,7 @@ from foresize.core.api.fields import (
 )
 from foresize.core.api.meta import APIObject, LabelSelector, ScaleTargetRef
 from foresize.core.api.model import ModelOverride, ModelSpec
-from foresize.core.api.names import dns_label_error
+from foresize.core.api.names import dns_label_error, dns_subdomain_error
 from foresize.core.api.policy import HorizontalSpec, OomRemediation, VerticalSpec
 from foresize.core.api.quantity import format_resource_map
 
@@ -33,6 +33,9 @@ from foresize.core.api.quantity import format_resource_map
 class ScalingSpec(StrictModel):
     """What AIScaleTarget and a ClusterAIScaleTemplate's target template share."""
 
+    policy: str | None = Field(default=None, max_length=253)
+    """A ClusterAIScalePolicy this spec starts from: its preset and fields apply under the
+    fields given here, above the namespace's and the cluster's default (docs/policies.md)."""
     model: ModelSpec = Field(default_factory=ModelSpec)
     vertical: VerticalSpec | None = None
     horizontal: HorizontalSpec | None = None
@@ -59,6 +62,8 @@ class ScalingSpec(StrictModel):
         return self.horizontal is not None and self.horizontal.mode == "autonomous"
 
     def _check_scaling(self) -> None:
+        if self.policy is not None and (problem := dns_subdomain_error(self.policy)):
+            raise ValueError(f"policy: {problem}")
         if self.vertical_autonomous and self.horizontal_autonomous:
             raise ValueError("only one of vertical.mode and horizontal.mode may be autonomous")
         for direction in ("vertical", "horizontal"):
@@ -242,6 +247,28 @@ class TargetExplanation(OpenModel):
     containers: list[ContainerExplanation] = Field(default_factory=list)
 
 
+class PolicyField(OpenModel):
+    """One field of the effective policy: its value (as written in a manifest) and the
+    level it came from (`foresize.core.api.hierarchy`: `default`, `cluster/policy:NAME`,
+    `namespace/policy:NAME`, `workload/policy:NAME`, each optionally `/preset:NAME`, or
+    `target`)."""
+
+    value: str
+    source: str
+
+
+class PolicyStatus(OpenModel):
+    """The policy in force for the target (`status.policy`): the levels applied, lowest
+    first, and every field of the effective spec with where its value came from."""
+
+    chain: list[str] = Field(default_factory=list)
+    fields: dict[str, PolicyField] = Field(default_factory=dict)
+    kept: list[str] = Field(default_factory=list)
+    """Local bounds kept over a conflicting bound from a level above, one line each."""
+    problems: list[str] = Field(default_factory=list)
+    """Levels left out (unknown policy or preset, a cycle, an invalid merge), one line each."""
+
+
 class AIScaleTargetStatus(OpenModel):
     observedGeneration: int | None = None
     conditions: list[Condition] = Field(default_factory=list)
@@ -255,6 +282,7 @@ class AIScaleTargetStatus(OpenModel):
     pods_evicted: int = 0
     pods_stalled: int = 0
     circuit_breaker: CircuitBreakerStatus | None = None
+    policy: PolicyStatus | None = None
 
     def condition(self, type_: str) -> Condition | None:
         return next((c for c in self.conditions if c.type == type_), None)

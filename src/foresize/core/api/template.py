@@ -97,7 +97,11 @@ class ClusterAIScaleTemplateSpec(StrictModel):
         self, kind: str, name: str, namespace: str, template_name: str = ""
     ) -> AIScaleTarget:
         """The AIScaleTarget this template makes for workload kind/namespace/name."""
-        spec = self.template.spec.model_dump(by_alias=True, exclude_none=True, mode="json")
+        # Only the fields the template sets: the rest stays unset, for the policy
+        # hierarchy to fill (docs/policies.md).
+        spec = self.template.spec.model_dump(
+            by_alias=True, exclude_none=True, exclude_unset=True, mode="json"
+        )
         spec["scaleTargetRef"] = {"kind": kind, "name": name}
         labels = dict(self.template.metadata.labels)
         if template_name:

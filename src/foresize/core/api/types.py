@@ -25,12 +25,20 @@ file by the CLI with the same words.
 The models live in one module per object: `fields` (units, enumerations, bases), `meta`
 (metadata, references, selectors), `model` (forecast settings), `policy` (vertical and
 horizontal policies), `maintenance` (windows and change budgets), `target`
-(AIScaleTarget), `daemonset`, `template` (ClusterAIScaleTemplate) and `load` (parsing
+(AIScaleTarget), `daemonset`, `template` (ClusterAIScaleTemplate), `cluster_policy`
+(ClusterAIScalePolicy, its named `presets`, merged by `hierarchy`) and `load` (parsing
 with errors naming the field). This module re-exports them: import the API from here.
 """
 
 from __future__ import annotations
 
+from foresize.core.api.cluster_policy import (
+    DEFAULT_POLICY,
+    POLICY_LABEL,
+    ClusterAIScalePolicy,
+    ClusterAIScalePolicySpec,
+    ClusterAIScalePolicyStatus,
+)
 from foresize.core.api.daemonset import (
     DaemonSetAutoscaler,
     DaemonSetAutoscalerSpec,
@@ -47,6 +55,7 @@ from foresize.core.api.fields import (
     VERSION,
     WORKLOAD_KINDS,
     AIScaleTargetKind,
+    ClusterAIScalePolicyKind,
     ClusterAIScaleTemplateKind,
     CpuQuantity,
     CronSchedule,
@@ -68,6 +77,7 @@ from foresize.core.api.load import (
     format_validation_error,
     parse_daemonset_autoscaler,
     parse_object,
+    parse_policy,
     parse_target,
     parse_template,
 )
@@ -122,6 +132,8 @@ from foresize.core.api.target import (
     ForecastWindow,
     HorizontalSuggestion,
     OomFloor,
+    PolicyField,
+    PolicyStatus,
     ShadowPolicy,
     TargetExplanation,
     VerticalSuggestion,
@@ -140,10 +152,12 @@ __all__ = [
     "API_VERSION",
     "CRON_PATTERN",
     "DEFAULT_API_VERSIONS",
+    "DEFAULT_POLICY",
     "GROUP",
     "KINDS",
     "MAX_DISRUPTED_PATTERN",
     "MIN_LOOKBACK_FLOOR",
+    "POLICY_LABEL",
     "QUANTITY_PATTERN",
     "SYSTEM_NAMESPACES",
     "VERSION",
@@ -155,6 +169,10 @@ __all__ = [
     "APIObject",
     "ChangeBudgets",
     "CircuitBreakerStatus",
+    "ClusterAIScalePolicy",
+    "ClusterAIScalePolicyKind",
+    "ClusterAIScalePolicySpec",
+    "ClusterAIScalePolicyStatus",
     "ClusterAIScaleTemplate",
     "ClusterAIScaleTemplateKind",
     "ClusterAIScaleTemplateSpec",
@@ -198,6 +216,8 @@ __all__ = [
     "ObjectMeta",
     "OomFloor",
     "OomRemediation",
+    "PolicyField",
+    "PolicyStatus",
     "PositiveDuration",
     "ResourceAmounts",
     "ResourceMap",
@@ -225,6 +245,7 @@ __all__ = [
     "parse_daemonset_autoscaler",
     "parse_duration",
     "parse_object",
+    "parse_policy",
     "parse_target",
     "parse_template",
     "parse_timestamp",

@@ -13,6 +13,10 @@ from typing import Any
 
 from foresize.core.cluster.model import ResourceMap
 
+# The StatusCause type of the 1.36+ admission check that refuses a resize larger than the
+# node's allocatable (kubernetes #136043; before 1.36 the kubelet marked it Infeasible).
+NODE_CAPACITY = "NodeCapacity"
+
 
 @dataclass(frozen=True, slots=True)
 class ContainerResize:
@@ -130,6 +134,20 @@ class ActionResult:
 
     def has_cause(self, cause_type: str) -> bool:
         return any(c.get("type") == cause_type for c in self.causes)
+
+    @property
+    def node_capacity_refused(self) -> bool:
+        """Kubernetes 1.36+: the resize asks more than the node's allocatable and was
+        refused at admission (403, cause `NodeCapacity`) instead of becoming Infeasible.
+        A 403 without that cause is RBAC or another admission plugin: not a verdict on
+        the resize."""
+        return self.code == 403 and self.has_cause(NODE_CAPACITY)
+
+    @property
+    def resize_refused(self) -> bool:
+        """The API server refused a resize outright (422 Invalid, or 403 `NodeCapacity`):
+        the same patch can never land, so no planner sends it again (`cluster.refusals`)."""
+        return not self.ok and (self.code == 422 or self.node_capacity_refused)
 
 
 OK = ActionResult(ok=True)

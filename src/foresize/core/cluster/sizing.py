@@ -17,7 +17,7 @@ from foresize.core.cluster.model import (
     ResourceRequirements,
 )
 from foresize.core.cluster.qos import effective_requests
-from foresize.core.cluster.target import ContainerPolicy, ResourcePolicy
+from foresize.core.cluster.target_fields import ContainerPolicy, ResourcePolicy
 
 
 def _bounded(value: int, policy: ResourcePolicy | None) -> int:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TypeAlias
 
 from foresize.core.api.access import KubeObject
+from foresize.core.api.cluster_policy import ClusterAIScalePolicy
 from foresize.core.api.daemonset import DaemonSetAutoscaler
 from foresize.core.api.selectors import selector_matches
 from foresize.core.api.target import AIScaleTarget
@@ -27,6 +28,9 @@ TOP_LEVEL_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "Rollout")
 # either only through the one read-model (`cluster.target.target_view` / `dsa_view`).
 TargetObject: TypeAlias = AIScaleTarget | KubeObject
 DsaObject: TypeAlias = DaemonSetAutoscaler | KubeObject
+# A ClusterAIScalePolicy: the API model, or its JSON when it does not parse (one that got
+# past the webhook): the hierarchy reports it (`cluster.policies`), never applies it.
+PolicyObject: TypeAlias = ClusterAIScalePolicy | KubeObject
 
 
 def labels_match(selector: dict[str, str], labels: dict[str, str]) -> bool:
@@ -61,6 +65,12 @@ class ClusterSnapshot:
     targets: list[TargetObject] = field(default_factory=list)
     daemonset_autoscalers: list[DsaObject] = field(default_factory=list)
     templates: list[ClusterAIScaleTemplate] = field(default_factory=list)
+    # The policy hierarchy's inputs (`cluster.policies`): ClusterAIScalePolicies, and the
+    # labels of each Namespace by name (only `foresize.io/policy` is read).
+    policies: list[PolicyObject] = field(default_factory=list)
+    namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
+    # The targets carry their effective spec already (`cluster.policies.resolve_snapshot`).
+    policies_resolved: bool = False
     server_version: tuple[int, int] = (1, 35)
     paused: bool = False  # cluster-wide pause (ConfigMap flag)
     # The pod webhook is serving (server up, certificate valid). An evicted pod gets its

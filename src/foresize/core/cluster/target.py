@@ -42,12 +42,10 @@ from foresize.core.cluster.model import Suggestion
 from foresize.core.cluster.snapshot import DsaObject, TargetObject
 from foresize.core.cluster.target_fields import (
     AUTONOMOUS,
-    OBSERVE,
     RECOMMENDATION,
     RECREATE_MODES,
     SELECTOR_OPERATORS,
     ContainerPolicy,
-    ResourcePolicy,
     container_policies,
     epoch_seconds,
     metadata_of,
@@ -67,28 +65,6 @@ from foresize.core.cluster.windows import (
     read_maintenance,
 )
 from foresize.core.errors import ForesizeError
-
-# The read-model's vocabulary, importable from here as from `target_fields`.
-__all__ = [
-    "AUTONOMOUS",
-    "OBSERVE",
-    "RECOMMENDATION",
-    "RECREATE_MODES",
-    "ContainerPolicy",
-    "ForecastSettings",
-    "ResourceForecast",
-    "ResourcePolicy",
-    "TargetView",
-    "container_policies",
-    "dsa_view",
-    "normalise_kind",
-    "normalise_mode",
-    "normalise_update_mode",
-    "parse_max_disrupted",
-    "quantity",
-    "suggestion_from",
-    "target_view",
-]
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,11 +38,13 @@ from foresize.core.cluster.actions import (
 )
 from foresize.core.cluster.capacity import NodeLedger, resize_delta
 from foresize.core.cluster.disruption import resize_restarts, restart_batch
-from foresize.core.cluster.model import ContainerSuggestion, Pod, Suggestion
+from foresize.core.cluster.model import ContainerSuggestion, Pod, Suggestion, disruption_hold
 from foresize.core.cluster.qos import pod_qos_class
+from foresize.core.cluster.refusals import Refusal, refusal_of
 from foresize.core.cluster.sizing import size_container
 from foresize.core.cluster.snapshot import ClusterSnapshot, DsaObject
-from foresize.core.cluster.target import AUTONOMOUS, TargetView, dsa_view
+from foresize.core.cluster.target import TargetView, dsa_view
+from foresize.core.cluster.target_fields import AUTONOMOUS
 from foresize.core.cluster.validation import check_resize
 
 
@@ -166,12 +168,14 @@ def plan_dsa(
     now: float,
     ledger: NodeLedger | None = None,
     last_batch_at: float | None = None,
+    refusals: Mapping[str, Refusal] | None = None,
 ) -> DsaPlan:
     """In-place resizes bringing the DaemonSet's running pods to `suggestion` (call it
     every `scaleInterval`, and on every pass while `paced` is not empty). Nothing while
     paused, outside autonomous mode or without a suggestion. `ledger`: the pass's node
     capacity shared with the other planners; `last_batch_at`: when the last restarting
-    resize went out (the caller keeps it)."""
+    resize went out (the caller keeps it); `refusals`: the resizes the API server refused
+    outright (`cluster.refusals`), not sent again while the suggestion asks the same."""
     view = dsa if isinstance(dsa, TargetView) else dsa_view(dsa)
     plan = DsaPlan()
     ledger = ledger or NodeLedger(snapshot)
@@ -210,11 +214,11 @@ def plan_dsa(
             uid=pod.uid,
             target_kind=view.kind,
         )
-        refused = check_resize(pod, action)
-        if refused is not None:
-            plan.skipped[pod.key] = refused.message
-            continue
         restarts = resize_restarts(pod, changes)
+        why_not = _not_sendable(pod, action, restarts, refusals or {})
+        if why_not is not None:
+            plan.skipped[pod.key] = why_not
+            continue
         if restarts and batch.left <= 0:
             plan.paced.append(pod.key)
             continue
@@ -244,6 +248,28 @@ def plan_dsa(
             )
         )
     return plan
+
+
+def _not_sendable(
+    pod: Pod, action: ResizePod, restarts: bool, refusals: Mapping[str, Refusal]
+) -> str | None:
+    """Why the resize is not sent at all, or None: the API server would refuse it (a
+    QoS change), it refused this very change already (as an Infeasible resize: a
+    DaemonSet pod cannot move, so it keeps its size), or it restarts a container of a
+    pod that opted out of voluntary disruption."""
+    refused = check_resize(pod, action)
+    if refused is not None:
+        return refused.message
+    earlier = refusal_of(refusals, action)
+    if earlier is not None:
+        return f"{earlier.describe()}; not sent again until it changes"
+    hold = disruption_hold(pod.annotations) if restarts else None
+    if hold is not None:
+        return (
+            "not resized: the resize would restart a container (resizePolicy "
+            f"RestartContainer) and the pod opts out of voluntary disruption ({hold})"
+        )
+    return None
 
 
 def _unclaimed(

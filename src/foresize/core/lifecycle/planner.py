@@ -21,6 +21,7 @@ shell applies `plan.actions`, removes the `foresize.io/revert` finalizer of the 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,8 +30,10 @@ from foresize.core.api.access import first as get
 from foresize.core.api.types import format_timestamp, parse_timestamp
 from foresize.core.cluster.actions import Action, WriteTargetStatus
 from foresize.core.cluster.capacity import NodeLedger
+from foresize.core.cluster.refusals import Refusal
 from foresize.core.cluster.snapshot import ClusterSnapshot
-from foresize.core.cluster.target import AUTONOMOUS, TargetView, dsa_view, target_view
+from foresize.core.cluster.target import TargetView, dsa_view, target_view
+from foresize.core.cluster.target_fields import AUTONOMOUS
 from foresize.core.lifecycle.revert import HELD_PREFIX, REVERT_FINALIZER, RevertPlan, plan_revert
 
 STATUS_KEY = "lifecycle"
@@ -82,9 +85,11 @@ def plan_lifecycle(
     now: float,
     state: LifecycleState,
     ledger: NodeLedger | None = None,
+    refusals: Mapping[str, Refusal] | None = None,
 ) -> LifecyclePlan:
     """`ledger`: the pass's node capacity, which every revert resize is admitted through
-    (shared with the other planners that resize pods in the same pass)."""
+    (shared with the other planners that resize pods in the same pass); `refusals`: the
+    resizes the API server refused outright (`cluster.refusals`)."""
     new = state.copy()
     ledger = ledger or NodeLedger(snapshot)
     plan = LifecyclePlan([], new)
@@ -96,7 +101,7 @@ def plan_lifecycle(
     for view in views:
         _track_mode(new, view, now)
     for key in sorted(new.jobs):
-        _run_revert(snapshot, now, plan, key, ledger)
+        _run_revert(snapshot, now, plan, key, ledger, refusals or {})
     for view in views:
         _write_status(plan, view)
     return plan
@@ -125,7 +130,12 @@ def _track_mode(new: LifecycleState, view: TargetView, now: float) -> None:
 
 
 def _run_revert(
-    snapshot: ClusterSnapshot, now: float, plan: LifecyclePlan, key: str, ledger: NodeLedger
+    snapshot: ClusterSnapshot,
+    now: float,
+    plan: LifecyclePlan,
+    key: str,
+    ledger: NodeLedger,
+    refusals: Mapping[str, Refusal],
 ) -> None:
     """One revert job's step this pass; a complete job is dropped (and a deleted
     target's finalizer released)."""
@@ -140,6 +150,7 @@ def _run_revert(
         reported=job.reported,
         ledger=ledger,
         last_batch_at=job.last_batch_at,
+        refusals=refusals,
     )
     if rp.batch_sent:
         job.last_batch_at = now
@@ -224,3 +235,21 @@ def _time_or_none(value: JSONValue) -> float | None:
         return parse_timestamp(value)
     except ValueError:
         return None
+
+
+def finalizers_to_add(
+    snapshot: ClusterSnapshot, finalized: set[str]
+) -> list[tuple[str, str, str, str]]:
+    """(kind, namespace, name, uid) of the Foresize objects that still need the revert
+    finalizer (it holds a deletion until the revert is done)."""
+    out = []
+    views = [
+        *map(target_view, snapshot.targets),
+        *map(dsa_view, snapshot.daemonset_autoscalers),
+    ]
+    for view in views:
+        uid = view.uid or view.key
+        if view.deleting or REVERT_FINALIZER in view.finalizers or uid in finalized:
+            continue
+        out.append((view.kind, view.namespace, view.name, uid))
+    return out

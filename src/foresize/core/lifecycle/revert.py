@@ -30,7 +30,7 @@ planned (see `plan_lifecycle`).
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from foresize.core.api.types import format_timestamp
@@ -51,6 +51,7 @@ from foresize.core.cluster.model import (
     Workload,
     disruption_hold,
 )
+from foresize.core.cluster.refusals import Refusal, refusal_of
 from foresize.core.cluster.snapshot import ClusterSnapshot
 from foresize.core.cluster.target import TargetView
 from foresize.core.cluster.validation import check_resize
@@ -156,6 +157,7 @@ def plan_revert(
     reported: Collection[str] = (),
     ledger: NodeLedger | None = None,
     last_batch_at: float | None = None,
+    refusals: Mapping[str, Refusal] | None = None,
 ) -> RevertPlan:
     """Actions that bring `target`'s running pods back to their templates.
 
@@ -163,7 +165,9 @@ def plan_revert(
     caller keeps them between passes so a rolling restart is not re-triggered);
     `reported`: pod keys whose "left" (or "held") event was already emitted;
     `ledger`: the pass's node capacity, shared with the other planners that resize;
-    `last_batch_at`: when this revert's last restarting resize went out."""
+    `last_batch_at`: when this revert's last restarting resize went out;
+    `refusals`: the resizes the API server refused outright (`cluster.refusals`): such a
+    revert is not sent again but handled as one the API server would refuse."""
     plan = RevertPlan()
     ledger = ledger or NodeLedger(snapshot)
     pods = {p.key: p for p in snapshot.pods}
@@ -199,14 +203,10 @@ def plan_revert(
             uid=pod.uid,
             target_kind=target.kind,
         )
-        refused = check_resize(pod, action)
-        if refused is None:
+        why = _not_in_place(pod, action, refusals or {})
+        if why is None:
             resizes.setdefault(top_key, []).append(action)
             continue
-        why = (
-            "the template declares a different set of resource keys than the running pod "
-            f"(the API server refuses the in-place revert: {refused.message})"
-        )
         if target.permits_recreation and top is not None:
             to_restart[top.key] = top
             restart_for.setdefault(top.key, []).append((pod.key, why))
@@ -253,6 +253,22 @@ def plan_revert(
     return plan
 
 
+def _not_in_place(pod: Pod, action: ResizePod, refusals: Mapping[str, Refusal]) -> str | None:
+    """Why the revert cannot go in place, or None: the API server would refuse it, or
+    refused this very change already (403 NodeCapacity: the template asks more than the
+    node has; handled as the first case)."""
+    refused = check_resize(pod, action)
+    if refused is not None:
+        return (
+            "the template declares a different set of resource keys than the running pod "
+            f"(the API server refuses the in-place revert: {refused.message})"
+        )
+    earlier = refusal_of(refusals, action)
+    if earlier is not None:
+        return f"the in-place revert was refused: {earlier.describe()}"
+    return None
+
+
 def _admit_resizes(
     plan: RevertPlan,
     actions: list[ResizePod],
@@ -268,6 +284,14 @@ def _admit_resizes(
         pod_key = f"{a.namespace}/{a.name}"
         pod = pods[pod_key]
         restarts = resize_restarts(pod, a.containers)
+        hold = disruption_hold(pod.annotations) if restarts else None
+        if hold is not None:
+            plan.left[pod_key] = (
+                "not reverted: the revert resize would restart a container (resizePolicy "
+                f"RestartContainer) and the pod opts out of voluntary disruption ({hold}); "
+                "it keeps its current resources until it is recreated"
+            )
+            continue
         if restarts and batch.left <= 0:
             plan.paced.append(pod_key)
             continue

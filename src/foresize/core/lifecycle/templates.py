@@ -28,7 +28,7 @@ from typing import Any
 from foresize.core.api.target import AIScaleTarget
 from foresize.core.api.template import ClusterAIScaleTemplate
 from foresize.core.cluster.snapshot import ClusterSnapshot
-from foresize.core.cluster.target import normalise_kind
+from foresize.core.cluster.target_fields import normalise_kind
 from foresize.core.lifecycle.revert import REVERT_FINALIZER
 
 TEMPLATE_LABEL = "foresize.io/template"
@@ -60,7 +60,9 @@ def _owner_template(target: AIScaleTarget) -> str | None:
 
 
 def _spec_json(target: AIScaleTarget) -> dict[str, Any]:
-    spec: dict[str, Any] = target.spec.model_dump(by_alias=True, exclude_none=True, mode="json")
+    spec: dict[str, Any] = target.spec.model_dump(
+        by_alias=True, exclude_none=True, exclude_unset=True, mode="json"
+    )
     return spec
 
 

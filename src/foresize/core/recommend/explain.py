@@ -187,7 +187,7 @@ def explain_status(
     """`explain_document` from a target's status (what the operator or the simulator
     wrote): the requests of `status.vertical_suggestion`, the steps of
     `status.explanation`. An error names what is missing."""
-    from foresize.core.cluster.target import suggestion_from
+    from foresize.core.cluster.target_fields import suggestion_from
     from foresize.core.errors import ForesizeError
 
     status = status or {}

@@ -31,7 +31,7 @@ from foresize.core.cluster.model import (
 )
 from foresize.core.cluster.qos import qos_class_of
 from foresize.core.cluster.runtime import HeapCeiling
-from foresize.core.cluster.target import ResourcePolicy
+from foresize.core.cluster.target_fields import ResourcePolicy
 from foresize.core.forecast.models import TIME_OF_DAY_MODELS
 from foresize.core.forecast.select import OnlineScores
 from foresize.core.recommend.core import (

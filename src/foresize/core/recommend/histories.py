@@ -27,7 +27,7 @@ class ContainerHistory:
     cpu in cores, memory in bytes, NaN = no sample (arrays of one target may differ in
     length; they are aligned at their end). `first_seen` is the oldest sample's time.
     `oom_times` are OOM kills observed (any that are newer than the state has seen are
-    applied). Build it with `foresize.core.recommend.target.load_histories` from any
+    applied). Build it with `foresize.core.recommend.histories.load_histories` from any
     `HistoryReader`.
     """
 

@@ -10,7 +10,8 @@ from foresize.core.api.containers import entry_for
 from foresize.core.api.hysteresis import DEFAULT_SCALE_DOWN, DEFAULT_SCALE_UP, Threshold
 from foresize.core.api.quantity import CPU, MEMORY
 from foresize.core.cluster.snapshot import TargetObject
-from foresize.core.cluster.target import ContainerPolicy, TargetView, target_view
+from foresize.core.cluster.target import TargetView, target_view
+from foresize.core.cluster.target_fields import ContainerPolicy
 from foresize.core.errors import ForesizeError
 from foresize.core.recommend.core import (
     DEFAULT_MODE,

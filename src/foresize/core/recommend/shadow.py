@@ -29,12 +29,10 @@ from foresize.core.recommend.score import ResourceScore, score_resource
 
 if TYPE_CHECKING:
     from foresize.core.forecast.select import OnlineScores
-    from foresize.core.recommend.target import (
-        CachedSchedule,
-        ContainerHistory,
-        OOMState,
-        RecommendParams,
-    )
+    from foresize.core.recommend.histories import ContainerHistory
+    from foresize.core.recommend.oom import OOMState
+    from foresize.core.recommend.params import RecommendParams
+    from foresize.core.recommend.request import CachedSchedule
 
 RESOURCES = (CPU, MEMORY)
 _UNIT = {CPU: 1000.0, MEMORY: 1.0}  # history units (cores, bytes) -> canonical
@@ -82,7 +80,7 @@ def shadow_policies(target: JSONValue) -> list[Any]:
 def shadow_params(target: JSONValue, policy: JSONValue, base: RecommendParams) -> RecommendParams:
     """The recommendation parameters of `policy` on `target`: the target's own (`base`)
     with the forecast model's fields the policy gives replacing the target's."""
-    from foresize.core.recommend.target import ResourceModel
+    from foresize.core.recommend.params import ResourceModel
 
     spec = get_path(target, "spec")
     model = spec.effective_model("vertical").merged(policy.model)

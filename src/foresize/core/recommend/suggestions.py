@@ -9,8 +9,8 @@ OOM floor, `hasEnoughDataToScale`), with the resources of the workload's templat
 current values. The OOM and forecast states are carried
 between calls by the caller (`SuggestionState`).
 
-`horizontal_forecasts` gives the horizontal planner its input: the forecast of the
-workload's total usage (the `__total__` history series) over the horizon.
+What a target is read from: `recommend.sources`; the horizontal planner's input, the
+forecast of each workload's total: `recommend.horizontal`.
 """
 
 from __future__ import annotations
@@ -34,23 +34,16 @@ from foresize.core.cluster.model import (
 )
 from foresize.core.cluster.runtime import heap_ceiling
 from foresize.core.cluster.snapshot import ClusterSnapshot, TargetObject
-from foresize.core.cluster.target import TargetView, suggestion_from, target_view
+from foresize.core.cluster.target import TargetView, target_view
+from foresize.core.cluster.target_fields import suggestion_from
 from foresize.core.errors import ForesizeError
-from foresize.core.history import (
-    TOTAL_CONTAINER,
-    HistoryReader,
-    SeriesKey,
-    trace_series,
-    workload_of_pod,
-)
+from foresize.core.history import HistoryReader
 from foresize.core.recommend.explain import event_line, event_message, status_entries
+from foresize.core.recommend.histories import HISTORY_WINDOW
+from foresize.core.recommend.sources import history_source, merged_histories
 
 if TYPE_CHECKING:  # types only: the recommender itself is imported where it runs
-    import numpy as np
-    from numpy.typing import ArrayLike, NDArray
-
     from foresize.core.forecast.select import OnlineScores
-    from foresize.core.recommend.histories import ContainerHistory
     from foresize.core.recommend.oom import OOMState
     from foresize.core.recommend.request import (
         CachedSchedule,
@@ -58,8 +51,6 @@ if TYPE_CHECKING:  # types only: the recommender itself is imported where it run
         TargetRequest,
     )
     from foresize.core.recommend.shadow import ShadowRun
-
-HISTORY_WINDOW = 14 * 86400.0
 
 
 def effective_model(
@@ -100,88 +91,6 @@ class SuggestionState:
     # "ns/target" -> policy name -> its decisions and state (`recommend.shadow`): the
     # target's shadow policies and its own (`active`), scored in status.shadow.
     shadow: dict[str, dict[str, ShadowRun]] = field(default_factory=dict)
-
-
-def history_source(
-    snapshot: ClusterSnapshot, target: TargetObject
-) -> tuple[list[str], list[Container]] | None:
-    """(history workload names, containers with their current resources) of a target.
-
-    A scaleTargetRef target: its workload and the workload's template. A selector target:
-    the workload of every pod it selects, as the collector keys history (the pod's
-    controller, or the pod itself), and each container name's resources on the first
-    selected pod that has it. None when there is nothing to forecast yet."""
-    try:
-        view = target_view(target)
-    except (ForesizeError, ValueError):
-        return None  # the vertical planner reports the bad spec
-    ns = view.namespace
-    if view.ref_kind:
-        workload = snapshot.workload(view.ref_kind, ns, view.ref_name)
-        if workload is None or not workload.template.containers:
-            return None
-        return [workload.name], list(workload.template.containers)
-    if not view.has_selector:
-        return None
-    pods = sorted(
-        (p for p in snapshot.pods if p.namespace == ns and view.selects(p.labels)),
-        key=lambda p: (p.creation_time, p.name),
-    )
-    workloads: list[str] = []
-    templates: dict[str, Container] = {}
-    for p in pods:
-        owner = (p.owner.kind, p.owner.name) if p.owner is not None else None
-        wl = workload_of_pod(p.name, owner)
-        if wl not in workloads:
-            workloads.append(wl)
-        for c in p.containers:
-            templates.setdefault(c.name, c)
-    if not templates:
-        return None
-    return workloads, list(templates.values())
-
-
-def merged_histories(
-    sources: list[dict[str, ContainerHistory]],
-) -> dict[str, ContainerHistory]:
-    """One history per container over several workloads (a selector target's pods): the
-    higher usage of the two at each step (the suggestion must cover the hungriest pod),
-    the earliest first sample, every OOM kill."""
-    import numpy as np
-
-    from foresize.core.recommend.histories import ContainerHistory
-
-    if len(sources) == 1:
-        return sources[0]
-    out: dict[str, ContainerHistory] = {}
-    for hist in sources:
-        for cname, h in hist.items():
-            have = out.get(cname)
-            if have is None:
-                out[cname] = h
-                continue
-            with np.errstate(all="ignore"):
-                cpu = np.fmax(_tail(have.cpu, len(h.cpu)), _tail(h.cpu, len(have.cpu)))
-                mem = np.fmax(_tail(have.memory, len(h.memory)), _tail(h.memory, len(have.memory)))
-            seen = [t for t in (have.first_seen, h.first_seen) if t is not None]
-            out[cname] = ContainerHistory(
-                cpu,
-                mem,
-                min(seen) if seen else None,
-                [*have.oom_times, *h.oom_times],
-                [*have.oom_usage, *h.oom_usage],
-            )
-    return out
-
-
-def _tail(a: ArrayLike, n: int) -> NDArray[np.float64]:
-    """`a` padded with NaN at the front to at least `n` (histories align at their end)."""
-    import numpy as np
-
-    values = np.asarray(a, dtype=float)
-    if len(values) >= n:
-        return values
-    return np.concatenate([np.full(n - len(values), np.nan), values])
 
 
 @dataclass(slots=True)
@@ -273,8 +182,9 @@ def _shadows(
     """Each due target's shadow policies through the recommender, in one batch of their
     own (their memory risk is priced against the same fleet, `reference`, and never moves
     the live suggestions): target key -> policy name -> its result."""
+    from foresize.core.recommend.request import TargetRequest
     from foresize.core.recommend.shadow import ShadowRun, shadow_params
-    from foresize.core.recommend.target import TargetRequest, recommend_batch
+    from foresize.core.recommend.target import recommend_batch
 
     jobs: list[tuple[str, str, Any]] = []
     for d, request in zip(due_targets, requests, strict=True):
@@ -342,8 +252,8 @@ def _shadow_status(
 ) -> list[dict[str, Any]]:
     """`status.shadow`: the target's own policy (`active`, its published requests) and
     each shadow, scored on the same history by THE scoring (`recommend.score`)."""
+    from foresize.core.recommend.histories import MODEL_STEP
     from foresize.core.recommend.shadow import ShadowRun, score_entry, score_run
-    from foresize.core.recommend.target import MODEL_STEP
 
     runs = state.shadow.setdefault(d.key, {})
     active = runs.setdefault(ACTIVE_POLICY, ShadowRun())
@@ -585,57 +495,3 @@ def _hysteresis(
             if resource in proposed.limits:
                 limits[resource] = proposed.limits[resource]
     return requests, limits
-
-
-def horizontal_forecasts(
-    snapshot: ClusterSnapshot,
-    history: HistoryReader,
-    now: float,
-    wanted: Callable[[TargetObject], bool] | None = None,
-    percentile: float | None = None,
-) -> dict[str, dict[str, float]]:
-    """Target key -> resource -> forecast of the workload's total usage over the horizon
-    (cpu millicores, memory bytes), for the targets `wanted` accepts (default: the
-    horizontally autonomous ones) with enough history; the input of the horizontal
-    planner and of the coordinated mode. `percentile`: that quantile of the forecast (no
-    buffer) instead of the target's mode (the coordinated mode's central load)."""
-    from foresize.core.recommend.series import recommend_series
-
-    out: dict[str, dict[str, float]] = {}
-    for target in snapshot.targets:
-        if wanted is not None and not wanted(target):
-            continue
-        view = target_view(target)
-        if (wanted is None and not view.horizontal_autonomous) or not view.ref_kind:
-            continue
-        ns = view.namespace
-        total = trace_series(
-            history,
-            SeriesKey(ns, view.ref_name, TOTAL_CONTAINER),
-            now - HISTORY_WINDOW,
-            now + 1,
-        )
-        if total is None:
-            continue
-        model = effective_model(target, "horizontal")
-        central = percentile is not None
-        (row,) = recommend_series(
-            [total],
-            mode="percentile" if central else getattr(model, "mode", None) or "balanced",
-            percentile_value=percentile if central else getattr(model, "percentile_value", None),
-            buffer_percentage=0.0
-            if central
-            else float(getattr(model, "forecast_buffer_percentage", 0.0) or 0.0),
-            min_lookback=float(getattr(model, "min_lookback_to_scale", 86400.0) or 86400.0),
-            allocate_memory_risk=False,  # a workload's total, at the mode's own quantile
-        )
-        if not row.enough_data:
-            continue  # no autonomous scaling before min_lookback_to_scale
-        forecast: dict[str, float] = {}
-        if row.cpu_millicores is not None:
-            forecast[CPU] = float(row.cpu_millicores)
-        if row.memory_bytes is not None:
-            forecast[MEMORY] = float(row.memory_bytes)
-        if forecast:
-            out[view.key] = forecast
-    return out

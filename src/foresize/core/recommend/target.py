@@ -24,36 +24,14 @@ from dataclasses import replace
 from foresize.core.cluster.model import ResourceRequirements
 from foresize.core.cluster.snapshot import TargetObject
 from foresize.core.forecast.select import OnlineScores
-from foresize.core.recommend.finish import finish_target, round_up_request
+from foresize.core.recommend.finish import finish_target
 from foresize.core.recommend.forecasts import forecast_rows
 from foresize.core.recommend.histories import (
-    HISTORY_WINDOW,
-    MODEL_STEP,
     ContainerHistory,
-    load_histories,
 )
-from foresize.core.recommend.oom import OOMState, apply_ooms
-from foresize.core.recommend.params import RESOURCES, RecommendParams, ResourceModel
+from foresize.core.recommend.oom import OOMState
+from foresize.core.recommend.params import RESOURCES, RecommendParams
 from foresize.core.recommend.request import CachedSchedule, RecommendResult, TargetRequest
-
-# The entry point's vocabulary, importable from here as from the names' own modules.
-__all__ = [
-    "HISTORY_WINDOW",
-    "MODEL_STEP",
-    "RESOURCES",
-    "CachedSchedule",
-    "ContainerHistory",
-    "OOMState",
-    "RecommendParams",
-    "RecommendResult",
-    "ResourceModel",
-    "TargetRequest",
-    "apply_ooms",
-    "load_histories",
-    "recommend_batch",
-    "recommend_target",
-    "round_up_request",
-]
 
 
 def recommend_target(

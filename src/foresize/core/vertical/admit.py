@@ -20,6 +20,7 @@ from foresize.core.cluster.model import (
 )
 from foresize.core.cluster.model import disruption_hold as model_disruption_hold
 from foresize.core.cluster.qos import pod_qos_class, spec_requests_with
+from foresize.core.vertical.coming import forget, note_recreate, note_waiting
 from foresize.core.vertical.desired import allocated_containers, charge_delta, desired_containers
 from foresize.core.vertical.run import (
     EVICT,
@@ -99,7 +100,7 @@ def admit(
     candidates.sort(key=priority)
     for c in candidates:
         if c.kind == RELEASE:
-            _release(c, actions)
+            _release(c, ctx, actions)
             continue
         if c.kind == EVICT:
             _evict(c, ctx, ledger, actions)
@@ -109,8 +110,9 @@ def admit(
             _evict(fallback, ctx, ledger, actions)
 
 
-def _release(c: Candidate, actions: list[Action]) -> None:
+def _release(c: Candidate, ctx: PassContext, actions: list[Action]) -> None:
     pod = c.pod
+    forget(ctx, pod.uid)
     actions.append(
         ResizePod(
             pod.namespace,
@@ -151,6 +153,7 @@ def _resize(
             ):
                 return Candidate(EVICT, pod, run, change, "capacity", c.urgent)
             _wait_for_capacity(c, why)
+            note_waiting(c, ctx)
             return None
         ledger.reserve(node, delta)
     actions.append(
@@ -267,6 +270,7 @@ def _evict(c: Candidate, ctx: PassContext, ledger: NodeLedger, actions: list[Act
     if hold is not None:
         _hold_for_opt_out(c, hold, f"evicting ({_WHY_EVICT.get(c.reason, c.reason)})")
         return
+    note_recreate(c, ctx)  # sent now or held below: it is coming either way
     # VPA's `--use-admission-controller-status`: the replacement gets its new size only
     # from the pod webhook; while it is not serving (down, or its certificate expired: the
     # API server then skips it, failurePolicy Ignore) the pod would come back at its old

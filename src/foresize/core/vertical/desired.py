@@ -21,6 +21,7 @@ from foresize.core.cluster.model import (
     Suggestion,
 )
 from foresize.core.cluster.qos import pod_qos_class, qos_class_of
+from foresize.core.cluster.refusals import container_signature
 from foresize.core.cluster.sizing import settle_request_over_limit
 
 
@@ -243,8 +244,9 @@ def known_in_flight(known: dict[str, KnownPod], pod: Pod) -> bool:
 
 
 def container_sig(name: str, requests: ResourceMap, limits: ResourceMap) -> str:
-    """One container's part of a change signature (the exact resources it asks for)."""
-    return f"{name}[{sorted(requests.items())}|{sorted(limits.items())}]"
+    """One container's part of a change signature (the exact resources it asks for; the
+    rule's home is `cluster.refusals`, which every planner's refusals compare by)."""
+    return container_signature(name, requests, limits)
 
 
 def charge_delta(pod: Pod, change: PodChange) -> ResourceMap:

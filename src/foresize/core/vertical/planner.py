@@ -24,6 +24,7 @@ from foresize.core.api.access import first as _get
 from foresize.core.cluster.actions import Action, EmitEvent, WriteTargetStatus
 from foresize.core.cluster.capacity import NodeLedger
 from foresize.core.cluster.model import Pod, Suggestion
+from foresize.core.cluster.refusals import prune
 from foresize.core.cluster.snapshot import ClusterSnapshot, TargetObject
 from foresize.core.cluster.target import TargetView
 from foresize.core.errors import ForesizeError
@@ -35,6 +36,7 @@ from foresize.core.vertical.admit import (
 )
 from foresize.core.vertical.boost import plan_boosts
 from foresize.core.vertical.breaker import move_breaker
+from foresize.core.vertical.coming import note_deferred
 from foresize.core.vertical.guards import (
     CLAIM_CONDITION,
     TARGET_GUARDS,
@@ -145,6 +147,9 @@ def plan(
         _decide(run, ctx, candidates)
 
     admit(candidates, ctx, ledger or NodeLedger(snapshot), actions)
+    new_state.coming = ctx.coming
+    # A refusal is of one pod: a recreated pod (a new uid) is tried afresh.
+    new_state.refusals = prune(new_state.refusals, {p.uid for p in snapshot.pods})
     _forget_gone_targets(new_state, runs)
     for run in runs:
         if run.issued:
@@ -355,6 +360,7 @@ def _decide(run: TargetRun, ctx: PassContext, candidates: list[Candidate]) -> No
         if pod.uid in boosted or pod_level_left_alone(run, pod):
             continue
         view = _track_stall(run, pod, ctx.now)
+        note_deferred(run, view, ctx)
         disrupted += decide(run, view, ctx, candidates)
     run.disrupted_now = disrupted
     run.budget = 0 if run.paced else max(0, size - disrupted)

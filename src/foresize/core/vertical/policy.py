@@ -17,11 +17,8 @@ from dataclasses import dataclass, field
 from foresize.core.api.vocabulary import DEFAULT_MAX_DISRUPTED
 from foresize.core.cluster.disruption import batch_size
 from foresize.core.cluster.snapshot import TargetObject
-from foresize.core.cluster.target import (
-    TargetView,
-    parse_max_disrupted,
-    target_view,
-)
+from foresize.core.cluster.target import TargetView, target_view
+from foresize.core.cluster.target_fields import parse_max_disrupted
 from foresize.core.errors import ForesizeError
 
 __all__ = [

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
+from foresize.core.api.access import JSONValue
 from foresize.core.cluster.actions import (
     Action,
     ActionResult,
@@ -20,10 +21,9 @@ from foresize.core.cluster.actions import (
     ResizePod,
     WriteTargetStatus,
 )
+from foresize.core.cluster.refusals import record_refusal, resize_signature
 from foresize.core.cluster.snapshot import ClusterSnapshot
-from foresize.core.vertical.desired import container_sig
 from foresize.core.vertical.policy import WorkerConfig
-from foresize.core.api.access import JSONValue
 from foresize.core.vertical.state import (
     HALF_OPEN,
     STATUS_KEY,
@@ -74,11 +74,13 @@ def on_result(
     if not isinstance(action, EvictPod | ResizePod):
         return state
     config = config or WorkerConfig()
+    new_state = state.copy()
+    if isinstance(action, ResizePod) and record_refusal(new_state.refusals, action, result, now):
+        state = new_state  # every planner's refusal is kept, a DaemonSet's or a revert's too
     prev = state.targets.get(action.target)
     if prev is None:
         return state
     ts = prev.clone()
-    new_state = state.copy()
     new_state.targets[action.target] = ts
     if isinstance(action, EvictPod):
         _eviction_result(ts, action, result, now, config)
@@ -159,7 +161,7 @@ def _resize_result(ts: TargetState, action: ResizePod, result: ActionResult, now
         if action.reason != "release-deferred":
             ts.resized += 1
         return
-    if not (result.code == 422 or (result.code == 403 and result.has_cause("NodeCapacity"))):
+    if not result.resize_refused:
         return
     ns = action.target.partition("/")[0]
     pod_uid = ts.inflight.get(action.name, "")
@@ -214,4 +216,4 @@ def execute(
 
 def resize_sig(action: ResizePod) -> str:
     """The signature of the change a ResizePod asks for (as `PodChange.signature`)."""
-    return ";".join(container_sig(c.name, c.requests, c.limits) for c in action.containers)
+    return resize_signature(action.containers)

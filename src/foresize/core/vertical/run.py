@@ -9,6 +9,7 @@ from typing import Any
 from foresize.core.cluster.actions import EmitEvent
 from foresize.core.cluster.capacity import format_resources
 from foresize.core.cluster.model import Pod, Suggestion
+from foresize.core.cluster.pending import ComingSize
 from foresize.core.cluster.snapshot import ClusterSnapshot
 from foresize.core.cluster.target import TargetView
 from foresize.core.vertical.desired import PodChange
@@ -40,6 +41,8 @@ class PassContext:
     now: float
     config: WorkerConfig
     bucket: EvictionBucket | None = None  # the cluster-wide eviction rate limit, if on
+    # pod uid -> the size it will have: recreated, or an upsize waiting (`vertical.coming`)
+    coming: dict[str, ComingSize] = field(default_factory=dict)
 
 
 @dataclass(slots=True)

@@ -21,6 +21,8 @@ from foresize.core.api.types import (
     parse_timestamp,
 )
 from foresize.core.cluster.actions import EmitEvent
+from foresize.core.cluster.pending import ComingSize
+from foresize.core.cluster.refusals import Refusals
 from foresize.core.cluster.target import TargetView
 from foresize.core.vertical.desired import KnownPod
 
@@ -291,12 +293,20 @@ class WorkerState:
     # the API server bumps on every spec change) stays the same.
     policies: dict[str, tuple[int, TargetView]] = field(default_factory=dict)
     eviction_bucket: EvictionBucket | None = None
+    # Not persisted: pod uid -> the resize of it the API server refused outright, whoever
+    # sent it (the DaemonSetAutoscaler and the revert read it, `cluster.refusals`).
+    refusals: Refusals = field(default_factory=dict)
+    # Not persisted: the last pass's coming sizes by pod uid (`cluster.pending`), what the
+    # pass publishes; every pass recomputes them.
+    coming: dict[str, ComingSize] = field(default_factory=dict)
 
     def copy(self) -> WorkerState:
         # Shallow: the planner clones a TargetState before changing it.
         b = self.eviction_bucket
         bucket = EvictionBucket(b.tokens, b.at) if b is not None else None
-        return WorkerState(dict(self.targets), self.policies, bucket)
+        return WorkerState(
+            dict(self.targets), self.policies, bucket, dict(self.refusals), dict(self.coming)
+        )
 
     def to_status(self, key: str) -> dict[str, Any]:
         ts = self.targets.get(key)

@@ -71,6 +71,7 @@ _COMMAND_MODULES = (
     "bench_loop",
     "bench_chaos",
     "manifests",
+    "validate",
     "webhook",
     "operator",
     "recommend",

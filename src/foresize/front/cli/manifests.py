@@ -1,5 +1,5 @@
-"""`foresize manifests [all|crds|rbac|operator|webhooks|monitoring]`: the install objects;
-and `foresize validate FILE...`: check Foresize objects in YAML files offline.
+"""`foresize manifests [all|crds|rbac|operator|webhooks|monitoring|networkpolicy]`: the
+install objects (the alerts in `alerts.py`; `foresize validate` in `validate.py`).
 
 `foresize manifests | kubectl apply -f -` installs Foresize; the Helm chart in
 deploy/helm/foresize renders the same objects (a test renders both and compares them).
@@ -19,14 +19,20 @@ container):
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import typer
 
-from foresize.core.api.duration import shown
 from foresize.core.api.names import dns_label_error, dns_subdomain_error
-from foresize.shells.kube.rbac import NAME, READ, TLS_SECRET, operator_rbac, rule
+from foresize.front.cli.alerts import alert_rules
+from foresize.shells.kube.rbac import (
+    NAME,
+    READ,
+    TLS_SECRET,
+    WEBHOOK_SERVICE,
+    operator_rbac,
+    rule,
+)
 from foresize.shells.kube.state import PAUSE_CONFIGMAP
 
 SECTIONS = ("all", "crds", "rbac", "operator", "webhooks", "monitoring", "networkpolicy")
@@ -36,7 +42,6 @@ SECTIONS = ("all", "crds", "rbac", "operator", "webhooks", "monitoring", "networ
 OPTIONAL_SECTIONS = ("networkpolicy",)
 
 DEFAULT_NAMESPACE = "foresize-system"
-WEBHOOK_SERVICE = "foresize-webhook"
 PRIORITY_CLASS = "foresize-critical"
 # Above every workload it resizes (default priority 0), below the system's own classes
 # (system-cluster-critical is 2000000000): the webhook and the Lease holder are not
@@ -323,195 +328,6 @@ def webhooks(namespace: str) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------------------
 # Monitoring
 # --------------------------------------------------------------------------------------
-
-
-def _changed_within(series: str, window: str, by: str) -> str:
-    """PromQL true while `series` (a counter) counted anything within `window`, summed by
-    `by`. `increase()` alone misses a series whose first scrape is already above 0 (it
-    was created and counted between two scrapes, e.g. the first change after a start or a
-    target created since the last pass): such a series counts in full while it is younger
-    than the window (nothing at `offset window`)."""
-    return (
-        f"sum by ({by}) (increase({series}[{window}]) > 0 "
-        f"or ({series} > 0 unless {series} offset {window})) > 0"
-    )
-
-
-def alert_rules() -> list[dict[str, Any]]:
-    """Alerts over the metrics `foresize.adapters.telemetry.metrics` exports."""
-    return [
-        {
-            # Every request change, as the seed's operators asked for: an info alert to
-            # log and to check against the node charge-gap alerts below.
-            "alert": "ForesizeRequestChanged",
-            "expr": _changed_within(
-                "foresize_request_changes_total", "5m", "target, resource, source"
-            ),
-            "labels": {"severity": "info"},
-            "annotations": {
-                "summary": (
-                    "Foresize changed {{ $labels.resource }} requests of {{ $labels.target }}"
-                ),
-                "description": (
-                    "{{ $value }} {{ $labels.resource }} request changes ({{ $labels.source }}) "
-                    "in the last 5 minutes; compare with foresize_node_charge_gap."
-                ),
-            },
-        },
-        {
-            "alert": "ForesizeResizeChurn",
-            "expr": (
-                'sum by (target, resource) (increase(foresize_resizes_total{outcome="success",'
-                'direction="up"}[1h])) > 3 and sum by (target, resource) '
-                '(increase(foresize_resizes_total{outcome="success",direction="down"}[1h])) > 3'
-            ),
-            "for": "15m",
-            "labels": {"severity": "warning"},
-            "annotations": {
-                "summary": "Foresize resizes {{ $labels.target }} up and down repeatedly",
-                "description": (
-                    "{{ $labels.resource }} of {{ $labels.target }} was resized up and down "
-                    "more than 3 times each in the last hour: raise the hysteresis "
-                    "(vertical.scaling_behavior) or the forecast horizon."
-                ),
-            },
-        },
-        {
-            "alert": "ForesizeResizeRejected",
-            "expr": _changed_within(
-                'foresize_resizes_total{outcome=~"rejected|error"}', "30m", "target"
-            ),
-            "for": "5m",
-            "labels": {"severity": "warning"},
-            "annotations": {
-                "summary": "The API server refuses Foresize's resizes of {{ $labels.target }}",
-                "description": "Resizes were rejected (422/403) or failed in the last 30 minutes.",
-            },
-        },
-        {
-            "alert": "ForesizeResizeStalled",
-            "expr": "max by (target) (foresize_stalled_pods) > 0",
-            "for": "10m",
-            "labels": {"severity": "warning"},
-            "annotations": {
-                "summary": "{{ $value }} pods of {{ $labels.target }} have stalled resizes",
-                "description": (
-                    "In-place resizes stay Deferred, Infeasible or in error for 10 minutes; "
-                    "under in_place they wait, under in_place_or_recreate they are evicted."
-                ),
-            },
-        },
-        {
-            "alert": "ForesizeCircuitBreakerOpen",
-            "expr": "max by (target) (foresize_breaker_open) > 0",
-            "for": "1m",
-            "labels": {"severity": "critical"},
-            "annotations": {
-                "summary": "Foresize stopped evicting pods of {{ $labels.target }}",
-                "description": (
-                    "Evicted pods came back without the suggested resources three times in a "
-                    "row (is the admission webhook reachable?). Evictions are paused."
-                ),
-            },
-        },
-        {
-            "alert": "ForesizeSchedulerChargeDivergence",
-            "expr": 'max by (node) (foresize_node_charge_gap{resource="cpu"}) > 0.5',
-            "for": "15m",
-            "labels": {"severity": "warning"},
-            "annotations": {
-                "summary": "Scheduler charges {{ $labels.node }} {{ $value }} CPU beyond spec",
-                "description": (
-                    "The scheduler's charge (max of spec, allocated, actual) exceeds the sum "
-                    "of spec requests: resizes that have not landed hold node capacity."
-                ),
-            },
-        },
-        {
-            "alert": "ForesizeSchedulerChargeDivergenceMemory",
-            "expr": 'max by (node) (foresize_node_charge_gap{resource="memory"}) > 1073741824',
-            "for": "15m",
-            "labels": {"severity": "warning"},
-            "annotations": {
-                "summary": "Scheduler charges {{ $labels.node }} over 1 GiB memory beyond spec",
-                "description": (
-                    "The scheduler's charge exceeds the sum of spec memory requests by more "
-                    "than 1 GiB for 15 minutes."
-                ),
-            },
-        },
-        *operational_alerts(),
-    ]
-
-
-def operational_alerts(service: str = WEBHOOK_SERVICE) -> list[dict[str, Any]]:
-    """The operator itself: down, no Lease holder, webhook errors, certificate expiry.
-    (Every webhook fails open, so each of these is otherwise silent.)"""
-    up = f'up{{job="{service}"}}'
-    return [
-        {
-            "alert": "ForesizeOperatorDown",
-            "expr": f"absent({up} == 1)",
-            "for": "5m",
-            "labels": {"severity": "critical"},
-            "annotations": {
-                "summary": "No Foresize operator replica is up",
-                "description": (
-                    "Prometheus scrapes no live replica: nothing is resized and every "
-                    "webhook fails open (pods are admitted unchanged)."
-                ),
-            },
-        },
-        {
-            "alert": "ForesizeNoLeaseHeld",
-            "expr": "sum by (shard) (foresize_leader) < 1",
-            "for": "5m",
-            "labels": {"severity": "critical"},
-            "annotations": {
-                "summary": "No replica holds Foresize shard {{ $labels.shard }}",
-                "description": (
-                    "The targets of this shard are not acted on: no replica holds its Lease "
-                    "(API errors, RBAC, or every replica lost it)."
-                ),
-            },
-        },
-        {
-            "alert": "ForesizeWebhookErrors",
-            "expr": (
-                "sum(rate(foresize_webhook_bad_requests_total[5m])) > 0.05 or "
-                'sum(rate(apiserver_admission_webhook_request_total{name=~".*foresize.io",'
-                'code!="200"}[5m])) > 0.05'
-            ),
-            "for": "10m",
-            "labels": {"severity": "warning"},
-            "annotations": {
-                "summary": "Foresize's admission webhooks are failing",
-                "description": (
-                    "Requests to the webhooks are refused, cut off or answered with errors "
-                    "(operator side), or the API server's calls to them fail: pods are "
-                    "admitted unchanged (failurePolicy Ignore)."
-                ),
-            },
-        },
-        {
-            "alert": "ForesizeWebhookCertificateExpiry",
-            "expr": "min(foresize_webhook_certificate_expiry_seconds) < 7 * 86400",
-            "for": "1h",
-            "labels": {"severity": "warning"},
-            "annotations": {
-                "summary": (
-                    "Foresize's webhook certificate expires in {{ $value | humanizeDuration }}"
-                ),
-                "description": (
-                    "The served certificate is near or past its expiry and was not renewed: "
-                    "once expired, the API server cannot call the webhooks and every one "
-                    "fails open."
-                ),
-            },
-        },
-    ]
-
-
 def monitoring(namespace: str) -> list[dict[str, Any]]:
     """PrometheusRule and ServiceMonitor. prometheus-operator picks them up only when their
     labels match its `ruleSelector`/`serviceMonitorSelector` (kube-prometheus-stack: the
@@ -644,76 +460,6 @@ def _history_claim(wanted: bool, size: str, storage_class: str) -> dict[str, Any
     return history_claim(size, storage_class or None)
 
 
-CLUSTER_SCOPED_KINDS = ("ClusterAIScaleTemplate",)
-
-
-def name_errors(obj: dict[str, Any]) -> list[str]:
-    """`metadata.name` and `metadata.namespace` the API server would refuse: a custom
-    resource's name is an RFC 1123 subdomain, its namespace an RFC 1123 label. (The models
-    do not check names: objects read from a cluster were named by its API server.)"""
-    meta = obj.get("metadata")
-    if not isinstance(meta, dict):
-        return []  # the models name a missing or non-map metadata
-    problems = []
-    name = meta.get("name")
-    if name in (None, "") and not meta.get("generateName"):
-        problems.append("metadata.name: required (the API server refuses an object without one)")
-    elif isinstance(name, str):
-        why = dns_subdomain_error(name)
-        if why:
-            problems.append(f"metadata.name: {shown(name)} is not a valid name: {why}")
-    namespace = meta.get("namespace")
-    if isinstance(namespace, str) and namespace and obj.get("kind") not in CLUSTER_SCOPED_KINDS:
-        why = dns_label_error(namespace)
-        if why:
-            problems.append(
-                f"metadata.namespace: {shown(namespace)} is not a valid namespace: {why}"
-            )
-    return problems
-
-
-def validate_files(paths: list[str]) -> tuple[int, int, list[str]]:
-    """Check every Foresize object (apiVersion foresize.io/...) in the YAML files with the
-    API models. Returns (objects checked, other documents skipped, errors); each error
-    names the file, the line of the field (of its nearest written parent when the field is
-    missing; of the document for an error about the whole object), and the field."""
-    from foresize.adapters.files import iter_documents_with_lines, read_text
-    from foresize.core.api.types import GROUP, parse_object
-    from foresize.core.errors import ForesizeError
-
-    checked = skipped = 0
-    errors: list[str] = []
-    for path in paths:
-        try:
-            text = read_text(path)
-            for _, obj, lines in iter_documents_with_lines(text, path):
-                api_version = obj.get("apiVersion", "") if isinstance(obj, dict) else ""
-                if not str(api_version).startswith(f"{GROUP}/"):
-                    skipped += obj is not None
-                    continue
-                checked += 1
-                problems = name_errors(obj)
-                try:
-                    parse_object(obj)
-                except ForesizeError as exc:
-                    problems += str(exc).splitlines()
-                errors.extend(f"{path}:{_problem_line(lines, p)}: {p}" for p in problems)
-        except ForesizeError as exc:  # unreadable file or bad YAML: one line, next file
-            errors.append(str(exc))
-    return checked, skipped, errors
-
-
-# "spec.vertical.containers[0].cpu: ..." - a problem that starts with the field it is about.
-_FIELD_PROBLEM = re.compile(r"^([A-Za-z_][\w-]*(?:\.[\w/-]+|\[\d+\])*): ")
-
-
-def _problem_line(lines: dict[str, int], problem: str) -> int:
-    from foresize.adapters.files import field_line
-
-    m = _FIELD_PROBLEM.match(problem)
-    return field_line(lines, m[1] if m else "")
-
-
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     @app.command("manifests")
     def manifests(
@@ -756,20 +502,3 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             history_storage_class=history_storage_class,
         )
         typer.echo(yaml.safe_dump_all(docs, sort_keys=False), nl=False)
-
-    @app.command("validate")
-    def validate(
-        files: list[str] = typer.Argument(..., help="YAML files with Foresize objects."),
-    ) -> None:
-        """Check AIScaleTargets, DaemonSetAutoscalers and ClusterAIScaleTemplates in YAML
-        files offline: the same defaults and rules as the CRDs; errors name file, line and
-        field. Other documents are skipped."""
-        from foresize.core.errors import ForesizeError
-
-        checked, skipped, errors = validate_files(files)
-        if errors:
-            raise ForesizeError("\n".join(errors))
-        if checked == 0:
-            raise ForesizeError(f"no Foresize objects found in {', '.join(files)}")
-        note = f" ({skipped} other documents skipped)" if skipped else ""
-        typer.echo(f"{checked} Foresize objects valid{note}")

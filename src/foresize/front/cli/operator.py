@@ -209,7 +209,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
 
         from foresize.adapters.telemetry.logs import setup_logging
         from foresize.core.errors import ForesizeError
-        from foresize.shells.kube.operator import OperatorOptions, run_operator_process
+        from foresize.shells.kube.operator import run_operator_process
+        from foresize.shells.kube.options import OperatorOptions
 
         interval_s = _seconds(interval, "--interval", 0.1)
         collect_interval_s = _seconds(collect_interval, "--collect-interval", 5.0)

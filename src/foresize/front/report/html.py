@@ -11,7 +11,6 @@ and the sum of spec requests.
 
 from __future__ import annotations
 
-import html
 import json
 import os
 from pathlib import Path
@@ -21,36 +20,19 @@ import numpy as np
 
 from foresize.core.errors import ForesizeError
 from foresize.front.report import figures
+from foresize.front.report.cells import (
+    GIB,
+    MIB,
+    NOT_RISK,
+    clock,
+    esc,
+    num_cell,
+    slug,
+    workload_order,
+    workload_row,
+)
+from foresize.front.report.headline import headline_section
 from foresize.front.report.run import PolicyRun
-
-GIB = float(2**30)
-MIB = float(2**20)
-
-# Headline columns: (summary totals key, header, format).
-HEADLINE = (
-    ("cpu_requested_core_hours", "CPU requested<br>core·h", "{:.2f}"),
-    ("cpu_used_core_hours", "CPU used<br>core·h", "{:.2f}"),
-    ("memory_requested_gib_hours", "memory requested<br>GiB·h", "{:.2f}"),
-    ("memory_used_gib_hours", "memory used<br>GiB·h", "{:.2f}"),
-    ("resize_restarts", "restarts<br>from resizes", "{:d}"),
-    ("resizes_per_day", "resizes<br>per day", "{:.1f}"),
-    ("oom_kills", "OOM<br>kills", "{:d}"),
-    ("throttled_seconds", "throttled<br>s", "{:.0f}"),
-    ("evictions", "evic&shy;tions", "{:d}"),
-    ("stalls", "stalls", "{:d}"),
-    ("breaker_openings", "breaker<br>openings", "{:d}"),
-    ("preemptions", "preemp&shy;tions", "{:d}"),
-    ("resizes", "in-place<br>resizes", "{:d}"),
-    ("pending_pod_hours", "pending<br>pod·h", "{:.2f}"),
-)
-# The risk per workload in the headline: what each policy's resizing cost each workload.
-HEADLINE_WORKLOAD_RISK = (
-    ("resize_restarts", "restarts from resizes", "{:d}"),
-    ("resizes_per_day", "resizes per day", "{:.1f}"),
-    ("oom_kills", "OOM kills", "{:d}"),
-    ("throttled_seconds", "throttled s", "{:.0f}"),
-    ("stalls", "stalls", "{:d}"),
-)
 
 WORKLOAD_COLUMNS = (
     ("cpu_requested_core_hours", "CPU req<br>core·h", "{:.2f}"),
@@ -66,6 +48,7 @@ WORKLOAD_COLUMNS = (
     ("resizes", "resizes", "{:d}"),
     ("resize_restarts", "restarts<br>from resizes", "{:d}"),
 )
+
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1d1d1f;
@@ -111,44 +94,6 @@ def check_output_dir(path: str | os.PathLike[str], *, option: str = "--report") 
     return p
 
 
-def _e(s: object) -> str:
-    return html.escape(str(s), quote=True)
-
-
-def _fmt(fmt: str, v: Any) -> str:
-    if fmt == "{:d}":
-        return f"{int(v):d}"
-    return fmt.format(float(v))
-
-
-def saved_pct(value: float, base: float) -> float | None:
-    """Percentage of `base` saved by `value` (positive = less requested), or None."""
-    if not base:
-        return None
-    return 100.0 * (base - value) / base
-
-
-def _pct_cell(p: float | None, key: str, policy: str, ref: str) -> str:
-    if p is None:
-        return '<td class="note">–</td>'
-    cls = "good" if p > 0.05 else ("bad" if p < -0.05 else "")
-    return (
-        f"<td class='{cls}' data-policy='{_e(policy)}' data-key='{key}_saved_vs_{ref}'>"
-        f"{p:+.1f}%</td>"
-    )
-
-
-def _clock(t: float) -> str:
-    """Simulated time as `d2 13:05` (day 0 is Monday 00:00)."""
-    d, rem = divmod(int(round(t)), 86400)
-    return f"d{d} {rem // 3600:02d}:{rem % 3600 // 60:02d}"
-
-
-def _slug(s: str) -> str:
-    out = "".join(c if c.isalnum() else "-" for c in s.lower())
-    return "-".join(x for x in out.split("-") if x)
-
-
 def write_report(
     out_dir: Path,
     runs: list[PolicyRun],
@@ -175,7 +120,7 @@ def write_report(
     colours = figures.policy_colours([r.policy for r in ordered])
     page = [
         _page_head(runs, subjects, command),
-        _headline_section(ordered, subjects, out_dir, colours, hpa_cpu or set(), prices),
+        headline_section(ordered, subjects, out_dir, colours, hpa_cpu or set(), prices),
         _workloads_section(ordered, out_dir, duration, colours, max_workload_figures),
         _risks_section(ordered, out_dir, duration, max_event_rows),
         _gap_section(ordered, out_dir, duration, gap_every),
@@ -191,120 +136,28 @@ def _page_head(runs: list[PolicyRun], subjects: list[PolicyRun], command: str) -
     first = subjects[0].summary
     title = f"Foresize simulation report — {first['scenario']}"
     parts = [
-        f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title>",
+        f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>{esc(title)}</title>",
         "<meta name='viewport' content='width=device-width, initial-scale=1'>",
         f"<style>{CSS}</style></head><body>",
-        f"<h1>{_e(title)}</h1>",
-        f"<p class='meta'>scenario <b>{_e(first['scenario'])}</b> · "
+        f"<h1>{esc(title)}</h1>",
+        f"<p class='meta'>scenario <b>{esc(first['scenario'])}</b> · "
         f"{first['duration_hours']:.1f} simulated hours · seed {first['seed']} · "
         f"usage step {first['step_seconds']:g} s · {first['nodes']} nodes at the end · "
-        f"policies {', '.join(_e(r.policy) for r in subjects)}"
+        f"policies {', '.join(esc(r.policy) for r in subjects)}"
         + (
-            f" (references: {', '.join(_e(r.policy) for r in runs if r.baseline_only)})"
+            f" (references: {', '.join(esc(r.policy) for r in runs if r.baseline_only)})"
             if any(r.baseline_only for r in runs)
             else ""
         )
         + "</p>",
     ]
     if command:
-        parts.append(f"<p class='meta'>made by <code>{_e(command)}</code></p>")
+        parts.append(f"<p class='meta'>made by <code>{esc(command)}</code></p>")
     parts.append(
         "<nav><a href='#headline'>Headline</a><a href='#workloads'>Workloads</a>"
         "<a href='#risks'>Risk events</a><a href='#gap'>Scheduler charge gap</a>"
         "<a href='#method'>How to read this</a></nav>"
     )
-    return "".join(parts)
-
-
-def _headline_section(
-    ordered: list[PolicyRun],
-    subjects: list[PolicyRun],
-    out_dir: Path,
-    colours: dict[str, str],
-    hpa_cpu: set[str],
-    prices: Any,
-) -> str:
-    """Headline: a sentence per policy, the cost table (with prices), the totals table
-    with savings against static and vpa, the risk per workload and the headline figure."""
-    by_policy = {r.policy: r for r in ordered}
-    static, vpa = by_policy.get("static"), by_policy.get("vpa")
-    parts = ["<h2 id='headline'>Headline</h2>"]
-    parts += [f"<p class='lead'>{_lead(r, static, vpa)}</p>" for r in subjects]
-    if prices is not None:
-        parts.append(_cost_table(ordered, static, prices))
-    headline_png = "headline.png"
-    figures.headline_figure(ordered, out_dir / headline_png, colours=colours)
-    parts.append(_headline_table(ordered, [x for x in (static, vpa) if x is not None], colours))
-    parts.append(_headline_workload_risk(ordered))
-    parts.append(_unchanged_note(ordered, hpa_cpu))
-    parts.append(f"<img src='{headline_png}' alt='requested CPU and memory per policy'>")
-    parts.append(
-        "<p class='note'>Requested = the requests in force (what the kubelet applied) integrated "
-        "over time, summed over all containers; used = what cgroups reported (CPU capped at "
-        "the limit). Savings are the share of the reference's requested amount not "
-        "requested. Risk columns are counts over the whole run; throttled seconds are "
-        "container-seconds whose CPU demand exceeded the limit.</p>"
-    )
-    return "".join(parts)
-
-
-HEADLINE_REQUESTS = 4
-"""The first HEADLINE columns (requested and used) go in the first headline table with the
-savings; the rest (the risk counts) in the second. One table of all of them (up to 18
-columns) was wider than the page at any window size, and a scroll box hid its right end
-from a screenshot, a PDF or a print (ux.md N6); two tables of at most 9 and 11 columns
-fit the page from 1280 px up."""
-
-
-def _policy_cell(r: PolicyRun, colours: dict[str, str]) -> str:
-    cls = " class='baseline'" if r.baseline_only else ""
-    return (
-        f"<tr{cls} data-policy='{_e(r.policy)}'><td class='l nw'>"
-        f"<span class='swatch' style='background:{colours[r.policy]}'></span>"
-        f"{_e(r.policy)}{' (reference)' if r.baseline_only else ''}</td>"
-    )
-
-
-def _headline_table(
-    ordered: list[PolicyRun], refs: list[PolicyRun], colours: dict[str, str]
-) -> str:
-    """Two tables with a row per policy: the requested and used totals with the CPU and
-    memory saved against each reference in `refs`; then the risk counts (`HEADLINE`)."""
-    parts = ["<div class='scroll'><table class='headline'><tr><th class='l'>policy</th>"]
-    parts += [f"<th>{head}</th>" for _, head, _ in HEADLINE[:HEADLINE_REQUESTS]]
-    for ref in refs:
-        parts.append(
-            f"<th>CPU saved<br>vs {_e(ref.policy)}</th><th>memory saved<br>vs {_e(ref.policy)}</th>"
-        )
-    parts.append("</tr>")
-    for r in ordered:
-        t = r.summary["totals"]
-        parts.append(_policy_cell(r, colours))
-        parts += [
-            _num_cell(fmt, t.get(key, 0), key, r.policy)
-            for key, _, fmt in HEADLINE[:HEADLINE_REQUESTS]
-        ]
-        for ref in refs:
-            rt = ref.summary["totals"]
-            for key in ("cpu_requested_core_hours", "memory_requested_gib_hours"):
-                if ref is r:
-                    parts.append("<td class='note'>–</td>")
-                else:
-                    saved = saved_pct(t.get(key, 0.0), rt.get(key, 0.0))
-                    parts.append(_pct_cell(saved, key, r.policy, ref.policy))
-        parts.append("</tr>")
-    parts.append("</table></div>")
-    parts.append("<div class='scroll'><table class='headline-counts'><tr><th class='l'>policy</th>")
-    parts += [f"<th>{head}</th>" for _, head, _ in HEADLINE[HEADLINE_REQUESTS:]]
-    parts.append("</tr>")
-    for r in ordered:
-        t = r.summary["totals"]
-        parts.append(_policy_cell(r, colours))
-        for key, _, fmt in HEADLINE[HEADLINE_REQUESTS:]:
-            value = _per_day(r.summary, t) if key == "resizes_per_day" else t.get(key, 0)
-            parts.append(_num_cell(fmt, value, key, r.policy, risk=key not in _NOT_RISK))
-        parts.append("</tr>")
-    parts.append("</table></div>")
     return "".join(parts)
 
 
@@ -317,7 +170,7 @@ def _workloads_section(
 ) -> str:
     """Workloads: the table of every workload under every policy, then CPU and memory
     figures and risk events for the largest `max_workload_figures`."""
-    names = _workload_order(ordered)
+    names = workload_order(ordered)
     parts = ["<h2 id='workloads'>Workloads</h2>", _workload_table(ordered, names)]
     shown = names[:max_workload_figures]
     if len(names) > len(shown):
@@ -326,14 +179,14 @@ def _workloads_section(
             f"CPU and memory ({len(names) - len(shown)} more are in the table only).</p>"
         )
     for name in shown:
-        parts.append(f"<h3 id='wl-{_slug(name)}'>{_e(name)}</h3>")
+        parts.append(f"<h3 id='wl-{slug(name)}'>{esc(name)}</h3>")
         for resource in ("cpu", "memory"):
-            png = f"wl-{_slug(name)}-{resource}.png"
+            png = f"wl-{slug(name)}-{resource}.png"
             figures.workload_figure(
                 ordered, name, resource, out_dir / png, duration=duration, colours=colours
             )
             parts.append(
-                f"<img src='{png}' alt='{_e(name)} {resource}: requested vs used over time'>"
+                f"<img src='{png}' alt='{esc(name)} {resource}: requested vs used over time'>"
             )
         parts.append(_workload_risks(ordered, name))
     return "".join(parts)
@@ -349,16 +202,16 @@ def _workload_table(ordered: list[PolicyRun], names: list[str]) -> str:
     parts.append("<th>peak CPU used / req<br>cores</th><th>peak mem used / req<br>GiB</th></tr>")
     for name in names:
         for i, r in enumerate(ordered):
-            row = _wl_row(r, name)
+            row = workload_row(r, name)
             if row is None:
                 continue
             cls = " class='baseline'" if r.baseline_only else ""
-            link = f"<a href='#wl-{_slug(name)}'>{_e(name)}</a>"
+            link = f"<a href='#wl-{slug(name)}'>{esc(name)}</a>"
             first_cell = f"<td class='l' rowspan='{len(ordered)}'>{link}</td>" if i == 0 else ""
-            parts.append(f"<tr{cls}>{first_cell}<td class='l'>{_e(r.policy)}</td>")
+            parts.append(f"<tr{cls}>{first_cell}<td class='l'>{esc(r.policy)}</td>")
             for key, _, fmt in WORKLOAD_COLUMNS:
                 parts.append(
-                    _num_cell(fmt, row.get(key, 0), key, r.policy, risk=key not in _NOT_RISK)
+                    num_cell(fmt, row.get(key, 0), key, r.policy, risk=key not in NOT_RISK)
                 )
             pk = _peaks(r, name)
             parts.append(f"<td class='nw'>{pk[0]:.2f} / {pk[1]:.2f}</td>")
@@ -380,9 +233,9 @@ def _risks_section(
         "once per generation), preemptions and circuit-breaker openings.</p>",
     ]
     for r in ordered:
-        parts.append(f"<h3>{_e(r.policy)}{' (reference)' if r.baseline_only else ''}</h3>")
+        parts.append(f"<h3>{esc(r.policy)}{' (reference)' if r.baseline_only else ''}</h3>")
         if not r.risks:
-            parts.append(f"<p data-policy='{_e(r.policy)}'>No risk events.</p>")
+            parts.append(f"<p data-policy='{esc(r.policy)}'>No risk events.</p>")
             continue
         parts.append(_policy_risks(r, out_dir, duration, max_event_rows))
     return "".join(parts)
@@ -395,31 +248,31 @@ def _policy_risks(r: PolicyRun, out_dir: Path, duration: float, max_event_rows: 
         row = counts.setdefault(ev.workload or "(unattributed)", {})
         row[ev.label] = row.get(ev.label, 0) + 1
     wls = sorted(counts)
-    png = f"risks-{_slug(r.policy)}.png"
+    png = f"risks-{slug(r.policy)}.png"
     figures.risk_figure(r, wls, out_dir / png, duration=duration)
     parts = [
-        f"<img src='{png}' alt='risk events over time, {_e(r.policy)}'>",
+        f"<img src='{png}' alt='risk events over time, {esc(r.policy)}'>",
         "<table class='risk-counts'><tr><th class='l'>workload</th>",
     ]
-    parts += [f"<th>{_e(label)}</th>" for label in figures.RISK_LABELS]
+    parts += [f"<th>{esc(label)}</th>" for label in figures.RISK_LABELS]
     parts.append("</tr>")
     for name in wls:
-        parts.append(f"<tr><td class='l'>{_e(name)}</td>")
+        parts.append(f"<tr><td class='l'>{esc(name)}</td>")
         for label in figures.RISK_LABELS:
             n = counts[name].get(label, 0)
             parts.append(f"<td class='{'risk' if n else ''}'>{n}</td>")
         parts.append("</tr>")
     parts.append("</table>")
     parts.append(
-        f"<table class='timeline' data-policy='{_e(r.policy)}'><tr><th class='l'>time</th>"
+        f"<table class='timeline' data-policy='{esc(r.policy)}'><tr><th class='l'>time</th>"
         "<th class='l'>event</th><th class='l'>workload</th><th class='l'>object</th>"
         "<th class='l'>message</th></tr>"
     )
     for ev in r.risks[:max_event_rows]:
         parts.append(
-            f"<tr><td class='l'>{_clock(ev.time)}</td><td class='l'>{_e(ev.label)}</td>"
-            f"<td class='l'>{_e(ev.workload)}</td><td class='l'>{_e(ev.object)}</td>"
-            f"<td class='l'>{_e(ev.message)}</td></tr>"
+            f"<tr><td class='l'>{clock(ev.time)}</td><td class='l'>{esc(ev.label)}</td>"
+            f"<td class='l'>{esc(ev.workload)}</td><td class='l'>{esc(ev.object)}</td>"
+            f"<td class='l'>{esc(ev.message)}</td></tr>"
         )
     parts.append("</table>")
     if len(r.risks) > max_event_rows:
@@ -443,12 +296,12 @@ def _gap_section(ordered: list[PolicyRun], out_dir: Path, duration: float, gap_e
     ]
     for r in ordered:
         g = r.gaps
-        parts.append(f"<h3>{_e(r.policy)}{' (reference)' if r.baseline_only else ''}</h3>")
+        parts.append(f"<h3>{esc(r.policy)}{' (reference)' if r.baseline_only else ''}</h3>")
         if not g.times.size:
             parts.append("<p>No samples.</p>")
         elif not (g.cpu.any() or g.memory.any()):
             parts.append(
-                f"<p data-policy='{_e(r.policy)}'>No gap: the scheduler's charge equalled the "
+                f"<p data-policy='{esc(r.policy)}'>No gap: the scheduler's charge equalled the "
                 f"spec requests on every node at all {g.times.size} samples.</p>"
             )
         else:
@@ -459,11 +312,11 @@ def _gap_section(ordered: list[PolicyRun], out_dir: Path, duration: float, gap_e
 def _policy_gaps(r: PolicyRun, out_dir: Path, duration: float) -> str:
     """One policy's gaps (there are some): figure, then a row per node that had a gap."""
     g = r.gaps
-    png = f"gap-{_slug(r.policy)}.png"
+    png = f"gap-{slug(r.policy)}.png"
     figures.gap_figure(r, out_dir / png, duration=duration)
     parts = [
-        f"<img src='{png}' alt='scheduler charge minus spec requests per node, {_e(r.policy)}'>",
-        f"<table class='gap' data-policy='{_e(r.policy)}'><tr><th class='l'>node</th>"
+        f"<img src='{png}' alt='scheduler charge minus spec requests per node, {esc(r.policy)}'>",
+        f"<table class='gap' data-policy='{esc(r.policy)}'><tr><th class='l'>node</th>"
         "<th>largest CPU gap<br>m</th><th>% of<br>allocatable</th><th>at</th>"
         "<th>largest memory gap<br>MiB</th><th>% of<br>allocatable</th><th>at</th>"
         "<th>samples<br>with a gap</th></tr>",
@@ -477,10 +330,10 @@ def _policy_gaps(r: PolicyRun, out_dir: Path, duration: float) -> str:
         n_gap = int(np.count_nonzero((c != 0) | (m != 0)))
         ac, am = g.allocatable_cpu[i], g.allocatable_memory[i]
         parts.append(
-            f"<tr><td class='l'>{_e(node)}</td><td>{c[ic]:+.0f}</td>"
-            f"<td>{100 * c[ic] / ac if ac else 0:.1f}%</td><td>{_clock(g.times[ic])}</td>"
+            f"<tr><td class='l'>{esc(node)}</td><td>{c[ic]:+.0f}</td>"
+            f"<td>{100 * c[ic] / ac if ac else 0:.1f}%</td><td>{clock(g.times[ic])}</td>"
             f"<td>{m[im] / MIB:+.0f}</td><td>{100 * m[im] / am if am else 0:.1f}%</td>"
-            f"<td>{_clock(g.times[im])}</td><td>{n_gap} of {g.times.size}</td></tr>"
+            f"<td>{clock(g.times[im])}</td><td>{n_gap} of {g.times.size}</td></tr>"
         )
     parts.append("</table>")
     quiet = sum(1 for i in range(len(g.nodes)) if not (g.cpu[:, i].any() or g.memory[:, i].any()))
@@ -501,7 +354,7 @@ def _method_section(ordered: list[PolicyRun], subjects: list[PolicyRun]) -> str:
         "VPA-style reference (a percentile of past usage, applied through the same "
         "disruption worker); <b>foresize</b> sizes from forecasts of the coming window.</li>"
         "<li>Workload figures: shaded = used (summed over the workload's running "
-        f"containers, from <b>{_e(subjects[0].policy)}</b>); lines = each policy's requests in "
+        f"containers, from <b>{esc(subjects[0].policy)}</b>); lines = each policy's requests in "
         "force; dashed lines are references; ✕ marks an OOM kill.</li>"
         "<li>Times are simulated; day 0 starts on a Monday at 00:00.</li>"
         "</ul>"
@@ -512,160 +365,8 @@ def _method_section(ordered: list[PolicyRun], subjects: list[PolicyRun]) -> str:
     )
 
 
-_NOT_RISK = {
-    "cpu_requested_core_hours",
-    "cpu_used_core_hours",
-    "memory_requested_gib_hours",
-    "memory_used_gib_hours",
-    "resizes",
-    "resizes_per_day",
-}
-
-
 def _strip(summary: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in summary.items() if k != "event_log_sha256"}
-
-
-def _num_cell(fmt: str, v: Any, key: str, policy: str, *, risk: bool = False) -> str:
-    cls = "risk" if risk and float(v) > 0 else ""
-    return (
-        f"<td class='{cls}' data-policy='{_e(policy)}' data-key='{key}' "
-        f"data-value='{_e(v)}'>{_fmt(fmt, v)}</td>"
-    )
-
-
-def _lead(r: PolicyRun, static: PolicyRun | None, vpa: PolicyRun | None) -> str:
-    t = r.summary["totals"]
-    bits = [
-        f"<b>{_e(r.policy)}</b> requested {t['cpu_requested_core_hours']:.1f} core·h of CPU "
-        f"and {t['memory_requested_gib_hours']:.1f} GiB·h of memory"
-    ]
-    for ref in (static, vpa):
-        if ref is None or ref is r:
-            continue
-        rt = ref.summary["totals"]
-        c = saved_pct(t["cpu_requested_core_hours"], rt["cpu_requested_core_hours"])
-        m = saved_pct(t["memory_requested_gib_hours"], rt["memory_requested_gib_hours"])
-        if c is not None and m is not None:
-            bits.append(f"{_word(c)} CPU and {_word(m)} memory than {_e(ref.policy)}")
-    risks = (
-        f"{t.get('resize_restarts', 0)} container restarts caused by resizes, "
-        f"{_per_day(r.summary, t):.1f} resizes a day, "
-        f"{t.get('oom_kills', 0)} OOM kills, {t.get('throttled_seconds', 0):.0f} throttled s, "
-        f"{t.get('evictions', 0)} evictions, {t.get('stalls', 0)} stalls, "
-        f"{t.get('preemptions', 0)} preemptions, {t.get('breaker_openings', 0)} breaker openings"
-    )
-    return "; ".join(bits) + f" — with {risks}."
-
-
-def _cost(t: dict[str, Any], prices: Any) -> float:
-    return float(
-        t.get("cpu_requested_core_hours", 0.0) * prices.core_hour
-        + t.get("memory_requested_gib_hours", 0.0) * prices.gib_hour
-    )
-
-
-def _cost_table(runs: list[PolicyRun], static: PolicyRun | None, prices: Any) -> str:
-    """What each policy's requests cost over the run and per 30 days, and the saving
-    against static, at the given prices per core-hour and GiB-hour."""
-    from foresize.front.report.recommendations import HOURS_PER_MONTH
-
-    rows = []
-    base = _cost(static.summary["totals"], prices) if static is not None else None
-    for r in runs:
-        cost = _cost(r.summary["totals"], prices)
-        hours = max(float(r.summary.get("duration_hours", 1.0)), 1e-9)
-        saved = "–" if base is None or r is static else f"{base - cost:.2f}"
-        rows.append(
-            f"<tr data-policy='{_e(r.policy)}'><td class='l'>{_e(r.policy)}</td>"
-            f"<td data-key='cost'>{cost:.2f}</td><td>{cost / hours * HOURS_PER_MONTH:.2f}</td>"
-            f"<td data-key='saved'>{saved}</td></tr>"
-        )
-    return (
-        f"<p class='note'>At {prices.core_hour:g} per core-hour and {prices.gib_hour:g} per "
-        "GiB-hour of requests (a month is 730 hours):</p>"
-        "<table class='cost'><tr><th class='l'>policy</th><th>cost of the run</th>"
-        "<th>per month</th><th>saved vs static</th></tr>" + "".join(rows) + "</table>"
-    )
-
-
-def _per_day(summary: dict[str, Any], row: dict[str, Any]) -> float:
-    days = max(float(summary.get("duration_hours", 24.0)), 1e-9) / 24.0
-    return float(row.get("resizes", 0)) / days
-
-
-def _headline_workload_risk(runs: list[PolicyRun]) -> str:
-    """Per workload and policy: the restarts its resizes caused, resizes a day, kills,
-    throttling and stalls (rows where every policy has none are left out)."""
-    names = _workload_order(runs)
-    rows = []
-    for name in names:
-        cells = []
-        for r in runs:
-            row = _wl_row(r, name) or {}
-            values = [
-                _per_day(r.summary, row) if key == "resizes_per_day" else row.get(key, 0)
-                for key, _, _ in HEADLINE_WORKLOAD_RISK
-            ]
-            cells.append((r, values))
-        if not any(float(v) for _, values in cells for v in values):
-            continue
-        for i, (r, values) in enumerate(cells):
-            first = f"<td class='l' rowspan='{len(cells)}'>{_e(name)}</td>" if i == 0 else ""
-            tds = "".join(
-                _num_cell(fmt, v, key, r.policy, risk=key != "resizes_per_day")
-                for (key, _, fmt), v in zip(HEADLINE_WORKLOAD_RISK, values, strict=True)
-            )
-            rows.append(f"<tr>{first}<td class='l'>{_e(r.policy)}</td>{tds}</tr>")
-    if not rows:
-        return (
-            "<p class='note'>No workload had a resize restart, OOM kill, throttling or stall.</p>"
-        )
-    head = "".join(f"<th>{h}</th>" for _, h, _ in HEADLINE_WORKLOAD_RISK)
-    return (
-        "<h3 id='risk-per-workload'>Risk per workload</h3><div class='scroll'>"
-        "<table class='headline-risk'><tr><th class='l'>workload</th><th class='l'>policy</th>"
-        f"{head}</tr>{''.join(rows)}</table></div>"
-        "<p class='note'>Restarts from resizes: containers restarted to apply a resize "
-        "(resizePolicy RestartContainer), each one a lost process (a cache loses its data).</p>"
-    )
-
-
-def _unchanged_note(runs: list[PolicyRun], hpa_cpu: set[str]) -> str:
-    """A line naming the workloads whose requests no policy changed, and why if known."""
-    if len(runs) < 2:
-        return ""
-    same: list[str] = []
-    cpu_only: list[str] = []
-    for name in _workload_order(runs):
-        rows = [_wl_row(r, name) for r in runs]
-        if any(row is None for row in rows):
-            continue
-        cpu = {round(row["cpu_requested_core_hours"], 6) for row in rows if row}
-        mem = {round(row["memory_requested_gib_hours"], 6) for row in rows if row}
-        kind = name.split("/", 1)[0]
-        if len(cpu) == 1 and len(mem) == 1:
-            why = {
-                "Job": "a Job: its pods run once and keep their template's requests",
-                "DaemonSet": "a DaemonSet left at its written requests in this scenario",
-            }.get(kind, "no policy resized it in this run")
-            same.append(f"{_e(name)} ({why})")
-        elif len(cpu) == 1 and name in hpa_cpu:
-            cpu_only.append(f"{_e(name)} (its HPA scales on CPU, so CPU requests are left alone)")
-    if not same and not cpu_only:
-        return ""
-    parts = []
-    if same:
-        parts.append("Identical under every policy: " + "; ".join(same) + ".")
-    if cpu_only:
-        parts.append("CPU identical under every policy: " + "; ".join(cpu_only) + ".")
-    return f"<p class='note unchanged'>{' '.join(parts)}</p>"
-
-
-def _word(p: float) -> str:
-    if abs(p) < 0.05:
-        return "the same"
-    return f"{abs(p):.1f}% {'less' if p > 0 else 'more'}"
 
 
 def _workload_risks(runs: list[PolicyRun], name: str) -> str:
@@ -681,8 +382,8 @@ def _workload_risks(runs: list[PolicyRun], name: str) -> str:
             if (n := sum(1 for ev in evs if ev.label == label))
         )
         rows.append(
-            f"<tr><td class='l'>{_e(r.policy)}</td><td class='l risk'>{_e(counts)}</td>"
-            f"<td>{_clock(evs[0].time)}</td><td>{_clock(evs[-1].time)}</td></tr>"
+            f"<tr><td class='l'>{esc(r.policy)}</td><td class='l risk'>{esc(counts)}</td>"
+            f"<td>{clock(evs[0].time)}</td><td>{clock(evs[-1].time)}</td></tr>"
         )
     if not rows:
         return "<p class='note'>No risk events for this workload under any policy.</p>"
@@ -690,13 +391,6 @@ def _workload_risks(runs: list[PolicyRun], name: str) -> str:
         "<table class='wl-risks'><tr><th class='l'>policy</th><th class='l'>risk events</th>"
         "<th>first</th><th>last</th></tr>" + "".join(rows) + "</table>"
     )
-
-
-def _wl_row(r: PolicyRun, name: str) -> dict[str, Any] | None:
-    for row in r.summary["workloads"]:
-        if row["name"] == name:
-            return row
-    return None
 
 
 def _peaks(r: PolicyRun, name: str) -> tuple[float, float, float, float]:
@@ -710,19 +404,3 @@ def _peaks(r: PolicyRun, name: str) -> tuple[float, float, float, float]:
         float(s.mem_used[:, c].max()) / GIB,
         float(s.mem_req[:, c].max()) / GIB,
     )
-
-
-def _workload_order(runs: list[PolicyRun]) -> list[str]:
-    """Workloads by their share of the requested CPU and memory (largest first), in the
-    first run that has them."""
-    seen: dict[str, float] = {}
-    for r in runs:
-        t = r.summary["totals"]
-        tc = t.get("cpu_requested_core_hours", 0.0) or 1.0
-        tm = t.get("memory_requested_gib_hours", 0.0) or 1.0
-        for row in r.summary["workloads"]:
-            if row["name"] not in seen:
-                seen[row["name"]] = (
-                    row["cpu_requested_core_hours"] / tc + row["memory_requested_gib_hours"] / tm
-                )
-    return sorted(seen, key=lambda n: (-seen[n], n))

@@ -19,6 +19,7 @@ SERVICE_ACCOUNT = "foresize"
 # The ClusterRole, Role and bindings, and the webhook configurations it may patch.
 NAME = "foresize"
 TLS_SECRET = "foresize-webhook-tls"
+WEBHOOK_SERVICE = "foresize-webhook"  # the Service in front of the webhook port
 RBAC_API = "rbac.authorization.k8s.io/v1"
 
 READ = ["get", "list", "watch"]

@@ -16,7 +16,7 @@
    second, and the admission webhooks and the Lease renewals share this event loop. The
    snapshot is copied from the cache on the loop (under the cache's lock, objects never
    mutated), and the pass state is touched by nobody else while the pass runs; the usage
-   history it reads is the shared, locked one (`kube.operator.Locked`);
+   history it reads is the shared, locked one (`Locked`, below);
 3. makes the object writes the pass asked for (revert finalizers, template-owned
    AIScaleTargets), then sends the pass's actions through the core's `ActionQueue` (429
    deferral, results fed back to the vertical planner);
@@ -266,6 +266,9 @@ class KubeShell:
         )
         decided = await asyncio.to_thread(plan) if self.plan_off_loop else plan()
         self.pass_state = decided.state
+        # What Foresize will do that node autoscalers cannot see (the annotations are
+        # among the actions): foresize_pending_upsize_demand / _pods.
+        self.recorder.pending(decided.pending)
         await self._finalizers(decided)
         if decided.templates is not None:
             await self._templates(decided.templates)

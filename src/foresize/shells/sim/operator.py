@@ -42,6 +42,7 @@ from foresize.core.cluster.model import (
     ContainerSuggestion,
     Suggestion,
 )
+from foresize.core.cluster.pending import PendingDemand
 from foresize.core.cluster.target import dsa_view
 from foresize.core.history import SeriesKey
 from foresize.core.lifecycle.daemonset import UsageWindow
@@ -175,6 +176,11 @@ class SimOperator:
         self.versions = 0  # the last resourceVersion given to a target object
         self.dsa_usage = UsageWindow()  # DaemonSet usage, read by the pass's DSA step
         self._sampling: _Sampling | None = None
+        # What the last pass published for node autoscalers (`cluster.pending`; the kube
+        # shell exports it as foresize_pending_upsize_demand), and its history: (time,
+        # (node pool, resource) -> demand) each time it changed.
+        self.pending = PendingDemand()
+        self.pending_log: list[tuple[float, dict[tuple[str, str], int]]] = []
 
     def _next_version(self) -> int:
         """The next `metadata.resourceVersion` of a target this operator writes."""
@@ -391,6 +397,7 @@ class SimOperator:
             suggestions=overrides,
         )
         self.pass_state = decided.state
+        self._record_pending(now, decided.pending)
         if decided.templates is not None:
             self._templates(decided.templates)
         queue = ActionQueue(decided.actions, self.pass_state.worker, now, self.config.worker)
@@ -402,6 +409,14 @@ class SimOperator:
         self.pass_state.worker = queue.state
         self._reflect_status(queue.done)
         self.passes += 1
+
+    def _record_pending(self, now: float, demand: PendingDemand) -> None:
+        """The pass's pending upsize demand, kept as the kube shell's gauge would show it
+        (the annotations go out with the pass's actions)."""
+        self.pending = demand
+        by_pool = {k: v for k, v in demand.by_pool.items() if v}
+        if not self.pending_log or self.pending_log[-1][1] != by_pool:
+            self.pending_log.append((now, by_pool))
 
     def _reflect_status(self, done: list[tuple[Any, Any]]) -> None:
         """The simulator keeps written status apart (`sim.target_status`); the AIScaleTarget

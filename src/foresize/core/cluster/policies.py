@@ -1,0 +1,390 @@
+"""The effective policy of each AIScaleTarget: the cluster's ClusterAIScalePolicies and the
+namespaces' `foresize.io/policy` labels looked up, and the levels merged
+(`foresize.core.api.hierarchy`), lowest first:
+
+1. `default`: the API's defaults;
+2. `cluster`: the ClusterAIScalePolicy named `default`, if there is one;
+3. `namespace`: the policy the target's Namespace names in its `foresize.io/policy` label;
+4. `workload`: the policy the target names in `spec.policy`;
+5. `target`: the target's own fields, its `vertical.containers` bounds included.
+
+A policy is its preset, under its own fields, above the policy it names in `spec.policy`
+(a chain, cycles refused). A level that cannot be applied (an unknown policy, an invalid
+one - an unknown preset -, a cycle, or fields that make the target's spec invalid) is left
+out, named in `status.policy.problems` and a `PolicyResolved` condition that is False: the
+levels above it still apply, so a target never acts without the limits it inherited.
+
+`resolve_snapshot` hands the planners a snapshot whose targets carry their effective spec
+(and in their status the effective policy and the condition), so every planner and the pod
+webhook read one effective spec; `policy_writes` are the status writes that publish it.
+A target that is in no hierarchy (no policies in the cluster, no label, no `spec.policy`)
+is handed on unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from pydantic import ValidationError
+
+from foresize.core.api.access import JSONValue, KubeObject
+from foresize.core.api.access import first as get
+from foresize.core.api.cluster_policy import DEFAULT_POLICY, POLICY_LABEL, ClusterAIScalePolicy
+from foresize.core.api.hierarchy import DEFAULT_SOURCE, Layer, flatten, merge
+from foresize.core.api.load import format_validation_error
+from foresize.core.api.presets import PRESETS
+from foresize.core.api.target import (
+    AIScaleTarget,
+    AIScaleTargetSpec,
+    Condition,
+    PolicyField,
+    PolicyStatus,
+)
+from foresize.core.cluster.actions import WriteTargetStatus
+from foresize.core.cluster.snapshot import ClusterSnapshot, PolicyObject, TargetObject
+
+CONDITION = "PolicyResolved"
+MAX_CHAIN = 8
+"""A policy may start from another at most this deep: a longer chain is refused like a
+cycle (no one reads a policy eight levels deep; a loop that the webhook missed ends)."""
+# The target's fields that are its identity, never a policy's.
+_OWN_ONLY = ("scaleTargetRef", "selector", "shadow", "policy")
+
+# Reasons of the PolicyResolved condition.
+RESOLVED = "Resolved"
+LOCAL_BOUNDS_KEPT = "LocalBoundsKept"
+NOT_FOUND = "PolicyNotFound"
+UNKNOWN_PRESET = "UnknownPreset"
+CYCLE = "PolicyCycle"
+INVALID = "InvalidPolicy"
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """A target's effective spec (`target`: the object with it), and what `status.policy`
+    and the PolicyResolved condition say."""
+
+    target: AIScaleTarget
+    status: PolicyStatus
+    condition: Condition
+
+
+@dataclass(slots=True)
+class PolicyIndex:
+    """The cluster's policies by name: the object, or the validation error of one that
+    does not parse (it got past the webhook: it is reported, never applied)."""
+
+    valid: dict[str, ClusterAIScalePolicy] = field(default_factory=dict)
+    invalid: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, policies: Sequence[PolicyObject]) -> PolicyIndex:
+        index = cls()
+        for obj in policies:
+            if isinstance(obj, ClusterAIScalePolicy):
+                index.valid[obj.metadata.name] = obj
+                continue
+            name = str(get(get(obj, "metadata"), "name", default=""))
+            try:
+                index.valid[name] = ClusterAIScalePolicy.model_validate(
+                    {k: v for k, v in obj.items() if k != "status"}
+                )
+            except ValidationError as exc:
+                index.invalid[name] = "; ".join(format_validation_error(exc).splitlines())
+        return index
+
+    def __bool__(self) -> bool:
+        return bool(self.valid or self.invalid)
+
+
+def _own_fields(spec: AIScaleTargetSpec | object, *, drop: Sequence[str]) -> dict[str, JSONValue]:
+    """The fields a spec sets (not its defaults), in the API's JSON spelling."""
+    dump = getattr(spec, "model_dump", None)
+    if dump is None:
+        return {}
+    values: dict[str, JSONValue] = dump(
+        by_alias=True, exclude_unset=True, exclude_none=True, mode="json"
+    )
+    for key in drop:
+        values.pop(key, None)
+    return values
+
+
+def policy_layers(
+    name: str, index: PolicyIndex, prefix: str, seen: tuple[str, ...] = (), named_by: str = ""
+) -> list[Layer] | Problem:
+    """The layers of policy `name`, lowest first: the policy it starts from, its preset,
+    its own fields; a Problem where the chain breaks (`named_by`: the field that named
+    the first policy of the chain, for the message)."""
+    chain = (*seen, name)
+    if name in seen:
+        return Problem(
+            CYCLE, f"ClusterAIScalePolicy {seen[0]}: spec.policy: cycle {' -> '.join(chain)}"
+        )
+    if len(chain) > MAX_CHAIN:
+        return Problem(
+            CYCLE, f"ClusterAIScalePolicy {seen[0]}: spec.policy: chain longer than {MAX_CHAIN}"
+        )
+    if name in index.invalid:
+        problem = index.invalid[name]
+        reason = UNKNOWN_PRESET if problem.startswith("spec.preset") else INVALID
+        return Problem(reason, f"ClusterAIScalePolicy {name}: {problem}")
+    policy = index.valid.get(name)
+    if policy is None:
+        where = f"ClusterAIScalePolicy {seen[-1]}: spec.policy: " if seen else named_by
+        return Problem(NOT_FOUND, f"{where}ClusterAIScalePolicy {name!r} does not exist")
+    source = f"{prefix}/policy:{name}"
+    layers: list[Layer] = []
+    if policy.spec.policy is not None:
+        parent = policy_layers(policy.spec.policy, index, source, chain)
+        if isinstance(parent, Problem):
+            return parent
+        layers += parent
+    if policy.spec.preset is not None:
+        layers.append(Layer(f"{source}/preset:{policy.spec.preset}", PRESETS[policy.spec.preset]))
+    layers.append(Layer(source, _own_fields(policy.spec, drop=("policy", "preset"))))
+    return layers
+
+
+def _levels(
+    target: AIScaleTarget, index: PolicyIndex, namespace_labels: Mapping[str, str] | None
+) -> list[tuple[str, list[Layer] | Problem]]:
+    levels: list[tuple[str, list[Layer] | Problem]] = []
+    if DEFAULT_POLICY in index.valid or DEFAULT_POLICY in index.invalid:
+        levels.append(("the cluster default", policy_layers(DEFAULT_POLICY, index, "cluster")))
+    namespace = target.metadata.namespace or "default"
+    named = (namespace_labels or {}).get(POLICY_LABEL)
+    if named:
+        where = f"Namespace {namespace}: label {POLICY_LABEL}: "
+        found = policy_layers(named, index, "namespace", named_by=where)
+        levels.append((f"namespace {namespace}'s policy", found))
+    if target.spec.policy:
+        found = policy_layers(target.spec.policy, index, "workload", named_by="spec.policy: ")
+        levels.append(("spec.policy", found))
+    return levels
+
+
+def _validated(layers: Sequence[Layer]) -> tuple[AIScaleTargetSpec, list[str]] | str:
+    merged = merge(layers)
+    try:
+        spec = AIScaleTargetSpec.model_validate(merged.values)
+    except ValidationError as exc:
+        return "; ".join(f"spec.{line}" for line in format_validation_error(exc).splitlines())
+    return spec, merged.kept
+
+
+def resolve(
+    target: AIScaleTarget,
+    index: PolicyIndex,
+    namespace_labels: Mapping[str, str] | None = None,
+    now: float = 0.0,
+) -> Resolution:
+    """The target's effective spec and where each of its fields came from."""
+    own = Layer("target", _own_fields(target.spec, drop=("policy",)))
+    accepted: list[Layer] = []
+    problems: list[Problem] = []
+    for what, found in _levels(target, index, namespace_labels):
+        if isinstance(found, Problem):
+            problems.append(Problem(found.reason, f"{found.message}; {what} left out"))
+            continue
+        trial = _validated([*accepted, *found, own])
+        if isinstance(trial, str):
+            problems.append(Problem(INVALID, f"{found[-1].source}: {trial}; {what} left out"))
+            continue
+        accepted += found
+    layers = [*accepted, own]
+    merged = merge(layers)
+    result = _validated(layers)
+    spec, kept = result if not isinstance(result, str) else (target.spec, [])
+    status = _status(spec, merged.sources, [layer.source for layer in layers], kept, problems)
+    condition = _condition(target, status, problems, kept, now)
+    conditions = [c for c in target.status.conditions if c.type != CONDITION] + [condition]
+    effective = target.model_copy(
+        update={
+            "spec": spec,
+            "status": target.status.model_copy(update={"policy": status, "conditions": conditions}),
+        }
+    )
+    return Resolution(effective, status, condition)
+
+
+def _shown(value: JSONValue) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+def _status(
+    spec: AIScaleTargetSpec,
+    sources: Mapping[str, str],
+    chain: list[str],
+    kept: list[str],
+    problems: list[Problem],
+) -> PolicyStatus:
+    values = spec.model_dump(by_alias=True, exclude_none=True, mode="json")
+    for key in _OWN_ONLY:
+        values.pop(key, None)
+    fields = {
+        path: PolicyField(value=_shown(value), source=sources.get(path, DEFAULT_SOURCE))
+        for path, value in sorted(flatten(values).items())
+    }
+    return PolicyStatus(
+        chain=chain, fields=fields, kept=list(kept), problems=[p.message for p in problems]
+    )
+
+
+def _condition(
+    target: AIScaleTarget,
+    status: PolicyStatus,
+    problems: list[Problem],
+    kept: list[str],
+    now: float,
+) -> Condition:
+    if problems:
+        state, reason = "False", problems[0].reason
+        message = "; ".join(p.message for p in problems)
+    elif kept:
+        state, reason, message = "True", LOCAL_BOUNDS_KEPT, "; ".join(kept)
+    else:
+        state, reason, message = "True", RESOLVED, "levels: " + ", ".join(status.chain)
+    before = target.status.condition(CONDITION)
+    since = now
+    if before is not None and before.status == state and before.lastTransitionTime is not None:
+        since = before.lastTransitionTime
+    return Condition(
+        type=CONDITION,
+        status=state,  # type: ignore[arg-type]
+        reason=reason,
+        message=message if len(message) <= 1000 else message[:997] + "...",
+        lastTransitionTime=since,
+    )
+
+
+# --------------------------------------------------------------------- the snapshot
+
+# Resolutions by (target identity, content, the policies' and the namespace's content):
+# every pass of the simulator resolves every target, and the planners' memo of target
+# views is keyed by the object's identity, so an unchanged input must give back the same
+# effective object. Bounded like that memo, cleared whole.
+_MEMO_LIMIT = 4096
+_memo: dict[tuple[int, str, str, str], tuple[AIScaleTarget, Resolution]] = {}
+
+
+def _fingerprint(obj: JSONValue) -> str:
+    meta = get(obj, "metadata")
+    uid, version = get(meta, "uid"), get(meta, "resourceVersion", "resource_version")
+    if uid and version:
+        return f"{uid}@{version}"
+    dump = getattr(obj, "model_dump_json", None)
+    return str(dump()) if dump is not None else json.dumps(obj, sort_keys=True, default=repr)
+
+
+def in_hierarchy(
+    target: TargetObject, index: PolicyIndex, namespaces: Mapping[str, Mapping[str, str]]
+) -> bool:
+    """Whether any level above the target's own fields could apply to it."""
+    if index:
+        return True
+    namespace = str(get(get(target, "metadata"), "namespace", default="default"))
+    return bool(get(get(target, "spec"), "policy")) or POLICY_LABEL in namespaces.get(namespace, {})
+
+
+def resolved_target(
+    target: TargetObject,
+    index: PolicyIndex,
+    namespaces: Mapping[str, Mapping[str, str]],
+    policies_key: str,
+    now: float,
+) -> tuple[TargetObject, Resolution | None]:
+    """The target with its effective spec (itself when it is in no hierarchy or is not an
+    API model: a manifest dict is read as written), and its resolution."""
+    if not isinstance(target, AIScaleTarget) or not in_hierarchy(target, index, namespaces):
+        return target, None
+    namespace = target.metadata.namespace or "default"
+    labels = dict(namespaces.get(namespace, {}))
+    key = (id(target), _fingerprint(target), policies_key, json.dumps(labels, sort_keys=True))
+    hit = _memo.get(key)
+    if hit is not None and hit[0] is target:
+        return hit[1].target, hit[1]
+    resolution = resolve(target, index, labels, now)
+    if len(_memo) >= _MEMO_LIMIT:
+        _memo.clear()
+    _memo[key] = (target, resolution)
+    return resolution.target, resolution
+
+
+def resolve_snapshot(snapshot: ClusterSnapshot) -> tuple[ClusterSnapshot, list[WriteTargetStatus]]:
+    """The snapshot with every target's effective spec, and the status writes that publish
+    the effective policies that changed (none for a snapshot already resolved)."""
+    if snapshot.policies_resolved:
+        return snapshot, []
+    index = PolicyIndex.build(snapshot.policies)
+    policies_key = "|".join(sorted(_fingerprint(p) for p in snapshot.policies))
+    targets: list[TargetObject] = []
+    writes: list[WriteTargetStatus] = []
+    for target in snapshot.targets:
+        effective, resolution = resolved_target(
+            target, index, snapshot.namespaces, policies_key, snapshot.now
+        )
+        targets.append(effective)
+        if resolution is not None and isinstance(target, AIScaleTarget):
+            write = policy_write(target, resolution)
+            if write is not None:
+                writes.append(write)
+    return replace(snapshot, targets=targets, policies_resolved=True), writes
+
+
+def _comparable(condition: Condition | None) -> tuple[str, str, str] | None:
+    return None if condition is None else (condition.status, condition.reason, condition.message)
+
+
+def policy_write(target: AIScaleTarget, resolution: Resolution) -> WriteTargetStatus | None:
+    """The status write of `status.policy` and the PolicyResolved condition, or None when
+    the target's status already says what the resolution does."""
+    same_policy = target.status.policy == resolution.status
+    same_condition = _comparable(target.status.condition(CONDITION)) == _comparable(
+        resolution.condition
+    )
+    if same_policy and same_condition:
+        return None
+    conditions = [
+        c.model_dump(mode="json", exclude_none=True) for c in resolution.target.status.conditions
+    ]
+    return WriteTargetStatus(
+        target.metadata.namespace or "default",
+        target.metadata.name,
+        {
+            "policy": resolution.status.model_dump(mode="json", exclude_none=True),
+            "conditions": conditions,
+        },
+    )
+
+
+def namespace_labels(namespaces: Sequence[KubeObject]) -> dict[str, dict[str, str]]:
+    """Namespace objects (JSON) to name -> labels, the snapshot's `namespaces`."""
+    out: dict[str, dict[str, str]] = {}
+    for ns in namespaces:
+        meta = get(ns, "metadata", default={})
+        labels = get(meta, "labels", default={}) or {}
+        out[str(get(meta, "name", default=""))] = {str(k): str(v) for k, v in dict(labels).items()}
+    return out
+
+
+__all__ = [
+    "CONDITION",
+    "PolicyIndex",
+    "Resolution",
+    "namespace_labels",
+    "policy_layers",
+    "policy_write",
+    "resolve",
+    "resolve_snapshot",
+]

@@ -1,0 +1,101 @@
+"""What a target's suggestion is read from (no I/O): the workloads whose history it reads
+and its containers with their current resources (`history_source`), and one history per
+container over several workloads (`merged_histories`: a selector target's pods)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from foresize.core.cluster.model import Container
+from foresize.core.cluster.snapshot import ClusterSnapshot, TargetObject
+from foresize.core.cluster.target import target_view
+from foresize.core.errors import ForesizeError
+from foresize.core.history import workload_of_pod
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import ArrayLike, NDArray
+
+    from foresize.core.recommend.histories import ContainerHistory
+
+
+def history_source(
+    snapshot: ClusterSnapshot, target: TargetObject
+) -> tuple[list[str], list[Container]] | None:
+    """(history workload names, containers with their current resources) of a target.
+
+    A scaleTargetRef target: its workload and the workload's template. A selector target:
+    the workload of every pod it selects, as the collector keys history (the pod's
+    controller, or the pod itself), and each container name's resources on the first
+    selected pod that has it. None when there is nothing to forecast yet."""
+    try:
+        view = target_view(target)
+    except (ForesizeError, ValueError):
+        return None  # the vertical planner reports the bad spec
+    ns = view.namespace
+    if view.ref_kind:
+        workload = snapshot.workload(view.ref_kind, ns, view.ref_name)
+        if workload is None or not workload.template.containers:
+            return None
+        return [workload.name], list(workload.template.containers)
+    if not view.has_selector:
+        return None
+    pods = sorted(
+        (p for p in snapshot.pods if p.namespace == ns and view.selects(p.labels)),
+        key=lambda p: (p.creation_time, p.name),
+    )
+    workloads: list[str] = []
+    templates: dict[str, Container] = {}
+    for p in pods:
+        owner = (p.owner.kind, p.owner.name) if p.owner is not None else None
+        wl = workload_of_pod(p.name, owner)
+        if wl not in workloads:
+            workloads.append(wl)
+        for c in p.containers:
+            templates.setdefault(c.name, c)
+    if not templates:
+        return None
+    return workloads, list(templates.values())
+
+
+def merged_histories(
+    sources: list[dict[str, ContainerHistory]],
+) -> dict[str, ContainerHistory]:
+    """One history per container over several workloads (a selector target's pods): the
+    higher usage of the two at each step (the suggestion must cover the hungriest pod),
+    the earliest first sample, every OOM kill."""
+    import numpy as np
+
+    from foresize.core.recommend.histories import ContainerHistory
+
+    if len(sources) == 1:
+        return sources[0]
+    out: dict[str, ContainerHistory] = {}
+    for hist in sources:
+        for cname, h in hist.items():
+            have = out.get(cname)
+            if have is None:
+                out[cname] = h
+                continue
+            with np.errstate(all="ignore"):
+                cpu = np.fmax(_tail(have.cpu, len(h.cpu)), _tail(h.cpu, len(have.cpu)))
+                mem = np.fmax(_tail(have.memory, len(h.memory)), _tail(h.memory, len(have.memory)))
+            seen = [t for t in (have.first_seen, h.first_seen) if t is not None]
+            out[cname] = ContainerHistory(
+                cpu,
+                mem,
+                min(seen) if seen else None,
+                [*have.oom_times, *h.oom_times],
+                [*have.oom_usage, *h.oom_usage],
+            )
+    return out
+
+
+def _tail(a: ArrayLike, n: int) -> NDArray[np.float64]:
+    """`a` padded with NaN at the front to at least `n` (histories align at their end)."""
+    import numpy as np
+
+    values = np.asarray(a, dtype=float)
+    if len(values) >= n:
+        return values
+    return np.concatenate([np.full(n - len(values), np.nan), values])

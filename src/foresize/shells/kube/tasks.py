@@ -1,0 +1,218 @@
+"""The operator's long-running tasks besides the informers, the Leases and the servers: the
+control loop behind its cache-sync barrier, the pause flag, the API server's version, Kopf,
+the Prometheus history loader and the admission index refresh. Each runs until the stop
+flag (supervised: `kube/supervision.py`)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import Any
+
+from foresize.core.history import SeriesKey
+from foresize.shells.kube.options import OperatorOptions
+from foresize.shells.kube.probes import Health
+
+log = logging.getLogger("foresize.operator")
+
+
+class PrometheusHistory:
+    """Loads Prometheus history into the recommender's history before each forecast round
+    (per workload/container peaks at a 5-minute step; 14 days back)."""
+
+    def __init__(
+        self, url: str, store: Any, lookback: float = 14 * 86400.0, step: float = 300.0
+    ) -> None:
+        from foresize.adapters.history.prometheus import PrometheusReader
+
+        self.reader = PrometheusReader(url)
+        self.store = store
+        self.lookback = lookback
+        self.step = step
+        self._loaded_until: float | None = None
+
+    async def refresh(self, now: float) -> int:
+        import numpy as np
+
+        start = self._loaded_until if self._loaded_until is not None else now - self.lookback
+        history = await self.reader.read(start, now, self.step)
+        rows: dict[float, dict[SeriesKey, tuple[float, float]]] = {}
+        for s in history.series:
+            mem = s.memory if s.memory is not None else np.full(s.timestamps.size, np.nan)
+            for t, c, m in zip(s.timestamps, s.cpu, mem, strict=True):
+                rows.setdefault(float(t), {})[s.key] = (float(c), float(m))
+        for t in sorted(rows):
+            keys = list(rows[t])
+            cpu = np.array([rows[t][k][0] for k in keys])
+            mem = np.array([rows[t][k][1] for k in keys])
+            self.store.write_poll(t, keys, cpu, mem)
+        for key, times in history.oom_kills.items():
+            for t in times:
+                self.store.record_event(key, "oom", t, 0.0)
+        self._loaded_until = now
+        return len(rows)
+
+    async def run(self, stop: asyncio.Event, interval: float) -> None:
+        while not stop.is_set():
+            try:
+                await self.refresh(time.time())
+            except Exception as exc:
+                log.warning("Prometheus history refresh failed: %s", exc)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(stop.wait(), interval)
+
+
+async def watch_pause(
+    api: Any, state: Any, opts: OperatorOptions, stop: asyncio.Event, period: float = 10.0
+) -> None:
+    """The cluster-wide pause flag: the ConfigMap in the operator's own namespace (read
+    with a namespaced GET, so the Role on that namespace is all it needs)."""
+    path = f"/api/v1/namespaces/{opts.namespace}/configmaps/{opts.pause_configmap}"
+    while not stop.is_set():
+        try:
+            resp = await api.request("GET", path)
+            if resp.ok and isinstance(resp.body, dict):
+                state.apply_event("ConfigMap", "MODIFIED", resp.body)
+            elif resp.code == 404:
+                state.apply_event(
+                    "ConfigMap",
+                    "DELETED",
+                    {"metadata": {"name": opts.pause_configmap, "namespace": opts.namespace}},
+                )
+        except Exception as exc:
+            log.warning("reading the pause ConfigMap failed: %s", exc)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), period)
+
+
+async def wait_for_api(api: Any, stop: asyncio.Event, cap: float = 10.0) -> bool:
+    """Until GET /version answers (backing off to `cap` s) or stop; True when it did."""
+    delay = 0.5
+    while not stop.is_set():
+        try:
+            resp = await api.request("GET", "/version")
+            if resp.ok:
+                return True
+        except Exception as exc:
+            log.info("API server not reachable yet: %s", exc)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), delay)
+        delay = min(cap, delay * 2)
+    return False
+
+
+async def follow_server_version(
+    executor: Any, state: Any, stop: asyncio.Event, period: float
+) -> None:
+    """Re-read the API server's version every `period` s into the executor (its resize
+    checks) and the cache (the snapshot the pass plans with), so an upgrade of the control
+    plane (say 1.32 -> 1.33, when `pods/resize` arrives) is acted on without a restart. A
+    failed read keeps the last version known."""
+    while not stop.is_set():
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), period)
+        if stop.is_set():
+            return
+        before = executor.server_version
+        try:
+            version = await executor.detect_server_version()
+        except Exception as exc:
+            log.warning("could not re-read the server version (%s); keeping %s", exc, before)
+            continue
+        if version != before:
+            log.info("API server version changed: %d.%d -> %d.%d", *before, *version)
+        state.server_version = version
+
+
+async def run_kopf(
+    registry: Any, stop: asyncio.Event, ready: asyncio.Event, on_spawned: Any
+) -> None:
+    """Kopf's root tasks, run until one ends. Kopf installs SIGTERM/SIGINT handlers that
+    would stop Kopf alone: `on_spawned` runs right after, to put ours back. Kopf's own
+    `run_tasks` is not used: at its end it cancels every task of the loop (ours too)."""
+    import kopf
+
+    tasks = await kopf.spawn_tasks(
+        registry=registry,
+        clusterwide=True,
+        standalone=True,  # Foresize elects leaders per shard with its own Leases
+        stop_flag=stop,
+        ready_flag=ready,
+    )
+    on_spawned()
+    done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    for task in pending:
+        task.cancel()
+    if pending:
+        await asyncio.wait(pending, timeout=5.0)
+    for task in done:
+        if not task.cancelled() and task.exception() is not None:
+            raise task.exception()  # type: ignore[misc]
+    if not stop.is_set():
+        names = ", ".join(sorted(t.get_name() for t in done))
+        raise RuntimeError(f"Kopf stopped on its own ({names})")
+
+
+async def control_loop(
+    shell: Any,
+    informers: Any,
+    stop: asyncio.Event,
+    interval: float,
+    health: Health,
+    metrics: Any,
+    shards: Any,
+) -> None:
+    """The cache-sync barrier, then a pass every `interval` s until stop."""
+    while not stop.is_set() and not informers.synced:
+        health.beat()  # waiting for the API is progress, not a stall
+        log.info("waiting for caches to sync: %s", ", ".join(informers.unsynced()))
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(informers.wait_synced(stop), interval)
+    if stop.is_set():
+        return
+    health.synced = True
+    metrics.cache_synced.set(1)
+    log.info("caches synced; control loop starts")
+    while not stop.is_set():
+        try:
+            await shell.run_pass()
+        except Exception:  # one bad pass must not stop the operator
+            log.exception("control-loop pass failed")
+        health.passed()
+        _export_leadership(shell, metrics, shards)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), interval)
+
+
+def _export_leadership(shell: Any, metrics: Any, shards: Any) -> None:
+    """foresize_leader per shard, and no per-target gauge for targets now gone or held
+    by another replica."""
+    from foresize.adapters.telemetry.recorder import target_key
+
+    owned = shards.owned if shards is not None else {0}
+    for i in range(shards.shards if shards is not None else 1):
+        metrics.leader.labels(str(i)).set(1 if i in owned else 0)
+    snap = shell.state.snapshot(0.0)
+    keep = {
+        target_key(t)
+        for t in [*snap.targets, *snap.daemonset_autoscalers]
+        if shards is None or shards.owns(target_key(t))
+    }
+    metrics.forget_targets(keep)
+
+
+async def refresh_admission_index(
+    admission: Any, state: Any, health: Health, stop: asyncio.Event, period: float = 2.0
+) -> None:
+    """Rebuild the webhook's index from the cache every `period` s, once the caches have
+    synced (an index from a partial cache would mislead)."""
+    while not stop.is_set():
+        if health.synced:
+            try:
+                admission.update_from_snapshot(state.snapshot(time.time()))
+            except Exception as exc:
+                log.warning("admission index refresh failed: %s", exc)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), period)
