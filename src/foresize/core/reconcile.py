@@ -455,11 +455,7 @@ def merged_conditions(
 ) -> list[dict[str, JSONValue]]:
     """The target's conditions with `condition` replacing the one of its type: a merge patch
     replaces the whole list, so the others must be written back unchanged."""
-    out: list[dict[str, JSONValue]] = []
-    for c in get_path(target, "status", "conditions") or []:
-        raw = c.model_dump(mode="json", exclude_none=True) if hasattr(c, "model_dump") else dict(c)
-        if raw.get("type") != condition["type"]:
-            out.append(raw)
+    out = [dict(c) for c in target_view(target).conditions if c.get("type") != condition["type"]]
     out.append(condition)
     return out
 

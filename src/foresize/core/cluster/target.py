@@ -17,7 +17,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from foresize.core.api.access import JSONValue
 from foresize.core.api.access import first as get
@@ -46,6 +46,7 @@ from foresize.core.cluster.target_fields import (
     RECREATE_MODES,
     SELECTOR_OPERATORS,
     ContainerPolicy,
+    conditions_of,
     container_policies,
     epoch_seconds,
     metadata_of,
@@ -54,8 +55,10 @@ from foresize.core.cluster.target_fields import (
     normalise_update_mode,
     oom_floors,
     parse_max_disrupted,
+    persisted_of,
     quantity,
     selector_of,
+    shadow_policies,
     suggestion_from,
 )
 from foresize.core.cluster.windows import (
@@ -65,6 +68,9 @@ from foresize.core.cluster.windows import (
     read_maintenance,
 )
 from foresize.core.errors import ForesizeError
+
+if TYPE_CHECKING:
+    from foresize.core.api.target import ShadowPolicy
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,11 +154,22 @@ class TargetView:
     observation_window: float = 8 * 86400.0
     min_observation_window: float = 3 * 3600.0
     scale_interval: float = 15 * 60.0
-    source: JSONValue = None  # the object this view was read from
+    # What the controllers persisted in the status, read here and nowhere else:
+    # `status.conditions` as plain dicts (`persisted` reads the rest).
+    conditions: tuple[dict[str, JSONValue], ...] = ()
+    # spec.shadow: the policies scored beside the target's own (`recommend.shadow`).
+    shadows: tuple[ShadowPolicy, ...] = ()
+    # The object this view was read from (the API model, or a manifest / watch dict).
+    source: TargetObject | DsaObject | None = None
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    def persisted(self, key: str) -> dict[str, JSONValue] | None:
+        """What a controller persisted in `status.<key>` (`disruption`, `lifecycle`), as a
+        plain dict; None when there is none."""
+        return persisted_of(get(self.source, "status"), key)
 
     @property
     def vertical_autonomous(self) -> bool:
@@ -300,6 +317,8 @@ def _read_target(obj: JSONValue) -> TargetView:
         multiple_of=_int_or_none(get(horizontal, "multipleOf", "multiple_of")),
         allowed_replicas=tuple(sorted(int(x) for x in allowed)),
         suggestion=suggestion_from(get(status, "vertical_suggestion", "vertical")),
+        conditions=conditions_of(status),
+        shadows=shadow_policies(spec),
         oom_floor=floors,
         oom_floor_until=floors_until,
         predicted_replicas=_int_or_none(predicted),
@@ -489,6 +508,7 @@ def _read_dsa(obj: JSONValue) -> TargetView:
         update_mode="in_place",
         containers=container_policies(get(spec, "containers")),
         suggestion=suggestion,
+        conditions=conditions_of(status),
         deleting=deleting,
         finalizers=finalizers,
         percentile=float(get(spec, "percentile", default=90.0)),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from foresize.core.api.access import JSONValue
 from foresize.core.api.access import first as get
@@ -20,6 +20,9 @@ from foresize.core.api.vocabulary import (
 )
 from foresize.core.cluster.model import ContainerSuggestion, Suggestion
 from foresize.core.errors import ForesizeError
+
+if TYPE_CHECKING:
+    from foresize.core.api.target import ShadowPolicy
 
 AUTONOMOUS = "autonomous"
 RECOMMENDATION = "recommendation"
@@ -246,3 +249,47 @@ def selector_of(
         expressions.append((str(get(e, "key", default="")), op, values))
     match_labels = {str(k): str(v) for k, v in dict(labels or {}).items()} or None
     return match_labels, tuple(expressions)
+
+
+def conditions_of(status: JSONValue) -> tuple[dict[str, JSONValue], ...]:
+    """`status.conditions` as plain dicts (API models or dicts alike): a merge patch
+    replaces the whole list, so a writer of one condition writes the others back as read."""
+    out = []
+    for c in get(status, "conditions", default=()) or ():
+        out.append(
+            c.model_dump(mode="json", exclude_none=True) if hasattr(c, "model_dump") else dict(c)
+        )
+    return tuple(out)
+
+
+def persisted_of(status: JSONValue, key: str) -> dict[str, JSONValue] | None:
+    """What a controller of Foresize persisted in `status.<key>` (the vertical worker's
+    `disruption`, the lifecycle's `lifecycle`): an extra field of the API model or a key of
+    a dict, as a plain dict; None when there is none (or it is not a mapping)."""
+    if status is None:
+        return None
+    if hasattr(status, "model_dump"):
+        extra = getattr(status, "model_extra", None) or {}
+        value = extra[key] if key in extra else getattr(status, key, None)
+        if value is not None and hasattr(value, "model_dump"):
+            dumped: dict[str, JSONValue] = value.model_dump(by_alias=True)
+            return dumped
+    else:
+        value = get(status, key)
+    return dict(value) if isinstance(value, Mapping) else None
+
+
+def shadow_policies(spec: JSONValue) -> tuple[ShadowPolicy, ...]:
+    """The target's `spec.shadow` entries as API objects (those that do not parse are left
+    out: the validating webhook and `foresize validate` refuse them)."""
+    from foresize.core.api.target import ShadowPolicy
+
+    out = []
+    for entry in get(spec, "shadow", default=()) or ():
+        try:
+            out.append(
+                entry if isinstance(entry, ShadowPolicy) else ShadowPolicy.model_validate(entry)
+            )
+        except ValueError:
+            continue
+    return tuple(out)

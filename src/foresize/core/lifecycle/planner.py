@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from foresize.core.api.access import JSONValue
-from foresize.core.api.access import first as get
 from foresize.core.api.types import format_timestamp, parse_timestamp
 from foresize.core.cluster.actions import Action, WriteTargetStatus
 from foresize.core.cluster.capacity import NodeLedger
@@ -185,8 +184,7 @@ def _write_status(plan: LifecyclePlan, view: TargetView) -> None:
 
 
 def _persisted(view: TargetView) -> dict[str, Any] | None:
-    value = get(get(view.source, "status"), STATUS_KEY)
-    return dict(value) if isinstance(value, dict) else None
+    return view.persisted(STATUS_KEY)
 
 
 def _record(state: LifecycleState, key: str) -> dict[str, Any]:

@@ -61,22 +61,6 @@ class ShadowRun:
         return self.decisions[-1][1] if self.decisions else None
 
 
-def shadow_policies(target: JSONValue) -> list[Any]:
-    """The target's `spec.shadow` entries as API objects (those that do not parse are left
-    out: the validating webhook and `foresize validate` refuse them)."""
-    from foresize.core.api.target import ShadowPolicy
-
-    out = []
-    for entry in get_path(target, "spec", "shadow") or []:
-        try:
-            out.append(
-                entry if isinstance(entry, ShadowPolicy) else ShadowPolicy.model_validate(entry)
-            )
-        except ValueError:
-            continue
-    return out
-
-
 def shadow_params(target: JSONValue, policy: JSONValue, base: RecommendParams) -> RecommendParams:
     """The recommendation parameters of `policy` on `target`: the target's own (`base`)
     with the forecast model's fields the policy gives replacing the target's."""

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from foresize.core.api.fields import format_timestamp
 from foresize.core.api.model import ModelSpec
 from foresize.core.api.quantity import CPU, MEMORY, format_resource_map
-from foresize.core.api.target import ACTIVE_POLICY, AIScaleTarget
+from foresize.core.api.target import ACTIVE_POLICY, AIScaleTarget, ShadowPolicy
 from foresize.core.cluster.actions import EmitEvent, WriteTargetStatus
 from foresize.core.cluster.model import (
     Container,
@@ -106,7 +106,7 @@ class _Due:
     # The HPA whose arithmetic the vertical worker leaves alone, and its resources
     # (`vertical.guards.hpa_left_alone`): a step of those resources' explanation.
     hpa: tuple[str, frozenset[str]] | None = None
-    shadows: list[Any] = field(default_factory=list)  # `spec.shadow` (`recommend.shadow`)
+    shadows: tuple[ShadowPolicy, ...] = ()  # `spec.shadow` (`recommend.shadow`)
     target: AIScaleTarget | None = None  # the API object (its shadows' models merge on it)
 
 
@@ -341,8 +341,6 @@ def _due_request(
         state.schedule.get(key, {}),
         runtimes={c.name: heap_ceiling(c.command, c.args, c.env, c.env_from) for c in templates},
     )
-    from foresize.core.recommend.shadow import shadow_policies
-
     due = _Due(
         key,
         ns,
@@ -351,7 +349,7 @@ def _due_request(
         containers,
         current,
         _hpa_left_alone(snapshot, view),
-        shadow_policies(target),
+        view.shadows,
         target,
     )
     return due, request

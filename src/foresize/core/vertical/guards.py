@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from foresize.core.api.access import JSONValue, get_path
+from foresize.core.api.access import JSONValue
 from foresize.core.cluster.coordination import coordination_problem
 from foresize.core.cluster.model import Pod, odd_disruption_annotation
 from foresize.core.cluster.qos import has_pod_level_resources
-from foresize.core.cluster.snapshot import TargetObject, labels_match
+from foresize.core.cluster.snapshot import labels_match
 from foresize.core.vertical.policy import batch_size
 from foresize.core.vertical.run import PassContext, TargetRun
 from foresize.core.vertical.stall import stall_reason
@@ -175,16 +175,6 @@ def pod_level_left_alone(run: TargetRun, pod: Pod) -> bool:
             "Warning",
         )
     return True
-
-
-def target_conditions(target: TargetObject) -> list[dict[str, JSONValue]]:
-    """The target's status.conditions as plain dicts (API models or dicts)."""
-    out = []
-    for c in get_path(target, "status", "conditions") or []:
-        out.append(
-            c.model_dump(mode="json", exclude_none=True) if hasattr(c, "model_dump") else dict(c)
-        )
-    return out
 
 
 def pod_level_conditions(run: TargetRun) -> list[dict[str, JSONValue]] | None:

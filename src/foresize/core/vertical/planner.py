@@ -26,7 +26,7 @@ from foresize.core.cluster.capacity import NodeLedger
 from foresize.core.cluster.model import Pod, Suggestion
 from foresize.core.cluster.refusals import prune
 from foresize.core.cluster.snapshot import ClusterSnapshot, TargetObject
-from foresize.core.cluster.target import TargetView
+from foresize.core.cluster.target import TargetView, target_view
 from foresize.core.errors import ForesizeError
 from foresize.core.vertical.admit import (
     EVICTION_SKIPPED_WEBHOOK,
@@ -45,7 +45,6 @@ from foresize.core.vertical.guards import (
     open_gates,
     pod_level_conditions,
     pod_level_left_alone,
-    target_conditions,
 )
 from foresize.core.vertical.modes import DECIDE
 from foresize.core.vertical.policy import WorkerConfig, policy_of
@@ -65,48 +64,6 @@ EVICTING_MODES = ("recreate", "in_place_or_recreate")
 
 # The planner's entry points, with the results step they pair with.
 __all__ = ["execute", "on_result", "plan", "stall_reason"]
-
-
-def suggestion_from_status(target: TargetObject) -> Suggestion | None:
-    """The target's `status.vertical_suggestion` (API model) as the core's `Suggestion`."""
-    status = getattr(target, "status", None)
-    vs = getattr(status, "vertical_suggestion", None) if status is not None else None
-    if vs is None:
-        return None
-    from foresize.core.cluster.model import ContainerSuggestion
-
-    window = getattr(vs, "forecast_window", None)
-    return Suggestion(
-        uid=vs.uid,
-        created_at=vs.created_at or 0.0,
-        containers={
-            c.name: ContainerSuggestion(c.name, dict(c.requests), dict(c.limits))
-            for c in vs.containers
-        },
-        window_start=window.start if window is not None else 0.0,
-        window_end=window.end if window is not None else 0.0,
-    )
-
-
-def status_disruption(target: TargetObject) -> dict[str, JSONValue] | None:
-    """The persisted worker state inside a target's status (dict or API model)."""
-    status = target.get("status") if isinstance(target, dict) else getattr(target, "status", None)
-    if status is None:
-        return None
-    if hasattr(status, "model_dump"):
-        extra = getattr(status, "model_extra", None) or {}
-        if STATUS_KEY in extra:
-            persisted: dict[str, JSONValue] | None = extra[STATUS_KEY]
-            return persisted
-        value = getattr(status, STATUS_KEY, None)
-        if value is not None and hasattr(value, "model_dump"):
-            dumped: dict[str, JSONValue] = value.model_dump(by_alias=True)
-            return dumped
-        plain: dict[str, JSONValue] | None = value
-        return plain
-    if isinstance(status, dict):
-        return status.get(STATUS_KEY)
-    return getattr(status, STATUS_KEY, None)
 
 
 # --------------------------------------------------------------------------- the pass
@@ -223,11 +180,13 @@ def _start_run(
     except ForesizeError as exc:
         _invalid(target, state, str(exc), actions)
         return None
+    # What the target's status persisted, through its one reader (`TargetView`).
+    view = target_view(target)
     prev = state.targets.get(pol.key)
-    ts = prev.clone() if prev is not None else TargetState.from_status(status_disruption(target))
+    ts = prev.clone() if prev is not None else TargetState.from_status(view.persisted(STATUS_KEY))
     state.targets[pol.key] = ts
-    sugg = suggestions.get(pol.key) if pol.key in suggestions else suggestion_from_status(target)
-    run = TargetRun(pol, ts, sugg, target_conditions=target_conditions(target))
+    sugg = suggestions.get(pol.key) if pol.key in suggestions else view.suggestion
+    run = TargetRun(pol, ts, sugg, target_conditions=[dict(c) for c in view.conditions])
     # Events recorded by on_result since the last pass that the shell did not send.
     run.events.extend(ts.outbox)
     ts.outbox = []
