@@ -1,5 +1,5 @@
 """`foresize bench nodes`: the issue's JSON keys, how a resize's landing is measured, the
-medians, and the forecast-sized headroom placeholders. Scenarios here are built from the
+medians. Scenarios here are built from the
 test excerpt (`tests/data/traces`), never from `../shared/traces`."""
 
 from __future__ import annotations
@@ -9,14 +9,8 @@ import json
 from typer.testing import CliRunner
 
 from foresize.bench.nodes import KEYS, POLICIES, medians, resize_landing, scenario
-from foresize.core.api.quantity import MIB
-from foresize.core.cluster.model import ContainerSuggestion, Suggestion
 from foresize.front.cli import app
-from foresize.shells.sim.cluster import SimCluster
 from foresize.shells.sim.events import EventLog, SimEvent
-from foresize.shells.sim.headroom import CHUNK, DAY, Headroom
-from foresize.shells.sim.operator import install_foresize
-from foresize.shells.sim.scenario import parse_scenario
 from support import paths
 
 DATA = paths.DATA / "traces"
@@ -114,58 +108,3 @@ def test_medians_per_key_and_per_cause_skip_missing_values() -> None:
     assert m["node_hours"] == 1.0
     assert m["resize_land_seconds_p50"] == 20.0
     assert m["evictions_by_cause"] == {"consolidation": 2.0, "policy": 1.0}
-
-
-def test_headroom_forecast_is_yesterdays_growth_over_the_coming_window() -> None:
-    h = Headroom(object())
-    now = 2 * DAY
-    h.totals.extend(
-        [
-            (now - DAY, 1000, 1000 * MIB),
-            (now - DAY + 1800, 1600, 1100 * MIB),  # within the coming hour, a day ago
-            (now - DAY + 7200, 9000, 9000 * MIB),  # beyond it
-        ]
-    )
-    assert h.forecast(now) == (600, 100 * MIB)
-    assert h.forecast(now - 3 * DAY) == (0, 0)  # no history for that time of day
-
-
-def test_placeholders_make_room_for_an_upsize_on_their_node() -> None:
-    data = {
-        "name": "headroom",
-        "nodes": [{"name": "n", "cpu": "2", "memory": "8Gi"}],
-        "workloads": [
-            {
-                "name": "a",
-                "replicas": 1,
-                "readiness_delay": "1s",
-                "containers": [{"name": "app", "requests": {"cpu": "500m", "memory": "256Mi"}}],
-            }
-        ],
-    }
-    sim = SimCluster(parse_scenario(data, "<test>"), seed=1)
-    h = Headroom(sim)  # its loop is not started: the test sizes it
-    h.operator = install_foresize(sim)
-    h.create()
-    sim.run(20)
-    sim.controllers.set_replicas(h.key, 6, source="test")  # 6 x 250m: the node is full
-    sim.run(20)
-    placeholders = [p for p in sim.pods_of("Deployment", "foresize-headroom", "headroom")]
-    assert sum(p.phase == "Running" for p in placeholders) == 6
-    assert sim.node_free("n")[0] == 0
-    # A suggestion 500m above the pod's request: two placeholders' worth of room needed.
-    h.operator.suggestions["default/a"] = Suggestion(
-        "s1", sim.now, {"app": ContainerSuggestion("app", {"cpu": 1000, "memory": 256 * MIB})}
-    )
-    assert h.suggested_total() == (1000, 256 * MIB)  # the suggestion, for its one replica
-    h.release_for_upsizes(h.targeted_pods())
-    assert sim.events.count("HeadroomReleased") == 6  # every placeholder on the node
-    assert sim.node_free("n")[0] == 2000 - 500
-    assert CHUNK["cpu"] == 250
-    # Foresize's own suggestions come from the pass (its published `latest`).
-    del h.operator.suggestions["default/a"]
-    assert h.suggested_total() == (500, 256 * MIB)  # none yet: the template
-    h.operator.pass_state.suggestions.latest["default/a"] = Suggestion(
-        "s2", sim.now, {"app": ContainerSuggestion("app", {"cpu": 800, "memory": 300 * MIB})}
-    )
-    assert h.suggested_total() == (800, 300 * MIB)

@@ -206,7 +206,8 @@ def test_foresize_memory_ratchet_and_allocated_risk():
     keep: dict = {}
     replay(data, pol, keep)
     assert np.nanmin(keep["req"]["memory"][:, 288 * 2 :]) >= 4e9  # held, not released
-    latest = pol.recent_memory[-1][1]  # the latest forecast target (before the hold)
+    # The latest forecast target of each series (before the hold), in its carried state.
+    latest = np.array([state["c"].recent[-1][1] for state in pol.oom_state])
     assert (latest < 1.5e9).all()
     assert set(np.concatenate(pol.chosen["memory"]).tolist()) <= set(MEMORY_RISK_LEVELS)
     assert np.allclose(np.concatenate(pol.chosen["cpu"]), 0.98)
@@ -330,8 +331,8 @@ def test_replay_stabilised_cpu_changes_less_and_memory_keeps_its_peak(monkeypatc
     """The replay runs the operator's rules: a CPU request scheduled in 3 segments a day
     changes far less often than one rescheduled every hour, and memory is never
     sized below the last 3 days' peak plus headroom."""
-    from foresize.bench import replay as replay_module
     from foresize.core.recommend import core
+    from foresize.core.recommend import schedule as schedule_module
 
     n = 288 * 8 + 96
     rng = np.random.default_rng(5)
@@ -345,7 +346,8 @@ def test_replay_stabilised_cpu_changes_less_and_memory_keeps_its_peak(monkeypatc
     req = keep["req"]["memory"][0]
     assert np.nanmin(req[288 * 7 + 6 :]) >= 2e9 * (1 + core.MEMORY_HEADROOM)
     assert banded["cpu"].changes_per_series_day <= 4  # the budget: 3 segments and a raise
-    monkeypatch.setattr(replay_module, "SCHEDULE_BLOCKS", 96)  # a segment every hour
+    # A segment every hour, in the pipeline's CPU day schedule (`recommend.schedule`).
+    monkeypatch.setattr(schedule_module, "SCHEDULE_BLOCKS", 96)
     following = replay(data, ForesizePolicy())
     assert banded["cpu"].changes_per_series_day < 0.5 * following["cpu"].changes_per_series_day
 
@@ -369,3 +371,36 @@ def test_replay_holds_memory_as_long_as_the_modes_posture(monkeypatch):
         held[mode] = keep["req"]["memory"][:, -12:]  # the last hour of the drop
     assert np.nanmin(held["balanced"]) >= 4e9
     assert np.nanmax(held["undershoot"]) < 1.5e9
+
+
+def test_the_foresize_row_is_the_operators_pipeline(monkeypatch):
+    """Issue 28 §5: the replay's Foresize row is the operator's pipeline, one
+    `recommend_batch` call per decision over every series, and every request it puts in
+    force is one that call published (not a reassembly of the recommender's rules)."""
+    from foresize.bench import replay as replay_module
+
+    calls = []
+    real = replay_module.recommend_batch
+
+    def spy(requests, now, **kw):
+        results = real(requests, now, **kw)
+        calls.append(results)
+        return results
+
+    monkeypatch.setattr(replay_module, "recommend_batch", spy)
+    n = 288 * 2
+    rng = np.random.default_rng(4)
+    data = prepare([series(0.2 + 0.1 * rng.random(n), 5e8 * (1 + 0.1 * rng.random(n)))])
+    keep: dict = {}
+    replay(data, ForesizePolicy(), keep)
+    assert len(calls) >= n // 3  # every 15 minutes, and at once after a kill
+    for res in ("cpu", "memory"):
+        published = {
+            float(r.suggestion.containers["c"].requests[res])
+            for results in calls
+            for r in results
+            if r.changed["c"].get(res)
+        }
+        in_force = keep["req"][res][0]
+        applied = set(np.unique(in_force[np.isfinite(in_force)]).tolist())
+        assert applied and applied <= published

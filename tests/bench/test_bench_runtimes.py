@@ -1,5 +1,6 @@
 """`foresize bench runtimes` (issue 25): the start-up section run for real (2 s), the JVM
-scenario's demand model, and the JSON keys the issue names."""
+scenario's and the nightly CronJob's demand models, and the JSON keys the issue names (the
+CronJob's path through the simulator: tests/shells/sim/test_sim_cronjob.py)."""
 
 from __future__ import annotations
 
@@ -26,10 +27,21 @@ def test_the_jvm_heap_fills_and_its_non_heap_falls() -> None:
     assert demand[2] > runtimes.HEAP and demand[3] == runtimes.HEAP + 150 * MIB
 
 
+def test_the_nightly_cronjobs_demand_grows_with_a_spread_and_its_scoring_band() -> None:
+    cpu, memory = runtimes.cron_demand()
+    assert cpu.shape == memory.shape == (runtimes.CRON_RUNS,)
+    # 1% a night: the second week's mean is above the first's; a 4% spread night to night.
+    assert memory[7:].mean() > memory[:7].mean()
+    assert 0.01 < np.std(memory / (2 * runtimes.GIB * (1 + 0.01 * np.arange(14)))) < 0.08
+    assert runtimes._within(110, 100) and runtimes._within(120, 100)
+    assert not runtimes._within(121, 100) and not runtimes._within(99, 100)
+
+
 def test_the_json_has_the_keys_the_issue_names(monkeypatch) -> None:
     monkeypatch.setattr(runtimes, "run_jvm", lambda progress: {"vpa_oom_kills": 1})
+    cron = {"share_within_20pct_from_run4": 0.9, "oom_kills": 0}
+    monkeypatch.setattr(runtimes, "run_cronjob", lambda progress: cron)
     out = runtimes.run_bench()
     assert {"jvm", "startup", "cronjob"} <= set(out)
     assert {"ready_p50_boost_s", "ready_p50_noboost_s", "qos_changes"} <= set(out["startup"])
-    assert {"share_within_20pct_from_run4", "oom_kills"} <= set(out["cronjob"])
-    assert out["cronjob"]["oom_kills"] is None and "not built" in out["cronjob"]["not_built"]
+    assert out["cronjob"] is cron

@@ -7,7 +7,7 @@ one series each, priced node types and a node autoscaler, run once per flavour
 (Karpenter-like and Cluster-Autoscaler-like). Policies side by side on the same scenarios
 and seed: `static` (requests as a careful team would write them: the 95th percentile of
 the first day for CPU, its maximum plus 15% for memory — not inflated), `vpa`,
-`foresize`, `foresize+headroom` (`foresize.shells.sim.headroom`). Each policy's figures are the
+`foresize`, `foresize+headroom` (`core.cluster.headroom`). Each policy's figures are the
 medians over every (scenario, flavour) run.
 """
 

@@ -28,44 +28,26 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from foresize.core.api.hysteresis import DEFAULT_SCALE_DOWN, DEFAULT_SCALE_UP, Threshold
+from foresize.core.api.hysteresis import Threshold
 from foresize.core.api.quantity import CPU, MEMORY
-from foresize.core.forecast.models import (
-    MODELS,
-    TIME_OF_DAY_MODELS,
-    DaySchedule,
-    ForecastConfig,
-    day_schedule,
-    forward_max,
-)
-from foresize.core.forecast.select import OnlineScores, online_step
+from foresize.core.cluster.model import ResourceRequirements
+from foresize.core.forecast.select import OnlineScores
 from foresize.core.history import TraceSeries, resample_max
 from foresize.core.recommend.core import (
-    CPU_RAISE_QUANTILE,
-    DEFAULT_STABILIZATION,
     MIB,
-    SCHEDULE_BLOCKS,
-    SCHEDULE_DAYS,
-    SCHEDULE_SLOT,
-    RecentTargets,
-    allocate_risk,
-    interval_range,
-    memory_holds,
-    memory_request,
-    mode_quantile,
     passes_hysteresis,
-    recent_peak,
-    risk_levels,
     round_up,
-    scheduled_cpu,
 )
-from foresize.core.recommend.oom import OOMArrays, oom_bump
+from foresize.core.recommend.histories import HISTORY_WINDOW, TO_CANONICAL, ContainerHistory
+from foresize.core.recommend.oom import OOMState
+from foresize.core.recommend.params import RecommendParams, ResourceModel
+from foresize.core.recommend.request import CachedSchedule, TargetRequest
 from foresize.core.recommend.score import ResourceScore, last_sample, score_resource
+from foresize.core.recommend.target import recommend_batch
 
 STEP = 300.0
 DECISION_EVERY = 3  # 15 minutes
 WARMUP = 7 * 86400.0
-MIN_LOOKBACK = 86400.0  # foresize's min_lookback_to_scale default (24 h)
 
 
 @dataclass(slots=True)
@@ -338,9 +320,20 @@ class KRRPolicy(Policy):
 
 
 class ForesizePolicy(Policy):
-    """Foresize's recommender: selected forecast of the max, mode quantile (memory: the
-    risk allocated across the series, `allocate_risk`), buffer, hysteresis, min lookback,
-    memory stabilization and OOM remediation, with the defaults of the API."""
+    """Foresize as it ships: every decision is one call of the recommender's entry point
+    (`recommend_batch`, the call `plan_suggestions` makes for the operator and the
+    simulator) over every series, each one target of one container: its last 14 days on
+    the model grid, the requests in force as its current resources, and the OOM, forecast
+    and CPU-schedule states carried from call to call as the operator carries them. A
+    request is published as the operator publishes it: where the recommender judged the
+    move significant (its hysteresis), else the one in force stays. An OOM kill makes the
+    killed series due at once, as `reconcile` makes a target with a fresh kill due."""
+
+    CONTAINER = "c"
+    # The recommender's own hysteresis decides (`RecommendResult.changed`): the harness
+    # adds none of its own.
+    up = Threshold("percent", 0.0)
+    down = Threshold("percent", 0.0)
 
     def __init__(
         self,
@@ -348,119 +341,114 @@ class ForesizePolicy(Policy):
         *,
         buffer_percentage: float = 0.0,
         percentile_value: float | None = None,
-        config: ForecastConfig | None = None,
         resources: tuple[str, ...] = (CPU, MEMORY),
     ) -> None:
         self.mode = mode
         self.resources = resources
         self.name = "foresize" if mode == "balanced" else f"foresize:{mode}"
-        self.buffer = buffer_percentage / 100.0
-        self.q = {r: mode_quantile(mode, r, percentile_value) for r in (CPU, MEMORY)}
-        # The quantiles forecast per resource; memory risk is allocated across them, CPU
-        # is forecast at the raise quantile too (the scheduled request, `scheduled_cpu`).
-        self.levels = {r: np.array(risk_levels(mode, r, percentile_value)) for r in (CPU, MEMORY)}
-        self.levels[CPU] = np.array([CPU_RAISE_QUANTILE, self.q[CPU]])
-        self.cfg = config or ForecastConfig(step=STEP)
-        self.up, self.down = DEFAULT_SCALE_UP, DEFAULT_SCALE_DOWN
-        self.stabilization = DEFAULT_STABILIZATION
-        # How long memory remembers a level: the mode's ratchet window and kill memory.
-        self.memory_stabilization, self.kill_memory = memory_holds(self.q[MEMORY])
+        model = ResourceModel(mode, percentile_value, buffer_percentage)
+        # The API's defaults (forecast every 15 minutes over a 15-minute horizon, 24 h of
+        # lookback, the default thresholds and OOM stabilization), this mode for both.
+        self.params = RecommendParams(cpu=model, memory=model)
 
     def start(self, data: ReplayData) -> None:
         super().start(data)
         s, _ = data.shape
-        self.scores = {r: OnlineScores.empty(s, len(self.levels[r])) for r in (CPU, MEMORY)}
-        self.m = {CPU: forward_max(data.cpu, self.cfg.h)}
-        if data.memory is not None:
-            self.m[MEMORY] = forward_max(data.memory, self.cfg.h)
-        self.oom = OOMArrays.empty(s)
-        self.safest: np.ndarray | None = None
+        self.oom_state: list[dict[str, OOMState] | None] = [None] * s
+        self.forecast_state: list[dict[str, OnlineScores]] = [{} for _ in range(s)]
+        self.schedule_state: list[dict[str, CachedSchedule]] = [{} for _ in range(s)]
+        self.in_force = {}
+        self.kills: list[list[tuple[float, float]]] = [[] for _ in range(s)]  # (time, usage)
+        self.at_mode: dict[int, float] = {}  # the fleet's memory at the mode's level
         self.models: dict[str, list[np.ndarray]] = {CPU: [], MEMORY: []}
         self.chosen: dict[str, list[np.ndarray]] = {CPU: [], MEMORY: []}  # level per decision
-        self.recent_memory: RecentTargets = ()  # the ratchet's window (`memory_request`)
-        self.day: DaySchedule | None = None  # the CPU schedule of the day in force
 
-    def _target(self, res: str, i: int) -> np.ndarray:
-        y = self.data.usage(res)
-        # Only columns <= i of y are read (forward max columns <= i - h).
-        levels = self.levels[res]
-        fc, self.scores[res] = online_step(self.scores[res], y, i, levels, self.cfg, m=self.m[res])
-        rows = np.arange(y.shape[0])
-        if res == CPU:
-            pick = np.ones(y.shape[0], dtype=np.int64)  # the mode's quantile
-        elif len(levels) > 1:
-            pick = allocate_risk(fc.values, levels, np.full(y.shape[0], self.q[res]))
-        else:
-            pick = np.zeros(y.shape[0], dtype=np.int64)
-        if res == MEMORY:
-            self.safest = fc.values[:, -1].copy()  # the OOM floor after a kill (oom_bump)
-        self.models[res].append(fc.model[rows, pick])
-        self.chosen[res].append(levels[pick])
-        val = fc.values[rows, pick] * (1.0 + self.buffer)
-        if res == CPU:
-            # The scheduled request (`scheduled_cpu`): the quantile of the container's
-            # segment of the day, raised within it where the forecast's median is above.
-            t_next = self.data.start + (i + 1) * STEP
-            if self.day is None or not 0 <= t_next - self.day.midnight < 86400.0:
-                # The day's schedule reads only the days before it: one per day.
-                self.day = day_schedule(
-                    self.m[CPU],
-                    i,
-                    self.data.start + i * STEP,
-                    np.array([self.q[CPU]]),
-                    self.cfg,
-                    SCHEDULE_BLOCKS,
-                    SCHEDULE_DAYS,
-                    SCHEDULE_SLOT,
-                )
-            sched, opens = self.day.at(t_next, DECISION_EVERY * STEP)
-            # What the container did since the last decision: its last interval.
-            last = y[:, max(0, i - self.cfg.h + 1) : i + 1]
-            last_max, last_min = interval_range(last)
-            val = scheduled_cpu(
-                sched[:, 0] * (1.0 + self.buffer),
-                fc.values[:, 0] * (1.0 + self.buffer),
-                val,
-                self.in_force[CPU],
-                opens[:, 0],
-                last_max,
-                last_min,
-                self.day.remaining(t_next)[:, 0],
-                np.isin(np.asarray(MODELS)[fc.model[rows, pick]], TIME_OF_DAY_MODELS),
+    def _history(self, k: int, i: int) -> ContainerHistory:
+        """Series `k` as the recommender reads a container: the samples up to `i` of the
+        last `HISTORY_WINDOW` (cores, bytes), its first sample and its OOM kills."""
+        d = self.data
+        a = max(0, i + 1 - int(HISTORY_WINDOW // STEP))
+        cpu = d.cpu[k, a : i + 1] / TO_CANONICAL[CPU]
+        memory = d.memory[k, a : i + 1] if d.memory is not None else np.full(cpu.size, np.nan)
+        kills = [(t, u) for t, u in self.kills[k] if t > d.start + i * STEP - HISTORY_WINDOW]
+        return ContainerHistory(
+            cpu,
+            memory,
+            first_seen=d.start + float(d.first[k]) * STEP,
+            oom_times=[t for t, _ in kills],
+            oom_usage=[u for _, u in kills],
+        )
+
+    def _current(self, k: int) -> ResourceRequirements:
+        """The requests in force; a series with none yet starts from the smallest one of
+        each resource (a container with no request is BestEffort, which the recommender
+        never changes: the replay's containers are sized from their first decision)."""
+        requests = {}
+        for res in (CPU, MEMORY):
+            held = self.in_force[res][k] if res in self.in_force else np.nan
+            requests[res] = int(held) if np.isfinite(held) else 1
+        return ResourceRequirements(requests, {})
+
+    def _recommend(self, series: np.ndarray, i: int) -> dict[str, np.ndarray]:
+        """The published requests of `series` after sample `i` (NaN: the one in force
+        stays), from one `recommend_batch` call; the states carried on."""
+        # Decided at the end of sample i's bucket: the last history column is `now`'s.
+        now = self.data.start + (i + 1) * STEP - 1.0
+        requests = [
+            TargetRequest(
+                self.params,
+                {self.CONTAINER: self._history(k, i)},
+                {self.CONTAINER: self._current(k)},
+                self.oom_state[k],
+                self.forecast_state[k],
+                self.schedule_state[k],
             )
-        # hasEnoughDataToScale: no action before min_lookback_to_scale of history.
-        enough = (i - self.data.first + 1) * STEP >= MIN_LOOKBACK
-        return np.where(enough, val, np.nan)
+            for k in series
+        ]
+        # Priced against the fleet's latest memory at the mode's level, as the operator
+        # prices a round (`plan_suggestions`); the first round against itself.
+        fleet = list(self.at_mode.values())
+        reference = sum(fleet) / len(fleet) if fleet else None
+        results = recommend_batch(requests, now, memory_reference=reference)
+        s, _ = self.data.shape
+        out = {res: np.full(s, np.nan) for res in (CPU, MEMORY)}
+        levels = {res: np.full(len(series), np.nan) for res in (CPU, MEMORY)}
+        models = {res: np.full(len(series), "", dtype=object) for res in (CPU, MEMORY)}
+        for j, (k, result) in enumerate(zip(series, results, strict=True)):
+            self.oom_state[k] = result.oom_state
+            self.forecast_state[k] = result.forecast_state or {}
+            self.schedule_state[k] = result.schedule_state or {}
+            if self.CONTAINER in result.at_mode:
+                self.at_mode[int(k)] = result.at_mode[self.CONTAINER]
+            proposed = result.suggestion.containers[self.CONTAINER].requests
+            changed = result.changed.get(self.CONTAINER, {})
+            for res in (CPU, MEMORY):
+                if changed.get(res) and res in proposed:
+                    out[res][k] = proposed[res]
+                levels[res][j] = result.quantiles.get(self.CONTAINER, {}).get(res, np.nan)
+                models[res][j] = result.models.get(self.CONTAINER, {}).get(res, "")
+        self._levels, self._models = levels, models
+        return out
 
     def decide(self, i: int) -> dict[str, np.ndarray]:
-        out = {CPU: self._target(CPU, i)} if CPU in self.resources else {}
+        s, _ = self.data.shape
+        published = self._recommend(np.arange(s), i)
+        for res in (CPU, MEMORY):
+            self.chosen[res].append(self._levels[res])
+            self.models[res].append(self._models[res])
+        out = {CPU: published[CPU]} if CPU in self.resources else {}
         if self.data.memory is not None and MEMORY in self.resources:
-            now = (i + 1) * STEP
-            floor = self.oom.active_floor(now)
-            # THE memory rule (headroom, ratchet, recent peak), as the operator runs it.
-            target, self.recent_memory = memory_request(
-                self._target(MEMORY, i),
-                self.recent_memory,
-                now,
-                self.memory_stabilization,
-                recent_peak(self.data.memory[:, : i + 1], STEP),
-            )
-            out[MEMORY] = np.where(floor > 0, np.fmax(target, floor), target)
+            out[MEMORY] = published[MEMORY]
         return out
 
     def on_oom(self, j: int, mask: np.ndarray, request: np.ndarray) -> np.ndarray | None:
-        now = j * STEP
-        self.oom = oom_bump(
-            self.oom,
-            mask,
-            now,
-            request,
-            self.data.usage(MEMORY)[:, j],
-            self.stabilization,
-            safest=self.safest,
-            kill_memory=self.kill_memory,
-        )
-        return np.where(mask, self.oom.floor, np.nan)
+        if MEMORY not in self.resources:
+            return None
+        killed = np.flatnonzero(mask)
+        usage = self.data.usage(MEMORY)[:, j]
+        for k in killed:
+            self.kills[k].append((self.data.start + j * STEP, float(usage[k])))
+        return self._recommend(killed, j)[MEMORY]
 
 
 # --- The harness --------------------------------------------------------------------------
@@ -496,6 +484,7 @@ def replay(
             over = data.usage(MEMORY)[:, j] > cur[MEMORY]  # NaN compares False: gaps never kill
             if over.any():
                 ooms[:, j] = over
+                policy.in_force = {r: v.copy() for r, v in cur.items()}
                 new = policy.on_oom(j, over, cur[MEMORY])
                 if new is not None:
                     cur[MEMORY], ch = _apply(

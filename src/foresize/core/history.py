@@ -17,6 +17,9 @@ from typing import Protocol
 
 import numpy as np
 
+from foresize.core.cluster.jobs import JOB, cronjob_of_job_name
+from foresize.core.cluster.model import OwnerRef
+
 
 @dataclass(frozen=True, slots=True, order=True)
 class SeriesKey:
@@ -167,10 +170,14 @@ _RS_HASH = re.compile(r"^(?P<wl>.+)-[bcdfghjklmnpqrstvwxz2456789]{6,10}$")
 _DEPLOY_POD = re.compile(r"^(?P<wl>.+)-[bcdfghjklmnpqrstvwxz2456789]{6,10}-[a-z0-9]{5}$")
 _STS_POD = re.compile(r"^(?P<wl>.+)-\d+$")
 _GENERATED_POD = re.compile(r"^(?P<wl>.+)-[a-z0-9]{5}$")
-# The CronJob controller names each run's Job `<cronjob>-<scheduled minute since the
-# epoch>` (8 digits since 1976): the runs of one CronJob are one workload with one
-# history, not a new workload with a few hours of it every run.
-_CRONJOB_RUN = re.compile(r"^(?P<wl>.+)-\d{8,}$")
+
+
+def job_pod_history(owner: OwnerRef | None) -> bool:
+    """Whether a pod's first minutes are history: a Job's pod runs to completion, its
+    start-up is part of its work and often its peak (architecture §3.1 leaves out the
+    first 2 minutes of a service's pod, whose start-up spikes would inflate forecasts).
+    `owner`: the pod's controlling owner reference."""
+    return owner is not None and owner.kind == JOB
 
 
 def workload_of_pod(pod: str, owner: tuple[str, str] | None = None) -> str:
@@ -183,9 +190,10 @@ def workload_of_pod(pod: str, owner: tuple[str, str] | None = None) -> str:
         if kind == "ReplicaSet":
             match = _RS_HASH.match(name)
             return match["wl"] if match else name
-        if kind == "Job":
-            match = _CRONJOB_RUN.match(name)
-            return match["wl"] if match else name
+        if kind == JOB:
+            # The runs of one CronJob are one workload with one history, not a new
+            # workload with a few hours of it every run (`cluster.jobs`).
+            return cronjob_of_job_name(name) or name
         if kind and name and kind != "Node":
             return name
     for pattern in (_DEPLOY_POD, _STS_POD, _GENERATED_POD):

@@ -16,7 +16,11 @@ pass does, in this order (what the kube shell and the simulated operator both ru
    create, update and delete (the shell does that I/O) and the templates' status;
 6. the in-place gate: on a server without `pods/resize`, targets asking for an in-place
    update mode get a condition and an event once, and are left out of step 7;
-7. the vertical planner (resizes, evictions, status).
+7. the vertical planner (resizes, evictions, status);
+8. headroom (only where `config.headroom`, `vertical.headroom`): the placeholders the
+   capacity guard took for this pass's upsizes are released before any action is sent,
+   and (by the replica that reconciles templates, over `full`) the placeholder
+   Deployments are sized to the forecast upsize demand left.
 
 Deciding and acting are separate, as in Karpenter's disruption controller: `ActionQueue`
 hands the pass's actions out to a shell and digests each result (`on_result`; see there).
@@ -32,10 +36,9 @@ from dataclasses import dataclass, field
 
 from foresize.core.admission.index import AdmissionIndex
 from foresize.core.admission.pod import mutate_pod
-from foresize.core.api.access import JSONValue, get_path
+from foresize.core.api.access import JSONValue
 from foresize.core.api.fields import format_timestamp
 from foresize.core.api.quantity import format_resource_map
-from foresize.core.cluster import server_version as kver
 from foresize.core.cluster.actions import (
     Action,
     ActionResult,
@@ -46,10 +49,12 @@ from foresize.core.cluster.actions import (
 )
 from foresize.core.cluster.capacity import NodeLedger
 from foresize.core.cluster.coordination import Pair
+from foresize.core.cluster.headroom import HeadroomConfig
+from foresize.core.cluster.in_place_gate import gate_in_place, target_key
 from foresize.core.cluster.model import OwnerRef, Pod, Suggestion
 from foresize.core.cluster.pending import NODE_POOL_LABELS, PendingDemand, publish
 from foresize.core.cluster.qos import spec_requests
-from foresize.core.cluster.snapshot import ClusterSnapshot, DsaObject, TargetObject
+from foresize.core.cluster.snapshot import ClusterSnapshot, TargetObject
 from foresize.core.cluster.target import TargetView, dsa_view, target_view
 from foresize.core.cluster.target_fields import suggestion_from
 from foresize.core.history import OOM, HistoryReader, SeriesKey
@@ -67,6 +72,7 @@ from foresize.core.lifecycle.planner import LifecycleState, finalizers_to_add, p
 from foresize.core.lifecycle.templates import TemplatePlan, plan_templates
 from foresize.core.recommend.horizontal import horizontal_forecasts
 from foresize.core.recommend.suggestions import SuggestionState, cadence_of, plan_suggestions
+from foresize.core.vertical.headroom import HeadroomState, headroom_actions
 from foresize.core.vertical.planner import plan
 from foresize.core.vertical.policy import WorkerConfig
 from foresize.core.vertical.results import on_result, refreshed_status
@@ -87,12 +93,6 @@ DSA_DEFAULT_INTERVAL = 900.0
 """A DaemonSetAutoscaler's `scaleInterval` when its object does not say (the API default)."""
 
 
-def target_key(target: TargetObject | DsaObject) -> str:
-    """ "namespace/name" of a Foresize object (model or dict)."""
-    meta = get_path(target, "metadata")
-    return f"{get_path(meta, 'namespace') or 'default'}/{get_path(meta, 'name')}"
-
-
 @dataclass(slots=True)
 class ReconcileConfig:
     """What a shell decides once: the worker's limits and the recommender's cadence."""
@@ -102,6 +102,7 @@ class ReconcileConfig:
     reconcile_templates: bool = True  # this replica reconciles ClusterAIScaleTemplates
     # The node labels a node's pool is read from, first present wins (`cluster.pending`).
     node_pool_labels: tuple[str, ...] = NODE_POOL_LABELS
+    headroom: HeadroomConfig | None = None  # forecast-sized placeholders (off: None)
 
 
 @dataclass(slots=True)
@@ -126,6 +127,7 @@ class ReconcileState:
     # target key -> the (replicas, request) pair last published in coordinated mode.
     coordinated: dict[str, Pair] = field(default_factory=dict)
     finalized: set[str] = field(default_factory=set)  # uids known to carry the finalizer
+    headroom: HeadroomState = field(default_factory=HeadroomState)
 
 
 @dataclass(slots=True)
@@ -195,7 +197,10 @@ def plan_pass(
             {**state.suggestions.latest, **(suggestions or {})},
             state.coming_peaks,
         )
-    ledger = NodeLedger(snapshot, expected)
+    room = config.headroom  # its pools read by the pass's pool labels (one reading)
+    if room is not None and room.pool_labels != config.node_pool_labels:
+        room = dataclasses.replace(room, pool_labels=config.node_pool_labels)
+    ledger = NodeLedger(snapshot, expected, room.namespace if room is not None else None)
     if dsa_usage is not None:  # its own usage window: not the recommender's history
         actions += _daemonsets(snapshot, now, state, dsa_usage, ledger)
     if history is not None:
@@ -230,7 +235,15 @@ def plan_pass(
     out.pending, published_sizes = publish(
         snapshot, state.worker.coming.values(), vertical, config.node_pool_labels
     )
-    out.actions = [*template_status, *actions, *gate, *vertical, *published_sizes]
+    release: list[Action] = []  # placeholders this pass's resizes need gone: sent first
+    if room is not None and not snapshot.paused:
+        release, ensure = headroom_actions(
+            snapshot, now, room, state.headroom, ledger, [*actions, *vertical], published,
+            state.suggestions.schedule, history,
+            full if config.reconcile_templates else None,
+        )  # fmt: skip
+        vertical += ensure
+    out.actions = [*release, *template_status, *actions, *gate, *vertical, *published_sizes]
     return out
 
 
@@ -260,7 +273,25 @@ def _coordinate(
         return []
     # The load the HPA's utilisation is held at target for: the median forecast.
     central = horizontal_forecasts(snapshot, history, now, wanted, percentile=CENTRAL_PERCENTILE)
-    cp = plan_coordination(snapshot, writes, central, now, state.coordinated)
+    # The day's peak of each workload's total (shared with the coming replicas' cache):
+    # the coordinated request never drops below what carries it within maxReplicas.
+    peaks: dict[str, dict[str, float]] = {}
+    for target in snapshot.targets:
+        if not wanted(target):
+            continue
+        view = target_view(target)
+        wl = snapshot.workload(view.ref_kind, view.namespace, view.ref_name)
+        hpa = snapshot.hpa_for(wl) if wl is not None else None
+        if wl is None or hpa is None:
+            continue
+        cached = state.coming_peaks.get(wl.key)
+        if cached is None or not 0 <= now - cached[0] < COMING_STEP:
+            cached = state.coming_peaks[wl.key] = (
+                now,
+                peak_totals(history, wl, hpa_resources(hpa), now),
+            )
+        peaks[view.key] = cached[1]
+    cp = plan_coordination(snapshot, writes, central, now, state.coordinated, peaks=peaks)
     for w in writes:
         key = f"{w.namespace}/{w.name}"
         if "coordination" in w.status:
@@ -445,85 +476,6 @@ def _dsa_resizes(
 
 
 # --------------------------------------------------------------------- lifecycle
-
-
-# --------------------------------------------------------------------- in-place gate
-
-
-def merged_conditions(
-    target: TargetObject, condition: dict[str, JSONValue]
-) -> list[dict[str, JSONValue]]:
-    """The target's conditions with `condition` replacing the one of its type: a merge patch
-    replaces the whole list, so the others must be written back unchanged."""
-    out = [dict(c) for c in target_view(target).conditions if c.get("type") != condition["type"]]
-    out.append(condition)
-    return out
-
-
-def _in_place_condition(
-    target: TargetObject, status: str, reason: str, message: str
-) -> WriteTargetStatus:
-    """The status write that sets the target's InPlaceResizeUnsupported condition."""
-    ns, name = target_key(target).split("/", 1)
-    condition = {
-        "type": kver.CONDITION_INPLACE_UNSUPPORTED,
-        "status": status,
-        "reason": reason,
-        "message": message,
-    }
-    return WriteTargetStatus(ns, name, {"conditions": merged_conditions(target, condition)})
-
-
-def gate_in_place(
-    snapshot: ClusterSnapshot, reported: set[str]
-) -> tuple[list[Action], list[TargetObject]]:
-    """(actions, targets the vertical planner may see). On a server without `pods/resize`,
-    autonomous targets asking for an in-place update mode get an InPlaceResizeUnsupported
-    condition and a Warning event once and are left out; on a server with it, a refusal
-    written before is cleared (once per target). `reported` is updated in place."""
-    refusal = kver.in_place_refusal(snapshot.server_version)
-    actions: list[Action] = []
-    if refusal is None:
-        major, minor = snapshot.server_version
-        for target in snapshot.targets:
-            status = get_path(target, "status")
-            cond = None
-            if hasattr(status, "condition"):
-                cond = status.condition(kver.CONDITION_INPLACE_UNSUPPORTED)
-            key = target_key(target)
-            if cond is not None and cond.status == "True" and key not in reported:
-                reported.add(key)
-                actions.append(
-                    _in_place_condition(
-                        target,
-                        "False",
-                        "Supported",
-                        f"Kubernetes {major}.{minor} serves pods/resize",
-                    )
-                )
-        return actions, list(snapshot.targets)
-    kept = []
-    for target in snapshot.targets:
-        view = target_view(target)
-        if view.update_mode in kver.IN_PLACE_MODES and view.vertical_autonomous:
-            key = target_key(target)
-            if key not in reported:
-                reported.add(key)
-                write = _in_place_condition(target, "True", "ServerTooOld", refusal)
-                actions.append(write)
-                actions.append(
-                    EmitEvent(
-                        write.namespace,
-                        "AIScaleTarget",
-                        write.name,
-                        "InPlaceUnsupported",
-                        refusal,
-                        "Warning",
-                    )
-                )
-            continue
-        kept.append(target)
-    return actions, kept
 
 
 # --------------------------------------------------------------------- the queue

@@ -406,6 +406,10 @@ def semantic_errors(obj: dict[str, Any]) -> list[FieldError]:
                     "spec.replicas", "FieldValueInvalid", "must be greater than or equal to 0"
                 )
             )
+    elif kind == "PriorityClass":
+        from foresize.testing.apiserver.scheduling import priority_class_errors
+
+        errors += priority_class_errors(obj)
     elif kind == "PodDisruptionBudget":
         if "minAvailable" in spec and "maxUnavailable" in spec:
             errors.append(

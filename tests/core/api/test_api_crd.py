@@ -147,6 +147,12 @@ def astt(spec: dict[str, Any]) -> dict[str, Any]:
 
 VALID = {
     "minimal": ast({}),
+    "cronjob": ast(
+        {
+            "scaleTargetRef": {"kind": "CronJob", "name": "report"},
+            "vertical": {"mode": "autonomous", "update_policy": {"update_mode": "recreate"}},
+        }
+    ),
     "max_replicas_int32": ast({"horizontal": {"maxReplicas": 2**31 - 1}}),
     "ref_name_with_dots": ast({"scaleTargetRef": {"kind": "Deployment", "name": "web.v2-0"}}),
     "evict_single_replica": ast({"vertical": {"update_policy": {"min_replicas": 1}}}),
@@ -239,7 +245,30 @@ VALID = {
 }
 
 # name -> (object, a word the error must name). Schema-level problems first, then CEL ones.
+_CRONJOB_REF = {"kind": "CronJob", "name": "report"}
 INVALID = {
+    "cronjob_horizontal": (
+        ast({"scaleTargetRef": _CRONJOB_REF, "horizontal": {"mode": "recommendation"}}),
+        "horizontal",
+    ),
+    "cronjob_in_place": (
+        ast(
+            {
+                "scaleTargetRef": _CRONJOB_REF,
+                "vertical": {"mode": "autonomous", "update_policy": {"update_mode": "in_place"}},
+            }
+        ),
+        "update_policy.update_mode",
+    ),
+    "cronjob_boost": (
+        ast(
+            {
+                "scaleTargetRef": _CRONJOB_REF,
+                "vertical": {"mode": "autonomous", "startup_boost": {"cpu_factor": 2}},
+            }
+        ),
+        "startup_boost",
+    ),
     "bad_mode": (ast({"vertical": {"mode": "yolo"}}), "vertical.mode"),
     "max_disrupted_zero": (
         ast({"vertical": {"disruption": {"max_disrupted": 0}}}),

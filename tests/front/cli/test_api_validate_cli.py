@@ -189,3 +189,64 @@ def test_field_lines_follow_block_flow_and_list_items(tmp_path: Path):
         f"{path}:11",  # spec.vertical.containers[1].cpu, a flow mapping on the item's line
         f"{path}:12",  # spec.vertical.bounds: unknown field
     ], lines
+
+
+WINDOWS = """\
+apiVersion: foresize.io/v1
+kind: AIScaleTarget
+metadata: {name: zone, namespace: shop}
+spec:
+  scaleTargetRef: {kind: Deployment, name: zone}
+  vertical:
+    mode: auto
+    maintenance:
+      windows:
+        - {schedule: "0 2 * * *", duration: 2h, timeZone: Europe/Berlim}
+---
+apiVersion: foresize.io/v1
+kind: AIScaleTarget
+metadata: {name: overlap, namespace: shop}
+spec:
+  scaleTargetRef: {kind: Deployment, name: overlap}
+  vertical:
+    mode: auto
+    maintenance:
+      windows:
+        - {schedule: "0 22 * * *", duration: 4h, timeZone: Europe/Berlin}
+        - {schedule: "0 1 * * *", duration: 2h, timeZone: Europe/Berlin}
+---
+apiVersion: foresize.io/v1
+kind: AIScaleTarget
+metadata: {name: zero, namespace: shop}
+spec:
+  scaleTargetRef: {kind: Deployment, name: zero}
+  vertical:
+    mode: auto
+    budgets: {changes_per_workload_per_day: 0}
+    maintenance:
+      windows:
+        - {schedule: "0 2 * * 8", duration: 2h}
+"""
+
+
+def test_windows_and_budgets_name_the_field_and_line(tmp_path: Path):
+    path = tmp_path / "windows.yaml"
+    path.write_text(WINDOWS)
+    result = run(str(path))
+    assert isinstance(result.exception, ForesizeError)
+    lines = str(result.exception).splitlines()
+    assert lines[0] == (
+        f"{path}:10: spec.vertical.maintenance.windows[0].timeZone: 'Europe/Berlim' is not a"
+        " time zone of the zone database (IANA names such as Europe/Berlin,"
+        " America/New_York, UTC)"
+    )
+    assert lines[1].startswith(
+        f"{path}:22: spec.vertical.maintenance.windows[1]: overlaps windows[0] ('0 22 * * *'"
+        " for 4h Europe/Berlin)"
+    )
+    assert lines[2].startswith(f"{path}:34: spec.vertical.maintenance.windows[0].schedule:")
+    assert "day-of-week '8' is outside 0-7" in lines[2]
+    assert lines[3].startswith(
+        f"{path}:31: spec.vertical.budgets.changes_per_workload_per_day: must be at least 1"
+    )
+    assert len(lines) == 4

@@ -223,3 +223,85 @@ async def test_cluster_template_creates_then_updates_its_targets(apiserver):
     spec = next(op["value"] for op in update.body if op["path"] == "/spec")
     assert spec["vertical"]["mode"] == "autonomous"
     assert apiserver.get("AIScaleTarget", "shop", "web")["spec"]["vertical"]["mode"] == "autonomous"
+
+
+def test_pause_configmap_revert_pauses_and_reverts():
+    state = ClusterState()
+    cm = {
+        "metadata": {"name": "foresize-pause", "namespace": "foresize"},
+        "data": {"revert": "true"},
+    }
+    state.apply_event("ConfigMap", "ADDED", cm)
+    snapshot = state.snapshot(0.0)
+    assert snapshot.paused and snapshot.revert_all
+    cm["data"] = {"paused": "true", "revert": "false"}
+    state.apply_event("ConfigMap", "MODIFIED", cm)
+    snapshot = state.snapshot(0.0)
+    assert snapshot.paused and not snapshot.revert_all
+
+
+async def test_revert_everything_now_resizes_autonomous_pods_back_to_the_template(apiserver):
+    """`data.revert: "true"` in the pause ConfigMap: the pods of a target that stays
+    autonomous go back to their template's requests in place, as on leaving the mode."""
+    rs_uid = seed_base(apiserver)
+    apiserver.seed(target("web", finalizers=["foresize.io/revert"]))
+    for name in ("web-1", "web-2"):
+        apiserver.seed(pod(name, "600m", rs_uid))  # resized up by Foresize earlier
+    state = base_state()
+    load_state(apiserver, state)
+    cm = {
+        "metadata": {"name": "foresize-pause", "namespace": "foresize"},
+        "data": {"revert": "true"},
+    }
+    state.apply_event("ConfigMap", "ADDED", cm)
+    api = KubeApi.from_url(apiserver.url)
+    try:
+        shell = KubeShell(state, KubeExecutor(api, pod_lookup=state.pod), clock=lambda: NOW)
+        await shell.run_pass()
+        reverts = apiserver.calls("PATCH", "/resize$", code=200)
+        assert {r.path.split("/")[-2] for r in reverts} == {"web-1", "web-2"}
+        for r in reverts:
+            assert {
+                "op": "add",
+                "path": "/spec/containers/0/resources/requests/cpu",
+                "value": "200m",
+            } in r.body
+        status = apiserver.get("AIScaleTarget", "shop", "web")["status"]
+        assert status["lifecycle"]["reverting"]["reason"] == "ClusterRevert"
+    finally:
+        await api.close()
+
+
+async def test_a_maintenance_window_in_a_time_zone_holds_evictions_outside_it(apiserver):
+    """The kube shell reads the windows with the machine's zone database: at 12:00 UTC
+    (14:00 in Berlin) a nightly Berlin window is closed, so recreate evicts nothing and
+    the target's status says why; at 00:30 UTC (02:30 CEST) it evicts."""
+    rs_uid = seed_base(apiserver)
+    window = {"schedule": "0 2 * * *", "duration": "2h", "timeZone": "Europe/Berlin"}
+    suggestion = {
+        "uid": "s1",
+        "containers": [{"name": "app", "requests": {"cpu": "200m", "memory": "512Mi"}}],
+    }
+    live = target("web", finalizers=["foresize.io/revert"])
+    live["spec"]["vertical"]["update_policy"] = {"update_mode": "recreate", "min_replicas": 1}
+    live["spec"]["vertical"]["maintenance"] = {"windows": [window]}
+    live["status"] = {"hasEnoughDataToScale": True, "vertical_suggestion": suggestion}
+    apiserver.seed(live)
+    apiserver.seed(pod("web-1", "200m", rs_uid))
+    state = base_state()
+    load_state(apiserver, state)
+    api = KubeApi.from_url(apiserver.url)
+    noon = 1_782_907_200.0  # 2026-07-01T12:00:00Z
+    try:
+        shell = KubeShell(state, KubeExecutor(api, pod_lookup=state.pod), clock=lambda: noon)
+        await shell.run_pass()
+        assert apiserver.calls("POST", "/eviction$") == []
+        status = apiserver.get("AIScaleTarget", "shop", "web")["status"]
+        (held,) = status["held_back"]
+        assert held["rule"] == "maintenance_window" and held["pods"] == ["web-1"]
+        load_state(apiserver, state)
+        shell.clock = lambda: noon + 12.5 * 3600  # 2026-07-02T00:30:00Z
+        await shell.run_pass()
+        assert len(apiserver.calls("POST", "/eviction$", code=201)) == 1
+    finally:
+        await api.close()

@@ -30,7 +30,13 @@ from foresize.shells.kube.api import KubeApi
 from foresize.shells.kube.executor import KubeExecutor
 from foresize.shells.kube.operator import run_operator
 from foresize.shells.kube.options import OperatorOptions
-from foresize.shells.kube.rbac import NAME, TLS_SECRET, WEBHOOK_SERVICE
+from foresize.shells.kube.rbac import (
+    HEADROOM_NAMESPACE,
+    HEADROOM_ROLE,
+    NAME,
+    TLS_SECRET,
+    WEBHOOK_SERVICE,
+)
 from foresize.shells.kube.tls import WebhookCertificate
 from foresize.testing.apiserver import RecordedRequest, StrictApiServer
 from foresize.testing.ports import free_port
@@ -134,6 +140,11 @@ def seed_cluster(server: StrictApiServer) -> dict[str, str]:
     server.seed(rollout)
     for config in build("webhooks", namespace=OPERATOR_NS):  # as installed
         server.seed(config)
+    # A headroom placeholder (its namespace ships with the RBAC).
+    server.seed(namespace(HEADROOM_NAMESPACE))
+    placeholder = pod("foresize-headroom-x1", HEADROOM_NAMESPACE, owner=None)
+    placeholder["spec"]["priority"] = -1
+    uids["placeholder"] = server.seed(placeholder)["metadata"]["uid"]
     return uids
 
 
@@ -184,6 +195,25 @@ def one_of_each_action(uids: dict[str, str]) -> list[core.Action]:
         ],
         # Twice: the second of the same Event is its count patched (aggregation).
         core.EmitEvent: [core.EmitEvent("shop", "Pod", "web-1", "Resized", "cpu 300m")] * 2,
+        # Twice: created (the PriorityClass too), then the Deployment patched.
+        core.EnsureHeadroom: [
+            core.EnsureHeadroom(
+                HEADROOM_NAMESPACE,
+                "foresize-headroom",
+                "",
+                "karpenter.sh/nodepool",
+                n,
+                {"cpu": 250, "memory": 2**29},
+                "foresize-headroom",
+                -1,
+            )
+            for n in (2, 3)
+        ],
+        core.ReleaseHeadroom: [
+            core.ReleaseHeadroom(
+                HEADROOM_NAMESPACE, "foresize-headroom-x1", "n1", uid=uids["placeholder"]
+            )
+        ],
     }
     kinds = set(typing.get_args(core.Action))
     assert kinds == set(made), f"a new action kind needs an example here: {kinds - set(made)}"
@@ -355,6 +385,7 @@ async def test_the_roles_grant_exactly_what_the_operator_calls(tmp_path, operato
     docs = {(d["kind"], d["metadata"]["name"]): d for d in build("rbac")}
     cluster_rules = docs[("ClusterRole", NAME)]["rules"]
     role_rules = docs[("Role", NAME)]["rules"]
+    headroom_rules = docs[("Role", HEADROOM_ROLE)]["rules"]
     calls = [r for r in server.requests if r.resource]  # not discovery or /version
     assert calls and server.internal_errors == []
     # Every call is allowed: cluster-wide by the ClusterRole, in its namespace by the Role.
@@ -364,12 +395,18 @@ async def test_the_roles_grant_exactly_what_the_operator_calls(tmp_path, operato
             for c in calls
             if not allows(cluster_rules, c)
             and not (c.namespace == OPERATOR_NS and allows(role_rules, c))
+            and not (c.namespace == HEADROOM_NAMESPACE and allows(headroom_rules, c))
         }
     )
     assert refused == [], f"calls the roles do not allow: {refused}"
     # Every grant is used by some call.
     unused = []
-    for scope, rules in (("ClusterRole", cluster_rules), ("Role", role_rules)):
+    scopes = {"Role": OPERATOR_NS, "headroom Role": HEADROOM_NAMESPACE}
+    for scope, rules in (
+        ("ClusterRole", cluster_rules),
+        ("Role", role_rules),
+        ("headroom Role", headroom_rules),
+    ):
         for rule in rules:
             for group in rule["apiGroups"]:
                 for resource in rule["resources"]:
@@ -380,7 +417,7 @@ async def test_the_roles_grant_exactly_what_the_operator_calls(tmp_path, operato
                             and c.resource == res
                             and c.subresource == sub
                             and c.verb == verb
-                            and (scope == "ClusterRole" or c.namespace == OPERATOR_NS)
+                            and (scope == "ClusterRole" or c.namespace == scopes[scope])
                             for c in calls
                         )
                         if not used:

@@ -101,3 +101,32 @@ def test_equal_priority_pods_never_preempt():
     pods = pods_of(sim, "a")
     assert sorted(p.phase for p in pods) == ["Pending", "Running", "Running"]
     assert sim.events.count("Preempted") == 0
+
+
+def test_a_pod_that_fits_but_for_a_nominated_pods_room_waits_without_preempting():
+    """The room held for a pod nominated after a preemption is not free for a later one of
+    lower priority; it must not "preempt" nobody (it waits, as kube-scheduler's pod would
+    behind the nominated one)."""
+    sim = make_sim(
+        [
+            workload("l1", containers=small("500m"), priority=-1),
+            workload("l2", containers=small("100m"), priority=0),
+        ]
+    )
+
+    def pod(name: str, cpu: int, prio: int) -> Pod:
+        return Pod(
+            "default",
+            name,
+            priority=prio,
+            containers=[Container("x", ResourceRequirements({"cpu": cpu, "memory": 2**20}))],
+        )
+
+    sim.create_pod(pod("a", 1800, 10))  # preempts l1 (l2 reprieved), nominated, waits
+    sim.run(1)
+    sim.create_pod(pod("b", 1000, 5))  # fits the node's free room, not with a's held
+    sim.run(1)
+    assert [e.object.split("/")[2][:2] for e in sim.events.query("Preempted")] == ["l1"]
+    assert sim.pod("default", "b").phase == "Pending"
+    sim.run(40)
+    assert sim.pod("default", "a").phase == "Running"

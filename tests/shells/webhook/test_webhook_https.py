@@ -230,6 +230,26 @@ async def test_validate_targets_names_the_field(serve):
     assert ok["response"]["allowed"] is True
 
 
+async def test_validate_targets_checks_window_zones_with_the_zone_database(serve):
+    client = await serve(AdmissionState(default_index()))
+    window = {"schedule": "0 2 * * *", "duration": "2h", "timeZone": "Europe/Berlim"}
+    bad = target_manifest("cart", ref="cart")
+    bad["spec"]["vertical"]["maintenance"] = {"windows": [window]}
+    out = await client.post(
+        "/validate-targets",
+        review(bad, kind="AIScaleTarget", group="foresize.io", resource="aiscaletargets"),
+    )
+    assert out["response"]["allowed"] is False
+    message = out["response"]["status"]["message"]
+    assert message.startswith("spec.vertical.maintenance.windows[0].timeZone: 'Europe/Berlim'")
+    window["timeZone"] = "Europe/Berlin"
+    ok = await client.post(
+        "/validate-targets",
+        review(bad, kind="AIScaleTarget", group="foresize.io", resource="aiscaletargets"),
+    )
+    assert ok["response"]["allowed"] is True
+
+
 async def test_health_and_readiness(serve):
     state = AdmissionState()
     client = await serve(state)

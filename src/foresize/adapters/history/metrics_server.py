@@ -33,7 +33,13 @@ from foresize.adapters.history.aggregate import per_container, workload_totals
 from foresize.adapters.history.prometheus import STARTUP_EXCLUSION
 from foresize.core.api.fields import parse_timestamp
 from foresize.core.api.quantity import QuantityError, parse_quantity
-from foresize.core.history import TOTAL_CONTAINER, HistoryWriter, SeriesKey, workload_of_pod
+from foresize.core.history import (
+    TOTAL_CONTAINER,
+    HistoryWriter,
+    SeriesKey,
+    job_pod_history,
+    workload_of_pod,
+)
 
 log = logging.getLogger("foresize.collector")
 
@@ -212,8 +218,8 @@ class MetricsServerPoller:
 
     def _pod_started(self, ns: str, name: str) -> float | None:
         pod = self.state.pod(ns, name) if self.state is not None else None
-        if pod is None:
-            return None
+        if pod is None or job_pod_history(pod.owner):
+            return None  # a Job's pod: its first minutes are history too
         return pod.start_time or pod.creation_time or None
 
     async def poll_once(self) -> list[Sample]:
@@ -227,8 +233,14 @@ class MetricsServerPoller:
 
             def workload_of(ns: str, name: str) -> str | None:
                 pod = self.state.pod(ns, name)
-                owner = snap.top_owner(pod) if pod is not None else None
-                return owner.name if owner is not None else None
+                if pod is None:
+                    return None
+                owner = snap.top_owner(pod)
+                if owner is not None:
+                    return str(owner.name)
+                # An owner the state does not hold (a Job already gone): its naming.
+                ref = pod.owner
+                return workload_of_pod(name, (ref.kind, ref.name)) if ref is not None else None
 
         samples, dropped = samples_from_pod_metrics(
             items, pod_started=self._pod_started, workload_of=workload_of, now=self.clock()

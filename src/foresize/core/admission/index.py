@@ -12,9 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from foresize.core.api.quantity import CPU
 from foresize.core.cluster.coordination import coordination_problem
+from foresize.core.cluster.jobs import CRONJOB, JOB, cronjob_of_job_name
 from foresize.core.cluster.model import (
     HorizontalPodAutoscaler,
+    Node,
     OwnerRef,
     Pod,
     Suggestion,
@@ -26,6 +29,12 @@ from foresize.core.cluster.target import TargetView, dsa_view, target_view
 
 # Labels a ReplicaSet's pods carry whose value is the suffix of the ReplicaSet's name.
 _HASH_LABELS = ("pod-template-hash", "rollouts-pod-template-hash")
+
+
+def largest_node_cpu(nodes: Iterable[Node]) -> int | None:
+    """The largest allocatable CPU of a ready, schedulable node (None: no such node)."""
+    cpus = [n.allocatable.get(CPU, 0) for n in nodes if n.ready and not n.unschedulable]
+    return max(cpus) if cpus else None
 
 
 @dataclass(slots=True)
@@ -53,6 +62,9 @@ class AdmissionIndex:
     oom_floors: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     predictions: Mapping[str, int] = field(default_factory=dict)
     dsa_suggestions: Mapping[str, Suggestion] = field(default_factory=dict)
+    # The largest allocatable CPU of a ready node (millicores; None: not known): a start-up
+    # boost is clamped so the pod fits it (`cluster.boost.fit_to_node`).
+    max_node_cpu: int | None = None
 
     @classmethod
     def build(
@@ -68,10 +80,12 @@ class AdmissionIndex:
         oom_floors: Mapping[str, Mapping[str, int]] | None = None,
         predictions: Mapping[str, int] | None = None,
         dsa_suggestions: Mapping[str, Suggestion] | None = None,
+        max_node_cpu: int | None = None,
     ) -> AdmissionIndex:
         """Index targets (API models, manifest dicts or `TargetView`s). The mappings are
         keyed by "namespace/name" of the target and override what its status says."""
         index = cls(
+            max_node_cpu=max_node_cpu,
             workloads=workloads if workloads is not None else {},
             paused=paused,
             suggestions=suggestions if suggestions is not None else {},
@@ -122,6 +136,7 @@ class AdmissionIndex:
             oom_floors=oom_floors,
             predictions=predictions,
             dsa_suggestions=dsa_suggestions,
+            max_node_cpu=largest_node_cpu(snapshot.nodes.values()),
         )
 
     # -- current values (overrides first) -----------------------------------------------
@@ -182,20 +197,24 @@ class AdmissionIndex:
     def top_owner_ref(
         self, namespace: str, owner: OwnerRef | Workload | None, labels: Mapping[str, str]
     ) -> tuple[str, str] | None:
-        """(kind, name) of the top controller: ReplicaSet -> Deployment/Rollout.
+        """(kind, name) of the top controller: ReplicaSet -> Deployment/Rollout, Job ->
+        CronJob.
 
         A ReplicaSet the index does not know (the kube shell need not list them all) is
-        resolved from its name: `<deployment>-<pod-template-hash>`."""
+        resolved from its name: `<deployment>-<pod-template-hash>`; a Job likewise from
+        the CronJob controller's naming (`cluster.jobs`)."""
         if owner is None:
             return None
         if isinstance(owner, Workload):
-            if owner.kind == "ReplicaSet" and owner.owner is not None:
+            if owner.kind in ("ReplicaSet", JOB) and owner.owner is not None:
                 return owner.owner.kind, owner.owner.name
-            if owner.kind != "ReplicaSet":
+            if owner.kind not in ("ReplicaSet", JOB):
                 return owner.kind, owner.name
             kind, name = owner.kind, owner.name
         else:
             kind, name = owner.kind, owner.name
+        if kind == JOB:
+            return self._job_owner(namespace, name)
         if kind != "ReplicaSet":
             return kind, name
         rs = self.workloads.get(f"ReplicaSet/{namespace}/{name}")
@@ -208,6 +227,17 @@ class AdmissionIndex:
                 kind = "Rollout" if label.startswith("rollouts") else "Deployment"
                 return kind, parent
         return "ReplicaSet", name
+
+    def _job_owner(self, namespace: str, name: str) -> tuple[str, str]:
+        """A Job's CronJob, from the Job object if the index has it, else from its name
+        where a CronJob of that name is a target's; else the Job itself."""
+        job = self.workloads.get(f"{JOB}/{namespace}/{name}")
+        if job is not None:
+            return (job.owner.kind, job.owner.name) if job.owner is not None else (JOB, name)
+        cronjob = cronjob_of_job_name(name)
+        if cronjob is not None and (CRONJOB, namespace, cronjob) in self.by_ref:
+            return CRONJOB, cronjob
+        return JOB, name
 
     # -- lookups -------------------------------------------------------------------------
 

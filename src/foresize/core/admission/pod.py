@@ -32,7 +32,13 @@ from dataclasses import dataclass, field
 
 from foresize.core.admission.index import AdmissionIndex
 from foresize.core.api.quantity import CPU
-from foresize.core.cluster.boost import BOOST_ANNOTATION, BoostPolicy, boost_container, encode
+from foresize.core.cluster.boost import (
+    BOOST_ANNOTATION,
+    BoostPolicy,
+    boost_container,
+    encode,
+    fit_to_node,
+)
 from foresize.core.cluster.model import (
     Container,
     OwnerRef,
@@ -135,7 +141,7 @@ def decide_pod(
         return decision
     decision.containers = new_containers
     if target.startup_boost is not None:
-        _boost(pod, target, target.startup_boost, leave, decision, now)
+        _boost(pod, target, target.startup_boost, leave, decision, now, index.max_node_cpu)
     return decision
 
 
@@ -146,6 +152,7 @@ def _boost(
     leave: frozenset[str],
     decision: PodDecision,
     now: float,
+    node_cpu: int | None = None,
 ) -> None:
     """THE start-up boost (`cluster.boost`) on top of the sized containers, and the
     annotation that tells the vertical planner what to return to."""
@@ -156,6 +163,8 @@ def _boost(
         return
     back: dict[str, dict[str, int]] = {}
     boosted: dict[str, ResourceRequirements] = {}
+    bases: dict[str, ResourceRequirements] = {}
+    bounded: list[str] = []
     for c in pod.containers:
         cpolicy = target.policy_for(c.name)
         if cpolicy is None:
@@ -165,9 +174,22 @@ def _boost(
         got = boost_container(base, policy, upper.upper if upper else None, c.name)
         if got is None:
             continue
-        boosted[c.name], back[c.name] = got.resources, got.back
+        boosted[c.name], back[c.name], bases[c.name] = got.resources, got.back, base
         if got.note:
-            decision.warnings.append(f"foresize: {got.note}")
+            bounded.append(got.note)
+    if not boosted:
+        return
+    others = sum(
+        decision.containers.get(c.name, c.resources).requests.get(CPU, 0)
+        for c in pod.containers
+        if c.name not in boosted
+    ) + max((c.resources.requests.get(CPU, 0) for c in pod.init_containers), default=0)
+    node_note = fit_to_node(boosted, bases, others + pod.overhead.get(CPU, 0), node_cpu)
+    if node_note:
+        bounded.append(node_note)
+    for name in [n for n, r in boosted.items() if r.requests.get(CPU, 0) <= back[n]["request"]]:
+        del boosted[name], back[name]  # no room left to boost it at all
+    decision.warnings.extend(f"foresize: {note}" for note in bounded)
     if not boosted:
         return
     after = [c.copy(boosted.get(c.name, decision.containers.get(c.name))) for c in pod.containers]
@@ -177,7 +199,7 @@ def _boost(
         decision.warnings.append("foresize: a start-up boost would change the QoS class; none")
         return
     decision.containers.update(boosted)
-    decision.annotations[BOOST_ANNOTATION] = encode(back, policy, now)
+    decision.annotations[BOOST_ANNOTATION] = encode(back, policy, now, bounded)
 
 
 def apply_decision(pod: Pod, decision: PodDecision) -> Pod:

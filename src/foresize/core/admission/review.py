@@ -25,6 +25,7 @@ from foresize.core.api.access import JSONValue
 from foresize.core.api.quantity import QuantityError, format_quantity
 from foresize.core.cluster.kubejson import pod_from
 from foresize.core.cluster.model import Pod, ResourceRequirements
+from foresize.core.cluster.windows import TimeZones
 
 API_VERSION = "admission.k8s.io/v1"
 
@@ -297,8 +298,11 @@ def review_scale(body: object, index: AdmissionIndex, now: float) -> dict[str, A
 
 
 @guarded
-def review_target(body: object, index: AdmissionIndex, now: float) -> dict[str, Any]:
-    """AIScaleTarget and DaemonSetAutoscaler validating webhook (CREATE/UPDATE)."""
+def review_target(
+    body: object, index: AdmissionIndex, now: float, zones: TimeZones | None = None
+) -> dict[str, Any]:
+    """AIScaleTarget and DaemonSetAutoscaler validating webhook (CREATE/UPDATE); `zones`:
+    the zone database the maintenance windows are checked with."""
     uid, request = _request(body)
     kind = (request.get("kind") or {}).get("kind")
     if kind not in ("AIScaleTarget", "DaemonSetAutoscaler"):
@@ -311,7 +315,7 @@ def review_target(body: object, index: AdmissionIndex, now: float) -> dict[str, 
     if request.get("namespace") and isinstance(obj.get("metadata"), dict):
         obj["metadata"].setdefault("namespace", request["namespace"])
     errors = (
-        validate_target(obj, index)
+        validate_target(obj, index, zones)
         if kind == "AIScaleTarget"
         else validate_daemonset_autoscaler(obj, index)
     )

@@ -1,7 +1,8 @@
 """AIScaleTarget and DaemonSetAutoscaler validation for the webhook (pure): the API
 model's own rules, plus what no model can check because it needs the other objects of
 the cluster: no second AIScaleTarget for the same workload, no second
-DaemonSetAutoscaler for the same DaemonSet.
+DaemonSetAutoscaler for the same DaemonSet; and what needs the zone database: the
+maintenance windows' zones exist and the windows do not overlap.
 
 Every rule on one object lives once, in the API model (`foresize.core.api`), the CRD's
 CEL rules mirror them with the same messages, and every message starts with the field
@@ -20,16 +21,36 @@ from foresize.core.api.access import first as get
 from foresize.core.api.duration import shown
 from foresize.core.api.types import KINDS, format_validation_error
 from foresize.core.cluster.target_fields import normalise_kind
+from foresize.core.cluster.windows import TimeZones, read_maintenance, window_problems
+from foresize.core.errors import ForesizeError
 
 
-def validate_target(obj: object, index: AdmissionIndex | None = None) -> list[str]:
+def validate_target(
+    obj: object, index: AdmissionIndex | None = None, zones: TimeZones | None = None
+) -> list[str]:
     """Problems with an AIScaleTarget (manifest dict or API model); [] when valid. An object
     of the wrong shape (a list where a map belongs; the CRD schema refuses those first) is a
-    problem too, never an exception the webhook would have to answer with allow."""
+    problem too, never an exception the webhook would have to answer with allow. `zones`:
+    the zone database the maintenance windows are checked with (their zones must exist,
+    windows of different zones must not overlap); without it only what needs none."""
     try:
-        return [*model_errors(obj, "AIScaleTarget"), *_second_target(obj, index)]
+        problems = model_errors(obj, "AIScaleTarget")
+        if not problems:
+            problems = window_errors(obj, zones)
+        return [*problems, *_second_target(obj, index)]
     except (TypeError, AttributeError, ValueError) as exc:
         return [_malformed(exc)]
+
+
+def window_errors(obj: object, zones: TimeZones | None) -> list[str]:
+    """What the maintenance windows of a valid object get wrong taken together (a zone the
+    database does not know, overlapping windows: `cluster.windows.window_problems`)."""
+    vertical = get(get(obj, "spec"), "vertical")
+    try:
+        policy = read_maintenance(vertical, "spec.vertical")
+    except ForesizeError as exc:
+        return [str(exc)]
+    return window_problems(policy.windows, zones) if policy is not None else []
 
 
 def validate_daemonset_autoscaler(obj: object, index: AdmissionIndex | None = None) -> list[str]:

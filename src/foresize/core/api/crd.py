@@ -112,6 +112,35 @@ _MIN_LOOKBACK = {
     "fieldPath": ".min_lookback_to_scale",
 }
 
+_NOT_CRONJOB = "!has(self.scaleTargetRef) || self.scaleTargetRef.kind != 'CronJob'"
+# `api.jobs.cronjob_target_problem`: what a CronJob target cannot take.
+_CRONJOB_RULES = [
+    {
+        "rule": f"{_NOT_CRONJOB} || !has(self.horizontal)",
+        "message": (
+            "horizontal: a CronJob has no replicas to scale (a CronJob target is vertical only)"
+        ),
+    },
+    {
+        "rule": (
+            f"{_NOT_CRONJOB} || !has(self.vertical) || !has(self.vertical.update_policy) || "
+            "!has(self.vertical.update_policy.update_mode) || "
+            "!(self.vertical.update_policy.update_mode in ['in_place', 'in_place_or_recreate'])"
+        ),
+        "message": (
+            "vertical.update_policy.update_mode: a CronJob's pods are sized when they are "
+            "created (initial), never resized or evicted"
+        ),
+    },
+    {
+        "rule": f"{_NOT_CRONJOB} || !has(self.vertical) || !has(self.vertical.startup_boost)",
+        "message": (
+            "vertical.startup_boost: a CronJob's pods are not resized after creation, so a "
+            "boost could never be undone"
+        ),
+    },
+]
+
 CEL_RULES: dict[type[BaseModel], list[dict[str, str]]] = {
     t.AIScaleTargetSpec: [
         {
@@ -125,6 +154,7 @@ CEL_RULES: dict[type[BaseModel], list[dict[str, str]]] = {
         _ONE_AUTONOMOUS,
         *_merged_rules("vertical"),
         *_merged_rules("horizontal"),
+        *_CRONJOB_RULES,
     ],
     t.TargetTemplateSpec: [
         _ONE_AUTONOMOUS,

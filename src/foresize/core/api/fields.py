@@ -242,12 +242,18 @@ REPLICAS_MAX = 2**31 - 1
 `minReplicas`/`maxReplicas`): a larger one no workload can take (`minReplicas: 10**27` was
 accepted offline)."""
 
-WORKLOAD_KINDS = ("Deployment", "StatefulSet", "Rollout")
+SCALABLE_KINDS = ("Deployment", "StatefulSet", "Rollout")
+"""The workloads with replicas (a `*/scale` subresource): what a ClusterAIScaleTemplate
+creates targets for and what `spec.horizontal` can scale."""
+WORKLOAD_KINDS = (*SCALABLE_KINDS, "CronJob")
+"""What a `scaleTargetRef` names. A CronJob's runs are sized at pod creation from its past
+runs' peaks (`recommend.runs`): vertical only, update mode `initial` (`api.jobs`)."""
 DEFAULT_API_VERSIONS = {
     "Deployment": "apps/v1",
     "StatefulSet": "apps/v1",
     "DaemonSet": "apps/v1",
     "Rollout": "argoproj.io/v1alpha1",
+    "CronJob": "batch/v1",
 }
 
 CRON_PATTERN = r"^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|(\S+\s+){4}\S+)$"

@@ -62,7 +62,7 @@ scaleTargetRef check, `IsValidPathSegmentName`, is looser: only `/`, `%`, `.` an
 
 
 class ScaleTargetRef(StrictModel):
-    """The workload a target scales: Deployment, StatefulSet or Argo Rollout."""
+    """The workload a target scales: Deployment, StatefulSet, Argo Rollout or CronJob."""
 
     apiVersion: str | None = Field(default=None, max_length=253)
     kind: Annotated[str, PlainValidator(one_of(WORKLOAD_KINDS))] = Field(

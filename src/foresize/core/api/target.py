@@ -23,6 +23,7 @@ from foresize.core.api.fields import (
     Timestamp,
     error_message,
 )
+from foresize.core.api.jobs import CRONJOB, cronjob_target_problem
 from foresize.core.api.meta import APIObject, LabelSelector, ScaleTargetRef
 from foresize.core.api.model import ModelOverride, ModelSpec
 from foresize.core.api.names import dns_label_error, dns_subdomain_error
@@ -105,7 +106,7 @@ class ShadowPolicy(StrictModel):
 
 class AIScaleTargetSpec(ScalingSpec):
     scaleTargetRef: ScaleTargetRef | None = None
-    """The workload (Deployment, StatefulSet, Argo Rollout); exclusive with selector."""
+    """The workload (Deployment, StatefulSet, Argo Rollout, CronJob); exclusive with selector."""
     selector: LabelSelector | None = None
     """Pods by label (vertical only); exclusive with scaleTargetRef."""
     shadow: list[ShadowPolicy] = Field(default_factory=list, max_length=MAX_SHADOW_POLICIES)
@@ -117,6 +118,10 @@ class AIScaleTargetSpec(ScalingSpec):
             raise ValueError("exactly one of scaleTargetRef or selector must be set")
         if self.selector is not None and self.horizontal is not None:
             raise ValueError("horizontal needs scaleTargetRef (a selector is vertical only)")
+        if self.scaleTargetRef is not None and self.scaleTargetRef.kind == CRONJOB:
+            problem = cronjob_target_problem(self.vertical, self.horizontal)
+            if problem is not None:
+                raise ValueError(problem)
         names = [p.name for p in self.shadow]
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:

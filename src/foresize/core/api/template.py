@@ -12,8 +12,8 @@ from pydantic import (
 )
 
 from foresize.core.api.fields import (
+    SCALABLE_KINDS,
     SYSTEM_NAMESPACES,
-    WORKLOAD_KINDS,
     ClusterAIScaleTemplateKind,
     OpenModel,
     StrictModel,
@@ -59,13 +59,13 @@ NamespaceName = Annotated[
 class ClusterAIScaleTemplateSpec(StrictModel):
     selector: LabelSelector
     kinds: Annotated[
-        list[Annotated[str, PlainValidator(one_of(WORKLOAD_KINDS))]],
+        list[Annotated[str, PlainValidator(one_of(SCALABLE_KINDS))]],
         AfterValidator(unique),
     ] = Field(
-        default_factory=lambda: list(WORKLOAD_KINDS),
+        default_factory=lambda: list(SCALABLE_KINDS),
         min_length=1,
         max_length=3,
-        json_schema_extra={"items": {"type": "string", "enum": list(WORKLOAD_KINDS)}},
+        json_schema_extra={"items": {"type": "string", "enum": list(SCALABLE_KINDS)}},
     )
     template: TargetTemplate = Field(default_factory=TargetTemplate)
     conflictResolution: Annotated[str, PlainValidator(one_of(("skip", "override")))] = Field(

@@ -110,6 +110,36 @@ class EmitEvent:
     uid: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class EnsureHeadroom:
+    """Create or update a pool's placeholder Deployment (`cluster.headroom`): pause pods
+    of `requests` each, `replicas` of them, in PriorityClass `priority_class` (created
+    with value `priority` and `preemptionPolicy: Never` where missing), on the nodes
+    whose `pool_label` is `pool` (no node selector where `pool_label` is "")."""
+
+    namespace: str
+    name: str
+    pool: str
+    pool_label: str
+    replicas: int
+    requests: ResourceMap
+    priority_class: str
+    priority: int
+    demand: ResourceMap = field(default_factory=dict)  # the forecast it was sized for
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseHeadroom:
+    """DELETE a placeholder pod (grace 0) so an upsize on its node lands in place; its
+    Deployment recreates it wherever there is room, or Pending for the node autoscaler."""
+
+    namespace: str
+    name: str
+    node: str
+    uid: str = ""  # precondition: the placeholder the release was planned for
+    reason: str = ""
+
+
 Action = (
     ResizePod
     | PatchPodMetadata
@@ -118,6 +148,8 @@ Action = (
     | RestartWorkload
     | WriteTargetStatus
     | EmitEvent
+    | EnsureHeadroom
+    | ReleaseHeadroom
 )
 
 

@@ -4,7 +4,8 @@ Many services need several times their steady CPU while they start (JIT compilat
 cache warm-up): sized for steady state they start slowly and fail probes, sized for
 start-up they waste it all day. With `spec.vertical.startup_boost` the pod webhook raises
 each managed container's CPU at admission (a factor or an absolute request, bounded by
-`max_cpu` and the container's upperbound), and records what it would have set without the
+`max_cpu`, the container's upperbound and the largest node's allocatable CPU: `fit_to_node`),
+and records what it would have set without the
 boost in the pod's `foresize.io/startup-boost` annotation; once the start-up period is
 over (the pod is Ready, or `duration` after its start) the vertical planner resizes the
 pod back in place to those values. Pure: both shells run it (the webhook's decision and
@@ -80,12 +81,53 @@ def boost_container(
     return Boosted(ResourceRequirements(requests, limits), back, note)
 
 
-def encode(back: dict[str, dict[str, int]], policy: BoostPolicy, start: float) -> str:
-    """The annotation's value: per container what to return to, and when the boost ends
-    (`until`: epoch seconds, absent: when the pod is Ready)."""
+def fit_to_node(
+    boosted: dict[str, ResourceRequirements],
+    base: dict[str, ResourceRequirements],
+    others: int,
+    node_cpu: int | None,
+) -> str:
+    """Clamp the boosted containers so the pod's CPU request (theirs + `others`, the
+    containers not boosted, init containers' and overhead included) fits the largest
+    node's allocatable CPU: a boost no node can hold would leave the pod Pending, which is
+    the slow start the boost is for. Each boost is cut by the same share of its raise, the
+    limit with it (QoS kept). Returns the note ("" if it fit); `boosted` is changed."""
+    if node_cpu is None:
+        return ""
+    total = others + sum(r.requests.get(CPU, 0) for r in boosted.values())
+    if total <= node_cpu:
+        return ""
+    raise_ = sum(r.requests.get(CPU, 0) - base[n].requests.get(CPU, 0) for n, r in boosted.items())
+    room = max(0, node_cpu - others - sum(base[n].requests.get(CPU, 0) for n in boosted))
+    share = min(1.0, room / raise_) if raise_ > 0 else 0.0
+    for name, res in boosted.items():
+        before = base[name].requests.get(CPU, 0)
+        want = before + math.floor((res.requests.get(CPU, 0) - before) * share)
+        ratio = want / before if before else 1.0
+        res.requests[CPU] = want
+        if CPU in res.limits and CPU in base[name].limits:
+            lim = base[name].limits[CPU]
+            res.limits[CPU] = want if lim == before else math.ceil(lim * ratio)
+    return (
+        f"boost bounded by the largest node's allocatable CPU ({node_cpu}m): the pod "
+        f"would ask {total}m"
+    )
+
+
+def encode(
+    back: dict[str, dict[str, int]],
+    policy: BoostPolicy,
+    start: float,
+    bounded: list[str] | None = None,
+) -> str:
+    """The annotation's value: per container what to return to, when the boost ends
+    (`until`: epoch seconds, absent: when the pod is Ready), and what bounded it (the
+    planner reports it in the target's status while the pod starts)."""
     value: dict[str, Any] = {"containers": back}
     if policy.duration is not None:
         value["until"] = start + policy.duration
+    if bounded:
+        value["bounded"] = list(bounded)
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
@@ -96,6 +138,7 @@ class BoostState:
     back: dict[str, dict[str, int]]  # container -> {"request", "limit"} millicores
     until: float | None
     problem: str = ""  # a malformed annotation: the pod is left alone, the note says why
+    bounded: tuple[str, ...] = ()  # what clamped the boost at admission
 
     def active(self, pod: Pod, now: float) -> bool:
         """Still in its start-up period (not Ready yet, or before `until`)."""
@@ -126,6 +169,7 @@ def boost_state(pod: Pod) -> BoostState | None:
         }
         until = value.get("until")
         until_s = float(until) if until is not None else None
+        bounded = tuple(str(b) for b in value.get("bounded") or ())
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         return BoostState({}, None, f"{BOOST_ANNOTATION} is not what the webhook writes: {exc}")
-    return BoostState(back, until_s)
+    return BoostState(back, until_s, bounded=bounded)

@@ -22,6 +22,13 @@ The replicas an HPA is forecast to add (`horizontal.coming`, seed 004: the scale
 the peak that found the room taken by upsizes sent ahead of it) are placed the same way,
 after the pods really Pending, as the pods admission would create: their room is kept
 free like a Pending pod's.
+
+Headroom placeholders (`cluster.headroom`, where the ledger is given their namespace) are
+room held for upsizes: their charge counts as free. A reservation that needs it takes the
+node's placeholders, fewest first (largest first, then by name), and for a resize lists
+them in `released` (the pass deletes them before the resize is sent: the kubelet grants
+only what its node has free); a recreated pod takes them without a release (the scheduler
+preempts them). Pending placeholders claim no room.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from foresize.core.cluster.actions import ContainerResize
+from foresize.core.cluster.headroom import is_placeholder
 from foresize.core.cluster.model import (
     Container,
     ContainerStatus,
@@ -188,31 +196,70 @@ class NodeLedger:
     """Free capacity per node for one pass, reduced as resizes and recreations are admitted,
     and the room Pending pods need (see the module's notes)."""
 
-    def __init__(self, snapshot: ClusterSnapshot, expected: Iterable[Pod] = ()) -> None:
+    def __init__(
+        self,
+        snapshot: ClusterSnapshot,
+        expected: Iterable[Pod] = (),
+        headroom_namespace: str | None = None,
+    ) -> None:
         """`expected`: the pods an HPA is forecast to add (not in the snapshot), as
-        admission would create them; their room is kept like a Pending pod's."""
+        admission would create them; their room is kept like a Pending pod's.
+        `headroom_namespace`: where headroom placeholders live (None: no headroom)."""
         self.snapshot = snapshot
         self._free: dict[str, ResourceMap] = {}
         self._pending: list[PendingNeed] | None = None
         self._expected = expected_pods(expected)
+        self._headroom = headroom_namespace
+        # node -> the placeholders on it whose room is still held, taken from the end.
+        self._held: dict[str, list[tuple[Pod, ResourceMap]]] = {}
+        self.released: list[Pod] = []  # placeholders a resize of this pass needs gone
+
+    def _placeholder(self, pod: Pod) -> bool:
+        return self._headroom is not None and is_placeholder(pod, self._headroom)
 
     def free(self, node: str) -> ResourceMap:
-        """Allocatable minus the scheduler's charge of every pod on the node (cached)."""
+        """Allocatable minus the scheduler's charge of every pod on the node but the
+        headroom placeholders (their room is held for upsizes; cached)."""
         free = self._free.get(node)
         if free is None:
             n = self.snapshot.nodes.get(node)
             free = dict(n.allocatable) if n is not None else {}
+            held = []
             for p in self.snapshot.pods_on_node(node):
-                for r, v in pod_charge(p).items():
+                charge = pod_charge(p)
+                if self._placeholder(p) and not p.terminating:
+                    held.append((p, charge))
+                    continue
+                for r, v in charge.items():
                     free[r] = free.get(r, 0) - v
+            # Taken from the end: the smallest (then last by name) first, so a small
+            # upsize releases one small placeholder, not a large one.
+            held.sort(key=lambda e: (-sum(e[1].values()), e[0].name))
+            self._held[node] = held
             self._free[node] = free
         return free
 
-    def reserve(self, node: str, delta: ResourceMap) -> None:
+    def reserve(self, node: str, delta: ResourceMap, *, release: bool = True) -> None:
+        """Take `delta` from the node's free room; where that leaves less than the
+        placeholders hold, take placeholders until it does not (listed in `released`
+        for a resize; `release=False` for a recreated pod the scheduler places)."""
         free = self.free(node)
         for r, v in delta.items():
             if v > 0:
                 free[r] = free.get(r, 0) - v
+        held = self._held.get(node, [])
+
+        def short() -> bool:
+            kept: ResourceMap = {}
+            for _, charge in held:
+                for r, v in charge.items():
+                    kept[r] = kept.get(r, 0) + v
+            return any(free.get(r, 0) < kept.get(r, 0) for r, v in delta.items() if v > 0)
+
+        while held and short():
+            pod, _ = held.pop()
+            if release:
+                self.released.append(pod)
 
     def pending(self) -> list[PendingNeed]:
         """The Pending pods' needs, placed once per pass (see the module's notes)."""
@@ -221,7 +268,7 @@ class NodeLedger:
             placed: dict[str, ResourceMap] = {}
             nodes = self.snapshot.nodes
             open_nodes = sorted(n for n, v in nodes.items() if v.ready and not v.unschedulable)
-            queue = [(p, False) for p in pending_pods(self.snapshot)]
+            queue = [(p, False) for p in pending_pods(self.snapshot) if not self._placeholder(p)]
             queue += [(p, True) for p in self._expected]
             for pod, expected in queue:
                 need = positive(spec_requests(pod))
@@ -325,6 +372,6 @@ class NodeLedger:
                 {r: v - own.get(r, 0) for r, v in need.items()} if name == pod.node_name else need
             )
             if fits(need, room) and self.blocker(name, grow, pod.priority) is None:
-                self.reserve(name, need)
+                self.reserve(name, need, release=False)
                 return True
         return False

@@ -10,19 +10,24 @@ the pair from the forecast total alone:
 
 - F is the central (median) forecast of the total: the HPA's own headroom (1/u) covers
   the bursts above it, so a high quantile on top would pay for that headroom twice;
+- a = u x (1 + `BAND_SHARE` x tolerance): the utilisation aimed at, half way into the
+  band where the HPA proposes no change;
 - replicas N = the HPA's own count at F with the template's per-pod request R0:
-  ceil(F / (R0 x u)), within minReplicas / maxReplicas;
-- per-pod request R = F / (N x u), within the containers' bounds; if a bound clamps it, N
-  is recomputed at the clamped R (within min/max).
+  ceil(F / (R0 x a)), within minReplicas / maxReplicas; the count published last is kept
+  while its request stays within `REQUEST_DRIFT` of R0 (damping: the floor does not churn);
+- per-pod request R = F / (N x a), within the containers' bounds and at least
+  min(R0, P / (maxReplicas x u)) for the day's peak total P (a burst after a quiet
+  forecast still fits within maxReplicas); if a bound clamps it, N is recomputed at the
+  clamped R (within min/max).
 
-At the forecast load the HPA's utilisation is then F / (N x R) = u, its target: it
-settles at N instead of chasing the request, and N x R = F / u covers the forecast with
-the HPA's own headroom (1/u). Nothing in the pair reads the HPA's current count or the
-pods' current request, so there is no loop to run away. R < R0 where the HPA cannot act:
-at minReplicas (F / (min x u) < R0) and in the rounding of the ceil; R > R0 only at
-maxReplicas, where the HPA can add no pod. For a target average value V the request is
-not in the HPA's arithmetic: N = ceil(F / V) and R = F / N (each pod's share of the
-forecast).
+At the forecast load the HPA's utilisation is then F / (N x R) = a, inside its tolerance:
+it settles at N instead of chasing the request, and N x R = F / a covers the forecast with
+the HPA's own headroom. Nothing in the pair reads the HPA's current count or the pods'
+current request, so there is no loop to run away. R < R0 where the HPA cannot act: at
+minReplicas (F / (min x a) < R0), in the band and in the rounding of the ceil; R > R0
+when a kept count carries a rising forecast (up to `REQUEST_DRIFT`) and at maxReplicas,
+where the HPA can add no pod. For a target average value V the request is not in the
+HPA's arithmetic: N = ceil(F / V) and R = F / N (each pod's share of the forecast).
 
 Coordination needs exactly one metric, of type Resource, on cpu or memory, with a
 utilisation or average-value target, and minReplicas <= maxReplicas; anything else is
@@ -90,6 +95,22 @@ class Pair:
     reason: str
 
 
+HPA_TOLERANCE = 0.1
+"""The HPA controller's default tolerance: a usage ratio within 10% of 1 proposes no
+change (`--horizontal-pod-autoscaler-tolerance`)."""
+BAND_SHARE = 0.5
+"""How far into the HPA's tolerance band the pair puts its utilisation at the forecast:
+u x (1 + 0.5 x 10%). The HPA proposes no change anywhere in the band, so a pair aimed at u
+itself pays for the lower half of the band for nothing; aimed at the band's upper edge, any
+minute above the forecast would scale the HPA out. Half way keeps 5% of the forecast as
+margin before the HPA acts (measured in docs/horizontal.md)."""
+REQUEST_DRIFT = 0.25
+"""How far (either way) the per-pod request may move from the template's while the
+published replica count is kept: inside it, a new forecast moves the request (an in-place
+resize) rather than the replicas, so the floor does not churn with every decision. Below it
+only at minReplicas, where the HPA cannot act (the saving there)."""
+
+
 def coordinate(
     hpa: HorizontalPodAutoscaler,
     forecast_total: float,
@@ -99,10 +120,15 @@ def coordinate(
     upper: int | None = None,
     min_replicas: int | None = None,
     max_replicas: int | None = None,
+    peak: float | None = None,
+    previous: Pair | None = None,
 ) -> Pair | None:
     """The (replicas, per-pod request) pair for a forecast total (canonical units; see the
     module's notes). `lower` / `upper`: the summed bounds of the pod's containers;
-    `min_replicas` / `max_replicas`: the target's own bounds within the HPA's."""
+    `min_replicas` / `max_replicas`: the target's own bounds within the HPA's; `peak`: the
+    workload's peak total of the last day (the request never drops below what carries it
+    within maxReplicas at target); `previous`: the pair published last (its count is kept
+    while the request stays within `REQUEST_DRIFT` of the template's)."""
     metric = coordinated_metric(hpa)
     if metric is None or template_request <= 0:
         return None
@@ -110,53 +136,64 @@ def coordinate(
     hi = min(hpa.max_replicas, max_replicas) if max_replicas is not None else hpa.max_replicas
     hi = max(hi, lo)
     f = max(float(forecast_total), 0.0)
-    if metric.target_utilization is not None:
-        u = metric.target_utilization / 100.0
-        n = predict_replicas(f, template_request * u, min_replicas=lo, max_replicas=hi)
-        want = _round_up(f / (n * u))
-        request = _clamp(want, lower, upper)
-        if request != want:  # a bound moved the request: the HPA's count at it
-            n = predict_replicas(f, request * u, min_replicas=lo, max_replicas=hi)
-            why = f"request held at its {'lower' if request > want else 'upper'} bound"
-        elif n == lo and lo > 0 and f < lo * template_request * u:
-            why = f"at minReplicas {lo} the template's request leaves the HPA below target"
-        elif n == hi:
-            why = f"at maxReplicas {hi}: the request carries what more replicas cannot"
+    if metric.target_utilization is None:
+        value = float(metric.target_average_value or 0)
+        n = predict_replicas(f, value, min_replicas=lo, max_replicas=hi)
+        request = _clamp(_round_up(f / n), lower, upper)
+        return Pair(n, request, f"averageValue target: each of {n} pods carries its share")
+    u = metric.target_utilization / 100.0
+    aim = u * (1.0 + BAND_SHARE * HPA_TOLERANCE)
+    n = predict_replicas(f, template_request * aim, min_replicas=lo, max_replicas=hi)
+    kept = (
+        previous is not None
+        and previous.replicas != n
+        and _keeps(previous.replicas, f, aim, template_request, lo, hi)
+    )
+    if previous is not None and kept:
+        n = previous.replicas
+    want = _round_up(f / (n * aim))
+    # The day's peak must fit within maxReplicas at target: a request lowered for a quiet
+    # forecast would otherwise let a burst drive the HPA to maxReplicas at that request.
+    # Never above the template's: where even that does not fit, the HPA alone would sit at
+    # maxReplicas too.
+    fits = 0
+    if peak is not None and peak > 0:
+        fits = min(_round_up(peak / (hi * u)), template_request)
+    floor = max(lower or 0, fits)
+    request = _clamp(want, floor or None, upper)
+    if request != want:  # a bound moved the request: the HPA's count at it
+        n = predict_replicas(f, request * aim, min_replicas=lo, max_replicas=hi)
+        if request > want and fits > (lower or 0):
+            why = f"request held so the day's peak fits within maxReplicas {hi} at target"
         else:
-            why = "replicas as the HPA would run them at the forecast, request at its target"
-        util = f / (n * request) * 100.0 if request else 0.0
-        return Pair(
-            n,
-            request,
-            f"{why}; forecast utilisation {util:.0f}% (target {metric.target_utilization}%)",
-        )
-    value = float(metric.target_average_value or 0)
-    n = predict_replicas(f, value, min_replicas=lo, max_replicas=hi)
-    request = _clamp(_round_up(f / n), lower, upper)
-    return Pair(n, request, f"averageValue target: each of {n} pods carries its share")
-
-
-HPA_TOLERANCE = 0.1
-"""The HPA controller's default tolerance: a usage ratio within 10% of 1 proposes no
-change (`--horizontal-pod-autoscaler-tolerance`)."""
-
-
-def still_holds(pair: Pair, hpa: HorizontalPodAutoscaler, forecast_total: float) -> bool:
-    """Whether a published pair still does its job for a new forecast: the HPA would
-    propose no change at the forecast load (its ratio within the tolerance). Re-deciding
-    then would only move replicas and requests the HPA itself would leave alone."""
-    metric = coordinated_metric(hpa)
-    if metric is None or pair.request <= 0 or pair.replicas <= 0:
-        return False
-    if not hpa.min_replicas <= pair.replicas <= hpa.max_replicas:
-        return False
-    if metric.target_utilization is not None:
-        target = pair.replicas * pair.request * metric.target_utilization / 100.0
+            why = f"request held at its {'lower' if request > want else 'upper'} bound"
+    elif n == lo and lo > 0 and f < lo * template_request * aim:
+        why = f"at minReplicas {lo} the template's request leaves the HPA below target"
+    elif n == hi:
+        why = f"at maxReplicas {hi}: the request carries what more replicas cannot"
+    elif kept:
+        why = f"{n} replicas kept, the request within {REQUEST_DRIFT:.0%} of the template's"
     else:
-        target = pair.replicas * float(metric.target_average_value or 0)
-    if target <= 0:
+        why = "replicas as the HPA would run them at the forecast"
+    util = f / (n * request) * 100.0 if request else 0.0
+    return Pair(
+        n,
+        request,
+        f"{why}; forecast utilisation {util:.0f}% (target {metric.target_utilization}%, "
+        f"no HPA change up to {metric.target_utilization * (1 + HPA_TOLERANCE):.0f}%)",
+    )
+
+
+def _keeps(replicas: int, f: float, aim: float, template: int, lo: int, hi: int) -> bool:
+    """Whether `replicas` still serve the forecast `f` with a request within
+    `REQUEST_DRIFT` of the template's (any lower request at minReplicas, any higher one
+    at maxReplicas)."""
+    if not lo <= replicas <= hi or replicas <= 0:
         return False
-    return abs(max(forecast_total, 0.0) / target - 1.0) <= HPA_TOLERANCE
+    r = f / (replicas * aim)
+    if r > template * (1.0 + REQUEST_DRIFT) and replicas < hi:
+        return False
+    return r >= template * (1.0 - REQUEST_DRIFT) or replicas == lo
 
 
 def _round_up(v: float) -> int:

@@ -51,6 +51,8 @@ WORKLOAD_KINDS: dict[str, tuple[str, str]] = {
     "DaemonSet": ("apps/v1", "daemonsets"),
     "ReplicaSet": ("apps/v1", "replicasets"),
     "Rollout": ("argoproj.io/v1alpha1", "rollouts"),
+    "CronJob": ("batch/v1", "cronjobs"),
+    "Job": ("batch/v1", "jobs"),
 }
 
 
@@ -434,13 +436,20 @@ def template_from(
 
 
 def workload_from(kind: str, obj: dict[str, Any], dropped: list[str] | None = None) -> Workload:
-    """Deployment / StatefulSet / DaemonSet / ReplicaSet / Argo Rollout -> `Workload`."""
+    """Deployment / StatefulSet / DaemonSet / ReplicaSet / Argo Rollout / CronJob / Job
+    -> `Workload`. A CronJob's template is its `jobTemplate`'s pod template and its
+    replicas the Job's parallelism; a Job's owner is its CronJob (`cluster.jobs`)."""
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
     where = f"{kind} {meta.get('namespace', '')}/{meta.get('name', '')}"
+    if kind == "CronJob":
+        spec = (spec.get("jobTemplate") or {}).get("spec") or {}
+        where += " jobTemplate.spec"
     if kind == "DaemonSet":
         replicas = int(status.get("desiredNumberScheduled") or 0)
+    elif kind in ("CronJob", "Job"):
+        replicas = int(spec["parallelism"]) if spec.get("parallelism") is not None else 1
     else:
         replicas = int(spec["replicas"]) if spec.get("replicas") is not None else 1
     return Workload(
@@ -452,8 +461,8 @@ def workload_from(kind: str, obj: dict[str, Any], dropped: list[str] | None = No
         selector=dict((spec.get("selector") or {}).get("matchLabels") or {}),
         replicas=replicas,
         template=template_from(spec.get("template"), f"{where} template", dropped),
-        paused=bool(spec.get("paused", False)),
-        owner=owner_from(meta) if kind == "ReplicaSet" else None,
+        paused=bool((obj.get("spec") or {}).get("suspend" if kind == "CronJob" else "paused")),
+        owner=owner_from(meta) if kind in ("ReplicaSet", "Job") else None,
     )
 
 

@@ -246,7 +246,8 @@ class PodTemplate:
 
 @dataclass(slots=True)
 class Workload:
-    """A pod controller: Deployment, StatefulSet, DaemonSet, Argo Rollout or ReplicaSet."""
+    """A pod controller: Deployment, StatefulSet, DaemonSet, Argo Rollout, ReplicaSet,
+    CronJob or Job (`cluster.jobs`)."""
 
     kind: str
     namespace: str
@@ -257,7 +258,7 @@ class Workload:
     replicas: int = 1
     template: PodTemplate = field(default_factory=PodTemplate)
     paused: bool = False
-    # ReplicaSet only: the Deployment (or Rollout) that owns it.
+    # ReplicaSet: the Deployment (or Rollout) that owns it; Job: its CronJob.
     owner: OwnerRef | None = None
 
     @property

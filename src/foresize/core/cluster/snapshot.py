@@ -21,7 +21,10 @@ from foresize.core.cluster.model import (
     Workload,
 )
 
-TOP_LEVEL_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "Rollout")
+TOP_LEVEL_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "Rollout", "CronJob")
+# The controllers a top-level workload runs its pods through: a Deployment or Rollout its
+# ReplicaSets, a CronJob its Jobs (`cluster.jobs`).
+_INTERMEDIATE_KINDS = ("ReplicaSet", "Job")
 
 # A Foresize object as the shells hand it in: the API model both shells parse every object
 # into, or the same object as a manifest dict (a hand-written fixture). The planners read
@@ -73,6 +76,9 @@ class ClusterSnapshot:
     policies_resolved: bool = False
     server_version: tuple[int, int] = (1, 35)
     paused: bool = False  # cluster-wide pause (ConfigMap flag)
+    # "Revert everything now" (the pause ConfigMap's `revert: "true"`, which also pauses):
+    # every autonomous target's pods go back to their templates (`lifecycle.planner`).
+    revert_all: bool = False
     # The pod webhook is serving (server up, certificate valid). An evicted pod gets its
     # new size only through it, so the vertical worker holds evictions while this is
     # False. The shells derive it: the operator from its webhook server, the simulator
@@ -85,13 +91,14 @@ class ClusterSnapshot:
         return self.workloads.get(f"{kind}/{namespace}/{name}")
 
     def top_owner(self, pod: Pod) -> Workload | None:
-        """Resolve the pod's controller chain: ReplicaSet -> Deployment/Rollout, or direct."""
+        """Resolve the pod's controller chain: ReplicaSet -> Deployment/Rollout, Job ->
+        CronJob, or direct."""
         if pod.owner is None:
             return None
         wl = self.workload(pod.owner.kind, pod.namespace, pod.owner.name)
         if wl is None:
             return None
-        if wl.kind == "ReplicaSet" and wl.owner is not None:
+        if wl.kind in _INTERMEDIATE_KINDS and wl.owner is not None:
             parent = self.workload(wl.owner.kind, pod.namespace, wl.owner.name)
             return parent if parent is not None else wl
         return wl

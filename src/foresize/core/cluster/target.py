@@ -24,6 +24,7 @@ from foresize.core.api.access import first as get
 from foresize.core.api.containers import ANY_CONTAINER, entry_for
 from foresize.core.api.duration import parse_duration, parse_duration_field
 from foresize.core.api.hysteresis import DEFAULT_SCALE_DOWN, DEFAULT_SCALE_UP, Threshold
+from foresize.core.api.jobs import CRONJOB, CRONJOB_UPDATE_MODE, RESIZING_MODES
 from foresize.core.api.quantity import CPU, MEMORY
 from foresize.core.api.selectors import selector_matches
 from foresize.core.api.vocabulary import (
@@ -300,6 +301,15 @@ def _read_target(obj: JSONValue) -> TargetView:
     errors: list[str] = []
     selector, expressions = selector_of(get(spec, "selector"), where, errors)
     vertical_fields = _read_vertical(vertical, f"{where}: spec.vertical", errors)
+    if normalise_kind(get(ref, "kind")) == CRONJOB:
+        # `api.jobs`: a CronJob's pods are sized at creation only, whatever a manifest
+        # dict (not validated by the API types) says.
+        if vertical_fields["update_mode"] in RESIZING_MODES:
+            errors.append(
+                f"{where}: spec.vertical.update_policy.update_mode: a CronJob's pods are "
+                f"sized when they are created ({CRONJOB_UPDATE_MODE}), never resized or evicted"
+            )
+        vertical_fields["update_mode"] = CRONJOB_UPDATE_MODE
     labels = get(get(obj, "metadata", default={}), "labels", default={}) or {}
     return TargetView(
         kind="AIScaleTarget",

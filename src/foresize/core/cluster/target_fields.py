@@ -39,6 +39,7 @@ KIND_ALIASES = {
     "argorollout": "Rollout",
     "daemonset": "DaemonSet",
     "replicaset": "ReplicaSet",
+    "cronjob": "CronJob",
 }
 
 RECREATE_MODES = frozenset({"recreate", "in_place_or_recreate"})
@@ -251,7 +252,7 @@ def selector_of(
     return match_labels, tuple(expressions)
 
 
-def conditions_of(status: JSONValue) -> tuple[dict[str, JSONValue], ...]:
+def conditions_of(status: object) -> tuple[dict[str, JSONValue], ...]:
     """`status.conditions` as plain dicts (API models or dicts alike): a merge patch
     replaces the whole list, so a writer of one condition writes the others back as read."""
     out = []
@@ -262,7 +263,7 @@ def conditions_of(status: JSONValue) -> tuple[dict[str, JSONValue], ...]:
     return tuple(out)
 
 
-def persisted_of(status: JSONValue, key: str) -> dict[str, JSONValue] | None:
+def persisted_of(status: object, key: str) -> dict[str, JSONValue] | None:
     """What a controller of Foresize persisted in `status.<key>` (the vertical worker's
     `disruption`, the lifecycle's `lifecycle`): an extra field of the API model or a key of
     a dict, as a plain dict; None when there is none (or it is not a mapping)."""
@@ -279,7 +280,7 @@ def persisted_of(status: JSONValue, key: str) -> dict[str, JSONValue] | None:
     return dict(value) if isinstance(value, Mapping) else None
 
 
-def shadow_policies(spec: JSONValue) -> tuple[ShadowPolicy, ...]:
+def shadow_policies(spec: object) -> tuple[ShadowPolicy, ...]:
     """The target's `spec.shadow` entries as API objects (those that do not parse are left
     out: the validating webhook and `foresize validate` refuse them)."""
     from foresize.core.api.target import ShadowPolicy

@@ -16,10 +16,10 @@ rewritten before it is published:
 - `status.coordination` records the pair, the forecast, the HPA and why; an Event
   `Coordinated` says so whenever the pair changes.
 
-A published pair that still holds the new forecast (the HPA would propose no change at
-it) is kept as it is: re-deciding would only move
-replicas and requests the HPA itself would leave alone. Otherwise a move of R smaller
-than the target's `scaling_behavior` threshold keeps the published R.
+The published count is kept while its request stays near the template's (the damping of
+`cluster.coordination.coordinate`); at an unchanged count a move of R smaller than the
+target's `scaling_behavior` threshold keeps the published R. The workload's peak total
+of the last day (`peaks`) keeps R high enough for that peak to fit within maxReplicas.
 Without a forecast of the workload's total yet, the HPA's resource is taken out of the
 suggestion (nothing uncoordinated is applied) and status says it waits. An HPA it cannot
 coordinate with (`coordination_problem`) leaves the resource alone as under `leave`, and
@@ -42,7 +42,6 @@ from foresize.core.cluster.coordination import (
     describe_hpa,
     scale_up_allowance,
     split_request,
-    still_holds,
 )
 from foresize.core.cluster.model import HorizontalPodAutoscaler, Workload
 from foresize.core.cluster.qos import effective_requests
@@ -67,11 +66,13 @@ def plan_coordination(
     previous: Mapping[str, Pair],
     *,
     horizon: float = 900.0,
+    peaks: Mapping[str, Mapping[str, float]] | None = None,
 ) -> CoordinationPlan:
     """Rewrites, in place, the status `writes` of coordinating targets (see the module's
     notes); returns the scale-ups, events and the pairs decided. `forecasts`: target key
     -> resource -> the central forecast (median) of the workload's total usage over the
-    horizon (canonical)."""
+    horizon (canonical); `peaks`: target key -> resource -> the workload's peak total of
+    the last day (canonical; `horizontal.coming.peak_totals`)."""
     plan = CoordinationPlan()
     by_key: dict[str, TargetView] = {}
     for obj in snapshot.targets:
@@ -119,7 +120,9 @@ def plan_coordination(
                 "Ignored", hpa, now, reason=f"{problem}; its resource's request is left alone"
             )
             continue
-        pair = _decide(view, wl, hpa, forecasts.get(key, {}), previous.get(key))
+        pair = _decide(
+            view, wl, hpa, forecasts.get(key, {}), previous.get(key), (peaks or {}).get(key, {})
+        )
         resource = hpa.metrics[0].resource or ""
         if pair is None:
             _drop_resource(write.status, resource)
@@ -192,6 +195,7 @@ def _decide(
     hpa: HorizontalPodAutoscaler,
     forecast: Mapping[str, float],
     prev: Pair | None,
+    peak: Mapping[str, float],
 ) -> Pair | None:
     resource = hpa.metrics[0].resource or ""
     if resource not in forecast:
@@ -218,17 +222,12 @@ def _decide(
         upper=upper if has_upper else None,
         min_replicas=view.min_replicas,
         max_replicas=view.max_replicas,
+        peak=peak.get(resource),
+        previous=prev,
     )
-    if pair is None or prev is None:
+    if pair is None or prev is None or pair.replicas != prev.replicas:
         return pair
-    if (pair.replicas, pair.request) != (prev.replicas, prev.request) and still_holds(
-        prev, hpa, forecast[resource]
-    ):
-        return Pair(
-            prev.replicas,
-            prev.request,
-            "the published pair still holds the forecast within the HPA's tolerance",
-        )
+    # The same count: a small move of the request is not worth a resize of every pod.
     rule = view.scale_up if pair.request > prev.request else view.scale_down
     if not rule.significant(resource, prev.request, pair.request):
         return Pair(pair.replicas, prev.request, pair.reason + " (request change below threshold)")

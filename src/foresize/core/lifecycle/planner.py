@@ -17,6 +17,13 @@ shell applies `plan.actions`, removes the `foresize.io/revert` finalizer of the 
 - Pause (`snapshot.paused`): running pods keep their values and nothing is planned;
   state is kept as it is, so a revert resumes and mode changes made during the pause
   are still noticed after it. New pods get template values through admission.
+- Revert everything now (`snapshot.revert_all`, the pause ConfigMap's `revert: "true"`,
+  which pauses too): every target still autonomous gets a revert ("ClusterRevert"), run
+  as a revert on leaving autonomous mode is (in place where the API server allows, a
+  workload restart where the QoS class would change and the update policy permits it,
+  paced by the target's disruption batches). Maintenance windows do not hold it: it was
+  asked for now. Once the flag is gone and the pause lifted, the targets are autonomous
+  again and their pods are sized anew.
 """
 
 from __future__ import annotations
@@ -92,13 +99,13 @@ def plan_lifecycle(
     new = state.copy()
     ledger = ledger or NodeLedger(snapshot)
     plan = LifecyclePlan([], new)
-    if snapshot.paused:
+    if snapshot.paused and not snapshot.revert_all:
         return plan
     views = [target_view(t) for t in snapshot.targets] + [
         dsa_view(d) for d in snapshot.daemonset_autoscalers
     ]
     for view in views:
-        _track_mode(new, view, now)
+        _track_mode(new, view, now, revert_all=snapshot.revert_all)
     for key in sorted(new.jobs):
         _run_revert(snapshot, now, plan, key, ledger, refusals or {})
     for view in views:
@@ -106,14 +113,26 @@ def plan_lifecycle(
     return plan
 
 
-def _track_mode(new: LifecycleState, view: TargetView, now: float) -> None:
-    """Start, update or cancel the target's revert job from its mode and deletion."""
+CLUSTER_REVERT = "ClusterRevert"
+
+
+def _track_mode(
+    new: LifecycleState, view: TargetView, now: float, *, revert_all: bool = False
+) -> None:
+    """Start, update or cancel the target's revert job from its mode and deletion (and
+    the cluster-wide "revert everything now")."""
     key = _key(view)
     if key not in new.modes:
         _restore(new, key, view)
     prev = new.modes.get(key)
     new.modes[key] = view.vertical_mode
     job = new.jobs.get(key)
+    if revert_all and view.vertical_mode == AUTONOMOUS and not view.deleting:
+        if job is None or job.reason != CLUSTER_REVERT:
+            new.jobs[key] = RevertJob(view, CLUSTER_REVERT, now)
+        else:
+            job.target = view
+        return
     if view.deleting:
         if REVERT_FINALIZER in view.finalizers and (job is None or job.reason != "TargetDeleted"):
             new.jobs[key] = RevertJob(view, "TargetDeleted", now)
@@ -158,11 +177,13 @@ def _run_revert(
     job.restarted.update(rp.restarted)
     job.reported.update(rp.left)
     job.reported.update(HELD_PREFIX + k for k in rp.held)
-    if rp.complete:
+    if rp.complete and job.reason != CLUSTER_REVERT:
         if job.reason == "TargetDeleted":
             plan.finalizers_done.append(key)
         # Pods left behind (in_place) stay reported; nothing more to do for them.
         del new.jobs[key]
+    # A cluster revert stays while the flag is on: it remembers the workloads it
+    # restarted, so a rollout still rolling is not restarted again.
 
 
 def _write_status(plan: LifecyclePlan, view: TargetView) -> None:

@@ -12,7 +12,9 @@ the value it has just computed. A rule that moved the number without a step woul
 the chain ending elsewhere than the request, which the tests check on every container.
 
 The chain lands in the target's `status.explanation`, one Event line per changed
-resource (`event_line`) and `foresize explain` (`explain_document`).
+resource (`event_line`) and `foresize explain` (`explain_document`); what the vertical
+worker held back since (a maintenance window, a budget: `status.held_back`) is added as a
+last step by `held_steps`.
 """
 
 from __future__ import annotations
@@ -211,7 +213,41 @@ def explain_status(
         if isinstance(entry, Mapping) and isinstance(entry.get("steps"), list):
             steps[str(entry.get("name"))] = [s for s in entry["steps"] if isinstance(s, Mapping)]
     requests = {n: dict(c.requests) for n, c in suggestion.containers.items()}
+    for name, held in held_steps(status.get("held_back"), requests).items():
+        steps.setdefault(name, []).extend(held)
     if container is not None and container not in requests:
         known = ", ".join(sorted(requests)) or "none"
         raise ForesizeError(f"{target}: container {container!r} not in the suggestion ({known})")
     return explain_document(requests, steps, container)
+
+
+def held_steps(
+    held_back: object, requests: Mapping[str, Mapping[str, int]]
+) -> dict[str, list[dict[str, object]]]:
+    """The steps of what the vertical worker held back (`status.held_back`, written by
+    `vertical.limits`: a maintenance window, a change or disruption budget), one per
+    container and resource the held change would have moved. The value is the request
+    written (the chain still ends there); the why says it is not on the pods yet and what
+    holds it."""
+    out: dict[str, list[dict[str, object]]] = {}
+    for entry in held_back if isinstance(held_back, list) else []:
+        if not isinstance(entry, Mapping):
+            continue
+        pods = [str(p) for p in entry.get("pods") or []]
+        shown = ", ".join(pods[:3]) + (f" and {len(pods) - 3} more" if len(pods) > 3 else "")
+        why = f"not on pod(s) {shown} yet: {entry.get('message', '')}"
+        for c in entry.get("containers") or []:
+            if not isinstance(c, Mapping) or str(c.get("name")) not in requests:
+                continue
+            name = str(c.get("name"))
+            for resource in RESOURCES:
+                if resource in (c.get("resources") or []) and resource in requests[name]:
+                    out.setdefault(name, []).append(
+                        {
+                            "step": str(entry.get("rule", "held")),
+                            "resource": resource,
+                            "value": int(requests[name][resource]),
+                            "why": why,
+                        }
+                    )
+    return out

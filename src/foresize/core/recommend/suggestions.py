@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from foresize.core.api.fields import format_timestamp
+from foresize.core.api.jobs import CRONJOB
 from foresize.core.api.model import ModelSpec
 from foresize.core.api.quantity import CPU, MEMORY, format_resource_map
 from foresize.core.api.target import ACTIVE_POLICY, AIScaleTarget, ShadowPolicy
@@ -138,13 +139,20 @@ def plan_suggestions(
     with the steps that made its requests (`status.explanation`). `events`, where given,
     receives one Event per target whose published requests changed: one line naming
     every step of each changed request (`recommend.explain.event_line`)."""
+    from foresize.core.recommend.runs import plan_run_suggestion
     from foresize.core.recommend.target import recommend_batch
 
     state = state if state is not None else SuggestionState()
     due_targets: list[_Due] = []
     requests: list[TargetRequest] = []
+    run_writes = []  # CronJob targets: learned from their runs' peaks (`recommend.runs`)
     for target in snapshot.targets:
         if due is not None and not due(target):
+            continue
+        if _is_cronjob_target(target):
+            run_write = plan_run_suggestion(snapshot, history, now, target, state)
+            if run_write is not None:
+                run_writes.append(run_write)
             continue
         found = _due_request(snapshot, history, now, target, state)
         if found is not None:
@@ -157,7 +165,7 @@ def plan_suggestions(
     reference = sum(fleet) / len(fleet) if fleet else None
     results = recommend_batch(requests, now, memory_reference=reference) if requests else []
     shadows = _shadows(due_targets, requests, now, state, reference)
-    writes = []
+    writes = run_writes
     for d, request, result in zip(due_targets, requests, results, strict=True):
         before = state.latest.get(d.key)
         status = _status(d, result, now, state)
@@ -170,6 +178,13 @@ def plan_suggestions(
             if event is not None:
                 events.append(event)
     return writes
+
+
+def _is_cronjob_target(target: TargetObject) -> bool:
+    try:
+        return target_view(target).ref_kind == CRONJOB
+    except (ForesizeError, ValueError):
+        return False  # the vertical planner reports the bad spec
 
 
 def _shadows(
@@ -329,7 +344,7 @@ def _due_request(
         ]
     )
     key = f"{ns}/{name}"
-    current = _current(templates, state.latest.get(key), target)
+    current = current_requests(templates, state.latest.get(key), target)
     # An empty forecast state (not None) starts the rolling backtest, carried from then
     # on; None would cold-start the backtest on every round.
     request = TargetRequest(
@@ -462,7 +477,7 @@ def suggestion_uid(containers: Mapping[str, ContainerSuggestion]) -> str:
     return entries_uid(entries)
 
 
-def _current(
+def current_requests(
     template: list[Container], published: Suggestion | None, target: TargetObject
 ) -> dict[str, ResourceRequirements]:
     """Per container, what a new recommendation is compared with: the suggestion published

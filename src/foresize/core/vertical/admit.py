@@ -20,6 +20,7 @@ from foresize.core.cluster.model import (
 )
 from foresize.core.cluster.model import disruption_hold as model_disruption_hold
 from foresize.core.cluster.qos import pod_qos_class, spec_requests_with
+from foresize.core.vertical import limits
 from foresize.core.vertical.coming import forget, note_recreate, note_waiting
 from foresize.core.vertical.desired import allocated_containers, charge_delta, desired_containers
 from foresize.core.vertical.run import (
@@ -99,6 +100,9 @@ def admit(
     """Turn the proposals that pass their checks into actions, in priority order."""
     candidates.sort(key=priority)
     for c in candidates:
+        # The maintenance windows and the budgets first: a held action is not tried.
+        if not limits.allowed(c, ctx):
+            continue
         if c.kind == RELEASE:
             _release(c, ctx, actions)
             continue
@@ -106,12 +110,13 @@ def admit(
             _evict(c, ctx, ledger, actions)
             continue
         fallback = _resize(c, ctx, ledger, actions)
-        if fallback is not None:
+        if fallback is not None and limits.allowed(fallback, ctx):
             _evict(fallback, ctx, ledger, actions)
 
 
 def _release(c: Candidate, ctx: PassContext, actions: list[Action]) -> None:
     pod = c.pod
+    limits.sent(c, ctx)
     forget(ctx, pod.uid)
     actions.append(
         ResizePod(
@@ -156,6 +161,7 @@ def _resize(
             note_waiting(c, ctx)
             return None
         ledger.reserve(node, delta)
+    limits.sent(c, ctx)
     actions.append(
         ResizePod(
             pod.namespace,
@@ -305,6 +311,7 @@ def _evict(c: Candidate, ctx: PassContext, ledger: NodeLedger, actions: list[Act
     if ctx.bucket is not None and not ctx.bucket.take():
         run.rate_limited += 1
         return
+    limits.sent(c, ctx)
     actions.append(EvictPod(pod.namespace, pod.name, run.policy.key, c.reason, uid=pod.uid))
     run.state.inflight[pod.name] = pod.uid
     run.evictions_left -= 1

@@ -39,6 +39,8 @@ def plan_boosts(run: TargetRun, ctx: PassContext, out: list[Candidate]) -> set[s
         handled.add(pod.uid)
         if state.active(pod, ctx.now):
             run.boosting += 1
+            for note in state.bounded:  # what clamped it, said while the pod starts
+                run.notes.append(f"start-up boost of pod {pod.name} clamped: {note}")
             continue
         change = _unboost(run, pod, state)
         if change is not None:

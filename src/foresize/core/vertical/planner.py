@@ -28,6 +28,7 @@ from foresize.core.cluster.refusals import prune
 from foresize.core.cluster.snapshot import ClusterSnapshot, TargetObject
 from foresize.core.cluster.target import TargetView, target_view
 from foresize.core.errors import ForesizeError
+from foresize.core.vertical import limits
 from foresize.core.vertical.admit import (
     EVICTION_SKIPPED_WEBHOOK,
     admit,
@@ -38,7 +39,6 @@ from foresize.core.vertical.boost import plan_boosts
 from foresize.core.vertical.breaker import move_breaker
 from foresize.core.vertical.coming import note_deferred
 from foresize.core.vertical.guards import (
-    CLAIM_CONDITION,
     TARGET_GUARDS,
     claim_condition,
     odd_annotation_conditions,
@@ -87,6 +87,8 @@ def plan(
     ctx = PassContext(snapshot, now, config or WorkerConfig())
     suggestions = suggestions or {}
     new_state = state.copy()
+    ctx.zones = ctx.config.time_zones
+    ctx.window_checks = new_state.window_checks
     ctx.bucket = _eviction_bucket(new_state, ctx)
     actions: list[Action] = []
     runs: list[TargetRun] = []
@@ -100,6 +102,7 @@ def plan(
         runs.append(run)
         _select_pods(run, snapshot, pods_by_ns)
     _refuse_overlaps(runs)
+    _start_limits(runs, ctx)
     for run in runs:
         _decide(run, ctx, candidates)
 
@@ -113,6 +116,7 @@ def plan(
             run.state.last_batch_at = now
         _report_rate_limited(run, ctx)
         _report_held_for_webhook(run)
+        limits.report(run)
         actions.extend(run.events)
         status = _status(run)
         # Written until it lands: `last_status` is only set by `on_result` when the write
@@ -121,6 +125,16 @@ def plan(
         if status != run.state.last_status:
             actions.append(WriteTargetStatus(run.policy.namespace, run.policy.name, status))
     return actions, new_state
+
+
+def _start_limits(runs: list[TargetRun], ctx: PassContext) -> None:
+    """Each target's windows and budgets for the pass, and the disruptions of the last
+    hour per namespace that the namespace budgets count (`vertical.limits`)."""
+    ctx.runs = runs
+    for run in runs:
+        run.limits = limits.start(run, ctx)
+        ns = run.policy.namespace
+        ctx.ns_disruptions[ns] = ctx.ns_disruptions.get(ns, 0) + len(run.state.budget.disruptions)
 
 
 def _eviction_bucket(state: WorkerState, ctx: PassContext) -> EvictionBucket | None:
@@ -191,6 +205,7 @@ def _start_run(
     run.events.extend(ts.outbox)
     ts.outbox = []
     ts.inflight = {}
+    ts.budget_pending = {}
     return run
 
 
@@ -385,6 +400,7 @@ def _status(run: TargetRun) -> dict[str, JSONValue]:
         "stall_fallbacks": ts.stall_fallbacks,
         "circuit_breaker": ts.breaker.to_status(),
         "vertical_notes": list(run.notes),
+        "held_back": limits.held_status(run) or None,
         STATUS_KEY: ts.to_status(),
         **({"conditions": conditions} if (conditions := _conditions(run)) else {}),
     }
@@ -395,8 +411,11 @@ def _conditions(run: TargetRun) -> list[dict[str, JSONValue]] | None:
     pod_level = pod_level_conditions(run)
     odd = odd_annotation_conditions(run, pod_level or run.target_conditions)
     changed = odd or pod_level
-    claim = claim_condition(run)  # another vertical autoscaler's claim on the workload
-    if claim is None:
-        return changed
     base = changed if changed is not None else run.target_conditions
-    return [c for c in base if c.get("type") != CLAIM_CONDITION] + [claim]
+    for wanted in (
+        claim_condition(run),  # another vertical autoscaler's claim on the workload
+        limits.condition(run, base),  # maintenance windows that cannot be read
+    ):
+        if wanted is not None:
+            base = changed = [c for c in base if c.get("type") != wanted["type"]] + [wanted]
+    return changed

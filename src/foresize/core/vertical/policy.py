@@ -19,6 +19,7 @@ from foresize.core.cluster.disruption import batch_size
 from foresize.core.cluster.snapshot import TargetObject
 from foresize.core.cluster.target import TargetView, target_view
 from foresize.core.cluster.target_fields import parse_max_disrupted
+from foresize.core.cluster.windows import UTC_ONLY, TimeZones
 from foresize.core.errors import ForesizeError
 
 __all__ = [
@@ -88,6 +89,10 @@ class WorkerConfig:
     # loses, and a cluster-wide cap only makes sense sized to the cluster, by its operator.
     eviction_rate_limit: float | None = None
     eviction_rate_burst: int = 1
+    # The zone database the maintenance windows are read with: the shells pass the
+    # machine's (`adapters.timezones`); without one only UTC is known, and a window in any
+    # other zone never opens (the safe side, said in the target's status).
+    time_zones: TimeZones = UTC_ONLY
 
 
 def policy_of(target: TargetObject) -> TargetView:

@@ -82,6 +82,10 @@ def on_result(
         return state
     ts = prev.clone()
     new_state.targets[action.target] = ts
+    # The change budgets count what landed: a refused or failed action changed nothing.
+    pending = ts.budget_pending.pop(action.name, None)
+    if pending is not None and result.ok:
+        ts.budget.record(now, *pending)
     if isinstance(action, EvictPod):
         _eviction_result(ts, action, result, now, config)
     else:

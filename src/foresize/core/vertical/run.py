@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from foresize.core.cluster.actions import EmitEvent
 from foresize.core.cluster.capacity import format_resources
@@ -12,9 +12,13 @@ from foresize.core.cluster.model import Pod, Suggestion
 from foresize.core.cluster.pending import ComingSize
 from foresize.core.cluster.snapshot import ClusterSnapshot
 from foresize.core.cluster.target import TargetView
+from foresize.core.cluster.windows import UTC_ONLY, MaintenancePolicy, TimeZones
 from foresize.core.vertical.desired import PodChange
 from foresize.core.vertical.policy import WorkerConfig
 from foresize.core.vertical.state import EvictionBucket, StallRecord, TargetState
+
+if TYPE_CHECKING:  # `vertical.limits` reads this module
+    from foresize.core.vertical.limits import Limits
 
 # Candidate kinds: an in-place resize, an eviction, and the release of a Deferred resize
 # (patch back to what the kubelet allocated).
@@ -43,6 +47,13 @@ class PassContext:
     bucket: EvictionBucket | None = None  # the cluster-wide eviction rate limit, if on
     # pod uid -> the size it will have: recreated, or an upsize waiting (`vertical.coming`)
     coming: dict[str, ComingSize] = field(default_factory=dict)
+    # The maintenance windows and budgets (`vertical.limits`): the zone database, the
+    # windows' checks by policy, every target of the pass, disruptions per namespace in
+    # the last hour (this pass's included).
+    zones: TimeZones = UTC_ONLY
+    window_checks: dict[MaintenancePolicy, list[str]] = field(default_factory=dict)
+    runs: list[TargetRun] = field(default_factory=list)
+    ns_disruptions: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -89,6 +100,7 @@ class TargetRun:
     target_conditions: list[dict[str, Any]] = field(default_factory=list)
     pod_level_left: list[str] = field(default_factory=list)  # pods with pod-level resources
     claimed_by: str = ""  # other vertical autoscalers acting on the workload (described)
+    limits: Limits | None = None  # windows and budgets this pass (`vertical.limits`)
 
     def target_event(self, reason: str, message: str, type_: str = "Normal") -> None:
         p = self.policy

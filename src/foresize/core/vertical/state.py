@@ -24,6 +24,7 @@ from foresize.core.cluster.actions import EmitEvent
 from foresize.core.cluster.pending import ComingSize
 from foresize.core.cluster.refusals import Refusals
 from foresize.core.cluster.target import TargetView
+from foresize.core.cluster.windows import MaintenancePolicy
 from foresize.core.vertical.desired import KnownPod
 
 STATUS_KEY = "disruption"
@@ -105,6 +106,59 @@ def _read(value: JSONValue, parse: Callable[[JSONValue], float]) -> float | None
         return None
 
 
+BUDGET_DAY = 86400.0
+BUDGET_HOUR = 3600.0
+
+
+@dataclass(slots=True)
+class BudgetLog:
+    """What the change budgets count (`vertical.limits`), from the actions that landed:
+    the first action toward each suggestion in the last 24 h (one rollout is one change)
+    and every disruptive action (eviction, restarting resize) in the last hour. Persisted
+    in status, so an operator restart counts on from where the last one stopped."""
+
+    changes: list[tuple[float, str]] = field(default_factory=list)  # (time, suggestion uid)
+    disruptions: list[float] = field(default_factory=list)
+
+    def trim(self, now: float) -> None:
+        self.changes = [(t, u) for t, u in self.changes if now - t < BUDGET_DAY]
+        self.disruptions = [t for t in self.disruptions if now - t < BUDGET_HOUR]
+
+    def counted(self, uid: str) -> bool:
+        return any(u == uid for _, u in self.changes)
+
+    def record(self, at: float, uid: str | None, disruptive: bool) -> None:
+        if uid is not None and not self.counted(uid):
+            self.changes.append((at, uid))
+        if disruptive:
+            self.disruptions.append(at)
+
+    def copy(self) -> BudgetLog:
+        return BudgetLog(list(self.changes), list(self.disruptions))
+
+    def to_status(self) -> dict[str, Any] | None:
+        if not self.changes and not self.disruptions:
+            return None
+        return {
+            "changes": [{"time": _time(t), "suggestionUID": u} for t, u in self.changes] or None,
+            "disruptions": [_time(t) for t in self.disruptions] or None,
+        }
+
+    @classmethod
+    def from_status(cls, d: JSONValue) -> BudgetLog:
+        if not isinstance(d, dict):
+            return cls()
+        changes = []
+        for entry in d.get("changes") or []:
+            at = _read(entry.get("time"), parse_timestamp) if isinstance(entry, dict) else None
+            if at is not None:
+                changes.append((at, str(entry.get("suggestionUID", ""))))
+        disruptions = [
+            at for v in d.get("disruptions") or [] if (at := _read(v, parse_timestamp)) is not None
+        ]
+        return cls(changes, disruptions)
+
+
 @dataclass(slots=True)
 class TargetState:
     stalls: dict[str, StallRecord] = field(default_factory=dict)  # pod uid -> record
@@ -123,6 +177,10 @@ class TargetState:
     # Event de-duplication: what we last reported per topic, so a persistent condition is
     # announced once, not every pass.
     reported: dict[str, str] = field(default_factory=dict)
+    budget: BudgetLog = field(default_factory=BudgetLog)  # what the change budgets count
+    # Not persisted: actions sent this pass that the budgets count once they land (pod
+    # name -> (suggestion uid or None, disruptive)).
+    budget_pending: dict[str, tuple[str | None, bool]] = field(default_factory=dict)
     # Not persisted: the last status written, to skip identical writes; events recorded by
     # `on_result` for the shell to send; pod name -> uid of pods acted on in this pass.
     last_status: dict[str, Any] | None = None
@@ -160,6 +218,8 @@ class TargetState:
             stall_fallbacks=self.stall_fallbacks,
             stalls_seen=self.stalls_seen,
             reported=dict(self.reported),
+            budget=self.budget.copy(),
+            budget_pending=dict(self.budget_pending),
             last_status=self.last_status,
             outbox=list(self.outbox),
             inflight=dict(self.inflight),
@@ -212,6 +272,7 @@ class TargetState:
             },
             "reported": [{"topic": k, "value": v} for k, v in sorted(self.reported.items())]
             or None,
+            "budget": self.budget.to_status(),
         }
 
     @classmethod
@@ -261,6 +322,7 @@ class TargetState:
             stall_fallbacks=int(counters.get("stallFallbacks", 0)),
             stalls_seen=int(counters.get("stallsSeen", 0)),
             reported={str(r["topic"]): str(r["value"]) for r in d.get("reported") or []},
+            budget=BudgetLog.from_status(d.get("budget")),
         )
 
 
@@ -299,13 +361,20 @@ class WorkerState:
     # Not persisted: the last pass's coming sizes by pod uid (`cluster.pending`), what the
     # pass publishes; every pass recomputes them.
     coming: dict[str, ComingSize] = field(default_factory=dict)
+    # Not persisted: the maintenance windows' checks by policy (`vertical.limits`).
+    window_checks: dict[MaintenancePolicy, list[str]] = field(default_factory=dict)
 
     def copy(self) -> WorkerState:
         # Shallow: the planner clones a TargetState before changing it.
         b = self.eviction_bucket
         bucket = EvictionBucket(b.tokens, b.at) if b is not None else None
         return WorkerState(
-            dict(self.targets), self.policies, bucket, dict(self.refusals), dict(self.coming)
+            dict(self.targets),
+            self.policies,
+            bucket,
+            dict(self.refusals),
+            dict(self.coming),
+            self.window_checks,
         )
 
     def to_status(self, key: str) -> dict[str, Any]:

@@ -63,6 +63,7 @@ _COMMAND_MODULES = (
     "bench_nodes",
     "bench_hpa",
     "bench_runtimes",
+    "bench_windows",
     "bench_recommend",
     "bench_bound",
     "bench_forecast",

@@ -27,15 +27,23 @@ def split_target(text: str) -> tuple[str, str]:
 
 
 def simulated_status(
-    scenario: str, at: float, namespace: str, name: str, seed: int | None = None
+    scenario: str,
+    at: float,
+    namespace: str,
+    name: str,
+    seed: int | None = None,
+    policy: str = "foresize",
 ) -> dict[str, Any]:
-    """The target's status after `at` seconds of `scenario` under Foresize."""
+    """The target's status after `at` seconds of `scenario` under `policy` (a Foresize
+    policy of `foresize simulate`: foresize, foresize:MODE, foresize-window, ...)."""
     from foresize.shells.sim.runner import build, run_for
     from foresize.shells.sim.scenario import check_run_size, load_scenario
 
     sc = load_scenario(scenario)
     check_run_size(sc, at, 60.0)
-    sim = build(sc, policy="foresize", seed=seed)
+    if not policy.startswith("foresize"):
+        raise ForesizeError(f"--policy: {policy!r} is not a Foresize policy (foresize, ...)")
+    sim = build(sc, policy=policy, seed=seed)
     known = sorted(f"{t.metadata.namespace}/{t.metadata.name}" for t in sim.targets)
     if f"{namespace}/{name}" not in known:
         raise ForesizeError(
@@ -141,11 +149,19 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             None, "--server", help="API server URL without auth (e.g. `kubectl proxy`)."
         ),
         output: str = typer.Option("table", "--output", "-o", help="table or json."),
+        policy: str = typer.Option(
+            "foresize",
+            "--policy",
+            "-p",
+            help="With --scenario: the Foresize policy the run uses (foresize,"
+            " foresize:MODE, foresize-window: a nightly maintenance window).",
+        ),
     ) -> None:
         """Why each request of a target's suggestion is what it is: every step from the
         usage history to the number written (forecast model and its backtest error, the
         mode's quantile, buffer, schedule, memory headroom and holds, OOM floor, bounds,
-        limits, rounding, QoS, hysteresis), as the recommendation recorded it."""
+        limits, rounding, QoS, hysteresis), as the recommendation recorded it; and what a
+        maintenance window or a budget holds back from the pods since."""
         from foresize.core.recommend.explain import explain_status
         from foresize.front.cli.options import choice
         from foresize.front.cli.options import duration as parse_duration
@@ -158,7 +174,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             when = parse_duration(at, "--at")
             if seed is not None and seed < 0:
                 raise ForesizeError(f"--seed: must be a non-negative integer, got {seed}")
-            status = simulated_status(scenario, when, namespace, name, seed)
+            status = simulated_status(scenario, when, namespace, name, seed, policy)
             title = f"{namespace}/{name} · scenario {scenario} at {at}"
         else:
             status = live_status(namespace, name, kubeconfig, context, server)

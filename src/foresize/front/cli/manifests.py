@@ -132,7 +132,7 @@ def rbac(namespace: str) -> list[dict[str, Any]]:
     objects = operator_rbac(namespace)
     for obj in objects:
         obj["metadata"]["labels"] = _labels("operator")
-    return [*objects[:4], *aggregated_roles(), objects[4]]
+    return [*objects[:4], *aggregated_roles(), *objects[4:]]
 
 
 # --------------------------------------------------------------------------------------

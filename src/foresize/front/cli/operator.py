@@ -7,7 +7,12 @@ configuration and TLS Secret, cert-manager)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
+
+if TYPE_CHECKING:
+    from foresize.core.cluster.headroom import HeadroomConfig
 
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
@@ -198,6 +203,43 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         stall_timeout: str | None = opt(
             None, "--stall-timeout", env="FORESIZE_STALL_TIMEOUT", hidden=True
         ),
+        headroom: bool = opt(
+            False,
+            "--headroom",
+            env="FORESIZE_HEADROOM",
+            help="Forecast-sized headroom: placeholder pods (PriorityClass -1) holding room "
+            "for the upsizes of the coming window (docs/vertical.md).",
+        ),
+        headroom_namespace: str = opt(
+            "foresize-headroom",
+            "--headroom-namespace",
+            env="FORESIZE_HEADROOM_NAMESPACE",
+            help="Namespace of the placeholder pods (shipped with its Role).",
+        ),
+        headroom_pools: str = opt(
+            "",
+            "--headroom-pools",
+            env="FORESIZE_HEADROOM_POOLS",
+            help="Comma-separated node pools that get headroom (default: every pool).",
+        ),
+        headroom_window: str = opt(
+            "1h",
+            "--headroom-window",
+            env="FORESIZE_HEADROOM_WINDOW",
+            help="The coming window whose forecast upsizes the headroom holds room for.",
+        ),
+        headroom_pod: str = opt(
+            "cpu=250m,memory=512Mi",
+            "--headroom-pod",
+            env="FORESIZE_HEADROOM_POD",
+            help="One placeholder's requests.",
+        ),
+        headroom_max_pods: int = opt(
+            40,
+            "--headroom-max-pods",
+            env="FORESIZE_HEADROOM_MAX_PODS",
+            help="At most this many placeholders per node pool.",
+        ),
         log_format: str = opt("json", "--log-format", env="FORESIZE_LOG_FORMAT", help="json|text"),
         log_level: str = opt(
             "info", "--log-level", env="FORESIZE_LOG_LEVEL", help="debug|info|warning|error"
@@ -247,6 +289,17 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         from foresize.core.vertical.policy import parse_exclude_selector
 
         excluded = parse_exclude_selector(exclude_selector)
+        room = (
+            headroom_config(
+                headroom_namespace,
+                headroom_pools,
+                headroom_window,
+                headroom_pod,
+                headroom_max_pods,
+            )
+            if headroom
+            else None
+        )
         setup_logging(log_level, json_format=log_format == "json")
         opts = OperatorOptions(
             kubeconfig=kubeconfig,
@@ -282,6 +335,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             exclude_selector=excluded,
             eviction_rate_limit=eviction_rate_limit or None,
             eviction_rate_burst=eviction_rate_burst,
+            headroom=room,
         )
         try:
             code = asyncio.run(run_operator_process(opts))
@@ -304,3 +358,41 @@ def _seconds(text: str, option: str, minimum: float) -> float:
     if seconds < minimum:
         raise ForesizeError(f"{option}: must be at least {format_seconds(minimum)}, got {text!r}")
     return seconds
+
+
+def headroom_config(
+    namespace: str, pools: str, window: str, pod: str, max_pods: int
+) -> HeadroomConfig:
+    """The `--headroom-*` flags read into the core's configuration; a bad one is refused
+    naming it."""
+    from foresize.core.api.names import dns_label_error
+    from foresize.core.api.quantity import to_canonical
+    from foresize.core.cluster.headroom import HeadroomConfig
+    from foresize.core.errors import ForesizeError
+
+    if dns_label_error(namespace):
+        raise ForesizeError(f"--headroom-namespace: {namespace!r} is not a valid namespace")
+    requests: dict[str, int] = {}
+    for part in (p.strip() for p in pod.split(",") if p.strip()):
+        name, _, value = part.partition("=")
+        if name not in ("cpu", "memory") or not value:
+            raise ForesizeError(
+                f"--headroom-pod: {part!r}: expected cpu=QUANTITY or memory=QUANTITY"
+            )
+        try:
+            requests[name] = to_canonical(name, value)
+        except ValueError as exc:
+            raise ForesizeError(f"--headroom-pod: {name}: {exc}") from None
+    for name in ("cpu", "memory"):
+        if requests.get(name, 0) <= 0:
+            raise ForesizeError(f"--headroom-pod: {name} must be given and positive, got {pod!r}")
+    if max_pods < 0:
+        raise ForesizeError(f"--headroom-max-pods: must be at least 0, got {max_pods}")
+    names = tuple(p.strip() for p in pools.split(",") if p.strip())
+    return HeadroomConfig(
+        namespace=namespace,
+        pools=names or None,
+        window=_seconds(window, "--headroom-window", 60.0),
+        pod_requests=requests,
+        max_replicas=max_pods,
+    )

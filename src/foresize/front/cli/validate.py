@@ -45,6 +45,8 @@ def validate_files(paths: list[str]) -> tuple[int, int, list[str]]:
     names the file, the line of the field (of its nearest written parent when the field is
     missing; of the document for an error about the whole object), and the field."""
     from foresize.adapters.files import iter_documents_with_lines, read_text
+    from foresize.adapters.timezones import SYSTEM_ZONES
+    from foresize.core.admission.validate import window_errors
     from foresize.core.api.types import GROUP, parse_object
     from foresize.core.errors import ForesizeError
 
@@ -62,6 +64,8 @@ def validate_files(paths: list[str]) -> tuple[int, int, list[str]]:
                 problems = name_errors(obj)
                 try:
                     parse_object(obj)
+                    if obj.get("kind") == "AIScaleTarget":
+                        problems += window_errors(obj, SYSTEM_ZONES)
                 except ForesizeError as exc:
                     problems += str(exc).splitlines()
                 errors.extend(f"{path}:{_problem_line(lines, p)}: {p}" for p in problems)

@@ -230,6 +230,7 @@ def build_rows(
         tt = throttling.get(key)
         if tt is not None and len(tt[1]):
             row.throttled_share = round(float(np.nanmean(tt[1])), 4)
+        runs = _job_runs(row, grids, kills, end, step)
         for res, rr in ((CPU, row.cpu), (MEMORY, row.memory)):
             grid = grids[res]
             rr.quantile = quantiles[res]
@@ -240,6 +241,12 @@ def build_rows(
                 req, lim = getattr(cur, f"{res}_request"), getattr(cur, f"{res}_limit")
                 rr.current_request = round_amount(res, req) if req is not None else None
                 rr.current_limit = round_amount(res, lim) if lim is not None else None
+            if runs is not None:  # a Job's or CronJob's: its runs' peaks, not a quantile
+                rr.spans = {}
+                job_value = _job_request(runs, res, rr)
+                if job_value is not None:
+                    _bound(rr, res, job_value * (1.0 + buffer_percentage / 100.0), bounds)
+                continue
             if not math.isfinite(value):
                 continue
             if buffer_percentage:
@@ -269,6 +276,41 @@ def build_rows(
     rows += _rows_without_usage({s.key for s in live}, resources, kinds, replicas)
     rows.sort(key=lambda r: (r.namespace, r.workload, r.container))
     return rows
+
+
+JOB_KINDS = ("CronJob", "Job")
+"""Workloads whose pods run to completion: sized from their runs' peaks (`recommend.runs`)."""
+
+
+def _job_runs(
+    row: Row, grids: dict[str, np.ndarray], kills: list[float], end: float, step: float
+) -> Any:
+    """A Job's or CronJob's runs on the model grid (None for any other workload), with a
+    note saying what they showed."""
+    from foresize.core.recommend.histories import ContainerHistory
+    from foresize.core.recommend.runs import MIN_RUNS, ContainerRuns
+
+    if row.kind not in JOB_KINDS:
+        return None
+    runs = ContainerRuns.of(ContainerHistory(grids[CPU], grids[MEMORY], oom_times=kills), end, step)
+    finished = sum(1 for r in runs.runs if not r.in_progress)
+    row.enough_data = runs.clean >= MIN_RUNS
+    row.notes.append(
+        f"a {row.kind}: sized from its runs' peaks ({finished} run(s), {runs.clean} without "
+        f"an OOM kill; {MIN_RUNS} needed to act)"
+    )
+    return runs
+
+
+def _job_request(runs: Any, res: str, rr: ResourceRow) -> float | None:
+    """The run rule's request of `res` (`recommend.runs.request_from_runs`) in the history's
+    units (cores, bytes), its steps in words into the row."""
+    from foresize.core.recommend.histories import TO_CANONICAL
+    from foresize.core.recommend.runs import request_from_runs
+
+    value = request_from_runs(runs, res, rr.current_request, rr.current_limit)
+    rr.steps.extend(step.why for step in runs.explanation.of(res) if step.step != "rounding")
+    return None if value is None else value / TO_CANONICAL[res]  # in the rows' units
 
 
 # The working set seen "at" a kill: the peak of the hour of grid steps before it (the

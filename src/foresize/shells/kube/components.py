@@ -48,6 +48,7 @@ def build_components(opts: OperatorOptions, stop: asyncio.Event) -> Components:
     """The parts, wired: the API client (no writes once stopping, but the Lease release),
     the cache, metrics, probes, Leases, executor, informers, history and the shell."""
     from foresize.adapters.telemetry.metrics import ForesizeMetrics
+    from foresize.adapters.timezones import SYSTEM_ZONES
     from foresize.core.lifecycle.daemonset import UsageWindow
     from foresize.core.vertical.policy import WorkerConfig
     from foresize.shells.kube.api import KubeApi
@@ -104,7 +105,9 @@ def build_components(opts: OperatorOptions, stop: asyncio.Event) -> Components:
         shards=shards,
         history=history,
         suggest_interval=opts.suggest_interval,
+        headroom=opts.headroom,
         worker_config=WorkerConfig(
+            time_zones=SYSTEM_ZONES,  # the maintenance windows read the machine's zones
             exclude_selector=dict(opts.exclude_selector),
             eviction_rate_limit=opts.eviction_rate_limit,
             eviction_rate_burst=opts.eviction_rate_burst,

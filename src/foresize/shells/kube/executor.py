@@ -17,6 +17,8 @@
 - `EmitEvent`: a core/v1 Event, queued and sent on the Events' own budget (answered 202
   at once); a repeat (same object, type, reason) within 10 minutes patches the count of
   the existing one (`kube/events.py`).
+- `EnsureHeadroom`, `ReleaseHeadroom`: the headroom PriorityClass, placeholder Deployment
+  and pod deletions (`kube/headroom.py`).
 
 Answers are mapped to `ActionResult` with the API server's code, reason, causes and
 `retryAfterSeconds`, so the core reacts the same way in both shells. The executor also
@@ -40,9 +42,11 @@ from foresize.core.cluster.actions import (
     Action,
     ActionResult,
     EmitEvent,
+    EnsureHeadroom,
     EvictPod,
     PatchPodMetadata,
     PatchScale,
+    ReleaseHeadroom,
     ResizePod,
     RestartWorkload,
     WriteTargetStatus,
@@ -50,6 +54,7 @@ from foresize.core.cluster.actions import (
 from foresize.core.cluster.kubejson import pod_from
 from foresize.core.cluster.model import Pod
 from foresize.shells.kube.api import JSON, JSON_PATCH, MERGE_PATCH, ApiResponse, KubeApi
+from foresize.shells.kube.headroom import ensure_headroom, release_headroom
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +82,8 @@ INVOLVED_API_VERSIONS = {
     "Node": "v1",
     **{k: "apps/v1" for k in ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet")},
     "Rollout": "argoproj.io/v1alpha1",
+    "CronJob": "batch/v1",
+    "Job": "batch/v1",
     **{k: f"{GROUP}/{VERSION}" for k in FORESIZE_RESOURCES},
 }
 
@@ -230,6 +237,10 @@ class KubeExecutor:
                     return await self._status(action)
                 case EmitEvent():
                     return await self._event(action)
+                case EnsureHeadroom():
+                    return await ensure_headroom(self.api, action)
+                case ReleaseHeadroom():
+                    return await release_headroom(self.api, action)
         except (LookupError, ValueError) as exc:
             return ActionResult(ok=False, code=0, reason="Unsupported", message=str(exc))
         except Exception as exc:  # network errors: the core retries on its next pass

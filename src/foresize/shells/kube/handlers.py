@@ -30,6 +30,9 @@ WATCHED: tuple[WatchedKind, ...] = (
     WatchedKind("apps", "v1", "statefulsets", "StatefulSet"),
     WatchedKind("apps", "v1", "daemonsets", "DaemonSet"),
     WatchedKind("apps", "v1", "replicasets", "ReplicaSet"),
+    # A CronJob target's runs: the CronJobs and their Jobs (the owner chain of Job pods).
+    WatchedKind("batch", "v1", "cronjobs", "CronJob"),
+    WatchedKind("batch", "v1", "jobs", "Job"),
     WatchedKind("argoproj.io", "v1alpha1", "rollouts", "Rollout", optional=True),
     # Other vertical autoscalers: a workload they act on is left alone (not installed: fine).
     WatchedKind(
@@ -74,6 +77,8 @@ def _name(obj: dict[str, Any]) -> str:
 
 
 def validation_message(kind: str, body: dict[str, Any]) -> str | None:
+    from foresize.adapters.timezones import SYSTEM_ZONES
+    from foresize.core.admission.validate import window_errors
     from foresize.core.api.types import parse_object
     from foresize.core.errors import ForesizeError
 
@@ -83,7 +88,10 @@ def validation_message(kind: str, body: dict[str, Any]) -> str | None:
         parse_object(data, "")
     except ForesizeError as exc:
         return str(exc)
-    return None
+    # Windows the zone database cannot read: the object is planned (on the safe side,
+    # `vertical.limits`), and its Accepted condition says what is wrong.
+    problems = window_errors(data, SYSTEM_ZONES) if kind == "AIScaleTarget" else []
+    return "; ".join(problems) or None
 
 
 def diffbase_storage() -> Any:

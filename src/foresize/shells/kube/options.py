@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from foresize.core.cluster.headroom import HeadroomConfig
+
 
 @dataclass(slots=True)
 class OperatorOptions:
@@ -32,6 +34,7 @@ class OperatorOptions:
     exclude_selector: dict[str, str] = field(default_factory=dict)
     eviction_rate_limit: float | None = None  # evictions/s, all targets (VPA's flag)
     eviction_rate_burst: int = 1
+    headroom: HeadroomConfig | None = None  # `--headroom*`: forecast-sized placeholders
     metrics_host: str = "0.0.0.0"
     metrics_port: int = 8080
     webhook: bool = True

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from foresize.core.cluster.headroom import PRIORITY_CLASS
 from foresize.shells.kube.state import PAUSE_CONFIGMAP
 
 SERVICE_ACCOUNT = "foresize"
@@ -21,6 +22,9 @@ NAME = "foresize"
 TLS_SECRET = "foresize-webhook-tls"
 WEBHOOK_SERVICE = "foresize-webhook"  # the Service in front of the webhook port
 RBAC_API = "rbac.authorization.k8s.io/v1"
+# The namespace of the headroom placeholders (`--headroom-namespace`) and its Role.
+HEADROOM_NAMESPACE = "foresize-headroom"
+HEADROOM_ROLE = "foresize-headroom"
 
 READ = ["get", "list", "watch"]
 WATCH = ["list", "watch"]
@@ -45,6 +49,8 @@ def cluster_role_rules() -> list[dict[str, Any]]:
         # patch: the restartedAt template annotation when a revert cannot be done in place.
         rule(["apps"], ["deployments", "statefulsets", "daemonsets"], [*WATCH, "patch"]),
         rule(["argoproj.io"], ["rollouts"], [*WATCH, "patch"]),
+        # CronJob targets: the CronJobs' pod templates and the Jobs that own their pods.
+        rule(["batch"], ["cronjobs", "jobs"], WATCH),
         # Replicas (horizontal autonomous mode).
         rule(["apps"], ["deployments/scale", "statefulsets/scale"], ["patch"]),
         rule(["argoproj.io"], ["rollouts/scale"], ["patch"]),
@@ -61,6 +67,10 @@ def cluster_role_rules() -> list[dict[str, Any]]:
         rule(["foresize.io"], [f"{k}/status" for k in foresize_kinds], ["patch"]),
         # Kopf's resource observer watches the CRDs (in a cluster; not with --server).
         rule(["apiextensions.k8s.io"], ["customresourcedefinitions"], WATCH),
+        # Headroom (`--headroom`): its PriorityClass, read by name and created where missing
+        # (a create cannot be limited by name).
+        rule(["scheduling.k8s.io"], ["priorityclasses"], ["create"]),
+        rule(["scheduling.k8s.io"], ["priorityclasses"], ["get"], resourceNames=[PRIORITY_CLASS]),
         # Only its own webhook configurations, to write the caBundle.
         rule(
             ["admissionregistration.k8s.io"],
@@ -84,9 +94,22 @@ def role_rules() -> list[dict[str, Any]]:
     ]
 
 
-def operator_rbac(namespace: str) -> list[dict[str, Any]]:
-    """The ServiceAccount, ClusterRole, ClusterRoleBinding, Role and RoleBinding, in that
-    order, with metadata of name and namespace only (`foresize manifests` adds labels)."""
+def headroom_role_rules() -> list[dict[str, Any]]:
+    """Rights inside the headroom namespace only: the placeholder Deployments (read,
+    created, their replicas and template patched) and the placeholder pods an upsize
+    releases (deleted). Nothing else runs there, so the delete touches nothing else."""
+    return [
+        rule(["apps"], ["deployments"], ["get", "create", "patch"]),
+        rule([""], ["pods"], ["delete"]),
+    ]
+
+
+def operator_rbac(
+    namespace: str, headroom_namespace: str = HEADROOM_NAMESPACE
+) -> list[dict[str, Any]]:
+    """The ServiceAccount, ClusterRole, ClusterRoleBinding, Role and RoleBinding, then the
+    headroom namespace with its Role and RoleBinding, in that order, with metadata of name
+    and namespace only (`foresize manifests` adds labels)."""
     subject = {"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": namespace}
 
     def ref(kind: str) -> dict[str, str]:
@@ -122,6 +145,20 @@ def operator_rbac(namespace: str) -> list[dict[str, Any]]:
             "kind": "RoleBinding",
             "metadata": {"name": NAME, "namespace": namespace},
             "roleRef": ref("Role"),
+            "subjects": [dict(subject)],
+        },
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": headroom_namespace}},
+        {
+            "apiVersion": RBAC_API,
+            "kind": "Role",
+            "metadata": {"name": HEADROOM_ROLE, "namespace": headroom_namespace},
+            "rules": headroom_role_rules(),
+        },
+        {
+            "apiVersion": RBAC_API,
+            "kind": "RoleBinding",
+            "metadata": {"name": HEADROOM_ROLE, "namespace": headroom_namespace},
+            "roleRef": {**ref("Role"), "name": HEADROOM_ROLE},
             "subjects": [dict(subject)],
         },
     ]

@@ -39,11 +39,13 @@ from typing import Any, Protocol
 
 from foresize.adapters.telemetry.metrics import ForesizeMetrics
 from foresize.adapters.telemetry.recorder import ChangeRecorder, target_key
+from foresize.adapters.timezones import SYSTEM_ZONES
 from foresize.core.api.access import get_path
 from foresize.core.cluster.actions import (
     Action,
     ActionResult,
 )
+from foresize.core.cluster.headroom import HeadroomConfig
 from foresize.core.cluster.snapshot import ClusterSnapshot
 from foresize.core.lifecycle.revert import REVERT_FINALIZER
 from foresize.core.lifecycle.templates import TemplatePlan
@@ -54,6 +56,7 @@ from foresize.core.reconcile import (
     ReconcileState,
     plan_pass,
 )
+from foresize.core.vertical.policy import WorkerConfig
 from foresize.shells.kube.leader import ShardManager
 from foresize.shells.kube.state import ClusterState
 
@@ -118,6 +121,7 @@ class KubeShell:
         history: Any = None,
         suggest_interval: float = 900.0,
         planner: Callable[..., PassPlan] | None = None,
+        headroom: HeadroomConfig | None = None,
     ) -> None:
         self.state = state
         self.executor = executor
@@ -128,7 +132,12 @@ class KubeShell:
         self.passes = 0
         # The recommender's history (UsageHistory or the SQLite HistoryStore).
         self.history = history
-        self.config = ReconcileConfig(worker=worker_config, suggest_interval=suggest_interval)
+        # The machine's zone database for the maintenance windows, unless the caller's
+        # worker settings name one.
+        worker_config = worker_config or WorkerConfig(time_zones=SYSTEM_ZONES)
+        self.config = ReconcileConfig(
+            worker=worker_config, suggest_interval=suggest_interval, headroom=headroom
+        )
         self.pass_state = ReconcileState()
         self.dsa_window: Any = None  # lifecycle.daemonset.UsageWindow, fed by the collector
         # The core's pass (tests inject a slow one), and where it runs: a worker thread,
@@ -230,11 +239,14 @@ class KubeShell:
         remediation reads them (keyed by workload and container, like usage)."""
         if self.history is None or not hasattr(self.history, "record_event"):
             return
-        from foresize.core.history import SeriesKey
+        from foresize.core.history import SeriesKey, workload_of_pod
 
         for pod, container, when in self.recorder.new_ooms:
             owner = snap.top_owner(pod)
             workload = owner.name if owner is not None else pod.name
+            if owner is None and pod.owner is not None and pod.owner.kind == "Job":
+                # A Job the state no longer holds: its CronJob from its naming.
+                workload = workload_of_pod(pod.name, (pod.owner.kind, pod.owner.name))
             status = pod.status_of(container)
             usage = 0.0
             if status is not None:

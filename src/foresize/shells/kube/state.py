@@ -32,7 +32,9 @@ from foresize.core.cluster.snapshot import ClusterSnapshot
 log = logging.getLogger(__name__)
 
 FORESIZE_KINDS = ("AIScaleTarget", "DaemonSetAutoscaler", "ClusterAIScaleTemplate")
-PAUSE_CONFIGMAP = "foresize-pause"  # ConfigMap in the operator namespace; data.paused == "true"
+# ConfigMap in the operator namespace: data.paused == "true" pauses, data.revert == "true"
+# also reverts every autonomous target's pods to their templates.
+PAUSE_CONFIGMAP = "foresize-pause"
 
 Key = tuple[str, str]  # (namespace, name)
 
@@ -74,6 +76,7 @@ class ClusterState:
         self.raw_foresize: dict[str, dict[Key, dict[str, Any]]] = {k: {} for k in FORESIZE_KINDS}
         self.server_version: tuple[int, int] = (1, 35)
         self.paused = False
+        self.revert_all = False
         # now -> is the pod webhook serving? (set by the operator; None: nothing to judge by)
         self.admission_health: Callable[[float], bool] | None = None
         self.events_seen = 0
@@ -223,7 +226,10 @@ class ClusterState:
             and (self.pause_namespace is None or key[0] == self.pause_namespace)
         ):
             data = obj.get("data") or {}
-            self.paused = (not deleted) and str(data.get("paused", "")).lower() == "true"
+            # `revert: "true"` reverts every autonomous target now, and pauses too.
+            self.revert_all = (not deleted) and str(data.get("revert", "")).lower() == "true"
+            paused = (not deleted) and str(data.get("paused", "")).lower() == "true"
+            self.paused = paused or self.revert_all
         else:
             log.debug("ignoring watch event for kind %s", kind)
         for problem in dropped:
@@ -263,5 +269,6 @@ class ClusterState:
             ],
             server_version=self.server_version,
             paused=self.paused,
+            revert_all=self.revert_all,
             admission_healthy=self.admission_health(now) if self.admission_health else True,
         )

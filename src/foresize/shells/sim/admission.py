@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from foresize.core.admission.index import AdmissionIndex
+from foresize.core.admission.index import AdmissionIndex, largest_node_cpu
 from foresize.core.admission.pod import mutate_pod
 from foresize.core.admission.scale import decide_scale
 from foresize.core.cluster.model import Pod, Suggestion, Workload
@@ -49,10 +49,11 @@ class SimAdmission:
         key = (
             tuple(map(id, sim.targets)),
             tuple(map(id, sim.daemonset_autoscalers)),
-            sim.paused,
+            sim.paused or sim.revert_all,
             id(sim.workloads),
             tuple(hpas),
             tuple(getattr(sim, "vertical_claims", ())),
+            len(sim.nodes),  # a node added or gone moves the largest node (boost clamp)
         )
         if self._cache is not None and self._cache[0] == key:
             return self._cache[1]
@@ -62,10 +63,11 @@ class SimAdmission:
             workloads=sim.workloads,
             hpas=sim.hpa_objects() if hpas else (),
             vertical_claims=getattr(sim, "vertical_claims", ()),
-            paused=sim.paused,
+            paused=sim.paused or sim.revert_all,
             suggestions=self.suggestions,
             oom_floors=self.oom_floors,
             predictions=self.predictions,
+            max_node_cpu=largest_node_cpu(sim.nodes.values()),
         )
         # Keep the objects referenced so their ids cannot be reused while cached.
         self._cache = (key, index)

@@ -4,8 +4,8 @@
 real API server, and runs the same pass (`foresize.core.reconcile.plan_pass`):
 
 - a usage observer (`sim.on_usage`) feeds the usage history (samples of a pod's first 2
-  minutes are left out, and so are samples of a container that is down); OOM kills go
-  into the history as events;
+  minutes are left out, but for a Job's, and so are samples of a container that is
+  down); OOM kills go into the history as events;
 - every `loop_interval` it takes a snapshot, runs the core's pass (recommendations at each
   target's cadence or at once after an OOM kill, horizontal, lifecycle, templates, the
   in-place gate, the vertical planner) and sends its actions through the core's
@@ -35,16 +35,18 @@ from typing import Any
 import numpy as np
 
 from foresize.adapters.history.aggregate import Grouping
+from foresize.adapters.timezones import SYSTEM_ZONES
 from foresize.core.api.quantity import CPU, MEMORY, MIB
 from foresize.core.api.vocabulary import DEFAULT_HPA_RESOURCE_POLICY
 from foresize.core.cluster.actions import WriteTargetStatus
+from foresize.core.cluster.headroom import HeadroomConfig
 from foresize.core.cluster.model import (
     ContainerSuggestion,
     Suggestion,
 )
 from foresize.core.cluster.pending import PendingDemand
 from foresize.core.cluster.target import dsa_view
-from foresize.core.history import SeriesKey
+from foresize.core.history import SeriesKey, job_pod_history
 from foresize.core.lifecycle.daemonset import UsageWindow
 from foresize.core.recommend.suggestions import suggestion_uid
 from foresize.core.reconcile import ActionQueue, ReconcileConfig, ReconcileState, plan_pass
@@ -125,7 +127,7 @@ class OperatorOptions:
     loop_interval: float = 15.0
     recommend_interval: float = 900.0  # forecast_interval default = forecast_blocks (15 m)
     min_lookback: float = DEFAULT_MIN_LOOKBACK
-    kinds: tuple[str, ...] = ("Deployment", "StatefulSet")
+    kinds: tuple[str, ...] = ("Deployment", "StatefulSet", "CronJob")
     # Hysteresis (scaling_behavior): up 5%, down 10%, the recommender's defaults.
     scale_up_percent: float = 5.0
     scale_down_percent: float = 10.0
@@ -134,7 +136,9 @@ class OperatorOptions:
     admission: bool = True
     disruption: dict[str, Any] = field(default_factory=dict)
     hpa_resource_policy: str = DEFAULT_HPA_RESOURCE_POLICY
-    worker: WorkerConfig = field(default_factory=WorkerConfig)
+    # The machine's zone database: the targets' maintenance windows read it as in a cluster.
+    worker: WorkerConfig = field(default_factory=lambda: WorkerConfig(time_zones=SYSTEM_ZONES))
+    vertical: dict[str, Any] | None = None  # more of the targets' spec.vertical (windows, ...)
     targets: list[str] | None = None  # workload keys Kind/ns/name; None = all of `kinds`
     # The targets keep limits proportional to the template (limit.ratio per resource), as
     # VPA does by default, so a memory leak can be followed above the template's limit.
@@ -142,6 +146,7 @@ class OperatorOptions:
     min_lookback_to_scale: str | None = None  # the target's own (API default 24 h)
     min_replicas: int | None = None  # the targets' update_policy.min_replicas (API default 2)
     startup_boost: dict[str, Any] | None = None  # the targets' vertical.startup_boost
+    headroom: HeadroomConfig | None = None  # forecast-sized placeholders (`--headroom`)
 
 
 class SimOperator:
@@ -158,7 +163,9 @@ class SimOperator:
         self.opt = options or OperatorOptions()
         # Templates are reconciled here too; the simulator has no finalizers to hold.
         self.config = ReconcileConfig(
-            worker=self.opt.worker, suggest_interval=self.opt.recommend_interval
+            worker=self.opt.worker,
+            suggest_interval=self.opt.recommend_interval,
+            headroom=self.opt.headroom,
         )
         self.pass_state = ReconcileState()
         self.series: dict[tuple[str, str, str], int] = {}
@@ -202,18 +209,22 @@ class SimOperator:
                 continue
             if self.opt.targets is not None and key not in self.opt.targets:
                 continue
+            # A CronJob's pods are sized at creation only (`api.jobs`): no update mode
+            # but its own, no start-up boost.
+            cronjob = wl.kind == "CronJob"
             vertical: dict[str, Any] = {
                 "mode": "autonomous",
                 "update_policy": {
-                    "update_mode": self.opt.update_mode,
+                    **({} if cronjob else {"update_mode": self.opt.update_mode}),
                     **({"min_replicas": m} if (m := self.opt.min_replicas) is not None else {}),
                 },
                 "hpa_resource_policy": self.opt.hpa_resource_policy,
             }
             if self.opt.disruption:
                 vertical["disruption"] = dict(self.opt.disruption)
-            if self.opt.startup_boost is not None:
+            if self.opt.startup_boost is not None and not cronjob:
                 vertical["startup_boost"] = dict(self.opt.startup_boost)
+            vertical.update(self.opt.vertical or {})
             if self.opt.proportional_limits:
                 vertical["containers"] = _proportional_limits(wl.template.containers)
             spec_model: dict[str, Any] = {}
@@ -351,10 +362,11 @@ class SimOperator:
             if pod is None or pod.start_time is None:
                 continue
             # A pod's start time is set when it is bound, before its samples start, and
-            # stays while they last.
+            # stays while they last. A Job's pods are all start-up and work: their first
+            # minutes are kept (`job_pod_history`).
             positions.append(i)
             series.append(s)
-            start.append(pod.start_time)
+            start.append(-math.inf if job_pod_history(pod.owner) else pod.start_time)
         self._sampling = _Sampling(
             keys,
             np.asarray(positions, dtype=np.int64),
@@ -564,14 +576,20 @@ def install_foresize(
     mode: str | None = None,
     hpa_resource_policy: str = DEFAULT_HPA_RESOURCE_POLICY,
     min_lookback_to_scale: str | None = None,
+    headroom: HeadroomConfig | None = None,
+    vertical: dict[str, Any] | None = None,
 ) -> SimOperator:
     """`--policy foresize[:MODE]`: forecasting recommender, disruption worker, admission;
-    `foresize-coordinate`: the same with `hpa_resource_policy: coordinate`.
-    `min_lookback_to_scale`: the targets' own (API default 24 h; tests shorten it)."""
+    `foresize-coordinate`: the same with `hpa_resource_policy: coordinate`;
+    `foresize+headroom`: the same with forecast-sized headroom placeholders.
+    `min_lookback_to_scale`: the targets' own (API default 24 h; tests shorten it);
+    `vertical`: more of their spec.vertical (`foresize-window`: a maintenance window)."""
     opts = OperatorOptions(
         loop_interval=SIM_LOOP_INTERVAL,
         hpa_resource_policy=hpa_resource_policy,
         min_lookback_to_scale=min_lookback_to_scale,
+        headroom=headroom,
+        vertical=vertical,
     )
     return SimOperator(sim, ForesizeRecommender(mode), opts).install()
 

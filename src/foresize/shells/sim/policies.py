@@ -35,7 +35,6 @@ POLICIES: dict[str, PolicyInstaller] = {"static": _static}
 POLICY_MODULES = (
     "foresize.shells.sim.policy_foresize",
     "foresize.shells.sim.policy_vpa",
-    "foresize.shells.sim.headroom",
 )
 
 

@@ -72,7 +72,7 @@ __all__ = [
     "parse_scenario",
 ]
 
-WORKLOAD_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "Job")
+WORKLOAD_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob")
 
 # Size limits, refused up front naming the number: without them `count: 100000` hung the
 # simulator and `count: 1000000000` ran out of memory. The simulator steps every pod every
@@ -259,6 +259,12 @@ def _read_workload(
         w.every = ctx.duration(m["every"], f"{path}.every", 0.0)
         if w.every <= 0:
             raise ctx.fail(f"{path}.every", "must be positive")
+    if kind == "CronJob" and w.every is None:
+        raise ctx.fail(f"{path}.every", "a CronJob needs its schedule's period (every: 24h)")
+    if "first_run" in m:
+        if kind != "CronJob":
+            raise ctx.fail(f"{path}.first_run", "only a CronJob has a first_run")
+        w.first_run = ctx.duration(m["first_run"], f"{path}.first_run", 0.0)
     _read_containers(ctx, m, path, w)
     _read_pod_resources(ctx, m, path, w)
     w.overhead = read_resources(ctx, m.get("overhead"), f"{path}.overhead")
@@ -409,7 +415,7 @@ def peak_pods(sc: Scenario) -> int:
     for w in sc.workloads:
         if w.kind == "DaemonSet":
             pods += nodes
-        elif w.kind == "Job":
+        elif w.kind in ("Job", "CronJob"):
             pods += w.parallelism
         else:
             pods += max(w.replicas, hpa_max.get((w.kind, w.namespace, w.name), 0))

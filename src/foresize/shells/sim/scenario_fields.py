@@ -410,6 +410,7 @@ WORKLOAD_FIELDS = {
     "parallelism",
     "run_time",
     "every",
+    "first_run",
 }
 
 

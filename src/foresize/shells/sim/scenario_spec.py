@@ -60,11 +60,14 @@ class WorkloadSpec:
     termination_grace: float = 30.0
     load_shared: bool = False  # demand is spread over the ready replicas (HPA-driven tiers)
     jitter: float = 0.1  # per-replica variation of the usage level
-    # Job only
+    # Job and CronJob (a CronJob's runs are Jobs it creates, each with these)
     completions: int = 1
     parallelism: int = 1
     run_time: float = 3600.0
-    every: float | None = None  # rerun the Job on this period (a CronJob)
+    # Job: rerun the same Job on this period; CronJob: its schedule's period, a new Job
+    # each time, the first `first_run` seconds into the run.
+    every: float | None = None
+    first_run: float = 0.0
 
 
 @dataclass(slots=True)

@@ -33,6 +33,7 @@ from typing import Any
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
+from foresize.adapters.timezones import SYSTEM_ZONES
 from foresize.core.admission.index import AdmissionIndex
 from foresize.core.admission.review import (
     allow_with_warning,
@@ -397,7 +398,12 @@ def create_app(
 
     app.router.add_post("/mutate-pods", endpoint(mutate_pods))
     app.router.add_post("/mutate-scale", endpoint(review_scale))
-    app.router.add_post("/validate-targets", endpoint(review_target))
+
+    def validate_targets(body: Any, index: AdmissionIndex, now: float) -> dict[str, Any]:
+        # The maintenance windows' zones are checked against this machine's database.
+        return review_target(body, index, now, SYSTEM_ZONES)
+
+    app.router.add_post("/validate-targets", endpoint(validate_targets))
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/readyz", _readyz(state_provider))
     if noop_endpoint:

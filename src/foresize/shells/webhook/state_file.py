@@ -27,7 +27,15 @@ from foresize.core.errors import ForesizeError
 
 log = logging.getLogger("foresize.shells.webhook")
 
-_WORKLOAD_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Rollout")
+_WORKLOAD_KINDS = (
+    "Deployment",
+    "StatefulSet",
+    "DaemonSet",
+    "ReplicaSet",
+    "Rollout",
+    "CronJob",
+    "Job",
+)
 
 
 # The largest state file read: 10,000 targets with their status and workloads fit in well

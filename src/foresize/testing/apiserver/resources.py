@@ -86,7 +86,12 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
             ("daemonsets", "DaemonSet", False),
         )
     ),
+    *(
+        ResourceType("batch", "v1", plural, kind, True, ("status",), generation=True)
+        for plural, kind in (("cronjobs", "CronJob"), ("jobs", "Job"))
+    ),
     ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True),
+    ResourceType("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False),
     ResourceType(
         "apiextensions.k8s.io",
         "v1",

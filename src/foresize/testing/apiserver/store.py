@@ -32,6 +32,7 @@ from foresize.testing.apiserver.resources import (
     set_path,
     spec_part,
 )
+from foresize.testing.apiserver.scheduling import admit_pod_priority
 from foresize.testing.apiserver.update_rules import (
     check_identity,
     check_update_rules,
@@ -124,6 +125,9 @@ class ObjectStore:
             self.add_crd(obj)
             return self.get("CustomResourceDefinition", None, obj["metadata"]["name"]) or {}
         return copy.deepcopy(self._create(rtype, ns, copy.deepcopy(obj), keep_status=True))
+
+    def _priority_class(self, name: str) -> dict[str, Any] | None:
+        return self.get("PriorityClass", None, name)
 
     def _ensure_namespace(self, ns: str) -> None:
         nstype = self.types["/v1/namespaces"]
@@ -267,6 +271,8 @@ class ObjectStore:
             meta.pop(server_set, None)
         if "status" in rtype.subresources and not keep_status:
             obj.pop("status", None)
+        if rtype.kind == "Pod" and not keep_status:  # Priority admission (not on seeds)
+            admit_pod_priority(obj, self._priority_class, self.list("PriorityClass"))
         obj = self._validate(rtype, obj, creating=True)
         meta = obj["metadata"]
         key = (rtype.key, namespace if rtype.namespaced else "", meta.get("name") or "")

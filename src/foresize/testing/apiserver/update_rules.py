@@ -87,6 +87,12 @@ def check_update_rules(
             )
     if rtype.kind == "Pod" and subresource is None:
         check_pod_update(rtype, old, new)
+    if rtype.kind == "PriorityClass":
+        from foresize.testing.apiserver.scheduling import priority_class_update_errors
+
+        errors = priority_class_update_errors(old, new)
+        if errors:
+            raise invalid(rtype, name, errors)
     workload = rtype.kind in ("Deployment", "StatefulSet", "ReplicaSet", "DaemonSet")
     if workload and (new.get("spec") or {}).get("selector") != (old.get("spec") or {}).get(
         "selector"

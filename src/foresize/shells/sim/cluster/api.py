@@ -1,5 +1,6 @@
 """The API server's answers to the core's actions (`ClusterPort.apply`): the resize
-subresource, metadata patches, scale, rollout restarts, target status and events."""
+subresource, metadata patches, scale, rollout restarts, target status and events, and
+the headroom placeholders (their PriorityClass, Deployment and releases)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ from foresize.core.cluster.actions import (
     Action,
     ActionResult,
     EmitEvent,
+    EnsureHeadroom,
     EvictPod,
     PatchPodMetadata,
     PatchScale,
+    ReleaseHeadroom,
     ResizePod,
     RestartWorkload,
     WriteTargetStatus,
@@ -36,6 +39,7 @@ if TYPE_CHECKING:
     from foresize.shells.sim.cluster.controllers import Controllers
     from foresize.shells.sim.cluster.disruption import Disruption
     from foresize.shells.sim.cluster.kubelet import Kubelet
+    from foresize.shells.sim.cluster.lifecycle import PodLifecycle
 
 RESTARTED_AT = "kubectl.kubernetes.io/restartedAt"
 
@@ -72,6 +76,7 @@ class ApiServer:
     controllers: Controllers
     kubelet: Kubelet
     disruption: Disruption
+    lifecycle: PodLifecycle
 
     def __init__(
         self, clock: Clock, journal: Journal, store: ObjectStore, nodeset: NodeSet
@@ -80,6 +85,7 @@ class ApiServer:
         self.journal = journal
         self.store = store
         self.nodeset = nodeset
+        self.priority_classes: dict[str, int] = {}  # name -> value (scheduling.k8s.io)
 
     def apply(self, action: Action) -> ActionResult:
         """Apply one action as the API server would and answer like it."""
@@ -97,6 +103,10 @@ class ApiServer:
             return self.status(action)
         if isinstance(action, EmitEvent):
             return self.event(action)
+        if isinstance(action, EnsureHeadroom):
+            return self.ensure_headroom(action)
+        if isinstance(action, ReleaseHeadroom):
+            return self.release_headroom(action)
         return ActionResult(False, 400, "BadRequest", f"unsupported action {type(action).__name__}")
 
     @staticmethod
@@ -268,6 +278,89 @@ class ApiServer:
             wl = self.workload_for_object(a.kind, a.namespace, a.name)
             self.journal.count(wl, "breaker_openings")
         self.journal.log("Event", obj, a.reason, a.message, type=a.type)
+        return OK
+
+    def ensure_headroom(self, a: EnsureHeadroom) -> ActionResult:
+        """Create the PriorityClass where missing, then create or update the placeholder
+        Deployment (a change of its pods' requests rolls it out, as a template change
+        does). The simulated scheduler has no node selectors: a pool's placeholders may
+        land on any node (the bench's scenarios have one pool)."""
+        from foresize.core.cluster.headroom import HEADROOM_LABEL
+        from foresize.shells.sim.scenario_spec import ContainerSpec, WorkloadSpec
+        from foresize.shells.sim.usage import GeneratorSpec
+
+        if a.priority_class not in self.priority_classes:
+            self.priority_classes[a.priority_class] = a.priority
+            self.journal.log(
+                "PriorityClassCreated",
+                f"PriorityClass/{a.priority_class}",
+                "Created",
+                f"value {a.priority}, preemptionPolicy Never",
+            )
+        priority = self.priority_classes[a.priority_class]
+        wkey = f"Deployment/{a.namespace}/{a.name}"
+        if wkey not in self.store.workloads:
+            self.controllers.add_workload(
+                WorkloadSpec(
+                    kind="Deployment",
+                    name=a.name,
+                    namespace=a.namespace,
+                    replicas=0,
+                    labels={HEADROOM_LABEL: a.pool},
+                    priority=priority,
+                    containers=[
+                        ContainerSpec(
+                            "pause",
+                            requests=dict(a.requests),
+                            limits=dict(a.requests),
+                            # A pause container uses next to nothing.
+                            cpu=GeneratorSpec("constant", base=0.001),
+                            memory=GeneratorSpec("constant", base=1 * 2**20),
+                        )
+                    ],
+                    readiness_delay=0.0,
+                    termination_grace=0.0,
+                    jitter=0.0,
+                )
+            )
+            self.journal.log("HeadroomCreated", wkey, "Created", f"pool {a.pool!r}")
+        wl = self.store.workloads[wkey]
+        pause = wl.template.containers[0]
+        if dict(pause.resources.requests) != dict(a.requests):
+            wl = self.store.writable_workload(wkey)
+            wl.template.containers[0] = pause.copy(
+                type(pause.resources)(dict(a.requests), dict(a.requests))
+            )
+            st = self.store.wl_state[wkey]
+            st.revision += 1
+            st.rollout = True
+            self.controllers.new_replicaset(wkey)
+            self.controllers.queue_reconcile(wkey)
+        if wl.replicas != a.replicas:
+            self.journal.log(
+                "HeadroomSized",
+                wkey,
+                "Sized",
+                f"{a.replicas} placeholders for the forecast upsize demand",
+                replicas=a.replicas,
+                demand=dict(a.demand),
+            )
+            self.controllers.set_replicas(wkey, a.replicas, source="headroom")
+        return OK
+
+    def release_headroom(self, a: ReleaseHeadroom) -> ActionResult:
+        """DELETE the placeholder pod with grace 0: it stops at once and its room is free
+        before the kubelet acts on the resize that needed it."""
+        key = f"{a.namespace}/{a.name}"
+        pod = self.store.pods.get(key)
+        if pod is None:
+            return self.not_found("pods", a.name)
+        if a.uid and a.uid != pod.uid:
+            return ActionResult(
+                False, 409, "Conflict", f"pod {key} changed since the release was planned"
+            )
+        self.journal.log("HeadroomReleased", f"Pod/{key}", "Released", a.reason, node=a.node)
+        self.lifecycle.delete(key, 0.0, "HeadroomReleased")
         return OK
 
     def workload_for_object(self, kind: str, namespace: str, name: str) -> str | None:

@@ -1,5 +1,6 @@
 """The workload controllers: Deployment (through ReplicaSets, rolling update), StatefulSet
-(OrderedReady), DaemonSet (one pod per node), Job (optionally periodic), and scale."""
+(OrderedReady), DaemonSet (one pod per node), Job (optionally periodic), CronJob (a new
+Job on its schedule, `concurrencyPolicy: Forbid`, the last 3 Jobs kept), and scale."""
 
 from __future__ import annotations
 
@@ -30,6 +31,9 @@ if TYPE_CHECKING:
     from foresize.shells.sim.cluster.metering import Metering
 
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # the alphabet of generated name suffixes
+JOBS_HISTORY_LIMIT = 3
+"""A CronJob keeps its last 3 Jobs (`successfulJobsHistoryLimit`'s default); older ones go
+with their pods, as the CronJob controller deletes them."""
 
 
 class Controllers:
@@ -70,16 +74,21 @@ class Controllers:
             uid,
             dict(spec.labels),
             dict(spec.labels),
-            spec.replicas if spec.kind != "Job" else spec.parallelism,
+            spec.replicas if spec.kind not in ("Job", "CronJob") else spec.parallelism,
             template_from_spec(spec),
         )
         self.store.workloads[key] = wl
         st = WorkloadState(spec, self.metering.acc_row(f"{spec.kind}/{spec.namespace}/{spec.name}"))
-        st.owner_ref = OwnerRef(spec.kind, spec.name, uid, "apps/v1")
+        st.owner_ref = OwnerRef(
+            spec.kind, spec.name, uid, "batch/v1" if spec.kind == "CronJob" else "apps/v1"
+        )
         self.store.wl_state[key] = st
         self.journal.counters.setdefault(key, {})
         if spec.kind == "Deployment":
             self.new_replicaset(key)
+        if spec.kind == "CronJob":
+            st.job_done = True  # no run before the first scheduled one
+            self.clock.at(spec.first_run, self.cronjob_run, key)
 
     def new_replicaset(self, key: str) -> None:
         st = self.store.wl_state[key]
@@ -114,7 +123,7 @@ class Controllers:
             self.reconcile_statefulset(key, st)
         elif kind == "DaemonSet":
             self.reconcile_daemonset(key, st)
-        elif kind == "Job":
+        elif kind in ("Job", "CronJob"):
             self.reconcile_job(key, st)
 
     def live(self, st: WorkloadState) -> list[Pod]:
@@ -284,7 +293,7 @@ class Controllers:
                 "Completed",
                 f"{st.succeeded} completions",
             )
-            if spec.every:
+            if spec.every and spec.kind == "Job":
                 self.clock.at(st.job_round_started + spec.every, self.job_restart, key)
             return
         need = min(spec.parallelism, spec.completions - st.succeeded) - len(live)
@@ -301,6 +310,61 @@ class Controllers:
         st.job_done = False
         st.job_round_started = self.clock.now
         self.queue_reconcile(key)
+
+    def cronjob_run(self, key: str) -> None:
+        """The CronJob's schedule fires: a new Job `<cronjob>-<scheduled minute>` owned by
+        the CronJob (its pods are the Job's), unless the last run is still active
+        (`concurrencyPolicy: Forbid`); the next run is scheduled one period on."""
+        st = self.store.wl_state[key]
+        spec = st.spec
+        assert spec.every is not None
+        self.clock.at(self.clock.now + spec.every, self.cronjob_run, key)
+        if not st.job_done:
+            self.journal.log("JobSkipped", key, "JobAlreadyActive", st.rs_name)
+            return
+        cron = self.store.workloads[key]
+        name = f"{spec.name}-{int(self.clock.now // 60):08d}"
+        job = Workload(
+            "Job",
+            cron.namespace,
+            name,
+            self.store.new_uid(),
+            dict(cron.labels),
+            {"batch.kubernetes.io/job-name": name},
+            spec.parallelism,
+            clone_workload(cron).template,
+            owner=OwnerRef("CronJob", cron.name, cron.uid, "batch/v1"),
+        )
+        self.store.workloads[f"Job/{cron.namespace}/{name}"] = job
+        st.rs_name = name  # the run in progress (a Deployment's field: its current child)
+        st.succeeded = 0
+        st.job_done = False
+        st.job_round_started = self.clock.now
+        self.journal.log("JobCreated", key, "SuccessfulCreate", f"created Job {name}")
+        self._forget_old_jobs(cron)
+        self.queue_reconcile(key)
+
+    def _forget_old_jobs(self, cron: Workload) -> None:
+        jobs = sorted(
+            k
+            for k, w in self.store.workloads.items()
+            if w.kind == "Job"
+            and w.namespace == cron.namespace
+            and w.owner is not None
+            and w.owner.kind == "CronJob"
+            and w.owner.name == cron.name
+        )
+        for old in jobs[:-JOBS_HISTORY_LIMIT]:
+            name = old.rsplit("/", 1)[1]
+            for pkey, pod in list(self.store.pods.items()):
+                owner = pod.owner
+                if (
+                    owner is not None
+                    and (owner.kind, owner.name, pod.namespace) == ("Job", name, cron.namespace)
+                    and pod.phase in ("Succeeded", "Failed")
+                ):
+                    self.lifecycle.remove(pkey, pod.uid)
+            del self.store.workloads[old]
 
     def create_for(
         self, key: str, st: WorkloadState, *, ordinal: int = -1, node: str | None = None
@@ -319,6 +383,10 @@ class Controllers:
         elif spec.kind == "StatefulSet":
             owner = st.owner_ref
             name = f"{spec.name}-{ordinal}"
+        elif spec.kind == "CronJob":  # the pods of the run in progress: its Job's
+            job = self.store.workloads[f"Job/{wl.namespace}/{st.rs_name}"]
+            owner = OwnerRef("Job", job.name, job.uid, "batch/v1")
+            name = f"{job.name}-{self.store.name_suffix()}"
         else:
             owner = OwnerRef(
                 spec.kind, spec.name, wl.uid, "batch/v1" if spec.kind == "Job" else "apps/v1"
@@ -335,7 +403,7 @@ class Controllers:
             priority=tmpl.priority,
             containers=tmpl.containers,
             init_containers=tmpl.init_containers,
-            restart_policy="OnFailure" if spec.kind == "Job" else "Always",
+            restart_policy="OnFailure" if spec.kind in ("Job", "CronJob") else "Always",
             resources=tmpl.resources,
             # The RuntimeClass admission plugin copies the runtime's overhead into the pod.
             overhead=dict(tmpl.overhead),
@@ -344,6 +412,9 @@ class Controllers:
             pod.labels["pod-template-hash"] = st.rs_name.rsplit("-", 1)[1]
         elif spec.kind in ("StatefulSet", "DaemonSet"):
             pod.labels["controller-revision-hash"] = f"{spec.name}-{st.revision}"
+        elif spec.kind == "CronJob":
+            pod.labels["batch.kubernetes.io/job-name"] = st.rs_name
+            pod.labels["job-name"] = st.rs_name
         meta = PodMeta(
             top=key,
             owner_key=f"{owner.kind}/{wl.namespace}/{owner.name}" if owner else None,

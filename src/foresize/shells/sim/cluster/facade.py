@@ -90,6 +90,7 @@ class SimCluster:
     templates = _Part[list[Any]]("store")
     vertical_claims = _Part[list[VerticalClaim]]("store")
     paused = _Part[bool]("store")
+    revert_all = _Part[bool]("store")
     server_version = _Part[tuple[int, int]]("store")
     epoch = _Part[int]("store")
     nodes = _Part[dict[str, Node]]("nodeset")
@@ -194,7 +195,7 @@ class SimCluster:
         self.hpa.metering, self.hpa.controllers = self.metering, self.controllers
         self.disruption.lifecycle = self.lifecycle
         self.api.controllers, self.api.kubelet = self.controllers, self.kubelet
-        self.api.disruption = self.disruption
+        self.api.disruption, self.api.lifecycle = self.disruption, self.lifecycle
         na = self.node_autoscaler
         if na is not None:
             na.scheduler, na.disruption, na.metering = (
@@ -346,7 +347,8 @@ class SimCluster:
             daemonset_autoscalers=list(self.daemonset_autoscalers),
             templates=list(self.templates),
             server_version=self.server_version,
-            paused=self.paused,
+            paused=self.paused or self.revert_all,
+            revert_all=self.revert_all,
         )
 
     def hpa_objects(self) -> list[HorizontalPodAutoscaler]:

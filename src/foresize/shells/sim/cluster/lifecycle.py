@@ -145,7 +145,7 @@ class PodLifecycle:
             node=node,
         )
         self.clock.at(self.clock.now + meta.readiness_delay, self.become_ready, key, pod.uid)
-        if meta.top is not None and self.store.wl_state[meta.top].spec.kind == "Job":
+        if meta.top is not None and self.store.wl_state[meta.top].spec.kind in ("Job", "CronJob"):
             meta.run_until = self.clock.now + self.store.wl_state[meta.top].spec.run_time
             self.clock.at(meta.run_until, self.job_pod_done, key, pod.uid)
 

@@ -193,6 +193,11 @@ class Scheduler:
                     free[1] -= c[1]
                 else:
                     victims.append(k)
+            if not victims:
+                # It fits without evicting anyone: the room is held for pods nominated
+                # after an earlier preemption (the filter counted them, this view does
+                # not); preempting more frees nothing for it, it waits for them.
+                continue
             score = (
                 max(self.store.pods[k].priority for k in victims),
                 len(victims),

@@ -32,6 +32,7 @@ class ObjectStore:
         self.templates: list[Any] = []
         self.vertical_claims = vertical_claims
         self.paused = False
+        self.revert_all = False  # the pause's "revert everything now" (pauses too)
         self.server_version: tuple[int, int] = (1, 35)  # (1, 36): NodeCapacity refusals
         # Copy-on-write: an object is cloned once after each snapshot (`epoch`).
         self.epoch = 0

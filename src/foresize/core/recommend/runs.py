@@ -1,0 +1,389 @@
+"""A CronJob's recommendation, learned across its runs (issue 25 item 3).
+
+Each run of a CronJob is a new Job with new pods and no history of its own; the runs of
+one CronJob share one history (`cluster.jobs`, `history.workload_of_pod`). What sizes a
+run is its *peak*: a job that needs 3Gi for five minutes of an hour is killed at 2Gi,
+whatever its average. So the forecasting pipeline (a forecast of the maximum over the
+next 15 minutes on a continuous series) is not used: the history is cut into runs and
+each container's request is the highest peak of its recent runs plus a margin.
+
+The rule, per container and resource the template declares:
+
+- Runs are the spans of the 5-minute grid with samples, separated by `RUN_GAP` empty
+  columns; a span that reaches `now` is the run in progress (its peak is not known yet)
+  and is not counted. An OOM kill belongs to the run it fell in, or is a run of its own
+  (a pod killed before its first sample).
+- A *clean* run finished without an OOM kill: its peak is its need. The request is the
+  highest peak of the last `RUNS_CONSIDERED` clean runs x (1 + `RUN_MARGIN`).
+- A run OOM-killed after the last clean run raises memory to `OOM_FACTOR` x the memory
+  it was killed at (architecture §3.1's factor): the next run gets it, before
+  `MIN_RUNS` (remediation does not wait), and it compounds while runs keep being killed.
+- Bounds (`spec.vertical.containers[].<resource>.lowerbound/upperbound`) clamp it;
+  limits keep the template's limit/request ratio (so the QoS class is kept), CPU is
+  rounded up to 1m and memory to 1Mi.
+- No clean run (every run was killed, or none finished yet): nothing measured is
+  presented as a need. Memory is the OOM raise where runs were killed, CPU keeps its
+  current request, and `status.job_runs.assumed` says so; with no run at all there is no
+  suggestion.
+
+`hasEnoughDataToScale` is `MIN_RUNS` clean runs. The vertical worker never resizes or
+evicts a CronJob's pods (`api.jobs`: update mode `initial`): the pod webhook applies the
+suggestion when the next run's pods are created.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from foresize.core.api.fields import format_timestamp
+from foresize.core.api.jobs import CRONJOB
+from foresize.core.api.quantity import CPU, MEMORY, MIB, format_resource_map
+from foresize.core.cluster.actions import WriteTargetStatus
+from foresize.core.cluster.model import Container
+from foresize.core.cluster.snapshot import ClusterSnapshot, TargetObject
+from foresize.core.cluster.target import TargetView, target_view
+from foresize.core.cluster.target_fields import suggestion_from
+from foresize.core.history import HistoryReader
+from foresize.core.recommend.explain import Explanation, amount, status_entries
+from foresize.core.recommend.histories import MODEL_STEP, TO_CANONICAL, ContainerHistory
+from foresize.core.recommend.oom import OOM_FACTOR
+
+if TYPE_CHECKING:
+    from foresize.core.recommend.suggestions import SuggestionState
+
+RUN_GAP = 2
+"""Empty 5-minute columns (10 minutes) that end a run: a container restarting after an
+OOM kill is back within its back-off (10 s doubling, 5 minutes at most), so it stays in
+its run; runs of a CronJob scheduled more often than every 10 minutes merge, which only
+makes their peak the higher of theirs."""
+MIN_RUNS = 3
+"""Clean runs before the recommendation acts (`hasEnoughDataToScale`): one run does not
+show how much its peak moves from run to run; three do (the fourth run is sized)."""
+RUNS_CONSIDERED = 7
+"""The peaks of the last 7 clean runs (a week of a nightly job): old enough runs stop
+counting, so a job whose input shrank is sized down within a week."""
+RUN_MARGIN = 0.10
+"""10% above the highest recent peak: a run's peak moves with its input from night to
+night; the margin covers that movement (a peak 10% above the week's highest is an OOM
+kill, which then raises the next run by `OOM_FACTOR`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """One run of a container as its history shows it (canonical units: millicores,
+    bytes; NaN: no sample of that resource)."""
+
+    start: float
+    end: float
+    cpu_peak: float
+    memory_peak: float
+    oom_kills: int = 0
+    oom_usage: float = math.nan  # the highest memory a kill of this run happened at
+    in_progress: bool = False
+
+    @property
+    def clean(self) -> bool:
+        return self.oom_kills == 0 and not self.in_progress
+
+    def peak(self, resource: str) -> float:
+        return self.cpu_peak if resource == CPU else self.memory_peak
+
+
+def _spans(have: np.ndarray) -> list[tuple[int, int]]:
+    """[first, last] columns of the runs of True separated by at least RUN_GAP False."""
+    cols = np.flatnonzero(have)
+    if cols.size == 0:
+        return []
+    breaks = np.flatnonzero(np.diff(cols) > RUN_GAP)
+    starts = np.concatenate([[cols[0]], cols[breaks + 1]])
+    ends = np.concatenate([cols[breaks], [cols[-1]]])
+    return [(int(a), int(b)) for a, b in zip(starts, ends, strict=True)]
+
+
+def runs_of(history: ContainerHistory, now: float, step: float = MODEL_STEP) -> list[Run]:
+    """The container's runs, oldest first."""
+    cpu = np.asarray(history.cpu, dtype=float) * TO_CANONICAL[CPU]
+    mem = np.asarray(history.memory, dtype=float) * TO_CANONICAL[MEMORY]
+    n = max(len(cpu), len(mem))
+    cpu = np.concatenate([np.full(n - len(cpu), np.nan), cpu])
+    mem = np.concatenate([np.full(n - len(mem), np.nan), mem])
+    have = np.isfinite(cpu) | np.isfinite(mem)
+
+    def at(col: int) -> float:
+        return now - (n - 1 - col) * step
+
+    runs: list[dict[str, float]] = []
+    for a, b in _spans(have):
+        with np.errstate(all="ignore"):
+            c = float(np.nanmax(cpu[a : b + 1])) if np.isfinite(cpu[a : b + 1]).any() else math.nan
+            m = float(np.nanmax(mem[a : b + 1])) if np.isfinite(mem[a : b + 1]).any() else math.nan
+        runs.append(
+            {"start": at(a) - step, "end": at(b), "cpu": c, "mem": m, "kills": 0, "usage": math.nan}
+        )
+    usages = list(history.oom_usage) + [math.nan] * len(history.oom_times)
+    for t, usage in zip(history.oom_times, usages, strict=False):
+        home = next((r for r in runs if r["start"] - step <= t <= r["end"] + step), None)
+        if home is None:  # killed before its first sample: a run of its own
+            home = {"start": t, "end": t, "cpu": math.nan, "mem": math.nan, "kills": 0}
+            home["usage"] = math.nan
+            runs.append(home)
+        home["kills"] += 1
+        if math.isfinite(usage):
+            home["usage"] = usage if not math.isfinite(home["usage"]) else max(home["usage"], usage)
+    runs.sort(key=lambda r: r["start"])
+    out = []
+    for r in runs:
+        running = r["end"] >= now - RUN_GAP * step
+        out.append(
+            Run(r["start"], r["end"], r["cpu"], r["mem"], int(r["kills"]), r["usage"], running)
+        )
+    return out
+
+
+@dataclass(slots=True)
+class ContainerRuns:
+    """One container's recommendation from its runs."""
+
+    requests: dict[str, int] = field(default_factory=dict)
+    limits: dict[str, int] = field(default_factory=dict)
+    explanation: Explanation = field(default_factory=Explanation)
+    runs: list[Run] = field(default_factory=list)
+    clean: int = 0
+    oom_killed: int = 0
+    raised: bool = False  # an OOM kill since the last clean run raised memory
+    assumed: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, history: ContainerHistory, now: float, step: float = MODEL_STEP) -> ContainerRuns:
+        """The runs of a container's history, counted, before any request is made."""
+        runs = runs_of(history, now, step)
+        return cls(
+            runs=runs,
+            clean=sum(1 for r in runs if r.clean),
+            oom_killed=sum(1 for r in runs if r.oom_kills),
+        )
+
+
+def _oom_need(runs: list[Run], current_limit: int | None) -> tuple[float, int] | None:
+    """(memory need, kills) from the runs OOM-killed since the last clean run (None: none)."""
+    last_clean = max((r.end for r in runs if r.clean), default=-math.inf)
+    killed = [r for r in runs if r.oom_kills and r.start >= last_clean]
+    if not killed:
+        return None
+    at = [r.oom_usage for r in killed if math.isfinite(r.oom_usage)]
+    hit = max(at) if at else float(current_limit or 0)
+    if hit <= 0:
+        return None
+    return hit * OOM_FACTOR, sum(r.oom_kills for r in killed)
+
+
+def request_from_runs(
+    out: ContainerRuns,
+    resource: str,
+    current: int | None,
+    current_limit: int | None,
+    bounds: tuple[int | None, int | None] = (None, None),
+) -> int | None:
+    """THE request of `resource` from a container's runs (`ContainerRuns.of`), each step
+    recorded in `out.explanation` and what was assumed in `out.assumed`; None where no
+    run finished clean and nothing is in force to keep (`foresize recommend` on history
+    without the workload's requests)."""
+    ex = out.explanation
+    clean = [r for r in out.runs if r.clean][-RUNS_CONSIDERED:]
+    peaks = [r.peak(resource) for r in clean if math.isfinite(r.peak(resource))]
+    if peaks:
+        top = max(peaks)
+        ex.step(
+            "runs",
+            resource,
+            top,
+            f"the highest peak of the last {len(peaks)} run(s) that finished without an OOM "
+            f"kill: {amount(resource, top)}",
+        )
+        value = ex.moved(
+            "margin", resource, top, top * (1 + RUN_MARGIN), f"+{RUN_MARGIN:.0%} above that peak"
+        )
+    elif current is None:
+        return None
+    else:
+        value = float(current)
+        ex.step(
+            "current",
+            resource,
+            value,
+            "no run finished without an OOM kill: the current request is kept (assumed, "
+            "not measured)",
+        )
+        out.assumed.append(f"{resource} kept at its current {amount(resource, current)}")
+    if resource == MEMORY:
+        need = _oom_need(out.runs, current_limit)
+        if need is not None and need[0] > value:
+            out.raised = True
+            value = ex.moved(
+                "oom",
+                resource,
+                value,
+                need[0],
+                f"{need[1]} OOM kill(s) since the last clean run: {OOM_FACTOR:g} x the memory "
+                "they were killed at",
+            )
+            if not peaks:
+                out.assumed[-1] = (
+                    f"memory raised to {amount(MEMORY, value)} from the OOM kills (the need "
+                    "is above what the killed runs had, by an amount no run has shown)"
+                )
+    lower, upper = bounds
+    bounded = min(value, upper) if upper is not None else value
+    bounded = max(bounded, lower) if lower is not None else bounded
+    if bounded != value:
+        value = ex.moved("bounds", resource, value, bounded, "clamped to the container's bounds")
+    unit = 1 if resource == CPU else MIB
+    rounded = math.ceil(value / unit) * unit
+    return int(ex.moved("rounding", resource, value, rounded, "rounded up"))
+
+
+def recommend_runs(
+    container: Container,
+    history: ContainerHistory,
+    view: TargetView,
+    current: dict[str, int],
+    now: float,
+) -> ContainerRuns:
+    """The container's requests and limits from its runs (`current`: the requests in
+    force, what is kept where nothing was measured)."""
+    out = ContainerRuns.of(history, now)
+    policy = view.policy_for(container.name)
+    template = container.resources
+    for resource in (CPU, MEMORY):
+        if resource not in template.requests:
+            continue  # never add a request the template does not declare (QoS)
+        rpolicy = policy.for_resource(resource) if policy is not None else None
+        bounds = (rpolicy.lower, rpolicy.upper) if rpolicy is not None else (None, None)
+        request = request_from_runs(
+            out,
+            resource,
+            current.get(resource, template.requests[resource]),
+            template.limits.get(resource),
+            bounds,
+        )
+        assert request is not None  # the template's request is kept where none is measured
+        out.requests[resource] = request
+        limit = template.limits.get(resource)
+        if limit is not None:
+            ratio = limit / template.requests[resource] if template.requests[resource] else 1.0
+            unit = 1 if resource == CPU else MIB
+            out.limits[resource] = max(request, math.ceil(request * ratio / unit) * unit)
+    return out
+
+
+def runs_status(
+    view: TargetView,
+    containers: list[Container],
+    results: dict[str, ContainerRuns],
+    now: float,
+) -> dict[str, object]:
+    """The target's status patch: `job_runs` (what the runs showed and what was assumed),
+    `hasEnoughDataToScale`, and the suggestion with its explanation where one is due."""
+    names = [c.name for c in containers]
+    first = results[names[0]] if names else ContainerRuns()
+    observed = [r for r in first.runs if not r.in_progress]
+    enough = bool(names) and all(results[n].clean >= MIN_RUNS for n in names)
+    assumed = [f"{n}: {a}" for n in names for a in results[n].assumed]
+    job_runs: dict[str, object] = {
+        "runs": len(observed),
+        "clean_runs": first.clean,
+        "oom_killed_runs": first.oom_killed,
+        "in_progress": any(r.in_progress for r in first.runs),
+        "containers": [_peaks_entry(n, results[n]) for n in names],
+    }
+    if observed:
+        job_runs["last_run_end"] = format_timestamp(observed[-1].end)
+    if not observed:
+        job_runs["note"] = (
+            "no finished run in the history window: the pods keep the template's requests"
+        )
+    elif assumed:
+        job_runs["note"] = "no run finished without an OOM kill"
+        job_runs["assumed"] = assumed
+    elif not enough:
+        job_runs["note"] = (
+            f"{first.clean} clean run(s) of the {MIN_RUNS} needed to act; the suggestion "
+            "is shown, not applied"
+        )
+    status: dict[str, object] = {"hasEnoughDataToScale": enough, "job_runs": job_runs}
+    raised = any(results[n].raised for n in names)
+    # As for every target: autonomous mode acts after MIN_RUNS clean runs, or at once on
+    # an OOM kill (remediation does not wait); recommendation mode shows what it has.
+    if not (observed or raised) or not (enough or raised or view.vertical_mode == "recommendation"):
+        return status
+    entries = []
+    for n in names:
+        r = results[n]
+        entry: dict[str, object] = {"name": n, "requests": format_resource_map(r.requests)}
+        if r.limits:
+            entry["limits"] = format_resource_map(r.limits)
+        entries.append(entry)
+    from foresize.core.recommend.suggestions import entries_uid
+
+    status["vertical_suggestion"] = {
+        "uid": entries_uid(entries),
+        "containers": entries,
+        # A run's request holds until the next run's data: the window is the pass's.
+        "forecast_window": {"start": format_timestamp(now), "end": format_timestamp(now)},
+        "created_at": format_timestamp(now),
+    }
+    status["explanation"] = {
+        "created_at": format_timestamp(now),
+        "containers": status_entries({n: results[n].explanation for n in names}),
+    }
+    return status
+
+
+def _peaks_entry(name: str, result: ContainerRuns) -> dict[str, object]:
+    """A container's peaks over the runs the recommendation read (canonical quantities)."""
+    clean = [r for r in result.runs if r.clean][-RUNS_CONSIDERED:]
+    entry: dict[str, object] = {"name": name}
+    for resource, key in ((CPU, "cpu_peaks"), (MEMORY, "memory_peaks")):
+        values = [r.peak(resource) for r in clean if math.isfinite(r.peak(resource))]
+        if values:
+            entry[key] = [amount(resource, v) for v in values]
+    return entry
+
+
+def plan_run_suggestion(
+    snapshot: ClusterSnapshot,
+    history: HistoryReader,
+    now: float,
+    target: TargetObject,
+    state: SuggestionState,
+) -> WriteTargetStatus | None:
+    """The status write of a CronJob target from its runs (None: the target takes no
+    suggestions, or its CronJob is not in the snapshot)."""
+    from foresize.core.recommend.histories import HISTORY_WINDOW, load_histories
+    from foresize.core.recommend.suggestions import current_requests
+
+    view = target_view(target)
+    if view.vertical_mode not in ("recommendation", "autonomous") or view.deleting:
+        return None
+    workload = snapshot.workload(CRONJOB, view.namespace, view.ref_name)
+    if workload is None or not workload.template.containers:
+        return None
+    containers = list(workload.template.containers)
+    names = [c.name for c in containers]
+    histories = load_histories(
+        history, view.namespace, view.ref_name, names, now, window=HISTORY_WINDOW
+    )
+    current = current_requests(containers, state.latest.get(view.key), target)
+    results = {
+        c.name: recommend_runs(c, histories[c.name], view, current[c.name].requests, now)
+        for c in containers
+    }
+    status = runs_status(view, containers, results, now)
+    published = suggestion_from(status.get("vertical_suggestion"))
+    if published is not None:
+        state.latest[view.key] = published
+    return WriteTargetStatus(view.namespace, view.name, status)

@@ -1,0 +1,216 @@
+"""A CronJob's recommendation learned across its runs (`recommend.runs`, issue 25 item 3)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from foresize.adapters.history.memory import UsageHistory
+from foresize.adapters.history.metrics_server import HistorySink, Sample
+from foresize.core.api.quantity import GIB, MIB, to_canonical
+from foresize.core.api.types import parse_target
+from foresize.core.cluster.model import (
+    Container,
+    OwnerRef,
+    PodTemplate,
+    ResourceRequirements,
+    Workload,
+)
+from foresize.core.cluster.snapshot import ClusterSnapshot
+from foresize.core.history import SeriesKey
+from foresize.core.recommend.histories import ContainerHistory
+from foresize.core.recommend.runs import MIN_RUNS, OOM_FACTOR, RUN_MARGIN, runs_of
+from foresize.core.recommend.suggestions import SuggestionState, plan_suggestions
+
+NOW = 1_780_000_000.0
+DAY = 86400.0
+
+
+def _target(vertical: dict[str, Any] | None = None, mode: str = "autonomous") -> Any:
+    return parse_target(
+        {
+            "apiVersion": "foresize.io/v1",
+            "kind": "AIScaleTarget",
+            "metadata": {"name": "report", "namespace": "batch", "uid": "t-report"},
+            "spec": {
+                "scaleTargetRef": {"kind": "CronJob", "name": "report"},
+                "vertical": {"mode": mode, **(vertical or {})},
+            },
+        }
+    )
+
+
+def _snapshot(target: Any, now: float = NOW) -> ClusterSnapshot:
+    template = PodTemplate(
+        containers=[
+            Container(
+                "report",
+                ResourceRequirements({"cpu": 2000, "memory": 4 * GIB}, {"memory": 4 * GIB}),
+            )
+        ]
+    )
+    cron = Workload("CronJob", "batch", "report", "uid-cron", template=template)
+    job = Workload(
+        "Job",
+        "batch",
+        "report-29666666",
+        "uid-job",
+        template=template,
+        owner=OwnerRef("CronJob", "report", "uid-cron", "batch/v1"),
+    )
+    return ClusterSnapshot(now=now, workloads={w.key: w for w in (cron, job)}, targets=[target])
+
+
+def _nightly(
+    history: UsageHistory,
+    nights: int,
+    *,
+    cpu: float = 1.0,
+    memory: float = 2 * GIB,
+    spike: float | None = None,
+    end: float = NOW - 3 * 3600,
+) -> None:
+    """`nights` runs of 40 minutes, one a day, the last ending at `end`: CPU at `cpu`
+    cores; memory at half of `memory` but for one minute at `memory` (its peak), or
+    at `spike` on the last night."""
+    samples = []
+    for k in range(nights):
+        start = end - (nights - 1 - k) * DAY - 2400
+        for i in range(41):
+            peak = spike if (spike is not None and k == nights - 1) else memory
+            mem = peak if i == 20 else memory / 2
+            t = start + i * 60
+            samples.append(Sample(t, "batch", "report", f"report-{k}-x", "report", cpu, mem))
+    HistorySink(history).add_samples(samples)
+
+
+def _status(history: UsageHistory, target: Any, state: SuggestionState | None = None) -> dict:
+    (write,) = plan_suggestions(_snapshot(target), history, NOW, state=state)
+    return write.status
+
+
+def _steps(status: dict, resource: str = "memory") -> list[str]:
+    (entry,) = status["explanation"]["containers"]
+    return [s["step"] for s in entry["steps"] if s["resource"] == resource]
+
+
+def _request(status: dict, resource: str) -> int:
+    (entry,) = status["vertical_suggestion"]["containers"]
+    return to_canonical(resource, entry["requests"][resource])
+
+
+def test_runs_are_cut_at_gaps_and_the_run_in_progress_is_not_finished() -> None:
+    step = 300.0
+    cpu = np.full(40, np.nan)
+    cpu[2:6] = 0.5  # a run
+    cpu[5] = 2.0  # its peak
+    cpu[20:25] = 0.7  # another
+    cpu[38:] = 0.9  # the one running now
+    history = ContainerHistory(cpu, np.full(40, np.nan), oom_times=[NOW - 17 * step])
+    runs = runs_of(history, NOW, step)
+    assert [(r.cpu_peak, r.in_progress) for r in runs] == [
+        (2000.0, False),
+        (700.0, False),
+        (900.0, True),
+    ]
+    assert [r.oom_kills for r in runs] == [0, 1, 0]
+    assert [r.clean for r in runs] == [True, False, False]
+
+
+def test_the_request_follows_the_runs_peak_not_its_average() -> None:
+    history = UsageHistory(step=60.0)
+    _nightly(history, MIN_RUNS, memory=2 * GIB)  # 2Gi for one minute of each 40
+    status = _status(history, _target())
+    assert status["hasEnoughDataToScale"] is True
+    memory = _request(status, "memory")
+    assert memory == math.ceil(2 * GIB * (1 + RUN_MARGIN) / MIB) * MIB
+    assert _request(status, "cpu") == 1100  # 1 core + 10%
+    (entry,) = status["vertical_suggestion"]["containers"]
+    # The template's limit/request ratio (1.0 for memory) is kept: the QoS class too.
+    assert to_canonical("memory", entry["limits"]["memory"]) == memory
+    assert "cpu" not in entry["limits"]
+    assert status["job_runs"]["runs"] == MIN_RUNS
+    assert status["job_runs"]["clean_runs"] == MIN_RUNS
+    steps = _steps(status)
+    assert steps[:2] == ["runs", "margin"]
+
+
+def test_fewer_runs_than_needed_publish_nothing_in_autonomous_mode() -> None:
+    history = UsageHistory(step=60.0)
+    _nightly(history, MIN_RUNS - 1)
+    status = _status(history, _target())
+    assert status["hasEnoughDataToScale"] is False
+    assert "vertical_suggestion" not in status
+    assert "of the 3 needed" in status["job_runs"]["note"]
+    # Recommendation mode shows what the runs say.
+    shown = _status(history, _target(mode="recommendation"))
+    assert _request(shown, "memory") > 2 * GIB
+
+
+def test_an_oom_killed_run_raises_the_next_runs_memory_at_once() -> None:
+    history = UsageHistory(step=60.0)
+    _nightly(history, MIN_RUNS)
+    # The last run was killed at its 2.5Gi limit, after the last clean one.
+    history.record_event(
+        SeriesKey("batch", "report", "report"), "oom", NOW - 3 * 3600 - 600, 2.5 * GIB
+    )
+    status = _status(history, _target())
+    assert _request(status, "memory") == math.ceil(2.5 * GIB * OOM_FACTOR / MIB) * MIB
+    assert status["job_runs"]["oom_killed_runs"] == 1
+    steps = _steps(status)
+    assert "oom" in steps
+    # One run and an OOM kill: not enough runs, but remediation does not wait.
+    young = UsageHistory(step=60.0)
+    _nightly(young, 1)
+    # Killed at the template's 4Gi limit.
+    young.record_event(SeriesKey("batch", "report", "report"), "oom", NOW - 3 * 3600 - 600, 4 * GIB)
+    early = _status(young, _target())
+    assert early["hasEnoughDataToScale"] is False
+    assert _request(early, "memory") == math.ceil(4 * GIB * OOM_FACTOR / MIB) * MIB
+
+
+def test_a_cronjob_with_no_clean_run_says_what_it_assumed() -> None:
+    history = UsageHistory(step=60.0)
+    _nightly(history, 2, memory=2 * GIB)
+    key = SeriesKey("batch", "report", "report")
+    for k in range(2):  # both runs killed, the limit unknown at the kill (no usage)
+        history.record_event(key, "oom", NOW - 3 * 3600 - (1 - k) * DAY - 600)
+    status = _status(history, _target())
+    runs = status["job_runs"]
+    assert runs["clean_runs"] == 0 and runs["oom_killed_runs"] == 2
+    assert runs["note"] == "no run finished without an OOM kill"
+    assert any("cpu kept at its current 2" in a for a in runs["assumed"])
+    assert any("memory raised" in a for a in runs["assumed"])
+    # Memory: 1.2 x the template's limit (what the killed runs had); CPU kept.
+    assert _request(status, "memory") == math.ceil(4 * GIB * OOM_FACTOR / MIB) * MIB
+    assert _request(status, "cpu") == 2000
+
+
+def test_a_cronjob_that_never_ran_gets_no_suggestion() -> None:
+    status = _status(UsageHistory(step=60.0), _target())
+    assert "vertical_suggestion" not in status
+    assert status["hasEnoughDataToScale"] is False
+    assert "no finished run" in status["job_runs"]["note"]
+
+
+def test_bounds_clamp_the_runs_peak() -> None:
+    history = UsageHistory(step=60.0)
+    _nightly(history, MIN_RUNS, memory=2 * GIB)
+    vertical = {
+        "containers": [{"name": "report", "memory": {"lowerbound": "64Mi", "upperbound": "1Gi"}}]
+    }
+    status = _status(history, _target(vertical))
+    assert _request(status, "memory") == GIB
+    steps = _steps(status)
+    assert "bounds" in steps
+
+
+def test_old_runs_stop_counting_after_a_week() -> None:
+    history = UsageHistory(step=60.0)
+    # A big run 9 nights ago, then 8 small ones: only the last 7 clean runs count.
+    _nightly(history, 1, memory=4 * GIB, end=NOW - 3 * 3600 - 8 * DAY)
+    _nightly(history, 8, memory=1 * GIB)
+    status = _status(history, _target())
+    assert _request(status, "memory") == math.ceil(GIB * (1 + RUN_MARGIN) / MIB) * MIB

@@ -1,0 +1,118 @@
+"""The simulated CronJob (issue 25 item 3): a Job per schedule, pods that work and complete,
+and Foresize sizing each new run at creation through the pod webhook from past runs."""
+
+from __future__ import annotations
+
+import pytest
+
+from foresize.core.admission.pod import MANAGED_ANNOTATION
+from foresize.core.api.quantity import GIB, MIB
+from foresize.core.errors import ForesizeError
+from foresize.core.recommend.runs import MIN_RUNS
+from foresize.shells.sim.operator import ForesizeRecommender, OperatorOptions, SimOperator
+from support.sim import container, make_sim, workload
+
+HOUR = 3600.0
+
+
+def _cronjob(**kw) -> dict:
+    fields = {"every": "2h", "first_run": "10m", "run_time": "20m", **kw}
+    return workload(
+        "report",
+        kind="CronJob",
+        containers=[
+            container(
+                "report",
+                req={"cpu": "2", "memory": "4Gi"},
+                lim={"memory": "4Gi"},
+                cpu="500m",
+                memory="1Gi",
+            )
+        ],
+        **fields,
+    )
+
+
+def _job_pods(sim) -> list:
+    return sorted(
+        (p for p in sim.pods.values() if p.owner is not None and p.owner.kind == "Job"),
+        key=lambda p: p.creation_time,
+    )
+
+
+def test_a_cronjob_creates_a_job_per_run_whose_pods_complete() -> None:
+    sim = make_sim([_cronjob()], settle=0)
+    sim.run(4 * 2 * HOUR + 15 * 60)  # five minutes into the fifth run
+    jobs = sorted(k for k, w in sim.workloads.items() if w.kind == "Job")
+    # Five runs, the last three Jobs kept (successfulJobsHistoryLimit), named by the
+    # scheduled minute and owned by the CronJob.
+    assert len(sim.events.query("JobCreated")) == 5
+    assert jobs == [f"Job/default/report-{int(m):08d}" for m in (250, 370, 490)]
+    for key in jobs:
+        owner = sim.workloads[key].owner
+        assert owner is not None and (owner.kind, owner.name) == ("CronJob", "report")
+    (running,) = _job_pods(sim)
+    assert running.owner.name == "report-00000490" and running.phase == "Running"
+    assert running.labels["batch.kubernetes.io/job-name"] == "report-00000490"
+    assert running.restart_policy == "OnFailure"
+    assert sim.pods_of("CronJob", "default", "report") == [running]
+    sim.run(20 * 60)
+    done = sim.events.query("PodFinished")
+    assert len(done) == 5 and {e.reason for e in done} == {"Completed"}
+
+
+def test_a_run_still_active_when_the_schedule_fires_is_skipped() -> None:
+    sim = make_sim([_cronjob(run_time="3h")], settle=0)
+    sim.run(3 * HOUR)
+    assert len(sim.events.query("JobCreated")) == 1
+    assert len(sim.events.query("JobSkipped")) == 1
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"every": None}, r"workloads\[0\]\.every: a CronJob needs its schedule's period"),
+        ({"kind": "Deployment"}, r"workloads\[0\]\.first_run: only a CronJob has a first_run"),
+    ],
+)
+def test_bad_cronjob_fields_are_named(change, field) -> None:
+    w = _cronjob()
+    for k, v in change.items():
+        if v is None:
+            w.pop(k)
+        else:
+            w[k] = v
+    with pytest.raises(ForesizeError, match=field):
+        make_sim([w], settle=0)
+
+
+def test_foresize_sizes_the_next_runs_at_creation_from_past_peaks() -> None:
+    sim = make_sim([_cronjob()], settle=0, memory="16Gi", cpu="8")
+    opts = OperatorOptions(loop_interval=60.0, kinds=("CronJob",))
+    SimOperator(sim, ForesizeRecommender(), opts).install()
+    seen: dict[str, object] = {}  # every run's pod as it ran (finished pods are collected)
+
+    def capture(_sim, _now) -> None:
+        for p in _job_pods(sim):
+            seen.setdefault(p.owner.name, p)
+
+    sim.every(60.0, capture)
+    sim.run((MIN_RUNS + 2) * 2 * HOUR)
+    pods = [seen[k] for k in sorted(seen)]
+    assert len(pods) == MIN_RUNS + 2
+    first, last = pods[0], pods[-1]
+    assert first.containers[0].resources.requests == {"cpu": 2000, "memory": 4 * GIB}
+    assert MANAGED_ANNOTATION not in first.annotations
+    # Sized by the webhook when created: the runs' peak (500m, 1Gi) + 10%.
+    assert last.annotations.get(MANAGED_ANNOTATION) == "true"
+    requests = last.containers[0].resources.requests
+    assert requests["cpu"] == 550
+    assert 1 * GIB < requests["memory"] <= 1.1 * GIB + MIB
+    # Never resized in place nor evicted: a running job is left to finish.
+    assert not sim.events.query("Evicted")
+    assert not sim.events.query("ResizeApplied")
+    assert sim.events.count("OOMKilled") == 0
+    target = next(t for t in sim.targets if t.metadata.name == "report")
+    assert target.status.hasEnoughDataToScale is True
+    runs = target.status.model_extra["job_runs"]
+    assert runs["clean_runs"] >= MIN_RUNS
