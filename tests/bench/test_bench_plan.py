@@ -27,7 +27,14 @@ def test_bench_plan_json_small() -> None:
     )
     assert result.exit_code == 0, result.output
     out = json.loads(result.output)
-    assert {"pods", "targets", "nodes", "seconds_median", "peak_rss_mib"} <= out.keys()
+    assert {
+        "pods",
+        "targets",
+        "nodes",
+        "seconds_median",
+        "cpu_seconds_median",
+        "peak_rss_mib",
+    } <= out.keys()
     assert out["pods"] == 200 and out["targets"] == 20 and out["nodes"] == 10
     assert out["actions"] > 0 and out["seconds_median"] > 0
 

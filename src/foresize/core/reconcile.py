@@ -22,14 +22,9 @@ pass does, in this order (what the kube shell and the simulated operator both ru
    and (by the replica that reconciles templates, over `full`) the placeholder
    Deployments are sized to the forecast upsize demand left.
 
-Deciding and acting are separate, as in Karpenter's disruption controller (methods compute
-commands, a queue executes them): `ActionQueue` hands the pass's actions out in order to a
-shell that sends them, and digests each result (the vertical planner's `on_result`): after
-a 429 the remaining evictions of that target are deferred (not sent) until its
-`retryAfterSeconds`, and events queued while digesting a result go out next.
-
-History is read only through `foresize.core.history.HistoryReader`, which the shell passes
-in (SQLite or in-memory in the operator, in-memory in the simulator).
+Deciding and acting are separate, as in Karpenter's disruption controller: `ActionQueue`
+hands the pass's actions out to a shell and digests each result (`on_result`; see there).
+History is read only through `HistoryReader`, which the shell passes in.
 """
 
 from __future__ import annotations
@@ -80,7 +75,7 @@ from foresize.core.recommend.suggestions import SuggestionState, cadence_of, pla
 from foresize.core.vertical.headroom import HeadroomState, headroom_actions
 from foresize.core.vertical.planner import plan
 from foresize.core.vertical.policy import WorkerConfig
-from foresize.core.vertical.results import on_result
+from foresize.core.vertical.results import on_result, refreshed_status
 from foresize.core.vertical.state import WorkerState
 from foresize.core.vertical.yielding import yield_to_pending
 
@@ -487,13 +482,10 @@ def _dsa_resizes(
 
 
 class ActionQueue:
-    """Hands a pass's actions out in order and digests their results; sends nothing.
-
-    A shell loops `while (action := queue.next()) is not None: queue.feed(action, await
-    send(action))`. Evictions of a target whose last eviction got a 429 are deferred until
-    its `retryAfterSeconds` (recorded in `done` with result None); events the vertical
-    planner queues while digesting a result go out right after it.
-    """
+    """Hands a pass's actions out in order and digests their results; sends nothing. A
+    shell loops `while (a := queue.next()) is not None: queue.feed(a, await send(a))`.
+    Evictions of a target whose last one got a 429 are deferred (`deferred`); events the
+    vertical planner queues while digesting a result go out right after it."""
 
     def __init__(
         self,
@@ -511,17 +503,24 @@ class ActionQueue:
     def next(self) -> Action | None:
         while self._pending:
             action = self._pending.popleft()
-            if isinstance(action, EvictPod):
-                ts = self.state.targets.get(action.target)
-                if (
-                    ts is not None
-                    and ts.evict_retry_at is not None
-                    and self.now < ts.evict_retry_at
-                ):
-                    self.done.append((action, None))  # deferred after a 429: not sent
-                    continue
-            return action
+            if not self.deferred(action):
+                return action
         return None
+
+    def prepared(self, action: Action) -> Action:
+        """`action` to send now: a worker's status counts its pods' results so far."""
+        if isinstance(action, WriteTargetStatus):
+            return refreshed_status(self.state, action)
+        return action
+
+    def deferred(self, action: Action) -> bool:
+        """An eviction of a target refused (429) until its `retryAfterSeconds`: recorded in
+        `done` with result None, not sent (asked again of an action held back behind another)."""
+        ts = self.state.targets.get(action.target) if isinstance(action, EvictPod) else None
+        if ts is None or ts.evict_retry_at is None or self.now >= ts.evict_retry_at:
+            return False
+        self.done.append((action, None))
+        return True
 
     def feed(self, action: Action, result: ActionResult) -> None:
         self.done.append((action, result))

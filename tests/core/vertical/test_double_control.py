@@ -180,6 +180,7 @@ async def test_kube_shell_leaves_a_vpa_claimed_workload_and_names_the_vpa(apiser
         shell = KubeShell(state, executor, clock=lambda: 1_780_000_000.0)
         await shell.run_pass()
         await shell.run_pass()
+        await executor.events.flush()  # Events go out on their own task
     finally:
         await api.close()
     assert apiserver.calls("PATCH", "/resize$") == []

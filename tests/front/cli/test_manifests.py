@@ -51,7 +51,7 @@ def test_manifests_all_pass_kubernetes_validate_strict():
         "Role",
         "RoleBinding",
         "Namespace",
-        "Deployment",
+        "StatefulSet",
         "Service",
         "PodDisruptionBudget",
         "MutatingWebhookConfiguration",
@@ -63,7 +63,7 @@ def test_manifests_all_pass_kubernetes_validate_strict():
 
 
 def test_strict_validation_catches_a_typo():
-    deployment = copy.deepcopy(_by_key(build("operator", image=IMAGE))[("Deployment", "foresize")])
+    deployment = copy.deepcopy(_by_key(build("operator", image=IMAGE))[("StatefulSet", "foresize")])
     deployment["spec"]["replicass"] = 2
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(deployment, "1.35.0", strict=True)
@@ -173,14 +173,15 @@ def test_namespace_users_get_foresize_kinds_through_aggregation():
 
 def test_operator_deployment_and_service():
     docs = _by_key(build("operator", namespace="autoscaling", image="reg/f:1", replicas=3))
-    dep = docs[("Deployment", "foresize")]
+    dep = docs[("StatefulSet", "foresize")]
     assert dep["metadata"]["namespace"] == "autoscaling"
     assert dep["spec"]["replicas"] == 3
     (container,) = dep["spec"]["template"]["spec"]["containers"]
     assert container["image"] == "reg/f:1"
     assert dep["spec"]["template"]["spec"]["serviceAccountName"] == "foresize"
     assert (
-        _by_key(build("operator", image=IMAGE))[("Deployment", "foresize")]["spec"]["replicas"] == 2
+        _by_key(build("operator", image=IMAGE))[("StatefulSet", "foresize")]["spec"]["replicas"]
+        == 2
     )
     svc = docs[("Service", "foresize-webhook")]
     ports = {p["name"]: (p["port"], p["targetPort"]) for p in svc["spec"]["ports"]}
@@ -194,7 +195,7 @@ def test_operator_survives_drains_restarts_and_slow_starts():
     """kube.md GAP 14, 17, 21: history on the mounted volume, a PDB that lets a drain
     through at one replica, a startupProbe longer than the certificate wait, a priority."""
     docs = _by_key(build("operator", image=IMAGE, replicas=1))
-    dep = docs[("Deployment", "foresize")]
+    dep = docs[("StatefulSet", "foresize")]
     spec = dep["spec"]["template"]["spec"]
     (container,) = spec["containers"]
     env = {e["name"]: e.get("value") for e in container["env"]}
@@ -311,7 +312,7 @@ def test_helm_render_equals_foresize_manifests():
     ]
     assert _by_key(_strip_helm_labels(rendered)) == _by_key(ours)
     # Helm adds only its own labels.
-    dep = _by_key(rendered)[("Deployment", "foresize")]
+    dep = _by_key(rendered)[("StatefulSet", "foresize")]
     assert dep["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
 
 
@@ -320,9 +321,86 @@ def test_helm_monitoring_labels_for_prometheus_operator_selectors():
     for kind in PROM_KINDS:
         assert rendered[(kind, "foresize")]["metadata"]["labels"]["release"] == "kube-prometheus"
     pvc = _by_key(helm_render({"history": {"persistentVolumeClaim": "foresize-history"}}))
-    volumes = pvc[("Deployment", "foresize")]["spec"]["template"]["spec"]["volumes"]
-    data = next(v for v in volumes if v["name"] == "data")
+    sts = pvc[("StatefulSet", "foresize")]["spec"]
+    data = next(v for v in sts["template"]["spec"]["volumes"] if v["name"] == "data")
     assert data == {"name": "data", "persistentVolumeClaim": {"claimName": "foresize-history"}}
+    assert "volumeClaimTemplates" not in sts  # the existing claim instead of one per replica
+
+
+def _history(sts: dict) -> tuple[list, dict | None]:
+    """(claim templates, the `data` volume of the pod if it is not a claim template's)."""
+    volumes = sts["spec"]["template"]["spec"]["volumes"]
+    data = next((v for v in volumes if v["name"] == "data"), None)
+    return sts["spec"].get("volumeClaimTemplates", []), data
+
+
+def test_the_history_is_on_a_claim_per_replica_by_default_and_an_emptydir_if_asked():
+    """kube.md N8: an emptyDir lost the history at every rollout and drain."""
+    (claim,), data = _history(_by_key(build("operator", image=IMAGE))[("StatefulSet", "foresize")])
+    assert data is None  # the claim template's volume
+    assert claim["metadata"]["name"] == "data"
+    assert claim["spec"] == {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": "2Gi"}},
+    }  # no storageClassName: the cluster's default class
+    sts = _by_key(
+        cli(
+            "operator", "--image", IMAGE, "--history-storage-class", "fast", "--history-size", "5Gi"
+        )
+    )[("StatefulSet", "foresize")]
+    validate_all([sts])
+    (claim,), _ = _history(sts)
+    assert claim["spec"]["storageClassName"] == "fast"
+    assert claim["spec"]["resources"]["requests"]["storage"] == "5Gi"
+    sts = _by_key(cli("operator", "--image", IMAGE, "--no-history-volume"))[
+        ("StatefulSet", "foresize")
+    ]
+    validate_all([sts])
+    assert _history(sts) == ([], {"name": "data", "emptyDir": {}})
+    # The chart, the same three ways.
+    for values, cli_args in (
+        ({}, []),
+        (
+            {"history": {"persistence": {"storageClassName": "fast", "size": "5Gi"}}},
+            ["--history-storage-class", "fast", "--history-size", "5Gi"],
+        ),
+        ({"history": {"persistence": {"enabled": False}}}, ["--no-history-volume"]),
+    ):
+        ours = _by_key(cli("operator", "--image", IMAGE, *cli_args))[("StatefulSet", "foresize")]
+        theirs = _by_key(_strip_helm_labels(helm_render(values)))[("StatefulSet", "foresize")]
+        assert _history(theirs) == _history(ours), values
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--history-size", "lots"],
+            "--history-size: 'lots' is not a storage size (a quantity such as 2Gi)",
+        ),
+        (
+            ["--history-size", "0"],
+            "--history-size: '0' is not a storage size (a quantity such as 2Gi)",
+        ),
+        (
+            ["--history-storage-class", "Fast_SSD"],
+            "--history-storage-class: 'Fast_SSD' is not a valid StorageClass name: ",
+        ),
+    ],
+)
+def test_bad_history_options_are_refused_naming_the_option(args: list[str], message: str) -> None:
+    from foresize.core.errors import ForesizeError
+
+    with pytest.raises(ForesizeError) as err:
+        build(
+            "operator",
+            image=IMAGE,
+            **{
+                "history_size": args[1] if args[0] == "--history-size" else "2Gi",
+                "history_storage_class": args[1] if args[0] == "--history-storage-class" else "",
+            },
+        )
+    assert str(err.value).startswith(message)
 
 
 def test_helm_values_change_names_namespace_and_options():
@@ -340,7 +418,7 @@ def test_helm_values_change_names_namespace_and_options():
         )
     )
     assert not any(kind in PROM_KINDS for kind, _ in rendered)
-    dep = rendered[("Deployment", "fs")]
+    dep = rendered[("StatefulSet", "fs")]
     assert dep["metadata"]["namespace"] == "autoscaling" and dep["spec"]["replicas"] == 3
     (container,) = dep["spec"]["template"]["spec"]["containers"]
     assert container["image"] == "reg/foresize:dev"

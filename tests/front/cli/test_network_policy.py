@@ -27,7 +27,7 @@ def test_the_policy_is_valid_and_not_part_of_all():
 
 def test_it_admits_exactly_the_operator_ports_and_metrics_from_monitoring_only():
     (policy,) = cli("networkpolicy")
-    deployment = _by_key(cli("operator", "--image", IMAGE))[("Deployment", "foresize")]
+    deployment = _by_key(cli("operator", "--image", IMAGE))[("StatefulSet", "foresize")]
     pod = deployment["spec"]["template"]
     container = pod["spec"]["containers"][0]
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}

@@ -137,6 +137,7 @@ async def test_an_expired_certificate_is_reported_not_served_silently(apiserver,
         await cert.start()
         assert await cert.check() == "expired"
         assert metrics.certificate_expiry._value.get() < 0
+        await executor.events.flush()  # Events go out on their own task
         events = [
             r.body
             for r in apiserver.calls("POST", "/events$")
@@ -242,12 +243,14 @@ async def test_a_renewal_the_api_server_refuses_keeps_the_valid_certificate_serv
         old = bundle(age_days=300)  # 65 of 365 days left: due for renewal
         seed(server, old)
         api = KubeApi.from_url(server.url)
-        cert = manager(api, tmp_path, emit=KubeExecutor(api).apply)
+        executor = KubeExecutor(api)
+        cert = manager(api, tmp_path, emit=executor.apply)
         try:
             await cert.start()
             assert cert.served == old.cert_pem and cert.renewals == 0
             assert server.calls("PATCH", "/secrets/", code=403)
             assert await cert.check() == "renewal-refused"  # and again on every check
+            await executor.events.flush()  # Events go out on their own task
             events = [
                 r.body
                 for r in server.calls("POST", "/events$")

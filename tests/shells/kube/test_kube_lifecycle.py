@@ -119,6 +119,7 @@ async def test_in_place_modes_refused_with_a_condition_before_1_33(apiserver):
         shell = KubeShell(state, executor, clock=lambda: 1_780_000_000.0)
         await shell.run_pass()
         await shell.run_pass()  # reported once, not on every pass
+        await executor.events.flush()  # Events go out on their own task
     finally:
         await api.close()
     assert apiserver.calls("PATCH", "/resize$") == []

@@ -19,7 +19,7 @@ def _operator_container() -> dict:
     docs = {
         (d["kind"], d["metadata"]["name"]): d for d in build("operator", image="reg/foresize:1")
     }
-    (container,) = docs[("Deployment", "foresize")]["spec"]["template"]["spec"]["containers"]
+    (container,) = docs[("StatefulSet", "foresize")]["spec"]["template"]["spec"]["containers"]
     return container
 
 

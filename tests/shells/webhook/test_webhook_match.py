@@ -67,7 +67,7 @@ def test_pods_the_handler_would_not_change_are_not_sent():
 
 def test_the_operators_own_pods_and_namespaces_are_never_sent():
     hooks = _hooks()
-    deployment = next(o for o in operator(NS, "foresize:test") if o["kind"] == "Deployment")
+    deployment = next(o for o in operator(NS, "foresize:test") if o["kind"] == "StatefulSet")
     own_labels = deployment["spec"]["template"]["metadata"]["labels"]
     selects = label_matcher(_selector_text(hooks["pods.foresize.io"]["objectSelector"]))
     assert not selects({"metadata": {"labels": own_labels}})

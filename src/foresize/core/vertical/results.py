@@ -9,8 +9,10 @@ refused, so `in_place` waits and `in_place_or_recreate` evicts.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
+from foresize.core.api.access import JSONValue
 from foresize.core.cluster.actions import (
     Action,
     ActionResult,
@@ -24,6 +26,7 @@ from foresize.core.cluster.snapshot import ClusterSnapshot
 from foresize.core.vertical.policy import WorkerConfig
 from foresize.core.vertical.state import (
     HALF_OPEN,
+    STATUS_KEY,
     PendingEviction,
     StallRecord,
     TargetState,
@@ -32,6 +35,30 @@ from foresize.core.vertical.state import (
 
 # Eviction reasons that are the fallback of a resize that could not land.
 _FALLBACK_REASONS = ("stall-fallback", "refused", "capacity")
+
+
+def result_fields(ts: TargetState) -> dict[str, JSONValue]:
+    """The parts of the worker's status that the pass's results change (counts, breaker,
+    the persisted state): the planner writes them, and `refreshed_status` renews them."""
+    return {
+        "pods_resized": ts.resized,
+        "pods_evicted": ts.evicted,
+        "stall_fallbacks": ts.stall_fallbacks,
+        "circuit_breaker": ts.breaker.to_status(),
+        STATUS_KEY: ts.to_status(),
+    }
+
+
+def refreshed_status(state: WorkerState, action: WriteTargetStatus) -> WriteTargetStatus:
+    """The worker's status write of a target with `result_fields` as they are now, after
+    the results of its pods' actions: planned before them, it would count none of this
+    pass's resizes, and the next pass would write the status again only to count them
+    (two writes a target a pass where one does). Other status writes are left alone."""
+    ts = state.targets.get(f"{action.namespace}/{action.name}")
+    if action.kind != "AIScaleTarget" or ts is None or STATUS_KEY not in action.status:
+        return action
+    fresh = {**action.status, **result_fields(ts)}
+    return action if fresh == action.status else dataclasses.replace(action, status=fresh)
 
 
 def on_result(

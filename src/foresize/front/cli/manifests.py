@@ -23,7 +23,7 @@ from typing import Any
 
 import typer
 
-from foresize.core.api.names import dns_label_error
+from foresize.core.api.names import dns_label_error, dns_subdomain_error
 from foresize.front.cli.alerts import alert_rules
 from foresize.shells.kube.rbac import (
     NAME,
@@ -47,16 +47,21 @@ PRIORITY_CLASS = "foresize-critical"
 # (system-cluster-critical is 2000000000): the webhook and the Lease holder are not
 # preempted by the pods they size, and never preempt the control plane's.
 PRIORITY_VALUE = 1_000_000
-# On the mounted data volume: the history survives container restarts (OOM kill, failed
-# liveness); the Helm chart can put a PersistentVolumeClaim there to survive rollouts.
+# On the data volume: a PersistentVolumeClaim per replica (the StatefulSet's claim
+# template), so the history survives container restarts, rollouts, drains and reschedules;
+# an emptyDir (`--no-history-volume`, for a cluster without a storage class) loses it at
+# each of those but the first.
 HISTORY_DB = "/var/lib/foresize/history.db"
+# The claim's size: 14 days of 5-minute samples (the recommender's window) for ~1,000
+# containers, CPU and memory, is ~8M rows, a few hundred MiB in SQLite; twice that.
+HISTORY_SIZE = "2Gi"
 WEBHOOK_PORT = 8443
 METRICS_PORT = 8080
 
 
 # No Foresize image is published: the install names the one its user built and pushed.
 IMAGE_REQUIRED = (
-    "--image is required for the operator Deployment (sections all and operator): no "
+    "--image is required for the operator StatefulSet (sections all and operator): no "
     "Foresize image is published. Build and push one from a checkout "
     "(docker build -t REGISTRY/foresize:TAG . && docker push REGISTRY/foresize:TAG; see "
     "docs/install.md) and pass --image REGISTRY/foresize:TAG"
@@ -135,7 +140,26 @@ def rbac(namespace: str) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------------------
 
 
-def operator(namespace: str, image: str, replicas: int = 2) -> list[dict[str, Any]]:
+def history_claim(size: str = HISTORY_SIZE, storage_class: str | None = None) -> dict[str, Any]:
+    """The claim template of the history volume: ReadWriteOnce (what every storage class
+    offers; each replica has its own), the cluster's default class unless one is named."""
+    spec: dict[str, Any] = {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": size}},
+    }
+    if storage_class:
+        spec["storageClassName"] = storage_class
+    return {"metadata": {"name": "data", "labels": _labels("operator")}, "spec": spec}
+
+
+def operator(
+    namespace: str,
+    image: str,
+    replicas: int = 2,
+    history: dict[str, Any] | None = None,
+) -> list[dict[str, Any]]:
+    """The operator's objects. `history`: the claim template of its history volume
+    (`history_claim()` by default); None with `history_volume=False` in `build`: an emptyDir."""
     env = [
         {
             "name": "FORESIZE_NAMESPACE",
@@ -187,14 +211,19 @@ def operator(namespace: str, image: str, replicas: int = 2) -> list[dict[str, An
             {"name": "tmp", "mountPath": "/tmp"},
         ],
     }
-    deployment = {
+    # A StatefulSet, for one history claim per replica that follows it through rollouts
+    # and drains. Parallel: both replicas start (and serve the webhooks) at once, not one
+    # after the other's readiness; rolling updates still go one replica at a time.
+    statefulset = {
         "apiVersion": "apps/v1",
-        "kind": "Deployment",
+        "kind": "StatefulSet",
         "metadata": _meta(NAME, namespace, "operator"),
         "spec": {
             "replicas": replicas,
+            "serviceName": WEBHOOK_SERVICE,
+            "podManagementPolicy": "Parallel",
+            "updateStrategy": {"type": "RollingUpdate"},
             "selector": {"matchLabels": _selector()},
-            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
             "template": {
                 "metadata": {"labels": _labels("operator")},
                 "spec": {
@@ -222,11 +251,12 @@ def operator(namespace: str, image: str, replicas: int = 2) -> list[dict[str, An
                     },
                     "containers": [container],
                     "volumes": [
-                        {"name": "data", "emptyDir": {}},
+                        *([] if history is not None else [{"name": "data", "emptyDir": {}}]),
                         {"name": "tmp", "emptyDir": {}},
                     ],
                 },
             },
+            **({"volumeClaimTemplates": [history]} if history is not None else {}),
         },
     }
     service = {
@@ -272,7 +302,7 @@ def operator(namespace: str, image: str, replicas: int = 2) -> list[dict[str, An
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": namespace_meta},
         priority,
-        deployment,
+        statefulset,
         service,
         pdb,
     ]
@@ -371,6 +401,9 @@ def build(
     namespace: str = DEFAULT_NAMESPACE,
     image: str | None = None,
     replicas: int = 2,
+    history_volume: bool = True,
+    history_size: str = HISTORY_SIZE,
+    history_storage_class: str = "",
 ) -> list[dict[str, Any]]:
     """The objects of one section (or all of them, CRDs first)."""
     from foresize.core.api.crd import all_crds
@@ -389,10 +422,11 @@ def build(
         )
     if section in ("all", "operator") and not image:
         raise ForesizeError(IMAGE_REQUIRED)
+    history = _history_claim(history_volume, history_size, history_storage_class)
     parts = {
         "crds": all_crds,
         "rbac": lambda: rbac(namespace),
-        "operator": lambda: operator(namespace, image or "", replicas),
+        "operator": lambda: operator(namespace, image or "", replicas, history),
         "webhooks": lambda: webhooks(namespace),
         "monitoring": lambda: monitoring(namespace),
         "networkpolicy": lambda: network_policy(namespace),
@@ -402,6 +436,28 @@ def build(
             doc for name in SECTIONS[1:] if name not in OPTIONAL_SECTIONS for doc in parts[name]()
         ]
     return parts[section]()
+
+
+def _history_claim(wanted: bool, size: str, storage_class: str) -> dict[str, Any] | None:
+    """The history's claim template from the options, refused with the option named."""
+    from foresize.core.api.quantity import parse_quantity
+    from foresize.core.errors import ForesizeError
+
+    if not wanted:
+        return None
+    try:
+        if parse_quantity(size) <= 0:
+            raise ValueError("not positive")
+    except (ValueError, TypeError):
+        raise ForesizeError(
+            f"--history-size: {size!r} is not a storage size (a quantity such as 2Gi)"
+        ) from None
+    if storage_class and dns_subdomain_error(storage_class):
+        raise ForesizeError(
+            f"--history-storage-class: {storage_class!r} is not a valid StorageClass name: "
+            f"{dns_subdomain_error(storage_class)}"
+        )
+    return history_claim(size, storage_class or None)
 
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
@@ -422,9 +478,27 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             "all and operator: no image is published (docs/install.md).",
         ),
         replicas: int = typer.Option(2, help="Operator replicas."),
+        history_volume: bool = typer.Option(
+            True,
+            help="The history on a PersistentVolumeClaim per replica (the cluster's default "
+            "StorageClass unless --history-storage-class). --no-history-volume: an emptyDir, "
+            "for a cluster without a storage class (the history is lost at each rollout).",
+        ),
+        history_size: str = typer.Option(HISTORY_SIZE, help="Size of each history claim."),
+        history_storage_class: str = typer.Option(
+            "", help="StorageClass of the history claims (default: the cluster's default)."
+        ),
     ) -> None:
         """Print the install manifests as YAML (`foresize manifests | kubectl apply -f -`)."""
         import yaml
 
-        docs = build(section, namespace=namespace, image=image or None, replicas=replicas)
+        docs = build(
+            section,
+            namespace=namespace,
+            image=image or None,
+            replicas=replicas,
+            history_volume=history_volume,
+            history_size=history_size,
+            history_storage_class=history_storage_class,
+        )
         typer.echo(yaml.safe_dump_all(docs, sort_keys=False), nl=False)

@@ -218,15 +218,18 @@ class KubeApi:
         params: dict[str, str] | None = None,
         *,
         unthrottled: bool = False,
+        raw: bool = False,
     ) -> ApiResponse:
         """One API call: rate-limited (unless `unthrottled`: leader election, which must
         not wait behind a pass's bulk of writes, as kube-controller-manager gives it a
-        client of its own), retried on transient answers (see module doc)."""
+        client of its own), retried on transient answers (see module doc). `raw`: a 2xx
+        answer's body is left as bytes, for the caller to decode off the event loop (a
+        LIST page of 500 pods is ~1 MB of JSON); other answers are decoded as usual."""
         for attempt in range(self.attempts):
             last = attempt == self.attempts - 1
             try:
                 answer = await self._send_once(
-                    method, path, body, content_type, params, unthrottled=unthrottled
+                    method, path, body, content_type, params, unthrottled=unthrottled, raw=raw
                 )
             except Exception as exc:
                 # Connection refused/reset, timeouts: the request may not have arrived.
@@ -255,6 +258,7 @@ class KubeApi:
         params: dict[str, str] | None,
         *,
         unthrottled: bool = False,
+        raw: bool = False,
     ) -> ApiResponse:
         if not unthrottled:
             self.throttled_seconds += await self.limiter.acquire()
@@ -270,6 +274,8 @@ class KubeApi:
             method, path, params=params or None, content=content, headers=headers
         )
         resp = await self._generic.send(req)
+        if raw and 200 <= resp.status_code < 300:
+            return ApiResponse(code=resp.status_code, body=resp.content, headers=dict(resp.headers))
         try:
             data = resp.json() if resp.content else None
         except ValueError:

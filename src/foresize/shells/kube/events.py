@@ -1,26 +1,46 @@
-"""Event aggregation, as client-go's EventRecorder does for the kubelet and controllers.
+"""Events as client-go's EventRecorder sends them for the kubelet and controllers.
 
-The same (involved object, type, reason) seen again within `window` does not create a new
-Event: the existing one gets `count` + 1, the new `lastTimestamp` and the latest message
-(a merge patch). A PDB-blocked target retried every pass is then one Event whose count
-grows, not one object per try. An Event the server no longer has (Events expire after
-an hour by default; a 404 on the patch) is created again.
+Aggregation (`EventAggregator`): the same (involved object, type, reason) seen again within
+`window` does not create a new Event: the existing one gets its `count` raised, the new
+`lastTimestamp` and the latest message (a merge patch). A PDB-blocked target retried every
+pass is then one Event whose count grows, not one object per try. An Event the server no
+longer has (Events expire after an hour by default; a 404 on the patch) is created again.
+
+Delivery (`EventSink`): Events are queued and sent by a task of their own, on a budget of
+their own (`EVENT_QPS`/`EVENT_BURST`, not the actions' `--kube-api-qps`), so they never
+delay a resize or an eviction (kube.md N6: a pass's Events took most of the client's
+budget). While queued, an Event of a series already waiting is folded into it (one write
+with the summed count). The queue is bounded like client-go's broadcaster's (1,000, drop
+when full): past it a Normal Event is dropped, counted and logged; a Warning makes room by
+dropping the oldest queued Normal one. Events are best effort; the changes log, the
+metrics and the targets' status are the record.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from foresize.shells.kube.api import JSON, MERGE_PATCH, ApiResponse, KubeApi
+from foresize.shells.kube.api import JSON, MERGE_PATCH, ApiResponse, KubeApi, NotSent, RateLimiter
+
+log = logging.getLogger(__name__)
 
 # client-go's EventCorrelator aggregates within a 10-minute window.
 AGGREGATION_WINDOW = 600.0
 # Series remembered at most (least recently used go first; client-go keeps 4096).
 MAX_SERIES = 4096
+# The Events' own client-side budget: a tenth of the actions' 50 QPS / 100 burst, so a
+# pass's Events add at most that to the API server's load (client-go's event spam filter
+# allows a burst of 25 per object).
+EVENT_QPS = 5.0
+EVENT_BURST = 25
+# Events waiting to be sent (client-go's broadcaster: maxQueuedEvents 1000, drop if full).
+MAX_QUEUED = 1000
 
 
 @dataclass(slots=True)
@@ -60,33 +80,143 @@ class EventAggregator:
             str(body.get("reason", "")),
         )
 
-    async def record(self, namespace: str, body: dict[str, Any]) -> ApiResponse:
+    async def record(
+        self, namespace: str, body: dict[str, Any], *, unthrottled: bool = False
+    ) -> ApiResponse:
+        """Create the Event `body` (its `count` occurrences), or raise the count of its
+        series. `unthrottled`: the caller paces the calls (`EventSink`'s own budget)."""
         now = self.clock()
         key = self.key(namespace, body)
         series = self._series.get(key)
+        times = int(body.get("count") or 1)
         if series is not None and now - series.last <= self.window:
             patch = {
-                "count": series.count + 1,
+                "count": series.count + times,
                 "lastTimestamp": body.get("lastTimestamp"),
                 "message": body.get("message", ""),
             }
             path = f"/api/v1/namespaces/{namespace}/events/{series.name}"
-            resp = await self.api.request("PATCH", path, patch, MERGE_PATCH)
+            resp = await self.api.request(
+                "PATCH", path, patch, MERGE_PATCH, unthrottled=unthrottled
+            )
             if resp.ok:
-                series.count += 1
+                series.count += times
                 series.last = now
                 self._series.move_to_end(key)
                 self.patched += 1
                 return resp
             if resp.code != 404:
                 return resp
-        resp = await self.api.request("POST", f"/api/v1/namespaces/{namespace}/events", body, JSON)
+        resp = await self.api.request(
+            "POST", f"/api/v1/namespaces/{namespace}/events", body, JSON, unthrottled=unthrottled
+        )
         if resp.ok and isinstance(resp.body, dict):
             name = (resp.body.get("metadata") or {}).get("name")
             if name:
-                self._series[key] = _Series(str(name), int(body.get("count") or 1), now)
+                self._series[key] = _Series(str(name), times, now)
                 self._series.move_to_end(key)
                 while len(self._series) > MAX_SERIES:
                     self._series.popitem(last=False)
             self.created += 1
         return resp
+
+
+@dataclass(slots=True)
+class _Queued:
+    namespace: str
+    body: dict[str, Any]
+    count: int
+
+
+class EventSink:
+    """Queue Events and send them on their own budget (see the module doc)."""
+
+    def __init__(
+        self,
+        aggregator: EventAggregator,
+        *,
+        qps: float = EVENT_QPS,
+        burst: int = EVENT_BURST,
+        max_queued: int = MAX_QUEUED,
+    ) -> None:
+        self.aggregator = aggregator
+        self.limiter = RateLimiter(qps, burst)
+        self.max_queued = max_queued
+        self._queue: OrderedDict[tuple[str, ...], _Queued] = OrderedDict()
+        self._task: asyncio.Task[None] | None = None
+        self.sent = 0  # Events written (a create or a count raised)
+        self.folded = 0  # Events folded into one of their series already queued
+        self.dropped = 0  # Events dropped: the queue was full
+        self.failed = 0  # writes the API server refused or that failed
+
+    @property
+    def queued(self) -> int:
+        return len(self._queue)
+
+    def submit(self, namespace: str, body: dict[str, Any]) -> bool:
+        """Queue one Event (returns at once); False when it was dropped."""
+        key = EventAggregator.key(namespace, body)
+        times = int(body.get("count") or 1)
+        waiting = self._queue.get(key)
+        if waiting is not None:
+            waiting.count += times
+            first = waiting.body.get("firstTimestamp")
+            waiting.body = {**body, "firstTimestamp": first or body.get("firstTimestamp")}
+            self.folded += 1
+            return True
+        if len(self._queue) >= self.max_queued and not self._make_room(body):
+            self.dropped += 1
+            if self.dropped == 1 or self.dropped % self.max_queued == 0:
+                log.warning(
+                    "%d Event(s) dropped so far: more than %d waiting to be sent at %g/s",
+                    self.dropped,
+                    self.max_queued,
+                    self.limiter.qps,
+                )
+            return False
+        self._queue[key] = _Queued(namespace, body, times)
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(
+                self._drain(), name="foresize:events"
+            )
+        return True
+
+    def _make_room(self, body: dict[str, Any]) -> bool:
+        """A Warning takes the place of the oldest queued Normal Event, if any."""
+        if body.get("type") != "Warning":
+            return False
+        for key, waiting in self._queue.items():
+            if waiting.body.get("type") != "Warning":
+                del self._queue[key]
+                self.dropped += 1
+                return True
+        return False
+
+    async def _drain(self) -> None:
+        while self._queue:
+            await self.limiter.acquire()
+            if not self._queue:
+                return
+            _, waiting = self._queue.popitem(last=False)
+            body = dict(waiting.body, count=waiting.count)
+            try:
+                resp = await self.aggregator.record(waiting.namespace, body, unthrottled=True)
+            except NotSent as exc:  # stopping: nothing more goes out
+                log.info("%d Event(s) not sent: %s", 1 + len(self._queue), exc)
+                self.failed += 1 + len(self._queue)
+                self._queue.clear()
+                return
+            except Exception as exc:  # a connection error: this Event is lost, go on
+                log.debug("Event %s not sent: %s", body.get("reason"), exc)
+                self.failed += 1
+                continue
+            if resp.ok:
+                self.sent += 1
+            else:
+                self.failed += 1
+                log.debug("Event %s refused: %s %s", body.get("reason"), resp.code, resp.body)
+
+    async def flush(self) -> None:
+        """Wait until every queued Event has been sent (tests, a clean shutdown)."""
+        while self._task is not None and not self._task.done():
+            await asyncio.shield(self._task)

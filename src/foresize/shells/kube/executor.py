@@ -14,8 +14,9 @@
 - `RestartWorkload`: the template annotation `kubectl.kubernetes.io/restartedAt` (what
   `kubectl rollout restart` writes); Argo Rollouts use their own `spec.restartAt`.
 - `WriteTargetStatus`: merge patch on the Foresize object's status subresource.
-- `EmitEvent`: a core/v1 Event; a repeat (same object, type, reason) within 10 minutes
-  patches the count of the existing one (`kube/events.py`).
+- `EmitEvent`: a core/v1 Event, queued and sent on the Events' own budget (answered 202
+  at once); a repeat (same object, type, reason) within 10 minutes patches the count of
+  the existing one (`kube/events.py`).
 - `EnsureHeadroom`, `ReleaseHeadroom`: the headroom PriorityClass, placeholder Deployment
   and pod deletions (`kube/headroom.py`).
 
@@ -207,10 +208,11 @@ class KubeExecutor:
         self.instance = instance or os.environ.get("POD_NAME") or os.uname().nodename
         # target key -> clock time before which no eviction is sent (after a 429).
         self.evictions_deferred_until: dict[str, float] = {}
-        # Repeated Events become one Event with a count (kube/events.py).
-        from foresize.shells.kube.events import EventAggregator
+        # Events are queued and sent on their own budget; repeated ones become one Event
+        # with a count (kube/events.py).
+        from foresize.shells.kube.events import EventAggregator, EventSink
 
-        self.events = EventAggregator(api, clock=clock)
+        self.events = EventSink(EventAggregator(api, clock=clock))
 
     async def detect_server_version(self) -> tuple[int, int]:
         from foresize.core.cluster.kubejson import parse_server_version
@@ -447,8 +449,12 @@ class KubeExecutor:
             "lastTimestamp": now,
             "count": 1,
         }
-        resp = await self.events.record(namespace, body)
-        return result_from(resp)
+        if not self.events.submit(namespace, body):
+            return ActionResult(
+                ok=False, code=0, reason="Dropped", message="Event queue full; not sent"
+            )
+        # Accepted for delivery (202): sent by the Events' own task, never waited for.
+        return ActionResult(ok=True, code=202, message="queued")
 
     # ------------------------------------------------- Foresize objects themselves
     # Not core actions: the lifecycle and template planners hand the shell objects and

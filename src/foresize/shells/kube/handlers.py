@@ -94,15 +94,47 @@ def validation_message(kind: str, body: dict[str, Any]) -> str | None:
     return "; ".join(problems) or None
 
 
+def diffbase_storage() -> Any:
+    """Where Kopf keeps the spec it last handled (an annotation on each object): an object
+    whose spec has not changed since is not handled as created or updated again."""
+    import kopf
+
+    return kopf.AnnotationsDiffBaseStorage(prefix="foresize.io", key="last-handled-configuration")
+
+
+def handled(obj: dict[str, Any]) -> dict[str, Any]:
+    """`obj` as Kopf leaves it once handled: with the annotation of the spec it handled
+    (a cluster in its steady state, as `foresize bench loop` seeds it)."""
+    import kopf
+
+    storage = diffbase_storage()
+    body = kopf.Body(obj)  # type: ignore[arg-type]
+    patch = kopf.Patch()
+    storage.store(body=body, patch=patch, essence=storage.build(body=body))
+    out = dict(obj)
+    meta = dict(out.get("metadata") or {})
+    meta["annotations"] = {**(meta.get("annotations") or {}), **patch["metadata"]["annotations"]}
+    out["metadata"] = meta
+    return out
+
+
+def accepted_condition(problem: str | None) -> dict[str, str]:
+    """The `Accepted` condition the CRD handlers write for a spec and its problem."""
+    return {
+        "type": "Accepted",
+        "status": "False" if problem else "True",
+        "reason": "InvalidSpec" if problem else "Valid",
+        "message": problem or "spec accepted",
+    }
+
+
 def configure(settings: Any, *, scanning: bool = True, idle_timeout: float | None = None) -> None:
     """Kopf settings for Foresize: its own finalizer, annotations, quiet handler events."""
     import kopf
 
     settings.persistence.finalizer = FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="foresize.io")
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix="foresize.io", key="last-handled-configuration"
-    )
+    settings.persistence.diffbase_storage = diffbase_storage()
     settings.posting.level = logging.WARNING
     settings.scanning.disabled = not scanning
     settings.watching.server_timeout = 270
@@ -206,19 +238,14 @@ def build_registry(
     def check(kind: str) -> Any:
         def validate(body: Any, patch: kopf.Patch, **_: Any) -> None:
             problem = validation_message(kind, dict(body))
-            condition = {
-                "type": "Accepted",
-                "status": "False" if problem else "True",
-                "reason": "InvalidSpec" if problem else "Valid",
-                "message": problem or "spec accepted",
-            }
-            # A merge patch replaces the list: keep the other conditions as they are.
-            others = [
-                c
-                for c in (body.get("status") or {}).get("conditions") or []
-                if c.get("type") != "Accepted"
-            ]
-            patch.status["conditions"] = [*others, condition]
+            condition = accepted_condition(problem)
+            current = list((body.get("status") or {}).get("conditions") or [])
+            # Written only when it changes: `on.resume` runs for every object at each
+            # start, and 10k targets would be 10k status writes of what is there already.
+            if condition not in current:
+                # A merge patch replaces the list: keep the other conditions as they are.
+                others = [c for c in current if c.get("type") != "Accepted"]
+                patch.status["conditions"] = [*others, condition]
             if problem:
                 raise kopf.PermanentError(problem)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from foresize.core.cluster import kubejson as convert
@@ -36,6 +37,16 @@ FORESIZE_KINDS = ("AIScaleTarget", "DaemonSetAutoscaler", "ClusterAIScaleTemplat
 PAUSE_CONFIGMAP = "foresize-pause"
 
 Key = tuple[str, str]  # (namespace, name)
+
+
+@dataclass(frozen=True, slots=True)
+class Converted:
+    """One listed object converted for the cache: its key in its kind's store, the value
+    (None: nothing to keep), and what the converters dropped (logged on install)."""
+
+    key: Any
+    value: Any
+    dropped: tuple[str, ...] = ()
 
 
 def _key(obj: dict[str, Any]) -> Key:
@@ -79,12 +90,66 @@ class ClusterState:
     def replace(self, kind: str, items: list[dict[str, Any]]) -> int:
         """A full listing of `kind`: afterwards the cache holds exactly `items` of that
         kind. Returns how many cached objects were not in the listing (and are gone)."""
+        return self.install(kind, [self.convert(kind, obj) for obj in items])
+
+    def convert(self, kind: str, obj: dict[str, Any]) -> Converted:
+        """One listed object as the cache keeps it, without touching the cache: safe in
+        any thread (the informers convert a listing in a worker thread, off the loop that
+        serves the webhooks and renews the Leases: 100k pods take seconds, kube.md N2)."""
+        dropped: list[str] = []
+        key = _key(obj)
+        value: Any
+        if kind == "Pod":
+            store_key: Any = key
+            value = convert.pod_from(obj, dropped=dropped)
+        elif kind == "Node":
+            store_key, value = key[1], convert.node_from(obj, dropped)
+        elif kind == "PodDisruptionBudget":
+            store_key, value = key, convert.pdb_from(obj)
+        elif kind == "HorizontalPodAutoscaler":
+            store_key, value = key, convert.hpa_from(obj, dropped)
+        elif kind in convert.VERTICAL_CLAIM_KINDS:
+            store_key, value = (kind, *key), convert.vertical_claim_from(kind, obj)
+        elif kind in convert.WORKLOAD_KINDS:
+            store_key = f"{kind}/{key[0]}/{key[1]}"
+            value = convert.workload_from(kind, obj, dropped)
+        elif kind in FORESIZE_KINDS:
+            parsed = self._target_parser(kind, obj) if self._target_parser else obj
+            store_key, value = key, (obj, parsed)
+        else:
+            store_key, value = key, None
+        return Converted(store_key, value, tuple(dropped))
+
+    def install(self, kind: str, converted: list[Converted]) -> int:
+        """Make the cache hold exactly `converted` of `kind` (from `convert`); returns how
+        many cached objects are gone. Only dict updates under the lock: quick."""
+        for entry in converted:
+            for problem in entry.dropped:
+                log.warning("%s", problem)
         with self._lock:
             before = self._keys(kind)
             self._clear(kind)
-            for obj in items:
-                self.apply_event(kind, "ADDED", obj)
+            for entry in converted:
+                self.events_seen += 1
+                if entry.value is None:
+                    continue
+                if kind in FORESIZE_KINDS:
+                    raw, parsed = entry.value
+                    self.raw_foresize[kind][entry.key] = raw
+                    if parsed is not None:
+                        self.foresize[kind][entry.key] = parsed
+                    continue
+                store = self._kind_store(kind)
+                if store is not None:
+                    store[entry.key] = entry.value
             return len(before - self._keys(kind))
+
+    def _kind_store(self, kind: str) -> dict | None:
+        if kind in convert.VERTICAL_CLAIM_KINDS:
+            return self.vertical_claims
+        if kind in convert.WORKLOAD_KINDS:
+            return self.workloads
+        return self._store(kind)
 
     def _store(self, kind: str) -> dict | None:
         if kind == "Pod":

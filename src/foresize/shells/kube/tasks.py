@@ -207,11 +207,18 @@ async def refresh_admission_index(
     admission: Any, state: Any, health: Health, stop: asyncio.Event, period: float = 2.0
 ) -> None:
     """Rebuild the webhook's index from the cache every `period` s, once the caches have
-    synced (an index from a partial cache would mislead)."""
+    synced (an index from a partial cache would mislead). In a worker thread: the snapshot
+    and the index grow with the cluster, and this loop answers the webhooks and renews the
+    Leases (the cache's lock makes the snapshot safe there; the new index replaces the old
+    one in one assignment)."""
+
+    def rebuild() -> None:
+        admission.update_from_snapshot(state.snapshot(time.time()))
+
     while not stop.is_set():
         if health.synced:
             try:
-                admission.update_from_snapshot(state.snapshot(time.time()))
+                await asyncio.to_thread(rebuild)
             except Exception as exc:
                 log.warning("admission index refresh failed: %s", exc)
         with contextlib.suppress(asyncio.TimeoutError):
