@@ -81,3 +81,10 @@ def test_the_install_guides_mode_comment_states_the_modes_quantiles():
     assert (cpu, memory) == pytest.approx(
         (mode_quantile(mode, "cpu"), mode_quantile(mode, "memory"))
     )
+
+
+def test_each_room_has_one_row():
+    # A merge that keeps both sides of an edited row (git's union driver did) leaves two
+    # rows for one package, and the reader cannot tell which is current.
+    rooms = [p for packages, _ in code_map_rows() for p in packages]
+    assert sorted({p for p in rooms if rooms.count(p) > 1}) == []
