@@ -47,6 +47,7 @@ from foresize.core.cluster.actions import (
     ResizePod,
     WriteTargetStatus,
 )
+from foresize.core.cluster.boost import PodCpuWindow
 from foresize.core.cluster.capacity import NodeLedger
 from foresize.core.cluster.coordination import Pair
 from foresize.core.cluster.headroom import HeadroomConfig
@@ -155,6 +156,7 @@ def plan_pass(
     full: ClusterSnapshot | None = None,
     dsa_usage: UsageWindow | None = None,
     suggestions: Mapping[str, Suggestion] | None = None,
+    pod_usage: PodCpuWindow | None = None,
 ) -> PassPlan:
     """One pass over `snapshot` (the targets of the shards this replica holds).
 
@@ -164,7 +166,8 @@ def plan_pass(
     window (`lifecycle.daemonset.UsageWindow`). `suggestions` overrides what the vertical
     planner reads from the targets' status (the simulator's baseline recommenders); the
     suggestions this shell's recommender published before are used likewise, so a new
-    one is acted on in the pass that made it.
+    one is acted on in the pass that made it. `pod_usage` is the pods' recent CPU samples
+    (`cluster.boost.PodCpuWindow`), read by a start-up boost that ends when usage settles.
     """
     config = config or ReconcileConfig()
     state = dataclasses.replace(
@@ -229,7 +232,13 @@ def plan_pass(
     # Upsizes yield to pods of equal or higher priority that cannot be scheduled for them.
     published = yield_to_pending(vertical_snapshot, published, history, now, ledger)
     vertical, state.worker = plan(
-        vertical_snapshot, now, state.worker, config.worker, published, ledger=ledger
+        vertical_snapshot,
+        now,
+        state.worker,
+        config.worker,
+        published,
+        ledger=ledger,
+        pod_usage=pod_usage,
     )
     # What will happen that node autoscalers cannot see: the demand and the annotations.
     out.pending, published_sizes = publish(
