@@ -300,16 +300,34 @@ def test_without_a_forecast_of_the_total_nothing_uncoordinated_is_published():
     assert write.status["coordination"]["state"] == "Waiting"
 
 
-def test_bad_hpa_status_says_what_was_ignored_and_the_hpa_is_never_written():
-    keda = hpa([*CPU_60, HPAMetric("External")], name="keda-hpa-web")
+@pytest.mark.parametrize(
+    ("bad", "says"),
+    [
+        (
+            hpa([*CPU_60, HPAMetric("External")], name="keda-hpa-web"),
+            "ScaledObject pay/web has 2 triggers",
+        ),
+        (hpa([HPAMetric("External")]), "External metric, which Foresize cannot read"),
+        (hpa(lo=7, hi=6), "minReplicas 7 > maxReplicas 6"),
+    ],
+    ids=["scaledobject-with-several-triggers", "unreadable-metric", "min-above-max"],
+)
+def test_bad_hpa_status_says_what_was_ignored_and_the_hpa_is_never_written(bad, says):
+    """The issue's bad input through the pass: the target's status names the HPA (or the
+    ScaledObject) and why it was ignored; no pair, no floor, no scale, no write to the HPA,
+    and the recommender's CPU is left as under `leave` (the vertical guard's business).
+    The fourth case, an HPA naming a missing target, is the last test of this file."""
     write = recommender_write()
-    plan = plan_coordination(snapshot(keda), [write], {"pay/web": {"cpu": 1350.0}}, 0.0, {})
+    plan = plan_coordination(snapshot(bad), [write], {"pay/web": {"cpu": 1350.0}}, 0.0, {})
     record = write.status["coordination"]
     assert record["state"] == "Ignored"
-    assert "ScaledObject pay/web has 2 triggers" in record["reason"]
+    assert says in record["reason"]
     assert "left alone" in record["reason"]
     assert plan.actions == []  # no scale, and nothing addressed to the HPA
+    assert plan.pairs == {}
     assert "horizontal_suggestion" not in write.status
+    (entry,) = write.status["vertical_suggestion"]["containers"]
+    assert entry["requests"]["cpu"] == "300m"  # not rewritten to a pair
 
 
 # ----------------------------------------------------------------------- admission
