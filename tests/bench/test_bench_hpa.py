@@ -107,7 +107,8 @@ def test_the_bounds_are_the_hpa_alones_requests_in_the_warm_up_and_the_band_edge
 
 def test_the_cut_counts_steps_with_demand_above_0_9_x_the_requests():
     """`underprovisioned_seconds_at_cut`: what a uniform 10% cut of the HPA alone's requests
-    would leave under-provisioned (demand 9.5 cores against 10 requested counts; 8.5 not)."""
+    would leave under-provisioned (demand 9.5 cores against 10 requested counts; 8.5 not);
+    `jump_seconds`: the first under-provisioned step of each excursion."""
 
     class Usage:
         def __init__(self, demand: float, requested: float) -> None:
@@ -129,7 +130,12 @@ def test_the_cut_counts_steps_with_demand_above_0_9_x_the_requests():
     b(60.0, None, None, None)
     assert b.cut_seconds == 60.0
     assert b.requested_core_seconds == 2 * 10.0 * 60.0
-    assert b.replicas == [2, 2]
+    # above the requests two steps running: the first is the jump, the second the lag
+    for t, demand in ((120.0, 11.0), (180.0, 12.0), (240.0, 5.0), (300.0, 11.0)):
+        Sim.metering.usage = Usage(demand, 10.0)
+        b(t, None, None, None)
+    assert b.jump_seconds == 120.0  # 120 s and 300 s
+    assert b.replicas == [2] * 6
 
 
 def test_replica_measures_of_a_timeline():

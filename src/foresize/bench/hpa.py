@@ -174,6 +174,10 @@ class Bounds:
       before it, what the HPA alone requested (Foresize does not act yet);
     - `cut_seconds`: seconds with D above `CUT` x the HPA alone's requests (what a uniform
       10% cut, without knowing when the load jumps, leaves under-provisioned);
+    - `jump_seconds`: under-provisioned seconds (D above the requests) in a step that
+      follows one that was not: the load jumped past the headroom within one step, which
+      only foresight of that step removes; the rest of the under-provisioned seconds are
+      the HPA's lag catching up (what a forecast replica floor can remove);
     - `demand` and `replicas` per step, for the team's request against the per-pod p95 at
       the HPA's median count."""
 
@@ -185,6 +189,8 @@ class Bounds:
     requested_after_warmup: float = 0.0  # core-seconds, the same two from `WARMUP` on
     edge_after_warmup: float = 0.0
     cut_seconds: float = 0.0
+    jump_seconds: float = 0.0
+    under: bool = False  # the last step was under-provisioned
     demand: list[float] = field(default_factory=list)
     replicas: list[int] = field(default_factory=list)
 
@@ -201,6 +207,10 @@ class Bounds:
             self.edge_after_warmup += edge * self.step
         if d > CUT * req:
             self.cut_seconds += self.step
+        under = d > req
+        if under and not self.under:
+            self.jump_seconds += self.step
+        self.under = under
         self.demand.append(d)
         self.replicas.append(int(idx.size))
 
@@ -223,6 +233,7 @@ class Bounds:
             if self.requested_after_warmup
             else 0.0,
             "underprovisioned_seconds_at_cut": self.cut_seconds,
+            "underprovisioned_seconds_first_step_of_a_jump": self.jump_seconds,
         }
 
 

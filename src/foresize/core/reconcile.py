@@ -66,7 +66,7 @@ from foresize.core.horizontal.coming import (
     hpa_resources,
     peak_totals,
 )
-from foresize.core.horizontal.coordinate import plan_coordination
+from foresize.core.horizontal.coordinate import coordinated_replicas_at, plan_coordination
 from foresize.core.horizontal.planner import plan_horizontal
 from foresize.core.lifecycle.daemonset import DsaPlan, UsageWindow, dsa_suggestion, plan_dsa
 from foresize.core.lifecycle.planner import LifecycleState, finalizers_to_add, plan_lifecycle
@@ -355,6 +355,11 @@ def coming_pods(
         if cached is None or not 0 <= now - cached[0] < COMING_STEP:
             cached = peaks[wl.key] = (now, peak_totals(history, wl, hpa_resources(hpa), now))
         n = forecast_hpa_replicas(hpa, wl, cached[1], spec_requests(admitted))
+        # A coordinated request moves with each forecast: the count at the peak is the
+        # pair's there, not the HPA's at the request published now.
+        paired = coordinated_replicas_at(snapshot, wl, hpa, cached[1])
+        if paired is not None:
+            n = max(n or 0, paired)
         if n is None:
             continue
         added = ComingReplicas(wl, hpa, n).added

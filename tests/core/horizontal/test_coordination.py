@@ -37,7 +37,7 @@ from foresize.core.cluster.model import (
 )
 from foresize.core.cluster.snapshot import ClusterSnapshot
 from foresize.core.errors import ForesizeError
-from foresize.core.horizontal.coordinate import plan_coordination
+from foresize.core.horizontal.coordinate import coordinated_replicas_at, plan_coordination
 from foresize.shells.sim.cluster.hpa import PodMetric, PodSample, resource_replicas
 
 CPU_60 = [HPAMetric("Resource", "cpu", target_utilization=60)]
@@ -425,3 +425,21 @@ def test_an_hpa_naming_a_missing_workload_is_reported_and_nothing_is_coordinated
     assert record["state"] == "Ignored" and record["hpa"] == "HorizontalPodAutoscaler pay/web"
     assert "names Deployment pay/web, which does not exist" in record["reason"]
     assert plan.actions == [] and plan.pairs == {}
+
+
+def test_the_coordinated_count_at_a_load_is_the_pairs_and_only_for_a_coordinated_hpa():
+    """What the capacity guard keeps room for (tests/core/cluster/test_guard_coming.py):
+    the pair's count at the day's peak; none for an HPA that is not coordinated with (a
+    bad one, or a workload another vertical autoscaler claims)."""
+    s = snapshot(hpa())
+    web = s.workload("Deployment", "pay", "web")
+    assert web is not None
+    pair = coordinate(hpa(), 1350.0, 500, lower=50, peak=1350.0)
+    assert pair is not None
+    assert coordinated_replicas_at(s, web, hpa(), {"cpu": 1350.0}) == pair.replicas == 5
+    assert coordinated_replicas_at(s, web, hpa(lo=7, hi=6), {"cpu": 1350.0}) is None
+    assert coordinated_replicas_at(s, web, hpa(), {"memory": 1.0}) is None  # no cpu load
+    s.vertical_claims = [
+        VerticalClaim("VerticalPodAutoscaler", "pay", "web-vpa", "Deployment", "web", "Auto")
+    ]
+    assert coordinated_replicas_at(s, web, hpa(), {"cpu": 1350.0}) is None

@@ -81,7 +81,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 f"  {b['scenario']:<16}band-edge cpu request {b['band_edge_cpu_request_ratio']:.3f}"
                 f" x hpa ({b['band_edge_cpu_request_ratio_after_warmup']:.3f} x after "
                 "Foresize's 24 h warm-up); under-provisioned at 0.9 x hpa's requests "
-                f"{b['underprovisioned_seconds_at_cut']:.0f} s; median replicas "
+                f"{b['underprovisioned_seconds_at_cut']:.0f} s; hpa's under-provisioned "
+                f"seconds in the first step of a jump "
+                f"{b['underprovisioned_seconds_first_step_of_a_jump']:.0f} s; median replicas "
                 f"{b['median_replicas']}, per-pod p95 {b['per_pod_p95_at_median_cores']:.2f} "
                 f"cores, request / p95 {b['team_request_over_that_p95']:.2f}"
             )
