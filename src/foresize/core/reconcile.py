@@ -66,7 +66,11 @@ from foresize.core.horizontal.coming import (
     hpa_resources,
     peak_totals,
 )
-from foresize.core.horizontal.coordinate import coordinated_replicas_at, plan_coordination
+from foresize.core.horizontal.coordinate import (
+    coordinated_replicas_at,
+    coordinating_targets,
+    plan_coordination,
+)
 from foresize.core.horizontal.planner import plan_horizontal
 from foresize.core.lifecycle.daemonset import DsaPlan, UsageWindow, dsa_suggestion, plan_dsa
 from foresize.core.lifecycle.planner import LifecycleState, finalizers_to_add, plan_lifecycle
@@ -333,6 +337,7 @@ def coming_pods(
     index = AdmissionIndex.from_snapshot(snapshot, suggestions=suggestions)
     out: list[Pod] = []
     seen: set[str] = set()
+    coordinated = coordinating_targets(snapshot)
     for hpa in snapshot.hpas:
         wl = snapshot.workload(hpa.target_kind, hpa.namespace, hpa.target_name)
         if wl is None:
@@ -357,7 +362,7 @@ def coming_pods(
         n = forecast_hpa_replicas(hpa, wl, cached[1], spec_requests(admitted))
         # A coordinated request moves with each forecast: the count at the peak is the
         # pair's there, not the HPA's at the request published now.
-        paired = coordinated_replicas_at(snapshot, wl, hpa, cached[1])
+        paired = coordinated_replicas_at(snapshot, wl, hpa, cached[1], coordinated)
         if paired is not None:
             n = max(n or 0, paired)
         if n is None:
