@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from foresize.shells.webhook.configurations import WEBHOOK_SERVICE
+
 if TYPE_CHECKING:
     from foresize.core.cluster.headroom import HeadroomConfig
 
@@ -108,7 +110,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             help="Secret holding (or to hold) the webhook certificate.",
         ),
         webhook_service: str = opt(
-            "foresize-webhook",
+            WEBHOOK_SERVICE,
             "--webhook-service",
             env="FORESIZE_WEBHOOK_SERVICE",
             help="Service of the webhooks.",
