@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from foresize.bench.hpa import KEYS, POLICIES, replica_metrics, run_one, scenario
+import foresize.bench.hpa as bench_hpa
+from foresize.bench.hpa import KEYS, POLICIES, _run, replica_metrics, run_one, scenario
 from foresize.front.cli import app
 from support import paths
 
@@ -73,6 +74,68 @@ def test_the_teams_request_is_1_2_x_the_per_pod_p95_at_its_replica_count():
     per_pod = trace[np.isfinite(trace) & (trace > 0)] * c.cpu.trace_scale  # a share of M
     assert 3 <= wl.replicas <= 10
     assert c.requests["cpu"] == pytest.approx(1.2 * np.percentile(per_pod, 95) * 1000, rel=0.01)
+
+
+def test_the_bounds_are_the_hpa_alones_requests_in_the_warm_up_and_the_band_edge_after(
+    monkeypatch,
+):
+    """The `hpa` run's bounds: before Foresize's warm-up ends the lowest CPU request is what
+    the HPA alone requested (nothing acts yet); after it, demand / (u x 1.1) each step, the
+    lowest total the HPA leaves alone. The team's request is compared with the per-pod p95
+    of demand at the HPA's median count."""
+    sc = scenario(DATA, "crane")
+    _, warm = _run(sc, "hpa", 1.0)
+    row = warm.row(sc.name, 1.0)
+    assert row["band_edge_cpu_request_ratio"] == 1.0  # an hour: all of it warm-up
+    assert row["band_edge_cpu_request_ratio_after_warmup"] == 0.0  # nothing after it
+    monkeypatch.setattr(bench_hpa, "WARMUP", 0.0)
+    _, after = _run(sc, "hpa", 1.0)
+    demand = np.array(after.demand)
+    edge = demand.sum() * 60.0 / (0.6 * 1.1)
+    row = after.row(sc.name, 1.0)
+    assert row["band_edge_cpu_request_ratio"] == pytest.approx(
+        edge / after.requested_core_seconds, abs=1e-4
+    )
+    assert row["band_edge_cpu_request_ratio"] < 1.0  # the HPA alone sits below the edge
+    assert row["band_edge_cpu_request_ratio_after_warmup"] == row["band_edge_cpu_request_ratio"]
+    median = int(np.median(after.replicas))
+    assert row["median_replicas"] == median
+    assert row["team_request_over_that_p95"] == pytest.approx(
+        1.0 / (np.percentile(demand, 95) / median), abs=1e-3
+    )
+
+
+def test_the_cut_counts_steps_with_demand_above_0_9_x_the_requests():
+    """`underprovisioned_seconds_at_cut`: what a uniform 10% cut of the HPA alone's requests
+    would leave under-provisioned (demand 9.5 cores against 10 requested counts; 8.5 not);
+    `jump_seconds`: the first under-provisioned step of each excursion."""
+
+    class Usage:
+        def __init__(self, demand: float, requested: float) -> None:
+            self.cpu_demand = np.array([demand / 2, demand / 2])
+            self.cpu_req = np.array([requested / 2, requested / 2])
+
+    class Metering:
+        usage = Usage(9.5, 10.0)
+
+        def active(self):
+            return np.array([0, 1]), None
+
+    class Sim:
+        metering = Metering()
+
+    b = bench_hpa.Bounds(Sim(), 60.0, 0.5)  # type: ignore[arg-type]
+    b(0.0, None, None, None)
+    Sim.metering.usage = Usage(8.5, 10.0)
+    b(60.0, None, None, None)
+    assert b.cut_seconds == 60.0
+    assert b.requested_core_seconds == 2 * 10.0 * 60.0
+    # above the requests two steps running: the first is the jump, the second the lag
+    for t, demand in ((120.0, 11.0), (180.0, 12.0), (240.0, 5.0), (300.0, 11.0)):
+        Sim.metering.usage = Usage(demand, 10.0)
+        b(t, None, None, None)
+    assert b.jump_seconds == 120.0  # 120 s and 300 s
+    assert b.replicas == [2] * 6
 
 
 def test_replica_measures_of_a_timeline():

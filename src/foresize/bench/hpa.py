@@ -62,6 +62,9 @@ TEAM_MARGIN = 1.2  # the team's request: 1.2 x per-pod p95 at M replicas
 REQUEST_CORES = 1.0  # the team's request, by the trace's scale
 OSCILLATION_WINDOW = 600.0  # a direction change of replicas within 10 minutes
 NODE_CPU = 16  # cores a node
+WARMUP = 86400.0  # Foresize's `min_lookback_to_scale` (the API default): it acts after it
+HPA_TOLERANCE = 0.1  # the HPA controller's default tolerance (the simulated HPA's too)
+CUT = 0.9  # the bounds' uniform cut of the HPA alone's requests (the issue's 0.9 x)
 
 
 def _install(policy: str, min_lookback: str | None = None) -> Callable[[SimCluster], object]:
@@ -158,6 +161,82 @@ class Provisioning:
             self.seconds += self.step
 
 
+@dataclass(slots=True)
+class Bounds:
+    """A usage observer on a run (the bench reads the `hpa` run's): what no sizing of the
+    same resource can beat while the HPA is in the loop, and what the HPA alone's request
+    means.
+
+    - `edge_core_seconds`: the CPU requested if, from the end of Foresize's warm-up on,
+      every step held exactly the lowest total the HPA leaves alone at that step's demand
+      D: D / (u x (1 + tolerance)) (below it the HPA scales out, at any request and any
+      replica count, minReplicas included: an oracle that knows each step's demand);
+      before it, what the HPA alone requested (Foresize does not act yet);
+    - `cut_seconds`: seconds with D above `CUT` x the HPA alone's requests (what a uniform
+      10% cut, without knowing when the load jumps, leaves under-provisioned);
+    - `jump_seconds`: under-provisioned seconds (D above the requests) in a step that
+      follows one that was not: the load jumped past the headroom within one step, which
+      only foresight of that step removes; the rest of the under-provisioned seconds are
+      the HPA's lag catching up (what a forecast replica floor can remove);
+    - `demand` and `replicas` per step, for the team's request against the per-pod p95 at
+      the HPA's median count."""
+
+    sim: SimCluster
+    step: float
+    utilization: float
+    requested_core_seconds: float = 0.0
+    edge_core_seconds: float = 0.0
+    requested_after_warmup: float = 0.0  # core-seconds, the same two from `WARMUP` on
+    edge_after_warmup: float = 0.0
+    cut_seconds: float = 0.0
+    jump_seconds: float = 0.0
+    under: bool = False  # the last step was under-provisioned
+    demand: list[float] = field(default_factory=list)
+    replicas: list[int] = field(default_factory=list)
+
+    def __call__(self, now: float, keys: Any, cpu: Any, mem: Any) -> None:
+        usage = self.sim.metering.usage
+        idx, _ = self.sim.metering.active()
+        d = float(usage.cpu_demand[idx].sum()) if idx.size else 0.0
+        req = float(usage.cpu_req[idx].sum()) if idx.size else 0.0
+        self.requested_core_seconds += req * self.step
+        edge = req if now < WARMUP else d / (self.utilization * (1.0 + HPA_TOLERANCE))
+        self.edge_core_seconds += edge * self.step
+        if now >= WARMUP:
+            self.requested_after_warmup += req * self.step
+            self.edge_after_warmup += edge * self.step
+        if d > CUT * req:
+            self.cut_seconds += self.step
+        under = d > req
+        if under and not self.under:
+            self.jump_seconds += self.step
+        self.under = under
+        self.demand.append(d)
+        self.replicas.append(int(idx.size))
+
+    def row(self, scenario_name: str, request_cores: float) -> dict[str, Any]:
+        median = int(np.median(self.replicas)) if self.replicas else 0
+        p95 = float(np.percentile(self.demand, 95)) / median if median else 0.0
+        return {
+            "scenario": scenario_name,
+            "median_replicas": median,
+            "per_pod_p95_at_median_cores": round(p95, 3),
+            "team_request_over_that_p95": round(request_cores / p95, 3) if p95 else 0.0,
+            "band_edge_cpu_request_ratio": round(
+                self.edge_core_seconds / self.requested_core_seconds, 4
+            )
+            if self.requested_core_seconds
+            else 0.0,
+            "band_edge_cpu_request_ratio_after_warmup": round(
+                self.edge_after_warmup / self.requested_after_warmup, 4
+            )
+            if self.requested_after_warmup
+            else 0.0,
+            "underprovisioned_seconds_at_cut": self.cut_seconds,
+            "underprovisioned_seconds_first_step_of_a_jump": self.jump_seconds,
+        }
+
+
 def replica_timeline(events: EventLog, initial: int, workload: str) -> list[tuple[float, int]]:
     """(time, replicas) at the start and at every change of the workload's replicas."""
     out = [(0.0, initial)]
@@ -199,31 +278,44 @@ def run_one(
     sc: Scenario, policy: str, hours: float, step: float = 60.0, min_lookback: str | None = None
 ) -> dict[str, Any]:
     """One policy on one scenario: its row (the issue's keys)."""
+    return _run(sc, policy, hours, step, min_lookback)[0]
+
+
+def _run(
+    sc: Scenario, policy: str, hours: float, step: float = 60.0, min_lookback: str | None = None
+) -> tuple[dict[str, Any], Bounds]:
+    """One policy on one scenario: its row and the run's `Bounds`."""
     from foresize.shells.sim.runner import run_for
 
     sim = SimCluster(sc, step=step)
     _install(policy, min_lookback)(sim)
     observer = Provisioning(sim, step)
     sim.on_usage(observer)
+    (hpa,) = sc.hpas
+    target = next(m.target_utilization for m in hpa.metrics if m.resource == "cpu")
+    bounds = Bounds(sim, step, (target or 100) / 100.0)
+    sim.on_usage(bounds)
     end = hours * 3600.0
     run_for(sim, end)
     summary = sim.summary(policy=policy)
     (wl,) = sc.workloads
-    (hpa,) = sc.hpas
     key = f"Deployment/{wl.namespace}/{wl.name}"
-    row = replica_metrics(replica_timeline(sim.events, wl.replicas, key), end, hpa.max_replicas)
+    replicas = replica_metrics(
+        replica_timeline(sim.events, wl.replicas, key), end, hpa.max_replicas
+    )
     t = summary["totals"]
     days = end / 86400.0
-    return {
+    row = {
         "cpu_request_core_hours": float(t.get("cpu_requested_core_hours", 0.0)),
-        "replica_hours": row["replica_hours"],
-        "replica_changes_per_day": row["replica_changes_per_day"],
+        "replica_hours": replicas["replica_hours"],
+        "replica_changes_per_day": replicas["replica_changes_per_day"],
         "resizes_per_day": float(t.get("resizes", 0)) / days if days else 0.0,
-        "seconds_at_max_replicas": row["seconds_at_max_replicas"],
+        "seconds_at_max_replicas": replicas["seconds_at_max_replicas"],
         "throttled_seconds": float(t.get("throttled_seconds", 0.0)),
         "underprovisioned_seconds": observer.seconds,
-        "oscillations": row["oscillations"],
+        "oscillations": replicas["oscillations"],
     }
+    return row, bounds
 
 
 def _waited(events: EventLog) -> set[str]:
@@ -264,13 +356,18 @@ def run_bench(
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Every policy on every family's scenario; medians per policy, each run's row under
-    `runs`, and the collision scenario."""
+    `runs`, the `hpa` runs' `Bounds` rows under `bounds`, and the collision scenario."""
     per_policy: dict[str, list[dict[str, Any]]] = {p: [] for p in POLICIES}
     runs = []
+    bounds = []
     for family in families:
         sc = scenario(traces, family)
         for policy in POLICIES:
-            row = run_one(sc, policy, hours, step)
+            row, seen = _run(sc, policy, hours, step)
+            if policy == "hpa":
+                (wl,) = sc.workloads
+                request = sum(c.requests.get("cpu", 0) for c in wl.containers) / 1000.0
+                bounds.append(seen.row(sc.name, request))
             per_policy[policy].append(row)
             runs.append({"scenario": sc.name, "policy": policy, **row})
             if progress is not None:
@@ -284,6 +381,7 @@ def run_bench(
         },
         "collision": collision(collision_hours, step),
         "runs": runs,
+        "bounds": bounds,
         "hours": hours,
         "families": list(families),
     }

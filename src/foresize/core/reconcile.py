@@ -50,6 +50,7 @@ from foresize.core.cluster.actions import (
     ResizePod,
     WriteTargetStatus,
 )
+from foresize.core.cluster.boost import PodCpuWindow
 from foresize.core.cluster.capacity import NodeLedger
 from foresize.core.cluster.coordination import Pair
 from foresize.core.cluster.headroom import HeadroomConfig
@@ -69,7 +70,11 @@ from foresize.core.horizontal.coming import (
     hpa_resources,
     peak_totals,
 )
-from foresize.core.horizontal.coordinate import plan_coordination
+from foresize.core.horizontal.coordinate import (
+    coordinated_replicas_at,
+    coordinating_targets,
+    plan_coordination,
+)
 from foresize.core.horizontal.planner import plan_horizontal
 from foresize.core.lifecycle.daemonset import DsaPlan, UsageWindow, dsa_suggestion, plan_dsa
 from foresize.core.lifecycle.planner import LifecycleState, finalizers_to_add, plan_lifecycle
@@ -159,6 +164,7 @@ def plan_pass(
     full: ClusterSnapshot | None = None,
     dsa_usage: UsageWindow | None = None,
     suggestions: Mapping[str, Suggestion] | None = None,
+    pod_usage: PodCpuWindow | None = None,
 ) -> PassPlan:
     """One pass over `snapshot` (the targets of the shards this replica holds).
 
@@ -168,7 +174,8 @@ def plan_pass(
     window (`lifecycle.daemonset.UsageWindow`). `suggestions` overrides what the vertical
     planner reads from the targets' status (the simulator's baseline recommenders); the
     suggestions this shell's recommender published before are used likewise, so a new
-    one is acted on in the pass that made it.
+    one is acted on in the pass that made it. `pod_usage` is the pods' recent CPU samples
+    (`cluster.boost.PodCpuWindow`), read by a start-up boost that ends when usage settles.
     """
     config = config or ReconcileConfig()
     state = dataclasses.replace(
@@ -238,7 +245,13 @@ def plan_pass(
     # Upsizes yield to pods of equal or higher priority that cannot be scheduled for them.
     published = yield_to_pending(vertical_snapshot, published, history, now, ledger)
     vertical, state.worker = plan(
-        vertical_snapshot, now, state.worker, config.worker, published, ledger=ledger
+        vertical_snapshot,
+        now,
+        state.worker,
+        config.worker,
+        published,
+        ledger=ledger,
+        pod_usage=pod_usage,
     )
     # What will happen that node autoscalers cannot see: the demand and the annotations.
     out.pending, published_sizes = publish(
@@ -335,6 +348,7 @@ def coming_pods(
     index = AdmissionIndex.from_snapshot(snapshot, suggestions=suggestions)
     out: list[Pod] = []
     seen: set[str] = set()
+    coordinated = coordinating_targets(snapshot)
     for hpa in snapshot.hpas:
         wl = snapshot.workload(hpa.target_kind, hpa.namespace, hpa.target_name)
         if wl is None:
@@ -357,6 +371,11 @@ def coming_pods(
         if cached is None or not 0 <= now - cached[0] < COMING_STEP:
             cached = peaks[wl.key] = (now, peak_totals(history, wl, hpa_resources(hpa), now))
         n = forecast_hpa_replicas(hpa, wl, cached[1], spec_requests(admitted))
+        # A coordinated request moves with each forecast: the count at the peak is the
+        # pair's there, not the HPA's at the request published now.
+        paired = coordinated_replicas_at(snapshot, wl, hpa, cached[1], coordinated)
+        if paired is not None:
+            n = max(n or 0, paired)
         if n is None:
             continue
         added = ComingReplicas(wl, hpa, n).added

@@ -12,8 +12,10 @@ from foresize.adapters.history.metrics_server import (
     TOTAL_CONTAINER,
     HistorySink,
     MetricsServerPoller,
+    PodCpuSink,
     Sample,
 )
+from foresize.core.cluster.boost import BOOST_ANNOTATION, PodCpuWindow
 from foresize.core.history import SeriesKey
 from foresize.core.recommend.suggestions import cadence_of, plan_suggestions
 from foresize.shells.kube.api import KubeApi
@@ -257,3 +259,42 @@ def test_samples_persist_in_the_sqlite_store_across_a_restart(tmp_path):
     assert [e[0] for e in reopened.events(key, "oom", NOW - 3600, NOW)] == [NOW - 600]
     assert reopened.first_seen(key) == pytest.approx(NOW - 719 * 60)
     reopened.close()
+
+
+async def test_a_boosted_pods_start_up_samples_reach_its_cpu_window_not_the_history(apiserver):
+    """The start-up boost's settling is made of a pod's first minutes: the poller hands
+    them to the pods' CPU window (`PodCpuSink`, pods with a boost annotation only) while
+    the history still leaves them out."""
+    state = state_with_workload()
+    boosted = owned_pod("web-7d9f8-bbbbb", "2026-05-28T20:25:40Z")  # 60 s old: starting
+    boosted["metadata"]["annotations"] = {BOOST_ANNOTATION: '{"containers": {}}'}
+    state.apply_event("Pod", "ADDED", boosted)
+    state.apply_event("Pod", "ADDED", owned_pod("web-7d9f8-ccccc", "2026-05-28T20:25:40Z"))
+    for name, cpu in (("web-7d9f8-bbbbb", "900m"), ("web-7d9f8-ccccc", "800m")):
+        apiserver.seed(
+            {
+                "apiVersion": "metrics.k8s.io/v1beta1",
+                "kind": "PodMetrics",
+                "metadata": {"name": name, "namespace": "shop"},
+                "timestamp": "2026-05-28T20:26:40Z",
+                "window": "15s",
+                "containers": [{"name": "app", "usage": {"cpu": cpu, "memory": "100Mi"}}],
+            }
+        )
+    history = UsageHistory(step=60.0)
+    window = PodCpuWindow()
+    api = KubeApi.from_url(apiserver.url)
+    try:
+        poller = MetricsServerPoller(
+            api,
+            [HistorySink(history)],
+            state=state,
+            clock=lambda: NOW,
+            startup_sinks=[PodCpuSink(window, state)],
+        )
+        assert await poller.poll_once() == []  # both pods are in their first 2 minutes
+    finally:
+        await api.close()
+    assert window.samples("shop/web-7d9f8-bbbbb") == [(NOW, {"app": 0.9})]
+    assert window.samples("shop/web-7d9f8-ccccc") == []  # not boosted
+    assert history.keys == []

@@ -94,10 +94,22 @@ def test_http_errors_say_what_answered():
     )
 
     async def text(request):
-        return web.Response(status=503, text="overloaded\n  try later")
+        return web.Response(status=500, text="broken\n  try later")
 
     with serve(text) as url:
-        assert error_of(recommend(url)).endswith("answered HTTP 503: overloaded try later")
+        message = error_of(recommend(url))
+    assert " answered HTTP 500 to query 'container_memory_working_set_bytes" in message
+    assert message.endswith(": broken try later")
+
+    async def overloaded(request):  # 503 is "later": retried (Retry-After: 0), then named
+        return web.Response(
+            status=503, text="overloaded\n  try later", headers={"Retry-After": "0"}
+        )
+
+    with serve(overloaded) as url:
+        message = error_of(recommend(url))
+    assert " answered HTTP 503 5 times (retried with back-off) to query " in message
+    assert message.endswith(": overloaded try later")
 
 
 def test_a_success_answer_of_the_wrong_shape_is_named_not_a_traceback():
@@ -114,16 +126,18 @@ def test_a_success_answer_of_the_wrong_shape_is_named_not_a_traceback():
             return web.json_response({"status": "success", "data": ["shop"]})
         return web.json_response({"status": "success", "data": {"resultType": "matrix"}})
 
-    for handler, path, what in (
-        (no_data, "/api/v1/label/namespace/values", "a list of values"),
-        (odd_values, "/api/v1/label/namespace/values", "a list of values"),
-        (no_result, "/api/v1/query_range", "a result list"),
+    # The range and instant queries go out side by side: whichever answers first is named.
+    for handler, paths, what in (
+        (no_data, ("/api/v1/label/namespace/values",), "a list of values"),
+        (odd_values, ("/api/v1/label/namespace/values",), "a list of values"),
+        (no_result, ("/api/v1/query_range", "/api/v1/query"), "a result list"),
     ):
         with serve(handler) as url:
             message = error_of(recommend(url, "-n", "shop"))
-        assert message == (
+        assert message in [
             f"{url}{path} answered success without {what} (is this a Prometheus URL?)"
-        ), handler.__name__
+            for path in paths
+        ], handler.__name__
 
 
 def test_unreachable_prometheus_names_the_reason():

@@ -95,3 +95,43 @@ def test_a_target_with_both_or_neither_boost_form_is_refused_naming_the_field() 
         parse_target(boosting({"cpu_factor": 4, "cpu": "1"}))
     with pytest.raises((ForesizeError, ValueError), match="startup_boost"):
         parse_target(boosting({"cpu_factor": 0.5}))
+
+
+def test_a_settle_boost_records_when_its_usage_settles() -> None:
+    """`settle` goes into the annotation with its defaults filled in (the planner reads
+    the pod's record, not a policy that may have changed since)."""
+    _, ann = admitted(boosting({"cpu_factor": 4, "settle": {"samples": 5}}))
+    value = json.loads(ann[BOOST_ANNOTATION])
+    assert value["settle"] == {"samples": 5, "below": 1.0, "timeout": 600.0}
+    assert "until" not in value
+    _, ann = admitted(boosting({"cpu_factor": 4, "settle": {"timeout": "2m", "below": 0.5}}))
+    assert json.loads(ann[BOOST_ANNOTATION])["settle"] == {
+        "samples": 3,
+        "below": 0.5,
+        "timeout": 120.0,
+    }
+
+
+def test_a_bad_settle_is_refused_naming_the_field() -> None:
+    import pytest
+
+    from foresize.core.api.types import parse_target
+    from foresize.core.cluster.target import target_view
+    from foresize.core.errors import ForesizeError
+
+    for settle, field in (
+        ({"samples": 0}, "samples"),
+        ({"samples": 21}, "samples"),
+        ({"below": 0}, "below"),
+        ({"below": 5}, "below"),
+        ({"timeout": "0s"}, "timeout"),
+        ({"timeout": "soon"}, "timeout"),
+        ({"after": "1m"}, "after"),
+    ):
+        manifest = boosting({"cpu_factor": 4, "settle": settle})
+        with pytest.raises((ForesizeError, ValueError), match=field):
+            parse_target(manifest)
+        if field != "after":  # the read-model of a target that got past the webhook
+            view = target_view(manifest)
+            assert view.startup_boost is None
+            assert any(f"startup_boost.settle.{field}" in e for e in view.errors), view.errors

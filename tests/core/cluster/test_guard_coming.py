@@ -30,7 +30,7 @@ from foresize.core.cluster.model import (
 )
 from foresize.core.cluster.snapshot import ClusterSnapshot
 from foresize.core.history import TOTAL_CONTAINER, SeriesKey
-from foresize.core.horizontal.coming import COMING_WINDOW, coming_replicas
+from foresize.core.horizontal.coming import COMING_WINDOW, coming_replicas, forecast_hpa_replicas
 from foresize.core.reconcile import ReconcileState, coming_pods, plan_pass
 from foresize.shells.sim.runner import simulate
 from foresize.shells.sim.scenario import load_scenario
@@ -183,6 +183,47 @@ def test_coming_replicas_are_sized_as_admission_would_create_them():
     assert [(p.name, p.priority) for p in pods] == [("web#0", 1000), ("web#1", 1000)]
     assert {c.resources.requests["memory"] for p in pods for c in p.containers} == {WEB_MEMORY}
     assert {c.resources.requests["cpu"] for p in pods for c in p.containers} == {500}
+
+
+def coordinating_target() -> object:
+    return parse_target(
+        {
+            "apiVersion": "foresize.io/v1",
+            "kind": "AIScaleTarget",
+            "metadata": {"name": "web", "namespace": "pay", "uid": "t-web"},
+            "spec": {
+                "scaleTargetRef": {"kind": "Deployment", "name": "web"},
+                "vertical": {
+                    "mode": "autonomous",
+                    "update_policy": {"update_mode": "in_place"},
+                    "hpa_resource_policy": "coordinate",
+                },
+            },
+        }
+    )
+
+
+def test_a_coordinated_workloads_coming_count_is_the_pairs_at_the_peak():
+    """Seed 004 under the coordinated mode (bench hpa's collision, measured): the pair
+    published at the morning's rising forecast keeps 3 replicas at 602m, so the HPA's
+    count at that request at the day's peak is 4 (1.35 cores / (602m x 60%)): one to come,
+    and the memory upsizes took the room of the second. At the peak the pair lowers the
+    request again and the HPA runs 5 (the pair at 1.35 cores: ceil(1350 / (500m x 63%))),
+    so the guard keeps room for 2, and the preemption of web-worker never comes."""
+    s = seed_004()
+    s.targets = [coordinating_target()]
+    published = {
+        "pay/web": Suggestion(
+            "s", NOW, {"*": ContainerSuggestion("*", {"cpu": 602, "memory": WEB_MEMORY})}
+        )
+    }
+    pods = coming_pods(s, web_total(1.35), NOW, published)
+    assert [p.name for p in pods] == ["web#0", "web#1"]
+    assert {c.resources.requests["cpu"] for p in pods for c in p.containers} == {602}
+    # the HPA's count at the request published now: 4, one to come
+    web = s.workload("Deployment", "pay", "web")
+    assert web is not None
+    assert forecast_hpa_replicas(s.hpas[0], web, {"cpu": 1350.0}, {"cpu": 602}) == 4
 
 
 def test_upsizes_that_would_take_the_scale_outs_room_are_not_sent():

@@ -37,7 +37,7 @@ from foresize.core.cluster.model import (
 )
 from foresize.core.cluster.snapshot import ClusterSnapshot
 from foresize.core.errors import ForesizeError
-from foresize.core.horizontal.coordinate import plan_coordination
+from foresize.core.horizontal.coordinate import coordinated_replicas_at, plan_coordination
 from foresize.shells.sim.cluster.hpa import PodMetric, PodSample, resource_replicas
 
 CPU_60 = [HPAMetric("Resource", "cpu", target_utilization=60)]
@@ -300,16 +300,34 @@ def test_without_a_forecast_of_the_total_nothing_uncoordinated_is_published():
     assert write.status["coordination"]["state"] == "Waiting"
 
 
-def test_bad_hpa_status_says_what_was_ignored_and_the_hpa_is_never_written():
-    keda = hpa([*CPU_60, HPAMetric("External")], name="keda-hpa-web")
+@pytest.mark.parametrize(
+    ("bad", "says"),
+    [
+        (
+            hpa([*CPU_60, HPAMetric("External")], name="keda-hpa-web"),
+            "ScaledObject pay/web has 2 triggers",
+        ),
+        (hpa([HPAMetric("External")]), "External metric, which Foresize cannot read"),
+        (hpa(lo=7, hi=6), "minReplicas 7 > maxReplicas 6"),
+    ],
+    ids=["scaledobject-with-several-triggers", "unreadable-metric", "min-above-max"],
+)
+def test_bad_hpa_status_says_what_was_ignored_and_the_hpa_is_never_written(bad, says):
+    """The issue's bad input through the pass: the target's status names the HPA (or the
+    ScaledObject) and why it was ignored; no pair, no floor, no scale, no write to the HPA,
+    and the recommender's CPU is left as under `leave` (the vertical guard's business).
+    The fourth case, an HPA naming a missing target, is the last test of this file."""
     write = recommender_write()
-    plan = plan_coordination(snapshot(keda), [write], {"pay/web": {"cpu": 1350.0}}, 0.0, {})
+    plan = plan_coordination(snapshot(bad), [write], {"pay/web": {"cpu": 1350.0}}, 0.0, {})
     record = write.status["coordination"]
     assert record["state"] == "Ignored"
-    assert "ScaledObject pay/web has 2 triggers" in record["reason"]
+    assert says in record["reason"]
     assert "left alone" in record["reason"]
     assert plan.actions == []  # no scale, and nothing addressed to the HPA
+    assert plan.pairs == {}
     assert "horizontal_suggestion" not in write.status
+    (entry,) = write.status["vertical_suggestion"]["containers"]
+    assert entry["requests"]["cpu"] == "300m"  # not rewritten to a pair
 
 
 # ----------------------------------------------------------------------- admission
@@ -407,3 +425,21 @@ def test_an_hpa_naming_a_missing_workload_is_reported_and_nothing_is_coordinated
     assert record["state"] == "Ignored" and record["hpa"] == "HorizontalPodAutoscaler pay/web"
     assert "names Deployment pay/web, which does not exist" in record["reason"]
     assert plan.actions == [] and plan.pairs == {}
+
+
+def test_the_coordinated_count_at_a_load_is_the_pairs_and_only_for_a_coordinated_hpa():
+    """What the capacity guard keeps room for (tests/core/cluster/test_guard_coming.py):
+    the pair's count at the day's peak; none for an HPA that is not coordinated with (a
+    bad one, or a workload another vertical autoscaler claims)."""
+    s = snapshot(hpa())
+    web = s.workload("Deployment", "pay", "web")
+    assert web is not None
+    pair = coordinate(hpa(), 1350.0, 500, lower=50, peak=1350.0)
+    assert pair is not None
+    assert coordinated_replicas_at(s, web, hpa(), {"cpu": 1350.0}) == pair.replicas == 5
+    assert coordinated_replicas_at(s, web, hpa(lo=7, hi=6), {"cpu": 1350.0}) is None
+    assert coordinated_replicas_at(s, web, hpa(), {"memory": 1.0}) is None  # no cpu load
+    s.vertical_claims = [
+        VerticalClaim("VerticalPodAutoscaler", "pay", "web-vpa", "Deployment", "web", "Auto")
+    ]
+    assert coordinated_replicas_at(s, web, hpa(), {"cpu": 1350.0}) is None

@@ -5,7 +5,11 @@ holds, an upsize the kubelet holds Deferred; and the pass publishes them
 
 from __future__ import annotations
 
+import json
 from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from foresize.core.api.quantity import MIB
 from foresize.core.cluster.actions import EvictPod, PatchPodMetadata, ResizePod
@@ -106,3 +110,44 @@ def test_the_pass_annotates_held_pods_and_sums_the_demand_per_node_pool() -> Non
         ("p2", None),
     ]
     assert later.pending.by_pool == {}
+
+
+ODD_VALUES = st.one_of(
+    st.text(max_size=40),
+    st.sampled_from(
+        [
+            "", "x", "{}", "[]", "null", "true", '{"version": 99}', '{"version": 1}',
+            '{"version":1,"cause":"recreate","containers":{"app":{"requests":{"cpu":"-1"}}}}',
+            "{" * 200, "9" * 400, "\u0000", "\ud7ff\ufffd",
+        ]
+    ),
+)  # fmt: skip
+
+
+@settings(
+    max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
+@given(st.lists(ODD_VALUES, min_size=3, max_size=3), st.sampled_from(["true", "yes", "", "0"]))
+def test_odd_coming_annotations_on_pods_are_replaced_never_a_crash(
+    values: list[str], opt_out: str
+) -> None:
+    """Anyone may write `foresize.io/coming-resources` (a user, a template copying it, a
+    tool): whatever it holds, the pass plans as usual and leaves every pod with either no
+    annotation or Foresize's own value."""
+    pods = [pod("p0", cpu=100), pod("p1", cpu=100), pod("p2", cpu=300, mem=200 * MIB)]
+    for p, v in zip(pods, values, strict=True):
+        p.annotations = {COMING_ANNOTATION: v, "karpenter.sh/do-not-disrupt": opt_out}
+    t = target("recreate", min_replicas=1, disruption=ONE_AT_A_TIME)
+    decided = plan_pass(snap(pods, [t]), 0.0, ReconcileState(), None, suggestions=sugg(cpu=300))
+    patched = of(decided.actions, PatchPodMetadata)
+    patches = {a.name: a.annotations[COMING_ANNOTATION] for a in patched}
+    evicted = set(names(decided.actions, EvictPod))
+    for p in pods:
+        if p.name in evicted:
+            continue
+        after = patches.get(p.name, p.annotations[COMING_ANNOTATION])
+        if p.key not in decided.pending.pods:
+            assert after is None, (p.name, after)  # nothing coming: the odd value is removed
+        else:
+            doc = json.loads(after)  # Foresize's own value, whatever was there
+            assert doc["version"] == 1 and doc["cause"] == RECREATE

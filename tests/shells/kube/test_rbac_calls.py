@@ -34,10 +34,9 @@ from foresize.shells.kube.rbac import (
     HEADROOM_NAMESPACE,
     HEADROOM_ROLE,
     NAME,
-    TLS_SECRET,
-    WEBHOOK_SERVICE,
 )
 from foresize.shells.kube.tls import WebhookCertificate
+from foresize.shells.webhook.configurations import TLS_SECRET, WEBHOOK_SERVICE
 from foresize.testing.apiserver import RecordedRequest, StrictApiServer
 from foresize.testing.ports import free_port
 from support.kube_objects import (

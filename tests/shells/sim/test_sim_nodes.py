@@ -7,9 +7,12 @@ Cluster Autoscaler's `simulator/utilization/info_test.go` (`TestCalculate`)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from foresize.core.cluster.actions import PatchScale
 from foresize.core.cluster.model import (
@@ -397,3 +400,58 @@ def test_node_deletion_keeps_usage_on_the_right_node() -> None:
     for name in ("n-1", "n-2"):
         slot = sim.meta[by_node[name].key].slots[0]
         assert sim.node_names[int(u.node[slot])] == name
+
+
+ODD = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**20), 10**20),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=12),
+    st.sampled_from(["0", "-1", "0%", "101%", "-5%", "1e999", "nan", "Never", "5m", "huge"]),
+    st.lists(st.integers(), max_size=2),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+)
+NODE_TYPE_KEYS = ("name", "cpu", "memory", "capacity_cpu", "capacity_memory", "price_per_hour")
+AUTOSCALER_KEYS = {
+    "karpenter": ("node_types", "max_nodes", "startup_delay", "batch_idle_duration",
+                  "batch_max_duration", "consolidation_policy", "consolidate_after",
+                  "disruption_budget"),
+    "cluster-autoscaler": ("node_types", "max_nodes", "startup_delay", "scan_interval",
+                           "scale_down_utilization_threshold", "scale_down_unneeded_time",
+                           "scale_down_delay_after_add", "max_empty_bulk_delete",
+                           "max_pod_eviction_time", "min_nodes"),
+}  # fmt: skip
+
+
+@settings(
+    max_examples=200, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
+@given(st.data())
+def test_odd_node_fields_are_refused_naming_the_field_or_accepted(data: st.DataObject) -> None:
+    """Whatever one node-type or node-autoscaler field holds, the scenario is built or
+    refused with one line naming that field, never another exception."""
+    flavour = data.draw(st.sampled_from(sorted(AUTOSCALER_KEYS)))
+    sc = scenario(flavour, [app("a", 1)])
+    sc["node_types"] = [dict(t) for t in TYPES]
+    if data.draw(st.booleans()):
+        key = data.draw(st.sampled_from(NODE_TYPE_KEYS))
+        sc["node_types"][0][key] = data.draw(ODD)
+        field = f"node_types[0].{key}"
+    else:
+        key = data.draw(st.sampled_from(AUTOSCALER_KEYS[flavour]))
+        sc["node_autoscaler"][key] = data.draw(ODD)
+        field = f"node_autoscaler.{key}"
+    try:
+        parsed = parse_scenario(sc, "<test>")
+    except ForesizeError as err:
+        message = str(err)
+        assert len(message.splitlines()) == 1
+        # The field itself, or (a renamed type) the reference that no longer resolves.
+        assert message.startswith(f"<test>: {field}") or "unknown node type" in message, message
+        return
+    for t in parsed.node_types.values():
+        assert t.price_per_hour > 0 and math.isfinite(t.price_per_hour)
+        assert t.cpu > 0 and t.memory > 0
+    spec = parsed.node_autoscaler
+    assert spec is not None and spec.max_nodes >= 1

@@ -19,12 +19,12 @@ from foresize.shells.sim.scenario import parse_scenario
 LOOP = 15.0
 
 
-def scenario(startup: dict[str, Any] | None = None) -> dict[str, Any]:
+def scenario(startup: dict[str, Any] | None = None, usage: str = "200m") -> dict[str, Any]:
     container: dict[str, Any] = {
         "name": "app",
         "requests": {"cpu": "250m", "memory": "256Mi"},
         "limits": {"cpu": "500m"},
-        "usage": {"cpu": "200m"},
+        "usage": {"cpu": usage},
     }
     if startup is not None:
         container["startup"] = startup
@@ -43,8 +43,9 @@ def scenario(startup: dict[str, Any] | None = None) -> dict[str, Any]:
     }
 
 
-def run(boost: dict[str, Any] | None, seconds: float = 600) -> SimCluster:
-    sim = SimCluster(parse_scenario(scenario({"work": 120, "cpu": "2"}), "<t>"), seed=1, step=5)
+def run(boost: dict[str, Any] | None, seconds: float = 600, usage: str = "200m") -> SimCluster:
+    spec = scenario({"work": 120, "cpu": "2"}, usage)
+    sim = SimCluster(parse_scenario(spec, "<t>"), seed=1, step=5)
     opts = OperatorOptions(loop_interval=LOOP, startup_boost=boost)
     SimOperator(sim, ForesizeRecommender(), opts).install()
     sim.run(seconds)
@@ -83,3 +84,31 @@ def test_a_startup_without_its_rate_names_the_field() -> None:
         parse_scenario(scenario({"work": 120}), "<t>")
     with pytest.raises(ForesizeError, match=r"containers\[0\]\.startup\.cpu: must be above 0"):
         parse_scenario(scenario({"work": 120, "cpu": 0}), "<t>")
+
+
+def unboosted_after_ready(sim: SimCluster) -> list[float]:
+    """Seconds from each pod's Ready to its unboost applied (Ready = PodScheduled + the
+    time-to-Ready the lifecycle recorded)."""
+    ready = dict(sim.lifecycle.time_to_ready)
+    out = []
+    for ev in sim.events.query("ResizeApplied"):
+        start = next(e.time for e in sim.events.query("PodScheduled") if e.object == ev.object)
+        out.append(ev.time - start - ready[ev.object.removeprefix("Pod/")])
+    return out
+
+
+def test_a_settle_boost_ends_when_usage_settles_after_ready_not_at_ready() -> None:
+    """Usage 200m under the unboosted 250m: the unboost follows the third 5-s sample after
+    Ready (15 s), within one pass; usage 400m never settles under 250m: the boost holds
+    until its 2-minute timeout after Ready, then the same unboost (QoS kept)."""
+    settle = {"cpu_factor": 4, "settle": {"samples": 3, "timeout": "2m"}}
+    calm = unboosted_after_ready(run(settle))
+    assert len(calm) == 2 and all(15.0 <= d <= 15.0 + LOOP + 1.0 for d in calm), calm
+    at_ready = unboosted_after_ready(run({"cpu_factor": 4}))
+    assert max(at_ready) < min(calm)  # without settle the unboost does not wait
+    sim = run(settle, usage="400m")
+    hot = unboosted_after_ready(sim)
+    assert len(hot) == 2 and all(120.0 <= d <= 120.0 + LOOP + 1.0 for d in hot), hot
+    for p in sim.pods_of("Deployment", "default", "a"):
+        assert p.containers[0].resources.requests["cpu"] == 250
+        assert qos_class_of(p.containers) == "Burstable"

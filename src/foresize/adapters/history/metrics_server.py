@@ -33,6 +33,7 @@ from foresize.adapters.history.aggregate import per_container, workload_totals
 from foresize.adapters.history.prometheus import STARTUP_EXCLUSION
 from foresize.core.api.fields import parse_timestamp
 from foresize.core.api.quantity import QuantityError, parse_quantity
+from foresize.core.cluster.boost import BOOST_ANNOTATION
 from foresize.core.history import (
     TOTAL_CONTAINER,
     HistoryWriter,
@@ -154,6 +155,26 @@ class DaemonSetSink:
             self.window.add(ns, ds, container, t, arr[:, 0], arr[:, 1])
 
 
+class PodCpuSink:
+    """Feeds the pods' recent CPU samples (`foresize.core.cluster.boost.PodCpuWindow`) that
+    a start-up boost ending "when usage settles" reads: every sample of a pod that has a
+    boost annotation, its first minutes included (they are what settles)."""
+
+    def __init__(self, window: Any, state: Any) -> None:
+        self.window = window
+        self.state = state
+
+    def add_samples(self, samples: list[Sample]) -> None:
+        boosted: dict[str, bool] = {}
+        for s in samples:
+            key = f"{s.namespace}/{s.pod}"
+            if key not in boosted:
+                pod = self.state.pod(s.namespace, s.pod)
+                boosted[key] = pod is not None and BOOST_ANNOTATION in pod.annotations
+            if boosted[key]:
+                self.window.add(key, s.timestamp, s.container, s.cpu_cores)
+
+
 def _cores(raw: Any) -> float:
     return float(parse_quantity(raw))
 
@@ -169,8 +190,10 @@ def samples_from_pod_metrics(
     workload_of: Callable[[str, str], str | None] | None = None,
     startup_exclusion: float = STARTUP_EXCLUSION,
     now: float | None = None,
+    starting: list[Sample] | None = None,
 ) -> tuple[list[Sample], int]:
-    """PodMetrics items -> samples. Returns (samples, dropped for start-up or bad values)."""
+    """PodMetrics items -> samples. Returns (samples, dropped for start-up or bad values);
+    the samples of a pod's first minutes, left out of them, go to `starting` if given."""
     out: list[Sample] = []
     dropped = 0
     for item in items:
@@ -178,9 +201,12 @@ def samples_from_pod_metrics(
         ns, pod = meta.get("namespace", ""), meta.get("name", "")
         stamp = _stamp(item.get("timestamp"), f"{ns}/{pod}") or now or time.time()
         started = pod_started(ns, pod) if pod_started else None
+        into = out
         if started is not None and stamp - started < startup_exclusion:
             dropped += len(item.get("containers") or [])
-            continue
+            if starting is None:
+                continue
+            into = starting
         workload = (workload_of(ns, pod) if workload_of else None) or workload_of_pod(pod)
         for c in item.get("containers") or []:
             usage = c.get("usage") or {}
@@ -193,7 +219,7 @@ def samples_from_pod_metrics(
                 )
                 dropped += 1
                 continue
-            out.append(Sample(stamp, ns, workload, pod, c.get("name", ""), cpu, mem))
+            into.append(Sample(stamp, ns, workload, pod, c.get("name", ""), cpu, mem))
     return out, dropped
 
 
@@ -208,9 +234,12 @@ class MetricsServerPoller:
         state: Any = None,
         interval: float = 60.0,
         clock: Callable[[], float] = time.time,
+        startup_sinks: list[SampleSink] | None = None,
     ) -> None:
         self.api = api
         self.sinks = sinks
+        # Sinks that also get the samples of a pod's first minutes (the boost's settling).
+        self.startup_sinks = startup_sinks or []
         self.state = state
         self.interval = interval
         self.clock = clock
@@ -242,11 +271,18 @@ class MetricsServerPoller:
                 ref = pod.owner
                 return workload_of_pod(name, (ref.kind, ref.name)) if ref is not None else None
 
+        starting: list[Sample] = []
         samples, dropped = samples_from_pod_metrics(
-            items, pod_started=self._pod_started, workload_of=workload_of, now=self.clock()
+            items,
+            pod_started=self._pod_started,
+            workload_of=workload_of,
+            now=self.clock(),
+            starting=starting if self.startup_sinks else None,
         )
         for sink in self.sinks:
             sink.add_samples(samples)
+        for sink in self.startup_sinks:
+            sink.add_samples(sorted(starting + samples, key=lambda s: s.timestamp))
         self.polls += 1
         log.debug("collected %d samples (%d dropped)", len(samples), dropped)
         return samples

@@ -27,8 +27,11 @@ controller naming conventions) and history is keyed by workload and container, t
 replicas folded at each step as every shell folds them (`foresize.adapters.history.aggregate`:
 CPU the median across replicas, memory the maximum), as the recommender consumes it
 (`foresize.adapters.history.traces.TraceSeries`). Samples from a pod's first 2 minutes are
-dropped so start-up spikes do not inflate forecasts. Long ranges are split so no query
-asks for more than Prometheus' 11,000 points per series.
+dropped so start-up spikes do not inflate forecasts.
+
+Every query runs under one `QueryBudget` (`adapters.history.query_budget`): bounded
+concurrency, range chunking (a day and at most 10,000 points a query), a series limit per
+answer and retries with back-off on 429/503; an error names the query that failed.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ import asyncio
 import math
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -56,18 +60,35 @@ from foresize.adapters.history.prometheus_series import (
     promql_duration,
     workload_kinds_and_replicas,
 )
+from foresize.adapters.history.query_budget import RETRIED_STATUSES, QueryBudget
 from foresize.core.errors import ForesizeError
 from foresize.core.history import SeriesKey, workload_of_pod
 
 STARTUP_EXCLUSION = 120.0  # seconds of a new pod's life left out of history
-MAX_POINTS = 10_000  # per series per query (Prometheus refuses more than 11,000)
 RATE_SAMPLES = 2
 """`rate()` needs two samples in its window: the step must be at least twice the scrape
 interval, or CPU points go missing depending on where the grid falls."""
 
 
+@dataclass(slots=True)
+class QueryStats:
+    """What a reader asked of its store: the bench's evidence that it kept its budget."""
+
+    queries: int = 0  # HTTP requests answered (retries included)
+    retries: int = 0
+    in_flight: int = 0
+    peak_in_flight: int = 0
+    peak_series: int = 0  # the most series one answer held
+
+
+def _short(query: str, limit: int = 160) -> str:
+    """A query as an error names it: whole if short, else its start."""
+    one = " ".join(query.split())
+    return one if len(one) <= limit else one[: limit - 3] + "..."
+
+
 class PrometheusReader:
-    """PromQL over HTTP (`/api/v1/query_range`, `/api/v1/query`)."""
+    """PromQL over HTTP (`/api/v1/query_range`, `/api/v1/query`), under a `QueryBudget`."""
 
     def __init__(
         self,
@@ -80,8 +101,13 @@ class PrometheusReader:
         basic_auth: tuple[str, str] | None = None,
         ca_file: str | None = None,
         insecure_skip_verify: bool = False,
+        budget: QueryBudget | None = None,
     ) -> None:
         self.url = url.rstrip("/")
+        self.budget = budget or QueryBudget()
+        self.stats = QueryStats()
+        self._slots: asyncio.Semaphore | None = None
+        self._slots_loop: asyncio.AbstractEventLoop | None = None
         self.timeout = timeout
         self.headers = dict(headers or {})
         if bearer_token:
@@ -95,15 +121,61 @@ class PrometheusReader:
         self.insecure_skip_verify = insecure_skip_verify
         self.startup_exclusion = startup_exclusion
 
+    def _slots_here(self) -> asyncio.Semaphore:
+        """The concurrency budget's semaphore, one per event loop (a reader may be used
+        under several `asyncio.run`s, and a semaphore belongs to one loop)."""
+        loop = asyncio.get_running_loop()
+        if self._slots is None or self._slots_loop is not loop:
+            self._slots = asyncio.Semaphore(self.budget.concurrency)
+            self._slots_loop = loop
+        return self._slots
+
     async def _get(self, session: Any, path: str, params: dict[str, str]) -> object:
-        """The `data` of a successful answer (a ForesizeError naming the cause otherwise)."""
+        """The `data` of a successful answer (a ForesizeError naming the cause and the
+        query otherwise), at most `budget.concurrency` at once, 429/503 retried."""
+        import aiohttp
+
+        query = params.get("query") or params.get("match[]", "")
+        attempt = 0
+        while True:
+            async with self._slots_here():
+                self.stats.in_flight += 1
+                self.stats.peak_in_flight = max(self.stats.peak_in_flight, self.stats.in_flight)
+                try:
+                    answer = await self._get_once(session, path, params, query)
+                except aiohttp.ServerDisconnectedError:
+                    answer = (503, None, "the connection dropped")  # restarting: "later"
+                finally:
+                    self.stats.in_flight -= 1
+                    self.stats.queries += 1
+            if not isinstance(answer, tuple):
+                return answer
+            status, retry_after, text = answer
+            if attempt >= self.budget.retries:
+                said = " ".join(text.split())[:200] or "the store is overloaded or restarting"
+                raise ForesizeError(
+                    f"Prometheus {self.url}{path} answered HTTP {status} "
+                    f"{attempt + 1} time{'s' * (attempt > 0)} (retried with back-off) to "
+                    f"query {_short(query)!r}: {said}"
+                )
+            await asyncio.sleep(self.budget.wait(attempt, retry_after))
+            attempt += 1
+            self.stats.retries += 1
+
+    async def _get_once(
+        self, session: Any, path: str, params: dict[str, str], query: str
+    ) -> object | tuple[int, str | None, str]:
+        """One request: its `data`, or (status, Retry-After, body) of an answer worth a
+        retry."""
         import aiohttp
 
         try:
             async with session.get(f"{self.url}{path}", params=params) as resp:
                 text = await resp.text()
+                if resp.status in RETRIED_STATUSES:
+                    return resp.status, resp.headers.get("Retry-After"), text
                 if resp.status != 200:
-                    raise ForesizeError(self._http_error(path, resp.status, resp, text))
+                    raise ForesizeError(self._http_error(path, resp.status, resp, text, query))
                 try:
                     body = await resp.json(content_type=None)
                 except ValueError:
@@ -124,31 +196,43 @@ class PrometheusReader:
         except aiohttp.ClientConnectorError as exc:
             reason = exc.os_error.strerror or str(exc.os_error) or type(exc.os_error).__name__
             raise ForesizeError(f"cannot reach Prometheus at {self.url}: {reason}") from None
+        except aiohttp.ServerDisconnectedError:
+            raise  # retried by `_get`
         except aiohttp.ClientError as exc:
             reason = str(exc) or type(exc).__name__
             raise ForesizeError(f"cannot reach Prometheus at {self.url}: {reason}") from None
         if not isinstance(body, dict) or body.get("status") != "success":
             error = body.get("error", body) if isinstance(body, dict) else body
-            raise ForesizeError(f"Prometheus query failed: {error}")
+            raise ForesizeError(f"Prometheus query failed: {error} (query {_short(query)!r})")
         return body.get("data")
 
-    def _result(self, data: object, path: str) -> list[dict[str, Any]]:
-        """The `result` list of a query's `data`."""
+    def _result(self, data: object, path: str, query: str = "") -> list[dict[str, Any]]:
+        """The `result` list of a query's `data`, at most `budget.max_series` long."""
         result = data.get("result") if isinstance(data, dict) else None
         if not isinstance(result, list):
             raise ForesizeError(
                 f"{self.url}{path} answered success without a result list "
                 "(is this a Prometheus URL?)"
             )
+        self.stats.peak_series = max(self.stats.peak_series, len(result))
+        if len(result) > self.budget.max_series:
+            raise ForesizeError(
+                f"query {_short(query)!r} returned {len(result)} series, over the budget "
+                f"of {self.budget.max_series} a query: narrow it (--namespace, --selector) "
+                "or raise the series limit"
+            )
         return result
 
-    def _http_error(self, path: str, status: int, resp: Any, text: str) -> str:
+    def _http_error(self, path: str, status: int, resp: Any, text: str, query: str) -> str:
         where = f"Prometheus {self.url}{path} answered HTTP {status}"
         if status in (401, 403):
             return f"{where}: not authorised (give --token, or --username and --password)"
         if "html" in resp.headers.get("Content-Type", "") or text.lstrip().startswith("<"):
             return f"{where} with an HTML page (is this a Prometheus URL?)"
-        return f"{where}: {' '.join(text.split())[:200]}"
+        # A store's own limits (Prometheus' query.max-samples, VictoriaMetrics'
+        # -search.maxUniqueTimeseries: 422) are answers to one query: name it.
+        named = f" to query {_short(query)!r}" if query else ""
+        return f"{where}{named}: {' '.join(text.split())[:200]}"
 
     def _session(self) -> Any:
         import ssl
@@ -172,7 +256,8 @@ class PrometheusReader:
     async def query_range(
         self, query: str, start: float, end: float, step: float, session: Any = None
     ) -> list[tuple[dict[str, str], np.ndarray, np.ndarray]]:
-        """A range query split into chunks of at most MAX_POINTS steps, stitched per series."""
+        """A range query split into chunks (`budget.range_chunk`), sent at once under the
+        concurrency budget, stitched per series."""
         own = session is None
         session = session or self._session()
         try:
@@ -180,28 +265,41 @@ class PrometheusReader:
                 tuple[tuple[str, str], ...],
                 tuple[dict[str, str], list[np.ndarray], list[np.ndarray]],
             ] = {}
-            chunk = step * (MAX_POINTS - 1)
+            chunk = self.budget.range_chunk(step)
+            spans = []
             t = start
             while t <= end:
                 stop = min(end, t + chunk)
-                data = await self._get(
+                spans.append((t, stop))
+                t = stop + step
+            path = "/api/v1/query_range"
+            asks = [
+                self._get(
                     session,
-                    "/api/v1/query_range",
-                    {"query": query, "start": repr(t), "end": repr(stop), "step": repr(step)},
+                    path,
+                    {"query": query, "start": repr(a), "end": repr(b), "step": repr(step)},
                 )
-                for item in self._result(data, "/api/v1/query_range"):
+                for a, b in spans
+            ]
+            answers = [await asks[0]] if len(asks) == 1 else await asyncio.gather(*asks)
+            for data in answers:
+                for item in self._result(data, path, query):
                     labels = item.get("metric", {})
                     values = item.get("values", [])
+                    if not isinstance(labels, dict) or not isinstance(values, list):
+                        raise self._wrong_shape(path, query)
                     if not values:
                         continue
-                    arr = np.asarray(values, dtype=object)
-                    ts = arr[:, 0].astype(np.float64)
-                    vs = np.asarray([float(v) for v in arr[:, 1]], dtype=np.float64)
+                    try:
+                        arr = np.asarray(values, dtype=object)
+                        ts = arr[:, 0].astype(np.float64)
+                        vs = np.asarray([float(v) for v in arr[:, 1]], dtype=np.float64)
+                    except (TypeError, ValueError, IndexError):
+                        raise self._wrong_shape(path, query) from None
                     key = tuple(sorted(labels.items()))
                     entry = merged.setdefault(key, (labels, [], []))
                     entry[1].append(ts)
                     entry[2].append(vs)
-                t = stop + step
             out = []
             for labels, ts_parts, v_parts in merged.values():
                 ts = np.concatenate(ts_parts)
@@ -213,12 +311,18 @@ class PrometheusReader:
             if own:
                 await session.close()
 
+    def _wrong_shape(self, path: str, query: str) -> ForesizeError:
+        return ForesizeError(
+            f"{self.url}{path} answered query {_short(query)!r} with series that are not "
+            "[time, value] pairs under labels (is this a Prometheus-compatible store?)"
+        )
+
     async def query(self, query: str, at: float, session: Any = None) -> list[dict[str, Any]]:
         own = session is None
         session = session or self._session()
         try:
             data = await self._get(session, "/api/v1/query", {"query": query, "time": repr(at)})
-            return self._result(data, "/api/v1/query")
+            return self._result(data, "/api/v1/query", query)
         finally:
             if own:
                 await session.close()

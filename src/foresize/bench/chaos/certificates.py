@@ -14,6 +14,7 @@ from foresize.bench.chaos.cluster import (
     ScenarioResult,
     wait_until,
 )
+from foresize.shells.webhook.configurations import TLS_SECRET, WEBHOOK_SERVICE
 
 
 async def served_certificate(port: int) -> bytes | None:
@@ -40,18 +41,16 @@ def _tls_secret(server: Any, age_days: float, days: int = 365) -> bytes:
     from foresize.shells.webhook.certs import generate_self_signed, service_dns_names, tls_secret
 
     issued = dt.datetime.now(dt.UTC) - dt.timedelta(days=age_days)
-    b = generate_self_signed(
-        service_dns_names("foresize-webhook", NAMESPACE), now=issued, days=days
-    )
+    b = generate_self_signed(service_dns_names(WEBHOOK_SERVICE, NAMESPACE), now=issued, days=days)
     data = b.secret_data()
-    if server.get("Secret", NAMESPACE, "foresize-webhook-tls") is None:
-        server.seed(tls_secret(b, "foresize-webhook-tls", NAMESPACE))
+    if server.get("Secret", NAMESPACE, TLS_SECRET) is None:
+        server.seed(tls_secret(b, TLS_SECRET, NAMESPACE))
     else:
 
         def put(secret: dict[str, Any]) -> None:
             secret["data"] = data
 
-        server.update("Secret", NAMESPACE, "foresize-webhook-tls", put)
+        server.update("Secret", NAMESPACE, TLS_SECRET, put)
     return ssl.PEM_cert_to_DER_cert(b.cert_pem.decode())
 
 
@@ -66,10 +65,10 @@ async def scenario_certificate(
 
     name = "certificate renewed by cert-manager" if cert_manager else "certificate near expiry"
     async with Cluster(pods=1, workdir=workdir) as c:
-        for config in webhook_configurations(service="foresize-webhook", namespace=NAMESPACE):
+        for config in webhook_configurations(service=WEBHOOK_SERVICE, namespace=NAMESPACE):
             c.k.seed(config)
         first = _tls_secret(c.k, age_days=1)
-        args = ["--tls-secret", "foresize-webhook-tls", "--cert-check-interval", "0.5"]
+        args = ["--tls-secret", TLS_SECRET, "--cert-check-interval", "0.5"]
         if cert_manager:
             args.append("--cert-manager")
         op = c.operator(args=args, webhook=True)
@@ -116,7 +115,7 @@ async def scenario_certificate_expired(*, workdir: Path | None = None) -> Scenar
     name = "certificate expired"
     async with Cluster(pods=1, workdir=workdir) as c:
         _tls_secret(c.k, age_days=400)
-        args = ["--tls-secret", "foresize-webhook-tls", "--cert-check-interval", "0.5"]
+        args = ["--tls-secret", TLS_SECRET, "--cert-check-interval", "0.5"]
         op = c.operator(args=[*args, "--cert-manager"], webhook=True)
         started = time.monotonic()
         await op.start()

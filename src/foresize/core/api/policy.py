@@ -329,6 +329,20 @@ class HorizontalScalingBehavior(StrictModel):
         return True if rule is None else rule.exceeded(current, proposed)
 
 
+class StartupSettle(StrictModel):
+    """When a start-up boost's usage has settled: the pod is Ready and its last `samples`
+    CPU usage samples since Ready (metrics-server polls) each show every boosted container
+    under `below` times the CPU request it returns to. Usage never seen does not settle:
+    `timeout` after Ready the boost ends anyway (a Warning Event says so)."""
+
+    samples: int = Field(default=3, ge=1, le=20)
+    """Consecutive usage samples under the level."""
+    below: float = Field(default=1.0, gt=0, le=4)
+    """The level, as a fraction of the unboosted CPU request."""
+    timeout: PositiveDuration = 600.0
+    """The longest the boost waits after Ready for usage to settle."""
+
+
 class StartupBoost(StrictModel):
     """More CPU for a new pod while it starts (JIT, caches), then back to its suggestion
     by an in-place resize. Exactly one of `cpu_factor` and `cpu`."""
@@ -340,7 +354,10 @@ class StartupBoost(StrictModel):
     max_cpu: CpuQuantity | None = None
     """The boosted request never exceeds this (nor the container's cpu.upperbound)."""
     duration: PositiveDuration | None = None
-    """How long the boost lasts from the pod's start; absent: until the pod is Ready."""
+    """How long the boost lasts from the pod's start; absent: until the pod is Ready (or,
+    with `settle`, until its usage settles; `duration` then caps it)."""
+    settle: StartupSettle | None = None
+    """End the boost once the pod is Ready and its CPU usage has settled, not at Ready."""
 
     @model_validator(mode="after")
     def _one(self) -> StartupBoost:

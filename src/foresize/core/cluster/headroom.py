@@ -51,6 +51,12 @@ DEFAULT_POD_MEMORY = 512 * MIB
 upsize takes, large enough that a pool's headroom is a few pods, not hundreds."""
 DEFAULT_MAX_REPLICAS = 40
 """At most this many placeholders per pool: the bound on what a bad forecast can cost."""
+MAX_PLACEHOLDERS = 1000
+"""The largest `max_replicas` accepted: a pool's headroom is room for a window's upsizes,
+never a second cluster of pause pods (1,000 default-sized ones hold 250 cores)."""
+MAX_WINDOW = 86400.0
+"""The longest coming window: without a schedule the forecast is the same window one day
+earlier (seasonal-naive), which sees nothing past a day ahead."""
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 _NOT_DNS = re.compile(r"[^a-z0-9-]+")
 
@@ -75,10 +81,16 @@ class HeadroomConfig:
         for r in (CPU, MEMORY):
             if self.pod_requests.get(r, 0) <= 0:
                 raise ValueError(f"headroom pod_requests.{r}: must be positive")
-        if self.window <= 0:
-            raise ValueError(f"headroom window: must be positive, not {self.window:g}")
-        if self.max_replicas < 0:
-            raise ValueError(f"headroom max_replicas: must be >= 0, not {self.max_replicas}")
+        if not 0 < self.window <= MAX_WINDOW:
+            raise ValueError(
+                f"headroom window: must be positive and at most {MAX_WINDOW:g}s, "
+                f"not {self.window:g}"
+            )
+        if not 0 <= self.max_replicas <= MAX_PLACEHOLDERS:
+            raise ValueError(
+                f"headroom max_replicas: must be from 0 to {MAX_PLACEHOLDERS}, "
+                f"not {self.max_replicas}"
+            )
 
     def wanted(self, pool: str) -> bool:
         return self.pools is None or pool in self.pools
@@ -169,6 +181,8 @@ def plan_headroom(
 __all__ = [
     "HEADROOM_LABEL",
     "HEADROOM_PRIORITY",
+    "MAX_PLACEHOLDERS",
+    "MAX_WINDOW",
     "PAUSE_IMAGE",
     "HeadroomConfig",
     "deployment_name",

@@ -41,7 +41,7 @@ from foresize.core.api.vocabulary import (
     UPDATE_MODES,
     canonical_word,
 )
-from foresize.core.cluster.boost import BoostPolicy
+from foresize.core.cluster.boost import BoostPolicy, Settle
 from foresize.core.cluster.model import Suggestion
 from foresize.core.cluster.snapshot import DsaObject, TargetObject
 from foresize.core.cluster.target_fields import (
@@ -482,6 +482,32 @@ def _boost_policy(boost: JSONValue, where: str) -> BoostPolicy:
         cpu=quantity(CPU, cpu),
         max_cpu=quantity(CPU, get(boost, "max_cpu", "maxCpu")),
         duration=parse_duration_field(get(boost, "duration"), f"{where}.duration"),
+        settle=_settle(get(boost, "settle"), f"{where}.settle"),
+    )
+
+
+def _settle(raw: JSONValue, where: str) -> Settle | None:
+    """startup_boost.settle (absent: the boost does not wait for usage to settle)."""
+    if raw is None:
+        return None
+    default = Settle()
+    samples = get(raw, "samples")
+    below = get(raw, "below")
+    if samples is not None and (
+        isinstance(samples, bool) or not isinstance(samples, int) or not 1 <= samples <= 20
+    ):
+        raise ForesizeError(f"{where}.samples: expected a whole number from 1 to 20")
+    if below is not None and (
+        isinstance(below, bool) or not isinstance(below, int | float) or not 0 < below <= 4
+    ):
+        raise ForesizeError(f"{where}.below: expected a number above 0, at most 4")
+    timeout = parse_duration_field(get(raw, "timeout"), f"{where}.timeout")
+    if timeout is not None and timeout <= 0:
+        raise ForesizeError(f"{where}.timeout: expected a duration above zero")
+    return Settle(
+        samples=int(samples) if samples is not None else default.samples,
+        below=float(below) if below is not None else default.below,
+        timeout=timeout if timeout is not None else default.timeout,
     )
 
 

@@ -177,6 +177,48 @@ def plan_coordination(
     return plan
 
 
+def coordinating_targets(snapshot: ClusterSnapshot) -> dict[tuple[str, str, str], TargetView]:
+    """(namespace, kind, name) of a workload -> the target coordinating it (readable, not
+    being deleted)."""
+    out: dict[tuple[str, str, str], TargetView] = {}
+    for obj in snapshot.targets:
+        try:
+            view = target_view(obj)
+        except Exception:  # an unreadable spec: the worker reports it
+            continue
+        if view.coordinates and not view.deleting:
+            out[(view.namespace, view.ref_kind, view.ref_name)] = view
+    return out
+
+
+def coordinated_replicas_at(
+    snapshot: ClusterSnapshot,
+    wl: Workload,
+    hpa: HorizontalPodAutoscaler,
+    load: Mapping[str, float],
+    targets: Mapping[tuple[str, str, str], TargetView] | None = None,
+) -> int | None:
+    """The count the coordinated pair takes at `load` (resource -> the workload's total,
+    canonical) if a target coordinates `wl` with `hpa` (None otherwise): the HPA's count
+    there, since the pair puts its utilisation inside its band. The capacity guard keeps
+    room for it (`reconcile.coming_pods`): the request published now moves with each
+    forecast (up to `REQUEST_DRIFT` above the template's while a count is kept), so the
+    HPA's count at today's request understates its count at the peak, when the pair has
+    lowered the request again. `targets`: `coordinating_targets(snapshot)`, when the
+    caller asks for many workloads."""
+    if coordination_problem(hpa) is not None:
+        return None
+    if snapshot.vertical_claim_for(wl.kind, wl.namespace, wl.name) is not None:
+        return None
+    found = (targets if targets is not None else coordinating_targets(snapshot)).get(
+        (wl.namespace, wl.kind, wl.name)
+    )
+    if found is None:
+        return None
+    pair = _decide(found, wl, hpa, load, None, load)
+    return pair.replicas if pair is not None else None
+
+
 def _hpa_naming(snapshot: ClusterSnapshot, view: TargetView) -> HorizontalPodAutoscaler | None:
     """The HPA whose scaleTargetRef names the target's workload (which may not exist)."""
     for h in snapshot.hpas:

@@ -1,5 +1,6 @@
 """The planner's half of the start-up boost (`cluster.boost`): leave a pod alone while it
-starts with its boosted CPU, and unboost it in place once its start-up period is over.
+starts with its boosted CPU, and unboost it in place once its start-up period is over
+(Ready, its `until`, or its usage settled: the pass's per-pod CPU samples).
 
 The unboost is an in-place CPU downsize back to the target's suggestion (or, where the
 target has none yet, to what the webhook admitted before boosting). It is sent in the
@@ -10,7 +11,12 @@ through the admission step (capacity ledger, events)."""
 from __future__ import annotations
 
 from foresize.core.api.quantity import CPU
-from foresize.core.cluster.boost import BoostState, boost_state
+from foresize.core.cluster.boost import (
+    ENDED_SETTLE_TIMEOUT,
+    BoostState,
+    CpuSamples,
+    boost_state,
+)
 from foresize.core.cluster.model import ContainerSuggestion, Pod, Suggestion
 from foresize.core.vertical.desired import PodChange, pod_change
 from foresize.core.vertical.run import RESIZE, Candidate, PassContext, TargetRun
@@ -37,15 +43,35 @@ def plan_boosts(run: TargetRun, ctx: PassContext, out: list[Candidate]) -> set[s
         if not state.still_boosted(pod):
             continue
         handled.add(pod.uid)
-        if state.active(pod, ctx.now):
+        usage = ctx.pod_usage.samples(pod.key) if ctx.pod_usage is not None else None
+        ended = state.ended(pod, ctx.now, usage)
+        if not ended:
             run.boosting += 1
             for note in state.bounded:  # what clamped it, said while the pod starts
                 run.notes.append(f"start-up boost of pod {pod.name} clamped: {note}")
             continue
         change = _unboost(run, pod, state)
-        if change is not None:
-            out.append(Candidate(RESIZE, pod, run, change, UNBOOST, urgent=True))
+        if change is None:
+            continue
+        out.append(Candidate(RESIZE, pod, run, change, UNBOOST, urgent=True))
+        if ended == ENDED_SETTLE_TIMEOUT and state.settle is not None:
+            # Said, not guessed: the pod may still have needed the CPU.
+            message = _timeout_message(pod, state, usage)
+            run.notes.append(message)
+            if run.report_once(f"boost-timeout:{pod.uid}", "1"):
+                run.pod_event(pod, "StartupBoostTimedOut", message, "Warning")
     return handled
+
+
+def _timeout_message(pod: Pod, state: BoostState, usage: CpuSamples | None) -> str:
+    assert state.settle is not None
+    st = state.settle
+    seen = "no CPU usage sample of it was seen" if not usage else "its CPU usage had not settled"
+    return (
+        f"start-up boost of pod {pod.name} ended {st.timeout:g}s after Ready without "
+        f"settling: {seen} ({st.samples} samples in a row under {st.below:g}x the "
+        "unboosted request expected)"
+    )
 
 
 def _unboost(run: TargetRun, pod: Pod, state: BoostState) -> PodChange | None:

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from foresize.core.api.access import JSONValue
 from foresize.core.api.access import first as _get
 from foresize.core.cluster.actions import Action, EmitEvent, WriteTargetStatus
+from foresize.core.cluster.boost import PodCpuWindow
 from foresize.core.cluster.capacity import NodeLedger
 from foresize.core.cluster.model import Pod, Suggestion
 from foresize.core.cluster.refusals import prune
@@ -76,6 +77,7 @@ def plan(
     config: WorkerConfig | None = None,
     suggestions: Mapping[str, Suggestion] | None = None,
     ledger: NodeLedger | None = None,
+    pod_usage: PodCpuWindow | None = None,
 ) -> tuple[list[Action], WorkerState]:
     """One planning pass over every target in the snapshot.
 
@@ -83,8 +85,10 @@ def plan(
     (what the recommender wrote into status); a target without one gets status only.
     `ledger` is the pass's node capacity, shared with the other planners that resize pods
     in the same pass (the DaemonSetAutoscaler, the revert); a fresh one by default.
+    `pod_usage`: the pods' recent CPU samples, for a start-up boost that ends when usage
+    settles (`cluster.boost`; None: the shell has none, such a boost ends on its timeout).
     """
-    ctx = PassContext(snapshot, now, config or WorkerConfig())
+    ctx = PassContext(snapshot, now, config or WorkerConfig(), pod_usage=pod_usage)
     suggestions = suggestions or {}
     new_state = state.copy()
     ctx.zones = ctx.config.time_zones

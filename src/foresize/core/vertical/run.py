@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from foresize.core.cluster.actions import ContainerResize, EmitEvent
+from foresize.core.cluster.boost import PodCpuWindow
 from foresize.core.cluster.capacity import format_resources
 from foresize.core.cluster.model import Pod, Suggestion
 from foresize.core.cluster.pending import ComingSize
@@ -56,6 +57,8 @@ class PassContext:
     window_checks: dict[MaintenancePolicy, list[str]] = field(default_factory=dict)
     runs: list[TargetRun] = field(default_factory=list)
     ns_disruptions: dict[str, int] = field(default_factory=dict)
+    # The pods' recent CPU samples (`cluster.boost.PodCpuWindow`): when a boost settles.
+    pod_usage: PodCpuWindow | None = None
 
 
 @dataclass(slots=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from foresize.shells.kube.rbac import WEBHOOK_SERVICE
+from foresize.shells.webhook.configurations import WEBHOOK_SERVICE
 
 
 def changed_within(series: str, window: str, by: str) -> str:

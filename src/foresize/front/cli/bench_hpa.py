@@ -61,6 +61,32 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         print("key".ljust(26) + "".join(p.rjust(26) for p in pols))
         for key in KEYS:
             print(key.ljust(26) + "".join(f"{pols[p][key]:g}".rjust(26) for p in pols))
+        print(
+            "per scenario (cpu_request_core_hours / replica_changes_per_day / "
+            "underprovisioned_seconds / seconds_at_max_replicas / throttled_seconds):"
+        )
+        for run in result["runs"]:
+            print(
+                f"  {run['scenario']:<16}{run['policy']:<26}"
+                f"{run['cpu_request_core_hours']:9.1f}{run['replica_changes_per_day']:7.1f}"
+                f"{run['underprovisioned_seconds']:7.0f}{run['seconds_at_max_replicas']:7.0f}"
+                f"{run['throttled_seconds']:7.0f}"
+            )
+        print(
+            "bounds, from the hpa runs (what no sizing beats with the HPA in the loop; "
+            "the team's request against the per-pod p95 at the HPA's median count):"
+        )
+        for b in result["bounds"]:
+            print(
+                f"  {b['scenario']:<16}band-edge cpu request {b['band_edge_cpu_request_ratio']:.3f}"
+                f" x hpa ({b['band_edge_cpu_request_ratio_after_warmup']:.3f} x after "
+                "Foresize's 24 h warm-up); under-provisioned at 0.9 x hpa's requests "
+                f"{b['underprovisioned_seconds_at_cut']:.0f} s; hpa's under-provisioned "
+                f"seconds in the first step of a jump "
+                f"{b['underprovisioned_seconds_first_step_of_a_jump']:.0f} s; median replicas "
+                f"{b['median_replicas']}, per-pod p95 {b['per_pod_p95_at_median_cores']:.2f} "
+                f"cores, request / p95 {b['team_request_over_that_p95']:.2f}"
+            )
         c = result["collision"]
         print(
             f"collision (seed 004): {c['own_preemptions']} own preemptions, "

@@ -28,12 +28,11 @@ from foresize.front.cli.alerts import alert_rules
 from foresize.shells.kube.rbac import (
     NAME,
     READ,
-    TLS_SECRET,
-    WEBHOOK_SERVICE,
     operator_rbac,
     rule,
 )
 from foresize.shells.kube.state import PAUSE_CONFIGMAP
+from foresize.shells.webhook.configurations import TLS_SECRET, WEBHOOK_SERVICE
 
 SECTIONS = ("all", "crds", "rbac", "operator", "webhooks", "monitoring", "networkpolicy")
 # Printed only when asked for (like the chart's networkPolicy.enabled, off by default): a

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from foresize.shells.webhook.configurations import WEBHOOK_SERVICE
+
 if TYPE_CHECKING:
     from foresize.core.cluster.headroom import HeadroomConfig
 
@@ -108,7 +110,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             help="Secret holding (or to hold) the webhook certificate.",
         ),
         webhook_service: str = opt(
-            "foresize-webhook",
+            WEBHOOK_SERVICE,
             "--webhook-service",
             env="FORESIZE_WEBHOOK_SERVICE",
             help="Service of the webhooks.",
@@ -365,20 +367,24 @@ def headroom_config(
 ) -> HeadroomConfig:
     """The `--headroom-*` flags read into the core's configuration; a bad one is refused
     naming it."""
+    from foresize.core.api.labels import label_value_error
     from foresize.core.api.names import dns_label_error
     from foresize.core.api.quantity import to_canonical
-    from foresize.core.cluster.headroom import HeadroomConfig
+    from foresize.core.cluster.headroom import MAX_PLACEHOLDERS, MAX_WINDOW, HeadroomConfig
     from foresize.core.errors import ForesizeError
+    from foresize.front.cli.options import format_seconds
 
     if dns_label_error(namespace):
         raise ForesizeError(f"--headroom-namespace: {namespace!r} is not a valid namespace")
     requests: dict[str, int] = {}
     for part in (p.strip() for p in pod.split(",") if p.strip()):
-        name, _, value = part.partition("=")
+        name, _, value = (s.strip() for s in part.partition("="))
         if name not in ("cpu", "memory") or not value:
             raise ForesizeError(
                 f"--headroom-pod: {part!r}: expected cpu=QUANTITY or memory=QUANTITY"
             )
+        if name in requests:
+            raise ForesizeError(f"--headroom-pod: {name} is given twice in {pod!r}")
         try:
             requests[name] = to_canonical(name, value)
         except ValueError as exc:
@@ -386,13 +392,27 @@ def headroom_config(
     for name in ("cpu", "memory"):
         if requests.get(name, 0) <= 0:
             raise ForesizeError(f"--headroom-pod: {name} must be given and positive, got {pod!r}")
-    if max_pods < 0:
-        raise ForesizeError(f"--headroom-max-pods: must be at least 0, got {max_pods}")
+    if not 0 <= max_pods <= MAX_PLACEHOLDERS:
+        raise ForesizeError(
+            f"--headroom-max-pods: must be from 0 to {MAX_PLACEHOLDERS}, got {max_pods}"
+        )
     names = tuple(p.strip() for p in pools.split(",") if p.strip())
+    for name in names:
+        # A pool is a node label's value: anything else matches no node, and would turn
+        # the headroom off for it without a word.
+        why = label_value_error(name)
+        if why is not None:
+            raise ForesizeError(f"--headroom-pools: {name!r}: not a node pool name ({why})")
+    seconds = _seconds(window, "--headroom-window", 60.0)
+    if seconds > MAX_WINDOW:
+        raise ForesizeError(
+            f"--headroom-window: at most {format_seconds(MAX_WINDOW)} (the forecast reads "
+            f"the same window one day earlier), got {window!r}"
+        )
     return HeadroomConfig(
         namespace=namespace,
         pools=names or None,
-        window=_seconds(window, "--headroom-window", 60.0),
+        window=seconds,
         pod_requests=requests,
         max_replicas=max_pods,
     )

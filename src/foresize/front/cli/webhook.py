@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from foresize.shells.webhook.configurations import WEBHOOK_SERVICE
+
 if TYPE_CHECKING:  # imported where used, so `foresize --help` stays quick
     from ssl import SSLContext
 
@@ -36,7 +38,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             help="With --self-signed: write ca.crt, tls.crt, tls.key here (without it the "
             "private key is never left on disk).",
         ),
-        service: str = typer.Option("foresize-webhook", help="Service name of the webhook."),
+        service: str = typer.Option(WEBHOOK_SERVICE, help="Service name of the webhook."),
         namespace: str = typer.Option(
             "foresize-system",
             help="Namespace Foresize is installed in, of its Service (not a filter).",

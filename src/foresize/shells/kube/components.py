@@ -49,6 +49,7 @@ def build_components(opts: OperatorOptions, stop: asyncio.Event) -> Components:
     the cache, metrics, probes, Leases, executor, informers, history and the shell."""
     from foresize.adapters.telemetry.metrics import ForesizeMetrics
     from foresize.adapters.timezones import SYSTEM_ZONES
+    from foresize.core.cluster.boost import PodCpuWindow
     from foresize.core.lifecycle.daemonset import UsageWindow
     from foresize.core.vertical.policy import WorkerConfig
     from foresize.shells.kube.api import KubeApi
@@ -114,6 +115,7 @@ def build_components(opts: OperatorOptions, stop: asyncio.Event) -> Components:
         ),
     )
     shell.dsa_window = dsa_window
+    shell.pod_usage = Locked(PodCpuWindow())  # the boosts' settling, fed by the collector
     return Components(
         api, state, metrics, health, shards, executor, informers, store, history, dsa_window, shell
     )

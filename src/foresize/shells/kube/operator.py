@@ -68,6 +68,7 @@ def _start_tasks(
         DaemonSetSink,
         HistorySink,
         MetricsServerPoller,
+        PodCpuSink,
     )
 
     if opts.history_db:  # retention/downsampling off the loop; an Event if it was recovered
@@ -88,7 +89,11 @@ def _start_tasks(
             DaemonSetSink(parts.dsa_window, parts.state),
         ]
         poller = MetricsServerPoller(
-            parts.api, sinks, state=parts.state, interval=opts.collect_interval
+            parts.api,
+            sinks,
+            state=parts.state,
+            interval=opts.collect_interval,
+            startup_sinks=[PodCpuSink(parts.shell.pod_usage, parts.state)],
         )
         supervisor.start(poller.run(stop), "metrics-server poller")
     supervisor.start(parts.shards.run(stop), "leader election")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from foresize.core.cluster.headroom import HeadroomConfig
+from foresize.shells.webhook.configurations import WEBHOOK_SERVICE
 
 
 @dataclass(slots=True)
@@ -43,7 +44,7 @@ class OperatorOptions:
     tls_cert: str | None = None
     tls_key: str | None = None
     tls_secret: str | None = None  # shared Secret for the webhook certificate (in-cluster)
-    webhook_service: str = "foresize-webhook"
+    webhook_service: str = WEBHOOK_SERVICE
     webhook_configuration: str = "foresize"
     cert_manager: bool = False
     prometheus: str | None = None

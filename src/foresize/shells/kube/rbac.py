@@ -15,12 +15,11 @@ from typing import Any
 
 from foresize.core.cluster.headroom import PRIORITY_CLASS
 from foresize.shells.kube.state import PAUSE_CONFIGMAP
+from foresize.shells.webhook.configurations import TLS_SECRET
 
 SERVICE_ACCOUNT = "foresize"
 # The ClusterRole, Role and bindings, and the webhook configurations it may patch.
 NAME = "foresize"
-TLS_SECRET = "foresize-webhook-tls"
-WEBHOOK_SERVICE = "foresize-webhook"  # the Service in front of the webhook port
 RBAC_API = "rbac.authorization.k8s.io/v1"
 # The namespace of the headroom placeholders (`--headroom-namespace`) and its Role.
 HEADROOM_NAMESPACE = "foresize-headroom"

@@ -140,6 +140,8 @@ class KubeShell:
         )
         self.pass_state = ReconcileState()
         self.dsa_window: Any = None  # lifecycle.daemonset.UsageWindow, fed by the collector
+        # cluster.boost.PodCpuWindow: boosted pods' CPU samples, fed by the collector
+        self.pod_usage: Any = None
         # The core's pass (tests inject a slow one), and where it runs: a worker thread,
         # so that the webhooks and Lease renewals on this loop are answered meanwhile
         # (False only for `foresize bench loop`'s baseline).
@@ -275,6 +277,7 @@ class KubeShell:
             self.config,
             full=full,
             dsa_usage=self.dsa_window,
+            pod_usage=self.pod_usage,
         )
         decided = await asyncio.to_thread(plan) if self.plan_off_loop else plan()
         self.pass_state = decided.state

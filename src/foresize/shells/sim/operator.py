@@ -11,6 +11,9 @@ real API server, and runs the same pass (`foresize.core.reconcile.plan_pass`):
   in-place gate, the vertical planner) and sends its actions through the core's
   `ActionQueue` and `sim.apply`; status writes are reflected into the target objects, as
   a watch would deliver them;
+- the CPU samples of pods with a start-up boost (their first minutes included) go into
+  the pods' usage window the pass reads for a boost that ends when usage settles
+  (`pod_usage`, as the kube shell's collector feeds it);
 - the samples of DaemonSets that DaemonSetAutoscalers scale go into the pass's DaemonSet
   usage window (`dsa_usage`), every pod's sample as the kube shell's collector feeds it:
   the pass's DaemonSet step publishes each percentile suggestion into the DSA's status
@@ -39,6 +42,7 @@ from foresize.adapters.timezones import SYSTEM_ZONES
 from foresize.core.api.quantity import CPU, MEMORY, MIB
 from foresize.core.api.vocabulary import DEFAULT_HPA_RESOURCE_POLICY
 from foresize.core.cluster.actions import WriteTargetStatus
+from foresize.core.cluster.boost import BOOST_ANNOTATION, PodCpuWindow
 from foresize.core.cluster.headroom import HeadroomConfig
 from foresize.core.cluster.model import (
     ContainerSuggestion,
@@ -183,6 +187,9 @@ class SimOperator:
         self.versions = 0  # the last resourceVersion given to a target object
         self.dsa_usage = UsageWindow()  # DaemonSet usage, read by the pass's DSA step
         self._sampling: _Sampling | None = None
+        # Boosted pods' CPU samples (`cluster.boost`), read by the pass for `settle`.
+        self.pod_usage = PodCpuWindow()
+        self._boosted_at: tuple[np.ndarray, list[tuple[int, str, str]]] | None = None
         # What the last pass published for node autoscalers (`cluster.pending`; the kube
         # shell exports it as foresize_pending_upsize_demand), and its history: (time,
         # (node pool, resource) -> demand) each time it changed.
@@ -272,6 +279,7 @@ class SimOperator:
         """An operator restart: the pass's memory is gone; the targets' status and the
         usage history remain."""
         self.pass_state = ReconcileState()
+        self.pod_usage = PodCpuWindow()  # the collector's window is in the process too
 
     def set_suggestion(self, target_key: str, suggestion: Suggestion) -> None:
         """Publish a suggestion (to the worker and the admission hook). The admission
@@ -300,6 +308,7 @@ class SimOperator:
         left out, as the kube shell's collector leaves them out)."""
         if self.sim.daemonset_autoscalers:
             self._observe_daemonsets(now, keys, cpu, mem)
+        self._observe_boosted(now, keys, cpu)
         sampling = self._sampling_for(keys)
         if sampling.positions.size == 0:
             return
@@ -340,6 +349,21 @@ class SimOperator:
         for (ns, ds, container), idx in groups.items():
             ix = np.asarray(idx)
             self.dsa_usage.add(ns, ds, container, now, np.asarray(cpu)[ix], np.asarray(mem)[ix])
+
+    def _observe_boosted(self, now: float, keys: np.ndarray, cpu: np.ndarray) -> None:
+        """Every CPU sample of a pod admitted with a start-up boost, into `pod_usage`
+        (which samples those are is worked out once per active set, like `_sampling`)."""
+        cached = self._boosted_at
+        if cached is None or cached[0] is not keys:
+            pods = self.sim.pods
+            found: list[tuple[int, str, str]] = []
+            for i, k in enumerate(keys):
+                pod = pods.get(f"{k.namespace}/{k.pod}")
+                if pod is not None and BOOST_ANNOTATION in pod.annotations:
+                    found.append((i, pod.key, k.container))
+            cached = self._boosted_at = (keys, found)
+        for i, pod_key, container in cached[1]:
+            self.pod_usage.add(pod_key, now, container, float(cpu[i]))
 
     def _sampling_for(self, keys: np.ndarray) -> _Sampling:
         """Which samples of the simulator's active set belong to a target's container,
@@ -407,6 +431,7 @@ class SimOperator:
             self.config,
             dsa_usage=self.dsa_usage,
             suggestions=overrides,
+            pod_usage=self.pod_usage,
         )
         self.pass_state = decided.state
         self._record_pending(now, decided.pending)

@@ -41,9 +41,15 @@ TARGET_MATCH_CONDITIONS = (
 )
 
 
+# The Service in front of the webhook port, and the Secret that holds its certificate: the
+# names every install path (manifests, chart, operator flags) agrees on.
+WEBHOOK_SERVICE = "foresize-webhook"
+TLS_SECRET = "foresize-webhook-tls"
+
+
 def webhook_configurations(
     *,
-    service: str = "foresize-webhook",
+    service: str = WEBHOOK_SERVICE,
     namespace: str = "foresize-system",
     port: int = 443,
     ca_pem: bytes | None = None,
