@@ -102,8 +102,11 @@ def _status_result(
     prev = state.targets.get(key)
     if action.kind != "AIScaleTarget" or prev is None or not result.ok:
         return state
+    own = {k: v for k, v in action.status.items() if k not in action.folded}
+    if not own:  # a write of other steps' fields alone: not what the worker wrote
+        return state
     ts = prev.clone()
-    ts.last_status = action.status
+    ts.last_status = own
     new_state = state.copy()
     new_state.targets[key] = ts
     return new_state
