@@ -85,7 +85,7 @@ from foresize.core.vertical.headroom import HeadroomState, headroom_actions
 from foresize.core.vertical.planner import plan
 from foresize.core.vertical.policy import WorkerConfig
 from foresize.core.vertical.results import on_result, refreshed_status
-from foresize.core.vertical.state import WorkerState
+from foresize.core.vertical.state import WorkerState, action_state_key
 from foresize.core.vertical.yielding import yield_to_pending
 
 HORIZONTAL_INTERVAL = 900.0
@@ -546,7 +546,11 @@ class ActionQueue:
     def deferred(self, action: Action) -> bool:
         """An eviction of a target refused (429) until its `retryAfterSeconds`: recorded in
         `done` with result None, not sent (asked again of an action held back behind another)."""
-        ts = self.state.targets.get(action.target) if isinstance(action, EvictPod) else None
+        ts = (
+            self.state.targets.get(action_state_key(action))
+            if isinstance(action, EvictPod)
+            else None
+        )
         if ts is None or ts.evict_retry_at is None or self.now >= ts.evict_retry_at:
             return False
         self.done.append((action, None))
@@ -558,7 +562,7 @@ class ActionQueue:
             self.state = on_result(self.state, action, result, self.now, self.config)
         elif isinstance(action, EvictPod | ResizePod):
             self.state = on_result(self.state, action, result, self.now, self.config)
-            ts = self.state.targets.get(action.target)
+            ts = self.state.targets.get(action_state_key(action))
             if ts is not None and ts.outbox:
                 self._pending.extendleft(reversed(ts.outbox))
                 ts.outbox = []

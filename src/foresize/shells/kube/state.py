@@ -29,6 +29,7 @@ from foresize.core.cluster.model import (
 )
 from foresize.core.cluster.policies import namespace_labels
 from foresize.core.cluster.snapshot import ClusterSnapshot
+from foresize.core.lifecycle.planner import PAUSE_CONFIGMAP, pause_flags
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,6 @@ FORESIZE_KINDS = (
 )
 # ConfigMap in the operator namespace: data.paused == "true" pauses, data.revert == "true"
 # also reverts every autonomous target's pods to their templates.
-PAUSE_CONFIGMAP = "foresize-pause"
 
 Key = tuple[str, str]  # (namespace, name)
 
@@ -237,14 +237,12 @@ class ClusterState:
             self._put(self.foresize[kind], key, parsed)
         elif (
             kind == "ConfigMap"
-            and key[1] == PAUSE_CONFIGMAP
+            and key[1] == self.pause_configmap
             and (self.pause_namespace is None or key[0] == self.pause_namespace)
         ):
-            data = obj.get("data") or {}
-            # `revert: "true"` reverts every autonomous target now, and pauses too.
-            self.revert_all = (not deleted) and str(data.get("revert", "")).lower() == "true"
-            paused = (not deleted) and str(data.get("paused", "")).lower() == "true"
-            self.paused = paused or self.revert_all
+            self.paused, self.revert_all = (
+                (False, False) if deleted else pause_flags(obj.get("data"))
+            )
         else:
             log.debug("ignoring watch event for kind %s", kind)
         for problem in dropped:
