@@ -58,6 +58,37 @@ def test_a_namespace_label_picks_the_policy_of_every_target_in_it():
     assert source(sim, "web") == "namespace/policy:recycle/preset:batch"
 
 
+def test_the_target_s_own_field_wins_over_every_policy():
+    """An update mode the options set explicitly is the target's own: `batch` above it
+    (the namespace's) does not make it evict."""
+    sim = make_sim(
+        [workload("web", replicas=2)],
+        cpu="8",
+        memory="16Gi",
+        policies=POLICIES,
+        namespaces=[{"name": "default", "labels": {"foresize.io/policy": "recycle"}}],
+    )
+    op = operator(sim, "in_place")
+    suggest(op, "web", app=({"cpu": 600, "memory": 700 * MIB}, {}))
+    sim.run(300)
+    assert not evicted(sim, "Pod/default/web-")
+    assert source(sim, "web") == "target"
+    assert source(sim, "web", "model.mode") == "namespace/policy:recycle/preset:batch"
+
+
+def test_a_cycle_falls_back_to_the_level_above_with_a_condition():
+    """The workload names `a`, which starts from `b`, which starts from `a`: left out; the
+    cluster default (performance: in place) still applies."""
+    cycle = [{"name": "a", "policy": "b", "preset": "batch"}, {"name": "b", "policy": "a"}]
+    sim, _ = run(policies=[POLICIES[0], *cycle], api={"policy": "a"})
+    assert not evicted(sim, "Pod/default/api-")
+    assert source(sim, "api") == "cluster/policy:default/preset:performance"
+    status = sim.target_status[("AIScaleTarget", "default", "api")]
+    (condition,) = [c for c in status["conditions"] if c["type"] == "PolicyResolved"]
+    assert condition["status"] == "False" and condition["reason"] == "PolicyCycle"
+    assert "a -> b -> a" in condition["message"]
+
+
 def test_without_a_hierarchy_the_targets_keep_the_options_and_no_policy_status():
     sim, _ = run()
     assert not evicted(sim, "Pod/default/")  # in_place_or_recreate resizes in place here
