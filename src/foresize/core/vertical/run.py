@@ -97,6 +97,7 @@ class TargetRun:
     held_for_webhook: int = 0  # evictions held while the pod webhook is not serving
     overlaps: list[str] = field(default_factory=list)  # targets claiming our selected pods
     notes: list[str] = field(default_factory=list)
+    history_problem: str | None = None  # `WorkerConfig.history_problem` of the pass
     boosting: int = 0  # pods in their start-up boost (`vertical.boost`)
     # pod -> why its memory raise waits for (or makes) its restart: a heap sized at start
     waiting_restart: dict[str, str] = field(default_factory=dict)
