@@ -123,3 +123,42 @@ def test_runs_of_a_cronjob_share_one_history_and_keep_their_first_minutes() -> N
     assert workload_of_pod("migrate-db-x7k2p", ("Job", "migrate-db")) == "migrate-db"
     assert job_pod_history(pod_from(POD).owner) is True
     assert job_pod_history(None) is False
+
+
+def test_a_jobs_status_reads_into_its_outcome() -> None:
+    """The Failed (or Complete) condition with status True ends a Job: its reason, and its
+    lastTransitionTime as the end (completionTime where the condition has none)."""
+    from foresize.core.cluster.kubejson import workload_from
+    from foresize.core.cluster.model import JobOutcome
+
+    def job(status: dict) -> JobOutcome | None:
+        obj = {"metadata": {"name": "j", "namespace": "ns"}, "spec": {}, "status": status}
+        return workload_from("Job", obj).job
+
+    failed = job(
+        {
+            "startTime": "2026-05-28T20:00:00Z",
+            "conditions": [
+                {"type": "FailureTarget", "status": "True", "reason": "DeadlineExceeded"},
+                {
+                    "type": "Failed",
+                    "status": "True",
+                    "reason": "DeadlineExceeded",
+                    "lastTransitionTime": "2026-05-28T20:10:00Z",
+                },
+            ],
+        }
+    )
+    assert failed == JobOutcome(1779998400.0, 1779999000.0, "Failed", "DeadlineExceeded")
+    done = job(
+        {
+            "completionTime": "2026-05-28T20:05:00Z",
+            "conditions": [{"type": "Complete", "status": "True"}],
+        }
+    )
+    assert done == JobOutcome(None, 1779998700.0, "Complete", "")
+    assert job({"conditions": [{"type": "Failed", "status": "False"}]}) == JobOutcome()
+    dropped: list[str] = []
+    obj = {"metadata": {"name": "j"}, "status": {"startTime": "soon"}}
+    assert workload_from("Job", obj, dropped).job == JobOutcome()
+    assert dropped and "status.startTime" in dropped[0]

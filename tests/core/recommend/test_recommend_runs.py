@@ -9,11 +9,15 @@ import numpy as np
 
 from foresize.adapters.history.memory import UsageHistory
 from foresize.adapters.history.metrics_server import HistorySink, Sample
+from foresize.core.api.fields import format_timestamp
 from foresize.core.api.quantity import GIB, MIB, to_canonical
 from foresize.core.api.types import parse_target
 from foresize.core.cluster.model import (
     Container,
+    JobOutcome,
     OwnerRef,
+    Pod,
+    PodCondition,
     PodTemplate,
     ResourceRequirements,
     Workload,
@@ -42,7 +46,9 @@ def _target(vertical: dict[str, Any] | None = None, mode: str = "autonomous") ->
     )
 
 
-def _snapshot(target: Any, now: float = NOW) -> ClusterSnapshot:
+def _snapshot(
+    target: Any, now: float = NOW, jobs: tuple[Workload, ...] = (), pods: tuple[Pod, ...] = ()
+) -> ClusterSnapshot:
     template = PodTemplate(
         containers=[
             Container(
@@ -60,7 +66,12 @@ def _snapshot(target: Any, now: float = NOW) -> ClusterSnapshot:
         template=template,
         owner=OwnerRef("CronJob", "report", "uid-cron", "batch/v1"),
     )
-    return ClusterSnapshot(now=now, workloads={w.key: w for w in (cron, job)}, targets=[target])
+    return ClusterSnapshot(
+        now=now,
+        workloads={w.key: w for w in (cron, job, *jobs)},
+        targets=[target],
+        pods=list(pods),
+    )
 
 
 def _nightly(
@@ -180,7 +191,7 @@ def test_a_cronjob_with_no_clean_run_says_what_it_assumed() -> None:
     status = _status(history, _target())
     runs = status["job_runs"]
     assert runs["clean_runs"] == 0 and runs["oom_killed_runs"] == 2
-    assert runs["note"] == "no run finished without an OOM kill"
+    assert runs["note"] == "no run completed cleanly: 2 OOM-killed"
     assert any("cpu kept at its current 2" in a for a in runs["assumed"])
     assert any("memory raised" in a for a in runs["assumed"])
     # Memory: 1.2 x the template's limit (what the killed runs had); CPU kept.
@@ -214,3 +225,94 @@ def test_old_runs_stop_counting_after_a_week() -> None:
     _nightly(history, 8, memory=1 * GIB)
     status = _status(history, _target())
     assert _request(status, "memory") == math.ceil(GIB * (1 + RUN_MARGIN) / MIB) * MIB
+
+
+def _failed_job(night: int, nights: int, reason: str, end: float = NOW - 3 * 3600) -> Workload:
+    """The Job of run `night` (of `nights`, as `_nightly` lays them out), failed."""
+    stop = end - (nights - 1 - night) * DAY
+    return Workload(
+        "Job",
+        "batch",
+        f"report-2966{night:04d}",
+        f"uid-job-{night}",
+        owner=OwnerRef("CronJob", "report", "uid-cron", "batch/v1"),
+        job=JobOutcome(stop - 2400, stop, "Failed", reason),
+    )
+
+
+def test_a_run_whose_job_failed_is_skipped_not_read_as_a_peak_and_the_status_says_why() -> None:
+    """Four nights; the last hit its activeDeadlineSeconds with a 6Gi spike: not a clean
+    run (it did not finish, whatever its peak), so the request is the three clean runs'
+    peak, and `job_runs.skipped` names the Job, when it ran and why. The next pass, the
+    failed Job gone (the CronJob keeps one), still skips it: the status remembers."""
+    history = UsageHistory(step=60.0)
+    _nightly(history, MIN_RUNS + 1, memory=2 * GIB, spike=6 * GIB)
+    target = _target()
+    job = _failed_job(MIN_RUNS, MIN_RUNS + 1, "DeadlineExceeded")
+    (write,) = plan_suggestions(_snapshot(target, jobs=(job,)), history, NOW)
+    status = write.status
+    runs = status["job_runs"]
+    assert runs["runs"] == MIN_RUNS + 1 and runs["clean_runs"] == MIN_RUNS
+    assert runs["failed_runs"] == 1 and runs["oom_killed_runs"] == 0
+    (skipped,) = runs["skipped"]
+    assert skipped["job"] == job.name and skipped["reason"] == "DeadlineExceeded"
+    assert skipped["end"] == format_timestamp(NOW - 3 * 3600)
+    assert _request(status, "memory") == math.ceil(2 * GIB * (1 + RUN_MARGIN) / MIB) * MIB
+    remembered = _target()
+    remembered.status = type(remembered.status).model_validate({"job_runs": runs})
+    (again,) = plan_suggestions(_snapshot(remembered), history, NOW + 60)
+    assert again.status["job_runs"]["skipped"] == [skipped]
+    assert _request(again.status, "memory") == _request(status, "memory")
+    # Without the record the spike is a peak: the skip is what keeps it out.
+    (blind,) = plan_suggestions(_snapshot(_target()), history, NOW)
+    assert _request(blind.status, "memory") > 6 * GIB
+
+
+def test_a_cronjob_whose_runs_all_failed_says_what_it_assumed_and_an_eviction_is_named() -> None:
+    history = UsageHistory(step=60.0)
+    _nightly(history, 2, memory=2 * GIB)
+    jobs = (_failed_job(0, 2, "BackoffLimitExceeded"), _failed_job(1, 2, "BackoffLimitExceeded"))
+    evicted = Pod(
+        "batch",
+        f"{jobs[1].name}-x",
+        owner=OwnerRef("Job", jobs[1].name),
+        phase="Failed",
+        conditions=[PodCondition("DisruptionTarget", "True", "EvictionByEvictionAPI")],
+    )
+    (write,) = plan_suggestions(_snapshot(_target(), jobs=jobs, pods=(evicted,)), history, NOW)
+    runs = write.status["job_runs"]
+    assert runs["clean_runs"] == 0 and runs["failed_runs"] == 2
+    assert runs["note"] == (
+        "no run completed cleanly: 2 failed (BackoffLimitExceeded; "
+        "BackoffLimitExceeded, after an eviction (EvictionByEvictionAPI))"
+    )
+    assert sorted(runs["assumed"]) == [
+        "report: cpu kept at its current 2 cores",
+        "report: memory kept at its current 4096Mi",
+    ]
+    # Nothing measured is presented as a need: autonomous mode publishes nothing, the
+    # pods keep the template's requests.
+    assert "vertical_suggestion" not in write.status
+
+
+def test_skipped_entries_that_do_not_read_are_dropped_and_old_ones_forgotten() -> None:
+    history = UsageHistory(step=60.0)
+    _nightly(history, MIN_RUNS)
+    target = _target()
+    target.status = type(target.status).model_validate(
+        {
+            "job_runs": {
+                "skipped": [
+                    {"job": "report-1", "end": "yesterday", "reason": "DeadlineExceeded"},
+                    "not an entry",
+                    {"job": "report-2", "end": format_timestamp(NOW - 60 * DAY), "reason": "x"},
+                    {"job": "report-3", "end": format_timestamp(NOW - 3 * 3600)},
+                ]
+            }
+        }
+    )
+    (write,) = plan_suggestions(_snapshot(target), history, NOW)
+    assert write.status["job_runs"]["skipped"] == [
+        {"job": "report-3", "end": format_timestamp(NOW - 3 * 3600), "reason": "failed"}
+    ]
+    assert write.status["job_runs"]["clean_runs"] == MIN_RUNS - 1

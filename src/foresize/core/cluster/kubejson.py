@@ -30,6 +30,7 @@ from foresize.core.cluster.model import (
     HPAMetric,
     HPAScalingPolicy,
     HPAScalingRules,
+    JobOutcome,
     Node,
     OwnerRef,
     Pod,
@@ -463,7 +464,29 @@ def workload_from(kind: str, obj: dict[str, Any], dropped: list[str] | None = No
         template=template_from(spec.get("template"), f"{where} template", dropped),
         paused=bool((obj.get("spec") or {}).get("suspend" if kind == "CronJob" else "paused")),
         owner=owner_from(meta) if kind in ("ReplicaSet", "Job") else None,
+        job=job_outcome_from(status, where, dropped) if kind == "Job" else None,
     )
+
+
+def job_outcome_from(
+    status: dict[str, Any], where: str, dropped: list[str] | None = None
+) -> JobOutcome:
+    """A Job's `status`: its start, and the Complete or Failed condition that ended it
+    (`status` "True"; the end is the condition's lastTransitionTime, else completionTime)."""
+    start = _time(status.get("startTime"), f"{where} status.startTime", dropped)
+    for cond in status.get("conditions") or []:
+        if not isinstance(cond, dict) or cond.get("status") != "True":
+            continue
+        kind = cond.get("type")
+        if kind not in ("Complete", "Failed"):
+            continue
+        end = _time(
+            cond.get("lastTransitionTime"), f"{where} conditions.lastTransitionTime", dropped
+        )
+        if end is None:
+            end = _time(status.get("completionTime"), f"{where} status.completionTime", dropped)
+        return JobOutcome(start, end, str(kind), str(cond.get("reason") or ""))
+    return JobOutcome(start)
 
 
 def parse_server_version(info: dict[str, Any]) -> tuple[int, int]:

@@ -30,6 +30,9 @@ REASON_DEFERRED = "Deferred"
 REASON_INFEASIBLE = "Infeasible"
 REASON_ERROR = "Error"
 READY = "Ready"
+# Set by the API server on a pod it is about to terminate for a disruption (an eviction,
+# preemption, node pressure, taint manager): a Job's run ended by one did not fail itself.
+DISRUPTION_TARGET = "DisruptionTarget"
 
 # The pod annotations node autoscalers read before they disrupt a pod (Karpenter's
 # `karpenter.sh/do-not-disrupt: "true"`, Cluster Autoscaler's
@@ -244,6 +247,18 @@ class PodTemplate:
     overhead: ResourceMap = field(default_factory=dict)  # the RuntimeClass's pod overhead
 
 
+@dataclass(frozen=True, slots=True)
+class JobOutcome:
+    """A Job's `status` as the runs of its CronJob read it: when it ran and how it ended
+    (`outcome` "": still running; "Complete"; "Failed" with the Failed condition's
+    `reason`: BackoffLimitExceeded, DeadlineExceeded, PodFailurePolicy, ...)."""
+
+    start: float | None = None
+    end: float | None = None
+    outcome: str = ""
+    reason: str = ""
+
+
 @dataclass(slots=True)
 class Workload:
     """A pod controller: Deployment, StatefulSet, DaemonSet, Argo Rollout, ReplicaSet,
@@ -260,6 +275,7 @@ class Workload:
     paused: bool = False
     # ReplicaSet: the Deployment (or Rollout) that owns it; Job: its CronJob.
     owner: OwnerRef | None = None
+    job: JobOutcome | None = None  # a Job's status (None: not a Job, or not read)
 
     @property
     def key(self) -> str:

@@ -21,7 +21,14 @@ The rule, per container and resource the template declares:
 - Bounds (`spec.vertical.containers[].<resource>.lowerbound/upperbound`) clamp it;
   limits keep the template's limit/request ratio (so the QoS class is kept), CPU is
   rounded up to 1m and memory to 1Mi.
-- No clean run (every run was killed, or none finished yet): nothing measured is
+- A run whose Job failed for another reason (its Failed condition: BackoffLimitExceeded,
+  DeadlineExceeded, PodFailurePolicy, ...; "after an eviction" where a pod of it carried
+  a DisruptionTarget condition) is not clean either: it did not finish, so its peak is
+  not a finished run's need. It is skipped, not counted, and `status.job_runs.skipped`
+  names the Job, when it ran and why. The CronJob controller keeps one failed Job
+  (`failedJobsHistoryLimit`), so what the runs learned of failures is kept in that status
+  field and read back each pass (the history has no Job outcomes).
+- No clean run (every run was killed or failed, or none finished yet): nothing measured is
   presented as a need. Memory is the OOM raise where runs were killed, CPU keeps its
   current request, and `status.job_runs.assumed` says so; with no run at all there is no
   suggestion.
@@ -34,16 +41,19 @@ suggestion when the next run's pods are created.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from foresize.core.api.fields import format_timestamp
+from foresize.core.api.access import first as get
+from foresize.core.api.fields import format_timestamp, parse_timestamp
 from foresize.core.api.jobs import CRONJOB
 from foresize.core.api.quantity import CPU, MEMORY, MIB, format_resource_map
 from foresize.core.cluster.actions import WriteTargetStatus
-from foresize.core.cluster.model import Container
+from foresize.core.cluster.jobs import JOB
+from foresize.core.cluster.model import DISRUPTION_TARGET, Container
 from foresize.core.cluster.snapshot import ClusterSnapshot, TargetObject
 from foresize.core.cluster.target import TargetView, target_view
 from foresize.core.cluster.target_fields import suggestion_from
@@ -66,6 +76,9 @@ show how much its peak moves from run to run; three do (the fourth run is sized)
 RUNS_CONSIDERED = 7
 """The peaks of the last 7 clean runs (a week of a nightly job): old enough runs stop
 counting, so a job whose input shrank is sized down within a week."""
+MAX_SKIPPED = 14
+"""Failed Jobs remembered in `status.job_runs.skipped` (two weeks of a nightly job; the
+oldest go first, and none older than the history window)."""
 RUN_MARGIN = 0.10
 """10% above the highest recent peak: a run's peak moves with its input from night to
 night; the margin covers that movement (a peak 10% above the week's highest is an OOM
@@ -84,13 +97,82 @@ class Run:
     oom_kills: int = 0
     oom_usage: float = math.nan  # the highest memory a kill of this run happened at
     in_progress: bool = False
+    failed: str = ""  # its Job failed: why (`FailedJob.reason`)
 
     @property
     def clean(self) -> bool:
-        return self.oom_kills == 0 and not self.in_progress
+        return self.oom_kills == 0 and not self.in_progress and not self.failed
 
     def peak(self, resource: str) -> float:
         return self.cpu_peak if resource == CPU else self.memory_peak
+
+
+@dataclass(frozen=True, slots=True)
+class FailedJob:
+    """A run of the CronJob whose Job failed (not by an OOM kill alone): its name, when it
+    ran (`start` None: not known) and why."""
+
+    job: str
+    start: float | None
+    end: float
+    reason: str
+
+    def entry(self) -> dict[str, object]:
+        out: dict[str, object] = {"job": self.job, "end": format_timestamp(self.end)}
+        if self.start is not None:
+            out["start"] = format_timestamp(self.start)
+        out["reason"] = self.reason
+        return out
+
+
+def failed_jobs(
+    snapshot: ClusterSnapshot, view: TargetView, status: object, now: float, window: float
+) -> list[FailedJob]:
+    """The CronJob's failed runs: its Jobs in the snapshot whose Failed condition holds,
+    and those the target's `status.job_runs.skipped` remembers (entries that do not read
+    are dropped), newest `MAX_SKIPPED` within `window` of `now`, oldest first."""
+    found: dict[str, FailedJob] = {}
+    for entry in get(get(status, "job_runs"), "skipped", default=()) or ():
+        try:
+            start = get(entry, "start")
+            found[str(get(entry, "job"))] = FailedJob(
+                str(get(entry, "job")),
+                parse_timestamp(start) if start else None,
+                parse_timestamp(get(entry, "end")),
+                str(get(entry, "reason", default="") or "failed"),
+            )
+        except (ValueError, TypeError, AttributeError):
+            continue
+    for w in snapshot.workloads.values():
+        if (
+            w.kind != JOB
+            or w.namespace != view.namespace
+            or w.owner is None
+            or (w.owner.kind, w.owner.name) != (CRONJOB, view.ref_name)
+            or w.job is None
+            or w.job.outcome != "Failed"
+            or w.job.end is None
+        ):
+            continue
+        reason = w.job.reason or "Failed"
+        evicted = _evicted(snapshot, w.namespace, w.name)
+        if evicted:
+            reason += f", after an eviction ({evicted})"
+        found[w.name] = FailedJob(w.name, w.job.start, w.job.end, reason)
+    kept = sorted((f for f in found.values() if f.end >= now - window), key=lambda f: f.end)
+    return kept[-MAX_SKIPPED:]
+
+
+def _evicted(snapshot: ClusterSnapshot, namespace: str, job: str) -> str:
+    """The DisruptionTarget reason of a pod of Job `job` ("": none was evicted)."""
+    for pod in snapshot.pods:
+        owner = pod.owner
+        if owner is None or (owner.kind, owner.name, pod.namespace) != (JOB, job, namespace):
+            continue
+        cond = pod.condition(DISRUPTION_TARGET)
+        if cond is not None and cond.status == "True":
+            return cond.reason or "DisruptionTarget"
+    return ""
 
 
 def _spans(have: np.ndarray) -> list[tuple[int, int]]:
@@ -104,8 +186,14 @@ def _spans(have: np.ndarray) -> list[tuple[int, int]]:
     return [(int(a), int(b)) for a, b in zip(starts, ends, strict=True)]
 
 
-def runs_of(history: ContainerHistory, now: float, step: float = MODEL_STEP) -> list[Run]:
-    """The container's runs, oldest first."""
+def runs_of(
+    history: ContainerHistory,
+    now: float,
+    step: float = MODEL_STEP,
+    failed: Sequence[FailedJob] = (),
+) -> list[Run]:
+    """The container's runs, oldest first; a run that overlaps a failed Job (`failed`,
+    within a grid step) is that Job's failure."""
     cpu = np.asarray(history.cpu, dtype=float) * TO_CANONICAL[CPU]
     mem = np.asarray(history.memory, dtype=float) * TO_CANONICAL[MEMORY]
     n = max(len(cpu), len(mem))
@@ -138,8 +226,17 @@ def runs_of(history: ContainerHistory, now: float, step: float = MODEL_STEP) -> 
     out = []
     for r in runs:
         running = r["end"] >= now - RUN_GAP * step
+        why = next(
+            (
+                f.reason
+                for f in failed
+                if (f.start if f.start is not None else f.end) <= r["end"] + step
+                and f.end >= r["start"] - step
+            ),
+            "",
+        )
         out.append(
-            Run(r["start"], r["end"], r["cpu"], r["mem"], int(r["kills"]), r["usage"], running)
+            Run(r["start"], r["end"], r["cpu"], r["mem"], int(r["kills"]), r["usage"], running, why)
         )
     return out
 
@@ -154,17 +251,25 @@ class ContainerRuns:
     runs: list[Run] = field(default_factory=list)
     clean: int = 0
     oom_killed: int = 0
+    failed: int = 0  # runs whose Job failed, not OOM-killed
     raised: bool = False  # an OOM kill since the last clean run raised memory
     assumed: list[str] = field(default_factory=list)
 
     @classmethod
-    def of(cls, history: ContainerHistory, now: float, step: float = MODEL_STEP) -> ContainerRuns:
+    def of(
+        cls,
+        history: ContainerHistory,
+        now: float,
+        step: float = MODEL_STEP,
+        failed: Sequence[FailedJob] = (),
+    ) -> ContainerRuns:
         """The runs of a container's history, counted, before any request is made."""
-        runs = runs_of(history, now, step)
+        runs = runs_of(history, now, step, failed)
         return cls(
             runs=runs,
             clean=sum(1 for r in runs if r.clean),
             oom_killed=sum(1 for r in runs if r.oom_kills),
+            failed=sum(1 for r in runs if r.failed and not r.oom_kills),
         )
 
 
@@ -215,8 +320,8 @@ def request_from_runs(
             "current",
             resource,
             value,
-            "no run finished without an OOM kill: the current request is kept (assumed, "
-            "not measured)",
+            "no run completed cleanly (OOM-killed or failed): the current request is kept "
+            "(assumed, not measured)",
         )
         out.assumed.append(f"{resource} kept at its current {amount(resource, current)}")
     if resource == MEMORY:
@@ -252,10 +357,11 @@ def recommend_runs(
     view: TargetView,
     current: dict[str, int],
     now: float,
+    failed: Sequence[FailedJob] = (),
 ) -> ContainerRuns:
     """The container's requests and limits from its runs (`current`: the requests in
-    force, what is kept where nothing was measured)."""
-    out = ContainerRuns.of(history, now)
+    force, what is kept where nothing was measured; `failed`: the CronJob's failed Jobs)."""
+    out = ContainerRuns.of(history, now, failed=failed)
     policy = view.policy_for(container.name)
     template = container.resources
     for resource in (CPU, MEMORY):
@@ -285,9 +391,11 @@ def runs_status(
     containers: list[Container],
     results: dict[str, ContainerRuns],
     now: float,
+    failed: Sequence[FailedJob] = (),
 ) -> dict[str, object]:
-    """The target's status patch: `job_runs` (what the runs showed and what was assumed),
-    `hasEnoughDataToScale`, and the suggestion with its explanation where one is due."""
+    """The target's status patch: `job_runs` (what the runs showed, what was skipped and
+    what was assumed), `hasEnoughDataToScale`, and the suggestion with its explanation
+    where one is due."""
     names = [c.name for c in containers]
     first = results[names[0]] if names else ContainerRuns()
     observed = [r for r in first.runs if not r.in_progress]
@@ -297,9 +405,12 @@ def runs_status(
         "runs": len(observed),
         "clean_runs": first.clean,
         "oom_killed_runs": first.oom_killed,
+        "failed_runs": first.failed,
         "in_progress": any(r.in_progress for r in first.runs),
         "containers": [_peaks_entry(n, results[n]) for n in names],
     }
+    if failed:  # remembered across passes: the CronJob controller keeps one failed Job
+        job_runs["skipped"] = [f.entry() for f in failed]
     if observed:
         job_runs["last_run_end"] = format_timestamp(observed[-1].end)
     if not observed:
@@ -307,7 +418,7 @@ def runs_status(
             "no finished run in the history window: the pods keep the template's requests"
         )
     elif assumed:
-        job_runs["note"] = "no run finished without an OOM kill"
+        job_runs["note"] = _no_clean_run(first)
         job_runs["assumed"] = assumed
     elif not enough:
         job_runs["note"] = (
@@ -341,6 +452,17 @@ def runs_status(
         "containers": status_entries({n: results[n].explanation for n in names}),
     }
     return status
+
+
+def _no_clean_run(result: ContainerRuns) -> str:
+    """What the finished runs were, none of them clean."""
+    parts = []
+    if result.oom_killed:
+        parts.append(f"{result.oom_killed} OOM-killed")
+    if result.failed:
+        reasons = sorted({r.failed for r in result.runs if r.failed and not r.oom_kills})
+        parts.append(f"{result.failed} failed ({'; '.join(reasons)})")
+    return "no run completed cleanly" + (f": {', '.join(parts)}" if parts else "")
 
 
 def _peaks_entry(name: str, result: ContainerRuns) -> dict[str, object]:
@@ -378,11 +500,12 @@ def plan_run_suggestion(
         history, view.namespace, view.ref_name, names, now, window=HISTORY_WINDOW
     )
     current = current_requests(containers, state.latest.get(view.key), target)
+    failed = failed_jobs(snapshot, view, get(target, "status"), now, HISTORY_WINDOW)
     results = {
-        c.name: recommend_runs(c, histories[c.name], view, current[c.name].requests, now)
+        c.name: recommend_runs(c, histories[c.name], view, current[c.name].requests, now, failed)
         for c in containers
     }
-    status = runs_status(view, containers, results, now)
+    status = runs_status(view, containers, results, now, failed)
     published = suggestion_from(status.get("vertical_suggestion"))
     if published is not None:
         state.latest[view.key] = published
