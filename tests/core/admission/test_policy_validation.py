@@ -71,7 +71,7 @@ def test_a_target_naming_a_policy_that_does_not_exist_is_refused_only_where_know
         "spec.policy: ClusterAIScalePolicy 'team' does not exist"
     ]
     assert validate_target(obj, index(policy("team"))) == []
-    # An index that does not know the cluster's policies (a --state file) checks no names.
+    # An index that does not know the cluster's policies (a --state file with none) checks no names.
     assert validate_target(obj, AdmissionIndex()) == []
 
 

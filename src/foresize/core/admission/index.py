@@ -68,7 +68,7 @@ class AdmissionIndex:
     max_node_cpu: int | None = None
     # The cluster's ClusterAIScalePolicies (`cluster.policies`): the validating webhook
     # refuses a target or policy naming one that does not exist, or a cycle. None: this
-    # index does not know them (a `--state` file), and names are not checked.
+    # index does not know them (a `--state` file with no policy), and names are not checked.
     policies: PolicyIndex | None = None
 
     @classmethod

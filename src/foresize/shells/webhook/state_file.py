@@ -9,6 +9,12 @@ scales on keeps its template value unless the target overrides), and the cluster
 pause: the operator's pause ConfigMap (`foresize-pause`, its `data.paused` and
 `data.revert` read as the operator reads them: a revert pauses too) or a
 `{kind: ForesizeState, paused: true}` (or `revert: true`) document.
+
+The policy hierarchy (docs/policies.md) reads as in a cluster: ClusterAIScalePolicies and
+Namespaces (their `foresize.io/policy` label) in the file make the index hold each
+target's effective spec, so a pod is admitted at the size the policy in force gives it,
+and the validating webhook checks the policy names against the file's policies. A file
+with no ClusterAIScalePolicy checks no names (the cluster's policies are not known).
 """
 
 from __future__ import annotations
@@ -22,9 +28,11 @@ from typing import Any
 
 from foresize.adapters.files import load_documents, load_json, read_text
 from foresize.core.admission.index import AdmissionIndex
-from foresize.core.api.types import parse_object
+from foresize.core.api.types import ClusterAIScalePolicy, parse_object
 from foresize.core.cluster.kubejson import hpa_from, workload_from
 from foresize.core.cluster.model import HorizontalPodAutoscaler, Workload
+from foresize.core.cluster.policies import PolicyIndex, namespace_labels, resolve_snapshot
+from foresize.core.cluster.snapshot import ClusterSnapshot
 from foresize.core.errors import ForesizeError
 from foresize.core.lifecycle.planner import PAUSE_CONFIGMAP, pause_flags
 
@@ -98,6 +106,8 @@ def load_state_file(path: Path | str) -> AdmissionIndex:
     dsas: list[Any] = []
     workloads: dict[str, Workload] = {}
     hpas: list[HorizontalPodAutoscaler] = []
+    policies: list[ClusterAIScalePolicy] = []
+    namespaces: list[dict[str, Any]] = []
     paused = False
     for i, doc in enumerate(_documents(path), start=1):
         where = f"{path} (document {i})"
@@ -116,15 +126,48 @@ def load_state_file(path: Path | str) -> AdmissionIndex:
             (targets if kind == "AIScaleTarget" else dsas).append(obj)
         elif kind == "HorizontalPodAutoscaler":
             hpas.append(hpa_from(doc))
+        elif kind == "ClusterAIScalePolicy":
+            policy = parse_object(doc, where)
+            assert isinstance(policy, ClusterAIScalePolicy)
+            policies.append(policy)
+        elif kind == "Namespace":
+            if not isinstance(_name(doc), str) or not _name(doc):
+                raise ForesizeError(f"{where}: Namespace: metadata.name: a name is required")
+            labels = doc["metadata"].get("labels") or {}
+            if not isinstance(labels, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in labels.items()
+            ):
+                raise ForesizeError(
+                    f"{where}: Namespace {_name(doc)}: metadata.labels: a mapping of strings"
+                )
+            namespaces.append(doc)
         elif kind == "ClusterAIScaleTemplate":
             continue  # templates act through the AIScaleTargets they create
         else:
             raise ForesizeError(
-                f"{where}: kind: {kind!r} is not AIScaleTarget, DaemonSetAutoscaler, a workload, "
-                f"HorizontalPodAutoscaler, ForesizeState or the {PAUSE_CONFIGMAP} ConfigMap"
+                f"{where}: kind: {kind!r} is not AIScaleTarget, DaemonSetAutoscaler, "
+                "ClusterAIScalePolicy, Namespace, a workload, HorizontalPodAutoscaler, "
+                f"ForesizeState or the {PAUSE_CONFIGMAP} ConfigMap"
             )
+    if policies or namespaces:
+        # The targets with their effective spec, as the operator's pass reads them.
+        targets = list(
+            resolve_snapshot(
+                ClusterSnapshot(
+                    now=0.0,
+                    targets=targets,
+                    policies=list(policies),
+                    namespaces=namespace_labels(namespaces),
+                )
+            )[0].targets
+        )
     return AdmissionIndex.build(
-        targets, daemonset_autoscalers=dsas, workloads=workloads, hpas=hpas, paused=paused
+        targets,
+        daemonset_autoscalers=dsas,
+        workloads=workloads,
+        hpas=hpas,
+        paused=paused,
+        policies=PolicyIndex.build(policies) if policies else None,
     )
 
 
