@@ -8,7 +8,15 @@ import json
 
 from typer.testing import CliRunner
 
-from foresize.bench.nodes import KEYS, POLICIES, medians, resize_landing, scenario
+from foresize.bench.nodes import (
+    HELD,
+    KEYS,
+    POLICIES,
+    medians,
+    resize_landing,
+    run_metrics,
+    scenario,
+)
 from foresize.front.cli import app
 from foresize.shells.sim.events import EventLog, SimEvent
 from support import paths
@@ -26,6 +34,8 @@ def test_bench_nodes_json_has_exactly_the_issue_keys() -> None:
             str(DATA),
             "--family",
             "crane",
+            "--flavour",
+            "karpenter",
             "--deployments",
             "1",
             "--duration",
@@ -35,7 +45,16 @@ def test_bench_nodes_json_has_exactly_the_issue_keys() -> None:
     )
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
-    assert list(out) == ["policies"]
+    assert list(out) == ["policies", HELD, "ran"]
+    # What the run covered, so a shorter or smaller run says so.
+    assert out["ran"] == {
+        "hours": 1.0,
+        "families": ["crane"],
+        "flavours": ["karpenter"],
+        "deployments": 1,
+        "runs_per_policy": 1,
+    }
+    assert list(out[HELD]) == list(POLICIES)
     assert list(out["policies"]) == list(POLICIES)
     for row in out["policies"].values():
         assert tuple(row) == KEYS
@@ -48,10 +67,13 @@ def test_bench_nodes_json_has_exactly_the_issue_keys() -> None:
         }
 
 
-def test_bench_nodes_refuses_an_unknown_family() -> None:
+def test_bench_nodes_refuses_an_unknown_family_or_flavour() -> None:
     result = CliRunner().invoke(app, ["bench", "nodes", "--family", "azur", "--json"])
     assert result.exit_code != 0
     assert "--family: unknown trace family 'azur'" in str(result.exception)
+    result = CliRunner().invoke(app, ["bench", "nodes", "--flavour", "gke", "--json"])
+    assert result.exit_code != 0
+    assert "--flavour: unknown node autoscaler flavour 'gke'" in str(result.exception)
 
 
 def test_static_requests_come_from_the_first_day_of_the_trace() -> None:
@@ -95,6 +117,32 @@ def test_resize_landing_in_place_by_recreation_and_never() -> None:
     landed, decisions, in_place = resize_landing(log)
     assert sorted(landed) == [30, 200]
     assert (decisions, in_place) == (3, 1)
+
+
+def test_an_upsize_no_node_has_room_to_recreate_is_a_held_decision() -> None:
+    log = _log(
+        (0, "PodCreated", "Pod/ns/d", "", {"owner": "Deployment/ns/d"}),
+        (0, "PodCreated", "Pod/ns/e", "", {"owner": "Deployment/ns/e"}),
+    )
+    no_room = "no node has room for the pod at its suggested size; not evicting"
+    log.append(SimEvent(10, "Event", "Pod/ns/d", "EvictionSkipped", no_room, {}))
+    log.append(SimEvent(20, "Event", "Pod/ns/d", "EvictionSkipped", no_room, {}))
+    # Skipped for another reason (no controller): no upsize decision.
+    other = "not evicting (recreate): no controller owns the pod, nothing would recreate it"
+    log.append(SimEvent(30, "Event", "Pod/ns/e", "EvictionSkipped", other, {}))
+    landed, decisions, in_place = resize_landing(log)
+    assert (landed, decisions, in_place) == ([], 1, 0)
+    summary = {
+        "totals": {},
+        "node_autoscaler": {
+            "node_hours": 1.0,
+            "cost": 0.1,
+            "evictions_by_cause": {},
+            "do_not_disrupt_evictions": 0,
+        },
+    }
+    row = run_metrics(summary, log)
+    assert row[HELD] == 1 and row["inplace_within_60s_share"] == 0.0
 
 
 def test_medians_per_key_and_per_cause_skip_missing_values() -> None:

@@ -269,6 +269,8 @@ WATCHED_KINDS = (
     "AIScaleTarget",
     "DaemonSetAutoscaler",
     "ClusterAIScaleTemplate",
+    "ClusterAIScalePolicy",
+    "Namespace",
 )
 
 

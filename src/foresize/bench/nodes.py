@@ -43,10 +43,19 @@ KEYS = (
     "evictions_by_cause",
     "do_not_disrupt_evictions",
 )
+# Beside them (not in the issue's rows): the upsizes the capacity guard held for want of
+# room, in place or as a recreation no node had room for. The guard sends no resize that
+# would sit Deferred, so `stalls` (the kubelet's) stays 0 where these are what waits.
+HELD = "upsizes_held_for_room"
 # Evictions Foresize makes because a resize did not land: after stall_timeout, or at once
 # when the API server refused it (the worker's EvictPod reasons).
 STALL_EVICTION_REASONS = ("stall-fallback", "refused")
 INPLACE_WINDOW = 60.0  # "lands in place within one minute of the decision"
+# The worker's Event when the capacity guard's fallback cannot recreate a pod bigger: no
+# node has room for it (`vertical.admit`). The upsize is decided but held, like one the
+# guard holds in place (`ResizeWaitingForCapacity`).
+NO_ROOM_SKIP = "EvictionSkipped"
+NO_ROOM_MESSAGE = "no node has room"
 
 # On-demand prices of three general-purpose sizes (USD per hour, us-east-1 m5 family);
 # allocatable is capacity less a typical system reservation.
@@ -170,10 +179,11 @@ def resize_landing(events: EventLog) -> tuple[list[float], int, int]:
     decisions, and those that landed in place within `INPLACE_WINDOW`.
 
     A decision is the first of: an upsize sent (`ResizeRequested` up), an upsize held for
-    room (`ResizeWaitingForCapacity`), or an eviction to recreate the pod bigger (the
-    policy's `Evicted` for capacity or a stall). It lands in place when the resize is
-    applied, by recreation when a new pod of the same workload is scheduled after the
-    pod went away."""
+    room (`ResizeWaitingForCapacity`, or the fallback eviction skipped because no node has
+    room for the bigger pod), or an eviction to recreate the pod bigger (the policy's
+    `Evicted` for capacity or a stall). It lands in place when the resize is applied, by
+    recreation when a new pod of the same workload is scheduled after the pod went away;
+    a held decision that never lands counts in the share's denominator."""
     owner: dict[str, str] = {}
     open_up: dict[str, float] = {}  # pod -> time of its oldest unlanded upsize decision
     waiting_owner: dict[str, list[float]] = {}  # owner -> decisions waiting for a new pod
@@ -218,7 +228,17 @@ def resize_landing(events: EventLog) -> tuple[list[float], int, int]:
 def _is_upsize_decision(e: Any) -> bool:
     if e.kind == "ResizeRequested":
         return bool(e.details.get("direction") == "up")
-    return bool(e.kind == "Event" and e.reason == "ResizeWaitingForCapacity")
+    return _is_held_for_room(e)
+
+
+def _is_held_for_room(e: Any) -> bool:
+    """An upsize the capacity guard holds: in place, or its recreation (no node fits)."""
+    if e.kind != "Event" or not str(e.object).startswith("Pod/"):
+        return False
+    return bool(
+        e.reason == "ResizeWaitingForCapacity"
+        or (e.reason == NO_ROOM_SKIP and NO_ROOM_MESSAGE in str(e.message))
+    )
 
 
 def run_metrics(summary: dict[str, Any], events: EventLog) -> dict[str, Any]:
@@ -231,6 +251,8 @@ def run_metrics(summary: dict[str, Any], events: EventLog) -> dict[str, Any]:
         for e in events.query("Evicted")
         if e.details.get("cause") == "policy" and e.reason in STALL_EVICTION_REASONS
     )
+    # Each held pod once (the worker reports a hold once per pod and change).
+    held = len({e.object for e in events.query("Event") if _is_held_for_room(e)})
     return {
         "node_hours": nodes["node_hours"],
         "cost": nodes["cost"],
@@ -244,6 +266,7 @@ def run_metrics(summary: dict[str, Any], events: EventLog) -> dict[str, Any]:
         "inplace_within_60s_share": round(in_place / decisions, 4) if decisions else None,
         "evictions_by_cause": dict(nodes["evictions_by_cause"]),
         "do_not_disrupt_evictions": nodes["do_not_disrupt_evictions"],
+        HELD: held,
     }
 
 
@@ -255,7 +278,9 @@ def _median(values: list[Any]) -> Any:
 def medians(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Each key's median over the runs (evictions by cause: per cause)."""
     out: dict[str, Any] = {}
-    for key in KEYS:
+    for key in (*KEYS, HELD):
+        if rows and key not in rows[0]:
+            continue
         if key == "evictions_by_cause":
             causes = sorted({c for r in rows for c in r[key]})
             out[key] = {c: _median([r[key].get(c, 0) for r in rows]) for c in causes}
@@ -269,6 +294,7 @@ def run_bench(
     *,
     hours: float = 96.0,
     families: tuple[str, ...] = tuple(FAMILIES),
+    flavours: tuple[str, ...] = FLAVOURS,
     deployments: int = 8,
     step: float = 60.0,
     progress: Callable[[str], None] | None = None,
@@ -280,7 +306,7 @@ def run_bench(
     per_policy: dict[str, list[dict[str, Any]]] = {p: [] for p in POLICIES}
     runs = []
     for family in families:
-        for flavour in FLAVOURS:
+        for flavour in flavours:
             sc = scenario(traces, family, flavour, deployments=deployments)
             for policy in POLICIES:
                 sim, summary = simulate(sc, duration=hours * 3600.0, policy=policy, step=step)
@@ -289,11 +315,15 @@ def run_bench(
                 runs.append({"scenario": sc.name, "policy": policy, **row})
                 if progress is not None:
                     progress(f"{sc.name} {policy}: {row['node_hours']:.1f} node-h")
+    summary = {p: medians(rows) for p, rows in per_policy.items()}
     return {
-        "policies": {p: medians(rows) for p, rows in per_policy.items()},
+        "policies": {p: {k: m[k] for k in KEYS} for p, m in summary.items()},
+        HELD: {p: m[HELD] for p, m in summary.items()},
         "runs": runs,
         "hours": hours,
         "step_seconds": step,
         "families": list(families),
-        "flavours": list(FLAVOURS),
+        "flavours": list(flavours),
+        "deployments": deployments,
+        "runs_per_policy": len(families) * len(flavours),
     }

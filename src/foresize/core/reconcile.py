@@ -3,6 +3,9 @@
 `plan_pass(snapshot, now, state, history, config) -> PassPlan` decides everything one
 pass does, in this order (what the kube shell and the simulated operator both run):
 
+0. the policy hierarchy: every target replaced by its effective spec
+   (`cluster.policies.resolve_snapshot`), so each step below reads the policy in force;
+   an effective policy that changed joins the target's status write (step 7);
 1. recommendations: each due AIScaleTarget gets a fresh `status.vertical_suggestion`
    (`recommend.suggestions.plan_suggestions`); a target is due at its own cadence, or at
    once when its history holds an OOM kill newer than its last forecast (the x1.2 OOM
@@ -54,6 +57,7 @@ from foresize.core.cluster.headroom import HeadroomConfig
 from foresize.core.cluster.in_place_gate import gate_in_place, target_key
 from foresize.core.cluster.model import OwnerRef, Pod, Suggestion
 from foresize.core.cluster.pending import NODE_POOL_LABELS, PendingDemand, publish
+from foresize.core.cluster.policies import fold_policy_writes, resolve_snapshot
 from foresize.core.cluster.qos import spec_requests
 from foresize.core.cluster.snapshot import ClusterSnapshot, TargetObject
 from foresize.core.cluster.target import TargetView, dsa_view, target_view
@@ -81,7 +85,7 @@ from foresize.core.vertical.headroom import HeadroomState, headroom_actions
 from foresize.core.vertical.planner import plan
 from foresize.core.vertical.policy import WorkerConfig
 from foresize.core.vertical.results import on_result, refreshed_status
-from foresize.core.vertical.state import WorkerState
+from foresize.core.vertical.state import WorkerState, action_state_key
 from foresize.core.vertical.yielding import yield_to_pending
 
 HORIZONTAL_INTERVAL = 900.0
@@ -185,7 +189,12 @@ def plan_pass(
         coming_peaks=dict(state.coming_peaks),
         coordinated=dict(state.coordinated),
     )
-    full = full if full is not None else snapshot
+    # Every planner reads each target's effective spec: the policy hierarchy resolved
+    # (`cluster.policies`). The templates compare the targets as written, so they keep
+    # the snapshot as it came.
+    written = full if full is not None else snapshot
+    snapshot, policy_writes = resolve_snapshot(snapshot)
+    full = resolve_snapshot(written)[0] if full is not None else snapshot
     actions: list[Action] = []
     if history is not None:
         fresh = _suggestions(snapshot, now, state, history, config)
@@ -224,8 +233,8 @@ def plan_pass(
     out.finalizers_done = list(lp.finalizers_done)
     actions += lp.actions
     template_status: list[Action] = []
-    if config.reconcile_templates and full.templates:
-        out.templates = plan_templates(full, full.templates)
+    if config.reconcile_templates and written.templates:
+        out.templates = plan_templates(written, written.templates)
         template_status = [
             WriteTargetStatus("", name, status, kind="ClusterAIScaleTemplate")
             for name, status in out.templates.status.items()
@@ -256,6 +265,8 @@ def plan_pass(
             full if config.reconcile_templates else None,
         )  # fmt: skip
         vertical += ensure
+    # The effective policies that changed join the same targets' status writes.
+    vertical = fold_policy_writes(vertical, policy_writes)
     out.actions = [*release, *template_status, *actions, *gate, *vertical, *published_sizes]
     return out
 
@@ -535,7 +546,11 @@ class ActionQueue:
     def deferred(self, action: Action) -> bool:
         """An eviction of a target refused (429) until its `retryAfterSeconds`: recorded in
         `done` with result None, not sent (asked again of an action held back behind another)."""
-        ts = self.state.targets.get(action.target) if isinstance(action, EvictPod) else None
+        ts = (
+            self.state.targets.get(action_state_key(action))
+            if isinstance(action, EvictPod)
+            else None
+        )
         if ts is None or ts.evict_retry_at is None or self.now >= ts.evict_retry_at:
             return False
         self.done.append((action, None))
@@ -547,7 +562,7 @@ class ActionQueue:
             self.state = on_result(self.state, action, result, self.now, self.config)
         elif isinstance(action, EvictPod | ResizePod):
             self.state = on_result(self.state, action, result, self.now, self.config)
-            ts = self.state.targets.get(action.target)
+            ts = self.state.targets.get(action_state_key(action))
             if ts is not None and ts.outbox:
                 self._pending.extendleft(reversed(ts.outbox))
                 ts.outbox = []

@@ -24,6 +24,7 @@ from foresize.core.cluster.model import (
     VerticalClaim,
     Workload,
 )
+from foresize.core.cluster.policies import PolicyIndex, resolve_snapshot
 from foresize.core.cluster.snapshot import ClusterSnapshot, DsaObject, TargetObject, claim_for
 from foresize.core.cluster.target import TargetView, dsa_view, target_view
 
@@ -65,6 +66,10 @@ class AdmissionIndex:
     # The largest allocatable CPU of a ready node (millicores; None: not known): a start-up
     # boost is clamped so the pod fits it (`cluster.boost.fit_to_node`).
     max_node_cpu: int | None = None
+    # The cluster's ClusterAIScalePolicies (`cluster.policies`): the validating webhook
+    # refuses a target or policy naming one that does not exist, or a cycle. None: this
+    # index does not know them (a `--state` file), and names are not checked.
+    policies: PolicyIndex | None = None
 
     @classmethod
     def build(
@@ -81,11 +86,15 @@ class AdmissionIndex:
         predictions: Mapping[str, int] | None = None,
         dsa_suggestions: Mapping[str, Suggestion] | None = None,
         max_node_cpu: int | None = None,
+        policies: PolicyIndex | None = None,
     ) -> AdmissionIndex:
-        """Index targets (API models, manifest dicts or `TargetView`s). The mappings are
-        keyed by "namespace/name" of the target and override what its status says."""
+        """Index targets (API models, manifest dicts or `TargetView`s; with their
+        effective spec where a policy hierarchy applies: `from_snapshot` resolves it). The
+        mappings are keyed by "namespace/name" of the target and override what its status
+        says."""
         index = cls(
             max_node_cpu=max_node_cpu,
+            policies=policies,
             workloads=workloads if workloads is not None else {},
             paused=paused,
             suggestions=suggestions if suggestions is not None else {},
@@ -125,8 +134,13 @@ class AdmissionIndex:
         predictions: Mapping[str, int] | None = None,
         dsa_suggestions: Mapping[str, Suggestion] | None = None,
     ) -> AdmissionIndex:
+        """The index of `snapshot`'s targets with their effective spec: a pod is created
+        at the size the policy in force gives it (the pass reads the same spec)."""
+        policies = PolicyIndex.build(snapshot.policies)
+        snapshot, _ = resolve_snapshot(snapshot)
         return cls.build(
             snapshot.targets,
+            policies=policies,
             daemonset_autoscalers=snapshot.daemonset_autoscalers,
             workloads=snapshot.workloads,
             hpas=snapshot.hpas,

@@ -20,7 +20,7 @@ from typing import Any, Concatenate, ParamSpec, TypeAlias
 from foresize.core.admission.index import AdmissionIndex
 from foresize.core.admission.pod import MANAGED_ANNOTATION, MANAGED_VALUE, PodDecision, decide_pod
 from foresize.core.admission.scale import RESOURCE_KINDS, decide_scale
-from foresize.core.admission.validate import validate_daemonset_autoscaler, validate_target
+from foresize.core.admission.validate import VALIDATORS
 from foresize.core.api.access import JSONValue
 from foresize.core.api.quantity import QuantityError, format_quantity
 from foresize.core.cluster.kubejson import pod_from
@@ -301,11 +301,13 @@ def review_scale(body: object, index: AdmissionIndex, now: float) -> dict[str, A
 def review_target(
     body: object, index: AdmissionIndex, now: float, zones: TimeZones | None = None
 ) -> dict[str, Any]:
-    """AIScaleTarget and DaemonSetAutoscaler validating webhook (CREATE/UPDATE); `zones`:
-    the zone database the maintenance windows are checked with."""
+    """The validating webhook of Foresize's objects (CREATE/UPDATE), one validator a kind
+    (`validate.VALIDATORS`: AIScaleTarget, DaemonSetAutoscaler, ClusterAIScalePolicy);
+    `zones`: the zone database the maintenance windows are checked with."""
     uid, request = _request(body)
     kind = (request.get("kind") or {}).get("kind")
-    if kind not in ("AIScaleTarget", "DaemonSetAutoscaler"):
+    validator = VALIDATORS.get(kind) if isinstance(kind, str) else None
+    if validator is None:
         return _unexpected_kind(uid, "target", kind)
     if request.get("operation") not in ("CREATE", "UPDATE"):
         return _response(uid)
@@ -314,11 +316,7 @@ def review_target(
         raise ReviewError(f"request.object is not a {kind}")
     if request.get("namespace") and isinstance(obj.get("metadata"), dict):
         obj["metadata"].setdefault("namespace", request["namespace"])
-    errors = (
-        validate_target(obj, index, zones)
-        if kind == "AIScaleTarget"
-        else validate_daemonset_autoscaler(obj, index)
-    )
+    errors = validator(obj, index, zones)
     if errors:
         return _response(uid, allowed=False, message="; ".join(errors))
     return _response(uid)

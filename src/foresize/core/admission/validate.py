@@ -1,8 +1,10 @@
-"""AIScaleTarget and DaemonSetAutoscaler validation for the webhook (pure): the API
-model's own rules, plus what no model can check because it needs the other objects of
-the cluster: no second AIScaleTarget for the same workload, no second
-DaemonSetAutoscaler for the same DaemonSet; and what needs the zone database: the
-maintenance windows' zones exist and the windows do not overlap.
+"""AIScaleTarget, DaemonSetAutoscaler and ClusterAIScalePolicy validation for the webhook
+(pure; `VALIDATORS` by kind): the API model's own rules, plus what no model can check
+because it needs the other objects of the cluster: no second AIScaleTarget for the same
+workload, no second DaemonSetAutoscaler for the same DaemonSet, a policy named in
+`spec.policy` exists and its chain has no cycle and is at most `cluster.policies.MAX_CHAIN`
+deep; and what needs the zone database: the maintenance windows' zones exist and the
+windows do not overlap.
 
 Every rule on one object lives once, in the API model (`foresize.core.api`), the CRD's
 CEL rules mirror them with the same messages, and every message starts with the field
@@ -12,14 +14,16 @@ and the API server say the same thing.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from pydantic import ValidationError
 
 from foresize.core.admission.index import AdmissionIndex
 from foresize.core.api.access import first as get
+from foresize.core.api.cluster_policy import ClusterAIScalePolicy
 from foresize.core.api.duration import shown
 from foresize.core.api.types import KINDS, format_validation_error
+from foresize.core.cluster.policies import PolicyIndex, Problem, policy_layers
 from foresize.core.cluster.target_fields import normalise_kind
 from foresize.core.cluster.windows import TimeZones, read_maintenance, window_problems
 from foresize.core.errors import ForesizeError
@@ -36,7 +40,9 @@ def validate_target(
     try:
         problems = model_errors(obj, "AIScaleTarget")
         if not problems:
-            problems = window_errors(obj, zones)
+            problems = window_errors(obj, zones) + named_policy_errors(
+                obj, index.policies if index is not None else None
+            )
         return [*problems, *_second_target(obj, index)]
     except (TypeError, AttributeError, ValueError) as exc:
         return [_malformed(exc)]
@@ -51,6 +57,57 @@ def window_errors(obj: object, zones: TimeZones | None) -> list[str]:
     except ForesizeError as exc:
         return [str(exc)]
     return window_problems(policy.windows, zones) if policy is not None else []
+
+
+def named_policy_errors(obj: object, policies: PolicyIndex | None) -> list[str]:
+    """The policy a target names in `spec.policy` is one of `policies` and its chain can be
+    applied (None: the policies are not known, nothing is checked)."""
+    named = get(get(obj, "spec"), "policy")
+    if policies is None or not named:
+        return []
+    found = policy_layers(str(named), policies, "workload", named_by="spec.policy: ")
+    if not isinstance(found, Problem):
+        return []
+    message = found.message
+    return [message if message.startswith("spec.policy: ") else f"spec.policy: {message}"]
+
+
+def validate_policy(obj: object, index: AdmissionIndex | None = None) -> list[str]:
+    """Problems with a ClusterAIScalePolicy: the API model's rules (an unknown preset is
+    named in `spec.preset`), and, where the cluster's policies are known, the chain it
+    starts (`spec.policy`) with the object in place of the one of its name: every policy
+    in it exists, no cycle, at most MAX_CHAIN deep."""
+    try:
+        problems = model_errors(obj, "ClusterAIScalePolicy")
+        if problems:
+            return problems
+        return policy_chain_errors(obj, index.policies if index is not None else None)
+    except (TypeError, AttributeError, ValueError) as exc:
+        return [_malformed(exc)]
+
+
+def policy_chain_errors(obj: object, policies: PolicyIndex | None) -> list[str]:
+    """The chain of a valid ClusterAIScalePolicy among `policies` (None: not known)."""
+    if policies is None:
+        return []
+    policy = (
+        obj
+        if isinstance(obj, ClusterAIScalePolicy)
+        else ClusterAIScalePolicy.model_validate(
+            {k: v for k, v in dict(obj).items() if k != "status"}  # type: ignore[call-overload]
+        )
+    )
+    name = policy.metadata.name
+    trial = PolicyIndex(
+        valid={**policies.valid, name: policy},
+        invalid={k: v for k, v in policies.invalid.items() if k != name},
+    )
+    found = policy_layers(name, trial, "cluster")
+    if not isinstance(found, Problem):
+        return []
+    own = f"ClusterAIScalePolicy {name}: "
+    message = found.message.removeprefix(own)
+    return [message if message.startswith("spec.policy: ") else f"spec.policy: {message}"]
 
 
 def validate_daemonset_autoscaler(obj: object, index: AdmissionIndex | None = None) -> list[str]:
@@ -112,3 +169,13 @@ def _second_autoscaler(obj: object, index: AdmissionIndex | None) -> list[str]:
 
 def _malformed(exc: Exception) -> str:
     return f"spec: malformed object ({type(exc).__name__}: {shown(str(exc), 120)})"
+
+
+Validator = Callable[[object, AdmissionIndex | None, TimeZones | None], list[str]]
+
+VALIDATORS: dict[str, Validator] = {
+    "AIScaleTarget": validate_target,
+    "DaemonSetAutoscaler": lambda obj, index, _zones: validate_daemonset_autoscaler(obj, index),
+    "ClusterAIScalePolicy": lambda obj, index, _zones: validate_policy(obj, index),
+}
+"""The validating webhook's checks by kind (`review.review_target`)."""

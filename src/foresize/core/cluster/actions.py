@@ -95,6 +95,10 @@ class WriteTargetStatus:
     name: str
     status: dict[str, Any]
     kind: str = "AIScaleTarget"
+    # Keys of `status` another step of the pass folded into this write (the effective
+    # policy, `cluster.policies`): the vertical worker's memory of what it wrote
+    # (`last_status`) leaves them out, so the next pass does not write again for them.
+    folded: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,10 +42,11 @@ from foresize.core.api.target import (
     PolicyField,
     PolicyStatus,
 )
-from foresize.core.cluster.actions import WriteTargetStatus
+from foresize.core.cluster.actions import Action, WriteTargetStatus
 from foresize.core.cluster.snapshot import ClusterSnapshot, PolicyObject, TargetObject
 
 CONDITION = "PolicyResolved"
+POLICY_KEYS = ("policy", "conditions")  # the status fields a policy write sets
 MAX_CHAIN = 8
 """A policy may start from another at most this deep: a longer chain is refused like a
 cycle (no one reads a policy eight levels deep; a loop that the webhook missed ends)."""
@@ -290,8 +291,10 @@ def _fingerprint(obj: JSONValue) -> str:
 def in_hierarchy(
     target: TargetObject, index: PolicyIndex, namespaces: Mapping[str, Mapping[str, str]]
 ) -> bool:
-    """Whether any level above the target's own fields could apply to it."""
-    if index:
+    """Whether any level above the target's own fields could apply to it: the cluster
+    default exists, its Namespace names a policy or it names one itself (a policy that
+    exists but applies to no level of the target leaves it out of the hierarchy)."""
+    if DEFAULT_POLICY in index.valid or DEFAULT_POLICY in index.invalid:
         return True
     namespace = str(get(get(target, "metadata"), "namespace", default="default"))
     return bool(get(get(target, "spec"), "policy")) or POLICY_LABEL in namespaces.get(namespace, {})
@@ -334,12 +337,63 @@ def resolve_snapshot(snapshot: ClusterSnapshot) -> tuple[ClusterSnapshot, list[W
         effective, resolution = resolved_target(
             target, index, snapshot.namespaces, policies_key, snapshot.now
         )
-        targets.append(effective)
-        if resolution is not None and isinstance(target, AIScaleTarget):
+        if resolution is None and isinstance(target, AIScaleTarget):
+            effective, write = cleared(target)
+        elif resolution is not None and isinstance(target, AIScaleTarget):
             write = policy_write(target, resolution)
-            if write is not None:
-                writes.append(write)
+        else:
+            write = None
+        targets.append(effective)
+        if write is not None:
+            writes.append(write)
     return replace(snapshot, targets=targets, policies_resolved=True), writes
+
+
+def fold_policy_writes(
+    actions: Sequence[Action], writes: Sequence[WriteTargetStatus]
+) -> list[Action]:
+    """`actions` with each policy write folded into the same target's status write among
+    them (one status write a target a pass: its fields join that write, the conditions
+    of which already carry the PolicyResolved condition, read from the effective
+    target); a policy write with no such write to join is appended as it is."""
+    by_target = {(w.namespace, w.name): w for w in writes}
+    out: list[Action] = []
+    for action in actions:
+        key = (getattr(action, "namespace", ""), getattr(action, "name", ""))
+        write = by_target.get(key) if isinstance(action, WriteTargetStatus) else None
+        if write is None or not isinstance(action, WriteTargetStatus) or action.kind != write.kind:
+            out.append(action)
+            continue
+        del by_target[key]
+        added = tuple(k for k in write.status if k not in action.status)
+        status = {**write.status, **action.status}
+        out.append(replace(action, status=status, folded=(*action.folded, *added)))
+    return [*out, *by_target.values()]
+
+
+def cleared(target: AIScaleTarget) -> tuple[AIScaleTarget, WriteTargetStatus | None]:
+    """A target that no longer uses any policy (the last policy deleted, the label or
+    `spec.policy` removed): its `status.policy` and PolicyResolved condition go, so the
+    status never names a policy that no longer applies. Itself, and no write, when its
+    status names none."""
+    if target.status.policy is None and target.status.condition(CONDITION) is None:
+        return target, None
+    conditions = [c for c in target.status.conditions if c.type != CONDITION]
+    effective = target.model_copy(
+        update={
+            "status": target.status.model_copy(update={"policy": None, "conditions": conditions})
+        }
+    )
+    write = WriteTargetStatus(
+        target.metadata.namespace or "default",
+        target.metadata.name,
+        {
+            "policy": None,  # a merge patch's null removes the field
+            "conditions": [c.model_dump(mode="json", exclude_none=True) for c in conditions],
+        },
+        folded=POLICY_KEYS,
+    )
+    return effective, write
 
 
 def _comparable(condition: Condition | None) -> tuple[str, str, str] | None:
@@ -365,6 +419,7 @@ def policy_write(target: AIScaleTarget, resolution: Resolution) -> WriteTargetSt
             "policy": resolution.status.model_dump(mode="json", exclude_none=True),
             "conditions": conditions,
         },
+        folded=POLICY_KEYS,
     )
 
 
@@ -380,8 +435,12 @@ def namespace_labels(namespaces: Sequence[KubeObject]) -> dict[str, dict[str, st
 
 __all__ = [
     "CONDITION",
+    "MAX_CHAIN",
     "PolicyIndex",
+    "Problem",
     "Resolution",
+    "cleared",
+    "fold_policy_writes",
     "namespace_labels",
     "policy_layers",
     "policy_write",

@@ -44,6 +44,21 @@ from foresize.core.lifecycle.revert import HELD_PREFIX, REVERT_FINALIZER, Revert
 
 STATUS_KEY = "lifecycle"
 
+PAUSE_CONFIGMAP = "foresize-pause"
+"""The ConfigMap whose `data` pauses Foresize cluster-wide (the operator's
+`--pause-configmap` default)."""
+
+
+def pause_flags(data: object) -> tuple[bool, bool]:
+    """(paused, revert_all) as the pause ConfigMap's `data` says: `paused: "true"` pauses;
+    `revert: "true"` reverts every autonomous target now, and pauses too. The one reading
+    of it: the operator's watch and the webhook's `--state` file both call this."""
+    if not isinstance(data, Mapping):
+        return False, False
+    revert = str(data.get("revert", "")).lower() == "true"
+    paused = str(data.get("paused", "")).lower() == "true"
+    return paused or revert, revert
+
 
 @dataclass(slots=True)
 class RevertJob:

@@ -31,6 +31,7 @@ from foresize.core.vertical.state import (
     StallRecord,
     TargetState,
     WorkerState,
+    action_state_key,
 )
 
 # Eviction reasons that are the fallback of a resize that could not land.
@@ -77,11 +78,12 @@ def on_result(
     new_state = state.copy()
     if isinstance(action, ResizePod) and record_refusal(new_state.refusals, action, result, now):
         state = new_state  # every planner's refusal is kept, a DaemonSet's or a revert's too
-    prev = state.targets.get(action.target)
+    key = action_state_key(action)
+    prev = state.targets.get(key)
     if prev is None:
         return state
     ts = prev.clone()
-    new_state.targets[action.target] = ts
+    new_state.targets[key] = ts
     # The change budgets count what landed: a refused or failed action changed nothing.
     pending = ts.budget_pending.pop(action.name, None)
     if pending is not None and result.ok:
@@ -102,8 +104,11 @@ def _status_result(
     prev = state.targets.get(key)
     if action.kind != "AIScaleTarget" or prev is None or not result.ok:
         return state
+    own = {k: v for k, v in action.status.items() if k not in action.folded}
+    if not own:  # a write of other steps' fields alone: not what the worker wrote
+        return state
     ts = prev.clone()
-    ts.last_status = action.status
+    ts.last_status = own
     new_state = state.copy()
     new_state.targets[key] = ts
     return new_state
@@ -200,7 +205,7 @@ def execute(
     done: list[tuple[Action, ActionResult | None]] = []
     for action in actions:
         if isinstance(action, EvictPod):
-            ts = state.targets.get(action.target)
+            ts = state.targets.get(action_state_key(action))
             if ts is not None and ts.evict_retry_at is not None and now < ts.evict_retry_at:
                 done.append((action, None))
                 continue
@@ -210,7 +215,7 @@ def execute(
             state = on_result(state, action, result, now, config)
         elif isinstance(action, EvictPod | ResizePod):
             state = on_result(state, action, result, now, config)
-            ts = state.targets.get(action.target)
+            ts = state.targets.get(action_state_key(action))
             if ts is not None and ts.outbox:
                 for ev in ts.outbox:
                     done.append((ev, apply(ev)))

@@ -346,9 +346,27 @@ class EvictionBucket:
         return True
 
 
+TARGET_KIND = "AIScaleTarget"
+
+
+def state_key(kind: str, key: str) -> str:
+    """The key of an object's state in `WorkerState.targets`: an AIScaleTarget's is its
+    "namespace/name" (as releases before persisted and read it), any other kind's (a
+    DaemonSetAutoscaler's) is prefixed with the kind, so a DaemonSetAutoscaler never
+    reads or counts into the state of an AIScaleTarget of the same namespace and name."""
+    return key if kind == TARGET_KIND else f"{kind}/{key}"
+
+
+def action_state_key(action: object) -> str:
+    """`state_key` of whoever planned a pod action (`target`, `target_kind`)."""
+    target = getattr(action, "target", "")
+    return state_key(getattr(action, "target_kind", TARGET_KIND), target)
+
+
 @dataclass(slots=True)
 class WorkerState:
-    """Per-target state, keyed by "namespace/name" of the target."""
+    """Per-object state, keyed by `state_key`: "namespace/name" of an AIScaleTarget,
+    "Kind/namespace/name" of another kind."""
 
     targets: dict[str, TargetState] = field(default_factory=dict)
     # Not persisted: parsed target policies by uid, reused while metadata.generation (which

@@ -12,6 +12,9 @@ import typer
 
 from foresize.core.errors import ForesizeError
 
+# Beside the medians, what the run covered (a shorter or smaller run says so).
+RAN = ("hours", "families", "flavours", "deployments", "runs_per_policy")
+
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     @bench_app.command("nodes")
@@ -25,12 +28,15 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         family: list[str] = typer.Option(
             [], "--family", help="Trace families to build scenarios from (default: all)."
         ),
+        flavour: list[str] = typer.Option(
+            [], "--flavour", help="Node autoscaler flavours to run (default: both)."
+        ),
         deployments: int = typer.Option(8, "--deployments", help="Deployments per scenario."),
         as_json: bool = typer.Option(False, "--json", help="Print the medians as JSON."),
     ) -> None:
         """static, vpa, foresize and foresize+headroom side by side: medians over the
         scenarios and both node autoscaler flavours."""
-        from foresize.bench.nodes import FAMILIES, KEYS, run_bench
+        from foresize.bench.nodes import FAMILIES, FLAVOURS, HELD, KEYS, run_bench
         from foresize.front.cli.options import duration as parse_duration_option
 
         hours = parse_duration_option(duration, "--duration") / 3600.0
@@ -39,20 +45,36 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 raise ForesizeError(
                     f"--family: unknown trace family {f!r} (one of {', '.join(FAMILIES)})"
                 )
+        for f in flavour:
+            if f not in FLAVOURS:
+                raise ForesizeError(
+                    f"--flavour: unknown node autoscaler flavour {f!r} "
+                    f"(one of {', '.join(FLAVOURS)})"
+                )
         if deployments < 1:
             raise ForesizeError(f"--deployments: must be at least 1, got {deployments}")
         result = run_bench(
             traces,
             hours=hours,
-            families=tuple(family) or tuple(FAMILIES),
+            families=tuple(dict.fromkeys(family)) or tuple(FAMILIES),
+            flavours=tuple(dict.fromkeys(flavour)) or FLAVOURS,
             deployments=deployments,
             progress=lambda msg: print(msg, file=sys.stderr),
         )
         if as_json:
-            print(json.dumps({"policies": result["policies"]}, indent=2))
+            out = {
+                "policies": result["policies"],
+                HELD: result[HELD],
+                "ran": {k: result[k] for k in RAN},
+            }
+            print(json.dumps(out, indent=2))
             return
         pols = result["policies"]
-        print(f"bench nodes: {hours:g} h per run, medians over {len(result['runs']) // 4} runs")
+        print(
+            f"bench nodes: {hours:g} h per run, medians over {result['runs_per_policy']} runs "
+            f"({', '.join(result['families'])} x {', '.join(result['flavours'])}, "
+            f"{deployments} Deployments)"
+        )
         print("key".ljust(28) + "".join(p.rjust(19) for p in pols))
         for key in KEYS:
             cells = []
@@ -63,3 +85,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                      else "-" if v is None else f"{v:g}").rjust(19)
                 )  # fmt: skip
             print(key.ljust(28) + "".join(cells))
+        held = result[HELD]
+        print(
+            HELD.ljust(28)
+            + "".join(("-" if held[p] is None else f"{held[p]:g}").rjust(19) for p in pols)
+        )

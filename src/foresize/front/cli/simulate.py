@@ -259,6 +259,12 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             None, "--cluster", help="With --prometheus: the `cluster` label's value to read."
         ),
         token: str | None = typer.Option(None, "--token", help="With --prometheus: bearer token."),
+        policies_file: str | None = typer.Option(
+            None,
+            "--policies",
+            help="A YAML file of ClusterAIScalePolicies to run under (with the scenario's "
+            "own `policies`; the one named `default` is the cluster's). See docs/policies.md.",
+        ),
     ) -> None:
         """Run a scenario on the simulated cluster and summarise requested vs used CPU and
         memory, slack, OOM kills, throttling, evictions, resizes, stalls, preemptions and
@@ -316,6 +322,15 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         else:
             total = parse_duration_option(duration or "7d", "--duration")
             sc = load_scenario(scenario)
+        if policies_file is not None:
+            from foresize.shells.sim.scenario_policies import policies_from_file
+
+            added = policies_from_file(policies_file)
+            names = {p.metadata.name for p in added}
+            sc.policies = [p for p in sc.policies if p.metadata.name not in names] + added
+        from foresize.shells.sim.scenario_policies import check_workload_policies
+
+        check_workload_policies(sc, sc.source)
         if report is not None or compare is not None:
             policies, report_dir, gap_s = check_options(
                 policy if policy_given else None, compare, report, gap_every

@@ -11,7 +11,7 @@ import typer
 from foresize.core.api.duration import shown
 from foresize.core.api.names import dns_label_error, dns_subdomain_error
 
-CLUSTER_SCOPED_KINDS = ("ClusterAIScaleTemplate",)
+CLUSTER_SCOPED_KINDS = ("ClusterAIScaleTemplate", "ClusterAIScalePolicy")
 
 
 def name_errors(obj: dict[str, Any]) -> list[str]:
@@ -47,11 +47,16 @@ def validate_files(paths: list[str]) -> tuple[int, int, list[str]]:
     from foresize.adapters.files import iter_documents_with_lines, read_text
     from foresize.adapters.timezones import SYSTEM_ZONES
     from foresize.core.admission.validate import window_errors
-    from foresize.core.api.types import GROUP, parse_object
+    from foresize.core.api.types import GROUP, ClusterAIScalePolicy, parse_object
+    from foresize.core.cluster.policies import PolicyIndex
     from foresize.core.errors import ForesizeError
 
     checked = skipped = 0
     errors: list[str] = []
+    # Every object first: a target may name a policy another file on the command line
+    # defines, so the names are checked once all files are read.
+    found: list[tuple[str, Any, dict[str, int], list[str], bool]] = []
+    policies: list[Any] = []
     for path in paths:
         try:
             text = read_text(path)
@@ -62,16 +67,45 @@ def validate_files(paths: list[str]) -> tuple[int, int, list[str]]:
                     continue
                 checked += 1
                 problems = name_errors(obj)
+                valid = False
                 try:
-                    parse_object(obj)
+                    parsed = parse_object(obj)
+                    valid = True
                     if obj.get("kind") == "AIScaleTarget":
                         problems += window_errors(obj, SYSTEM_ZONES)
+                    if isinstance(parsed, ClusterAIScalePolicy):
+                        policies.append(parsed)
                 except ForesizeError as exc:
                     problems += str(exc).splitlines()
-                errors.extend(f"{path}:{_problem_line(lines, p)}: {p}" for p in problems)
+                found.append((path, obj, lines, problems, valid))
         except ForesizeError as exc:  # unreadable file or bad YAML: one line, next file
             errors.append(str(exc))
+    index = PolicyIndex.build(policies)
+    for path, obj, lines, problems, valid in found:
+        if valid:
+            problems += policy_reference_errors(obj, index)
+        errors.extend(f"{path}:{_problem_line(lines, p)}: {p}" for p in problems)
     return checked, skipped, errors
+
+
+def policy_reference_errors(obj: dict[str, Any], index: Any) -> list[str]:
+    """The policies a valid object names in `spec.policy` (a target, a policy, a template's
+    target) are defined in the files given, with no cycle and no chain longer than the
+    operator applies (the webhook's rules, `core.admission.validate`)."""
+    from foresize.core.admission.validate import named_policy_errors, policy_chain_errors
+
+    kind = obj.get("kind")
+    if kind == "ClusterAIScalePolicy":
+        problems = policy_chain_errors(obj, index)
+    elif kind == "AIScaleTarget":
+        problems = named_policy_errors(obj, index)
+    elif kind == "ClusterAIScaleTemplate":
+        inner = ((obj.get("spec") or {}).get("template") or {}).get("spec") or {}
+        problems = [f"spec.template.{p}" for p in named_policy_errors({"spec": inner}, index)]
+    else:
+        problems = []
+    where = " (not defined in any file given)"
+    return [p + where if "does not exist" in p else p for p in problems]
 
 
 # "spec.vertical.containers[0].cpu: ..." - a problem that starts with the field it is about.
@@ -90,9 +124,11 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     def validate(
         files: list[str] = typer.Argument(..., help="YAML files with Foresize objects."),
     ) -> None:
-        """Check AIScaleTargets, DaemonSetAutoscalers and ClusterAIScaleTemplates in YAML
-        files offline: the same defaults and rules as the CRDs; errors name file, line and
-        field. Other documents are skipped."""
+        """Check AIScaleTargets, DaemonSetAutoscalers, ClusterAIScaleTemplates and
+        ClusterAIScalePolicies in YAML files offline: the same defaults and rules as the
+        CRDs and the validating webhook; a policy named in `spec.policy` must be defined in
+        one of the files given. Errors name file, line and field. Other documents are
+        skipped."""
         from foresize.core.errors import ForesizeError
 
         checked, skipped, errors = validate_files(files)

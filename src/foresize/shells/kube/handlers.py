@@ -52,6 +52,9 @@ WATCHED: tuple[WatchedKind, ...] = (
     WatchedKind("foresize.io", "v1", "aiscaletargets", "AIScaleTarget"),
     WatchedKind("foresize.io", "v1", "daemonsetautoscalers", "DaemonSetAutoscaler"),
     WatchedKind("foresize.io", "v1", "clusteraiscaletemplates", "ClusterAIScaleTemplate"),
+    # The policy hierarchy: the policies, and the Namespaces' `foresize.io/policy` label.
+    WatchedKind("foresize.io", "v1", "clusteraiscalepolicies", "ClusterAIScalePolicy"),
+    WatchedKind("", "v1", "namespaces", "Namespace"),
 )
 
 

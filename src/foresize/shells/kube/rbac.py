@@ -42,6 +42,8 @@ def cluster_role_rules() -> list[dict[str, Any]]:
         rule([""], ["pods/resize"], ["patch"]),
         rule([""], ["pods/eviction"], ["create"]),
         rule([""], ["nodes"], WATCH),
+        # The Namespaces' `foresize.io/policy` label picks their targets' policy.
+        rule([""], ["namespaces"], WATCH),
         # Events: created, then their count patched when the same one recurs (aggregation).
         rule([""], ["events"], ["create", "patch"]),
         rule(["apps"], ["replicasets"], WATCH),
@@ -64,6 +66,8 @@ def cluster_role_rules() -> list[dict[str, Any]]:
         rule(["foresize.io"], ["aiscaletargets"], ["get", *WATCH, "create", "patch", "delete"]),
         rule(["foresize.io"], foresize_kinds[1:], ["get", *WATCH, "patch"]),
         rule(["foresize.io"], [f"{k}/status" for k in foresize_kinds], ["patch"]),
+        # The policy hierarchy's ClusterAIScalePolicies: read only.
+        rule(["foresize.io"], ["clusteraiscalepolicies"], WATCH),
         # Kopf's resource observer watches the CRDs (in a cluster; not with --server).
         rule(["apiextensions.k8s.io"], ["customresourcedefinitions"], WATCH),
         # Headroom (`--headroom`): its PriorityClass, read by name and created where missing

@@ -27,14 +27,20 @@ from foresize.core.cluster.model import (
     VerticalClaim,
     Workload,
 )
+from foresize.core.cluster.policies import namespace_labels
 from foresize.core.cluster.snapshot import ClusterSnapshot
+from foresize.core.lifecycle.planner import PAUSE_CONFIGMAP, pause_flags
 
 log = logging.getLogger(__name__)
 
-FORESIZE_KINDS = ("AIScaleTarget", "DaemonSetAutoscaler", "ClusterAIScaleTemplate")
+FORESIZE_KINDS = (
+    "AIScaleTarget",
+    "DaemonSetAutoscaler",
+    "ClusterAIScaleTemplate",
+    "ClusterAIScalePolicy",
+)
 # ConfigMap in the operator namespace: data.paused == "true" pauses, data.revert == "true"
 # also reverts every autonomous target's pods to their templates.
-PAUSE_CONFIGMAP = "foresize-pause"
 
 Key = tuple[str, str]  # (namespace, name)
 
@@ -55,7 +61,8 @@ def _key(obj: dict[str, Any]) -> Key:
 
 
 class ClusterState:
-    """Pods, nodes, PDBs, HPAs, workloads and Foresize objects as last seen on the watches."""
+    """Pods, nodes, PDBs, HPAs, workloads, Namespaces' labels and Foresize objects as last
+    seen on the watches."""
 
     def __init__(
         self,
@@ -71,6 +78,8 @@ class ClusterState:
         # (kind, namespace, name) -> another vertical autoscaler's claim (VPA, MPA)
         self.vertical_claims: dict[tuple[str, str, str], VerticalClaim] = {}
         self.workloads: dict[str, Workload] = {}
+        # Namespace name -> its labels (the policy hierarchy reads `foresize.io/policy`).
+        self.namespaces: dict[str, dict[str, str]] = {}
         # Foresize objects: kind -> key -> parsed model (or the raw dict if no parser).
         self.foresize: dict[str, dict[Key, Any]] = {k: {} for k in FORESIZE_KINDS}
         self.raw_foresize: dict[str, dict[Key, dict[str, Any]]] = {k: {} for k in FORESIZE_KINDS}
@@ -116,6 +125,8 @@ class ClusterState:
         elif kind in FORESIZE_KINDS:
             parsed = self._target_parser(kind, obj) if self._target_parser else obj
             store_key, value = key, (obj, parsed)
+        elif kind == "Namespace":
+            store_key, value = key[1], namespace_labels([obj])[key[1]]
         else:
             store_key, value = key, None
         return Converted(store_key, value, tuple(dropped))
@@ -160,6 +171,8 @@ class ClusterState:
             return self.pdbs
         if kind == "HorizontalPodAutoscaler":
             return self.hpas
+        if kind == "Namespace":
+            return self.namespaces
         if kind in FORESIZE_KINDS:
             return self.raw_foresize[kind]
         return None
@@ -214,6 +227,8 @@ class ClusterState:
             wkey = f"{kind}/{key[0]}/{key[1]}"
             workload = None if deleted else convert.workload_from(kind, obj, dropped)
             self._put(self.workloads, wkey, workload)
+        elif kind == "Namespace":
+            self._put(self.namespaces, key[1], None if deleted else namespace_labels([obj])[key[1]])
         elif kind in FORESIZE_KINDS:
             self._put(self.raw_foresize[kind], key, None if deleted else obj)
             parsed = None
@@ -222,14 +237,12 @@ class ClusterState:
             self._put(self.foresize[kind], key, parsed)
         elif (
             kind == "ConfigMap"
-            and key[1] == PAUSE_CONFIGMAP
+            and key[1] == self.pause_configmap
             and (self.pause_namespace is None or key[0] == self.pause_namespace)
         ):
-            data = obj.get("data") or {}
-            # `revert: "true"` reverts every autonomous target now, and pauses too.
-            self.revert_all = (not deleted) and str(data.get("revert", "")).lower() == "true"
-            paused = (not deleted) and str(data.get("paused", "")).lower() == "true"
-            self.paused = paused or self.revert_all
+            self.paused, self.revert_all = (
+                (False, False) if deleted else pause_flags(obj.get("data"))
+            )
         else:
             log.debug("ignoring watch event for kind %s", kind)
         for problem in dropped:
@@ -267,6 +280,13 @@ class ClusterState:
             templates=[
                 t for t in self.foresize["ClusterAIScaleTemplate"].values() if t is not None
             ],
+            # A policy that does not parse is handed on as its JSON: the hierarchy names
+            # it in the targets' status and leaves it out (`cluster.policies`).
+            policies=[
+                self.foresize["ClusterAIScalePolicy"].get(key) or raw
+                for key, raw in self.raw_foresize["ClusterAIScalePolicy"].items()
+            ],
+            namespaces=dict(self.namespaces),
             server_version=self.server_version,
             paused=self.paused,
             revert_all=self.revert_all,

@@ -19,6 +19,8 @@ from foresize.core.admission.index import AdmissionIndex, largest_node_cpu
 from foresize.core.admission.pod import mutate_pod
 from foresize.core.admission.scale import decide_scale
 from foresize.core.cluster.model import Pod, Suggestion, Workload
+from foresize.core.cluster.policies import PolicyIndex, resolve_snapshot
+from foresize.core.cluster.snapshot import ClusterSnapshot
 
 
 @dataclass
@@ -54,11 +56,24 @@ class SimAdmission:
             tuple(hpas),
             tuple(getattr(sim, "vertical_claims", ())),
             len(sim.nodes),  # a node added or gone moves the largest node (boost clamp)
+            tuple(map(id, getattr(sim, "policies", ()))),
+            repr(sorted(getattr(sim, "namespaces", {}).items())),
         )
         if self._cache is not None and self._cache[0] == key:
             return self._cache[1]
+        # The targets with their effective spec (the policy hierarchy), as the pass reads.
+        policies = list(getattr(sim, "policies", ()))
+        resolved, _ = resolve_snapshot(
+            ClusterSnapshot(
+                now=sim.now,
+                targets=list(sim.targets),
+                policies=policies,
+                namespaces=dict(getattr(sim, "namespaces", {})),
+            )
+        )
         index = AdmissionIndex.build(
-            sim.targets,
+            resolved.targets,
+            policies=PolicyIndex.build(policies),
             daemonset_autoscalers=sim.daemonset_autoscalers,
             workloads=sim.workloads,
             hpas=sim.hpa_objects() if hpas else (),

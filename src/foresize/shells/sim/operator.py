@@ -39,6 +39,7 @@ import numpy as np
 
 from foresize.adapters.history.aggregate import Grouping
 from foresize.adapters.timezones import SYSTEM_ZONES
+from foresize.core.api.cluster_policy import POLICY_LABEL
 from foresize.core.api.quantity import CPU, MEMORY, MIB
 from foresize.core.api.vocabulary import DEFAULT_HPA_RESOURCE_POLICY
 from foresize.core.cluster.actions import WriteTargetStatus
@@ -153,6 +154,21 @@ class OperatorOptions:
     headroom: HeadroomConfig | None = None  # forecast-sized placeholders (`--headroom`)
 
 
+def _only_set(vertical: dict[str, Any], opt: OperatorOptions) -> None:
+    """`vertical` without what the options left at their defaults (the update mode, the
+    HPA resource policy): under a policy hierarchy those come from the levels above."""
+    default = OperatorOptions()
+    policy = vertical.get("update_policy") or {}
+    if opt.update_mode == default.update_mode:
+        policy.pop("update_mode", None)
+    if policy:
+        vertical["update_policy"] = policy
+    else:
+        vertical.pop("update_policy", None)
+    if opt.hpa_resource_policy == default.hpa_resource_policy:
+        vertical.pop("hpa_resource_policy", None)
+
+
 class SimOperator:
     """The Foresize operator (recommender + vertical worker + admission) on a SimCluster."""
 
@@ -211,6 +227,19 @@ class SimOperator:
         from foresize.core.api.types import parse_target
 
         sim = self.sim
+        scenario = getattr(sim, "scenario", None)
+        named = {
+            (w.kind, w.namespace, w.name): w.policy
+            for w in getattr(scenario, "workloads", ())
+            if w.policy is not None
+        }
+        # Under a policy hierarchy the targets set only what differs from the options'
+        # defaults, so the levels above show through (docs/policies.md).
+        hierarchy = bool(
+            getattr(sim, "policies", None)
+            or any(POLICY_LABEL in labels for labels in getattr(sim, "namespaces", {}).values())
+            or named
+        )
         for key, wl in list(sim.workloads.items()):
             if wl.kind not in self.opt.kinds:
                 continue
@@ -231,6 +260,8 @@ class SimOperator:
                 vertical["disruption"] = dict(self.opt.disruption)
             if self.opt.startup_boost is not None and not cronjob:
                 vertical["startup_boost"] = dict(self.opt.startup_boost)
+            if hierarchy:
+                _only_set(vertical, self.opt)
             vertical.update(self.opt.vertical or {})
             if self.opt.proportional_limits:
                 vertical["containers"] = _proportional_limits(wl.template.containers)
@@ -254,6 +285,11 @@ class SimOperator:
                         "scaleTargetRef": {"kind": wl.kind, "name": wl.name},
                         "vertical": vertical,
                         **({"model": spec_model} if spec_model else {}),
+                        **(
+                            {"policy": policy}
+                            if (policy := named.get((wl.kind, wl.namespace, wl.name)))
+                            else {}
+                        ),
                     },
                 },
                 source=f"simulated target for {key}",

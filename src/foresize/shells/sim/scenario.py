@@ -36,6 +36,7 @@ from foresize.shells.sim.scenario_nodes import (
     read_node_autoscaler,
     read_node_types,
 )
+from foresize.shells.sim.scenario_policies import read_policies
 from foresize.shells.sim.scenario_spec import (
     ContainerSpec,
     HPABehavior,
@@ -107,6 +108,8 @@ def parse_scenario(
             "priority_classes",
             "node_types",
             "node_autoscaler",
+            "policies",
+            "namespaces",
         },
         "",
     )
@@ -133,6 +136,7 @@ def parse_scenario(
     _read_pdbs(ctx, top, sc)
     read_hpas(ctx, top, sc, seen_wl, max_replicas=MAX_REPLICAS)
     _read_vertical_autoscalers(ctx, top, sc)
+    read_policies(ctx, top, sc)
     _check_size(ctx, sc)
     return sc
 
@@ -229,6 +233,8 @@ def _read_workload(
         raise ctx.fail(f"{path}.name", f"duplicate workload {kind}/{w.namespace}/{w.name}")
     seen_wl.add(key)
     w.replicas = ctx.integer(m.get("replicas"), f"{path}.replicas", 1, maximum=MAX_REPLICAS)
+    if "policy" in m:
+        w.policy = ctx.string(m["policy"], f"{path}.policy")
     w.labels = ctx.labels(m.get("labels"), f"{path}.labels") or {"app": w.name}
     w.annotations = read_annotations(ctx, m.get("annotations"), f"{path}.annotations")
     if "priority_class" in m:

@@ -390,6 +390,7 @@ def _words(ctx: FieldReader, raw: Any, path: str) -> tuple[str, ...]:
 
 
 WORKLOAD_FIELDS = {
+    "policy",
     "kind",
     "name",
     "namespace",

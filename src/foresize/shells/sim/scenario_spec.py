@@ -4,6 +4,7 @@ containers, PodDisruptionBudgets, HPAs, priced node types and the node autoscale
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from foresize.core.cluster.model import VerticalClaim
 from foresize.shells.sim.usage import GeneratorSpec
@@ -68,6 +69,7 @@ class WorkloadSpec:
     # each time, the first `first_run` seconds into the run.
     every: float | None = None
     first_run: float = 0.0
+    policy: str | None = None  # its target's spec.policy (a ClusterAIScalePolicy's name)
 
 
 @dataclass(slots=True)
@@ -139,6 +141,10 @@ class Scenario:
     description: str = ""
     node_types: dict[str, NodeTypeSpec] = field(default_factory=dict)
     node_autoscaler: NodeAutoscalerSpec | None = None
+    # The policy hierarchy (`scenario_policies`): ClusterAIScalePolicies, and Namespaces'
+    # labels by name (`foresize.io/policy` picks a namespace's policy).
+    policies: list[Any] = field(default_factory=list)
+    namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)

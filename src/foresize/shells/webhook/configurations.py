@@ -151,7 +151,11 @@ def webhook_configurations(
                             "apiGroups": ["foresize.io"],
                             "apiVersions": ["v1"],
                             "operations": ["CREATE", "UPDATE"],
-                            "resources": ["aiscaletargets", "daemonsetautoscalers"],
+                            "resources": [
+                                "aiscaletargets",
+                                "daemonsetautoscalers",
+                                "clusteraiscalepolicies",
+                            ],
                         }
                     ],
                 ),

@@ -5,8 +5,10 @@ The file holds Foresize objects as Kubernetes manifests (several YAML documents,
 list, or a `kind: List`): AIScaleTargets and DaemonSetAutoscalers with their `status`
 carrying the suggestions to apply, plus optional Deployments/ReplicaSets/StatefulSets/
 DaemonSets/Rollouts for the owner chain, HorizontalPodAutoscalers (the resource an HPA
-scales on keeps its template value unless the target overrides), and an optional
-`{kind: ForesizeState, paused: true}` document for the cluster-wide pause.
+scales on keeps its template value unless the target overrides), and the cluster-wide
+pause: the operator's pause ConfigMap (`foresize-pause`, its `data.paused` and
+`data.revert` read as the operator reads them: a revert pauses too) or a
+`{kind: ForesizeState, paused: true}` (or `revert: true`) document.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from foresize.core.api.types import parse_object
 from foresize.core.cluster.kubejson import hpa_from, workload_from
 from foresize.core.cluster.model import HorizontalPodAutoscaler, Workload
 from foresize.core.errors import ForesizeError
+from foresize.core.lifecycle.planner import PAUSE_CONFIGMAP, pause_flags
 
 log = logging.getLogger("foresize.shells.webhook")
 
@@ -82,6 +85,11 @@ def _workload(kind: str, doc: dict[str, Any], where: str) -> Workload:
         raise ForesizeError(f"{where}: {kind}: {exc}") from None
 
 
+def _name(doc: dict[str, Any]) -> object:
+    meta = doc.get("metadata")
+    return meta.get("name") if isinstance(meta, dict) else None
+
+
 def load_state_file(path: Path | str) -> AdmissionIndex:
     """An `AdmissionIndex` from `path`; `ForesizeError` naming the file, document and
     field for anything it cannot use."""
@@ -97,7 +105,9 @@ def load_state_file(path: Path | str) -> AdmissionIndex:
             raise ForesizeError(f"{where}: expected a mapping, got {type(doc).__name__}")
         kind = doc.get("kind")
         if kind == "ForesizeState":
-            paused = bool(doc.get("paused", False))
+            paused = bool(doc.get("paused", False)) or bool(doc.get("revert", False))
+        elif kind == "ConfigMap" and _name(doc) == PAUSE_CONFIGMAP:
+            paused = pause_flags(doc.get("data"))[0]
         elif kind in _WORKLOAD_KINDS:
             wl = _workload(kind, doc, where)
             workloads[wl.key] = wl
@@ -111,7 +121,7 @@ def load_state_file(path: Path | str) -> AdmissionIndex:
         else:
             raise ForesizeError(
                 f"{where}: kind: {kind!r} is not AIScaleTarget, DaemonSetAutoscaler, a workload, "
-                "HorizontalPodAutoscaler or ForesizeState"
+                f"HorizontalPodAutoscaler, ForesizeState or the {PAUSE_CONFIGMAP} ConfigMap"
             )
     return AdmissionIndex.build(
         targets, daemonset_autoscalers=dsas, workloads=workloads, hpas=hpas, paused=paused

@@ -132,6 +132,9 @@ class SimCluster:
         self.clock = clock = Clock()
         self.journal = journal = Journal(clock)
         self.store = store = ObjectStore(self.prng, list(scenario.vertical_autoscalers))
+        # The policy hierarchy's objects (`scenario_policies`), as the snapshot shows them.
+        self.policies: list[Any] = list(scenario.policies)
+        self.namespaces: dict[str, dict[str, str]] = dict(scenario.namespaces)
         self.nodeset = nodeset = NodeSet(clock, store)
         # The parts of Kubernetes, each given the state it works on.
         self.metering = Metering(
@@ -346,6 +349,8 @@ class SimCluster:
             targets=list(self.targets),
             daemonset_autoscalers=list(self.daemonset_autoscalers),
             templates=list(self.templates),
+            policies=list(self.policies),
+            namespaces=dict(self.namespaces),
             server_version=self.server_version,
             paused=self.paused or self.revert_all,
             revert_all=self.revert_all,
