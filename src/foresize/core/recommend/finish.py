@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from foresize.core.api.quantity import CPU, MEMORY, round_up_to_unit
+from foresize.core.api.quantity import CPU, MEMORY, MIB, round_up_to_unit
 from foresize.core.cluster.model import (
     Container,
     ContainerSuggestion,
@@ -37,7 +37,6 @@ from foresize.core.forecast.select import OnlineScores
 from foresize.core.recommend.core import (
     MEMORY_HEADROOM,
     MEMORY_PEAK_WINDOW,
-    MIB,
     memory_request,
     recent_peak,
     scheduled_cpu,
