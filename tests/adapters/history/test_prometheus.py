@@ -542,6 +542,13 @@ def test_current_resources_kinds_and_replicas(prom):
     assert history.replicas == {("shop", "web"): 2, ("shop", "postgres"): 1}
 
 
+def test_resources_with_no_scope_at_all_are_read(prom):
+    # An empty scope has no matchers: the query was `{,resource=~...}`, a parse error.
+    url, _, t0 = prom
+    res = asyncio.run(PrometheusReader(url).resources(shop_end(t0), 86400.0, Scope()))
+    assert res[("shop", next(p for _, p, c in res if c == "app"), "app")].cpu_request == 4
+
+
 def test_selector_is_matched_on_kube_pod_labels(prom):
     url, _, t0 = prom
     scope = Scope(("shop",), cluster="a", selector=pod_selector("app=web"))

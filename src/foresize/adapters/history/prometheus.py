@@ -469,10 +469,11 @@ class PrometheusReader:
         """(namespace, pod, container) -> requests and limits, newest in `window` before `at`."""
         out: dict[tuple[str, str, str], Resources] = {}
         for kind in ("requests", "limits"):
+            # An empty scope has no matchers: no leading comma (a PromQL parse error).
+            matchers = ",".join(p for p in (scope.matchers(False), 'resource=~"cpu|memory"') if p)
             q = (
                 "max by (namespace, pod, container, resource) (last_over_time("
-                f"kube_pod_container_resource_{kind}{{{scope.matchers(False)},"
-                f'resource=~"cpu|memory"}}[{promql_duration(window)}]))'
+                f"kube_pod_container_resource_{kind}{{{matchers}}}[{promql_duration(window)}]))"
             )
             for item in await self.query(q, at, session):
                 m = item.get("metric", {})

@@ -64,6 +64,7 @@ _COMMAND_MODULES = (
     "bench_hpa",
     "bench_runtimes",
     "bench_deferred",
+    "bench_history_store",
     "bench_windows",
     "bench_recommend",
     "bench_bound",
