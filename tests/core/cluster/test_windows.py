@@ -223,10 +223,6 @@ def test_read_from_a_manifest_dict():
     [
         ({"maintenance": {"windows": []}}, "spec.vertical.maintenance.windows"),
         (
-            {"maintenance": {"windows": [{"schedule": "0 2 * *", "duration": "1h"}]}},
-            "spec.vertical.maintenance.windows[0].schedule",
-        ),
-        (
             {"maintenance": {"windows": [{"schedule": "0 2 * * *", "duration": "soon"}]}},
             "spec.vertical.maintenance.windows[0].duration",
         ),
@@ -248,6 +244,23 @@ def test_read_refuses_what_the_model_refuses(vertical, field):
     with pytest.raises(ForesizeError, match=r"^" + field.replace("[", r"\[").replace("]", r"\]")):
         read_maintenance(vertical, "spec.vertical")
         read_budgets(vertical, "spec.vertical")
+
+
+def test_a_schedule_that_cannot_be_read_is_a_problem_of_the_windows():
+    """Read, not refused: that window never opens and the problem names the field (the
+    planner holds the other windows closed while it lasts)."""
+    vertical = {
+        "maintenance": {
+            "windows": [
+                {"schedule": "0 2 * * *", "duration": "1h"},
+                {"schedule": "0 2 * *", "duration": "1h"},
+            ]
+        }
+    }
+    policy = read_maintenance(vertical, "spec.vertical")
+    assert policy is not None and [w.label for w in policy.windows] == ["windows[0]"]
+    (problem,) = policy.problems
+    assert problem.startswith("spec.vertical.maintenance.windows[1].schedule: '0 2 * *' needs 5")
 
 
 def test_how_many_offsets_a_pass_asks_for():

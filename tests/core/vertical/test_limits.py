@@ -252,3 +252,32 @@ def test_the_counts_survive_an_operator_restart() -> None:
     s2 = snap([pod("a", cpu=200)], [t2])
     actions, _ = plan(s2, NOON + 3600, WorkerState(), CONFIG, _sugg("s2", 400))
     assert not of(actions, ResizePod)
+
+
+def test_a_schedule_out_of_range_that_got_through_holds_and_says_which_field() -> None:
+    # What the kube shell plans when `99 * * * *` got past the webhook (it fails open):
+    # the object is read, its other window does not open either, the condition names it.
+    from foresize.core.admission.validate import validate_policy, validate_target
+    from foresize.shells.kube.handlers import parse_foresize, validation_message
+
+    bad = {**NIGHT, "schedule": "99 * * * *"}
+    t = _target("recreate", maintenance={"windows": [NIGHT, bad]})
+    field = "spec.vertical.maintenance.windows[1].schedule: '99 * * * *' minute '99'"
+    for at in (NOON, INSIDE):
+        actions, _ = plan(snap([pod("a")], [t]), at, WorkerState(), CONFIG, sugg())
+        assert not of(actions, EvictPod)
+    (status,) = _statuses(actions)
+    (condition,) = [c for c in status["conditions"] if c["type"] == "MaintenanceWindowsInvalid"]
+    assert condition["status"] == "True" and field in condition["message"]
+    manifest = t.model_dump(mode="json", exclude_none=True)
+    assert parse_foresize("AIScaleTarget", manifest) is not None  # planned, not dropped
+    assert field in (validation_message("AIScaleTarget", manifest) or "")
+    # The validating webhook refuses it, naming the field, for a target and a policy alike.
+    assert any(p.startswith(field) for p in validate_target(manifest))
+    policy = {
+        "apiVersion": "foresize.io/v1",
+        "kind": "ClusterAIScalePolicy",
+        "metadata": {"name": "p"},
+        "spec": {"vertical": {"maintenance": {"windows": [NIGHT, bad]}}},
+    }
+    assert any(p.startswith(field) for p in validate_policy(policy))

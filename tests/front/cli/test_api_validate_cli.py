@@ -244,9 +244,9 @@ def test_windows_and_budgets_name_the_field_and_line(tmp_path: Path):
         f"{path}:22: spec.vertical.maintenance.windows[1]: overlaps windows[0] ('0 22 * * *'"
         " for 4h Europe/Berlin)"
     )
-    assert lines[2].startswith(f"{path}:34: spec.vertical.maintenance.windows[0].schedule:")
-    assert "day-of-week '8' is outside 0-7" in lines[2]
-    assert lines[3].startswith(
+    assert lines[2].startswith(
         f"{path}:31: spec.vertical.budgets.changes_per_workload_per_day: must be at least 1"
     )
+    assert lines[3].startswith(f"{path}:34: spec.vertical.maintenance.windows[0].schedule:")
+    assert "day-of-week '8' is outside 0-7" in lines[3]
     assert len(lines) == 4

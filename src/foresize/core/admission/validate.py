@@ -49,14 +49,26 @@ def validate_target(
 
 
 def window_errors(obj: object, zones: TimeZones | None) -> list[str]:
-    """What the maintenance windows of a valid object get wrong taken together (a zone the
-    database does not know, overlapping windows: `cluster.windows.window_problems`)."""
-    vertical = get(get(obj, "spec"), "vertical")
+    """What the maintenance windows of a valid object get wrong: a schedule field out of
+    range (the model checks a schedule's shape alone), and taken together a zone the
+    database does not know, overlapping windows (`cluster.windows.window_problems`). The
+    windows of an AIScaleTarget or ClusterAIScalePolicy (`spec.vertical`) and of a
+    ClusterAIScaleTemplate's target (`spec.template.spec.vertical`)."""
+    spec = get(obj, "spec")
+    where = "spec"
+    if get(obj, "kind") == "ClusterAIScaleTemplate":
+        spec, where = get(get(spec, "template"), "spec"), "spec.template.spec"
+    vertical = get(spec, "vertical")
     try:
-        policy = read_maintenance(vertical, "spec.vertical")
+        policy = read_maintenance(vertical, f"{where}.vertical")
     except ForesizeError as exc:
         return [str(exc)]
-    return window_problems(policy.windows, zones) if policy is not None else []
+    if policy is None:
+        return []
+    return [
+        *policy.problems,
+        *window_problems(policy.windows, zones, f"{where}.vertical.maintenance"),
+    ]
 
 
 def named_policy_errors(obj: object, policies: PolicyIndex | None) -> list[str]:
@@ -72,13 +84,15 @@ def named_policy_errors(obj: object, policies: PolicyIndex | None) -> list[str]:
     return [message if message.startswith("spec.policy: ") else f"spec.policy: {message}"]
 
 
-def validate_policy(obj: object, index: AdmissionIndex | None = None) -> list[str]:
+def validate_policy(
+    obj: object, index: AdmissionIndex | None = None, zones: TimeZones | None = None
+) -> list[str]:
     """Problems with a ClusterAIScalePolicy: the API model's rules (an unknown preset is
     named in `spec.preset`), and, where the cluster's policies are known, the chain it
     starts (`spec.policy`) with the object in place of the one of its name: every policy
     in it exists, no cycle, at most MAX_CHAIN deep."""
     try:
-        problems = model_errors(obj, "ClusterAIScalePolicy")
+        problems = model_errors(obj, "ClusterAIScalePolicy") or window_errors(obj, zones)
         if problems:
             return problems
         return policy_chain_errors(obj, index.policies if index is not None else None)
@@ -176,6 +190,6 @@ Validator = Callable[[object, AdmissionIndex | None, TimeZones | None], list[str
 VALIDATORS: dict[str, Validator] = {
     "AIScaleTarget": validate_target,
     "DaemonSetAutoscaler": lambda obj, index, _zones: validate_daemonset_autoscaler(obj, index),
-    "ClusterAIScalePolicy": lambda obj, index, _zones: validate_policy(obj, index),
+    "ClusterAIScalePolicy": lambda obj, index, zones: validate_policy(obj, index, zones),
 }
 """The validating webhook's checks by kind (`review.review_target`)."""

@@ -263,6 +263,12 @@ CronSchedule = Annotated[
 ]
 """A forecast_cron schedule, checked field by field (`api.cron`), as the webhook does."""
 
+CronShape = Annotated[str, Field(max_length=MAX_CRON_LENGTH, pattern=CRON_PATTERN)]
+"""A cron schedule's shape alone (5 fields or a macro), what the CRD schema checks: its
+fields are checked where the schedule is read (a maintenance window's in
+`cluster.windows.read_maintenance`), so an object that got past the webhook with a field
+out of range is still read, and what it gets wrong is said on it, not only logged."""
+
 
 class StrictModel(BaseModel):
     """Spec types: unknown keys are errors (a typo must not be silently dropped)."""

@@ -105,6 +105,10 @@ class MaintenancePolicy:
     windows: tuple[Window, ...]
     restrict: str = RESTRICT_DISRUPTIVE
     oom_outside_windows: bool = False
+    # The windows that cannot be read (a schedule field out of range), one line each
+    # naming the field: they never open, and while there is one the others are held
+    # closed too, as for `window_problems` (the safe side, said in the condition).
+    problems: tuple[str, ...] = ()
 
     def holds(self, disruptive: bool) -> bool:
         """Whether a window restricts an action of this kind at all."""
@@ -350,8 +354,10 @@ def _overlap_words(a: Window, b: Window, start: float, where: str, utc: bool) ->
 
 def read_maintenance(vertical: JSONValue, where: str) -> MaintenancePolicy | None:
     """`spec.vertical.maintenance` (an API model or a manifest dict) as the planners read
-    it; None where none is set. A field the API model would refuse is a ForesizeError
-    naming it (the worker then refuses the target: nothing acts)."""
+    it; None where none is set. A schedule whose fields cannot be read is one of the
+    policy's `problems` (the window never opens; the webhook refuses it, the worker holds
+    what the windows guard and says so); another field the API model would refuse is a
+    ForesizeError naming it (the worker then refuses the target: nothing acts)."""
     block = get(vertical, "maintenance")
     if block is None:
         return None
@@ -359,6 +365,7 @@ def read_maintenance(vertical: JSONValue, where: str) -> MaintenancePolicy | Non
     if not isinstance(raw, list | tuple) or not raw:
         raise ForesizeError(f"{where}.maintenance.windows: at least one window is required")
     windows = []
+    problems = []
     for i, entry in enumerate(raw):
         label = f"windows[{i}]"
         path = f"{where}.maintenance.{label}"
@@ -370,13 +377,13 @@ def read_maintenance(vertical: JSONValue, where: str) -> MaintenancePolicy | Non
         try:
             windows.append(Window.of(str(schedule), duration, zone, label))
         except ValueError as exc:
-            raise ForesizeError(f"{path}.schedule: {exc}") from None
+            problems.append(f"{path}.schedule: {exc}")
     restrict = str(get(block, "restrict", default=RESTRICT_DISRUPTIVE))
     if restrict not in (RESTRICT_DISRUPTIVE, RESTRICT_ALL):
         raise ForesizeError(f"{where}.maintenance.restrict: expected disruptive or all")
     remediation = get(vertical, "oom_remediation", "oomRemediation")
     outside = bool(get(remediation, "outside_windows", "outsideWindows", default=False))
-    return MaintenancePolicy(tuple(windows), restrict, outside)
+    return MaintenancePolicy(tuple(windows), restrict, outside, tuple(problems))
 
 
 def read_budgets(vertical: JSONValue, where: str) -> BudgetPolicy | None:

@@ -87,7 +87,8 @@ def start(run: TargetRun, ctx: PassContext) -> Limits:
         if problems is None:
             if len(checks) >= _CHECKS_LIMIT:
                 checks.clear()
-            problems = checks[policy] = window_problems(policy.windows, ctx.zones)
+            found = window_problems(policy.windows, ctx.zones)
+            problems = checks[policy] = [*policy.problems, *found]
         limits.problems = problems
         state = window_state(policy.windows, ctx.zones, ctx.now)
         limits.window = WindowState(False) if problems else state

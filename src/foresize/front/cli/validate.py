@@ -71,12 +71,14 @@ def validate_files(paths: list[str]) -> tuple[int, int, list[str]]:
                 try:
                     parsed = parse_object(obj)
                     valid = True
-                    if obj.get("kind") == "AIScaleTarget":
-                        problems += window_errors(obj, SYSTEM_ZONES)
+                    problems += window_errors(obj, SYSTEM_ZONES)
                     if isinstance(parsed, ClusterAIScalePolicy):
                         policies.append(parsed)
                 except ForesizeError as exc:
                     problems += str(exc).splitlines()
+                    # A schedule out of range is the windows' to say (the model checks its
+                    # shape alone): said beside whatever else the model refused.
+                    problems += [p for p in window_errors(obj, SYSTEM_ZONES) if p not in problems]
                 found.append((path, obj, lines, problems, valid))
         except ForesizeError as exc:  # unreadable file or bad YAML: one line, next file
             errors.append(str(exc))

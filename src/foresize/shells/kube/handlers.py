@@ -93,7 +93,7 @@ def validation_message(kind: str, body: dict[str, Any]) -> str | None:
         return str(exc)
     # Windows the zone database cannot read: the object is planned (on the safe side,
     # `vertical.limits`), and its Accepted condition says what is wrong.
-    problems = window_errors(data, SYSTEM_ZONES) if kind == "AIScaleTarget" else []
+    problems = window_errors(data, SYSTEM_ZONES)
     return "; ".join(problems) or None
 
 
