@@ -29,12 +29,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from foresize.core.api.hysteresis import Threshold
-from foresize.core.api.quantity import CPU, MEMORY
+from foresize.core.api.quantity import CPU, MEMORY, MIB
 from foresize.core.cluster.model import ResourceRequirements
 from foresize.core.forecast.select import OnlineScores
 from foresize.core.history import TraceSeries, resample_max
 from foresize.core.recommend.core import (
-    MIB,
     passes_hysteresis,
     round_up,
 )

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from foresize.core.api.types import parse_target
 from foresize.core.cluster.target import target_view
@@ -74,3 +76,48 @@ def test_templates_do_not_create_targets_for_cronjobs() -> None:
             },
             "template",
         )
+
+
+_MODES = st.sampled_from(["autonomous", "recommendation", "observe", "auto", "bogus", 3, None])
+_UPDATE = st.sampled_from(["initial", "recreate", "in_place", "in_place_or_recreate", "x", 1])
+_VERTICAL = st.fixed_dictionaries(
+    {},
+    optional={
+        "mode": _MODES,
+        "update_policy": st.fixed_dictionaries({}, optional={"update_mode": _UPDATE}),
+        "startup_boost": st.sampled_from([{"cpu_factor": 4}, {"cpu": "1"}, {}, "x"]),
+        "containers": st.sampled_from(
+            [[], [{"name": "*", "memory": {"upperbound": "4Gi"}}], [{"name": 1}], "x"]
+        ),
+    },
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    vertical=st.one_of(_VERTICAL, st.none(), st.text(max_size=5)),
+    horizontal=st.one_of(st.none(), st.just({"mode": "autonomous"}), st.just("x")),
+)
+def test_fuzz_cronjob_targets_are_refused_naming_a_field_or_sized_at_creation_only(
+    vertical: Any, horizontal: Any
+) -> None:
+    """Whatever a CronJob target says (it crosses the webhook): the models refuse it with
+    a ForesizeError or a validation error, never another exception; one they accept reads
+    as sized at creation only, with no boost and no horizontal; the read-model of the
+    same manifest (a target that got past a webhook that was down) never raises and never
+    resizes a run's pods."""
+    spec: dict[str, Any] = {}
+    if vertical is not None:
+        spec["vertical"] = vertical
+    if horizontal is not None:
+        spec["horizontal"] = horizontal
+    manifest = _target(spec)
+    view = target_view(manifest)
+    assert view.update_mode == "initial"
+    try:
+        target = parse_target(manifest)
+    except (ForesizeError, ValueError):
+        return
+    accepted = target_view(target)
+    assert accepted.update_mode == "initial"
+    assert accepted.startup_boost is None and target.spec.horizontal is None

@@ -3,7 +3,14 @@ belong to its Deployment), resolved once per direct owner."""
 
 from __future__ import annotations
 
-from foresize.core.cluster.model import OwnerRef, Pod, Workload
+from foresize.core.cluster.model import (
+    HorizontalPodAutoscaler,
+    HPAMetric,
+    OwnerRef,
+    Pod,
+    VerticalClaim,
+    Workload,
+)
 from foresize.core.cluster.snapshot import ClusterSnapshot
 
 
@@ -54,3 +61,47 @@ def test_pods_are_indexed_by_their_top_controller_and_node() -> None:
     for p in pods:
         top = snap.top_owner(p)
         assert (p in snap.pods_of(top)) if top is not None else p.name in ("bare", "web-1-x")
+
+
+def _hpa(namespace: str, name: str, target: str) -> HorizontalPodAutoscaler:
+    return HorizontalPodAutoscaler(
+        namespace, name, "Deployment", target, 1, 5, [HPAMetric("Resource", "cpu", 70)]
+    )
+
+
+def test_hpa_for_is_the_first_hpa_of_the_workload_and_follows_the_list() -> None:
+    web = Workload("Deployment", "shop", "web")
+    first, second = _hpa("shop", "a", "web"), _hpa("shop", "b", "web")
+    snap = ClusterSnapshot(
+        now=0.0, hpas=[_hpa("other", "c", "web"), first, second, _hpa("shop", "d", "api")]
+    )
+    assert snap.hpa_for(web) is first
+    assert snap.hpa_for(Workload("StatefulSet", "shop", "web")) is None
+    # The index follows the list: appended, or replaced by another list.
+    snap.hpas.insert(0, second)
+    assert snap.hpa_for(web) is second
+    # Another list of the same length: rebuilt all the same.
+    snap.hpas = [first, second, second, second, second]
+    assert snap.hpa_for(web) is first
+    assert snap.hpa_for(Workload("Deployment", "shop", "api")) is None
+
+
+def test_vertical_claim_for_is_the_first_acting_claim_by_kind_and_name() -> None:
+    def claim(kind: str, name: str, target: str, mode: str = "Auto") -> VerticalClaim:
+        return VerticalClaim(kind, "shop", name, "Deployment", target, mode)
+
+    snap = ClusterSnapshot(
+        now=0.0,
+        vertical_claims=[
+            claim("VerticalPodAutoscaler", "z", "web"),
+            claim("VerticalPodAutoscaler", "off", "web", "Off"),
+            claim("MultidimPodAutoscaler", "m", "web"),
+            claim("VerticalPodAutoscaler", "api", "api"),
+        ],
+    )
+    got = snap.vertical_claim_for("Deployment", "shop", "web")
+    assert got is not None and (got.kind, got.name) == ("MultidimPodAutoscaler", "m")
+    assert snap.vertical_claim_for("Deployment", "other", "web") is None
+    snap.vertical_claims.append(claim("MultidimPodAutoscaler", "a", "web"))
+    got = snap.vertical_claim_for("Deployment", "shop", "web")
+    assert got is not None and got.name == "a"

@@ -18,6 +18,8 @@ Upstream documentation each rule follows:
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from foresize.core.cluster.kubejson import container_from
 from foresize.core.cluster.runtime import heap_ceiling
@@ -280,4 +282,71 @@ def test_the_targets_status_says_what_the_heap_rule_read_assumed_or_could_not() 
     assert "-Xmx1g" in read["note"] and "non-heap" in read["note"]
     (bad,) = notes(("java", "-Xmx1.5g", "-jar", "app.jar"))
     assert "unknown" in bad["note"] and "-Xmx1.5g" in bad["note"]
+    (both,) = notes(("java", "-Xms4g", "-Xmx1g", "-jar", "app.jar"))  # contradictory
+    assert "unknown" in both["note"] and "-Xms4g" in both["note"]
+    (twice,) = notes(("java", "-Xmx2g", "-Xmx1g", "-jar", "app.jar"))
+    assert "-Xmx1g" in twice["note"] and "overridden" in twice["note"]
     assert notes(("/bin/server",)) == []
+
+
+def test_contradictory_jvm_flags_say_what_was_assumed_or_make_the_ceiling_unknown() -> None:
+    """Flags that contradict each other: the JVM's rule (the last -Xmx wins, -Xmx over
+    -XX:MaxRAMPercentage) is applied and the overruled flag is named in `assumed`; an
+    initial heap above the maximum stops HotSpot from starting: unknown, with both named."""
+    h = jvm(["java", "-Xmx2g", "-XX:MaxRAMPercentage=75", "-Xmx1g", "Main"])
+    assert h.fixed == GIB
+    assert any("-Xmx2g in the command line overridden by -Xmx1g" in a for a in h.assumed)
+    assert any("-XX:MaxRAMPercentage=75 in the command line ignored" in a for a in h.assumed)
+    tool = jvm(["java", "-Xmx1g", "Main"], {"JAVA_TOOL_OPTIONS": "-Xmx2g"})
+    assert tool.fixed == GIB and any("JAVA_TOOL_OPTIONS" in a for a in tool.assumed)
+    bad = jvm(["java", "-Xms4g", "-Xmx1g", "Main"])
+    assert bad.unknown is not None and "-Xms4g" in bad.unknown and "-Xmx1g" in bad.unknown
+    assert bad.bytes_at(8 * GIB) is None
+
+
+_WORDS = st.sampled_from(
+    [
+        "java", "-jar", "app.jar", "Main", "-Xmx1g", "-Xmx512m", "-Xmx", "-Xms2g",
+        "-XX:MaxRAMPercentage=75", "-XX:MaxRAMPercentage=1e400", "-XX:MaxRAM=4g",
+        "-XX:-UseContainerSupport", "-XX:MaxHeapSize=0", "sh", "-c", "$JAVA_OPTS", "'",
+        '"', "$(X)", "$$", "dotnet", "exec", "--", "-Xmx99999999999t",
+    ]
+)  # fmt: skip
+_ENV_NAMES = st.sampled_from(
+    ["JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "JAVA_OPTS", "_JAVA_OPTIONS", "GOMEMLIMIT",
+     "DOTNET_GCHeapHardLimit", "DOTNET_GCHeapHardLimitPercent", "X"]
+)  # fmt: skip
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    command=st.lists(st.one_of(_WORDS, st.text(max_size=12)), max_size=8),
+    args=st.lists(st.one_of(_WORDS, st.text(max_size=12)), max_size=6),
+    env=st.dictionaries(
+        _ENV_NAMES,
+        st.one_of(st.none(), _WORDS, st.text(max_size=16), st.just("-Xmx1g -Xms8g")),
+        max_size=4,
+    ),
+    env_from=st.booleans(),
+    limit=st.one_of(st.none(), st.integers(0, 2**45)),
+)
+def test_fuzz_the_heap_flag_parser_never_raises_nor_guesses(
+    command: list[str], args: list[str], env: dict, env_from: bool, limit: int | None
+) -> None:
+    """Whatever a pod spec says (it crosses a trust boundary): no exception, exactly one
+    of fixed / fraction / unknown for a runtime, a ceiling in range, and envFrom said."""
+    h = heap_ceiling(command, args, env, env_from)
+    if h.runtime is None:
+        assert h.bytes_at(limit) is None
+        return
+    assert sum(x is not None for x in (h.fixed, h.fraction, h.unknown)) == 1
+    if h.unknown is not None:
+        assert h.unknown and h.bytes_at(limit) is None
+    if h.fixed is not None:
+        assert 0 <= h.fixed <= 2**63 - 1
+    if h.fraction is not None:
+        assert 0 < h.fraction <= 1
+    if env_from:
+        assert any("envFrom" in a for a in h.assumed)
+    got = h.bytes_at(limit)
+    assert got is None or got >= 0

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from foresize.core.api.quantity import MIB
 from foresize.core.cluster.model import ResourceRequirements
 from foresize.core.cluster.target_fields import ContainerPolicy, ResourcePolicy
 from foresize.core.recommend.core import (
@@ -20,7 +21,6 @@ from foresize.core.recommend.core import (
     KILL_MEMORY,
     MEMORY_HEADROOM,
     MEMORY_RISK_LEVELS,
-    MIB,
     MODE_CPU_QUANTILES,
     Threshold,
     allocate_risk,

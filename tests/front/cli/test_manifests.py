@@ -365,10 +365,33 @@ def test_the_history_is_on_a_claim_per_replica_by_default_and_an_emptydir_if_ask
             ["--history-storage-class", "fast", "--history-size", "5Gi"],
         ),
         ({"history": {"persistence": {"enabled": False}}}, ["--no-history-volume"]),
+        (
+            {"history": {"store": {"url": "http://vm:8428", "writeUrl": "http://vm:8428/w"}}},
+            ["--history-store", "http://vm:8428", "--history-store-write", "http://vm:8428/w"],
+        ),
     ):
         ours = _by_key(cli("operator", "--image", IMAGE, *cli_args))[("StatefulSet", "foresize")]
         theirs = _by_key(_strip_helm_labels(helm_render(values)))[("StatefulSet", "foresize")]
         assert _history(theirs) == _history(ours), values
+        assert _env(theirs) == _env(ours), values
+
+
+def _env(sts: dict) -> dict:
+    (container,) = sts["spec"]["template"]["spec"]["containers"]
+    return {e["name"]: e.get("value") for e in container["env"]}
+
+
+def test_a_shared_history_store_replaces_the_sqlite_file_and_its_claims():
+    """Issue 26: with a shared store every replica reads the same history; no claim per
+    replica, no SQLite file."""
+    sts = _by_key(cli("operator", "--image", IMAGE, "--history-store", "http://vm:8428"))[
+        ("StatefulSet", "foresize")
+    ]
+    validate_all([sts])
+    assert _history(sts) == ([], {"name": "data", "emptyDir": {}})
+    env = _env(sts)
+    assert env["FORESIZE_HISTORY_STORE"] == "http://vm:8428"
+    assert "FORESIZE_HISTORY_DB" not in env and "FORESIZE_HISTORY_STORE_WRITE" not in env
 
 
 @pytest.mark.parametrize(

@@ -102,9 +102,13 @@ class PrometheusReader:
         ca_file: str | None = None,
         insecure_skip_verify: bool = False,
         budget: QueryBudget | None = None,
+        refuse_partial: bool = False,
     ) -> None:
         self.url = url.rstrip("/")
         self.budget = budget or QueryBudget()
+        # An answer with warnings (Thanos' and Mimir's partial responses: a store or
+        # an ingester did not answer) is an error, and Thanos is asked not to give one.
+        self.refuse_partial = refuse_partial
         self.stats = QueryStats()
         self._slots: asyncio.Semaphore | None = None
         self._slots_loop: asyncio.AbstractEventLoop | None = None
@@ -136,6 +140,8 @@ class PrometheusReader:
         import aiohttp
 
         query = params.get("query") or params.get("match[]", "")
+        if self.refuse_partial:
+            params = {**params, "partial_response": "false"}
         attempt = 0
         while True:
             async with self._slots_here():
@@ -204,6 +210,13 @@ class PrometheusReader:
         if not isinstance(body, dict) or body.get("status") != "success":
             error = body.get("error", body) if isinstance(body, dict) else body
             raise ForesizeError(f"Prometheus query failed: {error} (query {_short(query)!r})")
+        warnings = body.get("warnings")
+        if warnings and self.refuse_partial:
+            said = "; ".join(str(w) for w in warnings) if isinstance(warnings, list) else warnings
+            raise ForesizeError(
+                f"{self.url}{path} answered query {_short(query)!r} with warnings, so "
+                f"possibly partial data: {' '.join(str(said).split())[:200]}"
+            )
         return body.get("data")
 
     def _result(self, data: object, path: str, query: str = "") -> list[dict[str, Any]]:
@@ -323,6 +336,27 @@ class PrometheusReader:
         try:
             data = await self._get(session, "/api/v1/query", {"query": query, "time": repr(at)})
             return self._result(data, "/api/v1/query", query)
+        finally:
+            if own:
+                await session.close()
+
+    async def store_time(self, session: Any = None) -> float:
+        """The store's own clock: `time()` evaluated at the store's now (no `time`
+        parameter), to measure the skew between the store and this process."""
+        own = session is None
+        session = session or self._session()
+        try:
+            path = "/api/v1/query"
+            data = await self._get(session, path, {"query": "time()"})
+            result = data.get("result") if isinstance(data, dict) else None
+            try:
+                # Prometheus answers a scalar [t, "t"]; VictoriaMetrics a one-sample vector
+                # whose value is t less its -search.latencyOffset: its time is the clock.
+                if isinstance(result, list) and result and isinstance(result[0], dict):
+                    return float(result[0]["value"][0])
+                return float(result[0])  # type: ignore[index]
+            except (TypeError, ValueError, IndexError, KeyError):
+                raise self._wrong_shape(path, "time()") from None
         finally:
             if own:
                 await session.close()

@@ -20,6 +20,10 @@ The names and labels below are an interface: the alerts in the shipped Prometheu
 | foresize_loop_duration_seconds | histogram | (none) |
 | foresize_history_bad_values_total | counter | (none) |
 | foresize_history_recoveries_total | counter | (none) |
+| foresize_history_whole | gauge (0/1) | (none) |
+| foresize_history_store_failures_total | counter | operation (read/write) |
+| foresize_history_store_dropped_samples_total | counter | (none) |
+| foresize_history_store_skew_seconds | gauge | (none) |
 | foresize_webhook_bad_requests_total | counter | reason |
 | foresize_leader | gauge (0/1) | shard |
 | foresize_cache_synced | gauge (0/1) | (none) |
@@ -71,6 +75,10 @@ METRIC_NAMES = (
     "foresize_loop_duration_seconds",
     "foresize_history_bad_values_total",
     "foresize_history_recoveries_total",
+    "foresize_history_whole",
+    "foresize_history_store_failures_total",
+    "foresize_history_store_dropped_samples_total",
+    "foresize_history_store_skew_seconds",
     "foresize_webhook_bad_requests_total",
     "foresize_leader",
     "foresize_cache_synced",
@@ -214,6 +222,34 @@ class ForesizeMetrics:
         self.history_recoveries = Counter(
             "foresize_history_recoveries",
             "Damaged SQLite history files moved aside at start (an empty store replaced them).",
+            registry=r,
+        )
+        self.history_whole = Gauge(
+            "foresize_history_whole",
+            "1 while the usage history reads whole; 0 while the shared history store cannot "
+            "be read whole (down, refusing, partial, clock skew): suggestions are kept, not "
+            "recomputed, and the targets' HistoryIncomplete condition says why.",
+            registry=r,
+        )
+        self.history_whole.set(1)
+        self.history_store_failures = Counter(
+            "foresize_history_store_failures",
+            "Reads (query API) and writes (remote write) of the shared history store that "
+            "failed after their retries.",
+            ["operation"],
+            registry=r,
+        )
+        for operation in ("read", "write"):
+            self.history_store_failures.labels(operation)
+        self.history_store_dropped = Counter(
+            "foresize_history_store_dropped_samples",
+            "Collected samples dropped unsent: the shared store refused them for longer than "
+            "the outbox holds.",
+            registry=r,
+        )
+        self.history_store_skew = Gauge(
+            "foresize_history_store_skew_seconds",
+            "The shared history store's clock less this operator's, at its last read.",
             registry=r,
         )
         self.webhook_bad_requests = Counter(

@@ -78,7 +78,9 @@ class Threshold:
             return False
         if self.type != "absolute" and current <= 0:
             return True
-        limit = dict(self.absolute).get(resource)
+        # The last amount given for the resource, as a dict of the pairs would keep it
+        # (read without building one: the planner asks for every resource of every pod).
+        limit = next((v for r, v in reversed(self.absolute) if r == resource), None)
         return bool(clears(self.type, self.percent, limit, current, delta))
 
 

@@ -170,6 +170,21 @@ def format_resource_map(values: dict[str, int]) -> dict[str, str]:
 MIB = 2**20
 GIB = 2**30
 
+# Requests are rounded up to the resource's granularity (1m of CPU, 1Mi of memory), never
+# down: rounding down could cut below the quantile chosen. History stores keep float32
+# samples, so 0.3 cores reads back as 300.00001m; what lies below a thousandth of a
+# millicore, or a millionth of a MiB, is that noise and must not cost a whole unit (301m).
+REQUEST_UNIT = {CPU: 1.0, MEMORY: float(MIB)}  # canonical units: millicores, bytes
+UNIT_NOISE_DIGITS = {CPU: 3, MEMORY: 6}
+
+
+def round_up_to_unit(resource: str, value: float) -> int:
+    """`value` (millicores or bytes) rounded up to whole units of `resource`, float noise
+    ignored; the scalar form of `recommend.core.round_up`."""
+    unit = REQUEST_UNIT[resource]
+    return int(math.ceil(round(value / unit, UNIT_NOISE_DIGITS[resource]))) * int(unit)
+
+
 # The most usage any container can show. The biggest machines sold have ~900 vCPUs and
 # ~32 TiB; these limits sit above them and far below where arithmetic on the value misbehaves.
 # A reading above them is corrupt (a bit flip in the history store, a unit mistake, `1e308`

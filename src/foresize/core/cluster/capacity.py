@@ -33,7 +33,7 @@ preempts them). Pending placeholders claim no room.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from foresize.core.cluster.actions import ContainerResize
@@ -190,6 +190,16 @@ def pending_message(node: str, blocker: PendingNeed) -> str:
         f"upsize not sent: Pending pod {blocker.key} (priority {blocker.priority}) needs the "
         f"{format_resources(blocker.need)} {where}; it schedules first, waiting for capacity"
     )
+
+
+def _own_node_first(nodes: Mapping[str, object], own: str | None) -> Iterator[str]:
+    """The node names, the pod's own first: lazily, since the first node with room ends
+    the search (a list of every node per eviction grows with the square of the cluster)."""
+    if own is not None and own in nodes:
+        yield own
+    for name in nodes:
+        if name != own:
+            yield name
 
 
 class NodeLedger:
@@ -358,9 +368,7 @@ class NodeLedger:
         two evictions in one pass do not count on the same room."""
         nodes = self.snapshot.nodes
         own = pod_charge(pod)
-        order = [pod.node_name] if pod.node_name in nodes else []
-        order += [n for n in nodes if n != pod.node_name]
-        for name in order:
+        for name in _own_node_first(nodes, pod.node_name):
             node = nodes[name]
             if node.unschedulable or not node.ready:
                 continue

@@ -180,6 +180,7 @@ def _launcher(argv: list[str], name: str) -> int | None:
 _XMX = re.compile(r"-Xmx(.*)|-XX:MaxHeapSize=(.*)")
 _PCT = re.compile(r"-XX:MaxRAMPercentage=(.*)")
 _MAXRAM = re.compile(r"-XX:MaxRAM=(.*)")
+_XMS = re.compile(r"-Xms(.*)|-XX:InitialHeapSize=(.*)")
 
 
 def _env_words(env: dict[str, str | None], name: str) -> list[tuple[str, str]]:
@@ -209,6 +210,26 @@ def _jvm_options(
     return options + _env_words(env, "_JAVA_OPTIONS")
 
 
+def _last_flags(
+    options: list[tuple[str, str]], assumed: list[str]
+) -> tuple[dict[str, tuple[str, str]], bool]:
+    """The last value of each heap flag, (value, "FLAG in WHERE"), as the JVM takes them
+    (the last one wins; an overruled one is named in `assumed`), and UseContainerSupport."""
+    last: dict[str, tuple[str, str]] = {}
+    container_support = True
+    for word, where in options:
+        for key, pattern in (("xmx", _XMX), ("pct", _PCT), ("maxram", _MAXRAM), ("xms", _XMS)):
+            if m := pattern.fullmatch(word):
+                value = next(g for g in m.groups() if g is not None)
+                before = last.get(key)
+                if before is not None and before[0] != value:
+                    assumed.append(f"{before[1]} overridden by {word} in {where} (the last wins)")
+                last[key] = (value, f"{word} in {where}")
+        if word in ("-XX:-UseContainerSupport", "-XX:+UseContainerSupport"):
+            container_support = word[4] == "+"
+    return last, container_support
+
+
 def _jvm(
     argv: list[str], java_at: int | None, env: dict[str, str | None], assumed: list[str]
 ) -> HeapCeiling:
@@ -216,18 +237,17 @@ def _jvm(
         options = _jvm_options(argv, java_at, env, assumed)
     except _Bad as exc:
         return _unknown("jvm", str(exc), assumed)
-    last: dict[str, tuple[str, str]] = {}
-    container_support = True
-    for word, where in options:
-        for key, pattern in (("xmx", _XMX), ("pct", _PCT), ("maxram", _MAXRAM)):
-            if m := pattern.fullmatch(word):
-                value = next(g for g in m.groups() if g is not None)
-                last[key] = (value, f"{word} in {where}")
-        if word in ("-XX:-UseContainerSupport", "-XX:+UseContainerSupport"):
-            container_support = word[4] == "+"
+    last, container_support = _last_flags(options, assumed)
     try:
         if "xmx" in last:
             size = _jvm_size(*last["xmx"])
+            if "xms" in last and _jvm_size(*last["xms"]) > size:
+                # HotSpot refuses to start: "Initial heap size set to a larger value than
+                # the maximum heap size".
+                raise _Bad(f"{last['xms'][1]} is above {last['xmx'][1]}: the JVM does not start")
+            for key in ("pct", "maxram"):
+                if key in last:
+                    assumed.append(f"{last[key][1]} ignored: {last['xmx'][1]} sets the heap")
             return HeapCeiling("jvm", fixed=size, source=last["xmx"][1], assumed=tuple(assumed))
         percent = JVM_DEFAULT_MAX_RAM_PERCENTAGE
         source = "the JVM default MaxRAMPercentage=25"

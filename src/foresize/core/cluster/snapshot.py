@@ -36,6 +36,10 @@ DsaObject: TypeAlias = DaemonSetAutoscaler | KubeObject
 PolicyObject: TypeAlias = ClusterAIScalePolicy | KubeObject
 
 
+# A workload as the indexes key it: (namespace, kind, name).
+WorkloadKey: TypeAlias = tuple[str, str, str]
+
+
 def labels_match(selector: dict[str, str], labels: dict[str, str]) -> bool:
     """matchLabels only (`api.selectors`: an empty selector matches nothing)."""
     return selector_matches(selector, (), labels)
@@ -86,6 +90,15 @@ class ClusterSnapshot:
     admission_healthy: bool = True
     _by_node: dict[str, list[Pod]] | None = None
     _by_owner: dict[str, list[Pod]] | None = None
+    # The first HPA and the claims per workload (namespace, kind, name), with the list and
+    # the length each was built from (rebuilt when either differs): a planner asks once
+    # per target, and a scan of every HPA per target grows with the square of the cluster.
+    _hpa_index: (
+        tuple[list[HorizontalPodAutoscaler], int, dict[WorkloadKey, HorizontalPodAutoscaler]] | None
+    ) = None
+    _claim_index: tuple[list[VerticalClaim], int, dict[WorkloadKey, list[VerticalClaim]]] | None = (
+        None
+    )
 
     def workload(self, kind: str, namespace: str, name: str) -> Workload | None:
         return self.workloads.get(f"{kind}/{namespace}/{name}")
@@ -138,14 +151,26 @@ class ClusterSnapshot:
 
     def vertical_claim_for(self, kind: str, namespace: str, name: str) -> VerticalClaim | None:
         """The first (by kind and name) other vertical autoscaler acting on the workload."""
-        return claim_for(self.vertical_claims, kind, namespace, name)
+        if not self.vertical_claims:
+            return None
+        claims = self.vertical_claims
+        index = self._claim_index
+        if index is None or index[0] is not claims or index[1] != len(claims):
+            by_workload: dict[WorkloadKey, list[VerticalClaim]] = {}
+            for c in claims:
+                by_workload.setdefault((c.namespace, c.target_kind, c.target_name), []).append(c)
+            index = self._claim_index = (claims, len(claims), by_workload)
+        return claim_for(index[2].get((namespace, kind, name), []), kind, namespace, name)
 
     def hpa_for(self, workload: Workload) -> HorizontalPodAutoscaler | None:
-        for h in self.hpas:
-            if (
-                h.namespace == workload.namespace
-                and h.target_kind == workload.kind
-                and h.target_name == workload.name
-            ):
-                return h
-        return None
+        """The first HPA (in the snapshot's order) whose scaleTargetRef is the workload."""
+        if not self.hpas:
+            return None
+        hpas = self.hpas
+        index = self._hpa_index
+        if index is None or index[0] is not hpas or index[1] != len(hpas):
+            first: dict[WorkloadKey, HorizontalPodAutoscaler] = {}
+            for h in hpas:
+                first.setdefault((h.namespace, h.target_kind, h.target_name), h)
+            index = self._hpa_index = (hpas, len(hpas), first)
+        return index[2].get((workload.namespace, workload.kind, workload.name))

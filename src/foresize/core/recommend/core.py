@@ -21,9 +21,7 @@ from foresize.core.api.hysteresis import (
     Threshold,
     clears,
 )
-from foresize.core.api.quantity import MEMORY
-
-MIB = 2**20
+from foresize.core.api.quantity import MEMORY, REQUEST_UNIT, UNIT_NOISE_DIGITS
 
 # Mode -> quantile of the forecast distribution of the max over the horizon, for CPU.
 # Read them as "how often may the request be short": at the default 15-minute horizon a
@@ -387,12 +385,11 @@ def allocate_risk(
 
 
 def round_up(resource: str, values: np.ndarray) -> np.ndarray:
-    """Round requests up to the resource's granularity (CPU 1m, memory 1Mi): never down,
-    because rounding down could cut below the chosen quantile."""
+    """Round requests up to the resource's granularity (CPU 1m, memory 1Mi), float noise
+    ignored: the rule of `api.quantity.round_up_to_unit`, over arrays."""
+    unit = REQUEST_UNIT[resource]
     v = np.asarray(values, dtype=np.float64)
-    if resource == MEMORY:
-        return np.ceil(v / MIB) * MIB
-    return np.ceil(v)
+    return np.ceil(np.round(v / unit, UNIT_NOISE_DIGITS[resource])) * unit
 
 
 def passes_hysteresis(

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from foresize.core.api.quantity import CPU, MEMORY
+from foresize.core.api.quantity import CPU, MEMORY, MIB, round_up_to_unit
 from foresize.core.cluster.model import (
     Container,
     ContainerSuggestion,
@@ -37,7 +37,6 @@ from foresize.core.forecast.select import OnlineScores
 from foresize.core.recommend.core import (
     MEMORY_HEADROOM,
     MEMORY_PEAK_WINDOW,
-    MIB,
     memory_request,
     recent_peak,
     scheduled_cpu,
@@ -397,12 +396,8 @@ def significant_changes(
 
 
 def round_up_request(res: str, value: float) -> int:
-    """Round up to 1Mi / 1m, ignoring float noise (below a millionth of a MiB, a
-    thousandth of a millicore): stores keep float32 samples, so 0.3 cores reads back as
-    300.00001m, which is 300m, not 301m."""
-    if res == MEMORY:
-        return int(math.ceil(round(value / MIB, 6))) * MIB
-    return int(math.ceil(round(value, 3)))
+    """Round up to 1Mi / 1m, ignoring float noise (`api.quantity.round_up_to_unit`)."""
+    return round_up_to_unit(res, value)
 
 
 def bounded_request(

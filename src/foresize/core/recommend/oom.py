@@ -10,7 +10,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from foresize.core.recommend.core import DEFAULT_STABILIZATION, KILL_MEMORY, MIB
+from foresize.core.api.quantity import MIB
+from foresize.core.recommend.core import DEFAULT_STABILIZATION, KILL_MEMORY
 
 OOM_FACTOR = 1.2
 """At an OOM kill the memory floor is 1.2 x the larger of the request that was hit and the

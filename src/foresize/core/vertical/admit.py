@@ -22,7 +22,7 @@ from foresize.core.cluster.model import disruption_hold as model_disruption_hold
 from foresize.core.cluster.qos import pod_qos_class, spec_requests_with
 from foresize.core.vertical import limits
 from foresize.core.vertical.coming import forget, note_recreate, note_waiting
-from foresize.core.vertical.desired import allocated_containers, charge_delta, desired_containers
+from foresize.core.vertical.desired import allocated_containers, charge_delta
 from foresize.core.vertical.run import (
     EVICT,
     RELEASE,
@@ -261,7 +261,7 @@ def _need_recreated(c: Candidate) -> ResourceMap | None:
     """The requests the recreated pod will have (None: no suggestion, nothing to check)."""
     if c.run.suggestion is None:
         return None
-    containers, _ = desired_containers(c.pod, c.run.suggestion, c.run.skip)
+    containers, _ = c.run.desired(c.pod)
     # The scheduler's view of the new pod: sidecars, init containers and overhead included.
     need = spec_requests_with(c.pod, containers)
     return {r: v for r, v in need.items() if r in COMPUTE_RESOURCES}

@@ -14,7 +14,6 @@ from foresize.core.cluster.pending import (
     ComingSize,
     coming_size,
 )
-from foresize.core.vertical.desired import desired_containers
 from foresize.core.vertical.run import Candidate, PassContext, PodView, TargetRun
 
 
@@ -25,7 +24,7 @@ def note_recreate(c: Candidate, ctx: PassContext) -> None:
     run = c.run
     if run.suggestion is None:
         return
-    containers, _ = desired_containers(c.pod, run.suggestion, run.skip)
+    containers, _ = run.desired(c.pod)
     requests = {x.name: dict(x.resources.requests) for x in containers}
     boost = run.policy.startup_boost if CPU not in run.skip else None
     upper: dict[str, int | None] = {}

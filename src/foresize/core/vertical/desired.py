@@ -201,6 +201,7 @@ class KnownPod:
     suggestion: Suggestion | None = None
     thresholds: Thresholds | None = None
     change: PodChange | None = None
+    spec: SpecKey | None = None  # `spec_key(pod)`, once asked
 
 
 def known_pod(known: dict[str, KnownPod], pod: Pod) -> KnownPod:
@@ -216,6 +217,37 @@ def known_pod(known: dict[str, KnownPod], pod: Pod) -> KnownPod:
     return hit
 
 
+SpecKey = tuple[object, ...]
+
+
+def spec_key(pod: Pod) -> SpecKey:
+    """Everything of the pod's spec that `pod_change` reads, as a hashable value: each
+    container's name, requests, limits and resizePolicy; the init containers' resources
+    (the QoS class); the pod-level resources. The pods of one workload share their
+    template, so most of a target's pods share one key and one change. Dict items are
+    kept in their order, so pods that share a key get the very same patches."""
+    containers = []
+    for c in pod.containers:
+        r = c.resources
+        containers.append(
+            (c.name, *r.requests.items(), None, *r.limits.items(), None, *c.resize_policy.items())
+        )
+    inits = []
+    for c in pod.init_containers:
+        r = c.resources
+        inits.append((c.restart_policy, *r.requests.items(), None, *r.limits.items()))
+    res = pod.resources
+    pod_level = None if res is None else (*res.requests.items(), None, *res.limits.items())
+    return (*containers, None, *inits, None, pod_level)
+
+
+# Changes by spec for one target's pass: spec key and `only` -> (the suggestion and the
+# thresholds it was computed with, the change).
+SharedChanges = dict[
+    tuple[SpecKey, tuple[str, ...] | None], tuple[Suggestion, Thresholds, "PodChange | None"]
+]
+
+
 def known_pod_change(
     known: dict[str, KnownPod],
     pod: Pod,
@@ -224,15 +256,61 @@ def known_pod_change(
     scale_up: Threshold,
     scale_down: Threshold,
     only: tuple[str, ...] | None = None,
+    shared: SharedChanges | None = None,
 ) -> PodChange | None:
     """`pod_change`, computed once per pod object (`known_pod`) and suggestion object, and
-    again when the thresholds differ."""
+    again when the thresholds differ. With `shared` (one target's pass), a pod whose spec
+    another pod already had (`spec_key`) takes that pod's change: the change is a
+    function of the spec, the suggestion and the thresholds alone, and nobody edits one."""
     entry = known_pod(known, pod)
     thresholds = (skip, scale_up, scale_down, only)
     if entry.suggestion is not suggestion or entry.thresholds != thresholds:
-        entry.change = pod_change(pod, suggestion, skip, scale_up, scale_down, only)
+        if shared is None:
+            entry.change = pod_change(pod, suggestion, skip, scale_up, scale_down, only)
+        else:
+            key = (known_spec(known, pod), only)
+            hit = shared.get(key)
+            if hit is not None and hit[0] is suggestion and hit[1] == thresholds:
+                entry.change = hit[2]
+            else:
+                entry.change = pod_change(pod, suggestion, skip, scale_up, scale_down, only)
+                shared[key] = (suggestion, thresholds, entry.change)
         entry.suggestion, entry.thresholds = suggestion, thresholds
     return entry.change
+
+
+def known_spec(known: dict[str, KnownPod], pod: Pod) -> SpecKey:
+    """`spec_key`, computed once per pod object (`known_pod`)."""
+    entry = known_pod(known, pod)
+    if entry.spec is None:
+        entry.spec = spec_key(pod)
+    return entry.spec
+
+
+# The containers with one target's suggestion applied, by pod spec, for one pass: spec
+# key -> (the suggestion and the resources left alone it was computed with, the result).
+SharedDesired = dict[
+    SpecKey, tuple[Suggestion, "frozenset[str] | set[str]", "tuple[list[Container], str | None]"]
+]
+
+
+def shared_desired_containers(
+    shared: SharedDesired,
+    known: dict[str, KnownPod],
+    pod: Pod,
+    suggestion: Suggestion,
+    skip: frozenset[str] | set[str],
+) -> tuple[list[Container], str | None]:
+    """`desired_containers` once per pod spec (`spec_key`) of a target's pass, for callers
+    that read the resources only: a container left as it is may be another pod's (equal)
+    object here, so `is` tells nothing."""
+    key = known_spec(known, pod)
+    hit = shared.get(key)
+    if hit is not None and hit[0] is suggestion and hit[1] == skip:
+        return hit[2]
+    out = desired_containers(pod, suggestion, skip)
+    shared[key] = (suggestion, skip, out)
+    return out
 
 
 def known_in_flight(known: dict[str, KnownPod], pod: Pod) -> bool:

@@ -229,6 +229,37 @@ def claim_condition(run: TargetRun) -> dict[str, JSONValue] | None:
     return wanted
 
 
+HISTORY_CONDITION = "HistoryIncomplete"
+
+
+def history_condition(run: TargetRun) -> dict[str, JSONValue] | None:
+    """HistoryIncomplete as it should now read (True naming why the usage history cannot
+    be read whole, while the last suggestion stays in force; False once it reads whole
+    again), or None when the target's condition already says so (or it never was True):
+    a store that is always whole writes nothing."""
+    current = next((c for c in run.target_conditions if c.get("type") == HISTORY_CONDITION), None)
+    if run.history_problem is not None:
+        wanted: dict[str, JSONValue] = {
+            "type": HISTORY_CONDITION,
+            "status": "True",
+            "reason": "HistoryStoreUnreadable",
+            "message": f"{run.history_problem}; the last suggestion stays in force, no new "
+            "one is made from a partial history",
+        }
+    elif current is not None and current.get("status") == "True":
+        wanted = {
+            "type": HISTORY_CONDITION,
+            "status": "False",
+            "reason": "HistoryWhole",
+            "message": "the usage history reads whole",
+        }
+    else:
+        return None
+    if current is not None and all(current.get(k) == v for k, v in wanted.items()):
+        return None
+    return wanted
+
+
 # Set while a pod of the target carries a node autoscaler's opt-out annotation with a value
 # it would not recognise (treated as an opt-out: see `admit.disruption_hold`).
 ODD_ANNOTATION_CONDITION = "DisruptionAnnotationUnrecognised"

@@ -141,7 +141,14 @@ def _change(run: TargetRun, pod: Pod, only: tuple[str, ...] | None = None) -> Po
     pol = run.policy
     assert run.suggestion is not None
     return known_pod_change(
-        run.state.known, pod, run.suggestion, run.skip, pol.scale_up, pol.scale_down, only
+        run.state.known,
+        pod,
+        run.suggestion,
+        run.skip,
+        pol.scale_up,
+        pol.scale_down,
+        only,
+        run.changes_by_spec,
     )
 
 

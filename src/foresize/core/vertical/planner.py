@@ -42,6 +42,7 @@ from foresize.core.vertical.coming import note_deferred
 from foresize.core.vertical.guards import (
     TARGET_GUARDS,
     claim_condition,
+    history_condition,
     odd_annotation_conditions,
     open_gates,
     pod_level_conditions,
@@ -103,6 +104,7 @@ def plan(
         run = _start_run(target, new_state, suggestions, actions)
         if run is None:
             continue
+        run.history_problem = ctx.config.history_problem
         runs.append(run)
         _select_pods(run, snapshot, pods_by_ns)
     _refuse_overlaps(runs)
@@ -418,6 +420,7 @@ def _conditions(run: TargetRun) -> list[dict[str, JSONValue]] | None:
     base = changed if changed is not None else run.target_conditions
     for wanted in (
         claim_condition(run),  # another vertical autoscaler's claim on the workload
+        history_condition(run),  # the shared history store cannot be read whole
         limits.condition(run, base),  # maintenance windows that cannot be read
     ):
         if wanted is not None:

@@ -93,6 +93,10 @@ class WorkerConfig:
     # machine's (`adapters.timezones`); without one only UTC is known, and a window in any
     # other zone never opens (the safe side, said in the target's status).
     time_zones: TimeZones = UTC_ONLY
+    # Why the usage history cannot be read whole this pass (a shared store down, refusing,
+    # partial, skewed), or None: the pass then plans no new suggestion, acts on the last
+    # ones, and each target's HistoryIncomplete condition says why (`guards`).
+    history_problem: str | None = None
 
 
 def policy_of(target: TargetObject) -> TargetView:

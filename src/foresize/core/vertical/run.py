@@ -9,12 +9,17 @@ from typing import TYPE_CHECKING, Any
 from foresize.core.cluster.actions import ContainerResize, EmitEvent
 from foresize.core.cluster.boost import PodCpuWindow
 from foresize.core.cluster.capacity import format_resources
-from foresize.core.cluster.model import Pod, Suggestion
+from foresize.core.cluster.model import Container, Pod, Suggestion
 from foresize.core.cluster.pending import ComingSize
 from foresize.core.cluster.snapshot import ClusterSnapshot
 from foresize.core.cluster.target import TargetView
 from foresize.core.cluster.windows import UTC_ONLY, MaintenancePolicy, TimeZones
-from foresize.core.vertical.desired import PodChange
+from foresize.core.vertical.desired import (
+    PodChange,
+    SharedChanges,
+    SharedDesired,
+    shared_desired_containers,
+)
 from foresize.core.vertical.policy import WorkerConfig
 from foresize.core.vertical.state import EvictionBucket, StallRecord, TargetState
 
@@ -97,6 +102,7 @@ class TargetRun:
     held_for_webhook: int = 0  # evictions held while the pod webhook is not serving
     overlaps: list[str] = field(default_factory=list)  # targets claiming our selected pods
     notes: list[str] = field(default_factory=list)
+    history_problem: str | None = None  # `WorkerConfig.history_problem` of the pass
     boosting: int = 0  # pods in their start-up boost (`vertical.boost`)
     # pod -> why its memory raise waits for (or makes) its restart: a heap sized at start
     waiting_restart: dict[str, str] = field(default_factory=dict)
@@ -106,6 +112,17 @@ class TargetRun:
     pod_level_left: list[str] = field(default_factory=list)  # pods with pod-level resources
     claimed_by: str = ""  # other vertical autoscalers acting on the workload (described)
     limits: Limits | None = None  # windows and budgets this pass (`vertical.limits`)
+    # The pass's changes by pod spec (`desired.known_pod_change`): computed once per spec.
+    changes_by_spec: SharedChanges = field(default_factory=dict)
+    desired_by_spec: SharedDesired = field(default_factory=dict)
+
+    def desired(self, pod: Pod) -> tuple[list[Container], str | None]:
+        """The pod's containers with the suggestion applied, once per pod spec
+        (`desired.shared_desired_containers`: values only, not object identity)."""
+        assert self.suggestion is not None
+        return shared_desired_containers(
+            self.desired_by_spec, self.state.known, pod, self.suggestion, self.skip
+        )
 
     def target_event(self, reason: str, message: str, type_: str = "Normal") -> None:
         p = self.policy

@@ -64,6 +64,9 @@ def build_snapshot(pods: int, targets: int, nodes: int, seed: int = 7):  # type:
                         "namespace": ns,
                         "uid": f"t-{t}",
                         "generation": 1,
+                        # As every object from an API server carries one: the pass reads
+                        # an unchanged target once (`cluster.target`, keyed by it).
+                        "resourceVersion": str(1000 + t),
                     },
                     "spec": {
                         "scaleTargetRef": {"kind": "Deployment", "name": name},

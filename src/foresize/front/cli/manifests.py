@@ -156,9 +156,22 @@ def operator(
     image: str,
     replicas: int = 2,
     history: dict[str, Any] | None = None,
+    store: tuple[str, str | None] | None = None,
 ) -> list[dict[str, Any]]:
     """The operator's objects. `history`: the claim template of its history volume
-    (`history_claim()` by default); None with `history_volume=False` in `build`: an emptyDir."""
+    (`history_claim()` by default); None with `history_volume=False` in `build`: an emptyDir.
+    `store`: (query URL, remote-write URL or None) of a shared history store: the history
+    is read from it, no SQLite file, no claim."""
+    if store is not None:
+        history = None
+    history_env = (
+        [{"name": "FORESIZE_HISTORY_DB", "value": HISTORY_DB}]
+        if store is None
+        else [
+            {"name": "FORESIZE_HISTORY_STORE", "value": store[0]},
+            *([{"name": "FORESIZE_HISTORY_STORE_WRITE", "value": store[1]}] if store[1] else []),
+        ]
+    )
     env = [
         {
             "name": "FORESIZE_NAMESPACE",
@@ -171,7 +184,7 @@ def operator(
         {"name": "FORESIZE_PAUSE_CONFIGMAP", "value": PAUSE_CONFIGMAP},
         {"name": "FORESIZE_WEBHOOK_PORT", "value": str(WEBHOOK_PORT)},
         {"name": "FORESIZE_METRICS_PORT", "value": str(METRICS_PORT)},
-        {"name": "FORESIZE_HISTORY_DB", "value": HISTORY_DB},
+        *history_env,
     ]
     # The probes go to the metrics port, a listener of its own: the webhook port's
     # connection cap is shared with whoever can reach it, and a client holding it full
@@ -403,6 +416,8 @@ def build(
     history_volume: bool = True,
     history_size: str = HISTORY_SIZE,
     history_storage_class: str = "",
+    history_store: str = "",
+    history_store_write: str = "",
 ) -> list[dict[str, Any]]:
     """The objects of one section (or all of them, CRDs first)."""
     from foresize.core.api.crd import all_crds
@@ -422,10 +437,19 @@ def build(
     if section in ("all", "operator") and not image:
         raise ForesizeError(IMAGE_REQUIRED)
     history = _history_claim(history_volume, history_size, history_storage_class)
+    for flag, url in (
+        ("--history-store", history_store),
+        ("--history-store-write", history_store_write),
+    ):
+        if url and not url.startswith(("http://", "https://")):
+            raise ForesizeError(f"{flag}: {url!r} is not an http:// or https:// URL")
+    if history_store_write and not history_store:
+        raise ForesizeError("--history-store-write needs --history-store")
+    store = (history_store, history_store_write or None) if history_store else None
     parts = {
         "crds": all_crds,
         "rbac": lambda: rbac(namespace),
-        "operator": lambda: operator(namespace, image or "", replicas, history),
+        "operator": lambda: operator(namespace, image or "", replicas, history, store),
         "webhooks": lambda: webhooks(namespace),
         "monitoring": lambda: monitoring(namespace),
         "networkpolicy": lambda: network_policy(namespace),
@@ -487,6 +511,14 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         history_storage_class: str = typer.Option(
             "", help="StorageClass of the history claims (default: the cluster's default)."
         ),
+        history_store: str = typer.Option(
+            "",
+            help="The history on a shared Prometheus-compatible store (its query API URL) "
+            "instead of a SQLite file per replica: no claims (docs/operator.md).",
+        ),
+        history_store_write: str = typer.Option(
+            "", help="Remote-write URL of that store (default: <URL>/api/v1/write)."
+        ),
     ) -> None:
         """Print the install manifests as YAML (`foresize manifests | kubectl apply -f -`)."""
         import yaml
@@ -499,5 +531,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             history_volume=history_volume,
             history_size=history_size,
             history_storage_class=history_storage_class,
+            history_store=history_store,
+            history_store_write=history_store_write,
         )
         typer.echo(yaml.safe_dump_all(docs, sort_keys=False), nl=False)

@@ -85,6 +85,21 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             env="FORESIZE_HISTORY_DB",
             help="SQLite history file (survives restarts); default: in memory.",
         ),
+        history_store: str = opt(
+            None,
+            "--history-store",
+            env="FORESIZE_HISTORY_STORE",
+            help="A shared Prometheus-compatible store (Prometheus, VictoriaMetrics, Thanos, "
+            "Mimir) for the history: its query API base URL. Every replica reads it; the "
+            "holder of shard 0 remote-writes what it collects.",
+        ),
+        history_store_write: str = opt(
+            None,
+            "--history-store-write",
+            env="FORESIZE_HISTORY_STORE_WRITE",
+            help="Remote-write URL of the history store (default: <--history-store>/api/v1/"
+            "write; Mimir: .../api/v1/push; empty: never write).",
+        ),
         prometheus: str = opt(
             None,
             "--prometheus",
@@ -286,6 +301,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             )
         if bool(tls_cert) != bool(tls_key):
             raise ForesizeError("--tls-cert and --tls-key go together")
+        _check_history_store(history_store, history_store_write, history_db, prometheus)
         if kubeconfig and not server and not os.path.exists(kubeconfig.split(os.pathsep)[0]):
             raise ForesizeError(f"--kubeconfig: {kubeconfig}: no such file")
         from foresize.core.vertical.policy import parse_exclude_selector
@@ -325,6 +341,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             cert_manager=cert_manager,
             prometheus=prometheus,
             history_db=history_db,
+            history_store=history_store,
+            history_store_write=history_store_write,
+            history_store_interval=collect_interval_s,
             pause_configmap=pause_configmap,
             lease_duration=lease_duration_s,
             lease_renew_deadline=lease_renew_deadline_s,
@@ -416,3 +435,21 @@ def headroom_config(
         pod_requests=requests,
         max_replicas=max_pods,
     )
+
+
+def _check_history_store(
+    store: str | None, write: str | None, history_db: str | None, prometheus: str | None
+) -> None:
+    """--history-store and --history-store-write: URLs, and not beside another history."""
+    from foresize.core.errors import ForesizeError
+
+    if store is not None:
+        if history_db or prometheus:
+            other = "--history-db" if history_db else "--prometheus"
+            raise ForesizeError(f"--history-store: give it or {other}, not both")
+        if not store.startswith(("http://", "https://")):
+            raise ForesizeError(f"--history-store: {store!r} is not an http:// or https:// URL")
+    if write and not write.startswith(("http://", "https://")):
+        raise ForesizeError(f"--history-store-write: {write!r} is not an http:// or https:// URL")
+    if write is not None and store is None:
+        raise ForesizeError("--history-store-write needs --history-store")

@@ -15,9 +15,25 @@ from foresize.shells.kube.options import OperatorOptions
 from foresize.shells.kube.probes import Health
 
 
-def open_history(opts: OperatorOptions, metrics: Any = None) -> Any:
-    """The recommender's history: SQLite with --history-db (survives restarts), else memory.
-    A damaged SQLite file is moved aside and replaced by an empty store (logged, counted)."""
+def open_history(opts: OperatorOptions, metrics: Any = None, shards: Any = None) -> Any:
+    """The recommender's history: a shared Prometheus-compatible store with
+    --history-store (every replica reads it; the holder of shard 0 writes what is
+    collected), SQLite with --history-db (survives restarts), else memory. A damaged
+    SQLite file is moved aside and replaced by an empty store (logged, counted)."""
+    if opts.history_store:
+        from foresize.adapters.history.prometheus import PrometheusReader
+        from foresize.adapters.history.remote_write import RemoteWriter
+        from foresize.adapters.history.shared import SharedHistory
+
+        url = opts.history_store.rstrip("/")
+        write = opts.history_store_write
+        write_url = f"{url}/api/v1/write" if write is None else write
+        return SharedHistory(
+            PrometheusReader(url, refuse_partial=True),
+            RemoteWriter(write_url) if write_url else None,
+            stale_after=max(600.0, 5 * opts.history_store_interval),
+            writes=(lambda: shards.holds(0)) if shards is not None else (lambda: True),
+        )
     if opts.history_db:
         from foresize.adapters.history.maintenance import open_store
 
@@ -95,7 +111,7 @@ def build_components(opts: OperatorOptions, stop: asyncio.Event) -> Components:
     )
     executor = KubeExecutor(api, pod_lookup=state.pod, instance=identity)
     informers = Informers([Informer(api, state, w) for w in WATCHED])
-    store = open_history(opts, metrics)
+    store = open_history(opts, metrics, shards)
     # Written by the collector on this loop, read by the pass in its worker thread.
     history = Locked(store)
     dsa_window = Locked(UsageWindow())

@@ -47,6 +47,7 @@ from foresize.shells.kube.supervision import (
 from foresize.shells.kube.tasks import (
     PrometheusHistory,
     control_loop,
+    follow_history_store,
     follow_server_version,
     run_kopf,
     wait_for_api,
@@ -80,6 +81,13 @@ def _start_tasks(
     for informer_task in parts.informers.tasks(stop):
         supervisor.adopt(informer_task)
     supervisor.start(_versioned_start(parts, opts, stop, reinstall_signals), "kopf")
+    if opts.history_store:
+        supervisor.start(
+            follow_history_store(
+                parts.store, parts.history, parts.metrics, stop, opts.history_store_interval
+            ),
+            "history store",
+        )
     if opts.prometheus:
         loader = PrometheusHistory(opts.prometheus, parts.history)
         supervisor.start(loader.run(stop, opts.suggest_interval), "prometheus history")

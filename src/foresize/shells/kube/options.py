@@ -49,5 +49,11 @@ class OperatorOptions:
     cert_manager: bool = False
     prometheus: str | None = None
     history_db: str | None = None  # SQLite history file (default: in memory)
+    # A shared Prometheus-compatible store for the history (HA, large clusters): its query
+    # API base URL, and where remote write goes (default: <url>/api/v1/write; "" = none,
+    # for a read-only store such as Thanos Query fed by other means).
+    history_store: str | None = None
+    history_store_write: str | None = None
+    history_store_interval: float = 60.0  # between reads (and writes) of the store
     pause_configmap: str = "foresize-pause"
     shutdown_grace: float = 5.0  # seconds the tasks get to stop before they are cancelled

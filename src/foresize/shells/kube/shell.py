@@ -236,6 +236,23 @@ class KubeShell:
                     key, resource, requested, float(used[np.isfinite(used)][-1])
                 )
 
+    def _history_for_pass(self, now: float) -> Any:
+        """The history the pass reads, or None while it cannot be read whole (a shared
+        store down, refusing, partial, skewed: `adapters.history.shared`): the pass then
+        makes no new suggestion and no horizontal decision from it, the vertical planner
+        acts on the last suggestions, each target's HistoryIncomplete condition says why,
+        and `foresize_history_whole` is 0. The embedded stores are always whole."""
+        problem = self.history.problem(now) if hasattr(self.history, "problem") else None
+        worker = self.config.worker or WorkerConfig(time_zones=SYSTEM_ZONES)
+        if problem != worker.history_problem:
+            if problem is not None:
+                log.warning("usage history not whole, keeping the last suggestions: %s", problem)
+            else:
+                log.info("usage history reads whole again")
+        self.config.worker = dataclasses.replace(worker, history_problem=problem)
+        self.metrics.history_whole.set(0 if problem else 1)
+        return None if problem is not None else self.history
+
     def _record_ooms(self, snap: ClusterSnapshot) -> None:
         """OOM kills seen this pass go into the history, where the recommender's OOM
         remediation reads them (keyed by workload and container, like usage)."""
@@ -268,12 +285,13 @@ class KubeShell:
         # Before any action: every counter this pass may count first exists at 0.
         self.recorder.declare(full, snap, now)
         self.config.reconcile_templates = self._reconciles_templates()
+        history = self._history_for_pass(now)
         plan = functools.partial(
             self.planner,
             snap,
             now,
             self.pass_state,
-            self.history,
+            history,
             self.config,
             full=full,
             dsa_usage=self.dsa_window,

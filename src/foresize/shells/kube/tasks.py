@@ -64,6 +64,39 @@ class PrometheusHistory:
                 await asyncio.wait_for(stop.wait(), interval)
 
 
+async def follow_history_store(
+    store: Any, history: Any, metrics: Any, stop: asyncio.Event, interval: float
+) -> None:
+    """The shared history store (`adapters.history.shared`), every `interval` s: send what
+    was collected since (the holder of shard 0 only: `SharedHistory.writes`), then read
+    what the store holds since the last read. A failed read leaves the history not whole
+    (the pass keeps the last suggestions); a failed write keeps the samples for the next
+    attempt, up to the outbox's bound. Neither ever stops the operator."""
+    from foresize.adapters.history.shared import refresh
+
+    while not stop.is_set():
+        outbox = history.take_outbox()
+        try:
+            await store.push(outbox)
+        except Exception as exc:
+            history.requeue(outbox)
+            metrics.history_store_failures.labels("write").inc()
+            log.warning("remote write to the history store failed: %s", exc)
+        dropped = store.dropped_samples - store.dropped_reported
+        if dropped > 0:
+            metrics.history_store_dropped.inc(dropped)
+            store.dropped_reported = store.dropped_samples
+        problem = await refresh(history, store, time.time())
+        if problem is not None:
+            metrics.history_store_failures.labels("read").inc()
+            log.warning("reading the history store failed: %s", problem)
+        metrics.history_store_skew.set(store.skew)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), interval)
+    with contextlib.suppress(Exception):  # what the last interval collected, once more
+        await asyncio.wait_for(store.push(history.take_outbox()), 5.0)
+
+
 async def watch_pause(
     api: Any, state: Any, opts: OperatorOptions, stop: asyncio.Event, period: float = 10.0
 ) -> None:
