@@ -65,6 +65,18 @@ def test_a_chain_longer_than_max_chain_is_refused():
     assert problem == f"spec.policy: chain longer than {MAX_CHAIN}"
 
 
+def test_a_change_that_makes_a_chain_starting_from_it_too_long_is_refused():
+    """p0 -> ... -> p7 is MAX_CHAIN deep; p7 starting from a new base makes p0's chain
+    one longer: refused on p7, naming p0 (p7's own chain is two deep)."""
+    chain = [policy(f"p{i}", policy=f"p{i + 1}") for i in range(MAX_CHAIN - 1)]
+    known = index(*chain, policy(f"p{MAX_CHAIN - 1}"), policy("base"))
+    assert validate_policy(policy(f"p{MAX_CHAIN - 1}", preset="cost"), known) == []
+    (problem,) = validate_policy(policy(f"p{MAX_CHAIN - 1}", policy="base"), known)
+    assert problem == (
+        f"spec.policy: makes the chain of ClusterAIScalePolicy p0 longer than {MAX_CHAIN}"
+    )
+
+
 def test_a_target_naming_a_policy_that_does_not_exist_is_refused_only_where_known():
     obj = target(policy="team", vertical={"mode": "autonomous"})
     assert validate_target(obj, index()) == [

@@ -78,3 +78,33 @@ def test_a_cycle_across_files_and_an_unknown_preset_are_errors(tmp_path: Path):
     message = errors(run(str(a), str(b)))
     assert f"{a}:5: spec.policy: cycle a -> b -> a" in message
     assert f"{b}:5: spec.policy: cycle b -> a -> b" in message
+
+
+NAMESPACE = """\
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: shop
+  labels:
+    foresize.io/policy: {name}
+"""
+
+
+def test_a_namespace_label_must_name_a_policy_of_the_files_given(tmp_path: Path):
+    (tmp_path / "policies.yaml").write_text(POLICIES)
+    ns = tmp_path / "ns.yaml"
+    ns.write_text(NAMESPACE.format(name="team"))
+    result = run(str(ns), str(tmp_path / "policies.yaml"))
+    assert result.exit_code == 0, result.output
+    assert "2 Foresize objects valid" in result.output
+    ns.write_text(NAMESPACE.format(name="teem"))
+    message = errors(run(str(ns), str(tmp_path / "policies.yaml")))
+    assert (
+        f"{ns}:6: metadata.labels.foresize.io/policy: ClusterAIScalePolicy 'teem' does not "
+        "exist (not defined in any file given)"
+    ) in message
+    # A Namespace without the label is another document: skipped, as before.
+    ns.write_text("apiVersion: v1\nkind: Namespace\nmetadata: {name: plain}\n")
+    result = run(str(ns), str(tmp_path / "policies.yaml"))
+    assert result.exit_code == 0, result.output
+    assert "1 Foresize objects valid" in result.output

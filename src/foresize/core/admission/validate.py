@@ -23,7 +23,7 @@ from foresize.core.api.access import first as get
 from foresize.core.api.cluster_policy import ClusterAIScalePolicy
 from foresize.core.api.duration import shown
 from foresize.core.api.types import KINDS, format_validation_error
-from foresize.core.cluster.policies import PolicyIndex, Problem, policy_layers
+from foresize.core.cluster.policies import MAX_CHAIN, PolicyIndex, Problem, policy_layers
 from foresize.core.cluster.target_fields import normalise_kind
 from foresize.core.cluster.windows import TimeZones, read_maintenance, window_problems
 from foresize.core.errors import ForesizeError
@@ -90,7 +90,8 @@ def validate_policy(
     """Problems with a ClusterAIScalePolicy: the API model's rules (an unknown preset is
     named in `spec.preset`), and, where the cluster's policies are known, the chain it
     starts (`spec.policy`) with the object in place of the one of its name: every policy
-    in it exists, no cycle, at most MAX_CHAIN deep."""
+    in it exists, no cycle, at most MAX_CHAIN deep; and no chain of a policy that starts
+    from it grows longer than MAX_CHAIN."""
     try:
         problems = model_errors(obj, "ClusterAIScalePolicy") or window_errors(obj, zones)
         if problems:
@@ -118,10 +119,29 @@ def policy_chain_errors(obj: object, policies: PolicyIndex | None) -> list[str]:
     )
     found = policy_layers(name, trial, "cluster")
     if not isinstance(found, Problem):
-        return []
+        return _lengthened(name, policies, trial)
     own = f"ClusterAIScalePolicy {name}: "
     message = found.message.removeprefix(own)
     return [message if message.startswith("spec.policy: ") else f"spec.policy: {message}"]
+
+
+def _lengthened(name: str, before: PolicyIndex, after: PolicyIndex) -> list[str]:
+    """The policies that start from `name` (directly or further down) whose chain the
+    change makes longer than MAX_CHAIN: their chain was applied, it would no longer be
+    (a cycle always runs through the changed policy, so its own chain finds it)."""
+    too_long = f"chain longer than {MAX_CHAIN}"
+    return [
+        f"spec.policy: makes the chain of ClusterAIScalePolicy {other} longer than {MAX_CHAIN}"
+        for other in sorted(after.valid)
+        if other != name
+        and _chain_problem(other, after, too_long)
+        and not _chain_problem(other, before, too_long)
+    ]
+
+
+def _chain_problem(name: str, index: PolicyIndex, text: str) -> bool:
+    found = policy_layers(name, index, "cluster")
+    return isinstance(found, Problem) and text in found.message
 
 
 def validate_daemonset_autoscaler(obj: object, index: AdmissionIndex | None = None) -> list[str]:

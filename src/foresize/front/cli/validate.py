@@ -62,6 +62,11 @@ def validate_files(paths: list[str]) -> tuple[int, int, list[str]]:
             text = read_text(path)
             for _, obj, lines in iter_documents_with_lines(text, path):
                 api_version = obj.get("apiVersion", "") if isinstance(obj, dict) else ""
+                if _labelled_namespace(obj):
+                    # Its label names a policy: checked with the targets' references.
+                    checked += 1
+                    found.append((path, obj, lines, [], True))
+                    continue
                 if not str(api_version).startswith(f"{GROUP}/"):
                     skipped += obj is not None
                     continue
@@ -92,12 +97,15 @@ def validate_files(paths: list[str]) -> tuple[int, int, list[str]]:
 
 def policy_reference_errors(obj: dict[str, Any], index: Any) -> list[str]:
     """The policies a valid object names in `spec.policy` (a target, a policy, a template's
-    target) are defined in the files given, with no cycle and no chain longer than the
-    operator applies (the webhook's rules, `core.admission.validate`)."""
+    target) or a Namespace in its `foresize.io/policy` label are defined in the files
+    given, with no cycle and no chain longer than the operator applies (the webhook's
+    rules, `core.admission.validate`)."""
     from foresize.core.admission.validate import named_policy_errors, policy_chain_errors
 
     kind = obj.get("kind")
-    if kind == "ClusterAIScalePolicy":
+    if kind == "Namespace":
+        problems = namespace_label_errors(obj, index)
+    elif kind == "ClusterAIScalePolicy":
         problems = policy_chain_errors(obj, index)
     elif kind == "AIScaleTarget":
         problems = named_policy_errors(obj, index)
@@ -108,6 +116,34 @@ def policy_reference_errors(obj: dict[str, Any], index: Any) -> list[str]:
         problems = []
     where = " (not defined in any file given)"
     return [p + where if "does not exist" in p else p for p in problems]
+
+
+def _labelled_namespace(obj: object) -> bool:
+    from foresize.core.api.cluster_policy import POLICY_LABEL
+
+    if not isinstance(obj, dict) or obj.get("kind") != "Namespace" or obj.get("apiVersion") != "v1":
+        return False
+    labels = (
+        (obj.get("metadata") or {}).get("labels") if isinstance(obj.get("metadata"), dict) else None
+    )
+    return isinstance(labels, dict) and POLICY_LABEL in labels
+
+
+def namespace_label_errors(obj: dict[str, Any], index: Any) -> list[str]:
+    """A Namespace's `foresize.io/policy` label names a policy the files define, whose chain
+    the operator can apply (else its targets fall back to the cluster default)."""
+    from foresize.core.api.cluster_policy import POLICY_LABEL
+    from foresize.core.cluster.policies import Problem, policy_layers
+
+    field = f"metadata.labels.{POLICY_LABEL}"
+    named = obj["metadata"]["labels"][POLICY_LABEL]
+    if not isinstance(named, str) or not named:
+        return [f"{field}: a policy name (a string), not {named!r}"]
+    found = policy_layers(named, index, "namespace", named_by=f"{field}: ")
+    if not isinstance(found, Problem):
+        return []
+    message = found.message
+    return [message if message.startswith(f"{field}: ") else f"{field}: {message}"]
 
 
 # "spec.vertical.containers[0].cpu: ..." - a problem that starts with the field it is about.
@@ -128,9 +164,9 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
     ) -> None:
         """Check AIScaleTargets, DaemonSetAutoscalers, ClusterAIScaleTemplates and
         ClusterAIScalePolicies in YAML files offline: the same defaults and rules as the
-        CRDs and the validating webhook; a policy named in `spec.policy` must be defined in
-        one of the files given. Errors name file, line and field. Other documents are
-        skipped."""
+        CRDs and the validating webhook; a policy named in `spec.policy` or a Namespace's
+        `foresize.io/policy` label must be defined in one of the files given. Errors name
+        file, line and field. Other documents are skipped."""
         from foresize.core.errors import ForesizeError
 
         checked, skipped, errors = validate_files(files)
