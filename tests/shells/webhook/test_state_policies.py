@@ -2,15 +2,20 @@
 Namespaces in the state file make the index hold the targets' effective spec (a pod is
 admitted at the size the policy in force gives it, as the operator's pass would size it),
 the validating webhook checks policy names against the file's policies, and a Namespace
-whose labels are not strings is an error naming the document."""
+whose labels are not strings is an error naming the document; hostile policy and Namespace
+documents are read or refused, a line a problem naming file and document (fuzzed: the file
+crosses a trust boundary)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from foresize.core.admission.review import review_pod, review_target
 from foresize.core.errors import ForesizeError
@@ -87,3 +92,55 @@ def test_bad_hierarchy_documents_are_errors_naming_the_document(
     with pytest.raises(ForesizeError, match="document 2") as raised:
         load_state_file(path)
     assert message in str(raised.value)
+
+
+JUNK: Any = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats() | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+POLICY_NAMES = st.sampled_from(["default", "team", "missing", "", "Bad_Name", "x" * 300])
+SPECS = st.fixed_dictionaries(
+    {},
+    optional={
+        "preset": st.sampled_from(["cost", "performance", "cheap", 3]),
+        "policy": POLICY_NAMES,
+        "vertical": st.fixed_dictionaries(
+            {"containers": st.lists(st.fixed_dictionaries({"name": st.just("*"), "cpu": JUNK}))}
+        )
+        | JUNK,
+    },
+)
+LABELS = st.dictionaries(
+    st.sampled_from(["foresize.io/policy", "team", ""]), POLICY_NAMES | JUNK, max_size=2
+)
+
+
+@settings(
+    max_examples=80,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    specs=st.lists(st.tuples(POLICY_NAMES, SPECS | JUNK), max_size=3),
+    labels=LABELS | JUNK,
+)
+def test_hostile_policies_and_namespaces_are_read_or_refused_naming_the_document(
+    tmp_path: Path, specs: list[tuple[str, Any]], labels: Any
+):
+    path = tmp_path / "state.json"
+    docs = [target_manifest(suggestion=SUG, containers=[]), namespace("shop", labels)]
+    docs += [policy(name, spec) for name, spec in specs]
+    path.write_text(json.dumps(docs))
+    try:
+        index = load_state_file(path)
+    except ForesizeError as exc:
+        # One line a problem, each naming the file and the document (never a traceback).
+        lines = str(exc).splitlines()
+        assert lines and all(line.startswith(f"{path} (document ") for line in lines), lines
+        return
+    answer = review_pod(review(pod_json()), index, 0.0)["response"]
+    assert answer["allowed"] is True  # the pod webhook never blocks a pod
