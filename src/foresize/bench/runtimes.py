@@ -53,6 +53,13 @@ def _non_heap(t: np.ndarray) -> np.ndarray:
     return (300 - 150 * t / (JVM_DAYS * 86400)) * MIB
 
 
+def _write_trace(path: Path, t: np.ndarray, values: np.ndarray, value_format: str = ".6g") -> None:
+    """A `ts,value` trace file, as the scenarios' `trace` generator reads them (bytes are
+    written whole, `.0f`: six significant digits would round a heap)."""
+    lines = ["ts,value", *(f"{a:.0f},{b:{value_format}}" for a, b in zip(t, values, strict=True))]
+    path.write_text("\n".join(lines) + "\n")
+
+
 def _jvm_demand(t: np.ndarray) -> np.ndarray:
     heap_used = np.where(t < HEAP_FILLS_AT, 0.5 * HEAP, HEAP)
     return heap_used + _non_heap(t)
@@ -60,8 +67,7 @@ def _jvm_demand(t: np.ndarray) -> np.ndarray:
 
 def _jvm_scenario(folder: Path) -> dict[str, Any]:
     t = np.arange(0.0, JVM_DAYS * 86400 + TRACE_STEP, TRACE_STEP)
-    lines = ["ts,value", *(f"{a:.0f},{b:.0f}" for a, b in zip(t, _jvm_demand(t), strict=True))]
-    (folder / "jvm-memory.csv").write_text("\n".join(lines) + "\n")
+    _write_trace(folder / "jvm-memory.csv", t, _jvm_demand(t), ".0f")
     return {
         "name": "jvm-fixed-heap",
         "nodes": [{"name": "n", "count": 2, "cpu": "4", "memory": "16Gi"}],
@@ -287,8 +293,7 @@ def _cron_traces(folder: Path) -> None:
     cpu = np.where(inside, share_cpu * peaks_cpu[idx], 0.0)
     mem = np.where(inside, share_mem * peaks_mem[idx], 0.0)
     for name, values in (("cron-cpu.csv", cpu), ("cron-memory.csv", mem)):
-        lines = ["ts,value", *(f"{a:.0f},{b:.6g}" for a, b in zip(t, values, strict=True))]
-        (folder / name).write_text("\n".join(lines) + "\n")
+        _write_trace(folder / name, t, values)
 
 
 def _cron_scenario(folder: Path) -> dict[str, Any]:

@@ -164,6 +164,11 @@ class ClusterSnapshot:
 
     def hpa_for(self, workload: Workload) -> HorizontalPodAutoscaler | None:
         """The first HPA (in the snapshot's order) whose scaleTargetRef is the workload."""
+        return self.hpa_naming(workload.namespace, workload.kind, workload.name)
+
+    def hpa_naming(self, namespace: str, kind: str, name: str) -> HorizontalPodAutoscaler | None:
+        """The first HPA whose scaleTargetRef names kind/name in namespace, whether or not
+        that workload exists (an HPA naming a missing target is reported)."""
         if not self.hpas:
             return None
         hpas = self.hpas
@@ -173,4 +178,4 @@ class ClusterSnapshot:
             for h in hpas:
                 first.setdefault((h.namespace, h.target_kind, h.target_name), h)
             index = self._hpa_index = (hpas, len(hpas), first)
-        return index[2].get((workload.namespace, workload.kind, workload.name))
+        return index[2].get((namespace, kind, name))

@@ -90,7 +90,7 @@ def plan_coordination(
         view = found
         wl = snapshot.workload(view.ref_kind, view.namespace, view.ref_name)
         if wl is None:
-            orphan = _hpa_naming(snapshot, view)
+            orphan = snapshot.hpa_naming(view.namespace, view.ref_kind, view.ref_name)
             if orphan is not None:  # the worker reports the missing workload itself
                 write.status["coordination"] = _record(
                     "Ignored",
@@ -217,18 +217,6 @@ def coordinated_replicas_at(
         return None
     pair = _decide(found, wl, hpa, load, None, load)
     return pair.replicas if pair is not None else None
-
-
-def _hpa_naming(snapshot: ClusterSnapshot, view: TargetView) -> HorizontalPodAutoscaler | None:
-    """The HPA whose scaleTargetRef names the target's workload (which may not exist)."""
-    for h in snapshot.hpas:
-        if (h.namespace, h.target_kind, h.target_name) == (
-            view.namespace,
-            view.ref_kind,
-            view.ref_name,
-        ):
-            return h
-    return None
 
 
 def _decide(
