@@ -54,7 +54,9 @@ async def scenario_signal(
         standby = c.operator("b", proxy=proxy_b, args=slow)
         await standby.start()
         # The standby is up once it watches the Lease (twice: it has seen it stay held).
-        await wait_until(lambda: sum("/leases" in e.path for e in proxy_b.log) >= 2, 30)
+        await wait_until(
+            lambda: sum("/leases" in e.path for e in proxy_b.log) >= 2, FIRST_ACTIONS_DEADLINE
+        )
         problems = []
         if proxy_b.actions():
             problems.append("the standby acted while the leader held the Lease")
@@ -273,9 +275,12 @@ async def scenario_token_rotation(*, workdir: Path | None = None) -> ScenarioRes
         await op.start()
         problems = []
         kopf_seen = await wait_until(
-            lambda: any("kopf" in e.agent and e.status == 200 for e in c.proxy.log), 30
+            lambda: any("kopf" in e.agent and e.status == 200 for e in c.proxy.log),
+            FIRST_ACTIONS_DEADLINE,
         )
-        if not kopf_seen or not await wait_until(lambda: bool(c.proxy.actions()), 30):
+        if not kopf_seen or not await wait_until(
+            lambda: bool(c.proxy.actions()), FIRST_ACTIONS_DEADLINE
+        ):
             return ScenarioResult(name, 0.0, False, problems=["never started", op.output()[-2000:]])
         token.write_text("token-2")
         c.proxy.token = "token-2"
@@ -312,7 +317,9 @@ async def scenario_leader_loss(*, workdir: Path | None = None) -> ScenarioResult
         proxy_b = await c.new_proxy()
         a = c.operator("a")
         await a.start()
-        if not await wait_until(lambda: lease_holder(c.k) == "a" and bool(c.proxy.actions()), 30):
+        if not await wait_until(
+            lambda: lease_holder(c.k) == "a" and bool(c.proxy.actions()), FIRST_ACTIONS_DEADLINE
+        ):
             return ScenarioResult(name, 0.0, False, problems=["a never led", a.output()[-2000:]])
         b = c.operator("b", proxy=proxy_b)
         await b.start()
