@@ -312,6 +312,7 @@ class KubeShell:
         if decided.templates is not None:
             await self._templates(decided.templates)
         queue = ActionQueue(decided.actions, self.pass_state.worker, now, self.config.worker)
+        self.status_writes.prune()
         await self._send(queue)
         self.pass_state.worker = queue.state
         done = queue.done
