@@ -21,12 +21,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from foresize.core.api.fields import format_timestamp
+from foresize.core.api.access import get_path
+from foresize.core.api.fields import format_timestamp, parse_timestamp
 from foresize.core.api.jobs import CRONJOB
 from foresize.core.api.model import ModelSpec
 from foresize.core.api.quantity import CPU, MEMORY, format_resource_map
 from foresize.core.api.target import ACTIVE_POLICY, AIScaleTarget, ShadowPolicy
 from foresize.core.cluster.actions import EmitEvent, WriteTargetStatus
+from foresize.core.cluster.in_place_gate import target_key
 from foresize.core.cluster.model import (
     Container,
     ContainerSuggestion,
@@ -368,6 +370,33 @@ def _due_request(
         target,
     )
     return due, request
+
+
+def resumed_rounds(
+    targets: list[TargetObject], last_round: Mapping[str, float], now: float
+) -> dict[str, float]:
+    """The last recommendation round of each target, as a process that did not make it
+    reads it back from the object: `status.vertical_suggestion.created_at`, for targets
+    with no round in `last_round` (a restart, or a shard taken over). Without it every
+    target is due at each start and its status is written again with a round its
+    cadence did not ask for (and, from a history a restart emptied, a
+    `hasEnoughDataToScale` flipped to false). A time unreadable or later than `now` is
+    no round."""
+    out: dict[str, float] = {}
+    for target in targets:
+        key = target_key(target)
+        if key in last_round:
+            continue
+        created = get_path(target, "status", "vertical_suggestion", "created_at")
+        if created is None:
+            continue
+        try:
+            when = parse_timestamp(created)
+        except ValueError:
+            continue
+        if when <= now:
+            out[key] = when
+    return out
 
 
 def _forget_gone(snapshot: ClusterSnapshot, state: SuggestionState) -> None:

@@ -29,8 +29,8 @@ def open_history(opts: OperatorOptions, metrics: Any = None, shards: Any = None)
         write = opts.history_store_write
         write_url = f"{url}/api/v1/write" if write is None else write
         return SharedHistory(
-            PrometheusReader(url, refuse_partial=True),
-            RemoteWriter(write_url) if write_url else None,
+            PrometheusReader(url, refuse_partial=True, auth=opts.history_store_auth),
+            RemoteWriter(write_url, auth=opts.history_store_auth) if write_url else None,
             stale_after=max(600.0, 5 * opts.history_store_interval),
             writes=(lambda: shards.holds(0)) if shards is not None else (lambda: True),
         )
@@ -110,7 +110,7 @@ def build_components(opts: OperatorOptions, stop: asyncio.Event) -> Components:
         max_shards=opts.max_shards,
     )
     executor = KubeExecutor(api, pod_lookup=state.pod, instance=identity)
-    informers = Informers([Informer(api, state, w) for w in WATCHED])
+    informers = Informers([Informer(api, state, w, freeze=True) for w in WATCHED])
     store = open_history(opts, metrics, shards)
     # Written by the collector on this loop, read by the pass in its worker thread.
     history = Locked(store)
