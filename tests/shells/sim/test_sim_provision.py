@@ -24,9 +24,7 @@ def run(node_autoscaler: bool) -> SimCluster:
         "node_types": TYPES,
         "nodes": [{"name": "base", "type": "small"}],
         "workloads": [
-            workload(
-                "a", 2, containers=[container(req={"cpu": "900m", "memory": "256Mi"}, lim={})]
-            )
+            workload("a", 2, containers=[container(req={"cpu": "900m", "memory": "256Mi"}, lim={})])
         ],
     }
     if node_autoscaler:
