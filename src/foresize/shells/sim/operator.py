@@ -31,12 +31,14 @@ The recommenders it runs are in `foresize.shells.sim.recommenders`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from foresize.adapters.collector import planned_without_cyclic_gc
 from foresize.adapters.history.aggregate import Grouping
 from foresize.adapters.timezones import SYSTEM_ZONES
 from foresize.core.api.cluster_policy import POLICY_LABEL
@@ -182,8 +184,13 @@ class SimOperator:
         self.rec = recommender
         self.opt = options or OperatorOptions()
         # Templates are reconciled here too; the simulator has no finalizers to hold.
+        worker = self.opt.worker
+        if worker.node_autoscaler is None:
+            # The scenario says whether a node autoscaler provisions for Pending pods
+            # (`core.vertical.provision`), as `--node-autoscaler` tells the operator.
+            worker = dataclasses.replace(worker, node_autoscaler=sim.node_autoscaler is not None)
         self.config = ReconcileConfig(
-            worker=self.opt.worker,
+            worker=worker,
             suggest_interval=self.opt.recommend_interval,
             headroom=self.opt.headroom,
         )
@@ -459,15 +466,19 @@ class SimOperator:
             if oom or now - self.last_recommend >= self.opt.recommend_interval:
                 self._recommend(now)
             overrides = self.suggestions
-        decided = plan_pass(
-            snap,
-            now,
-            self.pass_state,
-            history,
-            self.config,
-            dsa_usage=self.dsa_usage,
-            suggestions=overrides,
-            pod_usage=self.pod_usage,
+        # As the kube shell runs it: the cyclic collector off for the pass (`adapters.collector`).
+        decided = planned_without_cyclic_gc(
+            functools.partial(
+                plan_pass,
+                snap,
+                now,
+                self.pass_state,
+                history,
+                self.config,
+                dsa_usage=self.dsa_usage,
+                suggestions=overrides,
+                pod_usage=self.pod_usage,
+            )
         )
         self.pass_state = decided.state
         self._record_pending(now, decided.pending)
