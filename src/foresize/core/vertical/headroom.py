@@ -4,7 +4,9 @@ of the pass (`cluster.headroom` holds the placeholders and their sizing).
 For every running pod of an autonomous AIScaleTarget's workload that has a suggestion
 (without one Foresize resizes nothing), per container and resource: what the pod will
 request over the coming `window` minus what it requests once this pass's resizes are
-sent; summed per node pool of the pod's node. What it will request is the larger of its
+sent; per node, less the room no pod holds there (an upsize that fits it lands in
+place without a placeholder) and counting the node's placeholders as held for it up to
+its need, summed per node pool of the pod's node. What it will request is the larger of its
 suggestion (or the request after this pass) and the level the forecast sees over the
 window (`coming_levels`, read once per `GROWTH_STEP`), at most `MAX_GROWTH` times that:
 
@@ -21,14 +23,15 @@ window (`coming_levels`, read once per `GROWTH_STEP`), at most `MAX_GROWTH` time
 took for this pass's resizes released first (`ReleaseHeadroom`, before any resize is
 sent), and the placeholder Deployments sized to the demand left after this pass
 (`EnsureHeadroom`), growing at once and shrinking only after `SHRINK_AFTER` (a
-forecast that wobbles by one placeholder must not churn pods, nor a node autoscaler).
+forecast that wobbles by one placeholder must not churn pods, nor a node autoscaler),
+except by the placeholders this pass released: their demand has landed.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -36,12 +39,14 @@ from foresize.core.api.quantity import CPU, MEMORY
 from foresize.core.cluster.actions import Action, EnsureHeadroom, ReleaseHeadroom, ResizePod
 from foresize.core.cluster.capacity import NodeLedger
 from foresize.core.cluster.headroom import (
+    HEADROOM_LABEL,
     HeadroomConfig,
     is_placeholder,
     plan_headroom,
     pool_of,
 )
 from foresize.core.cluster.model import Pod, ResourceMap, Suggestion
+from foresize.core.cluster.qos import pod_charge
 from foresize.core.cluster.snapshot import ClusterSnapshot, TargetObject
 from foresize.core.cluster.target import TargetView, target_view
 from foresize.core.history import HistoryReader, SeriesKey
@@ -150,6 +155,7 @@ def forecast_demand(
     pod key -> container -> the requests this pass's resizes set (what "now" is)."""
     resized = resized or {}
     demand: dict[str, ResourceMap] = {}
+    needs: dict[str, ResourceMap] = {}  # node -> the upsizes its pods will ask for
     seen: set[str] = set()
     for target in snapshot.targets:
         found = _targeted_pods(snapshot, target)
@@ -166,7 +172,8 @@ def forecast_demand(
             pool = pool_of(snapshot.nodes.get(pod.node_name or ""), config)
             if not config.wanted(pool):
                 continue
-            grow = demand.setdefault(pool, {})
+            demand.setdefault(pool, {})
+            grow = needs.setdefault(pod.node_name or "", {})
             for c in pod.containers:
                 gkey = f"{pod.namespace}/{workload}/{c.name}"
                 seen.add(gkey)
@@ -192,7 +199,53 @@ def forecast_demand(
                         grow[r] = grow.get(r, 0) + need
     for gone in set(state.levels) - seen:
         del state.levels[gone]
+    for node, asked in needs.items():
+        room, held = node_room(snapshot, node, resized, config)
+        pool_demand = demand[pool_of(snapshot.nodes.get(node), config)]
+        for r, v in headroom_for(asked, room, held).items():
+            pool_demand[r] = pool_demand.get(r, 0) + v
     return demand
+
+
+def headroom_for(need: ResourceMap, room: ResourceMap, held: ResourceMap) -> ResourceMap:
+    """The headroom a node's coming upsizes `need`: the room its placeholders hold, up to
+    the need (kept for them), and past all the node's room, free and held, the rest (new
+    placeholders: the node autoscaler's part)."""
+    out: ResourceMap = {}
+    for r, v in need.items():
+        kept = min(held.get(r, 0), v)
+        short = max(0, v - max(0, room.get(r, 0)) - held.get(r, 0))
+        if kept + short > 0:
+            out[r] = kept + short
+    return out
+
+
+def node_room(
+    snapshot: ClusterSnapshot,
+    node: str,
+    resized: Mapping[str, Mapping[str, ResourceMap]],
+    config: HeadroomConfig,
+) -> tuple[ResourceMap, ResourceMap]:
+    """(the node's room no pod holds once this pass's resizes are sent, the room its
+    placeholders hold). An upsize that fits the first lands in place without any
+    placeholder, so only the demand past it is headroom to hold; placeholders on a node
+    whose pods will not grow hold room for nobody there."""
+    n = snapshot.nodes.get(node)
+    room = dict(n.allocatable) if n is not None else {}
+    held: ResourceMap = {}
+    for p in snapshot.pods_on_node(node):
+        charge = pod_charge(p)
+        if is_placeholder(p, config.namespace) and not p.terminating:
+            for r, v in charge.items():
+                held[r] = held.get(r, 0) + v
+        for r, v in charge.items():
+            room[r] = room.get(r, 0) - v
+        for c in p.containers:
+            for r, v in resized.get(p.key, {}).get(c.name, {}).items():
+                grow = v - c.resources.requests.get(r, 0)
+                if grow > 0:
+                    room[r] = room.get(r, 0) - grow
+    return room, held
 
 
 def _resized(actions: list[Action]) -> dict[str, dict[str, ResourceMap]]:
@@ -211,8 +264,12 @@ def _paced(
     config: HeadroomConfig,
     state: HeadroomState,
     now: float,
+    released: Mapping[str, int],
 ) -> list[EnsureHeadroom]:
-    """Growth at once; a shrink only once it has been wanted for `SHRINK_AFTER`."""
+    """Growth at once; a shrink only once it has been wanted for `SHRINK_AFTER`, but for
+    the placeholders this pass's upsizes released (`released`: pool -> count): their
+    demand has landed, and kept replicas would only recreate them Pending, for a node
+    autoscaler to add a node nothing will use."""
     out = []
     pools = set()
     for ensure in wanted:
@@ -226,6 +283,10 @@ def _paced(
         if now - since >= SHRINK_AFTER:
             state.lower_since.pop(ensure.pool, None)
             out.append(ensure)
+            continue
+        consumed = max(ensure.replicas, wl.replicas - released.get(ensure.pool, 0))
+        if consumed < wl.replicas:
+            out.append(replace(ensure, replicas=consumed))
     for pool in set(state.lower_since) - pools:
         del state.lower_since[pool]
     return out
@@ -263,7 +324,11 @@ def headroom_actions(
     demand = forecast_demand(
         sizing, now, suggestions, schedules, history, config, state, _resized(planned)
     )
-    ensure = _paced(sizing, plan_headroom(sizing, demand, config), config, state, now)
+    released: dict[str, int] = {}
+    for p in ledger.released:
+        pool = p.labels.get(HEADROOM_LABEL, "")
+        released[pool] = released.get(pool, 0) + 1
+    ensure = _paced(sizing, plan_headroom(sizing, demand, config), config, state, now, released)
     return releases, list(ensure)
 
 
