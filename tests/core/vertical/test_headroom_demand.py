@@ -4,8 +4,6 @@ resizes, and the placeholder Deployments growing at once and shrinking late."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import pytest
 
@@ -69,15 +67,14 @@ def test_the_seasonal_peak_is_yesterdays_over_the_same_window() -> None:
     assert seasonal_peak(history, SeriesKey("shop", "x", "app"), "cpu", NOW, 3600.0) is None
 
 
-def two_pools(cpu: int = 550, cpu2: int | None = None) -> ClusterSnapshot:
-    """web-0 on n1 (pool a), web-1 on n2 (pool b), both at 500m, on nodes of `cpu`
-    (n2 of `cpu2` where given)."""
+def two_pools() -> ClusterSnapshot:
+    """web-0 on n1 (pool a), web-1 on n2 (pool b), both at 500m."""
     owner = OwnerRef("Deployment", "web")
     pods = [
         _pod("web-0", "n1", 500, owner=owner, labels={}, ns="shop"),
         _pod("web-1", "n2", 500, owner=owner, labels={}, ns="shop"),
     ]
-    nodes = {"n1": _node("n1", cpu), "n2": _node("n2", cpu if cpu2 is None else cpu2)}
+    nodes = {"n1": _node("n1", 4000), "n2": _node("n2", 4000)}
     nodes["n1"].labels["karpenter.sh/nodepool"] = "a"
     nodes["n2"].labels["eks.amazonaws.com/nodegroup"] = "b"  # the EKS managed node group
     return ClusterSnapshot(
@@ -99,50 +96,16 @@ def test_demand_is_the_coming_request_minus_the_request_after_this_pass_per_pool
     def demand(now: float, resized=None, config=CONFIG, sugg=suggestions):
         return forecast_demand(s, now, sugg, schedules, None, config, HeadroomState(), resized)
 
-    # 1200m coming, 500m requested: 700m per pod, less the 50m its node has free;
-    # memory: no history, nothing seen.
-    assert demand(NOW + 1800) == {"a": {"cpu": 650}, "b": {"cpu": 650}}
+    # 1200m coming, 500m requested: 700m per pod; memory: no history, nothing seen.
+    assert demand(NOW + 1800) == {"a": {"cpu": 700}, "b": {"cpu": 700}}
     # web-0's resize to 1200m goes out in this pass: nothing of it is still to come.
     resized = {"shop/web-0": {"app": {"cpu": 1200, "memory": 100 * MIB}}}
-    assert demand(NOW + 1800, resized) == {"a": {}, "b": {"cpu": 650}}
+    assert demand(NOW + 1800, resized) == {"a": {}, "b": {"cpu": 700}}
     # At 05:00 the window sees 600m: only the suggestion's 100m per pod is to come.
-    assert demand(NOW - 3 * 3600) == {"a": {"cpu": 50}, "b": {"cpu": 50}}
+    assert demand(NOW - 3 * 3600) == {"a": {"cpu": 100}, "b": {"cpu": 100}}
     # No suggestion: Foresize resizes nothing, so nothing is to come.
     assert demand(NOW + 1800, sugg={}) == {"a": {}, "b": {}}
     assert set(demand(NOW, config=HeadroomConfig(pools=("a",)))) == {"a"}
-
-
-def test_only_the_demand_past_the_room_free_on_its_node_is_held() -> None:
-    """An upsize its node has room for lands in place without a placeholder: a node's
-    demand is what its pods will ask for beyond the room no pod holds there, and the
-    placeholders on it are held room already (they are not free)."""
-    schedules = {"shop/web": {"app": schedule([1.2] * 24)}}  # 700m to come per pod
-    sugg = {"shop/web": _sugg_all(500)}
-
-    def demand(s: ClusterSnapshot) -> dict:
-        return forecast_demand(s, NOW, sugg, schedules, None, CONFIG, HeadroomState())
-
-    assert demand(two_pools(cpu=4000)) == {"a": {}, "b": {}}  # 3500m free on each node
-    # 500m free on each: 200m short each.
-    assert demand(two_pools(cpu=1000)) == {"a": {"cpu": 200}, "b": {"cpu": 200}}
-    held = two_pools(cpu=1000)
-    holder = _pod(
-        "h-0", "n1", 250, owner=OwnerRef("ReplicaSet", "h"), labels={HEADROOM_LABEL: ""},
-        ns=CONFIG.namespace,
-    )  # fmt: skip
-    holder.priority = -1
-    held = ClusterSnapshot(
-        now=NOW, nodes=held.nodes, pods=[*held.pods, holder], workloads=held.workloads,
-        targets=held.targets,
-    )  # fmt: skip
-    # n1's placeholder holds 250m of its room for it, kept: 250m, and 200m past the room.
-    assert demand(held) == {"a": {"cpu": 450}, "b": {"cpu": 200}}
-    # A placeholder that lands on n1's free room changes nothing (no feedback).
-    more = ClusterSnapshot(
-        now=NOW, nodes=held.nodes, pods=[*held.pods, replace(holder, name="h-1")],
-        workloads=held.workloads, targets=held.targets,
-    )  # fmt: skip
-    assert demand(more) == {"a": {"cpu": 700}, "b": {"cpu": 200}}
 
 
 def test_the_deployment_grows_at_once_and_shrinks_only_after_the_delay() -> None:
@@ -175,7 +138,7 @@ def test_the_deployment_grows_at_once_and_shrinks_only_after_the_delay() -> None
         )
         return [e.replicas for e in ensure if isinstance(e, EnsureHeadroom)]
 
-    assert ensured(NOW, []) == [4]  # +1000m to come on n1, 50m free: four of 250m
+    assert ensured(NOW, []) == [4]  # +1000m to come on n1: four 250m placeholders
     assert ensured(NOW, [resize]) == []  # sent in this pass: 0 wanted, but not yet
     assert ensured(NOW + SHRINK_AFTER - 1, [resize]) == []
     assert ensured(NOW + SHRINK_AFTER, [resize]) == [0]
@@ -186,7 +149,7 @@ def test_only_the_replica_that_sizes_makes_deployments_every_replica_releases() 
     that reconciles templates); the others only release what their own resizes need."""
     from foresize.core.reconcile import ReconcileConfig, ReconcileState, plan_pass
 
-    s = two_pools(cpu=4000, cpu2=1000)  # web-1 will be 500m short on n2
+    s = two_pools()
     sugg = {"shop/web": _sugg_all(1500)}
     config = ReconcileConfig(headroom=HeadroomConfig())
     sized = plan_pass(s, NOW, ReconcileState(), None, config, suggestions=sugg)
@@ -202,7 +165,7 @@ def test_the_placeholders_an_upsize_released_are_not_recreated() -> None:
     """A placeholder released for an upsize of this pass is demand that landed: the
     Deployment shrinks by it at once (kept, it would come back Pending and have a node
     autoscaler add a node nothing will use); the rest of the shrink still waits."""
-    s = two_pools(cpu=4000)
+    s = two_pools()
     config = HeadroomConfig(pools=("a",))
     pause = Container("pause", ResourceRequirements(dict(config.pod_requests)))
     s.workloads["Deployment/foresize-headroom/foresize-headroom-a"] = Workload(

@@ -4,9 +4,7 @@ of the pass (`cluster.headroom` holds the placeholders and their sizing).
 For every running pod of an autonomous AIScaleTarget's workload that has a suggestion
 (without one Foresize resizes nothing), per container and resource: what the pod will
 request over the coming `window` minus what it requests once this pass's resizes are
-sent; per node, less the room no pod holds there (an upsize that fits it lands in
-place without a placeholder) and counting the node's placeholders as held for it up to
-its need, summed per node pool of the pod's node. What it will request is the larger of its
+sent; summed per node pool of the pod's node. What it will request is the larger of its
 suggestion (or the request after this pass) and the level the forecast sees over the
 window (`coming_levels`, read once per `GROWTH_STEP`), at most `MAX_GROWTH` times that:
 
@@ -46,7 +44,6 @@ from foresize.core.cluster.headroom import (
     pool_of,
 )
 from foresize.core.cluster.model import Pod, ResourceMap, Suggestion
-from foresize.core.cluster.qos import pod_charge
 from foresize.core.cluster.snapshot import ClusterSnapshot, TargetObject
 from foresize.core.cluster.target import TargetView, target_view
 from foresize.core.history import HistoryReader, SeriesKey
@@ -155,7 +152,6 @@ def forecast_demand(
     pod key -> container -> the requests this pass's resizes set (what "now" is)."""
     resized = resized or {}
     demand: dict[str, ResourceMap] = {}
-    needs: dict[str, ResourceMap] = {}  # node -> the upsizes its pods will ask for
     seen: set[str] = set()
     for target in snapshot.targets:
         found = _targeted_pods(snapshot, target)
@@ -172,8 +168,7 @@ def forecast_demand(
             pool = pool_of(snapshot.nodes.get(pod.node_name or ""), config)
             if not config.wanted(pool):
                 continue
-            demand.setdefault(pool, {})
-            grow = needs.setdefault(pod.node_name or "", {})
+            grow = demand.setdefault(pool, {})
             for c in pod.containers:
                 gkey = f"{pod.namespace}/{workload}/{c.name}"
                 seen.add(gkey)
@@ -199,53 +194,7 @@ def forecast_demand(
                         grow[r] = grow.get(r, 0) + need
     for gone in set(state.levels) - seen:
         del state.levels[gone]
-    for node, asked in needs.items():
-        room, held = node_room(snapshot, node, resized, config)
-        pool_demand = demand[pool_of(snapshot.nodes.get(node), config)]
-        for r, v in headroom_for(asked, room, held).items():
-            pool_demand[r] = pool_demand.get(r, 0) + v
     return demand
-
-
-def headroom_for(need: ResourceMap, room: ResourceMap, held: ResourceMap) -> ResourceMap:
-    """The headroom a node's coming upsizes `need`: the room its placeholders hold, up to
-    the need (kept for them), and past all the node's room, free and held, the rest (new
-    placeholders: the node autoscaler's part)."""
-    out: ResourceMap = {}
-    for r, v in need.items():
-        kept = min(held.get(r, 0), v)
-        short = max(0, v - max(0, room.get(r, 0)) - held.get(r, 0))
-        if kept + short > 0:
-            out[r] = kept + short
-    return out
-
-
-def node_room(
-    snapshot: ClusterSnapshot,
-    node: str,
-    resized: Mapping[str, Mapping[str, ResourceMap]],
-    config: HeadroomConfig,
-) -> tuple[ResourceMap, ResourceMap]:
-    """(the node's room no pod holds once this pass's resizes are sent, the room its
-    placeholders hold). An upsize that fits the first lands in place without any
-    placeholder, so only the demand past it is headroom to hold; placeholders on a node
-    whose pods will not grow hold room for nobody there."""
-    n = snapshot.nodes.get(node)
-    room = dict(n.allocatable) if n is not None else {}
-    held: ResourceMap = {}
-    for p in snapshot.pods_on_node(node):
-        charge = pod_charge(p)
-        if is_placeholder(p, config.namespace) and not p.terminating:
-            for r, v in charge.items():
-                held[r] = held.get(r, 0) + v
-        for r, v in charge.items():
-            room[r] = room.get(r, 0) - v
-        for c in p.containers:
-            for r, v in resized.get(p.key, {}).get(c.name, {}).items():
-                grow = v - c.resources.requests.get(r, 0)
-                if grow > 0:
-                    room[r] = room.get(r, 0) - grow
-    return room, held
 
 
 def _resized(actions: list[Action]) -> dict[str, dict[str, ResourceMap]]:
