@@ -11,6 +11,7 @@ process we started), so a bench can tell the load's peak from the queries'.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import subprocess
 import time
@@ -51,6 +52,12 @@ class RealStore:
 
     def rss_mib(self) -> float:
         return self._status("VmRSS")
+
+    def cpu_seconds(self) -> float:
+        """CPU time the store process has used (user + system), its share of a loaded
+        machine's cores whatever the wall time."""
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def reset_peak(self) -> None:
         with contextlib.suppress(OSError):

@@ -4,18 +4,22 @@ PromQL range queries, per container of every pod, on a grid of `step` aligned to
 multiples of the step since the epoch (the same data give the same points whatever the
 second of the run):
 
-- CPU cores: `rate(container_cpu_usage_seconds_total[W])` with W = 1.1 x step, so each
-  point is the average usage over the step that ends at it (the extra tenth lets the
-  window always hold the sample one step back; rate's extrapolation is exact for that).
-  `rate` needs two samples in W, so the step must be at least twice the scrape interval
-  (`scrape_interval` measures it; `foresize recommend` refuses a finer step).
+- CPU cores: from the CPU-seconds counter's last sample in each step (its value by
+  `last_over_time`, its time by `timestamp()`), the average usage between the last sample
+  of the step before and that of the step, computed here (`counter_rates`), not by the
+  store's `rate()`: Prometheus extrapolates a rate to its window's edges and
+  VictoriaMetrics does not, so the same samples read differently on the two; raw samples
+  read the same. A point needs a sample in its step and the one before, so the step must
+  be at least twice the scrape interval (`scrape_interval` measures it; `foresize
+  recommend` refuses a finer step).
 - Memory bytes: `max_over_time(container_memory_working_set_bytes[step - 1ms])`: the peak
   working set within the step (the window stops short of the previous step's sample).
 - OOM kills: the counters themselves, last value per step, differenced here so no kill
   falls between two query windows: cAdvisor's `container_oom_events_total` and
   kube-state-metrics' restarts whose last termination reason is OOMKilled at that step.
   One kill seen by both is one kill (`merge_kills`).
-- CPU throttling: throttled periods / periods (CFS), per container.
+- CPU throttling: throttled periods / periods (CFS), per container, from the counters'
+  last samples per step as CPU (the same on every store).
 - Current requests and limits (`kube_pod_container_resource_requests`/`_limits`) and
   each workload's kind (`kube_pod_owner`), from kube-state-metrics when it is scraped.
 
@@ -31,7 +35,8 @@ dropped so start-up spikes do not inflate forecasts.
 
 Every query runs under one `QueryBudget` (`adapters.history.query_budget`): bounded
 concurrency, range chunking (a day and at most 10,000 points a query), a series limit per
-answer and retries with back-off on 429/503; an error names the query that failed.
+answer and retries with back-off on 429/503; an error names the query that failed. The
+HTTP side is `adapters.history.prometheus_client`.
 """
 
 from __future__ import annotations
@@ -40,11 +45,11 @@ import asyncio
 import math
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from foresize.adapters.history.prometheus_client import PrometheusClient
 from foresize.adapters.history.prometheus_series import (
     ContainerHistory,
     HPARecord,
@@ -53,341 +58,51 @@ from foresize.adapters.history.prometheus_series import (
     Scope,
     align,
     counter_increases,
+    counter_rates,
     fold_max,
     fold_to_workloads,
     kind_of_owner,
+    max_per_container,
     merge_kills,
     promql_duration,
     workload_kinds_and_replicas,
 )
-from foresize.adapters.history.query_budget import RETRIED_STATUSES, QueryBudget
 from foresize.core.errors import ForesizeError
 from foresize.core.history import SeriesKey, workload_of_pod
 
 STARTUP_EXCLUSION = 120.0  # seconds of a new pod's life left out of history
 RATE_SAMPLES = 2
-"""`rate()` needs two samples in its window: the step must be at least twice the scrape
-interval, or CPU points go missing depending on where the grid falls."""
+"""The step must be at least twice the scrape interval: a CPU point needs a counter sample
+in its step and in the step before, and at one scrape a step a jittered scrape leaves
+steps without one, so points go missing depending on where the grid falls."""
 
 
-@dataclass(slots=True)
-class QueryStats:
-    """What a reader asked of its store: the bench's evidence that it kept its budget."""
-
-    queries: int = 0  # HTTP requests answered (retries included)
-    retries: int = 0
-    in_flight: int = 0
-    peak_in_flight: int = 0
-    peak_series: int = 0  # the most series one answer held
+def _identity(labels: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    """A series' labels without its name, which `last_over_time` keeps on some stores and
+    `timestamp()` drops: what pairs two queries' answers about one series."""
+    return tuple(sorted((k, v) for k, v in labels.items() if k != "__name__"))
 
 
-def _short(query: str, limit: int = 160) -> str:
-    """A query as an error names it: whole if short, else its start."""
-    one = " ".join(query.split())
-    return one if len(one) <= limit else one[: limit - 3] + "..."
-
-
-class PrometheusReader:
-    """PromQL over HTTP (`/api/v1/query_range`, `/api/v1/query`), under a `QueryBudget`."""
+class PrometheusReader(PrometheusClient):
+    """What `foresize recommend --prometheus` reads of cAdvisor and kube-state-metrics, over
+    the client's HTTP and budget, folded into a `ContainerHistory`."""
 
     def __init__(
-        self,
-        url: str,
-        *,
-        timeout: float = 60.0,
-        headers: dict[str, str] | None = None,
-        startup_exclusion: float = STARTUP_EXCLUSION,
-        bearer_token: str | None = None,
-        basic_auth: tuple[str, str] | None = None,
-        ca_file: str | None = None,
-        insecure_skip_verify: bool = False,
-        budget: QueryBudget | None = None,
-        refuse_partial: bool = False,
+        self, url: str, *, startup_exclusion: float = STARTUP_EXCLUSION, **client: Any
     ) -> None:
-        self.url = url.rstrip("/")
-        self.budget = budget or QueryBudget()
-        # An answer with warnings (Thanos' and Mimir's partial responses: a store or
-        # an ingester did not answer) is an error, and Thanos is asked not to give one.
-        self.refuse_partial = refuse_partial
-        self.stats = QueryStats()
-        self._slots: asyncio.Semaphore | None = None
-        self._slots_loop: asyncio.AbstractEventLoop | None = None
-        self.timeout = timeout
-        self.headers = dict(headers or {})
-        if bearer_token:
-            self.headers["Authorization"] = f"Bearer {bearer_token}"
-        if basic_auth is not None:
-            import base64
-
-            pair = f"{basic_auth[0]}:{basic_auth[1]}".encode()
-            self.headers["Authorization"] = "Basic " + base64.b64encode(pair).decode()
-        self.ca_file = ca_file
-        self.insecure_skip_verify = insecure_skip_verify
+        super().__init__(url, **client)
         self.startup_exclusion = startup_exclusion
-
-    def _slots_here(self) -> asyncio.Semaphore:
-        """The concurrency budget's semaphore, one per event loop (a reader may be used
-        under several `asyncio.run`s, and a semaphore belongs to one loop)."""
-        loop = asyncio.get_running_loop()
-        if self._slots is None or self._slots_loop is not loop:
-            self._slots = asyncio.Semaphore(self.budget.concurrency)
-            self._slots_loop = loop
-        return self._slots
-
-    async def _get(self, session: Any, path: str, params: dict[str, str]) -> object:
-        """The `data` of a successful answer (a ForesizeError naming the cause and the
-        query otherwise), at most `budget.concurrency` at once, 429/503 retried."""
-        import aiohttp
-
-        query = params.get("query") or params.get("match[]", "")
-        if self.refuse_partial:
-            params = {**params, "partial_response": "false"}
-        attempt = 0
-        while True:
-            async with self._slots_here():
-                self.stats.in_flight += 1
-                self.stats.peak_in_flight = max(self.stats.peak_in_flight, self.stats.in_flight)
-                try:
-                    answer = await self._get_once(session, path, params, query)
-                except aiohttp.ServerDisconnectedError:
-                    answer = (503, None, "the connection dropped")  # restarting: "later"
-                finally:
-                    self.stats.in_flight -= 1
-                    self.stats.queries += 1
-            if not isinstance(answer, tuple):
-                return answer
-            status, retry_after, text = answer
-            if attempt >= self.budget.retries:
-                said = " ".join(text.split())[:200] or "the store is overloaded or restarting"
-                raise ForesizeError(
-                    f"Prometheus {self.url}{path} answered HTTP {status} "
-                    f"{attempt + 1} time{'s' * (attempt > 0)} (retried with back-off) to "
-                    f"query {_short(query)!r}: {said}"
-                )
-            await asyncio.sleep(self.budget.wait(attempt, retry_after))
-            attempt += 1
-            self.stats.retries += 1
-
-    async def _get_once(
-        self, session: Any, path: str, params: dict[str, str], query: str
-    ) -> object | tuple[int, str | None, str]:
-        """One request: its `data`, or (status, Retry-After, body) of an answer worth a
-        retry."""
-        import aiohttp
-
-        try:
-            async with session.get(f"{self.url}{path}", params=params) as resp:
-                text = await resp.text()
-                if resp.status in RETRIED_STATUSES:
-                    return resp.status, resp.headers.get("Retry-After"), text
-                if resp.status != 200:
-                    raise ForesizeError(self._http_error(path, resp.status, resp, text, query))
-                try:
-                    body = await resp.json(content_type=None)
-                except ValueError:
-                    raise ForesizeError(
-                        f"{self.url}{path} answered with something that is not JSON "
-                        "(is this a Prometheus URL?)"
-                    ) from None
-        except TimeoutError:
-            raise ForesizeError(
-                f"Prometheus at {self.url} did not answer within {self.timeout:g} s "
-                "(raise --timeout, or narrow the query with --namespace or --lookback)"
-            ) from None
-        except aiohttp.ClientConnectorCertificateError as exc:
-            raise ForesizeError(
-                f"cannot verify the TLS certificate of {self.url}: {exc.certificate_error} "
-                "(give the CA with --ca-file, or --insecure-skip-verify)"
-            ) from None
-        except aiohttp.ClientConnectorError as exc:
-            reason = exc.os_error.strerror or str(exc.os_error) or type(exc.os_error).__name__
-            raise ForesizeError(f"cannot reach Prometheus at {self.url}: {reason}") from None
-        except aiohttp.ServerDisconnectedError:
-            raise  # retried by `_get`
-        except aiohttp.ClientError as exc:
-            reason = str(exc) or type(exc).__name__
-            raise ForesizeError(f"cannot reach Prometheus at {self.url}: {reason}") from None
-        if not isinstance(body, dict) or body.get("status") != "success":
-            error = body.get("error", body) if isinstance(body, dict) else body
-            raise ForesizeError(f"Prometheus query failed: {error} (query {_short(query)!r})")
-        warnings = body.get("warnings")
-        if warnings and self.refuse_partial:
-            said = "; ".join(str(w) for w in warnings) if isinstance(warnings, list) else warnings
-            raise ForesizeError(
-                f"{self.url}{path} answered query {_short(query)!r} with warnings, so "
-                f"possibly partial data: {' '.join(str(said).split())[:200]}"
-            )
-        return body.get("data")
-
-    def _result(self, data: object, path: str, query: str = "") -> list[dict[str, Any]]:
-        """The `result` list of a query's `data`, at most `budget.max_series` long."""
-        result = data.get("result") if isinstance(data, dict) else None
-        if not isinstance(result, list):
-            raise ForesizeError(
-                f"{self.url}{path} answered success without a result list "
-                "(is this a Prometheus URL?)"
-            )
-        self.stats.peak_series = max(self.stats.peak_series, len(result))
-        if len(result) > self.budget.max_series:
-            raise ForesizeError(
-                f"query {_short(query)!r} returned {len(result)} series, over the budget "
-                f"of {self.budget.max_series} a query: narrow it (--namespace, --selector) "
-                "or raise the series limit"
-            )
-        return result
-
-    def _http_error(self, path: str, status: int, resp: Any, text: str, query: str) -> str:
-        where = f"Prometheus {self.url}{path} answered HTTP {status}"
-        if status in (401, 403):
-            return f"{where}: not authorised (give --token, or --username and --password)"
-        if "html" in resp.headers.get("Content-Type", "") or text.lstrip().startswith("<"):
-            return f"{where} with an HTML page (is this a Prometheus URL?)"
-        # A store's own limits (Prometheus' query.max-samples, VictoriaMetrics'
-        # -search.maxUniqueTimeseries: 422) are answers to one query: name it.
-        named = f" to query {_short(query)!r}" if query else ""
-        return f"{where}{named}: {' '.join(text.split())[:200]}"
-
-    def _session(self) -> Any:
-        import ssl
-
-        import aiohttp
-
-        ssl_arg: Any = None
-        if self.insecure_skip_verify:
-            ssl_arg = False
-        elif self.ca_file:
-            try:
-                ssl_arg = ssl.create_default_context(cafile=self.ca_file)
-            except (OSError, ssl.SSLError) as exc:
-                raise ForesizeError(f"--ca-file: cannot read {self.ca_file}: {exc}") from None
-        return aiohttp.ClientSession(
-            timeout=aiohttp.ClientTimeout(total=self.timeout),
-            headers=self.headers,
-            connector=aiohttp.TCPConnector(ssl=ssl_arg) if ssl_arg is not None else None,
-        )
-
-    async def query_range(
-        self, query: str, start: float, end: float, step: float, session: Any = None
-    ) -> list[tuple[dict[str, str], np.ndarray, np.ndarray]]:
-        """A range query split into chunks (`budget.range_chunk`), sent at once under the
-        concurrency budget, stitched per series."""
-        own = session is None
-        session = session or self._session()
-        try:
-            merged: dict[
-                tuple[tuple[str, str], ...],
-                tuple[dict[str, str], list[np.ndarray], list[np.ndarray]],
-            ] = {}
-            chunk = self.budget.range_chunk(step)
-            spans = []
-            t = start
-            while t <= end:
-                stop = min(end, t + chunk)
-                spans.append((t, stop))
-                t = stop + step
-            path = "/api/v1/query_range"
-            asks = [
-                self._get(
-                    session,
-                    path,
-                    {"query": query, "start": repr(a), "end": repr(b), "step": repr(step)},
-                )
-                for a, b in spans
-            ]
-            answers = [await asks[0]] if len(asks) == 1 else await asyncio.gather(*asks)
-            for data in answers:
-                for item in self._result(data, path, query):
-                    labels = item.get("metric", {})
-                    values = item.get("values", [])
-                    if not isinstance(labels, dict) or not isinstance(values, list):
-                        raise self._wrong_shape(path, query)
-                    if not values:
-                        continue
-                    try:
-                        arr = np.asarray(values, dtype=object)
-                        ts = arr[:, 0].astype(np.float64)
-                        vs = np.asarray([float(v) for v in arr[:, 1]], dtype=np.float64)
-                    except (TypeError, ValueError, IndexError):
-                        raise self._wrong_shape(path, query) from None
-                    key = tuple(sorted(labels.items()))
-                    entry = merged.setdefault(key, (labels, [], []))
-                    entry[1].append(ts)
-                    entry[2].append(vs)
-            out = []
-            for labels, ts_parts, v_parts in merged.values():
-                ts = np.concatenate(ts_parts)
-                vs = np.concatenate(v_parts)
-                ts, idx = np.unique(ts, return_index=True)
-                out.append((labels, ts, vs[idx]))
-            return out
-        finally:
-            if own:
-                await session.close()
-
-    def _wrong_shape(self, path: str, query: str) -> ForesizeError:
-        return ForesizeError(
-            f"{self.url}{path} answered query {_short(query)!r} with series that are not "
-            "[time, value] pairs under labels (is this a Prometheus-compatible store?)"
-        )
-
-    async def query(self, query: str, at: float, session: Any = None) -> list[dict[str, Any]]:
-        own = session is None
-        session = session or self._session()
-        try:
-            data = await self._get(session, "/api/v1/query", {"query": query, "time": repr(at)})
-            return self._result(data, "/api/v1/query", query)
-        finally:
-            if own:
-                await session.close()
-
-    async def store_time(self, session: Any = None) -> float:
-        """The store's own clock: `time()` evaluated at the store's now (no `time`
-        parameter), to measure the skew between the store and this process."""
-        own = session is None
-        session = session or self._session()
-        try:
-            path = "/api/v1/query"
-            data = await self._get(session, path, {"query": "time()"})
-            result = data.get("result") if isinstance(data, dict) else None
-            try:
-                # Prometheus answers a scalar [t, "t"]; VictoriaMetrics a one-sample vector
-                # whose value is t less its -search.latencyOffset: its time is the clock.
-                if isinstance(result, list) and result and isinstance(result[0], dict):
-                    return float(result[0]["value"][0])
-                return float(result[0])  # type: ignore[index]
-            except (TypeError, ValueError, IndexError, KeyError):
-                raise self._wrong_shape(path, "time()") from None
-        finally:
-            if own:
-                await session.close()
-
-    async def label_values(
-        self, label: str, match: str, start: float, end: float, session: Any = None
-    ) -> list[str]:
-        """The values `label` takes on series matching `match` in [start, end]."""
-        own = session is None
-        session = session or self._session()
-        try:
-            path = f"/api/v1/label/{label}/values"
-            data = await self._get(
-                session, path, {"match[]": match, "start": repr(start), "end": repr(end)}
-            )
-            if not isinstance(data, list):
-                raise ForesizeError(
-                    f"{self.url}{path} answered success without a list of values "
-                    "(is this a Prometheus URL?)"
-                )
-            return sorted(str(v) for v in data)
-        finally:
-            if own:
-                await session.close()
 
     # ------------------------------------------------------------------ queries
     @staticmethod
-    def cpu_query(selector: str, step: float) -> str:
+    def cpu_counter_queries(selector: str, step: float) -> tuple[str, str]:
+        """The CPU-seconds counter's last sample in each step, per series: its value (the
+        window stops short of the previous step's sample) and its time (`timestamp()` of
+        a plain selector is the sample's own time on Prometheus and VictoriaMetrics)."""
+        metric = f"container_cpu_usage_seconds_total{selector}"
         return (
-            "max by (namespace, pod, container) "
-            f"(rate(container_cpu_usage_seconds_total{selector}[{promql_duration(step * 1.1)}]))"
+            f"last_over_time({metric}[{promql_duration(step - 0.001)}])",
+            f"timestamp({metric})",
         )
 
     @staticmethod
@@ -414,20 +129,6 @@ class PrometheusReader:
             "max by (namespace, pod, container) "
             f"(last_over_time(kube_pod_container_status_last_terminated_reason{sel}"
             f"[{promql_duration(step - 0.001)}]))"
-        )
-
-    @staticmethod
-    def throttling_query(selector: str, step: float) -> str:
-        """The share of CFS periods throttled in each step, at every step with CFS data:
-        unthrottled steps are 0, not missing (a filter to the throttled steps alone made
-        the mean over them the share of a container throttled in a tenth of a percent of
-        its periods read as 49%, ux.md N2)."""
-        window = promql_duration(step * 1.1)
-        return (
-            "max by (namespace, pod, container) "
-            f"(rate(container_cpu_cfs_throttled_periods_total{selector}[{window}])) / "
-            "max by (namespace, pod, container) "
-            f"(rate(container_cpu_cfs_periods_total{selector}[{window}]))"
         )
 
     async def owners(
@@ -563,6 +264,86 @@ class PrometheusReader:
             )
         return sorted(out, key=lambda h: (h.namespace, h.name))
 
+    async def cpu_series(
+        self, selector: str, start: float, end: float, step: float, session: Any = None
+    ) -> list[PodSeries]:
+        """CPU cores per container on the grid: at each point, the average usage between
+        the counter's last sample in the step before and its last sample in this step
+        (`counter_rates`), per series, duplicates folded by max."""
+        values_query, times_query = self.cpu_counter_queries(selector, step)
+        before = start - step  # the last sample before the first point's step
+        values, times = await asyncio.gather(
+            self.query_range(values_query, before, end, step, session),
+            self.query_range(times_query, before, end, step, session),
+        )
+        sample_times = {_identity(labels): (ts, vs) for labels, ts, vs in times}
+        out = []
+        for labels, ts, vs in values:
+            when = sample_times.get(_identity(labels))
+            if when is None:
+                continue
+            grid, rates = counter_rates(ts, vs, when[0], when[1], step)
+            keep = grid >= start
+            out.append(
+                PodSeries(
+                    labels.get("namespace", ""),
+                    labels.get("pod", ""),
+                    labels.get("container", ""),
+                    grid[keep],
+                    rates[keep],
+                )
+            )
+        return max_per_container(out)
+
+    async def throttling_series(
+        self, selector: str, start: float, end: float, step: float, session: Any = None
+    ) -> list[PodSeries]:
+        """The share of CFS periods throttled in each step, at every step with CFS data
+        (unthrottled steps are 0, not missing: a filter to the throttled steps alone made
+        the mean over them the share of a container throttled in a tenth of a percent of
+        its periods read as 49%, ux.md N2): the throttled-periods counter's rise over the
+        periods counter's, between their last samples in the step before and in this step
+        (one scrape carries both), per series, duplicates folded by max. From the samples,
+        as `cpu_series`, so every store gives the same share."""
+        window = promql_duration(step - 0.001)
+        throttled, periods = await asyncio.gather(
+            *(
+                self.query_range(
+                    f"last_over_time({metric}{selector}[{window}])",
+                    start - step,
+                    end,
+                    step,
+                    session,
+                )
+                for metric in (
+                    "container_cpu_cfs_throttled_periods_total",
+                    "container_cpu_cfs_periods_total",
+                )
+            )
+        )
+        of_periods = {_identity(labels): (ts, vs) for labels, ts, vs in periods}
+        out = []
+        for labels, ts, vs in throttled:
+            both = of_periods.get(_identity(labels))
+            if both is None:
+                continue
+            # Per step (the samples' own times do not matter: both rises span the same).
+            t_grid, t_rise = counter_rates(ts, vs, ts, ts, step)
+            p_grid, p_rise = counter_rates(both[0], both[1], both[0], both[0], step)
+            grid, at_t, at_p = np.intersect1d(t_grid, p_grid, return_indices=True)
+            keep = (p_rise[at_p] > 0) & (grid >= start)
+            share = np.minimum(t_rise[at_t][keep] / p_rise[at_p][keep], 1.0)
+            out.append(
+                PodSeries(
+                    labels.get("namespace", ""),
+                    labels.get("pod", ""),
+                    labels.get("container", ""),
+                    grid[keep],
+                    share,
+                )
+            )
+        return max_per_container(out)
+
     async def pod_series(
         self, query: str, start: float, end: float, step: float, session: Any = None
     ) -> list[PodSeries]:
@@ -673,11 +454,11 @@ class PrometheusReader:
         window = end - start + step
         async with self._session() as session:
             cpu, mem, owners, kills, throttled, resources = await asyncio.gather(
-                self.pod_series(self.cpu_query(selector, step), start, end, step, session),
+                self.cpu_series(selector, start, end, step, session),
                 self.pod_series(self.memory_query(selector, step), start, end, step, session),
                 self.owners(end, session, scope, window),
                 self.kills(selector, start, end, step, session),
-                self.pod_series(self.throttling_query(selector, step), start, end, step, session),
+                self.throttling_series(selector, start, end, step, session),
                 self.resources(end, window, scope, session),
             )
             labels = (

@@ -148,6 +148,59 @@ def counter_increases(ts: np.ndarray, values: np.ndarray) -> list[tuple[float, i
     return out
 
 
+def counter_rates(
+    grid: np.ndarray,
+    values: np.ndarray,
+    sample_grid: np.ndarray,
+    sample_times: np.ndarray,
+    step: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(grid points, per-second rise) of a counter from its last sample in each step: at
+    each point whose step and the step before it hold a sample, the rise between those two
+    samples over the seconds between them (a drop is a reset: the counter restarted at 0,
+    so its new value is the rise since). `values` are the last samples' values on `grid`,
+    `sample_times` their times on `sample_grid`; a time outside its step (a store's
+    look-back reaching an older sample) is no sample of that step. Computed here, not by
+    the store's `rate()`, because Prometheus extrapolates a rate to its window's edges and
+    VictoriaMetrics does not (it takes the sample before the window instead): the same
+    samples gave CPU figures 5% apart. These raw samples read the same on both."""
+    common, at_value, at_time = np.intersect1d(grid, sample_grid, return_indices=True)
+    t = sample_times[at_time]
+    v = values[at_value]
+    inside = (t > common - step) & (t <= common) & np.isfinite(v)
+    common, t, v = common[inside], t[inside], v[inside]
+    if common.size < 2:
+        return np.empty(0), np.empty(0)
+    # Consecutive steps only: a point after a gap has no sample in the step before it.
+    follows = np.abs(np.diff(common) - step) < 1e-3
+    rise = np.diff(v)
+    rise = np.where(rise >= 0, rise, v[1:])
+    rates = rise / np.diff(t)
+    return common[1:][follows], rates[follows]
+
+
+def max_per_container(series: list[PodSeries]) -> list[PodSeries]:
+    """One series per (namespace, pod, container): duplicates (a second scrape job,
+    cgroup-v1's `image=""` copy, a restarted container's old cgroup) folded by `max` at
+    each timestamp, never summed."""
+    groups: dict[tuple[str, str, str], list[PodSeries]] = defaultdict(list)
+    for s in series:
+        groups[(s.namespace, s.pod, s.container)].append(s)
+    out = []
+    for (namespace, pod, container), parts in groups.items():
+        if len(parts) == 1:
+            out.append(parts[0])
+            continue
+        ts = np.concatenate([p.timestamps for p in parts])
+        grid, inverse = np.unique(ts, return_inverse=True)
+        folded = np.full(grid.size, np.nan)
+        ids, best = group_max(inverse, np.concatenate([p.values for p in parts]))
+        folded[ids] = best
+        keep = np.isfinite(folded)
+        out.append(PodSeries(namespace, pod, container, grid[keep], folded[keep]))
+    return out
+
+
 def merge_kills(cadvisor: list[float], ksm: list[float], step: float) -> list[float]:
     """One list of kills from both sources: a kube-state-metrics kill within one step +
     KILL_MATCH of an unmatched cAdvisor kill is that kill (earliest first), the rest are

@@ -150,7 +150,8 @@ async def read_prometheus(
         need = RATE_SAMPLES * interval
         raise ForesizeError(
             f"--step {format_seconds(step)} is too fine for cAdvisor's {interval:.0f}s scrape "
-            f"interval: CPU rate() needs {RATE_SAMPLES} samples per step (use --step "
+            f"interval: a CPU point needs a counter sample in its step and the one before, "
+            f"so a step of {RATE_SAMPLES} scrapes or more (use --step "
             f"{format_seconds(max(60.0, 60.0 * -(-need // 60)))} or more)"
         )
     import numpy as np

@@ -37,6 +37,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from foresize.adapters.collector import planned_without_cyclic_gc
 from foresize.adapters.telemetry.metrics import ForesizeMetrics
 from foresize.adapters.telemetry.recorder import ChangeRecorder, target_key
 from foresize.adapters.timezones import SYSTEM_ZONES
@@ -287,19 +288,11 @@ class KubeShell:
         now = self.clock()
         full = self._full_snapshot(now)
         snap = self._owned(full)
-        self._forget_unowned(full)
-        # Before any action: every counter this pass may count first exists at 0 (in the
-        # worker thread: the first pass declares 24 label sets a target, 240k at 10k
-        # targets, seconds this loop would not answer the webhooks or renew the Leases).
-        declare = functools.partial(self.recorder.declare, full, snap, now)
-        await asyncio.to_thread(declare) if self.plan_off_loop else declare()
+        # Walks over every target before the pass, in the worker thread with it.
+        before = functools.partial(self._before_plan, full, snap, now)
+        await asyncio.to_thread(before) if self.plan_off_loop else before()
         self.config.reconcile_templates = self._reconciles_templates()
         history = self._history_for_pass(now)
-        # A round the process before this one made counts as the last (its cadence holds
-        # across restarts and handovers: no status rewrite at every start).
-        self.pass_state.last_suggest.update(
-            resumed_rounds(snap.targets, self.pass_state.last_suggest, now)
-        )
         plan = functools.partial(
             self.planner,
             snap,
@@ -311,7 +304,10 @@ class KubeShell:
             dsa_usage=self.dsa_window,
             pod_usage=self.pod_usage,
         )
-        decided = await asyncio.to_thread(plan) if self.plan_off_loop else plan()
+        # The cyclic collector off for the pass (`adapters.collector`: its full collections
+        # walked the whole cache, a third of a pass's CPU at 10k pods).
+        planned = functools.partial(planned_without_cyclic_gc, plan)
+        decided = await asyncio.to_thread(planned) if self.plan_off_loop else planned()
         self.pass_state = decided.state
         # What Foresize will do that node autoscalers cannot see (the annotations are
         # among the actions): foresize_pending_upsize_demand / _pods.
@@ -336,6 +332,19 @@ class KubeShell:
         self.metrics.loop_duration.observe(time.perf_counter() - start)
         self.passes += 1
         return done
+
+    def _before_plan(self, full: ClusterSnapshot, snap: ClusterSnapshot, now: float) -> None:
+        """What precedes the pass, each a walk over every target (the first pass declares
+        24 counter label sets a target: 240k at 10k targets, seconds the loop would not
+        answer the webhooks or renew the Leases). The pass state is nobody else's now."""
+        self._forget_unowned(full)
+        # Before any action: every counter this pass may count first exists at 0.
+        self.recorder.declare(full, snap, now)
+        # A round the process before this one made counts as the last (its cadence holds
+        # across restarts and handovers: no status rewrite at every start).
+        self.pass_state.last_suggest.update(
+            resumed_rounds(snap.targets, self.pass_state.last_suggest, now)
+        )
 
     async def _send(self, queue: ActionQueue) -> None:
         """Send the pass's actions, up to `self.concurrency` at once: one target's in the
