@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from foresize.core.errors import ForesizeError
 from foresize.bench.shard_check import Act, LeaseWrite, check, handover_seconds, read_log
+from foresize.core.errors import ForesizeError
 from foresize.front.cli import app
 from foresize.testing.apiserver.server import RecordedRequest
 
@@ -115,13 +115,37 @@ def test_the_request_log_is_read_into_lease_writes_and_acts() -> None:
     lease = {"spec": {"holderIdentity": "replica-0", "leaseDurationSeconds": 15}}
     log = [
         record("PATCH", "/l", "t0", lease, resource="leases", name="foresize-shard-2"),
-        record("PATCH", "/p", "t1", {}, resource="pods", subresource="resize",
-               namespace="ns-3", name="wl-3-1a2b3c4d5e-00001"),
-        record("PATCH", "/s", "t1", {}, resource="aiscaletargets", subresource="status",
-               namespace="ns-3", name="wl-3"),
+        record(
+            "PATCH",
+            "/p",
+            "t1",
+            {},
+            resource="pods",
+            subresource="resize",
+            namespace="ns-3",
+            name="wl-3-1a2b3c4d5e-00001",
+        ),
+        record(
+            "PATCH",
+            "/s",
+            "t1",
+            {},
+            resource="aiscaletargets",
+            subresource="status",
+            namespace="ns-3",
+            name="wl-3",
+        ),
         record("POST", "/e", "t1", {}, resource="events", namespace="ns-3"),  # told, not done
-        record("PATCH", "/p", None, {}, resource="pods", subresource="resize",
-               namespace="ns-3", name="wl-3-1a2b3c4d5e-00002"),  # the bench's own
+        record(
+            "PATCH",
+            "/p",
+            None,
+            {},
+            resource="pods",
+            subresource="resize",
+            namespace="ns-3",
+            name="wl-3-1a2b3c4d5e-00002",
+        ),  # the bench's own
     ]
     from foresize.bench.shard_check import pod_target
 
@@ -134,8 +158,9 @@ def test_the_request_log_is_read_into_lease_writes_and_acts() -> None:
 
 
 def test_the_command_refuses_too_few_replicas() -> None:
-    result = CliRunner().invoke(app, ["bench", "shard", "--replicas", "2", "--pods", "10",
-                                      "--targets", "2", "--nodes", "1"])
+    result = CliRunner().invoke(
+        app, ["bench", "shard", "--replicas", "2", "--pods", "10", "--targets", "2", "--nodes", "1"]
+    )
     assert isinstance(result.exception, ForesizeError), result.output
     assert "--replicas must be at least 3" in str(result.exception)
 

@@ -47,9 +47,7 @@ def _kubeconfig(path: Path, server: str, token: str) -> None:
                 "kind": "Config",
                 "clusters": [{"name": "bench", "cluster": {"server": server}}],
                 "users": [{"name": "replica", "user": {"token": token}}],
-                "contexts": [
-                    {"name": "bench", "context": {"cluster": "bench", "user": "replica"}}
-                ],
+                "contexts": [{"name": "bench", "context": {"cluster": "bench", "user": "replica"}}],
                 "current-context": "bench",
             }
         )
@@ -126,9 +124,7 @@ async def measure(
             with open(work / "requests.tsv", "w") as out:
                 for r in server.requests:
                     body = "" if r.method == "GET" else json.dumps(r.body)[:300]
-                    out.write(
-                        f"{r.time:.3f}\t{r.token}\t{r.method}\t{r.path}\t{r.code}\t{body}\n"
-                    )
+                    out.write(f"{r.time:.3f}\t{r.token}\t{r.method}\t{r.path}\t{r.code}\t{body}\n")
         if own:
             shutil.rmtree(work, ignore_errors=True)
 
@@ -259,4 +255,3 @@ async def _run(
 
 def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 2)
-

@@ -155,7 +155,7 @@ def _max_overlap(spans: list[Span]) -> int:
 
 def _gaps(spans: list[Span], end: float) -> list[tuple[float, float]]:
     """The unowned stretches after the first holder, up to `end`."""
-    out = []
+    out: list[tuple[float, float]] = []
     if not spans:
         return out
     covered = spans[0][1]

@@ -12,7 +12,9 @@ from foresize.core.errors import ForesizeError
 def check_options(replicas: int, shards: int, interval: float, dwell: float) -> None:
     """Refuse a run that cannot prove anything, naming the option."""
     if replicas < 3:
-        raise ForesizeError(f"--replicas must be at least 3 (one SIGTERMed, one killed), got {replicas}")
+        raise ForesizeError(
+            f"--replicas must be at least 3 (one SIGTERMed, one killed), got {replicas}"
+        )
     if shards < 0:
         raise ForesizeError(f"--shards must be at least 1 (0: one a replica), got {shards}")
     if interval <= 0:
