@@ -55,6 +55,15 @@ def stores(tmp_path_factory):
         ({**labels, "pod": "web-0", "container": "app", "image": ""}, counter),
         ({**labels, "pod": "web-1", "container": "app", "image": "app:1"}, counter * 2),
     ]
+    # CFS: 600 periods a scrape, a random part of them throttled (whole counts: exact).
+    rng = np.random.default_rng(7)
+    periods = np.cumsum(np.full(times.size, 600.0))
+    throttled = np.cumsum(rng.integers(0, 300, times.size) * (rng.random(times.size) < 0.3))
+    cfs = {"namespace": "shop", "pod": "web-0", "container": "app", "image": "app:1"}
+    series += [
+        ({"__name__": "container_cpu_cfs_periods_total", **cfs}, periods),
+        ({"__name__": "container_cpu_cfs_throttled_periods_total", **cfs}, throttled * 1.0),
+    ]
     body = [(lab, list(zip(ms, values.tolist(), strict=True))) for lab, values in series]
     with (
         real_store("prometheus", tmp_path_factory.mktemp("p")) as prom,
@@ -63,23 +72,24 @@ def stores(tmp_path_factory):
         for store in (prom, vm):
             asyncio.run(RemoteWriter(store.write_url).write(body))
             store.flush()
-        yield {"prometheus": prom, "victoria-metrics": vm}, end, times, counter
+        yield {"prometheus": prom, "victoria-metrics": vm}, end, times, counter, throttled
 
 
-def cpu_of(store, start: float, end: float) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def cpu_of(
+    store, start: float, end: float, what: str = "cpu_series"
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     reader = PrometheusReader(store.url)
 
     async def read():
         async with reader._session() as session:
-            return await reader.cpu_series(
-                "{" + Scope().matchers() + "}", start, end, STEP, session
-            )
+            series = getattr(reader, what)
+            return await series("{" + Scope().matchers() + "}", start, end, STEP, session)
 
     return {s.pod: (s.timestamps, s.values) for s in asyncio.run(read())}
 
 
 def test_cpu_is_identical_on_prometheus_and_victoria_metrics(stores):
-    both, end, times, counter = stores
+    both, end, times, counter, _ = stores
     start = end - (HOURS - 1) * 3600
     prom = cpu_of(both["prometheus"], start, end)
     vm = cpu_of(both["victoria-metrics"], start, end)
@@ -106,10 +116,35 @@ def test_cpu_is_identical_on_prometheus_and_victoria_metrics(stores):
     assert (cores > 0).all() and len(want) <= grid.size - 3  # the gap cost points
 
 
+def test_throttled_share_is_identical_on_both_stores(stores):
+    both, end, times, _, throttled = stores
+    start = end - (HOURS - 1) * 3600
+    prom, vm = (
+        cpu_of(both[k], start, end, "throttling_series") for k in ("prometheus", "victoria-metrics")
+    )
+    assert set(prom) == set(vm) == {"web-0"}
+    np.testing.assert_array_equal(prom["web-0"][0], vm["web-0"][0])
+    np.testing.assert_array_equal(prom["web-0"][1], vm["web-0"][1])
+    ts, share = prom["web-0"]
+    grid = np.arange(start - STEP, end + 1, STEP)
+    last = np.searchsorted(times, grid, side="right") - 1
+    at = {
+        g: throttled[k]
+        for g, k, ok in zip(grid, last, times[last] > grid - STEP, strict=True)
+        if ok
+    }
+    for t, got in zip(ts, share, strict=True):
+        periods = 600.0 * (
+            np.searchsorted(times, t, "right") - np.searchsorted(times, t - STEP, "right")
+        )
+        assert got == pytest.approx((at[t] - at[t - STEP]) / periods, rel=1e-12)
+    assert share.max() > 0 and share.min() == 0
+
+
 def test_the_stores_own_rate_disagrees_on_these_samples(stores):
     """Why the reader does not ask for `rate()`: on these samples the two stores' answers
     differ, so a test of the reader above would fail with it."""
-    both, end, _, _ = stores
+    both, end, _, _, _ = stores
     query = 'rate(container_cpu_usage_seconds_total{pod="web-0",image!=""}[330s])'
     answers = [
         asyncio.run(PrometheusReader(both[k].url).query_range(query, end - 3600, end, STEP))

@@ -18,7 +18,8 @@ second of the run):
   falls between two query windows: cAdvisor's `container_oom_events_total` and
   kube-state-metrics' restarts whose last termination reason is OOMKilled at that step.
   One kill seen by both is one kill (`merge_kills`).
-- CPU throttling: throttled periods / periods (CFS), per container.
+- CPU throttling: throttled periods / periods (CFS), per container, from the counters'
+  last samples per step as CPU (the same on every store).
 - Current requests and limits (`kube_pod_container_resource_requests`/`_limits`) and
   each workload's kind (`kube_pod_owner`), from kube-state-metrics when it is scraped.
 
@@ -46,6 +47,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
+
 from foresize.adapters.history.prometheus_client import PrometheusClient
 from foresize.adapters.history.prometheus_series import (
     ContainerHistory,
@@ -72,6 +75,12 @@ RATE_SAMPLES = 2
 """The step must be at least twice the scrape interval: a CPU point needs a counter sample
 in its step and in the step before, and at one scrape a step a jittered scrape leaves
 steps without one, so points go missing depending on where the grid falls."""
+
+
+def _identity(labels: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    """A series' labels without its name, which `last_over_time` keeps on some stores and
+    `timestamp()` drops: what pairs two queries' answers about one series."""
+    return tuple(sorted((k, v) for k, v in labels.items() if k != "__name__"))
 
 
 class PrometheusReader(PrometheusClient):
@@ -120,20 +129,6 @@ class PrometheusReader(PrometheusClient):
             "max by (namespace, pod, container) "
             f"(last_over_time(kube_pod_container_status_last_terminated_reason{sel}"
             f"[{promql_duration(step - 0.001)}]))"
-        )
-
-    @staticmethod
-    def throttling_query(selector: str, step: float) -> str:
-        """The share of CFS periods throttled in each step, at every step with CFS data:
-        unthrottled steps are 0, not missing (a filter to the throttled steps alone made
-        the mean over them the share of a container throttled in a tenth of a percent of
-        its periods read as 49%, ux.md N2)."""
-        window = promql_duration(step * 1.1)
-        return (
-            "max by (namespace, pod, container) "
-            f"(rate(container_cpu_cfs_throttled_periods_total{selector}[{window}])) / "
-            "max by (namespace, pod, container) "
-            f"(rate(container_cpu_cfs_periods_total{selector}[{window}]))"
         )
 
     async def owners(
@@ -281,15 +276,10 @@ class PrometheusReader(PrometheusClient):
             self.query_range(values_query, before, end, step, session),
             self.query_range(times_query, before, end, step, session),
         )
-
-        def identity(labels: dict[str, str]) -> tuple[tuple[str, str], ...]:
-            # `last_over_time` keeps the metric's name, `timestamp()` drops it.
-            return tuple(sorted((k, v) for k, v in labels.items() if k != "__name__"))
-
-        sample_times = {identity(labels): (ts, vs) for labels, ts, vs in times}
+        sample_times = {_identity(labels): (ts, vs) for labels, ts, vs in times}
         out = []
         for labels, ts, vs in values:
-            when = sample_times.get(identity(labels))
+            when = sample_times.get(_identity(labels))
             if when is None:
                 continue
             grid, rates = counter_rates(ts, vs, when[0], when[1], step)
@@ -301,6 +291,55 @@ class PrometheusReader(PrometheusClient):
                     labels.get("container", ""),
                     grid[keep],
                     rates[keep],
+                )
+            )
+        return max_per_container(out)
+
+    async def throttling_series(
+        self, selector: str, start: float, end: float, step: float, session: Any = None
+    ) -> list[PodSeries]:
+        """The share of CFS periods throttled in each step, at every step with CFS data
+        (unthrottled steps are 0, not missing: a filter to the throttled steps alone made
+        the mean over them the share of a container throttled in a tenth of a percent of
+        its periods read as 49%, ux.md N2): the throttled-periods counter's rise over the
+        periods counter's, between their last samples in the step before and in this step
+        (one scrape carries both), per series, duplicates folded by max. From the samples,
+        as `cpu_series`, so every store gives the same share."""
+        window = promql_duration(step - 0.001)
+        throttled, periods = await asyncio.gather(
+            *(
+                self.query_range(
+                    f"last_over_time({metric}{selector}[{window}])",
+                    start - step,
+                    end,
+                    step,
+                    session,
+                )
+                for metric in (
+                    "container_cpu_cfs_throttled_periods_total",
+                    "container_cpu_cfs_periods_total",
+                )
+            )
+        )
+        of_periods = {_identity(labels): (ts, vs) for labels, ts, vs in periods}
+        out = []
+        for labels, ts, vs in throttled:
+            both = of_periods.get(_identity(labels))
+            if both is None:
+                continue
+            # Per step (the samples' own times do not matter: both rises span the same).
+            t_grid, t_rise = counter_rates(ts, vs, ts, ts, step)
+            p_grid, p_rise = counter_rates(both[0], both[1], both[0], both[0], step)
+            grid, at_t, at_p = np.intersect1d(t_grid, p_grid, return_indices=True)
+            keep = (p_rise[at_p] > 0) & (grid >= start)
+            share = np.minimum(t_rise[at_t][keep] / p_rise[at_p][keep], 1.0)
+            out.append(
+                PodSeries(
+                    labels.get("namespace", ""),
+                    labels.get("pod", ""),
+                    labels.get("container", ""),
+                    grid[keep],
+                    share,
                 )
             )
         return max_per_container(out)
@@ -419,7 +458,7 @@ class PrometheusReader(PrometheusClient):
                 self.pod_series(self.memory_query(selector, step), start, end, step, session),
                 self.owners(end, session, scope, window),
                 self.kills(selector, start, end, step, session),
-                self.pod_series(self.throttling_query(selector, step), start, end, step, session),
+                self.throttling_series(selector, start, end, step, session),
                 self.resources(end, window, scope, session),
             )
             labels = (

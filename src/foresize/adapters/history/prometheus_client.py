@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from foresize.adapters.history.query_budget import RETRIED_STATUSES, QueryBudget
+from foresize.adapters.history.store_auth import StoreAuth
 from foresize.core.errors import ForesizeError
 
 
@@ -52,6 +53,7 @@ class PrometheusClient:
         insecure_skip_verify: bool = False,
         budget: QueryBudget | None = None,
         refuse_partial: bool = False,
+        auth: StoreAuth | None = None,
     ) -> None:
         self.url = url.rstrip("/")
         self.budget = budget or QueryBudget()
@@ -63,6 +65,7 @@ class PrometheusClient:
         self._slots_loop: asyncio.AbstractEventLoop | None = None
         self.timeout = timeout
         self.headers = dict(headers or {})
+        self.auth = auth  # headers from files, read again for every session
         if bearer_token:
             self.headers["Authorization"] = f"Bearer {bearer_token}"
         if basic_auth is not None:
@@ -210,7 +213,7 @@ class PrometheusClient:
                 raise ForesizeError(f"--ca-file: cannot read {self.ca_file}: {exc}") from None
         return aiohttp.ClientSession(
             timeout=aiohttp.ClientTimeout(total=self.timeout),
-            headers=self.headers,
+            headers={**self.headers, **(self.auth.headers() if self.auth else {})},
             connector=aiohttp.TCPConnector(ssl=ssl_arg) if ssl_arg is not None else None,
         )
 

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from foresize.adapters.history.query_budget import RETRIED_STATUSES, QueryBudget
+from foresize.adapters.history.store_auth import StoreAuth
 from foresize.core.errors import ForesizeError
 
 REMOTE_WRITE_HEADERS = {
@@ -327,8 +328,10 @@ class RemoteWriter:
         timeout: float = 30.0,
         headers: Mapping[str, str] | None = None,
         budget: QueryBudget | None = None,
+        auth: StoreAuth | None = None,
     ) -> None:
         self.url = url
+        self.auth = auth  # headers from files, read again for every send
         self.timeout = timeout
         self.headers = {**REMOTE_WRITE_HEADERS, **(headers or {})}
         self.budget = budget or QueryBudget()
@@ -364,8 +367,9 @@ class RemoteWriter:
         if own:
             session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout))
         try:
+            headers = {**self.headers, **(self.auth.headers() if self.auth else {})}
             for body in bodies:
-                await self._post(session, body)
+                await self._post(session, body, headers)
         finally:
             if own:
                 await session.close()
@@ -375,14 +379,14 @@ class RemoteWriter:
         await self.send(bodies, session)
         self.samples += sum(len(s) for _, s in series)
 
-    async def _post(self, session: Any, body: bytes) -> None:
+    async def _post(self, session: Any, body: bytes, headers: Mapping[str, str]) -> None:
         import aiohttp
 
         attempt = 0
         while True:
             said = ""
             try:
-                async with session.post(self.url, data=body, headers=self.headers) as resp:
+                async with session.post(self.url, data=body, headers=headers) as resp:
                     self.requests += 1
                     if resp.status in (200, 204):
                         return

@@ -100,6 +100,32 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             help="Remote-write URL of the history store (default: <--history-store>/api/v1/"
             "write; Mimir: .../api/v1/push; empty: never write).",
         ),
+        history_store_tenant: str = opt(
+            None,
+            "--history-store-tenant",
+            env="FORESIZE_HISTORY_STORE_TENANT",
+            help="Tenant sent to the history store as X-Scope-OrgID (Mimir, Cortex, Thanos "
+            "Receive with --receive.tenant-header=X-Scope-OrgID).",
+        ),
+        history_store_token_file: str = opt(
+            None,
+            "--history-store-token-file",
+            env="FORESIZE_HISTORY_STORE_TOKEN_FILE",
+            help="File holding a bearer token for the history store (read again for every "
+            "request, so a rotated token is used without a restart).",
+        ),
+        history_store_username: str = opt(
+            None,
+            "--history-store-username",
+            env="FORESIZE_HISTORY_STORE_USERNAME",
+            help="Basic-auth username for the history store (with --history-store-password-file).",
+        ),
+        history_store_password_file: str = opt(
+            None,
+            "--history-store-password-file",
+            env="FORESIZE_HISTORY_STORE_PASSWORD_FILE",
+            help="File holding the basic-auth password for the history store.",
+        ),
         prometheus: str = opt(
             None,
             "--prometheus",
@@ -302,6 +328,13 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         if bool(tls_cert) != bool(tls_key):
             raise ForesizeError("--tls-cert and --tls-key go together")
         _check_history_store(history_store, history_store_write, history_db, prometheus)
+        store_auth = _history_store_auth(
+            history_store,
+            history_store_tenant,
+            history_store_token_file,
+            history_store_username,
+            history_store_password_file,
+        )
         if kubeconfig and not server and not os.path.exists(kubeconfig.split(os.pathsep)[0]):
             raise ForesizeError(f"--kubeconfig: {kubeconfig}: no such file")
         from foresize.core.vertical.policy import parse_exclude_selector
@@ -344,6 +377,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             history_store=history_store,
             history_store_write=history_store_write,
             history_store_interval=collect_interval_s,
+            history_store_auth=store_auth,
             pause_configmap=pause_configmap,
             lease_duration=lease_duration_s,
             lease_renew_deadline=lease_renew_deadline_s,
@@ -453,3 +487,34 @@ def _check_history_store(
         raise ForesizeError(f"--history-store-write: {write!r} is not an http:// or https:// URL")
     if write is not None and store is None:
         raise ForesizeError("--history-store-write needs --history-store")
+
+
+def _history_store_auth(
+    store: str | None,
+    tenant: str | None,
+    token_file: str | None,
+    username: str | None,
+    password_file: str | None,
+) -> object:
+    """The shared store's tenant and credentials (None without any), the secret files read
+    once here so a missing or empty one is refused at start, naming its option."""
+    from foresize.adapters.history.store_auth import StoreAuth
+    from foresize.core.errors import ForesizeError
+
+    given = [
+        name
+        for name, value in (
+            ("--history-store-tenant", tenant),
+            ("--history-store-token-file", token_file),
+            ("--history-store-username", username),
+            ("--history-store-password-file", password_file),
+        )
+        if value is not None
+    ]
+    if not given:
+        return None
+    if store is None:
+        raise ForesizeError(f"{given[0]} needs --history-store")
+    auth = StoreAuth(tenant, token_file, username, password_file)
+    auth.headers()
+    return auth

@@ -29,8 +29,8 @@ def open_history(opts: OperatorOptions, metrics: Any = None, shards: Any = None)
         write = opts.history_store_write
         write_url = f"{url}/api/v1/write" if write is None else write
         return SharedHistory(
-            PrometheusReader(url, refuse_partial=True),
-            RemoteWriter(write_url) if write_url else None,
+            PrometheusReader(url, refuse_partial=True, auth=opts.history_store_auth),
+            RemoteWriter(write_url, auth=opts.history_store_auth) if write_url else None,
             stale_after=max(600.0, 5 * opts.history_store_interval),
             writes=(lambda: shards.holds(0)) if shards is not None else (lambda: True),
         )

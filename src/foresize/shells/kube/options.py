@@ -4,6 +4,7 @@ reads them from the command line)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from foresize.core.cluster.headroom import HeadroomConfig
 from foresize.shells.webhook.configurations import WEBHOOK_SERVICE
@@ -55,5 +56,8 @@ class OperatorOptions:
     history_store: str | None = None
     history_store_write: str | None = None
     history_store_interval: float = 60.0  # between reads (and writes) of the store
+    # Who the operator is to the store (Mimir's tenant, a proxy's token or password): an
+    # `adapters.history.store_auth.StoreAuth`, its secrets read from files.
+    history_store_auth: Any = None
     pause_configmap: str = "foresize-pause"
     shutdown_grace: float = 5.0  # seconds the tasks get to stop before they are cancelled

@@ -37,6 +37,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from foresize.adapters.collector import planned_without_cyclic_gc
 from foresize.adapters.telemetry.metrics import ForesizeMetrics
 from foresize.adapters.telemetry.recorder import ChangeRecorder, target_key
 from foresize.adapters.timezones import SYSTEM_ZONES
@@ -303,7 +304,10 @@ class KubeShell:
             dsa_usage=self.dsa_window,
             pod_usage=self.pod_usage,
         )
-        decided = await asyncio.to_thread(plan) if self.plan_off_loop else plan()
+        # The cyclic collector off for the pass (`adapters.collector`: its full collections
+        # walked the whole cache, a third of a pass's CPU at 10k pods).
+        planned = functools.partial(planned_without_cyclic_gc, plan)
+        decided = await asyncio.to_thread(planned) if self.plan_off_loop else planned()
         self.pass_state = decided.state
         # What Foresize will do that node autoscalers cannot see (the annotations are
         # among the actions): foresize_pending_upsize_demand / _pods.
