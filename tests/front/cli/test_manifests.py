@@ -394,6 +394,43 @@ def test_a_shared_history_store_replaces_the_sqlite_file_and_its_claims():
     assert "FORESIZE_HISTORY_DB" not in env and "FORESIZE_HISTORY_STORE_WRITE" not in env
 
 
+def test_the_chart_gives_the_shared_store_a_tenant_and_a_secret_from_a_mounted_file():
+    """Issue 26: Mimir's tenant, and the store's token or password from a Secret mounted
+    read-only (the operator reads the file for every request), never in the pod spec."""
+    store = {"url": "http://mimir/prometheus", "tenant": "team-a", "tokenSecret": "hs-token"}
+    sts = _by_key(helm_render({"history": {"store": store}}))[("StatefulSet", "foresize")]
+    validate_all([sts])
+    env = _env(sts)
+    assert env["FORESIZE_HISTORY_STORE_TENANT"] == "team-a"
+    assert env["FORESIZE_HISTORY_STORE_TOKEN_FILE"] == "/etc/foresize/history-store/token"
+    pod = sts["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "history-store-auth")
+    assert mount == {
+        "name": "history-store-auth",
+        "mountPath": "/etc/foresize/history-store",
+        "readOnly": True,
+    }
+    volume = next(v for v in pod["volumes"] if v["name"] == "history-store-auth")
+    assert volume == {"name": "history-store-auth", "secret": {"secretName": "hs-token"}}
+    basic = {"url": "http://mimir/prometheus", "basicAuthSecret": "hs-basic"}
+    sts = _by_key(helm_render({"history": {"store": basic}}))[("StatefulSet", "foresize")]
+    (container,) = sts["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["FORESIZE_HISTORY_STORE_USERNAME"]["valueFrom"] == {
+        "secretKeyRef": {"name": "hs-basic", "key": "username"}
+    }
+    assert env["FORESIZE_HISTORY_STORE_PASSWORD_FILE"]["value"].endswith("/password")
+    assert "FORESIZE_HISTORY_STORE_TENANT" not in env
+    # Without a store, none of it.
+    sts = _by_key(helm_render({"history": {"store": {"tokenSecret": "hs"}}}))[
+        ("StatefulSet", "foresize")
+    ]
+    assert not any(
+        v["name"] == "history-store-auth" for v in sts["spec"]["template"]["spec"]["volumes"]
+    )
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
