@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import resource
 import shutil
 import signal
 import tempfile
@@ -28,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 from foresize.bench.chaos.cluster import NAMESPACE, OperatorProcess, wait_until
-from foresize.bench.loop import _cpu_seconds
 from foresize.bench.shard_check import check, handover_seconds, pod_target, read_log
 from foresize.bench.synthetic import BASE_CPU, RESIZED_CPU, seed, suggestion, synthetic_objects
 from foresize.shells.kube.leader import LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD
@@ -164,7 +164,6 @@ async def _run(
     problems: list[str] = []
     deaths: dict[str, float] = {}
     signals: dict[str, tuple[str, float]] = {}
-    cpu: dict[str, float | None] = {}
     churner: asyncio.Task | None = None
     started = server.clock()
     try:
@@ -184,8 +183,6 @@ async def _run(
             alive = [n for n in names if n not in deaths]
             held = _current_holders(server, shards)
             victim = max(alive, key=lambda n: sum(1 for h in held.values() if h == n))
-            if how == "sigkill":
-                cpu[victim] = _cpu_seconds(procs[victim].proc.pid)  # type: ignore[union-attr]
             at = server.clock()
             procs[victim].send(signal.SIGTERM if how == "sigterm" else signal.SIGKILL)
             signals[how] = (victim, at)
@@ -209,10 +206,11 @@ async def _run(
         ended = server.clock()
         for name, proc in procs.items():
             if proc.running:
-                cpu[name] = _cpu_seconds(proc.proc.pid)  # type: ignore[union-attr]
                 proc.send(signal.SIGTERM)
                 if await proc.wait(60) != 0:
                     problems.append(f"{name} did not exit 0 at the end")
+    # The replicas are this process' children, every one waited for: their CPU time.
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
     writes, acts = read_log(server.requests, senders, pod_target)
     # Acts and Leases up to the end of the run (the last replica's own stop aside).
     writes = [w for w in writes if w.time <= ended]
@@ -244,7 +242,7 @@ async def _run(
         "shards_held_at_start": {str(k): v for k, v in at_start.items()},
         "sigterm": {"replica": term[0], "at": round(term[1] - ready_at, 2)} if term else None,
         "sigkill": {"replica": kill[0], "at": round(kill[1] - ready_at, 2)} if kill else None,
-        "cpu_seconds": {k: round(v, 1) if v else None for k, v in sorted(cpu.items())},
+        "replicas_cpu_seconds": round(children.ru_utime + children.ru_stime, 1),
         "lease_writes": len(writes),
         "problems": problems,
         **result,

@@ -9,7 +9,7 @@ import typer
 from foresize.core.errors import ForesizeError
 
 
-def check_options(replicas: int, shards: int, interval: float, dwell: float) -> None:
+def check_options(replicas: int, shards: int) -> None:
     """Refuse a run that cannot prove anything, naming the option."""
     if replicas < 3:
         raise ForesizeError(
@@ -17,10 +17,6 @@ def check_options(replicas: int, shards: int, interval: float, dwell: float) -> 
         )
     if shards < 0:
         raise ForesizeError(f"--shards must be at least 1 (0: one a replica), got {shards}")
-    if interval <= 0:
-        raise ForesizeError(f"--interval must be positive, got {interval}")
-    if dwell <= 0:
-        raise ForesizeError(f"--dwell must be positive, got {dwell}")
 
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
@@ -31,8 +27,10 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         nodes: int = typer.Option(250, help="Nodes (at most 250 pods each)."),
         replicas: int = typer.Option(3, help="Operator processes."),
         shards: int = typer.Option(0, help="--shards of every replica (0: one a replica)."),
-        interval: float = typer.Option(10.0, help="Seconds between a replica's passes."),
-        dwell: float = typer.Option(60.0, help="Seconds run before and after each handover."),
+        interval: str = typer.Option("10s", help="A replica's --interval between passes."),
+        dwell: str = typer.Option(
+            "60s", help="How long the run goes on before and after each handover."
+        ),
         keep_logs: str = typer.Option(
             "", "--keep-logs", help="Keep the replicas' logs and the request log here."
         ),
@@ -49,7 +47,10 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         from foresize.front.cli.bench_loop import check_sizes
 
         check_sizes(pods, targets, nodes, 1, 1.0)
-        check_options(replicas, shards, interval, dwell)
+        from foresize.front.cli.options import duration
+
+        check_options(replicas, shards)
+        interval_s, dwell_s = duration(interval, "--interval"), duration(dwell, "--dwell")
         workdir = None
         if keep_logs:
             workdir = Path(keep_logs)
@@ -64,8 +65,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 nodes,
                 replicas=replicas,
                 shards=shards or None,
-                interval=interval,
-                dwell=dwell,
+                interval=interval_s,
+                dwell=dwell_s,
                 workdir=workdir,
             )
         )
