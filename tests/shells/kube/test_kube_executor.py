@@ -337,3 +337,43 @@ async def test_event_is_a_core_v1_event(apiserver, api):
         "lastTimestamp": "2026-05-28T20:26:40Z",
         "count": 1,
     }
+
+
+async def test_a_retry_is_not_sent_once_the_shard_s_lease_is_lost(apiserver, api):
+    """A resize passed the gate, was answered 429 (Retry-After 1 s), and the Lease was lost
+    meanwhile: the retry is not sent (another replica may hold the shard by then)."""
+    import asyncio
+
+    from foresize.shells.kube.gate import GatedExecutor, api_veto
+
+    uid = seed_pod(apiserver)
+
+    class Shards:
+        held = True
+
+        def owns(self, target: str) -> bool:
+            return self.held
+
+    shards = Shards()
+
+    def refuse_and_lose(record) -> bool:
+        if record.subresource != "resize":
+            return False
+        shards.held = False  # the renewals failed while the 429 was answered
+        return True
+
+    apiserver.error_rate, apiserver.error_codes = 1.0, (429,)
+    apiserver.error_retry_after, apiserver.error_filter = 1, refuse_and_lose
+    api.veto = api_veto(asyncio.Event())
+    gated = GatedExecutor(KubeExecutor(api, server_version=(1, 34)), shards, asyncio.Event())
+    action = ResizePod(
+        "shop",
+        "web-1",
+        (ContainerResize("app", requests={"cpu": 500}),),
+        uid=uid,
+        target="shop/web",
+    )
+    result = await gated.apply(action)
+    assert len(apiserver.calls("PATCH", RESIZE)) == 1  # the first; no retry
+    assert not result.ok and result.reason == "NotLeader", result
+    assert "shard not held" in result.message

@@ -72,6 +72,7 @@ _COMMAND_MODULES = (
     "bench_plan",
     "bench_webhook",
     "bench_loop",
+    "bench_shard",
     "bench_chaos",
     "manifests",
     "validate",

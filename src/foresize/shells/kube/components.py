@@ -10,7 +10,7 @@ import socket
 from dataclasses import dataclass
 from typing import Any
 
-from foresize.shells.kube.gate import GatedExecutor
+from foresize.shells.kube.gate import GatedExecutor, api_veto
 from foresize.shells.kube.options import OperatorOptions
 from foresize.shells.kube.probes import Health
 
@@ -84,14 +84,9 @@ def build_components(opts: OperatorOptions, stop: asyncio.Event) -> Components:
     )
     api.configure(qps=opts.kube_api_qps, burst=opts.kube_api_burst)
 
-    def no_writes_after_stop(method: str, path: str) -> str | None:
-        # A call that passed the executor's gate may still wait for the rate limit:
-        # once stopping, only the Lease release goes out.
-        if stop.is_set() and method != "GET" and "/leases" not in path:
-            return "stopping"
-        return None
-
-    api.veto = no_writes_after_stop
+    # A call that passed the executor's gate may still wait for the rate limit, or retry
+    # a 429 seconds later: each request is asked again before it goes out.
+    api.veto = api_veto(stop)
     state = ClusterState(
         target_parser=parse_foresize,
         pause_namespace=opts.namespace,

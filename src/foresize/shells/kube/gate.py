@@ -1,12 +1,43 @@
 """The gate on the executor: before every call, may this replica still act (not after the
-stop flag, and only on targets of shards whose Lease it holds right now)?"""
+stop flag, and only on targets of shards whose Lease it holds right now)? And again before
+each request of that call goes out (`api_veto`): after its wait for the rate limit and
+before every retry, which may come seconds later (a 429's Retry-After, up to 30 s, is longer
+than the 5 s between the renew deadline and another replica's takeover)."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any
 
 from foresize.shells.kube.probes import Health
+
+# The gate's question for the call in progress, in the task that makes it (a contextvar
+# follows the call through its awaits, and into the tasks it starts).
+_ASKING: ContextVar[Callable[[], str | None] | None] = ContextVar("foresize_gate", default=None)
+
+
+def still_allowed() -> str | None:
+    """Why the gated call in progress may no longer act (its shard's Lease lost, stopping),
+    or None (also outside any gated call)."""
+    ask = _ASKING.get()
+    return ask() if ask is not None else None
+
+
+def api_veto(stop: asyncio.Event) -> Callable[[str, str], str | None]:
+    """The API client's last word on each request (`KubeApi.veto`): once stopping, only
+    reads and the Lease release go out; a write of a gated call goes out only while the
+    gate would still let the call through."""
+
+    def veto(method: str, path: str) -> str | None:
+        if method == "GET" or "/leases" in path:
+            return None
+        if stop.is_set():
+            return "stopping"
+        return still_allowed()
+
+    return veto
 
 
 class GatedExecutor:
@@ -54,7 +85,18 @@ class GatedExecutor:
             return self._refusal(why)
         if self.health is not None:
             self.health.beat()
-        return await getattr(self.inner, name)(*args)
+        asking = _ASKING.set(lambda: self._allowed(target, shard))
+        try:
+            result = await getattr(self.inner, name)(*args)
+        finally:
+            _ASKING.reset(asking)
+        # A request the API client's veto held back (the Lease lost while the call waited)
+        # is the gate's refusal, not a failed change.
+        if getattr(result, "ok", True) is False and "not sent: " in getattr(result, "message", ""):
+            why = self._allowed(target, shard)
+            if why is not None:
+                return self._refusal(why)
+        return result
 
     async def apply(self, action: Any) -> Any:
         return await self._call(target_of(action), shard_of_action(action), "apply", action)
