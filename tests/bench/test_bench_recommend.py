@@ -193,6 +193,29 @@ def test_bench_forecast_json_keys():
     assert doc["series"] == 40 and doc["points_per_series"] == 3 * 288
 
 
+def test_bench_forecast_streams_shards_and_forecasts_as_all_at_once(monkeypatch):
+    """`bench forecast` draws and forecasts a shard of series at a time (issue 26): the
+    models it selects are those of one forecast of all the series."""
+    import numpy as np
+
+    from foresize.core.forecast import select
+    from foresize.core.forecast.models import MODELS, ForecastConfig
+    from foresize.core.forecast.synthetic import make_mixed
+    from foresize.core.recommend.core import mode_quantile
+    from foresize.front.cli.bench_forecast import run_bench
+
+    whole = select.forecast_max(
+        make_mixed(30, days=3, seed=42),
+        np.array([mode_quantile("balanced", "cpu")]),
+        ForecastConfig(),
+    )
+    expected = np.bincount(whole.model[:, 0], minlength=len(MODELS))
+    monkeypatch.setattr(select, "SERIES_SHARD", 7)
+    doc = run_bench(30, days=3, repeat=1)
+    assert doc["shard_series"] == 7
+    assert list(doc["models_selected"].values()) == expected.tolist()
+
+
 def test_foresize_memory_ratchet_and_allocated_risk():
     """Memory drops from 4 GB to 1 GB for the last 4 hours: the replay's foresize keeps
     the request up through those hours (6-hour ratchet) while its latest forecast has

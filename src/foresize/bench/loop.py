@@ -137,6 +137,7 @@ class _RssSampler:
         self.peak_kib = 0
         self.last_kib = 0
         self.cpu_seconds: float | None = None
+        self.samples: list[tuple[float, int]] = []  # (perf_counter, KiB): the peak by phase
         self._task: asyncio.Task | None = None
 
     def start(self) -> None:
@@ -151,6 +152,7 @@ class _RssSampler:
             self.cpu_seconds = cpu if cpu is not None else self.cpu_seconds
             self.last_kib = kib
             self.peak_kib = max(self.peak_kib, kib)
+            self.samples.append((time.perf_counter(), kib))
             await asyncio.sleep(self.period)
 
     async def stop(self) -> None:
@@ -310,7 +312,9 @@ async def _run(
 ) -> dict[str, Any]:
     pods, targets, nodes = sizes
     t0 = time.perf_counter()
-    seed(server, synthetic_objects(pods, targets, nodes))
+    # In the steady state an operator leaves, status included: a restart has nothing to
+    # write (what the start phase still writes is the operator's, not the seeding's).
+    seed(server, synthetic_objects(pods, targets, nodes, now=time.time()))
     seeded_seconds = time.perf_counter() - t0
     changed = resized_targets(pods, targets, resizes)
     expected = sum(n for *_, n in changed)
@@ -349,7 +353,7 @@ async def _run(
                 ns,
                 name,
                 lambda o, n=name: o["status"].__setitem__(
-                    "vertical_suggestion", suggestion(n, RESIZED_CPU)
+                    "vertical_suggestion", suggestion(n, RESIZED_CPU, time.time())
                 ),
             )
         done = await wait_until(
@@ -447,6 +451,10 @@ def _document(
         actions = sum(writes_pass.values()) - events
     resized_n = writes_pass.get("pods/resize", 0) if writes_pass else 0
     peak = sampler.peak_kib
+    rss_by_phase: dict[str, int] = {}
+    for at, kib in sampler.samples:
+        phase = phases.of(at, monotonic=True) or "start"
+        rss_by_phase[phase] = max(rss_by_phase.get(phase, 0), kib)
     return {
         "pods": pods,
         "targets": targets,
@@ -469,6 +477,7 @@ def _document(
         "cpu_seconds": round(sampler.cpu_seconds, 1) if sampler.cpu_seconds else None,
         "baseline_rss_mib": round(base_kib / 1024, 1) if base_kib else None,
         "rss_per_pod_kib": round((peak - base_kib) / pods, 2) if base_kib else None,
+        "rss_mib_by_phase": {k: round(v / 1024, 1) for k, v in rss_by_phase.items()},
         "problems": problems,
         # The issue's keys, last. Writes per resize: those on the actions' budget (resizes,
         # status, metadata); the Events' own budget is `event_writes_per_resize`.

@@ -4,15 +4,23 @@ AIScaleTarget each) on `nodes` nodes, in the steady state a running operator lea
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
+from foresize.core.api.fields import format_timestamp
+from foresize.core.cluster.actions import WriteTargetStatus
 from foresize.shells.kube.handlers import accepted_condition
+from foresize.shells.kube.status_writes import merge_patched
 
 NAMESPACES = 20  # the targets' namespaces, as `bench.webhook_load.review_bodies` names them
 REVISION = "1a2b3c4d5e"  # the pod-template-hash of every ReplicaSet
 BASE_CPU, BASE_MEM = "100m", "128Mi"
 RESIZED_CPU = "150m"  # the suggestion of a resized target: +50% CPU, same memory
+# How long before the operator's start its recommender last published (well inside the
+# shipped 15-minute --suggest-interval: no target is due for a round at the start).
+SUGGESTED_BEFORE = 60.0
+STEADY_NAME = "wl-0"  # the one target of `steady_status`'s cluster
 
 
 def _container(cpu: str, mem: str) -> dict[str, Any]:
@@ -40,11 +48,16 @@ def resized_targets(pods: int, targets: int, resizes: int) -> list[tuple[str, st
     return out
 
 
-def synthetic_objects(pods: int, targets: int, nodes: int) -> Iterator[dict]:
+def synthetic_objects(
+    pods: int, targets: int, nodes: int, *, now: float | None = None
+) -> Iterator[dict]:
     """The cluster's objects in seeding order (owners before what they own). Pods are
     spread over the targets as evenly as possible and over the nodes round-robin. Every
     target's suggestion is what its pods already request: nothing to do until the bench
-    changes the suggestions of `resized_targets`."""
+    changes the suggestions of `resized_targets`. With `now`, each target's status is the
+    one an operator leaves (`steady_status`, its suggestion made a minute before `now`),
+    so a process started on it has nothing to write."""
+    steady: dict[int, dict[str, Any]] = {}
     yield {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "foresize"}}
     for i in range(nodes):
         yield {
@@ -99,7 +112,42 @@ def synthetic_objects(pods: int, targets: int, nodes: int) -> Iterator[dict]:
                 ns, f"{rs_name}-{r:05d}", labels, rs_name, f"rs-{t}", f"node-{n % nodes:05d}"
             )
             n += 1
-        yield _target(ns, name, BASE_CPU)
+        target = _target(ns, name, BASE_CPU)
+        if now is not None:
+            if replicas not in steady:
+                steady[replicas] = steady_status(replicas, now)
+            # The one name in it: the suggestion the breaker tracks.
+            mine = json.dumps(steady[replicas]).replace(
+                suggestion(STEADY_NAME, BASE_CPU)["uid"], suggestion(name, BASE_CPU)["uid"]
+            )
+            target["status"].update(json.loads(mine))
+            target["status"]["vertical_suggestion"] = suggestion(
+                name, BASE_CPU, now - SUGGESTED_BEFORE
+            )
+        yield target
+
+
+def steady_status(replicas: int, now: float) -> dict[str, Any]:
+    """The status parts a pass writes for a synthetic target of `replicas` pods that has
+    nothing to do (the lifecycle's record, the worker's counts and persisted state): the
+    core's own pass over a one-target cluster of that shape, so it stays what the operator
+    writes as the planners change. The same for every target of that many pods (no name
+    in it but the suggestion's uid, of the target `STEADY_NAME`)."""
+    from foresize.core.reconcile import ReconcileState, plan_pass
+    from foresize.shells.kube.handlers import parse_foresize
+    from foresize.shells.kube.state import ClusterState
+
+    state = ClusterState(target_parser=parse_foresize)
+    by_kind: dict[str, list[dict[str, Any]]] = {}
+    for obj in synthetic_objects(replicas, 1, 1):
+        by_kind.setdefault(obj["kind"], []).append(obj)
+    for kind, objects in by_kind.items():
+        state.replace(kind, objects)
+    status: dict[str, Any] = {}
+    for action in plan_pass(state.snapshot(now), now, ReconcileState(), None).actions:
+        if isinstance(action, WriteTargetStatus) and action.kind == "AIScaleTarget":
+            status = merge_patched(status, action.status)  # as the API server keeps it
+    return status
 
 
 def _owner(api_version: str, kind: str, name: str, uid: str) -> dict[str, Any]:
@@ -137,11 +185,14 @@ def _pod(ns: str, name: str, labels: dict, rs: str, rs_uid: str, node: str) -> d
     }
 
 
-def suggestion(name: str, cpu: str) -> dict[str, Any]:
-    return {
+def suggestion(name: str, cpu: str, created_at: float | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {
         "uid": f"sugg-{name}-{cpu}",
         "containers": [{"name": "app", "requests": {"cpu": cpu, "memory": BASE_MEM}}],
     }
+    if created_at is not None:
+        out["created_at"] = format_timestamp(created_at)
+    return out
 
 
 def _target(ns: str, name: str, cpu: str) -> dict[str, Any]:

@@ -140,6 +140,26 @@ def test_resize_delta_is_the_scheduler_charge_difference() -> None:
     assert resize_delta(p, [ContainerResize("app", {"cpu": 50})]) == {}
 
 
+def test_the_ledger_charges_each_pod_object_once_and_a_new_object_afresh() -> None:
+    import dataclasses
+
+    p = _pod("p", "n", 200, owner=None, labels={}, ns="default")
+    ledger = NodeLedger(ClusterSnapshot(now=0.0, nodes={"n": _node("n", 1000)}, pods=[p]))
+    first = ledger.charge(p)
+    assert first == pod_charge(p) == {"cpu": 200, "memory": first["memory"]}
+    assert ledger.charge(p) is first  # the node walk, the resize and the eviction share it
+    # The shells replace a pod that changed: the same uid in a new object is charged anew.
+    bigger = dataclasses.replace(
+        p, containers=[p.containers[0].copy(ResourceRequirements({"cpu": 400}))]
+    )
+    assert ledger.charge(bigger)["cpu"] == 400
+    # The delta from the charge the ledger holds is the delta computed from scratch.
+    from foresize.core.cluster.actions import ContainerResize
+
+    change = [ContainerResize("app", {"cpu": 500})]
+    assert resize_delta(p, change, ledger.charge(p)) == resize_delta(p, change) == {"cpu": 300}
+
+
 # ----------------------------------------------------------------------- records
 
 

@@ -167,7 +167,7 @@ def test_forecast_max_in_blocks_equals_all_at_once(monkeypatch):
     y = np.concatenate([make_series(k, 4, days=3, seed=13) for k in ("spiky", "growing")])
     qs = np.array([0.9, 0.999])
     whole = select.forecast_max(y, qs)
-    monkeypatch.setattr(select, "FORECAST_CHUNK", 3)
+    monkeypatch.setattr(select, "SERIES_SHARD", 3)
     parts = select.forecast_max(y, qs)
     assert np.array_equal(parts.values, whole.values, equal_nan=True)
     assert np.array_equal(parts.model, whole.model)
@@ -256,3 +256,14 @@ def test_cyclic_partition_minimises_the_area_held_above_the_profile():
     assert np.flatnonzero(got[0]).tolist() == [1, 3, 5]
     assert np.flatnonzero(got[1]).tolist() == [0, 1, 2]  # a flat day: the earliest starts
     assert cyclic_partition(prof, 1).sum(axis=1).tolist() == [1, 1]
+
+
+def test_mixed_rows_are_the_rows_of_the_whole_set():
+    """`make_mixed_rows` draws a shard of `make_mixed` alone (the forecast bench streams)."""
+    from foresize.core.forecast.synthetic import make_mixed, make_mixed_rows
+
+    whole = make_mixed(2345, days=1, seed=3)
+    for start, stop in [(0, 2345), (1, 7), (1000, 2345), (1999, 2001), (2344, 2345), (5, 5)]:
+        assert np.array_equal(make_mixed_rows(2345, start, stop, days=1, seed=3), whole[start:stop])
+    with pytest.raises(ValueError, match="rows 3:9 are not within 0:5"):
+        make_mixed_rows(5, 3, 9)

@@ -74,8 +74,11 @@ def _patched(container: Container, change: ContainerResize) -> Container:
     return container.copy(ResourceRequirements(req, lim))
 
 
-def resize_delta(pod: Pod, changes: Iterable[ContainerResize]) -> ResourceMap:
-    """How much more the scheduler would charge the node once the resize is written.
+def resize_delta(
+    pod: Pod, changes: Iterable[ContainerResize], charge: ResourceMap | None = None
+) -> ResourceMap:
+    """How much more the scheduler would charge the node once the resize is written
+    (`charge`: the pod's `pod_charge` where the caller has it, e.g. `NodeLedger.charge`).
 
     The charge is max(spec, allocated, actual) per container, aggregated as the scheduler
     does (`qos.pod_requests`: sidecars, init peaks, pod-level requests, overhead), so an
@@ -92,7 +95,7 @@ def resize_delta(pod: Pod, changes: Iterable[ContainerResize]) -> ResourceMap:
             return container_charge(c, status, infeasible=infeasible)
         return container_charge(_patched(c, change), status, infeasible=False)
 
-    before = pod_charge(pod)
+    before = pod_charge(pod) if charge is None else charge
     new = pod_requests(pod, after)
     delta: ResourceMap = {}
     for r in set(before) | set(new):
@@ -223,6 +226,18 @@ class NodeLedger:
         # node -> the placeholders on it whose room is still held, taken from the end.
         self._held: dict[str, list[tuple[Pod, ResourceMap]]] = {}
         self.released: list[Pod] = []  # placeholders a resize of this pass needs gone
+        # pod uid -> (the pod object, its `pod_charge`): each pod's charge once a pass,
+        # though the node walk, the pod's resize and its eviction all read it.
+        self._charges: dict[str, tuple[Pod, ResourceMap]] = {}
+
+    def charge(self, pod: Pod) -> ResourceMap:
+        """`pod_charge(pod)`, once per pod object this pass (read it, do not change it)."""
+        hit = self._charges.get(pod.uid)
+        if hit is not None and hit[0] is pod:
+            return hit[1]
+        charge = pod_charge(pod)
+        self._charges[pod.uid] = (pod, charge)
+        return charge
 
     def _placeholder(self, pod: Pod) -> bool:
         return self._headroom is not None and is_placeholder(pod, self._headroom)
@@ -236,7 +251,7 @@ class NodeLedger:
             free = dict(n.allocatable) if n is not None else {}
             held = []
             for p in self.snapshot.pods_on_node(node):
-                charge = pod_charge(p)
+                charge = self.charge(p)
                 if self._placeholder(p) and not p.terminating:
                     held.append((p, charge))
                     continue
@@ -367,7 +382,7 @@ class NodeLedger:
         node it runs on first (its own charge goes with it); the room found is reserved, so
         two evictions in one pass do not count on the same room."""
         nodes = self.snapshot.nodes
-        own = pod_charge(pod)
+        own = self.charge(pod)
         for name in _own_node_first(nodes, pod.node_name):
             node = nodes[name]
             if node.unschedulable or not node.ready:

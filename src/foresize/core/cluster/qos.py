@@ -177,6 +177,8 @@ def aggregate_containers(pod: Pod, per_container: PerContainer) -> ResourceMap:
     total: ResourceMap = {}
     for c in pod.containers:
         _add(total, per_container(c, pod.status_of(c.name)))
+    if not pod.init_containers:
+        return total  # the common pod: nothing below would change the sum
     sidecars: ResourceMap = {}
     init_peak: ResourceMap = {}
     for ic in pod.init_containers:

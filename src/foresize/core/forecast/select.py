@@ -14,6 +14,7 @@ Pure: arrays in, arrays out.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -87,11 +88,16 @@ def choose(scores: np.ndarray, margin: float = SWITCH_MARGIN) -> np.ndarray:
     return best
 
 
-FORECAST_CHUNK = 2000
-"""`forecast_max` works on blocks of 2,000 series: its working set (the forward maxima,
-the decaying histograms of ~900 buckets, sorted windows) is several times the input's
-size, so 10,000 series of 14 days at once need over a GiB; per block it stays near 100 MB,
-and numpy's per-call overhead is already amortised at a thousand rows."""
+SERIES_SHARD = 2000
+"""Series forecast and recommended at once: `forecast_max` works on blocks of this many
+rows, and callers with more series stream them by shards of it (`bench forecast`,
+`recommend.stream`). The working set of a forecast (the forward maxima, the decaying
+histograms of ~900 buckets, sorted windows) is several times its input's size, so
+10,000 series of 14 days at once need over a GiB; a shard's 14 days (2,000 x 4,032
+points, 65 MB a resource) peak at 224 MiB for the whole process at 10,000 and at 100,000
+series (`bench forecast`, docs/scale.md), and numpy's per-call overhead is
+already amortised at a thousand rows. Rows are independent in a cold-start forecast, so
+the shard size changes no number."""
 
 
 def forecast_max(
@@ -108,16 +114,16 @@ def forecast_max(
     cfg = cfg or ForecastConfig()
     qs = np.asarray(qs, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
-    if y.shape[0] > FORECAST_CHUNK:
+    if y.shape[0] > SERIES_SHARD:
         # Rows are independent: forecast them in blocks to bound the working memory.
         parts = [
             forecast_max(
-                y[c : c + FORECAST_CHUNK],
+                y[c : c + SERIES_SHARD],
                 qs,
                 cfg,
-                None if scores is None else scores[:, c : c + FORECAST_CHUNK],
+                None if scores is None else scores[:, c : c + SERIES_SHARD],
             )
-            for c in range(0, y.shape[0], FORECAST_CHUNK)
+            for c in range(0, y.shape[0], SERIES_SHARD)
         ]
         return Forecast(
             np.concatenate([p.values for p in parts]),
@@ -199,6 +205,7 @@ def online_step(
     cfg: ForecastConfig,
     m: np.ndarray | None = None,
     base: int = 0,
+    pooled: Mapping[int, MissCounts] | None = None,
 ) -> tuple[Forecast, OnlineScores]:
     """Decide at origin column `o` of `y` (only columns <= o are read): score forecasts
     whose horizon has passed, recalibrate, then forecast with the current best models.
@@ -206,7 +213,10 @@ def online_step(
     `m` may be a precomputed `forward_max(y, h)` of a longer array; only columns <= o - h
     of it are read, which depend on y up to column o only. `base` is the absolute grid
     index of column 0 (e.g. floor(time / step)), so a state stays valid when the caller
-    passes a sliding window rather than one growing array.
+    passes a sliding window rather than one growing array. `pooled` (origin -> counts)
+    replaces the calibration's miss counts over these rows by counts over more rows
+    (`calibration_counts` summed over every shard of a fleet), so a fleet streamed by
+    shards is calibrated as it would be all at once.
     """
     qs = np.asarray(qs, dtype=np.float64)
     if m is None:
@@ -230,7 +240,8 @@ def online_step(
             age_decay = np.exp2(-(now_abs - origin) * cfg.step / cfg.score_half_life)
             loss = loss + np.where(ok, lo, 0.0) * age_decay
             weight = weight + ok * age_decay
-            g = calibrate(g, actual[0], issued, used, qs, cfg)
+            counts = None if pooled is None else pooled[origin]
+            g = calibrate(g, actual[0], issued, used, qs, cfg, counts)
         else:
             still.append((origin, f, issued, used))
     new = OnlineScores(loss, weight, g, still, now_abs)
@@ -266,6 +277,48 @@ def _pick(per_model: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.nda
     return vals, best
 
 
+MissCounts = tuple[np.ndarray, np.ndarray, int]
+"""What the calibration of one scored origin reads from its rows: per (model, quantile)
+the windows missed and the windows scored among the rows that used the model, and how
+many (row, quantile) pairs were scored at all. Sums of counts: exact in any order."""
+
+
+def miss_counts(
+    actual: np.ndarray, issued: np.ndarray, used: np.ndarray, models: int
+) -> MissCounts:
+    """The `MissCounts` of rows: actual (S, 1), issued and used (S, Q)."""
+    ok = np.isfinite(actual) & np.isfinite(issued)
+    missed = ok & (actual > issued)
+    by_model = [used == k for k in range(models)]
+    scored = np.stack([(ok & sel).sum(axis=0) for sel in by_model])
+    miss = np.stack([(missed & sel).sum(axis=0) for sel in by_model])
+    return miss, scored, int(ok.sum())
+
+
+def add_counts(a: MissCounts, b: MissCounts) -> MissCounts:
+    return a[0] + b[0], a[1] + b[1], a[2] + b[2]
+
+
+def calibration_counts(
+    state: OnlineScores, y: np.ndarray, o: int, cfg: ForecastConfig, base: int = 0
+) -> dict[int, MissCounts]:
+    """The counts `online_step` (same `state`, `y`, `o`, `base`) calibrates with, per
+    pending origin it scores: summed over a fleet's shards, they are its `pooled`."""
+    scored = [
+        (origin, issued, used)
+        for origin, _f, issued, used in state.pending
+        if 0 <= origin - base <= o - cfg.h
+    ]
+    if not scored:
+        return {}
+    m = forward_max(y[:, : o + 1], cfg.h)
+    models = state.log_factor.shape[0]
+    return {
+        origin: miss_counts(m[:, origin - base, None], issued, used, models)
+        for origin, issued, used in scored
+    }
+
+
 def calibrate(
     log_factor: np.ndarray,
     actual: np.ndarray,
@@ -273,6 +326,7 @@ def calibrate(
     used: np.ndarray,
     qs: np.ndarray,
     cfg: ForecastConfig,
+    counts: MissCounts | None = None,
 ) -> np.ndarray:
     """Adaptive conformal calibration (Gibbs & Candès, 2021) of each model's quantiles.
 
@@ -283,18 +337,19 @@ def calibrate(
     moves by gamma x (miss rate - (1 - q)) over the series that used it: its equilibrium
     is a miss rate of exactly 1 - q, whatever the model. Pooled over the series of the
     call: a 1-in-1000 rate cannot be measured on one series within days, but on many.
+    `counts`, where given, are those of a larger pool (a whole fleet streamed by shards).
     """
-    ok = np.isfinite(actual) & np.isfinite(issued)
-    if not ok.any():
+    if counts is None:
+        counts = miss_counts(actual, issued, used, log_factor.shape[0])
+    miss, scored, pairs = counts
+    if pairs == 0:
         return log_factor
-    missed = ok & (actual > issued)
     out = log_factor.copy()
     for k in range(log_factor.shape[0]):
-        sel = ok & (used == k)
-        n = sel.sum(axis=0)
+        n = scored[k]
         if not n.any():
             continue
-        rate = (missed & sel).sum(axis=0) / np.maximum(n, 1)
+        rate = miss[k] / np.maximum(n, 1)
         out[k] += np.where(n > 0, cfg.calibration_rate * (rate - (1.0 - qs)), 0.0)[None, :]
     clipped: np.ndarray = np.clip(out, cfg.calibration_min, cfg.calibration_max)
     return clipped

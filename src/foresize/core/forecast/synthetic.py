@@ -50,11 +50,30 @@ times the output (the forecast benchmark reports its peak memory)."""
 def make_mixed(n: int, days: float = 14.0, step: float = 300.0, seed: int = 0) -> np.ndarray:
     """`n` series, the kinds in equal shares (interleaved); each block of MIXED_CHUNK series
     of a kind has its own seed, so the result depends only on (n, days, step, seed)."""
+    return make_mixed_rows(n, 0, n, days, step, seed)
+
+
+def make_mixed_rows(
+    n: int, start: int, stop: int, days: float = 14.0, step: float = 300.0, seed: int = 0
+) -> np.ndarray:
+    """Rows `start:stop` of `make_mixed(n, ...)`, drawing only the blocks they fall in, so
+    a caller can stream `n` series by shards without holding them all."""
+    if not 0 <= start <= stop <= n:
+        raise ValueError(f"rows {start}:{stop} are not within 0:{n}")
     width = int(days * DAY / step)
-    out = np.empty((n, width))
+    out = np.empty((stop - start, width))
+    kinds = len(KINDS)
     for i, k in enumerate(KINDS):
-        rows = np.arange(i, n, len(KINDS))
-        for b, c0 in enumerate(range(0, len(rows), MIXED_CHUNK)):
-            block = rows[c0 : c0 + MIXED_CHUNK]
-            out[block] = make_series(k, len(block), days, step, seed + i + len(KINDS) * b)
+        count = len(range(i, n, kinds))  # series of kind i in the whole set
+        # Positions (within kind i) of the rows asked for: row = i + kinds * position.
+        lo = max(0, -(-(start - i) // kinds))
+        hi = max(lo, -(-(stop - i) // kinds))
+        for b in range(lo // MIXED_CHUNK, -(-hi // MIXED_CHUNK)):
+            b0, b1 = b * MIXED_CHUNK, min((b + 1) * MIXED_CHUNK, count)
+            p0, p1 = max(lo, b0), min(hi, b1)
+            if p1 <= p0:
+                continue
+            block = make_series(k, b1 - b0, days, step, seed + i + kinds * b)
+            rows = i + kinds * np.arange(p0, p1) - start
+            out[rows] = block[p0 - b0 : p1 - b0]
     return out

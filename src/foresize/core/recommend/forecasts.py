@@ -5,14 +5,22 @@ group of rows that share a horizon and levels, and the one level each row is siz
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from foresize.core.api.quantity import CPU, MEMORY
 from foresize.core.forecast.models import ForecastConfig
-from foresize.core.forecast.select import OnlineScores, backtest_scores, forecast_max, online_step
+from foresize.core.forecast.select import (
+    MissCounts,
+    OnlineScores,
+    add_counts,
+    backtest_scores,
+    calibration_counts,
+    forecast_max,
+    online_step,
+)
 from foresize.core.recommend.core import (
     CPU_RAISE_QUANTILE,
     allocate_risk,
@@ -47,6 +55,45 @@ class RowForecasts:
 
 _GroupKey = tuple[float, bool, tuple[float, ...]]
 """Rows forecast together: (forecast horizon, carries a forecast state, levels)."""
+_Signature = tuple[int | None, tuple[int, ...], int]
+"""Rows whose forecast states line up (`OnlineScores.signature`): stepped together."""
+
+
+@dataclass(slots=True)
+class FleetTotals:
+    """What couples the rows of a batch, over every shard of a fleet recommended shard by
+    shard (`recommend.stream`): per resource and group, the width of the history matrix
+    (rows are right-aligned in one matrix, and the decaying histogram's column blocks
+    follow its columns), and per group of lined-up states, the calibration's miss counts
+    of each scored origin (the calibration pools its rows). With them, each shard is
+    forecast exactly as in one batch of the whole fleet."""
+
+    width: dict[tuple[str, _GroupKey], int] = field(default_factory=dict)
+    pooled: dict[tuple[str, _GroupKey, _Signature], dict[int, MissCounts]] = field(
+        default_factory=dict
+    )
+
+    def add(self, reqs: Sequence[TargetRequest], rows: Sequence[Row], now: float) -> None:
+        """Count one shard in (its requests with resolved params, `target.batch_rows`)."""
+        for res in (CPU, MEMORY):
+            row_levels = [_row_levels(reqs[ti].params, res) for ti, _name in rows]
+            for key, ks in _forecast_groups(reqs, rows, row_levels).items():
+                group = [rows[k] for k in ks]
+                y = _history_matrix(reqs, group, res)
+                wkey = (res, key)
+                self.width[wkey] = max(self.width.get(wkey, 0), y.shape[1])
+                if not key[1]:
+                    continue
+                cfg = ForecastConfig(step=MODEL_STEP, horizon=key[0])
+                base = int(math.floor(now / MODEL_STEP)) - (y.shape[1] - 1)
+                states = _row_states(reqs, group, res, len(key[2]))
+                for sig, idxs in _lined_up(states).items():
+                    stacked = OnlineScores.stack([states[i] for i in idxs])
+                    found = calibration_counts(stacked, y[idxs], y.shape[1] - 1, cfg, base)
+                    into = self.pooled.setdefault((res, key, sig), {})
+                    for origin, counts in found.items():
+                        had = into.get(origin)
+                        into[origin] = counts if had is None else add_counts(had, counts)
 
 
 def forecast_rows(
@@ -57,13 +104,15 @@ def forecast_rows(
     now: float,
     memory_reference: float | None = None,
     new_schedules: list[dict[str, CachedSchedule] | None] | None = None,
+    fleet: FleetTotals | None = None,
 ) -> RowForecasts:
     """Forecast every (target, container) row for `res` at its mode's levels, then pick
     one level per row: the mode's quantile, or for memory under a named mode the level
     `allocate_risk` gives it among the rows of the whole batch.
 
     Rows sharing a horizon and levels are forecast together; targets that carry a
-    forecast state use the rolling backtest, others a cold-start one.
+    forecast state use the rolling backtest, others a cold-start one. `fleet`: this
+    batch is a shard of a larger one, forecast as that one would be (`FleetTotals`).
     """
     if not rows:
         empty = np.full(0, np.nan)
@@ -94,7 +143,8 @@ def forecast_rows(
     for (blocks, online, levels), ks in _forecast_groups(reqs, rows, row_levels).items():
         cfg = ForecastConfig(step=MODEL_STEP, horizon=blocks)
         group = [rows[k] for k in ks]
-        y = _history_matrix(reqs, group, res)
+        width = fleet.width.get((res, (blocks, online, levels)), 0) if fleet else 0
+        y = _history_matrix(reqs, group, res, width)
         qs = np.array(levels)
         base = int(math.floor(now / MODEL_STEP)) - (y.shape[1] - 1)
         if res == CPU:
@@ -105,8 +155,12 @@ def forecast_rows(
             last = y[:, -cfg.h :] * TO_CANONICAL[CPU]
             last_max[ks], last_min[ks] = interval_range(last)
         if online:
+            pooled = None
+            if fleet is not None:
+                key = (blocks, online, levels)
+                pooled = {sig: v for (r, k, sig), v in fleet.pooled.items() if (r, k) == (res, key)}
             group_values, group_models, group_errors = _online_forecast(
-                reqs, group, res, y, qs, cfg, base, new_states
+                reqs, group, res, y, qs, cfg, base, new_states, pooled
             )
         else:
             scores = backtest_scores(y, qs, cfg)
@@ -155,12 +209,15 @@ def _forecast_groups(
     return groups
 
 
-def _history_matrix(reqs: Sequence[TargetRequest], group: Sequence[Row], res: str) -> np.ndarray:
-    """The group's histories of `res`, right-aligned (newest last), NaN-padded at the left."""
+def _history_matrix(
+    reqs: Sequence[TargetRequest], group: Sequence[Row], res: str, width: int = 0
+) -> np.ndarray:
+    """The group's histories of `res`, right-aligned (newest last), NaN-padded at the left
+    (to `width` columns at least)."""
     series = [
         np.asarray(getattr(reqs[ti].histories[name], res), dtype=np.float64) for ti, name in group
     ]
-    length = max(len(v) for v in series)
+    length = max(width, max(len(v) for v in series))
     y = np.full((len(series), max(length, 1)), np.nan)
     for i, v in enumerate(series):
         if len(v):
@@ -177,28 +234,22 @@ def _online_forecast(
     cfg: ForecastConfig,
     base: int,
     new_states: list[dict[str, OnlineScores] | None],
+    pooled: Mapping[_Signature, Mapping[int, MissCounts]] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Rolling backtest: one state per (target, container, resource), stacked into one
     vectorised step where the states line up (same decision history). Origins are
     absolute bucket numbers, so states survive the window sliding. Stores each row's next
     state in `new_states`; returns the group's values, model names and the backtest score
-    of the model used, (rows, levels)."""
-    states = []
-    for ti, name in group:
-        carried = reqs[ti].forecast_state
-        st = carried.get(f"{name}/{res}") if carried is not None else None
-        if st is None or st.loss.shape[1:] != (1, len(qs)):
-            st = OnlineScores.empty(1, len(qs))
-        states.append(st)
-    by_sig: dict[tuple[int | None, tuple[int, ...], int], list[int]] = {}
-    for i, st in enumerate(states):
-        by_sig.setdefault(st.signature(), []).append(i)
+    of the model used, (rows, levels). `pooled`: the fleet's calibration counts."""
+    states = _row_states(reqs, group, res, len(qs))
+    by_sig = _lined_up(states)
     values = np.full((len(group), len(qs)), np.nan)
     names = np.full((len(group), len(qs)), "", dtype=object)
     errors = np.full((len(group), len(qs)), np.nan)
-    for idxs in by_sig.values():
+    for sig, idxs in by_sig.items():
         stacked = OnlineScores.stack([states[i] for i in idxs])
-        f, st2 = online_step(stacked, y[idxs], y.shape[1] - 1, qs, cfg, base=base)
+        counts = None if pooled is None else pooled.get(sig, {})
+        f, st2 = online_step(stacked, y[idxs], y.shape[1] - 1, qs, cfg, base=base, pooled=counts)
         names_all = f.model_names()
         errors_all = np.take_along_axis(st2.scores(), f.model[None], axis=0)[0]
         for j, i in enumerate(idxs):
@@ -210,6 +261,28 @@ def _online_forecast(
             names[i] = names_all[j]
             errors[i] = errors_all[j]
     return values, names, errors
+
+
+def _row_states(
+    reqs: Sequence[TargetRequest], group: Sequence[Row], res: str, levels: int
+) -> list[OnlineScores]:
+    """Each row's carried forecast state for `res` (an empty one where none fits)."""
+    states = []
+    for ti, name in group:
+        carried = reqs[ti].forecast_state
+        st = carried.get(f"{name}/{res}") if carried is not None else None
+        if st is None or st.loss.shape[1:] != (1, levels):
+            st = OnlineScores.empty(1, levels)
+        states.append(st)
+    return states
+
+
+def _lined_up(states: Sequence[OnlineScores]) -> dict[_Signature, list[int]]:
+    """Row numbers by state signature: the rows one `online_step` steps together."""
+    by_sig: dict[_Signature, list[int]] = {}
+    for i, st in enumerate(states):
+        by_sig.setdefault(st.signature(), []).append(i)
+    return by_sig
 
 
 def _pick_levels(

@@ -21,12 +21,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from foresize.core.api.fields import format_timestamp
+from foresize.core.api.access import get_path
+from foresize.core.api.fields import format_timestamp, parse_timestamp
 from foresize.core.api.jobs import CRONJOB
 from foresize.core.api.model import ModelSpec
 from foresize.core.api.quantity import CPU, MEMORY, format_resource_map
 from foresize.core.api.target import ACTIVE_POLICY, AIScaleTarget, ShadowPolicy
 from foresize.core.cluster.actions import EmitEvent, WriteTargetStatus
+from foresize.core.cluster.in_place_gate import target_key
 from foresize.core.cluster.model import (
     Container,
     ContainerSuggestion,
@@ -46,6 +48,7 @@ from foresize.core.recommend.sources import history_source, merged_histories
 if TYPE_CHECKING:  # types only: the recommender itself is imported where it runs
     from foresize.core.forecast.select import OnlineScores
     from foresize.core.recommend.oom import OOMState
+    from foresize.core.recommend.params import RecommendParams
     from foresize.core.recommend.request import (
         CachedSchedule,
         RecommendResult,
@@ -109,6 +112,9 @@ class _Due:
     hpa: tuple[str, frozenset[str]] | None = None
     shadows: tuple[ShadowPolicy, ...] = ()  # `spec.shadow` (`recommend.shadow`)
     target: AIScaleTarget | None = None  # the API object (its shadows' models merge on it)
+    workloads: list[str] = field(default_factory=list)  # whose history it reads (`sources`)
+    templates: list[Container] = field(default_factory=list)  # its containers' template
+    params: RecommendParams | None = None  # read from the target once a round
 
 
 def _hpa_left_alone(
@@ -140,33 +146,41 @@ def plan_suggestions(
     receives one Event per target whose published requests changed: one line naming
     every step of each changed request (`recommend.explain.event_line`)."""
     from foresize.core.recommend.runs import plan_run_suggestion
-    from foresize.core.recommend.target import recommend_batch
+    from foresize.core.recommend.stream import recommend_stream
 
     state = state if state is not None else SuggestionState()
     due_targets: list[_Due] = []
-    requests: list[TargetRequest] = []
-    run_writes = []  # CronJob targets: learned from their runs' peaks (`recommend.runs`)
+    writes = []  # CronJob targets: learned from their runs' peaks (`recommend.runs`)
     for target in snapshot.targets:
         if due is not None and not due(target):
             continue
         if _is_cronjob_target(target):
             run_write = plan_run_suggestion(snapshot, history, now, target, state)
             if run_write is not None:
-                run_writes.append(run_write)
+                writes.append(run_write)
             continue
-        found = _due_request(snapshot, history, now, target, state)
+        found = _due_target(snapshot, target, state)
         if found is not None:
-            due_targets.append(found[0])
-            requests.append(found[1])
-    # One batch for every due target, priced against the whole fleet of the shard (the
-    # latest mode-level memory forecast of every target still here).
+            due_targets.append(found)
+    # Every due target priced against the whole fleet of the shard (the latest mode-level
+    # memory forecast of every target still here), as one batch, streamed by shards of
+    # series (`recommend.stream`): a shard's histories are read, recommended and dropped.
     _forget_gone(snapshot, state)
     fleet = list(state.memory_at_mode.values())
     reference = sum(fleet) / len(fleet) if fleet else None
-    results = recommend_batch(requests, now, memory_reference=reference) if requests else []
-    shadows = _shadows(due_targets, requests, now, state, reference)
-    writes = run_writes
-    for d, request, result in zip(due_targets, requests, results, strict=True):
+
+    def load(d: _Due) -> tuple[list[tuple[str, str]], tuple[list[TargetRequest], ...]]:
+        request = _load_request(history, now, d, state)
+        jobs = _shadow_jobs(d, request, state)
+        return [(key, name) for key, name, _job in jobs], ([request], [j[2] for j in jobs])
+
+    def size(d: _Due) -> int:
+        return len(d.containers) * (1 + len(d.shadows))
+
+    stream = recommend_stream(due_targets, load, size, now, memory_reference=reference)
+    for d, names, (requests, jobs), (results, shadow_results) in stream:
+        request, result = requests[0], results[0]
+        shadows = _shadow_results(names, jobs, shadow_results, now, state)
         before = state.latest.get(d.key)
         status = _status(d, result, now, state)
         if d.shadows:
@@ -187,54 +201,59 @@ def _is_cronjob_target(target: TargetObject) -> bool:
         return False  # the vertical planner reports the bad spec
 
 
-def _shadows(
-    due_targets: list[_Due],
-    requests: list[Any],
-    now: float,
-    state: SuggestionState,
-    reference: float | None,
-) -> dict[str, dict[str, Any]]:
-    """Each due target's shadow policies through the recommender, in one batch of their
-    own (their memory risk is priced against the same fleet, `reference`, and never moves
-    the live suggestions): target key -> policy name -> its result."""
+def _shadow_jobs(
+    d: _Due, request: TargetRequest, state: SuggestionState
+) -> list[tuple[str, str, TargetRequest]]:
+    """A due target's shadow policies as requests to the recommender, a batch of their
+    own (their memory risk is priced against the same fleet and never moves the live
+    suggestions): (target key, policy name, request). Forgets the runs of policies gone."""
     from foresize.core.recommend.request import TargetRequest
     from foresize.core.recommend.shadow import ShadowRun, shadow_params
-    from foresize.core.recommend.target import recommend_batch
 
-    jobs: list[tuple[str, str, Any]] = []
-    for d, request in zip(due_targets, requests, strict=True):
-        runs = state.shadow.setdefault(d.key, {}) if d.shadows else state.shadow.pop(d.key, {})
-        names = {p.name for p in d.shadows}
-        for gone in [n for n in runs if n not in names and n != ACTIVE_POLICY]:
-            del runs[gone]
-        if not d.shadows:
-            continue
-        base = request.params  # the target's own, read once (`_due_request`)
-        for policy in d.shadows:
-            run = runs.setdefault(policy.name, ShadowRun())
-            try:
-                params = shadow_params(d.target, policy, base)
-            except (ForesizeError, ValueError):
-                continue  # refused by the webhook and `foresize validate`
-            current = _shadow_current(d.current, run.latest())
-            jobs.append(
-                (
-                    d.key,
-                    policy.name,
-                    TargetRequest(
-                        params,
-                        request.histories,
-                        current,
-                        run.oom,
-                        run.forecast,
-                        run.schedule,
-                        runtimes=request.runtimes,
-                    ),
-                )
+    jobs: list[tuple[str, str, TargetRequest]] = []
+    runs = state.shadow.setdefault(d.key, {}) if d.shadows else state.shadow.pop(d.key, {})
+    names = {p.name for p in d.shadows}
+    for gone in [n for n in runs if n not in names and n != ACTIVE_POLICY]:
+        del runs[gone]
+    if not d.shadows:
+        return jobs
+    base = request.params  # the target's own, read once (`_load_request`)
+    for policy in d.shadows:
+        run = runs.setdefault(policy.name, ShadowRun())
+        try:
+            params = shadow_params(d.target, policy, base)
+        except (ForesizeError, ValueError):
+            continue  # refused by the webhook and `foresize validate`
+        current = _shadow_current(d.current, run.latest())
+        jobs.append(
+            (
+                d.key,
+                policy.name,
+                TargetRequest(
+                    params,
+                    request.histories,
+                    current,
+                    run.oom,
+                    run.forecast,
+                    run.schedule,
+                    runtimes=request.runtimes,
+                ),
             )
-    results = recommend_batch([j[2] for j in jobs], now, memory_reference=reference) if jobs else []
+        )
+    return jobs
+
+
+def _shadow_results(
+    names: list[tuple[str, str]],
+    jobs: list[TargetRequest],
+    results: list[RecommendResult],
+    now: float,
+    state: SuggestionState,
+) -> dict[str, dict[str, Any]]:
+    """The shadow policies' results carried into their runs: target key -> policy name
+    -> its result."""
     out: dict[str, dict[str, Any]] = {}
-    for (key, name, job), result in zip(jobs, results, strict=True):
+    for (key, name), job, result in zip(names, jobs, results, strict=True):
         run = state.shadow[key][name]
         run.oom = result.oom_state
         run.forecast = result.forecast_state or {}
@@ -311,18 +330,12 @@ def _changed_event(
     )
 
 
-def _due_request(
-    snapshot: ClusterSnapshot,
-    history: HistoryReader,
-    now: float,
-    target: TargetObject,
-    state: SuggestionState,
-) -> tuple[_Due, TargetRequest] | None:
-    """The recommendation request of a target that takes suggestions (None: it does not,
-    or there is nothing to read its usage from)."""
-    from foresize.core.recommend.histories import load_histories
+def _due_target(
+    snapshot: ClusterSnapshot, target: TargetObject, state: SuggestionState
+) -> _Due | None:
+    """A target that takes suggestions (None: it does not, or there is nothing to read its
+    usage from), without its history (`_load_request` reads it)."""
     from foresize.core.recommend.params import RecommendParams
-    from foresize.core.recommend.request import TargetRequest
 
     # The recommender reads the API model (its forecast settings live on the API types).
     if not isinstance(target, AIScaleTarget):
@@ -331,43 +344,79 @@ def _due_request(
     mode = view.vertical_mode
     if mode not in ("recommendation", "autonomous") or view.deleting:
         return None
-    ns, name = view.namespace, view.name
     source = history_source(snapshot, target)
     if source is None:
         return None
     workloads, templates = source
-    containers = [c.name for c in templates]
-    histories = merged_histories(
-        [
-            load_histories(history, ns, wl, containers, now, window=HISTORY_WINDOW)
-            for wl in workloads
-        ]
-    )
-    key = f"{ns}/{name}"
-    current = current_requests(templates, state.latest.get(key), target)
-    # An empty forecast state (not None) starts the rolling backtest, carried from then
-    # on; None would cold-start the backtest on every round.
-    request = TargetRequest(
-        RecommendParams.from_view(view),
-        histories,
-        current,
-        state.oom.get(key),
-        state.forecast.get(key, {}),
-        state.schedule.get(key, {}),
-        runtimes={c.name: heap_ceiling(c.command, c.args, c.env, c.env_from) for c in templates},
-    )
-    due = _Due(
+    key = f"{view.namespace}/{view.name}"
+    return _Due(
         key,
-        ns,
-        name,
+        view.namespace,
+        view.name,
         mode,
-        containers,
-        current,
+        [c.name for c in templates],
+        current_requests(templates, state.latest.get(key), target),
         _hpa_left_alone(snapshot, view),
         view.shadows,
         target,
+        workloads,
+        templates,
+        RecommendParams.from_view(view),
     )
-    return due, request
+
+
+def _load_request(
+    history: HistoryReader, now: float, d: _Due, state: SuggestionState
+) -> TargetRequest:
+    """The recommendation request of a due target: its workloads' histories read."""
+    from foresize.core.recommend.histories import load_histories
+    from foresize.core.recommend.request import TargetRequest
+
+    assert d.params is not None  # `_due_target` reads them
+    histories = merged_histories(
+        [
+            load_histories(history, d.namespace, wl, d.containers, now, window=HISTORY_WINDOW)
+            for wl in d.workloads
+        ]
+    )
+    # An empty forecast state (not None) starts the rolling backtest, carried from then
+    # on; None would cold-start the backtest on every round.
+    return TargetRequest(
+        d.params,
+        histories,
+        d.current,
+        state.oom.get(d.key),
+        state.forecast.get(d.key, {}),
+        state.schedule.get(d.key, {}),
+        runtimes={c.name: heap_ceiling(c.command, c.args, c.env, c.env_from) for c in d.templates},
+    )
+
+
+def resumed_rounds(
+    targets: list[TargetObject], last_round: Mapping[str, float], now: float
+) -> dict[str, float]:
+    """The last recommendation round of each target, as a process that did not make it
+    reads it back from the object: `status.vertical_suggestion.created_at`, for targets
+    with no round in `last_round` (a restart, or a shard taken over). Without it every
+    target is due at each start and its status is written again with a round its
+    cadence did not ask for (and, from a history a restart emptied, a
+    `hasEnoughDataToScale` flipped to false). A time unreadable or later than `now` is
+    no round."""
+    out: dict[str, float] = {}
+    for target in targets:
+        key = target_key(target)
+        if key in last_round:
+            continue
+        created = get_path(target, "status", "vertical_suggestion", "created_at")
+        if created is None:
+            continue
+        try:
+            when = parse_timestamp(created)
+        except ValueError:
+            continue
+        if when <= now:
+            out[key] = when
+    return out
 
 
 def _forget_gone(snapshot: ClusterSnapshot, state: SuggestionState) -> None:

@@ -25,7 +25,7 @@ from foresize.core.cluster.model import ResourceRequirements
 from foresize.core.cluster.snapshot import TargetObject
 from foresize.core.forecast.select import OnlineScores
 from foresize.core.recommend.finish import finish_target
-from foresize.core.recommend.forecasts import forecast_rows
+from foresize.core.recommend.forecasts import FleetTotals, forecast_rows
 from foresize.core.recommend.histories import (
     ContainerHistory,
 )
@@ -57,7 +57,11 @@ def recommend_target(
 
 
 def recommend_batch(
-    requests: Sequence[TargetRequest], now: float, *, memory_reference: float | None = None
+    requests: Sequence[TargetRequest],
+    now: float,
+    *,
+    memory_reference: float | None = None,
+    fleet: FleetTotals | None = None,
 ) -> list[RecommendResult]:
     """`recommend_target` for many targets with one vectorised forecast per resource.
 
@@ -66,8 +70,29 @@ def recommend_batch(
     is sold), so the simulator passes its whole fleet in one call; a single target
     allocates among its own containers. `memory_reference` (bytes) overrides the fleet's
     average memory at the mode's level when the fleet is recommended in parts (the operator
-    keeps it from earlier passes: `RecommendResult.at_mode`)."""
-    reqs = [
+    keeps it from earlier passes: `RecommendResult.at_mode`). `fleet`: the batch is one
+    shard of a larger one (`recommend.stream`), recommended as that one would be."""
+    reqs = resolve_requests(requests)
+    rows = batch_rows(reqs)
+    new_states: list[dict[str, OnlineScores] | None] = [
+        None if r.forecast_state is None else {} for r in reqs
+    ]
+    new_schedules: list[dict[str, CachedSchedule] | None] = [
+        None if r.schedule_state is None else {} for r in reqs
+    ]
+    fc = {
+        res: forecast_rows(reqs, rows, res, new_states, now, memory_reference, new_schedules, fleet)
+        for res in RESOURCES
+    }
+    results = [finish_target(ti, r, rows, fc, now, new_states[ti]) for ti, r in enumerate(reqs)]
+    for result, schedules in zip(results, new_schedules, strict=True):
+        result.schedule_state = schedules
+    return results
+
+
+def resolve_requests(requests: Sequence[TargetRequest]) -> list[TargetRequest]:
+    """The requests with their parameters read (an AIScaleTarget's into `RecommendParams`)."""
+    return [
         replace(
             r,
             params=r.params
@@ -76,23 +101,13 @@ def recommend_batch(
         )
         for r in requests
     ]
-    # Flatten (target, container) pairs that have a history.
+
+
+def batch_rows(reqs: Sequence[TargetRequest]) -> list[tuple[int, str]]:
+    """The batch's rows: (request number, container) for each container with a history."""
     rows: list[tuple[int, str]] = []
     for ti, r in enumerate(reqs):
         for name in r.current:
             if name in r.histories:
                 rows.append((ti, name))
-    new_states: list[dict[str, OnlineScores] | None] = [
-        None if r.forecast_state is None else {} for r in reqs
-    ]
-    new_schedules: list[dict[str, CachedSchedule] | None] = [
-        None if r.schedule_state is None else {} for r in reqs
-    ]
-    fc = {
-        res: forecast_rows(reqs, rows, res, new_states, now, memory_reference, new_schedules)
-        for res in RESOURCES
-    }
-    results = [finish_target(ti, r, rows, fc, now, new_states[ti]) for ti, r in enumerate(reqs)]
-    for result, schedules in zip(results, new_schedules, strict=True):
-        result.schedule_state = schedules
-    return results
+    return rows

@@ -147,7 +147,7 @@ def _resize(
         _hold_for_opt_out(c, hold, "resizing (the resize would restart a container)")
         return None
     if ctx.config.capacity_guard:
-        delta = charge_delta(pod, change)
+        delta = charge_delta(pod, change, ledger.charge(pod))
         node = pod.node_name or ""
         why = ledger.why_not(node, delta, pod.priority)
         if why is not None:

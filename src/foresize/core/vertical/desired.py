@@ -327,9 +327,10 @@ def container_sig(name: str, requests: ResourceMap, limits: ResourceMap) -> str:
     return container_signature(name, requests, limits)
 
 
-def charge_delta(pod: Pod, change: PodChange) -> ResourceMap:
-    """How much more the scheduler would charge the node once the change is written."""
-    return resize_delta(pod, change.containers)
+def charge_delta(pod: Pod, change: PodChange, charge: ResourceMap | None = None) -> ResourceMap:
+    """How much more the scheduler would charge the node once the change is written
+    (`charge`: the pod's charge now, where the caller has it)."""
+    return resize_delta(pod, change.containers, charge)
 
 
 def allocated_containers(pod: Pod) -> tuple[ContainerResize, ...]:

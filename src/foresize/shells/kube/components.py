@@ -110,7 +110,7 @@ def build_components(opts: OperatorOptions, stop: asyncio.Event) -> Components:
         max_shards=opts.max_shards,
     )
     executor = KubeExecutor(api, pod_lookup=state.pod, instance=identity)
-    informers = Informers([Informer(api, state, w) for w in WATCHED])
+    informers = Informers([Informer(api, state, w, freeze=True) for w in WATCHED])
     store = open_history(opts, metrics, shards)
     # Written by the collector on this loop, read by the pass in its worker thread.
     history = Locked(store)

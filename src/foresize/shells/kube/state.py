@@ -53,6 +53,7 @@ class Converted:
     key: Any
     value: Any
     dropped: tuple[str, ...] = ()
+    version: str = ""  # metadata.resourceVersion (pods: the relist keeps unchanged ones)
 
 
 def _key(obj: dict[str, Any]) -> Key:
@@ -94,6 +95,12 @@ class ClusterState:
         self.pause_namespace = pause_namespace
         self.pause_configmap = pause_configmap
         self._lock = threading.RLock()
+        # Pod key -> (resourceVersion, the cached Pod), one entry so that one read gives a
+        # matching pair from any thread. A relist keeps the cached
+        # object of a pod whose version did not change instead of converting it again (at
+        # 100k pods, a relist built 100k new objects with the old ones still cached: the
+        # memory peak, and a garbage collector walking both).
+        self._pod_versions: dict[Key, tuple[str, Pod]] = {}
 
     # ----------------------------------------------------------------- updates
     def replace(self, kind: str, items: list[dict[str, Any]]) -> int:
@@ -109,10 +116,15 @@ class ClusterState:
         key = _key(obj)
         value: Any
         if kind == "Pod":
-            store_key: Any = key
+            version = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+            cached = self._pod_versions.get(key) if version else None  # one read: atomic
+            if cached is not None and cached[0] == version:
+                return Converted(key, cached[1], (), version)
             value = convert.pod_from(obj, dropped=dropped)
-        elif kind == "Node":
-            store_key, value = key[1], convert.node_from(obj, dropped)
+            return Converted(key, value, tuple(dropped), version)
+        if kind == "Node":
+            store_key: Any = key[1]
+            value = convert.node_from(obj, dropped)
         elif kind == "PodDisruptionBudget":
             store_key, value = key, convert.pdb_from(obj)
         elif kind == "HorizontalPodAutoscaler":
@@ -153,6 +165,10 @@ class ClusterState:
                 store = self._kind_store(kind)
                 if store is not None:
                     store[entry.key] = entry.value
+            if kind == "Pod":
+                self._pod_versions = {
+                    e.key: (e.version, e.value) for e in converted if e.version and e.value
+                }
             return len(before - self._keys(kind))
 
     def _kind_store(self, kind: str) -> dict | None:
@@ -213,7 +229,10 @@ class ClusterState:
         # does no I/O.
         dropped: list[str] = []
         if kind == "Pod":
-            self._put(self.pods, key, None if deleted else convert.pod_from(obj, dropped=dropped))
+            pod = None if deleted else convert.pod_from(obj, dropped=dropped)
+            self._put(self.pods, key, pod)
+            version = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+            self._put(self._pod_versions, key, (version, pod) if pod and version else None)
         elif kind == "Node":
             self._put(self.nodes, key[1], None if deleted else convert.node_from(obj, dropped))
         elif kind == "PodDisruptionBudget":
@@ -258,6 +277,22 @@ class ClusterState:
     # ----------------------------------------------------------------- reads
     def pod(self, namespace: str, name: str) -> Pod | None:
         return self.pods.get((namespace, name))
+
+    def raw_object(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """A Foresize object's JSON as last seen on its watch (never to be mutated)."""
+        with self._lock:
+            return self.raw_foresize.get(kind, {}).get((namespace, name))
+
+    def target_keys(self) -> list[str]:
+        """The "namespace/name" of every AIScaleTarget and DaemonSetAutoscaler cached (the
+        per-target gauges' label), without a snapshot of the whole cluster."""
+        with self._lock:
+            return [
+                f"{ns}/{name}"
+                for kind in ("AIScaleTarget", "DaemonSetAutoscaler")
+                for (ns, name), parsed in self.foresize[kind].items()
+                if parsed is not None
+            ]
 
     def snapshot(self, now: float) -> ClusterSnapshot:
         """A consistent point-in-time view for the planners (objects are shared, read-only)."""

@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from foresize.core.history import SeriesKey
+from foresize.shells.kube.leader import shard_of
 from foresize.shells.kube.options import OperatorOptions
 from foresize.shells.kube.probes import Health
 
@@ -214,26 +215,27 @@ async def control_loop(
         except Exception:  # one bad pass must not stop the operator
             log.exception("control-loop pass failed")
         health.passed()
-        _export_leadership(shell, metrics, shards)
+        await _export_leadership(shell, metrics, shards)
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(stop.wait(), interval)
 
 
-def _export_leadership(shell: Any, metrics: Any, shards: Any) -> None:
+async def _export_leadership(shell: Any, metrics: Any, shards: Any) -> None:
     """foresize_leader per shard, and no per-target gauge for targets now gone or held
-    by another replica."""
-    from foresize.adapters.telemetry.recorder import target_key
-
+    by another replica. The second walks every target and every per-target label set
+    (10k targets: ~100k), so it runs in a worker thread, off the loop that answers the
+    webhooks and renews the Leases (prometheus_client's metrics take their own locks)."""
     owned = shards.owned if shards is not None else {0}
     for i in range(shards.shards if shards is not None else 1):
         metrics.leader.labels(str(i)).set(1 if i in owned else 0)
-    snap = shell.state.snapshot(0.0)
-    keep = {
-        target_key(t)
-        for t in [*snap.targets, *snap.daemonset_autoscalers]
-        if shards is None or shards.owns(target_key(t))
-    }
-    metrics.forget_targets(keep)
+
+    count = shards.shards if shards is not None else 1  # what the loop holds now
+
+    def forget() -> None:
+        keys = shell.state.target_keys()
+        metrics.forget_targets({k for k in keys if shard_of(k, count) in owned})
+
+    await asyncio.to_thread(forget)
 
 
 async def refresh_admission_index(

@@ -31,12 +31,14 @@ The recommenders it runs are in `foresize.shells.sim.recommenders`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from foresize.adapters.collector import planned_without_cyclic_gc
 from foresize.adapters.history.aggregate import Grouping
 from foresize.adapters.timezones import SYSTEM_ZONES
 from foresize.core.api.cluster_policy import POLICY_LABEL
@@ -459,15 +461,19 @@ class SimOperator:
             if oom or now - self.last_recommend >= self.opt.recommend_interval:
                 self._recommend(now)
             overrides = self.suggestions
-        decided = plan_pass(
-            snap,
-            now,
-            self.pass_state,
-            history,
-            self.config,
-            dsa_usage=self.dsa_usage,
-            suggestions=overrides,
-            pod_usage=self.pod_usage,
+        # As the kube shell runs it: the cyclic collector off for the pass (`adapters.collector`).
+        decided = planned_without_cyclic_gc(
+            functools.partial(
+                plan_pass,
+                snap,
+                now,
+                self.pass_state,
+                history,
+                self.config,
+                dsa_usage=self.dsa_usage,
+                suggestions=overrides,
+                pod_usage=self.pod_usage,
+            )
         )
         self.pass_state = decided.state
         self._record_pending(now, decided.pending)

@@ -377,6 +377,7 @@ class StrictApiServer(ObjectStore):
                 request.query,
                 rv=self.rv,
                 compacted_rv=self.compacted_rv,
+                sorted_keys=self.sorted_keys(rtype.key),
             )
             record.code = 200
             return web.json_response(result)
