@@ -54,6 +54,8 @@ async def test_a_small_run_lists_resizes_relists_and_reports_the_keys(tmp_path) 
     assert doc["webhook_requests"] > 0 and doc["webhook_p99_ms"] is not None
     assert doc["renewals"] >= 2 and doc["renew_late_max_ms"] is not None
     assert doc["relist_seconds"] is not None and doc["rss_mib"] > 0
+    by_phase = doc["rss_mib_by_phase"]
+    assert {"start", "pass", "relist"} <= set(by_phase) and max(by_phase.values()) == doc["rss_mib"]
     assert (tmp_path / "requests.tsv").exists()
 
 

@@ -50,6 +50,7 @@ from foresize.core.vertical.guards import (
 )
 from foresize.core.vertical.modes import DECIDE
 from foresize.core.vertical.policy import WorkerConfig, policy_of
+from foresize.core.vertical.provision import node_autoscaler_present
 from foresize.core.vertical.results import execute, on_result
 from foresize.core.vertical.run import Candidate, PassContext, PodView, TargetRun
 from foresize.core.vertical.stall import awaiting_kubelet, stall_message, stall_reason
@@ -90,6 +91,7 @@ def plan(
     settles (`cluster.boost`; None: the shell has none, such a boost ends on its timeout).
     """
     ctx = PassContext(snapshot, now, config or WorkerConfig(), pod_usage=pod_usage)
+    ctx.provisioning = node_autoscaler_present(ctx.config.node_autoscaler, snapshot)
     suggestions = suggestions or {}
     new_state = state.copy()
     ctx.zones = ctx.config.time_zones
@@ -310,7 +312,7 @@ def _forget_gone_pods(run: TargetRun) -> None:
     live_uids = {p.uid for p in run.pods}
     for uid in [u for u in ts.stalls if u not in live_uids]:
         del ts.stalls[uid]
-    for d in (ts.blocked_pods, ts.refused, ts.released, ts.known):
+    for d in (ts.blocked_pods, ts.refused, ts.released, ts.no_room_since, ts.known):
         for uid in [u for u in d if u not in live_uids]:
             del d[uid]
     ts.judged = [u for u in ts.judged if u in live_uids]

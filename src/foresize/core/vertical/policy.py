@@ -64,6 +64,10 @@ class WorkerConfig:
 
     # The scheduler-safety guard (architecture §3.2). Off only for the comparison test.
     capacity_guard: bool = True
+    # Does a node autoscaler add nodes for Pending pods? True/False as told, None: read from
+    # the nodes (Karpenter's label). With one, an upsize no node has room for is recreated
+    # into Pending after its stall_timeout (`vertical.provision`).
+    node_autoscaler: bool | None = None
     # Workloads (by their labels) the worker never touches (architecture §3.2: exclude by selector).
     exclude_selector: dict[str, str] = field(default_factory=dict)
     # A 429 without retryAfterSeconds (the DisruptionBudget case) is retried after this:

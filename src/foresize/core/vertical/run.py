@@ -64,6 +64,8 @@ class PassContext:
     ns_disruptions: dict[str, int] = field(default_factory=dict)
     # The pods' recent CPU samples (`cluster.boost.PodCpuWindow`): when a boost settles.
     pod_usage: PodCpuWindow | None = None
+    # A node autoscaler adds nodes for Pending pods (`vertical.provision`).
+    provisioning: bool = False
 
 
 @dataclass(slots=True)

@@ -167,6 +167,8 @@ class TargetState:
     blocked_pods: dict[str, float] = field(default_factory=dict)  # uid -> until (500)
     refused: dict[str, str] = field(default_factory=dict)  # uid -> desired sig refused (422/403)
     released: dict[str, str] = field(default_factory=dict)  # uid -> desired sig released
+    # uid -> when no node first had room for the pod's recreation (`vertical.provision`)
+    no_room_since: dict[str, float] = field(default_factory=dict)
     pending_evictions: list[PendingEviction] = field(default_factory=list)
     judged: list[str] = field(default_factory=list)  # pod uids already given a verdict
     breaker: BreakerState = field(default_factory=BreakerState)
@@ -198,6 +200,7 @@ class TargetState:
             blocked_pods=dict(self.blocked_pods),
             refused=dict(self.refused),
             released=dict(self.released),
+            no_room_since=dict(self.no_room_since),
             pending_evictions=[
                 PendingEviction(p.pod, p.uid, p.at, p.suggestion_uid, p.probe)
                 for p in self.pending_evictions
@@ -251,6 +254,10 @@ class TargetState:
                 {"uid": k, "signature": v} for k, v in sorted(self.released.items())
             ]
             or None,
+            "noRoomSince": [
+                {"uid": k, "since": _time(v)} for k, v in sorted(self.no_room_since.items())
+            ]
+            or None,
             "pendingEvictions": [
                 {
                     "pod": p.pod,
@@ -294,6 +301,11 @@ class TargetState:
             until = _read(r.get("until"), parse_timestamp)
             if until is not None:
                 blocked[str(r["uid"])] = until
+        no_room = {}
+        for r in d.get("noRoomSince") or []:
+            since = _read(r.get("since"), parse_timestamp)
+            if since is not None:
+                no_room[str(r["uid"])] = since
         pending = []
         for p in d.get("pendingEvictions") or []:
             at = _read(p.get("time"), parse_timestamp)
@@ -314,6 +326,7 @@ class TargetState:
             blocked_pods=blocked,
             refused={str(r["uid"]): str(r["signature"]) for r in d.get("refusedResizes") or []},
             released={str(r["uid"]): str(r["signature"]) for r in d.get("releasedResizes") or []},
+            no_room_since=no_room,
             pending_evictions=pending,
             judged=[str(u) for u in d.get("judgedPods") or []],
             breaker=BreakerState.from_status(d.get("circuitBreaker") or {}),

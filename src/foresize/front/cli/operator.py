@@ -215,6 +215,15 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             min=1,
             help="Evictions allowed at once under --eviction-rate-limit.",
         ),
+        node_autoscaler: str = opt(
+            "auto",
+            "--node-autoscaler",
+            env="FORESIZE_NODE_AUTOSCALER",
+            help="Does a node autoscaler add nodes for Pending pods: auto (yes where a node "
+            "has Karpenter's karpenter.sh/nodepool label), on (e.g. Cluster Autoscaler), "
+            "off. With one, an upsize no node has room for is recreated into Pending after "
+            "the target's stall_timeout.",
+        ),
         cert_check_interval: str = opt(
             "5m",
             "--cert-check-interval",
@@ -338,8 +347,10 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         if kubeconfig and not server and not os.path.exists(kubeconfig.split(os.pathsep)[0]):
             raise ForesizeError(f"--kubeconfig: {kubeconfig}: no such file")
         from foresize.core.vertical.policy import parse_exclude_selector
+        from foresize.core.vertical.provision import parse_node_autoscaler
 
         excluded = parse_exclude_selector(exclude_selector)
+        provisioning = parse_node_autoscaler(node_autoscaler)
         room = (
             headroom_config(
                 headroom_namespace,
@@ -390,6 +401,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             exclude_selector=excluded,
             eviction_rate_limit=eviction_rate_limit or None,
             eviction_rate_burst=eviction_rate_burst,
+            node_autoscaler=provisioning,
             headroom=room,
         )
         try:

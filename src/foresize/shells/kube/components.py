@@ -128,6 +128,7 @@ def build_components(opts: OperatorOptions, stop: asyncio.Event) -> Components:
             exclude_selector=dict(opts.exclude_selector),
             eviction_rate_limit=opts.eviction_rate_limit,
             eviction_rate_burst=opts.eviction_rate_burst,
+            node_autoscaler=opts.node_autoscaler,
         ),
     )
     shell.dsa_window = dsa_window

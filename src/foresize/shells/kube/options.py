@@ -36,6 +36,9 @@ class OperatorOptions:
     exclude_selector: dict[str, str] = field(default_factory=dict)
     eviction_rate_limit: float | None = None  # evictions/s, all targets (VPA's flag)
     eviction_rate_burst: int = 1
+    # `--node-autoscaler`: does one add nodes for Pending pods (None: read Karpenter's
+    # label from the nodes; `core.vertical.provision`)
+    node_autoscaler: bool | None = None
     headroom: HeadroomConfig | None = None  # `--headroom*`: forecast-sized placeholders
     metrics_host: str = "0.0.0.0"
     metrics_port: int = 8080

@@ -156,8 +156,13 @@ class SimOperator(UsageObserver):
         self.rec = recommender
         self.opt = options or OperatorOptions()
         # Templates are reconciled here too; the simulator has no finalizers to hold.
+        worker = self.opt.worker
+        if worker.node_autoscaler is None:
+            # The scenario says whether a node autoscaler provisions for Pending pods
+            # (`core.vertical.provision`), as `--node-autoscaler` tells the operator.
+            worker = dataclasses.replace(worker, node_autoscaler=sim.node_autoscaler is not None)
         self.config = ReconcileConfig(
-            worker=self.opt.worker,
+            worker=worker,
             suggest_interval=self.opt.recommend_interval,
             headroom=self.opt.headroom,
         )
