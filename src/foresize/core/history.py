@@ -11,14 +11,14 @@ Times are float Unix seconds passed by the caller; nothing here reads a clock.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
-from foresize.core.cluster.jobs import JOB, cronjob_of_job_name
-from foresize.core.cluster.model import OwnerRef
+from foresize.core.cluster.jobs import JOB, cronjob_of_job_name, history_workload, job_group_of
+from foresize.core.cluster.model import OwnerRef, Pod, Workload
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -180,11 +180,14 @@ def job_pod_history(owner: OwnerRef | None) -> bool:
     return owner is not None and owner.kind == JOB
 
 
-def workload_of_pod(pod: str, owner: tuple[str, str] | None = None) -> str:
+def workload_of_pod(
+    pod: str, owner: tuple[str, str] | None = None, labels: Mapping[str, str] | None = None
+) -> str:
     """The workload a pod belongs to: from its owner (kube_pod_owner) if known (a Job run
-    by a CronJob: the CronJob), else from the controllers' naming (Deployment
-    `w-<rs hash>-<5>`, StatefulSet `w-<n>`, DaemonSet or bare ReplicaSet `w-<5>`), else
-    the pod itself."""
+    by a CronJob: the CronJob; a bare Job's pod labelled `foresize.io/job-group`: its
+    group, `cluster.jobs`; `labels`: the pod's, where the caller has them), else from the
+    controllers' naming (Deployment `w-<rs hash>-<5>`, StatefulSet `w-<n>`, DaemonSet or
+    bare ReplicaSet `w-<5>`), else the pod itself."""
     if owner is not None:
         kind, name = owner
         if kind == "ReplicaSet":
@@ -193,7 +196,11 @@ def workload_of_pod(pod: str, owner: tuple[str, str] | None = None) -> str:
         if kind == JOB:
             # The runs of one CronJob are one workload with one history, not a new
             # workload with a few hours of it every run (`cluster.jobs`).
-            return cronjob_of_job_name(name) or name
+            cronjob = cronjob_of_job_name(name)
+            if cronjob is not None:
+                return cronjob
+            group = job_group_of(labels)
+            return history_workload(group) if group is not None else name
         if kind and name and kind != "Node":
             return name
     for pattern in (_DEPLOY_POD, _STS_POD, _GENERATED_POD):
@@ -201,3 +208,16 @@ def workload_of_pod(pod: str, owner: tuple[str, str] | None = None) -> str:
         if match:
             return match["wl"]
     return pod
+
+
+def history_workload_of(pod: Pod, top: Workload | None) -> str:
+    """The workload a pod's history is kept under, given its top controller as the
+    snapshot resolves it (`ClusterSnapshot.top_owner`; None: not in the snapshot, so from
+    the owner's naming): a bare Job's pod labelled with a job group goes to its group
+    (`cluster.jobs`), every other pod to its top controller."""
+    if top is not None and not (top.kind == JOB and top.owner is None):
+        return top.name
+    owner = (pod.owner.kind, pod.owner.name) if pod.owner is not None else None
+    if top is not None and job_group_of(pod.labels) is None:
+        return top.name
+    return workload_of_pod(pod.name, owner, pod.labels)

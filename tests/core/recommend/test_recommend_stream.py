@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import tracemalloc
 
+import numpy as np
 import pytest
 
 from foresize.core.api.quantity import GIB
@@ -140,7 +141,7 @@ def _naive(limit):
     return recommend
 
 
-@pytest.mark.parametrize("reference", [None, 1.5 * GIB])
+@pytest.mark.parametrize("reference", [None, 1.5 * GIB, float("nan")])
 def test_a_streamed_fleet_is_recommended_as_one_batch(reference):
     whole = _rounds(lambda items, load, now: _whole(items, load, now, reference))
     for limit in (1, 6):
@@ -270,3 +271,31 @@ def test_the_shells_pass_streams_its_targets_by_shards(monkeypatch):
     monkeypatch.setattr(stream, "shards", lambda *a: cuts.append(real(*a)) or cuts[-1])
     assert _suggestion_rounds(6, 3) == whole
     assert [len(c) for c in cuts] == [6, 6, 6]  # every round: a shard a target
+
+
+@pytest.mark.parametrize("reference", [None, float("nan"), 0.0])
+def test_every_shard_prices_memory_against_the_whole_fleets_mean(monkeypatch, reference):
+    """Without a usable reference, one batch prices memory risk against its own mean
+    forecast at the modes' level; each shard is priced against that same mean."""
+    from foresize.core.recommend import core, forecasts
+
+    seen: list[float] = []
+
+    def recording(values, levels, mode_q, price=core.RISK_PRICE, reference=None):
+        if reference is None or not np.isfinite(reference) or reference <= 0:
+            own = np.argmin(np.abs(levels[None, :] - mode_q[:, None]), axis=1)
+            seen.append(float(np.nanmean(values[np.arange(len(own)), own])))
+        else:
+            seen.append(reference)
+        return core.allocate_risk(values, levels, mode_q, price, reference)
+
+    monkeypatch.setattr(forecasts, "allocate_risk", recording)
+    state: dict = {}
+    load = lambda i: _request(i, 0, state)  # noqa: E731
+    _whole(list(range(TARGETS)), load, NOW, reference)
+    (fleet_mean,) = seen
+    seen.clear()
+    list(_streamed(3, reference)(list(range(TARGETS)), load, NOW))
+    cuts = shards(list(range(TARGETS)), lambda i: len(_containers(i)), 3)
+    # The last pass recommends each shard (the one before forecasts their memory alone).
+    assert len(cuts) > 1 and set(seen[-len(cuts) :]) == {fleet_mean}

@@ -159,3 +159,49 @@ def test_only_the_replica_that_sizes_makes_deployments_every_replica_releases() 
     config.reconcile_templates = False
     other = plan_pass(s, NOW, ReconcileState(), None, config, suggestions=sugg)
     assert not [a for a in other.actions if isinstance(a, EnsureHeadroom)]
+
+
+def test_the_placeholders_an_upsize_released_are_not_recreated() -> None:
+    """A placeholder released for an upsize of this pass is demand that landed: the
+    Deployment shrinks by it at once (kept, it would come back Pending and have a node
+    autoscaler add a node nothing will use); the rest of the shrink still waits."""
+    s = two_pools()
+    config = HeadroomConfig(pools=("a",))
+    pause = Container("pause", ResourceRequirements(dict(config.pod_requests)))
+    s.workloads["Deployment/foresize-headroom/foresize-headroom-a"] = Workload(
+        "Deployment",
+        config.namespace,
+        "foresize-headroom-a",
+        labels={HEADROOM_LABEL: "a"},
+        replicas=4,
+        template=PodTemplate(containers=[pause]),
+    )
+    for i in range(4):
+        holder = _pod(
+            f"h-{i}",
+            "n1",
+            250,
+            owner=OwnerRef("ReplicaSet", "foresize-headroom-a-1"),
+            labels={HEADROOM_LABEL: "a"},
+            ns=config.namespace,
+        )
+        holder.priority = -1
+        s.pods.append(holder)
+    s = ClusterSnapshot(
+        now=s.now, nodes=s.nodes, pods=s.pods, workloads=s.workloads, targets=s.targets
+    )
+    ledger = NodeLedger(s, headroom_namespace=config.namespace)
+    ledger.free("n1")
+    ledger.reserve("n1", {"cpu": 2600})  # 2500m really free on n1: one placeholder goes
+    assert len(ledger.released) == 1
+    resize = ResizePod("shop", "web-0", (ContainerResize("app", {"cpu": 1500}),))
+    state = HeadroomState()
+
+    def ensured(now: float, led: NodeLedger) -> list[int]:
+        sugg = {"shop/web": _sugg_all(1500)}
+        _, ensure = headroom_actions(s, now, config, state, led, [resize], sugg, {}, None, sizing=s)
+        return [e.replicas for e in ensure if isinstance(e, EnsureHeadroom)]
+
+    assert ensured(NOW, ledger) == [3]  # 0 wanted: the released one goes now
+    assert ensured(NOW + 60, NodeLedger(s, headroom_namespace=config.namespace)) == []
+    assert ensured(NOW + SHRINK_AFTER, NodeLedger(s, headroom_namespace=config.namespace)) == [0]

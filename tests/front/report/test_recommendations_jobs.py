@@ -66,3 +66,25 @@ def test_a_cronjob_whose_runs_were_all_killed_keeps_what_it_has_and_raises_memor
     assert row.cpu.request == 2000  # kept: no run shows its peak
     assert row.memory.request == math.ceil(4 * GIB * 1.2 / MIB) * MIB  # 1.2 x the limit
     assert any("assumed, not measured" in s for s in row.cpu.steps)
+
+
+def test_a_job_groups_history_is_a_jobgroup_row_sized_from_its_runs() -> None:
+    """A group of bare Jobs (`foresize.io/job-group`, `cluster.jobs`) has no object whose
+    kind kube-state-metrics gives: its history's name says it is a group's."""
+    from foresize.core.cluster.jobs import history_workload
+
+    key = SeriesKey("batch", history_workload("etl"), "report")
+    nightly = _nightly()
+    series = TraceSeries(key, nightly.timestamps, nightly.cpu, nightly.memory)
+    (row,) = build_rows([series], [], quantiles=QUANTILES)
+    assert row.kind == "JobGroup" and row.workload == "jobgroup:etl"
+    assert row.memory.request == math.ceil(2 * GIB * (1 + RUN_MARGIN) / MIB) * MIB
+    assert any("a JobGroup: sized from its runs' peaks" in n for n in row.notes)
+    # A name that only looks like one (not a group name after the prefix) is not a group.
+    odd = TraceSeries(SeriesKey("batch", "jobgroup:Bad_Name", "r"), *_arrays(nightly))
+    (plain,) = build_rows([odd], [], quantiles=QUANTILES)
+    assert plain.kind == ""
+
+
+def _arrays(s: TraceSeries) -> tuple:
+    return s.timestamps, s.cpu, s.memory

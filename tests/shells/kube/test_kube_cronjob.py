@@ -157,3 +157,97 @@ async def test_a_cronjobs_run_is_followed_and_sized_at_creation(apiserver):
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await api.close()
+
+
+async def test_a_bare_job_groups_target_is_served_and_its_next_job_sized_at_creation(apiserver):
+    """A JobGroup target (`cluster.jobs`): the API server's schema takes it, the cache
+    keys the group's pods to the group's history, and the webhook sizes a pod of a new
+    bare Job of the group from the target's suggestion."""
+    from foresize.core.cluster.jobs import JOB_GROUP_LABEL
+    from foresize.core.history import history_workload_of
+
+    group = {JOB_GROUP_LABEL: "nightly"}
+    apiserver.seed(node())
+    job = apiserver.seed(
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "etl-manual-1", "namespace": "shop"},
+            "spec": {
+                "template": {
+                    "metadata": {"labels": group},
+                    "spec": {"restartPolicy": "OnFailure", "containers": REPORT},
+                }
+            },
+        }
+    )
+    running = pod(
+        "etl-manual-1-x7k2p",
+        owner=("Job", "etl-manual-1", job["metadata"]["uid"]),
+        labels=group,
+        containers=REPORT,
+    )
+    running["metadata"]["ownerReferences"][0]["apiVersion"] = "batch/v1"
+    apiserver.seed(running)
+    state = ClusterState(target_parser=parse_foresize)
+    api = KubeApi.from_url(apiserver.url)
+    informers = Informers([Informer(api, state, w) for w in WATCHED if not w.optional])
+    stop = asyncio.Event()
+    watching = informers.tasks(stop)
+    target = _target()
+    target["metadata"]["name"] = "nightly"
+    target["spec"]["scaleTargetRef"] = {"kind": "JobGroup", "name": "nightly"}
+    try:
+        assert await asyncio.wait_for(informers.wait_synced(stop), 10)
+        path = "/apis/foresize.io/v1/namespaces/shop/aiscaletargets"
+        answer = await api.request("POST", path, target)
+        assert answer.code == 201, answer.body
+        # The schema refuses what a CronJob target refuses, for a group too.
+        bad = {**target, "metadata": {"name": "bad", "namespace": "shop"}}
+        bad["spec"] = {**target["spec"], "horizontal": {"mode": "autonomous"}}
+        refused = await api.request("POST", path, bad)
+        assert refused.code == 422 and "no replicas to scale" in str(refused.body)
+        answer = await api.request(
+            "PATCH",
+            f"{path}/nightly/status",
+            {"status": {"hasEnoughDataToScale": True, "vertical_suggestion": SUGGESTION}},
+            "application/merge-patch+json",
+        )
+        assert answer.code == 200, answer.body
+        for _ in range(100):
+            seen_target = state.foresize["AIScaleTarget"].get(("shop", "nightly"))
+            if seen_target is not None and seen_target.status.vertical_suggestion is not None:
+                break
+            await asyncio.sleep(0.1)
+        snap = state.snapshot(0.0)
+        (seen,) = [p for p in snap.pods if p.name == "etl-manual-1-x7k2p"]
+        assert history_workload_of(seen, snap.top_owner(seen)) == "jobgroup:nightly"
+        new = pod_from(
+            {
+                "metadata": {
+                    "generateName": "etl-manual-2-",
+                    "namespace": "shop",
+                    "labels": group,
+                    "ownerReferences": [
+                        {
+                            "apiVersion": "batch/v1",
+                            "kind": "Job",
+                            "name": "etl-manual-2",
+                            "controller": True,
+                        }
+                    ],
+                },
+                "spec": {"containers": REPORT},
+            },
+            strict=True,
+        )
+        decision = decide_pod(new, None, AdmissionIndex.from_snapshot(snap), 0.0)
+        assert decision.target is not None and decision.target.name == "nightly"
+        assert decision.containers["report"].requests == {"cpu": 1100, "memory": 2253 * 2**20}
+    finally:
+        stop.set()
+        for task in watching:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await api.close()

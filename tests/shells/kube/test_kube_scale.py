@@ -84,6 +84,13 @@ def test_a_status_write_is_compared_with_the_cache_and_our_own_last_write() -> N
     # An object not cached is written as asked.
     other = WriteTargetStatus("shop", "api", {"pods_resized": 0})
     assert writes.trimmed(other) is other
+    # Overlays are forgotten once the watch caught up, or the object is gone.
+    sent = writes.trimmed(WriteTargetStatus("shop", "web", {"pods_resized": 4}))
+    assert sent is not None
+    writes.landed(sent)
+    assert writes.prune() == 0  # not back on the watch yet: kept
+    state.apply_event("AIScaleTarget", "DELETED", _target("10", {"pods_resized": 4}))
+    assert writes.prune() == 1 and writes.prune() == 0
 
 
 def test_the_relist_keeps_unchanged_pods_and_converts_changed_ones() -> None:

@@ -116,3 +116,37 @@ def test_foresize_sizes_the_next_runs_at_creation_from_past_peaks() -> None:
     assert target.status.hasEnoughDataToScale is True
     runs = target.status.model_extra["job_runs"]
     assert runs["clean_runs"] >= MIN_RUNS
+
+
+def test_foresize_sizes_the_runs_of_a_bare_job_group_from_past_peaks() -> None:
+    """Two bare Jobs labelled `foresize.io/job-group: etl` (no CronJob): one target for the
+    group, one history for both, and each new run sized at creation from past runs."""
+    from foresize.core.cluster.jobs import JOB_GROUP_LABEL
+
+    def bare(name: str) -> dict:
+        spec = _cronjob(every="2h", run_time="20m", labels={JOB_GROUP_LABEL: "etl"})
+        spec.pop("first_run")
+        return {**spec, "kind": "Job", "name": name}
+
+    sim = make_sim([bare("etl-a"), bare("etl-b")], settle=0, memory="16Gi", cpu="8")
+    opts = OperatorOptions(loop_interval=60.0, kinds=("JobGroup",))
+    operator = SimOperator(sim, ForesizeRecommender(), opts).install()
+    assert list(operator.targets) == ["default/etl"]
+    seen: dict[tuple[str, float], object] = {}
+
+    def capture(_sim, _now) -> None:
+        for p in _job_pods(sim):
+            seen.setdefault((p.owner.name, p.creation_time), p)
+
+    sim.every(60.0, capture)
+    sim.run((MIN_RUNS + 2) * 2 * HOUR)
+    pods = [seen[k] for k in sorted(seen, key=lambda k: k[1])]
+    assert pods[0].containers[0].resources.requests == {"cpu": 2000, "memory": 4 * GIB}
+    last = pods[-1]
+    assert last.annotations.get(MANAGED_ANNOTATION) == "true"
+    assert last.containers[0].resources.requests["cpu"] == 550  # the runs' 500m peak + 10%
+    assert not sim.events.query("Evicted") and not sim.events.query("ResizeApplied")
+    (target,) = sim.targets
+    assert target.spec.scaleTargetRef.kind == "JobGroup"
+    assert target.status.hasEnoughDataToScale is True
+    assert target.status.model_extra["job_runs"]["clean_runs"] >= MIN_RUNS

@@ -103,8 +103,10 @@ def test_the_operator_releases_placeholders_so_the_upsize_lands_in_place() -> No
     assert sim.events.count("ResizeApplied") == 1
     assert sim.events.count("Evicted") == 0  # in place, nobody moved
     assert sim.events.count("HeadroomReleased") == 2
-    # The forecast demand left after the upsize is nothing: the Deployment shrinks, later.
-    assert sim.workloads[KEY].replicas == 6
+    # The two released are the demand that landed: not recreated (they would go Pending
+    # for nothing); the rest of the shrink to the demand left (none) waits its delay.
+    assert sim.workloads[KEY].replicas == 4
+    assert len(sim.pods_of("Deployment", "foresize-headroom", "foresize-headroom")) == 4
 
 
 def test_foresize_headroom_is_a_policy() -> None:

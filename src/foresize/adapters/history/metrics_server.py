@@ -38,6 +38,7 @@ from foresize.core.history import (
     TOTAL_CONTAINER,
     HistoryWriter,
     SeriesKey,
+    history_workload_of,
     job_pod_history,
     workload_of_pod,
 )
@@ -264,12 +265,11 @@ class MetricsServerPoller:
                 pod = self.state.pod(ns, name)
                 if pod is None:
                     return None
-                owner = snap.top_owner(pod)
-                if owner is not None:
-                    return str(owner.name)
-                # An owner the state does not hold (a Job already gone): its naming.
-                ref = pod.owner
-                return workload_of_pod(name, (ref.kind, ref.name)) if ref is not None else None
+                if pod.owner is None:
+                    return None
+                # An owner the state does not hold (a Job already gone): its naming; a
+                # bare Job's pod: its job group (`history.history_workload_of`).
+                return history_workload_of(pod, snap.top_owner(pod))
 
         starting: list[Sample] = []
         samples, dropped = samples_from_pod_metrics(

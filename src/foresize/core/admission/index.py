@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from foresize.core.api.quantity import CPU
 from foresize.core.cluster.coordination import coordination_problem
-from foresize.core.cluster.jobs import CRONJOB, JOB, cronjob_of_job_name
+from foresize.core.cluster.jobs import CRONJOB, JOB, JOB_GROUP, cronjob_of_job_name, job_group_of
 from foresize.core.cluster.model import (
     HorizontalPodAutoscaler,
     Node,
@@ -216,7 +216,8 @@ class AdmissionIndex:
 
         A ReplicaSet the index does not know (the kube shell need not list them all) is
         resolved from its name: `<deployment>-<pod-template-hash>`; a Job likewise from
-        the CronJob controller's naming (`cluster.jobs`)."""
+        the CronJob controller's naming (`cluster.jobs`); a bare Job whose pod carries
+        `foresize.io/job-group` of a JobGroup target: that group."""
         if owner is None:
             return None
         if isinstance(owner, Workload):
@@ -228,7 +229,11 @@ class AdmissionIndex:
         else:
             kind, name = owner.kind, owner.name
         if kind == JOB:
-            return self._job_owner(namespace, name)
+            top = self._job_owner(namespace, name)
+            group = job_group_of(labels) if top == (JOB, name) else None
+            if group is not None and (JOB_GROUP, namespace, group) in self.by_ref:
+                return JOB_GROUP, group  # a bare Job of a sized group (`cluster.jobs`)
+            return top
         if kind != "ReplicaSet":
             return kind, name
         rs = self.workloads.get(f"ReplicaSet/{namespace}/{name}")

@@ -39,6 +39,7 @@ from foresize.core.cluster.boost import (
     encode,
     fit_to_node,
 )
+from foresize.core.cluster.jobs import JOB_GROUP_LABEL, job_group_problem
 from foresize.core.cluster.model import (
     Container,
     OwnerRef,
@@ -91,6 +92,10 @@ def decide_pod(
         return decision
     target = index.target_for_pod(pod, owner)
     if target is None:
+        odd = pod.labels.get(JOB_GROUP_LABEL)
+        problem = job_group_problem(odd) if isinstance(odd, str) else None
+        if problem is not None:  # a group meant, none named: say so, admit unchanged
+            decision.warnings.append(f"foresize: {problem}; this Job is in no job group")
         return decision
     decision.target = target
     if not target.vertical_autonomous or target.deleting:

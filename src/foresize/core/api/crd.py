@@ -112,7 +112,7 @@ _MIN_LOOKBACK = {
     "fieldPath": ".min_lookback_to_scale",
 }
 
-_NOT_CRONJOB = "!has(self.scaleTargetRef) || self.scaleTargetRef.kind != 'CronJob'"
+_NOT_CRONJOB = "!has(self.scaleTargetRef) || !(self.scaleTargetRef.kind in ['CronJob', 'JobGroup'])"
 # `api.jobs.cronjob_target_problem`: what a CronJob target cannot take.
 _CRONJOB_RULES = [
     {

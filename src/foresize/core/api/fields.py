@@ -245,8 +245,9 @@ accepted offline)."""
 SCALABLE_KINDS = ("Deployment", "StatefulSet", "Rollout")
 """The workloads with replicas (a `*/scale` subresource): what a ClusterAIScaleTemplate
 creates targets for and what `spec.horizontal` can scale."""
-WORKLOAD_KINDS = (*SCALABLE_KINDS, "CronJob")
-"""What a `scaleTargetRef` names. A CronJob's runs are sized at pod creation from its past
+WORKLOAD_KINDS = (*SCALABLE_KINDS, "CronJob", "JobGroup")
+"""What a `scaleTargetRef` names. A CronJob's runs, and a JobGroup's (the bare Jobs whose
+pods carry `foresize.io/job-group: <name>`), are sized at pod creation from their past
 runs' peaks (`recommend.runs`): vertical only, update mode `initial` (`api.jobs`)."""
 DEFAULT_API_VERSIONS = {
     "Deployment": "apps/v1",
@@ -254,6 +255,7 @@ DEFAULT_API_VERSIONS = {
     "DaemonSet": "apps/v1",
     "Rollout": "argoproj.io/v1alpha1",
     "CronJob": "batch/v1",
+    "JobGroup": "foresize.io/v1",  # no Kubernetes kind: a label's value (`cluster.jobs`)
 }
 
 CRON_PATTERN = r"^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|(\S+\s+){4}\S+)$"

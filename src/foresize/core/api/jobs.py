@@ -16,6 +16,11 @@ if TYPE_CHECKING:
     from foresize.core.api.policy import VerticalSpec
 
 CRONJOB = "CronJob"
+JOB_GROUP = "JobGroup"
+"""The bare Jobs whose pods carry `foresize.io/job-group: <name>` (`cluster.jobs`): sized
+as a CronJob's runs are, by the same rules."""
+RUNS_KINDS = (CRONJOB, JOB_GROUP)
+"""The `scaleTargetRef` kinds whose pods are runs, sized at creation from past runs."""
 CRONJOB_UPDATE_MODE = "initial"
 """A CronJob's pods are sized by the pod webhook when created, never resized or evicted."""
 RESIZING_MODES = ("in_place", "in_place_or_recreate")

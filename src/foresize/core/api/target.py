@@ -23,7 +23,7 @@ from foresize.core.api.fields import (
     Timestamp,
     error_message,
 )
-from foresize.core.api.jobs import CRONJOB, cronjob_target_problem
+from foresize.core.api.jobs import RUNS_KINDS, cronjob_target_problem
 from foresize.core.api.meta import APIObject, LabelSelector, ScaleTargetRef
 from foresize.core.api.model import ModelOverride, ModelSpec
 from foresize.core.api.names import dns_label_error, dns_subdomain_error
@@ -118,7 +118,7 @@ class AIScaleTargetSpec(ScalingSpec):
             raise ValueError("exactly one of scaleTargetRef or selector must be set")
         if self.selector is not None and self.horizontal is not None:
             raise ValueError("horizontal needs scaleTargetRef (a selector is vertical only)")
-        if self.scaleTargetRef is not None and self.scaleTargetRef.kind == CRONJOB:
+        if self.scaleTargetRef is not None and self.scaleTargetRef.kind in RUNS_KINDS:
             problem = cronjob_target_problem(self.vertical, self.horizontal)
             if problem is not None:
                 raise ValueError(problem)

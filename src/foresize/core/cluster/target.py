@@ -24,7 +24,7 @@ from foresize.core.api.access import first as get
 from foresize.core.api.containers import ANY_CONTAINER, entry_for
 from foresize.core.api.duration import parse_duration, parse_duration_field
 from foresize.core.api.hysteresis import DEFAULT_SCALE_DOWN, DEFAULT_SCALE_UP, Threshold
-from foresize.core.api.jobs import CRONJOB, CRONJOB_UPDATE_MODE, RESIZING_MODES
+from foresize.core.api.jobs import CRONJOB_UPDATE_MODE, RESIZING_MODES, RUNS_KINDS
 from foresize.core.api.quantity import CPU, MEMORY
 from foresize.core.api.selectors import selector_matches
 from foresize.core.api.vocabulary import (
@@ -305,7 +305,7 @@ def _read_target(obj: JSONValue) -> TargetView:
     errors: list[str] = []
     selector, expressions = selector_of(get(spec, "selector"), where, errors)
     vertical_fields = _read_vertical(vertical, f"{where}: spec.vertical", errors)
-    if normalise_kind(get(ref, "kind")) == CRONJOB:
+    if normalise_kind(get(ref, "kind")) in RUNS_KINDS:
         # `api.jobs`: a CronJob's pods are sized at creation only, whatever a manifest
         # dict (not validated by the API types) says.
         if vertical_fields["update_mode"] in RESIZING_MODES:

@@ -40,6 +40,7 @@ KIND_ALIASES = {
     "daemonset": "DaemonSet",
     "replicaset": "ReplicaSet",
     "cronjob": "CronJob",
+    "jobgroup": "JobGroup",
 }
 
 RECREATE_MODES = frozenset({"recreate", "in_place_or_recreate"})

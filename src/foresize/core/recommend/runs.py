@@ -49,11 +49,11 @@ import numpy as np
 
 from foresize.core.api.access import first as get
 from foresize.core.api.fields import format_timestamp, parse_timestamp
-from foresize.core.api.jobs import CRONJOB
+from foresize.core.api.jobs import CRONJOB, JOB_GROUP
 from foresize.core.api.quantity import CPU, MEMORY, MIB, format_resource_map
 from foresize.core.cluster.actions import WriteTargetStatus
-from foresize.core.cluster.jobs import JOB
-from foresize.core.cluster.model import DISRUPTION_TARGET, Container
+from foresize.core.cluster.jobs import JOB, history_workload, job_group_of
+from foresize.core.cluster.model import DISRUPTION_TARGET, Container, Workload
 from foresize.core.cluster.snapshot import ClusterSnapshot, TargetObject
 from foresize.core.cluster.target import TargetView, target_view
 from foresize.core.cluster.target_fields import suggestion_from
@@ -145,10 +145,7 @@ def failed_jobs(
             continue
     for w in snapshot.workloads.values():
         if (
-            w.kind != JOB
-            or w.namespace != view.namespace
-            or w.owner is None
-            or (w.owner.kind, w.owner.name) != (CRONJOB, view.ref_name)
+            not is_run_of(w, view)
             or w.job is None
             or w.job.outcome != "Failed"
             or w.job.end is None
@@ -161,6 +158,31 @@ def failed_jobs(
         found[w.name] = FailedJob(w.name, w.job.start, w.job.end, reason)
     kept = sorted((f for f in found.values() if f.end >= now - window), key=lambda f: f.end)
     return kept[-MAX_SKIPPED:]
+
+
+def is_run_of(w: Workload, view: TargetView) -> bool:
+    """Whether Job `w` is a run of the target's CronJob (its owner), or of its job group
+    (a bare Job whose pod template carries the group label, `cluster.jobs`)."""
+    if w.kind != JOB or w.namespace != view.namespace:
+        return False
+    if view.ref_kind == JOB_GROUP:
+        return w.owner is None and job_group_of(w.template.labels) == view.ref_name
+    return w.owner is not None and (w.owner.kind, w.owner.name) == (CRONJOB, view.ref_name)
+
+
+def runs_template(snapshot: ClusterSnapshot, view: TargetView) -> tuple[str, Workload | None]:
+    """(the history workload, the workload whose template the runs' pods are made from) of
+    a CronJob or JobGroup target: a group's template is its newest Job's (None: no Job of
+    the group in the snapshot)."""
+    if view.ref_kind != JOB_GROUP:
+        return view.ref_name, snapshot.workload(CRONJOB, view.namespace, view.ref_name)
+    jobs = [w for w in snapshot.workloads.values() if is_run_of(w, view)]
+    newest = max(
+        jobs,
+        key=lambda w: (w.job.start or 0.0 if w.job is not None else 0.0, w.name),
+        default=None,
+    )
+    return history_workload(view.ref_name), newest
 
 
 def _evicted(snapshot: ClusterSnapshot, namespace: str, job: str) -> str:
@@ -483,22 +505,21 @@ def plan_run_suggestion(
     target: TargetObject,
     state: SuggestionState,
 ) -> WriteTargetStatus | None:
-    """The status write of a CronJob target from its runs (None: the target takes no
-    suggestions, or its CronJob is not in the snapshot)."""
+    """The status write of a CronJob or JobGroup target from its runs (None: the target
+    takes no suggestions, or its CronJob, or no Job of its group, is in the snapshot: the
+    suggestion in status is kept)."""
     from foresize.core.recommend.histories import HISTORY_WINDOW, load_histories
     from foresize.core.recommend.suggestions import current_requests
 
     view = target_view(target)
     if view.vertical_mode not in ("recommendation", "autonomous") or view.deleting:
         return None
-    workload = snapshot.workload(CRONJOB, view.namespace, view.ref_name)
+    keyed, workload = runs_template(snapshot, view)
     if workload is None or not workload.template.containers:
         return None
     containers = list(workload.template.containers)
     names = [c.name for c in containers]
-    histories = load_histories(
-        history, view.namespace, view.ref_name, names, now, window=HISTORY_WINDOW
-    )
+    histories = load_histories(history, view.namespace, keyed, names, now, window=HISTORY_WINDOW)
     current = current_requests(containers, state.latest.get(view.key), target)
     failed = failed_jobs(snapshot, view, get(target, "status"), now, HISTORY_WINDOW)
     results = {

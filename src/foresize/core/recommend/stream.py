@@ -25,6 +25,7 @@ totals and reference), as separate `recommend_batch` calls of each pool would be
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
@@ -122,8 +123,9 @@ def _fleet_totals(
             totals = fleets[p]
             assert totals is not None
             totals.add(resolved, batch_rows(resolved), now)
-    if memory_reference is not None:
+    if memory_reference is not None and math.isfinite(memory_reference) and memory_reference > 0:
         return fleets, [memory_reference] * len(fleets)
+    # No usable reference: one batch would price against its own mean (`allocate_risk`).
     # The fleet's forecasts at the mode's memory level, in row order: their mean is what
     # `allocate_risk` takes from one batch of them all.
     at_mode: list[list[np.ndarray]] = [[] for _ in fleets]

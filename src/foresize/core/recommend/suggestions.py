@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from foresize.core.api.access import get_path
 from foresize.core.api.fields import format_timestamp, parse_timestamp
-from foresize.core.api.jobs import CRONJOB
+from foresize.core.api.jobs import RUNS_KINDS
 from foresize.core.api.model import ModelSpec
 from foresize.core.api.quantity import CPU, MEMORY, format_resource_map
 from foresize.core.api.target import ACTIVE_POLICY, AIScaleTarget, ShadowPolicy
@@ -196,7 +196,7 @@ def plan_suggestions(
 
 def _is_cronjob_target(target: TargetObject) -> bool:
     try:
-        return target_view(target).ref_kind == CRONJOB
+        return target_view(target).ref_kind in RUNS_KINDS
     except (ForesizeError, ValueError):
         return False  # the vertical planner reports the bad spec
 

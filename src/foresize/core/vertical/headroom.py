@@ -21,14 +21,15 @@ window (`coming_levels`, read once per `GROWTH_STEP`), at most `MAX_GROWTH` time
 took for this pass's resizes released first (`ReleaseHeadroom`, before any resize is
 sent), and the placeholder Deployments sized to the demand left after this pass
 (`EnsureHeadroom`), growing at once and shrinking only after `SHRINK_AFTER` (a
-forecast that wobbles by one placeholder must not churn pods, nor a node autoscaler).
+forecast that wobbles by one placeholder must not churn pods, nor a node autoscaler),
+except by the placeholders this pass released: their demand has landed.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -36,6 +37,7 @@ from foresize.core.api.quantity import CPU, MEMORY
 from foresize.core.cluster.actions import Action, EnsureHeadroom, ReleaseHeadroom, ResizePod
 from foresize.core.cluster.capacity import NodeLedger
 from foresize.core.cluster.headroom import (
+    HEADROOM_LABEL,
     HeadroomConfig,
     is_placeholder,
     plan_headroom,
@@ -211,8 +213,12 @@ def _paced(
     config: HeadroomConfig,
     state: HeadroomState,
     now: float,
+    released: Mapping[str, int],
 ) -> list[EnsureHeadroom]:
-    """Growth at once; a shrink only once it has been wanted for `SHRINK_AFTER`."""
+    """Growth at once; a shrink only once it has been wanted for `SHRINK_AFTER`, but for
+    the placeholders this pass's upsizes released (`released`: pool -> count): their
+    demand has landed, and kept replicas would only recreate them Pending, for a node
+    autoscaler to add a node nothing will use."""
     out = []
     pools = set()
     for ensure in wanted:
@@ -226,6 +232,10 @@ def _paced(
         if now - since >= SHRINK_AFTER:
             state.lower_since.pop(ensure.pool, None)
             out.append(ensure)
+            continue
+        consumed = max(ensure.replicas, wl.replicas - released.get(ensure.pool, 0))
+        if consumed < wl.replicas:
+            out.append(replace(ensure, replicas=consumed))
     for pool in set(state.lower_since) - pools:
         del state.lower_since[pool]
     return out
@@ -263,7 +273,11 @@ def headroom_actions(
     demand = forecast_demand(
         sizing, now, suggestions, schedules, history, config, state, _resized(planned)
     )
-    ensure = _paced(sizing, plan_headroom(sizing, demand, config), config, state, now)
+    released: dict[str, int] = {}
+    for p in ledger.released:
+        pool = p.labels.get(HEADROOM_LABEL, "")
+        released[pool] = released.get(pool, 0) + 1
+    ensure = _paced(sizing, plan_headroom(sizing, demand, config), config, state, now, released)
     return releases, list(ensure)
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from foresize.core.api.quantity import CPU, MEMORY, MIB, format_bytes, format_cpu
+from foresize.core.cluster.jobs import JOB_GROUP, group_of_history_workload
 
 OUTPUTS = ("table", "json", "yaml", "csv", "markdown", "html", "patch", "kustomize")
 HOURS_PER_MONTH = 730.0
@@ -213,7 +214,7 @@ def build_rows(
             key.namespace,
             key.workload,
             key.container,
-            kind=kinds.get((key.namespace, key.workload), ""),
+            kind=kinds.get((key.namespace, key.workload), "") or _group_kind(key.workload),
             replicas=replicas.get((key.namespace, key.workload), 1),
             oom_kills=kills,
         )
@@ -278,8 +279,13 @@ def build_rows(
     return rows
 
 
-JOB_KINDS = ("CronJob", "Job")
+JOB_KINDS = ("CronJob", "Job", JOB_GROUP)
 """Workloads whose pods run to completion: sized from their runs' peaks (`recommend.runs`)."""
+
+
+def _group_kind(workload: str) -> str:
+    """JobGroup for the history of a group of bare Jobs (`cluster.jobs`), else ""."""
+    return JOB_GROUP if group_of_history_workload(workload) is not None else ""
 
 
 def _job_runs(

@@ -265,14 +265,12 @@ class KubeShell:
         remediation reads them (keyed by workload and container, like usage)."""
         if self.history is None or not hasattr(self.history, "record_event"):
             return
-        from foresize.core.history import SeriesKey, workload_of_pod
+        from foresize.core.history import SeriesKey, history_workload_of
 
         for pod, container, when in self.recorder.new_ooms:
-            owner = snap.top_owner(pod)
-            workload = owner.name if owner is not None else pod.name
-            if owner is None and pod.owner is not None and pod.owner.kind == "Job":
-                # A Job the state no longer holds: its CronJob from its naming.
-                workload = workload_of_pod(pod.name, (pod.owner.kind, pod.owner.name))
+            # A Job the state no longer holds: its CronJob or job group from its naming
+            # and labels (`history.history_workload_of`).
+            workload = history_workload_of(pod, snap.top_owner(pod))
             status = pod.status_of(container)
             usage = 0.0
             if status is not None:
@@ -316,6 +314,7 @@ class KubeShell:
         if decided.templates is not None:
             await self._templates(decided.templates)
         queue = ActionQueue(decided.actions, self.pass_state.worker, now, self.config.worker)
+        self.status_writes.prune()
         await self._send(queue)
         self.pass_state.worker = queue.state
         done = queue.done

@@ -96,6 +96,19 @@ class StatusWrites:
             return None
         return action if part == action.status else dataclasses.replace(action, status=part)
 
+    def prune(self) -> int:
+        """Forget the overlays the watch has caught up with or whose object is gone (each
+        pass: a target deleted after a write would otherwise keep its entry for ever).
+        Returns how many were dropped."""
+        stale = [
+            key
+            for key, (version, _) in self._sent.items()
+            if (cached := self._cached(key)) is None or cached[0] != version
+        ]
+        for key in stale:
+            del self._sent[key]
+        return len(stale)
+
     def landed(self, action: WriteTargetStatus) -> None:
         """`action` (as sent) was answered 2xx: the base until the watch brings it back."""
         key = (action.kind, action.namespace, action.name)

@@ -57,6 +57,7 @@ class UsageObserver:
     rec: Recommender | ForesizeRecommender
     series: dict[tuple[str, str, str], int]
     info: list[SeriesInfo]
+    history_names: dict[str, str]
     dsa_usage: UsageWindow
     pod_usage: PodCpuWindow
     _sampling: Sampling | None
@@ -161,6 +162,8 @@ class UsageObserver:
         return self._sampling
 
     def _history_key(self, series: int) -> SeriesKey:
-        """The history key of a series: namespace, workload name (not kind), container."""
+        """The history key of a series: namespace, workload name (not kind; a bare Job of a
+        job group: the group's, `cluster.jobs`), container."""
         info = self.info[series]
-        return SeriesKey(info.namespace, info.workload.split("/", 1)[-1], info.container)
+        workload = self.history_names.get(info.workload) or info.workload.split("/", 1)[-1]
+        return SeriesKey(info.namespace, workload, info.container)

@@ -41,11 +41,13 @@ import numpy as np
 from foresize.adapters.collector import planned_without_cyclic_gc
 from foresize.adapters.timezones import SYSTEM_ZONES
 from foresize.core.api.cluster_policy import POLICY_LABEL
+from foresize.core.api.jobs import JOB_GROUP, RUNS_KINDS
 from foresize.core.api.quantity import CPU, MEMORY, MIB
 from foresize.core.api.vocabulary import DEFAULT_HPA_RESOURCE_POLICY
 from foresize.core.cluster.actions import WriteTargetStatus
 from foresize.core.cluster.boost import PodCpuWindow
 from foresize.core.cluster.headroom import HeadroomConfig
+from foresize.core.cluster.jobs import JOB, history_workload, job_group_of
 from foresize.core.cluster.model import (
     ContainerSuggestion,
     Suggestion,
@@ -172,6 +174,8 @@ class SimOperator(UsageObserver):
         self.suggestions: dict[str, Suggestion] = {}
         self.targets: dict[str, Any] = {}  # target key -> AIScaleTarget
         self.target_series: dict[str, dict[str, int]] = {}  # target -> container -> series
+        # "Job/<name>" -> the history workload of its job group (`cluster.jobs`).
+        self.history_names: dict[str, str] = {}
         self.template: dict[str, dict[str, tuple[dict[str, int], dict[str, int]]]] = {}
         self.last_recommend = -math.inf
         self.oom_seen: dict[tuple[str, str], float] = {}
@@ -220,13 +224,23 @@ class SimOperator(UsageObserver):
             or named
         )
         for key, wl in list(sim.workloads.items()):
-            if wl.kind not in self.opt.kinds:
+            # A bare Job labelled with a job group is a run of the group, whose target
+            # is the group's (`cluster.jobs`): one per group, every Job's usage under it.
+            group = job_group_of(wl.template.labels) if wl.kind == JOB and not wl.owner else None
+            kind, name = (JOB_GROUP, group) if group is not None else (wl.kind, wl.name)
+            if kind not in self.opt.kinds:
                 continue
             if self.opt.targets is not None and key not in self.opt.targets:
                 continue
-            # A CronJob's pods are sized at creation only (`api.jobs`): no update mode
-            # but its own, no start-up boost.
-            cronjob = wl.kind == "CronJob"
+            if group is not None:
+                self.history_names[f"{wl.kind}/{wl.name}"] = history_workload(group)
+                if f"{wl.namespace}/{group}" in self.targets:  # the group's target exists
+                    for c in wl.template.containers:
+                        self._series(wl.namespace, f"{wl.kind}/{wl.name}", c.name, 0.0)
+                    continue
+            # A CronJob's or a job group's pods are sized at creation only (`api.jobs`):
+            # no update mode but its own, no start-up boost.
+            cronjob = kind in RUNS_KINDS
             vertical: dict[str, Any] = {
                 "mode": "autonomous",
                 "update_policy": {
@@ -254,14 +268,14 @@ class SimOperator(UsageObserver):
                     "apiVersion": "foresize.io/v1",
                     "kind": "AIScaleTarget",
                     "metadata": {
-                        "name": wl.name,
+                        "name": name,
                         "namespace": wl.namespace,
-                        "uid": f"ast-{wl.namespace}-{wl.name}",
+                        "uid": f"ast-{wl.namespace}-{name}",
                         "generation": 1,
                         "resourceVersion": str(self._next_version()),
                     },
                     "spec": {
-                        "scaleTargetRef": {"kind": wl.kind, "name": wl.name},
+                        "scaleTargetRef": {"kind": kind, "name": name},
                         "vertical": vertical,
                         **({"model": spec_model} if spec_model else {}),
                         **(
@@ -273,7 +287,7 @@ class SimOperator(UsageObserver):
                 },
                 source=f"simulated target for {key}",
             )
-            tkey = f"{wl.namespace}/{wl.name}"
+            tkey = f"{wl.namespace}/{name}"
             self.targets[tkey] = target
             sim.targets.append(target)
             self.template[tkey] = {
