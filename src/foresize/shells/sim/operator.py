@@ -3,9 +3,9 @@
 `SimOperator` wires itself into a `SimCluster` the way the kube shell wires itself into a
 real API server, and runs the same pass (`foresize.core.reconcile.plan_pass`):
 
-- a usage observer (`sim.on_usage`) feeds the usage history (samples of a pod's first 2
-  minutes are left out, but for a Job's, and so are samples of a container that is
-  down); OOM kills go into the history as events;
+- a usage observer (`sim.on_usage`, `shells.sim.observer`) feeds the usage history
+  (samples of a pod's first 2 minutes are left out, but for a Job's, and so are samples
+  of a container that is down); OOM kills go into the history as events;
 - every `loop_interval` it takes a snapshot, runs the core's pass (recommendations at each
   target's cadence or at once after an OOM kill, horizontal, lifecycle, templates, the
   in-place gate, the vertical planner) and sends its actions through the core's
@@ -39,14 +39,13 @@ from typing import Any
 import numpy as np
 
 from foresize.adapters.collector import planned_without_cyclic_gc
-from foresize.adapters.history.aggregate import Grouping
 from foresize.adapters.timezones import SYSTEM_ZONES
 from foresize.core.api.cluster_policy import POLICY_LABEL
 from foresize.core.api.jobs import JOB_GROUP, RUNS_KINDS
 from foresize.core.api.quantity import CPU, MEMORY, MIB
 from foresize.core.api.vocabulary import DEFAULT_HPA_RESOURCE_POLICY
 from foresize.core.cluster.actions import WriteTargetStatus
-from foresize.core.cluster.boost import BOOST_ANNOTATION, PodCpuWindow
+from foresize.core.cluster.boost import PodCpuWindow
 from foresize.core.cluster.headroom import HeadroomConfig
 from foresize.core.cluster.jobs import JOB, history_workload, job_group_of
 from foresize.core.cluster.model import (
@@ -54,12 +53,11 @@ from foresize.core.cluster.model import (
     Suggestion,
 )
 from foresize.core.cluster.pending import PendingDemand
-from foresize.core.cluster.target import dsa_view
-from foresize.core.history import SeriesKey, job_pod_history
 from foresize.core.lifecycle.daemonset import UsageWindow
 from foresize.core.recommend.suggestions import suggestion_uid
 from foresize.core.reconcile import ActionQueue, ReconcileConfig, ReconcileState, plan_pass
 from foresize.core.vertical import WorkerConfig, WorkerState
+from foresize.shells.sim.observer import Sampling, UsageObserver
 from foresize.shells.sim.recommenders import (
     FixedRecommender,
     ForesizeRecommender,
@@ -68,34 +66,8 @@ from foresize.shells.sim.recommenders import (
     VPARecommender,
 )
 
-NEW_POD_EXCLUSION = 120.0
-"""architecture §3.1: the first 2 minutes of a new pod are not history (start-up spikes)."""
 DEFAULT_MIN_LOOKBACK = 86400.0
 """The API default of `min_lookback_to_scale` (24 h): no autonomous action before."""
-
-
-@dataclass(slots=True)
-class _Sampling:
-    """The samples of one active set of the simulator that the recommender gets."""
-
-    keys: np.ndarray  # the active set's sample keys (held: its identity is the cache key)
-    positions: np.ndarray  # sample positions of a target's container
-    series: np.ndarray  # the series of each
-    start: np.ndarray  # the start time of each one's pod
-    history_keys: list[SeriesKey]  # the history key of each
-    # How the kept samples fold into history columns (per container, per workload
-    # total), per mask of the positions kept: the mask only changes when a pod passes its
-    # first 2 minutes or a container goes down.
-    by_mask: dict[bytes, tuple[Grouping, Grouping]] = field(default_factory=dict)
-
-    def groupings(self, keep: np.ndarray, rec: ForesizeRecommender) -> tuple[Grouping, Grouping]:
-        mask = keep.tobytes()
-        hit = self.by_mask.get(mask)
-        if hit is None:
-            kept = [k for k, on in zip(self.history_keys, keep, strict=True) if on]
-            hit = rec.groupings(kept)
-            self.by_mask[mask] = hit
-        return hit
 
 
 # --------------------------------------------------------------------------- admission
@@ -173,7 +145,7 @@ def _only_set(vertical: dict[str, Any], opt: OperatorOptions) -> None:
         vertical.pop("hpa_resource_policy", None)
 
 
-class SimOperator:
+class SimOperator(UsageObserver):
     """The Foresize operator (recommender + vertical worker + admission) on a SimCluster."""
 
     def __init__(
@@ -213,7 +185,7 @@ class SimOperator:
         self.applied: list[tuple[float, Any, Any]] = []
         self.versions = 0  # the last resourceVersion given to a target object
         self.dsa_usage = UsageWindow()  # DaemonSet usage, read by the pass's DSA step
-        self._sampling: _Sampling | None = None
+        self._sampling: Sampling | None = None
         # Boosted pods' CPU samples (`cluster.boost`), read by the pass for `settle`.
         self.pod_usage = PodCpuWindow()
         self._boosted_at: tuple[np.ndarray, list[tuple[int, str, str]]] | None = None
@@ -357,112 +329,6 @@ class SimOperator:
             if isinstance(self.rec, FixedRecommender):
                 self.rec.names[idx] = container
         return idx
-
-    # ------------------------------------------------------------------ history
-    def _observe(self, now: float, keys: np.ndarray, cpu: np.ndarray, mem: np.ndarray) -> None:
-        """Every pod's sample of a target's container goes to the recommender, keyed by
-        its workload container (a pod's first 2 minutes and a container that is down are
-        left out, as the kube shell's collector leaves them out)."""
-        if self.sim.daemonset_autoscalers:
-            self._observe_daemonsets(now, keys, cpu, mem)
-        self._observe_boosted(now, keys, cpu)
-        sampling = self._sampling_for(keys)
-        if sampling.positions.size == 0:
-            return
-        memory = np.asarray(mem)
-        # No np.errstate here: comparisons never raise floating-point errors (NaN compares
-        # False), and entering one costs more than the comparison on every usage step.
-        keep = ~(memory[sampling.positions] <= 0) & (now - sampling.start >= NEW_POD_EXCLUSION)
-        if not keep.any():
-            return
-        sel = sampling.positions[keep]
-        if isinstance(self.rec, ForesizeRecommender):
-            containers, totals = sampling.groupings(keep, self.rec)
-            self.rec.observe_grouped(now, containers, totals, np.asarray(cpu)[sel], memory[sel])
-            return
-        self.rec.observe(now, sampling.series[keep], np.asarray(cpu)[sel] * 1000.0, memory[sel])
-
-    def _observe_daemonsets(
-        self, now: float, keys: np.ndarray, cpu: np.ndarray, mem: np.ndarray
-    ) -> None:
-        """Every pod's sample of a DaemonSet a DaemonSetAutoscaler scales, into the usage
-        window the pass's DaemonSet step reads (the percentile is over pods: no fold),
-        without a pod's first 2 minutes or a container that is down."""
-        wanted: dict[tuple[str, str], str] = {}
-        for d in self.sim.daemonset_autoscalers:
-            view = dsa_view(d)
-            wanted[(view.namespace, f"DaemonSet/{view.ref_name}")] = view.ref_name
-            self.dsa_usage.window = max(self.dsa_usage.window, view.observation_window)
-        pods = self.sim.pods
-        groups: dict[tuple[str, str, str], list[int]] = {}
-        for i, k in enumerate(keys):
-            ds = wanted.get((k.namespace, k.workload))
-            if ds is None or mem[i] <= 0:
-                continue
-            pod = pods.get(f"{k.namespace}/{k.pod}")
-            if pod is None or pod.start_time is None or now - pod.start_time < NEW_POD_EXCLUSION:
-                continue
-            groups.setdefault((k.namespace, ds, k.container), []).append(i)
-        for (ns, ds, container), idx in groups.items():
-            ix = np.asarray(idx)
-            self.dsa_usage.add(ns, ds, container, now, np.asarray(cpu)[ix], np.asarray(mem)[ix])
-
-    def _observe_boosted(self, now: float, keys: np.ndarray, cpu: np.ndarray) -> None:
-        """Every CPU sample of a pod admitted with a start-up boost, into `pod_usage`
-        (which samples those are is worked out once per active set, like `_sampling`)."""
-        cached = self._boosted_at
-        if cached is None or cached[0] is not keys:
-            pods = self.sim.pods
-            found: list[tuple[int, str, str]] = []
-            for i, k in enumerate(keys):
-                pod = pods.get(f"{k.namespace}/{k.pod}")
-                if pod is not None and BOOST_ANNOTATION in pod.annotations:
-                    found.append((i, pod.key, k.container))
-            cached = self._boosted_at = (keys, found)
-        for i, pod_key, container in cached[1]:
-            self.pod_usage.add(pod_key, now, container, float(cpu[i]))
-
-    def _sampling_for(self, keys: np.ndarray) -> _Sampling:
-        """Which samples of the simulator's active set belong to a target's container,
-        worked out once per active set (the simulator hands the same `keys` array until a
-        pod starts or stops): the per-step work is then a few vector operations."""
-        cached = self._sampling
-        if cached is not None and cached.keys is keys:
-            return cached
-        pods = self.sim.pods
-        positions: list[int] = []
-        series: list[int] = []
-        start: list[float] = []
-        for i, k in enumerate(keys):
-            if not k.workload:  # a bare pod
-                continue
-            s = self.series.get((k.namespace, k.workload, k.container))
-            if s is None:  # not a container of a target
-                continue
-            pod = pods.get(f"{k.namespace}/{k.pod}")
-            if pod is None or pod.start_time is None:
-                continue
-            # A pod's start time is set when it is bound, before its samples start, and
-            # stays while they last. A Job's pods are all start-up and work: their first
-            # minutes are kept (`job_pod_history`).
-            positions.append(i)
-            series.append(s)
-            start.append(-math.inf if job_pod_history(pod.owner) else pod.start_time)
-        self._sampling = _Sampling(
-            keys,
-            np.asarray(positions, dtype=np.int64),
-            np.asarray(series, dtype=np.int64),
-            np.asarray(start, dtype=np.float64),
-            [self._history_key(s) for s in series],
-        )
-        return self._sampling
-
-    def _history_key(self, series: int) -> SeriesKey:
-        """The history key of a series: namespace, workload name (not kind; a bare Job of a
-        job group: the group's, `cluster.jobs`), container."""
-        info = self.info[series]
-        workload = self.history_names.get(info.workload) or info.workload.split("/", 1)[-1]
-        return SeriesKey(info.namespace, workload, info.container)
 
     # ------------------------------------------------------------------ the loop
     def _tick(self, sim: Any, now: float) -> None:

@@ -1,5 +1,6 @@
 """The strict API server's objects and the rules of every read and write (no HTTP): server-
-set metadata, optimistic concurrency, patches, status and scale subresources, deletion
+set metadata, optimistic concurrency, patches, status and scale subresources (scale and
+eviction in `apiserver.subresources`), deletion
 with finalizers, validation, pods' rules (`apiserver.pods`), the eviction budget
 (`apiserver.disruption`), and the event history watches are served from."""
 
@@ -13,9 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from foresize.testing import patching
-from foresize.testing.apiserver.disruption import eviction_budget, pod_ready
 from foresize.testing.apiserver.errors import (
-    STALE,
     ApiError,
     bad_request,
     conflict,
@@ -29,10 +28,10 @@ from foresize.testing.apiserver.resources import (
     ResourceType,
     crd_types,
     now_iso,
-    set_path,
     spec_part,
 )
 from foresize.testing.apiserver.scheduling import admit_pod_priority
+from foresize.testing.apiserver.subresources import Subresources
 from foresize.testing.apiserver.update_rules import (
     check_identity,
     check_update_rules,
@@ -56,7 +55,7 @@ ObjectKey = tuple[str, str, str]  # (resource type key, namespace, name)
 HistoryEntry = tuple[int, str, str, dict[str, Any], dict[str, Any] | None]
 
 
-class ObjectStore:
+class ObjectStore(Subresources):
     """The objects of a strict API server and its rules; `StrictApiServer` serves it."""
 
     def __init__(
@@ -518,79 +517,6 @@ class ObjectStore:
                 f"Precondition failed: ResourceVersion in precondition: {pre['resourceVersion']}, "
                 f"ResourceVersion in object meta: {meta['resourceVersion']}",
             )
-
-    # ----------------------------------------------------------------- scale
-    def _apply_scale(
-        self,
-        rtype: ResourceType,
-        old: dict[str, Any],
-        current: dict[str, Any],
-        wanted: dict[str, Any],
-        dry_run: bool,
-    ) -> dict[str, Any]:
-        name = old["metadata"]["name"]
-        rv = (wanted.get("metadata") or {}).get("resourceVersion")
-        if rv and rv != old["metadata"]["resourceVersion"]:
-            raise conflict(rtype, name, STALE)
-        replicas = (wanted.get("spec") or {}).get("replicas")
-        if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
-            raise ApiError(
-                422,
-                "Invalid",
-                f'Scale.autoscaling "{name}" is invalid: spec.replicas: Invalid value: '
-                f"{replicas!r}: must be greater than or equal to 0",
-                details={
-                    "name": name,
-                    "group": "autoscaling",
-                    "kind": "Scale",
-                    "causes": [
-                        {
-                            "reason": "FieldValueInvalid",
-                            "message": f"Invalid value: {replicas!r}: must be greater than "
-                            "or equal to 0",
-                            "field": "spec.replicas",
-                        }
-                    ],
-                },
-            )
-        new = copy.deepcopy(old)
-        set_path(new, rtype.scale_paths[0], replicas)  # type: ignore[index]
-        new["metadata"].pop("resourceVersion", None)
-        return self._commit(rtype, old, new, subresource="*", dry_run=dry_run)
-
-    # --------------------------------------------------------------- eviction
-    def _evict(
-        self, rtype: ResourceType, namespace: str, name: str, body: Any, dry_run: bool
-    ) -> dict[str, Any]:
-        if (
-            not isinstance(body, dict)
-            or body.get("kind") != "Eviction"
-            or body.get("apiVersion") not in ("policy/v1", "policy/v1beta1")
-        ):
-            raise bad_request("the body must be a policy/v1 Eviction")
-        if (body.get("metadata") or {}).get("name") != name:
-            raise bad_request("name in URL does not match name in Eviction object")
-        pod = self._require(rtype, namespace, name)
-        options = body.get("deleteOptions") or {}
-        self._check_preconditions(rtype, pod, options)
-        success = {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Success",
-            "code": 201,
-        }
-        phase = (pod.get("status") or {}).get("phase")
-        if phase in ("Succeeded", "Failed", "Pending") or pod["metadata"].get("deletionTimestamp"):
-            if not dry_run:
-                self._delete(rtype, namespace, name, options)
-            return success
-        budget = eviction_budget(pod, namespace, self.objects)
-        if budget is not None and not dry_run and pod_ready(pod):
-            self.update("PodDisruptionBudget", namespace, budget.name, budget.account)
-        if not dry_run:
-            self._delete(rtype, namespace, name, options)
-        return success
 
     # The last method: its name would shadow the builtin in the annotations after it.
     def list(self, kind: str, namespace: str | None = None) -> list[dict[str, Any]]:
