@@ -165,6 +165,14 @@ def test_the_command_refuses_too_few_replicas() -> None:
     assert "--replicas must be at least 3" in str(result.exception)
 
 
+def test_the_command_refuses_negative_shards_naming_what_it_takes() -> None:
+    result = CliRunner().invoke(
+        app, ["bench", "shard", "--shards", "-1", "--pods", "10", "--targets", "2", "--nodes", "1"]
+    )
+    assert isinstance(result.exception, ForesizeError), result.output
+    assert "--shards must be 0 (one a replica) or more, got -1" in str(result.exception)
+
+
 @pytest.mark.slow
 async def test_three_replicas_share_the_targets_and_hand_over_on_sigterm_and_kill(
     tmp_path,

@@ -16,7 +16,7 @@ def check_options(replicas: int, shards: int) -> None:
             f"--replicas must be at least 3 (one SIGTERMed, one killed), got {replicas}"
         )
     if shards < 0:
-        raise ForesizeError(f"--shards must be at least 1 (0: one a replica), got {shards}")
+        raise ForesizeError(f"--shards must be 0 (one a replica) or more, got {shards}")
 
 
 def register(app: typer.Typer, bench_app: typer.Typer) -> None:
