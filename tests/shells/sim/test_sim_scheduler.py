@@ -130,3 +130,24 @@ def test_a_pod_that_fits_but_for_a_nominated_pods_room_waits_without_preempting(
     assert sim.pod("default", "b").phase == "Pending"
     sim.run(40)
     assert sim.pod("default", "a").phase == "Running"
+
+
+def test_a_pod_nominated_to_a_node_that_is_deleted_is_scheduled_afresh():
+    """A node autoscaler deletes the node a preemptor was nominated to: the nomination
+    holds nothing any more and the pod goes to another node (the bench nodes run under
+    Karpenter with headroom placeholders stopped on a KeyError here)."""
+    sim = make_sim([workload("l1", containers=small("500m"), priority=-1)])
+    a = Pod(
+        "default",
+        "a",
+        priority=10,
+        containers=[Container("x", ResourceRequirements({"cpu": 1800, "memory": 2**20}))],
+    )
+    sim.create_pod(a)  # preempts l1, nominated to n, waits for l1 to go
+    sim.run(1)
+    assert sim.meta["default/a"].nominated_node == "n"
+    sim.remove_node("n", "test")
+    sim.add_node("m", 4000, 8 * 2**30)
+    sim.run(5)
+    assert sim.pod("default", "a").node_name == "m"
+    assert sim.meta["default/a"].nominated_node is None

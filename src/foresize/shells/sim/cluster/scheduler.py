@@ -57,6 +57,15 @@ class Scheduler:
             n for n, node in self.nodeset.nodes.items() if node.ready and not node.unschedulable
         ]
 
+    def _drop_nominations_to_gone_nodes(self, pending: list[str]) -> None:
+        """A nominated node that is gone (consolidated, scaled down) holds nothing: its
+        pods are scheduled afresh (kube-scheduler's nominator drops the pods nominated to
+        a deleted node)."""
+        for k in pending:
+            meta = self.store.meta[k]
+            if meta.nominated_node is not None and meta.nominated_node not in self.nodeset.nodes:
+                meta.nominated_node = None
+
     def schedule(self) -> None:
         self.queued = False
         if not self.pending:
@@ -67,6 +76,7 @@ class Scheduler:
         )
         # Capacity reserved for pods nominated after preemption.
         reserved: dict[str, list[int]] = {}
+        self._drop_nominations_to_gone_nodes(order)
         for k in order:
             nom = self.store.meta[k].nominated_node
             if nom is not None:
