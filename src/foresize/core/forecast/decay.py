@@ -236,7 +236,8 @@ class DecayHistogram:
             # minimum takes it to the row's gap column.
             base = np.arange(s, dtype=np.int64) * (width + 1)
             at = b + (base - self.lo)[:, None]
-            np.minimum(at, (base + width)[:, None], out=at)
+            if (b == self.gap).any():
+                np.minimum(at, (base + width)[:, None], out=at)
             self.hist += np.bincount(
                 at.ravel(), weights=np.broadcast_to(w, b.shape).ravel(), minlength=s * (width + 1)
             ).reshape(s, width + 1)
