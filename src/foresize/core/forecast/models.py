@@ -200,7 +200,18 @@ def model_decay(
     known = o - cfg.h
     if known < 0:
         return np.full((y.shape[0], len(qs)), np.nan)
-    return decay_quantiles(m, known, np.asarray(qs, dtype=np.float64), cfg)
+    # The largest max of the window, m[:, known - window + 1 : known + 1], is the largest
+    # of the usage it was taken over (m[c] is the max of y[c + 1 : c + h + 1]): from the
+    # usage's running maxima, which the daily peaks share.
+    start = max(0, known - cfg.steps(cfg.decay_window) + 1)
+    cap = window_max(y, start + 1, o + 1, _usage_retained(cfg))
+    return decay_quantiles(m, known, np.asarray(qs, dtype=np.float64), cfg, cap)
+
+
+def _usage_retained(cfg: ForecastConfig) -> int:
+    """Columns of usage the running maxima keep behind a window: the decay's window and
+    the horizon (the daily peaks need less)."""
+    return cfg.steps(cfg.decay_window) + cfg.h
 
 
 def model_persist(
@@ -238,7 +249,7 @@ def model_peaks(
     for k in reversed(range(ndays)):
         hi = o + 1 - k * day
         if hi > 0:
-            peaks[:, k] = window_max(y, max(0, hi - day), hi, ndays * day)
+            peaks[:, k] = window_max(y, max(0, hi - day), hi, _usage_retained(cfg))
     weights = np.exp2(-np.arange(ndays) * DAY / cfg.decay_half_life)
     order = np.argsort(np.where(np.isnan(peaks), np.inf, peaks), axis=1)
     sv = np.take_along_axis(peaks, order, axis=1)
