@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import random
 
 from foresize.core.cluster.model import Pod, disruption_opt_out
 from foresize.shells.sim.cluster.clock import Clock
@@ -75,8 +76,9 @@ class Karpenter(NodeAutoscaler):
         nodeset: NodeSet,
         spec: NodeAutoscalerSpec,
         types: list[NodeTypeSpec],
+        rng: random.Random | None = None,
     ) -> None:
-        super().__init__(clock, journal, store, nodeset, spec, types)
+        super().__init__(clock, journal, store, nodeset, spec, types, rng)
         self.batch_started: float | None = None
         self.batch_last: float = 0.0
         self.seen_state: tuple[int, int] | None = None
