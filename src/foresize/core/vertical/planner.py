@@ -107,6 +107,7 @@ def plan(
         if run is None:
             continue
         run.history_problem = ctx.config.history_problem
+        run.known = new_state.memo.pods
         runs.append(run)
         _select_pods(run, snapshot, pods_by_ns)
     _refuse_overlaps(runs)
@@ -114,10 +115,12 @@ def plan(
     for run in runs:
         _decide(run, ctx, candidates)
 
-    admit(candidates, ctx, ledger or NodeLedger(snapshot), actions)
+    admit(candidates, ctx, ledger or NodeLedger(snapshot, memo=new_state.memo.ledger), actions)
     new_state.coming = ctx.coming
+    live = {p.uid for p in snapshot.pods}
     # A refusal is of one pod: a recreated pod (a new uid) is tried afresh.
-    new_state.refusals = prune(new_state.refusals, {p.uid for p in snapshot.pods})
+    new_state.refusals = prune(new_state.refusals, live)
+    new_state.memo.prune(live, snapshot.nodes.keys())
     _forget_gone_targets(new_state, runs)
     for run in runs:
         if run.issued:
@@ -312,7 +315,7 @@ def _forget_gone_pods(run: TargetRun) -> None:
     live_uids = {p.uid for p in run.pods}
     for uid in [u for u in ts.stalls if u not in live_uids]:
         del ts.stalls[uid]
-    for d in (ts.blocked_pods, ts.refused, ts.released, ts.no_room_since, ts.known):
+    for d in (ts.blocked_pods, ts.refused, ts.released, ts.no_room_since):
         for uid in [u for u in d if u not in live_uids]:
             del d[uid]
     ts.judged = [u for u in ts.judged if u in live_uids]
