@@ -10,6 +10,7 @@ them concurrently."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from typing import Any
 
@@ -99,3 +100,91 @@ def test_consolidation_misjudging_the_scheduler_does_not_loop_for_ever() -> None
     assert all(
         p.phase == "Running" for w in ("a-small", "b-large", "c-mid") for p in pods_of(sim, w)
     )
+
+
+# -- what consolidation simulates (upstream `SimulateScheduling`, `computeConsolidation`,
+#    `filterOutSameType`, `ValidateCommand` in pkg/controllers/disruption/) -------------
+
+TYPES = [
+    SMALL,
+    {"name": "big", "cpu": "8", "memory": "32Gi", "price_per_hour": 0.4},
+]
+
+
+def karpenter(
+    workloads: list[dict[str, Any]], nodes: list[dict[str, Any]], **settings: Any
+) -> SimCluster:
+    data = {
+        "name": "consolidation",
+        "node_types": TYPES,
+        "nodes": nodes,
+        "node_autoscaler": {"flavour": "karpenter", **settings},
+        "workloads": workloads,
+    }
+    return SimCluster(parse_scenario(data, "<test>"), seed=1)
+
+
+def test_a_pending_pod_takes_the_room_before_the_candidates_pods() -> None:
+    """`SimulateScheduling` starts from every Pending pod (`GetPendingPods`) and places
+    them with the candidate's pods; only the candidate's must all fit. The 1200m pod no
+    node holds would take the room on n-1 first, so deleting n-0 needs a new node of its
+    own price: no consolidation (before, n-0 went and its pod was Pending in its turn)."""
+    nodes = [{"name": "n", "type": "small", "count": 2}]
+    work = [app("x", 1, "900m"), app("y", 1, "900m"), app("z", 1, "1200m")]
+    sim = karpenter(work, nodes, max_nodes=2, disruption_budget="100%")
+    sim.run(600)
+    assert pods_of(sim, "z")[0].phase == "Pending"
+    assert sorted(sim.nodes) == ["n-0", "n-1"]
+    assert sim.events.count("NodeDraining") == 0
+
+
+def test_the_pods_of_a_node_being_deleted_need_room_too() -> None:
+    """`SimulateScheduling` adds the pods of the nodes being deleted: n-0 is cordoned and
+    waits for a replacement, so its 900m pod and n-1's cannot both move to n-2's 1100m."""
+    nodes = [{"name": "n", "type": "small", "count": 3}]
+    work = [app("a", 1, "900m"), app("b", 1, "900m"), app("c", 1, "900m")]
+    sim = karpenter(work, nodes, disruption_budget="100%", consolidate_after="Never")
+    sim.run(30)
+    assert len({p.node_name for w in "abc" for p in pods_of(sim, w)}) == 3
+    ka = sim.node_autoscaler
+    assert ka is not None
+    ka.start_drain("n-0", "Replaced", wait=True)  # its replacement never comes
+    ka.spec = dataclasses.replace(ka.spec, consolidate_after=0.0)
+    sim.run(600)
+    assert sorted(sim.nodes) == ["n-0", "n-1", "n-2"]
+    assert [e.object for e in sim.events.query("NodeDraining")] == ["Node/n-0"]
+
+
+def test_several_nodes_are_not_replaced_by_one_of_their_own_types() -> None:
+    """`filterOutSameType`'s own example: [2xlarge, 2xlarge, small] replaced by one of
+    {small, ...} is deleting the two 2xlarge nodes, which the smaller option finds; the
+    small node and its pod stay (before: a new small node replaced all three)."""
+    nodes = [
+        {"name": "s", "type": "small"},
+        {"name": "b", "type": "big", "count": 2, "add_at": "5s"},
+    ]
+    sim = karpenter([app("p", 1, "500m")], nodes, disruption_budget="100%")
+    sim.run(6)
+    sim.apply(PatchScale("default", "Deployment", "p", 3))  # the new pods go to the bigs
+    sim.run(2)
+    assert sorted(p.node_name for p in pods_of(sim, "p")) == ["b-0", "b-1", "s"]
+    sim.run(600)
+    assert sorted(sim.nodes) == ["s"]
+    assert sim.events.count("NodeLaunched") == 0
+    assert sim.summary()["node_autoscaler"]["evictions_by_cause"]["consolidation"] == 2
+
+
+def test_a_replacement_no_longer_enough_at_validation_is_dropped() -> None:
+    """`ValidateCommand`: 15 s after the decision the simulation runs again and must want
+    one new node whose types include the one chosen. The 900m pod on `big` would move to a
+    `small` node; by validation its Deployment has grown to 2700m, which only `big` holds,
+    so nothing is launched (before: a `small` node was, and the pods went Pending)."""
+    nodes = [{"name": "base", "type": "big"}]
+    sim = karpenter([app("a", 1, "900m")], nodes)
+    sim.run(12)
+    decided = sim.node_autoscaler.pending_decision  # type: ignore[union-attr]
+    assert decided is not None and decided[2] is not None and decided[2].name == "small"
+    sim.apply(PatchScale("default", "Deployment", "a", 3))
+    sim.run(600)
+    assert sim.events.count("NodeLaunched") == 0
+    assert list(sim.nodes) == ["base"] and not sim.nodes["base"].unschedulable

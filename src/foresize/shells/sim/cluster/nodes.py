@@ -62,18 +62,24 @@ def _ffd_order(sizes: list[tuple[str, Size]]) -> list[tuple[str, Size]]:
     return sorted(sizes, key=lambda s: (-s[1][0], -s[1][1], s[0]))
 
 
-def place_first_fit(sizes: list[tuple[str, Size]], frees: list[list[int]]) -> list[str]:
-    """Place pods first-fit-decreasing on `frees` (changed in place); the keys left over."""
-    left = []
+def first_fit(sizes: list[tuple[str, Size]], frees: list[list[int]]) -> dict[str, int | None]:
+    """Place pods first-fit-decreasing on `frees` (changed in place): each key's bin, or
+    None for a pod no bin holds."""
+    placed: dict[str, int | None] = {}
     for key, size in _ffd_order(sizes):
-        for free in frees:
+        placed[key] = None
+        for i, free in enumerate(frees):
             if _fits(size, free):
                 free[0] -= size[0]
                 free[1] -= size[1]
+                placed[key] = i
                 break
-        else:
-            left.append(key)
-    return left
+    return placed
+
+
+def place_first_fit(sizes: list[tuple[str, Size]], frees: list[list[int]]) -> list[str]:
+    """Place pods first-fit-decreasing on `frees` (changed in place); the keys left over."""
+    return [k for k, i in first_fit(sizes, frees).items() if i is None]
 
 
 @dataclass(slots=True)
