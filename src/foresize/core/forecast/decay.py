@@ -14,7 +14,7 @@ of ~900, and every per-origin pass over it (the decay, the cumulative sum) is th
 shorter. The numbers are those of the full-width histogram, bit for bit: each bucket
 receives the same weights in the same order, and the buckets a row never used hold
 exact zeros, which add nothing to a cumulative sum
-(`tests/core/forecast/test_forecast_decay.py` checks against a rebuild, series by series).
+(`tests/core/forecast/test_forecast_decay.py` checks against a series-by-series reference).
 
 Nothing here reads a clock or a file.
 """
