@@ -77,6 +77,10 @@ class Scheduler:
         reserved: dict[str, list[int]] = {}
         for k in order:
             nom = self.store.meta[k].nominated_node
+            if nom is not None and nom not in self.nodeset.nodes:
+                # The node it was nominated to after a preemption is gone (a node
+                # autoscaler deleted it): the nomination is only a hint, dropped.
+                self.store.meta[k].nominated_node = nom = None
             if nom is not None:
                 ch = pod_charge(self.store.pods[k])
                 r = reserved.setdefault(nom, [0, 0])
