@@ -76,11 +76,7 @@ class Scheduler:
         # Capacity reserved for pods nominated after preemption.
         reserved: dict[str, list[int]] = {}
         for k in order:
-            nom = self.store.meta[k].nominated_node
-            if nom is not None and nom not in self.nodeset.nodes:
-                # The node it was nominated to after a preemption is gone (a node
-                # autoscaler deleted it): the nomination is only a hint, dropped.
-                self.store.meta[k].nominated_node = nom = None
+            nom = self.nomination(k)
             if nom is not None:
                 ch = pod_charge(self.store.pods[k])
                 r = reserved.setdefault(nom, [0, 0])
@@ -154,6 +150,14 @@ class Scheduler:
                     )
                 )
                 self.unschedulable(key, charge)
+
+    def nomination(self, key: str) -> str | None:
+        """The node pod `key` was nominated to after a preemption; a nomination to a node
+        that is gone (a node autoscaler deleted it) is only a hint, and is dropped."""
+        meta = self.store.meta[key]
+        if meta.nominated_node is not None and meta.nominated_node not in self.nodeset.nodes:
+            meta.nominated_node = None
+        return meta.nominated_node
 
     def unschedulable(self, key: str, charge: tuple[int, int]) -> None:
         """Report a pod nothing could place (FailedScheduling) to the node autoscaler."""
