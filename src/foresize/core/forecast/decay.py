@@ -182,7 +182,6 @@ class DecayHistogram:
         self.lo = np.full(series, self.nb, dtype=np.int64)
         self.hi = np.full(series, -1, dtype=np.int64)
         self.hist = np.zeros((series, 1))
-        self.maxima = RunningMax(series, cfg.steps(cfg.decay_window))
 
     @property
     def width(self) -> int:
@@ -236,7 +235,8 @@ class DecayHistogram:
             # minimum takes it to the row's gap column.
             base = np.arange(s, dtype=np.int64) * (width + 1)
             at = b + (base - self.lo)[:, None]
-            np.minimum(at, (base + width)[:, None], out=at)
+            if (b == self.gap).any():
+                np.minimum(at, (base + width)[:, None], out=at)
             self.hist += np.bincount(
                 at.ravel(), weights=np.broadcast_to(w, b.shape).ravel(), minlength=s * (width + 1)
             ).reshape(s, width + 1)
@@ -292,8 +292,9 @@ def _decay_key(cfg: ForecastConfig) -> tuple[float, float, float]:
 
 DECAY_CACHE_SIZE = 4
 """Matrices whose state is kept at once: a replay alternates a CPU and a memory matrix,
-and a backtest may run beside it. A histogram holds series x a few dozen buckets, and
-block maxima of 1/32 of the window."""
+and a backtest may run beside it. A histogram holds series x a few dozen buckets; running
+maxima, a quarter of the columns they retain (twice that at most)."""
+
 
 S = TypeVar("S")
 
@@ -336,19 +337,21 @@ class PerMatrix(Generic[S]):
 decay_cache: PerMatrix[DecayHistogram] = PerMatrix(DECAY_CACHE_SIZE)
 """The decaying histograms, by forward-maxima matrix."""
 window_max_cache: PerMatrix[RunningMax] = PerMatrix(DECAY_CACHE_SIZE)
-"""Running maxima of usage matrices (`models.model_peaks`' daily peaks)."""
+"""Running maxima of usage matrices (the daily peaks of `models.model_peaks`, the cap of
+`models.model_decay`)."""
 
 
-def decay_quantiles(m: np.ndarray, known: int, qs: np.ndarray, cfg: ForecastConfig) -> np.ndarray:
+def decay_quantiles(
+    m: np.ndarray, known: int, qs: np.ndarray, cfg: ForecastConfig, cap: np.ndarray
+) -> np.ndarray:
     """The decaying histogram's quantiles of `m` at origin `known` (columns <= known are
-    read), never above the largest max of the window (VPA's history length, 8 days)."""
+    read), never above `cap`."""
     window = cfg.steps(cfg.decay_window)
     key = _decay_key(cfg)
     with decay_cache.lock:
         st = decay_cache.get(
             m, lambda: DecayHistogram(cfg, m.shape[0]), lambda h: h.key == key and h.known <= known
         )
-        cap = st.maxima.window(m, known - window + 1, known + 1)
         st.advance(m, known, window)
         return st.quantiles(qs, cap)
 

@@ -98,11 +98,12 @@ class ForecastConfig:
 def forward_max(y: np.ndarray, h: int) -> np.ndarray:
     """M[:, t] = nanmax(y[:, t+1 : t+h+1]); NaN where all are missing or beyond the end."""
     s, t = y.shape
-    out = np.full((s, t), np.nan, dtype=y.dtype)
+    out = np.empty((s, t), dtype=y.dtype)
     # A block of rows at a time, so the h passes over it run in the CPU cache.
     step = max(1, FORWARD_MAX_CELLS // max(1, t))
     for r in range(0, s, step):
         rows = out[r : r + step]
+        rows[:] = np.nan
         for k in range(1, h + 1):
             if k >= t:
                 break
@@ -115,12 +116,17 @@ FORWARD_MAX_CELLS = 1 << 15
 """Cells of `forward_max` per block of rows (256 KiB of output)."""
 
 
-def nanquantile(a: np.ndarray, qs: np.ndarray) -> np.ndarray:
+def nanquantile(a: np.ndarray, qs: np.ndarray, scratch: bool = False) -> np.ndarray:
     """Quantiles along the last axis ignoring NaN (linear interpolation). (..., W) -> (..., Q).
 
     np.nanquantile is ~50x slower on many short rows; this sorts once for all quantiles.
+    `scratch`: `a` is the caller's temporary, sorted in place instead of a copy.
     """
-    s = np.sort(a, axis=-1)  # NaN sort last
+    if scratch:
+        a.sort(axis=-1)  # NaN sort last
+        s = a
+    else:
+        s = np.sort(a, axis=-1)
     # Values a row: all of them where its last sorted value is one (most rows), else
     # counted on the rows with gaps only.
     n = np.full(a.shape[:-1], a.shape[-1], dtype=np.int64)
@@ -165,7 +171,7 @@ def _slot_gather(m: np.ndarray, o: int, period: int, count: int, nb: int, h: int
                 idx.append(j)
     if not idx:
         return np.full((m.shape[0], 1), np.nan)
-    return m[:, np.asarray(idx)]
+    return m[:, np.asarray(idx)]  # a copy (the models sort it in place)
 
 
 def model_slot_day(
@@ -174,7 +180,7 @@ def model_slot_day(
     pts = _slot_gather(
         m, o, cfg.steps(DAY), cfg.slot_days, round(cfg.slot_neighbours / cfg.step), cfg.h
     )
-    return nanquantile(pts, qs)
+    return nanquantile(pts, qs, scratch=True)
 
 
 def model_slot_week(
@@ -183,7 +189,7 @@ def model_slot_week(
     pts = _slot_gather(
         m, o, cfg.steps(WEEK), cfg.weeks, round(cfg.week_neighbours / cfg.step), cfg.h
     )
-    return nanquantile(pts, qs)
+    return nanquantile(pts, qs, scratch=True)
 
 
 def model_decay(
@@ -194,7 +200,18 @@ def model_decay(
     known = o - cfg.h
     if known < 0:
         return np.full((y.shape[0], len(qs)), np.nan)
-    return decay_quantiles(m, known, np.asarray(qs, dtype=np.float64), cfg)
+    # The largest max of the window, m[:, known - window + 1 : known + 1], is the largest
+    # of the usage it was taken over (m[c] is the max of y[c + 1 : c + h + 1]): from the
+    # usage's running maxima, which the daily peaks share.
+    start = max(0, known - cfg.steps(cfg.decay_window) + 1)
+    cap = window_max(y, start + 1, o + 1, _usage_retained(cfg))
+    return decay_quantiles(m, known, np.asarray(qs, dtype=np.float64), cfg, cap)
+
+
+def _usage_retained(cfg: ForecastConfig) -> int:
+    """Columns of usage the running maxima keep behind a window: the decay's window and
+    the horizon (the daily peaks need less)."""
+    return cfg.steps(cfg.decay_window) + cfg.h
 
 
 def model_persist(
@@ -213,7 +230,7 @@ def model_persist(
     fin = np.isfinite(tail)
     last = tail.shape[1] - 1 - np.argmax(fin[:, ::-1], axis=1)
     now = np.where(fin.any(axis=1), tail[np.arange(tail.shape[0]), last], np.nan)
-    out: np.ndarray = np.maximum(now[:, None] + nanquantile(rises, qs), 0.0)
+    out: np.ndarray = np.maximum(now[:, None] + nanquantile(rises, qs, scratch=True), 0.0)
     return out
 
 
@@ -232,7 +249,7 @@ def model_peaks(
     for k in reversed(range(ndays)):
         hi = o + 1 - k * day
         if hi > 0:
-            peaks[:, k] = window_max(y, max(0, hi - day), hi, ndays * day)
+            peaks[:, k] = window_max(y, max(0, hi - day), hi, _usage_retained(cfg))
     weights = np.exp2(-np.arange(ndays) * DAY / cfg.decay_half_life)
     order = np.argsort(np.where(np.isnan(peaks), np.inf, peaks), axis=1)
     sv = np.take_along_axis(peaks, order, axis=1)

@@ -50,7 +50,7 @@ from foresize.core.vertical.guards import (
 )
 from foresize.core.vertical.modes import DECIDE
 from foresize.core.vertical.policy import WorkerConfig, policy_of
-from foresize.core.vertical.provision import node_autoscaler_present
+from foresize.core.vertical.provision import node_autoscaler_present, room_found_for
 from foresize.core.vertical.results import execute, on_result
 from foresize.core.vertical.run import Candidate, PassContext, PodView, TargetRun
 from foresize.core.vertical.stall import awaiting_kubelet, stall_message, stall_reason
@@ -346,7 +346,13 @@ def _decide(run: TargetRun, ctx: PassContext, candidates: list[Candidate]) -> No
             continue
         view = _track_stall(run, pod, ctx.now)
         note_deferred(run, view, ctx)
+        proposed = len(candidates)
         disrupted += decide(run, view, ctx, candidates)
+        if len(candidates) == proposed:
+            # Nothing to do for the pod any more (its upsize went with the suggestion,
+            # or under the hysteresis): a hold for room it had is over, or a later
+            # upsize would inherit its clock and be recreated at once.
+            room_found_for(run, pod)
     run.disrupted_now = disrupted
     run.budget = 0 if run.paced else max(0, size - disrupted)
     if run.policy.update_mode in EVICTING_MODES:
