@@ -166,3 +166,18 @@ def test_pods_of_one_priority_are_scheduled_in_the_order_they_were_created():
     assert zeta.creation_time == alpha.creation_time and zeta.uid < alpha.uid
     assert zeta.node_name == "n"
     assert alpha.phase == "Pending"
+
+
+def test_a_nomination_to_a_node_that_is_gone_is_dropped():
+    """The scheduler ignores a nominatedNodeName whose node no longer exists (the pod is
+    scheduled as any other); before, the capacity reservation looked the node up and the
+    run stopped with a KeyError (seen in `bench nodes` on crane under Karpenter)."""
+    sim = make_sim(
+        [workload("a", containers=small("1500m")), workload("b", containers=small("1500m"))]
+    )
+    b = next(p for p in pods_of(sim, "b") + pods_of(sim, "a") if p.phase == "Pending")
+    sim.meta[b.key].nominated_node = "gone"
+    sim.apply(PatchScale("default", "Deployment", "a", 0))
+    sim.run(60)
+    assert sim.meta[b.key].nominated_node is None
+    assert sim.pod("default", b.name).node_name == "n"

@@ -86,7 +86,7 @@ class Scheduler:
         reserved: dict[str, list[int]] = {}
         self._drop_nominations_to_gone_nodes(order)
         for k in order:
-            nom = self.store.meta[k].nominated_node
+            nom = self.nomination(k)
             if nom is not None:
                 ch = pod_charge(self.store.pods[k])
                 r = reserved.setdefault(nom, [0, 0])
@@ -160,6 +160,14 @@ class Scheduler:
                     )
                 )
                 self.unschedulable(key, charge)
+
+    def nomination(self, key: str) -> str | None:
+        """The node pod `key` was nominated to after a preemption; a nomination to a node
+        that is gone (a node autoscaler deleted it) is only a hint, and is dropped."""
+        meta = self.store.meta[key]
+        if meta.nominated_node is not None and meta.nominated_node not in self.nodeset.nodes:
+            meta.nominated_node = None
+        return meta.nominated_node
 
     def unschedulable(self, key: str, charge: tuple[int, int]) -> None:
         """Report a pod nothing could place (FailedScheduling) to the node autoscaler."""
