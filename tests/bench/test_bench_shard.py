@@ -173,6 +173,20 @@ def test_the_command_refuses_negative_shards_naming_what_it_takes() -> None:
     assert "--shards must be 0 (one a replica) or more, got -1" in str(result.exception)
 
 
+def test_the_churn_asks_for_half_of_one_replica_s_client_budget() -> None:
+    """The last replica holds every shard after the kill: what the churn asks for (a resize
+    per pod, a status write per target, every interval) must fit its 50 QPS. A tenth of
+    the targets every 10 s, the old default, asked for 550 writes/s at 50k pods."""
+    from foresize.bench.shard import churn_for
+
+    for pods, targets, interval in ((50_000, 5_000, 10.0), (5_000, 500, 10.0), (600, 60, 2.0)):
+        churn = churn_for(pods, targets, interval)
+        asked = churn * (pods / targets + 1) / interval
+        assert 0.4 * 50 <= asked <= 0.5 * 50, (pods, churn, asked)
+    assert (5_000 // 10) * (10 + 1) / 10.0 > 50 * 3  # the old default: over all three
+    assert churn_for(10, 1, 0.1) == 1  # at least one
+
+
 @pytest.mark.slow
 async def test_three_replicas_share_the_targets_and_hand_over_on_sigterm_and_kill(
     tmp_path,
@@ -189,6 +203,8 @@ async def test_three_replicas_share_the_targets_and_hand_over_on_sigterm_and_kil
     assert doc["acts_outside_ownership"] == 0
     assert doc["targets_unowned_longer_than_lease"] == 0
     assert doc["acts"] > 0
+    # Balanced: one shard each before the SIGTERM (ceil(3 / 3)), not all on the first.
+    assert sorted(doc["shards_held_at_start"].values()) == ["replica-0", "replica-1", "replica-2"]
     assert doc["handover_seconds_after_sigterm"] is not None
     assert doc["handover_seconds_after_kill"] is not None
     assert doc["handover_seconds_after_kill"] < 3.0 + 10.0  # the lease and a loaded box
