@@ -384,9 +384,11 @@ class ShardManager:
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(stop.wait(), self.renew_interval)
         finally:
-            for elector in self.electors:
-                with contextlib.suppress(Exception):
-                    await elector.release()
+            # The member Lease first: a replica whose next round sees a shard released
+            # also counts one replica fewer, so its share has room for it.
             if self.members is not None:
                 with contextlib.suppress(Exception):
                     await self.members.leave()
+            for elector in self.electors:
+                with contextlib.suppress(Exception):
+                    await elector.release()
