@@ -77,6 +77,20 @@ def test_an_act_in_flight_past_the_handover_is_outside_ownership() -> None:
     assert doc["targets_acted_on_by_two"] == 0  # the spans do not intersect
 
 
+def test_a_write_after_the_sender_s_own_record_ran_out_is_a_late_write() -> None:
+    # a's last renewal at 40 s ran out at 55 s; its stalled loop sent a resize that arrived
+    # at 55.3 s, before b took over at 60 s: nobody else held the shard, yet it is late.
+    writes = [*renewals("a", 0.0, 40.0), *renewals("b", 60.0, 100.0)]
+    doc = run(writes, acts("a", [30, 55.3]) + acts("b", [70]))
+    assert doc["acts_outside_ownership"] == 1
+    assert doc["late_writes"] == 1
+    assert doc["late_writes_max_seconds"] == 0.3
+    # An act by a replica that never held the Lease is outside ownership, not late.
+    other = run(CLEAN, acts("b", [20]))
+    assert (other["acts_outside_ownership"], other["late_writes"]) == (1, 0)
+    assert other["late_writes_max_seconds"] is None
+
+
 def test_a_takeover_before_the_old_holder_s_deadline_is_two_owners() -> None:
     # b took shard 0 at 45 s: a's renewal at 40 s had it claimed until 50 s.
     writes = [*renewals("a", 0.0, 40.0), *renewals("b", 45.0, 100.0)]
