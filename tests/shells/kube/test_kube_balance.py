@@ -184,3 +184,43 @@ async def test_a_stop_before_the_caches_synced_elects_nothing(apiserver, api):
 
     await asyncio.wait_for(shards.run(stop, ready), 5)
     assert apiserver.calls(path="/leases") == []
+
+
+async def test_the_shutdown_releases_every_shard_and_leaves_at_once(apiserver, api):
+    """On a busy loop each request takes a while and the shutdown grace is 5 s: one after
+    the other, a release missed it at 5k pods (bench shard) and the standby waited out the
+    lease. The releases and the member Lease's deletion go out together."""
+    mono = Clock(1000.0)
+    a = replica(api, "pod-a", mono)
+    assert await a.round() == {0, 1, 2}
+    in_flight, most = 0, 0
+    real_request = api.request
+
+    async def slow(method, path, *args, **kwargs):
+        nonlocal in_flight, most
+        in_flight += 1
+        most = max(most, in_flight)
+        try:
+            await asyncio.sleep(0.05)  # a loaded loop
+            return await real_request(method, path, *args, **kwargs)
+        finally:
+            in_flight -= 1
+
+    api.request = slow
+    stop = asyncio.Event()
+    stop.set()
+    await a.run(stop)  # stopped: straight to the shutdown
+    assert most == SHARDS + 1  # three releases and the member Lease, side by side
+    assert holders(apiserver) == {0: None, 1: None, 2: None}
+    assert apiserver.get("Lease", "foresize", member_lease_name("pod-a")) is None
+
+
+async def test_a_round_sends_nothing_more_once_stopping(apiserver, api):
+    mono = Clock(1000.0)
+    a = replica(api, "pod-a", mono)
+    assert await a.round() == {0, 1, 2}
+    before = len(apiserver.requests)
+    stop = asyncio.Event()
+    stop.set()
+    assert await a.round(stop) == {0, 1, 2}
+    assert len(apiserver.requests) == before

@@ -336,12 +336,15 @@ class ShardManager:
         except TimeoutError:
             log.warning("lease %s: election call timed out", elector.name)
 
-    async def round(self) -> set[int]:
+    async def round(self, stop: asyncio.Event | None = None) -> set[int]:
         """Renew held shards, release those above this replica's share (highest numbers
-        first), then try to acquire free ones up to it."""
+        first), then try to acquire free ones up to it. Once `stop` is set, nothing more
+        of the round is sent (the shutdown's releases come next)."""
         for elector in self.electors:
-            if elector.held:
+            if elector.held and not (stop and stop.is_set()):
                 await self._attempt(elector)
+        if stop and stop.is_set():
+            return self.owned
         live = 1
         if self.members is not None:
             live = await self.members.round(collect=self.holds(0))
@@ -356,7 +359,7 @@ class ShardManager:
             )
             await self.electors[shard].release()
         for elector in self.electors:
-            if elector.held:
+            if elector.held or (stop and stop.is_set()):
                 continue
             if len(self.owned) < share:
                 await self._attempt(elector)
@@ -377,18 +380,21 @@ class ShardManager:
         try:
             while not stop.is_set():
                 try:
-                    await self.round()
+                    await self.round(stop)
                 except Exception as exc:  # API hiccup: keep trying; the renew deadline
                     # ends our claim before the lease expires for the others.
                     log.warning("lease round failed: %s", exc)
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(stop.wait(), self.renew_interval)
         finally:
-            # The member Lease first: a replica whose next round sees a shard released
-            # also counts one replica fewer, so its share has room for it.
-            if self.members is not None:
-                with contextlib.suppress(Exception):
-                    await self.members.leave()
-            for elector in self.electors:
-                with contextlib.suppress(Exception):
-                    await elector.release()
+            await self._leave()
+
+    async def _leave(self) -> None:
+        """Release every shard held and delete our member Lease, all at once: on a busy
+        loop each request takes a while, and the shutdown grace (5 s) ends this task (at
+        5k pods, one after the other, the release missed it and the standby waited out the
+        lease). A standby's next round then sees the shards free and one replica fewer."""
+        leaving = [elector.release() for elector in self.electors]
+        if self.members is not None:
+            leaving.append(self.members.leave())
+        await asyncio.gather(*leaving, return_exceptions=True)
