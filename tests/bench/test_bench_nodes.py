@@ -9,9 +9,11 @@ import json
 from typer.testing import CliRunner
 
 from foresize.bench.nodes import (
+    FLAVOURS,
     HELD,
     KEYS,
     POLICIES,
+    ROW_KEYS,
     medians,
     resize_landing,
     run_metrics,
@@ -24,7 +26,7 @@ from support import paths
 DATA = paths.DATA / "traces"
 
 
-def test_bench_nodes_json_has_exactly_the_issue_keys() -> None:
+def _bench_json(*args: str) -> dict:
     result = CliRunner().invoke(
         app,
         [
@@ -34,18 +36,21 @@ def test_bench_nodes_json_has_exactly_the_issue_keys() -> None:
             str(DATA),
             "--family",
             "crane",
-            "--flavour",
-            "karpenter",
             "--deployments",
             "1",
             "--duration",
             "1h",
+            *args,
             "--json",
         ],
     )
     assert result.exit_code == 0, result.output
-    out = json.loads(result.stdout)
-    assert list(out) == ["policies", HELD, "ran"]
+    return json.loads(result.stdout)
+
+
+def test_bench_nodes_json_has_exactly_the_issue_keys() -> None:
+    out = _bench_json("--flavour", "karpenter")
+    assert list(out) == ["policies", "runs", "ran"]
     # What the run covered, so a shorter or smaller run says so.
     assert out["ran"] == {
         "hours": 1.0,
@@ -54,10 +59,11 @@ def test_bench_nodes_json_has_exactly_the_issue_keys() -> None:
         "deployments": 1,
         "runs_per_policy": 1,
     }
-    assert list(out[HELD]) == list(POLICIES)
     assert list(out["policies"]) == list(POLICIES)
     for row in out["policies"].values():
-        assert tuple(row) == KEYS
+        # The issue's keys, in its order, with the held upsizes right after `stalls`.
+        assert tuple(k for k in row if k != HELD) == KEYS
+        assert tuple(row) == ROW_KEYS and ROW_KEYS.index(HELD) == KEYS.index("stalls") + 1
         assert row["node_hours"] > 1.0  # a base node for the hour, at least
         assert set(row["evictions_by_cause"]) == {
             "policy",
@@ -65,6 +71,21 @@ def test_bench_nodes_json_has_exactly_the_issue_keys() -> None:
             "node_pressure",
             "preemption",
         }
+
+
+def test_bench_nodes_json_has_a_row_per_run_and_medians_over_them() -> None:
+    out = _bench_json()  # both flavours: two runs per policy
+    runs = out["runs"]
+    assert [(r["family"], r["flavour"], r["policy"]) for r in runs] == [
+        ("crane", f, p) for f in FLAVOURS for p in POLICIES
+    ]
+    for r in runs:
+        assert tuple(r)[3:] == ROW_KEYS
+    for policy, median_row in out["policies"].items():
+        mine = [r for r in runs if r["policy"] == policy]
+        assert len(mine) == out["ran"]["runs_per_policy"] == 2
+        for key in ("node_hours", "cost", "cpu_request_core_hours", HELD):
+            assert median_row[key] == round((mine[0][key] + mine[1][key]) / 2, 4)
 
 
 def test_bench_nodes_refuses_an_unknown_family_or_flavour() -> None:

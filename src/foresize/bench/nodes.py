@@ -47,6 +47,9 @@ KEYS = (
 # room, in place or as a recreation no node had room for. The guard sends no resize that
 # would sit Deferred, so `stalls` (the kubelet's) stays 0 where these are what waits.
 HELD = "upsizes_held_for_room"
+# A policy's row: the issue's keys with the held upsizes right after `stalls`, the figure
+# that is trivially 0 without them.
+ROW_KEYS = (*KEYS[: KEYS.index("stalls") + 1], HELD, *KEYS[KEYS.index("stalls") + 1 :])
 # Evictions Foresize makes because a resize did not land: after stall_timeout, or at once
 # when the API server refused it (the worker's EvictPod reasons).
 STALL_EVICTION_REASONS = ("stall-fallback", "refused")
@@ -253,7 +256,7 @@ def run_metrics(summary: dict[str, Any], events: EventLog) -> dict[str, Any]:
     )
     # Each held pod once (the worker reports a hold once per pod and change).
     held = len({e.object for e in events.query("Event") if _is_held_for_room(e)})
-    return {
+    row = {
         "node_hours": nodes["node_hours"],
         "cost": nodes["cost"],
         "cpu_request_core_hours": float(t.get("cpu_requested_core_hours", 0.0)),
@@ -268,6 +271,7 @@ def run_metrics(summary: dict[str, Any], events: EventLog) -> dict[str, Any]:
         "do_not_disrupt_evictions": nodes["do_not_disrupt_evictions"],
         HELD: held,
     }
+    return {k: row[k] for k in ROW_KEYS}
 
 
 def _median(values: list[Any]) -> Any:
@@ -278,7 +282,7 @@ def _median(values: list[Any]) -> Any:
 def medians(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Each key's median over the runs (evictions by cause: per cause)."""
     out: dict[str, Any] = {}
-    for key in (*KEYS, HELD):
+    for key in ROW_KEYS:
         if rows and key not in rows[0]:
             continue
         if key == "evictions_by_cause":
@@ -299,8 +303,8 @@ def run_bench(
     step: float = 60.0,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """Every policy on every (family, flavour) scenario; medians per policy, plus each
-    run's row under `runs`."""
+    """Every policy on every (family, flavour) scenario: the medians per policy under
+    `policies`, and each run's row under `runs` (its family, flavour and policy first)."""
     from foresize.shells.sim.runner import simulate
 
     per_policy: dict[str, list[dict[str, Any]]] = {p: [] for p in POLICIES}
@@ -312,13 +316,11 @@ def run_bench(
                 sim, summary = simulate(sc, duration=hours * 3600.0, policy=policy, step=step)
                 row = run_metrics(summary, sim.events)
                 per_policy[policy].append(row)
-                runs.append({"scenario": sc.name, "policy": policy, **row})
+                runs.append({"family": family, "flavour": flavour, "policy": policy, **row})
                 if progress is not None:
                     progress(f"{sc.name} {policy}: {row['node_hours']:.1f} node-h")
-    summary = {p: medians(rows) for p, rows in per_policy.items()}
     return {
-        "policies": {p: {k: m[k] for k in KEYS} for p, m in summary.items()},
-        HELD: {p: m[HELD] for p, m in summary.items()},
+        "policies": {p: medians(rows) for p, rows in per_policy.items()},
         "runs": runs,
         "hours": hours,
         "step_seconds": step,
