@@ -224,3 +224,28 @@ async def test_a_round_sends_nothing_more_once_stopping(apiserver, api):
     stop.set()
     assert await a.round(stop) == {0, 1, 2}
     assert len(apiserver.requests) == before
+
+
+async def test_a_dead_holder_s_shard_is_adopted_before_its_member_lease_expires(apiserver, api):
+    """pod-b's member Lease was renewed after its shard's (a round renews the shards
+    first): its shard expires first. pod-a adopts it then, above its share, and keeps it
+    until pod-b's member Lease has expired too, instead of leaving it unowned."""
+    mono = Clock(1000.0)
+    a, b = replica(api, "pod-a", mono), replica(api, "pod-b", mono)
+    live = {"pod-a": a, "pod-b": b}
+    for _ in range(3):
+        await rounds(live, mono)
+    assert (a.owned, b.owned) == ({0, 1}, {2})
+    del live["pod-b"]
+    await rounds(live, mono)  # pod-a has seen pod-b's last shard renewal
+    assert b.members is not None
+    await b.members.round()  # pod-b's last act: its member Lease renewed, 2 s later
+    adopted_while_b_counted = False
+    for _ in range(12):
+        await rounds(live, mono)
+        assert a.members is not None
+        if a.owned == {0, 1, 2} and a.members.live == 2:  # type: ignore[attr-defined]
+            adopted_while_b_counted = True
+    assert adopted_while_b_counted
+    assert a.owned == {0, 1, 2}
+    assert holders(apiserver) == {0: "pod-a", 1: "pod-a", 2: "pod-a"}

@@ -31,9 +31,11 @@ Balance (`ShardManager`): each replica holds at most its share, ceil(shards / li
 replicas), live replicas counted from their member Leases (`kube/members.py`); a replica
 above its share releases its highest-numbered extra shards, so a replica that joins gets
 its share at the others' next rounds; one that leaves (released or expired member Lease)
-raises everyone's share. `--max-shards` caps the share further. A replica elects nothing
-before its caches have synced (`run`'s `ready`): one that has not listed must not own a
-shard.
+raises everyone's share. A shard whose holder stopped renewing (killed, hung) is adopted at
+once, above the share if need be, and kept until that holder's member Lease has expired
+too, rather than left unowned meanwhile. `--max-shards` caps the share further. A replica
+elects nothing before its caches have synced (`run`'s `ready`): one that has not listed
+must not own a shard.
 """
 
 from __future__ import annotations
@@ -119,6 +121,8 @@ class LeaseElector:
         self._held = False
         self._renewed_at: float | None = None  # monotonic() before the last successful write
         self._observed: Observed | None = None
+        # The last read found another holder's record expired: that holder died or hung.
+        self.orphaned = False
 
     @property
     def held(self) -> bool:
@@ -209,6 +213,7 @@ class LeaseElector:
         # replica whose clock runs ahead, or whose wall clock steps, cannot steal a lease
         # that its holder keeps renewing.
         expired = not holder or (seen - self._observed.seen_at > duration)
+        self.orphaned = bool(holder) and holder != self.identity and expired
         if not take:
             return False
         if holder == self.identity:
@@ -295,6 +300,8 @@ class ShardManager:
         self.rounds = 0
         self.last_round_at: float | None = None  # monotonic() of the last finished round
         self.monotonic = monotonic
+        self.lease_duration = lease_duration
+        self._adopted_at: float | None = None  # monotonic() of the last orphan adopted
         self.max_shards = max_shards if max_shards is not None else self.shards
         self.electors = [
             LeaseElector(
@@ -349,7 +356,13 @@ class ShardManager:
         if self.members is not None:
             live = await self.members.round(collect=self.holds(0))
         share = self.share(live)
-        for shard in sorted(self.owned)[share:]:
+        # A shard adopted above the share is kept until its dead holder's member Lease has
+        # expired too (two lease durations): released earlier, nobody could take it.
+        adopting = (
+            self._adopted_at is not None
+            and self.monotonic() - self._adopted_at < 2 * self.lease_duration
+        )
+        for shard in [] if adopting else sorted(self.owned)[share:]:
             log.info(
                 "shard %d: above this replica's share (%d of %d, %d live); releasing",
                 shard,
@@ -363,8 +376,16 @@ class ShardManager:
                 continue
             if len(self.owned) < share:
                 await self._attempt(elector)
-            else:
-                await self._attempt(elector, take=False)  # only watch its record
+                continue
+            await self._attempt(elector, take=False)  # only watch its record
+            if elector.orphaned and len(self.owned) < self.max_shards:
+                # Its holder stopped renewing (killed, hung): adopted at once, whatever the
+                # share, rather than left unowned until that holder's member Lease expires
+                # too; the share is restored once it has.
+                log.info("shard %s: its holder stopped renewing; adopting it", elector.name)
+                await self._attempt(elector)
+                if elector.held:
+                    self._adopted_at = self.monotonic()
         self.rounds += 1
         self.last_round_at = self.monotonic()
         return self.owned
