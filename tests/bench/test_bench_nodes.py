@@ -9,11 +9,15 @@ import json
 from typer.testing import CliRunner
 
 from foresize.bench.nodes import (
+    DEMAND,
     FLAVOURS,
     HELD,
+    HOURLY_PEAK,
     KEYS,
     POLICIES,
     ROW_KEYS,
+    RUN_KEYS,
+    HourlyPeaks,
     medians,
     resize_landing,
     run_metrics,
@@ -80,12 +84,50 @@ def test_bench_nodes_json_has_a_row_per_run_and_medians_over_them() -> None:
         ("crane", f, p) for f in FLAVOURS for p in POLICIES
     ]
     for r in runs:
-        assert tuple(r)[3:] == ROW_KEYS
+        assert tuple(r)[3:] == RUN_KEYS  # the medians' keys, and beside the request:
+        assert r[HOURLY_PEAK] >= r[DEMAND] > 0  # an hour's peak is at least its mean
     for policy, median_row in out["policies"].items():
         mine = [r for r in runs if r["policy"] == policy]
         assert len(mine) == out["ran"]["runs_per_policy"] == 2
         for key in ("node_hours", "cost", "cpu_request_core_hours", HELD):
             assert median_row[key] == round((mine[0][key] + mine[1][key]) / 2, 4)
+
+
+def _hourly_peaks(cpu: dict, hours: float) -> float:
+    from foresize.shells.sim.runner import build, run_for
+    from foresize.shells.sim.scenario import parse_scenario
+
+    data = {
+        "name": "peaks",
+        "nodes": [{"name": "n", "cpu": "8", "memory": "32Gi"}],
+        "workloads": [
+            {
+                "kind": "Deployment",
+                "name": "a",
+                "replicas": 2,
+                "containers": [
+                    {"name": "app", "requests": {"cpu": "1", "memory": "256Mi"}, "usage": {
+                        "cpu": cpu, "memory": {"generator": "constant", "base": "128Mi"}}}
+                ],
+            }
+        ],
+    }  # fmt: skip
+    sim = build(parse_scenario(data, "<test>"), step=60.0)
+    peaks = HourlyPeaks(sim)
+    run_for(sim, hours * 3600.0)
+    return peaks.core_hours()
+
+
+def test_the_hourly_oracle_requests_each_hours_peak_for_every_replica() -> None:
+    # A flat 0.5 core on 2 replicas: the oracle asks what they use, 1 core·h an hour
+    # (less the first step, before the pods run).
+    flat = _hourly_peaks({"generator": "constant", "base": 0.5, "noise": 0}, 4)
+    assert 3.9 < flat <= 4.0
+    # A daily cycle of 0 to 1 core (mean 0.5): each hour at its own peak, a little above
+    # the mean's 24 core·h, half of holding the day's peak (1 core x 2 replicas x 24 h).
+    daily = {"generator": "diurnal", "base": 0.5, "amplitude": 1.0, "noise": 0}
+    day = _hourly_peaks(daily, 24)
+    assert 24.0 < day < 27.0
 
 
 def test_bench_nodes_refuses_an_unknown_family_or_flavour() -> None:
