@@ -77,6 +77,20 @@ def test_an_act_in_flight_past_the_handover_is_outside_ownership() -> None:
     assert doc["targets_acted_on_by_two"] == 0  # the spans do not intersect
 
 
+def test_a_write_after_the_sender_s_own_record_ran_out_is_a_late_write() -> None:
+    # a's last renewal at 40 s ran out at 55 s; its stalled loop sent a resize that arrived
+    # at 55.3 s, before b took over at 60 s: nobody else held the shard, yet it is late.
+    writes = [*renewals("a", 0.0, 40.0), *renewals("b", 60.0, 100.0)]
+    doc = run(writes, acts("a", [30, 55.3]) + acts("b", [70]))
+    assert doc["acts_outside_ownership"] == 1
+    assert doc["late_writes"] == 1
+    assert doc["late_writes_max_seconds"] == 0.3
+    # An act by a replica that never held the Lease is outside ownership, not late.
+    other = run(CLEAN, acts("b", [20]))
+    assert (other["acts_outside_ownership"], other["late_writes"]) == (1, 0)
+    assert other["late_writes_max_seconds"] is None
+
+
 def test_a_takeover_before_the_old_holder_s_deadline_is_two_owners() -> None:
     # b took shard 0 at 45 s: a's renewal at 40 s had it claimed until 50 s.
     writes = [*renewals("a", 0.0, 40.0), *renewals("b", 45.0, 100.0)]
@@ -173,6 +187,20 @@ def test_the_command_refuses_negative_shards_naming_what_it_takes() -> None:
     assert "--shards must be 0 (one a replica) or more, got -1" in str(result.exception)
 
 
+def test_the_churn_asks_for_half_of_one_replica_s_client_budget() -> None:
+    """The last replica holds every shard after the kill: what the churn asks for (a resize
+    per pod, a status write per target, every interval) must fit its 50 QPS. A tenth of
+    the targets every 10 s, the old default, asked for 550 writes/s at 50k pods."""
+    from foresize.bench.shard import churn_for
+
+    for pods, targets, interval in ((50_000, 5_000, 10.0), (5_000, 500, 10.0), (600, 60, 2.0)):
+        churn = churn_for(pods, targets, interval)
+        asked = churn * (pods / targets + 1) / interval
+        assert 0.4 * 50 <= asked <= 0.5 * 50, (pods, churn, asked)
+    assert (5_000 // 10) * (10 + 1) / 10.0 > 50 * 3  # the old default: over all three
+    assert churn_for(10, 1, 0.1) == 1  # at least one
+
+
 @pytest.mark.slow
 async def test_three_replicas_share_the_targets_and_hand_over_on_sigterm_and_kill(
     tmp_path,
@@ -189,6 +217,8 @@ async def test_three_replicas_share_the_targets_and_hand_over_on_sigterm_and_kil
     assert doc["acts_outside_ownership"] == 0
     assert doc["targets_unowned_longer_than_lease"] == 0
     assert doc["acts"] > 0
+    # Balanced: one shard each before the SIGTERM (ceil(3 / 3)), not all on the first.
+    assert sorted(doc["shards_held_at_start"].values()) == ["replica-0", "replica-1", "replica-2"]
     assert doc["handover_seconds_after_sigterm"] is not None
     assert doc["handover_seconds_after_kill"] is not None
     assert doc["handover_seconds_after_kill"] < 3.0 + 10.0  # the lease and a loaded box

@@ -5,7 +5,12 @@ The server is seeded with `bench loop`'s synthetic cluster (`foresize.bench.synt
 `replicas` `foresize operator` processes run against it with `--shards`, each with a token
 of its own (so the log names the sender of every request). While they run, the bench
 keeps giving a rotating slice of the targets new suggestions (their CPU flips between two
-sizes), so every pass of a shard's holder resizes pods. After `dwell` seconds it SIGTERMs
+sizes), so every pass of a shard's holder resizes pods. The slice is sized to the client's
+budget (`churn_for`): what it asks for, a resize per pod and a status write per target,
+is half of one replica's 50 QPS, so the last replica, holding every shard after the kill,
+keeps up. (It was a tenth of the targets each interval: at 50k pods that asked for 5,500
+writes every 10 s, 550/s against 50/s a replica, so every replica's queue only grew, its
+passes ran into each other and its loop stalled.) After `dwell` seconds it SIGTERMs
 the replica holding the most shards; when those are taken over and `dwell` more seconds
 passed, it SIGKILLs the next holder; `dwell` seconds after the takeover, it stops the last.
 The log then gives, by `foresize.bench.shard_check`: the most replicas that claimed one
@@ -31,11 +36,21 @@ from typing import Any
 from foresize.bench.chaos.cluster import NAMESPACE, OperatorProcess, wait_until
 from foresize.bench.shard_check import check, handover_seconds, pod_target, read_log
 from foresize.bench.synthetic import BASE_CPU, RESIZED_CPU, seed, suggestion, synthetic_objects
+from foresize.shells.kube.api import DEFAULT_QPS
 from foresize.shells.kube.leader import LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD
 
 START_TIMEOUT = 1800.0  # three processes listing 50k pods each on 2 busy cores
 # A takeover after a kill needs the lease duration and a retry period; a loaded box more.
 TAKEOVER_TIMEOUT = 300.0
+# The part of one replica's client budget (--kube-api-qps) the churn asks for.
+CHURN_SHARE = 0.5
+
+
+def churn_for(pods: int, targets: int, interval: float, qps: float = DEFAULT_QPS) -> int:
+    """Targets given a new suggestion each `interval`: their writes (a resize per pod, a
+    status write per target) `CHURN_SHARE` of one replica's `qps`, at least one."""
+    writes_per_target = pods / max(1, targets) + 1
+    return max(1, int(CHURN_SHARE * qps * interval / writes_per_target))
 
 
 def _kubeconfig(path: Path, server: str, token: str) -> None:
@@ -99,7 +114,7 @@ async def measure(
 ) -> dict[str, Any]:
     """One run; see the module docstring. `lease`: duration, renew deadline, retry (the
     shipped ones by default). `churn`: targets given a new suggestion each `interval`
-    (default: a tenth of them)."""
+    (default: `churn_for`, half of one replica's client budget)."""
     from foresize.testing.apiserver import StrictApiServer
 
     own = workdir is None
@@ -115,7 +130,7 @@ async def measure(
             (pods, targets, nodes, replicas, shards),
             interval,
             dwell,
-            churn or max(1, targets // 10),
+            churn or churn_for(pods, targets, interval),
             lease,
         )
     finally:
@@ -176,6 +191,17 @@ async def _run(
         if not await wait_until(all_ready, START_TIMEOUT, 1.0):
             raise RuntimeError("the replicas never all got ready")
         ready_at = server.clock()
+        # Balanced by default: each replica at most ceil(shards / replicas) of them (the
+        # first one ready took them all, and gave them up as the others joined).
+        share = -(-shards // replicas)
+
+        def balanced() -> bool:
+            held = list(_current_holders(server, shards).values())
+            return None not in held and all(held.count(n) <= share for n in names)
+
+        if not await wait_until(balanced, TAKEOVER_TIMEOUT, 0.2):
+            problems.append(f"the shards were never balanced: {_current_holders(server, shards)}")
+        balanced_at = server.clock()
         churner = asyncio.create_task(_churn(server, target_keys, churn, interval))
         at_start = _current_holders(server, shards)
         await asyncio.sleep(dwell)
@@ -236,9 +262,12 @@ async def _run(
         "replicas": replicas,
         "shards": shards,
         "interval": interval,
+        "churn_targets_per_interval": churn,
+        "churn_writes_per_second": round(churn * (pods / max(1, targets) + 1) / interval, 1),
         "lease": {"duration": duration, "renew_deadline": deadline, "retry": retry},
         "seed_seconds": round(seeded_seconds, 1),
         "ready_seconds": round(ready_at - started, 1),
+        "balanced_seconds_after_ready": round(balanced_at - ready_at, 1),
         "shards_held_at_start": {str(k): v for k, v in at_start.items()},
         "sigterm": {"replica": term[0], "at": round(term[1] - ready_at, 2)} if term else None,
         "sigkill": {"replica": kill[0], "at": round(kill[1] - ready_at, 2)} if kill else None,

@@ -17,6 +17,9 @@ From them, with the Lease timings the replicas ran with:
 - the Lease's *holder* at a moment is the holder of its last write, until that write's
   `leaseDurationSeconds` ran out; a shard without one is unowned (a gap);
 - an act is *outside ownership* when its sender was not the Lease's holder as it arrived;
+  a *late write* is one of those whose sender had written the Lease last, its record run
+  out before the act arrived (`late_writes_max_seconds`: by how much) — a replica acting on
+  a claim it no longer had, whether or not another replica had taken the shard yet;
   two replicas *overlap* on a target when the spans from the first to the last act of each
   (within one tenure of the shard) intersect.
 """
@@ -235,6 +238,11 @@ def check(
     outside = [
         a for a in acts if _holder_at(held.get(shard_of(a.target, shards), []), a.time) != a.sender
     ]
+    late = [
+        lateness
+        for a in outside
+        if (lateness := _late_by(writes, shard_of(a.target, shards), a)) is not None
+    ]
     # Per target, the span from the first to the last act of each replica's tenure.
     spans_of: dict[str, dict[tuple[str, int], tuple[float, float]]] = defaultdict(dict)
     for a in acts:
@@ -249,6 +257,8 @@ def check(
         "acts": len(acts),
         "acts_by_replica": dict(sorted(_count(a.sender for a in acts).items())),
         "acts_outside_ownership": len(outside),
+        "late_writes": len(late),
+        "late_writes_max_seconds": round(max(late), 2) if late else None,
         "targets_acted_on_by_two": len(twice),
         "targets_acted_on_by_two_examples": twice[:5],
         "holders": {
@@ -256,6 +266,20 @@ def check(
             for s in range(shards)
         },
     }
+
+
+def _late_by(writes: list[LeaseWrite], shard: int, act: Act) -> float | None:
+    """How long after its sender's own Lease record ran out `act` arrived, when the last
+    write of the shard's Lease before it was that sender's acquire or renewal."""
+    last = None
+    for w in writes:  # in time order
+        if w.time > act.time:
+            break
+        if w.shard == shard:
+            last = w
+    if last is None or last.holder != act.sender or last.sender != act.sender:
+        return None
+    return act.time - (last.time + last.duration)
 
 
 def _tenure(writes: list[LeaseWrite], shard: int, replica: str, at: float) -> int:

@@ -184,3 +184,68 @@ async def test_a_stop_before_the_caches_synced_elects_nothing(apiserver, api):
 
     await asyncio.wait_for(shards.run(stop, ready), 5)
     assert apiserver.calls(path="/leases") == []
+
+
+async def test_the_shutdown_releases_every_shard_and_leaves_at_once(apiserver, api):
+    """On a busy loop each request takes a while and the shutdown grace is 5 s: one after
+    the other, a release missed it at 5k pods (bench shard) and the standby waited out the
+    lease. The releases and the member Lease's deletion go out together."""
+    mono = Clock(1000.0)
+    a = replica(api, "pod-a", mono)
+    assert await a.round() == {0, 1, 2}
+    in_flight, most = 0, 0
+    real_request = api.request
+
+    async def slow(method, path, *args, **kwargs):
+        nonlocal in_flight, most
+        in_flight += 1
+        most = max(most, in_flight)
+        try:
+            await asyncio.sleep(0.05)  # a loaded loop
+            return await real_request(method, path, *args, **kwargs)
+        finally:
+            in_flight -= 1
+
+    api.request = slow
+    stop = asyncio.Event()
+    stop.set()
+    await a.run(stop)  # stopped: straight to the shutdown
+    assert most == SHARDS + 1  # three releases and the member Lease, side by side
+    assert holders(apiserver) == {0: None, 1: None, 2: None}
+    assert apiserver.get("Lease", "foresize", member_lease_name("pod-a")) is None
+
+
+async def test_a_round_sends_nothing_more_once_stopping(apiserver, api):
+    mono = Clock(1000.0)
+    a = replica(api, "pod-a", mono)
+    assert await a.round() == {0, 1, 2}
+    before = len(apiserver.requests)
+    stop = asyncio.Event()
+    stop.set()
+    assert await a.round(stop) == {0, 1, 2}
+    assert len(apiserver.requests) == before
+
+
+async def test_a_dead_holder_s_shard_is_adopted_before_its_member_lease_expires(apiserver, api):
+    """pod-b's member Lease was renewed after its shard's (a round renews the shards
+    first): its shard expires first. pod-a adopts it then, above its share, and keeps it
+    until pod-b's member Lease has expired too, instead of leaving it unowned."""
+    mono = Clock(1000.0)
+    a, b = replica(api, "pod-a", mono), replica(api, "pod-b", mono)
+    live = {"pod-a": a, "pod-b": b}
+    for _ in range(3):
+        await rounds(live, mono)
+    assert (a.owned, b.owned) == ({0, 1}, {2})
+    del live["pod-b"]
+    await rounds(live, mono)  # pod-a has seen pod-b's last shard renewal
+    assert b.members is not None
+    await b.members.round()  # pod-b's last act: its member Lease renewed, 2 s later
+    adopted_while_b_counted = False
+    for _ in range(12):
+        await rounds(live, mono)
+        assert a.members is not None
+        if a.owned == {0, 1, 2} and a.members.live == 2:  # type: ignore[attr-defined]
+            adopted_while_b_counted = True
+    assert adopted_while_b_counted
+    assert a.owned == {0, 1, 2}
+    assert holders(apiserver) == {0: "pod-a", 1: "pod-a", 2: "pod-a"}

@@ -31,9 +31,11 @@ Balance (`ShardManager`): each replica holds at most its share, ceil(shards / li
 replicas), live replicas counted from their member Leases (`kube/members.py`); a replica
 above its share releases its highest-numbered extra shards, so a replica that joins gets
 its share at the others' next rounds; one that leaves (released or expired member Lease)
-raises everyone's share. `--max-shards` caps the share further. A replica elects nothing
-before its caches have synced (`run`'s `ready`): one that has not listed must not own a
-shard.
+raises everyone's share. A shard whose holder stopped renewing (killed, hung) is adopted at
+once, above the share if need be, and kept until that holder's member Lease has expired
+too, rather than left unowned meanwhile. `--max-shards` caps the share further. A replica
+elects nothing before its caches have synced (`run`'s `ready`): one that has not listed
+must not own a shard.
 """
 
 from __future__ import annotations
@@ -119,6 +121,8 @@ class LeaseElector:
         self._held = False
         self._renewed_at: float | None = None  # monotonic() before the last successful write
         self._observed: Observed | None = None
+        # The last read found another holder's record expired: that holder died or hung.
+        self.orphaned = False
 
     @property
     def held(self) -> bool:
@@ -209,6 +213,7 @@ class LeaseElector:
         # replica whose clock runs ahead, or whose wall clock steps, cannot steal a lease
         # that its holder keeps renewing.
         expired = not holder or (seen - self._observed.seen_at > duration)
+        self.orphaned = bool(holder) and holder != self.identity and expired
         if not take:
             return False
         if holder == self.identity:
@@ -295,6 +300,8 @@ class ShardManager:
         self.rounds = 0
         self.last_round_at: float | None = None  # monotonic() of the last finished round
         self.monotonic = monotonic
+        self.lease_duration = lease_duration
+        self._adopted_at: float | None = None  # monotonic() of the last orphan adopted
         self.max_shards = max_shards if max_shards is not None else self.shards
         self.electors = [
             LeaseElector(
@@ -336,17 +343,26 @@ class ShardManager:
         except TimeoutError:
             log.warning("lease %s: election call timed out", elector.name)
 
-    async def round(self) -> set[int]:
+    async def round(self, stop: asyncio.Event | None = None) -> set[int]:
         """Renew held shards, release those above this replica's share (highest numbers
-        first), then try to acquire free ones up to it."""
+        first), then try to acquire free ones up to it. Once `stop` is set, nothing more
+        of the round is sent (the shutdown's releases come next)."""
         for elector in self.electors:
-            if elector.held:
+            if elector.held and not (stop and stop.is_set()):
                 await self._attempt(elector)
+        if stop and stop.is_set():
+            return self.owned
         live = 1
         if self.members is not None:
             live = await self.members.round(collect=self.holds(0))
         share = self.share(live)
-        for shard in sorted(self.owned)[share:]:
+        # A shard adopted above the share is kept until its dead holder's member Lease has
+        # expired too (two lease durations): released earlier, nobody could take it.
+        adopting = (
+            self._adopted_at is not None
+            and self.monotonic() - self._adopted_at < 2 * self.lease_duration
+        )
+        for shard in [] if adopting else sorted(self.owned)[share:]:
             log.info(
                 "shard %d: above this replica's share (%d of %d, %d live); releasing",
                 shard,
@@ -356,12 +372,20 @@ class ShardManager:
             )
             await self.electors[shard].release()
         for elector in self.electors:
-            if elector.held:
+            if elector.held or (stop and stop.is_set()):
                 continue
             if len(self.owned) < share:
                 await self._attempt(elector)
-            else:
-                await self._attempt(elector, take=False)  # only watch its record
+                continue
+            await self._attempt(elector, take=False)  # only watch its record
+            if elector.orphaned and len(self.owned) < self.max_shards:
+                # Its holder stopped renewing (killed, hung): adopted at once, whatever the
+                # share, rather than left unowned until that holder's member Lease expires
+                # too; the share is restored once it has.
+                log.info("shard %s: its holder stopped renewing; adopting it", elector.name)
+                await self._attempt(elector)
+                if elector.held:
+                    self._adopted_at = self.monotonic()
         self.rounds += 1
         self.last_round_at = self.monotonic()
         return self.owned
@@ -377,16 +401,21 @@ class ShardManager:
         try:
             while not stop.is_set():
                 try:
-                    await self.round()
+                    await self.round(stop)
                 except Exception as exc:  # API hiccup: keep trying; the renew deadline
                     # ends our claim before the lease expires for the others.
                     log.warning("lease round failed: %s", exc)
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(stop.wait(), self.renew_interval)
         finally:
-            for elector in self.electors:
-                with contextlib.suppress(Exception):
-                    await elector.release()
-            if self.members is not None:
-                with contextlib.suppress(Exception):
-                    await self.members.leave()
+            await self._leave()
+
+    async def _leave(self) -> None:
+        """Release every shard held and delete our member Lease, all at once: on a busy
+        loop each request takes a while, and the shutdown grace (5 s) ends this task (at
+        5k pods, one after the other, the release missed it and the standby waited out the
+        lease). A standby's next round then sees the shards free and one replica fewer."""
+        leaving = [elector.release() for elector in self.electors]
+        if self.members is not None:
+            leaving.append(self.members.leave())
+        await asyncio.gather(*leaving, return_exceptions=True)
