@@ -326,3 +326,19 @@ def test_the_field_is_inherited_from_a_cluster_policy_and_its_source_reported() 
     assert (field.value, field.source) == ("false", "target")
     assert not target_view(overridden.target).keep_heap_consistent
     assert not target_view(AIScaleTarget.model_validate(keeping(keep=False))).keep_heap_consistent
+
+
+def test_the_simulated_clusters_admission_gets_the_same_rewrite() -> None:
+    """`mutate_pod` (the simulator's admission hook) applies the decision to the pod
+    model: the container the simulated kubelet runs has the rewritten heap."""
+    from foresize.core.admission.pod import mutate_pod
+    from foresize.core.cluster.kubejson import pod_from
+
+    env = [{"name": "GOMEMLIMIT", "value": "700MiB"}]
+    pod = pod_from(pod_json(containers=[app(command=["/server"], env=env)]), "shop")
+    admitted, changed = mutate_pod(pod, None, idx(keeping()), 1000.0)
+    assert changed
+    (c,) = admitted.containers
+    assert c.env["GOMEMLIMIT"] == "1236MiB" and c.resources.limits["memory"] == 1536 * MIB
+    assert HEAP_REWRITE_ANNOTATION in admitted.annotations
+    assert pod.containers[0].env["GOMEMLIMIT"] == "700MiB"  # the original is not touched
