@@ -280,8 +280,12 @@ def test_the_targets_status_says_what_the_heap_rule_read_assumed_or_could_not() 
 
     (read,) = notes(("java", "-Xmx1g", "-jar", "app.jar"))
     assert "-Xmx1g" in read["note"] and "non-heap" in read["note"]
+    # The allowance itself, for the pod webhook's heap rewrite (`admission.heap`): usage
+    # here is far under the heap, so it is the default, a quarter of the 1Gi heap.
+    assert read["non_heap"] == "256Mi" and "256Mi" in read["note"]
     (bad,) = notes(("java", "-Xmx1.5g", "-jar", "app.jar"))
     assert "unknown" in bad["note"] and "-Xmx1.5g" in bad["note"]
+    assert "non_heap" not in bad
     (both,) = notes(("java", "-Xms4g", "-Xmx1g", "-jar", "app.jar"))  # contradictory
     assert "unknown" in both["note"] and "-Xms4g" in both["note"]
     (twice,) = notes(("java", "-Xmx2g", "-Xmx1g", "-jar", "app.jar"))

@@ -30,8 +30,17 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from foresize.core.admission.heap import (
+    HEAP_REWRITE_ANNOTATION,
+    HeapEdit,
+    apply_edits,
+    encode_edits,
+    non_heap_allowances,
+    plan_heap,
+)
 from foresize.core.admission.index import AdmissionIndex
-from foresize.core.api.quantity import CPU
+from foresize.core.api.access import first as get
+from foresize.core.api.quantity import CPU, MEMORY
 from foresize.core.cluster.boost import (
     BOOST_ANNOTATION,
     BoostPolicy,
@@ -67,8 +76,10 @@ class PodDecision:
     target: TargetView | None = None
     containers: dict[str, ResourceRequirements] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
-    # Annotations to set besides the managed one (the start-up boost's).
+    # Annotations to set besides the managed one (the start-up boost's, the heap's).
     annotations: dict[str, str] = field(default_factory=dict)
+    # Heap settings rewritten to follow the memory limits written (`admission.heap`).
+    heap: dict[str, list[HeapEdit]] = field(default_factory=dict)
 
     @property
     def changed(self) -> bool:
@@ -145,9 +156,58 @@ def decide_pod(
         )
         return decision
     decision.containers = new_containers
+    _on_top(pod, target, leave, decision, index, now)
+    return decision
+
+
+def _on_top(
+    pod: Pod,
+    target: TargetView,
+    leave: frozenset[str],
+    decision: PodDecision,
+    index: AdmissionIndex,
+    now: float,
+) -> None:
+    """What goes on top of the sized containers: heap settings that follow the limits
+    written (a malformed one leaves the pod as it is), then the start-up boost."""
+    if target.keep_heap_consistent and not _keep_heaps(pod, target, decision, index, now):
+        return
     if target.startup_boost is not None:
         _boost(pod, target, target.startup_boost, leave, decision, now, index.max_node_cpu)
-    return decision
+
+
+def _keep_heaps(
+    pod: Pod, target: TargetView, decision: PodDecision, index: AdmissionIndex, now: float
+) -> bool:
+    """`runtime.keep_heap_consistent`: each container whose memory limit the decision
+    changes gets its heap setting rewritten to follow it (`admission.heap`). False, with
+    the decision emptied, where a heap setting does not parse: the pod is admitted
+    unchanged (a warning names the setting)."""
+    allowances = non_heap_allowances(get(get(target.source, "status"), "runtime_notes"))
+    for c in pod.containers:
+        new = decision.containers.get(c.name)
+        limit = new.limits.get(MEMORY) if new is not None else None
+        if limit is None or limit == c.resources.limits.get(MEMORY):
+            continue
+        if index.oom_floor_of(target, c.name, now):
+            # An OOM kill raised this memory: the kill says the memory outside the heap
+            # ran out (a full heap is an OutOfMemoryError, not a kill), and the allowance
+            # learned before it is what that memory had then, too little. A heap that
+            # followed the limit would take the raise away from what was killed.
+            continue
+        plan = plan_heap(c, limit, allowances.get(c.name))
+        if plan.malformed:
+            decision.containers.clear()
+            decision.heap.clear()
+            decision.warnings.append(f"foresize: {plan.warning}; pod admitted unchanged")
+            return False
+        if plan.warning:
+            decision.warnings.append(f"foresize: {plan.warning}")
+        if plan.edits:
+            decision.heap[c.name] = plan.edits
+    if decision.heap:
+        decision.annotations[HEAP_REWRITE_ANNOTATION] = encode_edits(decision.heap)
+    return True
 
 
 def _boost(
@@ -212,7 +272,10 @@ def apply_decision(pod: Pod, decision: PodDecision) -> Pod:
     if not decision.changed:
         return pod
     containers = [
-        c.copy(decision.containers[c.name].copy() if c.name in decision.containers else None)
+        apply_edits(
+            c.copy(decision.containers[c.name].copy() if c.name in decision.containers else None),
+            decision.heap.get(c.name, []),
+        )
         for c in pod.containers
     ]
     annotations = dict(pod.annotations)

@@ -17,6 +17,7 @@ import re
 from collections.abc import Callable
 from typing import Any, Concatenate, ParamSpec, TypeAlias
 
+from foresize.core.admission.heap import HEAP_REWRITE_ANNOTATION, HeapEdit
 from foresize.core.admission.index import AdmissionIndex
 from foresize.core.admission.pod import MANAGED_ANNOTATION, MANAGED_VALUE, PodDecision, decide_pod
 from foresize.core.admission.scale import RESOURCE_KINDS, decide_scale
@@ -195,14 +196,53 @@ def _merged(original: dict[str, Any] | None, values: dict[str, int]) -> dict[str
     return out
 
 
+def _heap_ops(obj: dict[str, Any], heap: dict[str, list[HeapEdit]]) -> list[dict[str, Any]] | None:
+    """The JSON patch ops of the heap settings rewritten (`admission.heap`): an env entry's
+    `value` (the last entry of that name, as the kubelet takes it) or a command / args
+    token, each where `obj` holds exactly what the edit replaces; None if one is not."""
+    ops: list[dict[str, Any]] = []
+    for i, c in enumerate(obj["spec"]["containers"]):
+        name = c.get("name") if isinstance(c, dict) else None
+        for e in heap.get(name, []) if isinstance(name, str) else ():
+            items = c.get(e.place)
+            if not isinstance(items, list):
+                return None
+            if e.place == "env":
+                at = [
+                    j
+                    for j, item in enumerate(items)
+                    if isinstance(item, dict) and item.get("name") == e.key
+                ]
+                entry = items[at[-1]] if at else None
+                if not isinstance(entry, dict) or "valueFrom" in entry:
+                    return None
+                if entry.get("value") != e.before:
+                    return None
+                path = f"/spec/containers/{i}/env/{at[-1]}/value"
+            else:
+                index = int(e.key)
+                if index >= len(items) or items[index] != e.before:
+                    return None
+                path = f"/spec/containers/{i}/{e.place}/{index}"
+            ops.append({"op": "replace", "path": path, "value": e.after})
+    return ops
+
+
 def pod_patch(
     obj: dict[str, Any],
     new: dict[str, ResourceRequirements],
     annotations: dict[str, str] | None = None,
+    heap: dict[str, list[HeapEdit]] | None = None,
 ) -> list[dict[str, Any]]:
-    """JSON patch setting the changed containers' resources and the managed annotation;
-    empty when no container of `obj` is in `new` (e.g. a name that is not a string)."""
+    """JSON patch setting the changed containers' resources (and heap settings) and the
+    managed annotation; empty when no container of `obj` is in `new` (e.g. a name that is
+    not a string). A heap edit `obj` does not hold as read leaves every heap setting."""
     ops: list[dict[str, Any]] = []
+    annotations = dict(annotations or {})
+    heap_ops = _heap_ops(obj, heap) if heap else []
+    if heap_ops is None:
+        heap_ops = []
+        annotations.pop(HEAP_REWRITE_ANNOTATION, None)
     for i, c in enumerate(obj["spec"]["containers"]):
         name = c.get("name")
         if name not in new:
@@ -216,8 +256,9 @@ def pod_patch(
         ops.append({"op": "add", "path": f"/spec/containers/{i}/resources", "value": res})
     if not ops:  # the annotation says the webhook changed resources: never on its own
         return []
+    ops.extend(heap_ops)
     meta = obj.get("metadata") or {}
-    added = {MANAGED_ANNOTATION: MANAGED_VALUE, **(annotations or {})}
+    added = {MANAGED_ANNOTATION: MANAGED_VALUE, **annotations}
     if meta.get("annotations") is None:
         ops.append({"op": "add", "path": "/metadata/annotations", "value": added})
     else:
@@ -252,7 +293,7 @@ def review_pod(
         return _response(uid, warnings=decision.warnings)
     response = _response(
         uid,
-        patch=pod_patch(obj, decision.containers, decision.annotations),
+        patch=pod_patch(obj, decision.containers, decision.annotations, decision.heap),
         warnings=decision.warnings,
     )
     if on_change is not None:

@@ -366,6 +366,17 @@ class StartupBoost(StrictModel):
         return self
 
 
+class RuntimePolicy(StrictModel):
+    """What Foresize may do to a managed runtime's heap settings (docs/webhooks.md,
+    "Heap settings"). Off by default: rewriting a process's flags is the owner's call."""
+
+    keep_heap_consistent: bool = False
+    """When the pod webhook writes a memory limit, rewrite an absolute heap setting the
+    spec gives literally (-Xmx / -XX:MaxHeapSize, GOMEMLIMIT, DOTNET_GCHeapHardLimit) to
+    the new limit minus the learned non-heap allowance, within half and twice the value
+    written; a percentage (-XX:MaxRAMPercentage) already follows the limit and is left."""
+
+
 HpaResourcePolicy: TypeAlias = Annotated[
     str, PlainValidator(one_of(HPA_RESOURCE_POLICIES)), enum_schema(HPA_RESOURCE_POLICIES)
 ]
@@ -388,6 +399,8 @@ class VerticalSpec(StrictModel):
     the forecast load the HPA's utilisation sits at its target (docs/horizontal.md)."""
     startup_boost: StartupBoost | None = None
     """More CPU at admission for the start-up period, then an in-place unboost."""
+    runtime: RuntimePolicy | None = None
+    """Managed runtimes' heap settings kept consistent with the limits written."""
     maintenance: Maintenance | None = None
     """Windows outside which disruptive actions (or all changes) wait (docs/windows.md)."""
     budgets: ChangeBudgets | None = None

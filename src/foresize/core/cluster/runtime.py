@@ -41,6 +41,9 @@ DOTNET_MIN_HARD_LIMIT = 20 * 1000 * 1000
 _JVM_SUFFIX = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 _GO_SUFFIX = {"": 1, "B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
 _MAX_BYTES = 2**63 - 1
+_MAX_DIGITS = 30
+"""Longer numbers are out of range whatever they say (an int64 has 19 digits; 30 leaves
+room for leading zeros), checked before `int()`, which refuses 4,300 digits and more."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +61,13 @@ class HeapCeiling:
     source: str = ""
     assumed: tuple[str, ...] = ()
     unknown: str | None = None
+    # Where the setting that fixes the heap was read: an environment variable's name, or
+    # COMMAND_LINE (`cluster.heap_rewrite` rewrites it there); "" for defaults.
+    origin: str = ""
+    # The JVM's -Xms / -XX:InitialHeapSize in force (a heap below it does not start).
+    initial: int | None = None
+    # `unknown` because a setting does not parse or contradicts another (not merely hidden).
+    malformed: bool = False
 
     @property
     def follows_limit(self) -> bool:
@@ -81,12 +91,22 @@ class HeapCeiling:
 NONE = HeapCeiling()
 
 
+COMMAND_LINE = "the command line"
+
+
 class _Bad(ValueError):
-    """A malformed or contradictory setting: the ceiling is unknown, with this reason."""
+    """A setting that cannot be read: the ceiling is unknown, with this reason."""
 
 
-def _unknown(runtime: Runtime, reason: str, assumed: list[str]) -> HeapCeiling:
-    return HeapCeiling(runtime=runtime, unknown=reason, assumed=tuple(assumed))
+class _Malformed(_Bad):
+    """A setting that does not parse, or contradicts another."""
+
+
+def _unknown(
+    runtime: Runtime, reason: str | _Bad, assumed: list[str], malformed: bool = False
+) -> HeapCeiling:
+    bad = malformed or isinstance(reason, _Malformed)
+    return HeapCeiling(runtime=runtime, unknown=str(reason), assumed=tuple(assumed), malformed=bad)
 
 
 def heap_ceiling(
@@ -149,7 +169,7 @@ _SH_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)
 def _argv(words: list[str], env: dict[str, str | None]) -> list[str]:
     """The words a `sh -c SCRIPT` runs (variables expanded from env, split as the shell
     splits unquoted expansions), else the words themselves."""
-    if len(words) >= 3 and _base(words[0]) in _SHELLS and words[1] == "-c":
+    if _shell_script(words):
 
         def sub(m: re.Match[str]) -> str:
             name = m.group(1) or m.group(2)
@@ -162,6 +182,10 @@ def _argv(words: list[str], env: dict[str, str | None]) -> list[str]:
         except ValueError as exc:
             raise _Bad(f"the shell script of the command does not parse: {exc}") from None
     return words
+
+
+def _shell_script(words: list[str]) -> bool:
+    return len(words) >= 3 and _base(words[0]) in _SHELLS and words[1] == "-c"
 
 
 def _base(word: str) -> str:
@@ -236,7 +260,7 @@ def _jvm(
     try:
         options = _jvm_options(argv, java_at, env, assumed)
     except _Bad as exc:
-        return _unknown("jvm", str(exc), assumed)
+        return _unknown("jvm", exc, assumed)
     last, container_support = _last_flags(options, assumed)
     try:
         if "xmx" in last:
@@ -244,11 +268,20 @@ def _jvm(
             if "xms" in last and _jvm_size(*last["xms"]) > size:
                 # HotSpot refuses to start: "Initial heap size set to a larger value than
                 # the maximum heap size".
-                raise _Bad(f"{last['xms'][1]} is above {last['xmx'][1]}: the JVM does not start")
+                raise _Malformed(
+                    f"{last['xms'][1]} is above {last['xmx'][1]}: the JVM does not start"
+                )
             for key in ("pct", "maxram"):
                 if key in last:
                     assumed.append(f"{last[key][1]} ignored: {last['xmx'][1]} sets the heap")
-            return HeapCeiling("jvm", fixed=size, source=last["xmx"][1], assumed=tuple(assumed))
+            return HeapCeiling(
+                "jvm",
+                fixed=size,
+                source=last["xmx"][1],
+                assumed=tuple(assumed),
+                origin=last["xmx"][1].rsplit(" in ", 1)[1],
+                initial=_jvm_size(*last["xms"]) if "xms" in last else None,
+            )
         percent = JVM_DEFAULT_MAX_RAM_PERCENTAGE
         source = "the JVM default MaxRAMPercentage=25"
         if "pct" in last:
@@ -263,7 +296,7 @@ def _jvm(
                 assumed=tuple(assumed),
             )
     except _Bad as exc:
-        return _unknown("jvm", str(exc), assumed)
+        return _unknown("jvm", exc, assumed)
     if not container_support:
         return _unknown(
             "jvm", "-XX:-UseContainerSupport: the heap follows the node's memory", assumed
@@ -276,10 +309,15 @@ def _jvm(
 def _vm_options(words: list[str]) -> list[str]:
     """The launcher's VM options: the words before the main class, `-jar`, `-m` or a
     source file (what follows are the application's arguments)."""
-    out: list[str] = []
+    return [words[i] for i in _vm_option_positions(words)]
+
+
+def _vm_option_positions(words: list[str], start: int = 0) -> list[int]:
+    out: list[int] = []
     takes_value = {"-cp", "-classpath", "--class-path", "-p", "--module-path"}
     skip = False
-    for w in words:
+    for i in range(start, len(words)):
+        w = words[i]
         if skip:
             skip = False
             continue
@@ -288,8 +326,29 @@ def _vm_options(words: list[str]) -> list[str]:
         if w in takes_value:
             skip = True
             continue
-        out.append(w)
+        out.append(i)
     return out
+
+
+def command_line_heap_index(
+    command: list[str] | tuple[str, ...],
+    args: list[str] | tuple[str, ...],
+    env: dict[str, str | None],
+) -> int | None:
+    """The position in command + args of the -Xmx / -XX:MaxHeapSize the `java` launcher
+    takes last, where it is a separate literal token of the spec; None where there is
+    none, or it comes from a `$(VAR)` expansion or a `sh -c` script (not a token)."""
+    literal = [*command, *args]
+    words = [_expand_k8s(w, env) for w in literal]
+    if _shell_script(words):
+        return None  # its words are not the spec's tokens
+    java_at = _launcher(words, "java")
+    if java_at is None:
+        return None
+    found = [i for i in _vm_option_positions(words, java_at + 1) if _XMX.fullmatch(words[i])]
+    if not found or literal[found[-1]] != words[found[-1]]:
+        return None
+    return found[-1]
 
 
 _JVM_SIZE = re.compile(r"([0-9]+)([kKmMgGtT]?)")
@@ -298,10 +357,12 @@ _JVM_SIZE = re.compile(r"([0-9]+)([kKmMgGtT]?)")
 def _jvm_size(text: str, where: str) -> int:
     m = _JVM_SIZE.fullmatch(text)
     if m is None:
-        raise _Bad(f"{where}: not a JVM size (digits with k, m, g or t)")
+        raise _Malformed(f"{where}: not a JVM size (digits with k, m, g or t)")
+    if len(m.group(1)) > _MAX_DIGITS:
+        raise _Malformed(f"{where}: out of range")
     value = int(m.group(1)) * _JVM_SUFFIX[m.group(2).lower()]
     if value <= 0 or value > _MAX_BYTES:
-        raise _Bad(f"{where}: out of range")
+        raise _Malformed(f"{where}: out of range")
     return value
 
 
@@ -309,11 +370,11 @@ def _percent(text: str, where: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise _Bad(f"{where}: not a number") from None
+        raise _Malformed(f"{where}: not a number") from None
     if not math.isfinite(value) or not 0.0 <= value <= 100.0:
-        raise _Bad(f"{where}: outside 0-100")
+        raise _Malformed(f"{where}: outside 0-100")
     if value == 0.0:
-        raise _Bad(f"{where}: a heap of 0% (the JVM then sizes by other rules)")
+        raise _Malformed(f"{where}: a heap of 0% (the JVM then sizes by other rules)")
     return value
 
 
@@ -331,13 +392,17 @@ def _go(env: dict[str, str | None], assumed: list[str]) -> HeapCeiling:
     m = _GO_LIMIT.fullmatch(raw)
     if m is None:
         return _unknown(
-            "go", f"GOMEMLIMIT={raw!r}: not bytes with B, KiB, MiB, GiB or TiB", assumed
+            "go", f"GOMEMLIMIT={raw[:40]!r}: not bytes with B, KiB, MiB, GiB or TiB", assumed, True
         )
+    if len(m.group(1)) > _MAX_DIGITS:
+        return _unknown("go", f"GOMEMLIMIT={raw[:40]!r}...: out of range", assumed, True)
     value = int(m.group(1)) * _GO_SUFFIX[m.group(2) or ""]
     if value > _MAX_BYTES:
-        return _unknown("go", f"GOMEMLIMIT={raw!r}: out of range", assumed)
+        return _unknown("go", f"GOMEMLIMIT={raw!r}: out of range", assumed, True)
     assumed.append("GOMEMLIMIT is a soft limit on all Go runtime memory, not only the heap")
-    return HeapCeiling("go", fixed=value, source=f"GOMEMLIMIT={raw}", assumed=tuple(assumed))
+    return HeapCeiling(
+        "go", fixed=value, source=f"GOMEMLIMIT={raw}", assumed=tuple(assumed), origin="GOMEMLIMIT"
+    )
 
 
 # --- .NET ---------------------------------------------------------------------------------
@@ -364,7 +429,9 @@ def _dotnet_var(env: dict[str, str | None], name: str) -> tuple[str, str] | None
 def _hex(name: str, value: str) -> int:
     text = value[2:] if value[:2].lower() == "0x" else value
     if not re.fullmatch(r"[0-9a-fA-F]+", text):
-        raise _Bad(f"{name}={value!r}: not hexadecimal (environment values are hex)")
+        raise _Malformed(f"{name}={value[:40]!r}: not hexadecimal (environment values are hex)")
+    if len(text) > _MAX_DIGITS:
+        raise _Malformed(f"{name}={value[:40]!r}...: out of range")
     return int(text, 16)
 
 
@@ -375,16 +442,20 @@ def _dotnet(env: dict[str, str | None], assumed: list[str]) -> HeapCeiling:
         if hard is not None:
             value = _hex(*hard)
             if value <= 0 or value > _MAX_BYTES:
-                raise _Bad(f"{hard[0]}={hard[1]!r}: out of range")
+                raise _Malformed(f"{hard[0]}={hard[1]!r}: out of range")
             if pct is not None:
                 assumed.append(f"{pct[0]} ignored: {hard[0]} is set")
             return HeapCeiling(
-                "dotnet", fixed=value, source=f"{hard[0]}={hard[1]}", assumed=tuple(assumed)
+                "dotnet",
+                fixed=value,
+                source=f"{hard[0]}={hard[1]}",
+                assumed=tuple(assumed),
+                origin=hard[0],
             )
         if pct is not None:
             percent = _hex(*pct)
             if not 0 < percent <= 100:
-                raise _Bad(f"{pct[0]}={pct[1]!r}: outside 1-100 (0x1-0x64)")
+                raise _Malformed(f"{pct[0]}={pct[1]!r}: outside 1-100 (0x1-0x64)")
             return HeapCeiling(
                 "dotnet",
                 fraction=percent / 100.0,
@@ -393,7 +464,7 @@ def _dotnet(env: dict[str, str | None], assumed: list[str]) -> HeapCeiling:
                 assumed=tuple(assumed),
             )
     except _Bad as exc:
-        return _unknown("dotnet", str(exc), assumed)
+        return _unknown("dotnet", exc, assumed)
     assumed.append("no heap setting: the .NET default of 75% of the limit")
     return HeapCeiling(
         "dotnet",

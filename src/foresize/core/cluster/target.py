@@ -146,6 +146,7 @@ class TargetView:
     oom_enabled: bool = True
     # spec.vertical.startup_boost (`cluster.boost`): None, no boost.
     startup_boost: BoostPolicy | None = None
+    keep_heap_consistent: bool = False  # spec.vertical.runtime's (`admission.heap`)
     # spec.vertical.maintenance and budgets (`cluster.windows`): None, not set.
     maintenance: MaintenancePolicy | None = None
     budgets: BudgetPolicy | None = None
@@ -451,6 +452,7 @@ def _read_vertical(vertical: JSONValue, where: str, errors: list[str]) -> dict[s
             errors.append(str(exc))
     remediation = get(vertical, "oom_remediation", "oomRemediation")
     out["oom_enabled"] = bool(get(remediation, "enabled", default=True))
+    out["keep_heap_consistent"] = get(get(vertical, "runtime"), "keep_heap_consistent") is True
     boost = get(vertical, "startup_boost", "startupBoost")
     if boost is not None:
         try:

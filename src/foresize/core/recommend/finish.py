@@ -63,6 +63,7 @@ class _Outputs:
     at_mode: dict[str, float] = field(default_factory=dict)
     changed: dict[str, dict[str, bool]] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
+    non_heap: dict[str, int] = field(default_factory=dict)  # the heap rule's allowance
     steps: dict[str, Explanation] = field(default_factory=dict)
 
 
@@ -135,6 +136,7 @@ def finish_target(
         at_mode=out.at_mode,
         changed=out.changed,
         runtime_notes=out.notes,
+        non_heap=out.non_heap,
         steps=out.steps,
     )
 
@@ -196,7 +198,7 @@ def _size_container(
         )
         c.ex.step("history", res, peak, f"{span}; the highest usage seen {amount(res, peak)}")
         _record(out, c.name, res, forecasts[res], c.row)
-        target = _resource_target(p, c, c.row, res, forecasts[res], now, out.notes)
+        target = _resource_target(p, c, c.row, res, forecasts[res], now, out)
         if target is not None:
             # The OOM floor is raised over the lower bound but the upper bound and an
             # unmanaged limit remain the user's hard ceiling.
@@ -220,7 +222,7 @@ def _resource_target(
     res: str,
     fc: RowForecasts,
     now: float,
-    notes: dict[str, str],
+    out: _Outputs,
 ) -> float | None:
     """The request `res` should get before bounds and rounding (`k`: the container's
     row); None keeps the current one. Updates the container's memory state (`c.oom`)."""
@@ -259,7 +261,9 @@ def _resource_target(
         c.ex.step("schedule", CPU, target, schedule_why(target, raise_to, held, fc, k, buffer))
     if res == MEMORY:
         target, c.oom = memory_target(target, c.oom, c.history, p, now, c.ex)
-        target = heap_rule(target, c.current, c.history, c.runtime, c.name, notes, c.ex)
+        target = heap_rule(
+            target, c.current, c.history, c.runtime, c.name, out.notes, c.ex, out.non_heap
+        )
     return c.ex.moved("oom_floor", res, target, max(target, float(floor)), floor_why(c.oom, now))
 
 
@@ -301,9 +305,12 @@ def heap_rule(
     name: str,
     notes: dict[str, str],
     ex: Explanation | None = None,
+    non_heap: dict[str, int] | None = None,
 ) -> float:
     """THE heap rule (`recommend.heap`): a memory target never below the container's heap
-    ceiling (of the limit in force, which the running heap was sized from) + non-heap."""
+    ceiling (of the limit in force, which the running heap was sized from) + non-heap.
+    The allowance is recorded in `non_heap` (the pod webhook's heap rewrite reads it back
+    from `status.runtime_notes`)."""
     if ceiling is None or ceiling.runtime is None:
         return target
     if ceiling.unknown is not None:
@@ -314,6 +321,8 @@ def heap_rule(
     if hf is None:
         notes[name] = f"{ceiling.runtime} heap is a share of the limit, and there is no limit"
         return target
+    if non_heap is not None:
+        non_heap[name] = hf.non_heap
     text = hf.describe(ceiling)
     bound = heap_bound_note(ceiling, hf, target)
     notes[name] = f"{text}; {bound}" if bound else text

@@ -56,6 +56,8 @@ class RecommendResult:
     schedule_state: dict[str, CachedSchedule] | None = None
     # container -> what the heap rule did or why it could not (`recommend.heap`)
     runtime_notes: dict[str, str] = field(default_factory=dict)
+    # container -> the non-heap allowance (bytes) the heap rule used
+    non_heap: dict[str, int] = field(default_factory=dict)
     # container -> the steps that made each request, recorded as they ran
     # (`recommend.explain`): the chain of a resource ends at the request suggested
     steps: dict[str, Explanation] = field(default_factory=dict)

@@ -25,7 +25,7 @@ from foresize.core.api.access import get_path
 from foresize.core.api.fields import format_timestamp, parse_timestamp
 from foresize.core.api.jobs import RUNS_KINDS
 from foresize.core.api.model import ModelSpec
-from foresize.core.api.quantity import CPU, MEMORY, format_resource_map
+from foresize.core.api.quantity import CPU, MEMORY, format_quantity, format_resource_map
 from foresize.core.api.target import ACTIVE_POLICY, AIScaleTarget, ShadowPolicy
 from foresize.core.cluster.actions import EmitEvent, WriteTargetStatus
 from foresize.core.cluster.in_place_gate import target_key
@@ -442,8 +442,14 @@ def _status(d: _Due, result: RecommendResult, now: float, state: SuggestionState
     status: dict[str, Any] = {"hasEnoughDataToScale": bool(result.has_enough_data)}
     # What the heap rule read from each container's spec, what it assumed, or why it
     # could not (`recommend.heap`): rewritten whole each round, so it is never stale.
+    # `non_heap` is the allowance it used, which the pod webhook's heap rewrite reads.
     status["runtime_notes"] = [
         {"container": cname, "note": result.runtime_notes[cname]}
+        | (
+            {"non_heap": format_quantity(MEMORY, result.non_heap[cname])}
+            if cname in result.non_heap
+            else {}
+        )
         for cname in d.containers
         if cname in result.runtime_notes
     ]
