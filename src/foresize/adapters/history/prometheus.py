@@ -61,14 +61,15 @@ from foresize.adapters.history.prometheus_series import (
     counter_rates,
     fold_max,
     fold_to_workloads,
-    kind_of_owner,
     max_per_container,
     merge_kills,
+    pod_workloads,
     promql_duration,
     workload_kinds_and_replicas,
+    workload_of,
 )
 from foresize.core.errors import ForesizeError
-from foresize.core.history import SeriesKey, workload_of_pod
+from foresize.core.history import SeriesKey
 
 STARTUP_EXCLUSION = 120.0  # seconds of a new pod's life left out of history
 RATE_SAMPLES = 2
@@ -477,18 +478,19 @@ class PrometheusReader(PrometheusClient):
         # The start-up rule applies per pod, judged on every series of the pod.
         self.exclude_startup([*cpu, *mem], start, step)
         history = ContainerHistory(pods=len({(s.namespace, s.pod) for s in [*cpu, *mem]}))
-        history.series = fold_to_workloads(cpu, mem, owners)
+        workloads = pod_workloads(owners)
+        history.series = fold_to_workloads(cpu, mem, workloads)
 
         def series_key(ns: str, pod: str, container: str) -> SeriesKey:
-            return SeriesKey(ns, workload_of_pod(pod, owners.get((ns, pod))), container)
+            return workload_of(workloads, ns, pod).key(ns, container)
 
         for (ns, pod, container), times in kills.items():
             history.oom_kills.setdefault(series_key(ns, pod, container), []).extend(times)
         for times in history.oom_kills.values():
             times.sort()
-        for key, (ts, vs) in fold_max(throttled, owners).items():
+        for key, (ts, vs) in fold_max(throttled, workloads).items():
             history.throttling[key] = (ts, vs)
-        workload_kinds_and_replicas([*cpu, *mem], owners, history)
+        workload_kinds_and_replicas([*cpu, *mem], workloads, history)
         # Every container with requests or limits in the range keeps them, usage or not:
         # one without a single reading is listed as such, not left out (ux.md N4). The
         # label selector, matched on kube_pod_labels, applies to them as to the usage.
@@ -497,8 +499,8 @@ class PrometheusReader(PrometheusClient):
                 continue
             key = series_key(ns, pod, container)
             wl = (key.namespace, key.workload)
-            if wl not in history.kinds and kind_of_owner(owners.get((ns, pod))):
-                history.kinds[wl] = kind_of_owner(owners.get((ns, pod)))
+            if wl not in history.kinds and key.kind:
+                history.kinds[wl] = key.kind
             have = history.resources.setdefault(key, Resources())
             for name in ("cpu_request", "memory_request", "cpu_limit", "memory_limit"):
                 value = getattr(res, name)
