@@ -219,7 +219,12 @@ class KubeShell:
         from foresize.adapters.telemetry.recorder import pods_by_target
         from foresize.core.cluster.qos import spec_requests
         from foresize.core.cluster.target_fields import normalise_kind
-        from foresize.core.history import TOTAL_CONTAINER, SeriesKey
+        from foresize.core.history import (
+            TOTAL_CONTAINER,
+            HistoryWorkload,
+            history_kinds,
+            trace_series,
+        )
 
         # One lookup per target, not a scan of every target per target (10k targets:
         # 50 million comparisons, and this ran on the event loop).
@@ -229,12 +234,19 @@ class KubeShell:
             if ref is None or not pods:
                 continue
             ns = key.split("/", 1)[0]
-            kind = normalise_kind(get_path(ref, "kind"))
-            total_key = SeriesKey(ns, get_path(ref, "name"), TOTAL_CONTAINER, kind)
+            workload = HistoryWorkload(normalise_kind(get_path(ref, "kind")), get_path(ref, "name"))
+            total = trace_series(
+                self.history,
+                workload.key(ns, TOTAL_CONTAINER),
+                now - 300.0,
+                now + 1.0,
+                history_kinds(snap, ns, workload),
+            )
+            if total is None:
+                continue
             for resource in ("cpu", "memory"):
-                _, used = self.history.series(total_key, resource, now - 300.0, now + 1.0)
-                used = np.asarray(used, dtype=np.float64)
-                if not np.isfinite(used).any():
+                used = total.cpu if resource == "cpu" else total.memory
+                if used is None or not np.isfinite(used).any():
                     continue
                 requested = sum(
                     base_units(resource, spec_requests(p).get(resource, 0))
