@@ -42,6 +42,7 @@ HTTP side is `adapters.history.prometheus_client`.
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 from collections import defaultdict
 from collections.abc import Iterable
@@ -51,6 +52,7 @@ import numpy as np
 
 from foresize.adapters.history.prometheus_client import PrometheusClient
 from foresize.adapters.history.prometheus_series import (
+    JOB_GROUP_METRIC_LABEL,
     ContainerHistory,
     HPARecord,
     PodSeries,
@@ -61,6 +63,7 @@ from foresize.adapters.history.prometheus_series import (
     counter_rates,
     fold_max,
     fold_to_workloads,
+    job_group_note,
     max_per_container,
     merge_kills,
     pod_workloads,
@@ -68,8 +71,11 @@ from foresize.adapters.history.prometheus_series import (
     workload_kinds_and_replicas,
     workload_of,
 )
+from foresize.core.cluster.jobs import JOB_GROUP_LABEL
 from foresize.core.errors import ForesizeError
 from foresize.core.history import SeriesKey
+
+log = logging.getLogger("foresize.adapters.history")
 
 STARTUP_EXCLUSION = 120.0  # seconds of a new pod's life left out of history
 RATE_SAMPLES = 2
@@ -163,6 +169,27 @@ class PrometheusReader(PrometheusClient):
             m = item.get("metric", {})
             labels = {k[len("label_") :]: v for k, v in m.items() if k.startswith("label_")}
             out.setdefault((m.get("namespace", ""), m.get("pod", "")), {}).update(labels)
+        return out
+
+    async def job_groups(
+        self, at: float, window: float, scope: Scope, session: Any = None
+    ) -> dict[tuple[str, str], dict[str, str]]:
+        """(namespace, pod) -> {`foresize.io/job-group`: its value} of every pod whose
+        `kube_pod_labels` carries the label (`JOB_GROUP_METRIC_LABEL`): what puts a bare
+        Job's pod in its job group (`cluster.jobs`)."""
+        matchers = ",".join(
+            p for p in (scope.matchers(False), f'{JOB_GROUP_METRIC_LABEL}!=""') if p
+        )
+        result = await self.query(
+            f"last_over_time(kube_pod_labels{{{matchers}}}[{promql_duration(window)}])",
+            at,
+            session,
+        )
+        out: dict[tuple[str, str], dict[str, str]] = {}
+        for item in result:
+            m = item.get("metric", {})
+            if m.get("namespace") and m.get("pod") and m.get(JOB_GROUP_METRIC_LABEL):
+                out[(m["namespace"], m["pod"])] = {JOB_GROUP_LABEL: m[JOB_GROUP_METRIC_LABEL]}
         return out
 
     async def resources(
@@ -454,13 +481,16 @@ class PrometheusReader(PrometheusClient):
         selector = "{" + scope.matchers() + "}"
         window = end - start + step
         async with self._session() as session:
-            cpu, mem, owners, kills, throttled, resources = await asyncio.gather(
-                self.cpu_series(selector, start, end, step, session),
-                self.pod_series(self.memory_query(selector, step), start, end, step, session),
-                self.owners(end, session, scope, window),
-                self.kills(selector, start, end, step, session),
-                self.throttling_series(selector, start, end, step, session),
-                self.resources(end, window, scope, session),
+            (cpu, mem, owners, kills, throttled, resources), groups = await asyncio.gather(
+                asyncio.gather(
+                    self.cpu_series(selector, start, end, step, session),
+                    self.pod_series(self.memory_query(selector, step), start, end, step, session),
+                    self.owners(end, session, scope, window),
+                    self.kills(selector, start, end, step, session),
+                    self.throttling_series(selector, start, end, step, session),
+                    self.resources(end, window, scope, session),
+                ),
+                self.job_groups(end, window, scope, session),
             )
             labels = (
                 await self.pod_labels(end, window, scope, session)
@@ -478,7 +508,12 @@ class PrometheusReader(PrometheusClient):
         # The start-up rule applies per pod, judged on every series of the pod.
         self.exclude_startup([*cpu, *mem], start, step)
         history = ContainerHistory(pods=len({(s.namespace, s.pod) for s in [*cpu, *mem]}))
-        workloads = pod_workloads(owners)
+        # A bare Job's pod labelled with a job group is a run of the group (`cluster.jobs`).
+        workloads = pod_workloads(owners, groups)
+        note = job_group_note(workloads, len(groups))
+        if note is not None:
+            log.warning("%s", note)
+            history.notes.append(note)
         history.series = fold_to_workloads(cpu, mem, workloads)
 
         def series_key(ns: str, pod: str, container: str) -> SeriesKey:

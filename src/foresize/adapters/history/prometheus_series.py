@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from foresize.adapters.history.aggregate import group_max, group_median
+from foresize.core.cluster.jobs import JOB, JOB_GROUP_LABEL
 from foresize.core.errors import ForesizeError
 from foresize.core.history import HistoryWorkload, SeriesKey, TraceSeries, workload_of_pod
 
@@ -33,6 +34,32 @@ def kind_of_owner(owner: tuple[str, str] | None) -> str:
     Deployment's, a Job named `<c>-<minute>` a CronJob's: `history.workload_of_pod`);
     empty when unknown."""
     return "" if owner is None else workload_of_pod("", owner).kind
+
+
+JOB_GROUP_METRIC_LABEL = "label_" + re.sub(r"[^a-zA-Z0-9_]", "_", JOB_GROUP_LABEL)
+"""The job-group label as kube-state-metrics names it on `kube_pod_labels`: `label_` and
+the key with every character outside [a-zA-Z0-9_] replaced by `_` (Prometheus' label-name
+sanitising, which kube-state-metrics applies to the keys it exports), and only when
+allow-listed (`--metric-labels-allowlist=pods=[foresize.io/job-group]`)."""
+
+
+def job_group_note(
+    workloads: Mapping[tuple[str, str], HistoryWorkload], labelled: int
+) -> str | None:
+    """What to say when bare Jobs were read but no pod carried the job-group label on
+    `kube_pod_labels` (`labelled`: pods that did): whether they are labelled cannot be
+    seen, so each is its own workload (None: nothing to say)."""
+    bare = sorted({(ns, wl.name) for (ns, _), wl in workloads.items() if wl.kind == JOB})
+    if labelled or not bare:
+        return None
+    return (
+        f"{len(bare)} bare Job{'s' * (len(bare) != 1)} (first: {bare[0][0]}/{bare[0][1]}) "
+        f"read as {'their' if len(bare) != 1 else 'its'} own workload"
+        f"{'s' * (len(bare) != 1)}: no kube_pod_labels series carries "
+        f"{JOB_GROUP_METRIC_LABEL}, so Jobs labelled {JOB_GROUP_LABEL} cannot be grouped "
+        "(kube-state-metrics exports a pod label only when allow-listed: "
+        f"--metric-labels-allowlist=pods=[{JOB_GROUP_LABEL}])"
+    )
 
 
 PodWorkloads = dict[tuple[str, str], HistoryWorkload]
@@ -132,6 +159,7 @@ class ContainerHistory:
     resources: dict[SeriesKey, Resources] = field(default_factory=dict)
     kinds: dict[tuple[str, str], str] = field(default_factory=dict)  # (ns, workload) -> kind
     replicas: dict[tuple[str, str], int] = field(default_factory=dict)  # pods seen lately
+    notes: list[str] = field(default_factory=list)  # what could not be read, in words
 
 
 @dataclass(frozen=True, slots=True)
