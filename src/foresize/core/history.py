@@ -2,10 +2,14 @@
 read interface every history backend offers (in-memory numpy, SQLite, Prometheus). Pure:
 the core reads history only through this module; the adapters beside it do the I/O.
 
-Series are keyed by namespace/workload/container (`SeriesKey`), never by pod, so a
-workload's history outlives its pods, a scale to zero, or its target being deleted and
-re-created within retention. Resources are "cpu" (cores, float) and "memory" (bytes).
-Times are float Unix seconds passed by the caller; nothing here reads a clock.
+Series are keyed by namespace/workload/container and the workload's kind (`SeriesKey`),
+never by pod, so a workload's history outlives its pods, a scale to zero, or its target
+being deleted and re-created within retention, and a CronJob never shares a history with
+a Deployment of the same name. History of an unknown kind (`UNKNOWN_KIND`: written before
+kinds were kept, or of a pod known only by its name) is read by a workload only while
+that workload's name is its kind's alone (`history_kinds`). Resources are "cpu" (cores,
+float) and "memory" (bytes). Times are float Unix seconds passed by the caller; nothing
+here reads a clock.
 """
 
 from __future__ import annotations
@@ -13,24 +17,60 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import numpy as np
 
-from foresize.core.cluster.jobs import JOB, cronjob_of_job_name, history_workload, job_group_of
+from foresize.core.cluster.jobs import (
+    CRONJOB,
+    JOB,
+    JOB_GROUP,
+    cronjob_of_job_name,
+    history_workload,
+    job_group_of,
+)
 from foresize.core.cluster.model import OwnerRef, Pod, Workload
+
+if TYPE_CHECKING:
+    from foresize.core.cluster.snapshot import ClusterSnapshot
+
+UNKNOWN_KIND = ""
+"""The kind of history whose workload kind nobody recorded: rows a store kept before it
+kept kinds (`adapters.history.sqlite_schema`, series remote-written without the label),
+and a pod whose controller is known only by its name, which several kinds share."""
+DEPLOYMENT = "Deployment"
 
 
 @dataclass(frozen=True, slots=True, order=True)
 class SeriesKey:
-    """History is keyed by workload and container, never by pod, so it outlives pods."""
+    """History is keyed by workload (its kind and name) and container, never by pod, so it
+    outlives pods; the kind keeps a CronJob and a Deployment of one name apart."""
 
     namespace: str
     workload: str
     container: str
+    kind: str = UNKNOWN_KIND
 
     def __str__(self) -> str:
+        # What users read (rows, logs): the kind is shown beside it where it matters.
         return f"{self.namespace}/{self.workload}/{self.container}"
+
+    def of_kind(self, kind: str) -> SeriesKey:
+        return SeriesKey(self.namespace, self.workload, self.container, kind)
+
+    def of_container(self, container: str) -> SeriesKey:
+        return SeriesKey(self.namespace, self.workload, container, self.kind)
+
+
+class HistoryWorkload(NamedTuple):
+    """The workload a pod's history is kept under: its kind (`UNKNOWN_KIND` when only
+    the pod's name tells) and its name."""
+
+    kind: str
+    name: str
+
+    def key(self, namespace: str, container: str) -> SeriesKey:
+        return SeriesKey(namespace, self.name, container, self.kind)
 
 
 @dataclass(slots=True)
@@ -149,19 +189,37 @@ def resample_max(
 
 
 def trace_series(
-    reader: HistoryReader, key: SeriesKey, start: float, end: float
+    reader: HistoryReader,
+    key: SeriesKey,
+    start: float,
+    end: float,
+    kinds: Sequence[str] | None = None,
 ) -> TraceSeries | None:
-    """A stored key as a TraceSeries (cpu cores, memory bytes) over [start, end)."""
-    t, cpu = reader.series(key, "cpu", start, end)
-    _, mem = reader.series(key, "memory", start, end)
+    """A stored key as a TraceSeries (cpu cores, memory bytes) over [start, end); with
+    `kinds` (`history_kinds`), the key read under each kind, folded by the maximum at each
+    time."""
+    times: list[np.ndarray] = []
+    cpus: list[np.ndarray] = []
+    mems: list[np.ndarray] = []
+    for kind in kinds if kinds is not None else (key.kind,):
+        t, cpu = reader.series(key.of_kind(kind), "cpu", start, end)
+        _, mem = reader.series(key.of_kind(kind), "memory", start, end)
+        times.append(np.asarray(t, dtype=np.float64))
+        cpus.append(np.asarray(cpu, dtype=np.float64))
+        mems.append(np.asarray(mem, dtype=np.float64))
+    t = np.concatenate(times)
     if t.size == 0:
         return None
-    cpu = np.asarray(cpu, dtype=np.float64)
-    mem = np.asarray(mem, dtype=np.float64)
+    grid, at = np.unique(t, return_inverse=True)
+    cpu = np.full(grid.size, np.nan)
+    mem = np.full(grid.size, np.nan)
+    with np.errstate(all="ignore"):
+        np.fmax.at(cpu, at, np.concatenate(cpus))
+        np.fmax.at(mem, at, np.concatenate(mems))
     have = np.isfinite(cpu) | np.isfinite(mem)
     if not have.any():
         return None
-    return TraceSeries(key, np.asarray(t, dtype=np.float64)[have], cpu[have], mem[have])
+    return TraceSeries(key, grid[have], cpu[have], mem[have])
 
 
 # How the collectors key a pod's history: by its workload (the controller's naming when
@@ -182,42 +240,82 @@ def job_pod_history(owner: OwnerRef | None) -> bool:
 
 def workload_of_pod(
     pod: str, owner: tuple[str, str] | None = None, labels: Mapping[str, str] | None = None
-) -> str:
-    """The workload a pod belongs to: from its owner (kube_pod_owner) if known (a Job run
-    by a CronJob: the CronJob; a bare Job's pod labelled `foresize.io/job-group`: its
-    group, `cluster.jobs`; `labels`: the pod's, where the caller has them), else from the
+) -> HistoryWorkload:
+    """The workload a pod belongs to: from its owner (kube_pod_owner) if known (a
+    ReplicaSet named `<d>-<pod-template-hash>`: Deployment `d`; a Job run by a CronJob:
+    the CronJob; a bare Job's pod labelled `foresize.io/job-group`: its group,
+    `cluster.jobs`; `labels`: the pod's, where the caller has them), else from the
     controllers' naming (Deployment `w-<rs hash>-<5>`, StatefulSet `w-<n>`, DaemonSet or
-    bare ReplicaSet `w-<5>`), else the pod itself."""
+    bare ReplicaSet `w-<5>`) under `UNKNOWN_KIND` (a name alone does not tell a
+    Deployment from an Argo Rollout, nor a DaemonSet from a Job), else the pod itself."""
     if owner is not None:
         kind, name = owner
         if kind == "ReplicaSet":
             match = _RS_HASH.match(name)
-            return match["wl"] if match else name
+            # An Argo Rollout names its ReplicaSets the same way; the shells that have
+            # the ReplicaSet object resolve its owner instead (`history_workload_of`).
+            return (
+                HistoryWorkload(DEPLOYMENT, match["wl"]) if match else HistoryWorkload(kind, name)
+            )
         if kind == JOB:
             # The runs of one CronJob are one workload with one history, not a new
             # workload with a few hours of it every run (`cluster.jobs`).
             cronjob = cronjob_of_job_name(name)
             if cronjob is not None:
-                return cronjob
+                return HistoryWorkload(CRONJOB, cronjob)
             group = job_group_of(labels)
-            return history_workload(group) if group is not None else name
+            if group is not None:
+                return HistoryWorkload(JOB_GROUP, history_workload(group))
+            return HistoryWorkload(JOB, name)
         if kind and name and kind != "Node":
-            return name
+            return HistoryWorkload(kind, name)
     for pattern in (_DEPLOY_POD, _STS_POD, _GENERATED_POD):
         match = pattern.match(pod)
         if match:
-            return match["wl"]
-    return pod
+            return HistoryWorkload(UNKNOWN_KIND, match["wl"])
+    return HistoryWorkload(UNKNOWN_KIND, pod)
 
 
-def history_workload_of(pod: Pod, top: Workload | None) -> str:
+def history_workload_of(pod: Pod, top: Workload | None) -> HistoryWorkload:
     """The workload a pod's history is kept under, given its top controller as the
     snapshot resolves it (`ClusterSnapshot.top_owner`; None: not in the snapshot, so from
     the owner's naming): a bare Job's pod labelled with a job group goes to its group
     (`cluster.jobs`), every other pod to its top controller."""
     if top is not None and not (top.kind == JOB and top.owner is None):
-        return top.name
+        return HistoryWorkload(top.kind, top.name)
     owner = (pod.owner.kind, pod.owner.name) if pod.owner is not None else None
     if top is not None and job_group_of(pod.labels) is None:
-        return top.name
+        return HistoryWorkload(top.kind, top.name)
     return workload_of_pod(pod.name, owner, pod.labels)
+
+
+def history_kinds(
+    snapshot: ClusterSnapshot, namespace: str, workload: HistoryWorkload
+) -> tuple[str, ...]:
+    """The kinds of history a workload reads: its own, and the `UNKNOWN_KIND` history of
+    its name while no workload of another kind has that name in the namespace (history
+    written before kinds were kept, or keyed by a pod's name alone, is then its; with two
+    kinds of one name it is a mixture of both, which neither may take for its own)."""
+    if workload.kind == UNKNOWN_KIND:
+        return (UNKNOWN_KIND,)
+    if snapshot.workload_kinds(namespace, workload.name) <= {workload.kind}:
+        return (workload.kind, UNKNOWN_KIND)
+    return (workload.kind,)
+
+
+def merged_window(
+    reader: HistoryReader,
+    key: SeriesKey,
+    kinds: Sequence[str],
+    resource: str,
+    end: float,
+    length: int,
+    step: float,
+) -> np.ndarray:
+    """`reader.window` of `key` read under each of `kinds` (`history_kinds`), the kinds
+    folded by their maximum at each bucket (NaN where none has a sample)."""
+    rows = reader.window([key.of_kind(k) for k in kinds], resource, end, length, step)
+    if len(kinds) == 1:
+        return np.asarray(rows[0])
+    with np.errstate(all="ignore"):
+        return np.asarray(np.fmax.reduce(rows, axis=0))

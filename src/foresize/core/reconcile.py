@@ -55,14 +55,14 @@ from foresize.core.cluster.capacity import NodeLedger
 from foresize.core.cluster.coordination import Pair
 from foresize.core.cluster.headroom import HeadroomConfig
 from foresize.core.cluster.in_place_gate import gate_in_place, target_key
-from foresize.core.cluster.model import OwnerRef, Pod, Suggestion
+from foresize.core.cluster.model import OwnerRef, Pod, Suggestion, Workload
 from foresize.core.cluster.pending import NODE_POOL_LABELS, PendingDemand, publish
 from foresize.core.cluster.policies import fold_policy_writes, resolve_snapshot
 from foresize.core.cluster.qos import spec_requests
 from foresize.core.cluster.snapshot import ClusterSnapshot, TargetObject
 from foresize.core.cluster.target import TargetView, dsa_view, target_view
 from foresize.core.cluster.target_fields import suggestion_from
-from foresize.core.history import OOM, HistoryReader, SeriesKey
+from foresize.core.history import OOM, HistoryReader, HistoryWorkload, history_kinds
 from foresize.core.horizontal.coming import (
     COMING_STEP,
     ComingReplicas,
@@ -317,7 +317,7 @@ def _coordinate(
         if cached is None or not 0 <= now - cached[0] < COMING_STEP:
             cached = state.coming_peaks[wl.key] = (
                 now,
-                peak_totals(history, wl, hpa_resources(hpa), now),
+                peak_totals(history, wl, hpa_resources(hpa), now, _kinds_of(snapshot, wl)),
             )
         peaks[view.key] = cached[1]
     cp = plan_coordination(snapshot, writes, central, now, state.coordinated, peaks=peaks)
@@ -374,7 +374,8 @@ def coming_pods(
         admitted, _ = mutate_pod(pod, wl, index, now)
         cached = peaks.get(wl.key)
         if cached is None or not 0 <= now - cached[0] < COMING_STEP:
-            cached = peaks[wl.key] = (now, peak_totals(history, wl, hpa_resources(hpa), now))
+            kinds = _kinds_of(snapshot, wl)
+            cached = peaks[wl.key] = (now, peak_totals(history, wl, hpa_resources(hpa), now, kinds))
         n = forecast_hpa_replicas(hpa, wl, cached[1], spec_requests(admitted))
         # A coordinated request moves with each forecast: the count at the peak is the
         # pair's there, not the HPA's at the request published now.
@@ -415,6 +416,13 @@ def _suggestions(
     return [*writes, *events]
 
 
+def _kinds_of(snapshot: ClusterSnapshot, workload: Workload) -> tuple[str, ...]:
+    """The kinds of history a workload reads (`history.history_kinds`)."""
+    return history_kinds(
+        snapshot, workload.namespace, HistoryWorkload(workload.kind, workload.name)
+    )
+
+
 def _oom_since(
     snapshot: ClusterSnapshot,
     target: TargetObject,
@@ -429,9 +437,11 @@ def _oom_since(
     workload = snapshot.workload(view.ref_kind, view.namespace, view.ref_name)
     if workload is None:
         return False
+    own = HistoryWorkload(workload.kind, workload.name)
+    kinds = history_kinds(snapshot, view.namespace, own)
     for c in workload.template.containers:
-        key = SeriesKey(view.namespace, workload.name, c.name)
-        if history.events(key, OOM, since + 1e-9, now + 1e-9):
+        key = own.key(view.namespace, c.name)
+        if any(history.events(key.of_kind(k), OOM, since + 1e-9, now + 1e-9) for k in kinds):
             return True
     return False
 

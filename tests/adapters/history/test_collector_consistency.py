@@ -22,7 +22,7 @@ from foresize.adapters.history.memory import UsageHistory
 from foresize.adapters.history.metrics_server import HistorySink, samples_from_pod_metrics
 from foresize.adapters.history.prometheus_series import PodSeries, fold_to_workloads
 from foresize.core.api.fields import format_timestamp
-from foresize.core.history import SeriesKey
+from foresize.core.history import HistoryWorkload, SeriesKey
 from foresize.core.recommend.histories import MODEL_STEP, load_histories
 from foresize.shells.sim.operator import OperatorOptions, SimOperator
 from foresize.shells.sim.recommenders import ForesizeRecommender
@@ -114,7 +114,7 @@ def test_kube_collector_and_sim_operator_produce_the_same_series():
         samples, _ = samples_from_pod_metrics(
             list(items.values()),
             pod_started=started,
-            workload_of=lambda ns, name: "web",
+            workload_of=lambda ns, name: HistoryWorkload("Deployment", "web"),
             now=now,
         )
         sink.add_samples(samples)
@@ -126,11 +126,13 @@ def test_kube_collector_and_sim_operator_produce_the_same_series():
 
     now = sim.now
     length = 40  # the last 40 model buckets (200 minutes)
+    # Both key it under its kind (a CronJob named `web` would keep its own history).
+    kinds = ("Deployment",)
     (kube,) = load_histories(
-        history, "default", "web", ["app"], now, window=length * MODEL_STEP
+        history, "default", "web", ["app"], now, kinds=kinds, window=length * MODEL_STEP
     ).values()
     (sim_side,) = load_histories(
-        rec.history, "default", "web", ["app"], now, window=length * MODEL_STEP
+        rec.history, "default", "web", ["app"], now, kinds=kinds, window=length * MODEL_STEP
     ).values()
     sim_cpu, sim_mem = sim_side.cpu, sim_side.memory
     assert np.isfinite(sim_cpu).all() and np.isfinite(kube.cpu).all()
@@ -138,7 +140,8 @@ def test_kube_collector_and_sim_operator_produce_the_same_series():
     np.testing.assert_allclose(kube.memory, sim_mem, rtol=1e-6)
     # And it is the median replica, not the busiest one: the per-step max is higher.
     times = np.array(sorted(max_fold))
-    stored_t, stored = history.series(SeriesKey("default", "web", "app"), "cpu", times[0], now + 1)
+    web = SeriesKey("default", "web", "app", "Deployment")
+    stored_t, stored = history.series(web, "cpu", times[0], now + 1)
     busiest = np.array([max_fold[t] for t in stored_t if t in max_fold])
     kept = np.asarray(stored)[np.isin(stored_t, times)]
     assert (busiest > kept * 1.05).mean() > 0.5

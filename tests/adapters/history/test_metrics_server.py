@@ -116,15 +116,19 @@ async def test_poller_reads_metrics_api_and_skips_new_pods(apiserver):
     # In the API server's order (by namespace, then name).
     assert samples == [
         Sample(NOW, "ops", "agent", "agent-x7k2p", "agent", 0.005, 10 * 2**20),
-        Sample(NOW, "shop", "web", "web-7d9f8-aaaaa", "app", 0.123456789, 204800 * 1024.0),
+        Sample(
+            NOW, "shop", "web", "web-7d9f8-aaaaa", "app", 0.123456789, 204800 * 1024.0, "Deployment"
+        ),
     ]
+    # The owner the state holds gives the kind; a pod known by its name alone has none.
     assert sorted(history.keys) == [
         SeriesKey("ops", "agent", TOTAL_CONTAINER),
         SeriesKey("ops", "agent", "agent"),
-        SeriesKey("shop", "web", TOTAL_CONTAINER),
-        SeriesKey("shop", "web", "app"),
+        SeriesKey("shop", "web", TOTAL_CONTAINER, "Deployment"),
+        SeriesKey("shop", "web", "app", "Deployment"),
     ]
-    _, mem = history.series(SeriesKey("shop", "web", "app"), "memory", NOW - 60, NOW + 60)
+    web = SeriesKey("shop", "web", "app", "Deployment")
+    _, mem = history.series(web, "memory", NOW - 60, NOW + 60)
     assert np.nanmax(mem) == 204800 * 1024  # the new pod's 2 GiB is not history
 
 

@@ -33,7 +33,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from foresize.adapters.history.prometheus import PrometheusReader, workload_of_pod
+from foresize.adapters.history.prometheus import PrometheusReader
 from foresize.adapters.history.prometheus_series import (
     Scope,
     align,
@@ -44,7 +44,7 @@ from foresize.adapters.history.prometheus_series import (
 )
 from foresize.adapters.history.traces import read_bitbrains
 from foresize.core.errors import ForesizeError
-from foresize.core.history import resample_max
+from foresize.core.history import UNKNOWN_KIND, resample_max, workload_of_pod
 from foresize.testing.ports import free_port
 from support.paths import DATA
 
@@ -778,15 +778,16 @@ def test_recommend_table_fits_the_terminal(prom, monkeypatch, width):
 
 
 def test_workload_names_from_pods():
-    assert workload_of_pod("web-5d8f7c9b4-x2x9z") == "web"
-    assert workload_of_pod("db-2") == "db"
-    assert workload_of_pod("agent-7xk2p") == "agent"
-    assert workload_of_pod("x", ("ReplicaSet", "api-6b7f9c8d5")) == "api"
-    assert workload_of_pod("x", ("StatefulSet", "kafka")) == "kafka"
+    # By the pod's name alone the kind is unknown (a Rollout names pods as a Deployment).
+    assert workload_of_pod("web-5d8f7c9b4-x2x9z") == (UNKNOWN_KIND, "web")
+    assert workload_of_pod("db-2") == (UNKNOWN_KIND, "db")
+    assert workload_of_pod("agent-7xk2p") == (UNKNOWN_KIND, "agent")
+    assert workload_of_pod("x", ("ReplicaSet", "api-6b7f9c8d5")) == ("Deployment", "api")
+    assert workload_of_pod("x", ("StatefulSet", "kafka")) == ("StatefulSet", "kafka")
     # The runs of a CronJob (Jobs named <cronjob>-<scheduled minute>) are one workload.
-    assert workload_of_pod("x", ("Job", "nightly-etl-29412345")) == "nightly-etl"
+    assert workload_of_pod("x", ("Job", "nightly-etl-29412345")) == ("CronJob", "nightly-etl")
     assert kind_of_owner(("Job", "nightly-etl-29412345")) == "CronJob"
-    assert workload_of_pod("x", ("Job", "migrate-v2")) == "migrate-v2"
+    assert workload_of_pod("x", ("Job", "migrate-v2")) == ("Job", "migrate-v2")
     assert kind_of_owner(("Job", "migrate-v2")) == "Job"
 
 

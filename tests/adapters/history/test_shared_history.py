@@ -34,6 +34,9 @@ KEYS = [
     SeriesKey("shop", "web", TOTAL_CONTAINER),
     SeriesKey("db", "postgres", "postgres"),
     SeriesKey("db", "postgres", TOTAL_CONTAINER),
+    # One name, two kinds: two histories (the `workload_kind` label keeps them apart).
+    SeriesKey("batch", "report", "report", "CronJob"),
+    SeriesKey("batch", "report", "report", "Deployment"),
 ]
 MIB = 2**20
 

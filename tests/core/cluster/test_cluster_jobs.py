@@ -119,8 +119,11 @@ def test_the_webhook_index_resolves_a_job_it_does_not_hold_by_its_name() -> None
 def test_runs_of_a_cronjob_share_one_history_and_keep_their_first_minutes() -> None:
     assert cronjob_of_job_name("report-29666666") == "report"
     assert cronjob_of_job_name("migrate-db") is None
-    assert workload_of_pod("report-29666666-x7k2p", ("Job", "report-29666666")) == "report"
-    assert workload_of_pod("migrate-db-x7k2p", ("Job", "migrate-db")) == "migrate-db"
+    assert workload_of_pod("report-29666666-x7k2p", ("Job", "report-29666666")) == (
+        "CronJob",
+        "report",
+    )
+    assert workload_of_pod("migrate-db-x7k2p", ("Job", "migrate-db")) == ("Job", "migrate-db")
     assert job_pod_history(pod_from(POD).owner) is True
     assert job_pod_history(None) is False
 

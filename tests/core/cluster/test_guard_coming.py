@@ -131,7 +131,7 @@ def web_total(peak_cores: float) -> UsageHistory:
     """A day of web's summed usage, CPU rising from 0.75 cores at night to `peak_cores`
     at noon (memory 3.5 GiB), ending now."""
     history = UsageHistory(step=60.0)
-    key = SeriesKey("pay", "web", TOTAL_CONTAINER)
+    key = SeriesKey("pay", "web", TOTAL_CONTAINER, "Deployment")
     (col,) = history.indices([key])
     n = int(COMING_WINDOW // 60)
     for i in range(n):

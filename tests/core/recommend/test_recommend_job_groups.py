@@ -19,6 +19,7 @@ from foresize.core.admission.pod import decide_pod
 from foresize.core.api.quantity import GIB, MIB, to_canonical
 from foresize.core.api.types import parse_target
 from foresize.core.cluster.jobs import (
+    JOB_GROUP,
     JOB_GROUP_LABEL,
     history_workload,
     job_group_of,
@@ -121,22 +122,22 @@ def test_a_group_is_a_dns_label_and_anything_else_names_none() -> None:
 def test_bare_jobs_of_a_group_share_one_history_that_no_deployment_shares() -> None:
     labels = {JOB_GROUP_LABEL: GROUP}
     # Two bare Jobs of the group, named differently: one history, under `jobgroup:etl`.
-    assert workload_of_pod("etl-a-x7k2p", ("Job", "etl-a"), labels) == KEYED
-    assert workload_of_pod("etl-b-x7k2p", ("Job", "etl-b"), labels) == KEYED
+    assert workload_of_pod("etl-a-x7k2p", ("Job", "etl-a"), labels) == (JOB_GROUP, KEYED)
+    assert workload_of_pod("etl-b-x7k2p", ("Job", "etl-b"), labels) == (JOB_GROUP, KEYED)
     assert KEYED != GROUP  # a Deployment named `etl` keeps its own history
     # The CronJob controller's naming wins: a CronJob's run stays its CronJob's.
-    assert workload_of_pod("rep-29666666-x", ("Job", "rep-29666666"), labels) == "rep"
+    assert workload_of_pod("rep-29666666-x", ("Job", "rep-29666666"), labels) == ("CronJob", "rep")
     # An odd value: the Job keeps a history of its own.
-    assert workload_of_pod("j-x", ("Job", "j"), {JOB_GROUP_LABEL: "Bad_Group"}) == "j"
+    assert workload_of_pod("j-x", ("Job", "j"), {JOB_GROUP_LABEL: "Bad_Group"}) == ("Job", "j")
     # As the shells key it from the snapshot's owner chain.
     bare = _job("etl-a", NOW)
-    assert history_workload_of(_pod("etl-a", labels), bare) == KEYED
-    assert history_workload_of(_pod("etl-a", {}), bare) == "etl-a"
-    assert history_workload_of(_pod("etl-a", labels), None) == KEYED
+    assert history_workload_of(_pod("etl-a", labels), bare) == (JOB_GROUP, KEYED)
+    assert history_workload_of(_pod("etl-a", {}), bare) == ("Job", "etl-a")
+    assert history_workload_of(_pod("etl-a", labels), None) == (JOB_GROUP, KEYED)
     owned = _job("rep-1", NOW, owner=OwnerRef("CronJob", "rep", "u-rep", "batch/v1"))
     cron = Workload("CronJob", "batch", "rep", "u-rep")
-    assert history_workload_of(_pod("rep-1", labels), cron) == "rep"
-    assert history_workload_of(_pod("rep-1", labels), owned) == "rep-1"
+    assert history_workload_of(_pod("rep-1", labels), cron) == ("CronJob", "rep")
+    assert history_workload_of(_pod("rep-1", labels), owned) == ("Job", "rep-1")
 
 
 def test_a_job_group_is_sized_from_its_runs_peaks_on_the_newest_jobs_template() -> None:
@@ -230,5 +231,5 @@ def test_fuzzed_label_values_never_raise_and_only_dns_labels_group() -> None:
         if group is not None:
             assert len(group) <= 63 and group == group.lower() and ":" not in group
             keyed = workload_of_pod("p", ("Job", "j"), {JOB_GROUP_LABEL: value})
-            assert keyed == "jobgroup:" + group
+            assert keyed == (JOB_GROUP, "jobgroup:" + group)
     assert job_group_of({JOB_GROUP_LABEL: 7}) is None  # type: ignore[dict-item]

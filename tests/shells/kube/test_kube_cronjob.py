@@ -221,7 +221,7 @@ async def test_a_bare_job_groups_target_is_served_and_its_next_job_sized_at_crea
             await asyncio.sleep(0.1)
         snap = state.snapshot(0.0)
         (seen,) = [p for p in snap.pods if p.name == "etl-manual-1-x7k2p"]
-        assert history_workload_of(seen, snap.top_owner(seen)) == "jobgroup:nightly"
+        assert history_workload_of(seen, snap.top_owner(seen)) == ("JobGroup", "jobgroup:nightly")
         new = pod_from(
             {
                 "metadata": {

@@ -36,6 +36,8 @@ from foresize.core.api.quantity import QuantityError, parse_quantity
 from foresize.core.cluster.boost import BOOST_ANNOTATION
 from foresize.core.history import (
     TOTAL_CONTAINER,
+    UNKNOWN_KIND,
+    HistoryWorkload,
     HistoryWriter,
     SeriesKey,
     history_workload_of,
@@ -59,10 +61,11 @@ class Sample:
     container: str
     cpu_cores: float
     memory_bytes: float
+    kind: str = UNKNOWN_KIND  # the workload's (`history.HistoryWorkload`)
 
     @property
     def key(self) -> SeriesKey:
-        return SeriesKey(self.namespace, self.workload, self.container)
+        return SeriesKey(self.namespace, self.workload, self.container, self.kind)
 
 
 class SampleSink(Protocol):
@@ -95,10 +98,7 @@ def fold_samples(samples: list[Sample]) -> dict[float, dict[SeriesKey, tuple[flo
         totals: dict[SeriesKey, int] = {}
         groups = np.array([keys.setdefault(s.key, len(keys)) for s in step], dtype=np.int64)
         tgroups = np.array(
-            [
-                totals.setdefault(SeriesKey(s.namespace, s.workload, TOTAL_CONTAINER), len(totals))
-                for s in step
-            ],
+            [totals.setdefault(s.key.of_container(TOTAL_CONTAINER), len(totals)) for s in step],
             dtype=np.int64,
         )
         cpu = np.array([s.cpu_cores for s in step], dtype=np.float64)
@@ -188,7 +188,7 @@ def samples_from_pod_metrics(
     items: list[dict[str, Any]],
     *,
     pod_started: Callable[[str, str], float | None] | None = None,
-    workload_of: Callable[[str, str], str | None] | None = None,
+    workload_of: Callable[[str, str], HistoryWorkload | None] | None = None,
     startup_exclusion: float = STARTUP_EXCLUSION,
     now: float | None = None,
     starting: list[Sample] | None = None,
@@ -208,7 +208,7 @@ def samples_from_pod_metrics(
             if starting is None:
                 continue
             into = starting
-        workload = (workload_of(ns, pod) if workload_of else None) or workload_of_pod(pod)
+        kind, workload = (workload_of(ns, pod) if workload_of else None) or workload_of_pod(pod)
         for c in item.get("containers") or []:
             usage = c.get("usage") or {}
             try:
@@ -220,7 +220,7 @@ def samples_from_pod_metrics(
                 )
                 dropped += 1
                 continue
-            into.append(Sample(stamp, ns, workload, pod, c.get("name", ""), cpu, mem))
+            into.append(Sample(stamp, ns, workload, pod, c.get("name", ""), cpu, mem, kind))
     return out, dropped
 
 
@@ -261,7 +261,7 @@ class MetricsServerPoller:
         if self.state is not None:
             snap = self.state.snapshot(self.clock())  # one snapshot per poll for owner lookups
 
-            def workload_of(ns: str, name: str) -> str | None:
+            def workload_of(ns: str, name: str) -> HistoryWorkload | None:
                 pod = self.state.pod(ns, name)
                 if pod is None:
                     return None

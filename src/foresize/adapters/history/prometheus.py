@@ -42,6 +42,7 @@ HTTP side is `adapters.history.prometheus_client`.
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 from collections import defaultdict
 from collections.abc import Iterable
@@ -51,6 +52,7 @@ import numpy as np
 
 from foresize.adapters.history.prometheus_client import PrometheusClient
 from foresize.adapters.history.prometheus_series import (
+    JOB_GROUP_METRIC_LABEL,
     ContainerHistory,
     HPARecord,
     PodSeries,
@@ -61,14 +63,19 @@ from foresize.adapters.history.prometheus_series import (
     counter_rates,
     fold_max,
     fold_to_workloads,
-    kind_of_owner,
+    job_group_note,
     max_per_container,
     merge_kills,
+    pod_workloads,
     promql_duration,
     workload_kinds_and_replicas,
+    workload_of,
 )
+from foresize.core.cluster.jobs import JOB_GROUP_LABEL
 from foresize.core.errors import ForesizeError
-from foresize.core.history import SeriesKey, workload_of_pod
+from foresize.core.history import SeriesKey
+
+log = logging.getLogger("foresize.adapters.history")
 
 STARTUP_EXCLUSION = 120.0  # seconds of a new pod's life left out of history
 RATE_SAMPLES = 2
@@ -162,6 +169,27 @@ class PrometheusReader(PrometheusClient):
             m = item.get("metric", {})
             labels = {k[len("label_") :]: v for k, v in m.items() if k.startswith("label_")}
             out.setdefault((m.get("namespace", ""), m.get("pod", "")), {}).update(labels)
+        return out
+
+    async def job_groups(
+        self, at: float, window: float, scope: Scope, session: Any = None
+    ) -> dict[tuple[str, str], dict[str, str]]:
+        """(namespace, pod) -> {`foresize.io/job-group`: its value} of every pod whose
+        `kube_pod_labels` carries the label (`JOB_GROUP_METRIC_LABEL`): what puts a bare
+        Job's pod in its job group (`cluster.jobs`)."""
+        matchers = ",".join(
+            p for p in (scope.matchers(False), f'{JOB_GROUP_METRIC_LABEL}!=""') if p
+        )
+        result = await self.query(
+            f"last_over_time(kube_pod_labels{{{matchers}}}[{promql_duration(window)}])",
+            at,
+            session,
+        )
+        out: dict[tuple[str, str], dict[str, str]] = {}
+        for item in result:
+            m = item.get("metric", {})
+            if m.get("namespace") and m.get("pod") and m.get(JOB_GROUP_METRIC_LABEL):
+                out[(m["namespace"], m["pod"])] = {JOB_GROUP_LABEL: m[JOB_GROUP_METRIC_LABEL]}
         return out
 
     async def resources(
@@ -453,13 +481,16 @@ class PrometheusReader(PrometheusClient):
         selector = "{" + scope.matchers() + "}"
         window = end - start + step
         async with self._session() as session:
-            cpu, mem, owners, kills, throttled, resources = await asyncio.gather(
-                self.cpu_series(selector, start, end, step, session),
-                self.pod_series(self.memory_query(selector, step), start, end, step, session),
-                self.owners(end, session, scope, window),
-                self.kills(selector, start, end, step, session),
-                self.throttling_series(selector, start, end, step, session),
-                self.resources(end, window, scope, session),
+            (cpu, mem, owners, kills, throttled, resources), groups = await asyncio.gather(
+                asyncio.gather(
+                    self.cpu_series(selector, start, end, step, session),
+                    self.pod_series(self.memory_query(selector, step), start, end, step, session),
+                    self.owners(end, session, scope, window),
+                    self.kills(selector, start, end, step, session),
+                    self.throttling_series(selector, start, end, step, session),
+                    self.resources(end, window, scope, session),
+                ),
+                self.job_groups(end, window, scope, session),
             )
             labels = (
                 await self.pod_labels(end, window, scope, session)
@@ -477,18 +508,24 @@ class PrometheusReader(PrometheusClient):
         # The start-up rule applies per pod, judged on every series of the pod.
         self.exclude_startup([*cpu, *mem], start, step)
         history = ContainerHistory(pods=len({(s.namespace, s.pod) for s in [*cpu, *mem]}))
-        history.series = fold_to_workloads(cpu, mem, owners)
+        # A bare Job's pod labelled with a job group is a run of the group (`cluster.jobs`).
+        workloads = pod_workloads(owners, groups)
+        note = job_group_note(workloads, len(groups))
+        if note is not None:
+            log.warning("%s", note)
+            history.notes.append(note)
+        history.series = fold_to_workloads(cpu, mem, workloads)
 
         def series_key(ns: str, pod: str, container: str) -> SeriesKey:
-            return SeriesKey(ns, workload_of_pod(pod, owners.get((ns, pod))), container)
+            return workload_of(workloads, ns, pod).key(ns, container)
 
         for (ns, pod, container), times in kills.items():
             history.oom_kills.setdefault(series_key(ns, pod, container), []).extend(times)
         for times in history.oom_kills.values():
             times.sort()
-        for key, (ts, vs) in fold_max(throttled, owners).items():
+        for key, (ts, vs) in fold_max(throttled, workloads).items():
             history.throttling[key] = (ts, vs)
-        workload_kinds_and_replicas([*cpu, *mem], owners, history)
+        workload_kinds_and_replicas([*cpu, *mem], workloads, history)
         # Every container with requests or limits in the range keeps them, usage or not:
         # one without a single reading is listed as such, not left out (ux.md N4). The
         # label selector, matched on kube_pod_labels, applies to them as to the usage.
@@ -497,8 +534,8 @@ class PrometheusReader(PrometheusClient):
                 continue
             key = series_key(ns, pod, container)
             wl = (key.namespace, key.workload)
-            if wl not in history.kinds and kind_of_owner(owners.get((ns, pod))):
-                history.kinds[wl] = kind_of_owner(owners.get((ns, pod)))
+            if wl not in history.kinds and key.kind:
+                history.kinds[wl] = key.kind
             have = history.resources.setdefault(key, Resources())
             for name in ("cpu_request", "memory_request", "cpu_limit", "memory_limit"):
                 value = getattr(res, name)

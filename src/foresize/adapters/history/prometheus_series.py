@@ -8,15 +8,16 @@ from __future__ import annotations
 import math
 import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from foresize.adapters.history.aggregate import group_max, group_median
+from foresize.core.cluster.jobs import JOB, JOB_GROUP_LABEL
 from foresize.core.errors import ForesizeError
-from foresize.core.history import SeriesKey, TraceSeries, workload_of_pod
+from foresize.core.history import HistoryWorkload, SeriesKey, TraceSeries, workload_of_pod
 
 KILL_MATCH = 300.0
 """How far apart (beyond one step) cAdvisor's and kube-state-metrics' record of one kill
@@ -30,15 +31,55 @@ REPLICA_WINDOW = 3600.0
 
 def kind_of_owner(owner: tuple[str, str] | None) -> str:
     """The workload kind behind a pod's owner (a ReplicaSet named `<d>-<hash>` is a
-    Deployment's, a Job named `<c>-<minute>` a CronJob's); empty when unknown."""
-    if owner is None:
-        return ""
-    kind, name = owner
-    if kind == "ReplicaSet" and workload_of_pod("", owner) != name:
-        return "Deployment"  # the ReplicaSet's name is `<deployment>-<pod-template-hash>`
-    if kind == "Job" and workload_of_pod("", owner) != name:
-        return "CronJob"  # the Job's name is `<cronjob>-<scheduled minute>`
-    return "" if kind == "Node" else kind
+    Deployment's, a Job named `<c>-<minute>` a CronJob's: `history.workload_of_pod`);
+    empty when unknown."""
+    return "" if owner is None else workload_of_pod("", owner).kind
+
+
+JOB_GROUP_METRIC_LABEL = "label_" + re.sub(r"[^a-zA-Z0-9_]", "_", JOB_GROUP_LABEL)
+"""The job-group label as kube-state-metrics names it on `kube_pod_labels`: `label_` and
+the key with every character outside [a-zA-Z0-9_] replaced by `_` (Prometheus' label-name
+sanitising, which kube-state-metrics applies to the keys it exports), and only when
+allow-listed (`--metric-labels-allowlist=pods=[foresize.io/job-group]`)."""
+
+
+def job_group_note(
+    workloads: Mapping[tuple[str, str], HistoryWorkload], labelled: int
+) -> str | None:
+    """What to say when bare Jobs were read but no pod carried the job-group label on
+    `kube_pod_labels` (`labelled`: pods that did): whether they are labelled cannot be
+    seen, so each is its own workload (None: nothing to say)."""
+    bare = sorted({(ns, wl.name) for (ns, _), wl in workloads.items() if wl.kind == JOB})
+    if labelled or not bare:
+        return None
+    return (
+        f"{len(bare)} bare Job{'s' * (len(bare) != 1)} (first: {bare[0][0]}/{bare[0][1]}) "
+        f"read as {'their' if len(bare) != 1 else 'its'} own workload"
+        f"{'s' * (len(bare) != 1)}: no kube_pod_labels series carries "
+        f"{JOB_GROUP_METRIC_LABEL}, so Jobs labelled {JOB_GROUP_LABEL} cannot be grouped "
+        "(kube-state-metrics exports a pod label only when allow-listed: "
+        f"--metric-labels-allowlist=pods=[{JOB_GROUP_LABEL}])"
+    )
+
+
+PodWorkloads = dict[tuple[str, str], HistoryWorkload]
+"""(namespace, pod) -> the workload its history is kept under (`pod_workloads`)."""
+
+
+def pod_workloads(
+    owners: Mapping[tuple[str, str], tuple[str, str]],
+    labels: Mapping[tuple[str, str], Mapping[str, str]] | None = None,
+) -> PodWorkloads:
+    """Each pod kube-state-metrics knows the owner of, as `history.workload_of_pod` keys
+    it (its labels, where read, put a bare Job's pod in its job group)."""
+    labels = labels or {}
+    return {pod: workload_of_pod(pod[1], owner, labels.get(pod)) for pod, owner in owners.items()}
+
+
+def workload_of(workloads: PodWorkloads, namespace: str, pod: str) -> HistoryWorkload:
+    """The workload of a pod: as `pod_workloads` resolved it, else by its name alone."""
+    found = workloads.get((namespace, pod))
+    return found if found is not None else workload_of_pod(pod)
 
 
 def promql_escape(value: str) -> str:
@@ -118,6 +159,7 @@ class ContainerHistory:
     resources: dict[SeriesKey, Resources] = field(default_factory=dict)
     kinds: dict[tuple[str, str], str] = field(default_factory=dict)  # (ns, workload) -> kind
     replicas: dict[tuple[str, str], int] = field(default_factory=dict)  # pods seen lately
+    notes: list[str] = field(default_factory=list)  # what could not be read, in words
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,22 +263,22 @@ def merge_kills(cadvisor: list[float], ksm: list[float], step: float) -> list[fl
 
 def workload_kinds_and_replicas(
     series: list[PodSeries],
-    owners: dict[tuple[str, str], tuple[str, str]],
+    workloads: PodWorkloads,
     history: ContainerHistory,
 ) -> None:
-    """Fill `history.kinds` (each workload's owner kind) and `history.replicas` (pods of the
-    workload seen within REPLICA_WINDOW of its newest sample)."""
+    """Fill `history.kinds` (each workload's kind, where known) and `history.replicas`
+    (pods of the workload seen within REPLICA_WINDOW of its newest sample)."""
     newest: dict[tuple[str, str], float] = {}
     for s in series:
         if s.timestamps.size:
-            wl = (s.namespace, workload_of_pod(s.pod, owners.get((s.namespace, s.pod))))
+            kind, name = workload_of(workloads, s.namespace, s.pod)
+            wl = (s.namespace, name)
             newest[wl] = max(newest.get(wl, -math.inf), float(s.timestamps[-1]))
-            kind = kind_of_owner(owners.get((s.namespace, s.pod)))
             if kind:
                 history.kinds[wl] = kind
     replicas: dict[tuple[str, str], set[str]] = defaultdict(set)
     for s in series:
-        wl = (s.namespace, workload_of_pod(s.pod, owners.get((s.namespace, s.pod))))
+        wl = (s.namespace, workload_of(workloads, s.namespace, s.pod).name)
         if s.timestamps.size and float(s.timestamps[-1]) >= newest[wl] - REPLICA_WINDOW:
             replicas[wl].add(s.pod)
     history.replicas = {wl: len(pods) for wl, pods in replicas.items()}
@@ -244,15 +286,14 @@ def workload_kinds_and_replicas(
 
 def fold_series(
     series: list[PodSeries],
-    owners: dict[tuple[str, str], tuple[str, str]],
+    workloads: PodWorkloads,
     reduce: Any = group_max,
 ) -> dict[SeriesKey, tuple[np.ndarray, np.ndarray]]:
     """Per workload/container: its pods folded at each timestamp by `reduce`
     (`foresize.adapters.history.aggregate.group_max` or `group_median`)."""
     groups: dict[SeriesKey, list[PodSeries]] = defaultdict(list)
     for s in series:
-        wl = workload_of_pod(s.pod, owners.get((s.namespace, s.pod)))
-        groups[SeriesKey(s.namespace, wl, s.container)].append(s)
+        groups[workload_of(workloads, s.namespace, s.pod).key(s.namespace, s.container)].append(s)
     out = {}
     for key, parts in groups.items():
         ts = np.concatenate([p.timestamps for p in parts])
@@ -268,23 +309,23 @@ def fold_series(
 
 
 def fold_max(
-    series: list[PodSeries], owners: dict[tuple[str, str], tuple[str, str]]
+    series: list[PodSeries], workloads: PodWorkloads
 ) -> dict[SeriesKey, tuple[np.ndarray, np.ndarray]]:
     """Per workload/container: the maximum over its pods at each timestamp."""
-    return fold_series(series, owners, group_max)
+    return fold_series(series, workloads, group_max)
 
 
 def fold_to_workloads(
     cpu: list[PodSeries],
     memory: list[PodSeries],
-    owners: dict[tuple[str, str], tuple[str, str]] | None = None,
+    workloads: PodWorkloads | None = None,
 ) -> list[TraceSeries]:
     """Pod series -> one TraceSeries per workload/container on the union of timestamps,
     the pods folded as every shell folds them (`foresize.adapters.history.aggregate`): CPU the
     median across replicas, memory the maximum."""
-    owners = owners or {}
-    cpu_by = fold_series(cpu, owners, group_median)
-    mem_by = fold_series(memory, owners, group_max)
+    workloads = workloads or {}
+    cpu_by = fold_series(cpu, workloads, group_median)
+    mem_by = fold_series(memory, workloads, group_max)
     out: list[TraceSeries] = []
     for key in sorted(set(cpu_by) | set(mem_by)):
         parts = [x[0] for x in (cpu_by.get(key), mem_by.get(key)) if x is not None]

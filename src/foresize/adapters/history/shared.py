@@ -8,9 +8,10 @@ so no two replicas write one series. Every replica reads the store back through 
 API (`adapters.history.prometheus.PrometheusReader`, under its `QueryBudget`):
 
 - `foresize_history_cpu_cores` and `foresize_history_memory_bytes` {namespace, workload,
-  container}: one sample per poll; the workload totals under `container="__total__"`;
-- `foresize_history_events` {namespace, workload, container, kind}: one sample per OOM
-  kill or throttling observation (its value: the memory limit at the kill).
+  workload_kind, container}: one sample per poll; the workload totals under
+  `container="__total__"`;
+- `foresize_history_events` {namespace, workload, workload_kind, container, kind}: one
+  sample per OOM kill or throttling observation (its value: the memory limit at the kill).
 
 Reads are served from a local mirror in two tiers of `UsageHistory`: 1-minute buckets for
 the last 2 days (what the yielding step reads at 1 minute) and 5-minute buckets for the
@@ -48,7 +49,13 @@ from foresize.adapters.history.prometheus import PrometheusReader
 from foresize.adapters.history.prometheus_series import promql_duration
 from foresize.adapters.history.remote_write import RemoteWriter, Series
 from foresize.core.errors import ForesizeError
-from foresize.core.history import RESOURCES, SeriesKey, aligned_start, check_resource
+from foresize.core.history import (
+    RESOURCES,
+    UNKNOWN_KIND,
+    SeriesKey,
+    aligned_start,
+    check_resource,
+)
 
 log = logging.getLogger("foresize.adapters.history")
 
@@ -77,11 +84,17 @@ class Fetched:
     skew: float = 0.0
 
 
+KIND_LABEL = "workload_kind"
+"""The workload's kind (`SeriesKey.kind`; `kind` on the events is the event's). A series
+written before kinds were kept has none: it reads as `UNKNOWN_KIND`, which a workload
+reads only while its name is its kind's alone (`history.history_kinds`)."""
+
+
 def _key(labels: dict[str, str]) -> SeriesKey | None:
     ns, wl, c = labels.get("namespace"), labels.get("workload"), labels.get("container")
     if not ns or not wl or not c:
         return None
-    return SeriesKey(ns, wl, c)
+    return SeriesKey(ns, wl, c, labels.get(KIND_LABEL) or UNKNOWN_KIND)
 
 
 class SharedHistory:
@@ -171,6 +184,8 @@ class SharedHistory:
             "namespace": key.namespace,
             "workload": key.workload,
             "container": key.container,
+            # An empty label is no label (Prometheus drops it): an unknown kind stays one.
+            **({KIND_LABEL: key.kind} if key.kind else {}),
         }
 
     def _queue(self, labels: dict[str, str], samples: list[tuple[int, float]]) -> None:
@@ -210,7 +225,7 @@ class SharedHistory:
 
     def _usage_query(self, resource: str, step: float) -> str:
         return (
-            "max by (namespace, workload, container) (max_over_time("
+            f"max by (namespace, workload, container, {KIND_LABEL}) (max_over_time("
             f"{USAGE_METRICS[resource]}[{promql_duration(step)}] offset 1ms))"
         )
 

@@ -1,7 +1,7 @@
 """The embedded history store: one SQLite file (architecture §3.6).
 
-Layout (compact, blob per chunk): a `series` table names each (namespace, workload,
-container, resource); a `chunks` table holds, per series and step, fixed-length chunks of
+Layout (compact, blob per chunk): a `series` table names each (namespace, workload kind,
+workload, container, resource); a `chunks` table holds, per series and step, fixed-length chunks of
 float32 samples (NaN = no sample) as one BLOB each. Writing 10,000 series x 14 days at
 5 minutes is then ~140,000 rows of ~1 KB instead of 40 million tiny rows, which is what
 makes bulk loads take seconds (`foresize bench forecast` measures it). An `events` table
@@ -15,7 +15,8 @@ writer (this object) and any number of readers (`HistoryStore(path, readonly=Tru
 Retention (default 14 days) is applied by `prune(now)`; `downsample(now)` folds samples
 older than `downsample_after` into `coarse_step` chunks by their maximum (the max is what
 the forecasts need). History is keyed by workload and container, not pod: it survives
-pods, scale-to-zero and a target being deleted and re-created within retention.
+pods, scale-to-zero and a target being deleted and re-created within retention. The
+file's schema, its version and its migrations: `adapters.history.sqlite_schema`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,14 @@ from pathlib import Path
 
 import numpy as np
 
+from foresize.adapters.history.sqlite_schema import (
+    BadChunks,
+    Damaged,
+    Migration,
+    check_integrity,
+    move_aside,
+    prepare,
+)
 from foresize.core.api.quantity import CPU, MAX_PLAUSIBLE_CORES, MAX_PLAUSIBLE_MEMORY_BYTES
 from foresize.core.errors import ForesizeError
 from foresize.core.history import (
@@ -51,71 +60,12 @@ DEFAULT_DOWNSAMPLE_AFTER = 2 * 86400.0
 """Keep 1-minute detail for 2 days (enough to see short spikes recently); older data is
 only used by models on the 5-minute grid anyway."""
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS series (
-    id INTEGER PRIMARY KEY,
-    namespace TEXT NOT NULL, workload TEXT NOT NULL, container TEXT NOT NULL,
-    resource TEXT NOT NULL,
-    first_seen REAL,
-    UNIQUE (namespace, workload, container, resource)
-);
-CREATE TABLE IF NOT EXISTS chunks (
-    series_id INTEGER NOT NULL,
-    step REAL NOT NULL,
-    chunk INTEGER NOT NULL,
-    data BLOB NOT NULL,
-    UNIQUE (series_id, step, chunk)
-);
-CREATE TABLE IF NOT EXISTS events (
-    namespace TEXT NOT NULL, workload TEXT NOT NULL, container TEXT NOT NULL,
-    kind TEXT NOT NULL, ts REAL NOT NULL, value REAL NOT NULL DEFAULT 0, pod TEXT
-);
-CREATE INDEX IF NOT EXISTS events_key ON events (namespace, workload, container, ts);
-"""
-
-
 # A workload's total (the `__total__` container) sums its pods, so it may exceed one
 # machine; 100,000 machines' worth is beyond any cluster and still catches the bit flips
 # that turned 1.6e4 cores into 2.9e23.
 WORKLOAD_TOTAL_FACTOR = 100_000.0
 
-_COLUMNS = {
-    "meta": {"key", "value"},
-    "series": {"id", "namespace", "workload", "container", "resource", "first_seen"},
-    "chunks": {"series_id", "step", "chunk", "data"},
-    "events": {"namespace", "workload", "container", "kind", "ts", "value"},
-}
-
-
 log = logging.getLogger("foresize.adapters.history")
-
-
-class _Damaged(Exception):
-    """The file is not a healthy SQLite database of ours (internal)."""
-
-
-class _BadChunks(_Damaged):
-    """Chunks whose blob is not CHUNK_BYTES long (internal): the rest of the file is sound,
-    so `recover` drops those chunks instead of moving the file aside."""
-
-    def __init__(self, count: int, first: str) -> None:
-        super().__init__(f"{count} chunk{'s' * (count != 1)} of the wrong length, first: {first}")
-        self.count = count
-
-
-def _move_aside(path: Path) -> Path:
-    """Rename a damaged store (and its -wal/-shm) to the first free `<path>.corrupt-<n>`."""
-    n = 1
-    while path.with_name(f"{path.name}.corrupt-{n}").exists():
-        n += 1
-    aside = path.with_name(f"{path.name}.corrupt-{n}")
-    path.rename(aside)
-    for suffix in ("-wal", "-shm"):
-        side = path.with_name(path.name + suffix)
-        if side.exists():
-            side.rename(aside.with_name(aside.name + suffix))
-    return aside
 
 
 class HistoryStore:
@@ -157,11 +107,13 @@ class HistoryStore:
         self._bad_chunks_seen: set[tuple[int, float, int]] = set()
         self.on_bad_values: Callable[[int], None] | None = None
         """Called with each new count of dropped samples (the operator's metric)."""
+        self.migrated: Migration | None = None
+        """What opening the file migrated (`sqlite_schema`; None: nothing)."""
         self._ids: dict[tuple[SeriesKey, str], int] = {}
         self._in_transaction = False
         try:
             self._open()
-        except _BadChunks as exc:
+        except BadChunks as exc:
             if not recover:
                 raise ForesizeError(
                     f"{self.path}: history store is damaged ({exc}); start the operator, "
@@ -173,7 +125,7 @@ class HistoryStore:
                 ).rowcount
             self.repaired = f"dropped {exc}"
             self.bad_values += dropped * CHUNK_POINTS
-        except _Damaged as exc:
+        except Damaged as exc:
             if not recover or readonly:
                 raise ForesizeError(
                     f"{self.path}: history store is damaged ({exc}); move it aside or start "
@@ -181,11 +133,11 @@ class HistoryStore:
                 ) from None
             with contextlib.suppress(Exception):
                 self.db.close()
-            aside = _move_aside(self.path)
+            aside = move_aside(self.path)
             self.recovered = (aside, str(exc))
             try:
                 self._open()
-            except _Damaged as again:  # pragma: no cover - a fresh file cannot be damaged
+            except Damaged as again:  # pragma: no cover - a fresh file cannot be damaged
                 raise ForesizeError(f"{self.path}: cannot start an empty store ({again})") from None
 
     def _open(self) -> None:
@@ -197,36 +149,19 @@ class HistoryStore:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 self.db = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False)
             self.db.execute("PRAGMA busy_timeout=30000")
-            self._check_integrity()
+            check_integrity(self.db)
             if not self.readonly:
                 self.db.execute("PRAGMA journal_mode=WAL")
                 self.db.execute("PRAGMA synchronous=NORMAL")
-                self.db.executescript(_SCHEMA)
-                self._check_schema()
+            self.migrated = prepare(self.db, self.path, readonly=self.readonly)
+            if not self.readonly:
                 self._check_step()
                 self._check_chunks()
         except sqlite3.DatabaseError as exc:
             # "file is not a database", "database disk image is malformed", ...
-            raise _Damaged(str(exc)) from None
+            raise Damaged(str(exc)) from None
         except (sqlite3.Error, OSError) as exc:
             raise ForesizeError(f"{self.path}: cannot open history store: {exc}") from None
-
-    def _check_integrity(self) -> None:
-        # quick_check reads every page once (O(N), no index cross-check): seconds for a
-        # large file, paid once per start, and it catches torn or overwritten pages.
-        rows = self.db.execute("PRAGMA quick_check(5)").fetchall()
-        if [r[0] for r in rows] != ["ok"]:
-            found = " ".join(" ".join(str(r[0]) for r in rows).split())  # one line
-            raise _Damaged(f"quick_check: {found}"[:160])
-
-    def _check_schema(self) -> None:
-        for table, needed in _COLUMNS.items():
-            have = {r[1] for r in self.db.execute(f"PRAGMA table_info({table})")}
-            if not needed <= have:
-                raise ForesizeError(
-                    f"{self.path}: not a Foresize history store (table {table} lacks "
-                    f"{', '.join(sorted(needed - have))}); refusing to touch it"
-                )
 
     def _check_step(self) -> None:
         row = self.db.execute("SELECT value FROM meta WHERE key='step'").fetchone()
@@ -237,7 +172,7 @@ class HistoryStore:
         try:
             stored = float(row[0])
         except (TypeError, ValueError):
-            raise _Damaged(f"meta.step is {str(row[0])[:40]!r}, not a number") from None
+            raise Damaged(f"meta.step is {str(row[0])[:40]!r}, not a number") from None
         if stored != self.step:
             raise ForesizeError(
                 f"{self.path}: history store was created with step {row[0]} s, not {self.step} s"
@@ -252,7 +187,7 @@ class HistoryStore:
             (CHUNK_BYTES,),
         ).fetchone()
         if count:
-            raise _BadChunks(int(count), f"series/step/chunk {first}, not {CHUNK_BYTES}")
+            raise BadChunks(int(count), f"series/step/chunk {first}, not {CHUNK_BYTES}")
 
     def close(self) -> None:
         self.db.close()
@@ -270,15 +205,15 @@ class HistoryStore:
         if missing:
             if create:
                 self.db.executemany(
-                    "INSERT OR IGNORE INTO series (namespace, workload, container, resource)"
-                    " VALUES (?, ?, ?, ?)",
-                    [(k.namespace, k.workload, k.container, resource) for k in missing],
+                    "INSERT OR IGNORE INTO series (namespace, workload_kind, workload, "
+                    "container, resource) VALUES (?, ?, ?, ?, ?)",
+                    [(k.namespace, k.kind, k.workload, k.container, resource) for k in missing],
                 )
             for k in missing:
                 row = self.db.execute(
-                    "SELECT id FROM series WHERE namespace=? AND workload=? AND container=?"
-                    " AND resource=?",
-                    (k.namespace, k.workload, k.container, resource),
+                    "SELECT id FROM series WHERE namespace=? AND workload_kind=? AND workload=?"
+                    " AND container=? AND resource=?",
+                    (k.namespace, k.kind, k.workload, k.container, resource),
                 ).fetchone()
                 if row is not None:
                     self._ids[(k, resource)] = row[0]
@@ -387,8 +322,18 @@ class HistoryStore:
             raise ValueError(f"unknown event kind {kind!r}")
         with self.db:
             self.db.execute(
-                "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (key.namespace, key.workload, key.container, kind, float(t), float(value), pod),
+                "INSERT INTO events (namespace, workload_kind, workload, container, kind, ts,"
+                " value, pod) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    key.namespace,
+                    key.kind,
+                    key.workload,
+                    key.container,
+                    kind,
+                    float(t),
+                    float(value),
+                    pod,
+                ),
             )
 
     # -- maintenance -------------------------------------------------------------------
@@ -572,10 +517,10 @@ class HistoryStore:
         self, key: SeriesKey, kind: str | None, start: float, end: float
     ) -> list[tuple[float, str, float]]:
         q = (
-            "SELECT ts, kind, value FROM events WHERE namespace=? AND workload=? AND container=?"
-            " AND ts >= ? AND ts < ?"
+            "SELECT ts, kind, value FROM events WHERE namespace=? AND workload_kind=?"
+            " AND workload=? AND container=? AND ts >= ? AND ts < ?"
         )
-        args: list[str | float] = [key.namespace, key.workload, key.container, start, end]
+        args: list[str | float] = [key.namespace, key.kind, key.workload, key.container, start, end]
         if kind is not None:
             q += " AND kind = ?"
             args.append(kind)
@@ -584,8 +529,9 @@ class HistoryStore:
 
     def first_seen(self, key: SeriesKey) -> float | None:
         rows = self.db.execute(
-            "SELECT MIN(first_seen) FROM series WHERE namespace=? AND workload=? AND container=?",
-            (key.namespace, key.workload, key.container),
+            "SELECT MIN(first_seen) FROM series WHERE namespace=? AND workload_kind=?"
+            " AND workload=? AND container=?",
+            (key.namespace, key.kind, key.workload, key.container),
         ).fetchone()
         return None if rows is None or rows[0] is None else float(rows[0])
 
@@ -593,6 +539,7 @@ class HistoryStore:
         return [
             SeriesKey(*r)
             for r in self.db.execute(
-                "SELECT DISTINCT namespace, workload, container FROM series ORDER BY 1, 2, 3"
+                "SELECT DISTINCT namespace, workload, container, workload_kind FROM series"
+                " ORDER BY 1, 2, 3, 4"
             )
         ]

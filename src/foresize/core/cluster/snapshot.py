@@ -99,9 +99,27 @@ class ClusterSnapshot:
     _claim_index: tuple[list[VerticalClaim], int, dict[WorkloadKey, list[VerticalClaim]]] | None = (
         None
     )
+    # The kinds of top-level workload per (namespace, name), with the dict and the length
+    # it was built from (rebuilt when either differs), as for the HPA index.
+    _kinds_index: tuple[dict[str, Workload], int, dict[tuple[str, str], frozenset[str]]] | None = (
+        None
+    )
 
     def workload(self, kind: str, namespace: str, name: str) -> Workload | None:
         return self.workloads.get(f"{kind}/{namespace}/{name}")
+
+    def workload_kinds(self, namespace: str, name: str) -> frozenset[str]:
+        """The kinds of the workloads named `name` in `namespace` that are nobody's part
+        (a Deployment's ReplicaSet and a CronJob's Job are their owner's)."""
+        index = self._kinds_index
+        if index is None or index[0] is not self.workloads or index[1] != len(self.workloads):
+            kinds: dict[tuple[str, str], set[str]] = defaultdict(set)
+            for wl in self.workloads.values():
+                if not (wl.kind in _INTERMEDIATE_KINDS and wl.owner is not None):
+                    kinds[(wl.namespace, wl.name)].add(wl.kind)
+            built = {k: frozenset(v) for k, v in kinds.items()}
+            index = self._kinds_index = (self.workloads, len(self.workloads), built)
+        return index[2].get((namespace, name), frozenset())
 
     def top_owner(self, pod: Pod) -> Workload | None:
         """Resolve the pod's controller chain: ReplicaSet -> Deployment/Rollout, Job ->

@@ -20,7 +20,7 @@ scheduler's queue and counted by the guard as Pending pods).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,7 +28,7 @@ import numpy as np
 from foresize.core.api.quantity import CPU, MEMORY
 from foresize.core.cluster.model import HorizontalPodAutoscaler, Workload
 from foresize.core.cluster.replicas import predict_replicas
-from foresize.core.history import TOTAL_CONTAINER, HistoryReader, SeriesKey
+from foresize.core.history import TOTAL_CONTAINER, HistoryReader, SeriesKey, merged_window
 from foresize.core.horizontal.planner import per_replica_capacity
 
 COMING_WINDOW = 86400.0
@@ -55,15 +55,22 @@ class ComingReplicas:
 
 
 def peak_totals(
-    history: HistoryReader, workload: Workload, resources: set[str], now: float
+    history: HistoryReader,
+    workload: Workload,
+    resources: set[str],
+    now: float,
+    kinds: Sequence[str] | None = None,
 ) -> dict[str, float]:
     """resource -> the highest 5-minute bucket of the workload's summed usage over the last
-    `COMING_WINDOW`, in canonical units (resources with no sample left out)."""
-    key = SeriesKey(workload.namespace, workload.name, TOTAL_CONTAINER)
+    `COMING_WINDOW`, in canonical units (resources with no sample left out); `kinds`: the
+    kinds of history it reads (`history.history_kinds`; None: its own)."""
+    key = SeriesKey(workload.namespace, workload.name, TOTAL_CONTAINER, workload.kind)
     length = int(COMING_WINDOW // COMING_STEP)
     out: dict[str, float] = {}
     for resource in sorted(resources & set(_TO_CANONICAL)):
-        values = history.window([key], resource, now, length, COMING_STEP)[0]
+        values = merged_window(
+            history, key, kinds or (workload.kind,), resource, now, length, COMING_STEP
+        )
         finite = values[np.isfinite(values)]
         if finite.size:
             out[resource] = float(finite.max()) * _TO_CANONICAL[resource]
@@ -107,13 +114,14 @@ def coming_replicas(
     history: HistoryReader,
     now: float,
     pod_requests: Mapping[str, int] | None = None,
+    kinds: Sequence[str] | None = None,
 ) -> ComingReplicas | None:
     """The HPA's forecast count over the coming `COMING_WINDOW` for `workload` (None: no
-    Resource metric with history)."""
+    Resource metric with history); `kinds`: as `peak_totals`."""
     resources = hpa_resources(hpa)
     if not resources:
         return None
-    peak = peak_totals(history, workload, resources, now)
+    peak = peak_totals(history, workload, resources, now, kinds)
     n = forecast_hpa_replicas(hpa, workload, peak, pod_requests)
     if n is None:
         return None

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from foresize.core.api.quantity import CPU, MEMORY
-from foresize.core.history import OOM, HistoryReader, SeriesKey
+from foresize.core.history import OOM, UNKNOWN_KIND, HistoryReader, SeriesKey
 
 MODEL_STEP = 300.0
 """Models run on the 5-minute grid (architecture §3.1)."""
@@ -45,22 +45,30 @@ def load_histories(
     containers: Sequence[str],
     now: float,
     *,
+    kinds: Sequence[str] = (UNKNOWN_KIND,),
     window: float = HISTORY_WINDOW,
     step: float = MODEL_STEP,
 ) -> dict[str, ContainerHistory]:
     """Container histories of one workload from any `HistoryReader` (SQLite, in-memory,
-    Prometheus), on the model grid ending at `now`, with recent OOM kills."""
+    Prometheus), on the model grid ending at `now`, with recent OOM kills; `kinds`: the
+    kinds of history it reads (`history.history_kinds`: its own kind, and the history of
+    an unknown kind while its name is its kind's alone), folded by their maximum."""
     length = max(1, int(window // step))
-    keys = [SeriesKey(namespace, workload, c) for c in containers]
-    cpu = reader.window(keys, CPU, now, length, step)
-    mem = reader.window(keys, MEMORY, now, length, step)
+    # One read per resource for every container under every kind, folded over the kinds.
+    keys = [SeriesKey(namespace, workload, c, k) for c in containers for k in kinds]
+    shape = (len(containers), len(kinds), length)
+    with np.errstate(all="ignore"):
+        cpu = np.fmax.reduce(reader.window(keys, CPU, now, length, step).reshape(shape), axis=1)
+        mem = np.fmax.reduce(reader.window(keys, MEMORY, now, length, step).reshape(shape), axis=1)
     out = {}
-    for i, (c, k) in enumerate(zip(containers, keys, strict=True)):
-        events = reader.events(k, OOM, now - window, now + 1e-9)
+    for i, c in enumerate(containers):
+        own = keys[i * len(kinds) : (i + 1) * len(kinds)]
+        events = sorted(e for k in own for e in reader.events(k, OOM, now - window, now + 1e-9))
+        seen = [t for t in (reader.first_seen(k) for k in own) if t is not None]
         out[c] = ContainerHistory(
             cpu=cpu[i],
             memory=mem[i],
-            first_seen=reader.first_seen(k),
+            first_seen=min(seen) if seen else None,
             oom_times=[e[0] for e in events],
             oom_usage=[e[2] if e[2] > 0 else math.nan for e in events],
         )

@@ -9,7 +9,13 @@ from collections.abc import Callable
 from foresize.core.api.quantity import CPU, MEMORY
 from foresize.core.cluster.snapshot import ClusterSnapshot, TargetObject
 from foresize.core.cluster.target import target_view
-from foresize.core.history import TOTAL_CONTAINER, HistoryReader, SeriesKey, trace_series
+from foresize.core.history import (
+    TOTAL_CONTAINER,
+    HistoryReader,
+    HistoryWorkload,
+    history_kinds,
+    trace_series,
+)
 from foresize.core.recommend.histories import HISTORY_WINDOW
 from foresize.core.recommend.suggestions import effective_model
 
@@ -36,11 +42,13 @@ def horizontal_forecasts(
         if (wanted is None and not view.horizontal_autonomous) or not view.ref_kind:
             continue
         ns = view.namespace
+        workload = HistoryWorkload(view.ref_kind, view.ref_name)
         total = trace_series(
             history,
-            SeriesKey(ns, view.ref_name, TOTAL_CONTAINER),
+            workload.key(ns, TOTAL_CONTAINER),
             now - HISTORY_WINDOW,
             now + 1,
+            history_kinds(snapshot, ns, workload),
         )
         if total is None:
             continue

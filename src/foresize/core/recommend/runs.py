@@ -57,7 +57,7 @@ from foresize.core.cluster.model import DISRUPTION_TARGET, Container, Workload
 from foresize.core.cluster.snapshot import ClusterSnapshot, TargetObject
 from foresize.core.cluster.target import TargetView, target_view
 from foresize.core.cluster.target_fields import suggestion_from
-from foresize.core.history import HistoryReader
+from foresize.core.history import HistoryReader, HistoryWorkload, history_kinds
 from foresize.core.recommend.explain import Explanation, amount, status_entries
 from foresize.core.recommend.histories import MODEL_STEP, TO_CANONICAL, ContainerHistory
 from foresize.core.recommend.oom import OOM_FACTOR
@@ -170,19 +170,22 @@ def is_run_of(w: Workload, view: TargetView) -> bool:
     return w.owner is not None and (w.owner.kind, w.owner.name) == (CRONJOB, view.ref_name)
 
 
-def runs_template(snapshot: ClusterSnapshot, view: TargetView) -> tuple[str, Workload | None]:
+def runs_template(
+    snapshot: ClusterSnapshot, view: TargetView
+) -> tuple[HistoryWorkload, Workload | None]:
     """(the history workload, the workload whose template the runs' pods are made from) of
     a CronJob or JobGroup target: a group's template is its newest Job's (None: no Job of
     the group in the snapshot)."""
     if view.ref_kind != JOB_GROUP:
-        return view.ref_name, snapshot.workload(CRONJOB, view.namespace, view.ref_name)
+        cronjob = snapshot.workload(CRONJOB, view.namespace, view.ref_name)
+        return HistoryWorkload(CRONJOB, view.ref_name), cronjob
     jobs = [w for w in snapshot.workloads.values() if is_run_of(w, view)]
     newest = max(
         jobs,
         key=lambda w: (w.job.start or 0.0 if w.job is not None else 0.0, w.name),
         default=None,
     )
-    return history_workload(view.ref_name), newest
+    return HistoryWorkload(JOB_GROUP, history_workload(view.ref_name)), newest
 
 
 def _evicted(snapshot: ClusterSnapshot, namespace: str, job: str) -> str:
@@ -519,7 +522,10 @@ def plan_run_suggestion(
         return None
     containers = list(workload.template.containers)
     names = [c.name for c in containers]
-    histories = load_histories(history, view.namespace, keyed, names, now, window=HISTORY_WINDOW)
+    kinds = history_kinds(snapshot, view.namespace, keyed)
+    histories = load_histories(
+        history, view.namespace, keyed.name, names, now, kinds=kinds, window=HISTORY_WINDOW
+    )
     current = current_requests(containers, state.latest.get(view.key), target)
     failed = failed_jobs(snapshot, view, get(target, "status"), now, HISTORY_WINDOW)
     results = {

@@ -10,7 +10,7 @@ from foresize.core.cluster.model import Container
 from foresize.core.cluster.snapshot import ClusterSnapshot, TargetObject
 from foresize.core.cluster.target import target_view
 from foresize.core.errors import ForesizeError
-from foresize.core.history import workload_of_pod
+from foresize.core.history import HistoryWorkload, history_kinds, history_workload_of
 
 if TYPE_CHECKING:
     import numpy as np
@@ -19,15 +19,28 @@ if TYPE_CHECKING:
     from foresize.core.recommend.histories import ContainerHistory
 
 
+HistoryRead = tuple[str, tuple[str, ...]]
+"""A workload whose history a target reads: its name and the kinds of history it reads
+(`history.history_kinds`)."""
+
+
+def history_read(
+    snapshot: ClusterSnapshot, namespace: str, workload: HistoryWorkload
+) -> HistoryRead:
+    return workload.name, history_kinds(snapshot, namespace, workload)
+
+
 def history_source(
     snapshot: ClusterSnapshot, target: TargetObject
-) -> tuple[list[str], list[Container]] | None:
-    """(history workload names, containers with their current resources) of a target.
+) -> tuple[list[HistoryRead], list[Container]] | None:
+    """(the workloads whose history it reads, containers with their current resources) of
+    a target.
 
     A scaleTargetRef target: its workload and the workload's template. A selector target:
     the workload of every pod it selects, as the collector keys history (the pod's
-    controller, or the pod itself), and each container name's resources on the first
-    selected pod that has it. None when there is nothing to forecast yet."""
+    controller, or the pod itself: `history.history_workload_of`), and each container
+    name's resources on the first selected pod that has it. None when there is nothing
+    to forecast yet."""
     try:
         view = target_view(target)
     except (ForesizeError, ValueError):
@@ -37,18 +50,18 @@ def history_source(
         workload = snapshot.workload(view.ref_kind, ns, view.ref_name)
         if workload is None or not workload.template.containers:
             return None
-        return [workload.name], list(workload.template.containers)
+        own = HistoryWorkload(workload.kind, workload.name)
+        return [history_read(snapshot, ns, own)], list(workload.template.containers)
     if not view.has_selector:
         return None
     pods = sorted(
         (p for p in snapshot.pods if p.namespace == ns and view.selects(p.labels)),
         key=lambda p: (p.creation_time, p.name),
     )
-    workloads: list[str] = []
+    workloads: list[HistoryRead] = []
     templates: dict[str, Container] = {}
     for p in pods:
-        owner = (p.owner.kind, p.owner.name) if p.owner is not None else None
-        wl = workload_of_pod(p.name, owner)
+        wl = history_read(snapshot, ns, history_workload_of(p, snapshot.top_owner(p)))
         if wl not in workloads:
             workloads.append(wl)
         for c in p.containers:

@@ -43,7 +43,7 @@ from foresize.core.errors import ForesizeError
 from foresize.core.history import HistoryReader
 from foresize.core.recommend.explain import event_line, event_message, status_entries
 from foresize.core.recommend.histories import HISTORY_WINDOW
-from foresize.core.recommend.sources import history_source, merged_histories
+from foresize.core.recommend.sources import HistoryRead, history_source, merged_histories
 
 if TYPE_CHECKING:  # types only: the recommender itself is imported where it runs
     from foresize.core.forecast.select import OnlineScores
@@ -112,7 +112,7 @@ class _Due:
     hpa: tuple[str, frozenset[str]] | None = None
     shadows: tuple[ShadowPolicy, ...] = ()  # `spec.shadow` (`recommend.shadow`)
     target: AIScaleTarget | None = None  # the API object (its shadows' models merge on it)
-    workloads: list[str] = field(default_factory=list)  # whose history it reads (`sources`)
+    workloads: list[HistoryRead] = field(default_factory=list)  # whose history it reads (`sources`)
     templates: list[Container] = field(default_factory=list)  # its containers' template
     params: RecommendParams | None = None  # read from the target once a round
 
@@ -375,8 +375,10 @@ def _load_request(
     assert d.params is not None  # `_due_target` reads them
     histories = merged_histories(
         [
-            load_histories(history, d.namespace, wl, d.containers, now, window=HISTORY_WINDOW)
-            for wl in d.workloads
+            load_histories(
+                history, d.namespace, wl, d.containers, now, kinds=kinds, window=HISTORY_WINDOW
+            )
+            for wl, kinds in d.workloads
         ]
     )
     # An empty forecast state (not None) starts the rolling backtest, carried from then

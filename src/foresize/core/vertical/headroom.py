@@ -28,7 +28,7 @@ except by the placeholders this pass released: their demand has landed.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -46,7 +46,13 @@ from foresize.core.cluster.headroom import (
 from foresize.core.cluster.model import Pod, ResourceMap, Suggestion
 from foresize.core.cluster.snapshot import ClusterSnapshot, TargetObject
 from foresize.core.cluster.target import TargetView, target_view
-from foresize.core.history import HistoryReader, SeriesKey
+from foresize.core.history import (
+    HistoryReader,
+    HistoryWorkload,
+    SeriesKey,
+    history_kinds,
+    merged_window,
+)
 from foresize.core.recommend.core import MEMORY_HEADROOM
 from foresize.core.recommend.request import CachedSchedule
 
@@ -85,14 +91,20 @@ def schedule_level(schedule: CachedSchedule, now: float, window: float) -> float
 
 
 def seasonal_peak(
-    history: HistoryReader, key: SeriesKey, resource: str, now: float, window: float
+    history: HistoryReader,
+    key: SeriesKey,
+    resource: str,
+    now: float,
+    window: float,
+    kinds: Sequence[str] | None = None,
 ) -> float | None:
     """The container's peak over the same window one day earlier (cores or bytes), None
-    without a sample there."""
+    without a sample there; `kinds`: the kinds of history read (`history.history_kinds`;
+    None: the key's own)."""
     # The last bucket holds the window's end (just before it: the bucket ending there).
     end = now - DAY + window - WINDOW_EPS
     length = max(1, math.ceil(window / GROWTH_STEP))
-    values = history.window([key], resource, end, length, GROWTH_STEP)[0]
+    values = merged_window(history, key, kinds or (key.kind,), resource, end, length, GROWTH_STEP)
     return float(np.nanmax(values)) if np.isfinite(values).any() else None
 
 
@@ -102,16 +114,19 @@ def coming_levels(
     key: SeriesKey,
     now: float,
     window: float,
+    kinds: Sequence[str] | None = None,
 ) -> Levels:
     """Per resource, the request (canonical units) the forecast sees the container at over
     the coming window (module notes); resources it has no view of are left out."""
     out: Levels = {}
     level = schedule_level(schedule, now, window) if schedule is not None else None
     if level is None and history is not None:
-        level = seasonal_peak(history, key, CPU, now, window)
+        level = seasonal_peak(history, key, CPU, now, window, kinds)
     if level is not None:
         out[CPU] = level * 1000.0  # cores -> millicores
-    memory = seasonal_peak(history, key, MEMORY, now, window) if history is not None else None
+    memory = (
+        seasonal_peak(history, key, MEMORY, now, window, kinds) if history is not None else None
+    )
     if memory is not None:
         out[MEMORY] = memory * (1.0 + MEMORY_HEADROOM)  # THE memory rule's headroom
     return out
@@ -119,8 +134,9 @@ def coming_levels(
 
 def _targeted_pods(
     snapshot: ClusterSnapshot, target: TargetObject
-) -> tuple[TargetView, str, list[Pod]] | None:
-    """(its view, workload name, running pods) of an autonomous scaleTargetRef target."""
+) -> tuple[TargetView, HistoryWorkload, list[Pod]] | None:
+    """(its view, the workload its history is kept under, running pods) of an autonomous
+    scaleTargetRef target."""
     try:
         view = target_view(target)
     except Exception:  # an unreadable spec: the worker reports it
@@ -135,7 +151,7 @@ def _targeted_pods(
         for p in snapshot.pods_of(wl)
         if p.phase == "Running" and p.node_name and not p.terminating
     ]
-    return view, wl.name, pods
+    return view, HistoryWorkload(wl.kind, wl.name), pods
 
 
 def forecast_demand(
@@ -158,6 +174,7 @@ def forecast_demand(
         if found is None:
             continue
         view, workload, pods = found
+        kinds = history_kinds(snapshot, view.namespace, workload)
         tkey = view.key
         # This pass's (or this shell's) suggestion, else the one in the target's status
         # (a target another shard's replica recommends for).
@@ -170,7 +187,7 @@ def forecast_demand(
                 continue
             grow = demand.setdefault(pool, {})
             for c in pod.containers:
-                gkey = f"{pod.namespace}/{workload}/{c.name}"
+                gkey = f"{pod.namespace}/{workload.name}/{c.name}"
                 seen.add(gkey)
                 cs = sugg.for_container(c.name) if sugg is not None else None
                 if cs is None:
@@ -178,10 +195,10 @@ def forecast_demand(
                 cached = state.levels.get(gkey)
                 if cached is None or not 0 <= now - cached[0] < GROWTH_STEP:
                     sched = schedules.get(tkey, {}).get(c.name)
-                    key = SeriesKey(pod.namespace, workload, c.name)
+                    key = workload.key(pod.namespace, c.name)
                     cached = state.levels[gkey] = (
                         now,
-                        coming_levels(history, sched, key, now, config.window),
+                        coming_levels(history, sched, key, now, config.window, kinds),
                     )
                 current = {**c.resources.requests, **resized.get(pod.key, {}).get(c.name, {})}
                 for r in (CPU, MEMORY):

@@ -14,16 +14,22 @@ nobody waits for. Only in-place modes yield: a recreated pod would only queue be
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from foresize.core.api.quantity import CPU, MIB
 from foresize.core.cluster.capacity import NodeLedger
-from foresize.core.cluster.model import ContainerSuggestion, Suggestion
+from foresize.core.cluster.model import ContainerSuggestion, Suggestion, Workload
 from foresize.core.cluster.snapshot import ClusterSnapshot
 from foresize.core.cluster.target import TargetView, target_view
-from foresize.core.history import HistoryReader, SeriesKey
+from foresize.core.history import (
+    HistoryReader,
+    HistoryWorkload,
+    SeriesKey,
+    history_kinds,
+    merged_window,
+)
 
 # What the pod "really uses now": the highest 1-minute sample of the last 15 minutes (the
 # worker's decision cadence), so a yield does not undercut a burst of the last minutes.
@@ -85,14 +91,22 @@ def yield_to_pending(
                 names |= {c.name for c in pod.containers}
         if lacking:
             out[view.key] = _yielded(
-                view, wl.name, sugg, sorted(names), lacking & {CPU, "memory"}, history, now
+                view,
+                wl,
+                history_kinds(snapshot, wl.namespace, HistoryWorkload(wl.kind, wl.name)),
+                sugg,
+                sorted(names),
+                lacking & {CPU, "memory"},
+                history,
+                now,
             )
     return out
 
 
 def _yielded(
     view: TargetView,
-    workload: str,
+    workload: Workload,
+    kinds: Sequence[str],
     sugg: Suggestion,
     names: list[str],
     resources: set[str],
@@ -113,8 +127,8 @@ def _yielded(
             want = requests.get(r)
             if want is None:
                 continue
-            key = SeriesKey(view.namespace, workload, name)
-            samples = history.window([key], r, now, length, YIELD_STEP)[0]
+            key = SeriesKey(view.namespace, workload.name, name, workload.kind)
+            samples = merged_window(history, key, kinds, r, now, length, YIELD_STEP)
             if not np.isfinite(samples).any():
                 continue
             used = float(np.nanmax(samples))

@@ -133,6 +133,8 @@ async def read_prometheus(
             f"(namespaces with data: {', '.join(namespaces)})"
         )
     history = await reader.read(start, end, step, scope=scope)
+    for note in history.notes:  # what could not be read (bare Jobs not grouped, ...)
+        print(f"note: {note}", file=sys.stderr)
     if not history.series:
         if selector_text is not None:
             raise ForesizeError(

@@ -214,7 +214,9 @@ def build_rows(
             key.namespace,
             key.workload,
             key.container,
-            kind=kinds.get((key.namespace, key.workload), "") or _group_kind(key.workload),
+            kind=key.kind
+            or kinds.get((key.namespace, key.workload), "")
+            or _group_kind(key.workload),
             replicas=replicas.get((key.namespace, key.workload), 1),
             oom_kills=kills,
         )
@@ -377,7 +379,7 @@ def _rows_without_usage(
             key.namespace,
             key.workload,
             key.container,
-            kind=kinds.get((key.namespace, key.workload), ""),
+            kind=key.kind or kinds.get((key.namespace, key.workload), ""),
             replicas=replicas.get((key.namespace, key.workload), 1),
             enough_data=False,
             no_usage=True,

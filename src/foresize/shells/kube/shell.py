@@ -218,7 +218,13 @@ class KubeShell:
         from foresize.adapters.telemetry.metrics import base_units
         from foresize.adapters.telemetry.recorder import pods_by_target
         from foresize.core.cluster.qos import spec_requests
-        from foresize.core.history import TOTAL_CONTAINER, SeriesKey
+        from foresize.core.cluster.target_fields import normalise_kind
+        from foresize.core.history import (
+            TOTAL_CONTAINER,
+            HistoryWorkload,
+            history_kinds,
+            trace_series,
+        )
 
         # One lookup per target, not a scan of every target per target (10k targets:
         # 50 million comparisons, and this ran on the event loop).
@@ -228,11 +234,19 @@ class KubeShell:
             if ref is None or not pods:
                 continue
             ns = key.split("/", 1)[0]
-            total_key = SeriesKey(ns, get_path(ref, "name"), TOTAL_CONTAINER)
+            workload = HistoryWorkload(normalise_kind(get_path(ref, "kind")), get_path(ref, "name"))
+            total = trace_series(
+                self.history,
+                workload.key(ns, TOTAL_CONTAINER),
+                now - 300.0,
+                now + 1.0,
+                history_kinds(snap, ns, workload),
+            )
+            if total is None:
+                continue
             for resource in ("cpu", "memory"):
-                _, used = self.history.series(total_key, resource, now - 300.0, now + 1.0)
-                used = np.asarray(used, dtype=np.float64)
-                if not np.isfinite(used).any():
+                used = total.cpu if resource == "cpu" else total.memory
+                if used is None or not np.isfinite(used).any():
                     continue
                 requested = sum(
                     base_units(resource, spec_requests(p).get(resource, 0))
@@ -265,7 +279,7 @@ class KubeShell:
         remediation reads them (keyed by workload and container, like usage)."""
         if self.history is None or not hasattr(self.history, "record_event"):
             return
-        from foresize.core.history import SeriesKey, history_workload_of
+        from foresize.core.history import history_workload_of
 
         for pod, container, when in self.recorder.new_ooms:
             # A Job the state no longer holds: its CronJob or job group from its naming
@@ -275,9 +289,7 @@ class KubeShell:
             usage = 0.0
             if status is not None:
                 usage = float(status.resources.limits.get("memory", 0))
-            self.history.record_event(
-                SeriesKey(pod.namespace, workload, container), "oom", when, usage
-            )
+            self.history.record_event(workload.key(pod.namespace, container), "oom", when, usage)
         self.recorder.new_ooms.clear()
 
     # ------------------------------------------------------------------ the pass

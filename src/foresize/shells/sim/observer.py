@@ -17,7 +17,7 @@ import numpy as np
 from foresize.adapters.history.aggregate import Grouping
 from foresize.core.cluster.boost import BOOST_ANNOTATION, PodCpuWindow
 from foresize.core.cluster.target import dsa_view
-from foresize.core.history import SeriesKey, job_pod_history
+from foresize.core.history import HistoryWorkload, SeriesKey, job_pod_history
 from foresize.core.lifecycle.daemonset import UsageWindow
 from foresize.shells.sim.recommenders import ForesizeRecommender, Recommender, SeriesInfo
 
@@ -57,7 +57,7 @@ class UsageObserver:
     rec: Recommender | ForesizeRecommender
     series: dict[tuple[str, str, str], int]
     info: list[SeriesInfo]
-    history_names: dict[str, str]
+    history_names: dict[str, HistoryWorkload]
     dsa_usage: UsageWindow
     pod_usage: PodCpuWindow
     _sampling: Sampling | None
@@ -162,8 +162,11 @@ class UsageObserver:
         return self._sampling
 
     def _history_key(self, series: int) -> SeriesKey:
-        """The history key of a series: namespace, workload name (not kind; a bare Job of a
-        job group: the group's, `cluster.jobs`), container."""
+        """The history key of a series: namespace, workload kind and name (a bare Job of
+        a job group: the group's, `cluster.jobs`), container."""
         info = self.info[series]
-        workload = self.history_names.get(info.workload) or info.workload.split("/", 1)[-1]
-        return SeriesKey(info.namespace, workload, info.container)
+        grouped = self.history_names.get(info.workload)
+        if grouped is not None:
+            return grouped.key(info.namespace, info.container)
+        kind, _, name = info.workload.rpartition("/")
+        return SeriesKey(info.namespace, name, info.container, kind)

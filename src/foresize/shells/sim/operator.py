@@ -53,6 +53,7 @@ from foresize.core.cluster.model import (
     Suggestion,
 )
 from foresize.core.cluster.pending import PendingDemand
+from foresize.core.history import HistoryWorkload
 from foresize.core.lifecycle.daemonset import UsageWindow
 from foresize.core.recommend.suggestions import suggestion_uid
 from foresize.core.reconcile import ActionQueue, ReconcileConfig, ReconcileState, plan_pass
@@ -175,7 +176,7 @@ class SimOperator(UsageObserver):
         self.targets: dict[str, Any] = {}  # target key -> AIScaleTarget
         self.target_series: dict[str, dict[str, int]] = {}  # target -> container -> series
         # "Job/<name>" -> the history workload of its job group (`cluster.jobs`).
-        self.history_names: dict[str, str] = {}
+        self.history_names: dict[str, HistoryWorkload] = {}
         self.template: dict[str, dict[str, tuple[dict[str, int], dict[str, int]]]] = {}
         self.last_recommend = -math.inf
         self.oom_seen: dict[tuple[str, str], float] = {}
@@ -233,7 +234,9 @@ class SimOperator(UsageObserver):
             if self.opt.targets is not None and key not in self.opt.targets:
                 continue
             if group is not None:
-                self.history_names[f"{wl.kind}/{wl.name}"] = history_workload(group)
+                self.history_names[f"{wl.kind}/{wl.name}"] = HistoryWorkload(
+                    JOB_GROUP, history_workload(group)
+                )
                 if f"{wl.namespace}/{group}" in self.targets:  # the group's target exists
                     for c in wl.template.containers:
                         self._series(wl.namespace, f"{wl.kind}/{wl.name}", c.name, 0.0)

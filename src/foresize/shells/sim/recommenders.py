@@ -221,7 +221,7 @@ class ForesizeRecommender:
     def groupings(self, keys: list[SeriesKey]) -> tuple[Grouping, Grouping]:
         """How samples keyed `keys` fold into history columns: per workload container, and
         per workload total (columns registered on first use)."""
-        totals = [SeriesKey(k.namespace, k.workload, TOTAL_CONTAINER) for k in keys]
+        totals = [k.of_container(TOTAL_CONTAINER) for k in keys]
         return Grouping(self.history.indices(keys)), Grouping(self.history.indices(totals))
 
     def observe_grouped(
