@@ -274,9 +274,7 @@ class ObjectStore(Subresources):
             nstype = self.types["/v1/namespaces"]
             if (nstype.key, "", namespace) not in self.objects:
                 raise not_found(nstype, namespace)
-        return self._create(
-            rtype, namespace, json_copy(body), keep_status=False, dry_run=dry_run
-        )
+        return self._create(rtype, namespace, json_copy(body), keep_status=False, dry_run=dry_run)
 
     def _create(
         self,
