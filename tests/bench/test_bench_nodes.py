@@ -9,9 +9,15 @@ import json
 from typer.testing import CliRunner
 
 from foresize.bench.nodes import (
+    DEMAND,
+    FLAVOURS,
     HELD,
+    HOURLY_PEAK,
     KEYS,
     POLICIES,
+    ROW_KEYS,
+    RUN_KEYS,
+    HourlyPeaks,
     medians,
     resize_landing,
     run_metrics,
@@ -24,7 +30,7 @@ from support import paths
 DATA = paths.DATA / "traces"
 
 
-def test_bench_nodes_json_has_exactly_the_issue_keys() -> None:
+def _bench_json(*args: str) -> dict:
     result = CliRunner().invoke(
         app,
         [
@@ -34,18 +40,21 @@ def test_bench_nodes_json_has_exactly_the_issue_keys() -> None:
             str(DATA),
             "--family",
             "crane",
-            "--flavour",
-            "karpenter",
             "--deployments",
             "1",
             "--duration",
             "1h",
+            *args,
             "--json",
         ],
     )
     assert result.exit_code == 0, result.output
-    out = json.loads(result.stdout)
-    assert list(out) == ["policies", HELD, "ran"]
+    return json.loads(result.stdout)
+
+
+def test_bench_nodes_json_has_exactly_the_issue_keys() -> None:
+    out = _bench_json("--flavour", "karpenter")
+    assert list(out) == ["policies", "runs", "ran"]
     # What the run covered, so a shorter or smaller run says so.
     assert out["ran"] == {
         "hours": 1.0,
@@ -54,10 +63,11 @@ def test_bench_nodes_json_has_exactly_the_issue_keys() -> None:
         "deployments": 1,
         "runs_per_policy": 1,
     }
-    assert list(out[HELD]) == list(POLICIES)
     assert list(out["policies"]) == list(POLICIES)
     for row in out["policies"].values():
-        assert tuple(row) == KEYS
+        # The issue's keys, in its order, with the held upsizes right after `stalls`.
+        assert tuple(k for k in row if k != HELD) == KEYS
+        assert tuple(row) == ROW_KEYS and ROW_KEYS.index(HELD) == KEYS.index("stalls") + 1
         assert row["node_hours"] > 1.0  # a base node for the hour, at least
         assert set(row["evictions_by_cause"]) == {
             "policy",
@@ -65,6 +75,59 @@ def test_bench_nodes_json_has_exactly_the_issue_keys() -> None:
             "node_pressure",
             "preemption",
         }
+
+
+def test_bench_nodes_json_has_a_row_per_run_and_medians_over_them() -> None:
+    out = _bench_json()  # both flavours: two runs per policy
+    runs = out["runs"]
+    assert [(r["family"], r["flavour"], r["policy"]) for r in runs] == [
+        ("crane", f, p) for f in FLAVOURS for p in POLICIES
+    ]
+    for r in runs:
+        assert tuple(r)[3:] == RUN_KEYS  # the medians' keys, and beside the request:
+        assert r[HOURLY_PEAK] >= r[DEMAND] > 0  # an hour's peak is at least its mean
+    for policy, median_row in out["policies"].items():
+        mine = [r for r in runs if r["policy"] == policy]
+        assert len(mine) == out["ran"]["runs_per_policy"] == 2
+        for key in ("node_hours", "cost", "cpu_request_core_hours", HELD):
+            assert median_row[key] == round((mine[0][key] + mine[1][key]) / 2, 4)
+
+
+def _hourly_peaks(cpu: dict, hours: float) -> float:
+    from foresize.shells.sim.runner import build, run_for
+    from foresize.shells.sim.scenario import parse_scenario
+
+    data = {
+        "name": "peaks",
+        "nodes": [{"name": "n", "cpu": "8", "memory": "32Gi"}],
+        "workloads": [
+            {
+                "kind": "Deployment",
+                "name": "a",
+                "replicas": 2,
+                "containers": [
+                    {"name": "app", "requests": {"cpu": "1", "memory": "256Mi"}, "usage": {
+                        "cpu": cpu, "memory": {"generator": "constant", "base": "128Mi"}}}
+                ],
+            }
+        ],
+    }  # fmt: skip
+    sim = build(parse_scenario(data, "<test>"), step=60.0)
+    peaks = HourlyPeaks(sim)
+    run_for(sim, hours * 3600.0)
+    return peaks.core_hours()
+
+
+def test_the_hourly_oracle_requests_each_hours_peak_for_every_replica() -> None:
+    # A flat 0.5 core on 2 replicas: the oracle asks what they use, 1 core·h an hour
+    # (less the first step, before the pods run).
+    flat = _hourly_peaks({"generator": "constant", "base": 0.5, "noise": 0}, 4)
+    assert 3.9 < flat <= 4.0
+    # A daily cycle of 0 to 1 core (mean 0.5): each hour at its own peak, a little above
+    # the mean's 24 core·h, half of holding the day's peak (1 core x 2 replicas x 24 h).
+    daily = {"generator": "diurnal", "base": 0.5, "amplitude": 1.0, "noise": 0}
+    day = _hourly_peaks(daily, 24)
+    assert 24.0 < day < 27.0
 
 
 def test_bench_nodes_refuses_an_unknown_family_or_flavour() -> None:

@@ -33,10 +33,14 @@ def test_bench_plan_json_small() -> None:
         "nodes",
         "seconds_median",
         "cpu_seconds_median",
+        "cold_seconds_median",
+        "cold_cpu_seconds_median",
         "peak_rss_mib",
     } <= out.keys()
     assert out["pods"] == 200 and out["targets"] == 20 and out["nodes"] == 10
     assert out["actions"] > 0 and out["seconds_median"] > 0
+    # The pass with the memo of the passes before plans what the pass after a restart does.
+    assert out["cold_actions"] == out["actions"] and out["changed"] == 0.1
 
 
 @pytest.mark.parametrize("option", ["--targets", "--pods", "--nodes", "--repeats"])
@@ -47,3 +51,12 @@ def test_bench_plan_rejects_bad_sizes(option: str) -> None:
     # A ForesizeError (one line, exit status 2 from `foresize.front.cli.main`), not a crash.
     assert isinstance(result.exception, ForesizeError), result.exception
     assert str(result.exception) == f"{option} must be at least 1, got 0"
+
+
+@pytest.mark.parametrize("value", ["-0.1", "1.5"])
+def test_bench_plan_rejects_a_share_of_changed_pods_outside_0_to_1(value: str) -> None:
+    from foresize.core.errors import ForesizeError
+
+    result = CliRunner().invoke(app, ["bench", "plan", "--changed", value])
+    assert isinstance(result.exception, ForesizeError), result.exception
+    assert str(result.exception) == f"--changed must be between 0 and 1, got {float(value)}"

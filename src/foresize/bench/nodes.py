@@ -47,6 +47,14 @@ KEYS = (
 # room, in place or as a recreation no node had room for. The guard sends no resize that
 # would sit Deferred, so `stalls` (the kubelet's) stays 0 where these are what waits.
 HELD = "upsizes_held_for_room"
+# A policy's row: the issue's keys with the held upsizes right after `stalls`, the figure
+# that is trivially 0 without them.
+ROW_KEYS = (*KEYS[: KEYS.index("stalls") + 1], HELD, *KEYS[KEYS.index("stalls") + 1 :])
+# Beside each run's request core·h (in `runs` only): what its pods wanted, and what an
+# oracle sizing every hour to that hour's peak would have requested (`HourlyPeaks`).
+DEMAND = "cpu_demand_core_hours"
+HOURLY_PEAK = "cpu_hourly_peak_core_hours"
+RUN_KEYS = (*ROW_KEYS[:3], DEMAND, HOURLY_PEAK, *ROW_KEYS[3:])
 # Evictions Foresize makes because a resize did not land: after stall_timeout, or at once
 # when the API server refused it (the worker's EvictPod reasons).
 STALL_EVICTION_REASONS = ("stall-fallback", "refused")
@@ -241,8 +249,45 @@ def _is_held_for_room(e: Any) -> bool:
     )
 
 
-def run_metrics(summary: dict[str, Any], events: EventLog) -> dict[str, Any]:
-    """One run's row (the issue's keys)."""
+class HourlyPeaks:
+    """What an oracle sizing each hour would request: every running replica at its
+    workload's highest CPU demand of that clock hour (per replica, any replica), with
+    perfect foresight and a change every hour. Where a policy's request core·h sit above
+    this is what it holds beyond each hour's peak; where a fixed request sits below it,
+    the workload outgrew it (throttling, or contention on a full node).
+
+    Fed by the simulator's usage step (`sim.on_usage`): per step and workload, the
+    highest demand and the replica-seconds."""
+
+    def __init__(self, sim: Any) -> None:
+        self.sim = sim
+        self.peak: dict[tuple[int, int], float] = {}  # (hour, workload row) -> cores
+        self.slot_seconds: dict[tuple[int, int], float] = {}
+        sim.on_usage(self.observe)
+
+    def observe(self, t: float, keys: Any, used: Any, seen: Any) -> None:
+        metering = self.sim.metering
+        idx, _ = metering.active()
+        if not idx.size:
+            return
+        hour = int(t // 3600)
+        wl = metering.usage.wl[idx]
+        demand = metering.usage.cpu_demand[idx]
+        for w in np.unique(wl).tolist():
+            mine = wl == w
+            key = (hour, w)
+            self.peak[key] = max(self.peak.get(key, 0.0), float(demand[mine].max()))
+            self.slot_seconds[key] = self.slot_seconds.get(key, 0.0) + mine.sum() * self.sim.step
+
+    def core_hours(self) -> float:
+        return sum(p * self.slot_seconds[k] for k, p in self.peak.items()) / 3600.0
+
+
+def run_metrics(
+    summary: dict[str, Any], events: EventLog, hourly_peak_core_hours: float | None = None
+) -> dict[str, Any]:
+    """One run's row (the issue's keys, the held upsizes after `stalls`; with
+    `hourly_peak_core_hours`, the demand and the hourly oracle after the request)."""
     t = summary["totals"]
     nodes = summary["node_autoscaler"]
     landed, decisions, in_place = resize_landing(events)
@@ -253,10 +298,12 @@ def run_metrics(summary: dict[str, Any], events: EventLog) -> dict[str, Any]:
     )
     # Each held pod once (the worker reports a hold once per pod and change).
     held = len({e.object for e in events.query("Event") if _is_held_for_room(e)})
-    return {
+    row = {
         "node_hours": nodes["node_hours"],
         "cost": nodes["cost"],
         "cpu_request_core_hours": float(t.get("cpu_requested_core_hours", 0.0)),
+        DEMAND: float(t.get("cpu_demand_core_hours", 0.0)),
+        HOURLY_PEAK: hourly_peak_core_hours,
         "oom_kills": t.get("oom_kills", 0),
         "throttled_seconds": t.get("throttled_seconds", 0.0),
         "stalls": t.get("stalls", 0),
@@ -268,6 +315,7 @@ def run_metrics(summary: dict[str, Any], events: EventLog) -> dict[str, Any]:
         "do_not_disrupt_evictions": nodes["do_not_disrupt_evictions"],
         HELD: held,
     }
+    return {k: row[k] for k in RUN_KEYS}
 
 
 def _median(values: list[Any]) -> Any:
@@ -278,7 +326,7 @@ def _median(values: list[Any]) -> Any:
 def medians(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Each key's median over the runs (evictions by cause: per cause)."""
     out: dict[str, Any] = {}
-    for key in (*KEYS, HELD):
+    for key in ROW_KEYS:
         if rows and key not in rows[0]:
             continue
         if key == "evictions_by_cause":
@@ -299,9 +347,10 @@ def run_bench(
     step: float = 60.0,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """Every policy on every (family, flavour) scenario; medians per policy, plus each
-    run's row under `runs`."""
-    from foresize.shells.sim.runner import simulate
+    """Every policy on every (family, flavour) scenario: the medians per policy under
+    `policies`, and each run's row under `runs` (its family, flavour and policy first)."""
+    from foresize.shells.sim.runner import build, run_for
+    from foresize.shells.sim.scenario import check_run_size
 
     per_policy: dict[str, list[dict[str, Any]]] = {p: [] for p in POLICIES}
     runs = []
@@ -309,16 +358,18 @@ def run_bench(
         for flavour in flavours:
             sc = scenario(traces, family, flavour, deployments=deployments)
             for policy in POLICIES:
-                sim, summary = simulate(sc, duration=hours * 3600.0, policy=policy, step=step)
-                row = run_metrics(summary, sim.events)
-                per_policy[policy].append(row)
-                runs.append({"scenario": sc.name, "policy": policy, **row})
+                check_run_size(sc, hours * 3600.0, step)
+                sim = build(sc, policy=policy, step=step)
+                peaks = HourlyPeaks(sim)
+                run_for(sim, hours * 3600.0)
+                summary = sim.summary(policy=policy)
+                row = run_metrics(summary, sim.events, round(peaks.core_hours(), 3))
+                per_policy[policy].append({k: row[k] for k in ROW_KEYS})
+                runs.append({"family": family, "flavour": flavour, "policy": policy, **row})
                 if progress is not None:
                     progress(f"{sc.name} {policy}: {row['node_hours']:.1f} node-h")
-    summary = {p: medians(rows) for p, rows in per_policy.items()}
     return {
-        "policies": {p: {k: m[k] for k in KEYS} for p, m in summary.items()},
-        HELD: {p: m[HELD] for p, m in summary.items()},
+        "policies": {p: medians(rows) for p, rows in per_policy.items()},
         "runs": runs,
         "hours": hours,
         "step_seconds": step,

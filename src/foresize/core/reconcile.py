@@ -218,7 +218,12 @@ def plan_pass(
     room = config.headroom  # its pools read by the pass's pool labels (one reading)
     if room is not None and room.pool_labels != config.node_pool_labels:
         room = dataclasses.replace(room, pool_labels=config.node_pool_labels)
-    ledger = NodeLedger(snapshot, expected, room.namespace if room is not None else None)
+    ledger = NodeLedger(
+        snapshot,
+        expected,
+        room.namespace if room is not None else None,
+        memo=state.worker.memo.ledger,
+    )
     if dsa_usage is not None:  # its own usage window: not the recommender's history
         actions += _daemonsets(snapshot, now, state, dsa_usage, ledger)
     if history is not None:

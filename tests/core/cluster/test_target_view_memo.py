@@ -79,3 +79,28 @@ def test_object_with_a_resource_version_is_recognised_by_it(monkeypatch) -> None
     manifest["spec"]["vertical"]["mode"] = "observe"
     newer = parse_target(manifest)
     assert target_view(newer).vertical_mode == "observe"
+
+
+def test_ten_thousand_served_targets_are_each_read_once_a_pass() -> None:
+    """Issue 26: a pass reads every target. Keyed by object identity and cleared whole at
+    4,096 entries, the memo forgot every view in each pass of a 10,000-target cluster."""
+    targets = []
+    for i in range(10_000):
+        manifest = _manifest()
+        manifest["metadata"].update(name=f"web-{i}", uid=f"t-{i}", resourceVersion=str(i))
+        targets.append(parse_target(manifest))
+    first = [target_view(t) for t in targets]
+    assert all(target_view(t) is view for t, view in zip(targets, first, strict=True))
+
+
+def test_two_objects_of_one_version_keep_their_own_views() -> None:
+    """The policy hierarchy's effective target is a copy with the same uid and
+    resourceVersion but another spec (`cluster.policies`): each object its own view."""
+    manifest = _manifest()
+    manifest["metadata"]["resourceVersion"] = "7"
+    written = parse_target(manifest)
+    effective = written.model_copy(deep=True)
+    effective.spec.vertical.mode = "observe"  # before anyone read it
+    assert target_view(written).vertical_mode == "autonomous"
+    assert target_view(effective).vertical_mode == "observe"
+    assert target_view(written).vertical_mode == "autonomous"

@@ -45,6 +45,38 @@ def test_nanquantile_matches_numpy():
     assert np.isnan(nanquantile(np.full((1, 4), np.nan), qs)).all()
 
 
+def test_forward_max_by_blocks_of_rows_equals_the_definition():
+    """Rows are computed a block at a time (`FORWARD_MAX_CELLS`): every block, the last
+    one short, gives the maximum of the next h columns, NaN where all are missing."""
+    from foresize.core.forecast.models import FORWARD_MAX_CELLS
+
+    rng = np.random.default_rng(4)
+    t = 700
+    rows = 2 * (FORWARD_MAX_CELLS // t) + 3  # two whole blocks and a short one
+    y = rng.random((rows, t))
+    y[rng.random(y.shape) < 0.3] = np.nan
+    want = np.full_like(y, np.nan)
+    for c in range(t - 1):
+        ahead = y[:, c + 1 : c + 4]
+        seen = ~np.isnan(ahead).all(axis=1)
+        want[seen, c] = np.nanmax(ahead[seen], axis=1)
+    assert np.array_equal(forward_max(y, 3), want, equal_nan=True)
+    assert np.isnan(forward_max(y[:, :2], 5)[:, 1]).all()  # h beyond the columns
+
+
+def test_nanquantile_counts_the_values_of_rows_with_and_without_gaps():
+    rng = np.random.default_rng(1)
+    a = rng.random((40, 3, 30))
+    a[::3, :, ::4] = np.nan  # some rows with gaps, the others whole
+    a[5, 1] = np.nan  # one with no value at all
+    qs = np.array([0.0, 0.3, 0.98, 1.0])
+    got = nanquantile(a, qs)
+    with np.errstate(invalid="ignore"), pytest.warns(RuntimeWarning):
+        want = np.moveaxis(np.nanquantile(a, qs, axis=-1), 0, -1)
+    assert np.allclose(got, want, equal_nan=True)
+    assert np.isnan(got[5, 1]).all() and not np.isnan(got[5, 0]).any()
+
+
 def test_pinball_loss():
     assert pinball(np.array(10.0), np.array(8.0), 0.9) == pytest.approx(1.8)
     assert pinball(np.array(10.0), np.array(12.0), 0.9) == pytest.approx(0.2)

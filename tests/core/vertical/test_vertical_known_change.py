@@ -169,8 +169,8 @@ def test_the_planner_follows_replaced_pods_and_forgets_gone_ones() -> None:
     # The pod came back at the suggested size: nothing more to do.
     actions, state = plan(_snap([_pod(200)], target), 200.0, state, suggestions=s)
     assert not [a for a in actions if isinstance(a, ResizePod)]
-    assert set(state.targets["default/web"].known) == {"uid-p0"}
+    assert set(state.memo.pods) == {"uid-p0"}
     # p0 is gone, p1 came: only p1 is remembered.
     actions, state = plan(_snap([_pod(100, name="p1")], target), 300.0, state, suggestions=s)
     assert [a.name for a in actions if isinstance(a, ResizePod)] == ["p1"]
-    assert set(state.targets["default/web"].known) == {"uid-p1"}
+    assert set(state.memo.pods) == {"uid-p1"}

@@ -84,3 +84,20 @@ def test_the_hold_clock_survives_a_restart() -> None:
     restored = WorkerState.from_statuses({KEY: state.to_status(KEY)})
     actions, _ = plan(s, 120.0, restored, config, suggestions=SUGGESTION)
     assert of(actions, EvictPod)  # the hold began at 0 s, before the restart
+
+
+def test_a_hold_ends_when_its_upsize_vanishes() -> None:
+    """The suggestion falls back to what the pods have: the hold for room is dropped from
+    status, and a later upsize waits its own stall_timeout instead of inheriting the old
+    clock and being recreated at once."""
+    s = full_node()
+    config = WorkerConfig(node_autoscaler=True)
+    current = sugg(cpu=500, mem=100 * MIB)  # what the pods request: no upsize
+    _, state = plan(s, 0.0, WorkerState(), config, suggestions=SUGGESTION)
+    assert state.to_status(KEY)["noRoomSince"]  # both pods held for room
+    _, state = plan(s, 60.0, state, config, suggestions=current)
+    assert not state.to_status(KEY)["noRoomSince"]
+    actions, state = plan(s, 120.0, state, config, suggestions=SUGGESTION)
+    assert not of(actions, EvictPod)  # held again from 120 s
+    actions, _ = plan(s, 240.0, state, config, suggestions=SUGGESTION)
+    assert of(actions, EvictPod)

@@ -93,18 +93,22 @@ async def test_a_live_lease_of_another_holder_is_left_alone_then_taken_over_when
             leaseTransitions=3,
         )
     )
-    clock = Clock()
-    elector = LeaseElector(api, "foresize", "foresize-shard-1", "pod-a", clock=clock)
+    clock, mono = Clock(), Clock(100.0)
+    elector = LeaseElector(
+        api, "foresize", "foresize-shard-1", "pod-a", clock=clock, monotonic=mono
+    )
     assert not await elector.try_acquire_or_renew()
     assert apiserver.calls("PATCH", f"{PATH}/foresize-shard-1$") == []
     # pod-b renews, but its clock is 10 minutes behind ours: its renewTime looks ancient,
     # yet the record changed, so the lease is alive and must not be stolen.
     renew_by_other(apiserver, "foresize-shard-1", renewTime=micro_time(T0 - 600))
     clock.now += 20
+    mono.now += 20
     assert not await elector.try_acquire_or_renew()
     assert apiserver.calls("PATCH", f"{PATH}/foresize-shard-1$") == []
     rv = apiserver.get("Lease", "foresize", "foresize-shard-1")["metadata"]["resourceVersion"]
     clock.now += 20  # pod-b stopped renewing: unchanged for more than 15 s
+    mono.now += 20
     assert await elector.try_acquire_or_renew()
     (takeover,) = apiserver.calls("PATCH", f"{PATH}/foresize-shard-1$")
     assert takeover.code == 200
@@ -120,6 +124,33 @@ async def test_a_live_lease_of_another_holder_is_left_alone_then_taken_over_when
     }
     assert apiserver.get("Lease", "foresize", "foresize-shard-1")["spec"]["holderIdentity"] == (
         "pod-a"
+    )
+
+
+async def test_a_step_of_the_wall_clock_does_not_expire_a_live_lease(apiserver, api):
+    """Expiry is counted on the monotonic clock (client-go: Go's time.Now carries a
+    monotonic reading, which its observedTime comparisons use): our wall clock stepping an
+    hour ahead (NTP, a VM resumed) 3 s after we saw pod-b's record does not make that
+    record 15 s old."""
+    apiserver.seed(
+        lease(
+            "foresize-shard-0",
+            holderIdentity="pod-b",
+            leaseDurationSeconds=15,
+            renewTime=micro_time(T0),
+        )
+    )
+    clock, mono = Clock(), Clock(100.0)
+    elector = LeaseElector(
+        api, "foresize", "foresize-shard-0", "pod-a", clock=clock, monotonic=mono
+    )
+    assert not await elector.try_acquire_or_renew()
+    clock.now += 3600
+    mono.now += 3
+    assert not await elector.try_acquire_or_renew()
+    assert apiserver.calls("PATCH", f"{PATH}/foresize-shard-0$") == []
+    assert apiserver.get("Lease", "foresize", "foresize-shard-0")["spec"]["holderIdentity"] == (
+        "pod-b"
     )
 
 

@@ -97,6 +97,23 @@ def seed_cluster(server: StrictApiServer) -> dict[str, str]:
     server.seed(VPA_CRD)
     server.seed(MPA_CRD)
     server.seed(namespace(OPERATOR_NS))
+    # A member Lease a killed replica left hours ago: the holder of shard 0 deletes it.
+    server.seed(
+        {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {
+                "name": "foresize-replica-gone",
+                "namespace": OPERATOR_NS,
+                "labels": {"foresize.io/member": "true"},
+            },
+            "spec": {
+                "holderIdentity": "gone",
+                "leaseDurationSeconds": 15,
+                "renewTime": "2020-01-01T00:00:00.000000Z",
+            },
+        }
+    )
     server.seed(node())
     dep = server.seed(deployment())
     rs = server.seed(replicaset(deployment_uid=dep["metadata"]["uid"]))
@@ -159,6 +176,7 @@ async def operator_run(server: StrictApiServer, opts: OperatorOptions) -> None:
                 len(server.calls("PATCH", "/resize$", code=200)) >= 2
                 and server.calls("PATCH", "webhookconfigurations")
                 and server.calls("PATCH", "/leases/", code=200)  # a renewal
+                and server.calls("DELETE", "/leases/foresize-replica-gone$")
             ):
                 break
         assert len(server.calls("PATCH", "/resize$", code=200)) >= 2
@@ -374,6 +392,7 @@ async def test_the_roles_grant_exactly_what_the_operator_calls(tmp_path, operato
             webhook_configuration=NAME,
             suggest_interval=3600,
             lease_retry=0.3,  # a renewal within the run
+            shards=2,  # balanced: the member Leases listed, a stale one deleted, ours too
         )
         await operator_run(server, opts)
         await executor_calls(server, uids, str(kubeconfig))

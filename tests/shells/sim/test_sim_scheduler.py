@@ -130,3 +130,18 @@ def test_a_pod_that_fits_but_for_a_nominated_pods_room_waits_without_preempting(
     assert sim.pod("default", "b").phase == "Pending"
     sim.run(40)
     assert sim.pod("default", "a").phase == "Running"
+
+
+def test_pods_of_one_priority_are_scheduled_in_the_order_they_were_created():
+    """kube-scheduler's queue sort (`PrioritySort.Less`, pkg/scheduler/framework/plugins/
+    queuesort/priority_sort.go): priority, then the time the pod was queued. `zeta` is
+    created first (its Deployment comes first) and takes the only room, though `alpha`'s
+    name sorts first."""
+    sim = make_sim(
+        [workload("zeta", containers=small("1200m")), workload("alpha", containers=small("1200m"))],
+        settle=5.0,
+    )
+    zeta, alpha = pods_of(sim, "zeta")[0], pods_of(sim, "alpha")[0]
+    assert zeta.creation_time == alpha.creation_time and zeta.uid < alpha.uid
+    assert zeta.node_name == "n"
+    assert alpha.phase == "Pending"

@@ -34,7 +34,7 @@ preempts them). Pending placeholders claim no room.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from foresize.core.cluster.actions import ContainerResize
 from foresize.core.cluster.headroom import is_placeholder
@@ -205,6 +205,41 @@ def _own_node_first(nodes: Mapping[str, object], own: str | None) -> Iterator[st
             yield name
 
 
+# Pod uid -> (the pod object, its `pod_charge`): valid for that very object only (the
+# shells never edit a pod they handed to a pass, `cluster.model`), so the planner's state
+# may carry it from pass to pass (`vertical.memo.PlanMemo`).
+ChargeMemo = dict[str, tuple[Pod, ResourceMap]]
+
+
+@dataclass(slots=True)
+class NodeRoom:
+    """A node's room at the start of a pass, and what it was computed from: the node
+    object, the very pod objects on it and the headroom namespace."""
+
+    node: object
+    pods: list[Pod]
+    headroom: str | None
+    free: ResourceMap
+    held: list[tuple[Pod, ResourceMap]]
+
+    def holds_for(self, node: object, pods: list[Pod], headroom: str | None) -> bool:
+        return (
+            self.node is node
+            and self.headroom == headroom
+            and len(self.pods) == len(pods)
+            and all(a is b for a, b in zip(self.pods, pods, strict=True))
+        )
+
+
+@dataclass(slots=True)
+class LedgerMemo:
+    """What a ledger derived that a later pass's ledger may reuse while its inputs are
+    the very same objects: each pod's charge, each node's room at the start of a pass."""
+
+    charges: ChargeMemo = field(default_factory=dict)
+    rooms: dict[str, NodeRoom] = field(default_factory=dict)
+
+
 class NodeLedger:
     """Free capacity per node for one pass, reduced as resizes and recreations are admitted,
     and the room Pending pods need (see the module's notes)."""
@@ -214,10 +249,13 @@ class NodeLedger:
         snapshot: ClusterSnapshot,
         expected: Iterable[Pod] = (),
         headroom_namespace: str | None = None,
+        memo: LedgerMemo | None = None,
     ) -> None:
         """`expected`: the pods an HPA is forecast to add (not in the snapshot), as
         admission would create them; their room is kept like a Pending pod's.
-        `headroom_namespace`: where headroom placeholders live (None: no headroom)."""
+        `headroom_namespace`: where headroom placeholders live (None: no headroom).
+        `memo`: the charges and rooms earlier passes derived (`LedgerMemo`), added to
+        as this pass derives more (None: a memo of this pass alone)."""
         self.snapshot = snapshot
         self._free: dict[str, ResourceMap] = {}
         self._pending: list[PendingNeed] | None = None
@@ -226,12 +264,13 @@ class NodeLedger:
         # node -> the placeholders on it whose room is still held, taken from the end.
         self._held: dict[str, list[tuple[Pod, ResourceMap]]] = {}
         self.released: list[Pod] = []  # placeholders a resize of this pass needs gone
-        # pod uid -> (the pod object, its `pod_charge`): each pod's charge once a pass,
-        # though the node walk, the pod's resize and its eviction all read it.
-        self._charges: dict[str, tuple[Pod, ResourceMap]] = {}
+        # Each pod's charge once (a pass at most), though the node walk, the pod's resize
+        # and its eviction all read it.
+        self._memo = LedgerMemo() if memo is None else memo
+        self._charges: ChargeMemo = self._memo.charges
 
     def charge(self, pod: Pod) -> ResourceMap:
-        """`pod_charge(pod)`, once per pod object this pass (read it, do not change it)."""
+        """`pod_charge(pod)`, once per pod object (read it, do not change it)."""
         hit = self._charges.get(pod.uid)
         if hit is not None and hit[0] is pod:
             return hit[1]
@@ -247,22 +286,32 @@ class NodeLedger:
         headroom placeholders (their room is held for upsizes; cached)."""
         free = self._free.get(node)
         if free is None:
-            n = self.snapshot.nodes.get(node)
-            free = dict(n.allocatable) if n is not None else {}
-            held = []
-            for p in self.snapshot.pods_on_node(node):
-                charge = self.charge(p)
-                if self._placeholder(p) and not p.terminating:
-                    held.append((p, charge))
-                    continue
-                for r, v in charge.items():
-                    free[r] = free.get(r, 0) - v
-            # Taken from the end: the smallest (then last by name) first, so a small
-            # upsize releases one small placeholder, not a large one.
-            held.sort(key=lambda e: (-sum(e[1].values()), e[0].name))
-            self._held[node] = held
-            self._free[node] = free
+            room = self._room_at_start(node)
+            # This pass's copies: its reservations take from them.
+            free = self._free[node] = dict(room.free)
+            self._held[node] = list(room.held)
         return free
+
+    def _room_at_start(self, node: str) -> NodeRoom:
+        n = self.snapshot.nodes.get(node)
+        pods = self.snapshot.pods_on_node(node)
+        room = self._memo.rooms.get(node)
+        if room is not None and room.holds_for(n, pods, self._headroom):
+            return room
+        free = dict(n.allocatable) if n is not None else {}
+        held = []
+        for p in pods:
+            charge = self.charge(p)
+            if self._placeholder(p) and not p.terminating:
+                held.append((p, charge))
+                continue
+            for r, v in charge.items():
+                free[r] = free.get(r, 0) - v
+        # Taken from the end: the smallest (then last by name) first, so a small
+        # upsize releases one small placeholder, not a large one.
+        held.sort(key=lambda e: (-sum(e[1].values()), e[0].name))
+        room = self._memo.rooms[node] = NodeRoom(n, list(pods), self._headroom, free, held)
+        return room
 
     def reserve(self, node: str, delta: ResourceMap, *, release: bool = True) -> None:
         """Take `delta` from the node's free room; where that leaves less than the

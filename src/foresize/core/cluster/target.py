@@ -224,53 +224,56 @@ class TargetView:
         return entry_for(self.containers, container)
 
 
-# A bounded memo of the two readers below. Reading a target is a pure function of the
-# object's content, and every reconcile pass re-reads every target (the simulator runs
-# tens of thousands of passes), so the view is kept per object and reused while the
-# object's content is unchanged. The key is the object's identity AND a fingerprint of
-# its content, so a replaced object or a recycled id() never gets a stale view. The
-# fingerprint of an object carrying `metadata.uid` and `metadata.resourceVersion` is that
-# pair, as Kubernetes clients' caches use it: the API server changes the resourceVersion
-# on every write, and both shells replace such an object on each change, never edit it
-# (`kube.state`, the simulator's status reflection); serialising the content instead
-# cost the simulator a fifth of its time. Any other object (a manifest dict, a test's
-# model) is fingerprinted by its full content, so one mutated in place is read again.
-# Bounded so long runs with churning targets cannot grow it.
-_VIEW_MEMO_LIMIT = 4096  # far above any real target count; cleared whole when reached
-_view_memo: dict[tuple[str, int], tuple[Any, str, TargetView]] = {}
+# A bounded memo of the two readers below: reading a target is a pure function of its
+# content, and every pass re-reads every target. An object with `metadata.uid` and
+# `resourceVersion` is fingerprinted by the pair, as Kubernetes clients' caches do (the
+# API server changes the resourceVersion on every write; both shells replace such an
+# object on each change, `kube.state`), and kept under its uid with the last few objects
+# of that uid (the target as written and with its effective spec share the pair,
+# `cluster.policies`): keyed by object alone, 10,000 targets cleared the memo whole every
+# pass (issue 26). Any other object (a manifest dict, a test's model) is keyed by its
+# identity and fingerprinted by its full content, so one mutated in place is read again.
+_VIEW_MEMO_LIMIT = 1 << 16  # uids: far above any real target count; cleared whole
+_OBJECT_MEMO_LIMIT = 4096  # unversioned objects; cleared whole
+_OBJECTS_A_UID = 4
+_view_memo: dict[tuple[str, object], list[tuple[Any, str, TargetView]]] = {}
+_object_memo: dict[tuple[str, object], list[tuple[Any, str, TargetView]]] = {}
 
 
-def _fingerprint(obj: JSONValue) -> str | None:
-    """The object's version ("uid@resourceVersion") if it carries one, else its full content
-    as a string (None: not fingerprintable, not memoised)."""
+def _fingerprint(obj: JSONValue) -> tuple[str | None, str | None]:
+    """(uid, "uid@resourceVersion") of an object carrying both; else (None, its content
+    as a string, or None when it cannot be serialised: then it is not memoised)."""
     meta = get(obj, "metadata")
-    uid = get(meta, "uid")
-    version = get(meta, "resourceVersion", "resource_version")
+    uid, version = get(meta, "uid"), get(meta, "resourceVersion", "resource_version")
     if uid and version:
-        return f"{uid}@{version}"  # content JSON starts with "{": the two never collide
+        return str(uid), f"{uid}@{version}"  # content JSON starts with "{": never equal
     try:
         dump = getattr(obj, "model_dump_json", None)
-        if dump is not None:
-            return str(dump())
-        return json.dumps(obj, sort_keys=True, default=repr)
+        return None, str(dump()) if dump is not None else json.dumps(
+            obj, sort_keys=True, default=repr
+        )
     except (TypeError, ValueError):
-        return None
+        return None, None
 
 
 def _memoised(reader: str, obj: JSONValue, read: Callable[[JSONValue], TargetView]) -> TargetView:
-    fingerprint = _fingerprint(obj)
+    uid, fingerprint = _fingerprint(obj)
     if fingerprint is None:
-        view: TargetView = read(obj)
-        return view
-    key = (reader, id(obj))
-    hit = _view_memo.get(key)
-    if hit is not None and hit[0] is obj and hit[1] == fingerprint:
-        return hit[2]
-    view = read(obj)
-    if len(_view_memo) >= _VIEW_MEMO_LIMIT:
-        _view_memo.clear()
-    _view_memo[key] = (obj, fingerprint, view)
-    return view
+        return read(obj)
+    memo, limit = (_view_memo, _VIEW_MEMO_LIMIT) if uid else (_object_memo, _OBJECT_MEMO_LIMIT)
+    key = (reader, uid or id(obj))
+    entries = memo.get(key)
+    for held, known, view in entries or ():
+        if held is obj and known == fingerprint:
+            return view
+    fresh = read(obj)
+    if entries is None:
+        if len(memo) >= limit:
+            memo.clear()
+        entries = memo[key] = []
+    entries.append((obj, fingerprint, fresh))
+    del entries[:-_OBJECTS_A_UID]
+    return fresh
 
 
 def target_view(obj: TargetObject | TargetView) -> TargetView:

@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import functools
 import itertools
-import threading
-import weakref
 from dataclasses import dataclass
 
 import numpy as np
+
+from foresize.core.forecast.decay import decay_quantiles, window_max
 
 DAY = 86400.0
 WEEK = 7 * DAY
@@ -98,22 +98,42 @@ class ForecastConfig:
 def forward_max(y: np.ndarray, h: int) -> np.ndarray:
     """M[:, t] = nanmax(y[:, t+1 : t+h+1]); NaN where all are missing or beyond the end."""
     s, t = y.shape
-    out = np.full((s, t), np.nan, dtype=y.dtype)
-    for k in range(1, h + 1):
-        if k >= t:
-            break
-        # fmax ignores NaN unless both sides are NaN: gaps never become values.
-        np.fmax(out[:, : t - k], y[:, k:], out=out[:, : t - k])
+    out = np.empty((s, t), dtype=y.dtype)
+    # A block of rows at a time, so the h passes over it run in the CPU cache.
+    step = max(1, FORWARD_MAX_CELLS // max(1, t))
+    for r in range(0, s, step):
+        rows = out[r : r + step]
+        rows[:] = np.nan
+        for k in range(1, h + 1):
+            if k >= t:
+                break
+            # fmax ignores NaN unless both sides are NaN: gaps never become values.
+            np.fmax(rows[:, : t - k], y[r : r + step, k:], out=rows[:, : t - k])
     return out
 
 
-def nanquantile(a: np.ndarray, qs: np.ndarray) -> np.ndarray:
+FORWARD_MAX_CELLS = 1 << 15
+"""Cells of `forward_max` per block of rows (256 KiB of output)."""
+
+
+def nanquantile(a: np.ndarray, qs: np.ndarray, scratch: bool = False) -> np.ndarray:
     """Quantiles along the last axis ignoring NaN (linear interpolation). (..., W) -> (..., Q).
 
     np.nanquantile is ~50x slower on many short rows; this sorts once for all quantiles.
+    `scratch`: `a` is the caller's temporary, sorted in place instead of a copy.
     """
-    s = np.sort(a, axis=-1)  # NaN sort last
-    n = np.sum(~np.isnan(a), axis=-1)
+    if scratch:
+        a.sort(axis=-1)  # NaN sort last
+        s = a
+    else:
+        s = np.sort(a, axis=-1)
+    # Values a row: all of them where its last sorted value is one (most rows), else
+    # counted on the rows with gaps only.
+    n = np.full(a.shape[:-1], a.shape[-1], dtype=np.int64)
+    if a.shape[-1]:
+        gaps = np.isnan(s[..., -1])
+        if gaps.any():
+            n[gaps] = np.sum(~np.isnan(s[gaps]), axis=-1)
     qs = np.asarray(qs, dtype=np.float64)
     pos = qs * np.maximum(n[..., None] - 1, 0)
     lo = np.floor(pos).astype(np.int64)
@@ -151,7 +171,7 @@ def _slot_gather(m: np.ndarray, o: int, period: int, count: int, nb: int, h: int
                 idx.append(j)
     if not idx:
         return np.full((m.shape[0], 1), np.nan)
-    return m[:, np.asarray(idx)]
+    return m[:, np.asarray(idx)]  # a copy (the models sort it in place)
 
 
 def model_slot_day(
@@ -160,7 +180,7 @@ def model_slot_day(
     pts = _slot_gather(
         m, o, cfg.steps(DAY), cfg.slot_days, round(cfg.slot_neighbours / cfg.step), cfg.h
     )
-    return nanquantile(pts, qs)
+    return nanquantile(pts, qs, scratch=True)
 
 
 def model_slot_week(
@@ -169,155 +189,29 @@ def model_slot_week(
     pts = _slot_gather(
         m, o, cfg.steps(WEEK), cfg.weeks, round(cfg.week_neighbours / cfg.step), cfg.h
     )
-    return nanquantile(pts, qs)
-
-
-DECAY_FLOOR = 1e-6
-"""Values at or below this share the first bucket of the decaying histogram (1e-6 cores
-or bytes is nothing in either unit); buckets then run `bucket_ratio` apart up to 1e13."""
-DECAY_CEIL = 1e13
-
-
-class _DecayState:
-    """A decaying histogram of one matrix's maxima over the last `window` known columns,
-    advanced origin by origin.
-
-    Kept per matrix (see `_DecayCache`) so a backtest over increasing origins and a replay
-    over increasing decisions add only the new columns (and remove those that left the
-    window) instead of rebuilding. The result equals a rebuild up to float rounding: the
-    columns (known - window, known], column c weighing 2**(-(known - c) / half-life).
-    """
-
-    def __init__(self, cfg: ForecastConfig, series: int) -> None:
-        self.key = _decay_key(cfg)
-        self.ratio = cfg.bucket_ratio
-        self.nb = int(np.ceil(np.log(DECAY_CEIL / DECAY_FLOOR) / np.log(self.ratio))) + 1
-        self.known = -1
-        self.hist = np.zeros((series, self.nb + 1))
-        self.hl_steps = cfg.decay_half_life / cfg.step
-
-    def buckets(self, cols: np.ndarray) -> np.ndarray:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            b = np.floor(np.log(cols / DECAY_FLOOR) / np.log(self.ratio)) + 1
-        out: np.ndarray = np.clip(np.nan_to_num(b, nan=0.0, neginf=0.0), 0, self.nb - 1).astype(
-            np.int64
-        )
-        out[np.isnan(cols)] = self.nb  # dump bucket for gaps
-        return out
-
-    def _add(self, m: np.ndarray, lo: int, hi: int, known: int, sign: float) -> None:
-        """hist += sign * columns [lo, hi) of m, each weighted as of origin `known`."""
-        s = m.shape[0]
-        rows = np.arange(s, dtype=np.int64)[:, None] * (self.nb + 1)
-        # Column blocks bound the temporary index arrays (10,000 series x 288 columns).
-        for c0 in range(lo, hi, 288):
-            c1 = min(c0 + 288, hi)
-            cols = m[:, c0:c1]
-            w = sign * np.exp2(-(known - np.arange(c0, c1)) / self.hl_steps)
-            flat = (rows + self.buckets(cols)).ravel()
-            wts = np.broadcast_to(w, cols.shape).ravel()
-            self.hist += np.bincount(flat, weights=wts, minlength=s * (self.nb + 1)).reshape(
-                s, self.nb + 1
-            )
-
-    def advance(self, m: np.ndarray, known: int, window: int) -> None:
-        if known <= self.known:
-            return
-        if known - self.known > window:
-            # Nothing known is still in the window: start afresh at its first column.
-            self.hist[:] = 0.0
-            self.known = known - window
-        else:
-            # Remove the columns that leave the window, with the weight they have now
-            # (the same weight they would have had in a rebuild, so the two agree).
-            old_lo = max(0, self.known - window + 1)
-            new_lo = max(0, known - window + 1)
-            self.hist *= np.exp2(-(known - self.known) / self.hl_steps)
-            if new_lo > old_lo:
-                self._add(m, old_lo, new_lo, known, -1.0)
-                # Emptied buckets keep rounding residue (about 1e-16 of their old weight):
-                # zero everything far below the lightest column still in the window.
-                lightest = np.exp2(-(window - 1) / self.hl_steps)
-                self.hist[self.hist < 1e-9 * lightest] = 0.0
-        self._add(m, self.known + 1, known + 1, known, 1.0)
-        self.known = known
-
-    def quantiles(self, qs: np.ndarray, cap: np.ndarray) -> np.ndarray:
-        h = self.hist[:, : self.nb]
-        cum = np.cumsum(h, axis=1)
-        total = cum[:, -1]
-        out = np.empty((h.shape[0], len(qs)))
-        for i, q in enumerate(qs):
-            k = np.argmax(cum >= (q * total)[:, None] * (1 - 1e-12), axis=1)
-            # Upper edge of bucket k (bucket 0 holds everything up to DECAY_FLOOR).
-            edge = DECAY_FLOOR * self.ratio ** k.astype(np.float64)
-            out[:, i] = np.minimum(edge, cap)
-        out[total <= 0] = np.nan
-        return out
-
-
-def _decay_key(cfg: ForecastConfig) -> tuple[float, float, float]:
-    return (cfg.bucket_ratio, cfg.decay_half_life, cfg.step)
-
-
-DECAY_CACHE_SIZE = 4
-"""Histograms kept at once: a replay alternates a CPU and a memory matrix, and a backtest
-may run beside it; each histogram is series x ~900 buckets (72 MB at 10,000 series), so
-the bound also caps the memory held."""
-
-
-class _DecayCache:
-    """The decaying histograms of the last few matrices, each matched by identity.
-
-    Holds only weak references to the matrices: a matrix nobody uses any more is freed,
-    and its histogram is dropped at the next call. Shared by every caller in the process
-    (the operator's pass runs in a worker thread; tests and benchmarks may call from
-    others), so a lock guards the states: `advance` mutates a histogram in place, and two
-    threads advancing the same one would corrupt it. Held for the whole model call, which
-    is short (one histogram update and its quantiles).
-    """
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self.lock = threading.Lock()
-        self.entries: dict[int, tuple[weakref.ref[np.ndarray], _DecayState]] = {}
-
-    def forecast(
-        self, m: np.ndarray, known: int, qs: np.ndarray, cfg: ForecastConfig, cap: np.ndarray
-    ) -> np.ndarray:
-        window = cfg.steps(cfg.decay_window)
-        with self.lock:
-            for k in [k for k, (ref, _) in self.entries.items() if ref() is None]:
-                del self.entries[k]
-            entry = self.entries.pop(id(m), None)
-            st = None if entry is None or entry[0]() is not m else entry[1]
-            if st is None or st.key != _decay_key(cfg) or st.known > known:
-                st = _DecayState(cfg, m.shape[0])
-            self.entries[id(m)] = (weakref.ref(m), st)  # most recently used last
-            while len(self.entries) > self.size:
-                del self.entries[next(iter(self.entries))]
-            st.advance(m, known, window)
-            return st.quantiles(qs, cap)
-
-    def clear(self) -> None:
-        with self.lock:
-            self.entries.clear()
-
-
-_decay_cache = _DecayCache(DECAY_CACHE_SIZE)
+    return nanquantile(pts, qs, scratch=True)
 
 
 def model_decay(
     y: np.ndarray, m: np.ndarray, o: int, qs: np.ndarray, cfg: ForecastConfig
 ) -> np.ndarray:
     """VPA-style decaying histogram of the max (24 h half-life, buckets 5% apart), over the
-    VPA history length (8 days)."""
+    VPA history length (8 days), never above the largest max of those 8 days (`decay`)."""
     known = o - cfg.h
     if known < 0:
         return np.full((y.shape[0], len(qs)), np.nan)
-    # Never above the largest max of the VPA history length (8 days).
-    cap = np.fmax.reduce(_window(m, known, cfg.steps(cfg.decay_window)), axis=1)
-    return _decay_cache.forecast(m, known, np.asarray(qs, dtype=np.float64), cfg, cap)
+    # The largest max of the window, m[:, known - window + 1 : known + 1], is the largest
+    # of the usage it was taken over (m[c] is the max of y[c + 1 : c + h + 1]): from the
+    # usage's running maxima, which the daily peaks share.
+    start = max(0, known - cfg.steps(cfg.decay_window) + 1)
+    cap = window_max(y, start + 1, o + 1, _usage_retained(cfg))
+    return decay_quantiles(m, known, np.asarray(qs, dtype=np.float64), cfg, cap)
+
+
+def _usage_retained(cfg: ForecastConfig) -> int:
+    """Columns of usage the running maxima keep behind a window: the decay's window and
+    the horizon (the daily peaks need less)."""
+    return cfg.steps(cfg.decay_window) + cfg.h
 
 
 def model_persist(
@@ -336,7 +230,7 @@ def model_persist(
     fin = np.isfinite(tail)
     last = tail.shape[1] - 1 - np.argmax(fin[:, ::-1], axis=1)
     now = np.where(fin.any(axis=1), tail[np.arange(tail.shape[0]), last], np.nan)
-    out: np.ndarray = np.maximum(now[:, None] + nanquantile(rises, qs), 0.0)
+    out: np.ndarray = np.maximum(now[:, None] + nanquantile(rises, qs, scratch=True), 0.0)
     return out
 
 
@@ -351,13 +245,11 @@ def model_peaks(
     day = cfg.steps(DAY)
     ndays = cfg.steps(cfg.decay_window) // day
     peaks = np.full((y.shape[0], ndays), np.nan)
-    for k in range(ndays):
+    # Oldest day first: the running maxima then only move forward.
+    for k in reversed(range(ndays)):
         hi = o + 1 - k * day
-        lo = max(0, hi - day)
-        if hi <= 0:
-            break
-        with np.errstate(invalid="ignore"):
-            peaks[:, k] = np.fmax.reduce(y[:, lo:hi], axis=1)
+        if hi > 0:
+            peaks[:, k] = window_max(y, max(0, hi - day), hi, _usage_retained(cfg))
     weights = np.exp2(-np.arange(ndays) * DAY / cfg.decay_half_life)
     order = np.argsort(np.where(np.isnan(peaks), np.inf, peaks), axis=1)
     sv = np.take_along_axis(peaks, order, axis=1)

@@ -92,7 +92,7 @@ SERIES_SHARD = 2000
 """Series forecast and recommended at once: `forecast_max` works on blocks of this many
 rows, and callers with more series stream them by shards of it (`bench forecast`,
 `recommend.stream`). The working set of a forecast (the forward maxima, the decaying
-histograms of ~900 buckets, sorted windows) is several times its input's size, so
+histograms, sorted windows) is several times its input's size, so
 10,000 series of 14 days at once need over a GiB; a shard's 14 days (2,000 x 4,032
 points, 65 MB a resource) peak at 224 MiB for the whole process at 10,000 and at 100,000
 series (`bench forecast`, docs/scale.md), and numpy's per-call overhead is

@@ -22,7 +22,7 @@ from foresize.core.cluster.model import disruption_hold as model_disruption_hold
 from foresize.core.cluster.qos import pod_qos_class, spec_requests_with
 from foresize.core.vertical import limits
 from foresize.core.vertical.coming import forget, note_recreate, note_waiting
-from foresize.core.vertical.desired import allocated_containers, charge_delta
+from foresize.core.vertical.desired import allocated_containers, charge_delta, derived
 from foresize.core.vertical.provision import (
     EVICTING_INTO_PENDING,
     recreate_into_pending,
@@ -95,8 +95,13 @@ def priority(c: Candidate) -> tuple[int, int, int, float, str, str]:
         rank = 2
     else:
         rank = 3
-    qos = 0 if rank == 3 and pod_qos_class(c.pod) == "Guaranteed" else 1
+    qos = 0 if rank == 3 and _qos(c) == "Guaranteed" else 1
     return (rank, -c.pod.priority, qos, c.pod.creation_time, c.pod.namespace, c.pod.name)
+
+
+def _qos(c: Candidate) -> str:
+    pod = c.pod
+    return derived(c.run.known, pod, "qos", lambda: pod_qos_class(pod))
 
 
 def admit(
@@ -152,7 +157,13 @@ def _resize(
         _hold_for_opt_out(c, hold, "resizing (the resize would restart a container)")
         return None
     if ctx.config.capacity_guard:
-        delta = charge_delta(pod, change, ledger.charge(pod))
+        delta = derived(
+            run.known,
+            pod,
+            "charge_delta",
+            lambda: charge_delta(pod, change, ledger.charge(pod)),
+            change,
+        )
         node = pod.node_name or ""
         why = ledger.why_not(node, delta, pod.priority)
         if why is not None:
@@ -184,7 +195,8 @@ def _resize(
     run.issued += 1
     run.state.inflight[pod.name] = pod.uid
     what = "restarting resize" if change.restarts else "in-place resize"
-    msg = f"{what}: {describe_change(pod, change)}"
+    described = derived(run.known, pod, "describe", lambda: describe_change(pod, change), change)
+    msg = f"{what}: {described}"
     run.pod_event(pod, "Resizing", msg)
     run.target_event("Resizing", f"pod {pod.name}: {msg}")
     return None
@@ -225,10 +237,14 @@ def workload_key(run: TargetRun, pod: Pod, ctx: PassContext) -> str:
 def count_ready(run: TargetRun, ctx: PassContext) -> None:
     """The ready replicas per workload at the start of the pass (the rule's baseline)."""
     run.ready_replicas = {}
-    for p in run.pods:
-        if p.ready and not p.terminating:
-            key = workload_key(run, p, ctx)
-            run.ready_replicas[key] = run.ready_replicas.get(key, 0) + 1
+    ready = [p for p in run.pods if p.ready and not p.terminating]
+    if run.workload is not None:  # every pod counts for the target's own workload
+        if ready:
+            run.ready_replicas[str(run.workload.key)] = len(ready)
+        return
+    for p in ready:
+        key = workload_key(run, p, ctx)
+        run.ready_replicas[key] = run.ready_replicas.get(key, 0) + 1
 
 
 def _leaves_too_few_ready(c: Candidate, ctx: PassContext) -> bool:

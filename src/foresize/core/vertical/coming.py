@@ -14,6 +14,7 @@ from foresize.core.cluster.pending import (
     ComingSize,
     coming_size,
 )
+from foresize.core.vertical.desired import derived
 from foresize.core.vertical.run import Candidate, PassContext, PodView, TargetRun
 
 
@@ -24,6 +25,24 @@ def note_recreate(c: Candidate, ctx: PassContext) -> None:
     run = c.run
     if run.suggestion is None:
         return
+    # A function of the pod, the suggestion, the resources left alone and the target's
+    # policy (the boost, the bounds): once per pod object while they hold.
+    _note(
+        ctx,
+        derived(
+            run.known,
+            c.pod,
+            "coming:recreate",
+            lambda: _recreated_size(c),
+            run.suggestion,
+            run.skip,
+            run.policy,
+        ),
+    )
+
+
+def _recreated_size(c: Candidate) -> ComingSize | None:
+    run = c.run
     containers, _ = run.desired(c.pod)
     requests = {x.name: dict(x.resources.requests) for x in containers}
     boost = run.policy.startup_boost if CPU not in run.skip else None
@@ -33,23 +52,34 @@ def note_recreate(c: Candidate, ctx: PassContext) -> None:
         if policy is not None:
             bound = policy.for_resource(CPU)
             upper[x.name] = bound.upper if bound is not None else None
-    _note(ctx, coming_size(c.pod, requests, RECREATE, boost, upper))
+    return coming_size(c.pod, requests, RECREATE, boost, upper)
 
 
 def note_waiting(c: Candidate, ctx: PassContext) -> None:
     """An in-place upsize the capacity guard holds: the pod stays, its node lacks room."""
-    if c.change is None:
+    change = c.change
+    if change is None:
         return
-    requests: dict[str, ResourceMap] = {cr.name: dict(cr.requests) for cr in c.change.containers}
-    _note(ctx, coming_size(c.pod, requests, WAITING_FOR_ROOM))
+
+    def size() -> ComingSize | None:
+        assert change is not None
+        requests: dict[str, ResourceMap] = {cr.name: dict(cr.requests) for cr in change.containers}
+        return coming_size(c.pod, requests, WAITING_FOR_ROOM)
+
+    _note(ctx, derived(c.run.known, c.pod, "coming:waiting", size, change))
 
 
 def note_deferred(run: TargetRun, view: PodView, ctx: PassContext) -> None:
     """An upsize the kubelet holds as Deferred: the spec already asks for the new size."""
     if view.reason != REASON_DEFERRED:
         return
-    requests = {x.name: dict(x.resources.requests) for x in view.pod.containers}
-    _note(ctx, coming_size(view.pod, requests, DEFERRED))
+    pod = view.pod
+
+    def size() -> ComingSize | None:
+        requests = {x.name: dict(x.resources.requests) for x in pod.containers}
+        return coming_size(pod, requests, DEFERRED)
+
+    _note(ctx, derived(run.known, pod, "coming:deferred", size))
 
 
 def forget(ctx: PassContext, uid: str) -> None:

@@ -6,7 +6,9 @@ exceeds its limit), and the change measured the ways the worker needs: is it wor
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TypeVar, cast
 
 from foresize.core.api.hysteresis import Threshold
 from foresize.core.cluster.actions import ContainerResize
@@ -202,6 +204,8 @@ class KnownPod:
     thresholds: Thresholds | None = None
     change: PodChange | None = None
     spec: SpecKey | None = None  # `spec_key(pod)`, once asked
+    # name -> (what else it was derived from, the value): `derived`.
+    facts: dict[str, tuple[tuple[object, ...], object]] = field(default_factory=dict)
 
 
 def known_pod(known: dict[str, KnownPod], pod: Pod) -> KnownPod:
@@ -218,6 +222,31 @@ def known_pod(known: dict[str, KnownPod], pod: Pod) -> KnownPod:
 
 
 SpecKey = tuple[object, ...]
+
+T = TypeVar("T")
+
+
+def derived(
+    known: dict[str, KnownPod],
+    pod: Pod,
+    name: str,
+    compute: Callable[[], T],
+    *inputs: object,
+) -> T:
+    """`compute()`, a function of this very pod object and of `inputs` alone, once per
+    pod object (`known_pod`) and inputs (each the same object, or an equal one, as the
+    last time). `name` says which fact it is: one name, one function."""
+    entry = known_pod(known, pod)
+    hit = entry.facts.get(name)
+    if (
+        hit is not None
+        and len(hit[0]) == len(inputs)
+        and all(a is b or a == b for a, b in zip(hit[0], inputs, strict=True))
+    ):
+        return cast(T, hit[1])
+    value = compute()
+    entry.facts[name] = (inputs, value)
+    return value
 
 
 def spec_key(pod: Pod) -> SpecKey:

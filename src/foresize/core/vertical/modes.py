@@ -43,6 +43,7 @@ from foresize.core.vertical.desired import (
     PodChange,
     allocated_containers,
     container_sig,
+    derived,
     fitting_containers,
     known_in_flight,
     known_pod_change,
@@ -113,6 +114,13 @@ def heap_bound_raises(pod: Pod, change: PodChange) -> list[str]:
     return out
 
 
+def _heap_bound(run: TargetRun, pod: Pod, change: PodChange | None) -> list[str]:
+    """`heap_bound_raises`, once per pod object and change (`desired.derived`)."""
+    if change is None:
+        return []
+    return derived(run.known, pod, "heap_bound", lambda: heap_bound_raises(pod, change), change)
+
+
 def _hold_for_restart(run: TargetRun, pod: Pod, bound: list[str], how: str) -> None:
     """Say that a heap-bound pod's memory raise waits for (or makes) its restart: a note
     and the pod in the status while it lasts, one Event per pod and raise."""
@@ -133,7 +141,7 @@ def _already_disrupted(run: TargetRun, view: PodView) -> int:
     """1 if the pod counts against the batch already: an in-place change still rolling, or
     a stalled resize that will restart a container when it lands."""
     if view.reason is None:
-        return 1 if known_in_flight(run.state.known, view.pod) else 0
+        return 1 if known_in_flight(run.known, view.pod) else 0
     return 1 if restart_pending(view.pod) else 0
 
 
@@ -141,7 +149,7 @@ def _change(run: TargetRun, pod: Pod, only: tuple[str, ...] | None = None) -> Po
     pol = run.policy
     assert run.suggestion is not None
     return known_pod_change(
-        run.state.known,
+        run.known,
         pod,
         run.suggestion,
         run.skip,
@@ -296,7 +304,7 @@ def decide_in_place(run: TargetRun, view: PodView, ctx: PassContext, out: list[C
                 pod, "ResizeRefused", "resize refused by the API server; waiting", "Warning"
             )
         return disrupted
-    bound = heap_bound_raises(pod, change) if change is not None and not urgent else []
+    bound = _heap_bound(run, pod, change) if not urgent else []
     if bound and change is not None and change.significant:
         _hold_for_restart(run, pod, bound, "waits for the pod's next restart")
         change = _change(run, pod, (CPU,))  # the CPU part still goes in place
@@ -325,7 +333,7 @@ def decide_in_place_or_recreate(
     if refused or (change is not None and change.problem is not None):
         out.append(Candidate(EVICT, pod, run, change, "refused", urgent))
         return disrupted
-    bound = heap_bound_raises(pod, change) if change is not None and not urgent else []
+    bound = _heap_bound(run, pod, change) if not urgent else []
     if bound and change is not None and change.significant:
         _hold_for_restart(run, pod, bound, "recreates the pod")
         out.append(Candidate(EVICT, pod, run, change, HEAP_BOUND))

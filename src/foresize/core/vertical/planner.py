@@ -50,7 +50,7 @@ from foresize.core.vertical.guards import (
 )
 from foresize.core.vertical.modes import DECIDE
 from foresize.core.vertical.policy import WorkerConfig, policy_of
-from foresize.core.vertical.provision import node_autoscaler_present
+from foresize.core.vertical.provision import node_autoscaler_present, room_found_for
 from foresize.core.vertical.results import execute, on_result
 from foresize.core.vertical.run import Candidate, PassContext, PodView, TargetRun
 from foresize.core.vertical.stall import awaiting_kubelet, stall_message, stall_reason
@@ -107,6 +107,7 @@ def plan(
         if run is None:
             continue
         run.history_problem = ctx.config.history_problem
+        run.known = new_state.memo.pods
         runs.append(run)
         _select_pods(run, snapshot, pods_by_ns)
     _refuse_overlaps(runs)
@@ -114,10 +115,12 @@ def plan(
     for run in runs:
         _decide(run, ctx, candidates)
 
-    admit(candidates, ctx, ledger or NodeLedger(snapshot), actions)
+    admit(candidates, ctx, ledger or NodeLedger(snapshot, memo=new_state.memo.ledger), actions)
     new_state.coming = ctx.coming
+    live = {p.uid for p in snapshot.pods}
     # A refusal is of one pod: a recreated pod (a new uid) is tried afresh.
-    new_state.refusals = prune(new_state.refusals, {p.uid for p in snapshot.pods})
+    new_state.refusals = prune(new_state.refusals, live)
+    new_state.memo.prune(live, snapshot.nodes.keys())
     _forget_gone_targets(new_state, runs)
     for run in runs:
         if run.issued:
@@ -312,7 +315,7 @@ def _forget_gone_pods(run: TargetRun) -> None:
     live_uids = {p.uid for p in run.pods}
     for uid in [u for u in ts.stalls if u not in live_uids]:
         del ts.stalls[uid]
-    for d in (ts.blocked_pods, ts.refused, ts.released, ts.no_room_since, ts.known):
+    for d in (ts.blocked_pods, ts.refused, ts.released, ts.no_room_since):
         for uid in [u for u in d if u not in live_uids]:
             del d[uid]
     ts.judged = [u for u in ts.judged if u in live_uids]
@@ -343,7 +346,13 @@ def _decide(run: TargetRun, ctx: PassContext, candidates: list[Candidate]) -> No
             continue
         view = _track_stall(run, pod, ctx.now)
         note_deferred(run, view, ctx)
+        proposed = len(candidates)
         disrupted += decide(run, view, ctx, candidates)
+        if len(candidates) == proposed:
+            # Nothing to do for the pod any more (its upsize went with the suggestion,
+            # or under the hysteresis): a hold for room it had is over, or a later
+            # upsize would inherit its clock and be recreated at once.
+            room_found_for(run, pod)
     run.disrupted_now = disrupted
     run.budget = 0 if run.paced else max(0, size - disrupted)
     if run.policy.update_mode in EVICTING_MODES:

@@ -31,10 +31,10 @@ under it the operator is told with `--node-autoscaler on`.
 from __future__ import annotations
 
 from foresize.core.cluster.capacity import fits
-from foresize.core.cluster.model import ResourceMap
+from foresize.core.cluster.model import Pod, ResourceMap
 from foresize.core.cluster.snapshot import ClusterSnapshot
 from foresize.core.errors import ForesizeError
-from foresize.core.vertical.run import Candidate, PassContext
+from foresize.core.vertical.run import Candidate, PassContext, TargetRun
 
 # The label Karpenter puts on every node it launches (its NodePool's name).
 KARPENTER_NODE_LABEL = "karpenter.sh/nodepool"
@@ -84,4 +84,9 @@ def recreate_into_pending(c: Candidate, ctx: PassContext, need: ResourceMap) -> 
 
 def room_found(c: Candidate) -> None:
     """The pod's recreation found room (or went): the hold is over."""
-    c.run.state.no_room_since.pop(c.pod.uid, None)
+    room_found_for(c.run, c.pod)
+
+
+def room_found_for(run: TargetRun, pod: Pod) -> None:
+    """The pod's hold for room is over (it found room, or it has no upsize to hold)."""
+    run.state.no_room_since.pop(pod.uid, None)

@@ -15,6 +15,7 @@ from foresize.core.cluster.snapshot import ClusterSnapshot
 from foresize.core.cluster.target import TargetView
 from foresize.core.cluster.windows import UTC_ONLY, MaintenancePolicy, TimeZones
 from foresize.core.vertical.desired import (
+    KnownPod,
     PodChange,
     SharedChanges,
     SharedDesired,
@@ -114,6 +115,8 @@ class TargetRun:
     pod_level_left: list[str] = field(default_factory=list)  # pods with pod-level resources
     claimed_by: str = ""  # other vertical autoscalers acting on the workload (described)
     limits: Limits | None = None  # windows and budgets this pass (`vertical.limits`)
+    # What was derived from each pod object, kept across passes (`vertical.memo`).
+    known: dict[str, KnownPod] = field(default_factory=dict)
     # The pass's changes by pod spec (`desired.known_pod_change`): computed once per spec.
     changes_by_spec: SharedChanges = field(default_factory=dict)
     desired_by_spec: SharedDesired = field(default_factory=dict)
@@ -123,7 +126,7 @@ class TargetRun:
         (`desired.shared_desired_containers`: values only, not object identity)."""
         assert self.suggestion is not None
         return shared_desired_containers(
-            self.desired_by_spec, self.state.known, pod, self.suggestion, self.skip
+            self.desired_by_spec, self.known, pod, self.suggestion, self.skip
         )
 
     def target_event(self, reason: str, message: str, type_: str = "Normal") -> None:

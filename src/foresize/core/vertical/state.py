@@ -25,7 +25,7 @@ from foresize.core.cluster.pending import ComingSize
 from foresize.core.cluster.refusals import Refusals
 from foresize.core.cluster.target import TargetView
 from foresize.core.cluster.windows import MaintenancePolicy
-from foresize.core.vertical.desired import KnownPod
+from foresize.core.vertical.memo import PlanMemo
 
 STATUS_KEY = "disruption"
 
@@ -188,9 +188,6 @@ class TargetState:
     last_status: dict[str, Any] | None = None
     outbox: list[EmitEvent] = field(default_factory=list)
     inflight: dict[str, str] = field(default_factory=dict)
-    # Not persisted, shared by the clones: pod uid -> what was derived from the pod object
-    # last seen (`desired.known_pod`); a cache whose entries check what they came from.
-    known: dict[str, KnownPod] = field(default_factory=dict)
 
     def clone(self) -> TargetState:
         return TargetState(
@@ -226,7 +223,6 @@ class TargetState:
             last_status=self.last_status,
             outbox=list(self.outbox),
             inflight=dict(self.inflight),
-            known=self.known,
         )
 
     def to_status(self) -> dict[str, Any]:
@@ -394,6 +390,9 @@ class WorkerState:
     coming: dict[str, ComingSize] = field(default_factory=dict)
     # Not persisted: the maintenance windows' checks by policy (`vertical.limits`).
     window_checks: dict[MaintenancePolicy, list[str]] = field(default_factory=dict)
+    # Not persisted, carried from pass to pass: what was derived from each pod object
+    # (`vertical.memo`), whose entries check what they came from.
+    memo: PlanMemo = field(default_factory=PlanMemo)
 
     def copy(self) -> WorkerState:
         # Shallow: the planner clones a TargetState before changing it.
@@ -406,6 +405,7 @@ class WorkerState:
             dict(self.refusals),
             dict(self.coming),
             self.window_checks,
+            self.memo,
         )
 
     def to_status(self, key: str) -> dict[str, Any]:

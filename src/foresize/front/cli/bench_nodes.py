@@ -32,11 +32,13 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             [], "--flavour", help="Node autoscaler flavours to run (default: both)."
         ),
         deployments: int = typer.Option(8, "--deployments", help="Deployments per scenario."),
-        as_json: bool = typer.Option(False, "--json", help="Print the medians as JSON."),
+        as_json: bool = typer.Option(
+            False, "--json", help="Print the medians and each run's row as JSON."
+        ),
     ) -> None:
         """static, vpa, foresize and foresize+headroom side by side: medians over the
         scenarios and both node autoscaler flavours."""
-        from foresize.bench.nodes import FAMILIES, FLAVOURS, HELD, KEYS, run_bench
+        from foresize.bench.nodes import FAMILIES, FLAVOURS, ROW_KEYS, run_bench
         from foresize.front.cli.options import duration as parse_duration_option
 
         hours = parse_duration_option(duration, "--duration") / 3600.0
@@ -64,7 +66,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         if as_json:
             out = {
                 "policies": result["policies"],
-                HELD: result[HELD],
+                "runs": result["runs"],
                 "ran": {k: result[k] for k in RAN},
             }
             print(json.dumps(out, indent=2))
@@ -76,7 +78,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             f"{deployments} Deployments)"
         )
         print("key".ljust(28) + "".join(p.rjust(19) for p in pols))
-        for key in KEYS:
+        for key in ROW_KEYS:
             cells = []
             for p in pols:
                 v = pols[p][key]
@@ -85,8 +87,3 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                      else "-" if v is None else f"{v:g}").rjust(19)
                 )  # fmt: skip
             print(key.ljust(28) + "".join(cells))
-        held = result[HELD]
-        print(
-            HELD.ljust(28)
-            + "".join(("-" if held[p] is None else f"{held[p]:g}").rjust(19) for p in pols)
-        )

@@ -5,7 +5,10 @@ A synthetic, seeded cluster (architecture §3.7): by default 10,000 pods in 1,00
 suggestion, needing an upsize or a downsize, resize in flight, stalled (Deferred,
 Infeasible, Error), not Ready — across the four update modes, with some HPAs, so the pass
 does the work a real one does (charges per node for the capacity guard included).
-Reports the median of N passes (fresh worker state each time) and the peak RSS. The passes
+Reports the median of N passes and the peak RSS. Each pass starts from fresh per-target
+state but, as in the shells, from the memo of what the passes before derived from each
+pod object (`vertical.memo`), with `--changed` of the pods handed in as new objects; the
+pass after a restart (every pod new to the memo) is timed beside (`cold_*`). The passes
 run as the shells run them, with the cyclic collector off (`adapters.collector`); the CPU
 median with it on is reported beside.
 """
@@ -149,36 +152,62 @@ def build_snapshot(pods: int, targets: int, nodes: int, seed: int = 7):  # type:
     return snap, suggestions
 
 
-def run_bench(pods: int, targets: int, nodes: int, repeats: int) -> dict[str, float | int]:
+def replace_some_pods(snap, fraction: float, rng):  # type: ignore[no-untyped-def]
+    """A tenth (`fraction`) of the pods handed in as new objects with the same values, as
+    a shell hands in every pod that changed since the last pass: the memo (`vertical.memo`)
+    knows nothing of them, so the pass derives them afresh."""
+    import dataclasses
+
+    count = round(len(snap.pods) * fraction)
+    for i in rng.sample(range(len(snap.pods)), count):
+        snap.pods[i] = dataclasses.replace(snap.pods[i])
+    # The snapshot's owner/node indexes are built by the pass that first needs them, as
+    # in the shells (a fresh snapshot each pass): reset them so each run pays it.
+    snap._by_node = None
+    snap._by_owner = None
+
+
+def run_bench(
+    pods: int, targets: int, nodes: int, repeats: int, changed: float
+) -> dict[str, float | int]:
+    import random
     import resource
     import statistics
     import time
 
     from foresize.adapters.collector import planned_without_cyclic_gc
     from foresize.core.vertical import WorkerState, plan
+    from foresize.core.vertical.memo import PlanMemo
 
     snap, suggestions = build_snapshot(pods, targets, nodes)
-    # A running worker keeps its state between passes (parsed policies included); the
-    # first pass pays the parsing, and each timed pass starts from that warm state minus
-    # the per-target memory, so every pass plans the same work.
-    warm = WorkerState()
-    plan(snap, 1000.0, warm, suggestions=suggestions)
+    rng = random.Random(11)
+    # A running worker keeps its state between passes (parsed policies and the memo of
+    # what it derived from each pod object included); the first pass pays the parsing,
+    # and each timed pass starts from that warm state less the per-target memory, so
+    # every pass plans the same work.
+    _, warm = plan(snap, 1000.0, WorkerState(), suggestions=suggestions)
 
-    def one_pass() -> tuple[float, float, int]:
-        # The snapshot's owner/node indexes are built by the pass that first needs them,
-        # as in the shells (a fresh snapshot each pass): reset them so each run pays it.
-        snap._by_node = None
-        snap._by_owner = None
+    def one_pass(memo: PlanMemo) -> tuple[float, float, int]:
+        state = WorkerState(policies=warm.policies, memo=memo)
         start, cpu_start = time.perf_counter(), time.process_time()
         actions, _ = planned_without_cyclic_gc(
-            lambda: plan(snap, 1000.0, WorkerState(policies=warm.policies), suggestions=suggestions)
+            lambda: plan(snap, 1000.0, state, suggestions=suggestions)
         )
         # CPU time beside wall time: on a shared machine the wall time also counts the
         # time other processes held the cores.
         return time.perf_counter() - start, time.process_time() - cpu_start, len(actions)
 
-    # As both shells run the pass: the cyclic collector off (`adapters.collector`).
-    timed = [one_pass() for _ in range(repeats)]
+    # As both shells run the pass: the cyclic collector off (`adapters.collector`), the
+    # memo carried from the pass before, `changed` of the pods new objects since.
+    timed = []
+    for _ in range(repeats):
+        replace_some_pods(snap, changed, rng)
+        timed.append(one_pass(warm.memo))
+    # The pass after a restart: every pod new to the memo.
+    cold = []
+    for _ in range(repeats):
+        replace_some_pods(snap, 0.0, rng)
+        cold.append(one_pass(PlanMemo()))
     # The same passes with the collector on, as the shells ran them before: how much of
     # a pass its full collections walking the snapshot took. Beside, not instead of, the
     # medians above.
@@ -186,10 +215,14 @@ def run_bench(pods: int, targets: int, nodes: int, repeats: int) -> dict[str, fl
 
     gc_on: list[float] = []
     for _ in range(repeats):
-        snap._by_node = None
-        snap._by_owner = None
+        replace_some_pods(snap, changed, rng)
         cpu_start = time.process_time()
-        plan(snap, 1000.0, WorkerState(policies=warm.policies), suggestions=suggestions)
+        plan(
+            snap,
+            1000.0,
+            WorkerState(policies=warm.policies, memo=warm.memo),
+            suggestions=suggestions,
+        )
         gc_on.append(time.process_time() - cpu_start)
     gc.collect()
     times = [t for t, _, _ in timed]
@@ -199,12 +232,16 @@ def run_bench(pods: int, targets: int, nodes: int, repeats: int) -> dict[str, fl
         "targets": targets,
         "nodes": nodes,
         "repeats": repeats,
+        "changed": changed,
         "seconds_median": round(statistics.median(times), 4),
         "seconds_min": round(min(times), 4),
         "seconds_max": round(max(times), 4),
         "cpu_seconds_median": round(statistics.median(c for _, c, _ in timed), 4),
         "cpu_seconds_median_gc_on": round(statistics.median(gc_on), 4),
+        "cold_seconds_median": round(statistics.median(t for t, _, _ in cold), 4),
+        "cold_cpu_seconds_median": round(statistics.median(c for _, c, _ in cold), 4),
         "actions": timed[-1][2],
+        "cold_actions": cold[-1][2],
         "peak_rss_mib": round(peak_kib / 1024.0, 1),
     }
 
@@ -216,6 +253,11 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         targets: int = typer.Option(1_000, help="AIScaleTargets (one Deployment each)."),
         nodes: int = typer.Option(500, help="Nodes."),
         repeats: int = typer.Option(5, help="Planning passes; the median is reported."),
+        changed: float = typer.Option(
+            0.1,
+            help="Share of the pods handed in as new objects before each pass (0 to 1), as "
+            "a shell hands in the pods that changed.",
+        ),
         json_out: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
     ) -> None:
         """One vertical planning pass over a synthetic cluster: median wall time, peak RSS."""
@@ -226,9 +268,11 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
                 raise ForesizeError(f"--{label} must be at least 1, got {value}")
         if repeats < 1:
             raise ForesizeError(f"--repeats must be at least 1, got {repeats}")
+        if not 0.0 <= changed <= 1.0:
+            raise ForesizeError(f"--changed must be between 0 and 1, got {changed}")
         if targets > pods:
             raise ForesizeError(f"--targets ({targets}) must not exceed --pods ({pods})")
-        result = run_bench(pods, targets, nodes, repeats)
+        result = run_bench(pods, targets, nodes, repeats, changed)
         if json_out:
             print(json.dumps(result))
             return
@@ -243,5 +287,10 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         )
         print(
             f"  CPU: median {result['cpu_seconds_median']:.3f} s a pass (cyclic collector "
-            f"off, as the shells run it); {result['cpu_seconds_median_gc_on']:.3f} s with it on"
+            f"off, as the shells run it; {changed:.0%} of the pods new objects since the "
+            f"pass before); {result['cpu_seconds_median_gc_on']:.3f} s with it on"
+        )
+        print(
+            f"  after a restart (every pod new): median {result['cold_seconds_median']:.3f} s, "
+            f"CPU {result['cold_cpu_seconds_median']:.3f} s"
         )

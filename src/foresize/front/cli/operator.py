@@ -53,7 +53,7 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             "--max-shards",
             env="FORESIZE_MAX_SHARDS",
             min=1,
-            help="At most this many shards per replica.",
+            help="At most this many shards per replica (default: ceil(shards / live replicas)).",
         ),
         interval: str = opt(
             "30s",

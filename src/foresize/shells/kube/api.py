@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from foresize.core.errors import ForesizeError
+from foresize.shells.kube import send_check
+from foresize.shells.kube.send_check import NotSent as NotSent  # its home for the callers
 
 log = logging.getLogger(__name__)
 
@@ -146,12 +148,15 @@ class KubeApi:
         rng: random.Random | None = None,
     ) -> None:
         self.client = client  # lightkube.AsyncClient
+        # The veto is asked once more as each write's bytes go to the socket (send_check).
+        generic = getattr(client, "_client", None)
+        self.checks_at_socket = send_check.install(getattr(generic, "_client", None))
         self.limiter = RateLimiter(qps, burst)
         self.attempts = max(1, attempts)
         self._rng = rng or random.Random()
         self.retries = 0  # requests sent again after a 429/5xx/connection error
-        # Asked right before each send (after the rate-limit wait and between retries):
-        # a reason not to send, e.g. "stopping" once SIGTERM arrived.
+        # Asked right before each send (after the rate-limit wait and between retries) and
+        # again at the socket: a reason not to send, e.g. "stopping" once SIGTERM arrived.
         self.veto: Callable[[str, str], str | None] | None = None
         self.throttled_seconds = 0.0  # time spent waiting for the client-side rate limit
 
@@ -262,7 +267,8 @@ class KubeApi:
     ) -> ApiResponse:
         if not unthrottled:
             self.throttled_seconds += await self.limiter.acquire()
-        why = self.veto(method, path) if self.veto is not None else None
+        veto = self.veto
+        why = veto(method, path) if veto is not None else None
         if why is not None:
             raise NotSent(f"{method} {path} not sent: {why}")
         http = self._generic._client  # the configured httpx client (auth, TLS, base URL)
@@ -273,7 +279,14 @@ class KubeApi:
         req = http.build_request(
             method, path, params=params or None, content=content, headers=headers
         )
-        resp = await self._generic.send(req)
+        # The same question where no await is left before the bytes leave (send_check).
+        asking = send_check.sending(None if veto is None else (lambda: veto(method, path)))
+        try:
+            resp = await self._generic.send(req)
+        except NotSent as exc:
+            raise NotSent(f"{method} {path} {exc}") from None
+        finally:
+            send_check.done(asking)
         if raw and 200 <= resp.status_code < 300:
             return ApiResponse(code=resp.status_code, body=resp.content, headers=dict(resp.headers))
         try:
@@ -324,10 +337,6 @@ class KubeApi:
 
     async def close(self) -> None:
         await self.client.close()
-
-
-class NotSent(RuntimeError):
-    """The veto refused a request (never retried)."""
 
 
 def _httpx() -> Any:

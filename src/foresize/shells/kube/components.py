@@ -73,6 +73,7 @@ def build_components(opts: OperatorOptions, stop: asyncio.Event) -> Components:
     from foresize.shells.kube.handlers import WATCHED, parse_foresize
     from foresize.shells.kube.informer import Informer, Informers
     from foresize.shells.kube.leader import ShardManager
+    from foresize.shells.kube.members import Members
     from foresize.shells.kube.shell import KubeShell, Locked
     from foresize.shells.kube.state import ClusterState
 
@@ -103,6 +104,17 @@ def build_components(opts: OperatorOptions, stop: asyncio.Event) -> Components:
         renew_interval=opts.lease_retry,
         renew_deadline=opts.lease_renew_deadline,
         max_shards=opts.max_shards,
+        # Balanced: at most ceil(shards / live replicas) each, the replicas counted from
+        # their member Leases (one shard needs no balance).
+        members=Members(
+            api,
+            opts.namespace,
+            identity,
+            lease_duration=opts.lease_duration,
+            renew_deadline=opts.lease_renew_deadline,
+        )
+        if opts.shards > 1
+        else None,
     )
     executor = KubeExecutor(api, pod_lookup=state.pod, instance=identity)
     informers = Informers([Informer(api, state, w, freeze=True) for w in WATCHED])

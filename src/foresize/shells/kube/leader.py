@@ -10,8 +10,9 @@ serving webhooks regardless.
 The protocol follows client-go's resourcelock: create the Lease if missing; renew our own
 record; take over a record that has expired, i.e. that we have watched stay unchanged
 (same holder, renewTime and transitions) for a whole lease duration, or that has no
-holder (released). Expiry is measured on our own clock, never by comparing the holder's
-renewTime with it, so clock skew between replicas cannot steal a live lease. Every write carries the
+holder (released). Expiry is measured on our own monotonic clock, never by comparing the
+holder's renewTime with it, so neither clock skew between replicas nor a step of our own
+wall clock (NTP, a VM resumed) can steal a live lease. Every write carries the
 `metadata.resourceVersion` we read, so two replicas racing for one Lease cannot both win:
 the loser gets 409 Conflict. On shutdown the holder releases (clears `holderIdentity`).
 
@@ -21,7 +22,18 @@ renewal is younger than the renew deadline, measured on its own monotonic clock 
 before the renewal was sent; the deadline being shorter than the lease duration means a
 replica whose renewals fail or hang has stopped acting (`held` is False) at least 5 s
 before any other replica may take the Lease over. Callers check `held`/`owns` before each
-action, not once per pass.
+action, not once per pass, and the API client asks again as each write's bytes go to the
+socket (`kube/send_check.py`), so a stalled event loop cannot carry a stale check past the
+deadline. Giving a Lease up (a release, a shutdown) stops the acting first, then clears the
+holder.
+
+Balance (`ShardManager`): each replica holds at most its share, ceil(shards / live
+replicas), live replicas counted from their member Leases (`kube/members.py`); a replica
+above its share releases its highest-numbered extra shards, so a replica that joins gets
+its share at the others' next rounds; one that leaves (released or expired member Lease)
+raises everyone's share. `--max-shards` caps the share further. A replica elects nothing
+before its caches have synced (`run`'s `ready`): one that has not listed must not own a
+shard.
 """
 
 from __future__ import annotations
@@ -30,11 +42,12 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import math
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from foresize.shells.kube.api import JSON, MERGE_PATCH, KubeApi
 
@@ -66,7 +79,9 @@ def lease_path(namespace: str, name: str = "") -> str:
 
 
 @dataclass(slots=True)
-class _Observed:
+class Observed:
+    """A Lease record as first seen, at monotonic `seen_at` (expiry counts from there)."""
+
     record: tuple[Any, ...]
     seen_at: float
 
@@ -85,11 +100,13 @@ class LeaseElector:
         renew_deadline: float | None = None,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
+        labels: dict[str, str] | None = None,
     ) -> None:
         self.api = api
         self.namespace = namespace
         self.name = name
         self.identity = identity
+        self.labels = labels  # on the Lease it creates
         self.lease_duration = lease_duration
         # Shorter than the lease: we stop acting before anyone else may take over.
         self.renew_deadline = (
@@ -97,11 +114,11 @@ class LeaseElector:
         )
         if self.renew_deadline >= lease_duration:
             raise ValueError("the renew deadline must be shorter than the lease duration")
-        self.clock = clock
+        self.clock = clock  # only for the record's MicroTimes, never for expiry
         self.monotonic = monotonic
         self._held = False
         self._renewed_at: float | None = None  # monotonic() before the last successful write
-        self._observed: _Observed | None = None
+        self._observed: Observed | None = None
 
     @property
     def held(self) -> bool:
@@ -144,18 +161,27 @@ class LeaseElector:
             spec["leaseTransitions"] = transitions
         return spec
 
-    async def try_acquire_or_renew(self) -> bool:
-        """One election round. Returns True when this replica holds the Lease afterwards."""
+    async def try_acquire_or_renew(self, *, take: bool = True) -> bool:
+        """One election round. Returns True when this replica holds the Lease afterwards.
+        `take=False`: only read the Lease and note its record, writing nothing. A replica
+        at its share keeps watching the shards it may not take yet, so that when its share
+        grows (a replica died) it takes a dead holder's shard one lease duration after the
+        last renewal it saw, not one lease duration after it first looked."""
         now = self.clock()
         started = self.monotonic()
         resp = await self.api.request(
             "GET", lease_path(self.namespace, self.name), unthrottled=True
         )
+        if resp.code == 404 and not take:
+            return False
         if resp.code == 404:
+            metadata: dict[str, Any] = {"name": self.name, "namespace": self.namespace}
+            if self.labels:
+                metadata["labels"] = dict(self.labels)
             body = {
                 "apiVersion": "coordination.k8s.io/v1",
                 "kind": "Lease",
-                "metadata": {"name": self.name, "namespace": self.namespace},
+                "metadata": metadata,
                 "spec": self._spec(now, 0, acquire=True),
             }
             created = await self.api.request(
@@ -175,12 +201,16 @@ class LeaseElector:
         holder = spec.get("holderIdentity") or ""
         duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
         record = (holder, spec.get("renewTime"), spec.get("leaseTransitions"))
+        seen = self.monotonic()
         if self._observed is None or self._observed.record != record:
-            self._observed = _Observed(record, now)
-        # Expiry is judged on our own clock only, from when we first saw this exact record
-        # (client-go does the same): a replica whose clock runs ahead cannot steal a lease
+            self._observed = Observed(record, seen)
+        # Expiry is judged on our own monotonic clock only, from when we first saw this
+        # exact record (client-go does the same, with Go's monotonic clock reading): a
+        # replica whose clock runs ahead, or whose wall clock steps, cannot steal a lease
         # that its holder keeps renewing.
-        expired = not holder or (now - self._observed.seen_at > duration)
+        expired = not holder or (seen - self._observed.seen_at > duration)
+        if not take:
+            return False
         if holder == self.identity:
             patch = {"metadata": {"resourceVersion": rv}, "spec": self._spec(now, 0, False)}
         elif expired:
@@ -202,9 +232,12 @@ class LeaseElector:
         return self.held
 
     async def release(self) -> None:
-        """Give the Lease up so another replica can take it at once (on shutdown)."""
+        """Give the Lease up so another replica can take it at once (on shutdown, or a
+        shard above this replica's share). Acting stops first: `held` is False before the
+        release is sent, so no write of ours can follow it."""
         if not self._held:
             return
+        self.held = False
         resp = await self.api.request(
             "GET", lease_path(self.namespace, self.name), unthrottled=True
         )
@@ -228,11 +261,19 @@ class LeaseElector:
                     unthrottled=True,
                 )
                 log.info("released lease %s", self.name)
-        self.held = False
+
+
+class LiveReplicas(Protocol):
+    """How many replicas are live, this one included (`kube/members.py`)."""
+
+    async def round(self, *, collect: bool = False) -> int: ...
+
+    async def leave(self) -> None: ...
 
 
 class ShardManager:
-    """All shard Leases of this replica: which targets it may act on."""
+    """All shard Leases of this replica: which targets it may act on, and how many shards
+    it may hold (its share, see the module docstring)."""
 
     def __init__(
         self,
@@ -245,6 +286,7 @@ class ShardManager:
         renew_interval: float = RETRY_PERIOD,
         renew_deadline: float | None = None,
         max_shards: int | None = None,
+        members: LiveReplicas | None = None,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -267,6 +309,9 @@ class ShardManager:
             )
             for i in range(self.shards)
         ]
+        # The live replicas the share is computed from; None: this replica alone counts
+        # (it may take every shard, up to `max_shards`).
+        self.members = members
 
     @property
     def owned(self) -> set[int]:
@@ -280,27 +325,55 @@ class ShardManager:
         cluster-scoped work: ClusterAIScaleTemplates)."""
         return 0 <= shard < len(self.electors) and self.electors[shard].held
 
-    async def _attempt(self, elector: LeaseElector) -> None:
+    def share(self, live: int) -> int:
+        """The most shards this replica may hold with `live` replicas (itself included)."""
+        return min(self.max_shards, math.ceil(self.shards / max(1, live)))
+
+    async def _attempt(self, elector: LeaseElector, *, take: bool = True) -> None:
         # One election call may not outlive the renew deadline (a hung GET/PATCH).
         try:
-            await asyncio.wait_for(elector.try_acquire_or_renew(), elector.renew_deadline)
+            await asyncio.wait_for(elector.try_acquire_or_renew(take=take), elector.renew_deadline)
         except TimeoutError:
             log.warning("lease %s: election call timed out", elector.name)
 
     async def round(self) -> set[int]:
-        """Renew held shards, then try to acquire free ones up to `max_shards`."""
+        """Renew held shards, release those above this replica's share (highest numbers
+        first), then try to acquire free ones up to it."""
         for elector in self.electors:
             if elector.held:
                 await self._attempt(elector)
+        live = 1
+        if self.members is not None:
+            live = await self.members.round(collect=self.holds(0))
+        share = self.share(live)
+        for shard in sorted(self.owned)[share:]:
+            log.info(
+                "shard %d: above this replica's share (%d of %d, %d live); releasing",
+                shard,
+                share,
+                self.shards,
+                live,
+            )
+            await self.electors[shard].release()
         for elector in self.electors:
-            if not elector.held and len(self.owned) < self.max_shards:
+            if elector.held:
+                continue
+            if len(self.owned) < share:
                 await self._attempt(elector)
+            else:
+                await self._attempt(elector, take=False)  # only watch its record
         self.rounds += 1
         self.last_round_at = self.monotonic()
         return self.owned
 
-    async def run(self, stop: asyncio.Event) -> None:
-        """Renew until `stop` is set, then release everything held."""
+    async def run(
+        self, stop: asyncio.Event, ready: Callable[[], Awaitable[bool]] | None = None
+    ) -> None:
+        """Once `ready` (the caches synced; False: stopping first), renew until `stop` is
+        set, then release everything held. Nothing is elected before: a replica that has
+        not listed the cluster must not own a shard (nor count towards the shares)."""
+        if ready is not None and not await ready():
+            return
         try:
             while not stop.is_set():
                 try:
@@ -314,3 +387,6 @@ class ShardManager:
             for elector in self.electors:
                 with contextlib.suppress(Exception):
                     await elector.release()
+            if self.members is not None:
+                with contextlib.suppress(Exception):
+                    await self.members.leave()

@@ -6,8 +6,10 @@ Tasks, all on one asyncio loop but Kopf's:
   on an event loop of its own in a thread of its own (its start-up listing and decoding
   of every Foresize object off this loop, `tasks.run_kopf`);
 - the API server's version, re-read every `--version-check-interval` (upgrades);
-- leader election: one Lease per shard; only shards held are planned and acted on, and
-  the executor checks the Lease (within its renew deadline) before every single call;
+- leader election, once every informer has listed: one Lease per shard, each replica
+  holding at most its share (ceil(shards / live replicas)); only shards held are planned
+  and acted on, and the Lease (within its renew deadline) is checked before every call
+  and again as each write goes to the socket;
 - collector: metrics-server polling into the in-memory history (or Prometheus history);
 - control loop: nothing before every informer has listed once (the cache-sync barrier);
   then suggestions, the vertical planner, the executor, the change recorder, every pass;
@@ -106,7 +108,10 @@ def _start_tasks(
             startup_sinks=[PodCpuSink(parts.shell.pod_usage, parts.state)],
         )
         supervisor.start(poller.run(stop), "metrics-server poller")
-    supervisor.start(parts.shards.run(stop), "leader election")
+    # No Lease before the caches have synced: a replica that has not listed owns nothing.
+    supervisor.start(
+        parts.shards.run(stop, lambda: parts.informers.wait_synced(stop)), "leader election"
+    )
     supervisor.start(
         follow_server_version(parts.executor, parts.state, stop, opts.version_check_interval),
         "server version",

@@ -87,7 +87,9 @@ def cluster_role_rules() -> list[dict[str, Any]]:
 def role_rules() -> list[dict[str, Any]]:
     """Rights inside the operator's own namespace only."""
     return [
-        rule(["coordination.k8s.io"], ["leases"], ["get", "create", "patch"]),
+        # list: the member Leases the shares are counted from; delete: a member Lease on
+        # shutdown, and a dead replica's (kube/members.py).
+        rule(["coordination.k8s.io"], ["leases"], ["get", "list", "create", "patch", "delete"]),
         rule([""], ["configmaps"], ["get"], resourceNames=[PAUSE_CONFIGMAP]),
         # `create` cannot be limited by name (the name is not known when it is authorized);
         # the rest only on the TLS Secret: read at start and on every check, patched by the

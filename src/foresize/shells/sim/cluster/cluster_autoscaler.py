@@ -14,6 +14,7 @@ without a controller and kube-system pods without a PDB block a node's scale-dow
 from __future__ import annotations
 
 import math
+import random
 
 from foresize.core.api.quantity import CPU, MEMORY
 from foresize.core.cluster.model import Pod, disruption_opt_out
@@ -59,8 +60,9 @@ class ClusterAutoscaler(NodeAutoscaler):
         nodeset: NodeSet,
         spec: NodeAutoscalerSpec,
         types: list[NodeTypeSpec],
+        rng: random.Random | None = None,
     ) -> None:
-        super().__init__(clock, journal, store, nodeset, spec, types)
+        super().__init__(clock, journal, store, nodeset, spec, types, rng)
         self.unneeded_since: dict[str, float] = {}
         self.last_scale_down = -math.inf
         self.last_failure = -math.inf

@@ -169,7 +169,8 @@ class SimCluster:
             na = scenario.node_autoscaler
             types = [scenario.node_types[n] for n in na.node_types]
             flavour = Karpenter if na.flavour == KARPENTER else ClusterAutoscaler
-            self.node_autoscaler = flavour(clock, journal, store, nodeset, na, types)
+            drain_order = random.Random(f"{self.seed}/drain-order")
+            self.node_autoscaler = flavour(clock, journal, store, nodeset, na, types, drain_order)
         self._connect()
         for spec in scenario.nodes:
             if spec.add_at <= 0:

@@ -5,10 +5,13 @@ the nodes in flight will not take is packed first-fit-decreasing into new node c
 each launched as the cheapest type that holds its pods plus the DaemonSets.
 Consolidation, every 10 s while the cluster changed (or every 5 min): empty nodes first
 (all that the budget allows at once), then with `WhenEmptyOrUnderutilized` multi-node
-(the most nodes, in disruption-cost order, whose pods fit the rest plus at most one
-replacement cheaper than the priciest of them), then single-node (delete when the pods
-fit elsewhere, else replace with a cheaper type that holds them); each decision is re-
-checked after 15 s before it acts, a replacement is Ready before its node is drained.
+(the most nodes, in disruption-cost order, that can go or be replaced by one node),
+then single-node. Each simulates scheduling as upstream's `SimulateScheduling` does: the
+candidates' pods with the Pending pods and those of nodes being deleted, on the other
+nodes; no new node needed is a deletion, one new node a replacement if its type costs
+less than the candidates together (and, for several, less than the cheapest of them of
+a type it could be). Each decision is simulated again after 15 s before it acts; a
+replacement is Ready before its node is drained.
 Nodes count as candidates only after `consolidate_after` without a pod change and when no
 pod on them is protected by a PDB that allows no disruption; the NodePool budget (`10%`
 of the pool, rounded up) bounds the nodes being disrupted at once.
@@ -18,14 +21,16 @@ from __future__ import annotations
 
 import contextlib
 import math
+import random
 
 from foresize.core.cluster.model import Pod, disruption_opt_out
 from foresize.shells.sim.cluster.clock import Clock
 from foresize.shells.sim.cluster.journal import Journal
 from foresize.shells.sim.cluster.nodes import (
     NodeAutoscaler,
+    NodeClaim,
+    first_fit,
     pack_claims,
-    place_first_fit,
 )
 from foresize.shells.sim.cluster.nodeset import NodeSet
 from foresize.shells.sim.cluster.store import ObjectStore
@@ -75,8 +80,9 @@ class Karpenter(NodeAutoscaler):
         nodeset: NodeSet,
         spec: NodeAutoscalerSpec,
         types: list[NodeTypeSpec],
+        rng: random.Random | None = None,
     ) -> None:
-        super().__init__(clock, journal, store, nodeset, spec, types)
+        super().__init__(clock, journal, store, nodeset, spec, types, rng)
         self.batch_started: float | None = None
         self.batch_last: float = 0.0
         self.seen_state: tuple[int, int] | None = None
@@ -205,27 +211,77 @@ class Karpenter(NodeAutoscaler):
                 hi = mid - 1
         return best
 
+    def simulate(self, nodes: list[str]) -> list[NodeClaim] | None:
+        """Karpenter's `SimulateScheduling` for taking `nodes` away: the pods of `nodes`,
+        those of the nodes being deleted and the Pending pods, first-fit-decreasing on the
+        other Ready nodes, then on the nodes in flight, then into new node claims. The new
+        claims, or None when a pod of `nodes` or of a deleting node cannot be placed (a
+        Pending pod may stay unplaced: `AllNonPendingPodsScheduled`), or when a pod of
+        `nodes` would go to a node in flight (`UninitializedNodeError`)."""
+        cand = set(nodes)
+        charge = self.store.meta
+        moved = [(p.key, charge[p.key].charge) for n in nodes for p in self.movable_pods(n)]
+        deleting = [
+            (p.key, charge[p.key].charge)
+            for n in sorted(self.draining)
+            if n not in cand and n in self.nodeset.nodes
+            for p in self.movable_pods(n)
+        ]
+        pods = moved + deleting + self.unschedulable()
+        frees = self.frees(cand)
+        ready = len(frees)
+        ds = self.daemonset_overhead()
+        frees += [[t.cpu - ds[0], t.memory - ds[1]] for t in self.inflight.values()]
+        placed = first_fit(pods, frees)
+        must = {k for k, _ in moved + deleting}
+        for k, _ in moved:
+            i = placed[k]
+            if i is not None and i >= ready:
+                return None
+        left = [s for s in pods if placed[s[0]] is None]
+        claims, unfit = pack_claims(left, self.types, ds)
+        if any(k in must for k in unfit):
+            return None
+        return claims
+
     def consolidation_option(
         self, nodes: list[str]
     ) -> tuple[str, list[str], NodeTypeSpec | None] | None:
-        """Delete `nodes` when their pods fit elsewhere; else replace them with one node
-        of the cheapest type that holds what does not fit, if it costs less than they do."""
-        if self.fit_elsewhere(nodes):
+        """Karpenter's `computeConsolidation`: delete `nodes` when the simulation needs no
+        new node; replace them when it needs one, of a type cheaper than they cost together
+        (`RemoveInstanceTypeOptionsByPriceAndMinValues`) and, for several nodes, cheaper
+        than the cheapest of them whose type it could be (`filterOutSameType`: replacing
+        them by one of their own types is deleting the others, which a smaller option finds)."""
+        claims = self.simulate(nodes)
+        if claims is None or len(claims) > 1:
+            return None
+        if not claims:
             return ("Underutilized", nodes, None)
-        pods = [(p.key, self.store.meta[p.key].charge) for n in nodes for p in self.movable_pods(n)]
-        left = place_first_fit(pods, self.frees(set(nodes)))
-        sizes = [s for s in pods if s[0] in set(left)]
-        claims, unfit = pack_claims(sizes, self.types, self.daemonset_overhead())
-        if unfit or len(claims) != 1:
+        total = sum(self.price(n) for n in nodes)
+        options = [t for t in claims[0].options if t.price_per_hour < total]
+        if len(nodes) > 1:
+            names = {t.name for t in options}
+            same = [self.price(n) for n in nodes if self.node_type(n) in names]
+            if same:
+                options = [t for t in options if t.price_per_hour < min(same)]
+        if not options:
             return None
-        # The replacement must cost less than the priciest node it replaces (Karpenter's
-        # `filterOutSameInstanceType`: replacing two nodes by one of their own type is
-        # deleting one of them, which the smaller option already finds).
-        top = max(self.price(n) for n in nodes)
-        claims[0].options = [t for t in claims[0].options if t.price_per_hour < top]
-        if not claims[0].options:
-            return None
+        claims[0].options = options
         return ("Underutilized", nodes, claims[0].cheapest())
+
+    def node_type(self, node: str) -> str:
+        return self.nodeset.node_records[node].node_type
+
+    def still_valid(self, nodes: list[str], typ: NodeTypeSpec | None) -> bool:
+        """Karpenter's `ValidateCommand`: the simulation run again gives the same answer, no
+        new node for a deletion, one new node for a replacement whose types still include
+        the one chosen (a replacement no longer needed, or needing more, is dropped)."""
+        claims = self.simulate(nodes)
+        if claims is None:
+            return False
+        if typ is None:
+            return not claims
+        return len(claims) == 1 and typ.name in {t.name for t in claims[0].options}
 
     def validate_and_act(self) -> None:
         decision, self.pending_decision = self.pending_decision, None
@@ -238,7 +294,7 @@ class Karpenter(NodeAutoscaler):
         if reason == "Empty":
             if any(self.movable_pods(n) for n in nodes):
                 return
-        elif typ is None and not self.fit_elsewhere(nodes):
+        elif not self.still_valid(nodes, typ):
             return
         if typ is None:
             for n in nodes:

@@ -16,6 +16,7 @@ The flavours are `karpenter.py` and `cluster_autoscaler.py`.
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -61,18 +62,24 @@ def _ffd_order(sizes: list[tuple[str, Size]]) -> list[tuple[str, Size]]:
     return sorted(sizes, key=lambda s: (-s[1][0], -s[1][1], s[0]))
 
 
-def place_first_fit(sizes: list[tuple[str, Size]], frees: list[list[int]]) -> list[str]:
-    """Place pods first-fit-decreasing on `frees` (changed in place); the keys left over."""
-    left = []
+def first_fit(sizes: list[tuple[str, Size]], frees: list[list[int]]) -> dict[str, int | None]:
+    """Place pods first-fit-decreasing on `frees` (changed in place): each key's bin, or
+    None for a pod no bin holds."""
+    placed: dict[str, int | None] = {}
     for key, size in _ffd_order(sizes):
-        for free in frees:
+        placed[key] = None
+        for i, free in enumerate(frees):
             if _fits(size, free):
                 free[0] -= size[0]
                 free[1] -= size[1]
+                placed[key] = i
                 break
-        else:
-            left.append(key)
-    return left
+    return placed
+
+
+def place_first_fit(sizes: list[tuple[str, Size]], frees: list[list[int]]) -> list[str]:
+    """Place pods first-fit-decreasing on `frees` (changed in place); the keys left over."""
+    return [k for k, i in first_fit(sizes, frees).items() if i is None]
 
 
 @dataclass(slots=True)
@@ -141,6 +148,7 @@ class NodeAutoscaler:
         nodeset: NodeSet,
         spec: NodeAutoscalerSpec,
         types: list[NodeTypeSpec],
+        rng: random.Random | None = None,
     ) -> None:
         self.clock = clock
         self.journal = journal
@@ -154,6 +162,9 @@ class NodeAutoscaler:
         self.launched = 0
         self.removed = 0
         self.last_scale_up = -math.inf
+        # The order a drain evicts a node's pods in (see `drain_step`); its own stream,
+        # so a drain draws nothing from the names' and the usage's.
+        self.rng = rng if rng is not None else random.Random(0)
 
     def start(self) -> None:
         """Schedule the flavour's periodic loop (when the run starts)."""
@@ -335,6 +346,13 @@ class NodeAutoscaler:
         if d.give_up_after is not None and self.clock.now - d.started > d.give_up_after:
             self.abandon_drain(node)
             return
+        # Upstream lists the node's pods from the informer cache (no order) and hands them
+        # all to its eviction queue, whose workers evict them concurrently (Karpenter's
+        # `terminator.Drain`; Cluster Autoscaler evicts each pod in its own goroutine), so
+        # the replacements reach the scheduler in no set order. Evicting in name order
+        # would make it the same order every time: with LeastAllocated scoring, the same
+        # small pod takes the room consolidation meant for a bigger one, drain after drain.
+        self.rng.shuffle(left)
         for p in left:
             if disruption_opt_out(p.annotations) is not None:
                 continue  # waits: never evicted by a node autoscaler

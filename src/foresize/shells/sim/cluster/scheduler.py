@@ -61,9 +61,17 @@ class Scheduler:
         self.queued = False
         if not self.pending:
             return
+        # The scheduling queue's order (`PrioritySort`: priority, then the time the pod
+        # was queued). Pods created at one instant queue in the order they were created,
+        # which the uid's sequence number keeps (not their names).
         order = sorted(
             self.pending,
-            key=lambda k: (-self.store.pods[k].priority, self.store.pods[k].creation_time, k),
+            key=lambda k: (
+                -self.store.pods[k].priority,
+                self.store.pods[k].creation_time,
+                self.store.pods[k].uid,
+                k,
+            ),
         )
         # Capacity reserved for pods nominated after preemption.
         reserved: dict[str, list[int]] = {}
