@@ -57,6 +57,11 @@ async def test_a_small_run_lists_resizes_relists_and_reports_the_keys(tmp_path) 
     by_phase = doc["rss_mib_by_phase"]
     assert {"start", "pass", "relist"} <= set(by_phase) and max(by_phase.values()) == doc["rss_mib"]
     assert (tmp_path / "requests.tsv").exists()
+    # The round the run does not reach, measured after it: every target at once, or the
+    # busiest pass of a cadence with the rounds spread (`bench.rounds`).
+    assert doc["round_all_due_targets"] == 4
+    assert 0 < doc["round_spread_targets"] < 4
+    assert 0 < doc["round_spread_peak_kib_per_pod"] < doc["round_all_due_peak_kib_per_pod"]
 
 
 @pytest.mark.parametrize(

@@ -711,3 +711,30 @@ async def test_a_watch_ends_at_its_timeout_on_close_and_after_a_410(apiserver, a
     )
     assert [(e["type"], e["object"].get("code")) for e in events] == [("ERROR", 410)]
     assert loop.time() - started < 5
+
+
+async def test_a_resumed_watch_replays_each_version_as_it_was_written(apiserver, api):
+    """The history shares the stored objects (no copy each): that holds only while every
+    write stores a new object, so a replay must still show each version as written, and
+    an answer the client changes must not change what is stored."""
+    apiserver.seed(pod("web-1"))
+    listed = await api.request("GET", PODS)
+    since = listed.body["metadata"]["resourceVersion"]
+    for value in ("a", "b", "c"):
+        apiserver.update(
+            "Pod", "shop", "web-1", lambda p, v=value: p["metadata"]["labels"].update(v=v)
+        )
+    got = await api.request("GET", f"{PODS}/web-1")
+    got.body["metadata"]["labels"]["v"] = "changed by the client"
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(
+            f"{apiserver.url}{PODS}",
+            params={"watch": "true", "resourceVersion": since, "timeoutSeconds": "1"},
+        ) as resp,
+    ):
+        events = [json.loads(line) async for line in resp.content]
+    labels = [e["object"]["metadata"]["labels"]["v"] for e in events]
+    versions = [int(e["object"]["metadata"]["resourceVersion"]) for e in events]
+    assert labels == ["a", "b", "c"] and versions == sorted(versions), events
+    assert apiserver.get("Pod", "shop", "web-1")["metadata"]["labels"]["v"] == "c"

@@ -18,7 +18,9 @@ process sends pod AdmissionReviews at `rate`/s (open loop: a request's latency c
 when it was due). The server's request log gives the Lease renewals (how late each came
 after the 2 s retry period), the writes of the pass by resource and its resizes; `/proc`
 gives the operator's resident memory, sampled, and its CPU time. An operator against an
-empty cluster gives the baseline the per-pod memory is counted on top of.
+empty cluster gives the baseline the per-pod memory is counted on top of. The
+recommendation round, which the run does not reach, is measured after it in the bench's
+own process (`bench.rounds`: the `round_*` keys).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from foresize.bench.chaos.cluster import OperatorProcess, wait_until
+from foresize.bench.rounds import measure_round
 from foresize.bench.synthetic import (
     RESIZED_CPU,
     resized_targets,
@@ -53,6 +56,8 @@ LIST_PAGE = 500  # the informers' page size: a kind of N objects is N/500 LIST r
 # How long the pass may take before the bench gives up on it: 1,000 resizes at 50 QPS is
 # 20 s; the issue's bound is 25 s; a slow box gets ten times that.
 PASS_TIMEOUT = 250.0
+# The issue's keys, last in the document, in this order.
+ISSUE_KEYS = ("webhook_p99_ms", "renew_late_max_ms", "api_writes_per_resize", "rss_mib")
 START_TIMEOUT = 600.0  # seeding aside, how long listing 100k pods may take on 2 busy cores
 
 
@@ -260,7 +265,7 @@ async def measure(
         await server.start()
         try:
             args = ["--interval", str(interval)] if interval is not None else []
-            return await _run(
+            doc = await _run(
                 server,
                 work,
                 (pods, targets, nodes),
@@ -277,6 +282,14 @@ async def measure(
                     for r in server.requests:
                         body = "" if r.method == "GET" else json.dumps(r.body)[:300]
                         out.write(f"{r.time:.3f}\t{r.method}\t{r.path}\t{r.code}\t{body}\n")
+            del server
+        # The recommendation round the run does not reach (`bench.rounds`), measured once
+        # the server's objects are gone; before the issue's keys, which end the document.
+        rounds = measure_round(pods, targets, nodes)
+        last = list(doc)[-len(ISSUE_KEYS) :]
+        assert last == list(ISSUE_KEYS), last
+        head = {k: v for k, v in doc.items() if k not in ISSUE_KEYS}
+        return {**head, **rounds, **{k: doc[k] for k in ISSUE_KEYS}}
     finally:
         if own:
             shutil.rmtree(work, ignore_errors=True)

@@ -231,19 +231,19 @@ def seed(server: Any, objects: Iterator[dict]) -> None:
     try:
         for obj in objects:
             kind = obj["kind"]
-            server.validate = validating and (kind == "AIScaleTarget" or kind not in seen)
+            server.validate = validating and kind not in seen
             seen.add(kind)
-            stored = server.seed(obj)
             if kind == "AIScaleTarget":
                 # As the CRD handlers left it: the spec they handled noted on the object
-                # (of the object as served, defaults included).
-                meta = stored["metadata"]
-                annotations = handled(stored)["metadata"]["annotations"]
-                server.update(
-                    "AIScaleTarget",
-                    meta["namespace"],
-                    meta["name"],
-                    lambda o, a=annotations: o["metadata"].__setitem__("annotations", a),
-                )
+                # (of the object as served, defaults included), stored in one write. It
+                # was validated just now; the annotation is the only change since.
+                server.validate = validating
+                served = server.defaulted(obj) if validating else obj
+                meta = served["metadata"]
+                meta["annotations"] = handled(served)["metadata"]["annotations"]
+                server.validate = False
+                server.seed(served)
+                continue
+            server.seed(obj)
     finally:
         server.validate = validating

@@ -7,9 +7,10 @@ pass does, in this order (what the kube shell and the simulated operator both ru
    (`cluster.policies.resolve_snapshot`), so each step below reads the policy in force;
    an effective policy that changed joins the target's status write (step 7);
 1. recommendations: each due AIScaleTarget gets a fresh `status.vertical_suggestion`
-   (`recommend.suggestions.plan_suggestions`); a target is due at its own cadence, or at
-   once when its history holds an OOM kill newer than its last forecast (the x1.2 OOM
-   floor must not wait for the next cadence);
+   (`recommend.suggestions.plan_suggestions`); a target is due once in each slot of its
+   own cadence, the slots offset by a hash of its key (`recommend.rounds`: the fleet's
+   rounds spread over the cadence, not all in one pass), or at once when its history
+   holds an OOM kill newer than its last forecast (the x1.2 OOM floor must not wait);
 2. DaemonSetAutoscalers, every `scaleInterval`: the percentile suggestion into status and
    in-place resizes of running pods (when the shell has a DaemonSet usage window);
 3. horizontal: predictions and `*/scale` patches ahead of peaks;
@@ -80,6 +81,7 @@ from foresize.core.lifecycle.daemonset import DsaPlan, UsageWindow, dsa_suggesti
 from foresize.core.lifecycle.planner import LifecycleState, finalizers_to_add, plan_lifecycle
 from foresize.core.lifecycle.templates import TemplatePlan, plan_templates
 from foresize.core.recommend.horizontal import horizontal_forecasts
+from foresize.core.recommend.rounds import round_due
 from foresize.core.recommend.suggestions import SuggestionState, cadence_of, plan_suggestions
 from foresize.core.vertical.headroom import HeadroomState, headroom_actions
 from foresize.core.vertical.planner import plan
@@ -402,9 +404,11 @@ def _suggestions(
     config: ReconcileConfig,
 ) -> list[Action]:
     def due(target: TargetObject) -> bool:
-        last = state.last_suggest.get(target_key(target))
-        if last is None or now - last >= cadence_of(target, config.suggest_interval):
+        key = target_key(target)
+        last = state.last_suggest.get(key)
+        if round_due(key, last, now, cadence_of(target, config.suggest_interval)):
             return True
+        assert last is not None  # `round_due` is true without a last round
         return _oom_since(snapshot, target, history, last, now)
 
     events: list[EmitEvent] = []

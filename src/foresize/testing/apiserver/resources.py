@@ -158,6 +158,24 @@ def crd_types(crd: dict[str, Any]) -> list[tuple[ResourceType, CustomResourceVal
     return out
 
 
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def json_copy(value: Any) -> Any:
+    """A deep copy of a JSON value (dicts, lists and scalars; anything else through
+    `copy.deepcopy`): the store's copies of objects, about twice as fast as `deepcopy`,
+    which keeps a memo of every value for aliasing a JSON document cannot have."""
+    if type(value) is dict:
+        return {k: json_copy(v) for k, v in value.items()}
+    if type(value) is list:
+        return [json_copy(v) for v in value]
+    if isinstance(value, _SCALARS):
+        return value
+    import copy
+
+    return copy.deepcopy(value)
+
+
 def now_iso(epoch: float) -> str:
     return dt.datetime.fromtimestamp(epoch, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 

@@ -386,7 +386,7 @@ class StrictApiServer(ObjectStore):
             record.code = 200
             if sub == "scale":
                 return web.json_response(scale_of(rtype, obj))
-            return web.json_response(self._out(rtype, obj))
+            return web.json_response(self._served(rtype, obj))
         if verb == "create" and sub == "eviction":
             result = self._evict(rtype, namespace, name, body, dry_run)
             record.code = 201
@@ -396,7 +396,7 @@ class StrictApiServer(ObjectStore):
                 raise bad_request("the request body must be a JSON object")
             stored = self._create_request(rtype, namespace, body, dry_run)
             record.code = 201
-            return web.json_response(self._out(rtype, stored), status=201)
+            return web.json_response(self._served(rtype, stored), status=201)
         if verb == "delete":
             options = body if isinstance(body, dict) else {}
             result = self._delete(rtype, namespace, name, options, dry_run=dry_run)
@@ -415,7 +415,7 @@ class StrictApiServer(ObjectStore):
             self._check_put(rtype, old, wanted, name)
         stored = self._commit(rtype, old, wanted, subresource=sub or None, dry_run=dry_run)
         record.code = 200
-        return web.json_response(self._out(rtype, stored))
+        return web.json_response(self._served(rtype, stored))
 
     async def _watch(
         self, request: web.Request, record: RecordedRequest, rtype: ResourceType, ns: str | None
@@ -454,7 +454,7 @@ class StrictApiServer(ObjectStore):
         for kind, obj, old in backlog:
             event = event_for(watch.watcher, kind, obj, old)
             if event:
-                await send_event(response, event[0], self._out(rtype, event[1]))
+                await send_event(response, event[0], self._served(rtype, event[1]))
         if watch.initial_events and watch.bookmarks:
             await send_event(
                 response, "BOOKMARK", bookmark(rtype, last_rv, initial_events_end=True)
@@ -513,7 +513,7 @@ class StrictApiServer(ObjectStore):
                 continue  # already sent from the backlog
             event = event_for(watch.watcher, kind, obj, old)
             if event:
-                await send_event(response, event[0], self._out(rtype, event[1]))
+                await send_event(response, event[0], self._served(rtype, event[1]))
 
 
 def _check_route(route: tuple[str, ResourceType, str, str, str]) -> None:

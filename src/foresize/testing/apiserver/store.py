@@ -6,7 +6,7 @@ with finalizers, validation, pods' rules (`apiserver.pods`), the eviction budget
 
 from __future__ import annotations
 
-import copy
+import collections
 import random
 import time
 import uuid
@@ -27,6 +27,7 @@ from foresize.testing.apiserver.resources import (
     BUILTIN_TYPES,
     ResourceType,
     crd_types,
+    json_copy,
     now_iso,
     spec_part,
 )
@@ -82,7 +83,8 @@ class ObjectStore(Subresources):
         self._key_changes: dict[str, int] = {}
         self._sorted_keys: dict[str, tuple[int, list[ObjectKey]]] = {}
         self.rv = 0
-        self._history: list[HistoryEntry] = []
+        # Oldest first; a deque, since the oldest entry leaves at each write once full.
+        self._history: collections.deque[HistoryEntry] = collections.deque()
         self.compacted_rv = 0
         self._watchers: list[Watcher] = []
 
@@ -106,7 +108,7 @@ class ObjectStore(Subresources):
             self._validators[rtype.key] = validator
         crd_type = self.types["apiextensions.k8s.io/v1/customresourcedefinitions"]
         if (crd_type.key, "", crd["metadata"]["name"]) not in self.objects:
-            self._store_new(crd_type, copy.deepcopy(crd), keep_status=True)
+            self._store_new(crd_type, json_copy(crd), keep_status=True)
 
     def type_of(self, kind_or_plural: str, api_version: str | None = None) -> ResourceType:
         found = [
@@ -126,7 +128,7 @@ class ObjectStore(Subresources):
         """The stored object (a copy), or None."""
         rtype = self.type_of(kind)
         obj = self.objects.get((rtype.key, namespace or "", name))
-        return copy.deepcopy(obj) if obj is not None else None
+        return json_copy(obj) if obj is not None else None
 
     # ------------------------------------------------------------------ seeding
     def seed(self, obj: dict[str, Any]) -> dict[str, Any]:
@@ -139,7 +141,14 @@ class ObjectStore(Subresources):
         if rtype.kind == "CustomResourceDefinition":
             self.add_crd(obj)
             return self.get("CustomResourceDefinition", None, obj["metadata"]["name"]) or {}
-        return copy.deepcopy(self._create(rtype, ns, copy.deepcopy(obj), keep_status=True))
+        return json_copy(self._create(rtype, ns, json_copy(obj), keep_status=True))
+
+    def defaulted(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """`obj` as a create would store it (validated, the schema's defaults applied, its
+        status kept), without storing it: a seeding that needs the object as served."""
+        rtype = self.type_of(obj["kind"], obj.get("apiVersion"))
+        ns = (obj.get("metadata") or {}).get("namespace") or ""
+        return self._create(rtype, ns, json_copy(obj), keep_status=True, dry_run=True)
 
     def _priority_class(self, name: str) -> dict[str, Any] | None:
         return self.get("PriorityClass", None, name)
@@ -164,9 +173,9 @@ class ObjectStore(Subresources):
         if key not in self.objects:
             raise not_found(rtype, name)
         old = self.objects[key]
-        new = copy.deepcopy(old)
+        new = json_copy(old)
         change(new)
-        return copy.deepcopy(self._commit(rtype, old, new, subresource="*"))
+        return json_copy(self._commit(rtype, old, new, subresource="*"))
 
     def delete(self, kind: str, namespace: str | None, name: str) -> None:
         """A controller's delete (finalizers honoured)."""
@@ -181,7 +190,17 @@ class ObjectStore(Subresources):
         return obj
 
     def _out(self, rtype: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
-        out = copy.deepcopy(obj)
+        out = json_copy(obj)
+        out["apiVersion"] = rtype.api_version
+        out["kind"] = rtype.kind
+        return out
+
+    @staticmethod
+    def _served(rtype: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+        """`obj` with its URL's kind, to serialise at once (an answer, a watch event): a
+        shallow copy, since a stored object is never changed in place (every write stores
+        a new one). A deep copy of each pod sent was most of a watch's and a GET's time."""
+        out = dict(obj)
         out["apiVersion"] = rtype.api_version
         out["kind"] = rtype.kind
         return out
@@ -195,10 +214,13 @@ class ObjectStore(Subresources):
         self, rtype: ResourceType, kind: str, obj: dict[str, Any], old: dict[str, Any] | None
     ) -> None:
         rv = int(obj["metadata"]["resourceVersion"])
-        snapshot = copy.deepcopy(obj)
+        # The stored object itself: a stored object is never changed in place (each write
+        # stores a new one, as `old` here shows), so the history needs no copy of its own
+        # (at 100k pods, a copy of every pod seeded and a second heap of them).
+        snapshot = obj
         self._history.append((rv, rtype.key, kind, snapshot, old))
         if len(self._history) > self.history_limit:
-            dropped = self._history.pop(0)
+            dropped = self._history.popleft()
             self.compacted_rv = dropped[0]
         for watcher in self._watchers:
             if watcher.rtype.key == rtype.key:
@@ -252,9 +274,7 @@ class ObjectStore(Subresources):
             nstype = self.types["/v1/namespaces"]
             if (nstype.key, "", namespace) not in self.objects:
                 raise not_found(nstype, namespace)
-        return self._create(
-            rtype, namespace, copy.deepcopy(body), keep_status=False, dry_run=dry_run
-        )
+        return self._create(rtype, namespace, json_copy(body), keep_status=False, dry_run=dry_run)
 
     def _create(
         self,
@@ -335,7 +355,7 @@ class ObjectStore(Subresources):
         if verb == "update":
             if not isinstance(body, dict):
                 raise bad_request("the request body must be a JSON object")
-            return copy.deepcopy(body)
+            return json_copy(body)
         try:
             if content_type == JSON_PATCH:
                 result = patching.apply_json_patch(current, body)
@@ -422,10 +442,10 @@ class ObjectStore(Subresources):
         """A copy of `new` (with the URL's kind) where only what `subresource` may change
         differs from `old`: the status for "status", the resources for "resize", all but
         the status for the object itself (when the type has a status subresource)."""
-        new = copy.deepcopy(new)
+        new = json_copy(new)
         new["apiVersion"], new["kind"] = rtype.api_version, rtype.kind
         if subresource == "status":
-            merged = copy.deepcopy(old)
+            merged = json_copy(old)
             if "status" in new:
                 merged["status"] = new["status"]
             else:
@@ -437,7 +457,7 @@ class ObjectStore(Subresources):
             return resize_strategy(rtype, old, new, self.kube_version, node)
         if subresource != "*" and "status" in rtype.subresources:
             if "status" in old:
-                new["status"] = copy.deepcopy(old["status"])
+                new["status"] = json_copy(old["status"])
             else:
                 new.pop("status", None)
         return new
@@ -484,7 +504,7 @@ class ObjectStore(Subresources):
         if obj["metadata"].get("finalizers"):
             if obj["metadata"].get("deletionTimestamp"):
                 return self._out(rtype, obj)
-            new = copy.deepcopy(obj)
+            new = json_copy(obj)
             new["metadata"]["deletionTimestamp"] = now_iso(self.clock())
             new["metadata"]["deletionGracePeriodSeconds"] = 0
             new["metadata"]["resourceVersion"] = self._next_rv()
@@ -493,7 +513,7 @@ class ObjectStore(Subresources):
             return self._out(rtype, new)
         del self.objects[key]
         self._keys_changed(rtype.key)
-        gone = copy.deepcopy(obj)
+        gone = json_copy(obj)
         gone["metadata"]["resourceVersion"] = self._next_rv()
         self._record_event(rtype, "DELETED", gone, obj)
         return self._out(rtype, gone)
@@ -522,7 +542,7 @@ class ObjectStore(Subresources):
     def list(self, kind: str, namespace: str | None = None) -> list[dict[str, Any]]:
         rtype = self.type_of(kind)
         return [
-            copy.deepcopy(o)
+            json_copy(o)
             for (k, ns, _), o in sorted(self.objects.items())
             if k == rtype.key and (namespace is None or ns == namespace)
         ]
