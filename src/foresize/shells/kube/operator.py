@@ -1,10 +1,10 @@
 """`foresize operator`: everything of the real-cluster shell in one process.
 
-Tasks, all on one asyncio loop but Kopf's:
+Tasks, all on one asyncio loop:
 - informers: list+watch of every kind into `ClusterState` (`kube/informer.py`);
-- Kopf: the CRD handlers (validation verdicts in status), started once the API answers,
-  on an event loop of its own in a thread of its own (its start-up listing and decoding
-  of every Foresize object off this loop, `tasks.run_kopf`);
+- Kopf: the CRD handlers (validation verdicts in status), started once the API answers
+  (on this loop: in a thread of its own it competed with the webhook for the interpreter
+  and doubled the webhook's p99, docs/scale.md);
 - the API server's version, re-read every `--version-check-interval` (upgrades);
 - leader election, once every informer has listed: one Lease per shard, each replica
   holding at most its share (ceil(shards / live replicas)); only shards held are planned

@@ -160,111 +160,31 @@ async def follow_server_version(
         state.server_version = version
 
 
-# How long a stopping operator waits for Kopf's thread to end (its loop's own clean-up
-# included) before it goes on without it: the thread is a daemon and dies with the process.
-KOPF_STOP_GRACE = 10.0
-
-
 async def run_kopf(
     registry: Any, stop: asyncio.Event, ready: asyncio.Event, on_spawned: Any
 ) -> None:
-    """Kopf's root tasks, on an event loop of their own in a thread of their own, until one
-    ends or `stop`. Kopf lists every Foresize object at start, decodes the list, and runs
-    the `resume` handler's bookkeeping for each (10k targets: seconds of work), and keeps
-    decoding its watches: on the loop that answers the webhooks and renews the Leases,
-    that work held them (issue 26). On its own loop it only shares the interpreter, as a
-    listing in a worker thread does. Out of the main thread Kopf installs no signal
-    handlers, so ours stay; `on_spawned` runs once its thread has started, as before.
-    `ready` is set once Kopf's tasks are spawned. Kopf's own `run_tasks` is not used: at
-    its end it cancels every task of its loop (here only Kopf's own would go, but its
-    ending raises nothing for us to report)."""
-    import threading
-
-    # Kopf warns that it ignores signals out of the main thread: ours handle them.
-    logging.getLogger("kopf._core.reactor.running").addFilter(_kopf_signals_warning)
-    loop = asyncio.get_running_loop()
-    finished: asyncio.Future[None] = loop.create_future()
-    stop_flag = threading.Event()
-
-    def settle(error: BaseException | None) -> None:
-        if finished.done():
-            return
-        if error is None:
-            finished.set_result(None)
-        else:
-            finished.set_exception(error)
-
-    def body() -> None:
-        error: BaseException | None = None
-        try:
-            asyncio.run(
-                _kopf_root(registry, stop_flag, lambda: loop.call_soon_threadsafe(ready.set))
-            )
-        except BaseException as exc:  # reported on the operator's loop, as a task's failure
-            error = exc
-        with contextlib.suppress(RuntimeError):  # the operator's loop already closed
-            loop.call_soon_threadsafe(settle, error)
-
-    thread = threading.Thread(target=body, name="foresize:kopf", daemon=True)
-    thread.start()
-    on_spawned()
-    stopped: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
-    waited: set[asyncio.Future[Any]] = {finished, stopped}
-    try:
-        await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        stopped.cancel()
-        stop_flag.set()
-        if not finished.done():
-            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
-                await asyncio.wait_for(asyncio.shield(finished), KOPF_STOP_GRACE)
-        if not finished.done():
-            log.warning("Kopf's thread did not end within %.0fs of the stop", KOPF_STOP_GRACE)
-    error = finished.exception() if finished.done() else None
-    if error is not None:
-        raise error
-    if not stop.is_set():
-        raise RuntimeError("Kopf stopped on its own")
-
-
-def _kopf_signals_warning(record: logging.LogRecord) -> bool:
-    return "OS signals are ignored" not in record.getMessage()
-
-
-async def _kopf_root(registry: Any, stop_flag: Any, spawned: Any) -> None:
-    """Kopf's thread's loop: its root tasks until one ends (an error of one is raised) or
-    `stop_flag` (a `threading.Event`, which Kopf waits on itself); then the tasks they
-    left (per-object workers still closing) are waited for before asyncio.run's clean-up
-    cancels them all at once, which can hang (`supervision.LEFTOVER_TASKS_GRACE`)."""
+    """Kopf's root tasks, run until one ends. Kopf installs SIGTERM/SIGINT handlers that
+    would stop Kopf alone: `on_spawned` runs right after, to put ours back. Kopf's own
+    `run_tasks` is not used: at its end it cancels every task of the loop (ours too)."""
     import kopf
-
-    from foresize.shells.kube.supervision import drain_other_tasks
 
     tasks = await kopf.spawn_tasks(
         registry=registry,
         clusterwide=True,
         standalone=True,  # Foresize elects leaders per shard with its own Leases
-        stop_flag=stop_flag,
+        stop_flag=stop,
+        ready_flag=ready,
     )
-    spawned()
-    asked = False
-    try:
-        done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-        asked = stop_flag.is_set()
-        for task in pending:
-            task.cancel()
-        if pending:
-            await asyncio.wait(pending, timeout=5.0)
-    finally:
-        # Kopf waits for the flag in a thread of its loop's executor; set, that thread
-        # ends, else asyncio.run's clean-up would wait for it forever (Kopf dead on its own).
-        stop_flag.set()
-        for where in await drain_other_tasks():
-            log.error("Kopf's task still running after its stop: %s", where)
+    on_spawned()
+    done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    for task in pending:
+        task.cancel()
+    if pending:
+        await asyncio.wait(pending, timeout=5.0)
     for task in done:
         if not task.cancelled() and task.exception() is not None:
             raise task.exception()  # type: ignore[misc]
-    if not asked:
+    if not stop.is_set():
         names = ", ".join(sorted(t.get_name() for t in done))
         raise RuntimeError(f"Kopf stopped on its own ({names})")
 
