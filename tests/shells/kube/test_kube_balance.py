@@ -13,17 +13,10 @@ import pytest
 from foresize.shells.kube.api import KubeApi
 from foresize.shells.kube.leader import ShardManager
 from foresize.shells.kube.members import MEMBER_LABEL, Members, member_lease_name
+from support.clocks import Clock
 from support.kube_objects import namespace
 
 SHARDS = 3
-
-
-class Clock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture

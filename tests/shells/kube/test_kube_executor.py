@@ -20,6 +20,7 @@ from foresize.core.cluster.actions import (
 )
 from foresize.shells.kube.api import KubeApi
 from foresize.shells.kube.executor import KubeExecutor
+from support.clocks import Clock
 from support.kube_objects import IMAGE, deployment, namespace, node, target
 from support.kube_objects import pod as make_pod
 
@@ -39,14 +40,6 @@ POD = make_pod(
     ],
 )
 RESIZE = "/api/v1/namespaces/shop/pods/web-1/resize"
-
-
-class Clock:
-    def __init__(self, now: float = 1_780_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture

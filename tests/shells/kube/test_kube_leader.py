@@ -10,18 +10,11 @@ import pytest
 
 from foresize.shells.kube.api import KubeApi
 from foresize.shells.kube.leader import LeaseElector, ShardManager, micro_time, shard_of
+from support.clocks import Clock
 from support.kube_objects import namespace
 
 PATH = "/apis/coordination.k8s.io/v1/namespaces/foresize/leases"
 T0 = 1_780_000_000.0
-
-
-class Clock:
-    def __init__(self, now: float = T0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture

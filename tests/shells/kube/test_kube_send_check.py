@@ -16,18 +16,11 @@ from foresize.shells.kube.api import KubeApi
 from foresize.shells.kube.executor import KubeExecutor
 from foresize.shells.kube.gate import GatedExecutor, api_veto
 from foresize.shells.kube.leader import RENEW_DEADLINE, ShardManager
+from support.clocks import Clock
 from support.kube_objects import IMAGE, namespace, node
 from support.kube_objects import pod as make_pod
 
 RESIZE = "/api/v1/namespaces/shop/pods/web-1/resize"
-
-
-class Clock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture
