@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from foresize.core.api.types import AIScaleTarget, ClusterAIScalePolicy
+from foresize.core.cluster import policies as policies_module
 from foresize.core.cluster.policies import (
     CONDITION,
     PolicyIndex,
@@ -249,3 +250,39 @@ def test_the_snapshot_carries_effective_targets_and_writes_the_policy_once():
         is None
     )
     assert resolve_snapshot(resolved)[1] == []  # a resolved snapshot is not resolved twice
+
+
+def test_a_cluster_of_targets_under_a_default_policy_is_resolved_once_not_every_pass():
+    # More targets than the 4,096 entries the memo once held, cleared whole: then every
+    # pass resolved every target again and handed the planners new objects (issue 26).
+    targets = [
+        AIScaleTarget.model_validate(
+            {
+                "metadata": {
+                    "name": f"t{i}",
+                    "namespace": "shop",
+                    "uid": f"uid-{i}",
+                    "resourceVersion": "1",
+                },
+                "spec": {"scaleTargetRef": {"kind": "Deployment", "name": f"w{i}"}},
+            }
+        )
+        for i in range(4500)
+    ]
+    policies_module._memo.clear()  # other tests' targets stay out of the count below
+    snap = ClusterSnapshot(
+        now=50.0, targets=targets, policies=[policy("default", {"preset": "cost"})]
+    )
+    first, _ = resolve_snapshot(snap)
+    again, _ = resolve_snapshot(snap)
+    assert all(a is b for a, b in zip(again.targets, first.targets, strict=True))
+    # A target that changes replaces its own entry: the memo holds one a uid.
+    changed = targets[0].model_copy(
+        update={"metadata": targets[0].metadata.model_copy(update={"resourceVersion": "2"})}
+    )
+    later, _ = resolve_snapshot(
+        ClusterSnapshot(now=60.0, targets=[changed, *targets[1:]], policies=snap.policies)
+    )
+    assert later.targets[0] is not first.targets[0]
+    assert all(a is b for a, b in zip(later.targets[1:], first.targets[1:], strict=True))
+    assert len(policies_module._memo) == 4500

@@ -271,12 +271,17 @@ def _condition(
 
 # --------------------------------------------------------------------- the snapshot
 
-# Resolutions by (target identity, content, the policies' and the namespace's content):
-# every pass of the simulator resolves every target, and the planners' memo of target
-# views is keyed by the object's identity, so an unchanged input must give back the same
-# effective object. Bounded like that memo, cleared whole.
-_MEMO_LIMIT = 4096
-_memo: dict[tuple[int, str, str, str], tuple[AIScaleTarget, Resolution]] = {}
+# Resolutions, one a target (its uid; a target without one by its content), each with the
+# inputs it came from (the object's identity and content, the policies' and the namespace's
+# content): every pass of both shells resolves every target in a hierarchy, and the
+# planners' memo of target views is keyed by the object's identity, so an unchanged input
+# must give back the same effective object. One entry a uid, so a changed target replaces
+# its entry and the memo holds no stale objects; the limit is far above any real target
+# count (at 4,096 entries cleared whole, 10,000 targets under a cluster default policy
+# missed on every pass, issue 26). Cleared whole past it.
+_MEMO_LIMIT = 1 << 16
+_MemoKey = tuple[int, str, str, str]
+_memo: dict[str, tuple[_MemoKey, AIScaleTarget, Resolution]] = {}
 
 
 def _fingerprint(obj: JSONValue) -> str:
@@ -313,14 +318,16 @@ def resolved_target(
         return target, None
     namespace = target.metadata.namespace or "default"
     labels = dict(namespaces.get(namespace, {}))
-    key = (id(target), _fingerprint(target), policies_key, json.dumps(labels, sort_keys=True))
-    hit = _memo.get(key)
-    if hit is not None and hit[0] is target:
-        return hit[1].target, hit[1]
+    fingerprint = _fingerprint(target)
+    key = (id(target), fingerprint, policies_key, json.dumps(labels, sort_keys=True))
+    slot = target.metadata.uid or fingerprint
+    hit = _memo.get(slot)
+    if hit is not None and hit[0] == key and hit[1] is target:
+        return hit[2].target, hit[2]
     resolution = resolve(target, index, labels, now)
-    if len(_memo) >= _MEMO_LIMIT:
+    if slot not in _memo and len(_memo) >= _MEMO_LIMIT:
         _memo.clear()
-    _memo[key] = (target, resolution)
+    _memo[slot] = (key, target, resolution)
     return resolution.target, resolution
 
 
