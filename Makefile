@@ -22,8 +22,8 @@ $(STAMP): $(DEMO_STAMP)
 demo: $(DEMO_STAMP)
 	$(BIN)/foresize simulate --scenario demo
 
-# One pytest worker a core: the suite is CPU-bound (simulations, real operator processes),
-# so two workers halve it on the 2-core CI machine (331 s against 651 s at idle).
+# One pytest worker a core: the suite is CPU-bound (simulations, real operator processes);
+# in one process it took over 10 minutes on the 2-core CI machine, on two about 7.
 test: lint
 	$(BIN)/python -m pytest -q -n auto
 

@@ -276,9 +276,10 @@ def _condition(
 # content): every pass of both shells resolves every target in a hierarchy, and the
 # planners' memo of target views is keyed by the object's identity, so an unchanged input
 # must give back the same effective object. One entry a uid, so a changed target replaces
-# its entry and the memo holds no stale objects; the limit is far above any real target
-# count (at 4,096 entries cleared whole, 10,000 targets under a cluster default policy
-# missed on every pass, issue 26). Cleared whole past it.
+# its entry and the memo holds no stale objects (one is enough: the pass and the admission
+# index resolve the same objects, each shell's one store of targets); the limit is far
+# above any real target count (at 4,096 entries cleared whole, 10,000 targets under a
+# cluster default policy missed on every pass, issue 26). Cleared whole past it.
 _MEMO_LIMIT = 1 << 16
 _MemoKey = tuple[int, str, str, str]
 _memo: dict[str, tuple[_MemoKey, AIScaleTarget, Resolution]] = {}
