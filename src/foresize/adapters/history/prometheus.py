@@ -21,7 +21,7 @@ second of the run):
 - CPU throttling: throttled periods / periods (CFS), per container, from the counters'
   last samples per step as CPU (the same on every store).
 - Current requests and limits (`kube_pod_container_resource_requests`/`_limits`) and
-  each workload's kind (`kube_pod_owner`), from kube-state-metrics when it is scraped.
+  each workload's kind (`kube_pod_owner`, `kube_replicaset_owner`), from kube-state-metrics when it is scraped.
 
 Duplicate series of one container (a duplicate scrape, cgroup-v1's `image=""` copy, a
 second cluster with the same pod name under a federated Prometheus) are folded by `max`,
@@ -76,6 +76,11 @@ from foresize.core.errors import ForesizeError
 from foresize.core.history import SeriesKey
 
 log = logging.getLogger("foresize.adapters.history")
+
+KSM_HAS_OWNER = 'owner_kind!~"|<none>"'
+"""The owner series of an object that has an owner: kube-state-metrics writes one series
+with `owner_kind="<none>"` for an object without (a bare pod, a bare ReplicaSet), which
+is no workload to fold pods into."""
 
 STARTUP_EXCLUSION = 120.0  # seconds of a new pod's life left out of history
 RATE_SAMPLES = 2
@@ -142,16 +147,31 @@ class PrometheusReader(PrometheusClient):
         self, at: float, session: Any = None, scope: Scope | None = None, window: float = 300.0
     ) -> dict[tuple[str, str], tuple[str, str]]:
         """(namespace, pod) -> (owner kind, owner name) from kube-state-metrics, if scraped:
-        every pod seen in the `window` before `at`."""
-        matchers = ",".join(p for p in ((scope or Scope()).matchers(False), 'owner_kind!=""') if p)
-        result = await self.query(
-            f"last_over_time(kube_pod_owner{{{matchers}}}[{promql_duration(window)}])", at, session
+        every pod seen in the `window` before `at`. A ReplicaSet's pod is given the
+        ReplicaSet's own owner where `kube_replicaset_owner` names it: a Deployment's or an
+        Argo Rollout's, which the ReplicaSet's name alone does not tell apart."""
+        scope = scope or Scope()
+        matchers = ",".join(p for p in (scope.matchers(False), KSM_HAS_OWNER) if p)
+        span = promql_duration(window)
+        pods, replicasets = await asyncio.gather(
+            self.query(f"last_over_time(kube_pod_owner{{{matchers}}}[{span}])", at, session),
+            self.query(
+                f"last_over_time(kube_replicaset_owner{{{matchers}}}[{span}])", at, session
+            ),
         )
+        above: dict[tuple[str, str], tuple[str, str]] = {}
+        for item in replicasets:
+            m = item.get("metric", {})
+            if m.get("namespace") and m.get("replicaset") and m.get("owner_name"):
+                above[(m["namespace"], m["replicaset"])] = (m["owner_kind"], m["owner_name"])
         out = {}
-        for item in result:
+        for item in pods:
             m = item.get("metric", {})
             if m.get("namespace") and m.get("pod"):
-                out[(m["namespace"], m["pod"])] = (m.get("owner_kind", ""), m.get("owner_name", ""))
+                owner = (m.get("owner_kind", ""), m.get("owner_name", ""))
+                if owner[0] == "ReplicaSet":
+                    owner = above.get((m["namespace"], owner[1]), owner)
+                out[(m["namespace"], m["pod"])] = owner
         return out
 
     async def pod_labels(
