@@ -21,7 +21,8 @@ second of the run):
 - CPU throttling: throttled periods / periods (CFS), per container, from the counters'
   last samples per step as CPU (the same on every store).
 - Current requests and limits (`kube_pod_container_resource_requests`/`_limits`) and
-  each workload's kind (`kube_pod_owner`, `kube_replicaset_owner`), from kube-state-metrics when it is scraped.
+  each workload's kind (`kube_pod_owner`, `kube_replicaset_owner`), from
+  kube-state-metrics when it is scraped.
 
 Duplicate series of one container (a duplicate scrape, cgroup-v1's `image=""` copy, a
 second cluster with the same pod name under a federated Prometheus) are folded by `max`,
@@ -155,9 +156,7 @@ class PrometheusReader(PrometheusClient):
         span = promql_duration(window)
         pods, replicasets = await asyncio.gather(
             self.query(f"last_over_time(kube_pod_owner{{{matchers}}}[{span}])", at, session),
-            self.query(
-                f"last_over_time(kube_replicaset_owner{{{matchers}}}[{span}])", at, session
-            ),
+            self.query(f"last_over_time(kube_replicaset_owner{{{matchers}}}[{span}])", at, session),
         )
         above: dict[tuple[str, str], tuple[str, str]] = {}
         for item in replicasets:
