@@ -432,6 +432,76 @@ def test_the_chart_gives_the_shared_store_a_tenant_and_a_secret_from_a_mounted_f
 
 
 @pytest.mark.parametrize(
+    ("store", "args"),
+    [
+        (
+            {"url": "http://mimir/prometheus", "tenant": "team-a", "tokenSecret": "hs-token"},
+            ["--history-store-tenant", "team-a", "--history-store-token-secret", "hs-token"],
+        ),
+        (
+            {"url": "http://mimir/prometheus", "basicAuthSecret": "hs-basic"},
+            ["--history-store-basic-auth-secret", "hs-basic"],
+        ),
+    ],
+    ids=["tenant-and-token", "basic-auth"],
+)
+def test_foresize_manifests_gives_the_shared_store_its_tenant_and_secret_as_the_chart_does(
+    store: dict, args: list[str]
+) -> None:
+    """`foresize manifests` had only the store's URLs: a store behind auth needed the chart
+    (or a hand edit). The container's env, mounts and volumes equal the chart's."""
+    ours = _by_key(cli("operator", "--image", IMAGE, "--history-store", store["url"], *args))[
+        ("StatefulSet", "foresize")
+    ]
+    validate_all([ours])
+    theirs = _by_key(_strip_helm_labels(helm_render({"history": {"store": store}})))[
+        ("StatefulSet", "foresize")
+    ]
+    pod, their_pod = (s["spec"]["template"]["spec"] for s in (ours, theirs))
+    (container,), (their_container,) = pod["containers"], their_pod["containers"]
+    assert container["env"] == their_container["env"]
+    assert container["volumeMounts"] == their_container["volumeMounts"]
+    assert pod["volumes"] == their_pod["volumes"]
+    assert {"name": "history-store-auth", "secret": {"secretName": args[-1]}} in pod["volumes"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (
+            {"history_store_token_secret": "hs"},
+            "--history-store-token-secret needs --history-store",
+        ),
+        ({"history_store_tenant": "a"}, "--history-store-tenant needs --history-store"),
+        (
+            {"history_store": "http://m", "history_store_token_secret": "Bad_Name"},
+            "--history-store-token-secret: 'Bad_Name' is not a valid Secret name: ",
+        ),
+        (
+            {
+                "history_store": "http://m",
+                "history_store_token_secret": "a",
+                "history_store_basic_auth_secret": "b",
+            },
+            "--history-store-token-secret and --history-store-basic-auth-secret: give one",
+        ),
+        (
+            {"history_store": "http://m", "history_store_tenant": "a\r\nX-Evil: 1"},
+            "--history-store-tenant: ",
+        ),
+    ],
+)
+def test_bad_history_store_options_are_refused_naming_the_option(
+    kwargs: dict, message: str
+) -> None:
+    from foresize.core.errors import ForesizeError
+
+    with pytest.raises(ForesizeError) as err:
+        build("operator", image=IMAGE, **kwargs)
+    assert str(err.value).startswith(message)
+
+
+@pytest.mark.parametrize(
     ("args", "message"),
     [
         (

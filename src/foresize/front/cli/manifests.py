@@ -19,6 +19,7 @@ container):
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import typer
@@ -56,6 +57,57 @@ HISTORY_DB = "/var/lib/foresize/history.db"
 HISTORY_SIZE = "2Gi"
 WEBHOOK_PORT = 8443
 METRICS_PORT = 8080
+
+HISTORY_STORE_AUTH = "/etc/foresize/history-store"
+"""Where the shared store's credentials Secret is mounted (read-only): the operator reads
+the token or password file again for every request, so a rotated Secret is used without a
+restart, and the credential is never in the pod spec."""
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryStore:
+    """A shared Prometheus-compatible history store, as the chart's `history.store` gives
+    it: its query URL, remote-write URL (None: the operator's default), tenant
+    (`X-Scope-OrgID`), and the Secret holding a bearer token (key `token`) or basic auth
+    (keys `username` and `password`)."""
+
+    url: str
+    write_url: str | None = None
+    tenant: str = ""
+    token_secret: str = ""
+    basic_auth_secret: str = ""
+
+    def env(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = [{"name": "FORESIZE_HISTORY_STORE", "value": self.url}]
+        if self.write_url:
+            out.append({"name": "FORESIZE_HISTORY_STORE_WRITE", "value": self.write_url})
+        if self.tenant:
+            out.append({"name": "FORESIZE_HISTORY_STORE_TENANT", "value": self.tenant})
+        if self.token_secret:
+            out.append(
+                {
+                    "name": "FORESIZE_HISTORY_STORE_TOKEN_FILE",
+                    "value": f"{HISTORY_STORE_AUTH}/token",
+                }
+            )
+        elif self.basic_auth_secret:
+            out += [
+                {
+                    "name": "FORESIZE_HISTORY_STORE_USERNAME",
+                    "valueFrom": {
+                        "secretKeyRef": {"name": self.basic_auth_secret, "key": "username"}
+                    },
+                },
+                {
+                    "name": "FORESIZE_HISTORY_STORE_PASSWORD_FILE",
+                    "value": f"{HISTORY_STORE_AUTH}/password",
+                },
+            ]
+        return out
+
+    @property
+    def auth_secret(self) -> str:
+        return self.token_secret or self.basic_auth_secret
 
 
 # No Foresize image is published: the install names the one its user built and pushed.
@@ -156,22 +208,18 @@ def operator(
     image: str,
     replicas: int = 2,
     history: dict[str, Any] | None = None,
-    store: tuple[str, str | None] | None = None,
+    store: HistoryStore | None = None,
 ) -> list[dict[str, Any]]:
     """The operator's objects. `history`: the claim template of its history volume
     (`history_claim()` by default); None with `history_volume=False` in `build`: an emptyDir.
-    `store`: (query URL, remote-write URL or None) of a shared history store: the history
-    is read from it, no SQLite file, no claim."""
+    `store`: a shared history store: the history is read from it, no SQLite file, no
+    claim; its credentials Secret, if any, mounted read-only."""
     if store is not None:
         history = None
     history_env = (
-        [{"name": "FORESIZE_HISTORY_DB", "value": HISTORY_DB}]
-        if store is None
-        else [
-            {"name": "FORESIZE_HISTORY_STORE", "value": store[0]},
-            *([{"name": "FORESIZE_HISTORY_STORE_WRITE", "value": store[1]}] if store[1] else []),
-        ]
+        [{"name": "FORESIZE_HISTORY_DB", "value": HISTORY_DB}] if store is None else store.env()
     )
+    auth_secret = store.auth_secret if store is not None else ""
     env = [
         {
             "name": "FORESIZE_NAMESPACE",
@@ -221,6 +269,11 @@ def operator(
         "volumeMounts": [
             {"name": "data", "mountPath": "/var/lib/foresize"},
             {"name": "tmp", "mountPath": "/tmp"},
+            *(
+                [{"name": "history-store-auth", "mountPath": HISTORY_STORE_AUTH, "readOnly": True}]
+                if auth_secret
+                else []
+            ),
         ],
     }
     # A StatefulSet, for one history claim per replica that follows it through rollouts
@@ -265,6 +318,11 @@ def operator(
                     "volumes": [
                         *([] if history is not None else [{"name": "data", "emptyDir": {}}]),
                         {"name": "tmp", "emptyDir": {}},
+                        *(
+                            [{"name": "history-store-auth", "secret": {"secretName": auth_secret}}]
+                            if auth_secret
+                            else []
+                        ),
                     ],
                 },
             },
@@ -418,6 +476,9 @@ def build(
     history_storage_class: str = "",
     history_store: str = "",
     history_store_write: str = "",
+    history_store_tenant: str = "",
+    history_store_token_secret: str = "",
+    history_store_basic_auth_secret: str = "",
 ) -> list[dict[str, Any]]:
     """The objects of one section (or all of them, CRDs first)."""
     from foresize.core.api.crd import all_crds
@@ -443,9 +504,13 @@ def build(
     ):
         if url and not url.startswith(("http://", "https://")):
             raise ForesizeError(f"{flag}: {url!r} is not an http:// or https:// URL")
-    if history_store_write and not history_store:
-        raise ForesizeError("--history-store-write needs --history-store")
-    store = (history_store, history_store_write or None) if history_store else None
+    store = _history_store(
+        history_store,
+        history_store_write,
+        history_store_tenant,
+        history_store_token_secret,
+        history_store_basic_auth_secret,
+    )
     parts = {
         "crds": all_crds,
         "rbac": lambda: rbac(namespace),
@@ -459,6 +524,44 @@ def build(
             doc for name in SECTIONS[1:] if name not in OPTIONAL_SECTIONS for doc in parts[name]()
         ]
     return parts[section]()
+
+
+def _history_store(
+    url: str, write_url: str, tenant: str, token_secret: str, basic_auth_secret: str
+) -> HistoryStore | None:
+    """The shared store from the options, refused with the option named."""
+    from foresize.core.errors import ForesizeError
+
+    given = {
+        "--history-store-write": write_url,
+        "--history-store-tenant": tenant,
+        "--history-store-token-secret": token_secret,
+        "--history-store-basic-auth-secret": basic_auth_secret,
+    }
+    if not url:
+        for flag, value in given.items():
+            if value:
+                raise ForesizeError(f"{flag} needs --history-store")
+        return None
+    if token_secret and basic_auth_secret:
+        raise ForesizeError(
+            "--history-store-token-secret and --history-store-basic-auth-secret: give one "
+            "(a bearer token or basic auth), not both"
+        )
+    for flag, name in (
+        ("--history-store-token-secret", token_secret),
+        ("--history-store-basic-auth-secret", basic_auth_secret),
+    ):
+        if name and dns_subdomain_error(name):
+            raise ForesizeError(
+                f"{flag}: {name!r} is not a valid Secret name: {dns_subdomain_error(name)}"
+            )
+    # The tenant goes into an HTTP header on every request: no line breaks, no controls.
+    if tenant and not tenant.isprintable():
+        raise ForesizeError(
+            f"--history-store-tenant: {tenant!r} has characters a header cannot carry"
+        )
+    return HistoryStore(url, write_url or None, tenant, token_secret, basic_auth_secret)
 
 
 def _history_claim(wanted: bool, size: str, storage_class: str) -> dict[str, Any] | None:
@@ -519,6 +622,19 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
         history_store_write: str = typer.Option(
             "", help="Remote-write URL of that store (default: <URL>/api/v1/write)."
         ),
+        history_store_tenant: str = typer.Option(
+            "", help="Tenant sent to that store as X-Scope-OrgID (Mimir, Cortex, Thanos Receive)."
+        ),
+        history_store_token_secret: str = typer.Option(
+            "",
+            help="Secret (in --namespace) whose key `token` is that store's bearer token, "
+            "mounted read-only and read for every request.",
+        ),
+        history_store_basic_auth_secret: str = typer.Option(
+            "",
+            help="Secret (in --namespace) with keys `username` and `password`: basic auth "
+            "for that store (the password mounted read-only).",
+        ),
     ) -> None:
         """Print the install manifests as YAML (`foresize manifests | kubectl apply -f -`)."""
         import yaml
@@ -533,5 +649,8 @@ def register(app: typer.Typer, bench_app: typer.Typer) -> None:
             history_storage_class=history_storage_class,
             history_store=history_store,
             history_store_write=history_store_write,
+            history_store_tenant=history_store_tenant,
+            history_store_token_secret=history_store_token_secret,
+            history_store_basic_auth_secret=history_store_basic_auth_secret,
         )
         typer.echo(yaml.safe_dump_all(docs, sort_keys=False), nl=False)
