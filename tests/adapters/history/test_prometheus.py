@@ -407,7 +407,9 @@ def prom(tmp_path_factory):
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.time() + 30
+        # Replaying the TSDB's blocks and WAL takes seconds at idle and far longer with
+        # the suite's other worker beside it: 30 s was short on a loaded machine.
+        deadline = time.time() + 120
         while True:
             try:
                 with urllib.request.urlopen(f"{url}/-/ready", timeout=1) as r:
