@@ -63,6 +63,7 @@ from foresize.core.cluster.qos import spec_requests
 from foresize.core.cluster.snapshot import ClusterSnapshot, TargetObject
 from foresize.core.cluster.target import TargetView, dsa_view, target_view
 from foresize.core.cluster.target_fields import suggestion_from
+from foresize.core.cluster.windows import UTC_ONLY, TimeZones
 from foresize.core.history import OOM, HistoryReader, HistoryWorkload, history_kinds
 from foresize.core.horizontal.coming import (
     COMING_STEP,
@@ -225,7 +226,8 @@ def plan_pass(
         memo=state.worker.memo.ledger,
     )
     if dsa_usage is not None:  # its own usage window: not the recommender's history
-        actions += _daemonsets(snapshot, now, state, dsa_usage, ledger)
+        zones = (config.worker or WorkerConfig()).time_zones
+        actions += _daemonsets(snapshot, now, state, dsa_usage, ledger, zones)
     if history is not None:
         interval = min(config.suggest_interval, HORIZONTAL_INTERVAL)
         if state.last_horizontal is None or now - state.last_horizontal >= interval:
@@ -459,6 +461,7 @@ def _daemonsets(
     state: ReconcileState,
     usage: UsageWindow,
     ledger: NodeLedger | None = None,
+    zones: TimeZones = UTC_ONLY,
 ) -> list[Action]:
     """Every `scaleInterval`: each DaemonSetAutoscaler's percentile suggestion into status
     (the pod webhook seeds new pods from it) and in-place resizes of running pods; between
@@ -474,7 +477,9 @@ def _daemonsets(
         if last is not None and now - last < interval:
             paced = state.dsa_paced.get(key)
             if paced is not None:
-                actions.extend(_dsa_resizes(snapshot, dsa, paced, now, state, key, ledger).actions)
+                actions.extend(
+                    _dsa_resizes(snapshot, dsa, paced, now, state, key, ledger, zones).actions
+                )
             continue
         state.last_dsa[key] = now
         ds = dsa.ref_name
@@ -495,7 +500,7 @@ def _daemonsets(
                 },
                 "created_at": format_timestamp(now),
             }
-            dp = _dsa_resizes(snapshot, dsa, sugg, now, state, key, ledger)
+            dp = _dsa_resizes(snapshot, dsa, sugg, now, state, key, ledger, zones)
             actions.extend(dp.actions)
             if dp.resized:
                 status["pods_resized"] = len(dp.resized)
@@ -511,13 +516,15 @@ def _dsa_resizes(
     state: ReconcileState,
     key: str,
     ledger: NodeLedger | None,
+    zones: TimeZones = UTC_ONLY,
 ) -> DsaPlan:
-    """`plan_dsa`, with the DaemonSetAutoscaler's disruption batches kept across passes."""
+    """`plan_dsa`, with the DaemonSetAutoscaler's disruption batches kept across passes,
+    and the resizes a batch or a maintenance window holds tried again on every pass."""
     last, refusals = state.dsa_batch_at.get(key), state.worker.refusals
-    dp = plan_dsa(snapshot, dsa, suggestion, now, ledger, last, refusals=refusals)
+    dp = plan_dsa(snapshot, dsa, suggestion, now, ledger, last, refusals=refusals, zones=zones)
     if dp.batch_sent:
         state.dsa_batch_at[key] = now
-    if dp.paced:
+    if dp.paced or dp.held:
         state.dsa_paced[key] = suggestion
     else:
         state.dsa_paced.pop(key, None)

@@ -283,3 +283,64 @@ def test_restarting_daemonset_resizes_are_paced_in_batches_through_the_pass():
     assert all(b - a >= 60 for a, b in itertools.pairwise(sorted(reverted)))
     template = {"cpu": 200, "memory": 256 * MIB}
     assert all(p.containers[0].resources.requests == template for p in agent_pods(sim))
+
+
+def _restarting_agents_sim(autoscaler):
+    spec = scenario_spec()
+    spec["nodes"] = [{"name": "n", "count": 4, "cpu": "4", "memory": "16Gi"}]
+    (agent,) = spec["workloads"]
+    agent["containers"][0]["resize_policy"] = {"memory": "RestartContainer"}
+    sim = SimCluster(parse_scenario(spec, "test"), seed=9)
+    operate(sim, autoscaler)
+    return sim
+
+
+def _dsa_status(sim) -> dict:
+    (autoscaler,) = sim.daemonset_autoscalers
+    return autoscaler.status.model_dump()
+
+
+def test_restarting_daemonset_resizes_wait_for_the_maintenance_window():
+    """A DaemonSetAutoscaler's `spec.maintenance` holds its restarting resizes outside
+    the windows as an AIScaleTarget's does (windows.md): the suggestion comes at 3h15m,
+    the window opens at 05:00 UTC; nothing is resized before, the status says why, and
+    the first passes inside the window send them (in their disruption batches)."""
+    window = {"windows": [{"schedule": "0 5 * * *", "duration": "1h"}]}
+    sim = _restarting_agents_sim(dsa(maintenance=window))
+    start = sim.now
+    sim.run_until(start + 4.5 * H)
+    assert published(sim) is not None
+    assert not sim.events.query("ResizeRequested")
+    status = _dsa_status(sim)
+    assert status["pods_held_for_maintenance_window"] == 4
+    assert status["maintenance_window"].startswith(
+        "held: outside every maintenance window; windows[0] opens next at"
+    )
+    sim.run_until(start + 5.25 * H)
+    sent = sim.events.query("ResizeRequested")
+    assert len({e.object for e in sent}) == 4
+    assert min(e.time for e in sent) >= start + 5 * H
+    assert _dsa_status(sim)["pods_held_for_maintenance_window"] == 0
+
+
+def test_in_place_daemonset_resizes_go_on_outside_windows_unless_restrict_all():
+    """Outside the windows a resize that restarts nothing goes on (`restrict:
+    disruptive`, the default); `restrict: all` holds it too."""
+    for restrict, resized in (("disruptive", True), ("all", False)):
+        window = {"restrict": restrict, "windows": [{"schedule": "0 5 * * *", "duration": "1h"}]}
+        sim = SimCluster(scenario(), seed=9)
+        operate(sim, dsa(maintenance=window))
+        sim.run_until(sim.now + 4 * H)
+        assert bool(sim.events.query("ResizeRequested")) is resized, restrict
+
+
+def test_daemonset_windows_that_cannot_be_read_hold_what_they_guard_and_say_why():
+    """A zone the database does not know: the window never opens; the resizes it guards
+    are held (the safe side), naming the field."""
+    window = {"windows": [{"schedule": "0 5 * * *", "duration": "1h", "timeZone": "Mars/Olympus"}]}
+    sim = _restarting_agents_sim(dsa(maintenance=window))
+    sim.run_until(sim.now + 6 * H)
+    assert not sim.events.query("ResizeRequested")
+    why = _dsa_status(sim)["maintenance_window"]
+    assert why.startswith("held: the maintenance windows cannot be read as written (")
+    assert "spec.maintenance.windows[0]" in why, why

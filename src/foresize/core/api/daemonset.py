@@ -16,6 +16,7 @@ from foresize.core.api.fields import (
     ScalingMode,
     StrictModel,
 )
+from foresize.core.api.maintenance import Maintenance
 from foresize.core.api.meta import APIObject, DaemonSetRef
 from foresize.core.api.policy import ContainerPolicy, check_unique_containers
 from foresize.core.api.target import Condition, VerticalSuggestion
@@ -34,6 +35,10 @@ class DaemonSetAutoscalerSpec(StrictModel):
     """History needed before acting."""
     scaleInterval: PositiveDuration = 900.0
     """How often running pods are resized in place."""
+    maintenance: Maintenance | None = None
+    """Windows outside which running pods are not resized: with restrict: disruptive (the
+    default) a resize that restarts a container waits for a window, with restrict: all
+    every resize does. New pods are still seeded at admission."""
 
     @model_validator(mode="after")
     def _cross_fields(self) -> DaemonSetAutoscalerSpec:

@@ -566,6 +566,13 @@ def _read_dsa(obj: JSONValue) -> TargetView:
     status = get(obj, "status", default={})
     ref = get(spec, "scaleTargetRef", "scale_target_ref")
     suggestion = suggestion_from(get(status, "suggestion", default=None))
+    where = f"DaemonSetAutoscaler {namespace}/{name}: spec"
+    try:
+        maintenance = read_maintenance(spec, where)
+    except ForesizeError as exc:
+        # A field the API would refuse, read from a manifest dict: no window can be
+        # trusted, so every window-guarded resize is held and the status says why.
+        maintenance = MaintenancePolicy((), problems=(str(exc),))
     return TargetView(
         kind="DaemonSetAutoscaler",
         namespace=namespace,
@@ -588,6 +595,7 @@ def _read_dsa(obj: JSONValue) -> TargetView:
             get(spec, "minObservationWindow", "min_observation_window", default=3 * 3600.0)
         ),
         scale_interval=parse_duration(get(spec, "scaleInterval", "scale_interval", default=900.0)),
+        maintenance=maintenance,
         source=obj,
     )
 

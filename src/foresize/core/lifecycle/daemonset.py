@@ -18,6 +18,11 @@ observed usage, seed new pods at admission, and resize running ones in place.
   disrupted counted, batches 60 s apart; a DaemonSetAutoscaler has no `disruption`
   settings of its own, so the defaults); the rest wait for the next batch, which the pass
   plans without waiting for the next `scaleInterval`.
+- `spec.maintenance` (the windows of an AIScaleTarget's `vertical.maintenance`, read the
+  same way: `cluster.windows`): outside every window a resize that restarts a container
+  (or, with `restrict: all`, every resize) is held; held pods are tried on every pass, so
+  the first pass inside a window sends them. Windows that cannot be read (an unknown
+  zone, an overlap, a bad field) hold what they guard, and the status says why.
 """
 
 from __future__ import annotations
@@ -46,6 +51,13 @@ from foresize.core.cluster.snapshot import ClusterSnapshot, DsaObject
 from foresize.core.cluster.target import TargetView, dsa_view
 from foresize.core.cluster.target_fields import AUTONOMOUS
 from foresize.core.cluster.validation import check_resize
+from foresize.core.cluster.windows import (
+    UTC_ONLY,
+    MaintenancePolicy,
+    TimeZones,
+    window_problems,
+    window_state,
+)
 
 
 @dataclass(slots=True)
@@ -158,6 +170,8 @@ class DsaPlan:
     skipped: dict[str, str] = field(default_factory=dict)
     waiting: dict[str, str] = field(default_factory=dict)  # upsizes held by the guard
     paced: list[str] = field(default_factory=list)  # restarting resizes left for a next batch
+    held: list[str] = field(default_factory=list)  # resizes waiting for a maintenance window
+    held_why: str = ""  # what holds them: the window, or why the windows cannot be read
     batch_sent: bool = False  # a restarting resize went out: the batch's time is now
 
 
@@ -169,13 +183,15 @@ def plan_dsa(
     ledger: NodeLedger | None = None,
     last_batch_at: float | None = None,
     refusals: Mapping[str, Refusal] | None = None,
+    zones: TimeZones = UTC_ONLY,
 ) -> DsaPlan:
     """In-place resizes bringing the DaemonSet's running pods to `suggestion` (call it
-    every `scaleInterval`, and on every pass while `paced` is not empty). Nothing while
-    paused, outside autonomous mode or without a suggestion. `ledger`: the pass's node
-    capacity shared with the other planners; `last_batch_at`: when the last restarting
-    resize went out (the caller keeps it); `refusals`: the resizes the API server refused
-    outright (`cluster.refusals`), not sent again while the suggestion asks the same."""
+    every `scaleInterval`, and on every pass while `paced` or `held` is not empty).
+    Nothing while paused, outside autonomous mode or without a suggestion. `ledger`: the
+    pass's node capacity shared with the other planners; `last_batch_at`: when the last
+    restarting resize went out (the caller keeps it); `refusals`: the resizes the API
+    server refused outright (`cluster.refusals`), not sent again while the suggestion
+    asks the same; `zones`: the time-zone database the maintenance windows are read in."""
     view = dsa if isinstance(dsa, TargetView) else dsa_view(dsa)
     plan = DsaPlan()
     ledger = ledger or NodeLedger(snapshot)
@@ -187,21 +203,11 @@ def plan_dsa(
     pods = [p for p in snapshot.pods_of(ds) if p.phase not in ("Succeeded", "Failed")]
     pods = _unclaimed(snapshot, view, pods, plan)
     batch = restart_batch(pods, view.max_disrupted, view.disruption_interval, last_batch_at, now)
+    closed = _closed_window(view, zones, now)
     for pod in pods:
         if pod.terminating:
             continue
-        qos = pod_qos_class(pod)
-        if qos == "BestEffort":
-            continue
-        changes = []
-        for c in pod.containers:
-            policy = view.policy_for(c.name)
-            sug = suggestion.for_container(c.name)
-            if policy is None or sug is None:
-                continue
-            new = size_container(c, policy, sug, None, qos)
-            if new.requests != c.resources.requests or new.limits != c.resources.limits:
-                changes.append(ContainerResize(c.name, dict(new.requests), dict(new.limits)))
+        changes = _changes(pod, view, suggestion)
         if not changes:
             continue
         action = ResizePod(
@@ -219,6 +225,10 @@ def plan_dsa(
         if why_not is not None:
             plan.skipped[pod.key] = why_not
             continue
+        if closed is not None and closed[0].holds(restarts):
+            plan.held.append(pod.key)
+            plan.held_why = closed[1]
+            continue
         if restarts and batch.left <= 0:
             plan.paced.append(pod.key)
             continue
@@ -233,21 +243,63 @@ def plan_dsa(
         plan.resized.append(pod.key)
         plan.actions.append(action)
     plan.batch_sent = batch.sent > 0
-    if plan.resized or plan.skipped or plan.waiting or plan.paced:
-        plan.actions.append(
-            WriteTargetStatus(
-                view.namespace,
-                view.name,
-                {
-                    "pods_resized_last": len(plan.resized),
-                    "pods_skipped": dict(plan.skipped),
-                    "pods_waiting_for_capacity": len(plan.waiting),
-                    "pods_waiting_for_disruption_batch": len(plan.paced),
-                },
-                kind="DaemonSetAutoscaler",
-            )
-        )
+    if plan.resized or plan.skipped or plan.waiting or plan.paced or plan.held:
+        plan.actions.append(_status(view, plan))
     return plan
+
+
+def _changes(pod: Pod, view: TargetView, suggestion: Suggestion) -> list[ContainerResize]:
+    """The pod's containers that differ from the suggestion as sized for them (none for
+    a BestEffort pod: requests would change its QoS class)."""
+    qos = pod_qos_class(pod)
+    if qos == "BestEffort":
+        return []
+    changes = []
+    for c in pod.containers:
+        policy = view.policy_for(c.name)
+        sug = suggestion.for_container(c.name)
+        if policy is None or sug is None:
+            continue
+        new = size_container(c, policy, sug, None, qos)
+        if new.requests != c.resources.requests or new.limits != c.resources.limits:
+            changes.append(ContainerResize(c.name, dict(new.requests), dict(new.limits)))
+    return changes
+
+
+def _status(view: TargetView, plan: DsaPlan) -> WriteTargetStatus:
+    """What the pass did and left, for the DaemonSetAutoscaler's status."""
+    return WriteTargetStatus(
+        view.namespace,
+        view.name,
+        {
+            "pods_resized_last": len(plan.resized),
+            "pods_skipped": dict(plan.skipped),
+            "pods_waiting_for_capacity": len(plan.waiting),
+            "pods_waiting_for_disruption_batch": len(plan.paced),
+            "pods_held_for_maintenance_window": len(plan.held),
+            "maintenance_window": plan.held_why or None,
+        },
+        kind="DaemonSetAutoscaler",
+    )
+
+
+def _closed_window(
+    view: TargetView, zones: TimeZones, now: float
+) -> tuple[MaintenancePolicy, str] | None:
+    """The DaemonSetAutoscaler's maintenance policy and what to say of it when its
+    windows are closed now (or cannot be read: held closed, the safe side); None when no
+    window holds anything now."""
+    policy = view.maintenance
+    if policy is None:
+        return None
+    problems = [*policy.problems, *window_problems(policy.windows, zones, "spec.maintenance")]
+    if problems:
+        return policy, (
+            f"held: the maintenance windows cannot be read as written ({problems[0]}), so "
+            "the DaemonSetAutoscaler stays on the safe side"
+        )
+    state = window_state(policy.windows, zones, now)
+    return None if state.open else (policy, f"held: {state.words()}")
 
 
 def _not_sendable(
