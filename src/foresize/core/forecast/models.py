@@ -127,14 +127,23 @@ def nanquantile(a: np.ndarray, qs: np.ndarray, scratch: bool = False) -> np.ndar
         s = a
     else:
         s = np.sort(a, axis=-1)
-    # Values a row: all of them where its last sorted value is one (most rows), else
-    # counted on the rows with gaps only.
-    n = np.full(a.shape[:-1], a.shape[-1], dtype=np.int64)
-    if a.shape[-1]:
-        gaps = np.isnan(s[..., -1])
-        if gaps.any():
-            n[gaps] = np.sum(~np.isnan(s[gaps]), axis=-1)
     qs = np.asarray(qs, dtype=np.float64)
+    width = a.shape[-1]
+    gaps = np.isnan(s[..., -1]) if width else None
+    if gaps is not None and not gaps.any():
+        # No row has a gap: every row's positions are the same, read as columns (the
+        # same numbers as per row below).
+        pos1 = qs * (width - 1)
+        lo1 = np.floor(pos1).astype(np.int64)
+        hi1 = np.minimum(lo1 + 1, width - 1)
+        vlo1, vhi1 = s[..., lo1], s[..., hi1]
+        same: np.ndarray = vlo1 + (vhi1 - vlo1) * (pos1 - lo1)
+        return same
+    # Values a row: all of them where its last sorted value is one, else counted on the
+    # rows with gaps only.
+    n = np.full(a.shape[:-1], width, dtype=np.int64)
+    if gaps is not None:
+        n[gaps] = np.sum(~np.isnan(s[gaps]), axis=-1)
     pos = qs * np.maximum(n[..., None] - 1, 0)
     lo = np.floor(pos).astype(np.int64)
     hi = np.minimum(lo + 1, np.maximum(n[..., None] - 1, 0))
