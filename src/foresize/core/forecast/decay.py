@@ -21,6 +21,7 @@ Nothing here reads a clock or a file.
 
 from __future__ import annotations
 
+import functools
 import threading
 import weakref
 from collections.abc import Callable
@@ -153,11 +154,13 @@ def _fmax_columns(a: np.ndarray) -> np.ndarray:
     return out
 
 
+@functools.lru_cache(maxsize=16)
 def bucket_count(ratio: float) -> int:
     """Buckets from DECAY_FLOOR to DECAY_CEIL, `ratio` apart (the gap bucket not counted)."""
     return int(np.ceil(np.log(DECAY_CEIL / DECAY_FLOOR) / np.log(ratio))) + 1
 
 
+@functools.lru_cache(maxsize=16)
 def bucket_type(ratio: float) -> type[np.signedinteger]:
     """The integer type of bucket numbers; its largest value marks a gap (`buckets`)."""
     return np.int16 if bucket_count(ratio) < np.iinfo(np.int16).max else np.int32
@@ -173,8 +176,9 @@ def buckets(cols: np.ndarray, ratio: float) -> np.ndarray:
     out = np.empty(cols.shape, dtype=kind)
     step = max(1, BUCKET_CELLS // max(1, cols.shape[-1]))
     log_ratio = np.log(ratio)
+    gap = int(np.iinfo(kind).max)
     for r in range(0, cols.shape[0], step):
-        _bucket_rows(cols[r : r + step], out[r : r + step], log_ratio, nb, np.iinfo(kind).max)
+        _bucket_rows(cols[r : r + step], out[r : r + step], log_ratio, nb, gap)
     return out
 
 
@@ -273,7 +277,8 @@ class DecayHistogram:
             # CPU cache. A cell's weights are still summed in column order from zero, then
             # added to what it holds: the same numbers as for all rows at once.
             step = max(1, ADD_CELLS // (c1 - c0))
-            weights = np.tile(w, min(step, s))  # the weights of a block of rows, flat
+            # The weights of a block of rows, flat.
+            weights = np.broadcast_to(w, (min(step, s), c1 - c0)).ravel()
             for r in range(0, s, step):
                 rows = b[r : r + step]
                 n = rows.shape[0]
