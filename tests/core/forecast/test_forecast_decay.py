@@ -10,7 +10,7 @@ import weakref
 import numpy as np
 import pytest
 
-from foresize.core.forecast import decay
+from foresize.core.forecast import decay, models
 from foresize.core.forecast.decay import (
     DECAY_FLOOR,
     DecayHistogram,
@@ -258,3 +258,35 @@ def test_running_max_reads_no_column_past_the_window():
     running = RunningMax(3, 40)
     for lo in range(0, 40, 3):
         assert np.array_equal(running.window(poisoned, lo, lo + 20), a[:, lo : lo + 20].max(axis=1))
+
+
+def test_the_decay_cap_and_the_daily_peaks_are_the_maxima_of_their_windows():
+    """The decay's cap comes from the daily peaks at the same origin where they cover its
+    window (its two first columns apart), else from the running maxima: each equal to
+    the maximum of its columns, at every origin of a backtest and of a young history."""
+    y = _usage(8, 10)
+    y[1] = np.nan  # a row with no value
+    y[2, ::7] = np.inf
+    day, days = models._peak_days(CFG)
+    window = CFG.steps(CFG.decay_window)
+    spacing = CFG.steps(CFG.backtest_spacing)
+    last = y.shape[1] - 1
+    origins = [o for o in range(CFG.h, last, 97)] + [last - k * spacing for k in range(8, -1, -1)]
+    firsts = [max(0, o - CFG.h - window + 1) + 1 for o in origins]
+    # A spike on each cap's first column, the earlier the higher: a cap that missed its
+    # first column would be lower. One matrix, so the running maxima move as in a backtest.
+    y[3, firsts] = 1e9 - np.asarray(firsts, dtype=np.float64)
+    for o, lo in zip(origins, firsts, strict=True):
+        with np.errstate(invalid="ignore"):
+            want = np.fmax.reduce(y[:, lo : o + 1], axis=1)
+            peaks = np.stack(
+                [
+                    np.fmax.reduce(y[:, max(0, e - day) : e], axis=1)
+                    if e > 0
+                    else np.full(len(y), np.nan)
+                    for e in (o + 1 - k * day for k in range(days))
+                ],
+                axis=1,
+            )
+        assert np.array_equal(models._cap(y, o, lo, CFG), want, equal_nan=True), o
+        assert np.array_equal(models._daily_peaks(y, o, CFG), peaks, equal_nan=True), o

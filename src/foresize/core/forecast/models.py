@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from foresize.core.forecast.decay import decay_quantiles, window_max
+from foresize.core.forecast.decay import day_max, decay_quantiles, window_max
 
 DAY = 86400.0
 WEEK = 7 * DAY
@@ -103,11 +103,11 @@ def forward_max(y: np.ndarray, h: int) -> np.ndarray:
     step = max(1, FORWARD_MAX_CELLS // max(1, t))
     for r in range(0, s, step):
         rows = out[r : r + step]
-        rows[:] = np.nan
-        for k in range(1, h + 1):
-            if k >= t:
-                break
-            # fmax ignores NaN unless both sides are NaN: gaps never become values.
+        # The first of the h columns as is, then fmax with the others (fmax ignores NaN
+        # unless both sides are NaN: gaps never become values).
+        rows[:, t - 1 :] = np.nan
+        rows[:, : t - 1] = y[r : r + step, 1:]
+        for k in range(2, min(h, t - 1) + 1):
             np.fmax(rows[:, : t - k], y[r : r + step, k:], out=rows[:, : t - k])
     return out
 
@@ -127,14 +127,23 @@ def nanquantile(a: np.ndarray, qs: np.ndarray, scratch: bool = False) -> np.ndar
         s = a
     else:
         s = np.sort(a, axis=-1)
-    # Values a row: all of them where its last sorted value is one (most rows), else
-    # counted on the rows with gaps only.
-    n = np.full(a.shape[:-1], a.shape[-1], dtype=np.int64)
-    if a.shape[-1]:
-        gaps = np.isnan(s[..., -1])
-        if gaps.any():
-            n[gaps] = np.sum(~np.isnan(s[gaps]), axis=-1)
     qs = np.asarray(qs, dtype=np.float64)
+    width = a.shape[-1]
+    gaps = np.isnan(s[..., -1]) if width else None
+    if gaps is not None and not gaps.any():
+        # No row has a gap: every row's positions are the same, read as columns (the
+        # same numbers as per row below).
+        pos1 = qs * (width - 1)
+        lo1 = np.floor(pos1).astype(np.int64)
+        hi1 = np.minimum(lo1 + 1, width - 1)
+        vlo1, vhi1 = s[..., lo1], s[..., hi1]
+        same: np.ndarray = vlo1 + (vhi1 - vlo1) * (pos1 - lo1)
+        return same
+    # Values a row: all of them where its last sorted value is one, else counted on the
+    # rows with gaps only.
+    n = np.full(a.shape[:-1], width, dtype=np.int64)
+    if gaps is not None:
+        n[gaps] = np.sum(~np.isnan(s[gaps]), axis=-1)
     pos = qs * np.maximum(n[..., None] - 1, 0)
     lo = np.floor(pos).astype(np.int64)
     hi = np.minimum(lo + 1, np.maximum(n[..., None] - 1, 0))
@@ -201,11 +210,40 @@ def model_decay(
     if known < 0:
         return np.full((y.shape[0], len(qs)), np.nan)
     # The largest max of the window, m[:, known - window + 1 : known + 1], is the largest
-    # of the usage it was taken over (m[c] is the max of y[c + 1 : c + h + 1]): from the
-    # usage's running maxima, which the daily peaks share.
+    # of the usage it was taken over (m[c] is the max of y[c + 1 : c + h + 1]).
     start = max(0, known - cfg.steps(cfg.decay_window) + 1)
-    cap = window_max(y, start + 1, o + 1, _usage_retained(cfg))
+    cap = _cap(y, o, start + 1, cfg)
     return decay_quantiles(m, known, np.asarray(qs, dtype=np.float64), cfg, cap)
+
+
+def _cap(y: np.ndarray, o: int, lo: int, cfg: ForecastConfig) -> np.ndarray:
+    """nanmax of y[:, lo : o + 1]. The daily peaks at origin `o` (`_daily_peaks`, which
+    `peaks` asks for at the same origin) cover its columns from `first` on: their maximum
+    and that of the few columns before them, where they lie within the window; else from
+    the running maxima. A maximum is the same in any grouping."""
+    day, days = _peak_days(cfg)
+    first = max(0, o + 1 - days * day)
+    retain = _usage_retained(cfg)
+    if first < lo or first == o + 1:
+        return window_max(y, lo, o + 1, retain)
+    with np.errstate(invalid="ignore"):
+        out: np.ndarray = np.fmax.reduce(_daily_peaks(y, o, cfg), axis=1)
+    if lo < first:
+        np.fmax(out, window_max(y, lo, first, retain), out=out)
+    return out
+
+
+def _peak_days(cfg: ForecastConfig) -> tuple[int, int]:
+    """(columns a day, days) of the daily peaks: the whole days of the decay's window."""
+    day = cfg.steps(DAY)
+    return day, cfg.steps(cfg.decay_window) // day
+
+
+def _daily_peaks(y: np.ndarray, o: int, cfg: ForecastConfig) -> np.ndarray:
+    """(S, days): column k the usage's max over the day ending k days before column o
+    (inclusive), NaN before the first column; not to be written."""
+    day, days = _peak_days(cfg)
+    return day_max(y, o + 1, day, days, _usage_retained(cfg))
 
 
 def _usage_retained(cfg: ForecastConfig) -> int:
@@ -242,14 +280,8 @@ def model_peaks(
     The q-quantile of a 15-minute max is the q**n quantile of a day's max when the n
     windows of a day are independent, so the day-level quantile asked for is q**n.
     """
-    day = cfg.steps(DAY)
-    ndays = cfg.steps(cfg.decay_window) // day
-    peaks = np.full((y.shape[0], ndays), np.nan)
-    # Oldest day first: the running maxima then only move forward.
-    for k in reversed(range(ndays)):
-        hi = o + 1 - k * day
-        if hi > 0:
-            peaks[:, k] = window_max(y, max(0, hi - day), hi, _usage_retained(cfg))
+    day, ndays = _peak_days(cfg)
+    peaks = _daily_peaks(y, o, cfg)
     weights = np.exp2(-np.arange(ndays) * DAY / cfg.decay_half_life)
     order = np.argsort(np.where(np.isnan(peaks), np.inf, peaks), axis=1)
     sv = np.take_along_axis(peaks, order, axis=1)
