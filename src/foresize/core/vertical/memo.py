@@ -18,25 +18,44 @@ from collections.abc import Set
 from dataclasses import dataclass, field
 
 from foresize.core.cluster.capacity import LedgerMemo
-from foresize.core.vertical.desired import KnownPod
+from foresize.core.vertical.desired import KnownPod, SharedChanges, SharedDesired
+
+# A target's changes by pod spec are dropped once they outnumber its pods this many times
+# (plus a few): each entry holds only for its suggestion, and a target whose pods went
+# through many specs under one suggestion keeps no more than this.
+SPECS_PER_POD = 4
 
 
 @dataclass(slots=True)
 class PlanMemo:
     """Pod uid -> what was derived from the pod object last seen (`pods`); the node
-    ledger's pod charges and node rooms (`ledger`)."""
+    ledger's pod charges and node rooms (`ledger`); target key -> its pods' changes and
+    desired containers by pod spec (`specs`: `desired.known_pod_change`, `desired.
+    shared_desired_containers`; each entry names the suggestion it holds for), so a new
+    pod object whose spec another pod had takes that pod's change in a later pass too."""
 
     pods: dict[str, KnownPod] = field(default_factory=dict)
     ledger: LedgerMemo = field(default_factory=LedgerMemo)
+    specs: dict[str, tuple[SharedChanges, SharedDesired]] = field(default_factory=dict)
 
-    def prune(self, live: Set[str], nodes: Set[str]) -> None:
-        """Drop the entries of pods and nodes that are gone (`live`: the uids of the
-        snapshot's pods; `nodes`: its node names), once a memo has more entries than
-        there are of them: it then never holds more than one entry a pod or node."""
+    def specs_of(self, target: str, pods: int) -> tuple[SharedChanges, SharedDesired]:
+        """The target's changes and desired containers by pod spec (`pods`: how many pods
+        it has now; a table grown past `SPECS_PER_POD` a pod starts again empty)."""
+        held = self.specs.get(target)
+        if held is None or len(held[0]) + len(held[1]) > SPECS_PER_POD * pods + 8:
+            held = self.specs[target] = ({}, {})
+        return held
+
+    def prune(self, live: Set[str], nodes: Set[str], targets: Set[str] = frozenset()) -> None:
+        """Drop the entries of pods, nodes and targets that are gone (`live`: the uids of
+        the snapshot's pods; `nodes`: its node names; `targets`: the keys of the targets
+        the pass planned), once a memo has more entries than there are of them: it then
+        never holds more than one entry a pod, node or target."""
         for memo, keys in (
             (self.pods, live),
             (self.ledger.charges, live),
             (self.ledger.rooms, nodes),
+            (self.specs, targets),
         ):
             if len(memo) > len(keys):
                 for key in [k for k in memo if k not in keys]:

@@ -76,6 +76,7 @@ class PodView:
     pod: Pod
     reason: str | None  # the kubelet's stall reason now
     record: StallRecord | None  # when the stall was first seen (survives restarts)
+    known: KnownPod  # what was derived from the pod object (`desired.known_pod`)
 
 
 @dataclass(slots=True)
@@ -117,6 +118,8 @@ class TargetRun:
     limits: Limits | None = None  # windows and budgets this pass (`vertical.limits`)
     # What was derived from each pod object, kept across passes (`vertical.memo`).
     known: dict[str, KnownPod] = field(default_factory=dict)
+    # The entries of `pods`, in their order, once the decision step has looked them up.
+    entries: list[KnownPod] = field(default_factory=list)
     # The pass's changes by pod spec (`desired.known_pod_change`): computed once per spec.
     changes_by_spec: SharedChanges = field(default_factory=dict)
     desired_by_spec: SharedDesired = field(default_factory=dict)
