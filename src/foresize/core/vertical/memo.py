@@ -27,23 +27,36 @@ SPECS_PER_POD = 4
 
 
 @dataclass(slots=True)
+class TargetMemo:
+    """What one target's passes keep: its pods' changes and desired containers by pod
+    spec (`desired.known_pod_change`, `desired.shared_desired_containers`; each entry
+    names the suggestion it holds for), so a new pod object whose spec another pod had
+    takes that pod's change in a later pass too; and its pods' entries of the last pass,
+    in their order (`entries`), so a pod handed in again at its place is found there."""
+
+    changes: SharedChanges = field(default_factory=dict)
+    desired: SharedDesired = field(default_factory=dict)
+    entries: list[KnownPod] = field(default_factory=list)
+
+
+@dataclass(slots=True)
 class PlanMemo:
     """Pod uid -> what was derived from the pod object last seen (`pods`); the node
-    ledger's pod charges and node rooms (`ledger`); target key -> its pods' changes and
-    desired containers by pod spec (`specs`: `desired.known_pod_change`, `desired.
-    shared_desired_containers`; each entry names the suggestion it holds for), so a new
-    pod object whose spec another pod had takes that pod's change in a later pass too."""
+    ledger's pod charges and node rooms (`ledger`); target key -> what its passes keep
+    (`targets`, `TargetMemo`)."""
 
     pods: dict[str, KnownPod] = field(default_factory=dict)
     ledger: LedgerMemo = field(default_factory=LedgerMemo)
-    specs: dict[str, tuple[SharedChanges, SharedDesired]] = field(default_factory=dict)
+    targets: dict[str, TargetMemo] = field(default_factory=dict)
 
-    def specs_of(self, target: str, pods: int) -> tuple[SharedChanges, SharedDesired]:
-        """The target's changes and desired containers by pod spec (`pods`: how many pods
-        it has now; a table grown past `SPECS_PER_POD` a pod starts again empty)."""
-        held = self.specs.get(target)
-        if held is None or len(held[0]) + len(held[1]) > SPECS_PER_POD * pods + 8:
-            held = self.specs[target] = ({}, {})
+    def target(self, key: str, pods: int) -> TargetMemo:
+        """The target's memo (`pods`: how many pods it has now; spec tables grown past
+        `SPECS_PER_POD` a pod start again empty)."""
+        held = self.targets.get(key)
+        if held is None:
+            held = self.targets[key] = TargetMemo()
+        elif len(held.changes) + len(held.desired) > SPECS_PER_POD * pods + 8:
+            held.changes, held.desired = {}, {}
         return held
 
     def prune(self, live: Set[str], nodes: Set[str], targets: Set[str] = frozenset()) -> None:
@@ -55,7 +68,7 @@ class PlanMemo:
             (self.pods, live),
             (self.ledger.charges, live),
             (self.ledger.rooms, nodes),
-            (self.specs, targets),
+            (self.targets, targets),
         ):
             if len(memo) > len(keys):
                 for key in [k for k in memo if k not in keys]:

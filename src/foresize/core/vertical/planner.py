@@ -111,9 +111,9 @@ def plan(
         run.known = new_state.memo.pods
         runs.append(run)
         _select_pods(run, snapshot, pods_by_ns)
-        run.changes_by_spec, run.desired_by_spec = new_state.memo.specs_of(
-            run.policy.key, len(run.pods)
-        )
+        kept = new_state.memo.target(run.policy.key, len(run.pods))
+        run.changes_by_spec, run.desired_by_spec = kept.changes, kept.desired
+        run.last_entries = kept.entries
     _refuse_overlaps(runs)
     _start_limits(runs, ctx)
     for run in runs:
@@ -337,7 +337,16 @@ def _decide(run: TargetRun, ctx: PassContext, candidates: list[Candidate]) -> No
     # Each pod's entry once: what the steps below read of it was read when it was made.
     known = run.known
     pods = run.pods
-    entries = [known_pod(known, p) for p in pods]
+    # A pod handed in again at its place: its entry of the last pass, without a lookup by
+    # uid (at 100,000 pods each lookup waits on memory).
+    last = run.last_entries
+    entries = []
+    for i, p in enumerate(pods):
+        entry = last[i] if i < len(last) else None
+        if entry is None or entry.pod is not p:
+            entry = known_pod(known, p)
+        entries.append(entry)
+    last[:] = entries
     boosted = plan_boosts(run, ctx, candidates, entries)
     # In order; the first that says no stops the target.
     stopped = not all(guard(run, ctx) for guard in TARGET_GUARDS)

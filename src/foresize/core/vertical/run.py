@@ -118,8 +118,10 @@ class TargetRun:
     limits: Limits | None = None  # windows and budgets this pass (`vertical.limits`)
     # What was derived from each pod object, kept across passes (`vertical.memo`).
     known: dict[str, KnownPod] = field(default_factory=dict)
-    # The entries of `pods`, in their order, once the decision step has looked them up.
+    # The entries of `pods`, in their order, once the decision step has looked them up;
+    # those of the target's pods in the last pass (`memo.TargetMemo.entries`).
     entries: list[KnownPod] = field(default_factory=list)
+    last_entries: list[KnownPod] = field(default_factory=list)
     # The pass's changes by pod spec (`desired.known_pod_change`): computed once per spec.
     changes_by_spec: SharedChanges = field(default_factory=dict)
     desired_by_spec: SharedDesired = field(default_factory=dict)
