@@ -24,9 +24,9 @@ from foresize.core.cluster.model import (
 )
 from foresize.core.cluster.snapshot import ClusterSnapshot
 from foresize.core.vertical import WorkerState, plan
-from foresize.core.vertical import admit as admit_module
 from foresize.core.vertical import desired as desired_module
 from foresize.core.vertical import planner as planner_module
+from foresize.core.vertical import run as run_module
 from foresize.core.vertical.desired import KnownPod
 from foresize.core.vertical.memo import PlanMemo
 from foresize.front.cli.bench_plan import build_snapshot
@@ -195,7 +195,7 @@ def _charge_by_uid_alone(self, pod):  # type: ignore[no-untyped-def]
     "targets, attribute, broken",
     [
         # Every module that looks entries up (each holds its own name for the function).
-        ((desired_module, planner_module, admit_module), "known_pod", _by_uid_alone),
+        ((desired_module, planner_module, run_module), "known_pod", _by_uid_alone),
         ((capacity.NodeLedger,), "charge", _charge_by_uid_alone),
         ((capacity.NodeRoom,), "holds_for", lambda self, node, pods, headroom: True),
         # A room carried over unadjusted when the node's pods moved.

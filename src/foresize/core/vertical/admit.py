@@ -26,7 +26,6 @@ from foresize.core.vertical.desired import (
     allocated_containers,
     charge_delta,
     entry_derived,
-    known_pod,
 )
 from foresize.core.vertical.provision import (
     EVICTING_INTO_PENDING,
@@ -105,7 +104,7 @@ def priority(c: Candidate) -> tuple[int, int, int, float, str, str]:
 
 
 def _qos(c: Candidate) -> str:
-    entry = known_pod(c.run.known, c.pod)
+    entry = c.entry()
     if entry.qos is None:
         entry.qos = pod_qos_class(c.pod)
     return entry.qos
@@ -163,7 +162,7 @@ def _resize(
         # resizePolicy RestartContainer: this resize restarts a container.
         _hold_for_opt_out(c, hold, "resizing (the resize would restart a container)")
         return None
-    entry = known_pod(run.known, pod)
+    entry = c.entry()
     if ctx.config.capacity_guard:
         delta = entry_derived(
             entry, "charge_delta", lambda: charge_delta(pod, change, ledger.charge(pod)), change
@@ -176,7 +175,7 @@ def _resize(
                 and recreated_by_controller(pod)
                 and hold is None
             ):
-                return Candidate(EVICT, pod, run, change, "capacity", c.urgent)
+                return Candidate(EVICT, pod, run, change, "capacity", c.urgent, known=c.known)
             _wait_for_capacity(c, why)
             note_waiting(c, ctx)
             return None

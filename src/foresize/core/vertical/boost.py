@@ -54,7 +54,7 @@ def plan_boosts(
         change = _unboost(run, pod, state)
         if change is None:
             continue
-        out.append(Candidate(RESIZE, pod, run, change, UNBOOST, urgent=True))
+        out.append(Candidate(RESIZE, pod, run, change, UNBOOST, urgent=True, known=entry))
         if ended == ENDED_SETTLE_TIMEOUT and state.settle is not None:
             # Said, not guessed: the pod may still have needed the CPU.
             message = _timeout_message(pod, state, usage)

@@ -204,7 +204,9 @@ def _release(
             return False  # room came back: the kubelet admits it on its next try
         if fitted != back:
             to, how = fitted, "shrunk to what the node has room for"
-    out.append(Candidate(RELEASE, pod, run, None, "release-deferred", release_to=to))
+    out.append(
+        Candidate(RELEASE, pod, run, None, "release-deferred", release_to=to, known=view.known)
+    )
     run.state.released[pod.uid] = pending_sig(pod)
     run.pod_event(
         pod,
@@ -270,7 +272,7 @@ def _propose_resize(
         return
     if run.state.released.get(view.pod.uid) == change.signature and not ctx.config.capacity_guard:
         return  # released because it could not land; without the guard do not resend
-    out.append(Candidate(RESIZE, view.pod, run, change, "resize", urgent))
+    out.append(Candidate(RESIZE, view.pod, run, change, "resize", urgent, known=view.known))
 
 
 def decide_initial(run: TargetRun, view: PodView, ctx: PassContext, out: list[Candidate]) -> int:
@@ -282,7 +284,7 @@ def decide_recreate(run: TargetRun, view: PodView, ctx: PassContext, out: list[C
     change = _change(run, view, run.policy.recreate_resources)
     urgent = _urgent(pod, change, ctx.now)
     if change is not None and (change.significant or urgent):
-        out.append(Candidate(EVICT, pod, run, change, "recreate", urgent))
+        out.append(Candidate(EVICT, pod, run, change, "recreate", urgent, known=view.known))
     return _already_disrupted(run, view)
 
 
@@ -328,15 +330,15 @@ def decide_in_place_or_recreate(
     ):
         # A refusal (422, 403 NodeCapacity) evicts at once: say so, not a stall timeout.
         why = "refused" if rec.reason == "Refused" else "stall-fallback"
-        out.append(Candidate(EVICT, pod, run, change, why, urgent))
+        out.append(Candidate(EVICT, pod, run, change, why, urgent, known=view.known))
         return disrupted
     if refused or (change is not None and change.problem is not None):
-        out.append(Candidate(EVICT, pod, run, change, "refused", urgent))
+        out.append(Candidate(EVICT, pod, run, change, "refused", urgent, known=view.known))
         return disrupted
     bound = _heap_bound(view, change) if not urgent else []
     if bound and change is not None and change.significant:
         _hold_for_restart(run, pod, bound, "recreates the pod")
-        out.append(Candidate(EVICT, pod, run, change, HEAP_BOUND))
+        out.append(Candidate(EVICT, pod, run, change, HEAP_BOUND, known=view.known))
         return disrupted
     _propose_resize(run, view, change, urgent, ctx, out)
     return disrupted

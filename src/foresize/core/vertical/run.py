@@ -19,6 +19,7 @@ from foresize.core.vertical.desired import (
     PodChange,
     SharedChanges,
     SharedDesired,
+    known_pod,
     shared_desired_containers,
 )
 from foresize.core.vertical.policy import WorkerConfig
@@ -44,6 +45,14 @@ class Candidate:
     urgent: bool = False
     # RELEASE: what the Deferred resize is patched to (empty: back to the allocation)
     release_to: tuple[ContainerResize, ...] = ()
+    # The pod's memo entry, where the decision step had it (`entry` looks it up else).
+    known: KnownPod | None = None
+
+    def entry(self) -> KnownPod:
+        """The pod's memo entry (`desired.known_pod`)."""
+        if self.known is None:
+            self.known = known_pod(self.run.known, self.pod)
+        return self.known
 
 
 @dataclass(slots=True)
