@@ -323,10 +323,10 @@ class NodeLedger:
         """The node's room from the last pass's, adjusted by the pods that changed (the
         charges of the pod objects gone from the node given back, those of the new ones
         taken), where that gives what a walk of every pod would: the same node object, no
-        headroom placeholders (whose room is held apart), each pod object once, and no
-        changed pod charged a resource the node does not list (a walk would add or drop
-        that key). None: walk them all. Amounts are integers, so the order of the
-        subtractions does not change the result."""
+        headroom placeholders (whose room is held apart), each pod object once where the
+        node's pod count changed, and no changed pod charged a resource the node does not
+        list (a walk would add or drop that key). None: walk them all. Amounts are
+        integers, so the order of the subtractions does not change the result."""
         if self._headroom is not None or room.headroom is not None or room.node is not node:
             return None
         if len(room.pods) == len(pods):
