@@ -60,3 +60,30 @@ def test_bench_plan_rejects_a_share_of_changed_pods_outside_0_to_1(value: str) -
     result = CliRunner().invoke(app, ["bench", "plan", "--changed", value])
     assert isinstance(result.exception, ForesizeError), result.exception
     assert str(result.exception) == f"--changed must be between 0 and 1, got {float(value)}"
+
+
+def test_bench_plan_with_a_cluster_default_policy_times_its_resolution() -> None:
+    """`--default-policy`: every target is in the policy hierarchy, each pass resolves it
+    first (as `reconcile.plan_pass` does), and the preset's rules are the ones planned."""
+    args = ["bench", "plan", "--pods", "200", "--targets", "20", "--nodes", "10"]
+    args += ["--repeats", "2", "--json"]
+    plain = json.loads(CliRunner().invoke(app, args).output)
+    result = CliRunner().invoke(app, [*args, "--default-policy", "cost"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert out["resolve_cpu_seconds_median"] > 0 and out["resolve_cold_cpu_seconds"] > 0
+    # The cost preset disrupts a quarter of the replicas at once, not the default one pod:
+    # the targets were planned with their effective spec.
+    assert out["actions"] != plain["actions"]
+    assert out["cold_actions"] == out["actions"]
+    assert "resolve_cpu_seconds_median" not in plain
+
+
+def test_bench_plan_rejects_an_unknown_preset() -> None:
+    from foresize.core.errors import ForesizeError
+
+    result = CliRunner().invoke(app, ["bench", "plan", "--default-policy", "cheap"])
+    assert isinstance(result.exception, ForesizeError), result.exception
+    assert str(result.exception) == (
+        "--default-policy must be one of cost, balanced, performance, batch, got 'cheap'"
+    )

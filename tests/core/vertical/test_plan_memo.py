@@ -25,6 +25,8 @@ from foresize.core.cluster.model import (
 from foresize.core.cluster.snapshot import ClusterSnapshot
 from foresize.core.vertical import WorkerState, plan
 from foresize.core.vertical import desired as desired_module
+from foresize.core.vertical import planner as planner_module
+from foresize.core.vertical import run as run_module
 from foresize.core.vertical.desired import KnownPod
 from foresize.core.vertical.memo import PlanMemo
 from foresize.front.cli.bench_plan import build_snapshot
@@ -190,16 +192,37 @@ def _charge_by_uid_alone(self, pod):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize(
-    "target, attribute, broken",
+    "targets, attribute, broken",
     [
-        (desired_module, "known_pod", _by_uid_alone),
-        (capacity.NodeLedger, "charge", _charge_by_uid_alone),
-        (capacity.NodeRoom, "holds_for", lambda self, node, pods, headroom: True),
+        # Every module that looks entries up (each holds its own name for the function).
+        ((desired_module, planner_module, run_module), "known_pod", _by_uid_alone),
+        ((capacity.NodeLedger,), "charge", _charge_by_uid_alone),
+        ((capacity.NodeRoom,), "holds_for", lambda self, node, pods, headroom: True),
+        # A room carried over unadjusted when the node's pods moved.
+        ((capacity.NodeLedger,), "_moved_room", lambda self, room, node, pods: room),
     ],
 )
-def test_a_stale_memo_entry_is_caught(monkeypatch, target, attribute, broken) -> None:  # type: ignore[no-untyped-def]
+def test_a_stale_memo_entry_is_caught(monkeypatch, targets, attribute, broken) -> None:  # type: ignore[no-untyped-def]
     """What the test above guards against: a memo that answers by uid alone gives a
     resized pod the change or the charge of its old object, one that answers by node
     name alone the room of a node whose pods moved; and the plans differ."""
-    monkeypatch.setattr(target, attribute, broken)
+    for target in targets:
+        monkeypatch.setattr(target, attribute, broken)
     assert any(memoised != fresh for _, memoised, fresh in _passes(3))
+
+
+def test_a_room_is_adjusted_by_the_pods_that_moved(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The passes above (which plan what a fresh memo plans) do take the path that
+    adjusts a node's room by its changed pods instead of walking every pod on it."""
+    adjusted = []
+    moved_room = capacity.NodeLedger._moved_room
+
+    def counted(self, room, node, pods):  # type: ignore[no-untyped-def]
+        out = moved_room(self, room, node, pods)
+        adjusted.append(out is not None)
+        return out
+
+    monkeypatch.setattr(capacity.NodeLedger, "_moved_room", counted)
+    for n, memoised, fresh in _passes(3):
+        assert memoised == fresh, f"pass {n}: the adjusted room changed the plan"
+    assert sum(adjusted) > 20

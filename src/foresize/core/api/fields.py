@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 from decimal import Decimal
+from functools import lru_cache
 from typing import Annotated, TypeAlias
 
 from pydantic import (
@@ -176,6 +177,9 @@ def parse_timestamp(value: object) -> float:
     raise ValueError("must be an RFC 3339 time")
 
 
+# A planning pass writes the same times pass after pass (each stall's first sighting, the
+# last batch, ...): thousands of them at 10,000 pods, each a datetime and a strftime.
+@lru_cache(maxsize=16_384)
 def format_timestamp(seconds: float, *, whole_seconds: bool = False) -> str:
     """Epoch seconds -> RFC 3339 in UTC (`2026-11-29T08:00:00Z`; fraction only if any).
 

@@ -41,6 +41,7 @@ from foresize.core.cluster.headroom import is_placeholder
 from foresize.core.cluster.model import (
     Container,
     ContainerStatus,
+    Node,
     Pod,
     ResourceMap,
     ResourceRequirements,
@@ -296,8 +297,13 @@ class NodeLedger:
         n = self.snapshot.nodes.get(node)
         pods = self.snapshot.pods_on_node(node)
         room = self._memo.rooms.get(node)
-        if room is not None and room.holds_for(n, pods, self._headroom):
-            return room
+        if room is not None:
+            if room.holds_for(n, pods, self._headroom):
+                return room
+            moved = self._moved_room(room, n, pods)
+            if moved is not None:
+                self._memo.rooms[node] = moved
+                return moved
         free = dict(n.allocatable) if n is not None else {}
         held = []
         for p in pods:
@@ -312,6 +318,49 @@ class NodeLedger:
         held.sort(key=lambda e: (-sum(e[1].values()), e[0].name))
         room = self._memo.rooms[node] = NodeRoom(n, list(pods), self._headroom, free, held)
         return room
+
+    def _moved_room(self, room: NodeRoom, node: object, pods: list[Pod]) -> NodeRoom | None:
+        """The node's room from the last pass's, adjusted by the pods that changed (the
+        charges of the pod objects gone from the node given back, those of the new ones
+        taken), where that gives what a walk of every pod would: the same node object, no
+        headroom placeholders (whose room is held apart), each pod object once where the
+        node's pod count changed, and no changed pod charged a resource the node does not
+        list (a walk would add or drop that key). None: walk them all. Amounts are
+        integers, so the order of the subtractions does not change the result."""
+        if self._headroom is not None or room.headroom is not None or room.node is not node:
+            return None
+        if len(room.pods) == len(pods):
+            # Place by place (a shell hands a changed pod in where the old one was): the
+            # sums over both lists differ by the places that differ, whatever they hold.
+            gone = [a for a, b in zip(room.pods, pods, strict=True) if a is not b]
+            new = [b for a, b in zip(room.pods, pods, strict=True) if a is not b]
+        else:
+            before = {id(p): p for p in room.pods}
+            now = {id(p): p for p in pods}
+            if len(before) != len(room.pods) or len(now) != len(pods):
+                return None
+            gone = [p for key, p in before.items() if key not in now]
+            new = [p for key, p in now.items() if key not in before]
+        if len(gone) + len(new) > len(pods):
+            return None  # most of the node moved: the walk is no dearer
+        allocatable = node.allocatable if isinstance(node, Node) else {}
+        free = dict(room.free)
+        for sign, changed, charge in ((1, gone, self._known_charge), (-1, new, self.charge)):
+            for p in changed:
+                for r, v in charge(p).items():
+                    if r not in allocatable:
+                        return None
+                    free[r] += sign * v
+        return NodeRoom(node, list(pods), None, free, [])
+
+    def _known_charge(self, pod: Pod) -> ResourceMap:
+        """`charge` of a pod object that may have been replaced since (a pod gone from a
+        node): from the memo when it holds this very object, else computed and not kept,
+        so the memo keeps the entry of the object in the snapshot."""
+        hit = self._charges.get(pod.uid)
+        if hit is not None and hit[0] is pod:
+            return hit[1]
+        return pod_charge(pod)
 
     def reserve(self, node: str, delta: ResourceMap, *, release: bool = True) -> None:
         """Take `delta` from the node's free room; where that leaves less than the

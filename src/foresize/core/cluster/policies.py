@@ -312,20 +312,28 @@ def resolved_target(
     namespaces: Mapping[str, Mapping[str, str]],
     policies_key: str,
     now: float,
+    labels_keys: dict[str, str] | None = None,
 ) -> tuple[TargetObject, Resolution | None]:
     """The target with its effective spec (itself when it is in no hierarchy or is not an
-    API model: a manifest dict is read as written), and its resolution."""
+    API model: a manifest dict is read as written), and its resolution. `labels_keys`:
+    each namespace's labels as the memo compares them, kept by the caller for a pass (a
+    namespace's targets share them)."""
     if not isinstance(target, AIScaleTarget) or not in_hierarchy(target, index, namespaces):
         return target, None
     namespace = target.metadata.namespace or "default"
-    labels = dict(namespaces.get(namespace, {}))
+    labels = namespaces.get(namespace, {})
+    labels_key = labels_keys.get(namespace) if labels_keys is not None else None
+    if labels_key is None:
+        labels_key = json.dumps(dict(labels), sort_keys=True)
+        if labels_keys is not None:
+            labels_keys[namespace] = labels_key
     fingerprint = _fingerprint(target)
-    key = (id(target), fingerprint, policies_key, json.dumps(labels, sort_keys=True))
+    key = (id(target), fingerprint, policies_key, labels_key)
     slot = target.metadata.uid or fingerprint
     hit = _memo.get(slot)
     if hit is not None and hit[0] == key and hit[1] is target:
         return hit[2].target, hit[2]
-    resolution = resolve(target, index, labels, now)
+    resolution = resolve(target, index, dict(labels), now)
     if slot not in _memo and len(_memo) >= _MEMO_LIMIT:
         _memo.clear()
     _memo[slot] = (key, target, resolution)
@@ -341,9 +349,10 @@ def resolve_snapshot(snapshot: ClusterSnapshot) -> tuple[ClusterSnapshot, list[W
     policies_key = "|".join(sorted(_fingerprint(p) for p in snapshot.policies))
     targets: list[TargetObject] = []
     writes: list[WriteTargetStatus] = []
+    labels_keys: dict[str, str] = {}  # namespace -> its labels as the memo compares them
     for target in snapshot.targets:
         effective, resolution = resolved_target(
-            target, index, snapshot.namespaces, policies_key, snapshot.now
+            target, index, snapshot.namespaces, policies_key, snapshot.now, labels_keys
         )
         if resolution is None and isinstance(target, AIScaleTarget):
             effective, write = cleared(target)

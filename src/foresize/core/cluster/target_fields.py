@@ -264,6 +264,20 @@ def conditions_of(status: object) -> tuple[dict[str, JSONValue], ...]:
     return tuple(out)
 
 
+# A model class -> the names its instances answer without a fallback (its fields and the
+# class's attributes): fixed per class, so read once.
+_class_names: dict[type, frozenset[str]] = {}
+
+
+def _names_of(cls: type) -> frozenset[str]:
+    names = _class_names.get(cls)
+    if names is None:
+        names = _class_names[cls] = frozenset(dir(cls)) | frozenset(
+            getattr(cls, "model_fields", {})
+        )
+    return names
+
+
 def persisted_of(status: object, key: str) -> dict[str, JSONValue] | None:
     """What a controller of Foresize persisted in `status.<key>` (the vertical worker's
     `disruption`, the lifecycle's `lifecycle`): an extra field of the API model or a key of
@@ -272,7 +286,14 @@ def persisted_of(status: object, key: str) -> dict[str, JSONValue] | None:
         return None
     if hasattr(status, "model_dump"):
         extra = getattr(status, "model_extra", None) or {}
-        value = extra[key] if key in extra else getattr(status, key, None)
+        if key in extra:
+            value = extra[key]
+        elif key in _names_of(type(status)):
+            value = getattr(status, key, None)
+        else:
+            # Neither a field, an attribute nor an extra: None, what `getattr` gives after
+            # the model raised (and caught) an AttributeError, ~10 us a target every pass.
+            value = None
         if value is not None and hasattr(value, "model_dump"):
             dumped: dict[str, JSONValue] = value.model_dump(by_alias=True)
             return dumped

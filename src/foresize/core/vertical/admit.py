@@ -22,7 +22,11 @@ from foresize.core.cluster.model import disruption_hold as model_disruption_hold
 from foresize.core.cluster.qos import pod_qos_class, spec_requests_with
 from foresize.core.vertical import limits
 from foresize.core.vertical.coming import forget, note_recreate, note_waiting
-from foresize.core.vertical.desired import allocated_containers, charge_delta, derived
+from foresize.core.vertical.desired import (
+    allocated_containers,
+    charge_delta,
+    entry_derived,
+)
 from foresize.core.vertical.provision import (
     EVICTING_INTO_PENDING,
     recreate_into_pending,
@@ -100,8 +104,10 @@ def priority(c: Candidate) -> tuple[int, int, int, float, str, str]:
 
 
 def _qos(c: Candidate) -> str:
-    pod = c.pod
-    return derived(c.run.known, pod, "qos", lambda: pod_qos_class(pod))
+    entry = c.entry()
+    if entry.qos is None:
+        entry.qos = pod_qos_class(c.pod)
+    return entry.qos
 
 
 def admit(
@@ -156,13 +162,10 @@ def _resize(
         # resizePolicy RestartContainer: this resize restarts a container.
         _hold_for_opt_out(c, hold, "resizing (the resize would restart a container)")
         return None
+    entry = c.entry()
     if ctx.config.capacity_guard:
-        delta = derived(
-            run.known,
-            pod,
-            "charge_delta",
-            lambda: charge_delta(pod, change, ledger.charge(pod)),
-            change,
+        delta = entry_derived(
+            entry, "charge_delta", lambda: charge_delta(pod, change, ledger.charge(pod)), change
         )
         node = pod.node_name or ""
         why = ledger.why_not(node, delta, pod.priority)
@@ -172,7 +175,7 @@ def _resize(
                 and recreated_by_controller(pod)
                 and hold is None
             ):
-                return Candidate(EVICT, pod, run, change, "capacity", c.urgent)
+                return Candidate(EVICT, pod, run, change, "capacity", c.urgent, known=c.known)
             _wait_for_capacity(c, why)
             note_waiting(c, ctx)
             return None
@@ -195,7 +198,7 @@ def _resize(
     run.issued += 1
     run.state.inflight[pod.name] = pod.uid
     what = "restarting resize" if change.restarts else "in-place resize"
-    described = derived(run.known, pod, "describe", lambda: describe_change(pod, change), change)
+    described = entry_derived(entry, "describe", lambda: describe_change(pod, change), change)
     msg = f"{what}: {described}"
     run.pod_event(pod, "Resizing", msg)
     run.target_event("Resizing", f"pod {pod.name}: {msg}")
@@ -234,10 +237,13 @@ def workload_key(run: TargetRun, pod: Pod, ctx: PassContext) -> str:
     return f"{owner.kind}/{pod.namespace}/{owner.name}" if owner is not None else pod.uid
 
 
-def count_ready(run: TargetRun, ctx: PassContext) -> None:
-    """The ready replicas per workload at the start of the pass (the rule's baseline)."""
+def count_ready(run: TargetRun, ctx: PassContext, ready: list[Pod] | None = None) -> None:
+    """The ready replicas per workload at the start of the pass (the rule's baseline);
+    `ready`: the target's pods that are ready and not terminating, where the caller has
+    read them already."""
     run.ready_replicas = {}
-    ready = [p for p in run.pods if p.ready and not p.terminating]
+    if ready is None:
+        ready = [p for p in run.pods if p.ready and not p.terminating]
     if run.workload is not None:  # every pod counts for the target's own workload
         if ready:
             run.ready_replicas[str(run.workload.key)] = len(ready)

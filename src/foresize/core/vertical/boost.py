@@ -15,27 +15,28 @@ from foresize.core.cluster.boost import (
     ENDED_SETTLE_TIMEOUT,
     BoostState,
     CpuSamples,
-    boost_state,
 )
 from foresize.core.cluster.model import ContainerSuggestion, Pod, Suggestion
-from foresize.core.vertical.desired import PodChange, pod_change
+from foresize.core.vertical.desired import KnownPod, PodChange, pod_change
 from foresize.core.vertical.run import RESIZE, Candidate, PassContext, TargetRun
 
 UNBOOST = "unboost"
 
 
-def plan_boosts(run: TargetRun, ctx: PassContext, out: list[Candidate]) -> set[str]:
-    """The uids of the pods the boost handles this pass (the update mode leaves them)."""
+def plan_boosts(
+    run: TargetRun, ctx: PassContext, out: list[Candidate], entries: list[KnownPod]
+) -> set[str]:
+    """The uids of the pods the boost handles this pass (the update mode leaves them);
+    `entries`: the target's pods' entries (`desired.known_pod`), in their order."""
     handled: set[str] = set()
     pol = run.policy
     if pol.vertical_mode != "autonomous" or ctx.snapshot.paused or pol.deleting:
         return handled
-    for pod in run.pods:
-        if pod.phase != "Running" or pod.node_name is None or pod.terminating:
+    for entry in entries:
+        state = entry.boost  # `boost_state(pod)`, read when the entry was made
+        if state is None or not entry.running:
             continue
-        state = boost_state(pod)
-        if state is None:
-            continue
+        pod = entry.pod
         if state.problem:
             if run.report_once(f"boost:{pod.uid}", state.problem):
                 run.pod_event(pod, "StartupBoostIgnored", state.problem, "Warning")
@@ -53,7 +54,7 @@ def plan_boosts(run: TargetRun, ctx: PassContext, out: list[Candidate]) -> set[s
         change = _unboost(run, pod, state)
         if change is None:
             continue
-        out.append(Candidate(RESIZE, pod, run, change, UNBOOST, urgent=True))
+        out.append(Candidate(RESIZE, pod, run, change, UNBOOST, urgent=True, known=entry))
         if ended == ENDED_SETTLE_TIMEOUT and state.settle is not None:
             # Said, not guessed: the pod may still have needed the CPU.
             message = _timeout_message(pod, state, usage)

@@ -14,7 +14,7 @@ from foresize.core.cluster.pending import (
     ComingSize,
     coming_size,
 )
-from foresize.core.vertical.desired import derived
+from foresize.core.vertical.desired import entry_derived
 from foresize.core.vertical.run import Candidate, PassContext, PodView, TargetRun
 
 
@@ -29,9 +29,8 @@ def note_recreate(c: Candidate, ctx: PassContext) -> None:
     # policy (the boost, the bounds): once per pod object while they hold.
     _note(
         ctx,
-        derived(
-            run.known,
-            c.pod,
+        entry_derived(
+            c.entry(),
             "coming:recreate",
             lambda: _recreated_size(c),
             run.suggestion,
@@ -66,7 +65,7 @@ def note_waiting(c: Candidate, ctx: PassContext) -> None:
         requests: dict[str, ResourceMap] = {cr.name: dict(cr.requests) for cr in change.containers}
         return coming_size(c.pod, requests, WAITING_FOR_ROOM)
 
-    _note(ctx, derived(c.run.known, c.pod, "coming:waiting", size, change))
+    _note(ctx, entry_derived(c.entry(), "coming:waiting", size, change))
 
 
 def note_deferred(run: TargetRun, view: PodView, ctx: PassContext) -> None:
@@ -79,7 +78,7 @@ def note_deferred(run: TargetRun, view: PodView, ctx: PassContext) -> None:
         requests = {x.name: dict(x.resources.requests) for x in pod.containers}
         return coming_size(pod, requests, DEFERRED)
 
-    _note(ctx, derived(run.known, pod, "coming:deferred", size))
+    _note(ctx, entry_derived(view.known, "coming:deferred", size))
 
 
 def forget(ctx: PassContext, uid: str) -> None:

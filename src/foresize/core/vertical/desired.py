@@ -12,6 +12,7 @@ from typing import TypeVar, cast
 
 from foresize.core.api.hysteresis import Threshold
 from foresize.core.cluster.actions import ContainerResize
+from foresize.core.cluster.boost import BoostState, boost_state
 from foresize.core.cluster.capacity import resize_delta
 from foresize.core.cluster.disruption import restarts_container
 from foresize.core.cluster.model import (
@@ -21,10 +22,12 @@ from foresize.core.cluster.model import (
     ResourceMap,
     ResourceRequirements,
     Suggestion,
+    odd_disruption_annotation,
 )
-from foresize.core.cluster.qos import pod_qos_class, qos_class_of
+from foresize.core.cluster.qos import has_pod_level_resources, pod_qos_class, qos_class_of
 from foresize.core.cluster.refusals import container_signature
 from foresize.core.cluster.sizing import settle_request_over_limit
+from foresize.core.vertical.stall import awaiting_kubelet, stall_reason
 
 
 @dataclass(slots=True)
@@ -195,17 +198,41 @@ Thresholds = tuple[frozenset[str] | set[str], Threshold, Threshold, tuple[str, .
 
 @dataclass(slots=True)
 class KnownPod:
-    """What the planner derived from one pod object: whether a resize of it is in flight,
-    and its change towards a suggestion with the objects that change came from."""
+    """What the planner derived from one pod object: what every step of a pass asks of it
+    (read once, when the entry is made: the pod never changes), whether a resize of it is
+    in flight, and its change towards a suggestion with the objects that change came from."""
 
     pod: Pod
+    # Read from the pod when the entry is made (`__post_init__`).
+    ready: bool = field(init=False)
+    terminating: bool = field(init=False)
+    # Running on a node and not terminating: the pods an update mode decides on.
+    running: bool = field(init=False)
+    stall: str | None = field(init=False)  # `stall.stall_reason(pod)`
+    awaiting_kubelet: bool = field(init=False)  # `stall.awaiting_kubelet(pod)`
+    pod_level: bool = field(init=False)  # `qos.has_pod_level_resources(pod)`
+    boost: BoostState | None = field(init=False)  # `cluster.boost.boost_state(pod)`
+    # `model.odd_disruption_annotation(pod.annotations)`
+    odd_annotation: str | None = field(init=False)
     in_flight: bool | None = None  # `resize_in_flight(pod)`, once asked
     suggestion: Suggestion | None = None
     thresholds: Thresholds | None = None
     change: PodChange | None = None
     spec: SpecKey | None = None  # `spec_key(pod)`, once asked
+    qos: str | None = None  # `qos.pod_qos_class(pod)`, once asked
     # name -> (what else it was derived from, the value): `derived`.
     facts: dict[str, tuple[tuple[object, ...], object]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        pod = self.pod
+        self.ready = pod.ready
+        self.terminating = pod.terminating
+        self.running = pod.phase == "Running" and pod.node_name is not None and not self.terminating
+        self.stall = stall_reason(pod)
+        self.awaiting_kubelet = awaiting_kubelet(pod)
+        self.pod_level = has_pod_level_resources(pod)
+        self.boost = boost_state(pod)
+        self.odd_annotation = odd_disruption_annotation(pod.annotations)
 
 
 def known_pod(known: dict[str, KnownPod], pod: Pod) -> KnownPod:
@@ -236,13 +263,14 @@ def derived(
     """`compute()`, a function of this very pod object and of `inputs` alone, once per
     pod object (`known_pod`) and inputs (each the same object, or an equal one, as the
     last time). `name` says which fact it is: one name, one function."""
-    entry = known_pod(known, pod)
+    return entry_derived(known_pod(known, pod), name, compute, *inputs)
+
+
+def entry_derived(entry: KnownPod, name: str, compute: Callable[[], T], *inputs: object) -> T:
+    """`derived` for the pod of an entry the caller has already looked up."""
     hit = entry.facts.get(name)
-    if (
-        hit is not None
-        and len(hit[0]) == len(inputs)
-        and all(a is b or a == b for a, b in zip(hit[0], inputs, strict=True))
-    ):
+    # Tuples compare item by item, each by identity first, then by equality.
+    if hit is not None and hit[0] == inputs:
         return cast(T, hit[1])
     value = compute()
     entry.facts[name] = (inputs, value)
@@ -291,13 +319,28 @@ def known_pod_change(
     again when the thresholds differ. With `shared` (one target's pass), a pod whose spec
     another pod already had (`spec_key`) takes that pod's change: the change is a
     function of the spec, the suggestion and the thresholds alone, and nobody edits one."""
-    entry = known_pod(known, pod)
+    return entry_change(known_pod(known, pod), suggestion, skip, scale_up, scale_down, only, shared)
+
+
+def entry_change(
+    entry: KnownPod,
+    suggestion: Suggestion,
+    skip: frozenset[str] | set[str],
+    scale_up: Threshold,
+    scale_down: Threshold,
+    only: tuple[str, ...] | None = None,
+    shared: SharedChanges | None = None,
+) -> PodChange | None:
+    """`known_pod_change` for the pod of an entry the caller has already looked up."""
+    pod = entry.pod
     thresholds = (skip, scale_up, scale_down, only)
     if entry.suggestion is not suggestion or entry.thresholds != thresholds:
         if shared is None:
             entry.change = pod_change(pod, suggestion, skip, scale_up, scale_down, only)
         else:
-            key = (known_spec(known, pod), only)
+            if entry.spec is None:
+                entry.spec = spec_key(pod)
+            key = (entry.spec, only)
             hit = shared.get(key)
             if hit is not None and hit[0] is suggestion and hit[1] == thresholds:
                 entry.change = hit[2]
@@ -344,9 +387,13 @@ def shared_desired_containers(
 
 def known_in_flight(known: dict[str, KnownPod], pod: Pod) -> bool:
     """`resize_in_flight`, computed once per pod object (`known_pod`)."""
-    entry = known_pod(known, pod)
+    return entry_in_flight(known_pod(known, pod))
+
+
+def entry_in_flight(entry: KnownPod) -> bool:
+    """`known_in_flight` for an entry the caller has already looked up."""
     if entry.in_flight is None:
-        entry.in_flight = resize_in_flight(pod)
+        entry.in_flight = resize_in_flight(entry.pod)
     return entry.in_flight
 
 

@@ -271,9 +271,14 @@ def odd_annotation_conditions(
     """`conditions` with DisruptionAnnotationUnrecognised set (True naming the pods and
     their values, False once there are none), or None when it needs no change."""
     current = next((c for c in conditions if c.get("type") == ODD_ANNOTATION_CONDITION), None)
-    odd = sorted(
-        f"{p.name} ({why})" for p in run.pods if (why := odd_disruption_annotation(p.annotations))
-    )
+    if run.entries:  # the pods' entries, looked up by the decision step: read already
+        odd = sorted(f"{e.pod.name} ({e.odd_annotation})" for e in run.entries if e.odd_annotation)
+    else:
+        odd = sorted(
+            f"{p.name} ({why})"
+            for p in run.pods
+            if (why := odd_disruption_annotation(p.annotations))
+        )
     if odd:
         shown = ", ".join(odd[:5]) + (f" and {len(odd) - 5} more" if len(odd) > 5 else "")
         wanted = {

@@ -43,10 +43,10 @@ from foresize.core.vertical.desired import (
     PodChange,
     allocated_containers,
     container_sig,
-    derived,
+    entry_change,
+    entry_derived,
+    entry_in_flight,
     fitting_containers,
-    known_in_flight,
-    known_pod_change,
 )
 from foresize.core.vertical.run import (
     EVICT,
@@ -114,11 +114,12 @@ def heap_bound_raises(pod: Pod, change: PodChange) -> list[str]:
     return out
 
 
-def _heap_bound(run: TargetRun, pod: Pod, change: PodChange | None) -> list[str]:
+def _heap_bound(view: PodView, change: PodChange | None) -> list[str]:
     """`heap_bound_raises`, once per pod object and change (`desired.derived`)."""
     if change is None:
         return []
-    return derived(run.known, pod, "heap_bound", lambda: heap_bound_raises(pod, change), change)
+    pod = view.pod
+    return entry_derived(view.known, "heap_bound", lambda: heap_bound_raises(pod, change), change)
 
 
 def _hold_for_restart(run: TargetRun, pod: Pod, bound: list[str], how: str) -> None:
@@ -141,16 +142,15 @@ def _already_disrupted(run: TargetRun, view: PodView) -> int:
     """1 if the pod counts against the batch already: an in-place change still rolling, or
     a stalled resize that will restart a container when it lands."""
     if view.reason is None:
-        return 1 if known_in_flight(run.known, view.pod) else 0
+        return 1 if entry_in_flight(view.known) else 0
     return 1 if restart_pending(view.pod) else 0
 
 
-def _change(run: TargetRun, pod: Pod, only: tuple[str, ...] | None = None) -> PodChange | None:
+def _change(run: TargetRun, view: PodView, only: tuple[str, ...] | None = None) -> PodChange | None:
     pol = run.policy
     assert run.suggestion is not None
-    return known_pod_change(
-        run.known,
-        pod,
+    return entry_change(
+        view.known,
         run.suggestion,
         run.skip,
         pol.scale_up,
@@ -204,7 +204,9 @@ def _release(
             return False  # room came back: the kubelet admits it on its next try
         if fitted != back:
             to, how = fitted, "shrunk to what the node has room for"
-    out.append(Candidate(RELEASE, pod, run, None, "release-deferred", release_to=to))
+    out.append(
+        Candidate(RELEASE, pod, run, None, "release-deferred", release_to=to, known=view.known)
+    )
     run.state.released[pod.uid] = pending_sig(pod)
     run.pod_event(
         pod,
@@ -270,7 +272,7 @@ def _propose_resize(
         return
     if run.state.released.get(view.pod.uid) == change.signature and not ctx.config.capacity_guard:
         return  # released because it could not land; without the guard do not resend
-    out.append(Candidate(RESIZE, view.pod, run, change, "resize", urgent))
+    out.append(Candidate(RESIZE, view.pod, run, change, "resize", urgent, known=view.known))
 
 
 def decide_initial(run: TargetRun, view: PodView, ctx: PassContext, out: list[Candidate]) -> int:
@@ -279,16 +281,16 @@ def decide_initial(run: TargetRun, view: PodView, ctx: PassContext, out: list[Ca
 
 def decide_recreate(run: TargetRun, view: PodView, ctx: PassContext, out: list[Candidate]) -> int:
     pod = view.pod
-    change = _change(run, pod, run.policy.recreate_resources)
+    change = _change(run, view, run.policy.recreate_resources)
     urgent = _urgent(pod, change, ctx.now)
     if change is not None and (change.significant or urgent):
-        out.append(Candidate(EVICT, pod, run, change, "recreate", urgent))
+        out.append(Candidate(EVICT, pod, run, change, "recreate", urgent, known=view.known))
     return _already_disrupted(run, view)
 
 
 def decide_in_place(run: TargetRun, view: PodView, ctx: PassContext, out: list[Candidate]) -> int:
     pod = view.pod
-    change = _change(run, pod)
+    change = _change(run, view)
     if change is not None and change.problem is not None:
         if run.report_once(f"qos:{pod.uid}", change.signature):
             run.pod_event(pod, "ResizeNotPossible", change.problem, "Warning")
@@ -304,10 +306,10 @@ def decide_in_place(run: TargetRun, view: PodView, ctx: PassContext, out: list[C
                 pod, "ResizeRefused", "resize refused by the API server; waiting", "Warning"
             )
         return disrupted
-    bound = _heap_bound(run, pod, change) if not urgent else []
+    bound = _heap_bound(view, change) if not urgent else []
     if bound and change is not None and change.significant:
         _hold_for_restart(run, pod, bound, "waits for the pod's next restart")
-        change = _change(run, pod, (CPU,))  # the CPU part still goes in place
+        change = _change(run, view, (CPU,))  # the CPU part still goes in place
     _propose_resize(run, view, change, urgent, ctx, out)
     return disrupted
 
@@ -316,7 +318,7 @@ def decide_in_place_or_recreate(
     run: TargetRun, view: PodView, ctx: PassContext, out: list[Candidate]
 ) -> int:
     pod = view.pod
-    change = _change(run, pod)
+    change = _change(run, view)
     disrupted = _already_disrupted(run, view)
     urgent = _urgent(pod, change, ctx.now)
     if _release(run, view, change, ctx, out):
@@ -328,15 +330,15 @@ def decide_in_place_or_recreate(
     ):
         # A refusal (422, 403 NodeCapacity) evicts at once: say so, not a stall timeout.
         why = "refused" if rec.reason == "Refused" else "stall-fallback"
-        out.append(Candidate(EVICT, pod, run, change, why, urgent))
+        out.append(Candidate(EVICT, pod, run, change, why, urgent, known=view.known))
         return disrupted
     if refused or (change is not None and change.problem is not None):
-        out.append(Candidate(EVICT, pod, run, change, "refused", urgent))
+        out.append(Candidate(EVICT, pod, run, change, "refused", urgent, known=view.known))
         return disrupted
-    bound = _heap_bound(run, pod, change) if not urgent else []
+    bound = _heap_bound(view, change) if not urgent else []
     if bound and change is not None and change.significant:
         _hold_for_restart(run, pod, bound, "recreates the pod")
-        out.append(Candidate(EVICT, pod, run, change, HEAP_BOUND))
+        out.append(Candidate(EVICT, pod, run, change, HEAP_BOUND, known=view.known))
         return disrupted
     _propose_resize(run, view, change, urgent, ctx, out)
     return disrupted

@@ -24,7 +24,7 @@ from foresize.core.api.access import first as _get
 from foresize.core.cluster.actions import Action, EmitEvent, WriteTargetStatus
 from foresize.core.cluster.boost import PodCpuWindow
 from foresize.core.cluster.capacity import NodeLedger
-from foresize.core.cluster.model import Pod, Suggestion
+from foresize.core.cluster.model import REASON_DEFERRED, Pod, Suggestion
 from foresize.core.cluster.refusals import prune
 from foresize.core.cluster.snapshot import ClusterSnapshot, TargetObject
 from foresize.core.cluster.target import TargetView, target_view
@@ -39,6 +39,7 @@ from foresize.core.vertical.admit import (
 from foresize.core.vertical.boost import plan_boosts
 from foresize.core.vertical.breaker import move_breaker
 from foresize.core.vertical.coming import note_deferred
+from foresize.core.vertical.desired import KnownPod, known_pod
 from foresize.core.vertical.guards import (
     TARGET_GUARDS,
     claim_condition,
@@ -53,7 +54,7 @@ from foresize.core.vertical.policy import WorkerConfig, policy_of
 from foresize.core.vertical.provision import node_autoscaler_present, room_found_for
 from foresize.core.vertical.results import execute, on_result
 from foresize.core.vertical.run import Candidate, PassContext, PodView, TargetRun
-from foresize.core.vertical.stall import awaiting_kubelet, stall_message, stall_reason
+from foresize.core.vertical.stall import stall_message, stall_reason
 from foresize.core.vertical.state import (
     STATUS_KEY,
     EvictionBucket,
@@ -110,6 +111,9 @@ def plan(
         run.known = new_state.memo.pods
         runs.append(run)
         _select_pods(run, snapshot, pods_by_ns)
+        kept = new_state.memo.target(run.policy.key, len(run.pods))
+        run.changes_by_spec, run.desired_by_spec = kept.changes, kept.desired
+        run.last_entries = kept.entries
     _refuse_overlaps(runs)
     _start_limits(runs, ctx)
     for run in runs:
@@ -120,7 +124,7 @@ def plan(
     live = {p.uid for p in snapshot.pods}
     # A refusal is of one pod: a recreated pod (a new uid) is tried afresh.
     new_state.refusals = prune(new_state.refusals, live)
-    new_state.memo.prune(live, snapshot.nodes.keys())
+    new_state.memo.prune(live, snapshot.nodes.keys(), {run.policy.key for run in runs})
     _forget_gone_targets(new_state, runs)
     for run in runs:
         if run.issued:
@@ -312,6 +316,9 @@ def _cached_policy(state: WorkerState, target: TargetObject) -> TargetView:
 
 def _forget_gone_pods(run: TargetRun) -> None:
     ts = run.state
+    kept = (ts.stalls, ts.blocked_pods, ts.refused, ts.released, ts.no_room_since)
+    if not (ts.judged or ts.reported or any(kept)):
+        return  # nothing kept of any pod
     live_uids = {p.uid for p in run.pods}
     for uid in [u for u in ts.stalls if u not in live_uids]:
         del ts.stalls[uid]
@@ -327,25 +334,44 @@ def _decide(run: TargetRun, ctx: PassContext, candidates: list[Candidate]) -> No
     """The decision step for one target: guards, breaker, gates, then each running pod's
     proposal from its update mode."""
     _forget_gone_pods(run)
-    boosted = plan_boosts(run, ctx, candidates)
-    for guard in TARGET_GUARDS:
-        if not guard(run, ctx):
-            return
+    # Each pod's entry once: what the steps below read of it was read when it was made.
+    known = run.known
+    pods = run.pods
+    # A pod handed in again at its place: its entry of the last pass, without a lookup by
+    # uid (at 100,000 pods each lookup waits on memory).
+    last = run.last_entries
+    entries = []
+    for i, p in enumerate(pods):
+        entry = last[i] if i < len(last) else None
+        if entry is None or entry.pod is not p:
+            entry = known_pod(known, p)
+        entries.append(entry)
+    last[:] = entries
+    boosted = plan_boosts(run, ctx, candidates, entries)
+    # In order; the first that says no stops the target.
+    stopped = not all(guard(run, ctx) for guard in TARGET_GUARDS)
+    if run.pods is not pods:  # a guard left some pods out (`guards.claimed_elsewhere`)
+        entries = [known_pod(known, p) for p in run.pods]
+    run.entries = entries
+    if stopped:
+        return
     assert run.suggestion is not None
     move_breaker(run, run.suggestion, ctx.now, ctx.config)
     size = open_gates(run, ctx.now)
-    count_ready(run, ctx)
+    count_ready(run, ctx, [e.pod for e in entries if e.ready and not e.terminating])
     decide = DECIDE[run.policy.update_mode]
     disrupted = 0
-    for pod in run.pods:
-        if pod.terminating or not pod.ready:
+    for entry in entries:
+        if entry.terminating or not entry.ready:
             disrupted += 1
-        if pod.phase != "Running" or pod.node_name is None or pod.terminating:
+        if not entry.running:
             continue
-        if pod.uid in boosted or pod_level_left_alone(run, pod):
+        pod = entry.pod
+        if pod.uid in boosted or (entry.pod_level and pod_level_left_alone(run, pod)):
             continue
-        view = _track_stall(run, pod, ctx.now)
-        note_deferred(run, view, ctx)
+        view = _track_stall(run, entry, ctx.now)
+        if view.reason == REASON_DEFERRED:
+            note_deferred(run, view, ctx)
         proposed = len(candidates)
         disrupted += decide(run, view, ctx, candidates)
         if len(candidates) == proposed:
@@ -370,11 +396,12 @@ def _report_without_controller(run: TargetRun) -> None:
         )
 
 
-def _track_stall(run: TargetRun, pod: Pod, now: float) -> PodView:
+def _track_stall(run: TargetRun, entry: KnownPod, now: float) -> PodView:
     """Read the pod's stall now; keep when it was first seen (the clock of stall_timeout
     keeps running when only the reason changes); forget a stall that is gone."""
     ts = run.state
-    reason = stall_reason(pod)
+    pod = entry.pod
+    reason = entry.stall  # `stall_reason(pod)`, read when the entry was made
     rec = ts.stalls.get(pod.uid)
     if reason is not None:
         if rec is None:
@@ -387,12 +414,12 @@ def _track_stall(run: TargetRun, pod: Pod, now: float) -> PodView:
         if run.report_once(f"stall:{pod.uid}", reason):
             msg = stall_message(pod, reason)
             run.pod_event(pod, "ResizeStalled", f"resize stalled ({reason}): {msg}", "Warning")
-    elif rec is not None and not awaiting_kubelet(pod) and rec.reason != "Refused":
+    elif rec is not None and not entry.awaiting_kubelet and rec.reason != "Refused":
         # Conditions are re-read every pass: a stall that is gone is gone.
         del ts.stalls[pod.uid]
         ts.reported.pop(f"stall:{pod.uid}", None)
         rec = None
-    return PodView(pod, reason, rec)
+    return PodView(pod, reason, rec, entry)
 
 
 def _status(run: TargetRun) -> dict[str, JSONValue]:

@@ -19,6 +19,7 @@ from foresize.core.vertical.desired import (
     PodChange,
     SharedChanges,
     SharedDesired,
+    known_pod,
     shared_desired_containers,
 )
 from foresize.core.vertical.policy import WorkerConfig
@@ -44,6 +45,14 @@ class Candidate:
     urgent: bool = False
     # RELEASE: what the Deferred resize is patched to (empty: back to the allocation)
     release_to: tuple[ContainerResize, ...] = ()
+    # The pod's memo entry, where the decision step had it (`entry` looks it up else).
+    known: KnownPod | None = None
+
+    def entry(self) -> KnownPod:
+        """The pod's memo entry (`desired.known_pod`)."""
+        if self.known is None:
+            self.known = known_pod(self.run.known, self.pod)
+        return self.known
 
 
 @dataclass(slots=True)
@@ -76,6 +85,7 @@ class PodView:
     pod: Pod
     reason: str | None  # the kubelet's stall reason now
     record: StallRecord | None  # when the stall was first seen (survives restarts)
+    known: KnownPod  # what was derived from the pod object (`desired.known_pod`)
 
 
 @dataclass(slots=True)
@@ -117,6 +127,10 @@ class TargetRun:
     limits: Limits | None = None  # windows and budgets this pass (`vertical.limits`)
     # What was derived from each pod object, kept across passes (`vertical.memo`).
     known: dict[str, KnownPod] = field(default_factory=dict)
+    # The entries of `pods`, in their order, once the decision step has looked them up;
+    # those of the target's pods in the last pass (`memo.TargetMemo.entries`).
+    entries: list[KnownPod] = field(default_factory=list)
+    last_entries: list[KnownPod] = field(default_factory=list)
     # The pass's changes by pod spec (`desired.known_pod_change`): computed once per spec.
     changes_by_spec: SharedChanges = field(default_factory=dict)
     desired_by_spec: SharedDesired = field(default_factory=dict)
