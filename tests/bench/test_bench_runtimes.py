@@ -66,3 +66,24 @@ def test_the_json_has_the_keys_the_issue_names(monkeypatch) -> None:
 def test_the_cronjobs_nights_differ_by_seed_and_the_default_is_the_benchs() -> None:
     assert np.array_equal(runtimes.cron_demand()[0], runtimes.cron_demand(7)[0])
     assert not np.array_equal(runtimes.cron_demand(7)[0], runtimes.cron_demand(8)[0])
+
+
+def test_cronjob_seeds_reports_each_seed_and_how_many_had_every_run_in_the_band(
+    monkeypatch,
+) -> None:
+    shares = {1: 1.0, 2: 0.5}
+
+    def fake(progress, seed, policies):
+        assert policies == ("foresize",)
+        row = {
+            "share_within_20pct_from_run4": shares[seed],
+            "memory_share_within_20pct_from_run4": 1.0,
+            "cpu_share_within_20pct_from_run4": shares[seed],
+            "oom_kills": seed - 1,
+        }
+        return {"policies": {"foresize": row}}
+
+    monkeypatch.setattr(runtimes, "run_cronjob", fake)
+    out = runtimes.cronjob_seeds([1, 2])
+    assert out["per_seed"]["2"]["cpu_share_within_20pct_from_run4"] == 0.5
+    assert out["seeds_all_within"] == 1 and out["mean_share"] == 0.75 and out["oom_kills"] == 1
