@@ -39,9 +39,51 @@ def test_the_nightly_cronjobs_demand_grows_with_a_spread_and_its_scoring_band() 
 
 def test_the_json_has_the_keys_the_issue_names(monkeypatch) -> None:
     monkeypatch.setattr(runtimes, "run_jvm", lambda progress: {"vpa_oom_kills": 1})
+    got = {
+        "oom_kills": 0,
+        "memory_vs_optimum": 1.1,
+        "heap_capped_hours": 2.0,
+        "pods_heap_rewritten": 2,
+    }
+    heap = {"policies": {"foresize": dict(got), "foresize+heap": dict(got)}}
+    monkeypatch.setattr(runtimes, "run_jvm_heap", lambda progress: heap)
     cron = {"share_within_20pct_from_run4": 0.9, "oom_kills": 0}
-    monkeypatch.setattr(runtimes, "run_cronjob", lambda progress: cron)
-    out = runtimes.run_bench()
+    seeds: list[int] = []
+    monkeypatch.setattr(
+        runtimes, "run_cronjob", lambda progress, seed, policies=None: seeds.append(seed) or cron
+    )
+    out = runtimes.run_bench(seed=3)
     assert {"jvm", "startup", "cronjob"} <= set(out)
     assert {"ready_p50_boost_s", "ready_p50_noboost_s", "qos_changes"} <= set(out["startup"])
-    assert out["cronjob"] is cron
+    assert out["cronjob"] is cron and seeds == [3]
+    # The heap rewrite side by side: its own scenario, and its figures at the top level.
+    assert out["jvm"]["heap_too_small"] is heap
+    assert out["jvm"]["foresize_heap_pods_heap_rewritten"] == 2
+    assert out["jvm"]["heap_scenario_foresize_oom_kills"] == 0
+    assert out["jvm"]["vpa_oom_kills"] == 1
+
+
+def test_the_cronjobs_nights_differ_by_seed_and_the_default_is_the_benchs() -> None:
+    assert np.array_equal(runtimes.cron_demand()[0], runtimes.cron_demand(7)[0])
+    assert not np.array_equal(runtimes.cron_demand(7)[0], runtimes.cron_demand(8)[0])
+
+
+def test_cronjob_seeds_reports_each_seed_and_how_many_had_every_run_in_the_band(
+    monkeypatch,
+) -> None:
+    shares = {1: 1.0, 2: 0.5}
+
+    def fake(progress, seed, policies):
+        assert policies == ("foresize",)
+        row = {
+            "share_within_20pct_from_run4": shares[seed],
+            "memory_share_within_20pct_from_run4": 1.0,
+            "cpu_share_within_20pct_from_run4": shares[seed],
+            "oom_kills": seed - 1,
+        }
+        return {"policies": {"foresize": row}}
+
+    monkeypatch.setattr(runtimes, "run_cronjob", fake)
+    out = runtimes.cronjob_seeds([1, 2])
+    assert out["per_seed"]["2"]["cpu_share_within_20pct_from_run4"] == 0.5
+    assert out["seeds_all_within"] == 1 and out["mean_share"] == 0.75 and out["oom_kills"] == 1

@@ -153,6 +153,110 @@ def run_jvm(progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]
     return out
 
 
+HEAP_WANTED = 1536 * MIB  # the heap the program needs: half again what -Xmx1g allows
+HEAP_NON_HEAP = 250 * MIB
+HEAP_DAYS = 3.0
+HEAP_POLICIES = ("static", "vpa", "foresize", "foresize+heap")
+
+
+def _jvm_heap_scenario() -> dict[str, Any]:
+    """`java -Xmx1g` whose program needs a 1.5Gi heap (250Mi outside it): the flag, not the
+    memory, is what it lacks. Memory 2Gi requested and limited: room for the heap it needs,
+    which the fixed flag does not let it take."""
+    return {
+        "name": "jvm-heap-too-small",
+        "nodes": [{"name": "n", "count": 2, "cpu": "4", "memory": "16Gi"}],
+        "workloads": [
+            {
+                "kind": "Deployment",
+                "name": "orders",
+                "replicas": 2,
+                "jitter": 0.0,
+                "readiness_delay": "10s",
+                "containers": [
+                    {
+                        "name": "app",
+                        "command": ["java", "-Xmx1g", "-jar", "/app/orders.jar"],
+                        "requests": {"cpu": "500m", "memory": "2Gi"},
+                        "limits": {"memory": "2Gi"},
+                        "usage": {
+                            "cpu": {"generator": "diurnal", "base": "300m", "noise": 0.1},
+                            "memory": {"generator": "constant", "base": "250Mi", "noise": 0.02},
+                            "heap": {"generator": "constant", "base": "1536Mi"},
+                        },
+                    }
+                ],
+            }
+        ],
+    }
+
+
+def _heap_of(pod: Any) -> int | None:
+    """The heap ceiling the pod's container runs with (its spec as admitted)."""
+    from foresize.core.cluster.runtime import heap_ceiling
+
+    c = pod.containers[0]
+    return heap_ceiling(c.command, c.args, dict(c.env)).bytes_at(c.resources.limits.get("memory"))
+
+
+def run_jvm_heap(progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
+    """The fixed heap too small for the program: static, vpa, foresize and foresize with
+    `runtime.keep_heap_consistent` (the webhook rewrites -Xmx to the limit it writes less
+    the learned non-heap), all under update mode `recreate` for the two foresize runs (a
+    rewrite needs a new pod: a fixed heap's in-place raise would not move it). Per policy:
+    OOM kills, memory requested against the optimum (the heap it needs + its non-heap, per
+    replica, from the end of the first day), hours its heap was at the ceiling with the
+    program wanting more (heap_capped_hours), pods whose heap setting was rewritten, and
+    the heap the running pods end with."""
+    from foresize.core.admission.heap import HEAP_REWRITE_ANNOTATION
+
+    out: dict[str, Any] = {}
+    data = _jvm_heap_scenario()
+    for policy in HEAP_POLICIES:
+        progress(f"jvm heap: {policy}")
+        sim = SimCluster(parse_scenario(data, "jvm-heap"), seed=1, step=60)
+        if policy.startswith("foresize"):
+            vertical = (
+                {"runtime": {"keep_heap_consistent": True}} if policy.endswith("heap") else None
+            )
+            _install(sim, "foresize", 60.0, update_mode="recreate", vertical=vertical)
+        else:
+            _install(sim, policy, 60.0)
+        samples: list[float] = []
+        sim.every(TRACE_STEP, _memory_sampler(sim, samples))
+        sim.run(HEAP_DAYS * 86400)
+        running = [
+            p for p in sim.pods_of("Deployment", "default", "orders") if p.phase == "Running"
+        ]
+        rewritten = sum(1 for p in sim.pods.values() if HEAP_REWRITE_ANNOTATION in p.annotations)
+        heaps = sorted({h for p in running if (h := _heap_of(p)) is not None})
+        gib_hours = sum(samples) * TRACE_STEP / 3600 / GIB
+        optimum = (HEAP_WANTED + HEAP_NON_HEAP) * 2 * (HEAP_DAYS * 86400 - WARMUP) / 3600 / GIB
+        out[policy] = {
+            "oom_kills": sim.events.count("OOMKilled"),
+            "memory_gib_hours": round(gib_hours, 3),
+            "memory_vs_optimum": round(gib_hours / optimum, 4),
+            "heap_capped_hours": round(
+                sim.metering.heap_capped_s.get("Deployment/orders", 0.0) / 3600, 2
+            ),
+            "pods_heap_rewritten": rewritten,
+            "final_heap_mib": [round(h / MIB) for h in heaps],
+            "final_memory_request_mib": sorted(
+                {
+                    round(s.resources.requests.get("memory", 0) / MIB)
+                    for p in running
+                    for s in p.container_statuses
+                }
+            ),
+        }
+    return {
+        "heap_needed_mib": round(HEAP_WANTED / MIB),
+        "template_heap_mib": round(HEAP / MIB),
+        "days": HEAP_DAYS,
+        "policies": out,
+    }
+
+
 STARTUP_REPLICAS = 20
 STARTUP_LOOP = 30.0
 
@@ -259,7 +363,10 @@ CRON_FROM_RUN = 4  # the share counts from the 4th run (3 runs to learn from)
 CRON_BAND = 0.20  # a request within 20% above the run's peak
 
 
-def cron_demand(seed: int = 7) -> tuple[np.ndarray, np.ndarray]:
+CRON_SEED = 7
+
+
+def cron_demand(seed: int = CRON_SEED) -> tuple[np.ndarray, np.ndarray]:
     """Each night's peak demand (cpu cores, memory bytes) of the 14 runs: an input that
     grows 1% a night with a 4% spread from night to night (seeded)."""
     rng = np.random.default_rng(seed)
@@ -279,10 +386,10 @@ def _cron_shape(age: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return cpu, memory
 
 
-def _cron_traces(folder: Path) -> None:
+def _cron_traces(folder: Path, seed: int = CRON_SEED) -> None:
     """`cron-cpu.csv` and `cron-memory.csv`: every night's run shape at its peaks, from
     the first run to the end of the last (zero between runs: no pod then)."""
-    peaks_cpu, peaks_mem = cron_demand()
+    peaks_cpu, peaks_mem = cron_demand(seed)
     end = CRON_FIRST + CRON_RUNS * CRON_EVERY
     t = np.arange(0.0, end + CRON_STEP, CRON_STEP)
     run = np.floor((t - CRON_FIRST) / CRON_EVERY).astype(int)
@@ -296,8 +403,8 @@ def _cron_traces(folder: Path) -> None:
         _write_trace(folder / name, t, values)
 
 
-def _cron_scenario(folder: Path) -> dict[str, Any]:
-    _cron_traces(folder)
+def _cron_scenario(folder: Path, seed: int = CRON_SEED) -> dict[str, Any]:
+    _cron_traces(folder, seed)
     trace = {"generator": "trace", "step": f"{CRON_STEP:.0f}s"}
     return {
         "name": "nightly-cronjob",
@@ -339,7 +446,9 @@ def _cron_requests(sim: SimCluster) -> dict[str, tuple[int, int]]:
     return out
 
 
-def _cron_run(policy: str, folder: Path, data: dict[str, Any]) -> dict[str, Any]:
+def _cron_run(
+    policy: str, folder: Path, data: dict[str, Any], seed: int = CRON_SEED
+) -> dict[str, Any]:
     sim = SimCluster(parse_scenario(data, "cronjob", base_dir=folder), seed=1, step=CRON_STEP)
     _install(sim, policy, 60.0, kinds=("CronJob",))
     seen: dict[str, tuple[int, int]] = {}
@@ -350,7 +459,7 @@ def _cron_run(policy: str, folder: Path, data: dict[str, Any]) -> dict[str, Any]
 
     sim.every(300.0, record)
     sim.run(CRON_FIRST + CRON_RUNS * CRON_EVERY)
-    peaks_cpu, peaks_mem = cron_demand()
+    peaks_cpu, peaks_mem = cron_demand(seed)
     runs = []
     for k, job in enumerate(sorted(seen)):
         cpu_m, mem = seen[job]
@@ -370,16 +479,21 @@ def _within(request: float, peak: float) -> bool:
     return peak <= request <= peak * (1 + CRON_BAND)
 
 
-def run_cronjob(progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
+def run_cronjob(
+    progress: Callable[[str], None] = lambda _m: None,
+    seed: int = CRON_SEED,
+    policies: tuple[str, ...] = POLICIES,
+) -> dict[str, Any]:
     """A nightly CronJob over 14 runs: each run's requests against its peaks, from the 4th
-    run on (a run within the band on both CPU and memory counts), and OOM kills."""
+    run on (a run within the band on both CPU and memory counts), and OOM kills. `seed`
+    draws the nights' peaks (the bench's figures are seed 7)."""
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        data = _cron_scenario(folder)
-        for policy in POLICIES:
+        data = _cron_scenario(folder, seed)
+        for policy in policies:
             progress(f"cronjob: {policy}")
-            got = _cron_run(policy, folder, data)
+            got = _cron_run(policy, folder, data, seed)
             scored = [r for r in got["runs"] if r["run"] >= CRON_FROM_RUN]
             both = [
                 _within(r["cpu_request_m"], r["cpu_peak_m"])
@@ -399,20 +513,65 @@ def run_cronjob(progress: Callable[[str], None] = lambda _m: None) -> dict[str, 
                 "runs": got["runs"],
             }
     fs = out["foresize"]
-    return {
+    result: dict[str, Any] = {
+        "seed": seed,
         "share_within_20pct_from_run4": fs["share_within_20pct_from_run4"],
         "oom_kills": fs["oom_kills"],
-        "static_share_within_20pct_from_run4": out["static"]["share_within_20pct_from_run4"],
-        "vpa_share_within_20pct_from_run4": out["vpa"]["share_within_20pct_from_run4"],
-        "static_oom_kills": out["static"]["oom_kills"],
-        "vpa_oom_kills": out["vpa"]["oom_kills"],
-        "policies": out,
     }
+    for other in ("static", "vpa"):
+        if other in out:
+            result[f"{other}_share_within_20pct_from_run4"] = out[other][
+                "share_within_20pct_from_run4"
+            ]
+            result[f"{other}_oom_kills"] = out[other]["oom_kills"]
+    result["policies"] = out
+    return result
 
 
-def run_bench(progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
+def cronjob_seeds(
+    seeds: list[int], progress: Callable[[str], None] = lambda _m: None
+) -> dict[str, Any]:
+    """The CronJob scenario under foresize alone at each seed (other draws of the same
+    nights: 1% growth, 4% spread): per seed, the shares within the band and OOM kills."""
+    per_seed: dict[str, Any] = {}
+    for seed in seeds:
+        got = run_cronjob(progress, seed=seed, policies=("foresize",))["policies"]["foresize"]
+        per_seed[str(seed)] = {
+            k: got[k]
+            for k in (
+                "share_within_20pct_from_run4",
+                "memory_share_within_20pct_from_run4",
+                "cpu_share_within_20pct_from_run4",
+                "oom_kills",
+            )
+        }
+    shares = [v["share_within_20pct_from_run4"] for v in per_seed.values()]
     return {
-        "jvm": run_jvm(progress),
-        "startup": run_startup(progress),
-        "cronjob": run_cronjob(progress),
+        "per_seed": per_seed,
+        "seeds_all_within": sum(1 for s in shares if s == 1.0),
+        "mean_share": round(sum(shares) / len(shares), 4) if shares else None,
+        "oom_kills": sum(v["oom_kills"] for v in per_seed.values()),
     }
+
+
+def run_bench(
+    progress: Callable[[str], None] = lambda _m: None,
+    seed: int = CRON_SEED,
+    cron_seeds: list[int] | None = None,
+) -> dict[str, Any]:
+    jvm = run_jvm(progress)
+    heap = run_jvm_heap(progress)
+    jvm["heap_too_small"] = heap  # its own scenario: a heap the flag leaves too small
+    for policy, got in heap["policies"].items():
+        key = "foresize_heap" if policy == "foresize+heap" else f"heap_scenario_{policy}"
+        for name in ("oom_kills", "memory_vs_optimum", "heap_capped_hours"):
+            jvm[f"{key}_{name}"] = got[name]
+        jvm[f"{key}_pods_heap_rewritten"] = got["pods_heap_rewritten"]
+    out = {
+        "jvm": jvm,
+        "startup": run_startup(progress),
+        "cronjob": run_cronjob(progress, seed=seed),
+    }
+    if cron_seeds:
+        out["cronjob"]["seeds"] = cronjob_seeds(cron_seeds, progress)
+    return out

@@ -117,3 +117,79 @@ def test_a_scenario_env_value_that_is_not_a_string_names_the_field() -> None:
     data = jvm_scenario(["java", 3])  # type: ignore[list-item]
     with pytest.raises(ForesizeError, match=r"containers\[0\]\.command\[1\]: must be a string"):
         parse_scenario(data, "<test>")
+
+
+def heap_scenario(command: list[str], limit: str = "4Gi") -> dict[str, Any]:
+    """One pod of a runtime whose program wants a 1.5Gi heap, with 200Mi outside it."""
+    data = jvm_scenario(command)
+    wl = data["workloads"][0]
+    wl["replicas"] = 1
+    wl["jitter"] = 0.0
+    wl["containers"][0].update(
+        requests={"cpu": "500m", "memory": limit},
+        limits={"memory": limit},
+        usage={"cpu": "200m", "memory": "200Mi", "heap": "1536Mi"},
+    )
+    return data
+
+
+def working_sets(sim: SimCluster) -> list[float]:
+    seen: list[float] = []
+    sim.on_usage(lambda _t, _keys, _cpu, mem: seen.extend(mem.tolist()))
+    return seen
+
+
+def test_a_runtimes_heap_is_capped_at_the_ceiling_its_spec_fixes() -> None:
+    """`usage.heap`: the program wants 1.5Gi of heap; under `-Xmx1g` it holds 1Gi (the
+    rest is time at the ceiling, counted), under a 50% share of a 4Gi limit all of it,
+    and without a managed runtime all of it too."""
+    results = {}
+    for name, command in (
+        ("xmx1g", ["java", "-Xmx1g", "-jar", "/app.jar"]),
+        ("percent", ["java", "-XX:MaxRAMPercentage=50", "-jar", "/app.jar"]),
+        ("plain", ["/bin/server"]),
+    ):
+        sim = SimCluster(parse_scenario(heap_scenario(command), "<test>"), seed=3, step=60)
+        seen = working_sets(sim)
+        sim.run(600)
+        results[name] = (max(seen), sim.metering.heap_capped_s.get("Deployment/svc", 0.0))
+    assert results["xmx1g"][0] == GIB + 200 * MIB
+    assert results["xmx1g"][1] > 0
+    assert results["percent"] == (1536 * MIB + 200 * MIB, 0.0)
+    assert results["plain"] == (1536 * MIB + 200 * MIB, 0.0)
+
+
+def test_the_heap_ceiling_is_read_from_the_spec_as_admitted() -> None:
+    """A webhook that rewrites `-Xmx1g` to `-Xmx2g` at admission: the runtime takes the
+    rewritten flag, so the heap the program wants fits (the template's flag would cap it
+    at 1Gi)."""
+    import dataclasses
+
+    def rewrite(pod: Any, _workload: Any, _now: float) -> Any:
+        containers = [
+            c.copy() if c.name != "app" else dataclasses.replace(c, command=("java", "-Xmx2g"))
+            for c in pod.containers
+        ]
+        return dataclasses.replace(pod, containers=containers)
+
+    data = heap_scenario(["java", "-Xmx1g", "-jar", "/app.jar"])
+    sim = SimCluster(parse_scenario(data, "<test>"), seed=3, step=60, admission_hook=rewrite)
+    seen = working_sets(sim)
+    sim.run(600)
+    (pod,) = sim.pods_of("Deployment", "default", "svc")
+    assert pod.containers[0].command == ("java", "-Xmx2g")
+    assert max(seen) == 1536 * MIB + 200 * MIB
+    assert sim.metering.heap_capped_s == {}
+
+
+def test_a_scenario_heap_generator_is_read_and_a_bad_one_names_the_field() -> None:
+    import pytest
+
+    from foresize.core.errors import ForesizeError
+
+    (c,) = parse_scenario(heap_scenario(["java"]), "<test>").workloads[0].containers
+    assert c.heap is not None and c.heap.base == 1536 * MIB
+    data = heap_scenario(["java"])
+    data["workloads"][0]["containers"][0]["usage"]["heap"] = "lots"
+    with pytest.raises(ForesizeError, match=r"containers\[0\]\.usage\.heap"):
+        parse_scenario(data, "<test>")

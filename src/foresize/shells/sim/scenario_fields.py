@@ -364,7 +364,7 @@ def read_container(ctx: FieldReader, raw: Any, path: str, *, init: bool = False)
         if c.startup_cpu <= 0:
             raise ctx.fail(f"{path}.startup.cpu", "must be above 0")
     usage = ctx.mapping(m.get("usage"), f"{path}.usage")
-    ctx.known(usage, {"cpu", "memory"}, f"{path}.usage")
+    ctx.known(usage, {"cpu", "memory", "heap"}, f"{path}.usage")
     # Without a generator a container uses half its request: a quiet, static workload.
     c.cpu = read_generator(
         ctx, "cpu", usage.get("cpu"), f"{path}.usage.cpu", c.requests.get("cpu", 0) / 2000.0
@@ -376,6 +376,8 @@ def read_container(ctx: FieldReader, raw: Any, path: str, *, init: bool = False)
         f"{path}.usage.memory",
         c.requests.get("memory", 0) / 2.0,
     )
+    if usage.get("heap") is not None:
+        c.heap = read_generator(ctx, "memory", usage["heap"], f"{path}.usage.heap", 0.0)
     return c
 
 

@@ -41,6 +41,10 @@ class ContainerSpec:
     # before the container is ready (JIT, caches): time-to-Ready follows the CPU it gets.
     startup_work: float = 0.0
     startup_cpu: float = 0.0
+    # The heap a managed runtime's program would use with no ceiling (scenario
+    # `usage.heap`, bytes): the container's memory is then `memory` (outside the heap) plus
+    # this, capped at the heap ceiling its spec as admitted fixes (`cluster.metering`).
+    heap: GeneratorSpec | None = None
 
 
 @dataclass(slots=True)

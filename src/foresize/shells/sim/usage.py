@@ -133,7 +133,8 @@ def _trace_columns(
 class UsageState:
     """The parallel per-container arrays and the vectorised step."""
 
-    # Float parameter arrays per resource (suffix _c: cpu, _m: memory).
+    # Float parameter arrays per resource (suffix _c: cpu, _m: memory, _h: the heap a
+    # managed runtime's program would use, scenario `usage.heap`).
     _PARAMS = (
         "base",
         "amp",
@@ -193,6 +194,8 @@ class UsageState:
     startup_left: np.ndarray
     startup_cpu: np.ndarray
     active: np.ndarray
+    heap_on: np.ndarray
+    heap_cap: np.ndarray
     ready: np.ndarray
     wl: np.ndarray
     node: np.ndarray
@@ -218,7 +221,7 @@ class UsageState:
         self.capacity = new_capacity
         self._arrays = {}
         for p in self._PARAMS:
-            for r in ("c", "m"):
+            for r in ("c", "m", "h"):
                 fill = math.inf if p == "cap" else (1.0 if p in ("weekend", "spike_f") else 0.0)
                 self._new(f"{p}_{r}", np.float64, fill)
                 self._new(f"tr_start_{r}", np.int64, 0)
@@ -240,9 +243,14 @@ class UsageState:
             # is ready, and the CPU rate it demands until then.
             ("startup_left", 0.0),
             ("startup_cpu", 0.0),
+            # The heap ceiling (bytes) the runtime took from its spec as admitted, at the
+            # memory limit it started with (inf: none known); `heap_on`: the slot has a
+            # heap generator, its memory is the non-heap plus the heap under that ceiling.
+            ("heap_cap", math.inf),
         ):
             self._new(name, np.float64, fill)
         self._new("active", np.bool_, False)
+        self._new("heap_on", np.bool_, False)
         self._new("ready", np.bool_, False)  # the pod is Ready (HPA metrics count it)
         self._new("wl", np.int64, 0)
         self._new("node", np.int64, 0)
@@ -276,6 +284,8 @@ class UsageState:
         self.version += 1
         self.active[slot] = False
         self.ready[slot] = False
+        self.heap_on[slot] = False
+        self.heap_cap[slot] = math.inf
         self.cpu_demand[slot] = self.cpu_used[slot] = self.mem[slot] = 0.0
         self.free.append(slot)
         # Keep the free list ordered so slot reuse is deterministic and compact.
@@ -283,7 +293,7 @@ class UsageState:
 
     def set_generator(self, slot: int, resource: str, g: GeneratorSpec) -> None:
         self.version += 1
-        r = "c" if resource == "cpu" else "m"
+        r = {"cpu": "c", "heap": "h"}.get(resource, "m")
         a = self._arrays
         a[f"base_{r}"][slot] = g.base
         a[f"amp_{r}"][slot] = g.amplitude
@@ -370,3 +380,12 @@ class UsageState:
         cpu = self._eval("c", t, idx, share, rng)
         mem = self._eval("m", t, idx, None, rng)
         return cpu, mem
+
+    def heap_wanted(self, t: float, idx: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """The heap (bytes) slots `idx` would use with no ceiling (0 for slots without a
+        heap generator)."""
+        on = self.heap_on[idx]
+        wanted = np.zeros(idx.size)
+        if on.any():
+            wanted[on] = self._eval("h", t, idx[on], None, rng)
+        return wanted

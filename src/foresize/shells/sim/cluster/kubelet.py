@@ -95,6 +95,8 @@ class Kubelet:
         backoff = min(300.0, 10.0 * 2 ** (meta.crash_count - 1))
         u.started[slot] = self.clock.now + backoff
         u.down_until[slot] = self.clock.now + backoff
+        # The restarted runtime reads its heap setting again, at the limit in force then.
+        self.metering.start_heap(slot)
         u.mem[slot] = 0.0
         u.cpu_demand[slot] = u.cpu_used[slot] = 0.0
         self.journal.count(meta.top, "oom_kills")
@@ -308,6 +310,7 @@ class Kubelet:
                 s.restart_count += 1
                 if i < len(meta.slots):
                     u.started[meta.slots[i]] = self.clock.now
+                    self.metering.start_heap(meta.slots[i])  # the runtime starts again
                 self.journal.count(meta.top, "resize_restarts")
                 self.journal.log(
                     "ContainerRestarted",

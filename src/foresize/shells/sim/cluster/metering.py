@@ -13,6 +13,7 @@ import numpy as np
 from foresize.core.api.quantity import CPU, MEMORY
 from foresize.core.cluster.model import Pod, ResourceRequirements
 from foresize.core.cluster.qos import pod_level_requests
+from foresize.core.cluster.runtime import heap_ceiling
 from foresize.shells.sim.cluster.clock import Clock
 from foresize.shells.sim.cluster.nodeset import NodeSet
 from foresize.shells.sim.cluster.store import ObjectStore
@@ -76,6 +77,10 @@ class Metering:
             )
         }
         self.wl_ready = np.zeros(8)
+        # Seconds a container's program wanted more heap than its ceiling allowed (a real
+        # runtime collects garbage without end there, or throws OutOfMemoryError), by
+        # workload ("Kind/name") and in all: the price of a heap left too small.
+        self.heap_capped_s: dict[str, float] = {}
         # When the metrics API last sampled every running container (the usage step):
         # a container started since has no metrics yet (the HPA counts its pod missing).
         self.sampled_at = -math.inf
@@ -97,6 +102,35 @@ class Metering:
                 if c.name == container:
                     return c.startup_work, c.startup_cpu
         return 0.0, 0.0
+
+    def heap_generator_of(self, meta: PodMeta, container: str) -> GeneratorSpec | None:
+        """The container's scenario `usage.heap` (None: its memory is one generator)."""
+        if meta.top is not None:
+            for c in self.store.wl_state[meta.top].spec.containers:
+                if c.name == container:
+                    return c.heap
+        return None
+
+    def start_heap(self, slot: int) -> None:
+        """The heap ceiling of the runtime in `slot` as it starts: read from the pod's
+        container spec as admitted (so a heap setting the webhook rewrote is the one the
+        runtime takes), at the memory limit in force now (a percentage is a share of the
+        limit seen at start; an in-place resize later does not move it)."""
+        u = self.usage
+        if not u.heap_on[slot]:
+            return
+        key = self.slot_keys.get(slot)
+        if key is None:
+            return
+        pod = self.store.pods.get(f"{key.namespace}/{key.pod}")
+        spec = next((c for c in pod.containers if c.name == key.container), None) if pod else None
+        if spec is None:
+            return
+        limit = u.mem_lim[slot]
+        ceiling = heap_ceiling(spec.command, spec.args, dict(spec.env)).bytes_at(
+            int(limit) if math.isfinite(limit) else None
+        )
+        u.heap_cap[slot] = float(ceiling) if ceiling is not None else math.inf
 
     def generator_for(self, meta: PodMeta, container: str) -> tuple[GeneratorSpec, GeneratorSpec]:
         if meta.top is not None:
@@ -121,6 +155,10 @@ class Metering:
             cpu_gen, mem_gen = self.generator_for(meta, c.name)
             u.set_generator(slot, "cpu", cpu_gen)
             u.set_generator(slot, "memory", mem_gen)
+            heap_gen = self.heap_generator_of(meta, c.name)
+            u.heap_on[slot] = heap_gen is not None
+            if heap_gen is not None:
+                u.set_generator(slot, "heap", heap_gen)
             u.active[slot] = True
             u.wl[slot] = meta.wl_index
             u.node[slot] = self.nodeset.node_index[pod.node_name or ""]
@@ -137,6 +175,7 @@ class Metering:
             self.slot_keys[slot] = ContainerKey(
                 pod.namespace, f"{top.kind}/{top.name}" if top is not None else "", pod.name, c.name
             )
+            self.start_heap(slot)
         self._pod_level_shares(pod, meta.slots)
         self._active_idx = None
 
@@ -223,6 +262,8 @@ class Metering:
                 ready = self.wl_ready[u.wl[idx]]
                 share = np.where(share_ref > 0, share_ref / np.maximum(ready, 1.0), 1.0)
             cpu, mem = u.step(t, idx, share, self.rng)
+            if u.heap_on[idx].any():
+                mem = mem + self._heap_used(t, idx, keys)
             starting = u.startup_left[idx] > 0
             if starting.any():
                 cpu = np.where(starting, np.maximum(cpu, u.startup_cpu[idx]), cpu)
@@ -255,6 +296,18 @@ class Metering:
         if self.scheduler.pending:
             self.scheduler.queue()
         self.clock.at(t + self.step, self.usage_step)
+
+    def _heap_used(self, t: float, idx: np.ndarray, keys: np.ndarray) -> np.ndarray:
+        """The heap slots `idx` hold: what their program wants, up to the ceiling their
+        runtime started with; the time a ceiling cut it is counted (`heap_capped_s`)."""
+        u = self.usage
+        wanted = u.heap_wanted(t, idx, self.rng)
+        cap = u.heap_cap[idx]
+        short = (wanted > cap) & (u.down_until[idx] <= t)
+        for i in np.nonzero(short)[0].tolist():
+            name = keys[i].workload
+            self.heap_capped_s[name] = self.heap_capped_s.get(name, 0.0) + self.step
+        return np.minimum(wanted, cap)
 
     def _startup_work(self, slots: np.ndarray, used: np.ndarray) -> None:
         """Start-up work done at the CPU each starting container gets over the coming
