@@ -354,3 +354,72 @@ def test_fuzz_the_heap_flag_parser_never_raises_nor_guesses(
         assert any("envFrom" in a for a in h.assumed)
     got = h.bytes_at(limit)
     assert got is None or got >= 0
+
+
+def test_non_heap_is_learned_against_the_heap_the_pods_run_not_the_templates() -> None:
+    """With `keep_heap_consistent` the webhook rewrote the pods' `-Xmx1g` to `-Xmx1376m`;
+    they use their whole heap and 250Mi more (1626Mi). Read against the template's 1Gi the
+    non-heap would be 602Mi, and the next rewrite (limit less non-heap) would give the
+    heap nothing more (found by `bench runtimes`' heap_too_small run: the heap stayed
+    capped all three days). Read against the pods' own heap it is the 250Mi it is."""
+    from dataclasses import replace
+
+    from foresize.adapters.history.memory import UsageHistory
+    from foresize.adapters.history.metrics_server import HistorySink, Sample
+    from foresize.core.api.quantity import to_bytes
+    from foresize.core.api.types import parse_target
+    from foresize.core.cluster.model import (
+        Container,
+        OwnerRef,
+        PodTemplate,
+        ResourceRequirements,
+        Workload,
+    )
+    from foresize.core.cluster.snapshot import ClusterSnapshot
+    from foresize.core.recommend.sources import running_heap_ceilings
+    from foresize.core.recommend.suggestions import plan_suggestions
+    from support.selectors import NOW as T
+    from support.selectors import _pod
+
+    template = Container("work", ResourceRequirements({"cpu": 100, "memory": 2 * GIB}, {}))
+    template = replace(template, command=("java", "-Xmx1g", "-jar", "app.jar"))
+    pods = []
+    for i, xmx in enumerate(("-Xmx1376m", "-Xmx1376m")):
+        pod = _pod(f"orders-{i}", OwnerRef("StatefulSet", "orders"), {"app": "orders"})
+        pod.containers = [replace(template, command=("java", xmx, "-jar", "app.jar"))]
+        pods.append(pod)
+    sts = Workload(
+        "StatefulSet",
+        "batch",
+        "orders",
+        selector={"app": "orders"},
+        template=PodTemplate(containers=[template]),
+    )
+    target = parse_target(
+        {
+            "apiVersion": "foresize.io/v1",
+            "kind": "AIScaleTarget",
+            "metadata": {"name": "orders", "namespace": "batch", "uid": "t-orders"},
+            "spec": {
+                "scaleTargetRef": {"kind": "StatefulSet", "name": "orders"},
+                "vertical": {"mode": "recommendation"},
+            },
+        }
+    )
+    snap = ClusterSnapshot(now=T, pods=pods, workloads={sts.key: sts}, targets=[target])
+    ceilings = running_heap_ceilings(snap, target, [template])
+    assert ceilings["work"].fixed == 1376 * MIB
+    history = UsageHistory(step=60.0)
+    HistorySink(history).add_samples(
+        [
+            Sample(T - i * 300.0, "batch", "orders", f"orders-{i % 2}", "work", 0.2, 1626 * MIB)
+            for i in range(2 * 288)
+        ]
+    )
+    (write,) = plan_suggestions(snap, history, T)
+    (note,) = write.status["runtime_notes"]
+    assert to_bytes(note["non_heap"]) == 250 * MIB, note
+    assert "learned" in note["note"]
+    # No running pod (all gone, or not created yet): the template's setting.
+    empty = ClusterSnapshot(now=T, pods=[], workloads={sts.key: sts}, targets=[target])
+    assert running_heap_ceilings(empty, target, [template])["work"].fixed == GIB

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from foresize.core.cluster.model import Container
+from foresize.core.cluster.model import Container, Pod
+from foresize.core.cluster.runtime import HeapCeiling, heap_ceiling
 from foresize.core.cluster.snapshot import ClusterSnapshot, TargetObject
 from foresize.core.cluster.target import target_view
 from foresize.core.errors import ForesizeError
@@ -69,6 +70,49 @@ def history_source(
     if not templates:
         return None
     return workloads, list(templates.values())
+
+
+def running_heap_ceilings(
+    snapshot: ClusterSnapshot, target: TargetObject, templates: list[Container]
+) -> dict[str, HeapCeiling]:
+    """Per container, the heap ceiling its running pods were started with, which THE heap
+    rule learns the non-heap allowance against (usage above the heap is non-heap).
+
+    The template's setting is not always the one running: with
+    `runtime.keep_heap_consistent` the pod webhook rewrites a fixed heap at each pod's
+    creation, so reading the usage of pods running `-Xmx1376m` against the template's
+    `-Xmx1g` would take 352Mi of heap for non-heap, and the next rewrite would give the
+    heap nothing more. Where the running pods' fixed ceilings differ (a rollout under
+    way), the smallest: the larger non-heap allowance, the safe side. A container no
+    running pod has, or whose heap follows the limit, keeps the template's reading."""
+    out = {c.name: heap_ceiling(c.command, c.args, c.env, c.env_from) for c in templates}
+    if not any(c.fixed is not None for c in out.values()):
+        return out
+    running: dict[str, HeapCeiling] = {}
+    for pod in _running_pods(snapshot, target):
+        for c in pod.containers:
+            if out.get(c.name) is None or out[c.name].fixed is None:
+                continue
+            ceiling = heap_ceiling(c.command, c.args, c.env, c.env_from)
+            low = running.get(c.name)
+            if ceiling.fixed is not None and (low is None or ceiling.fixed < (low.fixed or 0)):
+                running[c.name] = ceiling
+    return {**out, **running}
+
+
+def _running_pods(snapshot: ClusterSnapshot, target: TargetObject) -> list[Pod]:
+    try:
+        view = target_view(target)
+    except (ForesizeError, ValueError):
+        return []
+    if view.ref_kind:
+        workload = snapshot.workload(view.ref_kind, view.namespace, view.ref_name)
+        pods = snapshot.pods_of(workload) if workload is not None else []
+    else:
+        pods = [
+            p for p in snapshot.pods if p.namespace == view.namespace and view.selects(p.labels)
+        ]
+    return [p for p in pods if p.phase == "Running" and not p.terminating]
 
 
 def merged_histories(

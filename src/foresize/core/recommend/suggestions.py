@@ -35,7 +35,7 @@ from foresize.core.cluster.model import (
     ResourceRequirements,
     Suggestion,
 )
-from foresize.core.cluster.runtime import heap_ceiling
+from foresize.core.cluster.runtime import HeapCeiling
 from foresize.core.cluster.snapshot import ClusterSnapshot, TargetObject
 from foresize.core.cluster.target import TargetView, target_view
 from foresize.core.cluster.target_fields import suggestion_from
@@ -43,7 +43,12 @@ from foresize.core.errors import ForesizeError
 from foresize.core.history import HistoryReader
 from foresize.core.recommend.explain import event_line, event_message, status_entries
 from foresize.core.recommend.histories import HISTORY_WINDOW
-from foresize.core.recommend.sources import HistoryRead, history_source, merged_histories
+from foresize.core.recommend.sources import (
+    HistoryRead,
+    history_source,
+    merged_histories,
+    running_heap_ceilings,
+)
 
 if TYPE_CHECKING:  # types only: the recommender itself is imported where it runs
     from foresize.core.forecast.select import OnlineScores
@@ -115,6 +120,9 @@ class _Due:
     workloads: list[HistoryRead] = field(default_factory=list)  # whose history it reads (`sources`)
     templates: list[Container] = field(default_factory=list)  # its containers' template
     params: RecommendParams | None = None  # read from the target once a round
+    # Each container's heap ceiling as its running pods were started with it
+    # (`sources.running_heap_ceilings`): what THE heap rule learns non-heap against.
+    runtimes: dict[str, HeapCeiling] = field(default_factory=dict)
 
 
 def _hpa_left_alone(
@@ -362,6 +370,7 @@ def _due_target(
         workloads,
         templates,
         RecommendParams.from_view(view),
+        running_heap_ceilings(snapshot, target, templates),
     )
 
 
@@ -390,7 +399,7 @@ def _load_request(
         state.oom.get(d.key),
         state.forecast.get(d.key, {}),
         state.schedule.get(d.key, {}),
-        runtimes={c.name: heap_ceiling(c.command, c.args, c.env, c.env_from) for c in d.templates},
+        runtimes=d.runtimes,
     )
 
 
