@@ -132,3 +132,30 @@ async def test_events_waiting_at_a_stop_are_counted_as_dropped_for_stopping() ->
         sink.submit("shop", event(f"p{i}"))
     await sink.flush()
     assert metrics.events_dropped.labels("stopping")._value.get() == 4
+
+
+async def test_the_delivery_does_not_answer_to_the_lease_check_of_the_first_event_queued() -> None:
+    """The first Event is queued inside a gated call (its target's Lease check in the
+    context); the delivery task must not carry that check to every Event after it: once
+    that target's shard moved, they were all refused and dropped."""
+    from foresize.shells.kube import gate
+
+    class VetoingApi(RecordingApi):
+        async def request(self, method, path, body=None, content_type=None, params=None, **kw):
+            why = gate.still_allowed()  # what KubeApi's veto asks as the bytes go out
+            if why is not None:
+                raise NotSent(f"{method} {path} not sent: {why}")
+            return await super().request(method, path, body, content_type, params, **kw)
+
+    api = VetoingApi()
+    sink = EventSink(EventAggregator(api), qps=1000.0, burst=10)  # type: ignore[arg-type]
+    moved = False
+    token = gate._ASKING.set(lambda: "shard 1 not held" if moved else None)
+    try:
+        sink.submit("shop", event("p0"))  # from inside the gated call
+    finally:
+        gate._ASKING.reset(token)
+    moved = True  # that shard has moved since
+    sink.submit("shop", event("p1"))
+    await sink.flush()
+    assert sink.sent == 2 and sink.failed == 0

@@ -30,6 +30,7 @@ dropped and counted, without delaying an action.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
 from collections import OrderedDict
@@ -185,8 +186,13 @@ class EventSink:
             return False
         self._queue[key] = _Queued(namespace, body, times)
         if self._task is None or self._task.done():
+            # In a context of its own: a task inherits its creator's, here the gated call
+            # of the first Event queued, whose Lease check (`gate.still_allowed`) would then
+            # answer for every Event after it (all dropped once that one's shard moved).
+            # Events are records, not acts (`bench/shard_check.py`): only the stop holds
+            # them back (the API client's veto).
             self._task = asyncio.get_running_loop().create_task(
-                self._drain(), name="foresize:events"
+                self._drain(), name="foresize:events", context=contextvars.Context()
             )
         return True
 
