@@ -78,6 +78,7 @@ from foresize.core.horizontal.coordinate import (
     plan_coordination,
 )
 from foresize.core.horizontal.planner import plan_horizontal
+from foresize.core.interruption import StopCheck, checkpoint
 from foresize.core.lifecycle.daemonset import DsaPlan, UsageWindow, dsa_suggestion, plan_dsa
 from foresize.core.lifecycle.planner import LifecycleState, finalizers_to_add, plan_lifecycle
 from foresize.core.lifecycle.templates import TemplatePlan, plan_templates
@@ -168,6 +169,7 @@ def plan_pass(
     dsa_usage: UsageWindow | None = None,
     suggestions: Mapping[str, Suggestion] | None = None,
     pod_usage: PodCpuWindow | None = None,
+    stop: StopCheck | None = None,
 ) -> PassPlan:
     """One pass over `snapshot` (the targets of the shards this replica holds).
 
@@ -179,6 +181,8 @@ def plan_pass(
     suggestions this shell's recommender published before are used likewise, so a new
     one is acted on in the pass that made it. `pod_usage` is the pods' recent CPU samples
     (`cluster.boost.PodCpuWindow`), read by a start-up boost that ends when usage settles.
+    `stop`: the shell's "stop now?", asked between the steps and between targets of the
+    vertical planner; yes ends the pass with `PassInterrupted` (`core.interruption`).
     """
     config = config or ReconcileConfig()
     state = dataclasses.replace(
@@ -199,11 +203,13 @@ def plan_pass(
     snapshot, policy_writes = resolve_snapshot(snapshot)
     full = resolve_snapshot(written)[0] if full is not None else snapshot
     actions: list[Action] = []
+    checkpoint(stop)
     if history is not None:
         fresh = _suggestions(snapshot, now, state, history, config)
         actions += fresh
         writes = [a for a in fresh if isinstance(a, WriteTargetStatus)]
         actions += _coordinate(snapshot, writes, now, state, history)
+        checkpoint(stop)
     # One capacity guard for every resize of the pass (DaemonSets, reverts, vertical): an
     # upsize admitted on a node takes that room from the others, and none takes the room
     # of the replicas HPAs are forecast to add.
@@ -225,9 +231,11 @@ def plan_pass(
         room.namespace if room is not None else None,
         memo=state.worker.memo.ledger,
     )
+    checkpoint(stop)
     if dsa_usage is not None:  # its own usage window: not the recommender's history
         zones = (config.worker or WorkerConfig()).time_zones
         actions += _daemonsets(snapshot, now, state, dsa_usage, ledger, zones)
+        checkpoint(stop)
     if history is not None:
         interval = min(config.suggest_interval, HORIZONTAL_INTERVAL)
         if state.last_horizontal is None or now - state.last_horizontal >= interval:
@@ -235,6 +243,7 @@ def plan_pass(
             forecasts = horizontal_forecasts(snapshot, history, now)
             if forecasts:
                 actions += plan_horizontal(snapshot, forecasts, now).actions
+    checkpoint(stop)
     out = PassPlan([], state)
     out.finalizers_to_add = finalizers_to_add(snapshot, state.finalized)
     lp = plan_lifecycle(snapshot, now, state.lifecycle, ledger, state.worker.refusals)
@@ -248,6 +257,7 @@ def plan_pass(
             WriteTargetStatus("", name, status, kind="ClusterAIScaleTemplate")
             for name, status in out.templates.status.items()
         ]
+    checkpoint(stop)
     gate, kept = gate_in_place(snapshot, state.refused_reported)
     vertical_snapshot = dataclasses.replace(snapshot, targets=kept)
     published = {**state.suggestions.latest, **(suggestions or {})}
@@ -261,7 +271,9 @@ def plan_pass(
         published,
         ledger=ledger,
         pod_usage=pod_usage,
+        stop=stop,
     )
+    checkpoint(stop)
     # What will happen that node autoscalers cannot see: the demand and the annotations.
     out.pending, published_sizes = publish(
         snapshot, state.worker.coming.values(), vertical, config.node_pool_labels

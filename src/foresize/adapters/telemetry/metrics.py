@@ -252,6 +252,21 @@ class ForesizeMetrics:
             "The shared history store's clock less this operator's, at its last read.",
             registry=r,
         )
+        self.events_dropped = Counter(
+            "foresize_events_dropped",
+            "Events not sent (best effort, as client-go's): more were waiting than the queue "
+            "holds (queue_full), or the operator stopped with them waiting (stopping).",
+            ["reason"],
+            registry=r,
+        )
+        for reason in ("queue_full", "stopping"):
+            self.events_dropped.labels(reason)
+        self.events_folded = Counter(
+            "foresize_events_folded",
+            "Events folded, while waiting to be sent, into one of the same object, type and "
+            "reason already waiting (one write with the summed count).",
+            registry=r,
+        )
         self.webhook_bad_requests = Counter(
             "foresize_webhook_bad_requests",
             "Webhook requests refused or cut off before a review: too large (413), timed out "

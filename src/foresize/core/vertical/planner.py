@@ -29,6 +29,7 @@ from foresize.core.cluster.refusals import prune
 from foresize.core.cluster.snapshot import ClusterSnapshot, TargetObject
 from foresize.core.cluster.target import TargetView, target_view
 from foresize.core.errors import ForesizeError
+from foresize.core.interruption import StopCheck, checkpoint
 from foresize.core.vertical import limits
 from foresize.core.vertical.admit import (
     EVICTION_SKIPPED_WEBHOOK,
@@ -81,6 +82,7 @@ def plan(
     suggestions: Mapping[str, Suggestion] | None = None,
     ledger: NodeLedger | None = None,
     pod_usage: PodCpuWindow | None = None,
+    stop: StopCheck | None = None,
 ) -> tuple[list[Action], WorkerState]:
     """One planning pass over every target in the snapshot.
 
@@ -90,6 +92,7 @@ def plan(
     in the same pass (the DaemonSetAutoscaler, the revert); a fresh one by default.
     `pod_usage`: the pods' recent CPU samples, for a start-up boost that ends when usage
     settles (`cluster.boost`; None: the shell has none, such a boost ends on its timeout).
+    `stop`: asked between targets; yes ends the pass (`core.interruption`).
     """
     ctx = PassContext(snapshot, now, config or WorkerConfig(), pod_usage=pod_usage)
     ctx.provisioning = node_autoscaler_present(ctx.config.node_autoscaler, snapshot)
@@ -104,6 +107,7 @@ def plan(
     pods_by_ns: dict[str, list[Pod]] = {}
 
     for target in snapshot.targets:
+        checkpoint(stop)
         run = _start_run(target, new_state, suggestions, actions)
         if run is None:
             continue
@@ -117,7 +121,9 @@ def plan(
     _refuse_overlaps(runs)
     _start_limits(runs, ctx)
     for run in runs:
+        checkpoint(stop)
         _decide(run, ctx, candidates)
+    checkpoint(stop)
 
     admit(candidates, ctx, ledger or NodeLedger(snapshot, memo=new_state.memo.ledger), actions)
     new_state.coming = ctx.coming

@@ -117,6 +117,7 @@ def build_components(opts: OperatorOptions, stop: asyncio.Event) -> Components:
         else None,
     )
     executor = KubeExecutor(api, pod_lookup=state.pod, instance=identity)
+    executor.events.metrics = metrics  # the Events dropped and folded
     informers = Informers([Informer(api, state, w, freeze=True) for w in WATCHED])
     store = open_history(opts, metrics, shards)
     # Written by the collector on this loop, read by the pass in its worker thread.

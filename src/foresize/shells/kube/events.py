@@ -11,14 +11,26 @@ their own (`EVENT_QPS`/`EVENT_BURST`, not the actions' `--kube-api-qps`), so the
 delay a resize or an eviction (kube.md N6: a pass's Events took most of the client's
 budget). While queued, an Event of a series already waiting is folded into it (one write
 with the summed count). The queue is bounded like client-go's broadcaster's (1,000, drop
-when full): past it a Normal Event is dropped, counted and logged; a Warning makes room by
-dropping the oldest queued Normal one. Events are best effort; the changes log, the
-metrics and the targets' status are the record.
+when full): past it a Normal Event is dropped; a Warning makes room by dropping the oldest
+queued Normal one. Events are best effort (client-go drops them the same way, and the API
+server keeps them an hour); the changes log, the metrics and the targets' status are the
+record. A drop is counted (`foresize_events_dropped_total{reason="queue_full"}`, and
+`reason="stopping"` for those waiting at a stop) and logged once for each stretch of drops:
+a warning at the first, one line with the number once the queue has drained. Folds are
+counted too (`foresize_events_folded_total`).
+
+Why no per-object spam filter (client-go's token bucket per source and object, a burst of
+25): the Events that outrun the budget are of distinct pods, two for each resize (planned,
+then done), so no object comes near a burst of 25; what bounds them is the queue. A churn
+of 22 targets of 10 pods every 10 s asks for about 44 Events a second against the budget's
+5 (`foresize bench shard`, docs/scale.md): the queue stays at its bound and the rest is
+dropped and counted, without delaying an action.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
 from collections import OrderedDict
@@ -144,6 +156,9 @@ class EventSink:
         self.max_queued = max_queued
         self._queue: OrderedDict[tuple[str, ...], _Queued] = OrderedDict()
         self._task: asyncio.Task[None] | None = None
+        # ForesizeMetrics (its events_dropped / events_folded counters), set by the operator.
+        self.metrics: Any = None
+        self._dropping = 0  # dropped since the first drop of the current stretch
         self.sent = 0  # Events written (a create or a count raised)
         self.folded = 0  # Events folded into one of their series already queued
         self.dropped = 0  # Events dropped: the queue was full
@@ -163,21 +178,21 @@ class EventSink:
             first = waiting.body.get("firstTimestamp")
             waiting.body = {**body, "firstTimestamp": first or body.get("firstTimestamp")}
             self.folded += 1
+            if self.metrics is not None:
+                self.metrics.events_folded.inc()
             return True
         if len(self._queue) >= self.max_queued and not self._make_room(body):
-            self.dropped += 1
-            if self.dropped == 1 or self.dropped % self.max_queued == 0:
-                log.warning(
-                    "%d Event(s) dropped so far: more than %d waiting to be sent at %g/s",
-                    self.dropped,
-                    self.max_queued,
-                    self.limiter.qps,
-                )
+            self._drop()
             return False
         self._queue[key] = _Queued(namespace, body, times)
         if self._task is None or self._task.done():
+            # In a context of its own: a task inherits its creator's, here the gated call
+            # of the first Event queued, whose Lease check (`gate.still_allowed`) would then
+            # answer for every Event after it (all dropped once that one's shard moved).
+            # Events are records, not acts (`bench/shard_check.py`): only the stop holds
+            # them back (the API client's veto).
             self._task = asyncio.get_running_loop().create_task(
-                self._drain(), name="foresize:events"
+                self._drain(), name="foresize:events", context=contextvars.Context()
             )
         return True
 
@@ -188,11 +203,39 @@ class EventSink:
         for key, waiting in self._queue.items():
             if waiting.body.get("type") != "Warning":
                 del self._queue[key]
-                self.dropped += 1
+                self._drop()
                 return True
         return False
 
+    def _drop(self, count: int = 1, reason: str = "queue_full") -> None:
+        """Count `count` Events dropped; the first of a stretch of drops is logged (the
+        stretch's number is logged once the queue has drained, `_drained`)."""
+        self.dropped += count
+        if self.metrics is not None:
+            self.metrics.events_dropped.labels(reason).inc(count)
+        if reason == "queue_full":
+            if not self._dropping:
+                log.warning(
+                    "Events dropped: more than %d waiting to be sent at %g/s (counted in "
+                    "foresize_events_dropped_total; one line more once the queue has drained)",
+                    self.max_queued,
+                    self.limiter.qps,
+                )
+            self._dropping += count
+
+    def _drained(self) -> None:
+        if self._dropping:
+            log.warning("%d Event(s) dropped while the queue was full", self._dropping)
+            self._dropping = 0
+
     async def _drain(self) -> None:
+        try:
+            await self._send_queued()
+        finally:
+            if not self._queue:
+                self._drained()
+
+    async def _send_queued(self) -> None:
         while self._queue:
             await self.limiter.acquire()
             if not self._queue:
@@ -204,6 +247,8 @@ class EventSink:
             except NotSent as exc:  # stopping: nothing more goes out
                 log.info("%d Event(s) not sent: %s", 1 + len(self._queue), exc)
                 self.failed += 1 + len(self._queue)
+                if self.metrics is not None:
+                    self.metrics.events_dropped.labels("stopping").inc(1 + len(self._queue))
                 self._queue.clear()
                 return
             except Exception as exc:  # a connection error: this Event is lost, go on

@@ -49,6 +49,7 @@ from foresize.core.cluster.actions import (
 )
 from foresize.core.cluster.headroom import HeadroomConfig
 from foresize.core.cluster.snapshot import ClusterSnapshot
+from foresize.core.interruption import PassInterrupted, checkpoint
 from foresize.core.lifecycle.revert import REVERT_FINALIZER
 from foresize.core.lifecycle.templates import TemplatePlan
 from foresize.core.recommend.suggestions import resumed_rounds
@@ -293,7 +294,25 @@ class KubeShell:
         self.recorder.new_ooms.clear()
 
     # ------------------------------------------------------------------ the pass
+    def stopping(self) -> bool:
+        """Is the operator stopping? Read by the pass's worker thread too (a flag read):
+        the pass is given up at its next checkpoint (`core.interruption`)."""
+        return _stopping(self.executor)
+
     async def run_pass(self) -> list[tuple[Action, ActionResult | None]]:
+        """One pass (the module doc). A stop while it plans gives the planning up at its
+        next checkpoint, with nothing sent (a stopping process must not wait for a pass
+        over a large cluster, minutes on a loaded machine); a stop while it sends starts
+        no further call. Returns what was sent, with the results."""
+        if self.stopping():
+            return []
+        try:
+            return await self._run_pass()
+        except PassInterrupted:
+            log.info("stopping: the pass was given up before sending anything")
+            return []
+
+    async def _run_pass(self) -> list[tuple[Action, ActionResult | None]]:
         start = time.perf_counter()
         now = self.clock()
         full = self._full_snapshot(now)
@@ -313,6 +332,7 @@ class KubeShell:
             full=full,
             dsa_usage=self.dsa_window,
             pod_usage=self.pod_usage,
+            stop=self.stopping,
         )
         # The cyclic collector off for the pass (`adapters.collector`: its full collections
         # walked the whole cache, a third of a pass's CPU at 10k pods).
@@ -349,8 +369,10 @@ class KubeShell:
         24 counter label sets a target: 240k at 10k targets, seconds the loop would not
         answer the webhooks or renew the Leases). The pass state is nobody else's now."""
         self._forget_unowned(full)
+        checkpoint(self.stopping)
         # Before any action: every counter this pass may count first exists at 0.
         self.recorder.declare(full, snap, now)
+        checkpoint(self.stopping)
         # A round the process before this one made counts as the last (its cadence holds
         # across restarts and handovers: no status rewrite at every start).
         self.pass_state.last_suggest.update(
@@ -380,6 +402,8 @@ class KubeShell:
             inflight[lane_of(action)] = asyncio.create_task(send(action))
 
         while True:
+            # Between sends, not only after a refusal: once stopping, no call is started.
+            stopped = stopped or self.stopping()
             while not stopped and len(inflight) < self.concurrency:
                 action = queue.next()
                 if action is None:
@@ -400,6 +424,7 @@ class KubeShell:
                     refused += 1
                     continue
                 queue.feed(action, result)  # sent, even if the stop came meanwhile
+                stopped = stopped or self.stopping()
                 waiting = held.get(lane) if not stopped else None
                 while waiting:
                     nxt = waiting.popleft()
@@ -433,8 +458,12 @@ class KubeShell:
     ) -> list[Any]:
         """The records, the OOM kills into the history and the provisioning ratio: walks
         over every pod and target, so in the worker thread with the pass (the history takes
-        its lock per call, `Locked`)."""
-        events = [*self.recorder.record(done, snap), *self.recorder.observe(snap)]
+        its lock per call, `Locked`). Once stopping, only the records of what was sent (the
+        changes log): the walks are the next pass's, and no Event goes out any more."""
+        records = self.recorder.record(done, snap)
+        if self.stopping():
+            return []
+        events = [*records, *self.recorder.observe(snap)]
         self._record_ooms(snap)
         self._provisioning(snap, snap.now)
         return events

@@ -214,6 +214,8 @@ async def control_loop(
             await shell.run_pass()
         except Exception:  # one bad pass must not stop the operator
             log.exception("control-loop pass failed")
+        if stop.is_set():  # the export walks every target: not for a stopping process
+            return
         health.passed()
         await _export_leadership(shell, metrics, shards)
         with contextlib.suppress(asyncio.TimeoutError):
