@@ -79,7 +79,12 @@ from foresize.core.horizontal.coordinate import (
 )
 from foresize.core.horizontal.planner import plan_horizontal
 from foresize.core.interruption import StopCheck, checkpoint
-from foresize.core.lifecycle.daemonset import DsaPlan, UsageWindow, dsa_suggestion, plan_dsa
+from foresize.core.lifecycle.daemonset import (
+    DsaPlan,
+    UsageWindow,
+    dsa_suggestion,
+    plan_dsa_across_passes,
+)
 from foresize.core.lifecycle.planner import LifecycleState, finalizers_to_add, plan_lifecycle
 from foresize.core.lifecycle.templates import TemplatePlan, plan_templates
 from foresize.core.recommend.horizontal import horizontal_forecasts
@@ -489,9 +494,8 @@ def _daemonsets(
         if last is not None and now - last < interval:
             paced = state.dsa_paced.get(key)
             if paced is not None:
-                actions.extend(
-                    _dsa_resizes(snapshot, dsa, paced, now, state, key, ledger, zones).actions
-                )
+                later = _dsa_resizes(snapshot, dsa, paced, now, state, ledger, zones)
+                actions.extend(later.actions)
             continue
         state.last_dsa[key] = now
         ds = dsa.ref_name
@@ -512,7 +516,7 @@ def _daemonsets(
                 },
                 "created_at": format_timestamp(now),
             }
-            dp = _dsa_resizes(snapshot, dsa, sugg, now, state, key, ledger, zones)
+            dp = _dsa_resizes(snapshot, dsa, sugg, now, state, ledger, zones)
             actions.extend(dp.actions)
             if dp.resized:
                 status["pods_resized"] = len(dp.resized)
@@ -526,24 +530,12 @@ def _dsa_resizes(
     suggestion: Suggestion,
     now: float,
     state: ReconcileState,
-    key: str,
     ledger: NodeLedger | None,
-    zones: TimeZones = UTC_ONLY,
+    zones: TimeZones,
 ) -> DsaPlan:
-    """`plan_dsa`, with the DaemonSetAutoscaler's disruption batches kept across passes,
-    and the resizes a batch or a maintenance window holds tried again on every pass."""
-    last, refusals = state.dsa_batch_at.get(key), state.worker.refusals
-    dp = plan_dsa(snapshot, dsa, suggestion, now, ledger, last, refusals=refusals, zones=zones)
-    if dp.batch_sent:
-        state.dsa_batch_at[key] = now
-    if dp.paced or dp.held:
-        state.dsa_paced[key] = suggestion
-    else:
-        state.dsa_paced.pop(key, None)
-    return dp
-
-
-# --------------------------------------------------------------------- lifecycle
+    refusals = state.worker.refusals
+    batches = (state.dsa_batch_at, state.dsa_paced)
+    return plan_dsa_across_passes(snapshot, dsa, suggestion, now, ledger, refusals, zones, *batches)
 
 
 # --------------------------------------------------------------------- the queue

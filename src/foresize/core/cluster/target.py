@@ -12,9 +12,8 @@ seconds, modes their normalised names.
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -65,6 +64,7 @@ from foresize.core.cluster.target_fields import (
     shadow_policies,
     suggestion_from,
 )
+from foresize.core.cluster.view_memo import memoised
 from foresize.core.cluster.windows import (
     BudgetPolicy,
     MaintenancePolicy,
@@ -225,64 +225,12 @@ class TargetView:
         return entry_for(self.containers, container)
 
 
-# A bounded memo of the two readers below: reading a target is a pure function of its
-# content, and every pass re-reads every target. An object with `metadata.uid` and
-# `resourceVersion` is fingerprinted by the pair, as Kubernetes clients' caches do (the
-# API server changes the resourceVersion on every write; both shells replace such an
-# object on each change, `kube.state`), and kept under its uid with the last few objects
-# of that uid (the target as written and with its effective spec share the pair,
-# `cluster.policies`): keyed by object alone, 10,000 targets cleared the memo whole every
-# pass (issue 26). Any other object (a manifest dict, a test's model) is keyed by its
-# identity and fingerprinted by its full content, so one mutated in place is read again.
-_VIEW_MEMO_LIMIT = 1 << 16  # uids: far above any real target count; cleared whole
-_OBJECT_MEMO_LIMIT = 4096  # unversioned objects; cleared whole
-_OBJECTS_A_UID = 4
-_view_memo: dict[tuple[str, object], list[tuple[Any, str, TargetView]]] = {}
-_object_memo: dict[tuple[str, object], list[tuple[Any, str, TargetView]]] = {}
-
-
-def _fingerprint(obj: JSONValue) -> tuple[str | None, str | None]:
-    """(uid, "uid@resourceVersion") of an object carrying both; else (None, its content
-    as a string, or None when it cannot be serialised: then it is not memoised)."""
-    meta = get(obj, "metadata")
-    uid, version = get(meta, "uid"), get(meta, "resourceVersion", "resource_version")
-    if uid and version:
-        return str(uid), f"{uid}@{version}"  # content JSON starts with "{": never equal
-    try:
-        dump = getattr(obj, "model_dump_json", None)
-        return None, str(dump()) if dump is not None else json.dumps(
-            obj, sort_keys=True, default=repr
-        )
-    except (TypeError, ValueError):
-        return None, None
-
-
-def _memoised(reader: str, obj: JSONValue, read: Callable[[JSONValue], TargetView]) -> TargetView:
-    uid, fingerprint = _fingerprint(obj)
-    if fingerprint is None:
-        return read(obj)
-    memo, limit = (_view_memo, _VIEW_MEMO_LIMIT) if uid else (_object_memo, _OBJECT_MEMO_LIMIT)
-    key = (reader, uid or id(obj))
-    entries = memo.get(key)
-    for held, known, view in entries or ():
-        if held is obj and known == fingerprint:
-            return view
-    fresh = read(obj)
-    if entries is None:
-        if len(memo) >= limit:
-            memo.clear()
-        entries = memo[key] = []
-    entries.append((obj, fingerprint, fresh))
-    del entries[:-_OBJECTS_A_UID]
-    return fresh
-
-
 def target_view(obj: TargetObject | TargetView) -> TargetView:
     """Read an AIScaleTarget (API model or manifest dict) into a `TargetView`. The view is
     shared between reads of an unchanged object: treat it as read-only."""
     if isinstance(obj, TargetView):
         return obj
-    return _memoised("AIScaleTarget", obj, _read_target)
+    return memoised("AIScaleTarget", obj, _read_target)
 
 
 def dsa_view(obj: DsaObject | TargetView) -> TargetView:
@@ -290,7 +238,7 @@ def dsa_view(obj: DsaObject | TargetView) -> TargetView:
     view is shared between reads of an unchanged object: treat it as read-only."""
     if isinstance(obj, TargetView):
         return obj
-    return _memoised("DaemonSetAutoscaler", obj, _read_dsa)
+    return memoised("DaemonSetAutoscaler", obj, _read_dsa)
 
 
 def _read_target(obj: JSONValue) -> TargetView:

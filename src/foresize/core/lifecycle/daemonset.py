@@ -248,6 +248,32 @@ def plan_dsa(
     return plan
 
 
+def plan_dsa_across_passes(
+    snapshot: ClusterSnapshot,
+    dsa: TargetView,
+    suggestion: Suggestion,
+    now: float,
+    ledger: NodeLedger | None,
+    refusals: Mapping[str, Refusal],
+    zones: TimeZones,
+    batch_at: dict[str, float],
+    paced: dict[str, Suggestion],
+) -> DsaPlan:
+    """`plan_dsa`, with what it leaves kept across passes in the caller's maps (keyed by
+    the DaemonSetAutoscaler): when its last disruption batch went out (`batch_at`), and
+    the suggestion whose resizes a batch or a maintenance window holds (`paced`), tried
+    again on every pass rather than at the next `scaleInterval`."""
+    key = dsa.key
+    dp = plan_dsa(snapshot, dsa, suggestion, now, ledger, batch_at.get(key), refusals, zones)
+    if dp.batch_sent:
+        batch_at[key] = now
+    if dp.paced or dp.held:
+        paced[key] = suggestion
+    else:
+        paced.pop(key, None)
+    return dp
+
+
 def _changes(pod: Pod, view: TargetView, suggestion: Suggestion) -> list[ContainerResize]:
     """The pod's containers that differ from the suggestion as sized for them (none for
     a BestEffort pod: requests would change its QoS class)."""
