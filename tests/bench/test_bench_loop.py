@@ -49,8 +49,11 @@ async def test_a_small_run_lists_resizes_relists_and_reports_the_keys(tmp_path) 
     assert list(doc)[-4:] == keys  # the issue's keys end the document
     assert doc["resizes"] == 10  # the two targets' pods, each once
     assert doc["writes"]["pods/resize"] == 10
-    # Per resize: the resize, and each changed target's status once at most.
-    assert 1.0 <= doc["api_writes_per_resize"] <= 1.2, doc["writes"]
+    # Per resize: the resize, and each changed target's status once, or twice when the
+    # resizes fall in the pass after the one that wrote it (1 s passes on a loaded
+    # machine: seen as 4 status writes for the 10 resizes); never one a pod.
+    assert doc["writes"]["aiscaletargets/status"] <= 4, doc["writes"]
+    assert 1.0 <= doc["api_writes_per_resize"] <= 1.4, doc["writes"]
     assert doc["webhook_requests"] > 0 and doc["webhook_p99_ms"] is not None
     assert doc["renewals"] >= 2 and doc["renew_late_max_ms"] is not None
     assert doc["relist_seconds"] is not None and doc["rss_mib"] > 0

@@ -96,6 +96,7 @@ def test_vpa_reference_defaults():
     assert 1e9 * 1.15 <= d["memory"][0] <= 1e9 * 1.15 * 1.06
 
 
+@pytest.mark.slow
 def test_cli_json_keys_on_real_crane_trace(tmp_path):
     res = CliRunner().invoke(
         app,
@@ -261,6 +262,7 @@ def test_matched_slack_interpolates_in_log_risk_and_never_extrapolates():
     assert matched_slack([(0.0, 0.7), (0.01, 0.5)], 0.0) == 0.7
 
 
+@pytest.mark.slow
 def test_bench_reports_matched_ratios_and_per_series_kills(tmp_path):
     """A small synthetic fleet with memory: the sweep brackets or misses vpa's risk, the
     matched ratio is the curve's slack at vpa's risk over vpa's slack (or null), and the
@@ -350,6 +352,7 @@ def test_changes_count_while_the_series_exists():
     assert got.changes_per_series_day == pytest.approx(96.0, rel=0.01)
 
 
+@pytest.mark.slow
 def test_replay_stabilised_cpu_changes_less_and_memory_keeps_its_peak(monkeypatch):
     """The replay runs the operator's rules: a CPU request scheduled in 3 segments a day
     changes far less often than one rescheduled every hour, and memory is never

@@ -16,6 +16,7 @@ from foresize.bench import chaos
 from foresize.bench.chaos.cluster import wait_until
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "scenario",
     [

@@ -381,6 +381,7 @@ def test_the_seeds_cover_every_kind_of_action() -> None:
     } <= set().union(*SEED_DECIDES.values())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", SEEDS)
 def test_kube_and_sim_shells_build_equivalent_input_for_the_same_pass(seed: int) -> None:
     diff = Differential()

@@ -121,6 +121,7 @@ def requests_in_force(
     return seen
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("start", "width", "height"), CASES)
 def test_the_request_rises_before_a_daily_spike_falls_after_and_stays_down(
     requests_in_force: dict[tuple[int, int, int], list[int]], start: int, width: int, height: int

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from foresize.core.cluster.actions import EvictPod
@@ -49,6 +50,7 @@ def _expected_answer(sim, pod) -> int:
     return 201 if allowed > 0 else 429
 
 
+@pytest.mark.slow
 def test_sidecars_pod_level_and_overhead_no_overcommit_and_no_wrong_eviction():
     sim = build(load_scenario("sidecars"), policy="foresize")
     evictions: list[tuple[str, int, int]] = []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from foresize.core.api.quantity import MIB
 from foresize.shells.sim.objects import ContainerKey
@@ -236,6 +237,7 @@ def test_trace_replay_of_a_real_bitbrains_vm():
     assert len(set(cpu_seen)) > 10  # it follows the trace, not a constant
 
 
+@pytest.mark.slow
 def test_runs_are_reproducible_across_processes():
     import json
     import os
