@@ -169,3 +169,18 @@ def test_flatten_names_every_leaf_and_containers_by_name():
         "vertical.containers[api].cpu.lowerbound": "10m",
         "vertical.scaling_behavior.scale_up": {"type": "percent", "percent": 2},
     }
+
+
+def test_a_value_that_changes_shape_leaves_no_stale_source():
+    """A dict replaced by a leaf takes its fields' sources with it, a leaf replaced by a
+    dict its own; the layers given are never edited by the merge (a policy's layer is
+    shared by every target under it)."""
+    low = {"model": {"mode": {"kind": "x", "level": 2}}, "min_replicas": 1}
+    high = {"model": {"mode": "balanced"}, "min_replicas": {"at": 3}}
+    layers = [Layer("cluster", low), Layer("target", high)]
+    merged = merge(layers)
+    assert merged.values == {"model": {"mode": "balanced"}, "min_replicas": {"at": 3}}
+    assert merged.sources == {"model.mode": "target", "min_replicas.at": "target"}
+    assert low == {"model": {"mode": {"kind": "x", "level": 2}}, "min_replicas": 1}
+    merged.values["min_replicas"]["at"] = 9  # type: ignore[index]
+    assert high["min_replicas"] == {"at": 3}

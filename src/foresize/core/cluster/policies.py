@@ -32,7 +32,7 @@ from pydantic import ValidationError
 from foresize.core.api.access import JSONValue, KubeObject
 from foresize.core.api.access import first as get
 from foresize.core.api.cluster_policy import DEFAULT_POLICY, POLICY_LABEL, ClusterAIScalePolicy
-from foresize.core.api.hierarchy import DEFAULT_SOURCE, Layer, flatten, merge
+from foresize.core.api.hierarchy import DEFAULT_SOURCE, Layer, Merged, flatten, merge
 from foresize.core.api.load import format_validation_error
 from foresize.core.api.presets import PRESETS
 from foresize.core.api.target import (
@@ -173,13 +173,12 @@ def _levels(
     return levels
 
 
-def _validated(layers: Sequence[Layer]) -> tuple[AIScaleTargetSpec, list[str]] | str:
-    merged = merge(layers)
+def _validated(merged: Merged) -> AIScaleTargetSpec | str:
+    """The merged layers as a spec, or the spec's validation problems in one line."""
     try:
-        spec = AIScaleTargetSpec.model_validate(merged.values)
+        return AIScaleTargetSpec.model_validate(merged.values)
     except ValidationError as exc:
         return "; ".join(f"spec.{line}" for line in format_validation_error(exc).splitlines())
-    return spec, merged.kept
 
 
 def resolve(
@@ -192,19 +191,27 @@ def resolve(
     own = Layer("target", _own_fields(target.spec, drop=("policy",)))
     accepted: list[Layer] = []
     problems: list[Problem] = []
+    # A level is tried merged with the levels accepted below it and the target's own
+    # fields; a level left out changes nothing, so the last accepted trial is the result
+    # (one merge and one validation a target in the common case, not three and two).
+    last: tuple[Merged, AIScaleTargetSpec | str] | None = None
     for what, found in _levels(target, index, namespace_labels):
         if isinstance(found, Problem):
             problems.append(Problem(found.reason, f"{found.message}; {what} left out"))
             continue
-        trial = _validated([*accepted, *found, own])
+        merged = merge([*accepted, *found, own])
+        trial = _validated(merged)
         if isinstance(trial, str):
             problems.append(Problem(INVALID, f"{found[-1].source}: {trial}; {what} left out"))
             continue
         accepted += found
+        last = (merged, trial)
     layers = [*accepted, own]
-    merged = merge(layers)
-    result = _validated(layers)
-    spec, kept = result if not isinstance(result, str) else (target.spec, [])
+    if last is None:
+        merged = merge(layers)
+        last = (merged, _validated(merged))
+    merged, result = last
+    spec, kept = (result, merged.kept) if not isinstance(result, str) else (target.spec, [])
     status = _status(spec, merged.sources, [layer.source for layer in layers], kept, problems)
     condition = _condition(target, status, problems, kept, now)
     conditions = [c for c in target.status.conditions if c.type != CONDITION] + [condition]
@@ -271,18 +278,19 @@ def _condition(
 
 # --------------------------------------------------------------------- the snapshot
 
-# Resolutions, one a target (its uid; a target without one by its content), each with the
-# inputs it came from (the object's identity and content, the policies' and the namespace's
-# content): every pass of both shells resolves every target in a hierarchy, and the
-# planners' memo of target views is keyed by the object's identity, so an unchanged input
-# must give back the same effective object. One entry a uid, so a changed target replaces
-# its entry and the memo holds no stale objects (one is enough: the pass and the admission
-# index resolve the same objects, each shell's one store of targets); the limit is far
-# above any real target count (at 4,096 entries cleared whole, 10,000 targets under a
-# cluster default policy missed on every pass, issue 26). Cleared whole past it.
+# Resolutions, one a target (its uid; a target without one by its content): the target
+# as given, its effective object and its policy write, with the inputs they came from
+# (the object's identity and content, the policies' and the namespace's content): every
+# pass of both shells resolves every target in a hierarchy, and the planners' memo of
+# target views is keyed by the object's identity, so an unchanged input must give back
+# the same effective object. One entry a uid, so a changed target replaces its entry and
+# the memo holds no stale objects (one is enough: the pass and the admission index
+# resolve the same objects, each shell's one store of targets); the limit is far above
+# any real target count (at 4,096 entries cleared whole, 10,000 targets under a cluster
+# default policy missed on every pass, issue 26). Cleared whole past it.
 _MEMO_LIMIT = 1 << 16
 _MemoKey = tuple[int, str, str, str]
-_memo: dict[str, tuple[_MemoKey, AIScaleTarget, Resolution]] = {}
+_memo: dict[str, tuple[_MemoKey, AIScaleTarget, AIScaleTarget, WriteTargetStatus | None]] = {}
 
 
 def _fingerprint(obj: JSONValue) -> str:
@@ -313,13 +321,16 @@ def resolved_target(
     policies_key: str,
     now: float,
     labels_keys: dict[str, str] | None = None,
-) -> tuple[TargetObject, Resolution | None]:
-    """The target with its effective spec (itself when it is in no hierarchy or is not an
-    API model: a manifest dict is read as written), and its resolution. `labels_keys`:
-    each namespace's labels as the memo compares them, kept by the caller for a pass (a
-    namespace's targets share them)."""
-    if not isinstance(target, AIScaleTarget) or not in_hierarchy(target, index, namespaces):
+) -> tuple[TargetObject, WriteTargetStatus | None]:
+    """The target with its effective spec (itself when it is not an API model: a manifest
+    dict is read as written), and the status write that publishes its policy (None when
+    its status already says it). A target in no hierarchy has its policy status cleared.
+    `labels_keys`: each namespace's labels as the memo compares them, kept by the caller
+    for a pass (a namespace's targets share them)."""
+    if not isinstance(target, AIScaleTarget):
         return target, None
+    if not in_hierarchy(target, index, namespaces):
+        return cleared(target)
     namespace = target.metadata.namespace or "default"
     labels = namespaces.get(namespace, {})
     labels_key = labels_keys.get(namespace) if labels_keys is not None else None
@@ -332,12 +343,15 @@ def resolved_target(
     slot = target.metadata.uid or fingerprint
     hit = _memo.get(slot)
     if hit is not None and hit[0] == key and hit[1] is target:
-        return hit[2].target, hit[2]
+        return hit[2], hit[3]
     resolution = resolve(target, index, dict(labels), now)
+    # The write is a function of this very object and its resolution: kept with them,
+    # so a pass over unchanged targets neither compares nor dumps their policies.
+    write = policy_write(target, resolution)
     if slot not in _memo and len(_memo) >= _MEMO_LIMIT:
         _memo.clear()
-    _memo[slot] = (key, target, resolution)
-    return resolution.target, resolution
+    _memo[slot] = (key, target, resolution.target, write)
+    return resolution.target, write
 
 
 def resolve_snapshot(snapshot: ClusterSnapshot) -> tuple[ClusterSnapshot, list[WriteTargetStatus]]:
@@ -351,15 +365,9 @@ def resolve_snapshot(snapshot: ClusterSnapshot) -> tuple[ClusterSnapshot, list[W
     writes: list[WriteTargetStatus] = []
     labels_keys: dict[str, str] = {}  # namespace -> its labels as the memo compares them
     for target in snapshot.targets:
-        effective, resolution = resolved_target(
+        effective, write = resolved_target(
             target, index, snapshot.namespaces, policies_key, snapshot.now, labels_keys
         )
-        if resolution is None and isinstance(target, AIScaleTarget):
-            effective, write = cleared(target)
-        elif resolution is not None and isinstance(target, AIScaleTarget):
-            write = policy_write(target, resolution)
-        else:
-            write = None
         targets.append(effective)
         if write is not None:
             writes.append(write)

@@ -182,6 +182,18 @@ def default_policy(preset: str):  # type: ignore[no-untyped-def]
     )
 
 
+def published(target, effective):  # type: ignore[no-untyped-def]
+    """`target` as the API server has it after its policy status write: the status the
+    resolution gave `effective`, the resourceVersion moved on."""
+    version = str(int(target.metadata.resourceVersion) + 1)
+    return target.model_copy(
+        update={
+            "metadata": target.metadata.model_copy(update={"resourceVersion": version}),
+            "status": effective.status,
+        }
+    )
+
+
 def run_bench(
     pods: int,
     targets: int,
@@ -207,8 +219,13 @@ def run_bench(
         # does: the first resolution is the one after a restart (its memo empty).
         snap.policies = [default_policy(preset)]
         cpu_start = time.process_time()
-        resolve_snapshot(snap)
+        effective, _ = resolve_snapshot(snap)
         extra["resolve_cold_cpu_seconds"] = round(time.process_time() - cpu_start, 4)
+        # The API server then holds what the pass published: each target's status with
+        # its effective policy, at a new resourceVersion (the passes after read that).
+        pairs = zip(snap.targets, effective.targets, strict=True)
+        snap.targets = [published(t, e) for t, e in pairs]
+        resolve_snapshot(snap)
     resolve_times: list[float] = []
 
     def resolved():  # type: ignore[no-untyped-def]
