@@ -150,3 +150,31 @@ def test_foresize_sizes_the_runs_of_a_bare_job_group_from_past_peaks() -> None:
     assert target.spec.scaleTargetRef.kind == "JobGroup"
     assert target.status.hasEnoughDataToScale is True
     assert target.status.model_extra["job_runs"]["clean_runs"] >= MIN_RUNS
+
+
+def test_a_run_killed_for_memory_is_raised_in_place_and_finishes() -> None:
+    """A run that needs more memory than its limit: the OOM kill raises the runs'
+    suggestion, and the running pod (restarting in place, `OnFailure`) gets the raise in
+    place at the next pass instead of being killed at the same limit until its Job
+    fails. Memory only, never an eviction."""
+    job = _cronjob(run_time="30m")
+    job["containers"][0].update(requests={"cpu": "500m", "memory": "1Gi"}, limits={"memory": "1Gi"})
+    job["containers"][0]["usage"]["memory"] = "1300Mi"
+    sim = make_sim([job], settle=0, memory="16Gi", cpu="8")
+    opts = OperatorOptions(loop_interval=60.0, kinds=("CronJob",))
+    SimOperator(sim, ForesizeRecommender(), opts).install()
+    seen: list = []
+    sim.every(60.0, lambda _s, _n: seen.extend(_job_pods(sim)))
+    sim.run(50 * 60)  # the first run (from 10m, 30 minutes of work) and a margin
+    kills = sim.events.query("OOMKilled")
+    (pod,) = {e.object for e in kills}
+    resizes = sim.events.query("ResizeApplied")
+    assert resizes and {e.object for e in resizes} == {pod}
+    # The raise compounds (x1.2 of the limit killed at) until it covers the 1300Mi the
+    # run needs; no kill after it lands (at the same limit it is killed to the end).
+    assert max(e.time for e in kills) <= max(e.time for e in resizes)
+    last = seen[-1].containers[0].resources
+    assert last.limits["memory"] >= 1300 * MIB and last.requests["cpu"] == 500
+    assert not sim.events.query("Evicted")
+    done = sim.events.query("PodFinished")
+    assert [(e.object, e.reason) for e in done] == [(pod, "Completed")]

@@ -33,9 +33,11 @@ The rule, per container and resource the template declares:
   current request, and `status.job_runs.assumed` says so; with no run at all there is no
   suggestion.
 
-`hasEnoughDataToScale` is `MIN_RUNS` clean runs. The vertical worker never resizes or
-evicts a CronJob's pods (`api.jobs`: update mode `initial`): the pod webhook applies the
-suggestion when the next run's pods are created.
+`hasEnoughDataToScale` is `MIN_RUNS` clean runs. The vertical worker never evicts a
+CronJob's pods (`api.jobs`: update mode `initial`): the pod webhook applies the
+suggestion when the next run's pods are created. The one in-place change is a run just
+OOM-killed: the kill raises the suggestion and the running pod gets the memory raise
+(`vertical.modes.decide_initial`).
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from foresize.core.api.jobs import RUNS_KINDS
 from foresize.core.api.quantity import CPU, MEMORY
 from foresize.core.cluster.actions import ContainerResize
 from foresize.core.cluster.capacity import format_resources
@@ -276,6 +277,17 @@ def _propose_resize(
 
 
 def decide_initial(run: TargetRun, view: PodView, ctx: PassContext, out: list[Candidate]) -> int:
+    """Nothing for a running pod, but for a run of a CronJob (or job group) whose container
+    was just OOM-killed: its memory raised in place to the raise the kill gave the runs'
+    suggestion (`recommend.runs`), urgent. The container is restarting already (a Job's
+    pods restart in place under `restartPolicy: OnFailure`), so the raise disrupts
+    nothing; without it the run is killed again at the same limit until its Job's
+    `backoffLimit` fails it. Memory only, never down, never an eviction."""
+    if run.policy.ref_kind not in RUNS_KINDS or not recent_oom(view.pod, ctx.now):
+        return 0
+    change = _change(run, view, (MEMORY,))
+    if change is not None and change.problem is None and memory_up(view.pod, change):
+        _propose_resize(run, view, change, True, ctx, out)
     return 0
 
 
