@@ -6,7 +6,7 @@ import gc
 
 import pytest
 
-from foresize.adapters.collector import pass_without_cyclic_gc, planned_without_cyclic_gc
+from foresize.adapters.collector import planned_without_cyclic_gc, without_cyclic_gc
 
 
 @pytest.fixture(autouse=True)
@@ -65,6 +65,33 @@ def test_the_collector_is_back_on_when_the_pass_raises() -> None:
 
 def test_a_collector_turned_off_by_the_caller_stays_off() -> None:
     gc.disable()
-    with pass_without_cyclic_gc():
+    with without_cyclic_gc():
         assert not gc.isenabled()
     assert not gc.isenabled()
+
+
+def test_overlapping_holds_in_two_threads_turn_it_back_on_once_both_end() -> None:
+    """A relist during a pass: the first block to end leaves the collector off for the
+    other; the last turns it back on."""
+    import threading
+
+    gc.enable()
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+    states: list[bool] = []
+
+    def pass_thread() -> None:
+        with without_cyclic_gc():
+            first_in.set()
+            second_in.wait(5)
+        first_out.set()
+
+    worker = threading.Thread(target=pass_thread)
+    worker.start()
+    first_in.wait(5)
+    with without_cyclic_gc():
+        second_in.set()
+        first_out.wait(5)
+        states.append(gc.isenabled())  # the other block ended: still off for this one
+    worker.join(5)
+    assert states == [False]
+    assert gc.isenabled()

@@ -53,7 +53,7 @@ def _busiest_pass(keys: list[str], now: float) -> tuple[float, dict[str, float]]
 
 def measure_round(pods: int, targets: int, nodes: int) -> dict[str, Any]:
     """`round_*` keys of `bench loop`'s document (see the module docstring)."""
-    from foresize.adapters.collector import pass_without_cyclic_gc
+    from foresize.adapters.collector import without_cyclic_gc
     from foresize.adapters.history.memory import UsageHistory
     from foresize.core.reconcile import ReconcileConfig, ReconcileState, plan_pass
 
@@ -70,7 +70,7 @@ def measure_round(pods: int, targets: int, nodes: int) -> dict[str, Any]:
         tracemalloc.start()
         try:
             base = tracemalloc.get_traced_memory()[0]
-            with pass_without_cyclic_gc():
+            with without_cyclic_gc():
                 plan = plan_pass(snapshot, when, pass_state, history, config)
             peak = tracemalloc.get_traced_memory()[1] - base
         finally:

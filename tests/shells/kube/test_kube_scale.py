@@ -134,6 +134,35 @@ async def test_a_listing_freezes_the_cache_out_of_the_garbage_collector(apiserve
         await api.close()
 
 
+async def test_a_listing_runs_without_the_cyclic_collector(apiserver) -> None:
+    """With `freeze` (the operator's setting) every page is converted and the kind
+    installed with the collector off (its full collections over a listing's objects
+    stopped every thread), and it is back on after."""
+    apiserver.seed(POD)
+    seen: list[bool] = []
+
+    class Recording(ClusterState):
+        def convert(self, kind: str, obj: dict[str, Any]) -> Any:
+            seen.append(gc.isenabled())
+            return super().convert(kind, obj)
+
+    api = KubeApi.from_url(apiserver.url)
+    pods = next(w for w in WATCHED if w.kind == "Pod")
+    was = gc.isenabled()
+    gc.enable()
+    try:
+        await Informer(api, Recording(), pods, freeze=True).list()
+        assert seen == [False]
+        assert gc.isenabled()
+        await Informer(api, Recording(), pods).list()  # without freeze: left as it is
+        assert seen == [False, True]
+    finally:
+        gc.unfreeze()
+        if not was:
+            gc.disable()
+        await api.close()
+
+
 async def _shell_on(apiserver: Any, now: float) -> tuple[KubeShell, Informers, asyncio.Event]:
     state = ClusterState(target_parser=parse_foresize)
     api = KubeApi.from_url(apiserver.url)

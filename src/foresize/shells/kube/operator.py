@@ -172,6 +172,7 @@ async def run_operator(
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
     signals = StopOnSignal(stop)
     signals.install()
+    _import_before_serving()
     parts = build_components(opts, stop)
     supervisor = Supervisor()
     _start_tasks(supervisor, parts, opts, stop, signals.install)
@@ -199,6 +200,17 @@ async def run_operator(
         return 1
     log.info("stopped")
     return 0
+
+
+def _import_before_serving() -> None:
+    """Import what the start's tasks would import on the event loop once the webhook
+    serves: Kopf (its import held the loop for about 200 ms at each start, the webhook's
+    slowest answers at 10k pods) and what its handlers read a spec with."""
+    import kopf  # noqa: F401
+
+    import foresize.adapters.timezones
+    import foresize.core.admission.validate
+    import foresize.shells.kube.handlers  # noqa: F401
 
 
 async def run_operator_process(opts: OperatorOptions) -> int:
