@@ -3,12 +3,13 @@ pass over a cache of the same synthetic cluster (`ClusterState`, as the operator
 with the operator's empty in-memory history (the strict server has no metrics-server;
 each series still goes on the 14-day model grid), under `tracemalloc`.
 
-The operator process in the run does not get to a round: its targets carry suggestions
-made a minute before its start (`synthetic.SUGGESTED_BEFORE`), and the run ends long
-before their 15-minute cadence. Two passes are measured: one with every target due (a
-fleet in step, as before the rounds were spread, or a first start on targets with no
-suggestion) and the pass of the cadence at the shipped interval that has the most
-targets due with the rounds spread (`recommend.rounds`). Each is the pass's peak traced
+The operator process in the run does not get to a round at its start: its targets carry
+suggestions made in their last round slot before it (`synthetic.SUGGEST_INTERVAL`), and
+a target's next slot falls in the run for a run's length in 15 minutes of them. Two
+passes are measured: one with every target due (a fleet in step, as before the rounds
+were spread, or a first start on targets with no suggestion) and the pass of the cadence
+at the shipped interval that has the most targets due with the rounds spread
+(`recommend.rounds`). Each is the pass's peak traced
 memory above what was traced before it, per pod: Python's own allocations, not RSS.
 """
 

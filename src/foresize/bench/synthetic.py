@@ -10,6 +10,8 @@ from typing import Any
 
 from foresize.core.api.fields import format_timestamp
 from foresize.core.cluster.actions import WriteTargetStatus
+from foresize.core.recommend.rounds import last_slot
+from foresize.core.reconcile import ReconcileConfig
 from foresize.shells.kube.handlers import accepted_condition
 from foresize.shells.kube.status_writes import merge_patched
 
@@ -17,9 +19,12 @@ NAMESPACES = 20  # the targets' namespaces, as `bench.webhook_load.review_bodies
 REVISION = "1a2b3c4d5e"  # the pod-template-hash of every ReplicaSet
 BASE_CPU, BASE_MEM = "100m", "128Mi"
 RESIZED_CPU = "150m"  # the suggestion of a resized target: +50% CPU, same memory
-# How long before the operator's start its recommender last published (well inside the
-# shipped 15-minute --suggest-interval: no target is due for a round at the start).
-SUGGESTED_BEFORE = 60.0
+# The shipped --suggest-interval: each target's suggestion was made in its last round
+# slot of it before the operator's start, so none is due for a round at the start. ("A
+# minute before" was not enough: a 15-minute cadence has three slots, so a slot fell in
+# that minute for a fifth of the runs, and their first pass wrote each such target's
+# round from an empty history.)
+SUGGEST_INTERVAL = ReconcileConfig().suggest_interval
 STEADY_NAME = "wl-0"  # the one target of `steady_status`'s cluster
 
 
@@ -122,9 +127,17 @@ def synthetic_objects(
             )
             target["status"].update(json.loads(mine))
             target["status"]["vertical_suggestion"] = suggestion(
-                name, BASE_CPU, now - SUGGESTED_BEFORE
+                name, BASE_CPU, _last_round(f"{ns}/{name}", now)
             )
         yield target
+
+
+def _last_round(key: str, now: float) -> float:
+    """When a process keeping the shipped cadence last recommended `key`: a little after
+    its last slot (a time exactly on the slot could read back a microsecond before it),
+    never after `now`."""
+    slot = last_slot(key, now, SUGGEST_INTERVAL)
+    return slot + min(1.0, (now - slot) / 2)
 
 
 def steady_status(replicas: int, now: float) -> dict[str, Any]:

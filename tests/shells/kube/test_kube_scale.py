@@ -12,6 +12,8 @@ import threading
 import time
 from typing import Any
 
+import pytest
+
 from foresize.adapters.history.memory import UsageHistory
 from foresize.bench.synthetic import synthetic_objects
 from foresize.core.cluster.actions import WriteTargetStatus
@@ -179,12 +181,21 @@ async def _shell_on(apiserver: Any, now: float) -> tuple[KubeShell, Informers, a
     return shell, informers, stop
 
 
-async def test_a_restart_on_a_steady_cluster_writes_no_status(apiserver) -> None:
-    """The cluster an operator leaves (its recommender's round a minute ago, the worker's
-    and the lifecycle's status written): a fresh process's first pass writes nothing.
-    Before: a recommendation round for every target (`hasEnoughDataToScale` recomputed
-    from an empty history), the lifecycle record and the worker status, 3 writes each."""
-    now = time.time()
+# Starts of the process: two where two of the three targets had a round slot in the
+# minute before it (their suggestions were "made a minute before" once, and such a start
+# wrote both again from an empty history: a fifth of the starts, one full-suite run in
+# six), and one with no slot in that minute.
+@pytest.mark.parametrize(
+    "now",
+    [1796316941.2078745, 1796316000.0, 1796316500.0],
+    ids=["slot-in-the-minute", "slot-on-the-grid", "no-slot-in-the-minute"],
+)
+async def test_a_restart_on_a_steady_cluster_writes_no_status(apiserver, now: float) -> None:
+    """The cluster an operator leaves (its recommender's rounds at their last slots, the
+    worker's and the lifecycle's status written): a fresh process's first pass writes
+    nothing. Before: a recommendation round for every target (`hasEnoughDataToScale`
+    recomputed from an empty history), the lifecycle record and the worker status, 3
+    writes each."""
     for obj in synthetic_objects(12, 3, 2, now=now):
         apiserver.seed(obj)
     shell, _, stop = await _shell_on(apiserver, now)

@@ -43,3 +43,12 @@ def round_due(key: str, last: float | None, now: float, cadence: float) -> bool:
         return True
     offset = round_offset(key, cadence)
     return math.floor((now - offset) / cadence) > math.floor((last - offset) / cadence)
+
+
+def last_slot(key: str, now: float, cadence: float) -> float:
+    """The latest of `key`'s slots at or before `now` (`now` itself for no cadence): when
+    a process that kept the cadence last recommended the target."""
+    if cadence <= 0:
+        return now
+    offset = round_offset(key, cadence)
+    return offset + math.floor((now - offset) / cadence) * cadence
