@@ -178,3 +178,24 @@ def test_a_run_killed_for_memory_is_raised_in_place_and_finishes() -> None:
     assert not sim.events.query("Evicted")
     done = sim.events.query("PodFinished")
     assert [(e.object, e.reason) for e in done] == [(pod, "Completed")]
+
+
+def test_a_runs_oom_kill_brings_the_pass_forward_so_the_raise_lands_before_the_restart() -> None:
+    """The kubelet restarts a killed run's container after 10 s, sooner than the next
+    pass (60 s here): the kill brings a pass forward (the pod watch, `OOM_WATCH_DELAY`),
+    whose in-place raise lands before the restart, so the run is killed once, not again
+    at the same limit. A run needing 1100Mi at a 1Gi limit: one kill, raised to 1.2Gi."""
+    job = _cronjob(run_time="30m")
+    job["containers"][0].update(requests={"cpu": "500m", "memory": "1Gi"}, limits={"memory": "1Gi"})
+    job["containers"][0]["usage"]["memory"] = "1100Mi"
+    sim = make_sim([job], settle=0, memory="16Gi", cpu="8")
+    opts = OperatorOptions(loop_interval=60.0, kinds=("CronJob",))
+    SimOperator(sim, ForesizeRecommender(), opts).install()
+    sim.run(50 * 60)
+    (kill,) = sim.events.query("OOMKilled")
+    (resize,) = sim.events.query("ResizeApplied")
+    assert resize.object == kill.object
+    assert resize.time < kill.time + kill.details["backoff_seconds"]
+    assert resize.details["containers"]["report"]["to"]["limits"]["memory"] >= 1100 * MIB
+    done = sim.events.query("PodFinished")
+    assert [(e.object, e.reason) for e in done] == [(kill.object, "Completed")]

@@ -29,6 +29,7 @@ from foresize.core.api.quantity import CPU, MEMORY
 from foresize.core.cluster.actions import ContainerResize
 from foresize.core.cluster.capacity import format_resources
 from foresize.core.cluster.disruption import restart_pending
+from foresize.core.cluster.jobs import JOB
 from foresize.core.cluster.model import (
     COMPUTE_RESOURCES,
     REASON_DEFERRED,
@@ -78,6 +79,28 @@ def recent_oom(pod: Pod, now: float) -> bool:
         ):
             return True
     return False
+
+
+def new_run_oom_kill(before: Pod | None, after: Pod) -> bool:
+    """Does `after` show an OOM kill of a run's container (a pod of a Job) that `before`
+    (the same pod as last seen; None: not seen) did not? Such a kill makes a pass due at
+    once (both shells: the kube shell's pod watch, the simulator's): the kubelet restarts
+    the container after a 10 s back-off, sooner than the next pass, and the pass's raise
+    (`decide_initial`) must land before the restart, or the run is killed again at the
+    same limit."""
+    if after.owner is None or after.owner.kind != JOB:
+        return False
+    seen = {
+        st.name: st.last_termination_time
+        for st in (before.container_statuses if before is not None else ())
+        if st.last_termination_reason == OOM_KILLED
+    }
+    return any(
+        st.last_termination_reason == OOM_KILLED
+        and st.last_termination_time is not None
+        and seen.get(st.name) != st.last_termination_time
+        for st in after.container_statuses
+    )
 
 
 def _raises_memory(c: Container, requests: dict[str, int], limits: dict[str, int]) -> bool:

@@ -30,6 +30,7 @@ from foresize.core.cluster.model import (
 from foresize.core.cluster.policies import namespace_labels
 from foresize.core.cluster.snapshot import ClusterSnapshot
 from foresize.core.lifecycle.planner import PAUSE_CONFIGMAP, pause_flags
+from foresize.core.vertical.modes import new_run_oom_kill
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +91,9 @@ class ClusterState:
         # now -> is the pod webhook serving? (set by the operator; None: nothing to judge by)
         self.admission_health: Callable[[float], bool] | None = None
         self.events_seen = 0
+        # Called when a watch event shows a run's container just OOM-killed
+        # (`vertical.modes.new_run_oom_kill`): the control loop's pass is brought forward.
+        self.on_run_oom_kill: Callable[[], None] | None = None
         self._target_parser = target_parser
         # The pause ConfigMap counts only in the operator's namespace (None: any).
         self.pause_namespace = pause_namespace
@@ -230,6 +234,9 @@ class ClusterState:
         dropped: list[str] = []
         if kind == "Pod":
             pod = None if deleted else convert.pod_from(obj, dropped=dropped)
+            wake = self.on_run_oom_kill
+            if pod is not None and wake is not None and new_run_oom_kill(self.pods.get(key), pod):
+                wake()
             self._put(self.pods, key, pod)
             version = str((obj.get("metadata") or {}).get("resourceVersion") or "")
             self._put(self._pod_versions, key, (version, pod) if pod and version else None)

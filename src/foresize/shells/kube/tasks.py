@@ -209,7 +209,16 @@ async def control_loop(
     health.synced = True
     metrics.cache_synced.set(1)
     log.info("caches synced; control loop starts")
+    # A run's OOM kill seen on the pod watch brings the next pass forward: the kubelet
+    # restarts the container after 10 s, and the pass's in-place raise must land first
+    # (`core.vertical.modes.new_run_oom_kill`).
+    wake = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    state = getattr(shell, "state", None)
+    if state is not None:
+        state.on_run_oom_kill = lambda: loop.call_soon_threadsafe(wake.set)
     while not stop.is_set():
+        wake.clear()
         try:
             await shell.run_pass()
         except Exception:  # one bad pass must not stop the operator
@@ -218,8 +227,17 @@ async def control_loop(
             return
         health.passed()
         await _export_leadership(shell, metrics, shards)
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(stop.wait(), interval)
+        await _sleep_until_woken(stop, wake, interval)
+
+
+async def _sleep_until_woken(stop: asyncio.Event, wake: asyncio.Event, seconds: float) -> None:
+    """`seconds`, or less when `stop` or `wake` is set."""
+    waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(wake.wait())]
+    try:
+        await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()
 
 
 async def _export_leadership(shell: Any, metrics: Any, shards: Any) -> None:

@@ -58,6 +58,7 @@ from foresize.core.lifecycle.daemonset import UsageWindow
 from foresize.core.recommend.suggestions import suggestion_uid
 from foresize.core.reconcile import ActionQueue, ReconcileConfig, ReconcileState, plan_pass
 from foresize.core.vertical import WorkerConfig, WorkerState
+from foresize.core.vertical.modes import new_run_oom_kill
 from foresize.shells.sim.observer import Sampling, UsageObserver
 from foresize.shells.sim.recommenders import (
     FixedRecommender,
@@ -101,6 +102,11 @@ def _install_admission(sim: Any, operator: SimOperator) -> Any:
 
 
 # --------------------------------------------------------------------------- the operator
+
+
+OOM_WATCH_DELAY = 1.0
+"""Seconds from a run's OOM kill to the pass it brings forward: the pod watch delivering
+the container's new status (`lastState.terminated.reason: OOMKilled`)."""
 
 
 @dataclass(slots=True)
@@ -180,6 +186,7 @@ class SimOperator(UsageObserver):
         self.template: dict[str, dict[str, tuple[dict[str, int], dict[str, int]]]] = {}
         self.last_recommend = -math.inf
         self.oom_seen: dict[tuple[str, str], float] = {}
+        self._oom_pass_due: float | None = None  # the pass a run's OOM kill brought forward
         self.admission: Any = None
         self.passes = 0
         self.record_actions = False
@@ -305,7 +312,28 @@ class SimOperator(UsageObserver):
             self.admission = _install_admission(sim, self)
         sim.on_usage(self._observe)
         sim.every(self.opt.loop_interval, self._tick)
+        if isinstance(self.rec, ForesizeRecommender):
+            sim.on_event("OOMKilled", self._on_oom_kill)
         return self
+
+    def _on_oom_kill(self, event: Any) -> None:
+        """A run's container OOM-killed (a pod of a Job) brings a pass forward to
+        `OOM_WATCH_DELAY` after the kill, as the kube shell's pod watch does
+        (`core.vertical.modes.new_run_oom_kill`): the kubelet restarts it after a 10 s back-off,
+        sooner than the next pass, and the pass's in-place raise
+        (`vertical.modes.decide_initial`) must land before the restart, or the run is
+        killed again at the same limit."""
+        pod = self.sim.pods.get(event.object.removeprefix("Pod/"))
+        if pod is None or not new_run_oom_kill(None, pod):
+            return
+        if self._oom_pass_due is not None:
+            return  # one pass for the kills of one moment
+        self._oom_pass_due = self.sim.now + OOM_WATCH_DELAY
+        self.sim.at(self._oom_pass_due, self._oom_pass)
+
+    def _oom_pass(self) -> None:
+        self._oom_pass_due = None
+        self._tick(self.sim, self.sim.now)
 
     def restart(self) -> None:
         """An operator restart: the pass's memory is gone; the targets' status and the

@@ -238,6 +238,11 @@ class SimCluster:
         cgroups report: capped at the limit, a working set above it is an OOM kill)."""
         self.metering.observers.append(fn)
 
+    def on_event(self, kind: str, fn: Callable[[SimEvent], None]) -> None:
+        """Call `fn(event)` when an event of `kind` is logged (at once, inside the step that
+        logs it: schedule work with `at`), as a shell's watch delivers a status change."""
+        self.journal.watchers.setdefault(kind, []).append(fn)
+
     def _start(self) -> None:
         if self._started:
             return
