@@ -89,6 +89,7 @@ from foresize.core.lifecycle.planner import LifecycleState, finalizers_to_add, p
 from foresize.core.lifecycle.templates import TemplatePlan, plan_templates
 from foresize.core.recommend.horizontal import horizontal_forecasts
 from foresize.core.recommend.rounds import round_due
+from foresize.core.recommend.runs import run_in_progress
 from foresize.core.recommend.suggestions import SuggestionState, cadence_of, plan_suggestions
 from foresize.core.vertical.headroom import HeadroomState, headroom_actions
 from foresize.core.vertical.planner import plan
@@ -428,7 +429,7 @@ def _suggestions(
         if round_due(key, last, now, cadence_of(target, config.suggest_interval)):
             return True
         assert last is not None  # `round_due` is true without a last round
-        return _oom_since(snapshot, target, history, last, now)
+        return _oom_since(snapshot, target, history, last, now) or run_in_progress(snapshot, target)
 
     events: list[EmitEvent] = []
     writes = plan_suggestions(snapshot, history, now, due, state.suggestions, events)

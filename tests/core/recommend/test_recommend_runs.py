@@ -316,3 +316,70 @@ def test_skipped_entries_that_do_not_read_are_dropped_and_old_ones_forgotten() -
         {"job": "report-3", "end": format_timestamp(NOW - 3 * 3600), "reason": "failed"}
     ]
     assert write.status["job_runs"]["clean_runs"] == MIN_RUNS - 1
+
+
+def _live_run(history: UsageHistory, memory: float) -> None:
+    """A run in progress for the last 30 minutes, its memory now at `memory`."""
+    samples = [
+        Sample(NOW - 1800 + i * 60, "batch", "report", "report-live-x", "report", 1.0, m)
+        for i, m in enumerate([memory / 2] * 30 + [memory])
+    ]
+    HistorySink(history).add_samples(samples)
+
+
+def test_a_run_in_progress_near_its_request_is_raised_before_a_kill() -> None:
+    # Three nights at a 2Gi peak: 2.2Gi asked. Tonight's run is at 2.1Gi, past 95% of
+    # it (a night bigger than the week's, past the margin): raised by OOM_FACTOR now,
+    # before the kill at 2.2Gi; at 2Gi it is left as it is.
+    asked = 2 * GIB * (1 + RUN_MARGIN)
+    near = UsageHistory(step=60.0)
+    _nightly(near, MIN_RUNS)
+    _live_run(near, 2.1 * GIB)
+    status = _status(near, _target())
+    assert _request(status, "memory") == math.ceil(asked * OOM_FACTOR / MIB) * MIB
+    assert "run_in_progress" in _steps(status)
+    assert status["job_runs"]["in_progress"] is True
+    assert _request(status, "cpu") == 1100  # memory only
+    below = UsageHistory(step=60.0)
+    _nightly(below, MIN_RUNS)
+    _live_run(below, 2 * GIB)
+    status = _status(below, _target())
+    assert _request(status, "memory") == math.ceil(asked / MIB) * MIB
+    assert "run_in_progress" not in _steps(status)
+
+
+def test_a_run_in_progress_before_enough_runs_publishes_no_raise() -> None:
+    # Before MIN_RUNS the pods run at the template's 4Gi: a run near the runs' figure is
+    # no reason to publish one (an OOM kill's raise is; `test_an_oom_killed_run...`).
+    history = UsageHistory(step=60.0)
+    _nightly(history, MIN_RUNS - 1)
+    _live_run(history, 2.1 * GIB)
+    status = _status(history, _target())
+    assert status["hasEnoughDataToScale"] is False
+    assert "vertical_suggestion" not in status
+
+
+def test_a_run_in_progress_makes_the_runs_suggestion_due_every_pass() -> None:
+    # A Job of the CronJob neither complete nor failed (or with no status read yet) is a
+    # run in progress: the pass recomputes the runs' suggestion each time
+    # (`reconcile._suggestions`), not at the 15-minute cadence a climbing run outpaces.
+    from dataclasses import replace
+
+    from foresize.core.recommend.runs import run_in_progress
+
+    target = _target()
+    snap = _snapshot(target)
+    assert run_in_progress(snap, target)  # the Job has no status yet
+    (job,) = [w for w in snap.workloads.values() if w.kind == "Job"]
+    for outcome, running in (("", True), ("Complete", False), ("Failed", False)):
+        w = replace(job, job=JobOutcome(start=NOW - 600, outcome=outcome))
+        assert run_in_progress(replace(snap, workloads={w.key: w}), target) is running
+    other = parse_target(
+        {
+            "apiVersion": "foresize.io/v1",
+            "kind": "AIScaleTarget",
+            "metadata": {"name": "web", "namespace": "batch", "uid": "t-web"},
+            "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "web"}},
+        }
+    )
+    assert not run_in_progress(snap, other)

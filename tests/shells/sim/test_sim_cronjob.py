@@ -199,3 +199,51 @@ def test_a_runs_oom_kill_brings_the_pass_forward_so_the_raise_lands_before_the_r
     assert resize.details["containers"]["report"]["to"]["limits"]["memory"] >= 1100 * MIB
     done = sim.events.query("PodFinished")
     assert [(e.object, e.reason) for e in done] == [(kill.object, "Completed")]
+
+
+def test_a_run_bigger_than_the_weeks_is_raised_in_place_before_it_is_killed(tmp_path) -> None:
+    """Three runs at a 1000Mi peak size the fourth at 1100Mi; the fourth climbs from 600Mi
+    to 1150Mi over its 20 minutes (a bigger night than any before). Its runs' suggestion
+    is due every pass while it runs (`recommend.runs.run_in_progress`); at 95% of its
+    request it is raised in place by 1.2 (`_in_run_raise`, `decide_initial`), minutes
+    before the kill it was heading for: no OOM kill, and the run completes."""
+    from foresize.shells.sim.cluster import SimCluster
+    from foresize.shells.sim.scenario import parse_scenario
+
+    every, first, run_time = 3600, 600, 1200
+    rows = ["ts,value"]
+    for t in range(0, first + 4 * every, 60):
+        run, age = divmod(t - first, every)
+        inside = t >= first and age <= run_time + 120
+        if not inside:
+            value = 0.0
+        elif run < 3:
+            value = 1000.0
+        else:
+            value = 600.0 + 550.0 * min(age, run_time) / run_time
+        rows.append(f"{t},{value * MIB:.0f}")
+    (tmp_path / "memory.csv").write_text("\n".join(rows) + "\n")
+    job = _cronjob(every="1h", first_run="10m", run_time="20m")
+    job["containers"][0].update(requests={"cpu": "500m", "memory": "2Gi"}, limits={"memory": "2Gi"})
+    job["containers"][0]["usage"]["memory"] = {
+        "generator": "trace",
+        "file": "memory.csv",
+        "step": "60s",
+    }
+    data = {"name": "t", "nodes": [{"name": "n", "cpu": "8", "memory": "16Gi"}], "workloads": [job]}
+    sim = SimCluster(parse_scenario(data, "<test>", base_dir=tmp_path), seed=1, step=60.0)
+    opts = OperatorOptions(loop_interval=60.0, kinds=("CronJob",))
+    SimOperator(sim, ForesizeRecommender(), opts).install()
+    sim.run(first + 3 * every + run_time + 300)
+    pods = _job_pods(sim)
+    fourth = pods[-1]
+    asked = fourth.containers[0].resources  # as admitted, before the raise
+    assert not sim.events.query("OOMKilled")
+    (resize,) = sim.events.query("ResizeApplied")
+    assert resize.object == f"Pod/default/{fourth.name}"
+    moved = resize.details["containers"]["report"]
+    assert moved["from"]["limits"]["memory"] == 1100 * MIB  # as admitted: 1000Mi + 10%
+    to = moved["to"]
+    assert to["limits"]["memory"] >= 1150 * MIB and to["requests"]["cpu"] == asked.requests["cpu"]
+    done = sim.events.query("PodFinished", object=resize.object)
+    assert [e.reason for e in done] == ["Completed"]

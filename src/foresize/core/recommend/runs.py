@@ -86,6 +86,15 @@ RUN_MARGIN = 0.10
 night; the margin covers that movement (a peak 10% above the week's highest is an OOM
 kill, which then raises the next run by `OOM_FACTOR`)."""
 
+NEAR_REQUEST = 0.95
+"""A run in progress whose memory reaches 95% of the memory asked is raised in place
+before it is killed (`_in_run_raise`): a night bigger than any of the week's, past the
+margin. The kill comes at the limit (at or above the request), so this is early where the
+limit is above the request; a run above its request is also the first evicted under
+node memory pressure. 5% of a nightly job's climb to its peak (30 minutes from 30% to its
+peak in `bench runtimes`) is about 2 minutes: two passes at 60 s, with the history's
+sample a minute late."""
+
 
 @dataclass(frozen=True, slots=True)
 class Run:
@@ -170,6 +179,24 @@ def is_run_of(w: Workload, view: TargetView) -> bool:
     if view.ref_kind == JOB_GROUP:
         return w.owner is None and job_group_of(w.template.labels) == view.ref_name
     return w.owner is not None and (w.owner.kind, w.owner.name) == (CRONJOB, view.ref_name)
+
+
+def run_in_progress(snapshot: ClusterSnapshot, target: TargetObject) -> bool:
+    """Whether a run of a CronJob or JobGroup target is in progress (a Job of it neither
+    complete nor failed): its runs' suggestion is then due every pass, so that a run
+    nearing its request is raised ahead of a kill (`_in_run_raise`) within a pass, not
+    at the target's cadence (15 minutes: a climbing run is killed well before)."""
+    try:
+        view = target_view(target)
+    except (ValueError, TypeError):
+        return False
+    if view.ref_kind not in (CRONJOB, JOB_GROUP):
+        return False
+    return any(
+        # No status read yet (None) is a Job just created: running too.
+        is_run_of(w, view) and (w.job is None or not w.job.outcome)
+        for w in snapshot.workloads.values()
+    )
 
 
 def runs_template(
@@ -313,6 +340,31 @@ def _oom_need(runs: list[Run], current_limit: int | None) -> tuple[float, int] |
     return hit * OOM_FACTOR, sum(r.oom_kills for r in killed)
 
 
+def _in_run_raise(out: ContainerRuns, value: float) -> float:
+    """`value` (memory) raised ahead of a kill where the run in progress has come within
+    `NEAR_REQUEST` of it: by `OOM_FACTOR`, as a kill would raise it, compounding until the
+    run's memory so far is below `NEAR_REQUEST` of it again (steps, not the usage itself,
+    so a climbing run is resized once or twice, not every pass)."""
+    live = out.runs[-1] if out.runs and out.runs[-1].in_progress else None
+    if live is None or not math.isfinite(live.memory_peak) or value <= 0:
+        return value
+    raised = value
+    while live.memory_peak >= NEAR_REQUEST * raised:
+        raised *= OOM_FACTOR
+    if raised == value:
+        return value
+    # Not `out.raised`: before `MIN_RUNS` the pods run at the template's request, which
+    # this is no raise of (an OOM kill's raise is published at once; this is not).
+    return out.explanation.moved(
+        "run_in_progress",
+        MEMORY,
+        value,
+        raised,
+        f"the run in progress is at {amount(MEMORY, live.memory_peak)}, within "
+        f"{1 - NEAR_REQUEST:.0%} of the request: raised by {OOM_FACTOR:g} before a kill",
+    )
+
+
 def request_from_runs(
     out: ContainerRuns,
     resource: str,
@@ -368,6 +420,7 @@ def request_from_runs(
                     f"memory raised to {amount(MEMORY, value)} from the OOM kills (the need "
                     "is above what the killed runs had, by an amount no run has shown)"
                 )
+        value = _in_run_raise(out, value)
     lower, upper = bounds
     bounded = min(value, upper) if upper is not None else value
     bounded = max(bounded, lower) if lower is not None else bounded

@@ -300,13 +300,15 @@ def _propose_resize(
 
 
 def decide_initial(run: TargetRun, view: PodView, ctx: PassContext, out: list[Candidate]) -> int:
-    """Nothing for a running pod, but for a run of a CronJob (or job group) whose container
-    was just OOM-killed: its memory raised in place to the raise the kill gave the runs'
-    suggestion (`recommend.runs`), urgent. The container is restarting already (a Job's
+    """Nothing for a running pod, but for a run of a CronJob (or job group) whose memory
+    the runs' suggestion (`recommend.runs`) now puts above the pod's: the raise an OOM kill
+    of the run gave it, or the raise ahead of a kill of a run in progress near its
+    request; sent in place, urgent. A killed container is restarting already (a Job's
     pods restart in place under `restartPolicy: OnFailure`), so the raise disrupts
     nothing; without it the run is killed again at the same limit until its Job's
-    `backoffLimit` fails it. Memory only, never down, never an eviction."""
-    if run.policy.ref_kind not in RUNS_KINDS or not recent_oom(view.pod, ctx.now):
+    `backoffLimit` fails it. A memory raise in place needs no restart (`resizePolicy`
+    NotRequired; pods/resize allows it). Memory only, never down, never an eviction."""
+    if run.policy.ref_kind not in RUNS_KINDS:
         return 0
     change = _change(run, view, (MEMORY,))
     if change is not None and change.problem is None and memory_up(view.pod, change):
