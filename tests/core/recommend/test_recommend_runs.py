@@ -360,20 +360,22 @@ def test_a_run_in_progress_before_enough_runs_publishes_no_raise() -> None:
 
 
 def test_a_run_in_progress_makes_the_runs_suggestion_due_every_pass() -> None:
-    # A Job of the CronJob neither complete nor failed (or with no status read yet) is a
-    # run in progress: the pass recomputes the runs' suggestion each time
-    # (`reconcile._suggestions`), not at the 15-minute cadence a climbing run outpaces.
+    # A pod of a Job of the CronJob Pending or Running is a run in progress: the pass
+    # recomputes the runs' suggestion each time (`reconcile._suggestions`), not at the
+    # 15-minute cadence a climbing run outpaces. A finished run's pod (Succeeded,
+    # Failed, terminating) or none is not.
     from dataclasses import replace
 
     from foresize.core.recommend.runs import run_in_progress
 
     target = _target()
-    snap = _snapshot(target)
-    assert run_in_progress(snap, target)  # the Job has no status yet
-    (job,) = [w for w in snap.workloads.values() if w.kind == "Job"]
-    for outcome, running in (("", True), ("Complete", False), ("Failed", False)):
-        w = replace(job, job=JobOutcome(start=NOW - 600, outcome=outcome))
-        assert run_in_progress(replace(snap, workloads={w.key: w}), target) is running
+    assert not run_in_progress(_snapshot(target), target)  # a Job, no pod
+    job = OwnerRef("Job", "report-29666666")
+    for phase, running in (("Pending", True), ("Running", True), ("Succeeded", False)):
+        pod = Pod("batch", f"report-{phase}", owner=job, phase=phase)
+        assert run_in_progress(_snapshot(target, pods=(pod,)), target) is running
+    gone = replace(Pod("batch", "report-x", owner=job, phase="Running"), deletion_time=NOW)
+    assert not run_in_progress(_snapshot(target, pods=(gone,)), target)
     other = parse_target(
         {
             "apiVersion": "foresize.io/v1",
@@ -382,4 +384,5 @@ def test_a_run_in_progress_makes_the_runs_suggestion_due_every_pass() -> None:
             "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "web"}},
         }
     )
-    assert not run_in_progress(snap, other)
+    running = Pod("batch", "report-y", owner=job, phase="Running")
+    assert not run_in_progress(_snapshot(target, pods=(running,)), other)

@@ -22,8 +22,9 @@ as a CronJob's runs are, by the same rules."""
 RUNS_KINDS = (CRONJOB, JOB_GROUP)
 """The `scaleTargetRef` kinds whose pods are runs, sized at creation from past runs."""
 CRONJOB_UPDATE_MODE = "initial"
-"""A CronJob's pods are sized by the pod webhook when created and never evicted; a run just
-OOM-killed has its memory raised in place (`vertical.modes.decide_initial`), nothing else."""
+"""A CronJob's pods are sized by the pod webhook when created and never evicted; a run
+just OOM-killed, or nearing its request, has its memory raised in place
+(`vertical.modes.decide_initial`), nothing else."""
 RESIZING_MODES = ("in_place", "in_place_or_recreate")
 """The update modes a CronJob target refuses: they resize running pods. `recreate` is
 taken (it is the API default, which the API server writes into every stored object, and
