@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from foresize.core.admission.index import AdmissionIndex
 from foresize.core.admission.pod import mutate_pod
 from foresize.core.api.access import JSONValue
+from foresize.core.api.access import first as get
 from foresize.core.api.fields import format_timestamp
 from foresize.core.api.quantity import format_resource_map
 from foresize.core.cluster.actions import (
@@ -423,21 +424,43 @@ def _suggestions(
     history: HistoryReader,
     config: ReconcileConfig,
 ) -> list[Action]:
+    # Targets due only because a run of theirs is in progress: checked every pass, their
+    # status written only when the suggestion changes (else a running CronJob's status
+    # was written every pass for nothing but its times, 30-60 writes a nightly run).
+    checked: dict[str, TargetObject] = {}
+
     def due(target: TargetObject) -> bool:
         key = target_key(target)
         last = state.last_suggest.get(key)
         if round_due(key, last, now, cadence_of(target, config.suggest_interval)):
             return True
         assert last is not None  # `round_due` is true without a last round
-        return _oom_since(snapshot, target, history, last, now) or run_in_progress(snapshot, target)
+        if _oom_since(snapshot, target, history, last, now):
+            return True
+        if run_in_progress(snapshot, target):
+            checked[key] = target
+            return True
+        return False
 
     events: list[EmitEvent] = []
     writes = plan_suggestions(snapshot, history, now, due, state.suggestions, events)
+    kept: list[Action] = []
     for write in writes:
+        key = f"{write.namespace}/{write.name}"
+        if key in checked and _suggestion_uid(write.status) == _suggestion_uid(
+            get(checked[key], "status")
+        ):
+            continue  # the run's request holds: its round keeps its cadence
         # Only a target that got a forecast waits for its next cadence (one whose
         # workload has not been seen yet is tried again on the next pass).
-        state.last_suggest[f"{write.namespace}/{write.name}"] = now
-    return [*writes, *events]
+        state.last_suggest[key] = now
+        kept.append(write)
+    return [*kept, *events]
+
+
+def _suggestion_uid(status: JSONValue) -> object:
+    """The content-addressed uid of a status's vertical suggestion (None: it has none)."""
+    return get(get(status, "vertical_suggestion"), "uid")
 
 
 def _kinds_of(snapshot: ClusterSnapshot, workload: Workload) -> tuple[str, ...]:

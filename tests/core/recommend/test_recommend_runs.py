@@ -386,3 +386,36 @@ def test_a_run_in_progress_makes_the_runs_suggestion_due_every_pass() -> None:
     )
     running = Pod("batch", "report-y", owner=job, phase="Running")
     assert not run_in_progress(_snapshot(target, pods=(running,)), other)
+
+
+def test_a_run_in_progress_is_checked_each_pass_but_written_only_when_it_changes() -> None:
+    # The pass checks a running run every time; while its request holds, the status is
+    # not written again (it was once a pass, for nothing but its times); once the run
+    # nears its request the raise is written.
+    from foresize.core.cluster.actions import WriteTargetStatus
+    from foresize.core.reconcile import ReconcileState, plan_pass
+
+    history = UsageHistory(step=60.0)
+    _nightly(history, MIN_RUNS)
+    _live_run(history, 2 * GIB)
+    pod = Pod("batch", "report-live-x", owner=OwnerRef("Job", "report-29666666"), phase="Running")
+
+    def runs_writes(target: Any, now: float, state: ReconcileState) -> tuple[list[dict], Any]:
+        plan = plan_pass(_snapshot(target, now, pods=(pod,)), now, state, history)
+        writes = [
+            a.status
+            for a in plan.actions
+            if isinstance(a, WriteTargetStatus) and a.name == "report" and "job_runs" in a.status
+        ]
+        return writes, plan.state
+
+    target = _target()
+    (first,), state = runs_writes(target, NOW, ReconcileState())
+    published = parse_target({**target.model_dump(mode="json", by_alias=True), "status": first})
+    later, state = runs_writes(published, NOW + 60, state)
+    assert later == []
+    HistorySink(history).add_samples(
+        [Sample(NOW + 90, "batch", "report", "report-live-x", "report", 1.0, 2.1 * GIB)]
+    )
+    (raised,), _ = runs_writes(published, NOW + 120, state)
+    assert _request(raised, "memory") > _request(first, "memory")
