@@ -6,11 +6,12 @@ pass does, in this order (what the kube shell and the simulated operator both ru
 0. the policy hierarchy: every target replaced by its effective spec
    (`cluster.policies.resolve_snapshot`), so each step below reads the policy in force;
    an effective policy that changed joins the target's status write (step 7);
-1. recommendations: each due AIScaleTarget gets a fresh `status.vertical_suggestion`
-   (`recommend.suggestions.plan_suggestions`); a target is due once in each slot of its
-   own cadence, the slots offset by a hash of its key (`recommend.rounds`: the fleet's
-   rounds spread over the cadence, not all in one pass), or at once when its history
-   holds an OOM kill newer than its last forecast (the x1.2 OOM floor must not wait);
+1. recommendations (`recommend.rounds.plan_rounds`): each due AIScaleTarget gets a fresh
+   `status.vertical_suggestion` (`recommend.suggestions.plan_suggestions`); a target is
+   due once in each slot of its own cadence, the slots offset by a hash of its key (the
+   fleet's rounds spread over the cadence, not all in one pass), at once when its
+   history holds an OOM kill newer than its last forecast (the x1.2 OOM floor must not
+   wait), and every pass while a run of it is in progress (written when it changes);
 2. DaemonSetAutoscalers, every `scaleInterval`: the percentile suggestion into status and
    in-place resizes of running pods (when the shell has a DaemonSet usage window);
 3. horizontal: predictions and `*/scale` patches ahead of peaks;
@@ -41,13 +42,11 @@ from dataclasses import dataclass, field
 from foresize.core.admission.index import AdmissionIndex
 from foresize.core.admission.pod import mutate_pod
 from foresize.core.api.access import JSONValue
-from foresize.core.api.access import first as get
 from foresize.core.api.fields import format_timestamp
 from foresize.core.api.quantity import format_resource_map
 from foresize.core.cluster.actions import (
     Action,
     ActionResult,
-    EmitEvent,
     EvictPod,
     ResizePod,
     WriteTargetStatus,
@@ -65,7 +64,7 @@ from foresize.core.cluster.snapshot import ClusterSnapshot, TargetObject
 from foresize.core.cluster.target import TargetView, dsa_view, target_view
 from foresize.core.cluster.target_fields import suggestion_from
 from foresize.core.cluster.windows import UTC_ONLY, TimeZones
-from foresize.core.history import OOM, HistoryReader, HistoryWorkload, history_kinds
+from foresize.core.history import HistoryReader, HistoryWorkload, history_kinds
 from foresize.core.horizontal.coming import (
     COMING_STEP,
     ComingReplicas,
@@ -89,9 +88,8 @@ from foresize.core.lifecycle.daemonset import (
 from foresize.core.lifecycle.planner import LifecycleState, finalizers_to_add, plan_lifecycle
 from foresize.core.lifecycle.templates import TemplatePlan, plan_templates
 from foresize.core.recommend.horizontal import horizontal_forecasts
-from foresize.core.recommend.rounds import round_due
-from foresize.core.recommend.runs import run_in_progress
-from foresize.core.recommend.suggestions import SuggestionState, cadence_of, plan_suggestions
+from foresize.core.recommend.rounds import plan_rounds
+from foresize.core.recommend.suggestions import SuggestionState
 from foresize.core.vertical.headroom import HeadroomState, headroom_actions
 from foresize.core.vertical.planner import plan
 from foresize.core.vertical.policy import WorkerConfig
@@ -212,7 +210,9 @@ def plan_pass(
     actions: list[Action] = []
     checkpoint(stop)
     if history is not None:
-        fresh = _suggestions(snapshot, now, state, history, config)
+        fresh = plan_rounds(
+            snapshot, now, history, state.last_suggest, state.suggestions, config.suggest_interval
+        )
         actions += fresh
         writes = [a for a in fresh if isinstance(a, WriteTargetStatus)]
         actions += _coordinate(snapshot, writes, now, state, history)
@@ -417,80 +417,11 @@ def coming_pods(
 # --------------------------------------------------------------------- recommendations
 
 
-def _suggestions(
-    snapshot: ClusterSnapshot,
-    now: float,
-    state: ReconcileState,
-    history: HistoryReader,
-    config: ReconcileConfig,
-) -> list[Action]:
-    # Targets due only because a run of theirs is in progress: checked every pass, their
-    # status written only when the suggestion changes (else a running CronJob's status
-    # was written every pass for nothing but its times, 30-60 writes a nightly run).
-    checked: dict[str, TargetObject] = {}
-
-    def due(target: TargetObject) -> bool:
-        key = target_key(target)
-        last = state.last_suggest.get(key)
-        if round_due(key, last, now, cadence_of(target, config.suggest_interval)):
-            return True
-        assert last is not None  # `round_due` is true without a last round
-        if _oom_since(snapshot, target, history, last, now):
-            return True
-        if run_in_progress(snapshot, target):
-            checked[key] = target
-            return True
-        return False
-
-    events: list[EmitEvent] = []
-    writes = plan_suggestions(snapshot, history, now, due, state.suggestions, events)
-    kept: list[Action] = []
-    for write in writes:
-        key = f"{write.namespace}/{write.name}"
-        if key in checked and _suggestion_uid(write.status) == _suggestion_uid(
-            get(checked[key], "status")
-        ):
-            continue  # the run's request holds: its round keeps its cadence
-        # Only a target that got a forecast waits for its next cadence (one whose
-        # workload has not been seen yet is tried again on the next pass).
-        state.last_suggest[key] = now
-        kept.append(write)
-    return [*kept, *events]
-
-
-def _suggestion_uid(status: JSONValue) -> object:
-    """The content-addressed uid of a status's vertical suggestion (None: it has none)."""
-    return get(get(status, "vertical_suggestion"), "uid")
-
-
 def _kinds_of(snapshot: ClusterSnapshot, workload: Workload) -> tuple[str, ...]:
     """The kinds of history a workload reads (`history.history_kinds`)."""
     return history_kinds(
         snapshot, workload.namespace, HistoryWorkload(workload.kind, workload.name)
     )
-
-
-def _oom_since(
-    snapshot: ClusterSnapshot,
-    target: TargetObject,
-    history: HistoryReader,
-    since: float,
-    now: float,
-) -> bool:
-    """Whether the history holds an OOM kill of the target's workload newer than `since`."""
-    view = target_view(target)
-    if not view.ref_kind:  # a selector target: no one workload
-        return False
-    workload = snapshot.workload(view.ref_kind, view.namespace, view.ref_name)
-    if workload is None:
-        return False
-    own = HistoryWorkload(workload.kind, workload.name)
-    kinds = history_kinds(snapshot, view.namespace, own)
-    for c in workload.template.containers:
-        key = own.key(view.namespace, c.name)
-        if any(history.events(key.of_kind(k), OOM, since + 1e-9, now + 1e-9) for k in kinds):
-            return True
-    return False
 
 
 # --------------------------------------------------------------------- DaemonSets

@@ -361,12 +361,12 @@ def test_a_run_in_progress_before_enough_runs_publishes_no_raise() -> None:
 
 def test_a_run_in_progress_makes_the_runs_suggestion_due_every_pass() -> None:
     # A pod of a Job of the CronJob Pending or Running is a run in progress: the pass
-    # recomputes the runs' suggestion each time (`reconcile._suggestions`), not at the
+    # recomputes the runs' suggestion each time (`rounds.plan_rounds`), not at the
     # 15-minute cadence a climbing run outpaces. A finished run's pod (Succeeded,
     # Failed, terminating) or none is not.
     from dataclasses import replace
 
-    from foresize.core.recommend.runs import run_in_progress
+    from foresize.core.recommend.rounds import run_in_progress
 
     target = _target()
     assert not run_in_progress(_snapshot(target), target)  # a Job, no pod

@@ -204,7 +204,7 @@ def test_a_runs_oom_kill_brings_the_pass_forward_so_the_raise_lands_before_the_r
 def test_a_run_bigger_than_the_weeks_is_raised_in_place_before_it_is_killed(tmp_path) -> None:
     """Three runs at a 1000Mi peak size the fourth at 1100Mi; the fourth climbs from 600Mi
     to 1150Mi over its 20 minutes (a bigger night than any before). Its runs' suggestion
-    is due every pass while it runs (`recommend.runs.run_in_progress`); at 95% of its
+    is due every pass while it runs (`recommend.rounds.run_in_progress`); at 95% of its
     request it is raised in place by 1.2 (`_in_run_raise`, `decide_initial`), minutes
     before the kill it was heading for: no OOM kill, and the run completes."""
     from foresize.shells.sim.cluster import SimCluster

@@ -39,7 +39,7 @@ suggestion when the next run's pods are created. The one in-place change is a me
 a run in progress (`vertical.modes.decide_initial`): after an OOM kill (the kill raises
 the suggestion and brings the pass forward, `vertical.modes.new_run_oom_kill`), or before
 one, where the run's memory reaches `NEAR_REQUEST` of its request (`_in_run_raise`; the
-runs' suggestion is due every pass while a run is in progress, `run_in_progress`).
+runs' suggestion is due every pass while a run is in progress, `rounds.run_in_progress`).
 """
 
 from __future__ import annotations
@@ -69,8 +69,6 @@ from foresize.core.recommend.oom import OOM_FACTOR
 if TYPE_CHECKING:
     from foresize.core.recommend.suggestions import SuggestionState
 
-RUNNING_PHASES = ("Pending", "Running")
-"""The phases of a run's pod while its run is in progress."""
 RUN_GAP = 2
 """Empty 5-minute columns (10 minutes) that end a run: a container restarting after an
 OOM kill is back within its back-off (10 s doubling, 5 minutes at most), so it stays in
@@ -183,29 +181,6 @@ def is_run_of(w: Workload, view: TargetView) -> bool:
     if view.ref_kind == JOB_GROUP:
         return w.owner is None and job_group_of(w.template.labels) == view.ref_name
     return w.owner is not None and (w.owner.kind, w.owner.name) == (CRONJOB, view.ref_name)
-
-
-def run_in_progress(snapshot: ClusterSnapshot, target: TargetObject) -> bool:
-    """Whether a run of a CronJob or JobGroup target is in progress (a pod of one of its
-    Jobs Pending or Running): its runs' suggestion is then due every pass, so that a run
-    nearing its request is raised ahead of a kill (`_in_run_raise`) within a pass, not at
-    the target's cadence (15 minutes: a climbing run is killed well before). The pods,
-    not the Jobs' status: that is read once a Job has one, and a finished run's pods are
-    gone or Succeeded/Failed in either shell."""
-    try:
-        view = target_view(target)
-    except (ValueError, TypeError):
-        return False
-    if view.ref_kind == CRONJOB:
-        cronjob = snapshot.workload(CRONJOB, view.namespace, view.ref_name)
-        owners = [cronjob] if cronjob is not None else []
-    elif view.ref_kind == JOB_GROUP:
-        owners = [w for w in snapshot.workloads.values() if is_run_of(w, view)]
-    else:
-        return False
-    return any(
-        p.phase in RUNNING_PHASES and not p.terminating for w in owners for p in snapshot.pods_of(w)
-    )
 
 
 def runs_template(
