@@ -19,11 +19,12 @@ import time
 import tracemalloc
 from typing import Any
 
-from foresize.bench.synthetic import NAMESPACES, synthetic_objects
+from foresize.bench.synthetic import NAMESPACES, SUGGEST_INTERVAL, synthetic_objects
 from foresize.core.recommend.rounds import round_due
+from foresize.shells.kube.options import OperatorOptions
 
-SHIPPED_CADENCE = 900.0  # the operator's default --suggest-interval
-SHIPPED_INTERVAL = 30.0  # the operator's default --interval
+SHIPPED_CADENCE = SUGGEST_INTERVAL  # the operator's default --suggest-interval
+SHIPPED_INTERVAL = OperatorOptions().interval  # the operator's default --interval
 
 
 def _cache(pods: int, targets: int, nodes: int) -> Any:

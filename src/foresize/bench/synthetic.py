@@ -11,20 +11,20 @@ from typing import Any
 from foresize.core.api.fields import format_timestamp
 from foresize.core.cluster.actions import WriteTargetStatus
 from foresize.core.recommend.rounds import last_slot
-from foresize.core.reconcile import ReconcileConfig
 from foresize.shells.kube.handlers import accepted_condition
+from foresize.shells.kube.options import OperatorOptions
 from foresize.shells.kube.status_writes import merge_patched
 
 NAMESPACES = 20  # the targets' namespaces, as `bench.webhook_load.review_bodies` names them
 REVISION = "1a2b3c4d5e"  # the pod-template-hash of every ReplicaSet
 BASE_CPU, BASE_MEM = "100m", "128Mi"
 RESIZED_CPU = "150m"  # the suggestion of a resized target: +50% CPU, same memory
-# The shipped --suggest-interval: each target's suggestion was made in its last round
-# slot of it before the operator's start, so none is due for a round at the start. ("A
-# minute before" was not enough: a 15-minute cadence has three slots, so a slot fell in
-# that minute for a fifth of the runs, and their first pass wrote each such target's
-# round from an empty history.)
-SUGGEST_INTERVAL = ReconcileConfig().suggest_interval
+# The operator's default --suggest-interval. Each target's suggestion was made at its
+# last round slot of that cadence before the start, so none is due at the start ("a
+# minute before" was not enough: a 15-minute cadence has three slots on the model grid,
+# so for a fifth of the start times a slot fell in that minute, and the first pass
+# rewrote each such target from an empty history).
+SUGGEST_INTERVAL = OperatorOptions().suggest_interval
 STEADY_NAME = "wl-0"  # the one target of `steady_status`'s cluster
 
 

@@ -3,6 +3,8 @@ and Foresize sizing each new run at creation through the pod webhook from past r
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from foresize.core.admission.pod import MANAGED_ANNOTATION
@@ -152,17 +154,24 @@ def test_foresize_sizes_the_runs_of_a_bare_job_group_from_past_peaks() -> None:
     assert target.status.model_extra["job_runs"]["clean_runs"] >= MIN_RUNS
 
 
+def _run_over_its_limit(needs: str) -> Any:
+    """A CronJob's 30-minute run asked 500m and 1Gi (limit 1Gi) that needs `needs` of
+    memory, under Foresize's operator passing every 60 s."""
+    job = _cronjob(run_time="30m")
+    job["containers"][0].update(requests={"cpu": "500m", "memory": "1Gi"}, limits={"memory": "1Gi"})
+    job["containers"][0]["usage"]["memory"] = needs
+    sim = make_sim([job], settle=0, memory="16Gi", cpu="8")
+    opts = OperatorOptions(loop_interval=60.0, kinds=("CronJob",))
+    SimOperator(sim, ForesizeRecommender(), opts).install()
+    return sim
+
+
 def test_a_run_killed_for_memory_is_raised_in_place_and_finishes() -> None:
     """A run that needs more memory than its limit: the OOM kill raises the runs'
     suggestion, and the running pod (restarting in place, `OnFailure`) gets the raise in
     place at the next pass instead of being killed at the same limit until its Job
     fails. Memory only, never an eviction."""
-    job = _cronjob(run_time="30m")
-    job["containers"][0].update(requests={"cpu": "500m", "memory": "1Gi"}, limits={"memory": "1Gi"})
-    job["containers"][0]["usage"]["memory"] = "1300Mi"
-    sim = make_sim([job], settle=0, memory="16Gi", cpu="8")
-    opts = OperatorOptions(loop_interval=60.0, kinds=("CronJob",))
-    SimOperator(sim, ForesizeRecommender(), opts).install()
+    sim = _run_over_its_limit("1300Mi")
     seen: list = []
     sim.every(60.0, lambda _s, _n: seen.extend(_job_pods(sim)))
     sim.run(50 * 60)  # the first run (from 10m, 30 minutes of work) and a margin
@@ -185,12 +194,7 @@ def test_a_runs_oom_kill_brings_the_pass_forward_so_the_raise_lands_before_the_r
     pass (60 s here): the kill brings a pass forward (the pod watch, `OOM_WATCH_DELAY`),
     whose in-place raise lands before the restart, so the run is killed once, not again
     at the same limit. A run needing 1100Mi at a 1Gi limit: one kill, raised to 1.2Gi."""
-    job = _cronjob(run_time="30m")
-    job["containers"][0].update(requests={"cpu": "500m", "memory": "1Gi"}, limits={"memory": "1Gi"})
-    job["containers"][0]["usage"]["memory"] = "1100Mi"
-    sim = make_sim([job], settle=0, memory="16Gi", cpu="8")
-    opts = OperatorOptions(loop_interval=60.0, kinds=("CronJob",))
-    SimOperator(sim, ForesizeRecommender(), opts).install()
+    sim = _run_over_its_limit("1100Mi")
     sim.run(50 * 60)
     (kill,) = sim.events.query("OOMKilled")
     (resize,) = sim.events.query("ResizeApplied")
